@@ -1,0 +1,1 @@
+"""sweepd: unattended GPU-cluster sweeps."""

@@ -1,0 +1,95 @@
+"""The cluster backend protocol: what the engine needs from a scheduler.
+
+Implementations: `sim` (embedded simulated cluster) and `slurm` (real Slurm CLIs).
+Every call is async and batched where the scheduler allows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+class SchedulerState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    # The scheduler no longer knows the job: judge it from its log alone.
+    GONE = "GONE"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (SchedulerState.PENDING, SchedulerState.RUNNING,
+                            SchedulerState.COMPLETING)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One submission. `token` is unique per job and is carried in the scheduler's job
+    record (name or comment) so that recovery after a crash can find the job."""
+
+    token: str
+    model: str
+    nodes: Sequence[str]
+    output_dir: Path
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Optional `:alias:tag` parts for submit.sh-style job names.
+    alias: str | None = None
+    tag: str | None = None
+    # Simulated-cluster only: which commit the job runs (for per-commit effects).
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    backend_id: str
+    job_name: str
+    log_path: Path
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: SchedulerState
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+class ControllerUnreachable(Exception):
+    """The scheduler did not answer (e.g. `slurm_load_jobs error: Connection refused`)."""
+
+
+class SubmitRefused(Exception):
+    """The scheduler or submit wrapper refused the job; the message says why."""
+
+
+class ClusterBackend(Protocol):
+    name: str
+
+    async def submit(self, request: JobRequest) -> Submitted: ...
+
+    async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """States of all given jobs in one scheduler call. Raises ControllerUnreachable."""
+        ...
+
+    async def find_by_token(self, token: str) -> Submitted | None:
+        """A job submitted with this token, if the scheduler still knows it."""
+        ...
+
+    async def cancel(self, backend_id: str) -> None: ...
+
+    async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
+        """Scheduler state per node, lower case (`idle`, `alloc`, `drain`, `down`...)."""
+        ...
+
+    async def close(self) -> None: ...
