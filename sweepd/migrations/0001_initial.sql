@@ -28,6 +28,7 @@ CREATE TABLE runs (
     mfu            REAL,
     failure_class  TEXT,
     detail         TEXT,
+    not_before     REAL,
     UNIQUE (sweep_id, label),
     UNIQUE (sweep_id, seq)
 );

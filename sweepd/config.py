@@ -1,0 +1,97 @@
+"""Daemon settings: a TOML file, with the SKILL.md numbers as defaults."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PolicyConfig(_Section):
+    """Every threshold a rule uses. Durations are cluster seconds."""
+
+    hang_timeout_s: float = Field(600, gt=0, description="no new output while RUNNING = hung")
+    max_retries: int = Field(2, ge=0, description="retries per run; the 3rd failure is final")
+    max_exclusions: int = Field(2, ge=0, description="node exclusions per sweep before a stop")
+    controller_down_limit_s: float = Field(900, gt=0, description="wait this long, then stop")
+    checkout_retry_s: float = Field(3600, gt=0, description="retry period on checkout 5xx")
+    rccl_flake_limit: int = Field(3, ge=1, description="consecutive init hangs: drop the run")
+    coord_timeout_limit: int = Field(2, ge=1, description="consecutive coord timeouts: stop")
+    poll_interval_s: float = Field(60, gt=0, description="scheduler poll period")
+    tail_backoff_max_s: float = Field(300, gt=0, description="slowest log polling when silent")
+
+
+class SimConfig(_Section):
+    scenario: Path | None = None  # None: the embedded default scenario
+
+
+class SlurmConfig(_Section):
+    mode: Literal["direct", "submit_sh"] = "direct"
+    repo: Path | None = None
+    command_prefix: list[str] = Field(default_factory=list)
+    partition: str | None = None
+    time_limit: str | None = None
+    train_command: list[str] = Field(default_factory=list)
+    extra_sbatch: list[str] = Field(default_factory=list)
+    allow_resume: bool = False
+    slurm_conf: Path | None = None
+
+
+class ClusterConfig(_Section):
+    backend: Literal["sim", "slurm"] = "sim"
+    gpu_memory_gib: float = Field(192, gt=0)
+    sim: SimConfig = Field(default_factory=SimConfig)
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+
+class DaemonConfig(_Section):
+    state_dir: Path = Path("/var/lib/sweepd")
+    socket: Path | None = None  # default: <state_dir>/sweepd.sock
+    tick_s: float = Field(1.0, gt=0, description="wall seconds between engine passes")
+    max_body_bytes: int = Field(1 << 20, gt=0)
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "sweepd.db"
+
+    @property
+    def outputs(self) -> Path:
+        return self.state_dir / "outputs"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.socket or self.state_dir / "sweepd.sock"
+
+
+class Config(_Section):
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text("utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path} is not valid TOML: {e}") from None
+    for dotted, value in (overrides or {}).items():
+        section, key = dotted.split(".", 1)
+        data.setdefault(section, {})[key] = value
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"invalid config {path or ''}: {e}") from None

@@ -1,0 +1,141 @@
+"""Sweep specs: the API's contract. One pydantic model per sweep kind, YAML or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import hostlist
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sweepd.models import UnknownModel, resolve_model
+
+
+class SpecError(ValueError):
+    """A spec that cannot be accepted; `errors` holds field-level details."""
+
+    def __init__(self, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or [{"loc": [], "msg": message}]
+
+
+def expand_nodes(expr: str) -> list[str]:
+    try:
+        nodes: list[str] = hostlist.expand_hostlist(expr)
+    except hostlist.BadHostlist as e:
+        raise ValueError(f"bad hostlist expression {expr!r}: {e}") from e
+    if not nodes:
+        raise ValueError("the node list is empty")
+    if len(set(nodes)) != len(nodes):
+        raise ValueError(f"node list {expr!r} names a node twice")
+    return nodes
+
+
+def collect_nodes(nodes: list[str]) -> str:
+    return str(hostlist.collect_hostlist(nodes))
+
+
+Scalar = int | float | str
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, max_length=80)
+    nodes: str = Field(description="hostlist expression, pinned for the whole sweep")
+    overrides: dict[str, Scalar] = Field(default_factory=dict,
+                                         description="key=value MaxText passthrough")
+    env: dict[str, str] = Field(default_factory=dict, description="_env_ variables")
+    steps: int = Field(default=15, ge=6, le=10_000)
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, v: str) -> str:
+        return collect_nodes(expand_nodes(v))
+
+    @field_validator("overrides", "env")
+    @classmethod
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if not key or any(c in key for c in " =\n\t"):
+                raise ValueError(f"bad key {key!r}")
+        return v
+
+    @property
+    def node_list(self) -> list[str]:
+        return expand_nodes(self.nodes)
+
+    @property
+    def profiler(self) -> bool:
+        return str(self.overrides.get("profiler", "")) not in ("", "none")
+
+
+class ModelPerfSpec(_Spec):
+    """Find the parameter value (default per_device_batch_size) with the highest steady TGS."""
+
+    kind: Literal["model-perf"]
+    model: str
+    parameter: str = "per_device_batch_size"
+    values: list[Scalar] | None = Field(
+        default=None, description="explicit candidates; default: 1..upper for integer params")
+    lower: int = Field(default=1, ge=1)
+    upper: int | None = Field(default=None, ge=1, le=4096)
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
+    mem_fraction: float | None = Field(default=None, gt=0, le=1)
+    min_nodes: int | None = Field(default=None, ge=1)
+    max_runs: int = Field(default=12, ge=1, le=200)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        try:
+            return resolve_model(v).name
+        except UnknownModel as e:
+            raise ValueError(str(e)) from e
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ModelPerfSpec:
+        if self.upper is not None and self.upper < self.lower:
+            raise ValueError(f"upper ({self.upper}) is below lower ({self.lower})")
+        if self.values is not None and len(self.values) == 0:
+            raise ValueError("values is empty")
+        if self.parameter in self.overrides:
+            raise ValueError(f"{self.parameter} is the swept parameter; remove it from overrides")
+        return self
+
+
+SweepSpec = ModelPerfSpec
+SPEC_KINDS: dict[str, type[_Spec]] = {"model-perf": ModelPerfSpec}
+
+
+def parse_spec(data: Any) -> SweepSpec:
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a mapping with a `kind` field")
+    kind = data.get("kind")
+    model = SPEC_KINDS.get(str(kind))
+    if model is None:
+        raise SpecError(
+            f"unknown sweep kind {kind!r}; known kinds: {', '.join(sorted(SPEC_KINDS))}",
+            [{"loc": ["kind"], "msg": f"unknown sweep kind {kind!r}"}],
+        )
+    try:
+        spec = model.model_validate(data)
+    except ValidationError as e:
+        errors = [{"loc": list(err["loc"]), "msg": err["msg"]} for err in e.errors()]
+        lines = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'spec'}: {x['msg']}" for x in errors)
+        raise SpecError(f"invalid {kind} spec: {lines}", errors) from None
+    assert isinstance(spec, ModelPerfSpec)
+    return spec
+
+
+def load_spec_file(path: Path) -> SweepSpec:
+    try:
+        text = path.read_text("utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path} is not valid YAML/JSON: {e}") from None
+    return parse_spec(data)

@@ -1,0 +1,142 @@
+"""Typed rows read from the store."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Self
+
+from sweepd.states import JobState, RunState, SweepState
+
+
+class _Row:
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        keys = row.keys()
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in keys})  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Sweep(_Row):
+    id: int
+    kind: str
+    name: str
+    spec_json: str
+    state: SweepState
+    reason: str | None
+    verdict_json: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return dict(json.loads(self.spec_json))
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        return dict(json.loads(self.verdict_json)) if self.verdict_json else None
+
+
+@dataclass(frozen=True)
+class Run(_Row):
+    id: int
+    sweep_id: int
+    seq: int
+    label: str
+    params_json: str
+    nodes: str
+    state: RunState
+    outcome: str | None
+    tgs: float | None
+    mfu: float | None
+    failure_class: str | None
+    detail: str | None
+    not_before: float | None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.params_json))
+
+
+@dataclass(frozen=True)
+class Job(_Row):
+    id: int
+    run_id: int
+    sweep_id: int
+    attempt: int
+    token: str
+    job_name: str
+    nodes: str
+    backend_id: str | None
+    log_path: str | None
+    state: JobState
+    scheduler_state: str | None
+    submitted_at: float | None
+    ended_at: float | None
+    log_offset: int
+    log_identity: str | None
+    last_output_at: float | None
+    phase: str
+    last_step: int | None
+    profiler: int
+    mem_used_gb: float | None
+    mem_limit_gb: float | None
+    summary_status: str | None
+    summary_exit: int | None
+    node_map_json: str | None
+    tgs: float | None
+    mfu: float | None
+    failure_class: str | None
+    failure_node: str | None
+    failure_line: str | None
+    failure_detail: str | None
+
+
+@dataclass(frozen=True)
+class Event(_Row):
+    id: int
+    sweep_id: int
+    run_id: int | None
+    job_id: int | None
+    at: str
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    rule: str | None
+    reason: str
+    evidence: str | None
+
+
+@dataclass(frozen=True)
+class StepRow(_Row):
+    job_id: int
+    step: int
+    seconds: float | None
+    tflops: float | None
+    mfu: float | None
+    tgs: float
+    loss: float | None
+
+
+@dataclass(frozen=True)
+class SignalRow(_Row):
+    id: int
+    job_id: int
+    offset: int
+    rank: int | None
+    node: str | None
+    klass: str
+    detail: str | None
+    line: str
+
+
+@dataclass(frozen=True)
+class Exclusion(_Row):
+    sweep_id: int
+    node: str
+    job_id: int | None
+    reason: str
+    active: int

@@ -1,0 +1,374 @@
+"""The only code that runs SQL. One aiosqlite connection; writes in explicit transactions.
+
+Every state change is a guarded UPDATE (`WHERE state IN (allowed sources)`) plus an event
+row, in one transaction. Zero rows changed raises InvalidTransition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from sweepd.states import (
+    JOB_ACTIVE,
+    JOB_TRANSITIONS,
+    RUN_TRANSITIONS,
+    SWEEP_TRANSITIONS,
+    JobState,
+    RunState,
+    SweepState,
+    sources,
+)
+from sweepd.store.migrate import migrate
+from sweepd.store.rows import Event, Exclusion, Job, Run, SignalRow, StepRow, Sweep
+
+E = TypeVar("E", bound=StrEnum)
+
+_JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
+_RUN_FIELDS = frozenset({"outcome", "tgs", "mfu", "failure_class", "detail", "not_before"})
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+class NotFound(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Store:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path | str) -> Store:
+        conn = await aiosqlite.connect(str(path), isolation_level=None)
+        conn.row_factory = aiosqlite.Row
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute("PRAGMA busy_timeout=5000")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await migrate(conn)
+        return cls(conn)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    @asynccontextmanager
+    async def tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction at a time on the shared connection."""
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        async with self._conn.execute(sql, args) as cur:
+            return list(await cur.fetchall())
+
+    async def _one(self, sql: str, args: Sequence[Any], what: str) -> aiosqlite.Row:
+        rows = await self._all(sql, args)
+        if not rows:
+            raise NotFound(f"{what} not found")
+        return rows[0]
+
+    # -- events ------------------------------------------------------------------------
+
+    @staticmethod
+    async def _event(
+        conn: aiosqlite.Connection,
+        sweep_id: int,
+        kind: str,
+        reason: str,
+        *,
+        run_id: int | None = None,
+        job_id: int | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        rule: str | None = None,
+        evidence: str | None = None,
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO events (sweep_id, run_id, job_id, kind, from_state, to_state, rule,"
+            " reason, evidence) VALUES (?,?,?,?,?,?,?,?,?)",
+            (sweep_id, run_id, job_id, kind, from_state, to_state, rule, reason, evidence),
+        )
+
+    async def add_event(
+        self, sweep_id: int, kind: str, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, run_id: int | None = None, job_id: int | None = None,
+    ) -> None:
+        async with self.tx() as conn:
+            await self._event(conn, sweep_id, kind, reason, rule=rule, evidence=evidence,
+                              run_id=run_id, job_id=job_id)
+
+    async def events(self, sweep_id: int, after: int = 0, kind: str | None = None) -> list[Event]:
+        sql = "SELECT * FROM events WHERE sweep_id = ? AND id > ?"
+        args: list[Any] = [sweep_id, after]
+        if kind:
+            sql += " AND kind = ?"
+            args.append(kind)
+        return [Event.from_row(r) for r in await self._all(sql + " ORDER BY id", args)]
+
+    # -- guarded transitions -----------------------------------------------------------
+
+    async def _guarded(
+        self, conn: aiosqlite.Connection, table: str, transitions: Mapping[E, frozenset[E]],
+        row_id: int, to: E, sets: Mapping[str, Any],
+    ) -> str:
+        allowed = sources(transitions, to)
+        async with conn.execute(f"SELECT state FROM {table} WHERE id = ?", (row_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"{table[:-1]} {row_id} not found")
+        assignments = ", ".join(["state = ?", *(f"{k} = ?" for k in sets)])
+        marks = ",".join("?" * len(allowed))
+        cur = await conn.execute(
+            f"UPDATE {table} SET {assignments} WHERE id = ? AND state IN ({marks})",
+            (str(to), *sets.values(), row_id, *allowed),
+        )
+        if cur.rowcount != 1:
+            raise InvalidTransition(f"{table[:-1]} {row_id}: {row[0]} -> {to} is not allowed")
+        return str(row[0])
+
+    # -- sweeps ------------------------------------------------------------------------
+
+    async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any]) -> int:
+        async with self.tx() as conn:
+            cur = await conn.execute(
+                "INSERT INTO sweeps (kind, name, spec_json) VALUES (?,?,?)",
+                (kind, name, json.dumps(spec, sort_keys=True)),
+            )
+            sweep_id = int(cur.lastrowid or 0)
+            await self._event(conn, sweep_id, "transition", "sweep submitted",
+                              to_state=SweepState.QUEUED)
+        return sweep_id
+
+    async def sweep(self, sweep_id: int) -> Sweep:
+        return Sweep.from_row(await self._one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,),
+                                              f"sweep {sweep_id}"))
+
+    async def sweeps(self, states: Iterable[SweepState] | None = None) -> list[Sweep]:
+        if states is None:
+            rows = await self._all("SELECT * FROM sweeps ORDER BY id")
+        else:
+            wanted = [str(s) for s in states]
+            marks = ",".join("?" * len(wanted))
+            rows = await self._all(
+                f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
+        return [Sweep.from_row(r) for r in rows]
+
+    async def transition_sweep(
+        self, sweep_id: int, to: SweepState, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, verdict: Mapping[str, Any] | None = None,
+        progress: str | None = None,
+    ) -> None:
+        sets: dict[str, Any] = {"reason": reason,
+                                "updated_at": _now_sql()}
+        if verdict is not None:
+            sets["verdict_json"] = json.dumps(verdict, sort_keys=True)
+        async with self.tx() as conn:
+            old = await self._guarded(conn, "sweeps", SWEEP_TRANSITIONS, sweep_id, to, sets)
+            await self._event(conn, sweep_id, "transition", reason, from_state=old,
+                              to_state=to, rule=rule, evidence=evidence)
+            if progress:
+                await self._event(conn, sweep_id, "progress", progress)
+
+    # -- runs --------------------------------------------------------------------------
+
+    async def add_run(
+        self, sweep_id: int, label: str, params: Mapping[str, Any], nodes: str, reason: str,
+        rule: str | None = None,
+    ) -> Run:
+        async with self.tx() as conn:
+            async with conn.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM runs WHERE sweep_id = ?", (sweep_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            seq = int(row[0]) if row else 1
+            c = await conn.execute(
+                "INSERT INTO runs (sweep_id, seq, label, params_json, nodes) VALUES (?,?,?,?,?)",
+                (sweep_id, seq, label, json.dumps(params, sort_keys=True), nodes),
+            )
+            run_id = int(c.lastrowid or 0)
+            await self._event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,
+                              to_state=RunState.PENDING)
+        return await self.run(run_id)
+
+    async def run(self, run_id: int) -> Run:
+        return Run.from_row(await self._one("SELECT * FROM runs WHERE id = ?", (run_id,),
+                                            f"run {run_id}"))
+
+    async def runs(self, sweep_id: int) -> list[Run]:
+        rows = await self._all("SELECT * FROM runs WHERE sweep_id = ? ORDER BY seq", (sweep_id,))
+        return [Run.from_row(r) for r in rows]
+
+    async def transition_run(
+        self, run_id: int, to: RunState, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, progress: str | None = None, **fields: Any,
+    ) -> None:
+        unknown = set(fields) - _RUN_FIELDS
+        if unknown:
+            raise ValueError(f"not run fields: {sorted(unknown)}")
+        run = await self.run(run_id)
+        async with self.tx() as conn:
+            old = await self._guarded(conn, "runs", RUN_TRANSITIONS, run_id, to, fields)
+            await self._event(conn, run.sweep_id, "transition", reason, run_id=run_id,
+                              from_state=old, to_state=to, rule=rule, evidence=evidence)
+            if progress:
+                await self._event(conn, run.sweep_id, "progress", progress, run_id=run_id)
+
+    # -- jobs --------------------------------------------------------------------------
+
+    async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
+        """Write-ahead: the job row exists (state `submitting`) before the scheduler call."""
+        async with self.tx() as conn:
+            async with conn.execute(
+                "SELECT coalesce(max(attempt), 0) + 1 FROM jobs WHERE run_id = ?", (run.id,)
+            ) as cur:
+                row = await cur.fetchone()
+            attempt = int(row[0]) if row else 1
+            c = await conn.execute(
+                "INSERT INTO jobs (run_id, sweep_id, attempt, token, job_name, nodes)"
+                " VALUES (?,?,?,?,?,?)",
+                (run.id, run.sweep_id, attempt, token, job_name, nodes),
+            )
+            job_id = int(c.lastrowid or 0)
+            await self._event(conn, run.sweep_id, "transition",
+                              f"submitting attempt {attempt} of {run.label} on {nodes}",
+                              run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
+        return await self.job(job_id)
+
+    async def job(self, job_id: int) -> Job:
+        return Job.from_row(await self._one("SELECT * FROM jobs WHERE id = ?", (job_id,),
+                                            f"job {job_id}"))
+
+    async def jobs(self, sweep_id: int) -> list[Job]:
+        rows = await self._all("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY id", (sweep_id,))
+        return [Job.from_row(r) for r in rows]
+
+    async def active_jobs(self) -> list[Job]:
+        wanted = [str(s) for s in JOB_ACTIVE]
+        marks = ",".join("?" * len(wanted))
+        rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id", wanted)
+        return [Job.from_row(r) for r in rows]
+
+    async def transition_job(
+        self, job_id: int, to: JobState, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, **fields: Any,
+    ) -> None:
+        unknown = set(fields) - _JOB_FIELDS
+        if unknown:
+            raise ValueError(f"not job fields: {sorted(unknown)}")
+        job = await self.job(job_id)
+        async with self.tx() as conn:
+            old = await self._guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
+            await self._event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
+                              job_id=job_id, from_state=old, to_state=to, rule=rule,
+                              evidence=evidence)
+
+    async def update_job(self, job_id: int, **fields: Any) -> None:
+        """Progress that is not a state change (offsets, phase, scheduler state)."""
+        unknown = set(fields) - _JOB_FIELDS
+        if unknown or not fields:
+            raise ValueError(f"bad job fields: {sorted(unknown) or 'none'}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        async with self.tx() as conn:
+            await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
+
+    async def record_log(
+        self, job_id: int, fields: Mapping[str, Any], steps: Sequence[Mapping[str, Any]],
+        signals: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Facts read from one chunk of a log, with the new offset, in one transaction:
+        a crash can never store the facts without the offset (or the reverse)."""
+        async with self.tx() as conn:
+            for s in steps:
+                await conn.execute(
+                    "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
+                     s["tgs"], s.get("loss")),
+                )
+            for g in signals:
+                await conn.execute(
+                    "INSERT OR IGNORE INTO signals"
+                    " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
+                    (job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
+                     g.get("detail"), g["line"]),
+                )
+            if fields:
+                sets = ", ".join(f"{k} = ?" for k in fields)
+                await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
+                                   (*fields.values(), job_id))
+
+    async def steps(self, job_id: int) -> list[StepRow]:
+        rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))
+        return [StepRow.from_row(r) for r in rows]
+
+    async def signals(self, job_id: int) -> list[SignalRow]:
+        rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
+        return [SignalRow.from_row(r) for r in rows]
+
+    async def prior_memstats(self, model: str, nodes: str) -> float | None:
+        """Param memory (GB) recorded by an earlier job of the same model on the same nodes."""
+        rows = await self._all(
+            "SELECT j.mem_used_gb FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
+            " WHERE j.mem_used_gb IS NOT NULL AND j.nodes = ?"
+            " AND json_extract(s.spec_json, '$.model') = ? ORDER BY j.id DESC LIMIT 1",
+            (nodes, model),
+        )
+        return float(rows[0][0]) if rows else None
+
+    # -- exclusions --------------------------------------------------------------------
+
+    async def exclusions(self, sweep_id: int, active_only: bool = True) -> list[Exclusion]:
+        sql = "SELECT * FROM exclusions WHERE sweep_id = ?" + (" AND active = 1" if active_only
+                                                                 else "")
+        return [Exclusion.from_row(r) for r in await self._all(sql + " ORDER BY rowid",
+                                                                (sweep_id,))]
+
+    async def exclude_node(
+        self, sweep_id: int, node: str, job_id: int | None, reason: str, rule: str,
+        evidence: str | None,
+    ) -> None:
+        async with self.tx() as conn:
+            await conn.execute(
+                "INSERT INTO exclusions (sweep_id, node, job_id, reason) VALUES (?,?,?,?)"
+                " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1, reason = excluded.reason",
+                (sweep_id, node, job_id, reason),
+            )
+            await self._event(conn, sweep_id, "decision", f"exclude {node}: {reason}",
+                              job_id=job_id, rule=rule, evidence=evidence)
+
+    async def set_exclusions(self, sweep_id: int, nodes: Sequence[str], reason: str) -> None:
+        """A person's answer to a stop: exactly these nodes stay excluded."""
+        async with self.tx() as conn:
+            await conn.execute("UPDATE exclusions SET active = 0 WHERE sweep_id = ?", (sweep_id,))
+            for node in nodes:
+                await conn.execute(
+                    "INSERT INTO exclusions (sweep_id, node, reason) VALUES (?,?,?)"
+                    " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1",
+                    (sweep_id, node, reason),
+                )
+            await self._event(conn, sweep_id, "decision",
+                              f"exclusions set to [{', '.join(nodes)}]: {reason}",
+                              rule="person.resume")
+
+
+def _now_sql() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
