@@ -21,7 +21,6 @@ class PolicyConfig(_Section):
     max_exclusions: int = Field(2, ge=0, description="node exclusions per sweep before a stop")
     controller_down_limit_s: float = Field(900, gt=0, description="wait this long, then stop")
     checkout_retry_s: float = Field(3600, gt=0, description="retry period on checkout 5xx")
-    rccl_flake_limit: int = Field(3, ge=1, description="consecutive init hangs: drop the run")
     coord_timeout_limit: int = Field(2, ge=1, description="consecutive coord timeouts: stop")
     poll_interval_s: float = Field(60, gt=0, description="scheduler poll period")
     tail_backoff_max_s: float = Field(300, gt=0, description="slowest log polling when silent")

@@ -232,6 +232,10 @@ class Store:
             if progress:
                 await self._event(conn, run.sweep_id, "progress", progress, run_id=run_id)
 
+    async def update_run_not_before(self, run_id: int, at: float) -> None:
+        async with self.tx() as conn:
+            await conn.execute("UPDATE runs SET not_before = ? WHERE id = ?", (at, run_id))
+
     # -- jobs --------------------------------------------------------------------------
 
     async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:

@@ -1,0 +1,276 @@
+"""Drives every sweep: submits, follows jobs, applies the policy, asks the strategy.
+
+One pass (`step`) at a time; each pass reads the facts it needs from the store and writes
+every decision back before acting on it (write-ahead), so a crash at any point is
+recovered by the next pass of a new process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from sweepd.clock import Clock
+from sweepd.clusters.base import (
+    ClusterBackend,
+    ControllerUnreachable,
+    JobRequest,
+    JobStatus,
+    SchedulerState,
+    SubmitRefused,
+)
+from sweepd.config import Config
+from sweepd.follow import LogFollower
+from sweepd.jobs import conclude
+from sweepd.models import resolve_model
+from sweepd.specs import collect_nodes, parse_spec
+from sweepd.states import JobState, RunState, SweepState
+from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.store import Store
+from sweepd.strategies import perf_plan
+from sweepd.strategies.base import Finished, SweepContext
+from sweepd.sweeps import stop_sweep
+
+log = structlog.get_logger("sweepd.engine")
+
+CONTROLLER_DOWN_KEY = "controller_down_since"
+
+
+@dataclass
+class _TailClock:
+    """Per-job log polling: prompt while output flows, exponential backoff when silent."""
+
+    next_at: float = 0.0
+    interval: float = 0.0
+
+
+@dataclass
+class Engine:
+    store: Store
+    backend: ClusterBackend
+    clock: Clock
+    config: Config
+    follower: LogFollower = field(init=False)
+    _tail: dict[int, _TailClock] = field(default_factory=dict, init=False)
+    _last_poll: float = field(default=0.0, init=False)
+    _controller_down_since: float | None = field(default=None, init=False)
+    # Set when something changed, so that a waiting caller can react at once.
+    changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self.follower = LogFollower(self.store, self.clock)
+
+    @property
+    def outputs(self) -> Path:
+        return self.config.daemon.outputs
+
+    # -- the pass ----------------------------------------------------------------------
+
+    async def step(self) -> None:
+        for sweep in await self.store.sweeps([SweepState.QUEUED]):
+            await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
+                                              rule="engine.start")
+        jobs = await self.store.active_jobs()
+        statuses = await self._poll(jobs)
+        if statuses is None:
+            return
+        await asyncio.gather(*(self._follow(j, statuses.get(j.backend_id or "")) for j in jobs
+                               if j.state != JobState.SUBMITTING))
+        for sweep in await self.store.sweeps([SweepState.RUNNING]):
+            await self._advance(sweep)
+
+    async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
+        """Scheduler states in one call, when due. None: controller down (wait)."""
+        now = self.clock.now()
+        ids = [j.backend_id for j in jobs if j.backend_id]
+        pending_submits = [j for j in jobs if j.state == JobState.SUBMITTING]
+        log_says_done = any(j.summary_status for j in jobs)
+        due = (now - self._last_poll >= self.config.policy.poll_interval_s or log_says_done
+               or pending_submits or self._controller_down_since is not None)
+        if not due:
+            return {}
+        try:
+            statuses = await self.backend.poll(ids) if ids else {}
+            for job in pending_submits:
+                await self._reconcile_submitting(job)
+        except ControllerUnreachable as e:
+            await self._controller_down(str(e))
+            return None
+        self._last_poll = now
+        if self._controller_down_since is not None:
+            log.info("controller.back", down_s=now - self._controller_down_since)
+            self._controller_down_since = None
+        return statuses
+
+    async def _controller_down(self, why: str) -> None:
+        now = self.clock.now()
+        if self._controller_down_since is None:
+            self._controller_down_since = now
+            for sweep in await self.store.sweeps([SweepState.RUNNING]):
+                await self.store.add_event(sweep.id, "note", f"scheduler unreachable: {why}; "
+                                           "waiting", rule="controller.wait", evidence=why)
+        down = now - self._controller_down_since
+        if down < self.config.policy.controller_down_limit_s:
+            return
+        for sweep in await self.store.sweeps([SweepState.RUNNING]):
+            await stop_sweep(
+                self, sweep, f"Slurm controller unreachable for {down / 60:.0f} min "
+                f"(limit {self.config.policy.controller_down_limit_s / 60:.0f} min)",
+                rule="controller.down_limit", evidence=why, failing_nodes=[],
+                recovery="waited with backoff", outcome="controller still unreachable")
+        self._controller_down_since = None
+
+    # -- following jobs ----------------------------------------------------------------
+
+    async def _follow(self, job: Job, status: JobStatus | None) -> None:
+        now = self.clock.now()
+        tail = self._tail.setdefault(job.id, _TailClock())
+        finished = status is not None and status.state.finished
+        if now >= tail.next_at or finished:
+            fresh = await self.follower.read(job)
+            base = self.config.policy.poll_interval_s / 60  # ~1 s of cluster time
+            tail.interval = base if fresh else min(max(tail.interval * 2, base),
+                                                   self.config.policy.tail_backoff_max_s)
+            tail.next_at = now + tail.interval
+            if fresh:
+                self.changed.set()
+        job = await self.store.job(job.id)
+        if status is None:
+            return await self._check_hang(job, now)
+        if status.state != job.scheduler_state:
+            await self.store.update_job(job.id, scheduler_state=str(status.state))
+        if status.state == SchedulerState.RUNNING and job.state == JobState.QUEUED:
+            await self.store.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+                                            rule="scheduler.running",
+                                            last_output_at=job.last_output_at or now)
+            return
+        if finished:
+            self._tail.pop(job.id, None)
+            self.follower.forget(job.id)
+            await conclude(self, await self.store.job(job.id), status)
+            self.changed.set()
+            return
+        await self._check_hang(job, now)
+
+    async def _check_hang(self, job: Job, now: float) -> None:
+        if job.state == JobState.HUNG and job.backend_id:
+            await self.backend.cancel(job.backend_id)  # idempotent: until the scheduler agrees
+            return
+        if job.state != JobState.RUNNING or job.last_output_at is None:
+            return
+        silent = now - job.last_output_at
+        if silent < self.config.policy.hang_timeout_s:
+            return
+        evidence = (f"no new log output for {silent:.0f} s (limit "
+                    f"{self.config.policy.hang_timeout_s:.0f} s) in phase {job.phase}, "
+                    f"last step {job.last_step}")
+        await self.store.transition_job(job.id, JobState.HUNG, "hung: cancelling",
+                                        rule="hang.no_output", evidence=evidence)
+        if job.backend_id:
+            await self.backend.cancel(job.backend_id)
+
+    # -- submitting --------------------------------------------------------------------
+
+    async def _reconcile_submitting(self, job: Job) -> None:
+        """A job row left in `submitting` by a crash: adopt the job if the scheduler has it,
+        otherwise submit it now (the earlier sbatch never happened)."""
+        found = await self.backend.find_by_token(job.token)
+        if found is not None:
+            await self.store.transition_job(
+                job.id, JobState.QUEUED, f"found in the queue after a restart as "
+                f"{found.backend_id}", rule="recovery.adopt", backend_id=found.backend_id,
+                log_path=str(found.log_path), job_name=found.job_name,
+                submitted_at=self.clock.now())
+            return
+        run = await self.store.run(job.run_id)
+        sweep = await self.store.sweep(job.sweep_id)
+        await self._submit(sweep, run, job)
+
+    async def _advance(self, sweep: Sweep) -> None:
+        runs = await self.store.runs(sweep.id)
+        jobs = await self.store.jobs(sweep.id)
+        busy = {j.run_id for j in jobs if j.state in (JobState.SUBMITTING, JobState.QUEUED,
+                                                       JobState.RUNNING, JobState.HUNG)}
+        now = self.clock.now()
+        for run in runs:
+            if run.state in (RunState.PENDING, RunState.ACTIVE) and run.id not in busy and \
+                    (run.not_before is None or run.not_before <= now):
+                await self._start_attempt(sweep, run)
+                if (await self.store.sweep(sweep.id)).state != SweepState.RUNNING:
+                    return
+        decision = await self._plan(sweep, runs)
+        if isinstance(decision, Finished):
+            await self._finish(sweep, decision)
+            return
+        for new in decision:
+            run = await self.store.add_run(sweep.id, new.label, new.params,
+                                           collect_nodes(list(new.nodes)), new.reason, new.rule)
+            await self._start_attempt(sweep, run)
+
+    async def _plan(self, sweep: Sweep, runs: list[Run]) -> list[perf_plan.NewRun] | Finished:
+        spec = parse_spec(sweep.spec)
+        excluded = {e.node for e in await self.store.exclusions(sweep.id)}
+        nodes = [n for n in spec.node_list if n not in excluded]
+        prior = await self.store.prior_memstats(spec.model, spec.nodes)
+        ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib)
+        return perf_plan.plan(spec, ctx)
+
+    async def _finish(self, sweep: Sweep, decision: Finished) -> None:
+        to = SweepState.DONE if decision.ok else SweepState.FAILED
+        await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
+                                          verdict=decision.verdict, progress=decision.summary)
+        self.changed.set()
+
+    async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
+        spec = parse_spec(sweep.spec)
+        excluded = {e.node for e in await self.store.exclusions(sweep.id)}
+        nodes = [n for n in spec.node_list if n in set(_expand(run.nodes)) and n not in excluded]
+        need = spec.min_nodes or resolve_model(spec.model).min_nodes
+        if len(nodes) < need:
+            await stop_sweep(self, sweep, f"only {len(nodes)} usable nodes left; {spec.model} "
+                             f"needs {need}", rule="nodes.below_minimum", evidence=None,
+                             failing_nodes=sorted(excluded), recovery="node exclusion",
+                             outcome="too few nodes")
+            return
+        if run.state == RunState.PENDING:
+            await self.store.transition_run(run.id, RunState.ACTIVE, "submitting",
+                                            rule="engine.submit")
+        token = f"sw{sweep.id}-{secrets.token_hex(4)}"
+        job = await self.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
+        await self._submit(sweep, run, job)
+
+    async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
+        spec = parse_spec(sweep.spec)
+        overrides = {k: str(v) for k, v in spec.overrides.items()}
+        overrides.setdefault("steps", str(spec.steps))
+        overrides.update({k: str(v) for k, v in run.params.items()})
+        request = JobRequest(token=job.token, model=spec.model, nodes=_expand(job.nodes),
+                             output_dir=self.outputs / f"sweep-{sweep.id}",
+                             overrides=overrides, env=dict(spec.env))
+        request.output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            sub = await self.backend.submit(request)
+        except SubmitRefused as e:
+            await self.store.transition_job(job.id, JobState.FAILED, f"submission refused: {e}",
+                                            rule="submit.refused", evidence=str(e))
+            await stop_sweep(self, sweep, f"submission refused: {e}", rule="submit.refused",
+                             evidence=str(e), failing_nodes=[], recovery="none",
+                             outcome="refused before submitting")
+            return
+        await self.store.transition_job(
+            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}", rule="engine.submit",
+            backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
+            submitted_at=self.clock.now(), profiler=int(spec.profiler))
+        self.changed.set()
+
+
+def _expand(nodes: str) -> list[str]:
+    from sweepd.specs import expand_nodes
+
+    return expand_nodes(nodes)

@@ -1,0 +1,134 @@
+"""Following one job's log: read new lines, turn them into facts, store facts and offset
+together. The tailer of each job is kept between passes; its offset lives in the store,
+so a restarted daemon resumes where it was."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sweepd.clock import Clock
+from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
+from sweepd.monitor.facts import (
+    HeaderFact,
+    MemstatsFact,
+    NodeExitFact,
+    Phase,
+    SignalFact,
+    StepFact,
+    SummaryFact,
+)
+from sweepd.monitor.parse import parse_line
+from sweepd.monitor.tail import LogTailer
+from sweepd.store.rows import Job
+from sweepd.store.store import Store
+
+log = structlog.get_logger("sweepd.follow")
+
+PHASE_ORDER = list(Phase)
+NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
+
+
+def later(a: str, b: Phase) -> str:
+    """The further of two phases: a job never goes back."""
+    return a if PHASE_ORDER.index(Phase(a)) >= PHASE_ORDER.index(b) else str(b)
+
+
+@dataclass
+class _Chunk:
+    fields: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    signals: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LogFollower:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._tailers: dict[int, LogTailer] = {}
+
+    def forget(self, job_id: int) -> None:
+        self._tailers.pop(job_id, None)
+
+    async def read(self, job: Job) -> bool:
+        """Read what is new in the job's log and store it. True if there was new output."""
+        if not job.log_path:
+            return False
+        tailer = self._tailers.get(job.id)
+        if tailer is None:
+            tailer = LogTailer(Path(job.log_path), offset=job.log_offset,
+                               identity=job.log_identity)
+            self._tailers[job.id] = tailer
+        lines = await tailer.read_lines()
+        if not lines:
+            if tailer.identity != job.log_identity or tailer.offset != job.log_offset:
+                await self._store.update_job(job.id, log_offset=tailer.offset,
+                                             log_identity=tailer.identity)
+            return False
+        chunk = self._facts(job, lines)
+        chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
+                            last_output_at=self._clock.now())
+        await self._store.record_log(job.id, chunk.fields, chunk.steps, chunk.signals)
+        return True
+
+    def _facts(self, job: Job, lines: list[tuple[int, str]]) -> _Chunk:
+        out = _Chunk()
+        node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
+        phase = job.phase if job.phase != Phase.PROLOG else str(Phase.PREFLIGHT)
+        last_step = job.last_step
+        for offset, line in lines:
+            fact = parse_line(line)
+            if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
+                node_map = node_map_from_nodelist(fact.value)
+                out.fields["node_map_json"] = json.dumps(node_map)
+            elif isinstance(fact, StepFact) and fact.rank in (None, 0):
+                out.steps.append({"step": fact.step, "seconds": fact.seconds,
+                                  "tflops": fact.tflops, "mfu": fact.mfu, "tgs": fact.tgs,
+                                  "loss": fact.loss})
+                last_step = max(fact.step, last_step if last_step is not None else -1)
+                phase = later(phase, Phase.TRAINING)
+            elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
+                out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
+                phase = later(phase, Phase.COMPILE)
+            elif isinstance(fact, SummaryFact):
+                out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
+                phase = later(phase, Phase.SUMMARY)
+            elif isinstance(fact, SignalFact):
+                out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
+                                    "detail": fact.detail, "line": fact.text[:2000],
+                                    "node": node_map.get(fact.rank)
+                                    if fact.rank is not None else None})
+            elif isinstance(fact, NodeExitFact):
+                out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
+                                    "detail": str(fact.exit_code), "line": line[:2000]})
+        out.fields.update(phase=phase, last_step=last_step)
+        return out
+
+
+async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
+                    cancelled_by_us: bool) -> JobFacts:
+    """Everything classification needs, read back from the store (never from memory)."""
+    from sweepd.monitor.facts import FailureClass
+
+    signals = []
+    exits = []
+    for s in await store.signals(job.id):
+        if s.klass == NODE_EXIT:
+            exits.append(NodeExitFact(host=s.node or "?", exit_code=int(s.detail or 0)))
+        else:
+            signals.append((s.offset, SignalFact(rank=s.rank, klass=FailureClass(s.klass),
+                                                 text=s.line, detail=s.detail)))
+    summary = None
+    if job.summary_status is not None:
+        summary = SummaryFact(status=job.summary_status, exit_code=job.summary_exit, detail="")
+    node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
+    return JobFacts(
+        signals=signals, node_map=node_map, phase=Phase(job.phase), last_step=job.last_step,
+        expected_steps=expected_steps, summary=summary, node_exits=exits,
+        scheduler_state=job.scheduler_state, exit_code=job.summary_exit, hung=hung,
+        cancelled_by_us=cancelled_by_us,
+    )

@@ -1,0 +1,118 @@
+"""Concluding a finished job: classify it from its recorded facts, apply the policy,
+and record the outcome, the rule and the evidence before anything acts on them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sweepd.clusters.base import JobStatus, SchedulerState
+from sweepd.follow import job_facts
+from sweepd.models import resolve_model
+from sweepd.monitor.classify import classify
+from sweepd.monitor.facts import FailureClass, StepFact, Verdict
+from sweepd.monitor.steady import steady_state
+from sweepd.policy import Act, Action, Case, SweepFacts, decide
+from sweepd.reports.lines import result_line
+from sweepd.specs import expand_nodes, parse_spec
+from sweepd.states import JobState, RunState
+from sweepd.store.rows import Job
+from sweepd.sweeps import stop_sweep
+
+if TYPE_CHECKING:
+    from sweepd.engine import Engine
+
+log = structlog.get_logger("sweepd.jobs")
+
+_JOB_END = {Act.ACCEPT: JobState.DONE, Act.RETRY: JobState.RETRIED, Act.RECORD: JobState.FAILED,
+            Act.STOP: JobState.FAILED}
+
+
+def _verdict_of(job: Job) -> Verdict:
+    klass = FailureClass(job.failure_class) if job.failure_class else None
+    return Verdict(klass=klass, node=job.failure_node, evidence=job.failure_line,
+                   detail=job.failure_detail)
+
+
+async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
+    store = engine.store
+    sweep = await store.sweep(job.sweep_id)
+    spec = parse_spec(sweep.spec)
+    await store.update_job(job.id, scheduler_state=str(status.state))
+    job = await store.job(job.id)
+    hung = job.state == JobState.HUNG
+    facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
+                            cancelled_by_us=hung)
+    verdict = classify(facts)
+    if verdict.klass is None and status.state == SchedulerState.FAILED and not job.summary_status:
+        verdict = Verdict(FailureClass.UNKNOWN, evidence=f"scheduler state {status.state}, "
+                          f"exit {status.exit_code}", detail="no summary in the log")
+    tgs = mfu = None
+    if verdict.klass is None:
+        steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
+                               for s in await store.steps(job.id)], bool(job.profiler))
+        if steady is None:
+            verdict = Verdict(FailureClass.UNKNOWN, evidence="no steady-state steps in the log",
+                              detail=f"last step {job.last_step}")
+        else:
+            tgs, mfu = steady
+    all_jobs = await store.jobs(sweep.id)
+    prior = [_verdict_of(j) for j in all_jobs
+             if j.run_id == job.run_id and j.id != job.id and j.state in (JobState.RETRIED,
+                                                                             JobState.FAILED)]
+    history = [_verdict_of(j) for j in all_jobs
+               if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
+    excluded = [e.node for e in await store.exclusions(sweep.id)]
+    need = spec.min_nodes or resolve_model(spec.model).min_nodes
+    action = decide(Case(verdict, prior, SweepFacts(spec.node_list, excluded, need, history),
+                         engine.config.policy))
+    log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
+             act=action.act, rule=action.rule)
+    await _record(engine, job, verdict, action, tgs, mfu)
+
+
+async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
+                  tgs: float | None, mfu: float | None) -> None:
+    store = engine.store
+    now = engine.clock.now()
+    await store.transition_job(
+        job.id, _JOB_END[action.act], action.reason, rule=action.rule,
+        evidence=verdict.evidence, ended_at=now, tgs=tgs, mfu=mfu,
+        failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
+        failure_line=verdict.evidence, failure_detail=verdict.detail)
+    if action.exclude:
+        await store.exclude_node(job.sweep_id, action.exclude, job.id, action.reason,
+                                 action.rule, verdict.evidence)
+    sweep = await store.sweep(job.sweep_id)
+    run = await store.run(job.run_id)
+    spec = sweep.spec
+    n_nodes = len(expand_nodes(job.nodes))
+    line = result_line(spec.get("model", "?"), n_nodes, run.label, job.backend_id,
+                       action.outcome, tgs, mfu, verdict.detail if verdict.klass else None)
+    if action.act == Act.ACCEPT:
+        await store.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
+                                   progress=line, outcome="pass", tgs=tgs, mfu=mfu)
+    elif action.act == Act.RECORD:
+        await store.transition_run(run.id, RunState.FAILED, line, rule=action.rule,
+                                   evidence=verdict.evidence, progress=line,
+                                   outcome=action.outcome,
+                                   failure_class=verdict.klass and str(verdict.klass),
+                                   detail=action.reason)
+    elif action.act == Act.RETRY:
+        await store.add_event(sweep.id, "decision", action.reason, rule=action.rule,
+                              evidence=verdict.evidence, run_id=run.id, job_id=job.id)
+        if action.delay_s:
+            await store.update_run_not_before(run.id, now + action.delay_s)
+    else:
+        failing = [n for n in (verdict.node, action.exclude) if n]
+        await stop_sweep(engine, sweep, action.reason, rule=action.rule,
+                         evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
+                         recovery=_recovery(verdict, job), outcome="failed again"
+                         if job.attempt > 1 else "not recoverable by rule")
+
+
+def _recovery(verdict: Verdict, job: Job) -> str:
+    if job.attempt > 1:
+        return f"{job.attempt - 1} retr{'y' if job.attempt == 2 else 'ies'}"
+    return "none (the rule stops at once)"

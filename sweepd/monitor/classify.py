@@ -1,0 +1,242 @@
+"""A job's recorded log facts in, one Verdict out. Pure: no I/O, no clock.
+
+The rules (maxtext-slurm-facts.md §3, batch-sweep.SKILL.md "Monitoring policy"):
+1. Success: a SUCCESS summary, or a stop by signal (exit 130/143, scancel, our cancel)
+   after `completed step: expected_steps-1` (the benign cleanup exit).
+2. Otherwise every piece of evidence becomes a candidate with a tier from `SIGNAL_TIER`;
+   the cause is the strongest tier's EARLIEST candidate (cascades: an OOM on one node is
+   followed by collective timeouts and heartbeat kills on the others; the first error in
+   time is the root cause, the timeouts are consequences).
+3. A node-looking failure seen on every node of a multi-node job is a config error.
+4. With no candidate: cancelled (by us, scancel, exit 130/143) or UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import hostlist
+
+from sweepd.monitor.facts import (
+    FailureClass,
+    NodeExitFact,
+    Phase,
+    SignalFact,
+    SummaryFact,
+    Verdict,
+)
+from sweepd.monitor.signatures import HEARTBEAT_DETAIL
+
+_F = FailureClass
+
+CANCEL_EXITS = frozenset({130, 143})      # SIGINT / SIGTERM: a stop, not a failure
+BENIGN_EXITS = CANCEL_EXITS | {0}
+OOM_KILL_EXIT = 137                      # SIGKILL: the kernel OOM killer (or a hard kill)
+
+
+class Tier(IntEnum):
+    """Lower is stronger. Within a tier the earliest evidence wins."""
+
+    ROOT = 0        # a signature that names its own cause
+    CRASH = 1       # a node exited non-zero while others went on, or all alike (config)
+    PYTHON = 2      # a bare traceback: the specific error line usually follows it
+    HANG = 3        # the caller saw no output for the hang timeout
+    TIMEOUT = 4     # collective / coordination timeouts: usually another node's failure
+    HEARTBEAT = 5   # the heartbeat kill: how a hang ends, never why
+
+
+SIGNAL_TIER: Mapping[FailureClass, Tier] = {
+    _F.PYTHON: Tier.PYTHON,
+    _F.COLLECTIVE_TIMEOUT: Tier.TIMEOUT,
+    _F.COORD_TIMEOUT: Tier.TIMEOUT,
+}  # every other class is Tier.ROOT
+
+# Hang phase -> (class, detail), batch-sweep.SKILL.md "Hang detection".
+HANG_BY_PHASE: Mapping[Phase, tuple[FailureClass, str]] = {
+    Phase.PROLOG: (_F.RCCL_FLAKE, "hang before Memstats (RCCL/IB init)"),
+    Phase.PREFLIGHT: (_F.RCCL_FLAKE, "hang before Memstats (RCCL/IB init)"),
+    Phase.COMPILE: (_F.OOM, "silent OOM during XLA compile (hang after Memstats, before step 0)"),
+    Phase.TRAINING: (_F.HANG, "hang after step 0 (RCCL error mid-training)"),
+    Phase.SUMMARY: (_F.HANG, "hang after the job summary"),
+}
+
+# Failures that point at one node, unless every node shows them: then it is the config.
+ALL_NODES_MEANS_CONFIG = frozenset({_F.GPU_HARDWARE, _F.PYTHON, _F.NODE_CRASH})
+
+# Failures that are not any node's fault: the verdict names no node.
+NOT_A_NODE = frozenset({_F.CONFIG, _F.UNKNOWN_FLAG, _F.CHECKOUT_OUTAGE, _F.CONTROLLER_DOWN})
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    signals: Sequence[tuple[int, SignalFact]] = ()   # (byte offset, fact): offset order = time
+    node_map: Mapping[int, str] = field(default_factory=dict)  # rank -> node
+    phase: Phase = Phase.PROLOG
+    last_step: int | None = None
+    expected_steps: int = 15
+    summary: SummaryFact | None = None
+    node_exits: Sequence[NodeExitFact] = ()
+    scheduler_state: str | None = None   # COMPLETED, FAILED, CANCELLED, GONE, RUNNING, ...
+    exit_code: int | None = None
+    hung: bool = False                   # the caller decided it hung
+    cancelled_by_us: bool = False
+
+
+@dataclass(frozen=True, order=True)
+class _Candidate:
+    tier: Tier
+    offset: float          # inf: evidence without a position (NODE_EXIT, hang)
+    seq: int
+    klass: FailureClass = field(compare=False)
+    rank: int | None = field(compare=False)
+    node: str | None = field(compare=False)
+    evidence: str | None = field(compare=False)
+    detail: str | None = field(compare=False)
+
+
+def node_map_from_nodelist(expr: str) -> dict[int, str]:
+    """Rank -> node for a JOB_NODELIST: one task per node, ranks in nodelist order."""
+    try:
+        hosts: list[str] = hostlist.expand_hostlist(expr.strip().strip("\"'"))
+    except (hostlist.BadHostlist, ValueError, TypeError):
+        return {}
+    return dict(enumerate(hosts))
+
+
+def classify(facts: JobFacts) -> Verdict:
+    if _succeeded(facts):
+        return Verdict(klass=None, evidence=_summary_line(facts.summary))
+    candidates = _signal_candidates(facts) + _exit_candidates(facts) + _hang_candidates(facts)
+    if candidates:
+        return _verdict(min(candidates), facts)
+    if _cancelled(facts):
+        return Verdict(klass=_F.CANCELLED, evidence=_summary_line(facts.summary) or _sched(facts),
+                       detail="cancelled with no failure before it")
+    return _unknown(facts)
+
+
+def _finished_steps(f: JobFacts) -> bool:
+    return f.last_step is not None and f.expected_steps > 0 and f.last_step >= f.expected_steps - 1
+
+
+def _succeeded(f: JobFacts) -> bool:
+    if f.summary is not None and f.summary.status == "SUCCESS":
+        return True
+    if not _finished_steps(f):
+        return False
+    completed = f.scheduler_state == "COMPLETED" and f.exit_code in (0, None)
+    node_stops = bool(f.node_exits) and all(e.exit_code in BENIGN_EXITS for e in f.node_exits)
+    return completed or node_stops or _cancelled(f)
+
+
+def _cancelled(f: JobFacts) -> bool:
+    s = f.summary
+    by_summary = s is not None and (s.status == "CANCELLED" or s.exit_code in CANCEL_EXITS)
+    return (f.cancelled_by_us or by_summary or f.scheduler_state == "CANCELLED"
+            or f.exit_code in CANCEL_EXITS)
+
+
+def _signal_candidates(f: JobFacts) -> list[_Candidate]:
+    out = []
+    for seq, (offset, sig) in enumerate(f.signals):
+        klass, tier, detail = sig.klass, SIGNAL_TIER.get(sig.klass, Tier.ROOT), sig.detail
+        if sig.klass is _F.COORD_TIMEOUT and sig.detail == HEARTBEAT_DETAIL:
+            # The heartbeat kill ends a hang: classify it as the hang of its phase.
+            klass, hang_detail = HANG_BY_PHASE[f.phase]
+            tier, detail = Tier.HEARTBEAT, f"{hang_detail}; killed by the heartbeat timeout"
+        out.append(_Candidate(tier, offset, seq, klass, sig.rank, None, sig.text, detail))
+    return out
+
+
+def _exit_codes(f: JobFacts) -> dict[str, int]:
+    """Host -> its exit code; a failing code wins over a benign one printed for the host."""
+    codes: dict[str, int] = {}
+    for e in f.node_exits:
+        if codes.get(e.host, 0) in BENIGN_EXITS:
+            codes[e.host] = e.exit_code
+    return codes
+
+
+def _exit_candidates(f: JobFacts) -> list[_Candidate]:
+    codes = _exit_codes(f)
+    failing = {h: c for h, c in codes.items() if c not in BENIGN_EXITS}
+    out = [
+        _Candidate(Tier.ROOT, math.inf, i, _F.HOST_OOM, None, h, _node_exit_line(h, c),
+                   "SIGKILL (exit 137): host OOM kill")
+        for i, (h, c) in enumerate(failing.items()) if c == OOM_KILL_EXIT
+    ]
+    crashed = {h: c for h, c in failing.items() if c != OOM_KILL_EXIT}
+    nodes = set(f.node_map.values()) | set(codes)
+    if not crashed or len(nodes) < 2:
+        return out
+    if set(crashed) == nodes and len(set(crashed.values())) == 1:
+        host, code = next(iter(crashed.items()))
+        out.append(_Candidate(Tier.CRASH, math.inf, len(out), _F.CONFIG, None, None,
+                              _node_exit_line(host, code),
+                              f"all {len(nodes)} nodes exited with code {code}"))
+    elif set(crashed) < nodes:
+        out.extend(
+            _Candidate(Tier.CRASH, math.inf, len(out) + i, _F.NODE_CRASH, None, h,
+                       _node_exit_line(h, c), f"exit {c} while other nodes went on")
+            for i, (h, c) in enumerate(crashed.items())
+        )
+    return out
+
+
+def _hang_candidates(f: JobFacts) -> list[_Candidate]:
+    if not f.hung:
+        return []
+    klass, detail = HANG_BY_PHASE[f.phase]
+    evidence = f"no new log output while the job was RUNNING (phase: {f.phase.value})"
+    return [_Candidate(Tier.HANG, math.inf, 0, klass, None, None, evidence, detail)]
+
+
+def _verdict(best: _Candidate, f: JobFacts) -> Verdict:
+    klass, detail = best.klass, best.detail
+    if klass in ALL_NODES_MEANS_CONFIG and _on_every_node(klass, f):
+        detail = f"same {klass.value} failure on all {len(f.node_map)} nodes"
+        klass = _F.CONFIG
+    node = None if klass in NOT_A_NODE else best.node or _node_of(best.rank, f)
+    return Verdict(klass=klass, node=node, evidence=best.evidence, detail=detail)
+
+
+def _on_every_node(klass: FailureClass, f: JobFacts) -> bool:
+    ranks = {sig.rank for _, sig in f.signals if sig.klass is klass}
+    return len(f.node_map) >= 2 and set(f.node_map) <= ranks
+
+
+def _node_of(rank: int | None, f: JobFacts) -> str | None:
+    if rank is not None:
+        return f.node_map.get(rank)
+    if len(f.node_map) == 1:
+        return next(iter(f.node_map.values()))
+    failing = [h for h, c in _exit_codes(f).items() if c not in BENIGN_EXITS]
+    return failing[0] if len(failing) == 1 else None
+
+
+def _unknown(f: JobFacts) -> Verdict:
+    parts = ["no failure signature recognised"]
+    if f.summary is None and f.scheduler_state not in (None, "RUNNING"):
+        parts.append("no job summary: the job died without one (SIGKILL, host OOM, preemption?)")
+    parts.append(_sched(f))
+    return Verdict(klass=_F.UNKNOWN, evidence=_summary_line(f.summary), detail="; ".join(parts))
+
+
+def _sched(f: JobFacts) -> str:
+    return f"scheduler state {f.scheduler_state or '?'}, exit code {f.exit_code}"
+
+
+def _node_exit_line(host: str, code: int) -> str:
+    return f"NODE_EXIT host={host} exit={code}"
+
+
+def _summary_line(s: SummaryFact | None) -> str | None:
+    """The summary's Status line, rebuilt in the toolkit's shape."""
+    if s is None:
+        return None
+    inner = f"exit {s.exit_code}" if s.exit_code is not None else s.detail
+    tail = f" \u2014 {s.detail}" if s.exit_code is not None and s.detail else ""
+    return f"Status: {s.status} ({inner}){tail}"

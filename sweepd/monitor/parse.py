@@ -1,0 +1,156 @@
+"""One log line in, one typed fact out (or None). Pure and total: it never raises.
+
+Formats are those of maxtext-slurm-facts.md §2. The parser is stateless, so two
+context-dependent lines are accepted wherever they appear:
+- `Using (GB) 41.2 / 178.5 (23.08%) on rocm:0` is taken as Memstats without checking that a
+  `Memstats: …:` header preceded it (MaxText prints nothing else in that shape);
+- `  Status: SUCCESS (exit 0)` is taken as the JOB SUMMARY status without checking that it
+  sits inside the summary block. The block's opening rule is reported as
+  `BannerFact(stage="JOB SUMMARY", status="BEGIN", detail="")` so a caller can check.
+
+`SignalFact.text` is the line with ANSI codes and CR/LF removed but the `srun -l` rank
+prefix kept, so it can be found in the log with `grep -F`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sweepd.monitor.facts import (
+    BannerFact,
+    HeaderFact,
+    LineFact,
+    MemstatsFact,
+    NodeExitFact,
+    SignalFact,
+    StepFact,
+    SummaryFact,
+)
+from sweepd.monitor.signatures import FAILING_BANNERS, is_false_positive, match_signature
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_RANK = re.compile(r"^ *(\d{1,7}): ")
+_STEP = re.compile(r"\bcompleted step:\s*(\d+)\s*,(.*)$")
+_MEMSTATS = re.compile(r"\bUsing \(GB\) (\d+(?:\.\d+)?) / (\d+(?:\.\d+)?)")
+_HEADER = re.compile(
+    r"^\s*(JOB_ID|JOB_NAME|NNODES|JOB_NODELIST|PASSTHROUGH_ARGS|MODEL_NAME)=(.*)$"
+)
+_SUMMARY_RULE = re.compile(r"^=+ JOB SUMMARY =+$")
+_BANNER = re.compile(
+    r"^=+ (?P<stage>\S.*?) (?P<status>BEGIN|END|TIMEOUT|FAILED)"
+    r"(?: \((?P<detail>[^)]*)\))? =+$"
+)
+_NODE_EXIT = re.compile(r"\bNODE_EXIT host=(\S+) exit=(-?\d+)\b")
+_STATUS = re.compile(
+    r"^\s*Status:\s*(SUCCESS|FAILED|CANCELLED)\b\s*(?:\(([^)]*)\))?\s*(?:[\u2014\u2013-]+\s*(.*))?$"
+)
+_EXIT_IN_PARENS = re.compile(r"\bexit (-?\d+)\b")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def strip_line(raw: str) -> tuple[int | None, str, str]:
+    """(rank, line without ANSI/CRLF, same line also without the rank prefix)."""
+    line = _ANSI.sub("", raw).rstrip("\r\n")
+    m = _RANK.match(line)
+    if m is None:
+        return None, line, line
+    return int(m.group(1)), line, line[m.end():]
+
+
+def parse_line(raw: str) -> LineFact | None:
+    rank, full, body = strip_line(raw)
+    if not body.strip():
+        return None
+    for parser in (_parse_step, _parse_memstats):
+        fact = parser(rank, body)
+        if fact is not None:
+            return fact
+    structured = _parse_structured(full, body)
+    if structured is not None:
+        return structured
+    return _parse_signal(rank, full, body)
+
+
+def _number(text: str) -> float | None:
+    m = _NUMBER.fullmatch(text.strip().rstrip("%").strip())
+    return float(m.group(0)) if m is not None else None
+
+
+def _parse_step(rank: int | None, body: str) -> StepFact | None:
+    m = _STEP.search(body)
+    if m is None:
+        return None
+    fields: dict[str, str] = {}
+    for part in m.group(2).split(","):
+        key, sep, value = part.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value)
+    tgs = _number(fields.get("Tokens/s/device", ""))
+    if tgs is None:
+        return None
+
+    def opt(key: str) -> float | None:
+        return _number(fields[key]) if key in fields else None
+
+    return StepFact(
+        rank=rank,
+        step=int(m.group(1)),
+        tgs=tgs,
+        seconds=opt("seconds"),
+        tflops=opt("TFLOP/s/device"),
+        mfu=opt("MFU"),
+        loss=opt("loss"),
+    )
+
+
+def _parse_memstats(rank: int | None, body: str) -> MemstatsFact | None:
+    m = _MEMSTATS.search(body)
+    if m is None:
+        return None
+    return MemstatsFact(rank=rank, used_gb=float(m.group(1)), limit_gb=float(m.group(2)))
+
+
+def _parse_structured(full: str, body: str) -> LineFact | None:
+    """Header, banner, NODE_EXIT and summary lines: the toolkit's own prints."""
+    if m := _HEADER.match(body):
+        return HeaderFact(key=m.group(1), value=_unquote(m.group(2).strip()))
+    if _SUMMARY_RULE.match(body.strip()):
+        return BannerFact(stage="JOB SUMMARY", status="BEGIN", detail="")
+    if m := _BANNER.match(body.strip()):
+        return _banner(m, full)
+    if m := _NODE_EXIT.search(body):
+        return NodeExitFact(host=m.group(1), exit_code=int(m.group(2)))
+    if m := _STATUS.match(body):
+        inner = m.group(2) or ""
+        code = _EXIT_IN_PARENS.search(inner)
+        detail = m.group(3) or ("" if code else inner)
+        return SummaryFact(
+            status=m.group(1),
+            exit_code=int(code.group(1)) if code else None,
+            detail=detail.strip(),
+        )
+    return None
+
+
+def _banner(m: re.Match[str], full: str) -> BannerFact | SignalFact:
+    stage, status, detail = m.group("stage"), m.group("status"), m.group("detail") or ""
+    klass = FAILING_BANNERS.get((stage, status))
+    if klass is None:
+        return BannerFact(stage=stage, status=status, detail=detail)
+    return SignalFact(rank=None, klass=klass, text=full, detail=f"{stage} {status} ({detail})")
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
+    if is_false_positive(body):
+        return None
+    found = match_signature(body)
+    if found is None:
+        return None
+    klass, detail = found
+    return SignalFact(rank=rank, klass=klass, text=full, detail=detail)

@@ -1,0 +1,148 @@
+"""Failure signatures and known false positives, as data.
+
+Tables come from maxtext-slurm-facts.md §3 (the toolkit's own triage tables). Order matters
+in `SIGNATURES`: the first matching row wins for a line, so the specific rows
+(`HSA_STATUS_ERROR_OUT_OF_RESOURCES` is an OOM) come before the general ones
+(any other `HSA_STATUS_ERROR` is GPU hardware).
+
+`FALSE_POSITIVES` is checked before `SIGNATURES`: a line that matches it never becomes a
+SignalFact, whatever else it contains. These lines appear in every successful run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from sweepd.monitor.facts import FailureClass
+
+Detail = Callable[[re.Match[str]], str | None]
+
+# The heartbeat line is how a hang gets killed, not why: classify ranks it below every
+# root cause. Parse marks it with this detail so the rank survives a trip through the store.
+HEARTBEAT_DETAIL = "stopped sending heartbeats"
+
+
+class Signature(NamedTuple):
+    pattern: re.Pattern[str]
+    klass: FailureClass
+    detail: Detail
+
+
+def _none(_: re.Match[str]) -> str | None:
+    return None
+
+
+def _group(m: re.Match[str]) -> str | None:
+    value = m.group(1)
+    return value.strip() if value else None
+
+
+def _heartbeat(_: re.Match[str]) -> str | None:
+    return HEARTBEAT_DETAIL
+
+
+def _flag_name(m: re.Match[str]) -> str | None:
+    # `--xla_foo=1` -> `--xla_foo`: the policy drops the flag by name.
+    return m.group(1).split("=", 1)[0].rstrip(".,;") or None
+
+
+def _sig(pattern: str, klass: FailureClass, detail: Detail = _none, flags: int = 0) -> Signature:
+    return Signature(re.compile(pattern, flags), klass, detail)
+
+
+_F = FailureClass
+_I = re.IGNORECASE
+
+SIGNATURES: list[Signature] = [
+    # GPU out of memory: the allocation size is what the report needs.
+    _sig(r"RESOURCE_EXHAUSTED:\s*Out of memory while trying to allocate\s+"
+         r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B)?)", _F.OOM, _group),
+    _sig(r"RESOURCE_EXHAUSTED:\s*Out of memory", _F.OOM),
+    _sig(r"OUT_OF_MEMORY", _F.OOM),
+    _sig(r"ResourceExhausted", _F.OOM),
+    _sig(r"(HSA_STATUS_ERROR_OUT_OF_RESOURCES)", _F.OOM, _group),
+    _sig(r"Failed to CUDA calloc", _F.OOM),
+    # GPU hardware (after the OOM rows: OUT_OF_RESOURCES is also an HSA_STATUS_ERROR).
+    _sig(r"\b(HSA_STATUS_ERROR\w*)", _F.GPU_HARDWARE, _group),
+    _sig(r"rocdevice\.cpp.*\bAborting\b", _F.GPU_HARDWARE),
+    # Host OOM: `Killed` only as bash/kernel print it, never inside a sentence.
+    _sig(r"^Killed\s*$", _F.HOST_OOM),
+    _sig(r"\bline \d+:\s+\d+ Killed\b", _F.HOST_OOM),
+    _sig(r"\bKilled process \d+", _F.HOST_OOM),
+    _sig(r"\boom[-_]kill", _F.HOST_OOM),
+    # ECC: real error reports; zero-count summaries are in FALSE_POSITIVES.
+    _sig(r"\buncorrect(?:able|ed)\b.*\bECC\b|\bECC\b.*\buncorrect(?:able|ed)\b", _F.ECC, flags=_I),
+    _sig(r"\bECC (?:error|failure)s?\b", _F.ECC, flags=_I),
+    # Bad XLA flag: the flag name is the detail.
+    _sig(r"parse_flags_from_env\.cc.*?Unknown flags?(?: in \w+)?:\s*(\S+)", _F.UNKNOWN_FLAG,
+         _flag_name),
+    _sig(r"\bUnknown flags?(?: in XLA_FLAGS)?:\s*(--xla_\S+)", _F.UNKNOWN_FLAG, _flag_name),
+    # Before training.
+    _sig(r"\[ERROR\] Pull failed for\s*(\S*)", _F.PULL, _group),
+    _sig(r"WARNING: No GPU devices detected", _F.NO_GPU),
+    _sig(r"NCCL FATAL\b.*Failed to auto-detect NCCL_SOCKET_IFNAME", _F.NIC),
+    _sig(r"ionic_comp_msn\b.*cqe with error", _F.NIC),
+    _sig(r"FATAL: Could not find a free port", _F.CONFIG, lambda m: "no free port"),
+    _sig(r"!!! Unknown model:\s*(\S*)", _F.CONFIG, _group),
+    _sig(r"!!! Model name resolution failed", _F.CONFIG, lambda m: "model name resolution failed"),
+    # Outside the job: git server and Slurm controller outages.
+    _sig(r"remote: Internal Server Error", _F.CHECKOUT_OUTAGE),
+    _sig(r"RPC failed; HTTP (5\d\d)", _F.CHECKOUT_OUTAGE, lambda m: f"HTTP {m.group(1)}"),
+    _sig(r"slurm_load_jobs error: Connection refused", _F.CONTROLLER_DOWN),
+    # Compile.
+    _sig(r"INTERNAL: Failed to compile", _F.COMPILE),
+    _sig(r"XLA compilation failed", _F.COMPILE),
+    # Collectives and coordination (usually consequences; classify ranks them low).
+    _sig(r"NCCL WARN\b.*\bTimeout\b", _F.COLLECTIVE_TIMEOUT),
+    _sig(r"\bncclSystemError\b", _F.COLLECTIVE_TIMEOUT),
+    _sig(r"\bTimeout waiting for\b", _F.COLLECTIVE_TIMEOUT),
+    _sig(r"DEADLINE_EXCEEDED: GetKeyValue\(\) timed out", _F.COORD_TIMEOUT),
+    _sig(r"The following tasks are unhealthy \(stopped sending heartbeats\)", _F.COORD_TIMEOUT,
+         _heartbeat),
+    # Python: generic, the specific error usually follows the traceback.
+    _sig(r"^Traceback \(most recent call last\):", _F.PYTHON),
+]
+
+FALSE_POSITIVES: list[re.Pattern[str]] = [
+    re.compile(p, flags)
+    for p, flags in [
+        (r"Failed call to cuInit: UNKNOWN ERROR \(303\)", 0),
+        (r"INTERNAL: CUDA error", 0),
+        (r"NCCL WARN MSCCL\+\+: Feature not enabled", 0),
+        (r"NCCL WARN LL cutoff points not detected for a supported arch", 0),
+        (r"WARNING: AMD GPU device\(s\) is/are in a low-power state", 0),
+        (r"Token indices sequence length is longer than the specified maximum sequence length", 0),
+        (r"OCI runtime exec failed", 0),
+        # The clean-SIGTERM teardown after a scancel.
+        (r"^srun: error: \S+: task \d+: Exited with exit code 143\b", 0),
+        (r"^srun: Terminating StepId=", 0),
+        # Zero-count ECC summaries are health reports, not errors.
+        (r"\b(?:0|no|zero)\s+(?:\w+\s+)?ECC (?:error|failure)s?\b", re.IGNORECASE),
+        (r"\bECC (?:error|failure)s?\s*[:=]\s*0\b", re.IGNORECASE),
+    ]
+]
+
+# Stage banners that are failures by themselves (other failing banners, e.g.
+# `== Training FAILED`, only repeat what an earlier line said).
+FAILING_BANNERS: dict[tuple[str, str], FailureClass] = {
+    ("Docker pull", "TIMEOUT"): _F.PULL,
+    ("Docker pull", "FAILED"): _F.PULL,
+    ("Preflight", "TIMEOUT"): _F.PULL,
+    ("ECC check", "FAILED"): _F.ECC,
+    ("ECC check", "TIMEOUT"): _F.ECC,
+}
+
+
+def is_false_positive(line: str) -> bool:
+    return any(p.search(line) for p in FALSE_POSITIVES)
+
+
+def match_signature(line: str) -> tuple[FailureClass, str | None] | None:
+    """The class and detail of the first signature row that matches `line`, if any."""
+    for sig in SIGNATURES:
+        m = sig.pattern.search(line)
+        if m is not None:
+            return sig.klass, sig.detail(m)
+    return None

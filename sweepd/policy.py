@@ -1,0 +1,168 @@
+"""Retry, node-exclusion, bail-out and stop rules as pure functions over recorded facts.
+
+Each decision names the rule that fired (`Action.rule`) so `sweepd explain` can show it.
+Numbers come from PolicyConfig (defaults: the SKILL.md's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sweepd.config import PolicyConfig
+from sweepd.monitor.facts import FailureClass as F
+from sweepd.monitor.facts import Verdict
+
+
+class Act(StrEnum):
+    ACCEPT = "accept"    # the run passed
+    RECORD = "record"    # the run's result is this failure; no retry
+    RETRY = "retry"      # another attempt (after `delay_s`, without `exclude`)
+    STOP = "stop"        # the sweep waits for a person
+
+
+@dataclass(frozen=True)
+class Action:
+    act: Act
+    rule: str
+    reason: str
+    outcome: str = "fail"       # pass | oom | fail | hang
+    exclude: str | None = None
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SweepFacts:
+    pinned: Sequence[str]
+    excluded: Sequence[str]
+    min_nodes: int
+    # Verdicts of earlier failed attempts across the sweep, oldest first.
+    history: Sequence[Verdict] = ()
+
+
+@dataclass(frozen=True)
+class Case:
+    verdict: Verdict
+    prior: Sequence[Verdict]      # earlier attempts of the same run, oldest first
+    sweep: SweepFacts
+    limits: PolicyConfig
+
+
+Rule = Callable[[Case], Action]
+
+
+def _retry_or_record(case: Case, rule: str, what: str, outcome: str = "fail") -> Action:
+    if len(case.prior) >= case.limits.max_retries:
+        return Action(Act.RECORD, "retries.max",
+                      f"{what}; {len(case.prior) + 1} attempts failed, max "
+                      f"{case.limits.max_retries} retries per job", outcome)
+    return Action(Act.RETRY, rule, f"{what}; retry {len(case.prior) + 1} of "
+                  f"{case.limits.max_retries}")
+
+
+def _consecutive(history: Sequence[Verdict], klass: F) -> int:
+    n = 0
+    for v in reversed(history):
+        if v.klass != klass:
+            break
+        n += 1
+    return n
+
+
+def _oom(case: Case) -> Action:
+    size = f" ({case.verdict.detail})" if case.verdict.detail else ""
+    return Action(Act.RECORD, "oom.never_retry", f"GPU out of memory{size}: deterministic, "
+                  "never retried at the same value", "oom")
+
+
+def _node_fault(case: Case) -> Action:
+    v, s = case.verdict, case.sweep
+    node = v.node
+    if node is None:
+        return _retry_or_record(case, "fault.retry", f"{v.klass} on an unknown node")
+    same_elsewhere = [p for p in s.history if p.klass == v.klass and p.node not in (None, node)]
+    if same_elsewhere:
+        return Action(Act.STOP, "fault.same_error_other_nodes",
+                      f"{v.klass} on {node} after the same error on {same_elsewhere[-1].node}: "
+                      "a config issue, not a node issue")
+    if len(s.excluded) + 1 > case.limits.max_exclusions:
+        return Action(Act.STOP, "exclusions.max",
+                      f"{v.klass} on {node} would be exclusion {len(s.excluded) + 1}; at most "
+                      f"{case.limits.max_exclusions} per sweep: the cluster is unhealthy",
+                      exclude=node)
+    remaining = [n for n in s.pinned if n not in s.excluded and n != node]
+    if len(remaining) < s.min_nodes:
+        return Action(Act.STOP, "nodes.below_minimum",
+                      f"excluding {node} leaves {len(remaining)} nodes; the model needs "
+                      f"{s.min_nodes}", exclude=node)
+    if len(case.prior) >= case.limits.max_retries:
+        return Action(Act.RECORD, "retries.max", f"{v.klass} on {node}; retries exhausted",
+                      exclude=node)
+    return Action(Act.RETRY, "fault.exclude_node",
+                  f"{v.klass} on {node}: exclude it and retry on the remaining "
+                  f"{len(remaining)} nodes", exclude=node)
+
+
+def _hang(case: Case) -> Action:
+    """batch-sweep hang rules: before Memstats or after step 0, retry once. (A hang between
+    Memstats and step 0 is classified as a silent OOM and never reaches here.)"""
+    where = ("before Memstats (transient RCCL/IB init)" if case.verdict.klass == F.RCCL_FLAKE
+             else "after step 0 (RCCL error mid-training)")
+    if any(p.klass in (F.HANG, F.RCCL_FLAKE) for p in case.prior):
+        return Action(Act.RECORD, "hang.retried_still_hangs",
+                      f"hung {where} again after one retry: marked failed", "hang")
+    return Action(Act.RETRY, "hang.retry_once", f"hung {where}: retry once")
+
+
+def _coord(case: Case) -> Action:
+    n = _consecutive([*case.sweep.history, case.verdict], F.COORD_TIMEOUT)
+    if n >= case.limits.coord_timeout_limit:
+        return Action(Act.STOP, "coord.consecutive",
+                      f"{n} consecutive coordination timeouts: stop")
+    return _retry_or_record(case, "coord.retry", "JAX coordination timeout")
+
+
+def _config(case: Case) -> Action:
+    return Action(Act.STOP, "config.stop", f"{case.verdict.klass}: every node fails the same "
+                  "way; fix the config before continuing")
+
+
+def _checkout(case: Case) -> Action:
+    return Action(Act.RETRY, "checkout.retry_hourly", "checkout outage (HTTP 5xx): global, keep "
+                  "retrying without a cap", delay_s=case.limits.checkout_retry_s)
+
+
+def _cancelled(case: Case) -> Action:
+    return Action(Act.RECORD, "cancelled.external", "cancelled outside sweepd")
+
+
+def _unknown(case: Case) -> Action:
+    return _retry_or_record(case, "unknown.retry_bounded",
+                            "unrecognised failure (see the log tail)")
+
+
+RULES: dict[F, Rule] = {
+    F.OOM: _oom,
+    F.GPU_HARDWARE: _node_fault,
+    F.ECC: _node_fault,
+    F.NODE_CRASH: _node_fault,
+    F.HANG: _hang,
+    F.RCCL_FLAKE: _hang,
+    F.COORD_TIMEOUT: _coord,
+    F.CONFIG: _config,
+    F.UNKNOWN_FLAG: _config,
+    F.CHECKOUT_OUTAGE: _checkout,
+    F.CANCELLED: _cancelled,
+    F.UNKNOWN: _unknown,
+}
+
+
+def decide(case: Case) -> Action:
+    klass = case.verdict.klass
+    if klass is None:
+        return Action(Act.ACCEPT, "success", "completed", "pass")
+    rule = RULES.get(klass)
+    if rule is not None:
+        return rule(case)
+    return _retry_or_record(case, f"{klass}.retry", f"{klass}")

@@ -1,0 +1,14 @@
+"""One-line results as they land (batch-sweep.SKILL.md "Progressive reporting")."""
+
+from __future__ import annotations
+
+
+def result_line(model: str, nodes: int, label: str, backend_id: str | None, outcome: str,
+                tgs: float | None, mfu: float | None, detail: str | None = None) -> str:
+    """`llama2-70b 8N per_device_batch_size=12 (job 9801): 2,036 TGS/device, 34.9% MFU — PASS`"""
+    head = f"{model} {nodes}N {label} (job {backend_id or '?'})"
+    if outcome == "pass" and tgs is not None:
+        mfu_part = f", {mfu:.1f}% MFU" if mfu is not None else ""
+        return f"{head}: {tgs:,.0f} TGS/device{mfu_part} — PASS"
+    what = {"oom": "OOM", "hang": "HANG"}.get(outcome, "FAILED")
+    return f"{head}: {what}{f' ({detail})' if detail else ''} — FAIL"

@@ -1,0 +1,41 @@
+"""The stop message, in the xla-tuning SKILL.md's TG-stop format."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sweepd.store.rows import Job, Run, Sweep
+
+
+def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
+                 outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
+                 outputs: str) -> str:
+    spec = sweep.spec
+    passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
+                    key=lambda r: -(r.tgs or 0.0))
+    pending = [r.label for r in runs if r.state in ("pending", "active")]
+    ids = sorted(int(j.backend_id) for j in jobs if j.backend_id and j.backend_id.isdigit())
+    lines = [
+        f"[{sweep.kind} STOP] {spec.get('model', sweep.name)} sweep {sweep.id} halted",
+        "",
+        f"Reason: {reason}",
+        f"Failing node(s): {', '.join(failing_nodes) or 'none identified'}; "
+        f"recovery attempted: {recovery}; outcome: {outcome}",
+        "",
+        "Sweep state at stop:",
+        f"  - Nodelist: {nodelist}",
+        f"  - Runs finished so far: {sum(r.state in ('passed', 'failed') for r in runs)}"
+        + (" (top 3 below)" if passed else ""),
+    ]
+    if passed:
+        lines.append(f"  - Best so far: {passed[0].label} @ {passed[0].tgs:,.0f} TGS/device")
+        lines += [f"  - {r.label} @ {r.tgs:,.0f}" for r in passed[1:3]]
+    lines.append(f"  - Pending runs: {', '.join(pending) or 'none'}"
+                 + (" (cancelled by stop)" if pending else ""))
+    lines += [
+        "",
+        f"Artifacts: {outputs}/{ids[0]}-* through {outputs}/{ids[-1]}-*" if ids
+        else f"Artifacts: {outputs}",
+        "Awaiting your decision before resuming.",
+    ]
+    return "\n".join(lines)

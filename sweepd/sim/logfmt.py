@@ -1,0 +1,77 @@
+"""Line formats of a maxtext-slurm job log (maxtext-slurm-facts.md §2), as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import hostlist
+
+SUMMARY_RULE = "=" * 26 + " JOB SUMMARY " + "=" * 26
+SUMMARY_END = "=" * 65
+GREEN, RED, YELLOW, RESET = "\x1b[1;32m", "\x1b[1;31m", "\x1b[1;33m", "\x1b[0m"
+CANCEL_EXITS = (130, 143)
+
+
+def header_lines(job_id: str, job_name: str, model: str, nodes: Sequence[str],
+                 passthrough: Sequence[str]) -> list[str]:
+    return [
+        f"JOB_ID={job_id}",
+        f"JOB_NAME={job_name}",
+        f"NNODES={len(nodes)}",
+        f"JOB_NODELIST={hostlist.collect_hostlist(list(nodes))}",
+        f'PASSTHROUGH_ARGS="{" ".join(passthrough)}"',
+        f"MODEL_NAME={model}",
+    ]
+
+
+def banner(stage: str, status: str, detail: str) -> str:
+    """`== Preflight BEGIN (timeout=900s) ==`, `== ECC check FAILED (exit=1, 12s) ==`."""
+    return f"== {stage} {status} ({detail}) =="
+
+
+def wall(seconds: float) -> str:
+    total = max(0, round(seconds))
+    return f"{total // 3600}h {total % 3600 // 60}m {total % 60}s"
+
+
+def status_text(exit_code: int, failure: str | None) -> str:
+    if exit_code == 0:
+        return f"{GREEN}SUCCESS (exit 0){RESET}"
+    if exit_code in CANCEL_EXITS:
+        return f"{YELLOW}CANCELLED (scancel / SIGTERM){RESET}"
+    return f"{RED}FAILED (exit {exit_code}){RESET}" + (f" — {failure}" if failure else "")
+
+
+def summary_lines(job_id: str, job_name: str, model: str, nodes: Sequence[str],
+                  wall_seconds: float, exit_code: int, failure: str | None) -> list[str]:
+    return [
+        SUMMARY_RULE,
+        f"  Job:    {job_id} ({job_name})",
+        f"  Model:  {model}",
+        f"  Nodes:  {hostlist.collect_hostlist(list(nodes))}",
+        f"  Wall:   {wall(wall_seconds)}",
+        f"  Status: {status_text(exit_code, failure)}",
+        SUMMARY_END,
+    ]
+
+
+def step_line(step: int, seconds: float, tflops: float, mfu: float, tgs: float,
+              total_weights: int, loss: float) -> str:
+    return (f"completed step: {step}, seconds: {seconds:.3f}, TFLOP/s/device: {tflops:.3f}, "
+            f"MFU: {mfu:.2f}%, Tokens/s/device: {tgs:.3f}, total_weights: {total_weights}, "
+            f"loss: {loss:.3f}")
+
+
+def memstats_lines(used_gb: float, limit_gb: float) -> list[str]:
+    pct = 100 * used_gb / limit_gb
+    return ["Memstats: After params initialized:",
+            f"\tUsing (GB) {used_gb:.1f} / {limit_gb:.1f} ({pct:.2f}%) on rocm:0"]
+
+
+def mfu_line(gpu: str, peak_tflops: float) -> str:
+    return (f"[MFU] MFU tracking enabled (gpu={gpu}, dtype=bf16, peak={peak_tflops:g} TFLOP/s, "
+            f"source=builtin table)")
+
+
+def node_exit(host: str, exit_code: int) -> str:
+    return f"NODE_EXIT host={host} exit={exit_code}"

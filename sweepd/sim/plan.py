@@ -1,0 +1,216 @@
+"""The timeline of one simulated job: every log line with its time, rank and the ending.
+
+Pure: the same job (scenario seed + job id) always yields the same timeline, so every rank
+of a Slurm-mode job, each in its own process, agrees on what happens and when.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sweepd.models import resolve_model
+from sweepd.sim import logfmt
+from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
+from sweepd.sim.signatures import Failure, failure_events, hang_events
+from sweepd.sim.truth import Truth
+
+SRUN = -1            # a line srun itself writes (all-ranks mode only)
+BANNER = None        # a line the batch script writes (unprefixed)
+TEARDOWN_S = 10.0
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float             # cluster seconds since the job started
+    rank: int | None     # None: batch-script line; SRUN: srun's own line
+    text: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    events: list[Event]
+    end_t: float
+    exit_code: int                 # the job's exit code (root cause first)
+    failure: str | None            # `<stage> failed` for the summary
+    rank_exits: dict[int, int]
+    hang: bool = False
+
+
+@dataclass(frozen=True)
+class JobInput:
+    scenario: Scenario
+    model: str
+    job_id: str
+    nodes: tuple[str, ...]
+    overrides: Mapping[str, str]
+    truth: Truth | None             # None when the config could not be read
+    fault: FaultSpec | None = None
+    error: str | None = None        # a Python error raised at startup
+
+
+@dataclass
+class _Timeline:
+    job: JobInput
+    rng: random.Random
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, t: float, rank: int | None, text: str) -> None:
+        self.events.append(Event(t, rank, text))
+
+    def all(self, t: float, text: str, spacing: float = 0.05) -> None:
+        for rank in range(len(self.job.nodes)):
+            self.add(t + rank * spacing, rank, text.format(host=self.job.nodes[rank]))
+
+    def stage(self, name: str, start: float, length: float, lines: list[str],
+              timeout: str) -> float:
+        self.add(start, BANNER, logfmt.banner(name, "BEGIN", f"timeout={timeout}"))
+        for i, line in enumerate(lines):
+            self.all(start + 1 + i * (length - 2) / max(1, len(lines)), line)
+        self.add(start + length, BANNER, logfmt.banner(name, "END", f"{round(length)}s"))
+        return start + length
+
+    def plan(self, end_t: float, failure: Failure | None = None, hang: bool = False) -> Plan:
+        events = sorted(self.events, key=lambda e: (e.t, -2 if e.rank is None else e.rank))
+        if failure is None:
+            exits = dict.fromkeys(range(len(self.job.nodes)), 0)
+            return Plan(events, end_t, 0, None, exits, hang)
+        return Plan(events, end_t, failure.exit_code, failure.text, failure.rank_exits, hang)
+
+
+def _fault_rank(job: JobInput) -> int:
+    node = job.fault.node if job.fault else None
+    return job.nodes.index(node) if node in job.nodes else 0
+
+
+def _preflight(tl: _Timeline) -> float:
+    t = tl.stage("Preflight", 0.0, tl.rng.uniform(60, 120), [
+        "=== Pre-flight GPU cleanup ===",
+        "[INFO] Stopping stale containers on {host}",
+        "OCI runtime exec failed: exec failed: unable to start container process: "
+        "exec: \"pkill\": executable file not found in $PATH: unknown",
+        "WARNING: AMD GPU device(s) is/are in a low-power state",
+        "[INFO] 8 GPUs detected on {host}",
+        "[INFO] Preflight OK on {host}",
+    ], "900s")
+    return tl.stage("Docker pull", t, tl.rng.uniform(15, 40),
+                    ["[INFO] Image up to date: rocm/jax-training:maxtext"], "900s")
+
+
+def _ecc(tl: _Timeline, start: float) -> Plan | None:
+    length = tl.rng.uniform(10, 20)
+    job = tl.job
+    if job.fault is None or job.fault.kind is not FaultKind.ECC:
+        tl.stage("ECC check", start, length,
+                 ["[INFO] ECC check: 0 uncorrectable errors on {host}"], "300s")
+        return None
+    tl.add(start, BANNER, logfmt.banner("ECC check", "BEGIN", "timeout=300s"))
+    rank = _fault_rank(job)
+    tl.add(start + length * 0.8, rank,
+           f"[ERROR] ECC check: 2 uncorrectable ECC errors on GPU 5 ({job.nodes[rank]})")
+    failure = Failure({**dict.fromkeys(range(len(job.nodes)), 0), rank: 1}, 1, "ECC check failed")
+    return _fail(tl, "ECC check", start, start + length, failure)
+
+
+def _fail(tl: _Timeline, stage: str, start: float, t: float, failure: Failure) -> Plan:
+    for rank, code in sorted(failure.rank_exits.items()):
+        if code:
+            tl.add(t, rank, logfmt.node_exit(tl.job.nodes[rank], code))
+            tl.add(t + 0.5, SRUN, f"srun: error: {tl.job.nodes[rank]}: task {rank}: "
+                                  f"Exited with exit code {code}")
+    tl.add(t + 1, BANNER,
+           logfmt.banner(stage, "FAILED", f"exit={failure.exit_code}, {round(t + 1 - start)}s"))
+    return tl.plan(t + 2, failure)
+
+
+def _training_preamble(tl: _Timeline, t0: float) -> None:
+    sc = tl.job.scenario.cluster
+    tl.all(t0 + 3, logfmt.mfu_line(sc.gpu, sc.peak_tflops))
+    tl.all(t0 + 6, "Failed call to cuInit: UNKNOWN ERROR (303)")
+    tl.all(t0 + 8, f"[INFO] Initializing JAX distributed: coordinator {tl.job.nodes[0]}:12345, "
+                   f"{len(tl.job.nodes)} processes")
+    tl.all(t0 + 20, "NCCL WARN MSCCL++: Feature not enabled")
+    tl.all(t0 + 21, "NCCL WARN LL cutoff points not detected for a supported arch")
+    tl.all(t0 + 30, "Token indices sequence length is longer than the specified maximum "
+                    "sequence length for this model (5012 > 4096). Running this sequence "
+                    "through the model will result in indexing errors")
+
+
+def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[float]:
+    """Step lines from time t; returns each step's completion time."""
+    job = tl.job
+    steps = int(job.overrides.get("steps", "15"))
+    noise = job.scenario.cluster.noise
+    profiling = job.overrides.get("profiler", "") == "xplane"
+    tokens = truth.tokens_per_step
+    weights = tokens * 8 * len(job.nodes)
+    times: list[float] = []
+    for step in range(steps):
+        tgs = truth.tgs * max(0.2, 1 + tl.rng.gauss(0, noise))
+        seconds = tokens / tgs
+        if step == 0:
+            seconds += compile_s / truth.factor
+        elif profiling and 5 <= step <= 7:
+            seconds *= tl.rng.uniform(1.1, 1.3)
+        elif profiling and step == 8:
+            seconds *= tl.rng.uniform(6, 10)
+        tgs = tokens / seconds
+        tflops = tgs * truth.tflops / truth.tgs
+        loss = 10.9 - 1.6 * (1 - math.exp(-step / 4)) + tl.rng.gauss(0, 0.02)
+        t += seconds
+        tl.all(t, logfmt.step_line(step, seconds, tflops, 100 * tflops / job.scenario.cluster
+                                   .peak_tflops, tgs, weights, loss))
+        times.append(t)
+    return times
+
+
+def _training(tl: _Timeline, t0: float) -> Plan:
+    job = tl.job
+    tl.add(t0, BANNER, logfmt.banner("Training", "BEGIN", "timeout=none"))
+    fault = job.fault
+    kind = fault.kind if fault else None
+    if job.error is not None or kind in (FaultKind.CONFIG_ERROR, FaultKind.UNKNOWN_FLAG):
+        return _fail(tl, "Training", t0, *failure_events(tl.add, job, t0 + 5, 0))
+    _training_preamble(tl, t0)
+    assert job.truth is not None
+    truth = job.truth
+    shape = resolve_model(job.model)
+    init = tl.rng.uniform(130, 170)
+    compile_s = (60 + 1.5 * shape.layers) * (1.3 if shape.moe else 1.0)
+    if kind in (FaultKind.COORD_TIMEOUT,):
+        return _fail(tl, "Training", t0, *failure_events(tl.add, job, t0 + 0.9 * init, 0))
+    if kind is FaultKind.RCCL_FLAKE or (fault and kind is FaultKind.HANG
+                                        and fault.hang_phase == "before_memstats"):
+        return tl.plan(hang_events(tl.add, job, t0 + 0.4 * init), hang=True)
+    tm = t0 + init
+    for line in logfmt.memstats_lines(truth.mem_used_gb, truth.mem_limit_gb):
+        tl.all(tm, line, spacing=0.0)
+    if fault and kind is FaultKind.HANG and fault.hang_phase == "compile":
+        return tl.plan(tm + 5, hang=True)
+    if not truth.fits or kind is FaultKind.OOM:
+        rank = _fault_rank(job) if kind is FaultKind.OOM else tl.rng.randrange(len(job.nodes))
+        return _fail(tl, "Training", t0, *failure_events(tl.add, job, tm + 0.6 * compile_s, rank))
+    times = _steps(tl, truth, tm, compile_s)
+    if fault and kind in (FaultKind.HSA_ERROR, FaultKind.NODE_CRASH, FaultKind.HANG):
+        step = min(fault.step, len(times) - 1)
+        tl.events = [e for e in tl.events if e.t <= times[step]]
+        after = times[step] + 0.5 * (times[-1] - times[0]) / max(1, len(times) - 1) + 1
+        if kind is FaultKind.HANG:
+            return tl.plan(after, hang=True)
+        return _fail(tl, "Training", t0, *failure_events(tl.add, job, after, _fault_rank(job)))
+    end = (times[-1] if times else tm) + TEARDOWN_S / 2
+    tl.add(end, BANNER, logfmt.banner("Training", "END", f"{round(end - t0)}s"))
+    return tl.plan(end + TEARDOWN_S / 2)
+
+
+def plan_job(job: JobInput) -> Plan:
+    rng = random.Random(f"{job.scenario.cluster.seed}:{job.job_id}")
+    tl = _Timeline(job, rng)
+    t = _preflight(tl)
+    ecc_failed = _ecc(tl, t)
+    if ecc_failed is not None:
+        return ecc_failed
+    ecc_end = max(e.t for e in tl.events)
+    return _training(tl, ecc_end)

@@ -1,0 +1,191 @@
+"""The simulated cluster's scenario file: cluster shape, ground truth, faults (docs/scenario.md).
+
+Validated with pydantic so a typo in a scenario fails loudly at load time instead of
+silently producing a healthy cluster.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal, Self
+
+import hostlist
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sweepd.models import UnknownModel, resolve_model
+
+DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")
+
+GPU_PEAK_TFLOPS: dict[str, float] = {
+    "MI355X": 2500, "MI300X": 1307, "H100": 989, "H200": 989, "B200": 2250,
+}
+
+
+class FaultKind(StrEnum):
+    HSA_ERROR = "hsa_error"
+    ECC = "ecc"
+    NODE_CRASH = "node_crash"
+    HANG = "hang"
+    RCCL_FLAKE = "rccl_flake"
+    COORD_TIMEOUT = "coord_timeout"
+    UNKNOWN_FLAG = "unknown_flag"
+    CONFIG_ERROR = "config_error"
+    CONTROLLER_DOWN = "controller_down"
+    OOM = "oom"
+
+
+HangPhase = Literal["before_memstats", "compile", "training"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSpec(_Strict):
+    nodes: str
+    gpu: Literal["MI355X", "MI300X", "H100", "H200", "B200"] = "MI300X"
+    gpu_memory_gib: float = Field(192, gt=0)
+    time_scale: float = Field(0.01, gt=0)
+    noise: float = Field(0.01, ge=0, lt=0.5)
+    seed: int = 1
+
+    @field_validator("nodes")
+    @classmethod
+    def _hostlist(cls, value: str) -> str:
+        try:
+            names = hostlist.expand_hostlist(value)
+        except hostlist.BadHostlist as exc:
+            raise ValueError(f"bad hostlist {value!r}: {exc}") from exc
+        if not names:
+            raise ValueError("cluster.nodes is empty")
+        return value
+
+    @property
+    def node_list(self) -> list[str]:
+        return list(hostlist.expand_hostlist(self.nodes))
+
+    @property
+    def peak_tflops(self) -> float:
+        return GPU_PEAK_TFLOPS[self.gpu]
+
+
+class ModelTruthSpec(_Strict):
+    """Ground truth at the model's default config on `nodes` nodes (default: its min_nodes)."""
+
+    max_batch: int = Field(ge=1)
+    peak_batch: int = Field(ge=1)
+    peak_tgs: float = Field(gt=0)
+    nodes: int | None = Field(None, ge=1)
+
+
+class NodeSpec(_Strict):
+    speed: float = Field(1.0, gt=0, le=2)
+    nic_speed: float = Field(1.0, gt=0, le=2)
+
+
+class LinkSpec(_Strict):
+    a: str
+    b: str
+    factor: float = Field(gt=0, le=2)
+
+
+class FaultSpec(_Strict):
+    kind: FaultKind
+    node: str | None = None
+    model: str | None = None
+    batch: int | None = Field(None, ge=1)
+    times: int | None = Field(None, ge=1)
+    phase: HangPhase | None = None
+    seconds: float | None = Field(None, gt=0)
+    step: int = Field(3, ge=0)          # training step at which mid-training faults fire
+    flag: str = "--xla_foo"             # for unknown_flag
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> Self:
+        if self.phase is not None and self.kind is not FaultKind.HANG:
+            raise ValueError(f"'phase' only applies to kind 'hang', not {self.kind.value!r}")
+        if self.kind is FaultKind.CONTROLLER_DOWN and self.seconds is None:
+            raise ValueError("kind 'controller_down' needs 'seconds' (cluster seconds)")
+        if self.seconds is not None and self.kind is not FaultKind.CONTROLLER_DOWN:
+            raise ValueError("'seconds' only applies to kind 'controller_down'")
+        return self
+
+    @property
+    def hang_phase(self) -> HangPhase:
+        return self.phase or "training"
+
+
+class CommitEffect(_Strict):
+    tgs_factor: float = Field(1.0, gt=0)
+    fail: FaultKind | None = None
+
+    @field_validator("fail")
+    @classmethod
+    def _job_fault(cls, value: FaultKind | None) -> FaultKind | None:
+        if value is FaultKind.CONTROLLER_DOWN:
+            raise ValueError("'controller_down' is a cluster fault, not a commit effect")
+        return value
+
+
+class Scenario(_Strict):
+    cluster: ClusterSpec
+    models: dict[str, ModelTruthSpec] = Field(default_factory=dict)
+    nodes: dict[str, NodeSpec] = Field(default_factory=dict)
+    links: list[LinkSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(default_factory=list)
+    commits: dict[str, dict[str, CommitEffect]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_exist(self) -> Self:
+        known = set(self.cluster.node_list)
+        used = [*self.nodes, *(n for link in self.links for n in (link.a, link.b)),
+                *(f.node for f in self.faults if f.node)]
+        unknown = sorted({n for n in used if n not in known})
+        if unknown:
+            raise ValueError(f"node(s) {', '.join(unknown)} not in cluster.nodes "
+                             f"({self.cluster.nodes})")
+        models = [*self.models, *(f.model for f in self.faults if f.model),
+                  *(m for effects in self.commits.values() for m in effects)]
+        for name in models:
+            try:
+                resolve_model(name)
+            except UnknownModel as exc:
+                raise ValueError(str(exc)) from exc
+        return self
+
+    def node(self, name: str) -> NodeSpec:
+        return self.nodes.get(name, NodeSpec())
+
+    def model_truth(self, model: str) -> ModelTruthSpec | None:
+        for name, spec in self.models.items():
+            if resolve_model(name).name == model:
+                return spec
+        return None
+
+    def commit_effect(self, commit: str | None, model: str) -> CommitEffect:
+        """Effects keyed by exact ref/id, or by a short SHA prefix of the commit id."""
+        if commit is None:
+            return CommitEffect()
+        for key, effects in self.commits.items():
+            if key == commit or (len(key) >= 7 and commit.startswith(key)):
+                for name, effect in effects.items():
+                    if resolve_model(name).name == model:
+                        return effect
+        return CommitEffect()
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc}") from exc
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(f"{path}: invalid scenario:\n{exc}") from exc

@@ -1,0 +1,226 @@
+"""Ground truth of the simulated cluster: does a config fit, and how fast does it run.
+
+Pure functions of the scenario and the job's config. When the scenario gives no
+`models.<name>` entry, the truth is derived from the model shape with a memory model that
+deliberately differs from batch-sweep.SKILL.md's estimate (another constant, an attention
+term, a share for gradients and optimizer state), so strategies built on that estimate are
+off by a realistic margin, as they are on real hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sweepd.models import ModelShape, resolve_model
+from sweepd.sim.scenario import FaultKind, Scenario
+
+DEFAULT_MEM_FRACTION = 0.93
+RUNTIME_OVERHEAD_GB = 1.5
+# Gradients and optimizer shards beyond the bf16 params, as a fraction of param memory.
+TRAINING_STATE_SHARE = 0.5
+ACT_BYTES_PER_TOKEN_LAYER_DIM = 8.0
+ATTN_BYTES_PER_TOKEN2_LAYER = 0.5
+MOE_ACTIVATION_FACTOR = 1.25
+TARGET_MFU = {False: 0.45, True: 0.24}     # keyed by ModelShape.moe
+NODE_SCALING = 0.97                         # TGS/device kept per doubling of nodes
+# remat_policy -> (activation memory factor, TGS factor); the default config is minimal_flash.
+REMAT = {
+    "minimal_flash": (1.0, 1.0), "full": (0.3, 0.78), "minimal": (1.25, 1.03),
+    "save_qkv_proj": (1.15, 1.02), "save_dot_except_mlp": (1.4, 1.05),
+}
+
+
+@dataclass(frozen=True)
+class Truth:
+    fits: bool
+    tgs: float                 # steady TGS per device (0 when it does not fit)
+    mfu: float                 # percent
+    tflops: float              # TFLOP/s per device
+    mem_used_gb: float         # Memstats after params initialized
+    mem_limit_gb: float
+    batch: int
+    seq_len: int
+    max_batch: int
+    alloc_gib: float           # the failed allocation an OOM reports
+    factor: float = 1.0        # node speed x network x commit factor applied to the TGS
+    fail: FaultKind | None = None   # a commit effect that breaks this model
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq_len
+
+
+@dataclass(frozen=True)
+class _Config:
+    shape: ModelShape
+    nodes: int
+    batch: int | None
+    seq: int
+    remat: str
+    mem_fraction: float
+
+
+def flops_per_token(shape: ModelShape, seq: int) -> float:
+    """Training FLOPs per token: 6 * active params plus the attention score term."""
+    return 6 * shape.active_b * 1e9 + 12 * shape.layers * shape.d_model * seq
+
+
+def _param_gb(shape: ModelShape, nodes: int) -> float:
+    return shape.params_b * 1e9 * 2 / (shape.gpus_per_node * nodes) / 1e9
+
+
+def _limit_gb(scenario: Scenario, mem_fraction: float) -> float:
+    return scenario.cluster.gpu_memory_gib * mem_fraction
+
+
+def _available_gb(scenario: Scenario, cfg: _Config) -> float:
+    param = _param_gb(cfg.shape, cfg.nodes)
+    used = param * (1 + TRAINING_STATE_SHARE) + RUNTIME_OVERHEAD_GB
+    return _limit_gb(scenario, cfg.mem_fraction) - used
+
+
+def _derived_act_gb(shape: ModelShape, seq: int) -> float:
+    linear = seq * shape.d_model * shape.layers * ACT_BYTES_PER_TOKEN_LAYER_DIM
+    attention = seq * seq * shape.layers * ATTN_BYTES_PER_TOKEN2_LAYER
+    return (linear + attention) * (MOE_ACTIVATION_FACTOR if shape.moe else 1.0) / 1e9
+
+
+def _attention_share(shape: ModelShape, seq: int) -> float:
+    linear = seq * shape.d_model * ACT_BYTES_PER_TOKEN_LAYER_DIM
+    attention = seq * seq * ATTN_BYTES_PER_TOKEN2_LAYER
+    return attention / (linear + attention)
+
+
+def _efficiency(nodes: int) -> float:
+    return float(NODE_SCALING ** math.log2(nodes))
+
+
+def _default_config(scenario: Scenario, shape: ModelShape) -> _Config:
+    spec = scenario.model_truth(shape.name)
+    nodes = spec.nodes if spec and spec.nodes else shape.min_nodes
+    return _Config(shape, nodes, None, shape.seq_len, "minimal_flash", DEFAULT_MEM_FRACTION)
+
+
+def _reference(scenario: Scenario, shape: ModelShape) -> tuple[float, float, float, int]:
+    """(activation GB per sample, peak tokens per step, peak TGS, nodes) at the default config."""
+    ref = _default_config(scenario, shape)
+    spec = scenario.model_truth(shape.name)
+    if spec is not None:
+        # Half a sample of slack makes max_batch fit and max_batch + 1 fail exactly.
+        act = _available_gb(scenario, ref) / (spec.max_batch + 0.5)
+        return act, spec.peak_batch * ref.seq, spec.peak_tgs, ref.nodes
+    act = _derived_act_gb(shape, ref.seq)
+    max_batch = max(1, math.floor(_available_gb(scenario, ref) / act))
+    peak_batch = max(1, round(max_batch * (0.7 if shape.moe else 0.85)))
+    peak = (TARGET_MFU[shape.moe] * scenario.cluster.peak_tflops * 1e12
+            / flops_per_token(shape, ref.seq) * _efficiency(ref.nodes))
+    return act, peak_batch * ref.seq, peak, ref.nodes
+
+
+def _act_gb(scenario: Scenario, cfg: _Config) -> float:
+    act_ref, _, _, _ = _reference(scenario, cfg.shape)
+    s = cfg.seq / cfg.shape.seq_len
+    a = _attention_share(cfg.shape, cfg.shape.seq_len)
+    # XLA inflates allocations to fill a larger pool: extra fraction buys less than it seems.
+    inflation = 1 + 2 * max(0.0, cfg.mem_fraction - DEFAULT_MEM_FRACTION)
+    return act_ref * ((1 - a) * s + a * s * s) * REMAT.get(cfg.remat, (1.0, 1.0))[0] * inflation
+
+
+def _max_batch(scenario: Scenario, cfg: _Config) -> int:
+    return max(0, math.floor(_available_gb(scenario, cfg) / _act_gb(scenario, cfg)))
+
+
+def _curve_tgs(scenario: Scenario, cfg: _Config, batch: int) -> float:
+    """TGS of the config on perfect nodes: concave up to the peak, smooth decline after."""
+    _, peak_tokens, peak_ref, ref_nodes = _reference(scenario, cfg.shape)
+    peak_batch = peak_tokens / cfg.seq
+    peak = peak_ref * _efficiency(cfg.nodes) / _efficiency(ref_nodes)
+    peak *= flops_per_token(cfg.shape, cfg.shape.seq_len) / flops_per_token(cfg.shape, cfg.seq)
+    peak *= REMAT.get(cfg.remat, (1.0, 1.0))[1]
+    if cfg.mem_fraction > 0.95:
+        peak *= 0.97     # RCCL starved of memory
+    if batch <= peak_batch:
+        return float(peak * (batch / peak_batch) ** 0.6)
+    x = (batch - peak_batch) / peak_batch
+    return float(peak * max(0.05, 1 - 0.3 * x - 0.3 * x * x))
+
+
+def _node_factor(scenario: Scenario, nodes: Sequence[str]) -> float:
+    """A job runs at its slowest node; the network only matters across nodes."""
+    factor = min(scenario.node(n).speed for n in nodes)
+    if len(nodes) > 1:
+        members = set(nodes)
+        net = [scenario.node(n).nic_speed for n in nodes]
+        net += [link.factor for link in scenario.links if {link.a, link.b} <= members]
+        factor *= min(net)
+    return factor
+
+
+def _config(scenario: Scenario, shape: ModelShape, n_nodes: int,
+            overrides: Mapping[str, str], env: Mapping[str, str]) -> _Config:
+    try:
+        batch = int(overrides["per_device_batch_size"]) if "per_device_batch_size" in overrides \
+            else None
+        seq = int(overrides.get("max_target_length", shape.seq_len))
+        frac = float(env.get("XLA_PYTHON_CLIENT_MEM_FRACTION", DEFAULT_MEM_FRACTION))
+    except ValueError as exc:
+        raise ValueError(f"bad override value: {exc}") from exc
+    if (batch is not None and batch < 1) or seq < 1 or not 0 < frac <= 1:
+        raise ValueError("per_device_batch_size and max_target_length must be >= 1, "
+                         "XLA_PYTHON_CLIENT_MEM_FRACTION in (0, 1]")
+    return _Config(shape, n_nodes, batch, seq, overrides.get("remat_policy", "minimal_flash"),
+                   frac)
+
+
+def default_batch(scenario: Scenario, model: str, n_nodes: int) -> int:
+    """The batch the model config ships with: a safe 80% of the peak."""
+    shape = resolve_model(model)
+    cfg = _Config(shape, n_nodes, None, shape.seq_len, "minimal_flash", DEFAULT_MEM_FRACTION)
+    _, peak_tokens, _, _ = _reference(scenario, shape)
+    wanted = max(1, round(0.8 * peak_tokens / shape.seq_len))
+    return max(1, min(wanted, _max_batch(scenario, cfg)))
+
+
+def true_outcome(scenario: Scenario, model: str, nodes: Sequence[str],
+                 overrides: Mapping[str, str], env: Mapping[str, str],
+                 commit: str | None) -> Truth:
+    shape = resolve_model(model)
+    cfg = _config(scenario, shape, len(nodes), overrides, env)
+    batch = cfg.batch if cfg.batch is not None else default_batch(scenario, model, len(nodes))
+    max_batch = _max_batch(scenario, cfg)
+    fits = batch <= max_batch
+    effect = scenario.commit_effect(commit, shape.name)
+    factor = _node_factor(scenario, nodes) * effect.tgs_factor
+    tgs = _curve_tgs(scenario, cfg, batch) * factor
+    tgs = tgs if fits else 0.0
+    tflops = tgs * flops_per_token(shape, cfg.seq) / 1e12
+    param = _param_gb(shape, cfg.nodes)
+    available = _available_gb(scenario, cfg)
+    need = _act_gb(scenario, cfg) * batch
+    alloc = max(0.25, need - available + 0.5 * _act_gb(scenario, cfg)) if not fits else 0.0
+    return Truth(
+        fits=fits, tgs=tgs, mfu=100 * tflops / scenario.cluster.peak_tflops, tflops=tflops,
+        mem_used_gb=param + RUNTIME_OVERHEAD_GB,
+        mem_limit_gb=_limit_gb(scenario, cfg.mem_fraction),
+        batch=batch, seq_len=cfg.seq, max_batch=max_batch, alloc_gib=round(alloc, 2),
+        factor=factor, fail=effect.fail,
+    )
+
+
+def true_max_batch(scenario: Scenario, model: str, nodes: Sequence[str],
+                   overrides: Mapping[str, str] | None = None,
+                   env: Mapping[str, str] | None = None) -> int:
+    shape = resolve_model(model)
+    return _max_batch(scenario, _config(scenario, shape, len(nodes), overrides or {}, env or {}))
+
+
+def true_peak_batch(scenario: Scenario, model: str, nodes: Sequence[str],
+                    overrides: Mapping[str, str] | None = None,
+                    env: Mapping[str, str] | None = None) -> int:
+    """The batch with the highest true TGS among those that fit (0 when none fits)."""
+    shape = resolve_model(model)
+    cfg = _config(scenario, shape, len(nodes), overrides or {}, env or {})
+    fitting = range(1, _max_batch(scenario, cfg) + 1)
+    return max(fitting, key=lambda b: _curve_tgs(scenario, cfg, b), default=0)

@@ -1,0 +1,40 @@
+"""What a sweep strategy answers: the next runs to add, or the sweep's verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweepd.store.rows import Run
+
+
+@dataclass(frozen=True)
+class NewRun:
+    label: str
+    params: dict[str, Any]
+    nodes: Sequence[str]
+    reason: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    ok: bool                      # False: the sweep failed (no usable result)
+    summary: str                  # one line for progress and the sweep's reason
+    verdict: dict[str, Any] = field(default_factory=dict)
+
+
+Plan = list[NewRun] | Finished
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    runs: Sequence[Run]
+    nodes: Sequence[str]          # pinned nodes minus active exclusions
+    prior_param_gb: float | None  # Memstats of an earlier run of this model on these nodes
+    gpu_memory_gib: float
+
+
+def open_runs(runs: Sequence[Run]) -> list[Run]:
+    return [r for r in runs if r.state in ("pending", "active")]

@@ -1,0 +1,185 @@
+"""Model perf sweep: which value of one parameter gives the highest steady-state TGS.
+
+Pure decisions (batch-sweep.SKILL.md "Model perf sweep", Steps 3 and 7): given the probes so
+far, name the next value to run, or None when the sweep has converged.
+
+Ordered spaces (batch sizes, sequence lengths, mem fractions) are searched as a curve that
+rises, peaks and may fall, cut off by an OOM cliff:
+
+* Start at ~75% of the estimated max, then climb ~1.5x while nothing above is known.
+* Everything at or above the lowest OOM/FAILED value is known to fail and never probed.
+* Between known points TGS is assumed concave (it rises with diminishing returns, then
+  falls to communication or memory pressure). The secant through two neighbouring probes,
+  extended, then bounds how high TGS can be in an unprobed gap. A gap whose bound cannot
+  beat the best by more than TOLERANCE is settled without running it; otherwise the
+  most promising gap is probed where its bound peaks. This is what lets the search stop
+  in 3-4 runs on a plateau or a clear peak, and still walk up to the cliff when TGS keeps
+  rising (the answer is the highest-TGS value, not the largest that fits).
+
+Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+Value = int | float | str
+
+START_FRACTION = 0.75  # first probe at ~75% of the estimated max (SKILL.md Step 3)
+CLIMB = 1.5  # next probe ~1.5x the best while nothing above it is known
+TOLERANCE = 0.005  # a gap that cannot beat the best by more than this is not worth a run
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    OOM = "oom"
+    FAILED = "failed"  # hung twice etc.: treated like OOM for direction
+
+
+@dataclass(frozen=True)
+class Probe:
+    value: Value
+    outcome: Outcome
+    tgs: float | None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    candidates: tuple[Value, ...]
+    estimate_index: int | None
+    ordered: bool = True
+
+
+def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None) -> SearchSpace:
+    """Batch sizes lower..upper; by default upper leaves room for an estimate 2x too low."""
+    if upper is None:
+        upper = max(2 * estimated_max, lower + 7)
+    if upper < lower:
+        raise ValueError(f"upper {upper} < lower {lower}")
+    index = min(max(estimated_max, lower), upper) - lower
+    return SearchSpace(tuple(range(lower, upper + 1)), index)
+
+
+def best(probes: Sequence[Probe]) -> Probe | None:
+    """The OK probe with the highest TGS (earliest on a tie), or None if nothing ran."""
+    ok = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None]
+    return max(ok, key=lambda p: p.tgs or 0.0, default=None)
+
+
+def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
+    """The next value to run, or None when the search has converged."""
+    tried = {p.value for p in probes}
+    if not space.ordered:
+        return next((c for c in space.candidates if c not in tried), None)
+    view = _View.of(space, probes)
+    index = _next_index(view)
+    return None if index is None else space.candidates[index]
+
+
+@dataclass(frozen=True)
+class _View:
+    """Probes mapped onto candidate indices."""
+
+    n: int
+    ok: dict[int, float]  # index -> measured TGS, only below the cliff
+    cliff: int  # lowest failing index; n when nothing failed
+    tried: frozenset[int]
+    estimate: int | None
+
+    @classmethod
+    def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> _View:
+        where = {v: i for i, v in enumerate(space.candidates)}
+        known = [(where[p.value], p) for p in probes if p.value in where]
+        fails = [i for i, p in known if p.outcome is not Outcome.OK]
+        cliff = min(fails, default=len(space.candidates))
+        ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
+        return cls(len(space.candidates), ok, cliff, frozenset(i for i, _ in known),
+                   space.estimate_index)
+
+
+@dataclass(frozen=True)
+class _Gap:
+    lo: int  # known index below the gap (-1 at the bottom)
+    hi: int  # known index above it (the cliff, or n at the top)
+    bound: float  # highest TGS the gap could hold; inf when nothing bounds it
+    at: int  # where that bound peaks
+
+
+def _next_index(view: _View) -> int | None:
+    if view.cliff == 0:
+        return None  # even the smallest value fails: nothing fits
+    if not view.ok:
+        return _descend(view)
+    top = max(view.ok.values())
+    gaps = [g for g in _gaps(view) if g.bound > top * (1 + TOLERANCE)]
+    if not gaps:
+        return None
+    gap = max(gaps, key=lambda g: (g.bound, g.hi == view.n, g.hi - g.lo))
+    return _probe_in(view, gap)
+
+
+def _descend(view: _View) -> int | None:
+    """No value has run yet: start at ~75% of the estimate, or below the lowest failure."""
+    if not view.tried:
+        if view.estimate is None:
+            return (view.n - 1) // 2
+        return _clamp(round(START_FRACTION * (view.estimate + 1)) - 1, 0, view.n - 1)
+    # The failure is now the best guess at the max: go to ~75% of it.
+    return _clamp(round(START_FRACTION * view.cliff) - 1, 0, view.cliff - 1)
+
+
+def _gaps(view: _View) -> list[_Gap]:
+    points = sorted(view.ok)
+    edges = [-1, *points, view.cliff]
+    gaps = []
+    for k in range(len(edges) - 1):
+        lo, hi = edges[k], edges[k + 1]
+        if hi - lo > 1:
+            bound, at = _bound(view, points, lo, hi)
+            gaps.append(_Gap(lo, hi, bound, at))
+    return gaps
+
+
+def _bound(view: _View, points: list[int], lo: int, hi: int) -> tuple[float, int]:
+    """Concave upper bound on TGS over lo < x < hi from the secants beside the gap."""
+    lines: list[tuple[int, float, float]] = []  # (anchor, tgs there, slope)
+    k = points.index(lo) if lo in view.ok else -1
+    if k >= 1:  # secant (points[k-1], lo) extended upward
+        a = points[k - 1]
+        lines.append((lo, view.ok[lo], (view.ok[lo] - view.ok[a]) / (lo - a)))
+    j = points.index(hi) if hi in view.ok else -1
+    if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
+        c = points[j + 1]
+        lines.append((hi, view.ok[hi], (view.ok[c] - view.ok[hi]) / (c - hi)))
+    if not lines:
+        return math.inf, (lo + hi) // 2
+    xs = {lo + 1, hi - 1}
+    if len(lines) == 2 and lines[0][2] != lines[1][2]:
+        (x0, y0, s0), (x1, y1, s1) = lines
+        cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
+        xs |= {_clamp(math.floor(cross), lo + 1, hi - 1), _clamp(math.ceil(cross), lo + 1, hi - 1)}
+
+    def height(x: int) -> float:
+        return min(y + s * (x - x0) for x0, y, s in lines)
+
+    at = max(sorted(xs), key=height)
+    return height(at), at
+
+
+def _probe_in(view: _View, gap: _Gap) -> int:
+    """Where to run inside a gap worth exploring."""
+    if gap.hi == view.n and gap.lo >= 0:
+        # Open top, nothing known above the best yet: climb (SKILL.md Step 3.3).
+        return _clamp(round(CLIMB * (gap.lo + 1)) - 1, gap.lo + 1, gap.hi - 1)
+    if math.isinf(gap.bound):
+        return (gap.lo + gap.hi) // 2
+    # Split the gap towards where its bound peaks: halves it in the worst case.
+    mid = (gap.lo + gap.hi) // 2
+    return _clamp((mid + gap.at + 1) // 2, gap.lo + 1, gap.hi - 1)
+
+
+def _clamp(x: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, x))

@@ -1,0 +1,86 @@
+"""Model perf sweep planning: from the runs so far to the next probe or the optimum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweepd.estimate import memory_estimate
+from sweepd.models import resolve_model
+from sweepd.specs import ModelPerfSpec
+from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.strategies.model_perf import (
+    Outcome,
+    Probe,
+    SearchSpace,
+    batch_space,
+    best,
+    next_value,
+)
+
+_OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
+
+
+def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
+    done = [r for r in ctx.runs if r.state in ("passed", "failed")]
+    return [Probe(r.params[spec.parameter], _OUTCOME.get(r.outcome or "", Outcome.FAILED),
+                  r.tgs) for r in done]
+
+
+def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
+    if spec.values is not None:
+        ordered = all(isinstance(v, int | float) for v in spec.values)
+        values = tuple(sorted(spec.values) if ordered else spec.values)  # type: ignore[type-var]
+        return SearchSpace(values, None, ordered), f"{len(values)} given values"
+    model = resolve_model(spec.model)
+    est = memory_estimate(
+        model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
+        spec.mem_fraction or _env_fraction(spec) or 0.93,
+        seq_len=_int(spec.overrides.get("max_target_length")),
+        prior_param_gb=ctx.prior_param_gb,
+    )
+    why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
+           f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
+           f" -> max ~{est.max_batch}")
+    return batch_space(est.max_batch, spec.lower, spec.upper), why
+
+
+def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
+    if open_runs(ctx.runs):
+        return []
+    space, why = search_space(spec, ctx)
+    seen = probes(spec, ctx)
+    value = next_value(space, seen) if len(seen) < spec.max_runs else None
+    if value is None:
+        return _finish(spec, seen)
+    first = "first probe" if not seen else "next probe"
+    return [NewRun(label=f"{spec.parameter}={value}", params={spec.parameter: value},
+                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe",
+                   reason=f"{first} {spec.parameter}={value} ({why})")]
+
+
+def _finish(spec: ModelPerfSpec, seen: list[Probe]) -> Finished:
+    top = best(seen)
+    if top is None:
+        return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
+                               f"({len(seen)} runs)", {"parameter": spec.parameter, "best": None})
+    verdict: dict[str, Any] = {
+        "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
+        "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml",
+    }
+    return Finished(True, f"{spec.model} {len(spec.node_list)}N: optimum {spec.parameter}="
+                          f"{top.value} at {top.tgs:,.0f} TGS/device ({len(seen)} runs)", verdict)
+
+
+def _env_fraction(spec: ModelPerfSpec) -> float | None:
+    raw = spec.env.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _int(v: object) -> int | None:
+    try:
+        return int(str(v)) if v is not None else None
+    except ValueError:
+        return None

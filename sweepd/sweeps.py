@@ -1,0 +1,72 @@
+"""A person's (or a stop rule's) operations on a whole sweep: stop, resume, abort, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sweepd.reports.stop import stop_message
+from sweepd.states import JOB_ACTIVE, JobState, RunState, SweepState
+from sweepd.store.rows import Sweep
+from sweepd.store.store import InvalidTransition
+
+if TYPE_CHECKING:
+    from sweepd.engine import Engine
+
+log = structlog.get_logger("sweepd.sweeps")
+
+
+async def _cancel_jobs(engine: Engine, sweep_id: int, reason: str, rule: str) -> None:
+    """Cancel every active job of the sweep: write the decision first, then scancel."""
+    for job in await engine.store.jobs(sweep_id):
+        if job.state not in JOB_ACTIVE:
+            continue
+        await engine.store.transition_job(job.id, JobState.CANCELLED, reason, rule=rule)
+        if job.backend_id:
+            await engine.backend.cancel(job.backend_id)
+
+
+async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
+                     evidence: str | None, failing_nodes: Sequence[str], recovery: str,
+                     outcome: str) -> None:
+    """Halt the sweep for a person's decision, with a message in the TG-stop format."""
+    store = engine.store
+    await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
+    runs = await store.runs(sweep.id)
+    jobs = await store.jobs(sweep.id)
+    message = stop_message(sweep, reason, failing_nodes, recovery, outcome,
+                           sweep.spec.get("nodes", "?"), runs, jobs,
+                           str(engine.outputs / f"sweep-{sweep.id}"))
+    await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
+                                 evidence=evidence, progress=message)
+    engine.changed.set()
+    log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
+
+
+async def resume(engine: Engine, sweep_id: int, exclusions: Sequence[str] | None) -> None:
+    sweep = await engine.store.sweep(sweep_id)
+    if sweep.state != SweepState.AWAITING_DECISION:
+        raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
+                                "decision can be resumed")
+    if exclusions is not None:
+        await engine.store.set_exclusions(sweep_id, exclusions, "set on resume")
+    await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
+                                        rule="person.resume",
+                                        progress=f"sweep {sweep_id} resumed")
+    engine.changed.set()
+
+
+async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:
+    sweep = await engine.store.sweep(sweep_id)
+    if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
+        raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
+    await _cancel_jobs(engine, sweep_id, reason, "person.abort")
+    for run in await engine.store.runs(sweep_id):
+        if run.state in (RunState.PENDING, RunState.ACTIVE):
+            await engine.store.transition_run(run.id, RunState.CANCELLED, reason,
+                                              rule="person.abort")
+    await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
+                                        rule="person.abort", progress=f"sweep {sweep_id}: {reason}")
+    engine.changed.set()
