@@ -41,6 +41,7 @@ def memory_estimate(
     if nodes < 1 or gpu_memory_gib <= 0 or not 0 < mem_fraction <= 1:
         raise ValueError("nodes >= 1, gpu_memory_gib > 0 and 0 < mem_fraction <= 1 required")
     pool = gpu_memory_gib * mem_fraction
+    source: Literal["estimate", "memstats"]
     if prior_param_gb is not None:
         # A prior run's `Memstats: After params initialized` is exact: prefer it.
         param, source = prior_param_gb, "memstats"

@@ -38,17 +38,16 @@ class LogTailer:
         self.last_read_bytes = 0
         self.has_more = False
         try:
-            f = await aiofiles.open(self.path, "rb")
+            async with aiofiles.open(self.path, "rb") as f:
+                # fstat the open file, not the path: the name may be replaced meanwhile.
+                st = os.fstat(f.fileno())
+                self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
+                if st.st_size <= self.offset:
+                    return []
+                await f.seek(self.offset)
+                data = await f.read(self.chunk_bytes)
         except FileNotFoundError:
             return []  # not written yet: the job is still in its prolog
-        async with f:
-            # fstat the open file, not the path: the name may be replaced meanwhile.
-            st = os.fstat(f.fileno())
-            self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
-            if st.st_size <= self.offset:
-                return []
-            await f.seek(self.offset)
-            data = await f.read(self.chunk_bytes)
         self.last_read_bytes = len(data)
         lines = self._split(data)
         # A short read reached EOF: what is left is a partial line, not more to read.

@@ -1,0 +1,53 @@
+"""A sweep's report, in Markdown and JSON, built only from the store's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sweepd.reports import model_perf
+from sweepd.store.rows import Event, Job, Run, Sweep
+
+
+def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
+                exclusions: Sequence[str]) -> dict[str, Any]:
+    return {
+        "sweep": {"id": sweep.id, "kind": sweep.kind, "name": sweep.name, "state": sweep.state,
+                  "reason": sweep.reason, "spec": sweep.spec},
+        "verdict": sweep.verdict,
+        "rows": model_perf.rows(sweep, runs, jobs),
+        "excluded_nodes": list(exclusions),
+        "jobs": len(jobs),
+    }
+
+
+def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
+                    exclusions: Sequence[str]) -> str:
+    spec = sweep.spec
+    lines = [f"# Sweep {sweep.id}: {sweep.name}", "",
+             f"- Kind: {sweep.kind}", f"- Model: {spec.get('model')}",
+             f"- Nodes: {spec.get('nodes')} (pinned)",
+             f"- State: {sweep.state}" + (f" — {sweep.reason}" if sweep.reason else ""),
+             f"- Jobs submitted: {len(jobs)}"]
+    if exclusions:
+        lines.append(f"- Excluded nodes: {', '.join(exclusions)}")
+    lines += ["", model_perf.markdown(sweep, runs, jobs)]
+    verdict = sweep.verdict or {}
+    if verdict.get("proposal"):
+        lines += ["", "Proposed config change (not applied; `sweepd report --apply` "
+                  "is not run by the daemon):", "", f"    {verdict['proposal']}"]
+    return "\n".join(lines) + "\n"
+
+
+def explain_lines(events: Sequence[Event]) -> list[str]:
+    out = []
+    for e in events:
+        if e.kind == "progress":
+            continue
+        what = f"{e.from_state or ''}→{e.to_state}" if e.to_state else e.kind
+        target = f"job {e.job_id}" if e.job_id else (f"run {e.run_id}" if e.run_id else "sweep")
+        line = f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {e.reason.splitlines()[0]}"
+        out.append(line)
+        if e.evidence:
+            out.append(f"{'':>26}evidence: {e.evidence.splitlines()[0][:300]}")
+    return out

@@ -1,0 +1,85 @@
+"""The operations the socket API, the CLI and the chat offer, over the store and engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from sweepd.engine import Engine
+from sweepd.reports.report import explain_lines, report_json, report_markdown
+from sweepd.specs import parse_spec
+from sweepd.store.rows import Event
+from sweepd.sweeps import abort, resume
+
+
+class Service:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    async def submit(self, data: Any) -> dict[str, Any]:
+        spec = parse_spec(data)  # raises SpecError with field-level errors
+        name = spec.name or f"{spec.model} {len(spec.node_list)}N {spec.parameter}"
+        sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))
+        self.engine.changed.set()
+        return await self.summary(sweep_id)
+
+    async def summary(self, sweep_id: int) -> dict[str, Any]:
+        s = await self.store.sweep(sweep_id)
+        runs = await self.store.runs(sweep_id)
+        return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
+                "reason": s.reason, "created_at": s.created_at, "updated_at": s.updated_at,
+                "runs": len(runs), "verdict": s.verdict}
+
+    async def list(self) -> list[dict[str, Any]]:
+        return [await self.summary(s.id) for s in await self.store.sweeps()]
+
+    async def show(self, sweep_id: int) -> dict[str, Any]:
+        out = await self.summary(sweep_id)
+        out["spec"] = (await self.store.sweep(sweep_id)).spec
+        out["run_list"] = [r.as_dict() for r in await self.store.runs(sweep_id)]
+        out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
+        out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
+        out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
+        return out
+
+    async def report(self, sweep_id: int) -> dict[str, Any]:
+        sweep = await self.store.sweep(sweep_id)
+        runs = await self.store.runs(sweep_id)
+        jobs = await self.store.jobs(sweep_id)
+        excl = [e.node for e in await self.store.exclusions(sweep_id)]
+        return {"markdown": report_markdown(sweep, runs, jobs, excl),
+                "json": report_json(sweep, runs, jobs, excl)}
+
+    async def explain(self, sweep_id: int) -> dict[str, Any]:
+        events = await self.store.events(sweep_id)
+        return {"lines": explain_lines(events),
+                "events": [e.as_dict() for e in events if e.kind != "progress"]}
+
+    async def progress(self, sweep_id: int, after: int = 0,
+                       wait_s: float = 0.0) -> list[Event]:
+        """Progress lines after event `after`; waits up to `wait_s` for the next one."""
+        await self.store.sweep(sweep_id)  # NotFound for an unknown id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            events = await self.store.events(sweep_id, after, kind="progress")
+            remaining = deadline - loop.time()
+            if events or remaining <= 0:
+                return events
+            self.engine.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.engine.changed.wait(), min(remaining, 1.0))
+
+    async def resume(self, sweep_id: int, exclusions: list[str] | None) -> dict[str, Any]:
+        await resume(self.engine, sweep_id, exclusions)
+        return await self.summary(sweep_id)
+
+    async def abort(self, sweep_id: int) -> dict[str, Any]:
+        await abort(self.engine, sweep_id, "aborted by a person")
+        return await self.summary(sweep_id)
+
+    async def cancel(self, sweep_id: int) -> dict[str, Any]:
+        await abort(self.engine, sweep_id, "cancelled by a person: running jobs cancelled")
+        return await self.summary(sweep_id)
