@@ -33,7 +33,7 @@ from sweepd.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
 from sweepd.strategies import perf_plan
-from sweepd.strategies.base import Finished, SweepContext
+from sweepd.strategies.base import Finished, Plan, SweepContext
 from sweepd.sweeps import stop_sweep
 
 log = structlog.get_logger("sweepd.engine")
@@ -212,7 +212,7 @@ class Engine:
                                            collect_nodes(list(new.nodes)), new.reason, new.rule)
             await self._start_attempt(sweep, run)
 
-    async def _plan(self, sweep: Sweep, runs: list[Run]) -> list[perf_plan.NewRun] | Finished:
+    async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:
         spec = parse_spec(sweep.spec)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]

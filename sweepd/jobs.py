@@ -14,7 +14,7 @@ from sweepd.monitor.classify import classify
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import steady_state
 from sweepd.policy import Act, Action, Case, SweepFacts, decide
-from sweepd.reports.lines import result_line
+from sweepd.reports.lines import result_line, retry_line
 from sweepd.specs import expand_nodes, parse_spec
 from sweepd.states import JobState, RunState
 from sweepd.store.rows import Job
@@ -89,7 +89,7 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
     spec = sweep.spec
     n_nodes = len(expand_nodes(job.nodes))
     line = result_line(spec.get("model", "?"), n_nodes, run.label, job.backend_id,
-                       action.outcome, tgs, mfu, verdict.detail if verdict.klass else None)
+                       action.outcome, tgs, mfu, _describe(verdict))
     if action.act == Act.ACCEPT:
         await store.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
                                    progress=line, outcome="pass", tgs=tgs, mfu=mfu)
@@ -102,6 +102,8 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
     elif action.act == Act.RETRY:
         await store.add_event(sweep.id, "decision", action.reason, rule=action.rule,
                               evidence=verdict.evidence, run_id=run.id, job_id=job.id)
+        await store.add_event(sweep.id, "progress", retry_line(line, action.reason),
+                              run_id=run.id, job_id=job.id)
         if action.delay_s:
             await store.update_run_not_before(run.id, now + action.delay_s)
     else:
@@ -116,3 +118,10 @@ def _recovery(verdict: Verdict, job: Job) -> str:
     if job.attempt > 1:
         return f"{job.attempt - 1} retr{'y' if job.attempt == 2 else 'ies'}"
     return "none (the rule stops at once)"
+
+
+def _describe(verdict: Verdict) -> str | None:
+    if verdict.klass is None or (verdict.klass == FailureClass.OOM and not verdict.detail):
+        return None
+    where = f" on {verdict.node}" if verdict.node else ""
+    return f"{verdict.klass}{where}" + (f": {verdict.detail}" if verdict.detail else "")

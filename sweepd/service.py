@@ -32,7 +32,7 @@ class Service:
                 "reason": s.reason, "created_at": s.created_at, "updated_at": s.updated_at,
                 "runs": len(runs), "verdict": s.verdict}
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list_sweeps(self) -> list[dict[str, Any]]:
         return [await self.summary(s.id) for s in await self.store.sweeps()]
 
     async def show(self, sweep_id: int) -> dict[str, Any]:

@@ -41,11 +41,12 @@ class Tier(IntEnum):
     """Lower is stronger. Within a tier the earliest evidence wins."""
 
     ROOT = 0        # a signature that names its own cause
-    CRASH = 1       # a node exited non-zero while others went on, or all alike (config)
+    CRASH = 1       # a node exited non-zero while the others went on
     PYTHON = 2      # a bare traceback: the specific error line usually follows it
     HANG = 3        # the caller saw no output for the hang timeout
     TIMEOUT = 4     # collective / coordination timeouts: usually another node's failure
     HEARTBEAT = 5   # the heartbeat kill: how a hang ends, never why
+    ALL_EXITED = 6  # every node exited alike and nothing says why: the config
 
 
 SIGNAL_TIER: Mapping[FailureClass, Tier] = {
@@ -174,7 +175,7 @@ def _exit_candidates(f: JobFacts) -> list[_Candidate]:
         return out
     if set(crashed) == nodes and len(set(crashed.values())) == 1:
         host, code = next(iter(crashed.items()))
-        out.append(_Candidate(Tier.CRASH, math.inf, len(out), _F.CONFIG, None, None,
+        out.append(_Candidate(Tier.ALL_EXITED, math.inf, len(out), _F.CONFIG, None, None,
                               _node_exit_line(host, code),
                               f"all {len(nodes)} nodes exited with code {code}"))
     elif set(crashed) < nodes:

@@ -12,3 +12,8 @@ def result_line(model: str, nodes: int, label: str, backend_id: str | None, outc
         return f"{head}: {tgs:,.0f} TGS/device{mfu_part} — PASS"
     what = {"oom": "OOM", "hang": "HANG"}.get(outcome, "FAILED")
     return f"{head}: {what}{f' ({detail})' if detail else ''} — FAIL"
+
+
+def retry_line(failed_line: str, reason: str) -> str:
+    """The failed attempt's line, turned into a retry notice."""
+    return failed_line.replace(" — FAIL", f" — RETRY: {reason}")

@@ -195,8 +195,9 @@ def _training(tl: _Timeline, t0: float) -> Plan:
     times = _steps(tl, truth, tm, compile_s)
     if fault and kind in (FaultKind.HSA_ERROR, FaultKind.NODE_CRASH, FaultKind.HANG):
         step = min(fault.step, len(times) - 1)
-        tl.events = [e for e in tl.events if e.t <= times[step]]
-        after = times[step] + 0.5 * (times[-1] - times[0]) / max(1, len(times) - 1) + 1
+        cut = times[step] + 0.05 * len(job.nodes)    # step lines are staggered per rank
+        tl.events = [e for e in tl.events if e.t <= cut]
+        after = cut + 0.5 * (times[-1] - times[0]) / max(1, len(times) - 1) + 1
         if kind is FaultKind.HANG:
             return tl.plan(after, hang=True)
         return _fail(tl, "Training", t0, *failure_events(tl.add, job, after, _fault_rank(job)))

@@ -60,7 +60,6 @@ def _flag(job: JobInput) -> str:
 def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float, Failure]:
     """Print the failure starting at t (root cause on `rank`); returns (end time, failure)."""
     kind = job.fault.kind if job.fault else None
-    host = job.nodes[rank]
     if job.error is not None:
         return _all_ranks(add, job, t, [
             "Traceback (most recent call last):",
@@ -80,7 +79,7 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
                                  "jax_global_device_ids/0 and duration: 300s")
         return t + 1, Failure(_everyone(job, 1), 1, "Training failed")
     if kind is FaultKind.HSA_ERROR:
-        add(t, rank, f":0:rocdevice.cpp            :2984: 4242424242 us: [pid:4242  tid:0x7f3a] "
+        add(t, rank, ":0:rocdevice.cpp            :2984: 4242424242 us: [pid:4242  tid:0x7f3a] "
                      "Callback: Queue 0x7f3a00000000 aborting with error : "
                      "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware "
                      "exception. code: 0x1016")
@@ -93,7 +92,7 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
         return t, Failure(exits, 1, "Training failed")
     alloc = job.truth.alloc_gib if job.truth and job.truth.alloc_gib else 12.5
     add(t, rank, f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
-                 f"while trying to allocate {alloc:.2f}GiB. ({host})")
+                 f"while trying to allocate {alloc:.2f}GiB.")
     return _cascade(add, job, t, rank, 1)
 
 

@@ -22,7 +22,7 @@ RUNTIME_OVERHEAD_GB = 1.5
 TRAINING_STATE_SHARE = 0.5
 ACT_BYTES_PER_TOKEN_LAYER_DIM = 8.0
 ATTN_BYTES_PER_TOKEN2_LAYER = 0.5
-MOE_ACTIVATION_FACTOR = 1.25
+MOE_ACTIVATION_FACTOR = 1.05      # expert dispatch buffers
 TARGET_MFU = {False: 0.45, True: 0.24}     # keyed by ModelShape.moe
 NODE_SCALING = 0.97                         # TGS/device kept per doubling of nodes
 # remat_policy -> (activation memory factor, TGS factor); the default config is minimal_flash.

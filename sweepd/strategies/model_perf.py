@@ -127,8 +127,10 @@ def _descend(view: _View) -> int | None:
         if view.estimate is None:
             return (view.n - 1) // 2
         return _clamp(round(START_FRACTION * (view.estimate + 1)) - 1, 0, view.n - 1)
-    # The failure is now the best guess at the max: go to ~75% of it.
-    return _clamp(round(START_FRACTION * view.cliff) - 1, 0, view.cliff - 1)
+    # The failure is now the best guess at the max: go to ~75% of it; if that failed too the
+    # estimate is badly off, so halve (as Accelerate does) rather than creep down.
+    fraction = START_FRACTION if len(view.tried) < 2 else 0.5
+    return _clamp(round(fraction * view.cliff) - 1, 0, view.cliff - 1)
 
 
 def _gaps(view: _View) -> list[_Gap]:

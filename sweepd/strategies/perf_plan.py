@@ -29,7 +29,7 @@ def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
 def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
     if spec.values is not None:
         ordered = all(isinstance(v, int | float) for v in spec.values)
-        values = tuple(sorted(spec.values) if ordered else spec.values)  # type: ignore[type-var]
+        values = tuple(sorted(spec.values) if ordered else spec.values)
         return SearchSpace(values, None, ordered), f"{len(values)} given values"
     model = resolve_model(spec.model)
     est = memory_estimate(
@@ -67,7 +67,7 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe]) -> Finished:
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml",
     }
-    return Finished(True, f"{spec.model} {len(spec.node_list)}N: optimum {spec.parameter}="
+    return Finished(True, f"{spec.model}: optimum {spec.parameter}="
                           f"{top.value} at {top.tgs:,.0f} TGS/device ({len(seen)} runs)", verdict)
 
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Set up everything the tests need and run them: Python packages in .venv, Debian's Slurm and
+# munge (as root, when missing), a local Slurm cluster of 8 named nodes, then ruff, mypy and
+# pytest. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/pytest ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --upgrade pip
+  .venv/bin/pip install --quiet -e '.[test]'
+fi
+
+bash scripts/slurm-cluster.sh install
+bash scripts/slurm-cluster.sh start
+bash scripts/slurm-cluster.sh check
+
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/pytest -q "$@"

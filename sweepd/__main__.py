@@ -1,0 +1,5 @@
+import sys
+
+from sweepd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,102 @@
+"""The command line: `serve`, `run`, `demo`, and the client verbs of a running daemon."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweepd import foreground, logs
+from sweepd.config import Config, ConfigError, load_config
+from sweepd.specs import SpecError, load_spec_file
+
+DEMO_SPEC: dict[str, Any] = {
+    "kind": "model-perf",
+    "name": "demo: llama2-70b batch size on 8 simulated nodes",
+    "model": "llama2-70b",
+    "nodes": "chi[2832,2863,2867-2868,2870,2872,2880-2881]",
+}
+
+
+def _config(args: argparse.Namespace, **overrides: Any) -> Config:
+    extra = {k: v for k, v in overrides.items() if v is not None}
+    return load_config(args.config, extra)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sweepd.daemon import run_daemon
+
+    logs.configure(args.log_level, json=True)
+    return run_daemon(_config(args))
+
+
+def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
+    logs.configure("warning", json=False)
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
+    config = _config(args, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+                              "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+    return asyncio.run(foreground.run_sweep(config, spec, lambda s: print(s, flush=True)))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec_file(args.spec)
+    return _foreground(args, spec.model_dump(mode="json"), args.scenario)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
+          "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
+    from sweepd.clusters.factory import demo_scenario
+
+    return _foreground(args, DEMO_SPEC, demo_scenario())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sweepd", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the daemon")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=cmd_serve)
+
+    for name, func, helptext in (("run", cmd_run, "run one sweep in the foreground"),
+                                 ("demo", cmd_demo, "model perf sweep on the simulated cluster")):
+        p = sub.add_parser(name, help=helptext,
+                           epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
+                                  "person's decision, 4 failed or aborted")
+        if name == "run":
+            p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+            p.add_argument("--scenario", type=Path, help="simulated cluster scenario (YAML)")
+        p.add_argument("--config", type=Path, help="TOML settings file")
+        p.add_argument("--state-dir", type=Path, help="keep the database and logs here")
+        p.add_argument("--tick", type=float, default=0.05, help="wall seconds between passes")
+        p.set_defaults(func=func)
+
+    from sweepd.cli_client import add_client_commands
+
+    add_client_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (SpecError, ConfigError) as e:
+        print(f"sweepd: {e}", file=sys.stderr)
+        return foreground.EXIT_BAD_INPUT
+    except yaml.YAMLError as e:
+        print(f"sweepd: {e}", file=sys.stderr)
+        return foreground.EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Build the configured cluster backend and the clock that matches it."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from sweepd.clock import Clock
+from sweepd.clusters.base import ClusterBackend
+from sweepd.config import Config
+
+
+def default_scenario() -> Path:
+    return Path(str(resources.files("sweepd.sim").joinpath("default_scenario.yaml")))
+
+
+def demo_scenario() -> Path:
+    return Path(str(resources.files("sweepd.sim").joinpath("demo_scenario.yaml")))
+
+
+def make_backend(config: Config) -> tuple[ClusterBackend, Clock]:
+    if config.cluster.backend == "sim":
+        from sweepd.clusters.sim import SimCluster
+        from sweepd.sim.scenario import load_scenario
+
+        scenario = config.cluster.sim.scenario or default_scenario()
+        time_scale = load_scenario(scenario).cluster.time_scale
+        state = config.daemon.state_dir / "sim"
+        state.mkdir(parents=True, exist_ok=True)
+        return SimCluster(state, scenario), Clock(time_scale)
+    from sweepd.clusters.slurm import SlurmCluster
+
+    return SlurmCluster(config.cluster.slurm), Clock(1.0)

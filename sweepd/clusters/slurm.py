@@ -1,0 +1,415 @@
+"""The `slurm` backend: the real Slurm CLIs (sbatch, squeue, scontrol, scancel, sinfo).
+
+Two ways to submit: `direct` writes its own batch script (sweepd.clusters.slurm_script);
+`submit_sh` runs maxtext-slurm's `./submit.sh` so jobs are exactly what a person would
+submit (maxtext-slurm-facts.md §1). Every command is an argv list, optionally behind a
+prefix such as `["ssh", "login1"]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import hostlist
+
+from sweepd.clusters.base import (
+    ControllerUnreachable,
+    JobRequest,
+    JobStatus,
+    SchedulerState,
+    SubmitRefused,
+    Submitted,
+)
+from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.jobname import JobNameTooLong, job_name, passthrough_part
+
+COMMENT_PREFIX = "sweepd:"
+TOKEN_ENV = "SWEEPD_TOKEN"
+COMMAND_TIMEOUT_S = 60.0
+
+# What the client commands print when slurmctld does not answer.
+_UNREACHABLE = re.compile(
+    r"Unable to contact slurm controller|Connection refused|connect failure|"
+    r"Socket timed out|Zero Bytes were transmitted|slurm_load_jobs error|"
+    r"Communication connection failure",
+    re.IGNORECASE,
+)
+# Asking about ids the controller has forgotten: an answer, not an outage.
+_UNKNOWN_JOB = re.compile(r"Invalid job id specified", re.IGNORECASE)
+_ALREADY_DONE = re.compile(r"already completing or completed|Invalid job id", re.IGNORECASE)
+
+_STATES: dict[str, SchedulerState] = {
+    "PENDING": SchedulerState.PENDING,
+    "CONFIGURING": SchedulerState.PENDING,
+    "REQUEUED": SchedulerState.PENDING,
+    "REQUEUE_HOLD": SchedulerState.PENDING,
+    "REQUEUE_FED": SchedulerState.PENDING,
+    "RESV_DEL_HOLD": SchedulerState.PENDING,
+    # Suspended jobs make no progress through no fault of their own: not a hang.
+    "SUSPENDED": SchedulerState.PENDING,
+    "STOPPED": SchedulerState.PENDING,
+    "RUNNING": SchedulerState.RUNNING,
+    "RESIZING": SchedulerState.RUNNING,
+    "SIGNALING": SchedulerState.COMPLETING,
+    "STAGE_OUT": SchedulerState.COMPLETING,
+    "COMPLETING": SchedulerState.COMPLETING,
+    "COMPLETED": SchedulerState.COMPLETED,
+    "FAILED": SchedulerState.FAILED,
+    "SPECIAL_EXIT": SchedulerState.FAILED,
+    "CANCELLED": SchedulerState.CANCELLED,
+    "REVOKED": SchedulerState.CANCELLED,
+    "TIMEOUT": SchedulerState.TIMEOUT,
+    "DEADLINE": SchedulerState.TIMEOUT,
+    "NODE_FAIL": SchedulerState.NODE_FAIL,
+    "BOOT_FAIL": SchedulerState.NODE_FAIL,
+    "OUT_OF_MEMORY": SchedulerState.OUT_OF_MEMORY,
+    "PREEMPTED": SchedulerState.PREEMPTED,
+}
+
+# sinfo's long state names -> the short ones sweepd uses everywhere (`sinfo %t` style).
+_NODE_STATES = {"allocated": "alloc", "mixed": "mix", "drained": "drain", "draining": "drng",
+                "completing": "comp", "reserved": "resv", "maintenance": "maint"}
+# Flag characters sinfo appends to a state (`down*`, `idle~`, `drain$`...).
+_NODE_FLAGS = "*~#!%$@^-+"
+
+
+class SlurmSettings(Protocol):
+    """What the backend reads from `sweepd.config.SlurmConfig` (kept structural so the
+    config module and this one do not import each other)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def repo(self) -> Path | None: ...
+    @property
+    def command_prefix(self) -> Sequence[str]: ...
+    @property
+    def partition(self) -> str | None: ...
+    @property
+    def time_limit(self) -> str | None: ...
+    @property
+    def train_command(self) -> Sequence[str]: ...
+    @property
+    def extra_sbatch(self) -> Sequence[str]: ...
+    @property
+    def allow_resume(self) -> bool: ...
+    @property
+    def slurm_conf(self) -> Path | None: ...
+
+
+class SlurmCommandError(RuntimeError):
+    """A Slurm command failed for a reason other than an unreachable controller."""
+
+
+@dataclass(frozen=True)
+class _Result:
+    rc: int
+    out: str
+    err: str
+
+
+def map_state(raw: str) -> SchedulerState:
+    """`CANCELLED by 0` -> CANCELLED; a state this code does not know is kept watched."""
+    word = raw.split()[0].upper() if raw.strip() else ""
+    return _STATES.get(word, SchedulerState.PENDING)
+
+
+def wait_status_exit(raw: str) -> int | None:
+    """squeue's `exit_code` is a wait(2) status: 768 -> 3, a signal -> 128 + signal."""
+    if not raw.strip().isdigit():
+        return None
+    status = int(raw)
+    return 128 + (status & 0x7F) if status & 0x7F else status >> 8
+
+
+def scontrol_exit(raw: str) -> int | None:
+    """scontrol's `ExitCode=3:0` (code:signal) -> 3; `0:15` -> 143."""
+    code, _, sig = raw.partition(":")
+    if not code.isdigit():
+        return None
+    return 128 + int(sig) if sig.isdigit() and int(sig) else int(code)
+
+
+def parse_squeue_poll(out: str) -> dict[str, JobStatus]:
+    """Lines of `JobID|State|exit_code|Reason`."""
+    found: dict[str, JobStatus] = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split("|", 3)]
+        if len(parts) < 4 or not parts[0]:
+            continue
+        state = map_state(parts[1])
+        exit_code = wait_status_exit(parts[2]) if state.finished else None
+        reason = parts[3] if parts[3] not in ("", "None", "(null)") else None
+        found[parts[0]] = JobStatus(state, exit_code, reason)
+    return found
+
+
+def parse_scontrol_job(out: str) -> JobStatus | None:
+    fields = dict(re.findall(r"\b(JobState|ExitCode|Reason)=(\S+)", out))
+    if "JobState" not in fields:
+        return None
+    state = map_state(fields["JobState"])
+    exit_code = scontrol_exit(fields.get("ExitCode", "")) if state.finished else None
+    reason = fields.get("Reason")
+    return JobStatus(state, exit_code, None if reason in (None, "None") else reason)
+
+
+def parse_node_states(out: str) -> dict[str, str]:
+    states: dict[str, str] = {}
+    for line in out.splitlines():
+        node, sep, state = line.strip().partition("|")
+        if sep:
+            short = state.strip().lower().rstrip(_NODE_FLAGS)
+            states[node] = _NODE_STATES.get(short, short)
+    return states
+
+
+def token_matches(token: str, name: str, comment: str) -> bool:
+    if comment.strip() == COMMENT_PREFIX + token:
+        return True
+    # submit.sh mode: `_env_SWEEPD_TOKEN=<t>` became the name part `_env_SWEEPD_TOKEN_<t>`.
+    part = passthrough_part(f"_env_{TOKEN_ENV}={token}")
+    return re.search(rf"(^|-){re.escape(part)}(-|$)", name) is not None
+
+
+def passthrough_args(request: JobRequest) -> list[str]:
+    return ([f"{k}={v}" for k, v in request.overrides.items()]
+            + [f"_env_{k}={v}" for k, v in request.env.items()])
+
+
+def model_spec(request: JobRequest) -> str:
+    """`model[[:alias]:tag]` for submit.sh."""
+    if request.alias:
+        return f"{request.model}:{request.alias}:{request.tag or ''}"
+    return f"{request.model}:{request.tag}" if request.tag else request.model
+
+
+def _submitted_id(out: str) -> str:
+    words = out.split()
+    if not words or not words[-1].split(";")[0].isdigit():
+        raise SubmitRefused(f"no job id in sbatch output: {out.strip()!r}")
+    return words[-1].split(";")[0]
+
+
+class SlurmCluster:
+    name = "slurm"
+
+    def __init__(
+        self,
+        settings: SlurmSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        header_command: Sequence[str] | None = None,
+        summary_command: Sequence[str] | None = None,
+        timeout_s: float = COMMAND_TIMEOUT_S,
+    ) -> None:
+        if settings.mode not in ("direct", "submit_sh"):
+            raise ValueError(f"unknown slurm mode {settings.mode!r}")
+        if settings.mode == "submit_sh" and settings.repo is None:
+            raise ValueError("submit_sh mode needs `repo` (the maxtext-slurm checkout)")
+        if settings.mode == "direct" and not settings.train_command:
+            raise ValueError("direct mode needs `train_command`")
+        self.settings = settings
+        self._env = dict(env or {})
+        if settings.slurm_conf is not None:
+            self._env.setdefault("SLURM_CONF", str(settings.slurm_conf))
+        self._header_command = header_command
+        self._summary_command = summary_command
+        self._timeout_s = timeout_s
+
+    # -- running commands -------------------------------------------------------------
+
+    def _argv(self, argv: Sequence[str], cwd: Path | None) -> tuple[list[str], Path | None]:
+        prefix = list(self.settings.command_prefix)
+        if prefix and Path(prefix[0]).name == "ssh":
+            # ssh hands one string to the remote shell: quote everything, carry env and cwd.
+            env = [f"{k}={v}" for k, v in self._env.items()]
+            remote = shlex.join(["env", *env, *argv]) if env else shlex.join(argv)
+            if cwd is not None:
+                remote = f"cd {shlex.quote(str(cwd))} && {remote}"
+            return [*prefix, remote], None
+        return [*prefix, *argv], cwd
+
+    async def _run(self, argv: Sequence[str], cwd: Path | None = None) -> _Result:
+        full, local_cwd = self._argv(argv, cwd)
+        proc = await asyncio.create_subprocess_exec(
+            *full,
+            cwd=local_cwd,
+            env={**os.environ, **self._env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise ControllerUnreachable(
+                f"{argv[0]} did not answer within {self._timeout_s:g} s") from None
+        return _Result(proc.returncode or 0, out.decode(errors="replace"),
+                       err.decode(errors="replace"))
+
+    @staticmethod
+    def _raise_for(argv0: str, res: _Result) -> None:
+        text = (res.err or res.out).strip()
+        if _UNREACHABLE.search(text):
+            raise ControllerUnreachable(f"{argv0}: {text}")
+        raise SlurmCommandError(f"{argv0} exited {res.rc}: {text}")
+
+    # -- submit -----------------------------------------------------------------------
+
+    async def submit(self, request: JobRequest) -> Submitted:
+        if self.settings.mode == "submit_sh":
+            return await self._submit_sh(request)
+        return await self._submit_direct(request)
+
+    def _sbatch_args(self, request: JobRequest) -> list[str]:
+        args = ["-N", str(len(request.nodes)),
+                "-w", hostlist.collect_hostlist(list(request.nodes))]
+        if self.settings.partition:
+            args += ["-p", self.settings.partition]
+        if self.settings.time_limit:
+            args += ["-t", self.settings.time_limit]
+        return [*args, *self.settings.extra_sbatch, f"--comment={COMMENT_PREFIX}{request.token}"]
+
+    async def _submit_direct(self, request: JobRequest) -> Submitted:
+        passthrough = passthrough_args(request)
+        try:
+            name = job_name(request.model, request.tag, passthrough)
+        except JobNameTooLong as e:
+            raise SubmitRefused(str(e)) from e
+        script = render_batch_script(BatchScript(
+            job_name=name, model=request.model, passthrough=passthrough, env=request.env,
+            train_command=self.settings.train_command, header_command=self._header_command,
+            summary_command=self._summary_command, commit=request.commit))
+        out_dir = request.output_dir.resolve()
+        path = out_dir / f".sweepd-{request.token}.sbatch"
+        await asyncio.to_thread(_write_script, path, script)
+        res = await self._run(["sbatch", "-J", name, *self._sbatch_args(request),
+                               f"--output={out_dir}/%j-{name}.log", str(path)])
+        job_id = self._submit_result("sbatch", res)
+        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log")
+
+    async def _submit_sh(self, request: JobRequest) -> Submitted:
+        assert self.settings.repo is not None  # checked in __init__
+        passthrough = [*passthrough_args(request), f"_env_{TOKEN_ENV}={request.token}"]
+        try:
+            name = job_name(request.model, request.tag, passthrough)
+        except JobNameTooLong as e:
+            raise SubmitRefused(str(e)) from e
+        res = await self._run(["./submit.sh", model_spec(request), *self._sbatch_args(request),
+                               "--", *passthrough], cwd=self.settings.repo)
+        job_id = self._submit_result("submit.sh", res)
+        # submit.sh resolves the model name (`70b` -> `llama2-70b`): the log says which.
+        found = await self._job_record(job_id)
+        if found is not None:
+            name = found[0]
+        return Submitted(job_id, name, self.settings.repo / "outputs" / f"{job_id}-{name}.log")
+
+    def _submit_result(self, argv0: str, res: _Result) -> str:
+        if res.rc != 0:
+            text = (res.err + res.out).strip()
+            if _UNREACHABLE.search(text):
+                raise ControllerUnreachable(f"{argv0}: {text}")
+            raise SubmitRefused(f"{argv0} exited {res.rc}: {text}")
+        return _submitted_id(res.out)
+
+    # -- queries ----------------------------------------------------------------------
+
+    async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
+        ids = list(dict.fromkeys(backend_ids))
+        if not ids:
+            return {}
+        res = await self._run(["squeue", "--noheader", "--states=all", "-j", ",".join(ids),
+                               "-O", "JobID:|,State:|,exit_code:|,Reason:"])
+        if res.rc != 0 and not _UNKNOWN_JOB.search(res.err):
+            self._raise_for("squeue", res)
+        found = parse_squeue_poll(res.out) if res.rc == 0 else {}
+        result: dict[str, JobStatus] = {}
+        for job_id in ids:
+            status = found.get(job_id)
+            if status is None:
+                status = await self._scontrol_status(job_id)
+            result[job_id] = status
+        return result
+
+    async def _scontrol_status(self, job_id: str) -> JobStatus:
+        res = await self._run(["scontrol", "show", "job", job_id])
+        if res.rc != 0:
+            if _UNKNOWN_JOB.search(res.err):
+                return JobStatus(SchedulerState.GONE)
+            self._raise_for("scontrol", res)
+        return parse_scontrol_job(res.out) or JobStatus(SchedulerState.GONE)
+
+    async def _job_record(self, job_id: str) -> tuple[str, Path | None] | None:
+        """(job name, expanded StdOut path) from `scontrol show job -o`."""
+        res = await self._run(["scontrol", "show", "job", "-o", job_id])
+        if res.rc != 0:
+            if _UNKNOWN_JOB.search(res.err):
+                return None
+            self._raise_for("scontrol", res)
+        # JobName may hold spaces in general, but the next field is always UserId.
+        name = re.search(r"\bJobName=(.*?) UserId=", res.out)
+        stdout = re.search(r"\bStdOut=(\S+)", res.out)
+        if name is None:
+            return None
+        return name.group(1), Path(stdout.group(1)) if stdout else None
+
+    async def find_by_token(self, token: str) -> Submitted | None:
+        res = await self._run(["squeue", "--noheader", "--states=all",
+                               "-O", "JobID:|,Comment:1000|,Name:"])
+        if res.rc != 0:
+            self._raise_for("squeue", res)
+        matches: list[int] = []
+        for line in res.out.splitlines():
+            parts = [p.strip() for p in line.split("|", 2)]
+            if len(parts) == 3 and parts[0].isdigit() and token_matches(token, parts[2], parts[1]):
+                matches.append(int(parts[0]))
+        if not matches:
+            return None
+        job_id = str(max(matches))  # a resubmission under the same token is the live one
+        record = await self._job_record(job_id)
+        if record is None or record[1] is None:
+            return None
+        return Submitted(job_id, record[0], record[1])
+
+    async def cancel(self, backend_id: str) -> None:
+        res = await self._run(["scancel", backend_id])
+        if res.rc != 0 and not _ALREADY_DONE.search(res.err):
+            self._raise_for("scancel", res)
+
+    async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
+        if not nodes:
+            return {}
+        res = await self._run(["sinfo", "-N", "-h", "-n", hostlist.collect_hostlist(list(nodes)),
+                               "-o", "%N|%T"])
+        if res.rc != 0:
+            self._raise_for("sinfo", res)
+        states = parse_node_states(res.out)
+        return {n: states.get(n, "unknown") for n in nodes}
+
+    async def resume_node(self, node: str) -> None:
+        """Return a drained/down node to service (xla-tuning.SKILL.md: drained node -> RESUME)."""
+        if not self.settings.allow_resume:
+            raise PermissionError("resuming nodes is not allowed (cluster.slurm.allow_resume)")
+        res = await self._run(["scontrol", "update", f"NodeName={node}", "State=RESUME",
+                               "Reason=sweepd"])
+        if res.rc != 0:
+            self._raise_for("scontrol", res)
+
+    async def close(self) -> None:
+        return None
+
+
+def _write_script(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)

@@ -1,0 +1,111 @@
+"""Lifecycle: open and migrate the store, recover, run the engine and the API, stop.
+
+Signal handlers only set the stop event; a second signal exits at once. The engine loop
+and the API server are supervised: if one dies, the daemon logs it and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import structlog
+
+from sweepd.clusters.factory import make_backend
+from sweepd.config import Config
+from sweepd.engine import Engine
+from sweepd.service import Service
+from sweepd.store.store import Store
+
+log = structlog.get_logger("sweepd.daemon")
+
+
+@dataclass
+class Parts:
+    store: Store
+    engine: Engine
+    service: Service
+
+
+@contextlib.asynccontextmanager
+async def open_parts(config: Config) -> AsyncIterator[Parts]:
+    config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    engine = Engine(store, backend, clock, config)
+    try:
+        yield Parts(store, engine, Service(engine))
+    finally:
+        await backend.close()
+        await store.close()
+
+
+async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float) -> None:
+    """Passes until stopped. Idle: one cheap pass per tick. After a change: at once."""
+    while not stop.is_set():
+        await engine.step()
+        engine.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), tick_s)
+
+
+async def serve(config: Config, stop: asyncio.Event,
+                ready: Callable[[], None] | None = None) -> int:
+    from sweepd.api.server import start_server
+
+    async with open_parts(config) as parts:
+        # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
+        # running ones from their stored offsets.
+        await parts.engine.step()
+        runner = await start_server(parts.service, config.daemon.socket_path,
+                                    config.daemon.max_body_bytes)
+        log.info("daemon.ready", socket=str(config.daemon.socket_path),
+                 db=str(config.daemon.db_path), backend=config.cluster.backend)
+        if ready:
+            ready()
+        tasks = {
+            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s),
+                                name="engine"),
+            asyncio.create_task(stop.wait(), name="stop"),
+        }
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.get_name() != "stop" and task.exception() is not None:
+                    log.error("daemon.task_died", task=task.get_name(),
+                              error=repr(task.exception()))
+                    return 1
+            return 0
+        finally:
+            stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await runner.cleanup()
+            log.info("daemon.stopped")
+
+
+def run_daemon(config: Config) -> int:
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                log.warning("daemon.exit_now")
+                os._exit(130)
+            log.info("daemon.stopping")
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        return await serve(config, stop)
+
+    return asyncio.run(main())

@@ -1,0 +1,47 @@
+"""`sweepd run` and `sweepd demo`: one sweep in the foreground, without a daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from sweepd.config import Config
+from sweepd.daemon import open_parts
+from sweepd.states import SweepState
+
+# Documented exit codes of `sweepd run`, `sweepd demo` and `sweepd watch`.
+EXIT_VERDICT = 0
+EXIT_BAD_INPUT = 2
+EXIT_AWAITING_DECISION = 3
+EXIT_FAILED = 4
+
+EXIT_FOR_STATE = {SweepState.DONE: EXIT_VERDICT, SweepState.AWAITING_DECISION:
+                  EXIT_AWAITING_DECISION, SweepState.FAILED: EXIT_FAILED,
+                  SweepState.ABORTED: EXIT_FAILED}
+
+
+async def run_sweep(config: Config, spec: dict[str, Any], emit: Callable[[str], None],
+                    resume_id: int | None = None) -> int:
+    """Submit `spec` (or pick up sweep `resume_id`) and drive it until it ends or stops."""
+    async with open_parts(config) as parts:
+        engine, service = parts.engine, parts.service
+        sweep_id = resume_id or int((await service.submit(spec))["id"])
+        emit(f"sweep {sweep_id} submitted; state in {config.daemon.state_dir}")
+        seen = 0
+        while True:
+            await engine.step()
+            for event in await parts.store.events(sweep_id, seen, kind="progress"):
+                emit(event.reason)
+                seen = event.id
+            state = (await parts.store.sweep(sweep_id)).state
+            if state in EXIT_FOR_STATE:
+                break
+            engine.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(engine.changed.wait(), config.daemon.tick_s)
+        report = await service.report(sweep_id)
+        emit("")
+        emit(str(report["markdown"]))
+        return EXIT_FOR_STATE[state]

@@ -1,0 +1,127 @@
+"""`python -m sweepd.sim train|header|summary ...`: the simulated trainer's command line.
+
+    train   --scenario FILE --model M --job-id ID --job-name NAME [--nodes HOSTLIST]
+            [--all-ranks --log FILE] [--commit C] [--state-dir DIR] [--exit-file FILE]
+            -- key=value ... _env_K=V ...
+    header  --job-id ID --job-name NAME --model M --nodes HOSTLIST -- passthrough...
+    summary --job-id ID --job-name NAME --model M --nodes HOSTLIST --exit RC --wall SECONDS
+            [--failure TEXT]
+
+Without --all-ranks, train is one rank under `srun -l`: rank from SLURM_PROCID, node list
+from SLURM_JOB_NODELIST when --nodes is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import hostlist
+
+from sweepd.sim import logfmt
+from sweepd.sim.scenario import ScenarioError, load_scenario
+from sweepd.sim.statefiles import atomic_write_text
+from sweepd.sim.trainer import JobMeta, build_input, plan_job, run_all_ranks, run_one_rank
+
+
+def split_passthrough(args: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """`key=value` -> MaxText overrides, `_env_K=V` -> environment."""
+    overrides: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise ValueError(f"passthrough argument {arg!r} is not key=value")
+        if key.startswith("_env_"):
+            env[key.removeprefix("_env_")] = value
+        else:
+            overrides[key] = value
+    return overrides, env
+
+
+def default_state_dir(scenario: Path) -> Path:
+    digest = hashlib.sha1(str(scenario.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"sweepd-sim-{digest}"
+
+
+def _job_args(parser: argparse.ArgumentParser, nodes_required: bool) -> None:
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--job-name", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--nodes", required=nodes_required)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sweepd.sim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="run a simulated training job")
+    _job_args(train, nodes_required=False)
+    train.add_argument("--scenario", type=Path, required=True)
+    train.add_argument("--all-ranks", action="store_true")
+    train.add_argument("--log", type=Path)
+    train.add_argument("--commit")
+    train.add_argument("--state-dir", type=Path)
+    train.add_argument("--exit-file", type=Path,
+                       help="write the exit code here (atomically) when the job ends")
+    _job_args(sub.add_parser("header", help="print the log header"), nodes_required=True)
+    summary = sub.add_parser("summary", help="print the JOB SUMMARY block")
+    _job_args(summary, nodes_required=True)
+    summary.add_argument("--exit", type=int, required=True, dest="exit_code")
+    summary.add_argument("--wall", type=float, required=True)
+    summary.add_argument("--failure")
+    return parser
+
+
+def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
+    if args.all_ranks and args.log is None:
+        raise SystemExit("--all-ranks needs --log FILE")
+    nodelist = args.nodes or os.environ.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        raise SystemExit("--nodes is required outside Slurm (no SLURM_JOB_NODELIST)")
+    nodes = tuple(hostlist.expand_hostlist(nodelist))
+    try:
+        scenario = load_scenario(args.scenario)
+        overrides, env = split_passthrough(passthrough)
+    except (ScenarioError, ValueError) as exc:
+        raise SystemExit(str(exc)) from exc
+    meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
+    state_dir = args.state_dir or default_state_dir(args.scenario)
+    plan = plan_job(build_input(scenario, state_dir, meta, overrides, env, args.commit))
+    scale = scenario.cluster.time_scale
+    if args.all_ranks:
+        return run_all_ranks(plan, meta, args.log, scale)
+    rank = int(os.environ.get("SLURM_PROCID", "0"))
+    return run_one_rank(plan, nodes, rank, scale)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = _parser().parse_args(argv[:cut])
+    passthrough = argv[cut + 1:]
+    if args.command == "header":
+        nodes = hostlist.expand_hostlist(args.nodes)
+        lines = logfmt.header_lines(args.job_id, args.job_name, args.model, nodes, passthrough)
+    elif args.command == "summary":
+        nodes = hostlist.expand_hostlist(args.nodes)
+        lines = logfmt.summary_lines(args.job_id, args.job_name, args.model, nodes, args.wall,
+                                     args.exit_code, args.failure)
+    else:
+        code = 1
+        try:
+            code = _train(args, passthrough)
+        finally:
+            if args.exit_file is not None:
+                atomic_write_text(args.exit_file, f"{code}\n")
+        return code
+    print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

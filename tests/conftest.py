@@ -1,0 +1,37 @@
+"""Shared fixtures: a real SQLite store per test, and a guard against leaving loopback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweepd.store.store import Store
+
+pytest_plugins = ["tests.slurm_cluster"]
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        if host not in ("127.0.0.1", "::1", "localhost") and not str(host).startswith("127."):
+            raise AssertionError(f"test tried to reach {address}: only loopback is allowed")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    yield
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "sweepd.db")
+    yield s
+    await s.close()

@@ -1,0 +1,95 @@
+"""Whole model perf sweeps on the simulated cluster, checked against its ground truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.sim.scenario import load_scenario
+from sweepd.sim.truth import true_max_batch, true_peak_batch
+from sweepd.specs import expand_nodes
+from sweepd.states import JobState, SweepState
+from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
+
+
+async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path)
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec())
+    assert code == EXIT_VERDICT
+    truth = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert sweep.state == SweepState.DONE
+        assert sweep.verdict is not None and sweep.verdict["best"] == truth
+        runs = await store.runs(sweep.id)
+        assert len({r.label for r in runs}) == len(runs)  # no value probed twice
+        assert all(r.tgs is None or r.tgs > 0 for r in runs)
+        # A progress line for every finished run, as it landed, and the table at the end.
+        results = [line for line in lines if "(job " in line]
+        assert len(results) == len(runs)
+        assert any("← optimum" in line and f"| {truth} |" in line for line in lines)
+    finally:
+        await store.close()
+
+
+async def test_oom_above_the_cliff_is_never_retried(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path)
+    config = sim_config(tmp_path, scenario)
+    cliff = true_max_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
+    code, _ = await run(config, perf_spec(values=[8, cliff + 1]))
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs = {r.label: r for r in await store.runs(sweep.id)}
+        oom = runs[f"per_device_batch_size={cliff + 1}"]
+        assert (oom.outcome, oom.failure_class) == ("oom", "oom")
+        jobs = [j for j in await store.jobs(sweep.id) if j.run_id == oom.id]
+        assert len(jobs) == 1 and jobs[0].state == JobState.FAILED
+        assert jobs[0].failure_detail  # the allocation size is recorded
+        assert sweep.verdict is not None and sweep.verdict["best"] == 8
+    finally:
+        await store.close()
+
+
+async def test_gpu_fault_excludes_the_node_and_retries(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2867",
+                                                 "times": 1}])
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(values=[8]))
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert [e.node for e in await store.exclusions(sweep.id)] == ["chi2867"]
+        jobs = await store.jobs(sweep.id)
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert jobs[0].failure_class == "gpu_hardware" and jobs[0].failure_node == "chi2867"
+        assert "chi2867" not in expand_nodes(jobs[1].nodes)
+        assert len(expand_nodes(jobs[1].nodes)) == 7
+        decisions = [e for e in await store.events(sweep.id) if e.rule == "fault.exclude_node"]
+        assert decisions and decisions[0].evidence and "HSA_STATUS_ERROR" in decisions[0].evidence
+        assert any("RETRY" in line for line in lines)
+    finally:
+        await store.close()
+
+
+async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
+    faults = [{"kind": "hsa_error", "node": n, "times": 1}
+              for n in ("chi2832", "chi2863", "chi2867")]
+    scenario = write_scenario(tmp_path, faults=faults)
+    config = sim_config(tmp_path, scenario, max_retries=5)
+    code, lines = await run(config, perf_spec(values=[8]))
+    assert code == EXIT_AWAITING_DECISION
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert sweep.state == SweepState.AWAITING_DECISION
+        stop = [e for e in await store.events(sweep.id) if e.to_state == "awaiting_decision"]
+        assert stop[0].rule in ("exclusions.max", "fault.same_error_other_nodes")
+        message = "\n".join(lines)
+        assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
+    finally:
+        await store.close()
