@@ -110,7 +110,7 @@ class LogFollower:
 
 
 async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
-                    cancelled_by_us: bool) -> JobFacts:
+                    cancelled_by_us: bool, scheduler_exit: int | None = None) -> JobFacts:
     """Everything classification needs, read back from the store (never from memory)."""
     from sweepd.monitor.facts import FailureClass
 
@@ -129,6 +129,7 @@ async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
     return JobFacts(
         signals=signals, node_map=node_map, phase=Phase(job.phase), last_step=job.last_step,
         expected_steps=expected_steps, summary=summary, node_exits=exits,
-        scheduler_state=job.scheduler_state, exit_code=job.summary_exit, hung=hung,
+        scheduler_state=job.scheduler_state,
+        exit_code=job.summary_exit if job.summary_exit is not None else scheduler_exit, hung=hung,
         cancelled_by_us=cancelled_by_us,
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from sweepd.clusters.base import JobStatus, SchedulerState
+from sweepd.clusters.base import JobStatus
 from sweepd.follow import job_facts
 from sweepd.models import resolve_model
 from sweepd.monitor.classify import classify
@@ -43,11 +43,8 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     job = await store.job(job.id)
     hung = job.state == JobState.HUNG
     facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
-                            cancelled_by_us=hung)
+                            cancelled_by_us=hung, scheduler_exit=status.exit_code)
     verdict = classify(facts)
-    if verdict.klass is None and status.state == SchedulerState.FAILED and not job.summary_status:
-        verdict = Verdict(FailureClass.UNKNOWN, evidence=f"scheduler state {status.state}, "
-                          f"exit {status.exit_code}", detail="no summary in the log")
     tgs = mfu = None
     if verdict.klass is None:
         steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)

@@ -97,7 +97,9 @@ class SignalFact:
     detail: str | None = None    # e.g. "12.5 GiB" for an OOM allocation
 
 
-LineFact = StepFact | MemstatsFact | HeaderFact | BannerFact | NodeExitFact | SummaryFact | SignalFact
+LineFact = (
+    StepFact | MemstatsFact | HeaderFact | BannerFact | NodeExitFact | SummaryFact | SignalFact
+)
 
 
 @dataclass(frozen=True)

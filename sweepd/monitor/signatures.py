@@ -129,6 +129,7 @@ FALSE_POSITIVES: list[re.Pattern[str]] = [
         # Zero-count ECC summaries are health reports, not errors.
         (r"\b(?:0|no|zero)\s+(?:\w+\s+)?ECC (?:error|failure)s?\b", re.IGNORECASE),
         (r"\bECC (?:error|failure)s?\s*[:=]\s*0\b", re.IGNORECASE),
+        (r"\bECC\b.*\b(?:0|no|zero)\s+uncorrect(?:able|ed)\s+(?:\w+\s+)?errors?\b", re.IGNORECASE),
     ]
 ]
 

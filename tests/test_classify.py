@@ -1,0 +1,236 @@
+"""classify: success rules, cascades, node attribution, hang phases (facts §3, batch-sweep)."""
+
+from __future__ import annotations
+
+from sweepd.monitor.classify import JobFacts, classify, node_map_from_nodelist
+from sweepd.monitor.facts import (
+    FailureClass,
+    NodeExitFact,
+    Phase,
+    SignalFact,
+    SummaryFact,
+)
+from sweepd.monitor.parse import parse_line
+
+NODES = node_map_from_nodelist("chi[2832,2863,2867-2868]")
+
+
+def signals(*lines: str) -> list[tuple[int, SignalFact]]:
+    """Parse lines as a log would hold them; offsets grow with position."""
+    out = []
+    offset = 0
+    for line in lines:
+        fact = parse_line(line)
+        assert isinstance(fact, SignalFact), line
+        out.append((offset, fact))
+        offset += len(line.encode()) + 1
+    return out
+
+
+def test_node_map_from_nodelist() -> None:
+    assert NODES == {0: "chi2832", 1: "chi2863", 2: "chi2867", 3: "chi2868"}
+    assert node_map_from_nodelist('"chi[1-2]"') == {0: "chi1", 1: "chi2"}
+    assert node_map_from_nodelist("chi[2-") == {}
+
+
+def test_success_summary() -> None:
+    v = classify(JobFacts(summary=SummaryFact("SUCCESS", 0, ""), phase=Phase.SUMMARY,
+                          last_step=14, scheduler_state="COMPLETED", exit_code=0))
+    assert v.klass is None
+    assert v.evidence == "Status: SUCCESS (exit 0)"
+
+
+def test_cleanup_143_after_last_step_is_success() -> None:
+    facts = JobFacts(
+        summary=SummaryFact("FAILED", 143, ""), phase=Phase.SUMMARY, last_step=14,
+        expected_steps=15, node_exits=[NodeExitFact("chi2832", 143)], node_map=NODES,
+        scheduler_state="FAILED", exit_code=143,
+    )
+    assert classify(facts).klass is None
+
+
+def test_143_before_last_step_is_not_success() -> None:
+    facts = JobFacts(summary=SummaryFact("FAILED", 143, ""), phase=Phase.TRAINING,
+                     last_step=13, expected_steps=15, exit_code=143)
+    assert classify(facts).klass is FailureClass.CANCELLED
+
+
+def test_our_cancel_after_last_step_is_success() -> None:
+    facts = JobFacts(phase=Phase.TRAINING, last_step=14, cancelled_by_us=True,
+                     scheduler_state="CANCELLED")
+    assert classify(facts).klass is None
+
+
+def test_oom_cascade_earliest_root_cause_wins() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.TRAINING, last_step=3, scheduler_state="FAILED", exit_code=1,
+        signals=signals(
+            "0: Traceback (most recent call last):",
+            "2: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12.5 GiB.",
+            "0: chi2832:1:1 [0] NCCL WARN Timeout waiting for proxy",
+            "1: NCCL error: ncclSystemError: System call failed",
+            "0: The following tasks are unhealthy (stopped sending heartbeats): task:2",
+        ),
+    )
+    v = classify(facts)
+    assert v.klass is FailureClass.OOM
+    assert v.node == "chi2867"
+    assert v.detail == "12.5 GiB"
+    assert v.evidence == "2: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12.5 GiB."
+
+
+def test_coord_timeout_after_hsa_error_is_gpu_hardware() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.TRAINING, scheduler_state="FAILED",
+        signals=signals(
+            "0: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: x",
+            "3: HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: code 0x29",
+            "1: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: y",
+        ),
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.GPU_HARDWARE, "chi2868")
+
+
+def test_timeouts_alone_earliest_wins_and_heartbeat_is_ranked_last() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.TRAINING, scheduler_state="FAILED",
+        signals=signals(
+            "1: The following tasks are unhealthy (stopped sending heartbeats): task:2",
+            "2: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: y",
+        ),
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.COORD_TIMEOUT, "chi2867")
+
+
+def test_heartbeat_only_is_the_hang_of_its_phase() -> None:
+    line = "0: The following tasks are unhealthy (stopped sending heartbeats): task:2"
+    for phase, klass in [(Phase.PREFLIGHT, FailureClass.RCCL_FLAKE),
+                         (Phase.COMPILE, FailureClass.OOM),
+                         (Phase.TRAINING, FailureClass.HANG)]:
+        v = classify(JobFacts(node_map=NODES, phase=phase, signals=signals(line)))
+        assert v.klass is klass
+        assert v.evidence == line
+
+
+def test_hang_phases() -> None:
+    expected = {
+        Phase.PREFLIGHT: FailureClass.RCCL_FLAKE,
+        Phase.COMPILE: FailureClass.OOM,
+        Phase.TRAINING: FailureClass.HANG,
+    }
+    for phase, klass in expected.items():
+        v = classify(JobFacts(node_map=NODES, phase=phase, hung=True, cancelled_by_us=True,
+                              scheduler_state="CANCELLED"))
+        assert v.klass is klass, phase
+    v = classify(JobFacts(phase=Phase.COMPILE, hung=True))
+    assert v.detail is not None and "silent OOM during XLA compile" in v.detail
+
+
+def test_root_cause_beats_hang() -> None:
+    facts = JobFacts(node_map=NODES, phase=Phase.TRAINING, hung=True,
+                     signals=signals("1: ionic_comp_msn: cqe with error 0x5"))
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.NIC, "chi2863")
+
+
+def test_node_exit_137_is_host_oom() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.TRAINING, scheduler_state="FAILED", exit_code=137,
+        node_exits=[NodeExitFact("chi2863", 137), NodeExitFact("chi2832", 143)],
+        signals=signals("0: chi2832:1:1 [0] NCCL WARN Timeout waiting for proxy"),
+    )
+    v = classify(facts)
+    assert (v.klass, v.node, v.evidence) == (
+        FailureClass.HOST_OOM, "chi2863", "NODE_EXIT host=chi2863 exit=137")
+
+
+def test_killed_line_is_host_oom_on_its_node() -> None:
+    facts = JobFacts(node_map=NODES, phase=Phase.TRAINING,
+                     signals=signals("3: /run.sh: line 4:  881 Killed   python3 train.py"))
+    assert (classify(facts).klass, classify(facts).node) == (FailureClass.HOST_OOM, "chi2868")
+
+
+def test_single_node_exit_1_is_node_crash() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.TRAINING, scheduler_state="FAILED", exit_code=1,
+        node_exits=[NodeExitFact("chi2867", 1)],
+        signals=signals("0: NCCL error: ncclSystemError: System call failed"),
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.NODE_CRASH, "chi2867")
+
+
+def test_all_nodes_same_exit_is_config() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.PREFLIGHT, scheduler_state="FAILED", exit_code=1,
+        node_exits=[NodeExitFact(h, 1) for h in NODES.values()],
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.CONFIG, None)
+
+
+def test_timeouts_on_every_node_with_all_exits_1_stay_timeouts() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.PREFLIGHT, scheduler_state="FAILED", exit_code=1,
+        node_exits=[NodeExitFact(h, 1) for h in NODES.values()],
+        signals=signals(*[f"{r}: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: k"
+                          for r in (1, 2, 3)]),
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.COORD_TIMEOUT, "chi2863")
+
+
+def test_unknown_model_on_every_rank_is_config_without_node() -> None:
+    lines = [f"{r}: !!! Unknown model: llama9" for r in NODES]
+    v = classify(JobFacts(node_map=NODES, phase=Phase.PREFLIGHT, signals=signals(*lines)))
+    assert (v.klass, v.node, v.detail) == (FailureClass.CONFIG, None, "llama9")
+
+
+def test_traceback_on_every_rank_is_config_but_on_one_rank_is_python() -> None:
+    every = [f"{r}: Traceback (most recent call last):" for r in NODES]
+    v = classify(JobFacts(node_map=NODES, phase=Phase.COMPILE, signals=signals(*every)))
+    assert (v.klass, v.node) == (FailureClass.CONFIG, None)
+    v = classify(JobFacts(node_map=NODES, phase=Phase.COMPILE, signals=signals(every[1])))
+    assert (v.klass, v.node) == (FailureClass.PYTHON, "chi2863")
+
+
+def test_unknown_flag_names_the_flag_and_no_node() -> None:
+    line = "1: F0412 parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: --xla_foo=1"
+    v = classify(JobFacts(node_map=NODES, phase=Phase.COMPILE, signals=signals(line)))
+    assert (v.klass, v.node, v.detail, v.evidence) == (
+        FailureClass.UNKNOWN_FLAG, None, "--xla_foo", line)
+
+
+def test_unprefixed_evidence_falls_back_to_the_failing_node_exit() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.PREFLIGHT,
+        signals=signals("== ECC check FAILED (exit=1, 12s) =="),
+        node_exits=[NodeExitFact("chi2863", 1), NodeExitFact("chi2832", 143)],
+    )
+    v = classify(facts)
+    assert (v.klass, v.node) == (FailureClass.ECC, "chi2863")
+
+
+def test_cancelled_without_failure() -> None:
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=6,
+                          summary=SummaryFact("CANCELLED", None, "scancel / SIGTERM")))
+    assert v.klass is FailureClass.CANCELLED
+    assert v.evidence == "Status: CANCELLED (scancel / SIGTERM)"
+    v = classify(JobFacts(phase=Phase.TRAINING, last_step=6, cancelled_by_us=True))
+    assert v.klass is FailureClass.CANCELLED
+
+
+def test_failure_before_cancel_wins() -> None:
+    facts = JobFacts(node_map=NODES, phase=Phase.COMPILE, cancelled_by_us=True,
+                     signals=signals("0: INTERNAL: Failed to compile module x"))
+    assert classify(facts).klass is FailureClass.COMPILE
+
+
+def test_nothing_recognised_is_unknown_and_says_so() -> None:
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=7,
+                          scheduler_state="GONE"))
+    assert v.klass is FailureClass.UNKNOWN
+    assert v.detail is not None and "no failure signature recognised" in v.detail
+    assert "no job summary" in v.detail

@@ -1,0 +1,147 @@
+import random
+from collections.abc import Callable
+
+import pytest
+
+from sweepd.strategies.model_perf import (
+    Outcome,
+    Probe,
+    SearchSpace,
+    Value,
+    batch_space,
+    best,
+    next_value,
+)
+
+Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
+
+
+def sweep(space: SearchSpace, curve: Curve) -> list[Probe]:
+    """Drive the strategy to convergence, checking its invariants on every step."""
+    probes: list[Probe] = []
+    for _ in range(len(space.candidates) + 1):
+        value = next_value(space, probes)
+        if value is None:
+            return probes
+        assert value in space.candidates
+        assert value not in {p.value for p in probes}, "repeated a value"
+        if space.ordered:
+            fails = [space.candidates.index(p.value) for p in probes if p.outcome != Outcome.OK]
+            assert all(space.candidates.index(value) < f for f in fails), "probed above an OOM"
+        tgs = curve(value)
+        probes.append(Probe(value, Outcome.OK if tgs is not None else Outcome.OOM, tgs))
+    raise AssertionError("did not converge")
+
+
+def concave_curve(rng: random.Random, max_fit: int) -> list[float]:
+    """Diminishing-returns rise, optional peak and decline: TGS of batch b at [b - 1]."""
+    k = rng.uniform(0.5, 2.0 * max_fit)
+    peak = rng.randint(1, max_fit)
+    fall = rng.choice([0.0, rng.uniform(0.002, 0.05)])
+    return [min(b, peak) / (min(b, peak) + k) * (1 - fall * max(0, b - peak))
+            for b in range(1, max_fit + 1)]
+
+
+def batch_curve(values: list[float]) -> Curve:
+    return lambda b: values[int(b) - 1] if int(b) <= len(values) else None
+
+
+def test_generated_curves_converge_to_the_peak_without_noise() -> None:
+    rng = random.Random(5)
+    runs = []
+    for _ in range(300):
+        max_fit = rng.randint(4, 64)
+        values = concave_curve(rng, max_fit)
+        estimate = max(1, round(max_fit * rng.uniform(0.6, 1.5)))
+        probes = sweep(batch_space(estimate), batch_curve(values))
+        chosen = best(probes)
+        assert chosen is not None and chosen.tgs is not None
+        assert chosen.tgs >= 0.995 * max(values)  # within the strategy's tolerance
+        runs.append(len(probes))
+    assert sum(runs) / len(runs) < 10  # far below scanning 1..max_fit
+
+
+def test_exact_argmax_on_a_sharp_interior_peak() -> None:
+    values = [1.0 - 0.05 * abs(b - 9) for b in range(1, 21)]  # peak at 9, OOM above 20
+    chosen = best(sweep(batch_space(16), batch_curve(values)))
+    assert chosen is not None and chosen.value == 9
+
+
+def test_peak_at_the_cliff_is_found_and_bracketed_by_an_oom() -> None:
+    values = [float(b) for b in range(1, 21)]  # keeps rising until OOM above 20
+    probes = sweep(batch_space(16), batch_curve(values))
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 20
+    assert Probe(21, Outcome.OOM, None) in probes  # the cliff itself proved it
+
+
+def test_oom_at_the_first_probe_searches_below() -> None:
+    values = [float(b) for b in range(1, 6)]  # only 1..5 fit, estimate says 16
+    probes = sweep(batch_space(16), batch_curve(values))
+    assert probes[0] == Probe(12, Outcome.OOM, None)  # 75% of the estimate
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 5
+
+
+def test_everything_ooms_down_to_one_means_nothing_fits() -> None:
+    probes = sweep(batch_space(16), lambda b: None)
+    assert probes[-1] == Probe(1, Outcome.OOM, None)
+    assert best(probes) is None
+    assert next_value(batch_space(16), probes) is None
+
+
+def test_estimate_far_too_low_climbs_to_the_cliff() -> None:
+    values = [b / (b + 40) for b in range(1, 41)]  # steep all the way to 40
+    probes = sweep(batch_space(2, upper=64), batch_curve(values))
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 40
+
+
+def test_estimate_far_too_high_descends() -> None:
+    values = [min(b, 4) / (min(b, 4) + 1) for b in range(1, 7)]  # plateau from 4, OOM above 6
+    probes = sweep(batch_space(60), batch_curve(values))
+    chosen = best(probes)
+    assert chosen is not None and chosen.tgs == max(values)
+    assert len(probes) <= 10
+
+
+def test_failed_counts_as_oom_and_unknown_values_are_ignored() -> None:
+    space = batch_space(8)
+    probes = [
+        Probe(6, Outcome.OK, 1.0),
+        Probe(9, Outcome.FAILED, None),
+        Probe(999, Outcome.OK, 9.0),  # not a candidate: ignored
+    ]
+    for _ in range(10):
+        value = next_value(space, probes)
+        if value is None:
+            break
+        assert isinstance(value, int) and value < 9
+        probes.append(Probe(value, Outcome.OK, 1.0 + value / 100))
+    assert next_value(space, probes) is None
+
+
+def test_categorical_space_tries_every_value_once() -> None:
+    space = SearchSpace(("full", "minimal_flash", "save_qkv"), None, ordered=False)
+    tgs = {"full": 1100.0, "minimal_flash": 1300.0, "save_qkv": None}
+    probes = sweep(space, lambda v: tgs[str(v)])
+    assert [p.value for p in probes] == ["full", "minimal_flash", "save_qkv"]
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == "minimal_flash"
+
+
+def test_float_space_of_mem_fractions() -> None:
+    fractions = (0.80, 0.85, 0.90, 0.93, 0.95, 0.97)
+    tgs = {0.80: 1000.0, 0.85: 1050.0, 0.90: 1080.0, 0.93: 1090.0, 0.95: 1070.0, 0.97: None}
+    probes = sweep(SearchSpace(fractions, estimate_index=3), lambda v: tgs[float(v)])
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 0.93
+
+
+def test_batch_space_bounds() -> None:
+    space = batch_space(10)
+    assert space.candidates == tuple(range(1, 21)) and space.estimate_index == 9
+    assert batch_space(1).candidates == tuple(range(1, 9))
+    assert batch_space(50, lower=4, upper=32).estimate_index == 28  # clamped to upper
+    with pytest.raises(ValueError):
+        batch_space(4, lower=8, upper=6)

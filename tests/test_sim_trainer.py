@@ -1,0 +1,243 @@
+"""The simulated trainer writes real maxtext-slurm logs, and the truth behind them."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweepd.sim.__main__ import main
+from sweepd.sim.scenario import ScenarioError, load_scenario
+from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
+
+NODES = "chi[2832,2863,2867-2868]"
+STEP = re.compile(
+    r"^(?:(\d+): )?completed step: (\d+), seconds: \d+\.\d{3}, TFLOP/s/device: \d+\.\d{3}, "
+    r"MFU: \d+\.\d{2}%, Tokens/s/device: (\d+\.\d{3}), total_weights: \d+, loss: \d+\.\d{3}$")
+
+
+def write_scenario(tmp_path: Path, **extra: object) -> Path:
+    data: dict[str, object] = {
+        "cluster": {"nodes": NODES, "time_scale": 0.0005, "noise": 0.01, "seed": 3},
+        "models": {"llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400}},
+        **extra,
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def train(tmp_path: Path, scenario: Path, *args: str, nodes: str = "chi2832",
+          job_id: str = "12345", model: str = "llama2-70b") -> tuple[int, list[str]]:
+    log = tmp_path / f"{job_id}.log"
+    code = main(["train", "--scenario", str(scenario), "--model", model, "--job-id", job_id,
+                 "--job-name", f"JAX-{model}", "--nodes", nodes, "--all-ranks", "--log",
+                 str(log), "--state-dir", str(tmp_path / "state"), "--", *args])
+    return code, log.read_text().splitlines()
+
+
+def steps_of(lines: list[str], rank: str = "0") -> list[tuple[int, float]]:
+    found = [STEP.match(line) for line in lines]
+    return [(int(m[2]), float(m[3])) for m in found if m and m[1] == rank]
+
+
+def test_healthy_two_node_log_has_exact_formats(tmp_path: Path) -> None:
+    code, lines = train(tmp_path, write_scenario(tmp_path), "per_device_batch_size=10",
+                        nodes="chi[2832,2863]")
+    assert code == 0
+    assert lines[:6] == ["JOB_ID=12345", "JOB_NAME=JAX-llama2-70b", "NNODES=2",
+                         "JOB_NODELIST=chi[2832,2863]",
+                         'PASSTHROUGH_ARGS="per_device_batch_size=10"', "MODEL_NAME=llama2-70b"]
+    assert lines[6] == "== Preflight BEGIN (timeout=900s) =="
+    assert "0: === Pre-flight GPU cleanup ===" in lines
+    assert "1: === Pre-flight GPU cleanup ===" in lines
+    assert any(re.fullmatch(r"== Preflight END \(\d+s\) ==", line) for line in lines)
+    assert ("0: [MFU] MFU tracking enabled (gpu=MI300X, dtype=bf16, peak=1307 TFLOP/s, "
+            "source=builtin table)") in lines
+    mem = lines.index("1: Memstats: After params initialized:")
+    assert re.fullmatch(r"1: \tUsing \(GB\) 10\.2 / 178\.6 \(5\.74%\) on rocm:0", lines[mem + 1])
+    for rank in ("0", "1"):
+        assert [s for s, _ in steps_of(lines, rank)] == list(range(15))
+    for false_positive in ("Failed call to cuInit: UNKNOWN ERROR (303)",
+                           "NCCL WARN MSCCL++: Feature not enabled",
+                           "WARNING: AMD GPU device(s) is/are in a low-power state"):
+        assert f"0: {false_positive}" in lines
+    assert lines[-7:-1] == [
+        "========================== JOB SUMMARY ==========================",
+        "  Job:    12345 (JAX-llama2-70b)", "  Model:  llama2-70b", "  Nodes:  chi[2832,2863]",
+        lines[-3], "  Status: \x1b[1;32mSUCCESS (exit 0)\x1b[0m"]
+    assert re.fullmatch(r"  Wall:   0h \d+m \d+s", lines[-3])
+    assert lines[-1] == "=" * 65
+
+
+def test_steady_tgs_matches_truth_and_step_zero_is_slow(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, nodes={"chi2868": {"speed": 0.9}})
+    code, lines = train(tmp_path, scenario, "per_device_batch_size=8", nodes="chi2868")
+    truth = true_outcome(load_scenario(scenario), "llama2-70b", ["chi2868"],
+                         {"per_device_batch_size": "8"}, {}, None)
+    tgs = [t for _, t in steps_of(lines)]
+    assert code == 0
+    assert tgs[0] < 0.5 * truth.tgs
+    assert statistics.mean(tgs[5:]) == pytest.approx(truth.tgs, rel=0.02)
+    assert truth.tgs == pytest.approx(0.9 * true_outcome(
+        load_scenario(scenario), "llama2-70b", ["chi2832"], {"per_device_batch_size": "8"}, {},
+        None).tgs)
+
+
+def test_oom_above_max_batch(tmp_path: Path) -> None:
+    code, lines = train(tmp_path, write_scenario(tmp_path), "per_device_batch_size=20",
+                        nodes="chi[2832,2863]")
+    assert code == 1
+    oom = [i for i, line in enumerate(lines) if "RESOURCE_EXHAUSTED: Out of memory while "
+           "trying to allocate" in line]
+    timeouts = [i for i, line in enumerate(lines) if "NCCL WARN Timeout" in line]
+    assert len(oom) == 1 and timeouts and oom[0] < timeouts[0]
+    assert re.search(r"allocate \d+\.\d\dGiB\.$", lines[oom[0]])
+    assert not steps_of(lines)
+    assert "FAILED (exit 1)" in lines[-2] and "Training failed" in lines[-2]
+
+
+@pytest.mark.parametrize(("fault", "signature", "exit_code"), [
+    ({"kind": "hsa_error", "node": "chi2863"}, "1: :0:rocdevice.cpp: Aborting", 134),
+    ({"kind": "ecc", "node": "chi2863"}, "== ECC check FAILED (exit=1, ", 1),
+    ({"kind": "node_crash", "node": "chi2863"}, "1: NODE_EXIT host=chi2863 exit=1", 1),
+    ({"kind": "coord_timeout"}, "1: DEADLINE_EXCEEDED: GetKeyValue() timed out", 1),
+    ({"kind": "unknown_flag", "flag": "--xla_bogus"},
+     "parse_flags_from_env.cc:226] Unknown flag: --xla_bogus", 134),
+    ({"kind": "config_error"}, "0: !!! Unknown model: llama2-70b", 1),
+    ({"kind": "oom", "node": "chi2863"}, "1: jaxlib.xla_extension.XlaRuntimeError: "
+     "RESOURCE_EXHAUSTED", 1),
+])
+def test_fault_prints_its_signature(tmp_path: Path, fault: dict[str, object], signature: str,
+                                   exit_code: int) -> None:
+    code, lines = train(tmp_path, write_scenario(tmp_path, faults=[fault]),
+                        nodes="chi[2832,2863]")
+    assert code == exit_code
+    assert any(line.startswith(signature) or signature in line for line in lines)
+    assert f"FAILED (exit {exit_code})" in lines[-2]
+
+
+def test_fault_times_counted_across_processes(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "config_error", "times": 1}])
+    assert train(tmp_path, scenario, job_id="1")[0] == 1
+    assert train(tmp_path, scenario, job_id="1")[0] == 1      # the same job keeps its claim
+    assert train(tmp_path, scenario, job_id="2")[0] == 0
+
+
+def test_commit_effect_fails_model(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, commits={"candidate": {"llama2-70b": {"fail":
+                                                                             "config_error"}}})
+    log = tmp_path / "c.log"
+    code = main(["train", "--scenario", str(scenario), "--model", "70b", "--job-id", "9",
+                 "--job-name", "JAX-llama2-70b", "--nodes", "chi2832", "--all-ranks", "--log",
+                 str(log), "--state-dir", str(tmp_path), "--commit", "candidate"])
+    assert code == 1
+    assert "0: !!! Unknown model: llama2-70b" in log.read_text()
+
+
+def test_profiler_step_eight_is_an_outlier(tmp_path: Path) -> None:
+    code, lines = train(tmp_path, write_scenario(tmp_path), "profiler=xplane", "steps=12")
+    tgs = dict(steps_of(lines))
+    assert code == 0 and sorted(tgs) == list(range(12))
+    steady = statistics.mean(tgs[s] for s in (2, 3, 4, 9, 10, 11))
+    assert tgs[8] < 0.3 * steady
+    assert all(tgs[s] < 0.95 * steady for s in (5, 6, 7))
+
+
+def test_hang_then_sigterm_is_cancelled(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hang", "phase": "compile"}])
+    log = tmp_path / "hang.log"
+    exit_file = tmp_path / "hang.exit"
+    proc = subprocess.Popen([sys.executable, "-m", "sweepd.sim", "train", "--scenario",
+                             str(scenario), "--model", "llama2-70b", "--job-id", "7",
+                             "--job-name", "JAX-llama2-70b", "--nodes", "chi[2832,2863]",
+                             "--all-ranks", "--log", str(log), "--state-dir", str(tmp_path),
+                             "--exit-file", str(exit_file)])
+    try:
+        _wait_for(lambda: "Memstats" in (log.read_text() if log.exists() else ""))
+        proc.terminate()
+        assert proc.wait(timeout=30) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    text = log.read_text()
+    assert "completed step" not in text
+    assert "0: NODE_EXIT host=chi2832 exit=143" in text
+    assert "1: NODE_EXIT host=chi2863 exit=143" in text
+    assert "CANCELLED (scancel / SIGTERM)" in text.splitlines()[-2]
+    assert exit_file.read_text().strip() == "143"
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def test_slurm_mode_prints_own_rank_unprefixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2863"}])
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "chi[2832,2863]")
+    code = main(["train", "--scenario", str(scenario), "--model", "llama2-70b", "--job-id",
+                 "5", "--job-name", "JAX-llama2-70b", "--state-dir", str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 134
+    assert "completed step: 3" in out[-4]
+    assert out[-3].startswith(":0:rocdevice.cpp") and out[-2] == ":0:rocdevice.cpp: Aborting"
+    assert out[-1] == "NODE_EXIT host=chi2863 exit=134"
+    assert not any(line.startswith(("0: ", "== ")) for line in out)
+
+
+def test_header_and_summary_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["header", "--job-id", "1", "--job-name", "JAX-llama2-70b", "--model", "llama2-70b",
+          "--nodes", "chi[2832,2863]", "--", "steps=1"])
+    main(["summary", "--job-id", "1", "--job-name", "JAX-llama2-70b", "--model", "llama2-70b",
+          "--nodes", "chi[2832,2863]", "--exit", "134", "--wall", "843", "--failure",
+          "Training failed"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[:6] == ["JOB_ID=1", "JOB_NAME=JAX-llama2-70b", "NNODES=2",
+                       "JOB_NODELIST=chi[2832,2863]", 'PASSTHROUGH_ARGS="steps=1"',
+                       "MODEL_NAME=llama2-70b"]
+    assert out[-3] == "  Wall:   0h 14m 3s"
+    assert out[-2] == "  Status: \x1b[1;31mFAILED (exit 134)\x1b[0m — Training failed"
+
+
+def test_truth_peak_and_max_batch(tmp_path: Path) -> None:
+    scenario = load_scenario(write_scenario(tmp_path))
+    assert true_max_batch(scenario, "llama2-70b", ["chi2832"]) == 14
+    assert true_peak_batch(scenario, "llama2-70b", ["chi2832"]) == 10
+    tgs = [true_outcome(scenario, "llama2-70b", ["chi2832"], {"per_device_batch_size": str(b)},
+                        {}, None).tgs for b in range(1, 15)]
+    assert max(tgs) == tgs[9] == pytest.approx(1400)
+    assert true_peak_batch(scenario, "llama2-70b", ["chi2832"], {"remat_policy": "full"}) >= 10
+    assert true_max_batch(scenario, "llama2-70b", ["chi2832"], {"remat_policy": "full"}) > 14
+    # Derived truth (no models entry) for a MoE model: fits some batch, plausible MFU.
+    grok = true_outcome(scenario, "grok-1", scenario.cluster.node_list, {}, {}, None)
+    assert grok.fits and 5 < grok.mfu < 60
+
+
+def test_scenario_rejects_unknown_nodes_and_bad_fields(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"chi9999 not in cluster\.nodes"):
+        load_scenario(write_scenario(tmp_path, links=[{"a": "chi2832", "b": "chi9999",
+                                                       "factor": 0.9}]))
+    with pytest.raises(ScenarioError, match="needs 'seconds'"):
+        load_scenario(write_scenario(tmp_path, faults=[{"kind": "controller_down"}]))
+    with pytest.raises(ScenarioError, match="unknown model"):
+        load_scenario(write_scenario(tmp_path, models={"gpt-9": {"max_batch": 1,
+                                                                 "peak_batch": 1,
+                                                                 "peak_tgs": 1}}))
+
+
+def test_default_scenario_loads() -> None:
+    from sweepd.sim.scenario import DEFAULT_SCENARIO
+    scenario = load_scenario(DEFAULT_SCENARIO)
+    assert len(scenario.cluster.node_list) == 8

@@ -1,0 +1,288 @@
+"""The `slurm` backend against the local real Slurm cluster (scripts/slurm-cluster.sh).
+
+`slurm_env` comes from tests/slurm_cluster.py through tests/conftest.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from sweepd.clusters.base import (
+    ControllerUnreachable,
+    JobRequest,
+    JobStatus,
+    SchedulerState,
+    SubmitRefused,
+)
+from sweepd.clusters.slurm import SlurmCluster, parse_node_states, scontrol_exit, wait_status_exit
+from tests.slurm_cluster import MAXTEXT_FIXTURE, run_cluster_script, slurm_dir
+
+pytestmark = pytest.mark.slurm
+
+FAKE_TRAIN = [sys.executable, str(MAXTEXT_FIXTURE / "fake_train.py")]
+
+
+async def run(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env={**os.environ, **(env or {})}, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    out, _ = await proc.communicate()
+    return proc.returncode or 0, out.decode()
+
+
+@dataclass
+class Settings:
+    mode: str = "direct"
+    repo: Path | None = None
+    command_prefix: Sequence[str] = ()
+    partition: str | None = None
+    time_limit: str | None = "5"
+    train_command: Sequence[str] = field(default_factory=lambda: list(FAKE_TRAIN))
+    extra_sbatch: Sequence[str] = ()
+    allow_resume: bool = False
+    slurm_conf: Path | None = None
+
+
+def make_cluster(env: dict[str, str], header_command: Sequence[str] | None = None,
+                 summary_command: Sequence[str] | None = None, **kw: object) -> SlurmCluster:
+    settings = Settings(slurm_conf=Path(env["SLURM_CONF"]), **kw)  # type: ignore[arg-type]
+    return SlurmCluster(settings, header_command=header_command,
+                        summary_command=summary_command)
+
+
+def recording_prefix(tmp_path: Path, hide_squeue: bool = False) -> tuple[list[str], Path]:
+    """A command prefix that logs every Slurm command (and can pretend squeue forgot all)."""
+    log = tmp_path / "argv.log"
+    script = tmp_path / "record.sh"
+    hide = 'if [[ $1 == squeue ]]; then exit 0; fi\n' if hide_squeue else ""
+    script.write_text(f'#!/bin/bash\necho "$*" >> {log}\n{hide}exec "$@"\n')
+    script.chmod(0o755)
+    return [str(script)], log
+
+
+async def wait_state(cluster: SlurmCluster, job_id: str, want: set[SchedulerState],
+                     limit_s: float = 40) -> JobStatus:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while True:
+        status = (await cluster.poll([job_id]))[job_id]
+        if status.state in want:
+            return status
+        assert loop.time() < deadline, f"job {job_id} stuck in {status}"
+        await asyncio.sleep(0.3)
+
+
+FINISHED = {s for s in SchedulerState if s.finished}
+
+
+# -- pure parsing ---------------------------------------------------------------------------
+
+def test_exit_code_decoding() -> None:
+    assert wait_status_exit("768") == 3
+    assert wait_status_exit("15") == 143
+    assert wait_status_exit("0") == 0
+    assert scontrol_exit("3:0") == 3
+    assert scontrol_exit("0:15") == 143
+    assert parse_node_states("chi1|idle\nchi2|down*\nchi3|drained\nchi4|allocated\n") == {
+        "chi1": "idle", "chi2": "down", "chi3": "drain", "chi4": "alloc"}
+
+
+# -- against the cluster --------------------------------------------------------------------
+
+async def test_direct_two_node_job(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    cluster = make_cluster(slurm_env)
+    sub = await cluster.submit(JobRequest(
+        token="direct1", model="llama2-70b", nodes=["chi2863", "chi2832"], output_dir=tmp_path,
+        overrides={"steps": "2"}, env={"FOO": "bar baz"}, tag="exp1"))
+    assert sub.job_name == "JAX-llama2-70b-exp1-steps_2-_env_FOO_bar baz"
+    assert sub.log_path == tmp_path / f"{sub.backend_id}-{sub.job_name}.log"
+    status = await wait_state(cluster, sub.backend_id, FINISHED)
+    assert status == JobStatus(SchedulerState.COMPLETED, 0, None)
+    log = sub.log_path.read_text()
+    assert f"JOB_ID={sub.backend_id}\n" in log
+    assert "JOB_NODELIST=chi[2832,2863]\n" in log
+    assert "0: rank=0 node=chi2832" in log and "1: rank=1 node=chi2863" in log
+    assert "0: completed step: 1," in log and "1: completed step: 1," in log
+    assert "0: env FOO=bar baz" in log  # request.env is exported in the job
+    assert "  Status: SUCCESS (exit 0)" in log
+
+
+async def test_direct_header_and_summary_commands(slurm_env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """The lead plugs the real trainer's `header` / `summary` subcommands in here."""
+    cluster = make_cluster(slurm_env, header_command=["echo", "HDR"],
+                           summary_command=["echo", "SUM"], train_command=[*FAKE_TRAIN])
+    sub = await cluster.submit(JobRequest(token="hs1", model="grok-1", nodes=["chi2870"],
+                                          output_dir=tmp_path, env={"FAKE_EXIT": "4"},
+                                          commit="abc123"))
+    status = await wait_state(cluster, sub.backend_id, FINISHED)
+    assert status == JobStatus(SchedulerState.FAILED, 4, "NonZeroExitCode")
+    log = sub.log_path.read_text().splitlines()
+    job = f"--job-id {sub.backend_id} --job-name {sub.job_name} --model grok-1 --nodes chi2870"
+    assert log[0] == f"HDR {job} -- _env_FAKE_EXIT=4"
+    assert f"SUM {job} --exit 4 --wall 0 --failure Training FAILED (exit=4)" in log[-1]
+
+
+async def test_submit_sh_mode_and_find_by_token(slurm_env: dict[str, str],
+                                                tmp_path: Path) -> None:
+    repo = tmp_path / "maxtext-slurm"
+    shutil.copytree(MAXTEXT_FIXTURE, repo)
+    cluster = make_cluster(slurm_env, mode="submit_sh", repo=repo)
+    sub = await cluster.submit(JobRequest(
+        token="tok42", model="70b", nodes=["chi2867", "chi2868"], output_dir=tmp_path,
+        overrides={"steps": "2"}, env={"XLA_FLAGS": "--xla_foo=1"}, alias="my-run", tag="exp1"))
+    # submit.sh resolved `70b` against configs/ and appended the passthrough to the tag.
+    name = "JAX-llama2-70b-exp1-steps_2-_env_XLA_FLAGS_--xla_foo_1-_env_SWEEPD_TOKEN_tok42"
+    assert sub.job_name == name
+    assert sub.log_path == repo / "outputs" / f"{sub.backend_id}-{name}.log"
+    found = await cluster.find_by_token("tok42")
+    assert found == sub
+    status = await wait_state(cluster, sub.backend_id, FINISHED)
+    assert status.state is SchedulerState.COMPLETED
+    log = sub.log_path.read_text()
+    assert "MODEL_NAME=llama2-70b\n" in log
+    assert "0: completed step: 1," in log and "1: completed step: 1," in log
+    assert "0: env SWEEPD_TOKEN=tok42" in log and "1: env XLA_FLAGS=--xla_foo=1" in log
+    assert await cluster.find_by_token("tok4") is None
+
+
+async def test_submit_sh_refusals(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    repo = tmp_path / "maxtext-slurm"
+    shutil.copytree(MAXTEXT_FIXTURE, repo)
+    cluster = make_cluster(slurm_env, mode="submit_sh", repo=repo)
+    with pytest.raises(SubmitRefused, match="Unknown model"):
+        await cluster.submit(JobRequest(token="r1", model="nosuch", nodes=["chi2832"],
+                                        output_dir=tmp_path))
+    with pytest.raises(SubmitRefused, match="resolution failed"):
+        await cluster.submit(JobRequest(token="r2", model="grok", nodes=["chi2832"],
+                                        output_dir=tmp_path))
+    # The fixture keeps submit.sh's own spec and name guards.
+    rc, out = await run([str(repo / "submit.sh"), "70b:a:b:c"])
+    assert rc == 1 and "too many ':' separators" in out
+    rc, out = await run([str(repo / "submit.sh"), "70b", "--", "x=" + "y" * 240])
+    assert rc == 1 and "exceed 255 bytes" in out
+
+
+@pytest.mark.parametrize("mode", ["direct", "submit_sh"])
+async def test_job_name_over_243_bytes_refused(slurm_env: dict[str, str], tmp_path: Path,
+                                               mode: str) -> None:
+    prefix, log = recording_prefix(tmp_path)
+    cluster = make_cluster(slurm_env, mode=mode, repo=MAXTEXT_FIXTURE, command_prefix=prefix)
+    with pytest.raises(SubmitRefused, match="243"):
+        await cluster.submit(JobRequest(token="long", model="llama2-70b", nodes=["chi2832"],
+                                        output_dir=tmp_path, overrides={"k": "v" * 240}))
+    assert not log.exists()  # refused before any command ran
+
+
+async def test_poll_several_jobs_in_one_call(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    prefix, log = recording_prefix(tmp_path)
+    cluster = make_cluster(slurm_env, command_prefix=prefix)
+    ok = await cluster.submit(JobRequest(token="p1", model="m", nodes=["chi2870"],
+                                         output_dir=tmp_path))
+    bad = await cluster.submit(JobRequest(token="p2", model="m", nodes=["chi2872"],
+                                          output_dir=tmp_path, env={"FAKE_EXIT": "3"}))
+    ids = [ok.backend_id, bad.backend_id]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 40
+    while True:
+        before = log.read_text().count("\n")
+        states = await cluster.poll([*ids, "999999"])
+        lines = log.read_text().splitlines()[before:]
+        if all(states[i].state.finished for i in ids):
+            break
+        assert loop.time() < deadline, states
+        await asyncio.sleep(0.3)
+    assert len([x for x in lines if x.startswith("squeue")]) == 1
+    assert f"-j {ok.backend_id},{bad.backend_id},999999" in lines[0]
+    assert states[ok.backend_id] == JobStatus(SchedulerState.COMPLETED, 0, None)
+    assert states[bad.backend_id].state is SchedulerState.FAILED
+    assert states[bad.backend_id].exit_code == 3
+    assert states["999999"] == JobStatus(SchedulerState.GONE)
+    assert "FAILED (exit 3)" in bad.log_path.read_text()
+
+
+async def test_finished_job_seen_via_scontrol(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    cluster = make_cluster(slurm_env)
+    sub = await cluster.submit(JobRequest(token="sc1", model="m", nodes=["chi2880"],
+                                          output_dir=tmp_path, env={"FAKE_EXIT": "2"}))
+    await wait_state(cluster, sub.backend_id, FINISHED)
+    # As if the job had left squeue's view: only `scontrol show job` still knows it.
+    prefix, log = recording_prefix(tmp_path, hide_squeue=True)
+    blind = make_cluster(slurm_env, command_prefix=prefix)
+    states = await blind.poll([sub.backend_id, "999998"])
+    assert states[sub.backend_id] == JobStatus(SchedulerState.FAILED, 2, "NonZeroExitCode")
+    assert states["999998"] == JobStatus(SchedulerState.GONE)
+    assert f"scontrol show job {sub.backend_id}" in log.read_text()
+
+
+async def test_cancel(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    cluster = make_cluster(slurm_env)
+    sub = await cluster.submit(JobRequest(token="c1", model="m", nodes=["chi2881"],
+                                          output_dir=tmp_path, overrides={"steps": "600"},
+                                          env={"FAKE_STEP_SECONDS": "0.1"}))
+    await wait_state(cluster, sub.backend_id, {SchedulerState.RUNNING})
+    found = await cluster.find_by_token("c1")  # direct mode: the token is in the comment
+    assert found == sub
+    for _ in range(100):
+        if "completed step" in sub.log_path.read_text():
+            break
+        await asyncio.sleep(0.2)
+    await cluster.cancel(sub.backend_id)
+    status = await wait_state(cluster, sub.backend_id, FINISHED)
+    assert status.state is SchedulerState.CANCELLED
+    await cluster.cancel(sub.backend_id)  # cancelling a finished job is a no-op
+    # The log's own verdict is written before Slurm's KillWait SIGKILL.
+    for _ in range(50):
+        if "CANCELLED (scancel / SIGTERM)" in sub.log_path.read_text():
+            break
+        await asyncio.sleep(0.1)
+    assert "CANCELLED (scancel / SIGTERM)" in sub.log_path.read_text()
+
+
+async def test_node_states_and_resume(slurm_env: dict[str, str]) -> None:
+    nodes = ["chi2832", "chi2881"]
+    rc, out = await run(["scontrol", "update", "NodeName=chi2881", "State=DRAIN",
+                         "Reason=test"], slurm_env)
+    assert rc == 0, out
+    try:
+        states = await make_cluster(slurm_env).node_states(nodes)
+        assert states["chi2881"] in ("drain", "drng")
+        assert states["chi2832"] in ("idle", "alloc", "comp")
+        with pytest.raises(PermissionError):
+            await make_cluster(slurm_env).resume_node("chi2881")
+        await make_cluster(slurm_env, allow_resume=True).resume_node("chi2881")
+        states = await make_cluster(slurm_env).node_states(["chi2881"])
+        assert states["chi2881"] in ("idle", "alloc", "comp")
+    finally:
+        await run(["scontrol", "update", "NodeName=chi2881", "State=RESUME"], slurm_env)
+
+
+async def test_controller_stopped(slurm_env: dict[str, str]) -> None:
+    """Stop slurmctld alone: poll says ControllerUnreachable; the cluster is restored."""
+    cluster = make_cluster(slurm_env, time_limit=None)
+    pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    try:
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.1)
+        with pytest.raises(ControllerUnreachable):
+            await cluster.poll(["1"])
+        with pytest.raises(ControllerUnreachable):
+            await cluster.node_states(["chi2832"])
+    finally:
+        start = run_cluster_script("start")
+        check = run_cluster_script("check")
+    assert start.returncode == 0 and check.returncode == 0, start.stderr + check.stderr
+    assert (await cluster.node_states(["chi2832"]))["chi2832"] == "idle"
