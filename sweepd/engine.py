@@ -27,13 +27,12 @@ from sweepd.clusters.base import (
 from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
-from sweepd.models import resolve_model
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
-from sweepd.strategies import perf_plan
 from sweepd.strategies.base import Finished, Plan, SweepContext
+from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import stop_sweep
 
 log = structlog.get_logger("sweepd.engine")
@@ -214,12 +213,14 @@ class Engine:
 
     async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:
         spec = parse_spec(sweep.spec)
+        kind = kind_of(sweep.kind)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
         prior = await self.store.prior_memstats(spec.model, spec.nodes)
         ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
-                           gpu_memory_gib=self.config.cluster.gpu_memory_gib)
-        return perf_plan.plan(spec, ctx)
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib,
+                           extra=await kind.gather(self.store, spec))
+        return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
@@ -231,7 +232,7 @@ class Engine:
         spec = parse_spec(sweep.spec)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n in set(_expand(run.nodes)) and n not in excluded]
-        need = spec.min_nodes or resolve_model(spec.model).min_nodes
+        need = min(spec.needed_nodes, len(_expand(run.nodes)))
         if len(nodes) < need:
             await stop_sweep(self, sweep, f"only {len(nodes)} usable nodes left; {spec.model} "
                              f"needs {need}", rule="nodes.below_minimum", evidence=None,
@@ -249,10 +250,15 @@ class Engine:
         spec = parse_spec(sweep.spec)
         overrides = {k: str(v) for k, v in spec.overrides.items()}
         overrides.setdefault("steps", str(spec.steps))
-        overrides.update({k: str(v) for k, v in run.params.items()})
-        request = JobRequest(token=job.token, model=spec.model, nodes=_expand(job.nodes),
+        # Run params starting with `_` steer the submission; the rest are overrides.
+        overrides.update({k: str(v) for k, v in run.params.items() if not k.startswith("_")})
+        params = run.params
+        request = JobRequest(token=job.token, model=str(params.get("_model", spec.model)),
+                             nodes=_expand(job.nodes),
                              output_dir=self.outputs / f"sweep-{sweep.id}",
-                             overrides=overrides, env=dict(spec.env))
+                             overrides=overrides, env=dict(spec.env),
+                             alias=params.get("_alias"), tag=params.get("_tag"),
+                             commit=params.get("_commit"))
         request.output_dir.mkdir(parents=True, exist_ok=True)
         try:
             sub = await self.backend.submit(request)

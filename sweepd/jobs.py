@@ -9,7 +9,6 @@ import structlog
 
 from sweepd.clusters.base import JobStatus
 from sweepd.follow import job_facts
-from sweepd.models import resolve_model
 from sweepd.monitor.classify import classify
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import steady_state
@@ -18,6 +17,7 @@ from sweepd.reports.lines import result_line, retry_line
 from sweepd.specs import expand_nodes, parse_spec
 from sweepd.states import JobState, RunState
 from sweepd.store.rows import Job
+from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import stop_sweep
 
 if TYPE_CHECKING:
@@ -61,9 +61,10 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     history = [_verdict_of(j) for j in all_jobs
                if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
     excluded = [e.node for e in await store.exclusions(sweep.id)]
-    need = spec.min_nodes or resolve_model(spec.model).min_nodes
-    action = decide(Case(verdict, prior, SweepFacts(spec.node_list, excluded, need, history),
-                         engine.config.policy))
+    need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
+    facts_of_sweep = SweepFacts(spec.node_list, excluded, need, history,
+                                exclude_on_fault=kind_of(sweep.kind).exclude_on_fault)
+    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
     await _record(engine, job, verdict, action, tgs, mfu)
@@ -85,8 +86,8 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
     run = await store.run(job.run_id)
     spec = sweep.spec
     n_nodes = len(expand_nodes(job.nodes))
-    line = result_line(spec.get("model", "?"), n_nodes, run.label, job.backend_id,
-                       action.outcome, tgs, mfu, _describe(verdict))
+    model = str(run.params.get("_model", spec.get("model", "?")))
+    line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu, _describe(verdict))
     if action.act == Act.ACCEPT:
         await store.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
                                    progress=line, outcome="pass", tgs=tgs, mfu=mfu)

@@ -39,6 +39,8 @@ class SweepFacts:
     min_nodes: int
     # Verdicts of earlier failed attempts across the sweep, oldest first.
     history: Sequence[Verdict] = ()
+    # False for sweeps that judge nodes one by one: the fault is that node's result.
+    exclude_on_fault: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ def _oom(case: Case) -> Action:
 def _node_fault(case: Case) -> Action:
     v, s = case.verdict, case.sweep
     node = v.node
+    if not s.exclude_on_fault:
+        return Action(Act.RECORD, "fault.node_unhealthy",
+                      f"{v.klass}{f' on {node}' if node else ''}: the node is unhealthy")
     if node is None:
         return _retry_or_record(case, "fault.retry", f"{v.klass} on an unknown node")
     same_elsewhere = [p for p in s.history if p.klass == v.klass and p.node not in (None, node)]

@@ -20,7 +20,7 @@ class Service:
 
     async def submit(self, data: Any) -> dict[str, Any]:
         spec = parse_spec(data)  # raises SpecError with field-level errors
-        name = spec.name or f"{spec.model} {len(spec.node_list)}N {spec.parameter}"
+        name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))
         self.engine.changed.set()
         return await self.summary(sweep_id)

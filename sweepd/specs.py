@@ -40,6 +40,8 @@ Scalar = int | float | str
 
 
 class _Spec(BaseModel):
+    kind: str
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = Field(default=None, max_length=80)
@@ -47,7 +49,18 @@ class _Spec(BaseModel):
     overrides: dict[str, Scalar] = Field(default_factory=dict,
                                          description="key=value MaxText passthrough")
     env: dict[str, str] = Field(default_factory=dict, description="_env_ variables")
-    steps: int = Field(default=15, ge=6, le=10_000)
+    steps: int = Field(default=15, ge=1, le=10_000)
+    model: str = "llama2-70b"
+    min_nodes: int | None = Field(default=None, ge=1,
+                                  description="stop when fewer usable nodes remain")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        try:
+            return resolve_model(v).name
+        except UnknownModel as e:
+            raise ValueError(str(e)) from e
 
     @field_validator("nodes")
     @classmethod
@@ -70,12 +83,19 @@ class _Spec(BaseModel):
     def profiler(self) -> bool:
         return str(self.overrides.get("profiler", "")) not in ("", "none")
 
+    @property
+    def needed_nodes(self) -> int:
+        return self.min_nodes or resolve_model(self.model).min_nodes
+
+    def default_name(self) -> str:
+        return f"{self.model} {len(self.node_list)}N"
+
 
 class ModelPerfSpec(_Spec):
     """Find the parameter value (default per_device_batch_size) with the highest steady TGS."""
 
     kind: Literal["model-perf"]
-    model: str
+    model: str  # required here: no default model for a batch search
     parameter: str = "per_device_batch_size"
     values: list[Scalar] | None = Field(
         default=None, description="explicit candidates; default: 1..upper for integer params")
@@ -83,16 +103,7 @@ class ModelPerfSpec(_Spec):
     upper: int | None = Field(default=None, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     mem_fraction: float | None = Field(default=None, gt=0, le=1)
-    min_nodes: int | None = Field(default=None, ge=1)
     max_runs: int = Field(default=12, ge=1, le=200)
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, v: str) -> str:
-        try:
-            return resolve_model(v).name
-        except UnknownModel as e:
-            raise ValueError(str(e)) from e
 
     @model_validator(mode="after")
     def _bounds(self) -> ModelPerfSpec:
@@ -104,8 +115,11 @@ class ModelPerfSpec(_Spec):
             raise ValueError(f"{self.parameter} is the swept parameter; remove it from overrides")
         return self
 
+    def default_name(self) -> str:
+        return f"{self.model} {len(self.node_list)}N {self.parameter}"
 
-SweepSpec = ModelPerfSpec
+
+SweepSpec = _Spec
 SPEC_KINDS: dict[str, type[_Spec]] = {"model-perf": ModelPerfSpec}
 
 
@@ -125,7 +139,6 @@ def parse_spec(data: Any) -> SweepSpec:
         errors = [{"loc": list(err["loc"]), "msg": err["msg"]} for err in e.errors()]
         lines = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'spec'}: {x['msg']}" for x in errors)
         raise SpecError(f"invalid {kind} spec: {lines}", errors) from None
-    assert isinstance(spec, ModelPerfSpec)
     return spec
 
 

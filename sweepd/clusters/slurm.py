@@ -308,8 +308,12 @@ class SlurmCluster:
         res = await self._run(["./submit.sh", model_spec(request), *self._sbatch_args(request),
                                "--", *passthrough], cwd=self.settings.repo)
         job_id = self._submit_result("submit.sh", res)
-        # submit.sh resolves the model name (`70b` -> `llama2-70b`): the log says which.
-        found = await self._job_record(job_id)
+        # submit.sh resolves the model name (`70b` -> `llama2-70b`): ask Slurm which name
+        # it got. The job exists now, so a failed lookup must not turn into an exception.
+        try:
+            found = await self._job_record(job_id)
+        except (ControllerUnreachable, SlurmCommandError):
+            found = None
         if found is not None:
             name = found[0]
         return Submitted(job_id, name, self.settings.repo / "outputs" / f"{job_id}-{name}.log")

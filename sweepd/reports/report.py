@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweepd.reports import model_perf
 from sweepd.store.rows import Event, Job, Run, Sweep
+from sweepd.strategies.registry import kind_of
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
@@ -15,7 +15,7 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         "sweep": {"id": sweep.id, "kind": sweep.kind, "name": sweep.name, "state": sweep.state,
                   "reason": sweep.reason, "spec": sweep.spec},
         "verdict": sweep.verdict,
-        "rows": model_perf.rows(sweep, runs, jobs),
+        "rows": kind_of(sweep.kind).rows(sweep, runs, jobs),
         "excluded_nodes": list(exclusions),
         "jobs": len(jobs),
     }
@@ -31,7 +31,7 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
              f"- Jobs submitted: {len(jobs)}"]
     if exclusions:
         lines.append(f"- Excluded nodes: {', '.join(exclusions)}")
-    lines += ["", model_perf.markdown(sweep, runs, jobs)]
+    lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
         lines += ["", "Proposed config change (not applied; `sweepd report --apply` "

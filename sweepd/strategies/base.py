@@ -34,6 +34,7 @@ class SweepContext:
     nodes: Sequence[str]          # pinned nodes minus active exclusions
     prior_param_gb: float | None  # Memstats of an earlier run of this model on these nodes
     gpu_memory_gib: float
+    extra: dict[str, Any] = field(default_factory=dict)  # kind-specific facts (Kind.gather)
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

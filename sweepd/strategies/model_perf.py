@@ -53,14 +53,30 @@ class SearchSpace:
     ordered: bool = True
 
 
+GRID_POINTS = 8  # aim for ~6-10 stepped candidates between 0 and the default upper (2x estimate)
+
+
 def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None) -> SearchSpace:
-    """Batch sizes lower..upper; by default upper leaves room for an estimate 2x too low."""
+    """A grid of batch sizes in lower..upper, like SKILL.md Step 8's 8, 12, 16, 20, 24.
+
+    Neighbouring batch sizes differ by less than run-to-run noise, so sweeping every integer
+    costs runs without telling them apart. The grid is the multiples of a power-of-two step
+    (~estimate/4, so ~8 multiples up to the default upper of 2x estimate, room for an
+    estimate 2x too low) plus the powers of two below the step and `lower` itself, so a
+    search can still descend when even small batches OOM. Every power of two in range is
+    on the grid. Give the spec explicit `values` for any other grid.
+    """
     if upper is None:
         upper = max(2 * estimated_max, lower + 7)
     if upper < lower:
         raise ValueError(f"upper {upper} < lower {lower}")
-    index = min(max(estimated_max, lower), upper) - lower
-    return SearchSpace(tuple(range(lower, upper + 1)), index)
+    estimate = min(max(estimated_max, lower), upper)
+    step = 2 ** max(0, round(math.log2(max(1.0, 2 * estimate / GRID_POINTS))))
+    small = {2**k for k in range(step.bit_length()) if lower <= 2**k < step}
+    stepped = set(range(-(-lower // step) * step, upper + 1, step))
+    candidates = tuple(sorted(small | stepped | {lower}))
+    index = min(range(len(candidates)), key=lambda i: (abs(candidates[i] - estimate), -i))
+    return SearchSpace(candidates, index)
 
 
 def best(probes: Sequence[Probe]) -> Probe | None:
@@ -81,13 +97,17 @@ def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
 
 @dataclass(frozen=True)
 class _View:
-    """Probes mapped onto candidate indices."""
+    """Probes mapped onto candidate indices; `x` places each candidate on its value axis."""
 
-    n: int
+    x: tuple[float, ...]  # numeric value of each candidate (its index if not numeric)
     ok: dict[int, float]  # index -> measured TGS, only below the cliff
     cliff: int  # lowest failing index; n when nothing failed
     tried: frozenset[int]
     estimate: int | None
+
+    @property
+    def n(self) -> int:
+        return len(self.x)
 
     @classmethod
     def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> _View:
@@ -96,8 +116,13 @@ class _View:
         fails = [i for i, p in known if p.outcome is not Outcome.OK]
         cliff = min(fails, default=len(space.candidates))
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
-        return cls(len(space.candidates), ok, cliff, frozenset(i for i, _ in known),
-                   space.estimate_index)
+        numeric = all(isinstance(v, int | float) for v in space.candidates)
+        x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
+        return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index)
+
+    def nearest(self, target: float, lo: int, hi: int) -> int:
+        """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
+        return min(range(lo, hi + 1), key=lambda i: (abs(self.x[i] - target), -i))
 
 
 @dataclass(frozen=True)
@@ -126,11 +151,11 @@ def _descend(view: _View) -> int | None:
     if not view.tried:
         if view.estimate is None:
             return (view.n - 1) // 2
-        return _clamp(round(START_FRACTION * (view.estimate + 1)) - 1, 0, view.n - 1)
+        return view.nearest(START_FRACTION * view.x[view.estimate], 0, view.n - 1)
     # The failure is now the best guess at the max: go to ~75% of it; if that failed too the
     # estimate is badly off, so halve (as Accelerate does) rather than creep down.
     fraction = START_FRACTION if len(view.tried) < 2 else 0.5
-    return _clamp(round(fraction * view.cliff) - 1, 0, view.cliff - 1)
+    return view.nearest(fraction * view.x[view.cliff], 0, view.cliff - 1)
 
 
 def _gaps(view: _View) -> list[_Gap]:
@@ -146,28 +171,24 @@ def _gaps(view: _View) -> list[_Gap]:
 
 
 def _bound(view: _View, points: list[int], lo: int, hi: int) -> tuple[float, int]:
-    """Concave upper bound on TGS over lo < x < hi from the secants beside the gap."""
-    lines: list[tuple[int, float, float]] = []  # (anchor, tgs there, slope)
-    k = points.index(lo) if lo in view.ok else -1
+    """Concave upper bound on TGS over lo < i < hi from the secants beside the gap."""
+    x, tgs = view.x, view.ok
+    lines: list[tuple[float, float, float]] = []  # (anchor value, tgs there, slope)
+    k = points.index(lo) if lo in tgs else -1
     if k >= 1:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
-        lines.append((lo, view.ok[lo], (view.ok[lo] - view.ok[a]) / (lo - a)))
-    j = points.index(hi) if hi in view.ok else -1
+        lines.append((x[lo], tgs[lo], (tgs[lo] - tgs[a]) / (x[lo] - x[a])))
+    j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
-        lines.append((hi, view.ok[hi], (view.ok[c] - view.ok[hi]) / (c - hi)))
+        lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if not lines:
         return math.inf, (lo + hi) // 2
-    xs = {lo + 1, hi - 1}
-    if len(lines) == 2 and lines[0][2] != lines[1][2]:
-        (x0, y0, s0), (x1, y1, s1) = lines
-        cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
-        xs |= {_clamp(math.floor(cross), lo + 1, hi - 1), _clamp(math.ceil(cross), lo + 1, hi - 1)}
 
-    def height(x: int) -> float:
-        return min(y + s * (x - x0) for x0, y, s in lines)
+    def height(i: int) -> float:
+        return min(y + s * (x[i] - x0) for x0, y, s in lines)
 
-    at = max(sorted(xs), key=height)
+    at = max(range(lo + 1, hi), key=height)
     return height(at), at
 
 
@@ -175,7 +196,7 @@ def _probe_in(view: _View, gap: _Gap) -> int:
     """Where to run inside a gap worth exploring."""
     if gap.hi == view.n and gap.lo >= 0:
         # Open top, nothing known above the best yet: climb (SKILL.md Step 3.3).
-        return _clamp(round(CLIMB * (gap.lo + 1)) - 1, gap.lo + 1, gap.hi - 1)
+        return view.nearest(CLIMB * view.x[gap.lo], gap.lo + 1, gap.hi - 1)
     if math.isinf(gap.bound):
         return (gap.lo + gap.hi) // 2
     # Split the gap towards where its bound peaks: halves it in the worst case.

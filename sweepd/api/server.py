@@ -1,0 +1,237 @@
+"""HTTP+JSON on the daemon's Unix socket: thin handlers over `Service`.
+
+Errors are mapped to JSON in `errors.error_middleware`; handlers only parse the request
+and call the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from sweepd.api.errors import ApiError, error_middleware
+from sweepd.service import Service
+from sweepd.specs import expand_nodes
+from sweepd.states import SweepState
+from sweepd.store.rows import Event
+
+MAX_WAIT_S = 30.0
+# How long one stream pass waits for new lines before it re-reads the sweep's state.
+STREAM_POLL_S = 5.0
+# The sweep states after which no progress line comes without a person acting.
+STOPPED = frozenset({SweepState.DONE, SweepState.FAILED, SweepState.ABORTED,
+                     SweepState.AWAITING_DECISION})
+
+SERVICE = web.AppKey("service", Service)
+CLOSING = web.AppKey("closing", asyncio.Event)
+
+
+def check_peer(request: web.Request) -> None:
+    """Hook for who may talk to the daemon (socket peer credentials). Allows all for now."""
+
+
+@web.middleware
+async def peer_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    check_peer(request)
+    return await handler(request)
+
+
+def _service(request: web.Request) -> Service:
+    return request.app[SERVICE]
+
+
+def _sweep_id(request: web.Request) -> int:
+    raw = request.match_info["id"]
+    if not raw.isdigit():
+        raise ApiError(404, f"sweep {raw!r} not found: ids are integers")
+    return int(raw)
+
+
+async def _json_body(request: web.Request, *, optional: bool = False) -> Any:
+    raw = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge -> 413
+    if optional and not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ApiError(400, "request body is not valid JSON",
+                       [{"loc": [], "msg": str(e)}]) from None
+
+
+def _number(request: web.Request, name: str, default: float, low: float, high: float) -> float:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # also refuses nan
+        raise ApiError(400, f"query parameter {name}={raw!r} must be a number in "
+                            f"[{low:g}, {high:g}]", [{"loc": ["query", name], "msg": "bad value"}])
+    return value
+
+
+def progress_dict(event: Event) -> dict[str, Any]:
+    return {"id": event.id, "at": event.at, "reason": event.reason}
+
+
+# -- handlers ----------------------------------------------------------------------------
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def submit(request: web.Request) -> web.Response:
+    data = await _json_body(request)
+    return web.json_response(await _service(request).submit(data), status=201)
+
+
+async def list_sweeps(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).list_sweeps())
+
+
+async def show(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).show(_sweep_id(request)))
+
+
+async def report(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).report(_sweep_id(request)))
+
+
+async def report_md(request: web.Request) -> web.Response:
+    out = await _service(request).report(_sweep_id(request))
+    return web.Response(text=out["markdown"], content_type="text/markdown")
+
+
+async def explain(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).explain(_sweep_id(request)))
+
+
+async def cancel(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).cancel(_sweep_id(request)))
+
+
+async def abort(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).abort(_sweep_id(request)))
+
+
+def _exclusions(body: Any) -> list[str] | None:
+    """`{"exclude": [...]}`: exactly the nodes to keep excluded; absent: leave them as is."""
+    if body is None:
+        return None
+    if not isinstance(body, dict) or set(body) - {"exclude"}:
+        raise ApiError(400, 'resume takes an optional body {"exclude": ["node", ...]}')
+    exclude = body.get("exclude")
+    if exclude is None:
+        return None
+    if not isinstance(exclude, list) or not all(isinstance(n, str) for n in exclude):
+        raise ApiError(422, "exclude must be a list of node names",
+                       [{"loc": ["exclude"], "msg": "must be a list of strings"}])
+    nodes: list[str] = []
+    for i, expr in enumerate(exclude):
+        try:
+            nodes += expand_nodes(expr)
+        except ValueError as e:
+            raise ApiError(422, str(e), [{"loc": ["exclude", i], "msg": str(e)}]) from None
+    return list(dict.fromkeys(nodes))
+
+
+async def resume(request: web.Request) -> web.Response:
+    sweep_id = _sweep_id(request)
+    exclusions = _exclusions(await _json_body(request, optional=True))
+    return web.json_response(await _service(request).resume(sweep_id, exclusions))
+
+
+async def progress(request: web.Request) -> web.Response:
+    sweep_id = _sweep_id(request)
+    after = int(_number(request, "after", 0, 0, 2**62))
+    wait_s = _number(request, "wait", 0.0, 0.0, MAX_WAIT_S)
+    events = await _service(request).progress(sweep_id, after, wait_s)
+    return web.json_response({"events": [progress_dict(e) for e in events],
+                              "last": events[-1].id if events else after})
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """NDJSON progress lines until the sweep stops (or the client or the server goes)."""
+    service = _service(request)
+    sweep_id = _sweep_id(request)
+    after = int(_number(request, "after", 0, 0, 2**62))
+    await service.store.sweep(sweep_id)  # NotFound -> 404 before the stream starts
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    closing = request.app[CLOSING]
+    with contextlib.suppress(ConnectionResetError):
+        while not closing.is_set():
+            # State first, then lines: a line written with the stopping transition is
+            # still sent before the stream ends.
+            state = (await service.store.sweep(sweep_id)).state
+            events = await service.progress(sweep_id, after, 0 if state in STOPPED
+                                            else STREAM_POLL_S)
+            for event in events:
+                await response.write(json.dumps(progress_dict(event)).encode() + b"\n")
+                after = event.id
+            if state in STOPPED:
+                break
+        await response.write_eof()
+    return response
+
+
+# -- the application ---------------------------------------------------------------------
+
+def make_app(service: Service, max_body_bytes: int = 1 << 20) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes,
+                          middlewares=[error_middleware, peer_middleware])
+    app[SERVICE] = service
+    app[CLOSING] = asyncio.Event()
+
+    async def on_shutdown(app: web.Application) -> None:
+        app[CLOSING].set()  # end open streams so a stopping daemon is not held up
+
+    app.on_shutdown.append(on_shutdown)
+    app.router.add_get("/health", health)
+    app.router.add_post("/sweeps", submit)
+    app.router.add_get("/sweeps", list_sweeps)
+    app.router.add_get("/sweeps/{id}", show)
+    app.router.add_get("/sweeps/{id}/report", report)
+    app.router.add_get("/sweeps/{id}/report.md", report_md)
+    app.router.add_get("/sweeps/{id}/explain", explain)
+    app.router.add_get("/sweeps/{id}/progress", progress)
+    app.router.add_get("/sweeps/{id}/stream", stream)
+    app.router.add_post("/sweeps/{id}/cancel", cancel)
+    app.router.add_post("/sweeps/{id}/resume", resume)
+    app.router.add_post("/sweeps/{id}/abort", abort)
+    return app
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """A socket file left by a daemon that died blocks bind(); a live one must be kept."""
+    if not path.is_socket():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            path.unlink()
+            return
+    raise RuntimeError(f"another sweepd is already serving on {path}")
+
+
+async def start_server(service: Service, socket_path: Path,
+                       max_body_bytes: int = 1 << 20) -> web.AppRunner:
+    """Serve on a Unix socket; the caller stops it with `runner.cleanup()`."""
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_socket(socket_path)
+    runner = web.AppRunner(make_app(service, max_body_bytes), access_log=None,
+                           shutdown_timeout=5.0)
+    await runner.setup()
+    await web.UnixSite(runner, str(socket_path)).start()
+    return runner

@@ -1,0 +1,129 @@
+"""A synchronous client of the daemon's Unix-socket API (what the CLI verbs use)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class ClientError(Exception):
+    """The daemon refused a request (status >= 400) or could not be reached (status 0)."""
+
+    def __init__(self, status: int, message: str,
+                 details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details or []
+
+
+def _not_running(path: Path) -> ClientError:
+    return ClientError(0, f"sweepd is not running at {path} (start it with `sweepd serve`)")
+
+
+def _error_from(response: httpx.Response) -> ClientError:
+    try:
+        body = json.loads(response.read())
+        message, details = str(body["error"]), list(body.get("details") or [])
+    except (ValueError, KeyError, TypeError):
+        message, details = f"HTTP {response.status_code}: {response.text[:200]}", []
+    return ClientError(response.status_code, message, details)
+
+
+class Client:
+    def __init__(self, socket_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.socket_path = socket_path
+        self._http = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)),
+                                  base_url="http://sweepd", timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if not self.socket_path.exists():
+            raise _not_running(self.socket_path)
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.ConnectError:  # a stale socket file: nobody listens on it
+            raise _not_running(self.socket_path) from None
+        except httpx.TransportError as e:
+            raise ClientError(0, f"lost the connection to sweepd at {self.socket_path}: "
+                                 f"{e!r}") from None
+        if response.status_code >= 400:
+            raise _error_from(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    # -- the routes ----------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/health"))
+
+    def submit(self, spec: Any) -> dict[str, Any]:
+        return dict(self._json("POST", "/sweeps", json=spec))
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/sweeps"))
+
+    def show(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._json("GET", f"/sweeps/{sweep_id}"))
+
+    def report(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._json("GET", f"/sweeps/{sweep_id}/report"))
+
+    def report_markdown(self, sweep_id: int) -> str:
+        return self._request("GET", f"/sweeps/{sweep_id}/report.md").text
+
+    def explain(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._json("GET", f"/sweeps/{sweep_id}/explain"))
+
+    def cancel(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._json("POST", f"/sweeps/{sweep_id}/cancel"))
+
+    def abort(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._json("POST", f"/sweeps/{sweep_id}/abort"))
+
+    def resume(self, sweep_id: int, exclude: Sequence[str] | None = None) -> dict[str, Any]:
+        body = None if exclude is None else {"exclude": list(exclude)}
+        return dict(self._json("POST", f"/sweeps/{sweep_id}/resume", json=body))
+
+    def progress(self, sweep_id: int, after: int = 0, wait_s: float = 0.0) -> dict[str, Any]:
+        return dict(self._json("GET", f"/sweeps/{sweep_id}/progress",
+                               params={"after": after, "wait": wait_s},
+                               timeout=wait_s + DEFAULT_TIMEOUT_S))
+
+    def stream(self, sweep_id: int, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Progress lines as they land; ends when the sweep stops or ends."""
+        if not self.socket_path.exists():
+            raise _not_running(self.socket_path)
+        # No read timeout: a sweep may print nothing for a long while.
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT_S, read=None)
+        try:
+            with self._http.stream("GET", f"/sweeps/{sweep_id}/stream",
+                                   params={"after": after}, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    raise _error_from(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield dict(json.loads(line))
+        except httpx.ConnectError:
+            raise _not_running(self.socket_path) from None
+        except httpx.TransportError as e:
+            raise ClientError(0, f"lost the connection to sweepd at {self.socket_path}: "
+                                 f"{e!r}") from None
