@@ -87,7 +87,8 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
     spec = sweep.spec
     n_nodes = len(expand_nodes(job.nodes))
     model = str(run.params.get("_model", spec.get("model", "?")))
-    line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu, _describe(verdict))
+    line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu,
+                       _describe(verdict))
     if action.act == Act.ACCEPT:
         await store.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
                                    progress=line, outcome="pass", tgs=tgs, mfu=mfu)
