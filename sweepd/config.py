@@ -40,6 +40,10 @@ class SlurmConfig(_Section):
     extra_sbatch: list[str] = Field(default_factory=list)
     allow_resume: bool = False
     slurm_conf: Path | None = None
+    # Direct mode: commands that print the toolkit's log header and JOB SUMMARY block
+    # around the training step (default: plain shell lines in the batch script).
+    header_command: list[str] | None = None
+    summary_command: list[str] | None = None
 
 
 class ClusterConfig(_Section):

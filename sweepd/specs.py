@@ -120,17 +120,19 @@ class ModelPerfSpec(_Spec):
 
 
 SweepSpec = _Spec
-SPEC_KINDS: dict[str, type[_Spec]] = {"model-perf": ModelPerfSpec}
 
 
 def parse_spec(data: Any) -> SweepSpec:
+    from sweepd.strategies.registry import kinds
+
     if not isinstance(data, dict):
         raise SpecError("a spec must be a mapping with a `kind` field")
     kind = data.get("kind")
-    model = SPEC_KINDS.get(str(kind))
+    known = kinds()
+    model = known[str(kind)].spec if str(kind) in known else None
     if model is None:
         raise SpecError(
-            f"unknown sweep kind {kind!r}; known kinds: {', '.join(sorted(SPEC_KINDS))}",
+            f"unknown sweep kind {kind!r}; known kinds: {', '.join(sorted(known))}",
             [{"loc": ["kind"], "msg": f"unknown sweep kind {kind!r}"}],
         )
     try:

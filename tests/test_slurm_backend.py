@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import sys
@@ -95,6 +96,17 @@ def test_exit_code_decoding() -> None:
         "chi1": "idle", "chi2": "down", "chi3": "drain", "chi4": "alloc"}
 
 
+def test_ssh_prefix_quotes_for_the_remote_shell() -> None:
+    cluster = SlurmCluster(Settings(command_prefix=["ssh", "login1"],
+                                    slurm_conf=Path("/etc/slurm x/slurm.conf")))
+    argv, cwd = cluster._argv(["sbatch", "-w", "chi[1,2]", "--comment=a b"], Path("/r"))
+    assert cwd is None
+    assert argv == ["ssh", "login1", "cd /r && env 'SLURM_CONF=/etc/slurm x/slurm.conf' "
+                    "sbatch -w 'chi[1,2]' '--comment=a b'"]
+    local = SlurmCluster(Settings(command_prefix=["sudo"]))
+    assert local._argv(["squeue"], Path("/r")) == (["sudo", "squeue"], Path("/r"))
+
+
 # -- against the cluster --------------------------------------------------------------------
 
 async def test_direct_two_node_job(slurm_env: dict[str, str], tmp_path: Path) -> None:
@@ -128,7 +140,8 @@ async def test_direct_header_and_summary_commands(slurm_env: dict[str, str],
     log = sub.log_path.read_text().splitlines()
     job = f"--job-id {sub.backend_id} --job-name {sub.job_name} --model grok-1 --nodes chi2870"
     assert log[0] == f"HDR {job} -- _env_FAKE_EXIT=4"
-    assert f"SUM {job} --exit 4 --wall 0 --failure Training FAILED (exit=4)" in log[-1]
+    assert re.fullmatch(rf"SUM {re.escape(job)} --exit 4 --wall \d+ "
+                        r"--failure Training FAILED \(exit=4\)", log[-1])
 
 
 async def test_submit_sh_mode_and_find_by_token(slurm_env: dict[str, str],

@@ -30,4 +30,6 @@ def make_backend(config: Config) -> tuple[ClusterBackend, Clock]:
         return SimCluster(state, scenario), Clock(time_scale)
     from sweepd.clusters.slurm import SlurmCluster
 
-    return SlurmCluster(config.cluster.slurm), Clock(1.0)
+    s = config.cluster.slurm
+    return SlurmCluster(s, header_command=s.header_command,
+                        summary_command=s.summary_command), Clock(1.0)

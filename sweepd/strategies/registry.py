@@ -1,23 +1,30 @@
-"""Each sweep kind: its spec, its planner, its report table, and how it treats node faults."""
+"""Each sweep kind: its spec, its planner, its report table, and how it treats node faults.
+
+Kinds live in `sweepd/strategies/kinds/`, one module each exporting `KIND`; they are
+discovered here, so adding a kind touches no shared file.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from sweepd.reports import model_perf as model_perf_report
-from sweepd.specs import ModelPerfSpec, SweepSpec
 from sweepd.store.rows import Job, Run, Sweep
-from sweepd.store.store import Store
-from sweepd.strategies import perf_plan
 from sweepd.strategies.base import Plan, SweepContext
+
+if TYPE_CHECKING:
+    from sweepd.specs import SweepSpec
+    from sweepd.store.store import Store
 
 Planner = Callable[[Any, SweepContext], Plan]
 Table = Callable[[Sweep, Sequence[Run], Sequence[Job]], str]
 Rows = Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]
 # Facts a planner needs from the store beyond the sweep's own runs (e.g. a prior sweep).
-Gather = Callable[[Store, Any], Awaitable[dict[str, Any]]]
+Gather = Callable[["Store", Any], Awaitable[dict[str, Any]]]
 
 
 async def _nothing(store: Store, spec: Any) -> dict[str, Any]:
@@ -26,6 +33,7 @@ async def _nothing(store: Store, spec: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Kind:
+    name: str
     spec: type[SweepSpec]
     plan: Planner
     table: Table
@@ -34,16 +42,24 @@ class Kind:
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
     gather: Gather = _nothing
+    # Extra report sections (Markdown) after the table, e.g. a verdict with its evidence.
+    notes: Callable[[Sweep, Sequence[Run], Sequence[Job]], str] | None = None
 
 
-KINDS: dict[str, Kind] = {
-    "model-perf": Kind(ModelPerfSpec, perf_plan.plan, model_perf_report.markdown,
-                       model_perf_report.rows),
-}
+@cache
+def kinds() -> dict[str, Kind]:
+    import sweepd.strategies.kinds as package
+
+    found: dict[str, Kind] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        kind = module.KIND
+        found[kind.name] = kind
+    return found
 
 
 def kind_of(name: str) -> Kind:
     try:
-        return KINDS[name]
+        return kinds()[name]
     except KeyError:
         raise ValueError(f"unknown sweep kind {name!r}") from None

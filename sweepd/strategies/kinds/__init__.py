@@ -1,0 +1,1 @@
+"""One module per sweep kind, each defining `KIND` (a registry.Kind). Discovered at import."""
