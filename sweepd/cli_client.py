@@ -79,16 +79,19 @@ def socket_path(args: argparse.Namespace) -> Path:
     return Path(os.environ.get("SWEEPD_SOCKET") or DEFAULT_SOCKET)
 
 
-def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
-    """Open a client on the chosen socket; a refused request becomes a message + code."""
+def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
+    """Run `body` with a client on the chosen socket; a refused request -> message + code."""
+    try:
+        with Client(socket_path(args)) as client:
+            return body(client)
+    except ClientError as e:
+        return print_error(e)
 
+
+def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
-        try:
-            with Client(socket_path(args)) as client:
-                return func(args, client)
-        except ClientError as e:
-            return print_error(e)
+        return with_client(args, functools.partial(func, args))
 
     return run
 
@@ -113,22 +116,153 @@ def run_submit(args: argparse.Namespace) -> int:
         print(f"sweepd: {e}", file=sys.stderr)
         _print_details(e.errors)
         return EXIT_BAD_INPUT
-    return _submit(args, spec)
+
+    def submit(client: Client) -> int:
+        summary = client.submit(spec)
+        if args.json:
+            _print_json(summary)
+        else:
+            print(summary["id"])  # alone on stdout, for scripts
+            print(f"submitted sweep {summary['id']}: {summary['name']}; follow it with "
+                  f"`sweepd watch {summary['id']}`", file=sys.stderr)
+        return 0
+
+    return with_client(args, submit)
+
+
+_LIST_COLUMNS = [("id", "ID"), ("state", "STATE"), ("kind", "KIND"), ("runs", "RUNS"),
+                 ("updated_at", "UPDATED"), ("name", "NAME")]
+_RUN_COLUMNS = [("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
+                ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE")]
+_JOB_COLUMNS = [("id", "JOB"), ("run_id", "RUN"), ("attempt", "TRY"), ("backend_id", "SLURM ID"),
+                ("nodes", "NODES"), ("state", "STATE"), ("failure_class", "FAILURE")]
 
 
 @_client_command
-def _submit(args: argparse.Namespace, client: Client) -> int:
-    summary = client.submit(args.spec_data) if hasattr(args, "spec_data") else None
-    del summary
-    raise AssertionError("replaced below")  # pragma: no cover
+def run_list(args: argparse.Namespace, client: Client) -> int:
+    sweeps = client.list_sweeps()
+    if args.json:
+        _print_json(sweeps)
+    elif not sweeps:
+        print("no sweeps")
+    else:
+        print(format_table(sweeps, _LIST_COLUMNS))
+    return 0
 
 
-def _submit_spec(args: argparse.Namespace, client: Client, spec: Any) -> int:
-    summary = client.submit(spec)
+@_client_command
+def run_show(args: argparse.Namespace, client: Client) -> int:
+    s = client.show(args.id)
+    if args.json:
+        _print_json(s)
+        return 0
+    print(f"sweep {s['id']}: {s['name']}")
+    print(f"  kind: {s['kind']}   nodes: {s['spec'].get('nodes', '-')}")
+    print(f"  state: {s['state']}" + (f" ({s['reason']})" if s.get("reason") else ""))
+    print(f"  created: {s['created_at']}   updated: {s['updated_at']}")
+    excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
+    if excluded:
+        print(f"  excluded nodes: {', '.join(excluded)}")
+    if s["verdict"]:
+        print(f"  verdict: {json.dumps(s['verdict'], sort_keys=True)}")
+    for title, rows, columns in (("runs", s["run_list"], _RUN_COLUMNS),
+                                 ("jobs", s["jobs"], _JOB_COLUMNS)):
+        if rows:
+            print(f"\n{title}:")
+            print(format_table(rows, columns))
+    return 0
+
+
+@_client_command
+def run_watch(args: argparse.Namespace, client: Client) -> int:
+    for event in client.stream(args.id):
+        print(json.dumps(event, sort_keys=True) if args.json else event["reason"], flush=True)
+    summary = client.show(args.id)
+    state = SweepState(summary["state"])
+    if state not in EXIT_FOR_STATE:  # the daemon stopped while the sweep was running
+        print(f"sweepd: the daemon closed the stream; {_summary_line(summary)}",
+              file=sys.stderr)
+        return EXIT_DAEMON
+    if not args.json:
+        print(_summary_line(summary))
+    return EXIT_FOR_STATE[state]
+
+
+
+@_client_command
+def run_report(args: argparse.Namespace, client: Client) -> int:
+    if args.json:
+        _print_json(client.report(args.id)["json"])
+    else:
+        print(client.report_markdown(args.id), end="")
+    return 0
+
+
+@_client_command
+def run_explain(args: argparse.Namespace, client: Client) -> int:
+    out = client.explain(args.id)
+    if args.json:
+        _print_json(out)
+    else:
+        print("\n".join(out["lines"]) if out["lines"] else f"sweep {args.id}: no events")
+    return 0
+
+
+def _print_summary(args: argparse.Namespace, summary: Mapping[str, Any]) -> int:
     if args.json:
         _print_json(summary)
     else:
-        print(summary["id"])
-        print(f"submitted sweep {summary['id']}: {summary['name']}; follow it with "
-              f"`sweepd watch {summary['id']}`", file=sys.stderr)
+        print(_summary_line(summary))
     return 0
+
+
+@_client_command
+def run_cancel(args: argparse.Namespace, client: Client) -> int:
+    return _print_summary(args, client.cancel(args.id))
+
+
+@_client_command
+def run_abort(args: argparse.Namespace, client: Client) -> int:
+    return _print_summary(args, client.abort(args.id))
+
+
+@_client_command
+def run_resume(args: argparse.Namespace, client: Client) -> int:
+    return _print_summary(args, client.resume(args.id, args.exclude))
+
+
+# -- registration ------------------------------------------------------------------------
+
+_VERBS: list[tuple[str, RunFunc, str]] = [
+    ("list", run_list, "list the daemon's sweeps"),
+    ("show", run_show, "a sweep's state, runs and jobs"),
+    ("watch", run_watch, "print a sweep's progress as it lands, until it stops"),
+    ("report", run_report, "a sweep's report (Markdown, or --json)"),
+    ("explain", run_explain, "why the sweep did what it did: every decision and its rule"),
+    ("cancel", run_cancel, "cancel a sweep's running jobs and end it"),
+    ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
+    ("resume", run_resume, "resume a sweep that awaits a decision"),
+]
+
+
+def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--socket", type=Path, default=None,
+                        help=f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
+                       epilog="prints the new sweep id; exit 2 if the spec is invalid")
+    p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+    p.set_defaults(func=run_submit)
+    for name, func, helptext in _VERBS:
+        p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
+        if name != "list":
+            p.add_argument("id", type=int, help="sweep id")
+        if name == "watch":
+            p.epilog = "exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted"
+        if name == "resume":
+            p.add_argument("--exclude", nargs="*", action="extend", metavar="NODE",
+                           help="exactly the nodes to keep excluded (hostlist expressions); "
+                                "`--exclude` alone clears them; omitted: keep them as they are")
+        p.set_defaults(func=func)

@@ -55,7 +55,8 @@ class ClusterConfig(_Section):
 
 class DaemonConfig(_Section):
     state_dir: Path = Path("/var/lib/sweepd")
-    socket: Path | None = None  # default: <state_dir>/sweepd.sock
+    # The CLI's default too; systemd's RuntimeDirectory=sweepd creates /run/sweepd.
+    socket: Path = Path("/run/sweepd/sweepd.sock")
     tick_s: float = Field(1.0, gt=0, description="wall seconds between engine passes")
     max_body_bytes: int = Field(1 << 20, gt=0)
 
@@ -69,7 +70,7 @@ class DaemonConfig(_Section):
 
     @property
     def socket_path(self) -> Path:
-        return self.socket or self.state_dir / "sweepd.sock"
+        return self.socket
 
 
 class Config(_Section):

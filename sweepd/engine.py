@@ -31,7 +31,7 @@ from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
-from sweepd.strategies.base import Finished, Plan, SweepContext
+from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import stop_sweep
 
@@ -58,11 +58,22 @@ class Engine:
     _tail: dict[int, _TailClock] = field(default_factory=dict, init=False)
     _last_poll: float = field(default=0.0, init=False)
     _controller_down_since: float | None = field(default=None, init=False)
-    # Set when something changed, so that a waiting caller can react at once.
+    # Set when something changed: `changed` wakes the engine loop, `news` wakes clients
+    # waiting for progress (separate, so a waiting client never delays the engine).
     changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock)
+
+    def notify(self) -> None:
+        self.changed.set()
+        self._news.set()
+        self._news = asyncio.Event()  # one event per generation: no waiter clears another's
+
+    def news(self) -> asyncio.Event:
+        """An event set at the next change. Take it before reading the store."""
+        return self._news
 
     @property
     def outputs(self) -> Path:
@@ -137,7 +148,7 @@ class Engine:
                                                    self.config.policy.tail_backoff_max_s)
             tail.next_at = now + tail.interval
             if fresh:
-                self.changed.set()
+                self.notify()
         job = await self.store.job(job.id)
         if status is None:
             return await self._check_hang(job, now)
@@ -152,7 +163,7 @@ class Engine:
             self._tail.pop(job.id, None)
             self.follower.forget(job.id)
             await conclude(self, await self.store.job(job.id), status)
-            self.changed.set()
+            self.notify()
             return
         await self._check_hang(job, now)
 
@@ -206,6 +217,11 @@ class Engine:
         if isinstance(decision, Finished):
             await self._finish(sweep, decision)
             return
+        if isinstance(decision, Stop):
+            await stop_sweep(self, sweep, decision.reason, rule=decision.rule,
+                             evidence=decision.evidence, failing_nodes=[], recovery="none",
+                             outcome="stopped by the sweep's own rule")
+            return
         for new in decision:
             run = await self.store.add_run(sweep.id, new.label, new.params,
                                            collect_nodes(list(new.nodes)), new.reason, new.rule)
@@ -217,16 +233,20 @@ class Engine:
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
         prior = await self.store.prior_memstats(spec.model, spec.nodes)
+        extra = await kind.gather(self.store, spec)
+        # Stops a person already resumed from: the strategy must not raise them again.
+        extra["acknowledged_stops"] = [
+            e.rule for e in await self.store.events(sweep.id, kind="transition")
+            if e.to_state == SweepState.AWAITING_DECISION and e.rule]
         ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
-                           gpu_memory_gib=self.config.cluster.gpu_memory_gib,
-                           extra=await kind.gather(self.store, spec))
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra)
         return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
         await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
                                           verdict=decision.verdict, progress=decision.summary)
-        self.changed.set()
+        self.notify()
 
     async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
         spec = parse_spec(sweep.spec)
@@ -273,7 +293,7 @@ class Engine:
             job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}", rule="engine.submit",
             backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
             submitted_at=self.clock.now(), profiler=int(spec.profiler))
-        self.changed.set()
+        self.notify()
 
 
 def _expand(nodes: str) -> list[str]:

@@ -24,6 +24,7 @@ from sweepd.monitor.facts import (
 )
 from sweepd.monitor.parse import parse_line
 from sweepd.monitor.tail import LogTailer
+from sweepd.states import JobState
 from sweepd.store.rows import Job
 from sweepd.store.store import Store
 
@@ -105,7 +106,11 @@ class LogFollower:
             elif isinstance(fact, NodeExitFact):
                 out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
                                     "detail": str(fact.exit_code), "line": line[:2000]})
-        out.fields.update(phase=phase, last_step=last_step)
+        # A hung job's phase is frozen where it hung: the cancel's own output (summary
+        # block) must not move it, the hang rules depend on it.
+        if job.state != JobState.HUNG:
+            out.fields["phase"] = phase
+        out.fields["last_step"] = last_step
         return out
 
 

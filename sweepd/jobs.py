@@ -62,8 +62,10 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
                if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
     excluded = [e.node for e in await store.exclusions(sweep.id)]
     need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
+    kind = kind_of(sweep.kind)
     facts_of_sweep = SweepFacts(spec.node_list, excluded, need, history,
-                                exclude_on_fault=kind_of(sweep.kind).exclude_on_fault)
+                                exclude_on_fault=kind.exclude_on_fault,
+                                config_stops=kind.config_stops)
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)

@@ -41,6 +41,8 @@ class SweepFacts:
     history: Sequence[Verdict] = ()
     # False for sweeps that judge nodes one by one: the fault is that node's result.
     exclude_on_fault: bool = True
+    # False for sweeps where a config error is one run's result, not the whole sweep's.
+    config_stops: bool = True
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,9 @@ def _coord(case: Case) -> Action:
 
 
 def _config(case: Case) -> Action:
+    if not case.sweep.config_stops:
+        return Action(Act.RECORD, "config.run_failed", f"{case.verdict.klass}: this run's "
+                      "config fails on every node; recorded as its result")
     return Action(Act.STOP, "config.stop", f"{case.verdict.klass}: every node fails the same "
                   "way; fix the config before continuing")
 

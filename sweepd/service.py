@@ -22,7 +22,7 @@ class Service:
         spec = parse_spec(data)  # raises SpecError with field-level errors
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))
-        self.engine.changed.set()
+        self.engine.notify()
         return await self.summary(sweep_id)
 
     async def summary(self, sweep_id: int) -> dict[str, Any]:
@@ -64,13 +64,13 @@ class Service:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
+            news = self.engine.news()
             events = await self.store.events(sweep_id, after, kind="progress")
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events
-            self.engine.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.engine.changed.wait(), min(remaining, 1.0))
+                await asyncio.wait_for(news.wait(), min(remaining, 1.0))
 
     async def resume(self, sweep_id: int, exclusions: list[str] | None) -> dict[str, Any]:
         await resume(self.engine, sweep_id, exclusions)

@@ -41,7 +41,7 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
                            str(engine.outputs / f"sweep-{sweep.id}"))
     await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                  evidence=evidence, progress=message)
-    engine.changed.set()
+    engine.notify()
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
 
 
@@ -55,7 +55,7 @@ async def resume(engine: Engine, sweep_id: int, exclusions: Sequence[str] | None
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",
                                         progress=f"sweep {sweep_id} resumed")
-    engine.changed.set()
+    engine.notify()
 
 
 async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:
@@ -69,4 +69,4 @@ async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a perso
                                               rule="person.abort")
     await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
                                         rule="person.abort", progress=f"sweep {sweep_id}: {reason}")
-    engine.changed.set()
+    engine.notify()

@@ -53,18 +53,23 @@ def test_generated_curves_converge_to_the_peak_without_noise() -> None:
         max_fit = rng.randint(4, 64)
         values = concave_curve(rng, max_fit)
         estimate = max(1, round(max_fit * rng.uniform(0.6, 1.5)))
-        probes = sweep(batch_space(estimate), batch_curve(values))
+        space = batch_space(estimate)
+        probes = sweep(space, batch_curve(values))
         chosen = best(probes)
         assert chosen is not None and chosen.tgs is not None
-        assert chosen.tgs >= 0.995 * max(values)  # within the strategy's tolerance
+        grid_peak = max(values[int(b) - 1] for b in space.candidates if int(b) <= max_fit)
+        assert chosen.tgs >= 0.995 * grid_peak  # within the strategy's tolerance
         runs.append(len(probes))
-    assert sum(runs) / len(runs) < 10  # far below scanning 1..max_fit
+    assert sum(runs) / len(runs) < 5  # far below scanning the grid up to max_fit
 
 
 def test_exact_argmax_on_a_sharp_interior_peak() -> None:
     values = [1.0 - 0.05 * abs(b - 9) for b in range(1, 21)]  # peak at 9, OOM above 20
-    chosen = best(sweep(batch_space(16), batch_curve(values)))
+    every_integer = SearchSpace(tuple(range(1, 25)), 15)  # as a spec's explicit `values`
+    chosen = best(sweep(every_integer, batch_curve(values)))
     assert chosen is not None and chosen.value == 9
+    on_grid = best(sweep(batch_space(16), batch_curve(values)))  # 1, 2, 4, 8, 12, ...
+    assert on_grid is not None and on_grid.value == 8
 
 
 def test_peak_at_the_cliff_is_found_and_bracketed_by_an_oom() -> None:
@@ -72,7 +77,7 @@ def test_peak_at_the_cliff_is_found_and_bracketed_by_an_oom() -> None:
     probes = sweep(batch_space(16), batch_curve(values))
     chosen = best(probes)
     assert chosen is not None and chosen.value == 20
-    assert Probe(21, Outcome.OOM, None) in probes  # the cliff itself proved it
+    assert Probe(24, Outcome.OOM, None) in probes  # the next grid value proved the cliff
 
 
 def test_oom_at_the_first_probe_searches_below() -> None:
@@ -80,7 +85,7 @@ def test_oom_at_the_first_probe_searches_below() -> None:
     probes = sweep(batch_space(16), batch_curve(values))
     assert probes[0] == Probe(12, Outcome.OOM, None)  # 75% of the estimate
     chosen = best(probes)
-    assert chosen is not None and chosen.value == 5
+    assert chosen is not None and chosen.value == 4  # the largest grid value that fits
 
 
 def test_everything_ooms_down_to_one_means_nothing_fits() -> None:
@@ -109,14 +114,14 @@ def test_failed_counts_as_oom_and_unknown_values_are_ignored() -> None:
     space = batch_space(8)
     probes = [
         Probe(6, Outcome.OK, 1.0),
-        Probe(9, Outcome.FAILED, None),
+        Probe(10, Outcome.FAILED, None),
         Probe(999, Outcome.OK, 9.0),  # not a candidate: ignored
     ]
     for _ in range(10):
         value = next_value(space, probes)
         if value is None:
             break
-        assert isinstance(value, int) and value < 9
+        assert isinstance(value, int) and value < 10
         probes.append(Probe(value, Outcome.OK, 1.0 + value / 100))
     assert next_value(space, probes) is None
 
@@ -138,10 +143,25 @@ def test_float_space_of_mem_fractions() -> None:
     assert chosen is not None and chosen.value == 0.93
 
 
+def test_batch_space_is_a_grid_around_the_estimate() -> None:
+    space = batch_space(16)  # SKILL.md Step 8 sweeps 8, 12, 16, 20, 24
+    assert space.candidates == (1, 2, 4, 8, 12, 16, 20, 24, 28, 32)
+    assert space.candidates[space.estimate_index or 0] == 16
+    assert batch_space(1).candidates == tuple(range(1, 9))  # step 1 for tiny estimates
+    for estimate in range(1, 300):
+        values = [int(v) for v in batch_space(estimate).candidates]
+        assert values[0] == 1 and values == sorted(set(values))
+        step = values[-1] - values[-2]
+        stepped = [v for v in values if v % step == 0]
+        assert 5 <= len(stepped) <= 12, (estimate, values)  # ~6-10 steps up to 2x estimate
+        assert values[-1] >= 2 * estimate  # room for an estimate 2x too low
+        # Every power of two below the top is there, so an OOM can halve all the way down.
+        assert all(2**k in values for k in range(values[-1].bit_length() - 1))
+
+
 def test_batch_space_bounds() -> None:
-    space = batch_space(10)
-    assert space.candidates == tuple(range(1, 21)) and space.estimate_index == 9
-    assert batch_space(1).candidates == tuple(range(1, 9))
-    assert batch_space(50, lower=4, upper=32).estimate_index == 28  # clamped to upper
+    space = batch_space(50, lower=4, upper=32)
+    assert space.candidates == (4, 8, 16, 24, 32) and space.estimate_index == 4  # clamped
+    assert batch_space(16, lower=5, upper=6).candidates == (5, 6)  # lower is always there
     with pytest.raises(ValueError):
         batch_space(4, lower=8, upper=6)

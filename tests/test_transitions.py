@@ -50,7 +50,7 @@ async def test_sweep_transition(store: Store, src: SweepState, dst: SweepState) 
 
 @pytest.mark.parametrize(("src", "dst"), list(itertools.product(RunState, RunState)))
 async def test_run_transition(store: Store, src: RunState, dst: RunState) -> None:
-    sweep_id, run_id, _ = await _fixture_rows(store)
+    _sweep_id, run_id, _ = await _fixture_rows(store)
     await _force(store, "runs", run_id, src)
     if dst in RUN_TRANSITIONS[src]:
         await store.transition_run(run_id, dst, "because", tgs=1.0)

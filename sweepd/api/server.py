@@ -225,13 +225,38 @@ def _remove_stale_socket(path: Path) -> None:
     raise RuntimeError(f"another sweepd is already serving on {path}")
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _remove_own_socket(path: Path, inode: int | None) -> None:
+    """A gone socket reads "not running" to clients; a newer daemon's socket is kept."""
+    if _inode(path) == inode:
+        path.unlink(missing_ok=True)
+
+
 async def start_server(service: Service, socket_path: Path,
                        max_body_bytes: int = 1 << 20) -> web.AppRunner:
     """Serve on a Unix socket; the caller stops it with `runner.cleanup()`."""
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_socket(socket_path)
-    runner = web.AppRunner(make_app(service, max_body_bytes), access_log=None,
-                           shutdown_timeout=5.0)
+    app = make_app(service, max_body_bytes)
+    bound: list[int | None] = []  # the socket's inode, known once it is bound
+
+    async def remove_socket(app: web.Application) -> None:
+        if bound:
+            _remove_own_socket(socket_path, bound[0])
+
+    app.on_cleanup.append(remove_socket)  # before setup(): the app is frozen after it
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
     await runner.setup()
-    await web.UnixSite(runner, str(socket_path)).start()
+    try:
+        await web.UnixSite(runner, str(socket_path)).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound.append(_inode(socket_path))
     return runner

@@ -6,7 +6,8 @@ from __future__ import annotations
 def result_line(model: str, nodes: int, label: str, backend_id: str | None, outcome: str,
                 tgs: float | None, mfu: float | None, detail: str | None = None) -> str:
     """`llama2-70b 8N per_device_batch_size=12 (job 9801): 2,036 TGS/device, 34.9% MFU — PASS`"""
-    head = f"{model} {nodes}N {label} (job {backend_id or '?'})"
+    prefix = "" if label.startswith(model) else f"{model} {nodes}N "
+    head = f"{prefix}{label} (job {backend_id or '?'})"
     if outcome == "pass" and tgs is not None:
         mfu_part = f", {mfu:.1f}% MFU" if mfu is not None else ""
         return f"{head}: {tgs:,.0f} TGS/device{mfu_part} — PASS"

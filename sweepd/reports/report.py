@@ -25,7 +25,8 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                     exclusions: Sequence[str]) -> str:
     spec = sweep.spec
     lines = [f"# Sweep {sweep.id}: {sweep.name}", "",
-             f"- Kind: {sweep.kind}", f"- Model: {spec.get('model')}",
+             f"- Kind: {sweep.kind}",
+             *([f"- Model: {spec.get('model')}"] if sweep.kind != "model-sweep" else []),
              f"- Nodes: {spec.get('nodes')} (pinned)",
              f"- State: {sweep.state}" + (f" — {sweep.reason}" if sweep.reason else ""),
              f"- Jobs submitted: {len(jobs)}"]

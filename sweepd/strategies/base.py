@@ -25,7 +25,16 @@ class Finished:
     verdict: dict[str, Any] = field(default_factory=dict)
 
 
-Plan = list[NewRun] | Finished
+@dataclass(frozen=True)
+class Stop:
+    """The strategy asks a person (e.g. a model sweep's fail-fast rule)."""
+
+    reason: str
+    rule: str
+    evidence: str | None = None
+
+
+Plan = list[NewRun] | Finished | Stop
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,20 @@
 Pure decisions (batch-sweep.SKILL.md "Model perf sweep", Steps 3 and 7): given the probes so
 far, name the next value to run, or None when the sweep has converged.
 
-Ordered spaces (batch sizes, sequence lengths, mem fractions) are searched as a curve that
-rises, peaks and may fall, cut off by an OOM cliff:
+Ordered spaces (batch sizes on a grid, sequence lengths, mem fractions) are searched as a
+curve that rises, peaks and may fall, cut off by an OOM cliff. Distances are by value, so an
+uneven grid (1, 2, 4, 8, 12, 16, ...) is handled:
 
-* Start at ~75% of the estimated max, then climb ~1.5x while nothing above is known.
+* Start at the candidate nearest 75% of the estimated max, then climb ~1.33x (usually the
+  next grid step) while nothing above is known.
 * Everything at or above the lowest OOM/FAILED value is known to fail and never probed.
 * Between known points TGS is assumed concave (it rises with diminishing returns, then
   falls to communication or memory pressure). The secant through two neighbouring probes,
   extended, then bounds how high TGS can be in an unprobed gap. A gap whose bound cannot
-  beat the best by more than TOLERANCE is settled without running it; otherwise the
-  most promising gap is probed where its bound peaks. This is what lets the search stop
-  in 3-4 runs on a plateau or a clear peak, and still walk up to the cliff when TGS keeps
-  rising (the answer is the highest-TGS value, not the largest that fits).
+  beat the best by more than TOLERANCE is settled without running it. Otherwise the gap
+  with the highest bound is bisected; unbounded gaps go highest first (after an OOM, the
+  midpoint below it, as Step 7 says), and the open bottom gap is first probed just below
+  the lowest good value, because one lower neighbour usually settles all of it.
 
 Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
 """
@@ -67,12 +69,12 @@ def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None) ->
     search can still descend when even small batches OOM. Every power of two in range is
     on the grid. Give the spec explicit `values` for any other grid.
     """
-    if upper is None:
-        upper = max(2 * estimated_max, lower + 7)
-    if upper < lower:
+    if upper is not None and upper < lower:
         raise ValueError(f"upper {upper} < lower {lower}")
-    estimate = min(max(estimated_max, lower), upper)
+    estimate = max(estimated_max, lower) if upper is None else min(max(estimated_max, lower), upper)
     step = 2 ** max(0, round(math.log2(max(1.0, 2 * estimate / GRID_POINTS))))
+    if upper is None:  # the first grid value at or past 2x the estimate
+        upper = -(-max(2 * estimate, lower + 7) // step) * step
     small = {2**k for k in range(step.bit_length()) if lower <= 2**k < step}
     stepped = set(range(-(-lower // step) * step, upper + 1, step))
     candidates = tuple(sorted(small | stepped | {lower}))
@@ -131,7 +133,6 @@ class _Gap:
     lo: int  # known index below the gap (-1 at the bottom)
     hi: int  # known index above it (the cliff, or n at the top)
     bound: float  # highest TGS the gap could hold; inf when nothing bounds it
-    at: int  # where that bound peaks
 
 
 def _next_index(view: _View) -> int | None:
@@ -168,12 +169,11 @@ def _gaps(view: _View) -> list[_Gap]:
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]
         if hi - lo > 1:
-            bound, at = _bound(view, points, lo, hi)
-            gaps.append(_Gap(lo, hi, bound, at))
+            gaps.append(_Gap(lo, hi, _bound(view, points, lo, hi)))
     return gaps
 
 
-def _bound(view: _View, points: list[int], lo: int, hi: int) -> tuple[float, int]:
+def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
     """Concave upper bound on TGS over lo < i < hi from the secants beside the gap."""
     x, tgs = view.x, view.ok
     lines: list[tuple[float, float, float]] = []  # (anchor value, tgs there, slope)
@@ -186,13 +186,8 @@ def _bound(view: _View, points: list[int], lo: int, hi: int) -> tuple[float, int
         c = points[j + 1]
         lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if not lines:
-        return math.inf, (lo + hi) // 2
-
-    def height(i: int) -> float:
-        return min(y + s * (x[i] - x0) for x0, y, s in lines)
-
-    at = max(range(lo + 1, hi), key=height)
-    return height(at), at
+        return math.inf
+    return max(min(y + s * (x[i] - x0) for x0, y, s in lines) for i in range(lo + 1, hi))
 
 
 def _probe_in(view: _View, gap: _Gap) -> int:
@@ -206,10 +201,8 @@ def _probe_in(view: _View, gap: _Gap) -> int:
             # usual rising curve, settles the whole bottom gap in one run.
             return gap.hi - 1
         return (gap.lo + gap.hi) // 2
-    # Split the gap towards where its bound peaks: halves it in the worst case.
-    mid = (gap.lo + gap.hi) // 2
-    return _clamp((mid + gap.at + 1) // 2, gap.lo + 1, gap.hi - 1)
-
-
-def _clamp(x: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, x))
+    # Bisect by value, not index: the small powers of two would pull index halves far down.
+    # (Leaning towards where the bound peaks measured worse: it peaks at the gap's far end.)
+    bottom = view.x[gap.lo] if gap.lo >= 0 else view.x[0] - 1
+    top = view.x[gap.hi] if gap.hi < view.n else view.x[-1] + 1
+    return view.nearest((bottom + top) / 2, gap.lo + 1, gap.hi - 1)

@@ -41,6 +41,9 @@ class Kind:
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
+    # True: a config error (every node fails the same way) stops the sweep. False: it is
+    # the run's own result (a model sweep judges each model; all failing = commit broken).
+    config_stops: bool = True
     gather: Gather = _nothing
     # Extra report sections (Markdown) after the table, e.g. a verdict with its evidence.
     notes: Callable[[Sweep, Sequence[Run], Sequence[Job]], str] | None = None

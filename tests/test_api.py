@@ -1,0 +1,269 @@
+"""The socket API against a real store, engine and service, served on a real Unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from structlog.testing import capture_logs
+
+from sweepd.api.server import start_server
+from sweepd.clusters.factory import make_backend
+from sweepd.config import load_config
+from sweepd.engine import Engine
+from sweepd.service import Service
+from sweepd.states import SweepState
+from sweepd.store.store import Store
+
+SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-8]"}
+MAX_BODY = 64 * 1024
+
+
+@dataclass
+class Api:
+    service: Service
+    store: Store
+    socket: Path
+    http: aiohttp.ClientSession
+
+    async def call(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
+        async with self.http.request(method, f"http://sweepd{path}", **kw) as r:
+            ctype = r.headers.get("Content-Type", "")
+            body = await r.json() if ctype.startswith("application/json") else await r.text()
+            return r.status, body
+
+
+@contextlib.asynccontextmanager
+async def serve_service(tmp_path: Path) -> AsyncIterator[tuple[Service, Store, Path]]:
+    """A real store, engine (sim backend, never stepped) and service, served on a socket."""
+    config = load_config(None, {"daemon.state_dir": str(tmp_path)})
+    store = await Store.open(tmp_path / "db.sqlite")
+    backend, clock = make_backend(config)
+    service = Service(Engine(store, backend, clock, config))
+    sock = tmp_path / "sweepd.sock"
+    runner = await start_server(service, sock, MAX_BODY)
+    try:
+        yield service, store, sock
+    finally:
+        await runner.cleanup()
+        await backend.close()
+        await store.close()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with serve_service(tmp_path) as (service, store, sock), \
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(str(sock))) as http:
+        yield Api(service, store, sock, http)
+
+
+async def submit(api: Api, spec: dict[str, Any] | None = None) -> int:
+    status, body = await api.call("POST", "/sweeps", json=spec or SPEC)
+    assert status == 201, body
+    return int(body["id"])
+
+
+async def test_submit_list_show(api: Api) -> None:
+    status, body = await api.call("POST", "/sweeps", json=SPEC)
+    assert status == 201
+    assert body["state"] == "queued" and body["kind"] == "model-perf"
+    assert "llama2-70b" in body["name"]
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert status == 200 and [s["id"] for s in sweeps] == [body["id"]]
+    status, shown = await api.call("GET", f"/sweeps/{body['id']}")
+    assert status == 200
+    assert shown["spec"]["nodes"] == "chi[1-8]" and shown["run_list"] == []
+    assert shown["events"][0]["reason"] == "sweep submitted"
+
+
+async def test_report_and_explain(api: Api) -> None:
+    sweep_id = await submit(api)
+    status, report = await api.call("GET", f"/sweeps/{sweep_id}/report")
+    assert status == 200
+    assert report["markdown"].startswith(f"# Sweep {sweep_id}")
+    assert report["json"]["sweep"]["id"] == sweep_id
+    async with api.http.get(f"http://sweepd/sweeps/{sweep_id}/report.md") as r:
+        assert r.status == 200 and r.content_type == "text/markdown"
+        assert (await r.text()) == report["markdown"]
+    status, explain = await api.call("GET", f"/sweeps/{sweep_id}/explain")
+    assert status == 200
+    assert any("sweep submitted" in line for line in explain["lines"])
+    assert explain["events"][0]["to_state"] == "queued"
+
+
+async def test_health_and_unknown_route(api: Api) -> None:
+    assert await api.call("GET", "/health") == (200, {"ok": True})
+    status, body = await api.call("GET", "/nope")
+    assert status == 404 and "no such route" in body["error"]
+    status, body = await api.call("DELETE", "/sweeps")
+    assert status == 405 and "error" in body
+
+
+async def test_bad_json_is_400(api: Api) -> None:
+    status, body = await api.call("POST", "/sweeps", data=b"{kind: ",
+                                  headers={"Content-Type": "application/json"})
+    assert status == 400
+    assert body["error"] == "request body is not valid JSON" and body["details"]
+
+
+async def test_spec_errors_are_422_with_locations(api: Api) -> None:
+    bad = {**SPEC, "max_runs": 0, "nodes": "chi[1-"}
+    status, body = await api.call("POST", "/sweeps", json=bad)
+    assert status == 422
+    locs = {tuple(d["loc"]) for d in body["details"]}
+    assert ("max_runs",) in locs and ("nodes",) in locs
+    status, body = await api.call("POST", "/sweeps", json=[1, 2])
+    assert status == 422 and "mapping" in body["error"]
+
+
+async def test_unknown_model_names_the_known_ones(api: Api) -> None:
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama9-1t"})
+    assert status == 422
+    assert body["details"][0]["loc"] == ["model"]
+    assert "llama2-70b" in body["details"][0]["msg"]
+
+
+async def test_unknown_and_non_integer_ids_are_404(api: Api) -> None:
+    for path in ("/sweeps/99", "/sweeps/99/report", "/sweeps/abc", "/sweeps/1x/explain",
+                 "/sweeps/-1/progress"):
+        status, body = await api.call("GET", path)
+        assert status == 404, path
+        assert "not found" in body["error"]
+    status, body = await api.call("POST", "/sweeps/99/abort")
+    assert status == 404
+
+
+async def test_oversized_body_is_413(api: Api) -> None:
+    big = {**SPEC, "name": "x" * (MAX_BODY + 10)}
+    status, body = await api.call("POST", "/sweeps", json=big)
+    assert status == 413 and "too large" in body["error"]
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert sweeps == []
+
+
+async def test_resume_of_queued_sweep_is_409(api: Api) -> None:
+    sweep_id = await submit(api)
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume")
+    assert status == 409 and "awaiting a decision" in body["error"]
+
+
+async def test_resume_sets_exclusions(api: Api) -> None:
+    sweep_id = await submit(api)
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume", json={"exclude": 3})
+    assert status == 422 and body["details"][0]["loc"] == ["exclude"]
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"exclude": ["chi[2-3]"]})
+    assert status == 200 and body["state"] == "running"
+    assert [e.node for e in await api.store.exclusions(sweep_id)] == ["chi2", "chi3"]
+
+
+async def test_abort_then_abort_again(api: Api) -> None:
+    sweep_id = await submit(api)
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/abort")
+    assert status == 200 and body["state"] == "aborted"
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/cancel")
+    assert status == 409 and "already aborted" in body["error"]
+
+
+async def test_progress_long_poll_returns_events_after(api: Api) -> None:
+    sweep_id = await submit(api)
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started",
+                                     progress="first line")
+    status, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after=0")
+    assert status == 200 and [e["reason"] for e in body["events"]] == ["first line"]
+    last = body["last"]
+
+    async def later() -> None:
+        await asyncio.sleep(0.05)
+        await api.store.add_event(sweep_id, "progress", "second line")
+        api.service.engine.changed.set()
+
+    task = asyncio.create_task(later())
+    status, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after={last}&wait=10")
+    await task
+    assert status == 200 and [e["reason"] for e in body["events"]] == ["second line"]
+    assert body["last"] == body["events"][0]["id"] > last
+    status, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after={body['last']}")
+    assert body == {"events": [], "last": body["last"]}
+    status, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?wait=31")
+    assert status == 400 and body["details"][0]["loc"] == ["query", "wait"]
+
+
+async def test_stream_ends_when_sweep_stops(api: Api) -> None:
+    sweep_id = await submit(api)
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="one")
+
+    async def finish() -> None:
+        await asyncio.sleep(0.05)
+        await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop",
+                                         progress="stopped: decide")
+        api.service.engine.changed.set()
+
+    task = asyncio.create_task(finish())
+    async with api.http.get(f"http://sweepd/sweeps/{sweep_id}/stream") as r:
+        assert r.status == 200 and r.content_type == "application/x-ndjson"
+        lines = [json.loads(line) async for line in r.content if line.strip()]
+    await task
+    assert [e["reason"] for e in lines] == ["one", "stopped: decide"]
+    status, body = await api.call("GET", "/sweeps/99/stream")
+    assert status == 404 and body["error"] == "sweep 99 not found"
+
+
+async def test_unexpected_exception_is_logged_500(api: Api, monkeypatch: pytest.MonkeyPatch
+                                                  ) -> None:
+    async def boom() -> list[dict[str, Any]]:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(api.service, "list_sweeps", boom)
+    with capture_logs() as logs:
+        status, body = await api.call("GET", "/sweeps")
+    assert status == 500 and "RuntimeError" in body["error"]
+    assert "disk on fire" not in body["error"]
+    assert any(e["event"] == "api.error" and e["path"] == "/sweeps" for e in logs)
+    assert (await api.call("GET", "/health"))[0] == 200
+
+
+async def test_garbage_on_the_socket_does_not_kill_the_server(api: Api) -> None:
+    for junk in (b"\x00\xff\x13garbage\r\n\r\n", b"GET / HTTP/9.9\r\nHost: \xff\r\n\r\n",
+                 b"POST /sweeps HTTP/1.1\r\nContent-Length: -5\r\n\r\n"):
+        reader, writer = await asyncio.open_unix_connection(str(api.socket))
+        writer.write(junk)
+        await writer.drain()
+        reply = await reader.read(4096)
+        writer.close()
+        await writer.wait_closed()
+        assert reply == b"" or re.match(rb"HTTP/1\.[01] 4\d\d ", reply), reply
+    # A client that connects and leaves without a word.
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(api.socket))
+    status, _ = await api.call("GET", "/health")
+    assert status == 200
+    assert await submit(api) == 1
+
+
+async def test_second_server_refuses_a_live_socket(api: Api) -> None:
+    with pytest.raises(RuntimeError, match="already serving"):
+        await start_server(api.service, api.socket)
+
+
+async def test_stale_socket_file_is_replaced(tmp_path: Path) -> None:
+    sock = tmp_path / "sweepd.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock))  # bound, never listening: what a killed daemon leaves
+    async with serve_service(tmp_path) as (_service, _store, path), \
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(str(path))) as http, \
+            http.get("http://sweepd/health") as r:
+        assert r.status == 200
+    assert not sock.exists()  # a clean stop removes its socket
+

@@ -1,0 +1,177 @@
+"""The CLI's client verbs, run through `sweepd.cli.main` against a real daemon API.
+
+The server runs on the test's event loop; each CLI call (a blocking httpx client) runs in
+a worker thread, as it would in its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweepd.cli import main
+from sweepd.cli_client import format_table
+from sweepd.service import Service
+from sweepd.states import SweepState
+from sweepd.store.store import Store
+from tests.test_api import SPEC, serve_service
+
+
+@dataclass
+class Daemon:
+    service: Service
+    store: Store
+    socket: Path
+    capsys: pytest.CaptureFixture[str]
+
+    async def run(self, *argv: str) -> tuple[int, str, str]:
+        """`sweepd <argv> --socket <ours>`: exit code, stdout, stderr."""
+        self.capsys.readouterr()
+        code = await asyncio.to_thread(main, [*argv, "--socket", str(self.socket)])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> AsyncIterator[Daemon]:
+    async with serve_service(tmp_path) as (service, store, sock):
+        yield Daemon(service, store, sock, capsys)
+
+
+def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+GOOD_YAML = "kind: model-perf\nmodel: llama2-70b\nnodes: chi[1-8]\nname: first\n"
+
+
+async def test_submit_list_show(daemon: Daemon, tmp_path: Path) -> None:
+    code, out, err = await daemon.run("submit", write_spec(tmp_path, GOOD_YAML))
+    assert code == 0 and out == "1\n"
+    assert "sweepd watch 1" in err
+    code, out, _ = await daemon.run("submit", write_spec(tmp_path, json.dumps(SPEC), "s.json"),
+                                    "--json")
+    assert code == 0 and json.loads(out)["id"] == 2
+    code, out, _ = await daemon.run("list")
+    header, first, second = out.splitlines()
+    assert header.split() == ["ID", "STATE", "KIND", "RUNS", "UPDATED", "NAME"]
+    assert first.split()[:4] == ["1", "queued", "model-perf", "0"] and first.endswith("first")
+    assert second.startswith("2 ")
+    assert header.index("NAME") == first.index("first")  # aligned
+    code, out, _ = await daemon.run("list", "--json")
+    listed = json.loads(out)
+    assert code == 0 and [s["id"] for s in listed] == [1, 2] and listed[0]["name"] == "first"
+    code, out, _ = await daemon.run("show", "1")
+    assert code == 0
+    assert "sweep 1: first" in out and "state: queued" in out and "chi[1-8]" in out
+
+
+async def test_submit_bad_spec_exits_2_without_daemon(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write_spec(tmp_path, "kind: model-perf\nmodel: llama2-70b\nnodes: chi[1-8]\n"
+                               "max_runs: 0\n")
+    code = main(["submit", bad, "--socket", str(tmp_path / "absent.sock")])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "max_runs: Input should be greater than or equal to 1" in err
+    code = main(["submit", write_spec(tmp_path, "kind: [", "broken.yaml"),
+                 "--socket", str(tmp_path / "absent.sock")])
+    assert code == 2 and "not valid YAML" in capsys.readouterr().err
+    code = main(["submit", str(tmp_path / "missing.yaml"), "--socket", "x.sock"])
+    assert code == 2 and "cannot read spec" in capsys.readouterr().err
+
+
+async def test_daemon_not_running_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    sock = tmp_path / "nobody.sock"
+    monkeypatch.setenv("SWEEPD_SOCKET", str(sock))
+    assert main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert f"sweepd is not running at {sock} (start it with `sweepd serve`)" in err
+
+
+async def test_env_socket_is_the_default(daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    monkeypatch.setenv("SWEEPD_SOCKET", str(daemon.socket))
+    code = await asyncio.to_thread(main, ["list"])
+    assert code == 0 and daemon.capsys.readouterr().out == "no sweeps\n"
+
+
+async def test_unknown_id_and_refused_operations_exit_2(daemon: Daemon) -> None:
+    code, _, err = await daemon.run("show", "99")
+    assert code == 2 and err == "sweepd: sweep 99 not found\n"
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    code, _, err = await daemon.run("resume", str(sweep_id))
+    assert code == 2 and "only a sweep awaiting a decision can be resumed" in err
+    code, out, _ = await daemon.run("abort", str(sweep_id))
+    assert code == 0 and out == f"sweep {sweep_id}: aborted (aborted by a person)\n"
+    code, _, err = await daemon.run("cancel", str(sweep_id))
+    assert code == 2 and "already aborted" in err
+
+
+async def test_resume_with_exclusions(daemon: Daemon) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    await daemon.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    await daemon.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop")
+    code, out, _ = await daemon.run("resume", str(sweep_id), "--exclude", "chi3", "chi[5-6]",
+                                    "--json")
+    assert code == 0 and json.loads(out)["state"] == "running"
+    assert [e.node for e in await daemon.store.exclusions(sweep_id)] == ["chi3", "chi5", "chi6"]
+
+
+async def test_report_and_explain(daemon: Daemon) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    code, out, _ = await daemon.run("report", str(sweep_id))
+    assert code == 0 and out.startswith(f"# Sweep {sweep_id}: ") and "- State: queued" in out
+    code, out, _ = await daemon.run("report", str(sweep_id), "--json")
+    assert code == 0 and json.loads(out)["sweep"]["spec"]["model"] == "llama2-70b"
+    code, out, _ = await daemon.run("explain", str(sweep_id))
+    assert code == 0 and "sweep submitted" in out
+    code, out, _ = await daemon.run("explain", str(sweep_id), "--json")
+    assert json.loads(out)["events"][0]["reason"] == "sweep submitted"
+
+
+@pytest.mark.parametrize(("end", "code"), [(SweepState.DONE, 0),
+                                           (SweepState.AWAITING_DECISION, 3),
+                                           (SweepState.FAILED, 4)])
+async def test_watch_exit_code_follows_the_end_state(daemon: Daemon, end: SweepState,
+                                                     code: int) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    await daemon.store.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="a")
+    await daemon.store.transition_sweep(sweep_id, end, "the end", progress="b")
+    got, out, _ = await daemon.run("watch", str(sweep_id))
+    assert got == code
+    assert out.splitlines() == ["a", "b", f"sweep {sweep_id}: {end} (the end)"]
+
+
+async def test_watch_prints_lines_as_they_land(daemon: Daemon) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    await daemon.store.transition_sweep(sweep_id, SweepState.RUNNING, "started",
+                                        progress="batch 1 submitted")
+    watch = asyncio.create_task(daemon.run("watch", str(sweep_id), "--json"))
+    # Wait until the watcher is following (its stream is open) before the sweep moves on.
+    for _ in range(200):
+        if "batch 1 submitted" in daemon.capsys.readouterr().out or watch.done():
+            break
+        await asyncio.sleep(0.02)
+    assert not watch.done()
+    await daemon.service.abort(sweep_id)
+    code, _, _ = await watch
+    assert code == 4
+
+
+def test_format_table_aligns_columns() -> None:
+    rows: list[dict[str, Any]] = [{"id": 1, "tgs": 1234.5678, "name": "a"},
+                                  {"id": 10, "tgs": None, "name": "bb"}]
+    table = format_table(rows, [("id", "ID"), ("tgs", "TGS"), ("name", "NAME")])
+    assert table.splitlines() == ["ID  TGS      NAME",
+                                  "1   1234.57  a",
+                                  "10  -        bb"]

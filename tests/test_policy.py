@@ -1,0 +1,95 @@
+"""The policy's rules as pure functions: each rule, its threshold, and its name."""
+
+from __future__ import annotations
+
+from sweepd.config import PolicyConfig
+from sweepd.monitor.facts import FailureClass as F
+from sweepd.monitor.facts import Verdict
+from sweepd.policy import Act, Case, SweepFacts, decide
+
+NODES = ["n1", "n2", "n3", "n4"]
+LIMITS = PolicyConfig()
+
+
+def case(klass: F | None, node: str | None = None, prior: tuple[Verdict, ...] = (),
+         excluded: tuple[str, ...] = (), history: tuple[Verdict, ...] = (), min_nodes: int = 1,
+         exclude_on_fault: bool = True, limits: PolicyConfig = LIMITS) -> Case:
+    return Case(Verdict(klass, node=node, evidence="line"), prior,
+                SweepFacts(NODES, excluded, min_nodes, history, exclude_on_fault), limits)
+
+
+def test_success_is_accepted() -> None:
+    assert decide(case(None)).act == Act.ACCEPT
+
+
+def test_oom_is_never_retried() -> None:
+    a = decide(case(F.OOM))
+    assert (a.act, a.rule, a.outcome) == (Act.RECORD, "oom.never_retry", "oom")
+
+
+def test_retries_are_capped_at_max_retries() -> None:
+    failed = Verdict(F.COLLECTIVE_TIMEOUT)
+    assert decide(case(F.COLLECTIVE_TIMEOUT, prior=(failed,))).act == Act.RETRY
+    a = decide(case(F.COLLECTIVE_TIMEOUT, prior=(failed, failed)))
+    assert (a.act, a.rule) == (Act.RECORD, "retries.max")
+    assert decide(case(F.UNKNOWN, prior=(failed, failed))).act == Act.RECORD
+
+
+def test_max_retries_is_a_setting() -> None:
+    one = PolicyConfig(max_retries=0)
+    assert decide(case(F.COLLECTIVE_TIMEOUT, limits=one)).act == Act.RECORD
+
+
+def test_hardware_fault_excludes_the_node() -> None:
+    a = decide(case(F.GPU_HARDWARE, node="n2"))
+    assert (a.act, a.rule, a.exclude) == (Act.RETRY, "fault.exclude_node", "n2")
+
+
+def test_third_exclusion_stops() -> None:
+    a = decide(case(F.ECC, node="n3", excluded=("n1", "n2")))
+    assert (a.act, a.rule) == (Act.STOP, "exclusions.max")
+
+
+def test_same_error_on_another_node_stops_as_config() -> None:
+    a = decide(case(F.GPU_HARDWARE, node="n2", history=(Verdict(F.GPU_HARDWARE, node="n1"),)))
+    assert (a.act, a.rule) == (Act.STOP, "fault.same_error_other_nodes")
+
+
+def test_below_the_model_minimum_stops() -> None:
+    a = decide(case(F.NODE_CRASH, node="n2", min_nodes=4))
+    assert (a.act, a.rule) == (Act.STOP, "nodes.below_minimum")
+
+
+def test_per_node_sweeps_record_the_fault_as_the_nodes_result() -> None:
+    a = decide(case(F.GPU_HARDWARE, node="n2", exclude_on_fault=False))
+    assert (a.act, a.rule, a.exclude) == (Act.RECORD, "fault.node_unhealthy", None)
+
+
+def test_hang_is_retried_once() -> None:
+    assert decide(case(F.HANG)).rule == "hang.retry_once"
+    assert decide(case(F.RCCL_FLAKE)).rule == "hang.retry_once"
+    a = decide(case(F.HANG, prior=(Verdict(F.RCCL_FLAKE),)))
+    assert (a.act, a.outcome) == (Act.RECORD, "hang")
+
+
+def test_coordination_timeouts_stop_on_the_second_in_a_row() -> None:
+    assert decide(case(F.COORD_TIMEOUT)).act == Act.RETRY
+    a = decide(case(F.COORD_TIMEOUT, history=(Verdict(F.COORD_TIMEOUT),)))
+    assert (a.act, a.rule) == (Act.STOP, "coord.consecutive")
+    broken = (Verdict(F.COORD_TIMEOUT), Verdict(F.OOM))
+    assert decide(case(F.COORD_TIMEOUT, history=broken)).act == Act.RETRY
+
+
+def test_config_and_unknown_flag_stop() -> None:
+    assert decide(case(F.CONFIG)).act == Act.STOP
+    assert decide(case(F.UNKNOWN_FLAG)).rule == "config.stop"
+
+
+def test_checkout_outage_retries_hourly_without_a_cap() -> None:
+    many = tuple(Verdict(F.CHECKOUT_OUTAGE) for _ in range(10))
+    a = decide(case(F.CHECKOUT_OUTAGE, prior=many))
+    assert (a.act, a.delay_s) == (Act.RETRY, 3600)
+
+
+def test_external_cancel_is_recorded() -> None:
+    assert decide(case(F.CANCELLED)).act == Act.RECORD

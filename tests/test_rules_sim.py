@@ -1,0 +1,163 @@
+"""One test per monitoring rule and failure class, proven by the action taken on the
+simulated cluster: the recorded facts, the rule that fired, and what happened next."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.states import JobState, SweepState
+from sweepd.store.rows import Event, Job
+from sweepd.store.store import Store
+from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+
+
+async def _sweep(tmp_path: Path, faults: list[dict[str, Any]], expect: int,
+                 spec: dict[str, Any] | None = None, **policy: Any
+                 ) -> tuple[Store, int, list[Job], list[Event], list[str]]:
+    scenario = write_scenario(tmp_path, faults=faults)
+    config = sim_config(tmp_path, scenario, **policy)
+    code, lines = await run(config, spec or perf_spec(values=[8]))
+    store = await open_store(config)
+    sweep = (await store.sweeps())[0]
+    assert code == expect, (sweep.state, sweep.reason, lines)
+    return store, sweep.id, await store.jobs(sweep.id), await store.events(sweep.id), lines
+
+
+def _rules(events: list[Event]) -> list[str]:
+    return [e.rule for e in events if e.rule]
+
+
+async def test_hang_after_memstats_is_a_silent_oom_not_retried(tmp_path: Path) -> None:
+    store, sid, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "hang", "phase": "compile"}], 4)
+    try:
+        assert [j.state for j in jobs] == [JobState.FAILED]
+        assert jobs[0].failure_class == "oom"
+        assert "hang.no_output" in _rules(events) and "oom.never_retry" in _rules(events)
+        hang = next(e for e in events if e.rule == "hang.no_output")
+        assert hang.evidence and "phase compile" in hang.evidence
+        run = (await store.runs(sid))[0]
+        assert run.outcome == "oom"
+    finally:
+        await store.close()
+
+
+async def test_hang_before_memstats_is_retried_once(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "rccl_flake", "times": 1}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert jobs[0].failure_class == "rccl_flake"
+        assert "hang.retry_once" in _rules(events)
+    finally:
+        await store.close()
+
+
+async def test_hang_in_training_retried_once_then_failed(tmp_path: Path) -> None:
+    store, sid, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "hang", "phase": "training"}], 4)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.FAILED]
+        assert _rules(events).count("hang.no_output") == 2
+        assert "hang.retried_still_hangs" in _rules(events)
+        assert (await store.runs(sid))[0].outcome == "hang"
+    finally:
+        await store.close()
+
+
+async def test_ecc_in_preflight_excludes_the_node(tmp_path: Path) -> None:
+    store, sid, jobs, _, _ = await _sweep(
+        tmp_path, [{"kind": "ecc", "node": "chi2870", "times": 1}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert (jobs[0].failure_class, jobs[0].failure_node) == ("ecc", "chi2870")
+        assert [e.node for e in await store.exclusions(sid)] == ["chi2870"]
+    finally:
+        await store.close()
+
+
+async def test_single_node_crash_excludes_the_node(tmp_path: Path) -> None:
+    store, sid, jobs, _, _ = await _sweep(
+        tmp_path, [{"kind": "node_crash", "node": "chi2872", "times": 1}], EXIT_VERDICT)
+    try:
+        assert (jobs[0].failure_class, jobs[0].failure_node) == ("node_crash", "chi2872")
+        assert [e.node for e in await store.exclusions(sid)] == ["chi2872"]
+        assert jobs[-1].state == JobState.DONE
+    finally:
+        await store.close()
+
+
+async def test_same_error_on_another_node_is_a_config_issue(tmp_path: Path) -> None:
+    faults = [{"kind": "hsa_error", "node": "chi2832", "times": 1},
+              {"kind": "hsa_error", "node": "chi2863", "times": 1}]
+    store, sid, _jobs, events, lines = await _sweep(tmp_path, faults, EXIT_AWAITING_DECISION)
+    try:
+        assert "fault.same_error_other_nodes" in _rules(events)
+        assert (await store.sweep(sid)).state == SweepState.AWAITING_DECISION
+        assert any("Failing node(s): chi2863" in line for line in lines)
+    finally:
+        await store.close()
+
+
+async def test_config_error_on_all_nodes_stops_the_sweep(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "config_error"}], EXIT_AWAITING_DECISION)
+    try:
+        assert jobs[0].failure_class == "config" and "config.stop" in _rules(events)
+        assert len(jobs) == 1  # nothing more was submitted
+    finally:
+        await store.close()
+
+
+async def test_unknown_xla_flag_stops_the_sweep(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "unknown_flag"}], EXIT_AWAITING_DECISION)
+    try:
+        assert jobs[0].failure_class == "unknown_flag"
+        assert jobs[0].failure_detail and "--xla_foo" in jobs[0].failure_detail
+        assert "config.stop" in _rules(events)
+    finally:
+        await store.close()
+
+
+async def test_two_consecutive_coordination_timeouts_stop(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "coord_timeout"}], EXIT_AWAITING_DECISION)
+    try:
+        assert [j.failure_class for j in jobs] == ["coord_timeout", "coord_timeout"]
+        assert [e.rule for e in events if e.kind == "decision"].count("coord.retry") == 1
+        assert "coord.consecutive" in _rules(events)
+    finally:
+        await store.close()
+
+
+async def test_excluding_below_the_model_minimum_stops(tmp_path: Path) -> None:
+    store, _, _, events, _ = await _sweep(
+        tmp_path, [{"kind": "hsa_error", "node": "chi2880", "times": 1}],
+        EXIT_AWAITING_DECISION, spec=perf_spec(values=[8], min_nodes=8))
+    try:
+        assert "nodes.below_minimum" in _rules(events)
+    finally:
+        await store.close()
+
+
+async def test_controller_down_briefly_the_sweep_waits(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "controller_down", "seconds": 120}], EXIT_VERDICT)
+    try:
+        assert "controller.wait" in _rules(events)
+        assert [j.state for j in jobs] == [JobState.DONE]
+    finally:
+        await store.close()
+
+
+async def test_controller_down_past_the_limit_stops(tmp_path: Path) -> None:
+    store, sid, _, events, _ = await _sweep(
+        tmp_path, [{"kind": "controller_down", "seconds": 5000}], EXIT_AWAITING_DECISION)
+    try:
+        assert "controller.down_limit" in _rules(events)
+        assert "unreachable" in ((await store.sweep(sid)).reason or "")
+    finally:
+        await store.close()
