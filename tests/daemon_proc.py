@@ -1,0 +1,60 @@
+"""Run `sweepd serve` as a real subprocess for restart and crash tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sweepd.client import Client, ClientError
+
+
+def write_config(tmp_path: Path, scenario: Path, extra: str = "") -> Path:
+    config = tmp_path / "sweepd.toml"
+    config.write_text(
+        f'[daemon]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "sweepd.sock"}"\n'
+        f'tick_s = 0.02\n\n[cluster.sim]\nscenario = "{scenario}"\n{extra}'
+    )
+    return config
+
+
+class Daemon:
+    def __init__(self, tmp_path: Path, config: Path) -> None:
+        self.socket = tmp_path / "sweepd.sock"
+        self.config = config
+        self.log = tmp_path / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.clients: list[Client] = []
+
+    def start(self) -> Client:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sweepd", "serve", "--config", str(self.config)],
+                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        client = Client(self.socket)
+        self.clients.append(client)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                client.health()
+                return client
+            except ClientError:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+                time.sleep(0.05)
+        raise AssertionError(f"daemon did not start: {self.log.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        for client in self.clients:
+            client.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
