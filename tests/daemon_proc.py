@@ -43,7 +43,7 @@ class Daemon:
                 return client
             except ClientError:
                 if self.proc.poll() is not None:
-                    raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+                    raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}") from None
                 time.sleep(0.05)
         raise AssertionError(f"daemon did not start: {self.log.read_text()[-3000:]}")
 
