@@ -1,0 +1,51 @@
+"""Configs that run whole sweeps on the local real Slurm cluster with the simulated trainer
+as the job payload (one process per rank under `srun -l`)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from sweepd.config import Config, load_config
+from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_dir
+
+SIM = [sys.executable, "-m", "sweepd.sim"]
+# Slurm time is wall time: the policy's durations are set for a fast simulated trainer.
+FAST_POLICY = {"policy.hang_timeout_s": 20, "policy.poll_interval_s": 0.5,
+               "policy.tail_backoff_max_s": 2, "policy.controller_down_limit_s": 900}
+
+
+def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
+    state = tmp_path / "sim-state"
+    return load_config(None, {
+        "daemon.state_dir": str(tmp_path / "state"), "daemon.tick_s": 0.1,
+        "cluster.backend": "slurm",
+        "cluster.slurm": {
+            "mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
+            "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir", str(state)],
+            "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"],
+        },
+        **FAST_POLICY, **extra,
+    })
+
+
+def submit_sh_repo(tmp_path: Path, scenario: Path) -> Path:
+    """A copy of the maxtext-slurm stand-in whose payload is the simulated trainer."""
+    repo = tmp_path / "maxtext-slurm"
+    shutil.copytree(MAXTEXT_FIXTURE, repo)
+    state = tmp_path / "sim-state"
+    (repo / "train_cmd").write_text(
+        " ".join([*SIM, "train", "--scenario", str(scenario), "--state-dir", str(state)]))
+    return repo
+
+
+def submit_sh_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
+    return load_config(None, {
+        "daemon.state_dir": str(tmp_path / "state"), "daemon.tick_s": 0.1,
+        "cluster.backend": "slurm",
+        "cluster.slurm": {"mode": "submit_sh", "repo": str(submit_sh_repo(tmp_path, scenario)),
+                          "slurm_conf": str(slurm_dir() / "slurm.conf")},
+        **FAST_POLICY, **extra,
+    })

@@ -1,0 +1,58 @@
+"""Model perf sweeps end to end on the local real Slurm cluster, in both submission modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweepd.config import Config
+from sweepd.foreground import EXIT_VERDICT
+from sweepd.sim.scenario import load_scenario
+from sweepd.sim.truth import true_max_batch
+from sweepd.specs import expand_nodes
+from sweepd.states import JobState
+from tests.simrun import open_store, perf_spec, run, write_scenario
+from tests.slurm_sweep import direct_config, submit_sh_config
+
+pytestmark = pytest.mark.slurm
+
+NODES = "chi[2832,2863]"
+
+
+async def _sweep(config: Config, scenario: Path) -> None:
+    cliff = true_max_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
+    code, lines = await run(config, perf_spec(nodes=NODES, values=[4, cliff + 1]))
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs = {r.label: r for r in await store.runs(sweep.id)}
+        assert runs["per_device_batch_size=4"].outcome == "pass"
+        assert runs["per_device_batch_size=4"].tgs
+        assert runs[f"per_device_batch_size={cliff + 1}"].outcome == "oom"
+        assert sweep.verdict is not None and sweep.verdict["best"] == 4
+        jobs = await store.jobs(sweep.id)
+        assert [j.state for j in jobs] == [JobState.DONE, JobState.FAILED]
+        log = Path(jobs[0].log_path or "").read_text()
+        # Multi-node: both ranks' lines carry the `srun -l` prefix; rank 0 is the truth.
+        assert "\n0: completed step: 14," in log and "\n1: completed step: 14," in log
+        assert f"{jobs[0].backend_id}-" in Path(jobs[0].log_path or "").name
+        assert len(await store.steps(jobs[0].id)) == 15
+        assert jobs[1].failure_class == "oom" and jobs[1].failure_detail
+    finally:
+        await store.close()
+
+
+async def test_model_perf_sweep_direct_mode(tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    scenario = write_scenario(tmp_path, time_scale=0.004)
+    await _sweep(direct_config(tmp_path, scenario), scenario)
+
+
+async def test_model_perf_sweep_submit_sh_mode(tmp_path: Path,
+                                               slurm_env: dict[str, str]) -> None:
+    scenario = write_scenario(tmp_path, time_scale=0.004)
+    config = submit_sh_config(tmp_path, scenario)
+    await _sweep(config, scenario)
+    repo = config.cluster.slurm.repo
+    assert repo is not None and any((repo / "outputs").glob("*-JAX-llama2-70b-*.log"))
