@@ -62,9 +62,18 @@ class Engine:
     # waiting for progress (separate, so a waiting client never delays the engine).
     changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _to_cancel: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock)
+
+    def cancel_later(self, backend_id: str) -> None:
+        """Queue a scancel for after the deciding transaction commits."""
+        self._to_cancel.append(backend_id)
+
+    async def flush_cancels(self) -> None:
+        while self._to_cancel:
+            await self.backend.cancel(self._to_cancel.pop(0))
 
     def notify(self) -> None:
         self.changed.set()
@@ -88,11 +97,14 @@ class Engine:
         jobs = await self.store.active_jobs()
         statuses = await self._poll(jobs)
         if statuses is None:
+            await self.flush_cancels()
             return
         await asyncio.gather(*(self._follow(j, statuses.get(j.backend_id or "")) for j in jobs
                                if j.state != JobState.SUBMITTING))
+        await self.flush_cancels()
         for sweep in await self.store.sweeps([SweepState.RUNNING]):
             await self._advance(sweep)
+        await self.flush_cancels()
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""

@@ -69,7 +69,10 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
-    await _record(engine, job, verdict, action, tgs, mfu)
+    # The job's end, the run's result, an exclusion, a stop: all or nothing, so a crash
+    # can never leave a finished job whose run still looks unattempted.
+    async with store.tx():
+        await _record(engine, job, verdict, action, tgs, mfu)
 
 
 async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,

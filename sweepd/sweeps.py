@@ -19,13 +19,14 @@ log = structlog.get_logger("sweepd.sweeps")
 
 
 async def _cancel_jobs(engine: Engine, sweep_id: int, reason: str, rule: str) -> None:
-    """Cancel every active job of the sweep: write the decision first, then scancel."""
+    """Cancel every active job of the sweep: the decision is written here; the scheduler
+    is told after it commits (`Engine.flush_cancels`)."""
     for job in await engine.store.jobs(sweep_id):
         if job.state not in JOB_ACTIVE:
             continue
         await engine.store.transition_job(job.id, JobState.CANCELLED, reason, rule=rule)
         if job.backend_id:
-            await engine.backend.cancel(job.backend_id)
+            engine.cancel_later(job.backend_id)
 
 
 async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
@@ -33,14 +34,15 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
                      outcome: str) -> None:
     """Halt the sweep for a person's decision, with a message in the TG-stop format."""
     store = engine.store
-    await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
-    runs = await store.runs(sweep.id)
-    jobs = await store.jobs(sweep.id)
-    message = stop_message(sweep, reason, failing_nodes, recovery, outcome,
-                           sweep.spec.get("nodes", "?"), runs, jobs,
-                           str(engine.outputs / f"sweep-{sweep.id}"))
-    await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
-                                 evidence=evidence, progress=message)
+    async with store.tx():
+        await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
+        runs = await store.runs(sweep.id)
+        jobs = await store.jobs(sweep.id)
+        message = stop_message(sweep, reason, failing_nodes, recovery, outcome,
+                               sweep.spec.get("nodes", "?"), runs, jobs,
+                               str(engine.outputs / f"sweep-{sweep.id}"))
+        await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
+                                     evidence=evidence, progress=message)
     engine.notify()
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
 
@@ -62,11 +64,14 @@ async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a perso
     sweep = await engine.store.sweep(sweep_id)
     if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
-    await _cancel_jobs(engine, sweep_id, reason, "person.abort")
-    for run in await engine.store.runs(sweep_id):
-        if run.state in (RunState.PENDING, RunState.ACTIVE):
-            await engine.store.transition_run(run.id, RunState.CANCELLED, reason,
-                                              rule="person.abort")
-    await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
-                                        rule="person.abort", progress=f"sweep {sweep_id}: {reason}")
+    async with engine.store.tx():
+        await _cancel_jobs(engine, sweep_id, reason, "person.abort")
+        for run in await engine.store.runs(sweep_id):
+            if run.state in (RunState.PENDING, RunState.ACTIVE):
+                await engine.store.transition_run(run.id, RunState.CANCELLED, reason,
+                                                  rule="person.abort")
+        await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
+                                            rule="person.abort",
+                                            progress=f"sweep {sweep_id}: {reason}")
+    await engine.flush_cancels()
     engine.notify()

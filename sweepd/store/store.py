@@ -49,6 +49,7 @@ class Store:
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
+        self._owner: asyncio.Task[Any] | None = None
 
     @classmethod
     async def open(cls, path: Path | str) -> Store:
@@ -66,15 +67,25 @@ class Store:
 
     @asynccontextmanager
     async def tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction at a time on the shared connection."""
+        """One write transaction at a time on the shared connection. Nested use in the
+        same task joins the open transaction, so a caller can make several store
+        operations (a decision and everything it implies) commit together or not at all."""
+        task = asyncio.current_task()
+        if task is not None and self._owner is task:
+            yield self._conn
+            return
         async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            self._owner = task
             try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
+                await self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                await self._conn.execute("COMMIT")
+            finally:
+                self._owner = None
 
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         async with self._conn.execute(sql, args) as cur:
