@@ -35,11 +35,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return run_daemon(_config(args))
 
 
+def _foreground_config(args: argparse.Namespace, scenario: Path | None) -> Config:
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
+    return _config(args, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+                            "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+
+
 def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
     logs.configure("warning", json=False)
-    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
-    config = _config(args, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
-                              "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+    config = _foreground_config(args, scenario)
     return asyncio.run(foreground.run_sweep(config, spec, lambda s: print(s, flush=True)))
 
 
@@ -53,7 +57,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
           "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
     from sweepd.clusters.factory import demo_scenario
 
-    return _foreground(args, DEMO_SPEC, demo_scenario())
+    logs.configure("warning", json=False)
+    config = _foreground_config(args, demo_scenario())
+    code = asyncio.run(foreground.run_sweep(config, DEMO_SPEC, lambda s: print(s, flush=True)))
+    print(asyncio.run(foreground.sim_truth_line(config)))
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -45,3 +45,29 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Callable[[str], 
         emit("")
         emit(str(report["markdown"]))
         return EXIT_FOR_STATE[state]
+
+
+async def sim_truth_line(config: Config) -> str:
+    """What the simulator knows and the sweep had to find out: its true optimum on the
+    nodes the sweep ended up using (for the demo's last line)."""
+    from sweepd.clusters.factory import default_scenario
+    from sweepd.sim.scenario import load_scenario
+    from sweepd.sim.truth import true_outcome, true_peak_batch
+    from sweepd.specs import expand_nodes
+    from sweepd.store.store import Store
+
+    store = await Store.open(config.daemon.db_path)
+    try:
+        sweep = (await store.sweeps())[-1]
+        jobs = await store.jobs(sweep.id)
+    finally:
+        await store.close()
+    if not jobs:
+        return "(no job ran)"
+    nodes = expand_nodes(jobs[-1].nodes)
+    scenario = load_scenario(config.cluster.sim.scenario or default_scenario())
+    peak = true_peak_batch(scenario, sweep.spec["model"], nodes)
+    tgs = true_outcome(scenario, sweep.spec["model"], nodes,
+                       {"per_device_batch_size": str(peak)}, {}, None).tgs
+    return (f"simulator's ground truth on the {len(nodes)} nodes used: peak at "
+            f"per_device_batch_size={peak} ({tgs:,.0f} TGS/device without noise)")

@@ -18,6 +18,7 @@ from sweepd.strategies.model_perf import (
 )
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
+MAX_BATCH = 4096
 
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
@@ -38,10 +39,24 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.prior_param_gb,
     )
+    space = batch_space(est.max_batch, spec.lower, spec.upper)
+    if spec.upper is None:
+        space = _extend_past_estimate(space, est.max_batch, spec.lower, probes(spec, ctx))
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
-    return batch_space(est.max_batch, spec.lower, spec.upper), why
+    return space, why
+
+
+def _extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
+                          seen: list[Probe]) -> SearchSpace:
+    """The estimate was too low: the top of the grid ran fine and nothing failed yet, so
+    the grid doubles upward (SKILL.md Step 7: "probe higher if room remains")."""
+    while (seen and all(p.outcome == Outcome.OK for p in seen)
+           and space.candidates[-1] in {p.value for p in seen}
+           and int(space.candidates[-1]) < MAX_BATCH):
+        space = batch_space(estimate, lower, min(MAX_BATCH, 2 * int(space.candidates[-1])))
+    return space
 
 
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:

@@ -1,0 +1,24 @@
+"""`sweepd demo`: progress lines as results land, a final table, and an optimum that is the
+simulator's true peak."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    results = re.findall(r"^llama2-70b \dN per_device_batch_size=\d+ \(job \d+\): .*$", out, re.M)
+    assert len(results) >= 3
+    assert "| Batch | Job | Avg TGS/device | Avg MFU | Status |" in out
+    found = re.search(r"optimum per_device_batch_size=(\d+)", out)
+    truth = re.search(r"ground truth .* peak at per_device_batch_size=(\d+)", out)
+    assert found and truth, out
+    assert found.group(1) == truth.group(1)
+    assert f"| {found.group(1)} |" in out and "← optimum" in out
