@@ -1,0 +1,32 @@
+"""`sweepd explain`: every decision with the rule that fired and the log line that proved it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweepd.cli import main
+from sweepd.reports.report import explain_lines
+from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+
+
+async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2880",
+                                                 "times": 1}])
+    config = sim_config(tmp_path, scenario)
+    await run(config, perf_spec(values=[4, 64]))
+    store = await open_store(config)
+    try:
+        lines = explain_lines(await store.events(1))
+    finally:
+        await store.close()
+    text = "\n".join(lines)
+    exclude = next(i for i, line in enumerate(lines) if "[fault.exclude_node]" in line)
+    assert "HSA_STATUS_ERROR" in lines[exclude + 1] and "evidence:" in lines[exclude + 1]
+    assert "[oom.never_retry]" in text and "RESOURCE_EXHAUSTED" in text
+    assert "[success]" in text and "[model_perf.upper_bound_probe]" in text
+
+
+def test_explain_cli_on_unknown_id_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    code = main(["explain", "7", "--socket", str(tmp_path / "none.sock")])
+    assert code == 1
+    assert "not running" in capsys.readouterr().err
