@@ -24,7 +24,8 @@ def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
         "cluster.backend": "slurm",
         "cluster.slurm": {
             "mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
-            "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir", str(state)],
+            "train_command": [*SIM, "train", "--scenario", str(scenario),
+                              "--state-dir", str(state)],
             "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"],
         },
         **FAST_POLICY, **extra,
