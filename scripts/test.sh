@@ -11,6 +11,9 @@ if [ ! -x .venv/bin/pytest ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/nul
   .venv/bin/pip install --quiet -e '.[test]'
 fi
 
+# curl: the socket-permission tests ask the daemon as another user, as a person would.
+command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
+
 bash scripts/slurm-cluster.sh install
 bash scripts/slurm-cluster.sh start
 bash scripts/slurm-cluster.sh check

@@ -57,6 +57,7 @@ class DaemonConfig(_Section):
     state_dir: Path = Path("/var/lib/sweepd")
     # The CLI's default too; systemd's RuntimeDirectory=sweepd creates /run/sweepd.
     socket: Path = Path("/run/sweepd/sweepd.sock")
+    socket_group: str | None = Field(None, description="group allowed to use the socket")
     tick_s: float = Field(1.0, gt=0, description="wall seconds between engine passes")
     max_body_bytes: int = Field(1 << 20, gt=0)
 

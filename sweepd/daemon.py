@@ -62,7 +62,7 @@ async def serve(config: Config, stop: asyncio.Event,
         # running ones from their stored offsets.
         await parts.engine.step()
         runner = await start_server(parts.service, config.daemon.socket_path,
-                                    config.daemon.max_body_bytes)
+                                    config.daemon.max_body_bytes, config.daemon.socket_group)
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:

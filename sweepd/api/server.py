@@ -13,10 +13,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from sweepd.api.errors import ApiError, error_middleware
+from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.service import Service
 from sweepd.specs import expand_nodes
 from sweepd.states import SweepState
@@ -29,12 +31,26 @@ STREAM_POLL_S = 5.0
 STOPPED = frozenset({SweepState.DONE, SweepState.FAILED, SweepState.ABORTED,
                      SweepState.AWAITING_DECISION})
 
+log = structlog.get_logger("sweepd.api")
+
 SERVICE = web.AppKey("service", Service)
 CLOSING = web.AppKey("closing", asyncio.Event)
 
 
+PEERS = web.AppKey("peers", PeerPolicy)
+
+
 def check_peer(request: web.Request) -> None:
-    """Hook for who may talk to the daemon (socket peer credentials). Allows all for now."""
+    """Only the daemon's user, root and the configured group may use the API."""
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family != socket.AF_UNIX:
+        return  # not a Unix socket (in-process test clients): no peer to check
+    peer = peer_of(sock)
+    if not request.app[PEERS].allows(peer):
+        log.warning("api.peer_refused", uid=peer.uid, gid=peer.gid, pid=peer.pid)
+        raise ApiError(403, f"uid {peer.uid} may not use sweepd: only its own user, root "
+                            "and members of the configured socket group may")
 
 
 @web.middleware
@@ -187,10 +203,12 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 # -- the application ---------------------------------------------------------------------
 
-def make_app(service: Service, max_body_bytes: int = 1 << 20) -> web.Application:
+def make_app(service: Service, max_body_bytes: int = 1 << 20,
+             peers: PeerPolicy | None = None) -> web.Application:
     app = web.Application(client_max_size=max_body_bytes,
                           middlewares=[error_middleware, peer_middleware])
     app[SERVICE] = service
+    app[PEERS] = peers or PeerPolicy()
     app[CLOSING] = asyncio.Event()
 
     async def on_shutdown(app: web.Application) -> None:
@@ -239,11 +257,13 @@ def _remove_own_socket(path: Path, inode: int | None) -> None:
 
 
 async def start_server(service: Service, socket_path: Path,
-                       max_body_bytes: int = 1 << 20) -> web.AppRunner:
+                       max_body_bytes: int = 1 << 20,
+                       socket_group: str | None = None) -> web.AppRunner:
     """Serve on a Unix socket; the caller stops it with `runner.cleanup()`."""
-    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
     _remove_stale_socket(socket_path)
-    app = make_app(service, max_body_bytes)
+    group = group_id(socket_group)
+    app = make_app(service, max_body_bytes, PeerPolicy(group=group))
     bound: list[int | None] = []  # the socket's inode, known once it is bound
 
     async def remove_socket(app: web.Application) -> None:
@@ -259,4 +279,5 @@ async def start_server(service: Service, socket_path: Path,
         await runner.cleanup()
         raise
     bound.append(_inode(socket_path))
+    secure_socket(socket_path, group)
     return runner

@@ -1,0 +1,96 @@
+"""The socket's permissions and the peer-credential check (SO_PEERCRED)."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sweepd.api.server import start_server
+from sweepd.clock import Clock
+from sweepd.clusters.sim import SimCluster
+from sweepd.config import load_config
+from sweepd.engine import Engine
+from sweepd.service import Service
+from sweepd.store.store import Store
+from tests.simrun import write_scenario
+
+GROUP = "daemon"  # a group every Debian system has; the test user is made a member of it
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Path]:
+    # Outside pytest's private tmp tree, so that another user can reach the socket's directory.
+    public = Path(tempfile.mkdtemp(prefix="sweepd-sock-"))
+    public.chmod(0o755)
+    store = await Store.open(tmp_path / "db.sqlite")
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state")})
+    backend = SimCluster(tmp_path / "sim", write_scenario(tmp_path))
+    service = Service(Engine(store, backend, Clock(1.0), config))
+    sock = public / "run" / "sweepd.sock"
+    runner = await start_server(service, sock, socket_group=GROUP)
+    try:
+        yield sock
+    finally:
+        await runner.cleanup()
+        await backend.close()
+        await store.close()
+        shutil.rmtree(public, ignore_errors=True)
+
+
+async def _ask_as(sock: Path, user: str, extra_groups: list[str] | None = None) -> str:
+    """`curl --unix-socket` as another user: what a person on the login node would run."""
+    proc = await asyncio.create_subprocess_exec(
+        "curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", "--unix-socket", str(sock),
+        "http://sweepd/sweeps", user=user, extra_groups=extra_groups or [], cwd="/",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await proc.communicate()
+    return out.decode()
+
+
+async def test_socket_is_0660_group_owned_in_a_private_directory(served: Path) -> None:
+    mode = os.stat(served)
+    assert stat.S_IMODE(mode.st_mode) == 0o660
+    assert mode.st_gid == grp.getgrnam(GROUP).gr_gid
+    assert stat.S_IMODE(os.stat(served.parent).st_mode) == 0o750
+
+
+async def test_a_stranger_cannot_connect(served: Path) -> None:
+    out = await _ask_as(served, "nobody")
+    assert "Permission denied" in out or "Couldn't connect" in out, out
+
+
+async def test_a_stranger_past_loose_permissions_gets_403(served: Path) -> None:
+    os.chmod(served.parent, 0o755)
+    os.chmod(served, 0o666)  # a misconfigured socket: the peer check still holds
+    out = await _ask_as(served, "nobody")
+    assert out.endswith("403") and "may not use sweepd" in out, out
+
+
+async def test_a_member_of_the_socket_group_is_allowed(served: Path) -> None:
+    out = await _ask_as(served, "nobody", extra_groups=[GROUP])
+    assert out.endswith("200"), out
+
+
+async def test_root_is_allowed(served: Path) -> None:
+    out = await _ask_as(served, "root")
+    assert out.endswith("200"), out
+
+
+async def test_a_live_daemons_socket_is_not_stolen(served: Path, tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "db2.sqlite")
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state2")})
+    backend = SimCluster(tmp_path / "sim2", write_scenario(tmp_path))
+    service = Service(Engine(store, backend, Clock(1.0), config))
+    try:
+        with pytest.raises(Exception, match=r"running|in use|another"):
+            await start_server(service, served)
+    finally:
+        await backend.close()
+        await store.close()
