@@ -27,6 +27,7 @@ from sweepd.clusters.base import (
 from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
+from sweepd.nodes import ensure_usable
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
@@ -102,8 +103,11 @@ class Engine:
         await asyncio.gather(*(self._follow(j, statuses.get(j.backend_id or "")) for j in jobs
                                if j.state != JobState.SUBMITTING))
         await self.flush_cancels()
-        for sweep in await self.store.sweeps([SweepState.RUNNING]):
-            await self._advance(sweep)
+        try:
+            for sweep in await self.store.sweeps([SweepState.RUNNING]):
+                await self._advance(sweep)
+        except ControllerUnreachable as e:
+            await self._controller_down(str(e))
         await self.flush_cancels()
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
@@ -270,6 +274,8 @@ class Engine:
                              f"needs {need}", rule="nodes.below_minimum", evidence=None,
                              failing_nodes=sorted(excluded), recovery="node exclusion",
                              outcome="too few nodes")
+            return
+        if not await ensure_usable(self, sweep, nodes):
             return
         if run.state == RunState.PENDING:
             await self.store.transition_run(run.id, RunState.ACTIVE, "submitting",

@@ -86,6 +86,9 @@ class SimCluster:
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
         return await asyncio.to_thread(self._node_states, list(nodes))
 
+    async def resume_node(self, node: str) -> None:
+        raise PermissionError("simulated nodes never drain")
+
     async def close(self) -> None:
         """Nothing to release: jobs keep running without us, by design."""
 

@@ -1,0 +1,159 @@
+"""Network isolation efficiency: sweepd's group testing vs the SKILL.md's plain halving.
+
+For N = 8, 16, 32, 64 simulated nodes and four cases (all healthy, one slow NIC, one bad
+link, two faults), run the pure planner (`sweepd.strategies.isolation.advance`) against a
+pure TGS model (no subprocesses): a group runs at 0.9x when it holds a slow NIC or both ends
+of a bad link, x0.97 per doubling of nodes, with +-0.3% noise. Prints jobs, rounds (parallel
+waves), node-hours to a verdict and verdict accuracy, side by side.
+
+    python bench/isolation_efficiency.py [--seed 1] [--samples 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sweepd.strategies.isolation import Group, Judge, Outcome, advance
+
+BASE_TGS = 1400.0
+SCALING = 0.97
+FAULT_FACTOR = 0.9
+NOISE = 0.003
+JOB_HOURS = 900 / 3600     # a 15-step llama2-70b job (docs/scenario.md)
+
+Faults = tuple[frozenset[str], frozenset[frozenset[str]]]   # bad nodes, bad links
+
+
+@dataclass(frozen=True)
+class Result:
+    jobs: int
+    rounds: int
+    node_hours: float
+    exact: bool        # every bad node and bad link named, nothing else
+    localized: bool    # every fault at least inside a reported group of <= 2 nodes
+
+
+def tgs_model(faults: Faults, rng: random.Random) -> Callable[[Group], float]:
+    bad_nodes, bad_links = faults
+
+    def tgs(group: Group) -> float:
+        hit = bool(group & bad_nodes) or any(link <= group for link in bad_links)
+        noise = 1 + rng.gauss(0, NOISE)
+        return float(BASE_TGS * SCALING ** math.log2(len(group)) * (FAULT_FACTOR if hit else 1)
+                     * noise)
+
+    return tgs
+
+
+def sweepd_run(nodes: Sequence[str], faults: Faults, rng: random.Random) -> Result:
+    measure = tgs_model(faults, rng)
+    results: dict[Group, float | None] = {}
+    judge = Judge(reference=BASE_TGS, scaling=SCALING)
+    while True:
+        step = advance(nodes, results, judge)
+        if isinstance(step, Outcome):
+            break
+        for group, _ in step.groups:
+            results[group] = measure(group)
+    got_nodes = frozenset(f.nodes[0] for f in step.faults if f.kind == "node")
+    got_links = frozenset(frozenset(f.nodes) for f in step.faults if f.kind == "link")
+    exact = (got_nodes, got_links) == faults and all(f.kind != "pair" for f in step.faults)
+    return Result(len(step.tests), step.rounds,
+                  sum(len(t.group) for t in step.tests) * JOB_HOURS, exact, exact)
+
+
+def skill_run(nodes: Sequence[str], faults: Faults, rng: random.Random) -> Result:
+    """batch-sweep.SKILL.md: whole group, then halve degraded groups down to a pair. Both
+    halves healthy or both degraded: stop and report. A degraded pair is the answer."""
+    measure = tgs_model(faults, rng)
+    jobs = rounds = 0
+    node_hours = 0.0
+
+    def degraded(group: Sequence[str]) -> bool:
+        nonlocal jobs, node_hours
+        jobs += 1
+        node_hours += len(group) * JOB_HOURS
+        expected = float(BASE_TGS * SCALING ** math.log2(len(group)))
+        return measure(frozenset(group)) < expected * 0.95
+
+    rounds = 1
+    group = list(nodes)
+    if not degraded(group):
+        return Result(jobs, rounds, node_hours, not any(faults), not any(faults))
+    while len(group) > 2:
+        mid = len(group) // 2
+        rounds += 1
+        a, b = group[:mid], group[mid:]
+        bad = [h for h in (a, b) if degraded(h)]
+        if len(bad) != 1:
+            return Result(jobs, rounds, node_hours, False, False)  # "report to user"
+        group = bad[0]
+    pair = frozenset(group)
+    bad_nodes, bad_links = faults
+    localized = (len(bad_nodes) + len(bad_links) == 1 and
+                 ((bad_nodes <= pair and bool(bad_nodes)) or any(lk == pair for lk in bad_links)))
+    return Result(jobs, rounds, node_hours, False, localized)  # a pair cannot tell node/link
+
+
+def cases(nodes: Sequence[str], rng: random.Random, samples: int) -> dict[str, list[Faults]]:
+    none: frozenset[frozenset[str]] = frozenset()
+    pairs = [frozenset(p) for p in itertools.combinations(nodes, 2)]
+    half = len(nodes) // 2
+    across = [p for p in pairs if len({nodes.index(n) < half for n in p}) == 2]
+    links = rng.sample(pairs, min(samples, len(pairs)))
+    links += rng.sample(across, min(samples // 4, len(across)))   # the case halving misses
+    singles = rng.sample(list(nodes), min(samples, len(nodes)))
+    two: list[Faults] = []
+    for i in range(samples):
+        kind = i % 3
+        if kind == 0:
+            two.append((frozenset(rng.sample(list(nodes), 2)), none))
+        elif kind == 1:
+            x = rng.choice(list(nodes))
+            link = frozenset(rng.sample([n for n in nodes if n != x], 2))
+            two.append((frozenset([x]), frozenset([link])))
+        else:
+            a, b, c, d = rng.sample(list(nodes), 4)
+            two.append((frozenset(), frozenset([frozenset((a, b)), frozenset((c, d))])))
+    return {"all healthy": [(frozenset(), none)],
+            "one slow NIC": [(frozenset([n]), none) for n in singles],
+            "one bad link": [(frozenset(), frozenset([lk])) for lk in links],
+            "two faults": two}
+
+
+def summarize(results: list[Result]) -> str:
+    n = len(results)
+    jobs = sum(r.jobs for r in results) / n
+    rounds = sum(r.rounds for r in results) / n
+    hours = sum(r.node_hours for r in results) / n
+    exact = 100 * sum(r.exact for r in results) / n
+    near = 100 * sum(r.localized for r in results) / n
+    return (f"{jobs:5.1f} {max(r.jobs for r in results):4d} {rounds:4.1f} "
+            f"{max(r.rounds for r in results):3d} {hours:6.1f} {exact:5.0f}% {near:5.0f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--samples", type=int, default=40)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    head = "jobs  max rnds max n-h   exact  local"
+    print(f"{'N':>3} {'case':<13} {'budget':>6} | sweepd: {head} | SKILL.md: {head}")
+    for n in (8, 16, 32, 64):
+        nodes = [f"n{i:03d}" for i in range(n)]
+        budget = math.ceil(math.log2(n)) + 2
+        for name, faults in cases(nodes, rng, args.samples).items():
+            ours = [sweepd_run(nodes, f, rng) for f in faults]
+            theirs = [skill_run(nodes, f, rng) for f in faults]
+            print(f"{n:>3} {name:<13} {budget:>6} | {summarize(ours):>45} | "
+                  f"{summarize(theirs):>45}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Network fault isolation (pure group testing) over many fault placements."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from sweepd.strategies.isolation import Group, Judge, Outcome, Wanted, advance
+
+BASE = 1400.0
+
+
+def measure(group: Group, bad_nodes: set[str], bad_links: Sequence[frozenset[str]],
+            rng: random.Random | None = None, failing: bool = False) -> float | None:
+    hit = bool(group & bad_nodes) or any(link <= group for link in bad_links)
+    if hit and failing:
+        return None
+    noise = 1 + rng.gauss(0, 0.003) if rng else 1.0
+    return float(BASE * 0.97 ** math.log2(len(group)) * (0.9 if hit else 1.0) * noise)
+
+
+def solve(nodes: list[str], bad_nodes: set[str], bad_links: Sequence[frozenset[str]],
+          judge: Judge | None = None, rng: random.Random | None = None,
+          failing: bool = False) -> Outcome:
+    results: dict[Group, float | None] = {}
+    judge = judge or Judge(reference=BASE)
+    for _ in range(200):
+        step = advance(nodes, results, judge)
+        if isinstance(step, Outcome):
+            return step
+        members = [n for g, _ in step.groups for n in g]
+        assert len(members) == len(set(members)), "a wave must use disjoint groups"
+        assert all(len(g) >= 2 for g, _ in step.groups)
+        for group, _ in step.groups:
+            results[group] = measure(group, bad_nodes, bad_links, rng, failing)
+    raise AssertionError("no verdict after 200 waves")
+
+
+def found(out: Outcome) -> tuple[set[str], set[frozenset[str]]]:
+    assert all(f.kind in ("node", "link") for f in out.faults)
+    return ({f.nodes[0] for f in out.faults if f.kind == "node"},
+            {frozenset(f.nodes) for f in out.faults if f.kind == "link"})
+
+
+def names(n: int) -> list[str]:
+    return [f"n{i:02d}" for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+def test_healthy_cluster_is_cleared_by_one_job(n: int) -> None:
+    out = solve(names(n), set(), [])
+    assert out.faults == () and out.rounds == 1 and len(out.tests) == 1
+
+
+@pytest.mark.parametrize("n", [4, 6, 8, 16, 32])
+def test_every_slow_nic_is_named_within_log2n_plus_2_rounds(n: int) -> None:
+    nodes = names(n)
+    for x in nodes:
+        out = solve(nodes, {x}, [])
+        assert found(out) == ({x}, set()), x
+        assert out.rounds <= math.ceil(math.log2(n)) + 2
+        assert any(x in f.evidence[-1] and "known good" in f.evidence[-1] for f in out.faults)
+
+
+@pytest.mark.parametrize("n", [4, 7, 8, 16])
+def test_every_bad_link_is_named_including_between_halves(n: int) -> None:
+    nodes = names(n)
+    for a, b in itertools.combinations(nodes, 2):
+        out = solve(nodes, set(), [frozenset((a, b))])
+        assert found(out) == (set(), {frozenset((a, b))}), (a, b)
+        # One round over the single-fault budget at worst (the verification wave); an odd
+        # split costs one more (the odd node is checked on its own first).
+        assert out.rounds <= math.ceil(math.log2(n)) + (3 if n & (n - 1) == 0 else 4)
+
+
+def test_two_faults_anywhere_with_noise() -> None:
+    rng = random.Random(7)
+    for n in (8, 16, 32):
+        nodes = names(n)
+        for i in range(60):
+            kind = i % 3
+            if kind == 0:
+                bad, links = set(rng.sample(nodes, 2)), []
+            elif kind == 1:
+                x = rng.choice(nodes)
+                bad, links = {x}, [frozenset(rng.sample([m for m in nodes if m != x], 2))]
+            else:
+                a, b, c, d = rng.sample(nodes, 4)
+                bad, links = set(), [frozenset((a, b)), frozenset((c, d))]
+            out = solve(nodes, bad, links, rng=rng)
+            assert found(out) == (bad, set(links)), (n, bad, links)
+
+
+def test_without_reference_the_halves_judge_the_whole() -> None:
+    nodes = names(8)
+    judge = Judge(reference=None)
+    assert solve(nodes, set(), [], judge).faults == ()
+    assert solve(nodes, set(), [], judge).rounds == 2
+    for x in nodes:
+        assert found(solve(nodes, {x}, [], judge)) == ({x}, set())
+    link = frozenset(("n01", "n06"))  # between the halves: plain halving misses it
+    out = solve(nodes, set(), [link], judge)
+    assert found(out) == (set(), {link}) and not out.absolute
+
+
+def test_failed_jobs_count_as_degraded() -> None:
+    out = solve(names(8), {"n05"}, [], failing=True)
+    assert found(out) == ({"n05"}, set())
+
+
+def test_replay_asks_only_for_missing_groups_and_is_stable() -> None:
+    nodes = names(8)
+    judge = Judge(reference=BASE)
+    first = advance(nodes, {}, judge)
+    assert isinstance(first, Wanted) and [r for _, r in first.groups] == ["whole"]
+    whole = first.groups[0][0]
+    results: dict[Group, float | None] = {whole: measure(whole, {"n02"}, [])}
+    halves = advance(nodes, results, judge)
+    assert isinstance(halves, Wanted) and len(halves.groups) == 2
+    results[halves.groups[0][0]] = measure(halves.groups[0][0], {"n02"}, [])
+    partial = advance(nodes, results, judge)
+    # Half a wave in: the same wave, minus the finished group.
+    assert isinstance(partial, Wanted) and partial.groups == halves.groups[1:]
+    assert partial.tests[0].degraded and partial.rounds == 1
+
+
+def test_a_slow_pair_with_a_bad_link_to_its_helper_is_not_blamed_twice() -> None:
+    # n04 has a slow NIC; n05's first helper shares a bad link with it: swapping the
+    # helpers tells the link from a second bad node.
+    nodes = names(8)
+    for helper in nodes:
+        if helper in ("n04", "n05"):
+            continue
+        out = solve(nodes, {"n04"}, [frozenset(("n05", helper))])
+        assert found(out) == ({"n04"}, {frozenset(("n05", helper))}), helper

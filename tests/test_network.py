@@ -1,0 +1,127 @@
+"""Network health sweeps: the planner over recorded runs, and whole sweeps on the simulated
+cluster with a known bad link and a known slow NIC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweepd.foreground import EXIT_VERDICT
+from sweepd.sim.scenario import load_scenario
+from sweepd.sim.truth import true_outcome
+from sweepd.specs import SpecError, expand_nodes, parse_spec
+from sweepd.states import RunState, SweepState
+from sweepd.store.rows import Run
+from sweepd.strategies.base import Finished, SweepContext
+from sweepd.strategies.kinds.network import NetworkSpec, plan
+from tests.simrun import NODES, open_store, run, sim_config, write_scenario
+
+# 8 trainers start at once on a shared 2-core machine: at time_scale 0.002 the default
+# 600 s hang limit is 1.2 s of wall time, less than a loaded interpreter needs to start.
+HANG_S = 5000
+
+
+def _ctx(runs: list[Run], **extra: object) -> SweepContext:
+    return SweepContext(runs=runs, nodes=expand_nodes(NODES), prior_param_gb=None,
+                        gpu_memory_gib=192, extra=dict(extra))
+
+
+def _run(i: int, nodes: str, tgs: float | None, state: str = "passed") -> Run:
+    return Run(id=i, sweep_id=1, seq=i, label=f"t{i}", params_json="{}", nodes=nodes,
+               state=RunState(state), outcome="pass" if tgs else None, tgs=tgs, mfu=None,
+               failure_class=None, detail=None, not_before=None)
+
+
+def _spec(**extra: object) -> NetworkSpec:
+    spec = parse_spec({"kind": "network", "nodes": NODES, **extra})
+    assert isinstance(spec, NetworkSpec)
+    return spec
+
+
+def test_spec_needs_two_nodes_and_steady_steps() -> None:
+    with pytest.raises(SpecError):
+        parse_spec({"kind": "network", "nodes": "chi2832"})
+    with pytest.raises(SpecError):
+        parse_spec({"kind": "network", "nodes": NODES, "steps": 1})
+    assert parse_spec({"kind": "network", "nodes": NODES}).steps == 15
+
+
+def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> None:
+    spec = _spec()
+    perf = {"sweep": 4, "median": 1225.0, "status": {"chi2868": "healthy"},
+            "delta": {"chi2868": 0.001}}
+    first = plan(spec, _ctx([], node_perf=perf))
+    assert isinstance(first, list) and len(first) == 1
+    assert list(first[0].nodes) == expand_nodes(NODES)
+    assert first[0].params == {"dataset_type": "synthetic"}
+    whole = _run(1, NODES, 1225 * 0.97 ** 3)  # as expected for 8 nodes: done, healthy
+    done = plan(spec, _ctx([whole], node_perf=perf))
+    assert isinstance(done, Finished) and done.verdict["faults"] == []
+    assert done.verdict["expected_source"].startswith("node perf sweep 4")
+    # Degraded whole: both halves go out together; none again while they run.
+    slow = _run(1, NODES, 1000.0)
+    halves = plan(spec, _ctx([slow], node_perf=perf))
+    assert isinstance(halves, list) and len(halves) == 2
+    running = [_run(2, "chi[2832,2863,2867-2868]", None, "active")]
+    rest = plan(spec, _ctx([slow, *running], node_perf=perf))
+    assert isinstance(rest, list) and [list(r.nodes) for r in rest] == \
+        [["chi2870", "chi2872", "chi2880", "chi2881"]]
+
+
+def test_an_unknown_node_perf_sweep_fails_the_sweep() -> None:
+    spec = _spec(node_perf_sweep=9)
+    out = plan(spec, _ctx([], error="node_perf_sweep 9 does not exist"))
+    assert isinstance(out, Finished) and not out.ok
+
+
+async def test_sim_sweep_isolates_a_bad_link_between_the_halves(tmp_path: Path) -> None:
+    # chi2832 and chi2881 sit in different halves: plain halving sees two healthy halves.
+    scenario = write_scenario(tmp_path, links=[{"a": "chi2832", "b": "chi2881",
+                                                "factor": 0.88}])
+    truth = true_outcome(load_scenario(scenario), "llama2-70b", ["chi2832"],
+                         {"steps": "15"}, {}, None).tgs
+    config = sim_config(tmp_path, scenario, hang_timeout_s=HANG_S)
+    code, lines = await run(config, {"kind": "network", "nodes": NODES, "expected_tgs": truth})
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert sweep.state == SweepState.DONE and sweep.verdict is not None
+        faults = sweep.verdict["faults"]
+        assert [(f["kind"], sorted(f["nodes"])) for f in faults] == \
+            [("link", ["chi2832", "chi2881"])]
+        assert faults[0]["diagnosis"] == "bad link between chi2832 and chi2881"
+        tests = sweep.verdict["tests"]
+        assert tests[0]["role"] == "whole" and tests[0]["status"] == "DEGRADED"
+        assert [t["status"] for t in tests if t["role"] == "half"] == ["healthy", "healthy"]
+        assert sweep.verdict["rounds"] <= 3 + 3
+        text = "\n".join(lines)
+        assert "| Group | Nodes | Job | TGS/device | vs. expected | Status |" in text
+        assert "Verdict: **bad link between chi2832 and chi2881**" in text
+        assert "exclude chi2881" in text
+    finally:
+        await store.close()
+
+
+async def test_sim_node_perf_then_network_names_the_slow_nic(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, nodes={"chi2867": {"nic_speed": 0.9}})
+    config = sim_config(tmp_path, scenario, hang_timeout_s=HANG_S)
+    code, _ = await run(config, {"kind": "node-perf", "nodes": NODES})
+    assert code == EXIT_VERDICT
+    code, lines = await run(config, {"kind": "network", "nodes": NODES})
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        perf, net = await store.sweeps()
+        assert perf.verdict is not None and net.verdict is not None
+        assert all(n["status"] == "healthy" for n in perf.verdict["nodes"])  # compute is fine
+        faults = net.verdict["faults"]
+        assert [(f["kind"], f["nodes"]) for f in faults] == [("node", ["chi2867"])]
+        assert faults[0]["diagnosis"].startswith("bad node chi2867 (its NIC: healthy alone in "
+                                                 f"node perf sweep {perf.id}")
+        assert net.verdict["exclude"] == ["chi2867"]
+        assert "chi2867" not in expand_nodes(net.verdict["healthy"])
+        assert any("confirm" in line and "chi2867" in line for line in lines)
+    finally:
+        await store.close()
