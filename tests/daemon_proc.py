@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from sweepd.client import Client, ClientError
+from sweepd.client import Client
 
 
 def write_config(tmp_path: Path, scenario: Path, extra: str = "") -> Path:
@@ -38,14 +39,23 @@ class Daemon:
         self.clients.append(client)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            try:
+            # Probe with a socket of our own (closed either way) until the daemon listens:
+            # a failed connect through the HTTP client would leak its socket object.
+            if self._listening():
                 client.health()
                 return client
-            except ClientError:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}") from None
-                time.sleep(0.05)
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+            time.sleep(0.05)
         raise AssertionError(f"daemon did not start: {self.log.read_text()[-3000:]}")
+
+    def _listening(self) -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket))
+            except OSError:
+                return False
+        return True
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None
