@@ -161,3 +161,79 @@ async def test_controller_down_past_the_limit_stops(tmp_path: Path) -> None:
         assert "unreachable" in ((await store.sweep(sid)).reason or "")
     finally:
         await store.close()
+
+
+async def test_nic_fault_is_retried_within_the_cap(tmp_path: Path) -> None:
+    store, _, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "nic", "node": "chi2863", "times": 1}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert (jobs[0].failure_class, jobs[0].failure_node) == ("nic", "chi2863")
+        assert "hang.no_output" in _rules(events)  # it hung at the first collective
+    finally:
+        await store.close()
+
+
+async def test_host_oom_kill_is_retried_within_the_cap(tmp_path: Path) -> None:
+    store, _, jobs, _, _ = await _sweep(
+        tmp_path, [{"kind": "host_oom", "node": "chi2870", "times": 1}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert (jobs[0].failure_class, jobs[0].failure_node) == ("host_oom", "chi2870")
+    finally:
+        await store.close()
+
+
+async def test_checkout_outage_retries_after_the_hourly_period(tmp_path: Path) -> None:
+    store, sid, jobs, events, _ = await _sweep(
+        tmp_path, [{"kind": "checkout_outage", "times": 1}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
+        assert jobs[0].failure_class == "checkout_outage"
+        assert "checkout.retry_hourly" in _rules(events)
+        # The retry waited the configured period (cluster seconds).
+        assert jobs[1].submitted_at is not None and jobs[0].ended_at is not None
+        assert jobs[1].submitted_at - jobs[0].ended_at >= 3600
+        assert not await store.exclusions(sid)
+    finally:
+        await store.close()
+
+
+async def test_cleanup_exit_143_after_the_last_step_is_success(tmp_path: Path) -> None:
+    store, sid, jobs, _, _ = await _sweep(
+        tmp_path, [{"kind": "cleanup_143"}], EXIT_VERDICT)
+    try:
+        assert [j.state for j in jobs] == [JobState.DONE]
+        assert jobs[0].summary_status == "CANCELLED" and jobs[0].tgs
+        assert (await store.runs(sid))[0].outcome == "pass"
+    finally:
+        await store.close()
+
+
+async def test_cancelled_outside_sweepd_is_recorded_not_retried(tmp_path: Path) -> None:
+    import asyncio
+
+    from sweepd import foreground
+    from sweepd.clusters.factory import make_backend
+
+    scenario = write_scenario(tmp_path)
+    config = sim_config(tmp_path, scenario)
+    lines: list[str] = []
+    sweep = asyncio.create_task(foreground.run_sweep(config, perf_spec(values=[8]),
+                                                     lines.append))
+    log_dir = config.daemon.outputs / "sweep-1"
+    while not (log_dir.exists() and any(log_dir.glob("*.log"))):
+        await asyncio.sleep(0.05)
+    backend, _ = make_backend(config)
+    job_id = next(log_dir.glob("*.log")).name.split("-")[0]
+    await asyncio.sleep(0.3)
+    await backend.cancel(job_id)  # a person's scancel, not sweepd's
+    assert await sweep == 4
+    store = await open_store(config)
+    try:
+        jobs = await store.jobs(1)
+        assert [j.state for j in jobs] == [JobState.FAILED]
+        assert jobs[0].failure_class == "cancelled"
+        assert "cancelled.external" in _rules(await store.events(1))
+    finally:
+        await store.close()

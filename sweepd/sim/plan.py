@@ -85,7 +85,15 @@ def _fault_rank(job: JobInput) -> int:
     return job.nodes.index(node) if node in job.nodes else 0
 
 
-def _preflight(tl: _Timeline) -> float:
+def _preflight(tl: _Timeline) -> float | Plan:
+    fault = tl.job.fault
+    if fault is not None and fault.kind is FaultKind.CHECKOUT_OUTAGE:
+        tl.add(0.0, BANNER, logfmt.banner("Preflight", "BEGIN", "timeout=900s"))
+        tl.all(5.0, "remote: Internal Server Error")
+        tl.all(5.5, "fatal: unable to access 'https://code.example/maxtext.git/': "
+                    "RPC failed; HTTP 500 curl 22 The requested URL returned error: 500")
+        exits = dict.fromkeys(range(len(tl.job.nodes)), 128)
+        return _fail(tl, "Preflight", 0.0, 7.0, Failure(exits, 128, "Preflight failed"))
     t = tl.stage("Preflight", 0.0, tl.rng.uniform(60, 120), [
         "=== Pre-flight GPU cleanup ===",
         "[INFO] Stopping stale containers on {host}",
@@ -184,6 +192,11 @@ def _training(tl: _Timeline, t0: float) -> Plan:
     if kind is FaultKind.RCCL_FLAKE or (fault and kind is FaultKind.HANG
                                         and fault.hang_phase == "before_memstats"):
         return tl.plan(hang_events(tl.add, job, t0 + 0.4 * init), hang=True)
+    if kind is FaultKind.NIC:
+        rank = _fault_rank(job)
+        tl.add(t0 + 0.5 * init, rank, f"[{job.nodes[rank]}] ionic_comp_msn cqe with error: "
+                                      "status 0x6 (remote access error)")
+        return tl.plan(t0 + 0.5 * init + 1, hang=True)
     tm = t0 + init
     for line in logfmt.memstats_lines(truth.mem_used_gb, truth.mem_limit_gb):
         tl.all(tm, line, spacing=0.0)
@@ -193,7 +206,16 @@ def _training(tl: _Timeline, t0: float) -> Plan:
         rank = _fault_rank(job) if kind is FaultKind.OOM else tl.rng.randrange(len(job.nodes))
         return _fail(tl, "Training", t0, *failure_events(tl.add, job, tm + 0.6 * compile_s, rank))
     times = _steps(tl, truth, tm, compile_s)
-    if fault and kind in (FaultKind.HSA_ERROR, FaultKind.NODE_CRASH, FaultKind.HANG):
+    if kind is FaultKind.CLEANUP_143:
+        end = times[-1] + TEARDOWN_S / 2
+        for rank, host in enumerate(job.nodes):
+            tl.add(end, rank, logfmt.node_exit(host, 143))
+        tl.add(end + 1, BANNER, logfmt.banner("Training", "FAILED",
+                                              f"exit=143, {round(end + 1 - t0)}s"))
+        return tl.plan(end + 2, Failure(dict.fromkeys(range(len(job.nodes)), 143), 143,
+                                        "Training cleanup"))
+    if fault and kind in (FaultKind.HSA_ERROR, FaultKind.NODE_CRASH, FaultKind.HANG,
+                          FaultKind.HOST_OOM):
         step = min(fault.step, len(times) - 1)
         cut = times[step] + 0.05 * len(job.nodes)    # step lines are staggered per rank
         tl.events = [e for e in tl.events if e.t <= cut]
@@ -210,6 +232,8 @@ def plan_job(job: JobInput) -> Plan:
     rng = random.Random(f"{job.scenario.cluster.seed}:{job.job_id}")
     tl = _Timeline(job, rng)
     t = _preflight(tl)
+    if isinstance(t, Plan):
+        return t
     ecc_failed = _ecc(tl, t)
     if ecc_failed is not None:
         return ecc_failed

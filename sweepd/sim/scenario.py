@@ -34,6 +34,10 @@ class FaultKind(StrEnum):
     CONFIG_ERROR = "config_error"
     CONTROLLER_DOWN = "controller_down"
     OOM = "oom"
+    NIC = "nic"                          # ionic CQE error, then a hang at the first collective
+    CHECKOUT_OUTAGE = "checkout_outage"  # HTTP 5xx from the code host during preflight
+    HOST_OOM = "host_oom"                # the kernel's OOM killer on one node mid-training
+    CLEANUP_143 = "cleanup_143"          # every step done, then exit 143 in teardown
 
 
 HangPhase = Literal["before_memstats", "compile", "training"]

@@ -85,6 +85,11 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
                      "exception. code: 0x1016")
         add(t + 0.01, rank, ":0:rocdevice.cpp: Aborting")
         return _cascade(add, job, t, rank, 134)
+    if kind is FaultKind.HOST_OOM:
+        add(t, rank, f"[{job.nodes[rank]}] Out of memory: Killed process 4242 (python3) "
+                     "total-vm:1843200000kB, anon-rss:1790000000kB (oom-kill)")
+        add(t + 0.01, rank, "Killed")
+        return _cascade(add, job, t, rank, 137)
     if kind is FaultKind.NODE_CRASH:
         # The node just dies; the others are fine until srun kills the step.
         exits = _everyone(job, 0)
