@@ -191,6 +191,13 @@ def run_watch(args: argparse.Namespace, client: Client) -> int:
 
 @_client_command
 def run_report(args: argparse.Namespace, client: Client) -> int:
+    if args.plot is not None:
+        png = client.plot(args.id)
+        if png is None:
+            print(f"sweep {args.id}: nothing to plot", file=sys.stderr)
+        else:
+            args.plot.write_bytes(png)
+            print(f"plot written to {args.plot}", file=sys.stderr)
     if args.json:
         _print_json(client.report(args.id)["json"])
     else:
@@ -259,6 +266,9 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
         if name != "list":
             p.add_argument("id", type=int, help="sweep id")
+        if name == "report":
+            p.add_argument("--plot", type=Path, metavar="FILE.png",
+                           help="also write the sweep's plot (PNG) to this file")
         if name == "watch":
             p.epilog = "exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted"
         if name == "resume":

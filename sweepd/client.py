@@ -90,6 +90,15 @@ class Client:
     def report_markdown(self, sweep_id: int) -> str:
         return self._request("GET", f"/sweeps/{sweep_id}/report.md").text
 
+    def plot(self, sweep_id: int) -> bytes | None:
+        """The sweep's PNG, or None when its kind draws none (yet)."""
+        try:
+            return self._request("GET", f"/sweeps/{sweep_id}/plot.png").content
+        except ClientError as e:
+            if e.status == 404 and "no plot" in e.message:
+                return None
+            raise
+
     def explain(self, sweep_id: int) -> dict[str, Any]:
         return dict(self._json("GET", f"/sweeps/{sweep_id}/explain"))
 

@@ -10,6 +10,7 @@ from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.specs import parse_spec
 from sweepd.store.rows import Event
+from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import abort, resume
 
 
@@ -51,6 +52,14 @@ class Service:
         excl = [e.node for e in await self.store.exclusions(sweep_id)]
         return {"markdown": report_markdown(sweep, runs, jobs, excl),
                 "json": report_json(sweep, runs, jobs, excl)}
+
+    async def plot(self, sweep_id: int) -> bytes | None:
+        """The sweep's PNG (e.g. TGS against batch size), or None when its kind has none."""
+        sweep = await self.store.sweep(sweep_id)
+        draw = kind_of(sweep.kind).plot
+        if draw is None:
+            return None
+        return draw(sweep, await self.store.runs(sweep_id), await self.store.jobs(sweep_id))
 
     async def explain(self, sweep_id: int) -> dict[str, Any]:
         events = await self.store.events(sweep_id)

@@ -127,6 +127,13 @@ async def report_md(request: web.Request) -> web.Response:
     return web.Response(text=out["markdown"], content_type="text/markdown")
 
 
+async def plot(request: web.Request) -> web.Response:
+    png = await _service(request).plot(_sweep_id(request))
+    if png is None:
+        raise ApiError(404, "no plot for this sweep (its kind draws none, or nothing ran yet)")
+    return web.Response(body=png, content_type="image/png")
+
+
 async def explain(request: web.Request) -> web.Response:
     return web.json_response(await _service(request).explain(_sweep_id(request)))
 
@@ -222,6 +229,7 @@ def make_app(service: Service, max_body_bytes: int = 1 << 20,
     app.router.add_get("/sweeps/{id}/report", report)
     app.router.add_get("/sweeps/{id}/report.md", report_md)
     app.router.add_get("/sweeps/{id}/explain", explain)
+    app.router.add_get("/sweeps/{id}/plot.png", plot)
     app.router.add_get("/sweeps/{id}/progress", progress)
     app.router.add_get("/sweeps/{id}/stream", stream)
     app.router.add_post("/sweeps/{id}/cancel", cancel)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sweepd.reports.plots import perf_curve_plot
+from sweepd.specs import expand_nodes
 from sweepd.store.rows import Job, Run, Sweep
 
 _STATUS = {"pass": "works", "oom": "OOM", "hang": "hang", "fail": "failed"}
@@ -55,3 +57,18 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         mfu = f"{row['mfu']:.2f}%" if row["mfu"] is not None else "—"
         lines.append(f"| {row['value']} | {row['job'] or '—'} | {tgs} | {mfu} | {row['status']} |")
     return "\n".join(lines)
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """TGS against the swept value with the OOM region and the optimum (numeric sweeps)."""
+    parameter = sweep.spec.get("parameter", "per_device_batch_size")
+    numeric = [r for r in runs if isinstance(r.params.get(parameter), int | float)]
+    points = [(float(r.params[parameter]), r.tgs) for r in numeric
+              if r.outcome == "pass" and r.tgs is not None]
+    failed = [float(r.params[parameter]) for r in numeric if r.outcome in ("oom", "fail", "hang")]
+    if not points and not failed:
+        return None
+    best = (sweep.verdict or {}).get("best")
+    title = f"{sweep.spec.get('model')} {len(expand_nodes(sweep.spec['nodes']))}N: {parameter}"
+    return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,
+                           parameter, title)

@@ -42,7 +42,39 @@ def node_perf_plot(nodes: Sequence[tuple[str, float | None, str]], median: float
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=45)
     ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)
+
+
+def _png(fig: Figure) -> bytes:
     fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png")
     return out.getvalue()
+
+
+def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[float],
+                    best: float | None, parameter: str, title: str) -> bytes:
+    """Steady TGS against the swept value: the measured curve, the values that OOMed or
+    failed (shaded from the lowest one up: the region that does not fit), the optimum."""
+    fig = Figure(figsize=(7.0, 4.0), dpi=100)
+    ax = fig.add_subplot()
+    pts = sorted(points)
+    if pts:
+        ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color="#1f77b4",
+                label="steady TGS/device (steps 5-14)")
+    top = max([y for _, y in pts], default=1.0)
+    if failed:
+        edge = min(failed)
+        right = max([*failed, *(x for x, _ in pts)]) * 1.05 + 1
+        ax.axvspan(edge, right, color="#d1495b", alpha=0.12, label=f"OOM / failed from {edge:g}")
+        ax.plot(list(failed), [0.02 * top] * len(failed), "x", color="#d1495b", markersize=9)
+    if best is not None:
+        y = dict(pts).get(best)
+        if y is not None:
+            ax.plot([best], [y], "*", color="#e0a800", markersize=16, label=f"optimum {best:g}")
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("TGS/device")
+    ax.set_ylim(0, top * 1.12)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)

@@ -47,6 +47,8 @@ class Kind:
     gather: Gather = _nothing
     # Extra report sections (Markdown) after the table, e.g. a verdict with its evidence.
     notes: Callable[[Sweep, Sequence[Run], Sequence[Job]], str] | None = None
+    # A PNG where a picture says more than the table (None: nothing to draw yet).
+    plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
 
 
 @cache

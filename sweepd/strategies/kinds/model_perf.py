@@ -5,4 +5,5 @@ from sweepd.specs import ModelPerfSpec
 from sweepd.strategies import perf_plan
 from sweepd.strategies.registry import Kind
 
-KIND = Kind("model-perf", ModelPerfSpec, perf_plan.plan, report.markdown, report.rows)
+KIND = Kind("model-perf", ModelPerfSpec, perf_plan.plan, report.markdown, report.rows,
+            plot=report.plot)

@@ -38,4 +38,4 @@ class NodePerfSpec(_Spec):
 
 # A fault on a 1-node job is that node's verdict, not a reason to move the job elsewhere.
 KIND = Kind("node-perf", NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
-            exclude_on_fault=False)
+            exclude_on_fault=False, plot=report.plot)

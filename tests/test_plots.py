@@ -1,0 +1,24 @@
+"""Plots: the model perf curve with its OOM region and optimum, as a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweepd.daemon import open_parts
+from tests.simrun import perf_spec, run, sim_config, write_scenario
+
+
+async def test_model_perf_plot_is_a_png(tmp_path: Path) -> None:
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    await run(config, perf_spec(values=[4, 8, 10, 64]))
+    async with open_parts(config) as parts:
+        png = await parts.service.plot(1)
+    assert png is not None and png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    (tmp_path / "plot.png").write_bytes(png)
+
+
+async def test_no_plot_before_anything_ran(tmp_path: Path) -> None:
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        sweep = await parts.service.submit(perf_spec(values=[4]))
+        assert await parts.service.plot(int(sweep["id"])) is None
