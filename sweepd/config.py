@@ -59,6 +59,8 @@ class DaemonConfig(_Section):
     socket: Path = Path("/run/sweepd/sweepd.sock")
     socket_group: str | None = Field(None, description="group allowed to use the socket")
     tick_s: float = Field(1.0, gt=0, description="wall seconds between engine passes")
+    hang_floor_wall_s: float = Field(
+        3.0, ge=0, description="least real silence called a hang (matters on a fast sim)")
     max_body_bytes: int = Field(1 << 20, gt=0)
 
     @property
