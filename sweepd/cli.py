@@ -52,15 +52,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _foreground(args, spec.model_dump(mode="json"), args.scenario)
 
 
+DEMO_NODES = DEMO_SPEC["nodes"]
+# Each other kind on the simulated cluster with a seeded fault: (intro, scenario, specs).
+DEMOS: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
+    "node-perf": ("a node perf sweep: one 1-node job per node; one node is 7% slow",
+                  "demo_node_perf.yaml", [{"kind": "node-perf", "nodes": DEMO_NODES}]),
+    "network": ("a node perf sweep, then a network health sweep that uses it; the link "
+                "chi2867-chi2881 (across the halves) runs at 85%", "demo_network.yaml",
+                [{"kind": "node-perf", "nodes": DEMO_NODES},
+                 {"kind": "network", "nodes": DEMO_NODES}]),
+    "model-sweep": ("a model sweep of all models on commits main and candidate; candidate "
+                    "slows llama2-70b by 8% and breaks grok-1", "demo_model_sweep.yaml",
+                    [{"kind": "model-sweep", "nodes": DEMO_NODES,
+                      "commits": ["main", "candidate"]}]),
+}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
-          "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
-    from sweepd.clusters.factory import demo_scenario
+    from sweepd.clusters.factory import sim_file
 
     logs.configure("warning", json=False)
-    config = _foreground_config(args, demo_scenario())
-    code = asyncio.run(foreground.run_sweep(config, DEMO_SPEC, lambda s: print(s, flush=True)))
-    print(asyncio.run(foreground.sim_truth_line(config)))
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    if args.kind == "model-perf":
+        print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
+              "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
+        config = _foreground_config(args, sim_file("demo_scenario.yaml"))
+        code = asyncio.run(foreground.run_sweep(config, DEMO_SPEC, emit))
+        print(asyncio.run(foreground.sim_truth_line(config)))
+        return code
+    intro, scenario, specs = DEMOS[args.kind]
+    print(f"sweepd demo --kind {args.kind}: {intro}\n")
+    config = _foreground_config(args, sim_file(scenario))
+    code = 0
+    for spec in specs:
+        code = asyncio.run(foreground.run_sweep(config, spec, emit))
+        if code:
+            break
     return code
 
 
@@ -78,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext,
                            epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
                                   "person's decision, 4 failed or aborted")
+        if name == "demo":
+            p.add_argument("--kind", default="model-perf",
+                           choices=["model-perf", *DEMOS],
+                           help="which sweep to show, each with a seeded fault")
         if name == "run":
             p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
             p.add_argument("--scenario", type=Path, help="simulated cluster scenario (YAML)")

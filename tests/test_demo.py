@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--state-dir", str(tmp_path)],
@@ -22,3 +24,16 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     assert found and truth, out
     assert found.group(1) == truth.group(1)
     assert f"| {found.group(1)} |" in out and "← optimum" in out
+
+
+@pytest.mark.parametrize(("kind", "expect"), [
+    ("node-perf", r"\| chi2868 \|.*DEGRADED"),
+    ("network", r"Verdict: \*\*bad link between chi2867 and chi2881\*\*"),
+    ("model-sweep", r"\*\*New breakage\*\* grok-1 8N at candidate"),
+])
+def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, expect: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--kind", kind,
+                           "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(expect, done.stdout), done.stdout[-3000:]

@@ -14,8 +14,9 @@ def default_scenario() -> Path:
     return Path(str(resources.files("sweepd.sim").joinpath("default_scenario.yaml")))
 
 
-def demo_scenario() -> Path:
-    return Path(str(resources.files("sweepd.sim").joinpath("demo_scenario.yaml")))
+def sim_file(name: str) -> Path:
+    """A scenario shipped with the package (the demos')."""
+    return Path(str(resources.files("sweepd.sim").joinpath(name)))
 
 
 def make_backend(config: Config) -> tuple[ClusterBackend, Clock]:

@@ -1,0 +1,287 @@
+"""How well the daemon follows many running jobs at once (a benchmark, not a test).
+
+    python bench/monitor_scale.py [--jobs 500] [--rate 20] [--warmup 15] [--seconds 60]
+                                  [--tick-s 1.0] [--poll-interval-s 60] [--keep DIR]
+
+Three processes: the real daemon (`bench/scale_backend.py daemon`: `sweepd serve` with a
+backend that reports every job RUNNING), one log writer (`--rate` lines/s into each of
+`--jobs` logs, maxtext-slurm-facts.md §2 formats, 5 rank-0 step lines/s at 20 lines/s), and
+this process, which seeds the store through the Store API before the daemon starts and then
+polls the SQLite file read-only every 20 ms for new `steps` rows.
+
+Latency of a step = (first time this process sees its row) - (wall time the writer finished
+writing its line), for step lines written inside the measured window; it includes up to
+~20 ms of this process's own polling. CPU and peak RSS are the daemon's, from /proc (all its
+threads: aiosqlite's and aiofiles' worker threads included). The machine may be shared:
+the load average and the other two processes' CPU are printed alongside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.scale_backend import backend_id, log_name
+from sweepd.states import JobState, RunState
+from sweepd.store.store import Store
+
+HERE = Path(__file__).resolve().parent
+RUNS_PER_SWEEP = 10  # model-perf sweeps with every run in flight: the strategy waits
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+async def seed(db: Path, logs: Path, jobs: int) -> None:
+    store = await Store.open(db)
+    try:
+        for first in range(0, jobs, RUNS_PER_SWEEP):
+            count = min(RUNS_PER_SWEEP, jobs - first)
+            nodes = f"bn[{first:04d}-{first + count - 1:04d}]"
+            sweep = await store.create_sweep("model-perf", f"scale-{first}", {
+                "kind": "model-perf", "model": "llama2-70b", "nodes": nodes, "values": [1, 2]})
+            for j in range(first, first + count):
+                run = await store.add_run(sweep, f"per_device_batch_size={j}",
+                                          {"per_device_batch_size": j}, f"bn{j:04d}", "seeded")
+                await store.transition_run(run.id, RunState.ACTIVE, "seeded")
+                job = await store.create_job(run, f"scale{j}", f"bench-{j}", f"bn{j:04d}")
+                await store.transition_job(job.id, JobState.QUEUED, "seeded",
+                                           backend_id=backend_id(j),
+                                           log_path=str(logs / log_name(j)),
+                                           submitted_at=time.time())
+    finally:
+        await store.close()
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a whole process (all threads), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Seen:
+    """First sighting of each (job id, step) row, from a read-only connection."""
+
+    conn: sqlite3.Connection
+    last_rowid: int = 0
+
+    def __post_init__(self) -> None:
+        self.at: dict[tuple[int, int], float] = {}
+
+    def poll(self) -> int:
+        rows = self.conn.execute("SELECT rowid, job_id, step FROM steps WHERE rowid > ? "
+                                 "ORDER BY rowid", (self.last_rowid,)).fetchall()
+        now = time.time()
+        for rowid, job_id, step in rows:
+            self.at.setdefault((job_id, step), now)
+            self.last_rowid = rowid
+        return len(rows)
+
+    def count(self, sql: str) -> int:
+        return int(self.conn.execute(sql).fetchone()[0])
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Window:
+    """What was measured over the window [t0, t1]."""
+
+    t0: float
+    t1: float
+    daemon_cpu_s: float
+    writer_cpu_s: float
+    own_cpu_s: float
+    rss_peak_kb: int
+    rss_now_kb: int
+    threads: int
+    load_before: float
+    load_end: float
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--jobs", type=int, default=500)
+    p.add_argument("--rate", type=float, default=20.0, help="lines/s per job")
+    p.add_argument("--warmup", type=float, default=15.0)
+    p.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    p.add_argument("--tick-s", type=float, default=1.0, help="daemon.tick_s (default 1.0)")
+    p.add_argument("--poll-interval-s", type=float, default=60.0,
+                   help="policy.poll_interval_s; the tail interval is 1/60 of it")
+    p.add_argument("--experiment", action="append", default=[],
+                   help="measure a proposed package change (see scale_backend.EXPERIMENTS)")
+    p.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    p.add_argument("--profile", type=Path,
+                   help="py-spy record the daemon (wall time, all threads): .svg or .txt")
+    return p.parse_args()
+
+
+def _config(work: Path, args: argparse.Namespace) -> Path:
+    config = work / "sweepd.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{work / "state"}"\n'
+                      f'socket = "{work / "sweepd.sock"}"\ntick_s = {args.tick_s}\n\n'
+                      f"[policy]\npoll_interval_s = {args.poll_interval_s}\n")
+    return config
+
+
+def _wait(seen: Seen, until: float, daemon: subprocess.Popen[bytes], log: Path) -> None:
+    while time.time() < until:
+        seen.poll()
+        time.sleep(0.02)
+    if daemon.poll() is not None:
+        raise SystemExit(f"daemon exited: {log.read_text()[-2000:]}")
+
+
+def _adopted(seen: Seen, jobs: int, daemon: subprocess.Popen[bytes], log: Path) -> dict[int, int]:
+    """Wait until the engine has every job RUNNING; job id -> writer index."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if daemon.poll() is not None:
+            raise SystemExit(f"daemon exited: {log.read_text()[-2000:]}")
+        if seen.count("SELECT count(*) FROM jobs WHERE state = 'running'") == jobs:
+            break
+        time.sleep(0.2)
+    return {job_id: int(bid.removeprefix("scale-"))
+            for job_id, bid in seen.conn.execute("SELECT id, backend_id FROM jobs")}
+
+
+def run(args: argparse.Namespace, work: Path) -> tuple[Seen, dict[int, int], Window]:
+    """Start writer and daemon, measure one window, stop both."""
+    logs, state, log = work / "logs", work / "state", work / "daemon.log"
+    state.mkdir(parents=True, exist_ok=True)
+    config = _config(work, args)
+    db = state / "sweepd.db"
+    asyncio.run(seed(db, logs, args.jobs))
+    me = [sys.executable, str(HERE / "scale_backend.py")]
+    load_before = os.getloadavg()[0]
+    writer = subprocess.Popen([*me, "writer", "--logs", str(logs), "--jobs", str(args.jobs),
+                               "--rate", str(args.rate), "--times", str(work / "written.json")])
+    with log.open("wb") as out:
+        daemon = subprocess.Popen([*me, "daemon", "--config", str(config),
+                                   "--stats", str(work / "passes.json"),
+                                   *(f"--experiment={e}" for e in args.experiment)],
+                                  stdout=out, stderr=subprocess.STDOUT)
+    spy: subprocess.Popen[bytes] | None = None
+    try:
+        seen = Seen(sqlite3.connect(f"file:{db}?mode=ro", uri=True))
+        job_index = _adopted(seen, args.jobs, daemon, log)
+        _wait(seen, time.time() + args.warmup, daemon, log)
+        if args.profile:
+            fmt = "raw" if args.profile.suffix == ".txt" else "flamegraph"
+            spy = subprocess.Popen(["py-spy", "record", "--pid", str(daemon.pid), "--idle",
+                                    "--threads", "--duration", str(int(args.seconds)),
+                                    "--format", fmt, "-o", str(args.profile)])
+        t0, cpu0, wcpu0, own0 = (time.time(), cpu_s(daemon.pid), cpu_s(writer.pid),
+                                 time.process_time())
+        _wait(seen, t0 + args.seconds, daemon, log)
+        window = Window(t0, time.time(), cpu_s(daemon.pid) - cpu0, cpu_s(writer.pid) - wcpu0,
+                        time.process_time() - own0, status_kb(daemon.pid, "VmHWM"),
+                        status_kb(daemon.pid, "VmRSS"), status_kb(daemon.pid, "Threads"),
+                        load_before, os.getloadavg()[0])
+        writer.send_signal(signal.SIGTERM)
+        writer.wait(30)
+        _wait(seen, time.time() + 5, daemon, log)  # what was written before t1 gets stored
+    finally:
+        if spy is not None:
+            spy.wait(120)
+        if writer.poll() is None:
+            writer.kill()
+        if daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(60)
+    return seen, job_index, window
+
+
+def _passes(work: Path, w: Window) -> str:
+    passes = [p for p in json.loads((work / "passes.json").read_text())
+              if w.t0 <= p["end"] <= w.t1]
+    if not passes:
+        return "-"
+
+    def mean(key: str) -> float:
+        return statistics.fmean(p.get(key, 0.0) for p in passes)
+
+    return (f"{len(passes)} passes, mean {mean('wall_s'):.2f} s wall (of which advance "
+            f"{mean('advance_s'):.2f} s), {mean('cpu_s'):.2f} s CPU, "
+            f"{mean('db_calls'):,.0f} aiosqlite calls + {mean('executor_calls'):,.0f} "
+            f"executor calls each")
+
+
+def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int, int],
+           w: Window) -> bool:
+    written = json.loads((work / "written.json").read_text())
+    lat: list[float] = []
+    missing = 0
+    for job_id, j in job_index.items():
+        for step, at in enumerate(written["written"][j]):
+            if w.t0 <= at < w.t1:
+                got = seen.at.get((job_id, step))
+                if got is None:
+                    missing += 1
+                else:
+                    lat.append(got - at)
+    span = w.t1 - w.t0
+    busy = w.daemon_cpu_s / span
+    p99 = pct(lat, 0.99) if lat else float("inf")
+    tail = args.poll_interval_s / 60
+    rows = [
+        ("jobs x lines/s", f"{args.jobs} x {args.rate:g} = {args.jobs * args.rate:,.0f} lines/s"),
+        ("config", f"tick_s={args.tick_s:g}, poll_interval_s={args.poll_interval_s:g} "
+                   f"(tail every {tail:g} s)" + "".join(f", experiment {e}"
+                                                         for e in args.experiment)),
+        ("window", f"{span:.1f} s after {args.warmup:g} s warm-up"),
+        ("step rows measured", f"{len(lat):,} (not stored within 5 s: {missing})"),
+        ("latency p50", f"{pct(lat, 0.5):.3f} s" if lat else "-"),
+        ("latency p99", f"{p99:.3f} s"),
+        ("latency max", f"{max(lat):.3f} s" if lat else "-"),
+        ("daemon CPU", f"{busy:.0%} of one core"),
+        ("daemon peak RSS", f"{w.rss_peak_kb / 1024:.0f} MB (now {w.rss_now_kb / 1024:.0f} MB, "
+                            f"{w.threads} threads)"),
+        ("engine passes", _passes(work, w)),
+        ("writer CPU", f"{w.writer_cpu_s / span:.0%} (max lag {written['max_late_s']:.3f} s)"),
+        ("bench poller CPU", f"{w.own_cpu_s / span:.0%}"),
+        ("load average (1 min)", f"before {w.load_before:.2f}, end of window {w.load_end:.2f} "
+                                 f"({os.cpu_count()} cores)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    ok = p99 < 1.0 and busy < 0.30 and w.rss_peak_kb < 200 * 1024
+    print(f"targets (p99 < 1 s, CPU < 30%, RSS < 200 MB): {'met' if ok else 'MISSED'}")
+    print(f"work dir: {work}")
+    return ok
+
+
+def main() -> int:
+    args = _args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="sweepd-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    seen, job_index, window = run(args, work)
+    report(args, work, seen, job_index, window)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
