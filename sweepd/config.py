@@ -23,6 +23,7 @@ class PolicyConfig(_Section):
     checkout_retry_s: float = Field(3600, gt=0, description="retry period on checkout 5xx")
     coord_timeout_limit: int = Field(2, ge=1, description="consecutive coord timeouts: stop")
     poll_interval_s: float = Field(60, gt=0, description="scheduler poll period")
+    tail_interval_s: float = Field(1, gt=0, description="log read period while output flows")
     tail_backoff_max_s: float = Field(300, gt=0, description="slowest log polling when silent")
 
 
@@ -76,8 +77,27 @@ class DaemonConfig(_Section):
         return self.socket
 
 
+class TelegramConfig(_Section):
+    """Off by default: messages then go to the structured log. Token: $TG_BOT_TOKEN or
+    `token_file` (mode 0600, owned by the daemon's user; bare token or BotToken/ChatID)."""
+
+    enabled: bool = False
+    token_file: Path | None = Path("/etc/sweepd/telegram.token")
+    chat_ids: list[int] = Field(default_factory=list,
+                                description="chats obeyed; messages go to the first")
+    base_url: str = "https://api.telegram.org/bot"
+    routine_per_hour: int | None = Field(2, ge=0, description="None: no limit")
+    poll_timeout_s: int = Field(30, ge=0, description="getUpdates long-poll seconds")
+    backoff_initial_s: float = Field(1.0, gt=0)
+    backoff_max_s: float = Field(300.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    read_timeout_s: float = Field(20.0, gt=0)
+    idle_s: float = Field(30.0, gt=0, description="outbox re-check period without news")
+
+
 class Config(_Section):
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
 

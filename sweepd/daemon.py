@@ -18,6 +18,8 @@ import structlog
 from sweepd.clusters.factory import make_backend
 from sweepd.config import Config
 from sweepd.engine import Engine
+from sweepd.notify import build_workers
+from sweepd.sdnotify import SdNotify
 from sweepd.service import Service
 from sweepd.store.store import Store
 
@@ -44,11 +46,15 @@ async def open_parts(config: Config) -> AsyncIterator[Parts]:
         await store.close()
 
 
-async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float) -> None:
-    """Passes until stopped. Idle: one cheap pass per tick. After a change: at once."""
+async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
+                      beat: Callable[[], object] | None = None) -> None:
+    """Passes until stopped. Idle: one cheap pass per tick. After a change: at once.
+    `beat` (the systemd watchdog) is called per pass: a stuck loop stops the pings."""
     while not stop.is_set():
         await engine.step()
         engine.changed.clear()
+        if beat:
+            beat()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), tick_s)
 
@@ -57,7 +63,10 @@ async def serve(config: Config, stop: asyncio.Event,
                 ready: Callable[[], None] | None = None) -> int:
     from sweepd.api.server import start_server
 
+    sd = SdNotify()
     async with open_parts(config) as parts:
+        # Before recovery: a bad token or token file refuses the start (SecretError).
+        workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
         # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
         # running ones from their stored offsets.
         await parts.engine.step()
@@ -67,10 +76,12 @@ async def serve(config: Config, stop: asyncio.Event,
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:
             ready()
+        sd.ready()
         tasks = {
-            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s),
+            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s, sd.beat),
                                 name="engine"),
             asyncio.create_task(stop.wait(), name="stop"),
+            *(asyncio.create_task(run(stop), name=name) for name, run in workers.runners),
         }
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -81,11 +92,13 @@ async def serve(config: Config, stop: asyncio.Event,
                     return 1
             return 0
         finally:
+            sd.stopping()
             stop.set()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await runner.cleanup()
+            await workers.close()
             log.info("daemon.stopped")
 
 

@@ -64,6 +64,8 @@ class Engine:
     changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _to_cancel: list[str] = field(default_factory=list, init=False)
+    # Sweeps to plan on the next pass; None: all (a new process knows nothing yet).
+    _dirty: set[int] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock)
@@ -95,20 +97,58 @@ class Engine:
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
             await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
                                               rule="engine.start")
+            self.mark(sweep.id)
         jobs = await self.store.active_jobs()
         statuses = await self._poll(jobs)
         if statuses is None:
             await self.flush_cancels()
             return
-        await asyncio.gather(*(self._follow(j, statuses.get(j.backend_id or "")) for j in jobs
-                               if j.state != JobState.SUBMITTING))
+        await self._read_logs(jobs, statuses)
+        for job in await self.store.active_jobs():
+            if job.state != JobState.SUBMITTING:
+                await self._judge(job, statuses.get(job.backend_id or ""))
         await self.flush_cancels()
         try:
-            for sweep in await self.store.sweeps([SweepState.RUNNING]):
+            for sweep in await self._sweeps_to_advance():
                 await self._advance(sweep)
         except ControllerUnreachable as e:
             await self._controller_down(str(e))
         await self.flush_cancels()
+
+    def mark(self, sweep_id: int) -> None:
+        """Something happened in this sweep: plan it on the next pass."""
+        if self._dirty is not None:
+            self._dirty.add(sweep_id)
+
+    async def _sweeps_to_advance(self) -> list[Sweep]:
+        """Running sweeps with something new (all of them on a process's first pass), or a
+        retry whose waiting period is over."""
+        running = await self.store.sweeps([SweepState.RUNNING])
+        due = await self.store.sweeps_with_due_retries(self.clock.now())
+        dirty, self._dirty = self._dirty, set()
+        return [s for s in running if dirty is None or s.id in dirty or s.id in due]
+
+    async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
+        """Read every due log concurrently; store all the facts in one transaction."""
+        now = self.clock.now()
+        due = []
+        for job in jobs:
+            status = statuses.get(job.backend_id or "")
+            finished = status is not None and status.state.finished
+            tail = self._tail.setdefault(job.id, _TailClock())
+            if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
+                due.append(job)
+        chunks = await asyncio.gather(*(self.follower.read_chunk(j) for j in due))
+        await self.store.record_logs([c for c in chunks if c is not None])
+        base = self.config.policy.tail_interval_s
+        for job, chunk in zip(due, chunks, strict=True):
+            tail = self._tail[job.id]
+            fresh = chunk is not None and "last_output_at" in chunk.fields
+            tail.interval = base if fresh else min(max(tail.interval * 2, base),
+                                                   self.config.policy.tail_backoff_max_s)
+            tail.next_at = now + tail.interval
+            if fresh:
+                self.notify()
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
@@ -153,19 +193,9 @@ class Engine:
 
     # -- following jobs ----------------------------------------------------------------
 
-    async def _follow(self, job: Job, status: JobStatus | None) -> None:
+    async def _judge(self, job: Job, status: JobStatus | None) -> None:
+        """The job's state from the scheduler's word and its log: running, finished, hung."""
         now = self.clock.now()
-        tail = self._tail.setdefault(job.id, _TailClock())
-        finished = status is not None and status.state.finished
-        if now >= tail.next_at or finished:
-            fresh = await self.follower.read(job)
-            base = self.config.policy.poll_interval_s / 60  # ~1 s of cluster time
-            tail.interval = base if fresh else min(max(tail.interval * 2, base),
-                                                   self.config.policy.tail_backoff_max_s)
-            tail.next_at = now + tail.interval
-            if fresh:
-                self.notify()
-        job = await self.store.job(job.id)
         if status is None:
             return await self._check_hang(job, now)
         if status.state != job.scheduler_state:
@@ -175,10 +205,11 @@ class Engine:
                                             rule="scheduler.running",
                                             last_output_at=job.last_output_at or now)
             return
-        if finished:
+        if status.state.finished:
             self._tail.pop(job.id, None)
             self.follower.forget(job.id)
             await conclude(self, await self.store.job(job.id), status)
+            self.mark(job.sweep_id)
             self.notify()
             return
         await self._check_hang(job, now)

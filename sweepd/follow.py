@@ -40,10 +40,17 @@ def later(a: str, b: Phase) -> str:
 
 
 @dataclass
-class _Chunk:
+class LogChunk:
+    job_id: int
     fields: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     signals: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _other_rank_step(line: str) -> bool:
+    """A step line of rank > 0: identical to rank 0's, not worth parsing (cheap check)."""
+    head = line[:24]
+    return "completed step:" in head and not head.startswith(("0: ", "completed"))
 
 
 class LogFollower:
@@ -57,8 +64,16 @@ class LogFollower:
 
     async def read(self, job: Job) -> bool:
         """Read what is new in the job's log and store it. True if there was new output."""
+        chunk = await self.read_chunk(job)
+        if chunk is not None:
+            await self._store.record_logs([chunk])
+        return chunk is not None and bool(chunk.fields.get("last_output_at"))
+
+    async def read_chunk(self, job: Job) -> LogChunk | None:
+        """The facts in what is new in the job's log, not yet stored (the engine stores a
+        whole pass's chunks in one transaction). None: nothing changed."""
         if not job.log_path:
-            return False
+            return None
         tailer = self._tailers.get(job.id)
         if tailer is None:
             tailer = LogTailer(Path(job.log_path), offset=job.log_offset,
@@ -67,21 +82,22 @@ class LogFollower:
         lines = await tailer.read_lines()
         if not lines:
             if tailer.identity != job.log_identity or tailer.offset != job.log_offset:
-                await self._store.update_job(job.id, log_offset=tailer.offset,
-                                             log_identity=tailer.identity)
-            return False
+                return LogChunk(job.id, {"log_offset": tailer.offset,
+                                         "log_identity": tailer.identity})
+            return None
         chunk = self._facts(job, lines)
         chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
                             last_output_at=self._clock.now())
-        await self._store.record_log(job.id, chunk.fields, chunk.steps, chunk.signals)
-        return True
+        return chunk
 
-    def _facts(self, job: Job, lines: list[tuple[int, str]]) -> _Chunk:
-        out = _Chunk()
+    def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
+        out = LogChunk(job.id)
         node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
         phase = job.phase if job.phase != Phase.PROLOG else str(Phase.PREFLIGHT)
         last_step = job.last_step
         for offset, line in lines:
+            if _other_rank_step(line):
+                continue
             fact = parse_line(line)
             if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
                 node_map = node_map_from_nodelist(fact.value)

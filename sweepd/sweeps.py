@@ -57,6 +57,7 @@ async def resume(engine: Engine, sweep_id: int, exclusions: Sequence[str] | None
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",
                                         progress=f"sweep {sweep_id} resumed")
+    engine.mark(sweep_id)
     engine.notify()
 
 

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
@@ -34,6 +34,13 @@ E = TypeVar("E", bound=StrEnum)
 
 _JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
 _RUN_FIELDS = frozenset({"outcome", "tgs", "mfu", "failure_class", "detail", "not_before"})
+
+
+class LogChunkLike(Protocol):
+    job_id: int
+    fields: dict[str, Any]
+    steps: list[dict[str, Any]]
+    signals: list[dict[str, Any]]
 
 
 class InvalidTransition(Exception):
@@ -243,6 +250,12 @@ class Store:
             if progress:
                 await self._event(conn, run.sweep_id, "progress", progress, run_id=run_id)
 
+    async def sweeps_with_due_retries(self, now: float) -> set[int]:
+        rows = await self._all(
+            "SELECT DISTINCT sweep_id FROM runs WHERE not_before IS NOT NULL"
+            " AND not_before <= ? AND state IN ('pending', 'active')", (now,))
+        return {int(r[0]) for r in rows}
+
     async def update_run_not_before(self, run_id: int, at: float) -> None:
         async with self.tx() as conn:
             await conn.execute("UPDATE runs SET not_before = ? WHERE id = ?", (at, run_id))
@@ -305,31 +318,30 @@ class Store:
         async with self.tx() as conn:
             await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
 
-    async def record_log(
-        self, job_id: int, fields: Mapping[str, Any], steps: Sequence[Mapping[str, Any]],
-        signals: Sequence[Mapping[str, Any]],
-    ) -> None:
-        """Facts read from one chunk of a log, with the new offset, in one transaction:
-        a crash can never store the facts without the offset (or the reverse)."""
+    async def record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
+        """Facts read from logs, each with its job's new offset, in one transaction: a crash
+        can never store facts without their offset (or the reverse)."""
+        if not chunks:
+            return
         async with self.tx() as conn:
-            for s in steps:
-                await conn.execute(
-                    "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    (job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
-                     s["tgs"], s.get("loss")),
-                )
-            for g in signals:
-                await conn.execute(
-                    "INSERT OR IGNORE INTO signals"
-                    " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
-                    (job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
-                     g.get("detail"), g["line"]),
-                )
-            if fields:
-                sets = ", ".join(f"{k} = ?" for k in fields)
-                await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
-                                   (*fields.values(), job_id))
+            await conn.executemany(
+                "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(c.job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
+                  s["tgs"], s.get("loss")) for c in chunks for s in c.steps])
+            await conn.executemany(
+                "INSERT OR IGNORE INTO signals"
+                " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
+                [(c.job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
+                  g.get("detail"), g["line"]) for c in chunks for g in c.signals])
+            for c in chunks:
+                if c.fields:
+                    unknown = set(c.fields) - _JOB_FIELDS
+                    if unknown:
+                        raise ValueError(f"not job fields: {sorted(unknown)}")
+                    sets = ", ".join(f"{k} = ?" for k in c.fields)
+                    await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
+                                       (*c.fields.values(), c.job_id))
 
     async def steps(self, job_id: int) -> list[StepRow]:
         rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))
