@@ -129,7 +129,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
     p.add_argument("--tick-s", type=float, default=1.0, help="daemon.tick_s (default 1.0)")
     p.add_argument("--poll-interval-s", type=float, default=60.0,
-                   help="policy.poll_interval_s; the tail interval is 1/60 of it")
+                   help="policy.poll_interval_s (scheduler polls)")
+    p.add_argument("--tail-interval-s", type=float, default=1.0,
+                   help="policy.tail_interval_s (log reads while output flows)")
     p.add_argument("--experiment", action="append", default=[],
                    help="measure a proposed package change (see scale_backend.EXPERIMENTS)")
     p.add_argument("--keep", type=Path, help="work in this directory and keep it")
@@ -142,7 +144,8 @@ def _config(work: Path, args: argparse.Namespace) -> Path:
     config = work / "sweepd.toml"
     config.write_text(f'[daemon]\nstate_dir = "{work / "state"}"\n'
                       f'socket = "{work / "sweepd.sock"}"\ntick_s = {args.tick_s}\n\n'
-                      f"[policy]\npoll_interval_s = {args.poll_interval_s}\n")
+                      f"[policy]\npoll_interval_s = {args.poll_interval_s}\n"
+                      f"tail_interval_s = {args.tail_interval_s}\n")
     return config
 
 
@@ -245,7 +248,7 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
     span = w.t1 - w.t0
     busy = w.daemon_cpu_s / span
     p99 = pct(lat, 0.99) if lat else float("inf")
-    tail = args.poll_interval_s / 60
+    tail = args.tail_interval_s
     rows = [
         ("jobs x lines/s", f"{args.jobs} x {args.rate:g} = {args.jobs * args.rate:,.0f} lines/s"),
         ("config", f"tick_s={args.tick_s:g}, poll_interval_s={args.poll_interval_s:g} "

@@ -42,6 +42,7 @@ async def open_parts(config: Config) -> AsyncIterator[Parts]:
     try:
         yield Parts(store, engine, Service(engine))
     finally:
+        await engine.close()
         await backend.close()
         await store.close()
 

@@ -70,6 +70,9 @@ class Engine:
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock)
 
+    async def close(self) -> None:
+        await self.follower.retain(set())
+
     def cancel_later(self, backend_id: str) -> None:
         """Queue a scancel for after the deciding transaction commits."""
         self._to_cancel.append(backend_id)
@@ -107,6 +110,7 @@ class Engine:
         for job in await self.store.active_jobs():
             if job.state != JobState.SUBMITTING:
                 await self._judge(job, statuses.get(job.backend_id or ""))
+        await self.follower.retain({j.id for j in await self.store.active_jobs()})
         await self.flush_cancels()
         try:
             for sweep in await self._sweeps_to_advance():
@@ -207,7 +211,7 @@ class Engine:
             return
         if status.state.finished:
             self._tail.pop(job.id, None)
-            self.follower.forget(job.id)
+            await self.follower.forget(job.id)
             await conclude(self, await self.store.job(job.id), status)
             self.mark(job.sweep_id)
             self.notify()

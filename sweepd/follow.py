@@ -59,8 +59,15 @@ class LogFollower:
         self._clock = clock
         self._tailers: dict[int, LogTailer] = {}
 
-    def forget(self, job_id: int) -> None:
-        self._tailers.pop(job_id, None)
+    async def retain(self, job_ids: set[int]) -> None:
+        """Close the logs of jobs that are no longer followed (ended, cancelled)."""
+        for job_id in set(self._tailers) - job_ids:
+            await self.forget(job_id)
+
+    async def forget(self, job_id: int) -> None:
+        tailer = self._tailers.pop(job_id, None)
+        if tailer is not None:
+            await tailer.close()
 
     async def read(self, job: Job) -> bool:
         """Read what is new in the job's log and store it. True if there was new output."""

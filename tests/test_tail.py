@@ -3,9 +3,28 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from sweepd.monitor.tail import LogTailer
+
+_OPEN: list[LogTailer] = []
+
+
+def tail(*args: object, **kwargs: object) -> LogTailer:
+    """A LogTailer closed after the test (it keeps its log open between reads)."""
+    tailer = LogTailer(*args, **kwargs)  # type: ignore[arg-type]
+    _OPEN.append(tailer)
+    return tailer
+
+
+@pytest.fixture(autouse=True)
+async def close_tailers() -> AsyncIterator[None]:
+    yield
+    while _OPEN:
+        await _OPEN.pop().close()
 
 
 def append(path: Path, data: bytes) -> None:
@@ -14,7 +33,7 @@ def append(path: Path, data: bytes) -> None:
 
 
 async def test_missing_file_returns_nothing(tmp_path: Path) -> None:
-    tailer = LogTailer(tmp_path / "12345-JAX-llama2-70b.log")
+    tailer = tail(tmp_path / "12345-JAX-llama2-70b.log")
     assert await tailer.read_lines() == []
     assert (tailer.offset, tailer.identity) == (0, None)
 
@@ -22,7 +41,7 @@ async def test_missing_file_returns_nothing(tmp_path: Path) -> None:
 async def test_offsets_and_partial_lines(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"JOB_ID=1\n0: completed st")
-    tailer = LogTailer(log)
+    tailer = tail(log)
     assert await tailer.read_lines() == [(0, "JOB_ID=1")]
     assert tailer.offset == 9
     assert await tailer.read_lines() == []  # the partial line waits for its newline
@@ -35,7 +54,7 @@ async def test_offsets_and_partial_lines(tmp_path: Path) -> None:
 async def test_crlf_and_invalid_utf8(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"a\r\n\xff\xfebad \xe2\x82\r\nok\n")
-    lines = await LogTailer(log).read_lines()
+    lines = await tail(log).read_lines()
     assert [offset for offset, _ in lines] == [0, 3, 13]
     assert lines[0][1] == "a"
     assert lines[1][1].startswith("\ufffd") and lines[1][1].endswith("\ufffd")
@@ -45,10 +64,10 @@ async def test_crlf_and_invalid_utf8(tmp_path: Path) -> None:
 async def test_resume_from_persisted_offset_and_identity(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"one\ntwo\n")
-    first = LogTailer(log)
+    first = tail(log)
     await first.read_lines()
     append(log, b"three\n")
-    again = LogTailer(log, offset=first.offset, identity=first.identity)
+    again = tail(log, offset=first.offset, identity=first.identity)
     assert await again.read_lines() == [(8, "three")]
     assert again.restarts == 0
 
@@ -56,7 +75,7 @@ async def test_resume_from_persisted_offset_and_identity(tmp_path: Path) -> None
 async def test_truncation_restarts_from_zero(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"first line\nsecond line\n")
-    tailer = LogTailer(log)
+    tailer = tail(log)
     await tailer.read_lines()
     log.write_bytes(b"new\n")  # same inode, smaller than the offset
     assert await tailer.read_lines() == [(0, "new")]
@@ -66,7 +85,7 @@ async def test_truncation_restarts_from_zero(tmp_path: Path) -> None:
 async def test_replacement_restarts_from_zero(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"old\n")
-    tailer = LogTailer(log)
+    tailer = tail(log)
     await tailer.read_lines()
     old_identity = tailer.identity
     fresh = tmp_path / "fresh.log"
@@ -80,7 +99,7 @@ async def test_replacement_restarts_from_zero(tmp_path: Path) -> None:
 async def test_line_longer_than_chunk_comes_in_pieces(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"x" * 25 + b"\nend\n")
-    tailer = LogTailer(log, chunk_bytes=10)
+    tailer = tail(log, chunk_bytes=10)
     pieces: list[tuple[int, str]] = []
     for _ in range(10):
         got = await tailer.read_lines()
@@ -97,7 +116,7 @@ async def test_50mb_log_in_bounded_chunks(tmp_path: Path) -> None:
     count = 500_000
     log.write_bytes(line * count)
     chunk = 1 << 20
-    tailer = LogTailer(log, chunk_bytes=chunk)
+    tailer = tail(log, chunk_bytes=chunk)
     total_lines = calls = 0
     expected_offset = 0
     while True:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import aiofiles
+from aiofiles.threadpool.binary import AsyncBufferedReader
 
 
 class LogTailer:
@@ -32,27 +33,54 @@ class LogTailer:
         self.restart_reason: str | None = None   # "truncated" / "replaced", last restart
         self.has_more = False              # bytes beyond `offset` were left for next call
         self.last_read_bytes = 0           # bytes read from disk by the last call
+        self._file: AsyncBufferedReader | None = None
+        self._file_identity: str | None = None
 
     async def read_lines(self) -> list[tuple[int, str]]:
         """(byte offset where the line starts, line without CR/LF), for complete lines."""
         self.last_read_bytes = 0
         self.has_more = False
         try:
-            async with aiofiles.open(self.path, "rb") as f:
-                # fstat the open file, not the path: the name may be replaced meanwhile.
-                st = os.fstat(f.fileno())
-                self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
-                if st.st_size <= self.offset:
-                    return []
-                await f.seek(self.offset)
-                data = await f.read(self.chunk_bytes)
+            # A stat is cheap and needs no worker thread: most passes over a quiet log
+            # end here.
+            st = os.stat(self.path)
         except FileNotFoundError:
+            await self.close()
             return []  # not written yet: the job is still in its prolog
+        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
+        if st.st_size <= self.offset:
+            return []
+        f = await self._open()
+        if f is None:
+            return []
+        await f.seek(self.offset)
+        data = await f.read(self.chunk_bytes)
         self.last_read_bytes = len(data)
         lines = self._split(data)
         # A short read reached EOF: what is left is a partial line, not more to read.
         self.has_more = len(data) == self.chunk_bytes and st.st_size > self.offset
         return lines
+
+    async def _open(self) -> AsyncBufferedReader | None:
+        """The log, kept open between reads (two worker-thread hops per read, not four);
+        reopened when the name now points at another file."""
+        if self._file is not None and self._file_identity == self.identity:
+            return self._file
+        await self.close()
+        try:
+            f = await aiofiles.open(self.path, "rb")
+        except FileNotFoundError:
+            return None
+        # fstat the open file, not the path: the name may have been replaced meanwhile.
+        st = os.fstat(f.fileno())
+        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
+        self._file, self._file_identity = f, self.identity
+        return f
+
+    async def close(self) -> None:
+        if self._file is not None:
+            await self._file.close()
+            self._file = None
 
     def _check_identity(self, identity: str, size: int) -> None:
         reason = None

@@ -334,14 +334,19 @@ class Store:
                 " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
                 [(c.job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
                   g.get("detail"), g["line"]) for c in chunks for g in c.signals])
+            # Most chunks set the same columns: one UPDATE statement per column set.
+            by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
             for c in chunks:
-                if c.fields:
-                    unknown = set(c.fields) - _JOB_FIELDS
-                    if unknown:
-                        raise ValueError(f"not job fields: {sorted(unknown)}")
-                    sets = ", ".join(f"{k} = ?" for k in c.fields)
-                    await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
-                                       (*c.fields.values(), c.job_id))
+                columns = tuple(sorted(c.fields))
+                by_columns.setdefault(columns, []).append(
+                    (*(c.fields[k] for k in columns), c.job_id))
+            for columns, rows in by_columns.items():
+                unknown = set(columns) - _JOB_FIELDS
+                if unknown:
+                    raise ValueError(f"not job fields: {sorted(unknown)}")
+                if columns:
+                    sets = ", ".join(f"{k} = ?" for k in columns)
+                    await conn.executemany(f"UPDATE jobs SET {sets} WHERE id = ?", rows)
 
     async def steps(self, job_id: int) -> list[StepRow]:
         rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))

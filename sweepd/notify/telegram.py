@@ -1,0 +1,280 @@
+"""The Telegram delivery worker: the outbox, in order, through python-telegram-bot's `Bot`.
+
+Each message's chunks are planned (stored) before the first send and confirmed one by one,
+so a restart resends exactly the unconfirmed ones. Flood control (`RetryAfter`) waits as
+told; network errors, time-outs and 5xx back off; a chunk Telegram cannot parse goes again
+as plain text; a chunk refused for good is recorded and skipped. Nothing here raises into
+the daemon: a failed notification never blocks or fails a sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+import structlog
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.error import BadRequest, ChatMigrated, NetworkError, RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
+
+from sweepd.notify import format as fmt
+from sweepd.notify.secrets import REDACTED, Token
+from sweepd.store.outbox import Chunk, Item, Outbox
+
+log = structlog.get_logger("sweepd.notify")
+
+# Opt in to PTB 22's timedelta time periods: without it PTB warns (deprecation) whenever it
+# builds a RetryAfter, which is exactly when flood control needs handling.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+
+
+class ReportSource(Protocol):
+    """What the final message needs from the service (sweepd.service.Service fits)."""
+
+    async def report(self, sweep_id: int) -> dict[str, Any]: ...
+
+    async def plot(self, sweep_id: int) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Delays, configurable so tests need no real waiting."""
+
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 300.0
+    retry_after_max_s: float = 3600.0
+    idle_s: float = 30.0          # re-check the outbox this often without news
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 20.0
+
+
+DEFAULT_TIMING = Timing()
+
+
+def make_bot(token: Token, base_url: str = DEFAULT_BASE_URL, timing: Timing = DEFAULT_TIMING,
+             poll_timeout_s: float = 0.0) -> Bot:
+    """A real PTB bot; `base_url` points it at a local double in tests."""
+    request = HTTPXRequest(connect_timeout=timing.connect_timeout_s,
+                           read_timeout=timing.read_timeout_s,
+                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s)
+    updates = HTTPXRequest(connect_timeout=timing.connect_timeout_s,
+                           read_timeout=poll_timeout_s + timing.read_timeout_s,
+                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s)
+    return Bot(token.value, base_url=base_url, request=request, get_updates_request=updates)
+
+
+def stop_buttons(sweep_id: int) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup([[
+        InlineKeyboardButton("Resume", callback_data=f"resume:{sweep_id}"),
+        InlineKeyboardButton("Abort", callback_data=f"abort:{sweep_id}"),
+    ]])
+
+
+def retry_after_s(error: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 deprecates the int form; take either
+        warnings.simplefilter("ignore")
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def is_parse_error(error: BadRequest) -> bool:
+    return "can't parse entities" in error.message.lower()
+
+
+def describe(error: BaseException, token: Token) -> str:
+    return f"{type(error).__name__}: {error}".replace(token.value, REDACTED)
+
+
+class Backoff:
+    def __init__(self, timing: Timing) -> None:
+        self._timing = timing
+        self._next = timing.backoff_initial_s
+
+    def next(self) -> float:
+        delay, self._next = self._next, min(self._next * 2, self._timing.backoff_max_s)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self._timing.backoff_initial_s
+
+
+async def send_text(bot: Bot, chat_id: int, text: str, parse_mode: str | None,
+                    markup: InlineKeyboardMarkup | None = None) -> int:
+    """One sendMessage; a chunk refused for its parse mode goes again as plain text."""
+    try:
+        msg = await bot.send_message(chat_id, text, parse_mode=parse_mode, reply_markup=markup,
+                                     disable_web_page_preview=True)
+    except BadRequest as e:
+        if parse_mode is None or not is_parse_error(e):
+            raise
+        log.info("notify.plain_fallback", chat=chat_id, error=e.message)
+        msg = await bot.send_message(chat_id, fmt.plain(text), reply_markup=markup,
+                                     disable_web_page_preview=True)
+    return msg.message_id
+
+
+class TelegramNotifier:
+    def __init__(self, outbox: Outbox, bot: Bot, token: Token, chat_id: int,
+                 reports: ReportSource, *, routine_per_hour: int | None = 2,
+                 timing: Timing = DEFAULT_TIMING, limit: int = fmt.LIMIT,
+                 news: Callable[[], asyncio.Event] | None = None,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.outbox = outbox
+        self.bot = bot
+        self.token = token
+        self.chat_id = chat_id
+        self.reports = reports
+        self.routine_per_hour = routine_per_hour
+        self.timing = timing
+        self.limit = limit
+        self._news = news
+        self._clock = clock
+        self._sleep = sleep
+        self._backoff = Backoff(timing)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until stopped. Survives every error: it logs, waits, and tries again."""
+        while not stop.is_set():
+            news = self._news() if self._news else None
+            try:
+                await self.deliver_pending()
+            except Exception as e:  # a notifier bug must not stop sweeps
+                log.error("notify.pass_failed", error=describe(e, self.token))
+                await self._sleep(self._backoff.next())
+                continue
+            waits = [asyncio.ensure_future(stop.wait())]
+            if news is not None:
+                waits.append(asyncio.ensure_future(news.wait()))
+            try:
+                await asyncio.wait(waits, timeout=self.timing.idle_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+    async def deliver_pending(self) -> int:
+        """Everything deliverable now, in order; returns the number of messages finished."""
+        done = 0
+        while True:
+            items = await self.outbox.pending()
+            if not items:
+                break
+            for item in items:
+                await self._deliver(item)
+                done += 1
+        # Held routine lines go as one digest per sweep once the hourly budget allows.
+        for sweep_id in sorted({h.sweep_id for h in await self.outbox.held()}):
+            if not await self._routine_allowed():
+                break
+            await self._flush_digest(sweep_id)
+            done += 1
+        return done
+
+    async def _routine_allowed(self) -> bool:
+        sent = await self.outbox.routine_sent_since(self._clock() - 3600)
+        return fmt.routine_allowed(sent, self.routine_per_hour)
+
+    async def _flush_digest(self, sweep_id: int) -> None:
+        held = await self.outbox.held(sweep_id)
+        if held:
+            body = fmt.digest_text([h.text for h in held])
+            await self._deliver(await self.outbox.make_digest(sweep_id, body, held,
+                                                              self._clock()))
+
+    async def _deliver(self, item: Item) -> None:
+        chunks = await self.outbox.chunks(item)
+        if not chunks:
+            planned = await self._plan(item)
+            if planned is None:
+                return  # held for a digest
+            chunks = planned
+        for c in chunks:
+            if c.delivered_at is None:
+                await self._send_chunk(item, c)
+
+    async def _plan(self, item: Item) -> list[Chunk] | None:
+        if item.kind == "digest":
+            return await self.outbox.plan(item, fmt.parts(item.text, fmt.Klass.ROUTINE,
+                                                          limit=self.limit), routine=True)
+        final = await self.outbox.is_final(item.id)
+        klass = fmt.classify(item.text, final)
+        if klass == fmt.Klass.ROUTINE and not await self._routine_allowed():
+            await self.outbox.hold(item.id)
+            return None
+        if klass != fmt.Klass.ROUTINE:
+            # Held lines go first, so the person reads them in the order they happened.
+            await self._flush_digest(item.sweep_id)
+        report: str | None = None
+        photo = False
+        if klass == fmt.Klass.FINAL:
+            try:
+                report = str((await self.reports.report(item.sweep_id))["markdown"])
+                photo = await self.reports.plot(item.sweep_id) is not None
+            except Exception as e:  # send the verdict line without the report
+                log.warning("notify.report_failed", sweep=item.sweep_id,
+                            error=describe(e, self.token))
+        parts = fmt.parts(item.text, klass, report, photo, self.limit)
+        return await self.outbox.plan(item, parts, routine=klass == fmt.Klass.ROUTINE)
+
+    async def _send_chunk(self, item: Item, c: Chunk) -> None:
+        while True:
+            try:
+                message_id = await self._transport(item, c)
+            except RetryAfter as e:
+                delay = min(retry_after_s(e), self.timing.retry_after_max_s)
+                await self._failed(item, c, e, delay)
+            except BadRequest as e:
+                # Not the parse mode (that fell back already): this chunk can never go.
+                log.error("notify.refused", sweep=item.sweep_id, item=item.kind, id=item.id,
+                          chunk=c.chunk, error=describe(e, self.token))
+                await self.outbox.abandon(c.row_id, describe(e, self.token), self._clock())
+                return
+            except ChatMigrated as e:
+                log.error("notify.chat_migrated", new_chat=e.new_chat_id)
+                await self._failed(item, c, e, self._backoff.next())
+            except (NetworkError, TelegramError) as e:  # network, time-out, 5xx, 401/403
+                await self._failed(item, c, e, self._backoff.next())
+            else:
+                self._backoff.reset()
+                await _finish(self.outbox.delivered(c.row_id, message_id, self._clock()))
+                return
+
+    async def _failed(self, item: Item, c: Chunk, error: Exception, delay: float) -> None:
+        text = describe(error, self.token)
+        log.warning("notify.retry", sweep=item.sweep_id, item=item.kind, id=item.id,
+                    chunk=c.chunk, error=text, delay_s=delay)
+        await self.outbox.attempt_failed(c.row_id, text)
+        await self._sleep(delay)
+
+    async def _transport(self, item: Item, c: Chunk) -> int:
+        await self.bot.initialize()  # idempotent; fails (and is retried) while the API is down
+        if c.kind == "photo":
+            png = await self.reports.plot(item.sweep_id)
+            if png is None:
+                raise BadRequest("plot no longer available")
+            msg = await self.bot.send_photo(self.chat_id, png, caption=c.text)
+            return msg.message_id
+        markup = stop_buttons(item.sweep_id) if c.buttons else None
+        return await send_text(self.bot, self.chat_id, c.text, c.parse_mode, markup)
+
+
+async def _finish(confirm: Awaitable[None]) -> None:
+    """Record a confirmed send even if the worker is cancelled at this moment: the message
+    is out, and a restart must not send it again."""
+    task = asyncio.ensure_future(confirm)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise

@@ -1,0 +1,136 @@
+"""Chat control through the real PTB client and the Bot API double: commands from the
+configured chat, the stop buttons, strangers ignored and logged, unknown ids answered."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
+from sweepd.notify.telegram import make_bot
+from sweepd.service import Service
+from sweepd.states import SweepState
+from sweepd.store.outbox import Outbox
+from tests.telegram_double import (
+    CHAT,
+    FAST,
+    SPEC,
+    STRANGER,
+    BotApiDouble,
+    Sleeps,
+    running_double,
+    service_over,
+    token,
+)
+
+
+@pytest.fixture
+async def double() -> AsyncIterator[BotApiDouble]:
+    async with running_double() as d:
+        yield d
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[Service]:
+    async with service_over(tmp_path) as s:
+        yield s
+
+
+async def poll(service: Service, double: BotApiDouble) -> int:
+    """One getUpdates round by a fresh client (as after a restart)."""
+    bot = make_bot(token(), double.base_url, FAST)
+    chat = ChatControl(Outbox(service.store), bot, token(), [CHAT], service, poll_timeout_s=0,
+                       timing=FAST, sleep=Sleeps())
+    try:
+        return await chat.poll_once()
+    finally:
+        await bot.shutdown()
+
+
+async def stopped_sweep(service: Service) -> int:
+    sid = int((await service.submit(SPEC))["id"])
+    await service.store.transition_sweep(sid, SweepState.RUNNING, "started")
+    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+                                         progress="[model-perf STOP] halted")
+    return sid
+
+
+async def test_status_show_and_report_answer_the_configured_chat(service: Service,
+                                                                 double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    double.queue_message(CHAT, "/status")
+    double.queue_message(CHAT, f"/show {sid}")
+    double.queue_message(CHAT, f"/report@sweepd_bot {sid}")
+    assert await poll(service, double) == 3
+    status, show, report = double.sent
+    assert status.chat_id == CHAT
+    assert status.text == f"#{sid} model-perf {(await service.summary(sid))['name']}: " \
+                          "awaiting_decision — node fault"
+    assert show.text.startswith(f"#{sid} ") and "runs: 0, jobs: 0" in show.text
+    assert report.parse_mode == "Markdown" and report.text.startswith(f"```\n# Sweep {sid}:")
+
+
+async def test_abort_and_cancel_act_and_unknown_ids_get_a_clear_answer(
+        service: Service, double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    double.queue_message(CHAT, "/abort 99")
+    double.queue_message(CHAT, f"/abort {sid}")
+    double.queue_message(CHAT, f"/cancel {sid}")
+    double.queue_message(CHAT, "/resume")
+    double.queue_message(CHAT, "/frobnicate 3")
+    await poll(service, double)
+    assert (await service.summary(sid))["state"] == SweepState.ABORTED
+    unknown, aborted, again, usage, bad = double.texts()
+    assert unknown == "No sweep 99: /status lists the sweeps."
+    assert aborted.startswith(f"abort: #{sid} ") and "aborted" in aborted
+    assert again == f"Cannot cancel sweep {sid}: sweep {sid} is already aborted"
+    assert usage.startswith("usage: /resume ID")
+    assert bad.startswith("unknown command /frobnicate")
+
+
+async def test_a_stranger_is_ignored_and_logged(service: Service, double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    double.queue_message(STRANGER, f"/abort {sid}")
+    double.queue_button(STRANGER, 555, f"abort:{sid}")
+    with capture_logs() as logs:
+        assert await poll(service, double) == 2
+    assert double.sent == [] and double.methods("answerCallbackQuery") == []
+    assert (await service.summary(sid))["state"] == SweepState.AWAITING_DECISION
+    strangers = [e for e in logs if e["event"] == "chat.stranger_ignored"]
+    assert [e["chat"] for e in strangers] == [STRANGER, STRANGER]
+
+
+async def test_resume_button_resumes_and_removes_the_buttons(service: Service,
+                                                             double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    double.queue_button(CHAT, 777, f"resume:{sid}")
+    await poll(service, double)
+    assert (await service.summary(sid))["state"] == SweepState.RUNNING
+    [answer] = double.methods("answerCallbackQuery")
+    assert answer["callback_query_id"] == "cq1" and f"#{sid}" in answer["text"]
+    [edit] = double.methods("editMessageReplyMarkup")
+    assert edit["chat_id"] == str(CHAT) and edit["message_id"] == "777"
+    assert double.texts() == [answer["text"]]
+
+
+async def test_a_handled_update_is_not_handled_again_after_restart(
+        service: Service, double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    uid = double.queue_message(CHAT, f"/resume {sid}")
+    assert await poll(service, double) == 1
+    assert await Outbox(service.store).get_state(OFFSET_KEY) == str(uid + 1)
+    assert await poll(service, double) == 0  # the next client asks from the stored offset
+    assert double.methods("getUpdates")[-1]["offset"] == str(uid + 1)
+    assert len(double.sent) == 1
+
+
+def test_parse_command() -> None:
+    assert parse_command("/status") == Command("status")
+    assert parse_command("/show 12") == Command("show", 12)
+    assert parse_command("/ABORT@sweepd_bot  7 ") == Command("abort", 7)
+    assert parse_command("hello") is None
+    bad = parse_command("/show twelve")
+    assert bad is not None and bad.error is not None and "usage: /show ID" in bad.error
