@@ -12,7 +12,14 @@ if [ ! -x .venv/bin/pytest ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/nul
 fi
 
 # curl: the socket-permission tests ask the daemon as another user, as a person would.
-command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
+# systemd-analyze: a test verifies the unit file.
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
 
 bash scripts/slurm-cluster.sh install
 bash scripts/slurm-cluster.sh start
