@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -35,6 +36,7 @@ from sweepd.store.store import Store
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import stop_sweep
+from sweepd.worktrees import GitError
 
 log = structlog.get_logger("sweepd.engine")
 
@@ -322,6 +324,20 @@ class Engine:
         job = await self.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
         await self._submit(sweep, run, job)
 
+    async def _workdir(self, sweep: Sweep, params: dict[str, Any]) -> tuple[bool, Path | None]:
+        """(ok, where the run is submitted from); not ok: the sweep was stopped."""
+        hook = kind_of(sweep.kind).workdir
+        if hook is None:
+            return True, None
+        try:
+            return True, await hook(parse_spec(sweep.spec), params,
+                                    self.outputs / f"sweep-{sweep.id}")
+        except GitError as e:
+            await stop_sweep(self, sweep, f"cannot check out {params.get('_commit')}: {e}",
+                             rule="worktree.failed", evidence=str(e), failing_nodes=[],
+                             recovery="none", outcome="no worktree, nothing submitted")
+            return False, None
+
     async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
         spec = parse_spec(sweep.spec)
         overrides = {k: str(v) for k, v in spec.overrides.items()}
@@ -329,12 +345,15 @@ class Engine:
         # Run params starting with `_` steer the submission; the rest are overrides.
         overrides.update({k: str(v) for k, v in run.params.items() if not k.startswith("_")})
         params = run.params
+        ok, workdir = await self._workdir(sweep, params)
+        if not ok:
+            return
         request = JobRequest(token=job.token, model=str(params.get("_model", spec.model)),
                              nodes=_expand(job.nodes),
                              output_dir=self.outputs / f"sweep-{sweep.id}",
                              overrides=overrides, env=dict(spec.env),
                              alias=params.get("_alias"), tag=params.get("_tag"),
-                             commit=params.get("_commit"))
+                             commit=params.get("_commit"), workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
         try:
             sub = await self.backend.submit(request)

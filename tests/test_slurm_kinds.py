@@ -62,3 +62,44 @@ def _one_node_tgs(scenario: Path) -> float:
     batch = default_batch(sc, "llama2-70b", 1)
     return true_outcome(sc, "llama2-70b", ["chi2863"], {"per_device_batch_size": str(batch)},
                         {}, None).tgs
+
+
+async def test_model_sweep_submits_each_commit_from_its_own_worktree(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    import subprocess
+
+    from tests.slurm_sweep import submit_sh_config
+
+    scenario = write_scenario(tmp_path, time_scale=0.003)
+    config = submit_sh_config(tmp_path, scenario)
+    repo = config.cluster.slurm.repo
+    assert repo is not None
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
+                              capture_output=True).stdout.strip()
+
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    base = git("rev-parse", "HEAD")
+    (repo / "CHANGES").write_text("candidate\n")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "candidate")
+    cand = git("rev-parse", "HEAD")
+    (repo / "uncommitted.txt").write_text("a person's work in progress\n")
+
+    code, lines = await run(config, {"kind": "model-sweep", "nodes": FOUR, "repo": str(repo),
+                                     "commits": [base, cand], "matrix": {"llama2-70b": [1]}})
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        jobs = await store.jobs(1)
+    finally:
+        await store.close()
+    trees = config.daemon.outputs / "sweep-1" / "worktrees"
+    for job, sha in zip(jobs, (base, cand), strict=True):
+        assert Path(job.log_path or "").parent == trees / sha[:12] / "outputs"
+    # The person's checkout: same branch, same commit, work in progress untouched.
+    assert git("rev-parse", "HEAD") == cand
+    assert git("status", "--porcelain") == "?? uncommitted.txt"

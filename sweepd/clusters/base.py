@@ -47,8 +47,10 @@ class JobRequest:
     # Optional `:alias:tag` parts for submit.sh-style job names.
     alias: str | None = None
     tag: str | None = None
-    # Simulated-cluster only: which commit the job runs (for per-commit effects).
+    # Which commit the job runs (the simulated cluster applies per-commit effects).
     commit: str | None = None
+    # Where to submit from (a worktree of `commit`); None: the configured repo.
+    workdir: Path | None = None
 
 
 @dataclass(frozen=True)

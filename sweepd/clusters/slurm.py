@@ -293,20 +293,22 @@ class SlurmCluster:
         out_dir = request.output_dir.resolve()
         path = out_dir / f".sweepd-{request.token}.sbatch"
         await asyncio.to_thread(_write_script, path, script)
-        res = await self._run(["sbatch", "-J", name, *self._sbatch_args(request),
+        chdir = [f"--chdir={request.workdir}"] if request.workdir else []
+        res = await self._run(["sbatch", "-J", name, *self._sbatch_args(request), *chdir,
                                f"--output={out_dir}/%j-{name}.log", str(path)])
         job_id = self._submit_result("sbatch", res)
         return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log")
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
+        repo = request.workdir or self.settings.repo  # a commit's worktree of the checkout
         passthrough = [*passthrough_args(request), f"_env_{TOKEN_ENV}={request.token}"]
         try:
             name = job_name(request.model, request.tag, passthrough)
         except JobNameTooLong as e:
             raise SubmitRefused(str(e)) from e
         res = await self._run(["./submit.sh", model_spec(request), *self._sbatch_args(request),
-                               "--", *passthrough], cwd=self.settings.repo)
+                               "--", *passthrough], cwd=repo)
         job_id = self._submit_result("submit.sh", res)
         # submit.sh resolves the model name (`70b` -> `llama2-70b`): ask Slurm which name
         # it got. The job exists now, so a failed lookup must not turn into an exception.
@@ -316,7 +318,7 @@ class SlurmCluster:
             found = None
         if found is not None:
             name = found[0]
-        return Submitted(job_id, name, self.settings.repo / "outputs" / f"{job_id}-{name}.log")
+        return Submitted(job_id, name, repo / "outputs" / f"{job_id}-{name}.log")
 
     def _submit_result(self, argv0: str, res: _Result) -> str:
         if res.rc != 0:

@@ -11,6 +11,7 @@ import pkgutil
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweepd.store.rows import Job, Run, Sweep
@@ -47,6 +48,9 @@ class Kind:
     gather: Gather = _nothing
     # Extra report sections (Markdown) after the table, e.g. a verdict with its evidence.
     notes: Callable[[Sweep, Sequence[Run], Sequence[Job]], str] | None = None
+    # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
+    # configured repo. Called before every submission; must be idempotent.
+    workdir: Callable[[Any, dict[str, Any], Path], Awaitable[Path | None]] | None = None
     # A PNG where a picture says more than the table (None: nothing to draw yet).
     plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
 

@@ -126,5 +126,13 @@ async def prepare(spec: ModelSweepSpec, sweep_dir: Path) -> list[worktrees.Workt
     return await worktrees.prepare(spec.repo, spec.commits, sweep_dir / "worktrees")
 
 
+async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path) -> Path | None:
+    """The worktree of the run's commit under the sweep's directory, made on first use."""
+    commit = params.get("_commit")
+    if spec.repo is None or not commit:
+        return None
+    return (await worktrees.add(spec.repo, str(commit), sweep_dir / "worktrees")).path
+
+
 KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan, report.markdown, report.rows,
-            gather=gather)
+            gather=gather, workdir=workdir, config_stops=False)
