@@ -22,3 +22,19 @@ async def test_no_plot_before_anything_ran(tmp_path: Path) -> None:
     async with open_parts(config) as parts:
         sweep = await parts.service.submit(perf_spec(values=[4]))
         assert await parts.service.plot(int(sweep["id"])) is None
+
+
+async def test_model_sweep_and_network_plots(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, commits={"cand": {"llama2-70b": {"tgs_factor": 0.9}}},
+                              links=[{"a": "chi2832", "b": "chi2868", "factor": 0.85}])
+    config = sim_config(tmp_path, scenario)
+    four = "chi[2832,2863,2867-2868]"
+    await run(config, {"kind": "model-sweep", "nodes": four, "commits": ["main", "cand"],
+                       "matrix": {"llama2-70b": [1, 2]}})
+    await run(config, {"kind": "node-perf", "nodes": four})
+    await run(config, {"kind": "network", "nodes": four})
+    async with open_parts(config) as parts:
+        for sweep_id in (1, 2, 3):
+            png = await parts.service.plot(sweep_id)
+            assert png is not None and png.startswith(b"\x89PNG"), sweep_id
+            (tmp_path / f"plot-{sweep_id}.png").write_bytes(png)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
+from sweepd.reports.plots import grouped_bars_plot
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.strategies.model_sweep_plan import (
     Column,
@@ -132,3 +133,15 @@ def _all_within(columns: Sequence[Column]) -> bool:
     return all(abs(d) <= 2.0 for p, c in pairwise(columns)
                for k in c.results if (d := delta_pct(p.results.get(k), c.results.get(k)))
                is not None)
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """TGS per model x node count, one bar per commit (a failed run: an empty slot)."""
+    table = rows(sweep, runs, jobs)
+    if not any(r.get("tgs") for r in table):
+        return None
+    keys = list(dict.fromkeys(r["key"] for r in table))
+    commits = list(dict.fromkeys(str(r["commit"]) for r in table))
+    value = {(r["key"], str(r["commit"])): r.get("tgs") for r in table}
+    series = [(c, [value.get((k, c)) for k in keys]) for c in commits]
+    return grouped_bars_plot(keys, series, f"model sweep {sweep.id}: TGS/device per commit")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sweepd.reports.plots import ratio_bars_plot
 from sweepd.store.rows import Job, Run, Sweep
 
 
@@ -56,3 +57,14 @@ def notes(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     if verdict["faults"]:
         lines += ["", f"Recommendation: {verdict['recommendation']}."]
     return "\n".join(lines)
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """Each tested group's TGS against what was expected (finished sweeps)."""
+    table = [r for r in rows(sweep, runs, jobs) if r.get("expected")]
+    if not table:
+        return None
+    labels = [f"w{r['wave']} {r['role']} {r['nodes']}" for r in table]
+    ratios = [r["tgs"] / r["expected"] if r["tgs"] is not None else None for r in table]
+    limit = float(sweep.spec.get("tolerance", 0.05))
+    return ratio_bars_plot(labels, ratios, limit, f"network sweep {sweep.id}")

@@ -78,3 +78,43 @@ def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[floa
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     return _png(fig)
+
+
+def grouped_bars_plot(groups: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],
+                      title: str, ylabel: str = "TGS/device") -> bytes:
+    """Bars per group (e.g. model x node count), one bar per series (e.g. commit); a missing
+    value (failed) is drawn as an empty slot marked x."""
+    fig = Figure(figsize=(max(6.0, 0.9 * len(groups) + 2), 4.2), dpi=100)
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series):
+        xs = [g + i * width for g in range(len(groups))]
+        ax.bar(xs, [v or 0.0 for v in values], width, label=name)
+        for x, v in zip(xs, values, strict=True):
+            if v is None:
+                ax.plot([x], [0], "x", color="#d1495b", markersize=9)
+    ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))], list(groups))
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def ratio_bars_plot(labels: Sequence[str], ratios: Sequence[float | None], limit: float,
+                    title: str) -> bytes:
+    """Each group's TGS as a share of what was expected, with the degraded threshold."""
+    fig = Figure(figsize=(7.0, max(3.0, 0.35 * len(labels) + 1.5)), dpi=100)
+    ax = fig.add_subplot()
+    ys = list(range(len(labels)))[::-1]
+    colours = ["#6c757d" if r is None else "#d1495b" if r < 1 - limit else "#4c9a2a"
+               for r in ratios]
+    ax.barh(ys, [100 * (r or 0.0) for r in ratios], color=colours)
+    ax.axvline(100 * (1 - limit), color="#d1495b", linestyle="--", linewidth=1,
+               label=f"-{100 * limit:g}% (degraded)")
+    ax.set_yticks(ys, list(labels), fontsize=7)
+    ax.set_xlabel("% of expected TGS/device")
+    ax.set_xlim(min([80.0, *(100 * r for r in ratios if r)]) - 2, 102)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)

@@ -135,4 +135,4 @@ async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path)
 
 
 KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan, report.markdown, report.rows,
-            gather=gather, workdir=workdir, config_stops=False)
+            gather=gather, workdir=workdir, config_stops=False, plot=report.plot)
