@@ -11,7 +11,7 @@ import pytest
 
 from sweepd.store.store import Store
 
-pytest_plugins = ["tests.slurm_cluster"]
+pytest_plugins = ["tests.slurm_cluster", "tests.telegram_fixtures"]
 
 _real_connect = socket.socket.connect
 

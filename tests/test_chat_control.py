@@ -3,10 +3,6 @@ configured chat, the stop buttons, strangers ignored and logged, unknown ids ans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 from structlog.testing import capture_logs
 
 from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
@@ -21,22 +17,8 @@ from tests.telegram_double import (
     STRANGER,
     BotApiDouble,
     Sleeps,
-    running_double,
-    service_over,
     token,
 )
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    async with running_double() as d:
-        yield d
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    async with service_over(tmp_path) as s:
-        yield s
 
 
 async def poll(service: Service, double: BotApiDouble) -> int:

@@ -25,23 +25,9 @@ from tests.telegram_double import (
     BotApiDouble,
     Fault,
     Sleeps,
-    running_double,
-    service_over,
     token,
     until,
 )
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    async with running_double() as d:
-        yield d
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    async with service_over(tmp_path) as s:
-        yield s
 
 
 @contextlib.asynccontextmanager

@@ -5,7 +5,6 @@ limit with digests, the final report; and the message formats as pure functions.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,6 @@ from tests.telegram_double import (
     SPEC,
     BotApiDouble,
     Sleeps,
-    running_double,
-    service_over,
     token,
 )
 
@@ -35,18 +32,6 @@ PASS = "llama2-70b 8N per_device_batch_size=12 (job 9801): 2,036 TGS/device, 34.
 FAIL = "llama2-70b 8N per_device_batch_size={} (job 98{:02d}): OOM — FAIL"
 STOP = ("[model-perf STOP] llama2-70b sweep 1 halted\n\nReason: node chi3 faulted twice\n"
         "Awaiting your decision before resuming.")
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    async with running_double() as d:
-        yield d
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    async with service_over(tmp_path) as s:
-        yield s
 
 
 async def deliver(service: Service, double: BotApiDouble, per_hour: int | None = None,
