@@ -62,18 +62,3 @@ def memory_estimate(
         max_batch=max_batch,
         source=source,
     )
-
-
-def estimate_max_batch(
-    model: ModelShape,
-    nodes: int,
-    gpu_memory_gib: float,
-    mem_fraction: float = 0.93,
-    seq_len: int | None = None,
-    weight_bytes: int = 2,
-    prior_param_gb: float | None = None,
-) -> int:
-    """Estimated largest per-device batch that fits (>= 1)."""
-    return memory_estimate(
-        model, nodes, gpu_memory_gib, mem_fraction, seq_len, weight_bytes, prior_param_gb
-    ).max_batch

@@ -1,6 +1,6 @@
 import pytest
 
-from sweepd.estimate import GIB, estimate_max_batch, memory_estimate
+from sweepd.estimate import GIB, memory_estimate
 from sweepd.models import MODELS
 
 LLAMA = MODELS["llama2-70b"]
@@ -17,7 +17,7 @@ def test_llama2_70b_on_8_nodes_of_192_gib() -> None:
     assert est.per_batch_gb == pytest.approx(30.0)
     assert est.max_batch == 5
     assert est.source == "estimate"
-    assert estimate_max_batch(LLAMA, 8, 192) == 5
+    assert memory_estimate(LLAMA, 8, 192).max_batch == 5
 
 
 def test_memstats_replaces_the_param_estimate() -> None:
@@ -30,10 +30,10 @@ def test_memstats_replaces_the_param_estimate() -> None:
 
 
 def test_sequence_length_weight_bytes_and_fraction_move_the_estimate() -> None:
-    assert estimate_max_batch(LLAMA, 8, 192, seq_len=2048) == 11  # 176.5 / 15
+    assert memory_estimate(LLAMA, 8, 192, seq_len=2048).max_batch == 11  # 176.5 / 15
     wide = memory_estimate(LLAMA, 1, 192, weight_bytes=4)
     assert wide.param_gb == pytest.approx(70e9 * 4 / 8 / GIB)
-    assert estimate_max_batch(LLAMA, 8, 192, mem_fraction=0.5) == 3  # (96 - 2.04) / 30
+    assert memory_estimate(LLAMA, 8, 192, mem_fraction=0.5).max_batch == 3  # (96 - 2.04) / 30
 
 
 def test_at_least_one_even_when_nothing_fits() -> None:
