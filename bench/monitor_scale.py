@@ -127,10 +127,10 @@ def _args() -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=20.0, help="lines/s per job")
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
-    p.add_argument("--tick-s", type=float, default=1.0, help="daemon.tick_s (default 1.0)")
+    p.add_argument("--tick-s", type=float, default=0.5, help="daemon.tick_s (default 0.5)")
     p.add_argument("--poll-interval-s", type=float, default=60.0,
                    help="policy.poll_interval_s (scheduler polls)")
-    p.add_argument("--tail-interval-s", type=float, default=1.0,
+    p.add_argument("--tail-interval-s", type=float, default=0.5,
                    help="policy.tail_interval_s (log reads while output flows)")
     p.add_argument("--experiment", action="append", default=[],
                    help="measure a proposed package change (see scale_backend.EXPERIMENTS)")

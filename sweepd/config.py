@@ -23,7 +23,7 @@ class PolicyConfig(_Section):
     checkout_retry_s: float = Field(3600, gt=0, description="retry period on checkout 5xx")
     coord_timeout_limit: int = Field(2, ge=1, description="consecutive coord timeouts: stop")
     poll_interval_s: float = Field(60, gt=0, description="scheduler poll period")
-    tail_interval_s: float = Field(1, gt=0, description="log read period while output flows")
+    tail_interval_s: float = Field(0.5, gt=0, description="log read period while output flows")
     tail_backoff_max_s: float = Field(300, gt=0, description="slowest log polling when silent")
 
 
@@ -59,7 +59,7 @@ class DaemonConfig(_Section):
     # The CLI's default too; systemd's RuntimeDirectory=sweepd creates /run/sweepd.
     socket: Path = Path("/run/sweepd/sweepd.sock")
     socket_group: str | None = Field(None, description="group allowed to use the socket")
-    tick_s: float = Field(1.0, gt=0, description="wall seconds between engine passes")
+    tick_s: float = Field(0.5, gt=0, description="wall seconds between engine passes")
     hang_floor_wall_s: float = Field(
         3.0, ge=0, description="least real silence called a hang (matters on a fast sim)")
     max_body_bytes: int = Field(1 << 20, gt=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +108,14 @@ class Engine:
         if statuses is None:
             await self.flush_cancels()
             return
-        await self._read_logs(jobs, statuses)
-        for job in await self.store.active_jobs():
+        fresh = await self._read_logs(jobs, statuses)
+        if any(j.state == JobState.SUBMITTING for j in jobs):
+            fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
+        now = self.clock.now()
+        for job in fresh:
             if job.state != JobState.SUBMITTING:
-                await self._judge(job, statuses.get(job.backend_id or ""))
-        await self.follower.retain({j.id for j in await self.store.active_jobs()})
+                await self._judge(job, statuses.get(job.backend_id or ""), now)
+        await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:
             for sweep in await self._sweeps_to_advance():
@@ -134,8 +137,10 @@ class Engine:
         dirty, self._dirty = self._dirty, set()
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
-    async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
-        """Read every due log concurrently; store all the facts in one transaction."""
+    async def _read_logs(self, jobs: Sequence[Job],
+                         statuses: dict[str, JobStatus]) -> list[Job]:
+        """Read every due log; store all the facts in one transaction. Returns the jobs as
+        they now are in the store (the stored fields applied, no second query)."""
         now = self.clock.now()
         due = []
         for job in jobs:
@@ -144,8 +149,10 @@ class Engine:
             tail = self._tail.setdefault(job.id, _TailClock())
             if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
                 due.append(job)
-        chunks = await asyncio.gather(*(self.follower.read_chunk(j) for j in due))
-        await self.store.record_logs([c for c in chunks if c is not None])
+        chunks = await self.follower.read_chunks(due)
+        written = [c for c in chunks if c is not None]
+        await self.store.record_logs(written)
+        by_job = {c.job_id: c.fields for c in written}
         base = self.config.policy.tail_interval_s
         for job, chunk in zip(due, chunks, strict=True):
             tail = self._tail[job.id]
@@ -155,6 +162,7 @@ class Engine:
             tail.next_at = now + tail.interval
             if fresh:
                 self.notify()
+        return [replace(j, **by_job[j.id]) if j.id in by_job else j for j in jobs]
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
@@ -199,9 +207,8 @@ class Engine:
 
     # -- following jobs ----------------------------------------------------------------
 
-    async def _judge(self, job: Job, status: JobStatus | None) -> None:
+    async def _judge(self, job: Job, status: JobStatus | None, now: float) -> None:
         """The job's state from the scheduler's word and its log: running, finished, hung."""
-        now = self.clock.now()
         if status is None:
             return await self._check_hang(job, now)
         if status.state != job.scheduler_state:

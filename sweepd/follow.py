@@ -4,7 +4,9 @@ so a restarted daemon resumes where it was."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,13 +32,27 @@ from sweepd.store.store import Store
 
 log = structlog.get_logger("sweepd.follow")
 
-PHASE_ORDER = list(Phase)
+
+def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]]:
+    out: list[list[tuple[int, str]]] = []
+    for tailer in tailers:
+        try:
+            out.append(tailer.read_lines_sync() if tailer is not None else [])
+        except OSError as e:  # one unreadable log must not stop the others being read
+            log.warning("log.unreadable", path=str(tailer.path if tailer else None),
+                        error=str(e))
+            out.append([])
+    return out
+
 NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
+
+
+_PHASE_RANK = {str(p): i for i, p in enumerate(Phase)}
 
 
 def later(a: str, b: Phase) -> str:
     """The further of two phases: a job never goes back."""
-    return a if PHASE_ORDER.index(Phase(a)) >= PHASE_ORDER.index(b) else str(b)
+    return a if _PHASE_RANK[a] >= _PHASE_RANK[b] else str(b)
 
 
 @dataclass
@@ -76,6 +92,35 @@ class LogFollower:
             await self._store.record_logs([chunk])
         return chunk is not None and bool(chunk.fields.get("last_output_at"))
 
+    async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
+        """`read_chunk` for many jobs with all file reads in one worker-thread call."""
+        tailers = [self._tailer(job) for job in jobs]
+        lines = await asyncio.to_thread(_read_all, tailers)
+        return [self._chunk(job, t, got) if t is not None else None
+                for job, t, got in zip(jobs, tailers, lines, strict=True)]
+
+    def _tailer(self, job: Job) -> LogTailer | None:
+        if not job.log_path:
+            return None
+        tailer = self._tailers.get(job.id)
+        if tailer is None:
+            tailer = LogTailer(Path(job.log_path), offset=job.log_offset,
+                               identity=job.log_identity)
+            self._tailers[job.id] = tailer
+        return tailer
+
+    def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]]
+               ) -> LogChunk | None:
+        if not lines:
+            if tailer.identity != job.log_identity or tailer.offset != job.log_offset:
+                return LogChunk(job.id, {"log_offset": tailer.offset,
+                                         "log_identity": tailer.identity})
+            return None
+        chunk = self._facts(job, lines)
+        chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
+                            last_output_at=self._clock.now())
+        return chunk
+
     async def read_chunk(self, job: Job) -> LogChunk | None:
         """The facts in what is new in the job's log, not yet stored (the engine stores a
         whole pass's chunks in one transaction). None: nothing changed."""
@@ -99,7 +144,7 @@ class LogFollower:
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
         out = LogChunk(job.id)
-        node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
+        node_map: dict[int, str] | None = None  # decoded when a signal needs a node
         phase = job.phase if job.phase != Phase.PROLOG else str(Phase.PREFLIGHT)
         last_step = job.last_step
         for offset, line in lines:
@@ -122,6 +167,9 @@ class LogFollower:
                 out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
                 phase = later(phase, Phase.SUMMARY)
             elif isinstance(fact, SignalFact):
+                if node_map is None:
+                    node_map = {int(k): v for k, v in
+                                json.loads(job.node_map_json or "{}").items()}
                 out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
                                     "detail": fact.detail, "line": fact.text[:2000],
                                     "node": node_map.get(fact.rank)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 import aiofiles
 from aiofiles.threadpool.binary import AsyncBufferedReader
@@ -35,6 +36,8 @@ class LogTailer:
         self.last_read_bytes = 0           # bytes read from disk by the last call
         self._file: AsyncBufferedReader | None = None
         self._file_identity: str | None = None
+        self._sync_file: BinaryIO | None = None
+        self._sync_identity: str | None = None
 
     async def read_lines(self) -> list[tuple[int, str]]:
         """(byte offset where the line starts, line without CR/LF), for complete lines."""
@@ -61,6 +64,40 @@ class LogTailer:
         self.has_more = len(data) == self.chunk_bytes and st.st_size > self.offset
         return lines
 
+    def read_lines_sync(self) -> list[tuple[int, str]]:
+        """`read_lines` for a worker thread that reads many logs in one go (one thread hop
+        for a whole engine pass instead of two per log)."""
+        self.last_read_bytes = 0
+        self.has_more = False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._close_sync()
+            return []
+        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
+        if st.st_size <= self.offset:
+            return []
+        if self._sync_file is None or self._sync_identity != self.identity:
+            self._close_sync()
+            try:
+                f = open(self.path, "rb")  # noqa: SIM115 (kept open between reads)
+            except FileNotFoundError:
+                return []
+            fst = os.fstat(f.fileno())
+            self._check_identity(f"{fst.st_dev}:{fst.st_ino}", fst.st_size)
+            self._sync_file, self._sync_identity = f, self.identity
+        self._sync_file.seek(self.offset)
+        data = self._sync_file.read(self.chunk_bytes)
+        self.last_read_bytes = len(data)
+        lines = self._split(data)
+        self.has_more = len(data) == self.chunk_bytes and st.st_size > self.offset
+        return lines
+
+    def _close_sync(self) -> None:
+        if self._sync_file is not None:
+            self._sync_file.close()
+            self._sync_file = None
+
     async def _open(self) -> AsyncBufferedReader | None:
         """The log, kept open between reads (two worker-thread hops per read, not four);
         reopened when the name now points at another file."""
@@ -78,6 +115,7 @@ class LogTailer:
         return f
 
     async def close(self) -> None:
+        self._close_sync()
         if self._file is not None:
             await self._file.close()
             self._file = None

@@ -12,8 +12,8 @@ from sweepd.states import JobState, RunState, SweepState
 class _Row:
     @classmethod
     def from_row(cls, row: Any) -> Self:
-        keys = row.keys()
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in keys})  # type: ignore[arg-type]
+        # Columns and fields are the same set (tests/test_migrations.py checks it).
+        return cls(**dict(zip(row.keys(), row, strict=True)))
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
