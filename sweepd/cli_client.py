@@ -20,6 +20,7 @@ import yaml
 
 from sweepd.client import Client, ClientError
 from sweepd.foreground import EXIT_BAD_INPUT, EXIT_FOR_STATE
+from sweepd.reports.apply import ApplyError, apply_to_config
 from sweepd.specs import SpecError, parse_spec
 from sweepd.states import SweepState
 
@@ -191,6 +192,8 @@ def run_watch(args: argparse.Namespace, client: Client) -> int:
 
 @_client_command
 def run_report(args: argparse.Namespace, client: Client) -> int:
+    if args.apply is not None:
+        return _apply(args, client)
     if args.plot is not None:
         png = client.plot(args.id)
         if png is None:
@@ -202,6 +205,20 @@ def run_report(args: argparse.Namespace, client: Client) -> int:
         _print_json(client.report(args.id)["json"])
     else:
         print(client.report_markdown(args.id), end="")
+    return 0
+
+
+def _apply(args: argparse.Namespace, client: Client) -> int:
+    verdict = client.report(args.id)["json"].get("verdict") or {}
+    if verdict.get("best") is None or "parameter" not in verdict:
+        print(f"sweep {args.id} has no optimum to apply", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
+    except ApplyError as e:
+        print(f"sweepd: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{args.apply}: {line}")
     return 0
 
 
@@ -269,6 +286,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         if name == "report":
             p.add_argument("--plot", type=Path, metavar="FILE.png",
                            help="also write the sweep's plot (PNG) to this file")
+            p.add_argument("--apply", type=Path, metavar="MODEL.gpu.yml",
+                           help="write the optimum into this model config (one line)")
         if name == "watch":
             p.epilog = "exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted"
         if name == "resume":

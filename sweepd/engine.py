@@ -352,13 +352,15 @@ class Engine:
         # Run params starting with `_` steer the submission; the rest are overrides.
         overrides.update({k: str(v) for k, v in run.params.items() if not k.startswith("_")})
         params = run.params
+        # A swept `_env_K` (e.g. XLA_PYTHON_CLIENT_MEM_FRACTION) is an environment variable.
+        env = {**spec.env, **{k[5:]: str(v) for k, v in params.items() if k.startswith("_env_")}}
         ok, workdir = await self._workdir(sweep, params)
         if not ok:
             return
         request = JobRequest(token=job.token, model=str(params.get("_model", spec.model)),
                              nodes=_expand(job.nodes),
                              output_dir=self.outputs / f"sweep-{sweep.id}",
-                             overrides=overrides, env=dict(spec.env),
+                             overrides=overrides, env=env,
                              alias=params.get("_alias"), tag=params.get("_tag"),
                              commit=params.get("_commit"), workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)

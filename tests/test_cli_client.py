@@ -175,3 +175,34 @@ def test_format_table_aligns_columns() -> None:
     assert table.splitlines() == ["ID  TGS      NAME",
                                   "1   1234.57  a",
                                   "10  -        bb"]
+
+
+async def test_report_apply_writes_one_line_of_the_model_config(daemon: Daemon,
+                                                                tmp_path: Path) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    config = tmp_path / "llama2-70b.gpu.yml"
+    config.write_text("model_name: llama2-70b\nper_device_batch_size: 4  # tuned 2025\n"
+                      "steps: 15\n")
+    code, _, err = await daemon.run("report", str(sweep_id), "--apply", str(config))
+    assert code == 2 and "no optimum" in err  # nothing to apply yet
+    await daemon.store.transition_sweep(sweep_id, SweepState.RUNNING, "test")
+    await daemon.store.transition_sweep(
+        sweep_id, SweepState.DONE, "test",
+        verdict={"parameter": "per_device_batch_size", "best": 12, "tgs": 1400.0})
+    code, out, _ = await daemon.run("report", str(sweep_id), "--apply", str(config))
+    assert code == 0 and "per_device_batch_size: 12" in out
+    assert config.read_text() == ("model_name: llama2-70b\nper_device_batch_size: 12"
+                                  "  # tuned 2025\nsteps: 15\n")
+
+
+def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -> None:
+    from sweepd.reports.apply import ApplyError, apply_to_config
+
+    config = tmp_path / "m.gpu.yml"
+    config.write_text("steps: 15")
+    apply_to_config(config, "remat_policy", "full")
+    assert config.read_text() == "steps: 15\nremat_policy: full\n"
+    with pytest.raises(ApplyError, match=r"\.env\.sh"):
+        apply_to_config(config, "_env_XLA_PYTHON_CLIENT_MEM_FRACTION", ".93")
+    with pytest.raises(ApplyError, match="cannot read"):
+        apply_to_config(tmp_path / "missing.yml", "steps", 3)

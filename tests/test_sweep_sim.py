@@ -93,3 +93,20 @@ async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
         assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
     finally:
         await store.close()
+
+
+async def test_an_environment_variable_can_be_swept(tmp_path: Path) -> None:
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    param = "_env_XLA_PYTHON_CLIENT_MEM_FRACTION"
+    code, _ = await run(config, perf_spec(parameter=param, values=[0.85, 0.93],
+                                          overrides={"per_device_batch_size": 8}))
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        jobs = await store.jobs(1)
+        # The trainer saw the variable: its memory pool is 192 GiB x the fraction.
+        assert sorted(round(j.mem_limit_gb or 0) for j in jobs) == [163, 179]
+        verdict = (await store.sweep(1)).verdict
+        assert verdict is not None and verdict["parameter"] == param
+    finally:
+        await store.close()

@@ -35,8 +35,8 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
-        lines += ["", "Proposed config change (not applied; `sweepd report --apply` "
-                  "is not run by the daemon):", "", f"    {verdict['proposal']}"]
+        lines += ["", f"Proposed config change (apply it with `sweepd report {sweep.id} "
+                  "--apply configs/<model>.gpu.yml`):", "", f"    {verdict['proposal']}"]
     return "\n".join(lines) + "\n"
 
 
