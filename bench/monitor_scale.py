@@ -132,8 +132,6 @@ def _args() -> argparse.Namespace:
                    help="policy.poll_interval_s (scheduler polls)")
     p.add_argument("--tail-interval-s", type=float, default=0.5,
                    help="policy.tail_interval_s (log reads while output flows)")
-    p.add_argument("--experiment", action="append", default=[],
-                   help="measure a proposed package change (see scale_backend.EXPERIMENTS)")
     p.add_argument("--keep", type=Path, help="work in this directory and keep it")
     p.add_argument("--profile", type=Path,
                    help="py-spy record the daemon (wall time, all threads): .svg or .txt")
@@ -183,8 +181,7 @@ def run(args: argparse.Namespace, work: Path) -> tuple[Seen, dict[int, int], Win
                                "--rate", str(args.rate), "--times", str(work / "written.json")])
     with log.open("wb") as out:
         daemon = subprocess.Popen([*me, "daemon", "--config", str(config),
-                                   "--stats", str(work / "passes.json"),
-                                   *(f"--experiment={e}" for e in args.experiment)],
+                                   "--stats", str(work / "passes.json")],
                                   stdout=out, stderr=subprocess.STDOUT)
     spy: subprocess.Popen[bytes] | None = None
     try:
@@ -252,8 +249,7 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
     rows = [
         ("jobs x lines/s", f"{args.jobs} x {args.rate:g} = {args.jobs * args.rate:,.0f} lines/s"),
         ("config", f"tick_s={args.tick_s:g}, poll_interval_s={args.poll_interval_s:g} "
-                   f"(tail every {tail:g} s)" + "".join(f", experiment {e}"
-                                                         for e in args.experiment)),
+                   f"(tail every {tail:g} s)"),
         ("window", f"{span:.1f} s after {args.warmup:g} s warm-up"),
         ("step rows measured", f"{len(lat):,} (not stored within 5 s: {missing})"),
         ("latency p50", f"{pct(lat, 0.5):.3f} s" if lat else "-"),

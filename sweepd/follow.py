@@ -122,25 +122,8 @@ class LogFollower:
         return chunk
 
     async def read_chunk(self, job: Job) -> LogChunk | None:
-        """The facts in what is new in the job's log, not yet stored (the engine stores a
-        whole pass's chunks in one transaction). None: nothing changed."""
-        if not job.log_path:
-            return None
-        tailer = self._tailers.get(job.id)
-        if tailer is None:
-            tailer = LogTailer(Path(job.log_path), offset=job.log_offset,
-                               identity=job.log_identity)
-            self._tailers[job.id] = tailer
-        lines = await tailer.read_lines()
-        if not lines:
-            if tailer.identity != job.log_identity or tailer.offset != job.log_offset:
-                return LogChunk(job.id, {"log_offset": tailer.offset,
-                                         "log_identity": tailer.identity})
-            return None
-        chunk = self._facts(job, lines)
-        chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
-                            last_output_at=self._clock.now())
-        return chunk
+        """The facts in what is new in one job's log, not yet stored. None: nothing new."""
+        return (await self.read_chunks([job]))[0]
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
         out = LogChunk(job.id)

@@ -8,12 +8,10 @@ per call, whatever the log's size: a caller that wants everything calls again wh
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import BinaryIO
-
-import aiofiles
-from aiofiles.threadpool.binary import AsyncBufferedReader
 
 
 class LogTailer:
@@ -34,39 +32,16 @@ class LogTailer:
         self.restart_reason: str | None = None   # "truncated" / "replaced", last restart
         self.has_more = False              # bytes beyond `offset` were left for next call
         self.last_read_bytes = 0           # bytes read from disk by the last call
-        self._file: AsyncBufferedReader | None = None
-        self._file_identity: str | None = None
         self._sync_file: BinaryIO | None = None
         self._sync_identity: str | None = None
 
     async def read_lines(self) -> list[tuple[int, str]]:
         """(byte offset where the line starts, line without CR/LF), for complete lines."""
-        self.last_read_bytes = 0
-        self.has_more = False
-        try:
-            # A stat is cheap and needs no worker thread: most passes over a quiet log
-            # end here.
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            await self.close()
-            return []  # not written yet: the job is still in its prolog
-        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
-        if st.st_size <= self.offset:
-            return []
-        f = await self._open()
-        if f is None:
-            return []
-        await f.seek(self.offset)
-        data = await f.read(self.chunk_bytes)
-        self.last_read_bytes = len(data)
-        lines = self._split(data)
-        # A short read reached EOF: what is left is a partial line, not more to read.
-        self.has_more = len(data) == self.chunk_bytes and st.st_size > self.offset
-        return lines
+        return await asyncio.to_thread(self.read_lines_sync)
 
     def read_lines_sync(self) -> list[tuple[int, str]]:
-        """`read_lines` for a worker thread that reads many logs in one go (one thread hop
-        for a whole engine pass instead of two per log)."""
+        """`read_lines` for a worker thread; the engine reads every due log in one such
+        thread call per pass (a thread hop per log cost more than the reads)."""
         self.last_read_bytes = 0
         self.has_more = False
         try:
@@ -98,27 +73,8 @@ class LogTailer:
             self._sync_file.close()
             self._sync_file = None
 
-    async def _open(self) -> AsyncBufferedReader | None:
-        """The log, kept open between reads (two worker-thread hops per read, not four);
-        reopened when the name now points at another file."""
-        if self._file is not None and self._file_identity == self.identity:
-            return self._file
-        await self.close()
-        try:
-            f = await aiofiles.open(self.path, "rb")
-        except FileNotFoundError:
-            return None
-        # fstat the open file, not the path: the name may have been replaced meanwhile.
-        st = os.fstat(f.fileno())
-        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
-        self._file, self._file_identity = f, self.identity
-        return f
-
     async def close(self) -> None:
         self._close_sync()
-        if self._file is not None:
-            await self._file.close()
-            self._file = None
 
     def _check_identity(self, identity: str, size: int) -> None:
         reason = None
