@@ -85,15 +85,10 @@ class LogFollower:
         if tailer is not None:
             await tailer.close()
 
-    async def read(self, job: Job) -> bool:
-        """Read what is new in the job's log and store it. True if there was new output."""
-        chunk = await self.read_chunk(job)
-        if chunk is not None:
-            await self._store.record_logs([chunk])
-        return chunk is not None and bool(chunk.fields.get("last_output_at"))
-
     async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
-        """`read_chunk` for many jobs with all file reads in one worker-thread call."""
+        """The facts in what is new in each job's log, not yet stored (the engine stores a
+        whole pass's chunks in one transaction); None where nothing changed. All the file
+        reads happen in one worker-thread call."""
         tailers = [self._tailer(job) for job in jobs]
         lines = await asyncio.to_thread(_read_all, tailers)
         return [self._chunk(job, t, got) if t is not None else None
@@ -120,10 +115,6 @@ class LogFollower:
         chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
                             last_output_at=self._clock.now())
         return chunk
-
-    async def read_chunk(self, job: Job) -> LogChunk | None:
-        """The facts in what is new in one job's log, not yet stored. None: nothing new."""
-        return (await self.read_chunks([job]))[0]
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
         out = LogChunk(job.id)

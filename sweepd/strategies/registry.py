@@ -46,8 +46,6 @@ class Kind:
     # the run's own result (a model sweep judges each model; all failing = commit broken).
     config_stops: bool = True
     gather: Gather = _nothing
-    # Extra report sections (Markdown) after the table, e.g. a verdict with its evidence.
-    notes: Callable[[Sweep, Sequence[Run], Sequence[Job]], str] | None = None
     # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
     # configured repo. Called before every submission; must be idempotent.
     workdir: Callable[[Any, dict[str, Any], Path], Awaitable[Path | None]] | None = None

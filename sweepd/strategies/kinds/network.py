@@ -181,7 +181,5 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
 
 
 # A failed group job is that group's result (degraded), not a reason to drop a node from it.
-# The table already ends with the verdict (report.notes): report.py does not call
-# `Kind.notes` yet, and setting it too would print the verdict twice once it does.
 KIND = Kind("network", NetworkSpec, plan, report.markdown, report.rows,
             exclude_on_fault=False, gather=gather, plot=report.plot)
