@@ -1,35 +1,45 @@
-"""Network fault isolation by adaptive group testing, as a pure replay over results.
+"""Network fault isolation by adaptive group testing over nodes and links, as a pure replay.
 
-A test runs one multi-node job on a group of nodes; the group is *degraded* when its TGS
-falls below the expected TGS for its size (or the job failed). A group is degraded when it
-holds a bad node (slow NIC) or both ends of a bad link. The procedure, in parallel waves of
-disjoint groups (prior-art.md, "Node performance and network isolation"):
+A test runs one multi-node job on a group; the group is *degraded* when its TGS falls below
+the expected TGS for its size (or the job failed). A group is degraded when it holds a bad
+node (slow NIC) or both ends of a bad link. What the tests prove is kept as *items*: a node
+is cleared once it ran in a healthy group, a pair of nodes once both ran in the same healthy
+group. The candidates of a degraded group are its items not cleared yet; it holds a fault
+among them.
 
-1. Test the whole group (without an absolute reference, also its halves: the halves are
-   what the whole is judged against).
-2. Split every degraded group in halves and test all halves of all groups in one wave;
-   only degraded halves are split further.
-3. A degraded group whose halves are both healthy holds a bad link *between* the halves:
-   descend into the cross cells, testing the diagonal sub-cells (X1+Y1, X2+Y2) of every
-   candidate cell each wave; a clean diagonal leaves the off-diagonal sub-cells.
-4. A degraded pair cannot say which side is bad: pair each member with a different
-   known-good node (in one wave) -> bad node, or bad link between the two.
-5. Verify: test all nodes minus the bad nodes and one end of each bad link; a degraded
-   verification group is investigated like the whole (a second fault hid behind the first).
+Each wave (disjoint groups, run in parallel; prior-art.md, "Node performance and network
+isolation") is planned from what the results prove so far:
 
-The state is rebuilt from scratch on every call (`advance`), so the planner stays pure and
-restart-safe: the same results always lead to the same next wave.
+1. The whole group (without an absolute reference, also its halves: what it is judged by).
+2. Every smallest unexplained degraded group is split in two, in parallel. The split halves
+   every set of nodes already proven to work together, so a degraded group made of two clean
+   halves is searched along its cross pairs (a bad link *between* the halves), and a group of
+   unknown nodes is halved as usual. The split that leaves the fewest candidates wins.
+3. A degraded pair cannot say which side is bad: each unproven member runs with a different
+   known-good node -> bad node (degraded with two different good partners), or bad link
+   (only candidate left in a degraded group).
+4. Every node no search needs runs in one *clearing* group in the same wave: it proves the
+   pairs the searches leave behind, so a second fault hidden behind the first shows up (and
+   is searched) while the first is still being narrowed, and no separate verification wave
+   is needed at the end when the searches leave nothing unproven.
+
+Done when every item is cleared, a named fault, or touches a named fault's node (those nodes
+are excluded anyway). The state is rebuilt from the results on every call (`advance`), so the
+planner stays pure and restart-safe: the same results always lead to the same next wave.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
+import itertools
 import math
-from collections.abc import Generator, Mapping, Sequence
+import operator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Group = frozenset[str]
-MAX_VERIFICATIONS = 3  # verification rounds before giving up on finding more faults
+MAX_BLOCK_SPLITS = 8        # blocks whose halves are tried in every orientation
+STUCK_AFTER_WAVES = 3       # no node ever healthy by then: not a few bad nodes or links
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ class Test:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str                   # "node" | "link" | "pair" (unresolved: no good node to pair)
+    kind: str                   # node | link | pair / group (unresolved: could not narrow)
     nodes: tuple[str, ...]
     evidence: tuple[str, ...]
 
@@ -87,252 +97,250 @@ class Wanted:
     rounds: int
 
 
-def _halves(nodes: Sequence[str]) -> tuple[list[str], list[str]]:
-    mid = (len(nodes) + 1) // 2
-    return list(nodes[:mid]), list(nodes[mid:])
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class _Proof:
+    """What the finished tests prove, with groups as bit masks over the pinned node order."""
+
+    def __init__(self, nodes: Sequence[str], judge: Judge,
+                 done: Sequence[tuple[Group, int, str]],
+                 results: Mapping[Group, float | None]) -> None:
+        self.nodes = list(nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.all = (1 << len(self.nodes)) - 1
+        seen = {g: results[g] for g, _, _ in done}
+        self.tests = []
+        for g, wave, role in done:
+            expected = judge.expected(len(g), seen)
+            self.tests.append(Test(g, wave, role, results[g], expected,
+                                   judge.degraded(results[g], expected)))
+        self.masks = [self.mask(t.group) for t in self.tests]
+        self.cleared = 0                       # nodes that ran in a healthy group
+        self.partners = [0] * len(self.nodes)  # node -> nodes it ran healthy with
+        for t, m in zip(self.tests, self.masks, strict=True):
+            if not t.degraded:
+                self.cleared |= m
+                for i in _bits(m):
+                    self.partners[i] |= m
+        self.bad = [m for t, m in zip(self.tests, self.masks, strict=True) if t.degraded]
+        self.nics = self._nics()
+        self.links = self._links()
+        self.faulty = sum(1 << i for i in self.nics) | sum(a | b for a, b in self.links)
+
+    def mask(self, nodes: Sequence[str] | Group) -> int:
+        return sum(1 << self.index[n] for n in nodes)
+
+    def names(self, mask: int) -> list[str]:
+        return [self.nodes[i] for i in _bits(mask)]
+
+    def open_pairs(self, mask: int) -> int:
+        """Pairs inside `mask` not proven yet."""
+        return sum((mask & ~self.partners[i] & ~((2 << i) - 1)).bit_count() for i in _bits(mask))
+
+    def candidates(self, mask: int) -> int:
+        return (mask & ~self.cleared).bit_count() + self.open_pairs(mask)
+
+    def _nics(self) -> dict[int, tuple[int, int]]:
+        """A node is bad when two degraded groups, with different partners it was not proven
+        with, have nothing else unproven: one bad node explains both, one link cannot."""
+        found: dict[int, tuple[int, int]] = {}
+        for x in _bits(self.all & ~self.cleared):
+            bit = 1 << x
+            own = [m for m in self.bad if m & bit and not (m & ~bit & ~self.cleared)
+                   and self.open_pairs(m & ~bit) == 0]
+            for m1, m2 in itertools.combinations(own, 2):
+                if not ((m1 & m2) & ~bit & ~self.partners[x]):
+                    found[x] = (m1, m2)
+                    break
+        return found
+
+    def _links(self) -> dict[tuple[int, int], int]:
+        """A link is bad when it is the only thing unproven in a degraded group."""
+        found: dict[tuple[int, int], int] = {}
+        for m in self.bad:
+            if m & ~self.cleared or self.open_pairs(m) != 1:
+                continue
+            for i in _bits(m):
+                rest = m & ~self.partners[i] & ~((2 << i) - 1)
+                if rest:
+                    found.setdefault((1 << i, rest), m)
+        return found
+
+    def explained(self, mask: int) -> bool:
+        return any(mask >> x & 1 for x in self.nics) or any(
+            mask & a and mask & b for a, b in self.links)
+
+    def open_groups(self) -> list[int]:
+        """Smallest degraded groups no named fault explains, fewest candidates first."""
+        groups = [m for m in self.bad if not self.explained(m)]
+        smallest = [m for m in groups if not any(o != m and o & m == o for o in groups)]
+        return sorted(smallest, key=lambda m: (self.candidates(m), m))
+
+    def faults(self, unresolved: Sequence[int]) -> list[Fault]:
+        out: list[Fault] = []
+        for x, (m1, m2) in self.nics.items():
+            node = self.nodes[x]
+            out.append(Fault("node", (node,), tuple(
+                f"{_name(self.names(m))} degraded ({_name(self.names(m & ~(1 << x)))} "
+                "is known good)" for m in (m1, m2))))
+        for (a, b), m in self.links.items():
+            ends = tuple(self.names(a | b))
+            proof = [f"{_name(self.names(m))} degraded"]
+            proof += [f"{n} healthy in {_name(self._healthy_with(n))}" for n in ends]
+            out.append(Fault("link", ends, tuple(proof)))
+        for m in unresolved:
+            kind = "pair" if m.bit_count() == 2 else "group"
+            out.append(Fault(kind, tuple(self.names(m)), (
+                f"{_name(self.names(m))} degraded; no known-good nodes left to narrow it",)))
+        order = {n: i for i, n in enumerate(self.nodes)}
+        return sorted(out, key=lambda f: order[f.nodes[0]])
+
+    def _healthy_with(self, node: str) -> list[str]:
+        bit = 1 << self.index[node]
+        healthy = [m for t, m in zip(self.tests, self.masks, strict=True)
+                   if not t.degraded and m & bit]
+        return self.names(min(healthy, key=lambda m: (m.bit_count(), m)))
 
 
 def _name(nodes: Sequence[str]) -> str:
     return ",".join(nodes)
 
 
-@dataclass
-class _State:
-    order: dict[str, int]                # node -> position (keeps groups in pinned order)
-    judge: Judge
-    results: Mapping[Group, float | None]
-    seen: dict[Group, float | None] = field(default_factory=dict)
-    status: dict[Group, bool] = field(default_factory=dict)   # group -> degraded
-    tests: list[Test] = field(default_factory=list)
-    faults: list[Fault] = field(default_factory=list)
-    waves: int = 0
-    # Helper nodes already promised to a confirmation in the wave being assembled.
-    claimed: set[str] = field(default_factory=set)
-
-    def sort(self, nodes: Sequence[str] | set[str]) -> list[str]:
-        return sorted(nodes, key=self.order.__getitem__)
-
-    def good(self) -> list[str]:
-        """Nodes that ran in a healthy group: their NICs work."""
-        out = {n for g, bad in self.status.items() if not bad for n in g}
-        return self.sort(out)
+def _halves(members: list[int]) -> tuple[int, int]:
+    mid = (len(members) + 1) // 2
+    return sum(1 << i for i in members[:mid]), sum(1 << i for i in members[mid:])
 
 
-class _NeedResults(Exception):
-    def __init__(self, missing: list[tuple[Group, str]]) -> None:
-        self.missing = missing
+def _blocks(proof: _Proof, mask: int) -> list[list[int]]:
+    """The group as sets of nodes already proven to work together (greedy, in pinned
+    order), unproven nodes as one more set."""
+    blocks: list[list[int]] = []
+    loose = [i for i in _bits(mask & ~proof.cleared)]
+    for i in _bits(mask & proof.cleared):
+        for block in blocks:
+            if all(proof.partners[i] >> j & 1 for j in block):
+                block.append(i)
+                break
+        else:
+            blocks.append([i])
+    return ([loose] if loose else []) + blocks
 
 
-def _run_wave(st: _State, wave: list[tuple[Group, str]]) -> dict[Group, bool]:
-    """Look the wave up in the results; judge each group against what was known after it."""
-    fresh = [(g, role) for g, role in wave if g not in st.status]
-    missing = [(g, role) for g, role in fresh if g not in st.results]
-    if missing:
-        raise _NeedResults(missing)
-    if fresh:
-        st.waves += 1
-        for g, _ in fresh:
-            st.seen[g] = st.results[g]
-        for g, role in fresh:
-            expected = st.judge.expected(len(g), st.seen)
-            bad = st.judge.degraded(st.results[g], expected)
-            st.status[g] = bad
-            st.tests.append(Test(g, st.waves, role, st.results[g], expected, bad))
-    return {g: st.status[g] for g, _ in wave}
-
-
-# Each investigation is a generator: it yields the tests it wants in the next wave and
-# receives their verdicts (True = degraded). All live investigations share each wave.
-Wave = list[tuple[Group, str]]
-_Inv = Generator[Wave, dict[Group, bool], None]
-
-
-def _split(st: _State, nodes: list[str], known_bad: bool) -> _Inv:
-    """`nodes` is degraded (or, when not `known_bad`, judged after its halves): find why."""
-    if len(nodes) == 2:
-        yield from _pair(st, nodes)
-        return
-    a, b = _halves(nodes)
-    wave = [(frozenset(h), "half") for h in (a, b) if len(h) >= 2]
-    yield wave
-    if not known_bad:
-        # Re-judge the whole now that its halves are known (no absolute reference).
-        whole = frozenset(nodes)
-        expected = st.judge.expected(len(whole), st.seen)
-        bad = st.judge.degraded(st.results[whole], expected)
-        st.status[whole] = bad
-        st.tests[:] = [t if t.group != whole else
-                       Test(whole, t.wave, t.role, t.tgs, expected, bad) for t in st.tests]
-        if not bad and not any(st.status[g] for g, _ in wave):
-            return
-    subs = [_split(st, h, True) for h in (a, b) if len(h) >= 2 and st.status[frozenset(h)]]
-    # A single node left over (odd split) is never tested alone: a 1-node job has no network.
-    clean = all(not st.status[frozenset(h)] for h in (a, b) if len(h) >= 2)
-    if clean and len(b) == 1:
-        subs.append(_lone(st, nodes, a, b[0]))
-    elif clean:
-        subs.append(_cross(st, [(a, b)]))
-    yield from _together(subs)
-
-
-def _lone(st: _State, nodes: list[str], half: list[str], node: str) -> _Inv:
-    """The odd node out of a degraded group whose other half is clean: its own NIC, or a
-    link to that half. Pair it with a known-good node first."""
-    good = [n for n in st.good() if n != node and n not in st.claimed]
-    helper = ([n for n in good if n not in nodes] or good or half)[0]
-    st.claimed.add(helper)
-    test = frozenset((node, helper))
-    verdict = yield [(test, "confirm")]
-    if verdict[test]:
-        st.faults.append(Fault("node", (node,), (
-            f"{_name(nodes)} degraded, {_name(half)} healthy",
-            f"{node}+{helper} degraded ({helper} is known good)")))
-        return
-    yield from _cross(st, [(half, [node])])
-
-
-def _cross(st: _State, cells: list[tuple[list[str], list[str]]]) -> _Inv:
-    """A bad link lies in one of the cells X x Y (X and Y each clean on their own)."""
-    while cells:
-        wave: list[tuple[Group, str]] = []
-        plans: list[tuple[list[tuple[list[str], list[str]]], list[tuple[list[str], list[str]]]]]
-        plans = []
-        for x, y in cells:
-            if len(x) == 1 and len(y) == 1:
-                tested = [(x, y)]
-                rest: list[tuple[list[str], list[str]]] = []
-            else:
-                x1, x2 = _halves(x) if len(x) > 1 else (x, [])
-                y1, y2 = _halves(y) if len(y) > 1 else (y, [])
-                tested = [(x1, y1)] + ([(x2, y2)] if x2 and y2 else [])
-                rest = [(p, q) for p, q in ((x1, y2), (x2, y1)) if p and q]
-            plans.append((tested, rest))
-            wave += [(frozenset(p + q), "cross") for p, q in tested
-                     if frozenset(p + q) not in st.status]
-        verdicts = (yield wave) if wave else {}
-        nxt: list[tuple[list[str], list[str]]] = []
-        for tested, rest in plans:
-            hits = [(p, q) for p, q in tested
-                    if verdicts.get(frozenset(p + q), st.status.get(frozenset(p + q)))]
-            for p, q in hits:
-                if len(p) == 1 and len(q) == 1:
-                    st.faults.append(Fault("link", (p[0], q[0]), (
-                        f"{_name(p + q)} degraded while each ran healthy in other groups",)))
-                else:
-                    nxt.append((p, q))
-            if not hits:
-                nxt += rest
-        cells = nxt
-
-
-def _pair(st: _State, pair: list[str]) -> _Inv:
-    """A degraded pair: test each member with a different known-good node."""
-    good = [n for n in st.good() if n not in pair]
-    if len(good) < 2:
-        st.faults.append(Fault("pair", tuple(pair), (
-            f"{_name(pair)} degraded; no two known-good nodes to tell node from link",)))
-        return
-    a, b = pair
-    # Parallel confirmations each take their own helpers when enough good nodes exist.
-    free = [n for n in good if n not in st.claimed]
-    ga, gb = (free if len(free) >= 2 else good)[:2]
-    st.claimed |= {ga, gb}
-    wave = [(frozenset((a, ga)), "confirm"), (frozenset((b, gb)), "confirm")]
-    verdict = yield wave
-    bad_a, bad_b = verdict[wave[0][0]], verdict[wave[1][0]]
-    if bad_a and bad_b:
-        # Both flagged: one may be a bad link to its helper instead. Swap the helpers.
-        swap = [(frozenset((a, gb)), "confirm"), (frozenset((b, ga)), "confirm")]
-        again = yield swap
-        if not again[swap[0][0]]:
-            st.faults.append(Fault("link", (a, ga), (f"{a}+{ga} degraded", f"{a}+{gb} healthy",
-                                                     f"{b}+{ga} degraded")))
-            bad_a = False
-        elif not again[swap[1][0]]:
-            st.faults.append(Fault("link", (b, gb), (f"{b}+{gb} degraded", f"{b}+{ga} healthy",
-                                                     f"{a}+{gb} degraded")))
-            bad_b = False
-    for node, other, bad in ((a, ga, bad_a), (b, gb, bad_b)):
-        if bad:
-            st.faults.append(Fault("node", (node,), (
-                f"{_name(pair)} degraded", f"{node}+{other} degraded ({other} is known good)")))
-    if not bad_a and not bad_b:
-        st.faults.append(Fault("link", (a, b), (
-            f"{_name(pair)} degraded", f"{a}+{ga} healthy", f"{b}+{gb} healthy")))
-
-
-def _together(invs: list[_Inv]) -> _Inv:
-    """Run investigations side by side; each wave is the union of their wants. Confirmation
-    helpers are chosen from known-good nodes, so two investigations may want the same
-    helper: a clashing want waits for the next wave."""
-    live: list[tuple[_Inv, Wave]] = []
-    for inv in invs:
-        first = next(inv, None)
-        if first is not None:
-            live.append((inv, first))
-    while live:
-        wave: list[tuple[Group, str]] = []
-        used: set[str] = set()
-        chosen: list[int] = []
-        for i, (_, want) in enumerate(live):
-            nodes = {n for g, _ in want for n in g}
-            if nodes & used and chosen:
-                continue
-            used |= nodes
-            wave += want
-            chosen.append(i)
-        verdicts = yield wave
-        nxt: list[tuple[_Inv, Wave]] = []
-        for i, (inv, want) in enumerate(live):
-            if i not in chosen:
-                nxt.append((inv, want))
-                continue
-            with contextlib.suppress(StopIteration):
-                nxt.append((inv, inv.send({g: verdicts[g] for g, _ in want})))
-        live = nxt
-
-
-def _uncleared(st: _State, nodes: list[str]) -> bool:
-    """True when some node or pair among `nodes` never ran in a healthy group."""
-    healthy = [g for g, bad in st.status.items() if not bad]
-    covered = {frozenset((a, b)) for g in healthy for a in g for b in g if a != b}
-    return any(frozenset((a, b)) not in covered for i, a in enumerate(nodes)
-               for b in nodes[i + 1:])
-
-
-def _procedure(st: _State, nodes: list[str]) -> _Inv:
-    whole = frozenset(nodes)
-    if len(nodes) < 2:
-        return
-    absolute = st.judge.reference is not None
-    if absolute:
-        verdict = yield [(whole, "whole")]
-        if not verdict[whole]:
-            return
-        yield from _split(st, nodes, True)
+def _split(proof: _Proof, mask: int) -> tuple[int, int]:
+    """Two parts of `mask` that halve every block, oriented so that the outcomes (first
+    part degraded, second degraded, or neither: a cross pair) leave the fewest candidates
+    on average (sum of squares: a lopsided split wastes the wave)."""
+    halves = [_halves(b) for b in _blocks(proof, mask)]
+    total = proof.candidates(mask)
+    best: tuple[int, int, int] | None = None
+    flips: Iterator[tuple[bool, ...]]
+    if len(halves) <= MAX_BLOCK_SPLITS:
+        flips = itertools.product((False, True), repeat=len(halves) - 1)
     else:
-        yield [(whole, "whole")]
-        yield from _split(st, nodes, False)
-    for _ in range(MAX_VERIFICATIONS):
-        if not st.faults:
-            return
-        rest = _remaining(st, nodes)
-        if len(rest) < 2 or not _uncleared(st, rest):
-            return
-        group = frozenset(rest)
-        found = len(st.faults)
-        verdict = yield [(group, "verify")]
-        if not verdict[group]:
-            return
-        yield from _split(st, rest, True)
-        if len(st.faults) == found:
-            return  # degraded but nothing new isolated: reported with the tests
+        flips = iter([(False,) * (len(halves) - 1),
+                      tuple(i % 2 == 0 for i in range(len(halves) - 1))])
+    for flip in flips:
+        one = halves[0][0]
+        for (a, b), swap in zip(halves[1:], flip, strict=True):
+            one |= b if swap else a
+        two = mask & ~one
+        if not one or not two:
+            continue
+        c1, c2 = proof.candidates(one), proof.candidates(two)
+        score = c1 * c1 + c2 * c2 + (total - c1 - c2) ** 2
+        if best is None or score < best[0]:
+            best = (score, one, two)
+    assert best is not None
+    return best[1], best[2]
 
 
-def _remaining(st: _State, nodes: list[str]) -> list[str]:
-    drop = {f.nodes[0] for f in st.faults if f.kind == "node"}
-    drop |= {f.nodes[-1] for f in st.faults if f.kind in ("link", "pair")}
-    return [n for n in nodes if n not in drop]
+def _components(proof: _Proof, mask: int) -> list[int]:
+    """The group's candidates fall apart into sets of nodes linked by unproven pairs; each
+    set holds its own faults and is searched on its own, in parallel."""
+    out = []
+    rest = mask
+    while rest:
+        comp = rest & -rest
+        frontier = comp
+        while frontier:
+            reach = 0
+            for i in _bits(frontier):
+                reach |= mask & ~proof.partners[i]
+            frontier = reach & ~comp
+            comp |= reach
+        rest &= ~comp
+        if comp.bit_count() >= 2:
+            out.append(comp)
+    return out
+
+
+@dataclass
+class _Wave:
+    proof: _Proof
+    busy: int = 0
+    groups: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, mask: int, role: str) -> None:
+        self.groups.append((mask, role))
+        self.busy |= mask
+
+    def helper(self, avoid: int) -> int:
+        """A known-good node for a confirmation: free this wave, not faulty, preferring
+        nodes outside every open search."""
+        p = self.proof
+        free = p.cleared & ~self.busy & ~p.faulty
+        pick = free & ~avoid or free
+        return pick & -pick
+
+
+def _search(wave: _Wave, mask: int, searches: int) -> None:
+    """The tests that narrow down one open degraded group."""
+    p = wave.proof
+    for comp in _components(p, mask):
+        if comp.bit_count() > 2:
+            parts = list(_split(p, comp))
+        elif comp & ~p.cleared:
+            parts = [1 << i for i in _bits(comp & ~p.cleared)]
+        else:
+            parts = [comp]   # one unproven pair of good nodes
+        role = "half" if comp & ~p.cleared else "cross"   # unknown nodes, or links only
+        for part in parts:
+            if part.bit_count() >= 2:
+                wave.add(part, role)
+            elif part & ~p.cleared:
+                helper = wave.helper(searches)
+                if helper:
+                    wave.add(part | helper, "confirm")
+
+
+def _plan(p: _Proof, judge: Judge, waves: int) -> tuple[list[tuple[int, str]], list[int]]:
+    """The next wave, and the open groups left unresolved when it is empty."""
+    if not p.tests:
+        return ([(p.all, "whole")] if len(p.nodes) >= 2 else []), []
+    if judge.reference is None and len(p.tests) == 1 and len(p.nodes) >= 4:
+        members = list(range(len(p.nodes)))
+        return [(h, "half") for h in _halves(members)], []
+    groups = p.open_groups()
+    if groups and not p.cleared and waves >= STUCK_AFTER_WAVES:
+        return [], []   # everything degraded: shared infrastructure or a wrong reference
+    wave = _Wave(p)
+    searched = functools.reduce(operator.or_, groups, 0)
+    for m in groups:
+        if not m & wave.busy:
+            wave.busy |= m
+            _search(wave, m, searched)
+            wave.busy &= ~m | sum(g for g, _ in wave.groups)
+    clearing = p.all & ~wave.busy & ~p.faulty & ~searched
+    tested = set(p.masks)
+    if clearing.bit_count() >= 2 and p.candidates(clearing) and clearing not in tested:
+        wave.add(clearing, "verify")
+    planned = [(m, r) for m, r in wave.groups if m not in tested]
+    return planned, [m for m in groups if not planned]
 
 
 def advance(nodes: Sequence[str], results: Mapping[Group, float | None],
@@ -340,16 +348,17 @@ def advance(nodes: Sequence[str], results: Mapping[Group, float | None],
     """The groups the next wave still needs, or the outcome once every fault is isolated.
 
     `results` maps every finished group to its TGS (None: the job failed)."""
-    st = _State({n: i for i, n in enumerate(nodes)}, judge, results)
-    proc = _procedure(st, list(nodes))
-    try:
-        wave = next(proc)
-        while True:
-            verdicts = _run_wave(st, wave)
-            st.claimed.clear()
-            wave = proc.send(verdicts)
-    except StopIteration:
-        pass
-    except _NeedResults as need:
-        return Wanted(need.missing, tuple(st.tests), st.waves)
-    return Outcome(tuple(st.faults), tuple(st.tests), st.waves, judge.reference is not None)
+    done: list[tuple[Group, int, str]] = []
+    waves = 0
+    while True:
+        proof = _Proof(nodes, judge, done, results)
+        planned, unresolved = _plan(proof, judge, waves)
+        wave = [(frozenset(proof.names(m)), role) for m, role in planned]
+        if not wave:
+            return Outcome(tuple(proof.faults(unresolved)), tuple(proof.tests), waves,
+                           judge.reference is not None)
+        missing = [(g, role) for g, role in wave if g not in results]
+        if missing:
+            return Wanted(missing, tuple(proof.tests), waves)
+        waves += 1
+        done += [(g, waves, role) for g, role in wave]
