@@ -145,18 +145,16 @@ class _Proof:
     def candidates(self, mask: int) -> int:
         return (mask & ~self.cleared).bit_count() + self.open_pairs(mask)
 
-    def _nics(self) -> dict[int, tuple[int, int]]:
-        """A node is bad when two degraded groups, with different partners it was not proven
-        with, have nothing else unproven: one bad node explains both, one link cannot."""
-        found: dict[int, tuple[int, int]] = {}
+    def _nics(self) -> dict[int, tuple[int, ...]]:
+        """A node is bad when degraded groups that have nothing else unproven share no other
+        node: one bad node explains them all, no single link can."""
+        found: dict[int, tuple[int, ...]] = {}
         for x in _bits(self.all & ~self.cleared):
             bit = 1 << x
             own = [m for m in self.bad if m & bit and not (m & ~bit & ~self.cleared)
                    and self.open_pairs(m & ~bit) == 0]
-            for m1, m2 in itertools.combinations(own, 2):
-                if not ((m1 & m2) & ~bit & ~self.partners[x]):
-                    found[x] = (m1, m2)
-                    break
+            if len(own) >= 2 and not functools.reduce(operator.and_, own) & ~bit:
+                found[x] = tuple(own)
         return found
 
     def _links(self) -> dict[tuple[int, int], int]:
@@ -183,11 +181,10 @@ class _Proof:
 
     def faults(self, unresolved: Sequence[int]) -> list[Fault]:
         out: list[Fault] = []
-        for x, (m1, m2) in self.nics.items():
-            node = self.nodes[x]
-            out.append(Fault("node", (node,), tuple(
+        for x, groups in self.nics.items():
+            out.append(Fault("node", (self.nodes[x],), tuple(
                 f"{_name(self.names(m))} degraded ({_name(self.names(m & ~(1 << x)))} "
-                "is known good)" for m in (m1, m2))))
+                "known good)" for m in sorted(groups, key=int.bit_count)[:2])))
         for (a, b), m in self.links.items():
             ends = tuple(self.names(a | b))
             proof = [f"{_name(self.names(m))} degraded"]

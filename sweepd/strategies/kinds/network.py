@@ -129,6 +129,8 @@ def _diagnosis(fault: Fault, perf: Mapping[str, Any] | None) -> str:
         return f"bad link between {nodes}"
     if fault.kind == "pair":
         return f"{nodes}: one of them or the link between them (no known-good node to tell)"
+    if fault.kind == "group":
+        return f"{', '.join(fault.nodes)}: degraded together (no known-good node to narrow it)"
     node = fault.nodes[0]
     if perf is None:
         return f"bad node {node} (its NIC; no node perf sweep to cross-check)"
