@@ -165,8 +165,11 @@ class _Proof:
                 continue
             for i in _bits(m):
                 rest = m & ~self.partners[i] & ~((2 << i) - 1)
-                if rest:
-                    found.setdefault((1 << i, rest), m)
+                if not rest:
+                    continue
+                key = (1 << i, rest)
+                if key not in found or m.bit_count() < found[key].bit_count():
+                    found[key] = m   # the smallest such group is the clearest evidence
         return found
 
     def explained(self, mask: int) -> bool:
