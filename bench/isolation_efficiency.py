@@ -63,8 +63,11 @@ def sweepd_run(nodes: Sequence[str], faults: Faults, rng: random.Random) -> Resu
     got_nodes = frozenset(f.nodes[0] for f in step.faults if f.kind == "node")
     got_links = frozenset(frozenset(f.nodes) for f in step.faults if f.kind == "link")
     exact = (got_nodes, got_links) == faults and all(f.kind != "pair" for f in step.faults)
+    reported = [frozenset(f.nodes) for f in step.faults if len(f.nodes) <= 2]
+    truth = [frozenset([n]) for n in faults[0]] + list(faults[1])
+    local = all(any(t <= r for r in reported) for t in truth) and (bool(truth) or not reported)
     return Result(len(step.tests), step.rounds,
-                  sum(len(t.group) for t in step.tests) * JOB_HOURS, exact, exact)
+                  sum(len(t.group) for t in step.tests) * JOB_HOURS, exact, local)
 
 
 def skill_run(nodes: Sequence[str], faults: Faults, rng: random.Random) -> Result:

@@ -174,3 +174,25 @@ def test_everything_degraded_stops_early_without_blaming_every_node() -> None:
     out = solve(names(16), set(), [], judge=Judge(reference=BASE * 1.2))
     assert out.faults == () and out.rounds == 3
     assert all(t.degraded for t in out.tests)
+
+
+@pytest.mark.parametrize("n", [5, 6, 7])
+def test_every_placement_of_two_faults_on_few_nodes(n: int) -> None:
+    # Small clusters leave no known-good node early on: unproven nodes then pair up with
+    # each other. Two faults never share a node here (shared ones: see the next test).
+    nodes = names(n)
+    pairs = [frozenset(p) for p in itertools.combinations(nodes, 2)]
+    cases: list[tuple[set[str], list[frozenset[str]]]] = [
+        *[(set(p), []) for p in pairs],
+        *[({x}, [lk]) for x in nodes for lk in pairs if x not in lk],
+        *[(set(), [a, b]) for a, b in itertools.combinations(pairs, 2) if not a & b]]
+    for bad, links in cases:
+        out = solve(nodes, bad, links)
+        assert found(out) == (bad, set(links)), (bad, links)
+
+
+def test_the_end_of_a_bad_link_kept_in_service_is_proven_too() -> None:
+    # The verdict excludes n02 (the later end) and keeps n01: n01's other bad link shows.
+    links = [frozenset(("n01", "n02")), frozenset(("n01", "n04"))]
+    out = solve(names(5), set(), links)
+    assert found(out) == (set(), set(links))

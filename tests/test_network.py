@@ -3,6 +3,8 @@ cluster with a known bad link and a known slow NIC."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,7 +56,8 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
     first = plan(spec, _ctx([], node_perf=perf))
     assert isinstance(first, list) and len(first) == 1
     assert list(first[0].nodes) == expand_nodes(NODES)
-    assert first[0].params == {"dataset_type": "synthetic"}
+    assert first[0].params == {"dataset_type": "synthetic", "_expected_tgs": 1225.0,
+                               "_expected_source": "node perf sweep 4 (median, 1 node)"}
     whole = _run(1, NODES, 1225 * 0.97 ** 3)  # as expected for 8 nodes: done, healthy
     done = plan(spec, _ctx([whole], node_perf=perf))
     assert isinstance(done, Finished) and done.verdict["faults"] == []
@@ -67,6 +70,48 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
     rest = plan(spec, _ctx([slow, *running], node_perf=perf))
     assert isinstance(rest, list) and [list(r.nodes) for r in rest] == \
         [["chi2870", "chi2872", "chi2880", "chi2881"]]
+
+
+def _recorded(i: int, nodes: str, tgs: float | None, ref: float | None) -> Run:
+    run = _run(i, nodes, tgs)
+    params = {"dataset_type": "synthetic", "_expected_tgs": ref,
+              "_expected_source": f"recorded {ref}"}
+    return replace(run, params_json=json.dumps(params))
+
+
+def test_the_reference_is_the_one_recorded_with_the_first_run() -> None:
+    # A node perf sweep that finishes mid-sweep (median 2000) must not re-judge the groups
+    # already run against 1225: the replay would ask for other groups than those it ran.
+    spec = _spec()
+    late = {"sweep": 9, "median": 2000.0, "status": {}, "delta": {}}
+    whole = _recorded(1, NODES, 1225 * 0.97 ** 3, 1225.0)
+    done = plan(spec, _ctx([whole], node_perf=late))
+    assert isinstance(done, Finished) and done.verdict["faults"] == []
+    assert done.verdict["expected_source"] == "recorded 1225.0"
+
+
+def test_an_unresolved_pair_keeps_both_nodes_out_of_the_usable_list() -> None:
+    spec = parse_spec({"kind": "network", "nodes": "chi[2832,2863]", "expected_tgs": 1225})
+    assert isinstance(spec, NetworkSpec)
+    ctx = SweepContext(runs=[_recorded(1, "chi[2832,2863]", 900.0, 1225.0)],
+                       nodes=["chi2832", "chi2863"], prior_param_gb=None, gpu_memory_gib=192,
+                       extra={})
+    done = plan(spec, ctx)
+    assert isinstance(done, Finished)
+    assert [f["kind"] for f in done.verdict["faults"]] == ["pair"]
+    assert done.verdict["suspects"] == ["chi2832", "chi2863"] and done.verdict["healthy"] == ""
+    assert "could not tell which is bad" in done.verdict["recommendation"]
+
+
+def test_without_a_reference_a_clean_verdict_says_what_it_cannot_see() -> None:
+    spec = _spec()
+    runs = [_recorded(1, NODES, 1000.0, None),
+            _recorded(2, "chi[2832,2863,2867-2868]", 1030.0, None),
+            _recorded(3, "chi[2870,2872,2880-2881]", 1030.0, None)]
+    done = plan(spec, _ctx(runs))
+    assert isinstance(done, Finished) and done.verdict["faults"] == []
+    assert not done.verdict["absolute"]
+    assert "cannot be seen: set expected_tgs" in done.verdict["recommendation"]
 
 
 def test_an_unknown_node_perf_sweep_fails_the_sweep() -> None:

@@ -11,10 +11,12 @@ Each wave (disjoint groups, run in parallel; prior-art.md, "Node performance and
 isolation") is planned from what the results prove so far:
 
 1. The whole group (without an absolute reference, also its halves: what it is judged by).
-2. Every smallest unexplained degraded group is split in two, in parallel. The split halves
-   every set of nodes already proven to work together, so a degraded group made of two clean
-   halves is searched along its cross pairs (a bad link *between* the halves), and a group of
-   unknown nodes is halved as usual. The split that leaves the fewest candidates wins.
+2. Every smallest unexplained degraded group is split in two, in parallel; when its
+   candidates fall into separate sets of nodes, each set is split on its own. The split
+   halves every set of nodes already proven to work together, so a degraded group made of
+   two clean halves is searched along its cross pairs (a bad link *between* the halves), and
+   a group of unknown nodes is halved as usual. The split that leaves the fewest candidates
+   on average wins.
 3. A degraded pair cannot say which side is bad: each unproven member runs with a different
    known-good node -> bad node (degraded with two different good partners), or bad link
    (only candidate left in a degraded group).
@@ -23,9 +25,14 @@ isolation") is planned from what the results prove so far:
    is searched) while the first is still being narrowed, and no separate verification wave
    is needed at the end when the searches leave nothing unproven.
 
-Done when every item is cleared, a named fault, or touches a named fault's node (those nodes
-are excluded anyway). The state is rebuilt from the results on every call (`advance`), so the
-planner stays pure and restart-safe: the same results always lead to the same next wave.
+Done when every item is cleared, a named fault, or touches a node the verdict excludes (a
+bad node, or the later end of a bad link; the other end stays in service and is proven like
+any node). Two bad links at one node look like that node's NIC and are named so. When no job
+is ever healthy (a wrong reference, shared infrastructure) the search stops instead of
+blaming every node.
+
+The state is rebuilt from the results on every call (`advance`), so the planner stays pure
+and restart-safe: the same nodes, judge and results always lead to the same next wave.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 
 Group = frozenset[str]
 MAX_BLOCK_SPLITS = 8        # blocks whose halves are tried in every orientation
-STUCK_AFTER_WAVES = 3       # no node ever healthy by then: not a few bad nodes or links
+ALL_DEGRADED = 4            # disjoint degraded groups, none healthy: not a few bad nodes
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ class _Proof:
         self.bad = [m for t, m in zip(self.tests, self.masks, strict=True) if t.degraded]
         self.nics = self._nics()
         self.links = self._links()
-        self.faulty = sum(1 << i for i in self.nics) | sum(a | b for a, b in self.links)
+        # Nodes the verdict takes out: bad nodes, and the later end of each bad link (the
+        # caller excludes that one; the other end stays in service, so it is proven).
+        self.faulty = sum(1 << i for i in self.nics) | sum(b for _, b in self.links)
 
     def mask(self, nodes: Sequence[str] | Group) -> int:
         return sum(1 << self.index[n] for n in nodes)
@@ -171,6 +180,17 @@ class _Proof:
                 if key not in found or m.bit_count() < found[key].bit_count():
                     found[key] = m   # the smallest such group is the clearest evidence
         return found
+
+    def all_degraded(self) -> bool:
+        """No job was ever healthy and at least ALL_DEGRADED disjoint jobs were slow: a wrong
+        reference or shared infrastructure, not a few bad nodes or links."""
+        if self.cleared:
+            return False
+        taken = count = 0
+        for m in sorted(self.bad, key=int.bit_count):
+            if not m & taken:
+                taken, count = taken | m, count + 1
+        return count >= ALL_DEGRADED
 
     def explained(self, mask: int) -> bool:
         return any(mask >> x & 1 for x in self.nics) or any(
@@ -289,13 +309,18 @@ class _Wave:
         self.groups.append((mask, role))
         self.busy |= mask
 
-    def helper(self, avoid: int) -> int:
-        """A known-good node for a confirmation: free this wave, not faulty, preferring
-        nodes outside every open search."""
+    def confirm(self, node: int, group: int, searches: int) -> None:
+        """Run an unproven node with a known-good one, free this wave, preferring nodes
+        outside every open search. While nothing is known good yet, any free node outside
+        its group will do: a healthy pair proves both."""
         p = self.proof
-        free = p.cleared & ~self.busy & ~p.faulty
-        pick = free & ~avoid or free
-        return pick & -pick
+        free = p.all & ~self.busy & ~p.faulty
+        tested = set(p.masks)
+        for pool in (free & p.cleared & ~searches, free & p.cleared, free & ~group):
+            for h in _bits(pool):
+                if node | 1 << h not in tested:
+                    self.add(node | 1 << h, "confirm")
+                    return
 
 
 def _search(wave: _Wave, mask: int, searches: int) -> None:
@@ -313,21 +338,19 @@ def _search(wave: _Wave, mask: int, searches: int) -> None:
             if part.bit_count() >= 2:
                 wave.add(part, role)
             elif part & ~p.cleared:
-                helper = wave.helper(searches)
-                if helper:
-                    wave.add(part | helper, "confirm")
+                wave.confirm(part, mask, searches)
 
 
-def _plan(p: _Proof, judge: Judge, waves: int) -> tuple[list[tuple[int, str]], list[int]]:
+def _plan(p: _Proof, judge: Judge) -> tuple[list[tuple[int, str]], list[int]]:
     """The next wave, and the open groups left unresolved when it is empty."""
     if not p.tests:
         return ([(p.all, "whole")] if len(p.nodes) >= 2 else []), []
     if judge.reference is None and len(p.tests) == 1 and len(p.nodes) >= 4:
         members = list(range(len(p.nodes)))
         return [(h, "half") for h in _halves(members)], []
+    if p.all_degraded():
+        return [], []
     groups = p.open_groups()
-    if groups and not p.cleared and waves >= STUCK_AFTER_WAVES:
-        return [], []   # everything degraded: shared infrastructure or a wrong reference
     wave = _Wave(p)
     searched = functools.reduce(operator.or_, groups, 0)
     for m in groups:
@@ -340,7 +363,11 @@ def _plan(p: _Proof, judge: Judge, waves: int) -> tuple[list[tuple[int, str]], l
     if clearing.bit_count() >= 2 and p.candidates(clearing) and clearing not in tested:
         wave.add(clearing, "verify")
     planned = [(m, r) for m, r in wave.groups if m not in tested]
-    return planned, [m for m in groups if not planned]
+    if planned:
+        return planned, []
+    if not p.cleared and len(p.nodes) > 2:
+        return [], []   # nothing ever healthy and nothing left to try: as all_degraded
+    return [], groups
 
 
 def advance(nodes: Sequence[str], results: Mapping[Group, float | None],
@@ -352,7 +379,7 @@ def advance(nodes: Sequence[str], results: Mapping[Group, float | None],
     waves = 0
     while True:
         proof = _Proof(nodes, judge, done, results)
-        planned, unresolved = _plan(proof, judge, waves)
+        planned, unresolved = _plan(proof, judge)
         wave = [(frozenset(proof.names(m)), role) for m, role in planned]
         if not wave:
             return Outcome(tuple(proof.faults(unresolved)), tuple(proof.tests), waves,

@@ -96,7 +96,14 @@ def results_of(runs: Sequence[Run]) -> tuple[dict[Group, float | None], set[Grou
     return done, busy
 
 
-def reference(spec: NetworkSpec, extra: Mapping[str, Any]) -> tuple[float | None, str]:
+def reference(spec: NetworkSpec, extra: Mapping[str, Any],
+              runs: Sequence[Run] = ()) -> tuple[float | None, str]:
+    """The expected TGS the groups are judged by. Chosen when the first job is planned and
+    recorded with every run: a node perf sweep finishing mid-sweep must not change how the
+    groups already run are judged (the planner replays them)."""
+    if runs and "_expected_source" in runs[0].params:
+        first = runs[0].params
+        return first.get("_expected_tgs"), str(first["_expected_source"])
     if spec.expected_tgs is not None:
         return spec.expected_tgs, "the spec's expected_tgs (1 node)"
     perf = extra.get("node_perf")
@@ -105,20 +112,22 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any]) -> tuple[float | None
     return None, "the whole-group baseline (no absolute reference)"
 
 
-def _params(spec: NetworkSpec) -> dict[str, Any]:
-    return {} if "dataset_type" in spec.overrides else {"dataset_type": "synthetic"}
+def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"_expected_tgs": ref, "_expected_source": source}
+    return params if "dataset_type" in spec.overrides else {**params,
+                                                            "dataset_type": "synthetic"}
 
 
 def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
     if "error" in ctx.extra:
         return Finished(False, f"network: {ctx.extra['error']}", {"error": ctx.extra["error"]})
-    ref, source = reference(spec, ctx.extra)
+    ref, source = reference(spec, ctx.extra, ctx.runs)
     judge = Judge(ref, spec.tolerance, spec.scaling)
     done, busy = results_of(ctx.runs)
     step = advance(list(ctx.nodes), done, judge)
     if isinstance(step, Outcome):
         return finish(spec, step, source, ctx.extra.get("node_perf"))
-    return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec), sorted(g),
+    return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
                    f"{role} test of {len(g)} nodes (wave {step.rounds + 1})",
                    f"network.{role}") for g, role in step.groups if g not in busy]
 
@@ -157,25 +166,33 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
         {"kind": f.kind, "nodes": list(f.nodes), "evidence": list(f.evidence), "diagnosis": d}
         for f, d in zip(out.faults, diagnoses, strict=True)]
     drop = [f.nodes[0] for f in out.faults if f.kind == "node"]
-    split = [f.nodes[-1] for f in out.faults if f.kind in ("link", "pair")]
-    keep = [n for n in spec.node_list if n not in drop and n not in split]
+    split = [f.nodes[-1] for f in out.faults if f.kind == "link"]
+    # Unresolved: which node (or link) is bad is unknown, so none of them is usable.
+    suspects = [n for f in out.faults if f.kind in ("pair", "group") for n in f.nodes]
+    keep = [n for n in spec.node_list if n not in {*drop, *split, *suspects}]
     whole_bad = any(t.role == "whole" and t.degraded for t in out.tests)
     verdict: dict[str, Any] = {
         "expected_source": source, "absolute": out.absolute, "rounds": out.rounds,
         "jobs": len(out.tests), "tests": [test_row(t) for t in out.tests], "faults": faults,
-        "exclude": drop, "split_links": split, "healthy": _hl(keep) if keep else "",
+        "exclude": drop, "split_links": split, "suspects": suspects,
+        "healthy": _hl(keep) if keep else "",
     }
     if not faults:
         what = ("the whole group is degraded but no single node or link explains it "
                 "(shared infrastructure? report to the HW team)" if whole_bad
-                else "no network issue")
+                else "no network issue" if out.absolute
+                else "no group slower than the others (without a reference, faults that "
+                "slow every half alike cannot be seen: set expected_tgs or run a node perf "
+                "sweep first)")
         verdict["recommendation"] = what
         return Finished(True, f"network: {what} ({out.rounds} rounds, {len(out.tests)} jobs)",
                         verdict)
     advice = [f"exclude {', '.join(drop)}"] if drop else []
     advice += [f"keep {f.nodes[0]} and {f.nodes[1]} out of the same job (e.g. exclude "
                f"{f.nodes[-1]}) and escalate the link to the infrastructure team"
-               for f in out.faults if f.kind in ("link", "pair")]
+               for f in out.faults if f.kind == "link"]
+    advice += [f"exclude {', '.join(f.nodes)} until they are checked one by one "
+               "(could not tell which is bad)" for f in out.faults if f.kind in ("pair", "group")]
     verdict["recommendation"] = "; ".join(advice) + (f"; usable: -w {_hl(keep)}" if keep else "")
     summary = "; ".join(diagnoses)
     return Finished(True, f"network: {summary} ({out.rounds} rounds, {len(out.tests)} jobs)",
