@@ -8,6 +8,8 @@ import random
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepd.strategies.isolation import Group, Judge, Outcome, Wanted, advance
 
@@ -196,3 +198,28 @@ def test_the_end_of_a_bad_link_kept_in_service_is_proven_too() -> None:
     links = [frozenset(("n01", "n02")), frozenset(("n01", "n04"))]
     out = solve(names(5), set(), links)
     assert found(out) == (set(), set(links))
+
+
+@st.composite
+def placements(draw: st.DrawFn) -> tuple[int, set[str], list[frozenset[str]], bool]:
+    """Up to two faults on 4..24 nodes that share no node: bad nodes and bad links."""
+    n = draw(st.integers(4, 24))
+    order = draw(st.permutations(names(n)))
+    kinds = draw(st.lists(st.sampled_from(["node", "link"]), max_size=2))
+    bad: set[str] = set()
+    links: list[frozenset[str]] = []
+    for kind in kinds:
+        if kind == "node":
+            bad.add(order.pop())
+        else:
+            links.append(frozenset((order.pop(), order.pop())))
+    return n, bad, links, draw(st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(placements())
+def test_any_two_faults_that_share_no_node_are_named_exactly(
+        case: tuple[int, set[str], list[frozenset[str]], bool]) -> None:
+    n, bad, links, failing = case
+    out = solve(names(n), bad, links, rng=random.Random(n), failing=failing)
+    assert found(out) == (bad, set(links))
