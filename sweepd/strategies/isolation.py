@@ -127,6 +127,7 @@ class _Proof:
             self.tests.append(Test(g, wave, role, results[g], expected,
                                    judge.degraded(results[g], expected)))
         self.masks = [self.mask(t.group) for t in self.tests]
+        self.tested = frozenset(self.masks)
         self.cleared = 0                       # nodes that ran in a healthy group
         self.partners = [0] * len(self.nodes)  # node -> nodes it ran healthy with
         for t, m in zip(self.tests, self.masks, strict=True):
@@ -217,8 +218,7 @@ class _Proof:
             kind = "pair" if m.bit_count() == 2 else "group"
             out.append(Fault(kind, tuple(self.names(m)), (
                 f"{_name(self.names(m))} degraded; no known-good nodes left to narrow it",)))
-        order = {n: i for i, n in enumerate(self.nodes)}
-        return sorted(out, key=lambda f: order[f.nodes[0]])
+        return sorted(out, key=lambda f: self.index[f.nodes[0]])
 
     def _healthy_with(self, node: str) -> list[str]:
         bit = 1 << self.index[node]
@@ -302,28 +302,30 @@ def _components(proof: _Proof, mask: int) -> list[int]:
 @dataclass
 class _Wave:
     proof: _Proof
-    busy: int = 0
     groups: list[tuple[int, str]] = field(default_factory=list)
+    reserved: int = 0   # the group being searched: its nodes are not its own helpers
+
+    @property
+    def busy(self) -> int:
+        return functools.reduce(operator.or_, (m for m, _ in self.groups), self.reserved)
 
     def add(self, mask: int, role: str) -> None:
         self.groups.append((mask, role))
-        self.busy |= mask
 
-    def confirm(self, node: int, group: int, searches: int) -> None:
+    def confirm(self, node: int, group: int, searched: int) -> None:
         """Run an unproven node with a known-good one, free this wave, preferring nodes
         outside every open search. While nothing is known good yet, any free node outside
         its group will do: a healthy pair proves both."""
         p = self.proof
         free = p.all & ~self.busy & ~p.faulty
-        tested = set(p.masks)
-        for pool in (free & p.cleared & ~searches, free & p.cleared, free & ~group):
+        for pool in (free & p.cleared & ~searched, free & p.cleared, free & ~group):
             for h in _bits(pool):
-                if node | 1 << h not in tested:
+                if node | 1 << h not in p.tested:
                     self.add(node | 1 << h, "confirm")
                     return
 
 
-def _search(wave: _Wave, mask: int, searches: int) -> None:
+def _search(wave: _Wave, mask: int, searched: int) -> None:
     """The tests that narrow down one open degraded group."""
     p = wave.proof
     for comp in _components(p, mask):
@@ -338,7 +340,7 @@ def _search(wave: _Wave, mask: int, searches: int) -> None:
             if part.bit_count() >= 2:
                 wave.add(part, role)
             elif part & ~p.cleared:
-                wave.confirm(part, mask, searches)
+                wave.confirm(part, mask, searched)
 
 
 def _plan(p: _Proof, judge: Judge) -> tuple[list[tuple[int, str]], list[int]]:
@@ -355,14 +357,13 @@ def _plan(p: _Proof, judge: Judge) -> tuple[list[tuple[int, str]], list[int]]:
     searched = functools.reduce(operator.or_, groups, 0)
     for m in groups:
         if not m & wave.busy:
-            wave.busy |= m
+            wave.reserved = m
             _search(wave, m, searched)
-            wave.busy &= ~m | sum(g for g, _ in wave.groups)
+            wave.reserved = 0
     clearing = p.all & ~wave.busy & ~p.faulty & ~searched
-    tested = set(p.masks)
-    if clearing.bit_count() >= 2 and p.candidates(clearing) and clearing not in tested:
+    if clearing.bit_count() >= 2 and p.candidates(clearing) and clearing not in p.tested:
         wave.add(clearing, "verify")
-    planned = [(m, r) for m, r in wave.groups if m not in tested]
+    planned = [(m, r) for m, r in wave.groups if m not in p.tested]
     if planned:
         return planned, []
     if not p.cleared and len(p.nodes) > 2:

@@ -114,8 +114,9 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any],
 
 def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
     params: dict[str, Any] = {"_expected_tgs": ref, "_expected_source": source}
-    return params if "dataset_type" in spec.overrides else {**params,
-                                                            "dataset_type": "synthetic"}
+    if "dataset_type" not in spec.overrides:
+        params["dataset_type"] = "synthetic"
+    return params
 
 
 def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
