@@ -18,7 +18,7 @@
 //   /tmp/isolation_optimum S D [whole]     # "whole": the first round must be one job on all nodes
 //
 // Results (docs/benchmarks.md): 4 4: impossible (1 min); 5 5: possible (17 min); 5 5 whole:
-// impossible (1 min); 5 7 whole: possible (1 min). Generating the tables takes about 1 min.
+// impossible (1 min); 5 6 whole: impossible (35 min); 5 7 whole: possible (1 min). Generating the tables takes about 1 min.
 #include <algorithm>
 #include <array>
 #include <cstdint>
