@@ -11,14 +11,16 @@
 // link. A planner may choose each round from all results so far; it is done for a truth when
 // that truth is the only hypothesis left that explains every result. The search (AND over
 // results, OR over rounds, memoized, rounds reduced by the hypotheses' symmetries) decides
-// whether some planner is done for every single-fault truth (and healthy) within S rounds
-// and every two-fault truth within D rounds.
+// whether some planner is done for every single-fault truth within S rounds, every two-fault
+// truth within D rounds, and a healthy cluster within C rounds (default S).
 //
 //   g++ -O2 -std=c++17 -o /tmp/isolation_optimum bench/isolation_optimum.cpp
-//   /tmp/isolation_optimum S D [whole]     # "whole": the first round must be one job on all nodes
+//   /tmp/isolation_optimum S D [whole | C]   # "whole": the first round is one job on all nodes
 //
-// Results (docs/benchmarks.md): 4 4: impossible (1 min); 5 5: possible (17 min); 5 5 whole:
-// impossible (1 min); 5 6 whole: impossible (35 min); 5 7 whole: possible (1 min). Generating the tables takes about 1 min.
+// Results (docs/benchmarks.md; generating the tables takes about 1 min of each run):
+//   4 4: impossible (1 min)       5 5: possible (17 min)      5 5 2: impossible (10 min)
+//   5 5 whole: impossible (1 min) 5 6 whole: impossible (35 min)
+//   5 7 whole: possible (1 min)   6 6 whole: possible (19 min)
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 #include <vector>
 using namespace std;
@@ -125,9 +128,9 @@ static void make_tables() {
   } while (next_permutation(p, p + N));
 }
 
-static unordered_map<Set, bool, SetHash> memo[MAXR][MAXR];
+static unordered_map<Set, bool, SetHash> memo[MAXR][MAXR][MAXR];
 static long long searched = 0;
-static int first_move = -1, root_s = 0, root_choice = -1;
+static int first_move = -1, root_choice = -1;
 
 static vector<int> members(const Set& s) {
   vector<int> v;
@@ -136,22 +139,23 @@ static vector<int> members(const Set& s) {
   return v;
 }
 
-// Can a planner, from hypotheses S, be done for single-fault truths within s more rounds and
-// for two-fault truths within d more rounds?
-static bool solvable(const Set& S, int s, int d) {
+// Can a planner, from hypotheses S, be done for a healthy cluster within c more rounds, for
+// single-fault truths within s and for two-fault truths within d?
+static bool solvable(const Set& S, int c, int s, int d) {
   vector<int> e = members(S);
   if (e.size() <= 1) return true;
-  bool singles = false, doubles = false;
-  for (int h : e) (hyps[h].faults < 2 ? singles : doubles) = true;
-  if (!singles) s = d;
-  if (!doubles) d = s;
-  if (s <= 0 || d <= 0) return false;
-  int r = max(s, d);
+  bool healthy = false, singles = false, doubles = false;
+  for (int h : e) (hyps[h].faults == 0 ? healthy : hyps[h].faults == 1 ? singles : doubles) = true;
+  int r = max({healthy ? c : 0, singles ? s : 0, doubles ? d : 0});
+  if (!healthy) c = r;  // an absent class must not constrain, and must not split the memo
+  if (!singles) s = r;
+  if (!doubles) d = r;
+  if (c <= 0 || s <= 0 || d <= 0) return false;
   long long bound = 1;  // one round with <= 4 jobs and <= 2 faults has <= 11 outcomes
   for (int i = 0; i < r && bound < 1000000; i++) bound *= 11;
   if ((long long)e.size() > bound) return false;
-  auto it = memo[s][d].find(S);
-  if (it != memo[s][d].end()) return it->second;
+  auto it = memo[c][s][d].find(S);
+  if (it != memo[c][s][d].end()) return it->second;
   searched++;
   vector<int> symmetries;
   if (r >= 3)
@@ -162,7 +166,7 @@ static bool solvable(const Set& S, int s, int d) {
     }
   vector<pair<int, int>> order;
   for (size_t m = 0; m < moves.size(); m++) {
-    if (root_s == s && first_move >= 0 && (int)m != first_move && e.size() == hyps.size()) continue;
+    if (first_move >= 0 && (int)m != first_move && e.size() == hyps.size()) continue;
     bool representative = true;
     for (int p : symmetries) if (perm_m[p][m] < (int)m) { representative = false; break; }
     if (!representative) continue;
@@ -178,34 +182,37 @@ static bool solvable(const Set& S, int s, int d) {
     memset(part, 0, sizeof part);
     for (int h : e) part[code[m][h]].add(h);
     bool all = true;
-    for (int c = 0; c < 16 && all; c++) all = solvable(part[c], s - 1, d - 1);
+    for (int o = 0; o < 16 && all; o++) all = solvable(part[o], c - 1, s - 1, d - 1);
     if (all) {
       result = true;
       if (e.size() == hyps.size()) root_choice = m;
       break;
     }
   }
-  memo[s][d][S] = result;
+  memo[c][s][d][S] = result;
   return result;
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) { fprintf(stderr, "usage: %s SINGLE_ROUNDS DOUBLE_ROUNDS [whole]\n", argv[0]); return 2; }
-  int s = atoi(argv[1]), d = atoi(argv[2]);
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s SINGLE_ROUNDS DOUBLE_ROUNDS [whole | HEALTHY_ROUNDS]\n", argv[0]);
+    return 2;
+  }
+  int s = atoi(argv[1]), d = atoi(argv[2]), c = s;
+  if (argc > 3 && string(argv[3]) != "whole") c = atoi(argv[3]);
   make_tables();
-  if (argc > 3) {
+  if (argc > 3 && string(argv[3]) == "whole") {
     vector<int> whole = {(1 << N) - 1};
     first_move = find(moves.begin(), moves.end(), whole) - moves.begin();
   }
-  root_s = s;
   Set all;
   memset(&all, 0, sizeof all);
   for (size_t h = 0; h < hyps.size(); h++) all.add(h);
-  bool ok = solvable(all, s, d);
-  printf("N=%d, %zu hypotheses, %zu possible rounds%s: single faults within %d rounds and two "
-         "faults within %d: %s (%lld states searched)\n", N, hyps.size(), moves.size(),
-         first_move >= 0 ? ", first round = whole group" : "", s, d, ok ? "POSSIBLE" : "IMPOSSIBLE",
-         searched);
+  bool ok = solvable(all, c, s, d);
+  printf("N=%d, %zu hypotheses, %zu possible rounds%s: healthy within %d rounds, single faults "
+         "within %d and two faults within %d: %s (%lld states searched)\n", N, hyps.size(),
+         moves.size(), first_move >= 0 ? ", first round = whole group" : "", c, s, d,
+         ok ? "POSSIBLE" : "IMPOSSIBLE", searched);
   if (ok) {
     printf("an optimal first round, as jobs on nodes 0-%d:", N - 1);
     for (int g : moves[root_choice]) {
