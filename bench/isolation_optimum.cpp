@@ -19,6 +19,7 @@
 //
 // Results (docs/benchmarks.md; generating the tables takes about 1 min of each run):
 //   4 4: impossible (1 min)       5 5: possible (17 min)      5 5 2: impossible (10 min)
+//   5 5 3: impossible (31 min)
 //   5 5 whole: impossible (1 min) 5 6 whole: impossible (35 min)
 //   5 7 whole: possible (1 min)   6 6 whole: possible (19 min)
 #include <algorithm>
