@@ -173,7 +173,7 @@ static bool solvable(const Set& S, int c, int s, int d) {
     if (!representative) continue;
     int count[16] = {0}, largest = 0, outcomes = 0;
     for (int h : e) count[code[m][h]]++;
-    for (int c : count) if (c) { outcomes++; largest = max(largest, c); }
+    for (int n : count) if (n) { outcomes++; largest = max(largest, n); }
     if (outcomes >= 2) order.push_back({largest, (int)m});
   }
   sort(order.begin(), order.end());
