@@ -209,9 +209,16 @@ def run_report(args: argparse.Namespace, client: Client) -> int:
 
 
 def _apply(args: argparse.Namespace, client: Client) -> int:
-    verdict = client.report(args.id)["json"].get("verdict") or {}
+    report = client.report(args.id)["json"]
+    verdict = report.get("verdict") or {}
     if verdict.get("best") is None or "parameter" not in verdict:
         print(f"sweep {args.id} has no optimum to apply", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    model = str(report["sweep"]["spec"].get("model"))
+    if not Path(args.apply).name.startswith(f"{model}."):
+        # An optimum is only valid for the model it was measured on.
+        print(f"sweepd: sweep {args.id} measured {model}; {args.apply} is not "
+              f"{model}'s config (expected configs/{model}.gpu.yml)", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])

@@ -189,6 +189,11 @@ async def test_report_apply_writes_one_line_of_the_model_config(daemon: Daemon,
     await daemon.store.transition_sweep(
         sweep_id, SweepState.DONE, "test",
         verdict={"parameter": "per_device_batch_size", "best": 12, "tgs": 1400.0})
+    other = tmp_path / "grok-1.gpu.yml"
+    other.write_text("per_device_batch_size: 2\n")
+    code, _, err = await daemon.run("report", str(sweep_id), "--apply", str(other))
+    assert code == 2 and "not llama2-70b's config" in err
+    assert other.read_text() == "per_device_batch_size: 2\n"   # another model's file untouched
     code, out, _ = await daemon.run("report", str(sweep_id), "--apply", str(config))
     assert code == 0 and "per_device_batch_size: 12" in out
     assert config.read_text() == ("model_name: llama2-70b\nper_device_batch_size: 12"

@@ -12,6 +12,7 @@ from sweepd.strategies.model_perf import (
     best,
     next_value,
 )
+from sweepd.strategies.perf_plan import extend_past_estimate
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
@@ -170,3 +171,20 @@ def test_batch_space_bounds() -> None:
     assert batch_space(16, lower=5, upper=6).candidates == (5, 6)  # lower is always there
     with pytest.raises(ValueError):
         batch_space(4, lower=8, upper=6)
+
+
+def test_an_oom_past_the_extended_grid_bounds_the_search() -> None:
+    """All of 4..10 ran and rose, the grid grew past the estimate (5), 13 ran out of memory:
+    11 and 12 are still to try, so the search must not stop at 10."""
+    rising = [Probe(b, Outcome.OK, 1000.0 + 50 * b) for b in range(4, 11)]
+    grown = extend_past_estimate(batch_space(5), 5, 1, rising)
+    assert grown.candidates[-1] > 10
+    probes = [*rising, Probe(13, Outcome.OOM, None)]
+    space = extend_past_estimate(batch_space(5), 5, 1, probes)
+    assert {11, 12, 13} <= set(space.candidates)
+    assert next_value(space, probes) in (11, 12)
+    probes += [Probe(11, Outcome.OK, 1550.0), Probe(12, Outcome.OK, 1600.0)]
+    space = extend_past_estimate(batch_space(5), 5, 1, probes)
+    assert next_value(space, probes) is None
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 12

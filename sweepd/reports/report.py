@@ -35,8 +35,9 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
-        lines += ["", f"Proposed config change (apply it with `sweepd report {sweep.id} "
-                  "--apply configs/<model>.gpu.yml`):", "", f"    {verdict['proposal']}"]
+        lines += ["", f"Proposed config change (with the daemon running, `sweepd report "
+                  f"{sweep.id} --apply configs/{spec.get('model')}.gpu.yml` writes it):", "",
+                  f"    {verdict['proposal']}"]
     return "\n".join(lines) + "\n"
 
 

@@ -41,20 +41,27 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
     )
     space = batch_space(est.max_batch, spec.lower, spec.upper)
     if spec.upper is None:
-        space = _extend_past_estimate(space, est.max_batch, spec.lower, probes(spec, ctx))
+        space = extend_past_estimate(space, est.max_batch, spec.lower, probes(spec, ctx))
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
 
 
-def _extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
-                          seen: list[Probe]) -> SearchSpace:
+def extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
+                         seen: list[Probe]) -> SearchSpace:
     """The estimate was too low: the top of the grid ran fine and nothing failed yet, so
-    the grid doubles upward (SKILL.md Step 7: "probe higher if room remains")."""
-    while (seen and all(p.outcome == Outcome.OK for p in seen)
-           and space.candidates[-1] in {p.value for p in seen}
-           and int(space.candidates[-1]) < MAX_BATCH):
+    the grid doubles upward (SKILL.md Step 7: "probe higher if room remains"). It also keeps
+    covering every value probed after such a doubling, so a failure up there (an OOM past
+    the old top) bounds the search instead of being ignored and ending it early."""
+    def wants_more(space: SearchSpace) -> bool:
+        top = int(space.candidates[-1])
+        values = {p.value for p in seen}
+        if any(isinstance(v, int | float) and v > top for v in values):
+            return True
+        return bool(seen) and all(p.outcome == Outcome.OK for p in seen) and top in values
+
+    while wants_more(space) and int(space.candidates[-1]) < MAX_BATCH:
         space = batch_space(estimate, lower, min(MAX_BATCH, 2 * int(space.candidates[-1])))
     return space
 
