@@ -13,6 +13,8 @@ import yaml
 
 from sweepd import foreground, logs
 from sweepd.config import Config, ConfigError, load_config
+from sweepd.daemon import AnotherSweepd
+from sweepd.sim.scenario import ScenarioError
 from sweepd.specs import SpecError, load_spec_file
 
 DEMO_SPEC: dict[str, Any] = {
@@ -135,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     except yaml.YAMLError as e:
         print(f"sweepd: {e}", file=sys.stderr)
         return foreground.EXIT_BAD_INPUT
+    except ScenarioError as e:
+        print(f"sweepd: {e}", file=sys.stderr)
+        return foreground.EXIT_BAD_INPUT
+    except AnotherSweepd as e:
+        print(f"sweepd: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

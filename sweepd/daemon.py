@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
@@ -33,18 +35,41 @@ class Parts:
     service: Service
 
 
+class AnotherSweepd(RuntimeError):
+    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""
+
+
+@contextlib.contextmanager
+def state_dir_lock(state_dir: Path) -> Iterator[None]:
+    """One process per state directory: two engines on one store would both act on the
+    same sweeps. The lock dies with its process, so a killed daemon never leaves it held."""
+    path = state_dir / "sweepd.lock"
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AnotherSweepd(f"another sweepd uses {state_dir} ({path} is locked)") from None
+        yield
+
+
 @contextlib.asynccontextmanager
 async def open_parts(config: Config) -> AsyncIterator[Parts]:
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
-    store = await Store.open(config.daemon.db_path)
-    backend, clock = make_backend(config)
-    engine = Engine(store, backend, clock, config)
-    try:
-        yield Parts(store, engine, Service(engine))
-    finally:
-        await engine.close()
-        await backend.close()
-        await store.close()
+    with state_dir_lock(config.daemon.state_dir):
+        # The backend first: a bad scenario or cluster setting fails before the store opens.
+        backend, clock = make_backend(config)
+        try:
+            store = await Store.open(config.daemon.db_path)
+        except BaseException:
+            await backend.close()
+            raise
+        engine = Engine(store, backend, clock, config)
+        try:
+            yield Parts(store, engine, Service(engine))
+        finally:
+            await engine.close()
+            await backend.close()
+            await store.close()
 
 
 async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,

@@ -19,6 +19,7 @@ from aiohttp.typedefs import Handler
 
 from sweepd.api.errors import ApiError, error_middleware
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
+from sweepd.daemon import AnotherSweepd
 from sweepd.service import Service
 from sweepd.specs import expand_nodes
 from sweepd.states import SweepState
@@ -248,7 +249,7 @@ def _remove_stale_socket(path: Path) -> None:
         except ConnectionRefusedError:
             path.unlink()
             return
-    raise RuntimeError(f"another sweepd is already serving on {path}")
+    raise AnotherSweepd(f"another sweepd is already serving on {path}")
 
 
 def _inode(path: Path) -> int | None:
