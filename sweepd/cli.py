@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from sweepd import foreground, logs
+from sweepd.cli_client import print_spec_error
 from sweepd.config import Config, ConfigError, load_config
 from sweepd.daemon import AnotherSweepd
 from sweepd.sim.scenario import ScenarioError
@@ -131,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (SpecError, ConfigError) as e:
+    except SpecError as e:
+        print_spec_error(e)
+        return foreground.EXIT_BAD_INPUT
+    except ConfigError as e:
         print(f"sweepd: {e}", file=sys.stderr)
         return foreground.EXIT_BAD_INPUT
     except yaml.YAMLError as e:

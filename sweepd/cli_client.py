@@ -16,12 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sweepd.client import Client, ClientError
 from sweepd.foreground import EXIT_BAD_INPUT, EXIT_FOR_STATE
 from sweepd.reports.apply import ApplyError, apply_to_config
-from sweepd.specs import SpecError, parse_spec
+from sweepd.specs import SpecError, parse_spec, read_spec_file
 from sweepd.states import SweepState
 
 DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
@@ -62,7 +60,9 @@ def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
 
 def print_error(e: ClientError) -> int:
     """One message on stderr (and its field details); returns the exit code."""
-    print(f"sweepd: {e.message}", file=sys.stderr)
+    # With details, the message's tail repeats them: print its headline only.
+    headline = e.message.split(": ", 1)[0] if e.details else e.message
+    print(f"sweepd: {headline}", file=sys.stderr)
     _print_details(e.details)
     return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
 
@@ -100,22 +100,23 @@ def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFun
 # -- the verbs ---------------------------------------------------------------------------
 
 def _load_spec(path: Path) -> Any:
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as e:
-        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise SpecError(f"{path} is not valid YAML/JSON: {e}") from None
     # Checked here first so a typo gets a clear answer without a daemon round trip.
-    return parse_spec(data).model_dump(mode="json", exclude_unset=True)
+    return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
+
+
+def print_spec_error(e: SpecError) -> None:
+    """The headline, then one line per field; a message without fields alone."""
+    fields = any(d.get("loc") for d in e.errors)
+    print(f"sweepd: {str(e).split(': ', 1)[0] if fields else e}", file=sys.stderr)
+    if fields:
+        _print_details(e.errors)
 
 
 def run_submit(args: argparse.Namespace) -> int:
     try:
         spec = _load_spec(args.spec)
     except SpecError as e:
-        print(f"sweepd: {e}", file=sys.stderr)
-        _print_details(e.errors)
+        print_spec_error(e)
         return EXIT_BAD_INPUT
 
     def submit(client: Client) -> int:

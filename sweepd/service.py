@@ -62,6 +62,7 @@ class Service:
         return draw(sweep, await self.store.runs(sweep_id), await self.store.jobs(sweep_id))
 
     async def explain(self, sweep_id: int) -> dict[str, Any]:
+        await self.store.sweep(sweep_id)  # an unknown id is NotFound, as for every verb
         events = await self.store.events(sweep_id)
         return {"lines": explain_lines(events),
                 "events": [e.as_dict() for e in events if e.kind != "progress"]}

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sweepd.models import UnknownModel, resolve_model
+from sweepd.monitor.steady import steady_window
 
 
 class SpecError(ValueError):
@@ -42,7 +43,8 @@ Scalar = int | float | str
 class _Spec(BaseModel):
     kind: str
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML's `true` is not the number 1; no NaN or infinity reaches a job's flags.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     name: str | None = Field(default=None, max_length=80)
     nodes: str = Field(description="hostlist expression, pinned for the whole sweep")
@@ -74,6 +76,15 @@ class _Spec(BaseModel):
             if not key or any(c in key for c in " =\n\t"):
                 raise ValueError(f"bad key {key!r}")
         return v
+
+    @model_validator(mode="after")
+    def _reaches_steady(self) -> _Spec:
+        first = steady_window(self.profiler).start
+        if self.steps <= first:
+            # Every kind judges steady-state TGS: a shorter run cannot be judged at all.
+            raise ValueError(f"steps must reach the steady window (more than {first}; "
+                             "default 15)")
+        return self
 
     @property
     def node_list(self) -> list[str]:
@@ -111,6 +122,8 @@ class ModelPerfSpec(_Spec):
             raise ValueError(f"upper ({self.upper}) is below lower ({self.lower})")
         if self.values is not None and len(self.values) == 0:
             raise ValueError("values is empty")
+        if self.values is not None and len(set(self.values)) != len(self.values):
+            raise ValueError("values names a value twice")
         if self.parameter in self.overrides:
             raise ValueError(f"{self.parameter} is the swept parameter; remove it from overrides")
         return self
@@ -138,19 +151,27 @@ def parse_spec(data: Any) -> SweepSpec:
     try:
         spec = model.model_validate(data)
     except ValidationError as e:
-        errors = [{"loc": list(err["loc"]), "msg": err["msg"]} for err in e.errors()]
-        lines = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'spec'}: {x['msg']}" for x in errors)
+        errors = [{"loc": list(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
+                  for err in e.errors()]
+        lines = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" if x["loc"]
+                          else str(x["msg"]) for x in errors)
         raise SpecError(f"invalid {kind} spec: {lines}", errors) from None
     return spec
 
 
 def load_spec_file(path: Path) -> SweepSpec:
+    return parse_spec(read_spec_file(path))
+
+
+def read_spec_file(path: Path) -> Any:
+    """A spec file's data, not yet checked."""
     try:
-        text = path.read_text("utf-8")
+        with path.open(encoding="utf-8") as stream:   # YAML errors then name the file
+            data = yaml.safe_load(stream)
     except OSError as e:
         raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise SpecError(f"{path} is not valid YAML/JSON: {e}") from None
-    return parse_spec(data)
+    return data

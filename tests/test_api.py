@@ -125,6 +125,21 @@ async def test_spec_errors_are_422_with_locations(api: Api) -> None:
     assert status == 422 and "mapping" in body["error"]
 
 
+@pytest.mark.parametrize(("field", "value"), [
+    ("values", [float("nan")]), ("values", [float("inf")]), ("values", [8, True]),
+    ("values", [8, 8]), ("steps", True), ("steps", 2), ("overrides", {"remat_policy": True}),
+])
+async def test_specs_that_cannot_run_are_422(api: Api, field: str, value: Any) -> None:
+    status, body = await api.call("POST", "/sweeps",
+                                  data=json.dumps({**SPEC, field: value}).encode(),
+                                  headers={"Content-Type": "application/json"})
+    assert status == 422, body
+    detail = body["details"][0]
+    assert detail["loc"][:1] == [field] or field in detail["msg"]   # cross-field checks: no loc
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert sweeps == []
+
+
 async def test_unknown_model_names_the_known_ones(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama9-1t"})
     assert status == 422
@@ -134,7 +149,8 @@ async def test_unknown_model_names_the_known_ones(api: Api) -> None:
 
 async def test_unknown_and_non_integer_ids_are_404(api: Api) -> None:
     for path in ("/sweeps/99", "/sweeps/99/report", "/sweeps/abc", "/sweeps/1x/explain",
-                 "/sweeps/-1/progress"):
+                 "/sweeps/-1/progress", "/sweeps/99/explain", "/sweeps/%C2%B2",
+                 "/sweeps/%D9%A3", "/sweeps/99999999999999999999999"):
         status, body = await api.call("GET", path)
         assert status == 404, path
         assert "not found" in body["error"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,10 @@ def _service(request: web.Request) -> Service:
 
 def _sweep_id(request: web.Request) -> int:
     raw = request.match_info["id"]
-    if not raw.isdigit():
-        raise ApiError(404, f"sweep {raw!r} not found: ids are integers")
+    # ASCII digits only (str.isdigit takes "²" and other scripts' digits), and within
+    # SQLite's integer range.
+    if not re.fullmatch(r"[0-9]{1,18}", raw):
+        raise ApiError(404, f"sweep {raw!r} not found: ids are positive whole numbers")
     return int(raw)
 
 

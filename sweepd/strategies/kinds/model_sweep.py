@@ -31,7 +31,8 @@ class ModelSweepSpec(_Spec):
 
     kind: Literal["model-sweep"]
     commits: list[str] = Field(default_factory=lambda: ["HEAD"], min_length=1, max_length=2)
-    repo: Path | None = Field(default=None, description="git repo; None: commits are labels")
+    repo: Path | None = Field(default=None, strict=False,  # a path arrives as a string
+                               description="git repo; None: commits are labels")
     matrix: dict[str, list[int]] = Field(
         default_factory=lambda: {m: list(n) for m, n in DEFAULT_MATRIX.items()})
     compare_to: int | None = Field(default=None, ge=1,
