@@ -81,10 +81,11 @@ async def test_submit_bad_spec_exits_2_without_daemon(tmp_path: Path,
     code = main(["submit", bad, "--socket", str(tmp_path / "absent.sock")])
     _, err = capsys.readouterr()
     assert code == 2
-    assert "max_runs: Input should be greater than or equal to 1" in err
-    code = main(["submit", write_spec(tmp_path, "kind: [", "broken.yaml"),
-                 "--socket", str(tmp_path / "absent.sock")])
-    assert code == 2 and "not valid YAML" in capsys.readouterr().err
+    assert err.count("max_runs: Input should be greater than or equal to 1") == 1  # once
+    broken = write_spec(tmp_path, "kind: [", "broken.yaml")
+    code = main(["submit", broken, "--socket", str(tmp_path / "absent.sock")])
+    err = capsys.readouterr().err
+    assert code == 2 and "not valid YAML" in err and f'in "{broken}"' in err  # the file named
     code = main(["submit", str(tmp_path / "missing.yaml"), "--socket", "x.sock"])
     assert code == 2 and "cannot read spec" in capsys.readouterr().err
 
