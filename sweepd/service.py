@@ -8,7 +8,7 @@ from typing import Any
 
 from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
-from sweepd.specs import parse_spec
+from sweepd.specs import SpecError, parse_spec
 from sweepd.store.rows import Event
 from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import abort, resume
@@ -21,6 +21,11 @@ class Service:
 
     async def submit(self, data: Any) -> dict[str, Any]:
         spec = parse_spec(data)  # raises SpecError with field-level errors
+        # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
+        # sweep a moment after it was accepted.
+        facts = await kind_of(spec.kind).gather(self.store, spec)
+        if "error" in facts:
+            raise SpecError(f"invalid {spec.kind} spec: {facts['error']}")
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))
         self.engine.notify()

@@ -140,6 +140,23 @@ async def test_specs_that_cannot_run_are_422(api: Api, field: str, value: Any) -
     assert sweeps == []
 
 
+async def test_a_spec_naming_a_missing_or_wrong_sweep_is_422(api: Api) -> None:
+    status, first = await api.call("POST", "/sweeps", json=SPEC)
+    assert status == 201
+    for bad, says in [
+        ({"kind": "network", "nodes": "chi[1-8]", "node_perf_sweep": 999}, "does not exist"),
+        ({"kind": "network", "nodes": "chi[1-8]", "node_perf_sweep": first["id"]},
+         "not a finished node perf sweep"),
+        ({"kind": "model-sweep", "nodes": "chi[1-8]", "compare_to": 999}, "does not exist"),
+        ({"kind": "model-sweep", "nodes": "chi[1-8]", "compare_to": first["id"]},
+         "is a model-perf sweep"),
+    ]:
+        status, body = await api.call("POST", "/sweeps", json=bad)
+        assert status == 422 and says in body["error"], (bad, body)
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert [s["id"] for s in sweeps] == [first["id"]]   # nothing else was recorded
+
+
 async def test_unknown_model_names_the_known_ones(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama9-1t"})
     assert status == 422
