@@ -136,7 +136,7 @@ _LIST_COLUMNS = [("id", "ID"), ("state", "STATE"), ("kind", "KIND"), ("runs", "R
                  ("updated_at", "UPDATED"), ("name", "NAME")]
 _RUN_COLUMNS = [("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
                 ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE")]
-_JOB_COLUMNS = [("id", "JOB"), ("run_id", "RUN"), ("attempt", "TRY"), ("backend_id", "SLURM ID"),
+_JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backend_id", "SLURM ID"),
                 ("nodes", "NODES"), ("state", "STATE"), ("failure_class", "FAILURE")]
 
 
@@ -167,8 +167,11 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
         print(f"  excluded nodes: {', '.join(excluded)}")
     if s["verdict"]:
         print(f"  verdict: {json.dumps(s['verdict'], sort_keys=True)}")
+    # Jobs name their run by the runs table's `#`, not by the store's global run id.
+    seq_of = {r["id"]: r["seq"] for r in s["run_list"]}
+    jobs = [{**j, "run_seq": seq_of.get(j["run_id"], j["run_id"])} for j in s["jobs"]]
     for title, rows, columns in (("runs", s["run_list"], _RUN_COLUMNS),
-                                 ("jobs", s["jobs"], _JOB_COLUMNS)):
+                                 ("jobs", jobs, _JOB_COLUMNS)):
         if rows:
             print(f"\n{title}:")
             print(format_table(rows, columns))

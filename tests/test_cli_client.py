@@ -212,3 +212,19 @@ def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -
         apply_to_config(config, "_env_XLA_PYTHON_CLIENT_MEM_FRACTION", ".93")
     with pytest.raises(ApplyError, match="cannot read"):
         apply_to_config(tmp_path / "missing.yml", "steps", 3)
+
+
+async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) -> None:
+    first = int((await daemon.service.submit(SPEC))["id"])
+    for b in (4, 8):   # the first sweep's runs take the store's run ids 1 and 2
+        await daemon.store.add_run(first, f"b={b}", {"per_device_batch_size": b}, "chi[1-8]",
+                                   "test")
+    second = int((await daemon.service.submit(SPEC))["id"])
+    run = await daemon.store.add_run(second, "b=16", {"per_device_batch_size": 16}, "chi[1-8]",
+                                     "test")
+    await daemon.store.create_job(run, "tok", "job-name", "chi[1-8]")
+    assert run.id == 3 and run.seq == 1
+    code, out, _ = await daemon.run("show", str(second))
+    jobs = out.split("\njobs:\n")[1].splitlines()
+    assert code == 0 and jobs[0].split()[:3] == ["JOB", "RUN", "#"]
+    assert jobs[1].split()[1] == "1"   # run #1 of this sweep, not the store's run 3
