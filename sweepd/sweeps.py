@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sweepd.reports.stop import stop_message
+from sweepd.specs import SpecError, expand_nodes
 from sweepd.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.store.rows import Sweep
 from sweepd.store.store import InvalidTransition
@@ -53,6 +54,12 @@ async def resume(engine: Engine, sweep_id: int, exclusions: Sequence[str] | None
         raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
                                 "decision can be resumed")
     if exclusions is not None:
+        strangers = sorted(set(exclusions) - set(expand_nodes(sweep.spec["nodes"])))
+        if strangers:   # a typo would otherwise be recorded and leave the bad node in use
+            raise SpecError(f"sweep {sweep_id} is not pinned to {', '.join(strangers)}; its "
+                            f"nodes are {sweep.spec['nodes']}",
+                            [{"loc": ["exclude"], "msg": f"not a node of the sweep: {n}"}
+                             for n in strangers])
         await engine.store.set_exclusions(sweep_id, exclusions, "set on resume")
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",

@@ -196,6 +196,11 @@ async def test_resume_sets_exclusions(api: Api) -> None:
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume", json={"exclude": 3})
     assert status == 422 and body["details"][0]["loc"] == ["exclude"]
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"exclude": ["chi2", "zzz9"]})   # not a node of ours
+    assert status == 422 and "zzz9" in body["error"]
+    assert (await api.store.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
+    assert await api.store.exclusions(sweep_id) == []
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi[2-3]"]})
     assert status == 200 and body["state"] == "running"
     assert [e.node for e in await api.store.exclusions(sweep_id)] == ["chi2", "chi3"]
