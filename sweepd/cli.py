@@ -103,11 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the daemon")
     p.add_argument("--config", type=Path, help="TOML settings file")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"], help="default: info")
     p.set_defaults(func=cmd_serve)
 
     for name, func, helptext in (("run", cmd_run, "run one sweep in the foreground"),
-                                 ("demo", cmd_demo, "model perf sweep on the simulated cluster")):
+                                 ("demo", cmd_demo, "a sweep on the embedded simulated cluster")):
         p = sub.add_parser(name, help=helptext,
                            epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
                                   "person's decision, 4 failed or aborted")

@@ -274,7 +274,7 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
     ("watch", run_watch, "print a sweep's progress as it lands, until it stops"),
     ("report", run_report, "a sweep's report (Markdown, or --json)"),
     ("explain", run_explain, "why the sweep did what it did: every decision and its rule"),
-    ("cancel", run_cancel, "cancel a sweep's running jobs and end it"),
+    ("cancel", run_cancel, "the same as abort, with the reason \"cancelled by a person\""),
     ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
     ("resume", run_resume, "resume a sweep that awaits a decision"),
 ]

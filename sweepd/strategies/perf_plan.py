@@ -84,13 +84,17 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe]) -> Finished:
     top = best(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
-                               f"({len(seen)} runs)", {"parameter": spec.parameter, "best": None})
+                               f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml",
     }
     return Finished(True, f"{spec.model}: optimum {spec.parameter}="
-                          f"{top.value} at {top.tgs:,.0f} TGS/device ({len(seen)} runs)", verdict)
+                          f"{top.value} at {top.tgs:,.0f} TGS/device ({_runs(len(seen))})", verdict)
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def _env_fraction(spec: ModelPerfSpec) -> float | None:
