@@ -34,8 +34,10 @@ class Service:
     async def summary(self, sweep_id: int) -> dict[str, Any]:
         s = await self.store.sweep(sweep_id)
         runs = await self.store.runs(sweep_id)
+        # Updated = the latest thing that happened to it (a job, a run), not only its state.
+        updated = max(s.updated_at, await self.store.last_event_at(sweep_id) or "")
         return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
-                "reason": s.reason, "created_at": s.created_at, "updated_at": s.updated_at,
+                "reason": s.reason, "created_at": s.created_at, "updated_at": updated,
                 "runs": len(runs), "verdict": s.verdict}
 
     async def list_sweeps(self) -> list[dict[str, Any]]:

@@ -305,3 +305,13 @@ async def test_stale_socket_file_is_replaced(tmp_path: Path) -> None:
         assert r.status == 200
     assert not sock.exists()  # a clean stop removes its socket
 
+
+
+async def test_updated_moves_with_what_happens_to_a_running_sweep(api: Api) -> None:
+    sweep_id = await submit(api)
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    _, before = await api.call("GET", f"/sweeps/{sweep_id}")
+    await asyncio.sleep(0.01)   # the store's clock has millisecond steps
+    await api.store.add_run(sweep_id, "b=4", {"per_device_batch_size": 4}, "chi[1-8]", "probe")
+    _, after = await api.call("GET", f"/sweeps/{sweep_id}")
+    assert after["state"] == "running" and after["updated_at"] > before["updated_at"]

@@ -142,6 +142,11 @@ class Store:
             args.append(kind)
         return [Event.from_row(r) for r in await self._all(sql + " ORDER BY id", args)]
 
+    async def last_event_at(self, sweep_id: int) -> str | None:
+        rows = await self._all("SELECT at FROM events WHERE sweep_id = ? ORDER BY id DESC "
+                               "LIMIT 1", [sweep_id])
+        return str(rows[0][0]) if rows else None
+
     # -- guarded transitions -----------------------------------------------------------
 
     async def _guarded(
