@@ -88,8 +88,8 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         for key in dict.fromkeys(r["key"] for r in table):
             model, nodes = key.rsplit(" ", 1)
             lines += [f"### {model} ({nodes})", "",
-                      "| Sweep | Commit | Job | TGS | Δ vs prev | Status |",
-                      "|-------|--------|-----|-----|-----------|--------|"]
+                      "| Sweep | Commit | Job | TGS | Δ vs row above | Status |",
+                      "|-------|--------|-----|-----|----------------|--------|"]
             for r in (r for r in table if r["key"] == key):
                 d = r["delta_pct"]
                 lines.append(f"| {r['row']} (#{r['sweep']}) | {r['commit']} | {r['job'] or '—'}"
@@ -110,15 +110,15 @@ def evaluation(columns: Sequence[Column]) -> list[str]:
             out.append(f"- **{c.commit}: every model failed — the commit is broken.**")
     for x in found["regressions"]:
         out.append(f"- **Regression** {x['key']} at {x['commit']}: {x['delta_pct']:+.1f}% TGS "
-                   "vs the previous sweep (more than 5%)")
+                   "vs the commit before it (more than 5%)")
     for x in found["new_breakage"]:
         out.append(f"- **New breakage** {x['key']} at {x['commit']} ({x['failure']}): passed "
-                   "on the previous sweep")
+                   "on the commit before it")
     for x in found["pre_existing"]:
         out.append(f"- Pre-existing failure {x['key']} at {x['commit']} ({x['failure']}): "
-                   "failed on the previous sweep too; not blamed on this commit")
+                   "failed on the commit before it too; not blamed on this commit")
     for x in found["fixed"]:
-        out.append(f"- Fixed {x['key']} at {x['commit']}: failed on the previous sweep")
+        out.append(f"- Fixed {x['key']} at {x['commit']}: failed on the commit before it")
     for x in found["failures"]:
         out.append(f"- Failed {x['key']} at {x['commit']} ({x['failure']})")
     if len(out) == 2:

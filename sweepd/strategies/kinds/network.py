@@ -105,7 +105,8 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any],
     perf = extra.get("node_perf")
     if perf:
         return float(perf["median"]), f"node perf sweep {perf['sweep']} (median, 1 node)"
-    return None, "the whole-group baseline (no absolute reference)"
+    return None, ("the best group seen, scaled to each size (no absolute reference: the "
+                  "whole group is judged by its halves)")
 
 
 def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
