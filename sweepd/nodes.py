@@ -31,6 +31,9 @@ async def ensure_usable(engine: Engine, sweep: Sweep, nodes: Sequence[str]) -> b
         return True
     tried = []
     for node, state in sorted(bad.items()):
+        if state == "unknown":
+            tried.append(f"{node} is not a node of this cluster (a typo in `nodes`?)")
+            continue   # nothing to resume
         try:
             await engine.backend.resume_node(node)
         except PermissionError as e:

@@ -110,3 +110,12 @@ async def test_an_environment_variable_can_be_swept(tmp_path: Path) -> None:
         assert verdict is not None and verdict["parameter"] == param
     finally:
         await store.close()
+
+
+async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: Path) -> None:
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    code, lines = await run(config, perf_spec(nodes="chi[2832,9999]", values=[4]))
+    assert code == EXIT_AWAITING_DECISION   # the pinned list is never changed silently
+    text = "\n".join(lines)
+    assert "chi9999 (unknown)" in text and "chi9999 is not a node of this cluster" in text
+    assert "chi2832" not in text.split("not usable:")[1].split("\n")[0]
