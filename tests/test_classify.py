@@ -234,3 +234,28 @@ def test_nothing_recognised_is_unknown_and_says_so() -> None:
     assert v.klass is FailureClass.UNKNOWN
     assert v.detail is not None and "no failure signature recognised" in v.detail
     assert "no job summary" in v.detail
+
+
+def test_a_traceback_is_shown_by_the_exception_it_ends_with() -> None:
+    facts = JobFacts(
+        node_map=NODES, phase=Phase.COMPILE, scheduler_state="FAILED", exit_code=1,
+        signals=signals(
+            "1: Traceback (most recent call last):",
+            "0: KeyError: 'handled and logged on another rank'",
+            "1: ValueError: bad override value per_device_batch_size=abc",
+        ),
+    )
+    v = classify(facts)
+    assert v.klass is FailureClass.PYTHON and v.node == "chi2863"
+    assert v.evidence == "1: ValueError: bad override value per_device_batch_size=abc"
+
+
+def test_an_exception_line_alone_is_not_a_failure() -> None:
+    """Programs log handled exceptions: without a traceback the line decides nothing."""
+    hung = JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=7, hung=True,
+                    signals=signals("0: requests.exceptions.ConnectionError: retrying"))
+    assert classify(hung).klass is FailureClass.HANG
+    done = JobFacts(node_map=NODES, phase=Phase.SUMMARY, last_step=14,
+                    scheduler_state="COMPLETED", exit_code=0,
+                    signals=signals("0: RuntimeError: retried and recovered"))
+    assert classify(done).klass is None

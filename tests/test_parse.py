@@ -15,7 +15,12 @@ from sweepd.monitor.facts import (
     SummaryFact,
 )
 from sweepd.monitor.parse import parse_line
-from sweepd.monitor.signatures import HEARTBEAT_DETAIL, SIGNATURES, match_signature
+from sweepd.monitor.signatures import (
+    EXCEPTION_DETAIL,
+    HEARTBEAT_DETAIL,
+    SIGNATURES,
+    match_signature,
+)
 from sweepd.monitor.steady import steady_state
 
 STEP = (
@@ -180,6 +185,8 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
     ("0: INTERNAL: Failed to compile module jit_train_step", FailureClass.COMPILE, None),
     ("0: XLA compilation failed: bad thing", FailureClass.COMPILE, None),
     ("0: Traceback (most recent call last):", FailureClass.PYTHON, None),
+    ("0: ValueError: bad override value", FailureClass.PYTHON, EXCEPTION_DETAIL),
+    ("1: jax.errors.SomeException: x", FailureClass.PYTHON, EXCEPTION_DETAIL),
     ("2: ionic_comp_msn: cqe with error 0x5", FailureClass.NIC, None),
     ("0: chi2832:1:1 [0] NCCL FATAL bootstrap.cc:44 Failed to auto-detect NCCL_SOCKET_IFNAME",
      FailureClass.NIC, None),

@@ -28,7 +28,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
     Verdict,
 )
-from sweepd.monitor.signatures import HEARTBEAT_DETAIL
+from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL
 
 _F = FailureClass
 
@@ -143,6 +143,8 @@ def _cancelled(f: JobFacts) -> bool:
 def _signal_candidates(f: JobFacts) -> list[_Candidate]:
     out = []
     for seq, (offset, sig) in enumerate(f.signals):
+        if sig.detail == EXCEPTION_DETAIL:
+            continue   # evidence for a traceback, not a failure of its own
         klass, tier, detail = sig.klass, SIGNAL_TIER.get(sig.klass, Tier.ROOT), sig.detail
         if sig.klass is _F.COORD_TIMEOUT and sig.detail == HEARTBEAT_DETAIL:
             # The heartbeat kill ends a hang: classify it as the hang of its phase.
@@ -201,11 +203,18 @@ def _verdict(best: _Candidate, f: JobFacts) -> Verdict:
         detail = f"same {klass.value} failure on all {len(f.node_map)} nodes"
         klass = _F.CONFIG
     node = None if klass in NOT_A_NODE else best.node or _node_of(best.rank, f)
-    return Verdict(klass=klass, node=node, evidence=best.evidence, detail=detail)
+    evidence = best.evidence
+    if best.klass is _F.PYTHON:
+        # "Traceback (most recent call last):" says nothing; the line it ends with does.
+        evidence = next((sig.text for offset, sig in f.signals
+                         if sig.detail == EXCEPTION_DETAIL and sig.rank == best.rank
+                         and offset > best.offset), evidence)
+    return Verdict(klass=klass, node=node, evidence=evidence, detail=detail)
 
 
 def _on_every_node(klass: FailureClass, f: JobFacts) -> bool:
-    ranks = {sig.rank for _, sig in f.signals if sig.klass is klass}
+    ranks = {sig.rank for _, sig in f.signals
+             if sig.klass is klass and sig.detail != EXCEPTION_DETAIL}
     return len(f.node_map) >= 2 and set(f.node_map) <= ranks
 
 

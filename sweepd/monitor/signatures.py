@@ -23,6 +23,9 @@ Detail = Callable[[re.Match[str]], str | None]
 # The heartbeat line is how a hang gets killed, not why: classify ranks it below every
 # root cause. Parse marks it with this detail so the rank survives a trip through the store.
 HEARTBEAT_DETAIL = "stopped sending heartbeats"
+# A Python exception line (`ValueError: ...`): never a failure on its own (programs log
+# handled exceptions), only the evidence that names what a traceback was about.
+EXCEPTION_DETAIL = "the exception a traceback ends with"
 
 
 class Signature(NamedTuple):
@@ -111,6 +114,9 @@ SIGNATURES: list[Signature] = [
          _F.COORD_TIMEOUT, _heartbeat),
     # Python: generic, the specific error usually follows the traceback.
     _sig("traceback", r"^Traceback \(most recent call last\):", _F.PYTHON),
+    _sig("error: ", r"^[A-Za-z_][\w.]*Error: \S", _F.PYTHON, lambda m: EXCEPTION_DETAIL),
+    _sig("exception: ", r"^[A-Za-z_][\w.]*Exception: \S", _F.PYTHON,
+         lambda m: EXCEPTION_DETAIL),
 ]
 
 FALSE_POSITIVES: list[re.Pattern[str]] = [
