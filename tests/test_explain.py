@@ -30,3 +30,17 @@ def test_explain_cli_on_unknown_id_is_a_clear_error(tmp_path: Path, capsys) -> N
     code = main(["explain", "7", "--socket", str(tmp_path / "none.sock")])
     assert code == 1
     assert "not running" in capsys.readouterr().err
+
+
+async def test_a_retry_is_explained_once(tmp_path: Path) -> None:
+    config = sim_config(tmp_path, write_scenario(tmp_path, [{"kind": "rccl_flake", "times": 1}]))
+    await run(config, perf_spec(values=[4]))
+    store = await open_store(config)
+    try:
+        events = await store.events(1)
+    finally:
+        await store.close()
+    retry = [e for e in events if e.rule == "hang.retry_once"]
+    assert len(retry) == 2   # the job's transition and the decision: both recorded
+    lines = explain_lines(events)
+    assert sum("[hang.retry_once]" in line for line in lines) == 1   # shown once
