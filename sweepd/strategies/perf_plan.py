@@ -75,6 +75,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if value is None:
         return _finish(spec, seen)
     first = "first probe" if not seen else "next probe"
+    estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
+    if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
+        why = f"climbing above the memory estimate; {why}"
     return [NewRun(label=f"{spec.parameter}={value}", params={spec.parameter: value},
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe",
                    reason=f"{first} {spec.parameter}={value} ({why})")]
