@@ -263,7 +263,10 @@ def run_abort(args: argparse.Namespace, client: Client) -> int:
 
 @_client_command
 def run_resume(args: argparse.Namespace, client: Client) -> int:
-    return _print_summary(args, client.resume(args.id, args.exclude))
+    summary = client.resume(args.id, args.exclude or [], args.readmit or [])
+    if not args.json and summary.get("excluded"):
+        print(f"excluded nodes: {', '.join(summary['excluded'])}", file=sys.stderr)
+    return _print_summary(args, summary)
 
 
 # -- registration ------------------------------------------------------------------------
@@ -302,7 +305,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         if name == "watch":
             p.epilog = "exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted"
         if name == "resume":
-            p.add_argument("--exclude", nargs="*", action="extend", metavar="NODE",
-                           help="exactly the nodes to keep excluded (hostlist expressions); "
-                                "`--exclude` alone clears them; omitted: keep them as they are")
+            p.add_argument("--exclude", nargs="+", action="extend", metavar="NODE",
+                           help="nodes to add to the sweep's exclusions (hostlist expressions)")
+            p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
+                           help="excluded nodes to put back in use (e.g. repaired)")
         p.set_defaults(func=func)

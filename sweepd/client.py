@@ -108,8 +108,9 @@ class Client:
     def abort(self, sweep_id: int) -> dict[str, Any]:
         return dict(self._json("POST", f"/sweeps/{sweep_id}/abort"))
 
-    def resume(self, sweep_id: int, exclude: Sequence[str] | None = None) -> dict[str, Any]:
-        body = None if exclude is None else {"exclude": list(exclude)}
+    def resume(self, sweep_id: int, exclude: Sequence[str] = (),
+               readmit: Sequence[str] = ()) -> dict[str, Any]:
+        body = {"exclude": list(exclude), "readmit": list(readmit)}
         return dict(self._json("POST", f"/sweeps/{sweep_id}/resume", json=body))
 
     def progress(self, sweep_id: int, after: int = 0, wait_s: float = 0.0) -> dict[str, Any]:

@@ -89,9 +89,12 @@ class Service:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(news.wait(), min(remaining, 1.0))
 
-    async def resume(self, sweep_id: int, exclusions: list[str] | None) -> dict[str, Any]:
-        await resume(self.engine, sweep_id, exclusions)
-        return await self.summary(sweep_id)
+    async def resume(self, sweep_id: int, exclude: list[str] | None = None,
+                     readmit: list[str] | None = None) -> dict[str, Any]:
+        await resume(self.engine, sweep_id, exclude or [], readmit or [])
+        out = await self.summary(sweep_id)
+        out["excluded"] = [e.node for e in await self.store.exclusions(sweep_id)]
+        return out
 
     async def abort(self, sweep_id: int) -> dict[str, Any]:
         await abort(self.engine, sweep_id, "aborted by a person")

@@ -48,19 +48,26 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
 
 
-async def resume(engine: Engine, sweep_id: int, exclusions: Sequence[str] | None) -> None:
+async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
+                 readmit: Sequence[str] = ()) -> None:
+    """Resume a stopped sweep. `exclude` adds to its exclusions; only `readmit` puts an
+    excluded node back in use (one a fault excluded must never return by accident)."""
     sweep = await engine.store.sweep(sweep_id)
     if sweep.state != SweepState.AWAITING_DECISION:
         raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
                                 "decision can be resumed")
-    if exclusions is not None:
-        strangers = sorted(set(exclusions) - set(expand_nodes(sweep.spec["nodes"])))
+    pinned = set(expand_nodes(sweep.spec["nodes"]))
+    for key, nodes in (("exclude", exclude), ("readmit", readmit)):
+        strangers = sorted(set(nodes) - pinned)
         if strangers:   # a typo would otherwise be recorded and leave the bad node in use
             raise SpecError(f"sweep {sweep_id} is not pinned to {', '.join(strangers)}; its "
                             f"nodes are {sweep.spec['nodes']}",
-                            [{"loc": ["exclude"], "msg": f"not a node of the sweep: {n}"}
+                            [{"loc": [key], "msg": f"not a node of the sweep: {n}"}
                              for n in strangers])
-        await engine.store.set_exclusions(sweep_id, exclusions, "set on resume")
+    if exclude or readmit:
+        current = [e.node for e in await engine.store.exclusions(sweep_id)]
+        wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in set(readmit)]
+        await engine.store.set_exclusions(sweep_id, wanted, "set on resume")
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",
                                         progress=f"sweep {sweep_id} resumed")

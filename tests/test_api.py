@@ -204,6 +204,16 @@ async def test_resume_sets_exclusions(api: Api) -> None:
                                   json={"exclude": ["chi[2-3]"]})
     assert status == 200 and body["state"] == "running"
     assert [e.node for e in await api.store.exclusions(sweep_id)] == ["chi2", "chi3"]
+    # A later stop: `exclude` adds (a node a fault excluded never returns by accident) and
+    # only `readmit` puts one back.
+    await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"exclude": ["chi5"]})
+    assert status == 200 and body["excluded"] == ["chi2", "chi3", "chi5"]
+    await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"readmit": ["chi2"]})
+    assert status == 200 and body["excluded"] == ["chi3", "chi5"]
 
 
 async def test_abort_then_abort_again(api: Api) -> None:

@@ -210,3 +210,16 @@ def test_markdown_escape_round_trips_through_plain() -> None:
     text = "per_device_batch_size=12 *bold* `code` [link"
     assert fmt.escape_markdown(text) == r"per\_device\_batch\_size=12 \*bold\* \`code\` \[link"
     assert fmt.plain(fmt.escape_markdown(text)) == text
+
+
+async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service,
+                                                                double: BotApiDouble) -> None:
+    sid = await running_sweep(service)
+    fails = [FAIL.format(b, b) for b in (16, 20)]
+    for line in fails:
+        await service.store.add_event(sid, "progress", line)
+    await service.abort(sid)   # nothing after it would ever flush a held line
+    await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
+    texts = double.texts()
+    assert texts[0] == fails[0] and texts[1] == fmt.digest_text(fails[1:])
+    assert any(f"sweep {sid}: aborted by a person" in t for t in texts[2:])

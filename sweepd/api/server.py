@@ -150,31 +150,32 @@ async def abort(request: web.Request) -> web.Response:
     return web.json_response(await _service(request).abort(_sweep_id(request)))
 
 
-def _exclusions(body: Any) -> list[str] | None:
-    """`{"exclude": [...]}`: exactly the nodes to keep excluded; absent: leave them as is."""
-    if body is None:
-        return None
-    if not isinstance(body, dict) or set(body) - {"exclude"}:
-        raise ApiError(400, 'resume takes an optional body {"exclude": ["node", ...]}')
-    exclude = body.get("exclude")
-    if exclude is None:
-        return None
-    if not isinstance(exclude, list) or not all(isinstance(n, str) for n in exclude):
-        raise ApiError(422, "exclude must be a list of node names",
-                       [{"loc": ["exclude"], "msg": "must be a list of strings"}])
+def _node_list(body: dict[str, Any], key: str) -> list[str]:
+    given = body.get(key) or []
+    if not isinstance(given, list) or not all(isinstance(n, str) for n in given):
+        raise ApiError(422, f"{key} must be a list of node names",
+                       [{"loc": [key], "msg": "must be a list of strings"}])
     nodes: list[str] = []
-    for i, expr in enumerate(exclude):
+    for i, expr in enumerate(given):
         try:
             nodes += expand_nodes(expr)
         except ValueError as e:
-            raise ApiError(422, str(e), [{"loc": ["exclude", i], "msg": str(e)}]) from None
+            raise ApiError(422, str(e), [{"loc": [key, i], "msg": str(e)}]) from None
     return list(dict.fromkeys(nodes))
 
 
 async def resume(request: web.Request) -> web.Response:
+    """Optional body `{"exclude": [...], "readmit": [...]}`: nodes to add to the sweep's
+    exclusions, and excluded nodes to put back in use (hostlist expressions)."""
     sweep_id = _sweep_id(request)
-    exclusions = _exclusions(await _json_body(request, optional=True))
-    return web.json_response(await _service(request).resume(sweep_id, exclusions))
+    body = await _json_body(request, optional=True)
+    if body is None:
+        body = {}
+    if not isinstance(body, dict) or set(body) - {"exclude", "readmit"}:
+        raise ApiError(400, 'resume takes an optional body {"exclude": ["node", ...], '
+                            '"readmit": ["node", ...]}')
+    return web.json_response(await _service(request).resume(
+        sweep_id, _node_list(body, "exclude"), _node_list(body, "readmit")))
 
 
 async def progress(request: web.Request) -> web.Response:

@@ -182,14 +182,15 @@ class Outbox:
     # -- facts the notifier renders from -------------------------------------------------
 
     async def is_final(self, event_id: int) -> bool:
-        """True when the event is the summary written with the sweep's verdict (done/failed)."""
+        """True when the event is the summary written with the sweep's end (done, failed or
+        aborted): it goes at once, with the report, since nothing later would flush it."""
         rows = await self.store._all(
             "SELECT kind, run_id, job_id, to_state FROM events WHERE id < ? AND sweep_id ="
             " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",
             (event_id, event_id))
         # transition_sweep writes the transition, then its progress line, in one transaction.
         return bool(rows) and rows[0]["kind"] == "transition" and rows[0]["run_id"] is None \
-            and rows[0]["job_id"] is None and rows[0]["to_state"] in ("done", "failed")
+            and rows[0]["job_id"] is None and rows[0]["to_state"] in ("done", "failed", "aborted")
 
     # -- small persistent state (the getUpdates offset, the watermark) -------------------
 
