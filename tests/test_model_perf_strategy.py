@@ -1,8 +1,13 @@
+import json
 import random
 from collections.abc import Callable
 
 import pytest
 
+from sweepd.specs import ModelPerfSpec, parse_spec
+from sweepd.states import RunState
+from sweepd.store.rows import Run
+from sweepd.strategies.base import SweepContext
 from sweepd.strategies.model_perf import (
     Outcome,
     Probe,
@@ -12,7 +17,7 @@ from sweepd.strategies.model_perf import (
     best,
     next_value,
 )
-from sweepd.strategies.perf_plan import extend_past_estimate
+from sweepd.strategies.perf_plan import extend_past_estimate, plan, probes
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
@@ -188,3 +193,37 @@ def test_an_oom_past_the_extended_grid_bounds_the_search() -> None:
     assert next_value(space, probes) is None
     chosen = best(probes)
     assert chosen is not None and chosen.value == 12
+
+
+def _run(seq: int, batch: int, outcome: str | None, tgs: float | None = None,
+         failure: str | None = None) -> Run:
+    return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
+               params_json=json.dumps({"per_device_batch_size": batch}), nodes="chi[1-4]",
+               state=RunState.PASSED if outcome == "pass" else RunState.FAILED,
+               outcome=outcome, tgs=tgs, mfu=None, failure_class=failure, detail=None,
+               not_before=None)
+
+
+def test_a_node_fault_is_not_the_values_upper_bound() -> None:
+    """Batch 12 failed on an ECC error (retries used up): that says nothing about 12, so
+    the search must not treat 12 and above as not fitting."""
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 8, 12, 16]})
+    assert isinstance(spec, ModelPerfSpec)
+    runs = [_run(1, 12, "fail", failure="ecc"), _run(2, 8, "pass", 1000.0)]
+    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
+                       gpu_memory_gib=192)
+    assert [p.value for p in probes(spec, ctx)] == [8]
+    new = plan(spec, ctx)
+    assert isinstance(new, list) and new[0].params == {"per_device_batch_size": 12}
+    # An OOM does bound it.
+    oom = SweepContext(runs=[_run(1, 12, "oom"), _run(2, 8, "pass", 1000.0)],
+                       nodes=["chi1"], prior_param_gb=None, gpu_memory_gib=192)
+    after_oom = plan(spec, oom)
+    assert isinstance(after_oom, list)
+    assert [n.params for n in after_oom] == [{"per_device_batch_size": 4}]   # never 12 or 16
+    # Spoiled runs still count against max_runs.
+    capped = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                         "values": [4, 8, 12, 16], "max_runs": 2})
+    assert isinstance(capped, ModelPerfSpec)
+    assert not isinstance(plan(capped, ctx), list)   # finished, not another run

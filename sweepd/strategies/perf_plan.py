@@ -6,7 +6,9 @@ from typing import Any
 
 from sweepd.estimate import memory_estimate
 from sweepd.models import resolve_model
+from sweepd.monitor.facts import FailureClass
 from sweepd.specs import ModelPerfSpec
+from sweepd.store.rows import Run
 from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
     Outcome,
@@ -19,12 +21,24 @@ from sweepd.strategies.model_perf import (
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
 MAX_BATCH = 4096
+# Failures of a node or of the infrastructure say nothing about the value: such a run must
+# not become the search's upper bound (the value is tried again, on the nodes left). A
+# person's cancel is not among them: it is respected, not retried.
+NOT_ABOUT_THE_VALUE = frozenset({
+    FailureClass.GPU_HARDWARE, FailureClass.ECC, FailureClass.NODE_CRASH, FailureClass.NIC,
+    FailureClass.NO_GPU, FailureClass.PULL, FailureClass.CHECKOUT_OUTAGE,
+    FailureClass.CONTROLLER_DOWN,
+})
+
+
+def _finished(ctx: SweepContext) -> list[Run]:
+    return [r for r in ctx.runs if r.state in ("passed", "failed")]
 
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
-    done = [r for r in ctx.runs if r.state in ("passed", "failed")]
     return [Probe(r.params[spec.parameter], _OUTCOME.get(r.outcome or "", Outcome.FAILED),
-                  r.tgs) for r in done]
+                  r.tgs) for r in _finished(ctx)
+            if r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE]
 
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
@@ -71,7 +85,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
         return []
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
-    value = next_value(space, seen) if len(seen) < spec.max_runs else None
+    # Every finished run counts against max_runs, also one a node fault spoiled.
+    value = next_value(space, seen) if len(_finished(ctx)) < spec.max_runs else None
     if value is None:
         return _finish(spec, seen)
     first = "first probe" if not seen else "next probe"
