@@ -95,8 +95,8 @@ def _node_fault(case: Case) -> Action:
                       "a config issue, not a node issue")
     if len(s.excluded) + 1 > case.limits.max_exclusions:
         return Action(Act.STOP, "exclusions.max",
-                      f"{v.klass} on {node} would be exclusion {len(s.excluded) + 1}; at most "
-                      f"{case.limits.max_exclusions} per sweep: the cluster is unhealthy",
+                      f"{v.klass} on {node}: exclusion {len(s.excluded) + 1}, over the limit "
+                      f"of {case.limits.max_exclusions} per sweep: the cluster is unhealthy",
                       exclude=node)
     remaining = [n for n in s.pinned if n not in s.excluded and n != node]
     if len(remaining) < s.min_nodes:

@@ -9,6 +9,7 @@ from typing import Any
 from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.specs import SpecError, parse_spec
+from sweepd.states import SweepState
 from sweepd.store.rows import Event
 from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import abort, resume
@@ -95,6 +96,15 @@ class Service:
         out = await self.summary(sweep_id)
         out["excluded"] = [e.node for e in await self.store.exclusions(sweep_id)]
         return out
+
+    async def current_stop(self, sweep_id: int) -> int | None:
+        """The event id of the stop message a sweep awaiting a decision is waiting on."""
+        if (await self.store.sweep(sweep_id)).state != SweepState.AWAITING_DECISION:
+            return None
+        transitions = await self.store.events(sweep_id, kind="transition")
+        stopped = [e.id for e in transitions if e.to_state == SweepState.AWAITING_DECISION]
+        progress = await self.store.events(sweep_id, stopped[-1] if stopped else 0, "progress")
+        return progress[0].id if progress else None
 
     async def abort(self, sweep_id: int) -> dict[str, Any]:
         await abort(self.engine, sweep_id, "aborted by a person")

@@ -88,7 +88,8 @@ async def test_a_stranger_is_ignored_and_logged(service: Service, double: BotApi
 async def test_resume_button_resumes_and_removes_the_buttons(service: Service,
                                                              double: BotApiDouble) -> None:
     sid = await stopped_sweep(service)
-    double.queue_button(CHAT, 777, f"resume:{sid}")
+    stop = await service.current_stop(sid)
+    double.queue_button(CHAT, 777, f"resume:{sid}:{stop}")
     await poll(service, double)
     assert (await service.summary(sid))["state"] == SweepState.RUNNING
     [answer] = double.methods("answerCallbackQuery")
@@ -116,3 +117,18 @@ def test_parse_command() -> None:
     assert parse_command("hello") is None
     bad = parse_command("/show twelve")
     assert bad is not None and bad.error is not None and "usage: /show ID" in bad.error
+
+
+async def test_a_resume_button_under_an_older_stop_does_not_resume_a_later_one(
+        service: Service, double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    first = await service.current_stop(sid)
+    await service.resume(sid)                       # answered from the CLI: buttons stay
+    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "unhealthy",
+                                         progress="[model-perf STOP] the cluster is unhealthy")
+    assert first is not None and await service.current_stop(sid) != first
+    double.queue_button(CHAT, 777, f"resume:{sid}:{first}")
+    await poll(service, double)
+    assert (await service.summary(sid))["state"] == SweepState.AWAITING_DECISION
+    [answer] = double.methods("answerCallbackQuery")
+    assert "no longer at this stop" in answer["text"]

@@ -75,8 +75,9 @@ async def test_stop_message_carries_resume_and_abort_buttons(service: Service,
     await deliver(service, double)
     [sent] = double.sent
     assert sent.text == STOP
+    stop = await service.current_stop(sid)   # Resume names the stop it answers
     assert sent.reply_markup == {"inline_keyboard": [[
-        {"text": "Resume", "callback_data": f"resume:{sid}"},
+        {"text": "Resume", "callback_data": f"resume:{sid}:{stop}"},
         {"text": "Abort", "callback_data": f"abort:{sid}"}]]}
 
 

@@ -46,6 +46,8 @@ class Operations(Protocol):
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]: ...
 
+    async def current_stop(self, sweep_id: int) -> int | None: ...
+
 
 @dataclass(frozen=True)
 class Command:
@@ -180,11 +182,21 @@ class ChatControl:
         chat_id = message.chat.id if message else None
         if not self._allowed(chat_id, update):
             return
-        action, _, arg = (query.data or "").partition(":")
-        if action not in ("resume", "abort") or not arg.isdigit():
+        action, _, rest = (query.data or "").partition(":")
+        arg, _, stop = rest.partition(":")
+        if action not in ("resume", "abort") or not arg.isdigit() or not (stop == ""
+                                                                         or stop.isdigit()):
             await query.answer("Unknown button")
             return
-        text, _ = await self.execute(Command(action, int(arg)))
+        try:
+            current = await self.ops.current_stop(int(arg)) if stop else None
+        except NotFound:
+            current = None
+        if stop and current != int(stop):
+            text = (f"Sweep {arg} is no longer at this stop (it was answered, and the sweep may "
+                    "have stopped again since): answer its latest stop message.")
+        else:
+            text, _ = await self.execute(Command(action, int(arg)))
         log.info("chat.button", chat=chat_id, action=action, sweep=int(arg))
         await query.answer(text[:200])
         if message is not None:

@@ -72,9 +72,11 @@ def make_bot(token: Token, base_url: str = DEFAULT_BASE_URL, timing: Timing = DE
     return Bot(token.value, base_url=base_url, request=request, get_updates_request=updates)
 
 
-def stop_buttons(sweep_id: int) -> InlineKeyboardMarkup:
+def stop_buttons(sweep_id: int, stop_event: int) -> InlineKeyboardMarkup:
+    """Resume names the stop it answers: pressed under an older stop message, it must not
+    resume a later, different stop."""
     return InlineKeyboardMarkup([[
-        InlineKeyboardButton("Resume", callback_data=f"resume:{sweep_id}"),
+        InlineKeyboardButton("Resume", callback_data=f"resume:{sweep_id}:{stop_event}"),
         InlineKeyboardButton("Abort", callback_data=f"abort:{sweep_id}"),
     ]])
 
@@ -264,7 +266,7 @@ class TelegramNotifier:
                 raise BadRequest("plot no longer available")
             msg = await self.bot.send_photo(self.chat_id, png, caption=c.text)
             return msg.message_id
-        markup = stop_buttons(item.sweep_id) if c.buttons else None
+        markup = stop_buttons(item.sweep_id, item.id) if c.buttons else None
         return await send_text(self.bot, self.chat_id, c.text, c.parse_mode, markup)
 
 

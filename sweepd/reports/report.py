@@ -43,14 +43,14 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
 
 def explain_lines(events: Sequence[Event]) -> list[str]:
     out = []
-    said: tuple[object, ...] = ()
+    said: set[tuple[object, ...]] = set()
     for e in events:
         if e.kind == "progress":
             continue
         this = (e.job_id, e.run_id, e.rule, e.reason, e.evidence)
-        if e.kind == "decision" and this == said:
-            continue   # the decision its transition just recorded, word for word
-        said = this
+        if e.kind == "decision" and this in said:
+            continue   # the decision its transition already recorded, word for word
+        said.add(this)
         what = f"{e.from_state or ''}→{e.to_state}" if e.to_state else e.kind
         target = f"job {e.job_id}" if e.job_id else (f"run {e.run_id}" if e.run_id else "sweep")
         line = f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {e.reason.splitlines()[0]}"
