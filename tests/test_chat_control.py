@@ -117,6 +117,24 @@ def test_parse_command() -> None:
     assert parse_command("hello") is None
     bad = parse_command("/show twelve")
     assert bad is not None and bad.error is not None and "usage: /show ID" in bad.error
+    assert parse_command("/resume 4 chi9999 chi[1-2]") == Command("resume", 4,
+                                                                  exclude=("chi9999", "chi[1-2]"))
+    extra = parse_command("/abort 4 chi1")
+    assert extra is not None and extra.error == "usage: /abort ID"
+
+
+async def test_resume_from_the_chat_can_exclude_nodes(service: Service,
+                                                      double: BotApiDouble) -> None:
+    sid = await stopped_sweep(service)
+    double.queue_message(CHAT, f"/resume {sid} zzz9")        # not a node of the sweep
+    await poll(service, double)
+    assert (await service.summary(sid))["state"] == SweepState.AWAITING_DECISION
+    double.queue_message(CHAT, f"/resume {sid} chi[2-3]")
+    await poll(service, double)
+    refused, resumed = double.texts()
+    assert refused.startswith(f"Cannot resume sweep {sid}:") and "zzz9" in refused
+    assert resumed.startswith(f"resume: #{sid} ")
+    assert [e.node for e in await service.store.exclusions(sid)] == ["chi2", "chi3"]
 
 
 async def test_a_resume_button_under_an_older_stop_does_not_resume_a_later_one(

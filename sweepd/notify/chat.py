@@ -20,6 +20,7 @@ from telegram.error import TelegramError
 from sweepd.notify import format as fmt
 from sweepd.notify.secrets import Token
 from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, send_text
+from sweepd.specs import expand_nodes
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import InvalidTransition, NotFound
 
@@ -27,7 +28,8 @@ log = structlog.get_logger("sweepd.chat")
 
 OFFSET_KEY = "telegram.update_offset"
 _COMMAND = re.compile(r"^/(\w+)(?:@\w+)?(?:\s+(.*))?$", re.S)
-USAGE = ("Commands: /status, /show ID, /report ID, /resume ID, /abort ID, /cancel ID")
+USAGE = ("Commands: /status, /show ID, /report ID, /resume ID [NODE to exclude ...], "
+         "/abort ID, /cancel ID")
 WITH_ID = frozenset({"show", "report", "resume", "abort", "cancel"})
 
 
@@ -54,6 +56,7 @@ class Command:
     name: str
     sweep_id: int | None = None
     error: str | None = None  # set when the command cannot run as written
+    exclude: tuple[str, ...] = ()   # /resume ID NODE...: nodes to add to its exclusions
 
 
 def parse_command(text: str) -> Command | None:
@@ -65,9 +68,12 @@ def parse_command(text: str) -> Command | None:
     if name == "status":
         return Command(name)
     if name in WITH_ID:
-        if not arg.isdigit():
+        first, *rest = arg.split() or [""]
+        if not first.isdigit():
             return Command(name, error=f"usage: /{name} ID (a sweep id, e.g. /{name} 3)")
-        return Command(name, int(arg))
+        if rest and name != "resume":
+            return Command(name, error=f"usage: /{name} ID")
+        return Command(name, int(first), exclude=tuple(rest))
     return Command(name, error=f"unknown command /{name}. {USAGE}")
 
 
@@ -166,7 +172,8 @@ class ChatControl:
             if cmd.name == "report":
                 return fmt.fenced(str((await self.ops.report(sid))["markdown"])), fmt.MARKDOWN
             if cmd.name == "resume":
-                s = await self.ops.resume(sid, None)
+                nodes = [n for expr in cmd.exclude for n in expand_nodes(expr)]
+                s = await self.ops.resume(sid, nodes)
             elif cmd.name == "abort":
                 s = await self.ops.abort(sid)
             else:
@@ -174,6 +181,8 @@ class ChatControl:
         except NotFound:
             return f"No sweep {sid}: /status lists the sweeps.", None
         except InvalidTransition as e:
+            return f"Cannot {cmd.name} sweep {sid}: {e}", None
+        except ValueError as e:   # a node not of the sweep (SpecError), a bad hostlist
             return f"Cannot {cmd.name} sweep {sid}: {e}", None
         return f"{cmd.name}: {status_line(s)}", None
 
