@@ -91,6 +91,7 @@ async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
         assert stop[0].rule in ("exclusions.max", "fault.same_error_other_nodes")
         message = "\n".join(lines)
         assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
+        assert f"/resume {sweep.id} [NODE to exclude ...]" in message   # says how to answer
     finally:
         await store.close()
 

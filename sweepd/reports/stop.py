@@ -31,11 +31,13 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         lines.append(f"  - Best so far: {passed[0].label} @ {passed[0].tgs:,.0f} TGS/device")
         lines += [f"  - {r.label} @ {r.tgs:,.0f}" for r in passed[1:3]]
     lines.append(f"  - Pending runs: {', '.join(pending) or 'none'}"
-                 + (" (cancelled by stop)" if pending else ""))
+                 + (" (held: they run on resume)" if pending else ""))
     lines += [
         "",
         f"Artifacts: {outputs}/{ids[0]}-* through {outputs}/{ids[-1]}-*" if ids
         else f"Artifacts: {outputs}",
         "Awaiting your decision before resuming.",
+        f"Resume: /resume {sweep.id} [NODE to exclude ...] or `sweepd resume {sweep.id} "
+        f"[--exclude NODE ...]`; end it: /abort {sweep.id}.",
     ]
     return "\n".join(lines)
