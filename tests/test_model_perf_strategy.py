@@ -7,7 +7,7 @@ import pytest
 from sweepd.specs import ModelPerfSpec, parse_spec
 from sweepd.states import RunState
 from sweepd.store.rows import Run
-from sweepd.strategies.base import SweepContext
+from sweepd.strategies.base import Finished, SweepContext
 from sweepd.strategies.model_perf import (
     Outcome,
     Probe,
@@ -196,9 +196,9 @@ def test_an_oom_past_the_extended_grid_bounds_the_search() -> None:
 
 
 def _run(seq: int, batch: int, outcome: str | None, tgs: float | None = None,
-         failure: str | None = None) -> Run:
+         failure: str | None = None, nodes: str = "chi[1-4]") -> Run:
     return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
-               params_json=json.dumps({"per_device_batch_size": batch}), nodes="chi[1-4]",
+               params_json=json.dumps({"per_device_batch_size": batch}), nodes=nodes,
                state=RunState.PASSED if outcome == "pass" else RunState.FAILED,
                outcome=outcome, tgs=tgs, mfu=None, failure_class=failure, detail=None,
                not_before=None)
@@ -227,3 +227,16 @@ def test_a_node_fault_is_not_the_values_upper_bound() -> None:
                          "values": [4, 8, 12, 16], "max_runs": 2})
     assert isinstance(capped, ModelPerfSpec)
     assert not isinstance(plan(capped, ctx), list)   # finished, not another run
+
+
+def test_an_optimum_measured_on_fewer_nodes_than_pinned_says_so() -> None:
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 8]})
+    assert isinstance(spec, ModelPerfSpec)
+    runs = [_run(1, 4, "pass", 900.0), _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
+    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
+                       gpu_memory_gib=192)
+    done = plan(spec, ctx)
+    assert isinstance(done, Finished)
+    assert "on 3 of the 4 pinned nodes" in done.summary and done.verdict["nodes"] == 3
+    assert done.verdict["proposal"].endswith("measured on 3N")

@@ -7,7 +7,7 @@ from typing import Any
 from sweepd.estimate import memory_estimate
 from sweepd.models import resolve_model
 from sweepd.monitor.facts import FailureClass
-from sweepd.specs import ModelPerfSpec
+from sweepd.specs import ModelPerfSpec, expand_nodes
 from sweepd.store.rows import Run
 from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
@@ -88,7 +88,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     # Every finished run counts against max_runs, also one a node fault spoiled.
     value = next_value(space, seen) if len(_finished(ctx)) < spec.max_runs else None
     if value is None:
-        return _finish(spec, seen)
+        return _finish(spec, seen, ctx)
     first = "first probe" if not seen else "next probe"
     estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
     if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
@@ -98,17 +98,25 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
                    reason=f"{first} {spec.parameter}={value} ({why})")]
 
 
-def _finish(spec: ModelPerfSpec, seen: list[Probe]) -> Finished:
+def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext) -> Finished:
     top = best(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
                                f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})
+    # An optimum holds for the node count it was measured on: say so when an exclusion
+    # left the best run fewer nodes than were pinned.
+    pinned = len(spec.node_list)
+    ran = next((len(expand_nodes(r.nodes)) for r in ctx.runs if r.outcome == "pass"
+                and r.params.get(spec.parameter) == top.value), pinned)
+    on = f" on {ran} of the {pinned} pinned nodes" if ran < pinned else ""
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
-        "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml",
+        "nodes": ran,
+        "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
+                    + (f", measured on {ran}N" if on else ""),
     }
-    return Finished(True, f"{spec.model}: optimum {spec.parameter}="
-                          f"{top.value} at {top.tgs:,.0f} TGS/device ({_runs(len(seen))})", verdict)
+    return Finished(True, f"{spec.model}: optimum {spec.parameter}={top.value} at "
+                          f"{top.tgs:,.0f} TGS/device{on} ({_runs(len(seen))})", verdict)
 
 
 def _runs(n: int) -> str:
