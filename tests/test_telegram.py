@@ -224,3 +224,16 @@ async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service
     texts = double.texts()
     assert texts[0] == fails[0] and texts[1] == fmt.digest_text(fails[1:])
     assert any(f"sweep {sid}: aborted by a person" in t for t in texts[2:])
+
+
+async def test_a_resume_is_answered_at_once_even_over_the_hourly_limit(
+        service: Service, double: BotApiDouble) -> None:
+    sid = await running_sweep(service)
+    fails = [FAIL.format(b, b) for b in (16, 20)]
+    for line in fails:
+        await service.store.add_event(sid, "progress", line)
+    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "x", progress=STOP)
+    await service.resume(sid)
+    await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
+    texts = double.texts()
+    assert texts[-1] == f"sweep {sid} resumed"   # not held for a digest

@@ -27,7 +27,7 @@ _MD_ESCAPED = re.compile(r"\\([_*`\[])")
 
 class Klass(StrEnum):
     STOP = "stop"          # always at once, with Resume/Abort buttons
-    POSITIVE = "positive"  # a passing result: always at once
+    POSITIVE = "positive"  # a passing result, or the answer to a person's action: at once
     FINAL = "final"        # the verdict with the report: always at once
     ROUTINE = "routine"    # everything else: rate-limited, the rest digested
 

@@ -210,6 +210,8 @@ class TelegramNotifier:
                                                           limit=self.limit), routine=True)
         final = await self.outbox.is_final(item.id)
         klass = fmt.classify(item.text, final)
+        if klass == fmt.Klass.ROUTINE and await self.outbox.answers_a_person(item.id):
+            klass = fmt.Klass.POSITIVE   # the answer to a person's own action: at once
         if klass == fmt.Klass.ROUTINE and not await self._routine_allowed():
             await self.outbox.hold(item.id)
             return None

@@ -192,6 +192,14 @@ class Outbox:
         return bool(rows) and rows[0]["kind"] == "transition" and rows[0]["run_id"] is None \
             and rows[0]["job_id"] is None and rows[0]["to_state"] in ("done", "failed", "aborted")
 
+    async def answers_a_person(self, event_id: int) -> bool:
+        """True when the event reports a person's own action (a resume): it goes at once."""
+        rows = await self.store._all(
+            "SELECT rule FROM events WHERE id < ? AND sweep_id ="
+            " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",
+            (event_id, event_id))
+        return bool(rows) and str(rows[0]["rule"] or "").startswith("person.")
+
     # -- small persistent state (the getUpdates offset, the watermark) -------------------
 
     async def _state(self, key: str) -> str | None:
