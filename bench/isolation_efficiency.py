@@ -108,15 +108,11 @@ def skill_run(nodes: Sequence[str], faults: Faults, rng: random.Random) -> Resul
 
 def two_fault_cases(nodes: Sequence[str]) -> list[Faults]:
     """Every pair of faults that share no node: two NICs, a NIC and a link, two links."""
-    none: frozenset[frozenset[str]] = frozenset()
     faults = [frozenset([n]) for n in nodes] + [frozenset(p) for p in
                                                  itertools.combinations(nodes, 2)]
-    out: list[Faults] = []
-    for a, b in itertools.combinations(faults, 2):
-        if not a & b:
-            out.append((frozenset(n for f in (a, b) if len(f) == 1 for n in f),
-                        frozenset(f for f in (a, b) if len(f) == 2) or none))
-    return out
+    return [(frozenset(n for f in (a, b) if len(f) == 1 for n in f),
+             frozenset(f for f in (a, b) if len(f) == 2))
+            for a, b in itertools.combinations(faults, 2) if not a & b]
 
 
 def cases(nodes: Sequence[str], rng: random.Random, samples: int,

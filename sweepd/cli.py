@@ -137,13 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print_spec_error(e)
         return foreground.EXIT_BAD_INPUT
-    except ConfigError as e:
-        print(f"sweepd: {e}", file=sys.stderr)
-        return foreground.EXIT_BAD_INPUT
-    except yaml.YAMLError as e:
-        print(f"sweepd: {e}", file=sys.stderr)
-        return foreground.EXIT_BAD_INPUT
-    except ScenarioError as e:
+    except (ConfigError, yaml.YAMLError, ScenarioError) as e:
         print(f"sweepd: {e}", file=sys.stderr)
         return foreground.EXIT_BAD_INPUT
     except AnotherSweepd as e:

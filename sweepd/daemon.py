@@ -55,21 +55,16 @@ def state_dir_lock(state_dir: Path) -> Iterator[None]:
 @contextlib.asynccontextmanager
 async def open_parts(config: Config) -> AsyncIterator[Parts]:
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
-    with state_dir_lock(config.daemon.state_dir):
+    async with contextlib.AsyncExitStack() as opened:   # closed in reverse order
+        opened.enter_context(state_dir_lock(config.daemon.state_dir))
         # The backend first: a bad scenario or cluster setting fails before the store opens.
         backend, clock = make_backend(config)
-        try:
-            store = await Store.open(config.daemon.db_path)
-        except BaseException:
-            await backend.close()
-            raise
+        opened.push_async_callback(backend.close)
+        store = await Store.open(config.daemon.db_path)
+        opened.push_async_callback(store.close)
         engine = Engine(store, backend, clock, config)
-        try:
-            yield Parts(store, engine, Service(engine))
-        finally:
-            await engine.close()
-            await backend.close()
-            await store.close()
+        opened.push_async_callback(engine.close)
+        yield Parts(store, engine, Service(engine))
 
 
 async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,

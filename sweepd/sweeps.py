@@ -66,7 +66,8 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
                              for n in strangers])
     if exclude or readmit:
         current = [e.node for e in await engine.store.exclusions(sweep_id)]
-        wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in set(readmit)]
+        back = set(readmit)
+        wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
         await engine.store.set_exclusions(sweep_id, wanted, "set on resume")
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",

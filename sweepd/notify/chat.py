@@ -31,6 +31,8 @@ _COMMAND = re.compile(r"^/(\w+)(?:@\w+)?(?:\s+(.*))?$", re.S)
 USAGE = ("Commands: /status, /show ID, /report ID, /resume ID [NODE to exclude ...], "
          "/abort ID, /cancel ID")
 WITH_ID = frozenset({"show", "report", "resume", "abort", "cancel"})
+# A stop message's buttons: `resume:SWEEP:STOP_EVENT` (older ones without the stop), `abort:SWEEP`.
+_BUTTON = re.compile(r"(resume|abort):(\d+)(?::(\d+))?")
 
 
 class Operations(Protocol):
@@ -191,28 +193,29 @@ class ChatControl:
         chat_id = message.chat.id if message else None
         if not self._allowed(chat_id, update):
             return
-        action, _, rest = (query.data or "").partition(":")
-        arg, _, stop = rest.partition(":")
-        if action not in ("resume", "abort") or not arg.isdigit() or not (stop == ""
-                                                                         or stop.isdigit()):
+        button = _BUTTON.fullmatch(query.data or "")
+        if button is None:
             await query.answer("Unknown button")
             return
-        try:
-            current = await self.ops.current_stop(int(arg)) if stop else None
-        except NotFound:
-            current = None
-        if stop and current != int(stop):
-            text = (f"Sweep {arg} is no longer at this stop (it was answered, and the sweep may "
+        action, sid, stop = button.group(1), int(button.group(2)), button.group(3)
+        if stop is not None and not await self._at_stop(sid, int(stop)):
+            text = (f"Sweep {sid} is no longer at this stop (it was answered, and the sweep may "
                     "have stopped again since): answer its latest stop message.")
         else:
-            text, _ = await self.execute(Command(action, int(arg)))
-        log.info("chat.button", chat=chat_id, action=action, sweep=int(arg))
+            text, _ = await self.execute(Command(action, sid))
+        log.info("chat.button", chat=chat_id, action=action, sweep=sid)
         await query.answer(text[:200])
         if message is not None:
             # The decision is made: take the buttons away so nobody presses them twice.
             await self.bot.edit_message_reply_markup(message.chat.id, message.message_id,
                                                      reply_markup=None)
             await self._reply(message.chat.id, text)
+
+    async def _at_stop(self, sweep_id: int, stop_event: int) -> bool:
+        try:
+            return await self.ops.current_stop(sweep_id) == stop_event
+        except NotFound:
+            return False
 
     async def _reply(self, chat_id: int, text: str, parse_mode: str | None = None) -> None:
         await send_text(self.bot, chat_id, text, parse_mode)

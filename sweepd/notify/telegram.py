@@ -208,9 +208,9 @@ class TelegramNotifier:
         if item.kind == "digest":
             return await self.outbox.plan(item, fmt.parts(item.text, fmt.Klass.ROUTINE,
                                                           limit=self.limit), routine=True)
-        final = await self.outbox.is_final(item.id)
-        klass = fmt.classify(item.text, final)
-        if klass == fmt.Klass.ROUTINE and await self.outbox.answers_a_person(item.id):
+        occasion = await self.outbox.occasion(item.id)
+        klass = fmt.classify(item.text, occasion.ends_sweep)
+        if klass == fmt.Klass.ROUTINE and occasion.by_person:
             klass = fmt.Klass.POSITIVE   # the answer to a person's own action: at once
         if klass == fmt.Klass.ROUTINE and not await self._routine_allowed():
             await self.outbox.hold(item.id)

@@ -70,9 +70,9 @@ def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None
         return None
     best = (sweep.verdict or {}).get("best")
     # The node count the plotted jobs ran on: fewer than pinned after an exclusion.
-    ran = {run.id: len(expand_nodes(j.nodes)) for run in numeric for j in jobs
-           if j.run_id == run.id and j.nodes}
-    sizes = sorted(set(ran.values())) or [len(expand_nodes(sweep.spec["nodes"]))]
+    plotted = {run.id for run in numeric}
+    sizes = (sorted({len(expand_nodes(j.nodes)) for j in jobs if j.run_id in plotted and j.nodes})
+             or [len(expand_nodes(sweep.spec["nodes"]))])
     size = f"{sizes[0]}N" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}N"
     title = f"{sweep.spec.get('model')} {size}: {parameter}"
     return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,

@@ -60,6 +60,13 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Occasion:
+    ends_sweep: bool   # the summary of the sweep's end (done, failed, aborted): at once, with
+                       # the report, since nothing later would flush it
+    by_person: bool    # the answer to a person's own action (a resume): at once
+
+
+@dataclass(frozen=True)
 class Chunk:
     row_id: int
     chunk: int
@@ -181,24 +188,20 @@ class Outbox:
 
     # -- facts the notifier renders from -------------------------------------------------
 
-    async def is_final(self, event_id: int) -> bool:
-        """True when the event is the summary written with the sweep's end (done, failed or
-        aborted): it goes at once, with the report, since nothing later would flush it."""
+    async def occasion(self, event_id: int) -> Occasion:
+        """What a progress line reports, read off the event written just before it:
+        transition_sweep writes the transition, then its progress line, in one transaction."""
         rows = await self.store._all(
-            "SELECT kind, run_id, job_id, to_state FROM events WHERE id < ? AND sweep_id ="
+            "SELECT kind, run_id, job_id, to_state, rule FROM events WHERE id < ? AND sweep_id ="
             " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",
             (event_id, event_id))
-        # transition_sweep writes the transition, then its progress line, in one transaction.
-        return bool(rows) and rows[0]["kind"] == "transition" and rows[0]["run_id"] is None \
-            and rows[0]["job_id"] is None and rows[0]["to_state"] in ("done", "failed", "aborted")
-
-    async def answers_a_person(self, event_id: int) -> bool:
-        """True when the event reports a person's own action (a resume): it goes at once."""
-        rows = await self.store._all(
-            "SELECT rule FROM events WHERE id < ? AND sweep_id ="
-            " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",
-            (event_id, event_id))
-        return bool(rows) and str(rows[0]["rule"] or "").startswith("person.")
+        if not rows:
+            return Occasion(ends_sweep=False, by_person=False)
+        r = rows[0]
+        return Occasion(
+            ends_sweep=(r["kind"] == "transition" and r["run_id"] is None and r["job_id"] is None
+                        and r["to_state"] in ("done", "failed", "aborted")),
+            by_person=str(r["rule"] or "").startswith("person."))
 
     # -- small persistent state (the getUpdates offset, the watermark) -------------------
 
