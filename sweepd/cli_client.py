@@ -33,8 +33,8 @@ RunFunc = Callable[[argparse.Namespace], int]
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
+    if isinstance(value, float):   # TGS to the token, MFU and the like to 3 digits
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return str(value).splitlines()[0] if str(value) else ""
 
 
@@ -166,7 +166,7 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     if excluded:
         print(f"  excluded nodes: {', '.join(excluded)}")
     if s["verdict"]:
-        print(f"  verdict: {json.dumps(s['verdict'], sort_keys=True)}")
+        _print_verdict(s["id"], s["verdict"])
     # Jobs name their run by the runs table's `#`, not by the store's global run id.
     seq_of = {r["id"]: r["seq"] for r in s["run_list"]}
     jobs = [{**j, "run_seq": seq_of.get(j["run_id"], j["run_id"])} for j in s["jobs"]]
@@ -176,6 +176,19 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
             print(f"\n{title}:")
             print(format_table(rows, columns))
     return 0
+
+
+def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
+    """Its plain fields; tables and lists are the report's to show."""
+    print("  verdict:")
+    nested = []
+    for key, value in sorted(verdict.items()):
+        if isinstance(value, dict | list):
+            nested.append(key)
+        else:
+            print(f"    {key}: {_cell(value)}")
+    if nested:
+        print(f"    ({', '.join(nested)}: see `sweepd report {sweep_id}`)")
 
 
 @_client_command

@@ -60,12 +60,13 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
                                                                              JobState.FAILED)]
     history = [_verdict_of(j) for j in all_jobs
                if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
-    excluded = [e.node for e in await store.exclusions(sweep.id)]
+    exclusions = await store.exclusions(sweep.id)
     need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
     kind = kind_of(sweep.kind)
-    facts_of_sweep = SweepFacts(spec.node_list, excluded, need, history,
-                                exclude_on_fault=kind.exclude_on_fault,
-                                config_stops=kind.config_stops)
+    facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
+                                history, exclude_on_fault=kind.exclude_on_fault,
+                                config_stops=kind.config_stops,
+                                by_person=[e.node for e in exclusions if not e.job_id])
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)

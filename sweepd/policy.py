@@ -35,7 +35,7 @@ class Action:
 @dataclass(frozen=True)
 class SweepFacts:
     pinned: Sequence[str]
-    excluded: Sequence[str]
+    excluded: Sequence[str]     # by faults: these count toward the exclusion limit
     min_nodes: int
     # Verdicts of earlier failed attempts across the sweep, oldest first.
     history: Sequence[Verdict] = ()
@@ -43,6 +43,8 @@ class SweepFacts:
     exclude_on_fault: bool = True
     # False for sweeps where a config error is one run's result, not the whole sweep's.
     config_stops: bool = True
+    # Nodes a person excluded: out of use, but no sign that the cluster is unhealthy.
+    by_person: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def _node_fault(case: Case) -> Action:
                       f"{v.klass} on {node}: exclusion {len(s.excluded) + 1}, over the limit "
                       f"of {case.limits.max_exclusions} per sweep: the cluster is unhealthy",
                       exclude=node)
-    remaining = [n for n in s.pinned if n not in s.excluded and n != node]
+    out = {*s.excluded, *s.by_person, node}
+    remaining = [n for n in s.pinned if n not in out]
     if len(remaining) < s.min_nodes:
         return Action(Act.STOP, "nodes.below_minimum",
                       f"excluding {node} leaves {len(remaining)} nodes; the model needs "

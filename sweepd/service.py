@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 from typing import Any
 
+from sweepd.clusters.base import ControllerUnreachable
 from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
-from sweepd.specs import SpecError, parse_spec
+from sweepd.specs import SpecError, collect_nodes, parse_spec
 from sweepd.states import SweepState
 from sweepd.store.rows import Event
 from sweepd.strategies.registry import kind_of
@@ -27,10 +28,25 @@ class Service:
         facts = await kind_of(spec.kind).gather(self.store, spec)
         if "error" in facts:
             raise SpecError(f"invalid {spec.kind} spec: {facts['error']}")
+        await self._refuse_strangers(spec.node_list)
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))
         self.engine.notify()
         return await self.summary(sweep_id)
+
+    async def _refuse_strangers(self, nodes: list[str]) -> None:
+        """A node name the cluster does not know (a typo) would stop the sweep at its first
+        job; say so now. A scheduler that does not answer is no reason to refuse: the sweep
+        waits for it as it would later."""
+        try:
+            states = await self.engine.backend.node_states(nodes)
+        except (ControllerUnreachable, RuntimeError):
+            return
+        strangers = [n for n in nodes if states.get(n) == "unknown"]
+        if strangers:
+            raise SpecError(f"not nodes of this cluster: {collect_nodes(strangers)}",
+                            [{"loc": ["nodes"], "msg": f"not a node of this cluster: {n}"}
+                             for n in strangers])
 
     async def summary(self, sweep_id: int) -> dict[str, Any]:
         s = await self.store.sweep(sweep_id)

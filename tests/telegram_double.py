@@ -32,7 +32,8 @@ from sweepd.store.store import Store
 TOKEN = "123456:TEST-token-abcdefghijklmnopqrstuvwxyz"
 CHAT = 4242
 STRANGER = 6666
-SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-8]"}
+SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b",
+                        "nodes": "chi[2832,2863,2867-2868,2870,2872,2880-2881]"}
 # Delays small enough for tests; the client gives up on a hung request after 0.4 s.
 FAST = Timing(backoff_initial_s=0.01, backoff_max_s=0.05, idle_s=0.05, connect_timeout_s=0.4,
               read_timeout_s=0.4)

@@ -24,7 +24,9 @@ from sweepd.service import Service
 from sweepd.states import SweepState
 from sweepd.store.store import Store
 
-SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-8]"}
+# The simulated cluster's nodes: a spec naming others is refused at submit.
+NODES = "chi[2832,2863,2867-2868,2870,2872,2880-2881]"
+SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b", "nodes": NODES}
 MAX_BODY = 64 * 1024
 
 
@@ -81,7 +83,7 @@ async def test_submit_list_show(api: Api) -> None:
     assert status == 200 and [s["id"] for s in sweeps] == [body["id"]]
     status, shown = await api.call("GET", f"/sweeps/{body['id']}")
     assert status == 200
-    assert shown["spec"]["nodes"] == "chi[1-8]" and shown["run_list"] == []
+    assert shown["spec"]["nodes"] == NODES and shown["run_list"] == []
     assert shown["events"][0]["reason"] == "sweep submitted"
 
 
@@ -144,17 +146,26 @@ async def test_a_spec_naming_a_missing_or_wrong_sweep_is_422(api: Api) -> None:
     status, first = await api.call("POST", "/sweeps", json=SPEC)
     assert status == 201
     for bad, says in [
-        ({"kind": "network", "nodes": "chi[1-8]", "node_perf_sweep": 999}, "does not exist"),
-        ({"kind": "network", "nodes": "chi[1-8]", "node_perf_sweep": first["id"]},
+        ({"kind": "network", "nodes": NODES, "node_perf_sweep": 999}, "does not exist"),
+        ({"kind": "network", "nodes": NODES, "node_perf_sweep": first["id"]},
          "not a finished node perf sweep"),
-        ({"kind": "model-sweep", "nodes": "chi[1-8]", "compare_to": 999}, "does not exist"),
-        ({"kind": "model-sweep", "nodes": "chi[1-8]", "compare_to": first["id"]},
+        ({"kind": "model-sweep", "nodes": NODES, "compare_to": 999}, "does not exist"),
+        ({"kind": "model-sweep", "nodes": NODES, "compare_to": first["id"]},
          "is a model-perf sweep"),
     ]:
         status, body = await api.call("POST", "/sweeps", json=bad)
         assert status == 422 and says in body["error"], (bad, body)
     status, sweeps = await api.call("GET", "/sweeps")
     assert [s["id"] for s in sweeps] == [first["id"]]   # nothing else was recorded
+
+
+async def test_a_node_the_cluster_does_not_have_is_422(api: Api) -> None:
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "nodes": "chi[2832,9001-9002]"})
+    assert status == 422 and "not nodes of this cluster: chi[9001-9002]" in body["error"]
+    assert [d["msg"] for d in body["details"]] == ["not a node of this cluster: chi9001",
+                                                   "not a node of this cluster: chi9002"]
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert sweeps == []
 
 
 async def test_unknown_model_names_the_known_ones(api: Api) -> None:
@@ -196,24 +207,24 @@ async def test_resume_sets_exclusions(api: Api) -> None:
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume", json={"exclude": 3})
     assert status == 422 and body["details"][0]["loc"] == ["exclude"]
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
-                                  json={"exclude": ["chi2", "zzz9"]})   # not a node of ours
+                                  json={"exclude": ["chi2863", "zzz9"]})   # not a node of ours
     assert status == 422 and "zzz9" in body["error"]
     assert (await api.store.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
     assert await api.store.exclusions(sweep_id) == []
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
-                                  json={"exclude": ["chi[2-3]"]})
+                                  json={"exclude": ["chi[2863,2867]"]})
     assert status == 200 and body["state"] == "running"
-    assert [e.node for e in await api.store.exclusions(sweep_id)] == ["chi2", "chi3"]
+    assert [e.node for e in await api.store.exclusions(sweep_id)] == ["chi2863", "chi2867"]
     # A later stop: `exclude` adds (a node a fault excluded never returns by accident) and
     # only `readmit` puts one back.
     await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
-                                  json={"exclude": ["chi5"]})
-    assert status == 200 and body["excluded"] == ["chi2", "chi3", "chi5"]
+                                  json={"exclude": ["chi2870"]})
+    assert status == 200 and body["excluded"] == ["chi2863", "chi2867", "chi2870"]
     await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
-                                  json={"readmit": ["chi2"]})
-    assert status == 200 and body["excluded"] == ["chi3", "chi5"]
+                                  json={"readmit": ["chi2863"]})
+    assert status == 200 and body["excluded"] == ["chi2867", "chi2870"]
 
 
 async def test_abort_then_abort_again(api: Api) -> None:
@@ -322,6 +333,6 @@ async def test_updated_moves_with_what_happens_to_a_running_sweep(api: Api) -> N
     await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
     _, before = await api.call("GET", f"/sweeps/{sweep_id}")
     await asyncio.sleep(0.01)   # the store's clock has millisecond steps
-    await api.store.add_run(sweep_id, "b=4", {"per_device_batch_size": 4}, "chi[1-8]", "probe")
+    await api.store.add_run(sweep_id, "b=4", {"per_device_batch_size": 4}, NODES, "probe")
     _, after = await api.call("GET", f"/sweeps/{sweep_id}")
     assert after["state"] == "running" and after["updated_at"] > before["updated_at"]

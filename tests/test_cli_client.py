@@ -18,9 +18,9 @@ import pytest
 from sweepd.cli import main
 from sweepd.cli_client import format_table
 from sweepd.service import Service
-from sweepd.states import SweepState
+from sweepd.states import RunState, SweepState
 from sweepd.store.store import Store
-from tests.test_api import SPEC, serve_service
+from tests.test_api import NODES, SPEC, serve_service
 
 
 @dataclass
@@ -50,7 +50,7 @@ def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> str:
     return str(path)
 
 
-GOOD_YAML = "kind: model-perf\nmodel: llama2-70b\nnodes: chi[1-8]\nname: first\n"
+GOOD_YAML = f"kind: model-perf\nmodel: llama2-70b\nnodes: {NODES!r}\nname: first\n"
 
 
 async def test_submit_list_show(daemon: Daemon, tmp_path: Path) -> None:
@@ -71,12 +71,12 @@ async def test_submit_list_show(daemon: Daemon, tmp_path: Path) -> None:
     assert code == 0 and [s["id"] for s in listed] == [1, 2] and listed[0]["name"] == "first"
     code, out, _ = await daemon.run("show", "1")
     assert code == 0
-    assert "sweep 1: first" in out and "state: queued" in out and "chi[1-8]" in out
+    assert "sweep 1: first" in out and "state: queued" in out and NODES in out
 
 
 async def test_submit_bad_spec_exits_2_without_daemon(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    bad = write_spec(tmp_path, "kind: model-perf\nmodel: llama2-70b\nnodes: chi[1-8]\n"
+    bad = write_spec(tmp_path, f"kind: model-perf\nmodel: llama2-70b\nnodes: {NODES!r}\n"
                                "max_runs: 0\n")
     code = main(["submit", bad, "--socket", str(tmp_path / "absent.sock")])
     _, err = capsys.readouterr()
@@ -122,10 +122,11 @@ async def test_resume_with_exclusions(daemon: Daemon) -> None:
     sweep_id = int((await daemon.service.submit(SPEC))["id"])
     await daemon.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
     await daemon.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop")
-    code, out, _ = await daemon.run("resume", str(sweep_id), "--exclude", "chi3", "chi[5-6]",
-                                    "--json")
+    code, out, _ = await daemon.run("resume", str(sweep_id), "--exclude", "chi2867",
+                                    "chi[2870,2872]", "--json")
     assert code == 0 and json.loads(out)["state"] == "running"
-    assert [e.node for e in await daemon.store.exclusions(sweep_id)] == ["chi3", "chi5", "chi6"]
+    excluded = [e.node for e in await daemon.store.exclusions(sweep_id)]
+    assert excluded == ["chi2867", "chi2870", "chi2872"]
 
 
 async def test_report_and_explain(daemon: Daemon) -> None:
@@ -217,14 +218,32 @@ def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -
 async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) -> None:
     first = int((await daemon.service.submit(SPEC))["id"])
     for b in (4, 8):   # the first sweep's runs take the store's run ids 1 and 2
-        await daemon.store.add_run(first, f"b={b}", {"per_device_batch_size": b}, "chi[1-8]",
+        await daemon.store.add_run(first, f"b={b}", {"per_device_batch_size": b}, NODES,
                                    "test")
     second = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(second, "b=16", {"per_device_batch_size": 16}, "chi[1-8]",
+    run = await daemon.store.add_run(second, "b=16", {"per_device_batch_size": 16}, NODES,
                                      "test")
-    await daemon.store.create_job(run, "tok", "job-name", "chi[1-8]")
+    await daemon.store.create_job(run, "tok", "job-name", NODES)
     assert run.id == 3 and run.seq == 1
     code, out, _ = await daemon.run("show", str(second))
     jobs = out.split("\njobs:\n")[1].splitlines()
     assert code == 0 and jobs[0].split()[:3] == ["JOB", "RUN", "#"]
     assert jobs[1].split()[1] == "1"   # run #1 of this sweep, not the store's run 3
+
+
+async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> None:
+    sid = int((await daemon.service.submit(SPEC))["id"])
+    run = await daemon.store.add_run(sid, "b=12", {"per_device_batch_size": 12}, NODES, "test")
+    await daemon.store.transition_run(run.id, RunState.ACTIVE, "submitting")
+    await daemon.store.transition_run(run.id, RunState.PASSED, "ran", outcome="pass",
+                                      tgs=2036.4567, mfu=0.349123)
+    await daemon.store.transition_sweep(sid, SweepState.RUNNING, "started")
+    await daemon.store.transition_sweep(
+        sid, SweepState.DONE, "optimum", verdict={"best": 12, "tgs": 2036.4567,
+                                                  "faults": [{"kind": "node"}]})
+    code, out, _ = await daemon.run("show", str(sid))
+    assert code == 0
+    assert "    best: 12\n    tgs: 2,036\n" in out and "{" not in out
+    assert f"    (faults: see `sweepd report {sid}`)" in out
+    runs = out.split("\nruns:\n")[1].splitlines()
+    assert runs[1].split()[4:6] == ["2,036", "0.349"]

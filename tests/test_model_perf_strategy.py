@@ -210,7 +210,7 @@ def test_a_node_fault_is_not_the_values_upper_bound() -> None:
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                        "values": [4, 8, 12, 16]})
     assert isinstance(spec, ModelPerfSpec)
-    runs = [_run(1, 12, "fail", failure="ecc"), _run(2, 8, "pass", 1000.0)]
+    runs = [_run(1, 12, "fail", failure="ecc"), _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
     ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
                        gpu_memory_gib=192)
     assert [p.value for p in probes(spec, ctx)] == [8]
@@ -218,7 +218,8 @@ def test_a_node_fault_is_not_the_values_upper_bound() -> None:
     assert isinstance(new, list) and new[0].params == {"per_device_batch_size": 12}
     # An OOM does bound it.
     oom = SweepContext(runs=[_run(1, 12, "oom"), _run(2, 8, "pass", 1000.0)],
-                       nodes=["chi1"], prior_param_gb=None, gpu_memory_gib=192)
+                       nodes=["chi1", "chi2", "chi3", "chi4"], prior_param_gb=None,
+                       gpu_memory_gib=192)
     after_oom = plan(spec, oom)
     assert isinstance(after_oom, list)
     assert [n.params for n in after_oom] == [{"per_device_batch_size": 4}]   # never 12 or 16
@@ -233,10 +234,29 @@ def test_an_optimum_measured_on_fewer_nodes_than_pinned_says_so() -> None:
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                        "values": [4, 8]})
     assert isinstance(spec, ModelPerfSpec)
-    runs = [_run(1, 4, "pass", 900.0), _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
+    runs = [_run(1, 4, "pass", 900.0, nodes="chi[1-3]"),
+            _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
     ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
                        gpu_memory_gib=192)
     done = plan(spec, ctx)
     assert isinstance(done, Finished)
     assert "on 3 of the 4 pinned nodes" in done.summary and done.verdict["nodes"] == 3
     assert done.verdict["proposal"].endswith("measured on 3N")
+
+
+def test_after_an_exclusion_the_search_starts_over_keeping_only_ooms_from_more_nodes() -> None:
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 8, 12]})
+    assert isinstance(spec, ModelPerfSpec)
+    runs = [_run(1, 8, "pass", 1000.0), _run(2, 12, "oom", None)]   # on chi[1-4]
+    three = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
+                         gpu_memory_gib=192)
+    assert [(p.value, p.outcome) for p in probes(spec, three)] == [(12, Outcome.OOM)]
+    again = plan(spec, three)
+    assert isinstance(again, list) and again[0].params == {"per_device_batch_size": 8}
+    assert "runs on other node counts are not compared" in again[0].reason
+    # A pass on fewer nodes says nothing about more: memory per GPU is lower there.
+    small = [_run(1, 8, "pass", 1000.0, nodes="chi[1-3]")]
+    four = SweepContext(runs=small, nodes=["chi1", "chi2", "chi3", "chi4"],
+                        prior_param_gb=None, gpu_memory_gib=192)
+    assert probes(spec, four) == []

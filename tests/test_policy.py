@@ -13,9 +13,11 @@ LIMITS = PolicyConfig()
 
 def case(klass: F | None, node: str | None = None, prior: tuple[Verdict, ...] = (),
          excluded: tuple[str, ...] = (), history: tuple[Verdict, ...] = (), min_nodes: int = 1,
-         exclude_on_fault: bool = True, limits: PolicyConfig = LIMITS) -> Case:
+         exclude_on_fault: bool = True, limits: PolicyConfig = LIMITS,
+         by_person: tuple[str, ...] = ()) -> Case:
     return Case(Verdict(klass, node=node, evidence="line"), prior,
-                SweepFacts(NODES, excluded, min_nodes, history, exclude_on_fault), limits)
+                SweepFacts(NODES, excluded, min_nodes, history, exclude_on_fault,
+                           by_person=by_person), limits)
 
 
 def test_success_is_accepted() -> None:
@@ -48,6 +50,14 @@ def test_hardware_fault_excludes_the_node() -> None:
 def test_third_exclusion_stops() -> None:
     a = decide(case(F.ECC, node="n3", excluded=("n1", "n2")))
     assert (a.act, a.rule) == (Act.STOP, "exclusions.max")
+
+
+def test_a_persons_exclusions_do_not_count_toward_the_limit_but_leave_fewer_nodes() -> None:
+    a = decide(case(F.ECC, node="n3", excluded=("n1",), by_person=("n2",)))
+    assert (a.act, a.rule) == (Act.RETRY, "fault.exclude_node")
+    assert "remaining 1 nodes" in a.reason   # n4: n1 and n2 are out of use either way
+    a = decide(case(F.ECC, node="n3", by_person=("n1", "n2"), min_nodes=2))
+    assert (a.act, a.rule) == (Act.STOP, "nodes.below_minimum")
 
 
 def test_same_error_on_another_node_stops_as_config() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.foreground import EXIT_VERDICT
+from sweepd.specs import SpecError
 from tests.simrun import open_store, run, write_scenario
 from tests.slurm_sweep import direct_config
 
@@ -50,6 +51,18 @@ async def test_model_sweep_flags_the_regression(tmp_path: Path,
         assert sweep.verdict is not None
         regressions = sweep.verdict["evaluation"]["regressions"]
         assert sorted(r["key"] for r in regressions) == ["llama2-70b 1N", "llama2-70b 2N"]
+    finally:
+        await store.close()
+
+
+async def test_a_node_slurm_does_not_have_is_refused_at_submit(tmp_path: Path,
+                                                             slurm_env: dict[str, str]) -> None:
+    config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+    with pytest.raises(SpecError, match=r"not nodes of this cluster: chi9001"):
+        await run(config, {"kind": "node-perf", "nodes": "chi[2832,9001]"})
+    store = await open_store(config)
+    try:
+        assert await store.sweeps() == []   # nothing recorded
     finally:
         await store.close()
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+import pytest
+
+from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_sweep
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch, true_peak_batch
-from sweepd.specs import expand_nodes
+from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JobState, SweepState
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
 
@@ -115,7 +117,17 @@ async def test_an_environment_variable_can_be_swept(tmp_path: Path) -> None:
 
 async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: Path) -> None:
     config = sim_config(tmp_path, write_scenario(tmp_path))
-    code, lines = await run(config, perf_spec(nodes="chi[2832,9999]", values=[4]))
+    spec = perf_spec(nodes="chi[2832,9999]", values=[4])
+    with pytest.raises(SpecError, match="not nodes of this cluster: chi9999"):
+        await run(config, spec)   # refused at submit
+    # A node that left the cluster after its sweep was accepted: the sweep stops, saying so.
+    store = await open_store(config)
+    try:
+        sid = await store.create_sweep("model-perf", "left", parse_spec(spec).model_dump())
+    finally:
+        await store.close()
+    lines: list[str] = []
+    code = await run_sweep(config, {}, lines.append, resume_id=sid)
     assert code == EXIT_AWAITING_DECISION   # the pinned list is never changed silently
     text = "\n".join(lines)
     assert "chi9999 (unknown)" in text and "chi9999 is not a node of this cluster" in text

@@ -115,7 +115,7 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
     store = service.store
     for bs, tgs in ((8, 1800.0), (12, 2036.0)):
         run = await store.add_run(sid, f"per_device_batch_size={bs}",
-                                  {"per_device_batch_size": bs}, "chi[1-8]", "plan")
+                                  {"per_device_batch_size": bs}, SPEC["nodes"], "plan")
         await store.transition_run(run.id, RunState.ACTIVE, "submitted")
         await store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
                                    mfu=30.0)

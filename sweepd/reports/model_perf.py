@@ -23,11 +23,17 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     last_job = {j.run_id: j for j in jobs}  # jobs are in id order: the last attempt wins
     out = []
     finished = [r for r in runs if r.state in ("passed", "failed")]
-    top_tgs = max((r.tgs or 0.0 for r in finished if r.outcome == "pass"), default=0.0)
+    # After an exclusion the search started over on fewer nodes; runs on another node
+    # count are listed, but were not compared with the verdict's.
+    size = (sweep.verdict or {}).get("nodes") or len(expand_nodes(sweep.spec["nodes"]))
+    compared = [r for r in finished if len(expand_nodes(r.nodes)) == size]
+    top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
     for r in sorted(finished, key=lambda r: _sort_key(r, parameter)):
         value = r.params.get(parameter)
         status = _STATUS.get(r.outcome or "", r.outcome or "?")
-        if r.outcome == "pass" and value == best:
+        if r not in compared:
+            status += f" (on {len(expand_nodes(r.nodes))}N)"
+        elif r.outcome == "pass" and value == best:
             status += " ← optimum"
         elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
                 best is not None and _after(value, best):

@@ -268,7 +268,9 @@ class Store:
     # -- jobs --------------------------------------------------------------------------
 
     async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
-        """Write-ahead: the job row exists (state `submitting`) before the scheduler call."""
+        """Write-ahead: the job row exists (state `submitting`) before the scheduler call.
+        The run's nodes become the job's: a retry after an exclusion runs on fewer nodes,
+        and the run's result must say which ones it was measured on."""
         async with self.tx() as conn:
             async with conn.execute(
                 "SELECT coalesce(max(attempt), 0) + 1 FROM jobs WHERE run_id = ?", (run.id,)
@@ -281,6 +283,7 @@ class Store:
                 (run.id, run.sweep_id, attempt, token, job_name, nodes),
             )
             job_id = int(c.lastrowid or 0)
+            await conn.execute("UPDATE runs SET nodes = ? WHERE id = ?", (nodes, run.id))
             await self._event(conn, run.sweep_id, "transition",
                               f"submitting attempt {attempt} of {run.label} on {nodes}",
                               run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
@@ -386,7 +389,8 @@ class Store:
         async with self.tx() as conn:
             await conn.execute(
                 "INSERT INTO exclusions (sweep_id, node, job_id, reason) VALUES (?,?,?,?)"
-                " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1, reason = excluded.reason",
+                " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1, reason = excluded.reason,"
+                " job_id = excluded.job_id",
                 (sweep_id, node, job_id, reason),
             )
             await self._event(conn, sweep_id, "decision", f"exclude {node}: {reason}",

@@ -38,7 +38,16 @@ def _finished(ctx: SweepContext) -> list[Run]:
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
     return [Probe(r.params[spec.parameter], _OUTCOME.get(r.outcome or "", Outcome.FAILED),
                   r.tgs) for r in _finished(ctx)
-            if r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE]
+            if _comparable(r, len(ctx.nodes))
+            and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+
+
+def _comparable(run: Run, nodes: int) -> bool:
+    """TGS per device and memory per GPU both change with the node count, so after an
+    exclusion the search starts over on the nodes left. Only an OOM on more nodes carries
+    over: fewer nodes shard the model less, so that value runs out of memory here too."""
+    ran = len(expand_nodes(run.nodes))
+    return ran == nodes or (ran > nodes and run.outcome == "oom")
 
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
@@ -90,6 +99,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if value is None:
         return _finish(spec, seen, ctx)
     first = "first probe" if not seen else "next probe"
+    if any(len(expand_nodes(r.nodes)) != len(ctx.nodes) for r in _finished(ctx)):
+        why += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
+                "except an OOM on more nodes")
     estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
     if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
         why = f"climbing above the memory estimate; {why}"
@@ -104,10 +116,8 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext) -> Finish
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
                                f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})
     # An optimum holds for the node count it was measured on: say so when an exclusion
-    # left the best run fewer nodes than were pinned.
-    pinned = len(spec.node_list)
-    ran = next((len(expand_nodes(r.nodes)) for r in ctx.runs if r.outcome == "pass"
-                and r.params.get(spec.parameter) == top.value), pinned)
+    # left fewer nodes than were pinned.
+    pinned, ran = len(spec.node_list), len(ctx.nodes)
     on = f" on {ran} of the {pinned} pinned nodes" if ran < pinned else ""
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
