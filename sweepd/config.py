@@ -18,7 +18,8 @@ class PolicyConfig(_Section):
 
     hang_timeout_s: float = Field(600, gt=0, description="no new output while RUNNING = hung")
     max_retries: int = Field(2, ge=0, description="retries per run; the 3rd failure is final")
-    max_exclusions: int = Field(2, ge=0, description="node exclusions per sweep before a stop")
+    max_exclusions: int = Field(2, ge=0, description="nodes excluded for faults per sweep "
+                                "before a stop (a person's own do not count)")
     controller_down_limit_s: float = Field(900, gt=0, description="wait this long, then stop")
     checkout_retry_s: float = Field(3600, gt=0, description="retry period on checkout 5xx")
     coord_timeout_limit: int = Field(2, ge=1, description="consecutive coord timeouts: stop")
