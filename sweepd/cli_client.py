@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.client import Client, ClientError
+from sweepd.columns import align
 from sweepd.foreground import EXIT_BAD_INPUT, EXIT_FOR_STATE
 from sweepd.reports.apply import ApplyError, apply_to_config
 from sweepd.specs import SpecError, parse_spec, read_spec_file
@@ -43,9 +44,7 @@ def format_table(rows: Sequence[Mapping[str, Any]],
     """Rows as left-aligned columns; `columns` is (key, header) pairs."""
     cells = [[header for _, header in columns]]
     cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-                     for line in cells)
+    return "\n".join(align(cells))
 
 
 def _print_json(value: Any) -> None:

@@ -174,9 +174,9 @@ def test_format_table_aligns_columns() -> None:
     rows: list[dict[str, Any]] = [{"id": 1, "tgs": 1234.5678, "name": "a"},
                                   {"id": 10, "tgs": None, "name": "bb"}]
     table = format_table(rows, [("id", "ID"), ("tgs", "TGS"), ("name", "NAME")])
-    assert table.splitlines() == ["ID  TGS      NAME",
-                                  "1   1234.57  a",
-                                  "10  -        bb"]
+    assert table.splitlines() == ["ID  TGS    NAME",
+                                  "1   1,235  a",     # TGS to the token
+                                  "10  -      bb"]
 
 
 async def test_report_apply_writes_one_line_of_the_model_config(daemon: Daemon,

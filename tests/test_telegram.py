@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from sweepd.columns import aligned_tables
 from sweepd.config import TelegramConfig
 from sweepd.notify import build_workers
 from sweepd.notify import format as fmt
@@ -106,7 +107,8 @@ async def test_final_report_is_monospace_and_falls_back_to_plain(service: Servic
     [sent] = double.sent
     assert sent.parse_mode is None
     assert sent.text.startswith(summary + "\n\n```\n# Sweep")
-    assert "| Batch | Job | Avg TGS/device |" in sent.text and sent.text.endswith("```")
+    assert "\nBatch  Job  Avg TGS/device  Avg MFU  Status\n" in sent.text   # aligned, no pipes
+    assert sent.text.endswith("```")
 
 
 async def test_final_report_sends_the_plot_as_a_photo(service: Service,
@@ -123,6 +125,7 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
     await store.transition_sweep(sid, SweepState.DONE, "best 12", verdict={}, progress="best 12")
     await deliver(service, double)
     assert [s.method for s in double.sent][-2:] == ["sendMessage", "sendPhoto"]
+    assert "caption" not in double.methods("sendPhoto")[0]   # the verdict is not repeated
     assert double.sent[-2].parse_mode == "Markdown"
     assert double.methods("sendPhoto")[0]["photo"] == "<file>"
 
@@ -196,9 +199,18 @@ def test_chunks_reopen_a_code_fence_cut_in_the_middle() -> None:
     for n, c in enumerate(chunks, 1):
         assert c.startswith(f"[{n}/{len(chunks)}] ")
         assert c.count("```") % 2 == 0, c  # every chunk's fences are balanced
-    assert chunks[1].startswith(f"[2/{len(chunks)}] ```\n|")
+    assert chunks[1].startswith(f"[2/{len(chunks)}] ```\n")
     body = "".join(c.split("] ", 1)[1] for c in chunks).replace("```\n", "").replace("\n```", "")
-    assert all(f"| {i:3d} |" in body for i in range(40))
+    assert all(f"{i:<2}  {'y' * 60}" in body for i in range(40))
+
+
+def test_report_tables_are_aligned_columns_without_pipes() -> None:
+    table = "Runs:\n\n| Batch | TGS | Status |\n|---|---|---|\n| 8 | 1,800 | works |\n" \
+            "| 12 | 2,036 | works ← optimum |\n\nafter"
+    assert aligned_tables(table) == (
+        "Runs:\n\nBatch  TGS    Status\n8      1,800  works\n12     2,036  works ← optimum\n"
+        "\nafter")
+    assert aligned_tables("a | b\n|x|") == "a | b\nx"
 
 
 def test_one_overlong_line_is_cut_hard() -> None:

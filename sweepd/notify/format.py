@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
+from sweepd.columns import aligned_tables
 from sweepd.store.outbox import Part
 
 LIMIT = 4096
@@ -64,8 +65,9 @@ def plain(text: str) -> str:
 
 
 def report_markdown(summary: str, report: str) -> str:
-    """The final message: the verdict line, then the report's tables in monospace."""
-    return f"{escape_markdown(summary)}\n\n{FENCE}\n{report.rstrip()}\n{FENCE}"
+    """The final message: the verdict line, then the report in monospace, its tables
+    aligned."""
+    return f"{escape_markdown(summary)}\n\n{FENCE}\n{aligned_tables(report).rstrip()}\n{FENCE}"
 
 
 def fenced(text: str) -> str:
@@ -122,7 +124,8 @@ def parts(text: str, klass: Klass, report: str | None = None, photo: bool = Fals
     if klass == Klass.FINAL and report is not None:
         out = [Part("text", c, MARKDOWN) for c in split(report_markdown(text, report), limit)]
         if photo:
-            out.append(Part("photo", text[:1024]))  # the caption limit
+            out.append(Part("photo", ""))  # no caption: the plot's title says what it is,
+            # and the verdict line is just above
         return out
     chunks = split(text, limit)
     return [Part("text", c, None, klass == Klass.STOP and n == len(chunks))

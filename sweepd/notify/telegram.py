@@ -266,7 +266,7 @@ class TelegramNotifier:
             png = await self.reports.plot(item.sweep_id)
             if png is None:
                 raise BadRequest("plot no longer available")
-            msg = await self.bot.send_photo(self.chat_id, png, caption=c.text)
+            msg = await self.bot.send_photo(self.chat_id, png, caption=c.text or None)
             return msg.message_id
         markup = stop_buttons(item.sweep_id, item.id) if c.buttons else None
         return await send_text(self.bot, self.chat_id, c.text, c.parse_mode, markup)
