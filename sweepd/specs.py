@@ -38,6 +38,7 @@ def collect_nodes(nodes: list[str]) -> str:
 
 
 Scalar = int | float | str
+BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
 
 
 class _Spec(BaseModel):
@@ -107,7 +108,7 @@ class ModelPerfSpec(_Spec):
 
     kind: Literal["model-perf"]
     model: str  # required here: no default model for a batch search
-    parameter: str = "per_device_batch_size"
+    parameter: str = Field(default=BATCH, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
     values: list[Scalar] | None = Field(
         default=None, description="explicit candidates; default: 1..upper for integer params")
     lower: int = Field(default=1, ge=1)
@@ -126,6 +127,14 @@ class ModelPerfSpec(_Spec):
             raise ValueError("values names a value twice")
         if self.parameter in self.overrides:
             raise ValueError(f"{self.parameter} is the swept parameter; remove it from overrides")
+        if self.values is None and self.parameter != BATCH:
+            raise ValueError(f"values are needed for {self.parameter}: only {BATCH} has a "
+                             "memory-guided search")
+        if self.values is not None:
+            _check_values(self.parameter, self.values)
+        if len(self.node_list) < self.needed_nodes:
+            raise ValueError(f"{self.model} needs at least {self.needed_nodes} nodes; "
+                             f"{len(self.node_list)} pinned (min_nodes overrides that)")
         return self
 
     def default_name(self) -> str:
@@ -133,6 +142,15 @@ class ModelPerfSpec(_Spec):
 
 
 SweepSpec = _Spec
+
+
+def _check_values(parameter: str, values: list[Scalar]) -> None:
+    """Values a job can run: one type (a mix is a typo), and batch sizes of at least 1."""
+    numbers = [v for v in values if isinstance(v, int | float)]
+    if numbers and len(numbers) != len(values):
+        raise ValueError(f"values mix numbers and text: {values}")
+    if parameter == BATCH and not all(isinstance(v, int) and v >= 1 for v in values):
+        raise ValueError(f"{BATCH} values must be whole numbers of at least 1: {values}")
 
 
 def parse_spec(data: Any) -> SweepSpec:

@@ -142,6 +142,33 @@ async def test_specs_that_cannot_run_are_422(api: Api, field: str, value: Any) -
     assert sweeps == []
 
 
+@pytest.mark.parametrize(("change", "says"), [
+    ({"parameter": "max_target_length"}, "values are needed for max_target_length"),
+    ({"parameter": "per_device_batchsize"}, "only per_device_batch_size has a memory-guided"),
+    ({"values": [8, "x"]}, "values mix numbers and text"),
+    ({"values": [8, -1]}, "whole numbers of at least 1"),
+    ({"values": [8, 12.5]}, "whole numbers of at least 1"),
+    ({"model": "grok-1", "nodes": "chi[2832,2863]"}, "grok-1 needs at least 8 nodes; 2 pinned"),
+    ({"kind": "node-perf", "model": "llama2-70b", "nodes": "chi[2832,2863]"},
+     "the median of 2 node(s) cannot single out a slow one"),
+])
+async def test_a_spec_whose_values_or_nodes_cannot_answer_is_422(
+        api: Api, change: dict[str, Any], says: str) -> None:
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, **change})
+    assert status == 422 and says in body["error"], body
+    status, sweeps = await api.call("GET", "/sweeps")
+    assert sweeps == []
+
+
+async def test_sweepable_parameters_with_values_and_small_node_perf_with_a_reference(
+        api: Api) -> None:
+    for spec in ({**SPEC, "parameter": "remat_policy", "values": ["full", "minimal"]},
+                 {**SPEC, "model": "grok-1", "nodes": "chi[2832,2863]", "min_nodes": 2},
+                 {"kind": "node-perf", "nodes": "chi[2832,2863]", "reference_tgs": 1400.0}):
+        status, body = await api.call("POST", "/sweeps", json=spec)
+        assert status == 201, body
+
+
 async def test_a_spec_naming_a_missing_or_wrong_sweep_is_422(api: Api) -> None:
     status, first = await api.call("POST", "/sweeps", json=SPEC)
     assert status == 201

@@ -260,3 +260,25 @@ def test_after_an_exclusion_the_search_starts_over_keeping_only_ooms_from_more_n
     four = SweepContext(runs=small, nodes=["chi1", "chi2", "chi3", "chi4"],
                         prior_param_gb=None, gpu_memory_gib=192)
     assert probes(spec, four) == []
+
+
+def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 6, 8, 10, 12], "max_runs": 2})
+    assert isinstance(spec, ModelPerfSpec)
+    four = ["chi1", "chi2", "chi3", "chi4"]
+    rising = [_run(1, 8, "pass", 1000.0), _run(2, 10, "pass", 1100.0)]
+    cut = plan(spec, SweepContext(runs=rising, nodes=four, prior_param_gb=None,
+                                  gpu_memory_gib=192))
+    assert isinstance(cut, Finished) and not cut.verdict["settled"]
+    assert cut.summary.startswith("llama2-70b: best so far per_device_batch_size=10")
+    assert "max_runs (2) ran out before the search settled; per_device_batch_size=12 was next" \
+        in cut.summary
+    edge = parse_spec({**spec.model_dump(), "max_runs": 12})
+    assert isinstance(edge, ModelPerfSpec)
+    top = [*rising, _run(3, 12, "pass", 1200.0)]
+    done = plan(edge, SweepContext(runs=top, nodes=four, prior_param_gb=None,
+                                   gpu_memory_gib=192))
+    assert isinstance(done, Finished) and done.verdict["settled"]
+    assert "optimum per_device_batch_size=12" in done.summary
+    assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]

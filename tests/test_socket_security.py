@@ -16,7 +16,7 @@ import pytest
 from sweepd.api.server import start_server
 from sweepd.clock import Clock
 from sweepd.clusters.sim import SimCluster
-from sweepd.config import load_config
+from sweepd.config import ConfigError, load_config
 from sweepd.engine import Engine
 from sweepd.service import Service
 from sweepd.store.store import Store
@@ -91,6 +91,30 @@ async def test_a_live_daemons_socket_is_not_stolen(served: Path, tmp_path: Path)
     try:
         with pytest.raises(Exception, match=r"running|in use|another"):
             await start_server(service, served)
+    finally:
+        await backend.close()
+        await store.close()
+
+
+async def test_a_group_the_daemon_user_is_not_in_is_one_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root every chown succeeds, so the kernel's refusal to a plain user is stood in for."""
+    def refuse(path: object, uid: int, gid: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state")})
+    backend = SimCluster(tmp_path / "sim", write_scenario(tmp_path))
+    service = Service(Engine(store, backend, Clock(1.0), config))
+    monkeypatch.setattr(os, "chown", refuse)
+    sock = tmp_path / "run" / "sweepd.sock"
+    try:
+        with pytest.raises(ConfigError, match=f"cannot give the socket to group '{GROUP}': "
+                                              "the daemon's user is not in it"):
+            await start_server(service, sock, socket_group=GROUP)
+        assert not sock.exists()   # nothing left behind for the next start to trip on
+        with pytest.raises(ConfigError, match="socket group 'no-such-group' does not exist"):
+            await start_server(service, sock, socket_group="no-such-group")
     finally:
         await backend.close()
         await store.close()

@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweepd.config import ConfigError
+
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -47,7 +49,7 @@ def group_id(name: str | None) -> int | None:
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
-        raise ValueError(f"socket group {name!r} does not exist") from None
+        raise ConfigError(f"socket group {name!r} does not exist") from None
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,13 @@ def secure_socket(path: Path, group: int | None) -> None:
     """Mode 0660, group-owned by the configured group, in a directory only sweepd (and that
     group) can enter."""
     if group is not None:
-        os.chown(path, -1, group)
-        os.chown(path.parent, -1, group)
+        try:
+            os.chown(path, -1, group)
+            os.chown(path.parent, -1, group)
+        except PermissionError:
+            name = grp.getgrgid(group).gr_name
+            raise ConfigError(f"cannot give the socket to group {name!r}: the daemon's user is "
+                              f"not in it (usermod -aG {name} USER, or SupplementaryGroups="
+                              f"{name} in the systemd unit)") from None
         os.chmod(path.parent, 0o750)
     os.chmod(path, 0o660)

@@ -288,9 +288,9 @@ async def start_server(service: Service, socket_path: Path,
     await runner.setup()
     try:
         await web.UnixSite(runner, str(socket_path)).start()
+        bound.append(_inode(socket_path))
+        secure_socket(socket_path, group)
     except BaseException:
         await runner.cleanup()
         raise
-    bound.append(_inode(socket_path))
-    secure_socket(socket_path, group)
     return runner

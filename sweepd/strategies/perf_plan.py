@@ -95,9 +95,13 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
-    value = next_value(space, seen) if len(_finished(ctx)) < spec.max_runs else None
+    value = next_value(space, seen)
     if value is None:
-        return _finish(spec, seen, ctx)
+        return _finish(spec, seen, ctx, _edge(space, seen))
+    if len(_finished(ctx)) >= spec.max_runs:
+        return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
+                                        f"settled; {spec.parameter}={value} was next",
+                       settled=False)
     first = "first probe" if not seen else "next probe"
     if any(len(expand_nodes(r.nodes)) != len(ctx.nodes) for r in _finished(ctx)):
         why += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
@@ -110,7 +114,16 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
                    reason=f"{first} {spec.parameter}={value} ({why})")]
 
 
-def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext) -> Finished:
+def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
+    """The best is the highest value there was to try: the curve may still be rising."""
+    top = best(seen)
+    if top is None or not space.ordered or top.value != space.candidates[-1]:
+        return None
+    return "it is the highest value searched, so a higher one may be faster"
+
+
+def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext,
+            caveat: str | None, settled: bool = True) -> Finished:
     top = best(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
@@ -121,12 +134,14 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext) -> Finish
     on = f" on {ran} of the {pinned} pinned nodes" if ran < pinned else ""
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
-        "nodes": ran,
+        "nodes": ran, "settled": settled, "caveat": caveat,
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
                     + (f", measured on {ran}N" if on else ""),
     }
-    return Finished(True, f"{spec.model}: optimum {spec.parameter}={top.value} at "
-                          f"{top.tgs:,.0f} TGS/device{on} ({_runs(len(seen))})", verdict)
+    what = "optimum" if settled else "best so far"
+    return Finished(True, f"{spec.model}: {what} {spec.parameter}={top.value} at "
+                          f"{top.tgs:,.0f} TGS/device{on} ({_runs(len(seen))})"
+                          + (f"; {caveat}" if caveat else ""), verdict)
 
 
 def _runs(n: int) -> str:

@@ -12,6 +12,8 @@ from sweepd.specs import _Spec
 from sweepd.strategies import node_perf_plan
 from sweepd.strategies.registry import Kind
 
+MIN_FOR_MEDIAN = 3
+
 
 class NodePerfSpec(_Spec):
     """One 1-node job per pinned node, all at once; outliers confirmed by a second run."""
@@ -26,6 +28,11 @@ class NodePerfSpec(_Spec):
         if resolve_model(self.model).min_nodes > 1:
             raise ValueError(f"{self.model} needs {resolve_model(self.model).min_nodes} nodes; "
                              "node perf runs 1-node jobs")
+        if len(self.node_list) < MIN_FOR_MEDIAN and self.reference_tgs is None:
+            # With two nodes the median sits halfway: a node 8% slow reads as 4% (marginal).
+            raise ValueError(f"the median of {len(self.node_list)} node(s) cannot single out a "
+                             f"slow one: pin at least {MIN_FOR_MEDIAN} nodes, or give "
+                             "reference_tgs")
         return self
 
     @property
