@@ -88,7 +88,8 @@ class Service:
     async def explain(self, sweep_id: int) -> dict[str, Any]:
         await self.store.sweep(sweep_id)  # an unknown id is NotFound, as for every verb
         events = await self.store.events(sweep_id)
-        return {"lines": explain_lines(events),
+        run_seq = {r.id: r.seq for r in await self.store.runs(sweep_id)}
+        return {"lines": explain_lines(events, run_seq),
                 "events": [e.as_dict() for e in events if e.kind != "progress"]}
 
     async def progress(self, sweep_id: int, after: int = 0,

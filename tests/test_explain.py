@@ -16,7 +16,7 @@ async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
     await run(config, perf_spec(values=[4, 64]))
     store = await open_store(config)
     try:
-        lines = explain_lines(await store.events(1))
+        lines = explain_lines(await store.events(1), {r.id: r.seq for r in await store.runs(1)})
     finally:
         await store.close()
     text = "\n".join(lines)
@@ -24,6 +24,7 @@ async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
     assert "HSA_STATUS_ERROR" in lines[exclude + 1] and "evidence:" in lines[exclude + 1]
     assert "[oom.never_retry]" in text and "RESOURCE_EXHAUSTED" in text
     assert "[success]" in text and "[model_perf.upper_bound_probe]" in text
+    assert "run #2 " in text   # the run's number in its sweep, as `show` names it
 
 
 def test_explain_cli_on_unknown_id_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -42,5 +43,5 @@ async def test_a_retry_is_explained_once(tmp_path: Path) -> None:
         await store.close()
     retry = [e for e in events if e.rule == "hang.retry_once"]
     assert len(retry) == 2   # the job's transition and the decision: both recorded
-    lines = explain_lines(events)
+    lines = explain_lines(events, {})
     assert sum("[hang.retry_once]" in line for line in lines) == 1   # shown once

@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 
 from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.reports.model_sweep import evaluation
 from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JOB_ACTIVE, RunState, SweepState
 from sweepd.store.rows import Run
@@ -113,6 +114,18 @@ def test_judge_follows_the_skill_bands() -> None:
     found = evaluate([Column(1, "a", "a", {"m 8N": {"outcome": "fail", "tgs": None}}),
                       Column(2, "b", "b", {"m 8N": {"outcome": "fail", "tgs": None}})])
     assert found["broken_commits"] == ["a", "b"] and len(found["pre_existing"]) == 1
+
+
+def test_a_later_sweep_judges_only_its_own_commits() -> None:
+    """An earlier sweep's regression is history, compared with, not reported again."""
+    def col(sweep: int, commit: str, tgs: float) -> Column:
+        return Column(sweep, commit, commit, {"m 8N": {"outcome": "pass", "tgs": tgs}})
+
+    series = [col(1, "main", 1000.0), col(2, "cand", 900.0), col(3, "fix", 1010.0)]
+    assert [x["commit"] for x in evaluate(series)["regressions"]] == ["cand"]
+    assert evaluate(series, since=2)["regressions"] == []
+    assert not any("Regression" in line for line in evaluation(series, since=2))
+    assert any("Regression" in line for line in evaluation(series[:2], since=1))
 
 
 def test_fail_fast_stops_on_two_models_newly_broken() -> None:

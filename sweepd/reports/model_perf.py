@@ -23,10 +23,7 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     last_job = {j.run_id: j for j in jobs}  # jobs are in id order: the last attempt wins
     out = []
     finished = [r for r in runs if r.state in ("passed", "failed")]
-    # After an exclusion the search started over on fewer nodes; runs on another node
-    # count are listed, but were not compared with the verdict's.
-    size = (sweep.verdict or {}).get("nodes") or len(expand_nodes(sweep.spec["nodes"]))
-    compared = [r for r in finished if len(expand_nodes(r.nodes)) == size]
+    compared = _compared(sweep, finished)
     top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
     for r in sorted(finished, key=lambda r: _sort_key(r, parameter)):
         value = r.params.get(parameter)
@@ -43,6 +40,17 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
                     "mfu": r.mfu, "outcome": r.outcome, "status": status,
                     "failure_class": r.failure_class, "detail": r.detail})
     return out
+
+
+def _size(sweep: Sweep) -> int:
+    """The node count the verdict was measured on (the pinned count until there is one)."""
+    return int((sweep.verdict or {}).get("nodes") or len(expand_nodes(sweep.spec["nodes"])))
+
+
+def _compared(sweep: Sweep, runs: Sequence[Run]) -> list[Run]:
+    """After an exclusion the search starts over on the nodes left: runs on another node
+    count are listed, but not compared with the verdict's."""
+    return [r for r in runs if len(expand_nodes(r.nodes)) == _size(sweep)]
 
 
 def _after(value: Any, best: Any) -> bool:
@@ -68,18 +76,14 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
 def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
     """TGS against the swept value with the OOM region and the optimum (numeric sweeps)."""
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
-    numeric = [r for r in runs if isinstance(r.params.get(parameter), int | float)]
+    numeric = [r for r in _compared(sweep, runs)
+               if isinstance(r.params.get(parameter), int | float)]
     points = [(float(r.params[parameter]), r.tgs) for r in numeric
               if r.outcome == "pass" and r.tgs is not None]
     failed = [float(r.params[parameter]) for r in numeric if r.outcome in ("oom", "fail", "hang")]
     if not points and not failed:
         return None
     best = (sweep.verdict or {}).get("best")
-    # The node count the plotted jobs ran on: fewer than pinned after an exclusion.
-    plotted = {run.id for run in numeric}
-    sizes = (sorted({len(expand_nodes(j.nodes)) for j in jobs if j.run_id in plotted and j.nodes})
-             or [len(expand_nodes(sweep.spec["nodes"]))])
-    size = f"{sizes[0]}N" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}N"
-    title = f"{sweep.spec.get('model')} {size}: {parameter}"
+    title = f"{sweep.spec.get('model')} {_size(sweep)}N: {parameter}"
     return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,
                            parameter, title)

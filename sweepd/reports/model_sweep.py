@@ -96,16 +96,18 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
                              f" | {_num(r.get('tgs'), ',.0f')} | "
                              f"{'—' if d is None else f'{d:+.1f}%'} | {_what(r)} |")
             lines.append("")
-    return "\n".join([*lines, "", *evaluation(columns)]).rstrip()
+    since = len((sweep.verdict or {}).get("history", []))
+    return "\n".join([*lines, "", *evaluation(columns, since)]).rstrip()
 
 
-def evaluation(columns: Sequence[Column]) -> list[str]:
-    """The SKILL.md Step 6 outcome, regressions and breakage first."""
-    if not any(c.results for c in columns):
+def evaluation(columns: Sequence[Column], since: int = 0) -> list[str]:
+    """The SKILL.md Step 6 outcome of this sweep's columns (from `since`: the ones before
+    are earlier sweeps, compared with), regressions and breakage first."""
+    if not any(c.results for c in columns[since:]):
         return ["Evaluation: no job has finished yet."]
-    found = evaluate(columns)
+    found = evaluate(columns, since)
     out = ["## Evaluation", ""]
-    for c in columns:
+    for c in columns[since:]:
         if broken(c):
             out.append(f"- **{c.commit}: every model failed — the commit is broken.**")
     for x in found["regressions"]:
@@ -123,7 +125,7 @@ def evaluation(columns: Sequence[Column]) -> list[str]:
         out.append(f"- Failed {x['key']} at {x['commit']} ({x['failure']})")
     if len(out) == 2:
         out.append("- All models passed" + (", every Δ within ±2%: no regression"
-                                           if len(columns) > 1 and _all_within(columns) else
+                                           if len(columns) > 1 and _all_within(columns[max(since - 1, 0):]) else
                                            "" if len(columns) <= 1 else
                                            "; no Δ beyond -5%"))
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweepd.store.rows import Event, Job, Run, Sweep
@@ -41,7 +41,8 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     return "\n".join(lines) + "\n"
 
 
-def explain_lines(events: Sequence[Event]) -> list[str]:
+def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
+    """`run_seq`: each run's number in its sweep, the `#` that `show` and reports use."""
     out = []
     said: set[tuple[object, ...]] = set()
     for e in events:
@@ -52,7 +53,8 @@ def explain_lines(events: Sequence[Event]) -> list[str]:
             continue   # the decision its transition already recorded, word for word
         said.add(this)
         what = f"{e.from_state or ''}→{e.to_state}" if e.to_state else e.kind
-        target = f"job {e.job_id}" if e.job_id else (f"run {e.run_id}" if e.run_id else "sweep")
+        target = (f"job {e.job_id}" if e.job_id else
+                  f"run #{run_seq.get(e.run_id, e.run_id)}" if e.run_id else "sweep")
         line = f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {e.reason.splitlines()[0]}"
         out.append(line)
         if e.evidence:

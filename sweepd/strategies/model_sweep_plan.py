@@ -158,13 +158,16 @@ def broken(col: Column) -> bool:
     return bool(col.results) and not any(passed(r) for r in col.results.values())
 
 
-def evaluate(columns: Sequence[Column]) -> dict[str, Any]:
-    """Findings over adjacent pairs of columns, oldest first."""
+def evaluate(columns: Sequence[Column], since: int = 0) -> dict[str, Any]:
+    """Findings over adjacent pairs of columns, oldest first, for the columns from `since`
+    on: an earlier sweep's columns are compared with, not judged again."""
     found: dict[str, list[dict[str, Any]]] = {
         "regressions": [], "new_breakage": [], "pre_existing": [], "fixed": [], "failures": []}
     where = {"REGRESSION": "regressions", "NEW BREAKAGE": "new_breakage",
              "pre-existing failure": "pre_existing", "fixed": "fixed", "FAIL": "failures"}
     for i, col in enumerate(columns):
+        if i < since:
+            continue
         prev = columns[i - 1] if i else None
         for key, cur in col.results.items():
             before = prev.results.get(key) if prev else None
@@ -173,7 +176,7 @@ def evaluate(columns: Sequence[Column]) -> dict[str, Any]:
                 found[where[verdict]].append({
                     "key": key, "sweep": col.sweep, "commit": col.commit,
                     "delta_pct": delta_pct(before, cur), "failure": _failure(cur)})
-    return {**found, "broken_commits": [c.commit for c in columns if broken(c)]}
+    return {**found, "broken_commits": [c.commit for c in columns[since:] if broken(c)]}
 
 
 def _failure(result: Mapping[str, Any]) -> str | None:
@@ -259,7 +262,7 @@ def _fail_fast(columns: Sequence[Column], history: Sequence[Column],
 
 def _finish(commits: Sequence[Commit], history: Sequence[Column],
             columns: Sequence[Column]) -> Finished:
-    found = evaluate(columns)
+    found = evaluate(columns, since=len(history))
     current = columns[len(history):]
     verdict: dict[str, Any] = {
         "commits": [asdict(c) for c in commits], "evaluation": found,
