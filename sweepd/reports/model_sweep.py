@@ -124,8 +124,9 @@ def evaluation(columns: Sequence[Column], since: int = 0) -> list[str]:
     for x in found["failures"]:
         out.append(f"- Failed {x['key']} at {x['commit']} ({x['failure']})")
     if len(out) == 2:
+        judged = columns[max(since - 1, 0):]   # this sweep's commits and the one before them
         out.append("- All models passed" + (", every Δ within ±2%: no regression"
-                                           if len(columns) > 1 and _all_within(columns[max(since - 1, 0):]) else
+                                           if len(columns) > 1 and _all_within(judged) else
                                            "" if len(columns) <= 1 else
                                            "; no Δ beyond -5%"))
     return out
