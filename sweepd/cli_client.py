@@ -57,12 +57,18 @@ def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
         print(f"  {loc}: {d.get('msg', '')}", file=sys.stderr)
 
 
+def _print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
+    """The headline, then one line per field; a message without fields alone (with
+    fields, the message's tail repeats them)."""
+    fields = any(d.get("loc") for d in details)
+    print(f"sweepd: {message.split(': ', 1)[0] if fields else message}", file=sys.stderr)
+    if fields:
+        _print_details(details)
+
+
 def print_error(e: ClientError) -> int:
     """One message on stderr (and its field details); returns the exit code."""
-    # With details, the message's tail repeats them: print its headline only.
-    headline = e.message.split(": ", 1)[0] if e.details else e.message
-    print(f"sweepd: {headline}", file=sys.stderr)
-    _print_details(e.details)
+    _print_failure(e.message, e.details)
     return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
 
 
@@ -104,11 +110,7 @@ def _load_spec(path: Path) -> Any:
 
 
 def print_spec_error(e: SpecError) -> None:
-    """The headline, then one line per field; a message without fields alone."""
-    fields = any(d.get("loc") for d in e.errors)
-    print(f"sweepd: {str(e).split(': ', 1)[0] if fields else e}", file=sys.stderr)
-    if fields:
-        _print_details(e.errors)
+    _print_failure(str(e), e.errors)
 
 
 def run_submit(args: argparse.Namespace) -> int:

@@ -44,6 +44,9 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Callable[[str], 
         report = await service.report(sweep_id)
         emit("")
         emit(str(report["markdown"]))
+        # No daemon knows this sweep: say where it is, for `report`, `explain` or `--apply`.
+        emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: a daemon started with "
+             "that daemon.state_dir serves it to `sweepd report` and `sweepd explain`)")
         return EXIT_FOR_STATE[state]
 
 

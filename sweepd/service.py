@@ -27,7 +27,7 @@ class Service:
         # sweep a moment after it was accepted.
         facts = await kind_of(spec.kind).gather(self.store, spec)
         if "error" in facts:
-            raise SpecError(f"invalid {spec.kind} spec: {facts['error']}")
+            raise SpecError(str(facts["error"]))
         await self._refuse_strangers(spec.node_list)
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"))

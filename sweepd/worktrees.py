@@ -39,6 +39,8 @@ async def resolve(repo: Path, ref: str) -> str:
     """The full SHA of `ref`; refs move, SHAs do not, so runs record the SHA."""
     if ref.startswith("-"):
         raise GitError(f"{ref!r} is not a commit")  # would be read as an option
+    if not await asyncio.to_thread(repo.is_dir):
+        raise GitError(f"repo {repo} does not exist")
     try:
         return await _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     except GitError:

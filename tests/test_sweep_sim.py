@@ -32,6 +32,8 @@ async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
         results = [line for line in lines if "(job " in line]
         assert len(results) == len(runs)
         assert any("← optimum" in line and f"| {truth} |" in line for line in lines)
+        # No daemon knows this sweep: the last line says where its state is.
+        assert lines[-1].startswith(f"(sweep 1 is in {config.daemon.state_dir}: a daemon")
     finally:
         await store.close()
 

@@ -43,6 +43,8 @@ async def test_resolve_refs_to_full_shas(repo: Path) -> None:
         await worktrees.resolve(repo, "no-such-branch")
     with pytest.raises(worktrees.GitError):
         await worktrees.resolve(repo, "--all")
+    with pytest.raises(worktrees.GitError, match=r"repo /nonexistent/maxtext does not exist"):
+        await worktrees.resolve(Path("/nonexistent/maxtext"), "main")
 
 
 async def test_worktrees_check_out_each_commit_and_leave_the_user_tree_alone(

@@ -35,8 +35,8 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
-        lines += ["", f"Proposed config change (with the daemon running, `sweepd report "
-                  f"{sweep.id} --apply configs/{spec.get('model')}.gpu.yml` writes it):", "",
+        lines += ["", f"Proposed config change (`sweepd report {sweep.id} --apply "
+                  f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",
                   f"    {verdict['proposal']}"]
     return "\n".join(lines) + "\n"
 
