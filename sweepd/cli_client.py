@@ -34,8 +34,9 @@ RunFunc = Callable[[argparse.Namespace], int]
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):   # TGS to the token, MFU and the like to 3 digits
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, float):   # TGS to the token, MFU % to a tenth
+        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1
+                else f"{value:.3g}")
     return str(value).splitlines()[0] if str(value) else ""
 
 

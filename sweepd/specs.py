@@ -162,10 +162,9 @@ def parse_spec(data: Any) -> SweepSpec:
     known = kinds()
     model = known[str(kind)].spec if str(kind) in known else None
     if model is None:
-        raise SpecError(
-            f"unknown sweep kind {kind!r}; known kinds: {', '.join(sorted(known))}",
-            [{"loc": ["kind"], "msg": f"unknown sweep kind {kind!r}"}],
-        )
+        # No ": " in it: the CLI prints a message with fields up to its first colon.
+        what = f"unknown sweep kind {kind!r}, not one of {', '.join(sorted(known))}"
+        raise SpecError(what, [{"loc": ["kind"], "msg": what}])
     try:
         spec = model.model_validate(data)
     except ValidationError as e:

@@ -39,9 +39,11 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
         await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
         runs = await store.runs(sweep.id)
         jobs = await store.jobs(sweep.id)
-        message = stop_message(sweep, reason, failing_nodes, recovery, outcome,
-                               sweep.spec.get("nodes", "?"), runs, jobs,
-                               str(engine.outputs / f"sweep-{sweep.id}"))
+        out = [e.node for e in await store.exclusions(sweep.id)]
+        nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
+                                                        if out else "")
+        message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
+                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"))
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()
@@ -64,8 +66,13 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
                             f"nodes are {sweep.spec['nodes']}",
                             [{"loc": [key], "msg": f"not a node of the sweep: {n}"}
                              for n in strangers])
+    current = [e.node for e in await engine.store.exclusions(sweep_id)]
+    never = sorted(set(readmit) - set(current))
+    if never:   # a typo would otherwise be taken silently, the meant node left out
+        raise SpecError(f"sweep {sweep_id} has not excluded {', '.join(never)}; excluded: "
+                        f"{', '.join(current) or 'none'}",
+                        [{"loc": ["readmit"], "msg": f"not excluded: {n}"} for n in never])
     if exclude or readmit:
-        current = [e.node for e in await engine.store.exclusions(sweep_id)]
         back = set(readmit)
         wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
         await engine.store.set_exclusions(sweep_id, wanted, "set on resume")

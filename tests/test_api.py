@@ -92,6 +92,7 @@ async def test_report_and_explain(api: Api) -> None:
     status, report = await api.call("GET", f"/sweeps/{sweep_id}/report")
     assert status == 200
     assert report["markdown"].startswith(f"# Sweep {sweep_id}")
+    assert "No run has finished yet." in report["markdown"] and "| Batch" not in report["markdown"]
     assert report["json"]["sweep"]["id"] == sweep_id
     async with api.http.get(f"http://sweepd/sweeps/{sweep_id}/report.md") as r:
         assert r.status == 200 and r.content_type == "text/markdown"
@@ -249,6 +250,10 @@ async def test_resume_sets_exclusions(api: Api) -> None:
                                   json={"exclude": ["chi2870"]})
     assert status == 200 and body["excluded"] == ["chi2863", "chi2867", "chi2870"]
     await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"readmit": ["chi2863", "chi2880"]})   # 2880: a typo
+    assert status == 422 and "has not excluded chi2880" in body["error"], body
+    assert (await api.store.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"readmit": ["chi2863"]})
     assert status == 200 and body["excluded"] == ["chi2867", "chi2870"]

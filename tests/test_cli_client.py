@@ -236,7 +236,7 @@ async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> 
     run = await daemon.store.add_run(sid, "b=12", {"per_device_batch_size": 12}, NODES, "test")
     await daemon.store.transition_run(run.id, RunState.ACTIVE, "submitting")
     await daemon.store.transition_run(run.id, RunState.PASSED, "ran", outcome="pass",
-                                      tgs=2036.4567, mfu=0.349123)
+                                      tgs=2036.4567, mfu=41.0)
     await daemon.store.transition_sweep(sid, SweepState.RUNNING, "started")
     await daemon.store.transition_sweep(
         sid, SweepState.DONE, "optimum", verdict={"best": 12, "tgs": 2036.4567,
@@ -246,4 +246,4 @@ async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> 
     assert "    best: 12\n    tgs: 2,036\n" in out and "{" not in out
     assert f"    (faults: see `sweepd report {sid}`)" in out
     runs = out.split("\nruns:\n")[1].splitlines()
-    assert runs[1].split()[4:6] == ["2,036", "0.349"]
+    assert runs[1].split()[4:6] == ["2,036", "41.0"]   # not "41" beside "41.1"

@@ -96,6 +96,8 @@ async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
         message = "\n".join(lines)
         assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
         assert f"/resume {sweep.id} [NODE to exclude ...]" in message   # says how to answer
+        excluded = [e.node for e in await store.exclusions(sweep.id)]
+        assert excluded and f"(excluded: {', '.join(excluded)})" in message
     finally:
         await store.close()
 

@@ -63,6 +63,8 @@ def _after(value: Any, best: Any) -> bool:
 def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
     head = "Batch" if parameter == "per_device_batch_size" else parameter
+    if not rows(sweep, runs, jobs):
+        return "No run has finished yet."
     lines = [f"| {head} | Job | Avg TGS/device | Avg MFU | Status |",
              "|-------|-----|----------------|---------|--------|"]
     for row in rows(sweep, runs, jobs):

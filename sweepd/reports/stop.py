@@ -25,7 +25,7 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         "Sweep state at stop:",
         f"  - Nodelist: {nodelist}",
         f"  - Runs finished so far: {sum(r.state in ('passed', 'failed') for r in runs)}"
-        + (" (top 3 below)" if passed else ""),
+        + (f" (top {min(3, len(passed))} below)" if passed else ""),
     ]
     if passed:
         lines.append(f"  - Best so far: {passed[0].label} @ {passed[0].tgs:,.0f} TGS/device")
