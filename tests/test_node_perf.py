@@ -85,6 +85,7 @@ def test_a_hung_node_is_unhealthy_without_a_rerun_and_reference_catches_a_slow_c
     done = plan(_spec(reference_tgs=1150), _ctx(runs))
     assert isinstance(done, Finished)
     assert [n["status"] for n in done.verdict["nodes"]] == ["healthy"] * 3 + ["unhealthy"]
+    assert done.verdict["nodes"][3]["failure"] == "hang"   # why, not only that
     assert done.verdict["cluster_slow"] and done.verdict["cluster_delta"] < -0.05
     assert "slow as a whole" in done.summary
     assert plan(_spec(reference_tgs=1010), _ctx(runs)).verdict["cluster_slow"] is False  # type: ignore[union-attr]
@@ -145,6 +146,7 @@ async def test_sim_sweep_finds_the_slow_node_and_confirms_it(tmp_path: Path) -> 
         assert "chi2868" not in usable and "chi2881" not in usable and "chi2863" in usable
         table = "\n".join(lines)
         assert "| chi2868 |" in table and "DEGRADED (runs:" in table
+        assert "UNHEALTHY (gpu_hardware)" in table   # the HSA error, named
         assert f"`-w {sweep.verdict['healthy']}`" in table
     finally:
         await store.close()

@@ -44,6 +44,8 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     for row in rows(sweep, runs, jobs):
         tgs = f"{row['tgs']:,.0f}" if row["tgs"] is not None else "—"
         status = _SHOWN.get(row["status"], row["status"])
+        if row["status"] == "unhealthy" and row["failure"]:
+            status += f" ({row['failure']})"
         if len(row["runs"]) > 1:
             shown = ", ".join("failed" if v is None else f"{v:,.0f}" for v in row["runs"])
             status += f" (runs: {shown}; {'confirmed' if row['confirmed'] else 'cleared'})"

@@ -6,7 +6,7 @@ marginal or degraded, then a verdict per node against the median (batch-sweep.SK
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
@@ -46,11 +46,12 @@ class NodeResult:
     confirmed: bool             # a second run agreed with a marginal/degraded first run
     needs_confirm: bool
     run_ids: tuple[int, ...]
+    failure: str | None = None  # why its last failed run failed (e.g. gpu_hardware, hang)
 
     def as_dict(self) -> dict[str, Any]:
         return {"node": self.node, "tgs": self.tgs, "delta": self.delta,
                 "ref_delta": self.ref_delta, "status": self.status, "runs": list(self.runs),
-                "confirmed": self.confirmed}
+                "confirmed": self.confirmed, "failure": self.failure}
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,10 @@ def assess(nodes: Sequence[str], runs: Sequence[Run], reference: float | None) -
         done = [r for r in (first, second) if r is not None and _finished(r)]
         values = tuple(_tgs(r) for r in done)
         ids = tuple(r.id for r in (first, second) if r is not None)
-        out.append(_judge(node, values, ids, mid, reference, second is not None,
-                          second is not None and second in done))
+        failed = [r.failure_class or r.outcome or "failed" for r in done if _tgs(r) is None]
+        judged = _judge(node, values, ids, mid, reference, second is not None,
+                        second is not None and second in done)
+        out.append(replace(judged, failure=failed[-1] if failed else None))
     return Assessment(mid, reference, tuple(out))
 
 
