@@ -282,3 +282,4 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     assert isinstance(done, Finished) and done.verdict["settled"]
     assert "optimum per_device_batch_size=12" in done.summary
     assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]
+    assert "not run: 4, 6 (the runs around them rule them out" in done.verdict["caveat"]

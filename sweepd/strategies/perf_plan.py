@@ -97,7 +97,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     # Every finished run counts against max_runs, also one a node fault spoiled.
     value = next_value(space, seen)
     if value is None:
-        return _finish(spec, seen, ctx, _edge(space, seen))
+        notes = [n for n in (_edge(space, seen), _not_run(spec, seen)) if n]
+        return _finish(spec, seen, ctx, "; ".join(notes) or None)
     if len(_finished(ctx)) >= spec.max_runs:
         return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
                                         f"settled; {spec.parameter}={value} was next",
@@ -120,6 +121,14 @@ def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
     if top is None or not space.ordered or top.value != space.candidates[-1]:
         return None
     return "it is the highest value searched, so a higher one may be faster"
+
+
+def _not_run(spec: ModelPerfSpec, seen: list[Probe]) -> str | None:
+    """Given values the search did not need, so that a reader does not take them as lost."""
+    ran = {p.value for p in seen}
+    left = [str(v) for v in spec.values or () if v not in ran]
+    return (f"not run: {', '.join(left)} (the runs around them rule them out: an OOM below, "
+            "or a TGS curve that cannot beat the best there)") if left else None
 
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext,
