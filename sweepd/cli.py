@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from sweepd import foreground, logs
-from sweepd.cli_client import print_spec_error
+from sweepd.cli_client import SOCKET_HELP, print_spec_error
 from sweepd.config import Config, ConfigError, load_config
 from sweepd.daemon import AnotherSweepd
 from sweepd.sim.scenario import ScenarioError
@@ -99,6 +99,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sweepd", description=__doc__)
+    # Before the verb too: `sweepd --socket PATH list` as well as `sweepd list --socket PATH`.
+    parser.add_argument("--socket", type=Path, default=None, help=SOCKET_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the daemon")

@@ -298,10 +298,13 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
 ]
 
 
+SOCKET_HELP = f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})"
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--socket", type=Path, default=None,
-                        help=f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})")
+    # SUPPRESS: given before the verb, it must not be reset by the verb's default.
+    common.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
     common.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",

@@ -31,6 +31,9 @@ def test_explain_cli_on_unknown_id_is_a_clear_error(tmp_path: Path, capsys) -> N
     code = main(["explain", "7", "--socket", str(tmp_path / "none.sock")])
     assert code == 1
     assert "not running" in capsys.readouterr().err
+    code = main(["--socket", str(tmp_path / "none.sock"), "explain", "7"])   # before the verb
+    assert code == 1
+    assert f"{tmp_path / 'none.sock'}" in capsys.readouterr().err
 
 
 async def test_a_retry_is_explained_once(tmp_path: Path) -> None:
