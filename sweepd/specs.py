@@ -70,6 +70,15 @@ class _Spec(BaseModel):
     def _nodes(cls, v: str) -> str:
         return collect_nodes(expand_nodes(v))
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        # YAML reads `.93` as a number; say how to write it rather than "not a string".
+        for key, value in (v.items() if isinstance(v, dict) else ()):
+            if not isinstance(value, str):
+                raise ValueError(f"{key}: env values are text; quote it ({key}: \"{value}\")")
+        return v
+
     @field_validator("overrides", "env")
     @classmethod
     def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:

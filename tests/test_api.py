@@ -152,6 +152,8 @@ async def test_specs_that_cannot_run_are_422(api: Api, field: str, value: Any) -
     ({"model": "grok-1", "nodes": "chi[2832,2863]"}, "grok-1 needs at least 8 nodes; 2 pinned"),
     ({"kind": "node-perf", "model": "llama2-70b", "nodes": "chi[2832,2863]"},
      "the median of 2 node(s) cannot single out a slow one"),
+    ({"env": {"XLA_PYTHON_CLIENT_MEM_FRACTION": 0.93}},
+     'env values are text; quote it (XLA_PYTHON_CLIENT_MEM_FRACTION: "0.93")'),
 ])
 async def test_a_spec_whose_values_or_nodes_cannot_answer_is_422(
         api: Api, change: dict[str, Any], says: str) -> None:
