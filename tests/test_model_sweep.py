@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
-from sweepd.reports.model_sweep import evaluation
+from sweepd.reports.model_sweep import _commit, evaluation
 from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JOB_ACTIVE, RunState, SweepState
 from sweepd.store.rows import Run
@@ -251,8 +251,15 @@ async def test_a_later_sweep_is_compared_with_the_earlier_one(tmp_path: Path) ->
             {r.label.split(" @")[0]: r.nodes for r in await store.runs(later.id)}
         deltas = [x["delta_pct"] for x in later.verdict["evaluation"]["regressions"]]
         report = "\n".join(lines)
-        assert "| 1 (#1) | main |" in report and "| 2 (#2) | feat-b |" in report
+        assert "| #1 | main |" in report and "| #2 | feat-b |" in report
         # 0.97 sits between the bands: slower, but not a flagged regression.
         assert deltas == [] and "slower (within 5%)" in report
     finally:
         await store.close()
+
+
+def test_a_ref_is_shown_with_the_commit_it_was() -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    assert _commit({"commit": "HEAD-1", "sha": sha}) == "HEAD-1 (01234567)"
+    assert _commit({"commit": "01234567", "sha": sha}) == "01234567"   # a SHA given as such
+    assert _commit({"commit": "cand", "sha": "cand"}) == "cand"   # no repo: a label

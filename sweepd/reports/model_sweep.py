@@ -63,6 +63,13 @@ def _single(cur: dict[str, Any] | None) -> str:
     return "PASS" if passed(cur) else "FAIL"
 
 
+def _commit(row: dict[str, Any]) -> str:
+    """The ref as given, and the commit it was (refs move; without a repo they are labels)."""
+    sha = str(row.get("sha") or "")
+    return f"{row['commit']} ({sha[:8]})" if sha and not sha.startswith(row["commit"]) else \
+        str(row["commit"])
+
+
 def _num(v: float | None, fmt: str) -> str:
     return format(v, fmt) if v is not None else "—"
 
@@ -92,7 +99,7 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
                       "|-------|--------|-----|-----|----------------|--------|"]
             for r in (r for r in table if r["key"] == key):
                 d = r["delta_pct"]
-                lines.append(f"| {r['row']} (#{r['sweep']}) | {r['commit']} | {r['job'] or '—'}"
+                lines.append(f"| #{r['sweep']} | {_commit(r)} | {r['job'] or '—'}"
                              f" | {_num(r.get('tgs'), ',.0f')} | "
                              f"{'—' if d is None else f'{d:+.1f}%'} | {_what(r)} |")
             lines.append("")
