@@ -198,7 +198,7 @@ async def test_regressed_and_broken_models_are_flagged(tmp_path: Path) -> None:
         assert expand_nodes(runs["llama2-70b 2N @cand"].nodes) == PINNED[2:4]
         assert expand_nodes(runs["grok-1 8N @main"].nodes) == PINNED
         report = "\n".join(lines)
-        assert "### llama2-70b (2N)" in report and "REGRESSION" in report
+        assert "### llama2-70b (2N on chi" in report and "REGRESSION" in report
         assert "**New breakage** grok-1 8N at cand (oom)" in report
         assert "mixtral-8x22b 4N @cand" in report and "— PASS" in report  # progressive lines
     finally:

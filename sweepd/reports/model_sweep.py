@@ -94,7 +94,10 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         lines = []
         for key in dict.fromkeys(r["key"] for r in table):
             model, nodes = key.rsplit(" ", 1)
-            lines += [f"### {model} ({nodes})", "",
+            # Kept the same in every sweep (persisted), so that the rows stay comparable.
+            where = next((r["node_list"] for r in table if r["key"] == key and r["node_list"]),
+                         None)
+            lines += [f"### {model} ({nodes}{f' on {where}' if where else ''})", "",
                       "| Sweep | Commit | Job | TGS | Δ vs row above | Status |",
                       "|-------|--------|-----|-----|----------------|--------|"]
             for r in (r for r in table if r["key"] == key):
