@@ -4,9 +4,10 @@ from collections.abc import Callable
 
 import pytest
 
+from sweepd.reports import model_perf as perf_report
 from sweepd.specs import ModelPerfSpec, parse_spec
-from sweepd.states import RunState
-from sweepd.store.rows import Run
+from sweepd.states import RunState, SweepState
+from sweepd.store.rows import Run, Sweep
 from sweepd.strategies.base import Finished, SweepContext
 from sweepd.strategies.model_perf import (
     Outcome,
@@ -283,3 +284,17 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     assert "optimum per_device_batch_size=12" in done.summary
     assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]
     assert "not run: 4, 6 (the runs around them rule them out" in done.verdict["caveat"]
+
+
+def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_ran() -> None:
+    spec = {"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]"}
+    sweep = Sweep(id=1, kind="model-perf", name="s", spec_json=json.dumps(spec),
+                  state=SweepState.DONE, reason=None,
+                  verdict_json=json.dumps({"best": 13, "nodes": 3}), created_at="", updated_at="")
+    runs = [_run(1, 8, "pass", 900.0),                       # on chi[1-4], before an exclusion
+            _run(2, 11, "pass", 1000.0, nodes="chi[1-3]"),
+            _run(3, 12, "oom", None, nodes="chi[1-3]"),       # yet 13 ran
+            _run(4, 13, "pass", 1050.0, nodes="chi[1-3]")]
+    status = {r["value"]: r["status"] for r in perf_report.rows(sweep, runs, [])}
+    assert status == {8: "works (on 4N)", 11: "works", 12: "OOM (yet 13 ran: check the log)",
+                      13: "works ← optimum"}

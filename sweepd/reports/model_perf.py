@@ -25,11 +25,17 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     finished = [r for r in runs if r.state in ("passed", "failed")]
     compared = _compared(sweep, finished)
     top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
+    top_value = max((v for r in compared if r.outcome == "pass"
+                     and isinstance(v := r.params.get(parameter), int | float)), default=None)
     for r in sorted(finished, key=lambda r: _sort_key(r, parameter)):
         value = r.params.get(parameter)
         status = _STATUS.get(r.outcome or "", r.outcome or "?")
         if r not in compared:
             status += f" (on {len(expand_nodes(r.nodes))}N)"
+        elif r.outcome == "oom" and _after(top_value, value):
+            # A compile hang counts as an OOM (SKILL.md), but memory does not shrink with
+            # the batch: a larger value that ran says this one may not be memory at all.
+            status += f" (yet {top_value} ran: check the log)"
         elif r.outcome == "pass" and value == best:
             status += " ← optimum"
         elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
