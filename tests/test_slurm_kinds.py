@@ -59,7 +59,7 @@ async def test_a_node_slurm_does_not_have_is_refused_at_submit(tmp_path: Path,
                                                              slurm_env: dict[str, str]) -> None:
     config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
     with pytest.raises(SpecError, match=r"not nodes of this cluster: chi9001"):
-        await run(config, {"kind": "node-perf", "nodes": "chi[2832,9001]"})
+        await run(config, {"kind": "node-perf", "nodes": "chi[2832,2863,9001]"})
     store = await open_store(config)
     try:
         assert await store.sweeps() == []   # nothing recorded

@@ -97,6 +97,11 @@ async def test_long_message_is_split_into_numbered_chunks(service: Service,
 async def test_final_report_is_monospace_and_falls_back_to_plain(service: Service,
                                                                  double: BotApiDouble) -> None:
     sid = await running_sweep(service)
+    run = await service.store.add_run(sid, "per_device_batch_size=12",
+                                      {"per_device_batch_size": 12}, SPEC["nodes"], "plan")
+    await service.store.transition_run(run.id, RunState.ACTIVE, "submitted")
+    await service.store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass",
+                                       tgs=2036.0, mfu=30.0)
     summary = "best per_device_batch_size=12 at 2,036 TGS/device"
     await service.store.transition_sweep(sid, SweepState.DONE, summary, verdict={},
                                          progress=summary)
@@ -104,8 +109,8 @@ async def test_final_report_is_monospace_and_falls_back_to_plain(service: Servic
     await deliver(service, double)
     rejected = [c for c in double.methods("sendMessage") if c.get("parse_mode")]
     assert rejected and rejected[0]["text"].startswith(fmt.escape_markdown(summary))
-    [sent] = double.sent
-    assert sent.parse_mode is None
+    sent, photo = double.sent   # the report, then its plot
+    assert sent.parse_mode is None and photo.method == "sendPhoto"
     assert sent.text.startswith(summary + "\n\n```\n# Sweep")
     assert "\nBatch  Job  Avg TGS/device  Avg MFU  Status\n" in sent.text   # aligned, no pipes
     assert sent.text.endswith("```")
