@@ -69,11 +69,12 @@ def _after(value: Any, best: Any) -> bool:
 def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
     head = "Batch" if parameter == "per_device_batch_size" else parameter
-    if not rows(sweep, runs, jobs):
+    table = rows(sweep, runs, jobs)
+    if not table:
         return "No run has finished yet."
     lines = [f"| {head} | Job | Avg TGS/device | Avg MFU | Status |",
              "|-------|-----|----------------|---------|--------|"]
-    for row in rows(sweep, runs, jobs):
+    for row in table:
         tgs = f"{row['tgs']:,.0f}" if row["tgs"] is not None else (
             "OOM" if row["outcome"] == "oom" else "—")
         mfu = f"{row['mfu']:.2f}%" if row["mfu"] is not None else "—"
