@@ -36,7 +36,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from sweepd.daemon import run_daemon
 
     logs.configure(args.log_level, json=True)
-    return run_daemon(_config(args))
+    # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
+    return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
 
 
 def _foreground_config(args: argparse.Namespace, scenario: Path | None) -> Config:

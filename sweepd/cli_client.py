@@ -62,7 +62,8 @@ def _print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
     """The headline, then one line per field; a message without fields alone (with
     fields, the message's tail repeats them)."""
     fields = any(d.get("loc") for d in details)
-    print(f"sweepd: {message.split(': ', 1)[0] if fields else message}", file=sys.stderr)
+    repeated = fields and any(str(d.get("msg", "")) in message for d in details)
+    print(f"sweepd: {message.split(': ', 1)[0] if repeated else message}", file=sys.stderr)
     if fields:
         _print_details(details)
 

@@ -119,7 +119,7 @@ class Engine:
         await self.flush_cancels()
         try:
             for sweep in await self._sweeps_to_advance():
-                await self._advance(sweep)
+                await self._advance_or_stop(sweep)
         except ControllerUnreachable as e:
             await self._controller_down(str(e))
         await self.flush_cancels()
@@ -263,6 +263,21 @@ class Engine:
         run = await self.store.run(job.run_id)
         sweep = await self.store.sweep(job.sweep_id)
         await self._submit(sweep, run, job)
+
+    async def _advance_or_stop(self, sweep: Sweep) -> None:
+        """A defect in planning one sweep stops that sweep for a person, with the error as
+        evidence; it must not stop the daemon (a restart would meet it again, and every
+        other sweep would wait)."""
+        try:
+            await self._advance(sweep)
+        except ControllerUnreachable:
+            raise
+        except Exception as e:
+            log.exception("sweep.plan_failed", sweep=sweep.id)
+            if (await self.store.sweep(sweep.id)).state == SweepState.RUNNING:
+                await stop_sweep(self, sweep, f"sweepd could not take the next step: {e}",
+                                 rule="engine.plan_failed", evidence=repr(e), failing_nodes=[],
+                                 recovery="none", outcome="a defect in sweepd; resume retries")
 
     async def _advance(self, sweep: Sweep) -> None:
         runs = await self.store.runs(sweep.id)

@@ -76,7 +76,8 @@ class _Spec(BaseModel):
         # YAML reads `.93` as a number; say how to write it rather than "not a string".
         for key, value in (v.items() if isinstance(v, dict) else ()):
             if not isinstance(value, str):
-                raise ValueError(f"{key}: env values are text; quote it ({key}: \"{value}\")")
+                shown = "" if value is None else value
+                raise ValueError(f"{key}: env values are text; quote it ({key}: \"{shown}\")")
         return v
 
     @field_validator("overrides", "env")

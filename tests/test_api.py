@@ -154,6 +154,7 @@ async def test_specs_that_cannot_run_are_422(api: Api, field: str, value: Any) -
      "the median of 2 node(s) cannot single out a slow one"),
     ({"env": {"XLA_PYTHON_CLIENT_MEM_FRACTION": 0.93}},
      'env values are text; quote it (XLA_PYTHON_CLIENT_MEM_FRACTION: "0.93")'),
+    ({"env": {"EMPTY": None}}, 'EMPTY: env values are text; quote it (EMPTY: "")'),
 ])
 async def test_a_spec_whose_values_or_nodes_cannot_answer_is_422(
         api: Api, change: dict[str, Any], says: str) -> None:

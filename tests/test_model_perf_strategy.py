@@ -1,6 +1,7 @@
 import json
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -298,3 +299,10 @@ def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_r
     status = {r["value"]: r["status"] for r in perf_report.rows(sweep, runs, [])}
     assert status == {8: "works (on 4N)", 11: "works", 12: "OOM (yet 13 ran: check the log)",
                       13: "works ← optimum"}
+    # Before a verdict: compared with the count the search is on now (its latest run's).
+    running = replace(sweep, state=SweepState.RUNNING, verdict_json=None)
+    status = {r["value"]: r["status"] for r in perf_report.rows(running, runs, [])}
+    assert status[8] == "works (on 4N)" and status[11] == "works"
+    # Cut short by max_runs: the best is not called the optimum.
+    cut = replace(sweep, verdict_json=json.dumps({"best": 13, "nodes": 3, "settled": False}))
+    assert perf_report.rows(cut, runs, [])[-1]["status"] == "works ← best so far"

@@ -3,13 +3,16 @@ one-line error and an exit code, never a traceback or a hung process."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sweepd.daemon import AnotherSweepd, open_parts
+from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, sim_config, write_scenario
 
 
@@ -43,3 +46,19 @@ async def test_a_second_sweepd_on_one_state_dir_is_refused(tmp_path: Path) -> No
         assert (await first.service.show(int(sweep["id"])))["state"] == "queued"
     async with open_parts(config) as again:       # released when the first one closed
         assert len(await again.service.list_sweeps()) == 1
+
+
+def test_serve_listens_on_a_socket_given_before_the_verb(tmp_path: Path) -> None:
+    config = write_config(tmp_path, write_scenario(tmp_path))   # its socket: sweepd.sock
+    other = tmp_path / "other.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "sweepd", "--socket", str(other), "serve",
+                             "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not other.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert other.exists() and not (tmp_path / "sweepd.sock").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)

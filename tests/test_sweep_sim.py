@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.engine import Engine
 from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_sweep
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch, true_peak_batch
 from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JobState, SweepState
+from sweepd.store.rows import Run, Sweep
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
 
 
@@ -136,3 +138,39 @@ async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: P
     text = "\n".join(lines)
     assert "chi9999 (unknown)" in text and "chi9999 is not a node of this cluster" in text
     assert "chi2832" not in text.split("not usable:")[1].split("\n")[0]
+
+
+async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: Path) -> None:
+    """Batch 10 faults on one node: the search starts over on the 3 nodes left and runs
+    values it had run on 4 again, each as a run of its own."""
+    scenario = write_scenario(tmp_path, [{"kind": "hsa_error", "node": "chi2863", "batch": 10}])
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs = await store.runs(sweep.id)
+        again = [r for r in runs if r.label.endswith(" on 3N")]
+        assert again and all(r.nodes == "chi[2832,2867-2868]" for r in again)
+        assert sweep.verdict is not None and sweep.verdict["nodes"] == 3
+    finally:
+        await store.close()
+
+
+async def test_a_defect_in_planning_stops_that_sweep_not_the_daemon(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(self: Engine, sweep: Sweep, runs: list[Run]) -> None:
+        raise ValueError("a planner's defect")
+
+    monkeypatch.setattr(Engine, "_plan", broken)
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    code, lines = await run(config, perf_spec(values=[4]))
+    assert code == EXIT_AWAITING_DECISION, lines
+    store = await open_store(config)
+    try:
+        stop = [e for e in await store.events(1) if e.to_state == "awaiting_decision"]
+        assert [e.rule for e in stop] == ["engine.plan_failed"]
+        assert stop[0].evidence == "ValueError(\"a planner's defect\")"
+    finally:
+        await store.close()

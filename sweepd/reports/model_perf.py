@@ -37,7 +37,8 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
             # the batch: a larger value that ran says this one may not be memory at all.
             status += f" (yet {top_value} ran: check the log)"
         elif r.outcome == "pass" and value == best:
-            status += " ← optimum"
+            status += " ← optimum" if (sweep.verdict or {}).get("settled", True) else \
+                " ← best so far"
         elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
                 best is not None and _after(value, best):
             status += " (regression)"
@@ -48,15 +49,20 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     return out
 
 
-def _size(sweep: Sweep) -> int:
-    """The node count the verdict was measured on (the pinned count until there is one)."""
-    return int((sweep.verdict or {}).get("nodes") or len(expand_nodes(sweep.spec["nodes"])))
+def _size(sweep: Sweep, runs: Sequence[Run]) -> int:
+    """The node count the verdict was measured on; before there is one, the count the
+    search is on now (its latest run's), else the pinned count."""
+    if (sweep.verdict or {}).get("nodes"):
+        return int((sweep.verdict or {})["nodes"])
+    latest = max(runs, key=lambda r: r.seq, default=None)
+    return len(expand_nodes(latest.nodes if latest else sweep.spec["nodes"]))
 
 
 def _compared(sweep: Sweep, runs: Sequence[Run]) -> list[Run]:
     """After an exclusion the search starts over on the nodes left: runs on another node
     count are listed, but not compared with the verdict's."""
-    return [r for r in runs if len(expand_nodes(r.nodes)) == _size(sweep)]
+    size = _size(sweep, runs)
+    return [r for r in runs if len(expand_nodes(r.nodes)) == size]
 
 
 def _after(value: Any, best: Any) -> bool:
@@ -93,6 +99,6 @@ def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None
     if not points and not failed:
         return None
     best = (sweep.verdict or {}).get("best")
-    title = f"{sweep.spec.get('model')} {_size(sweep)}N: {parameter}"
+    title = f"{sweep.spec.get('model')} {_size(sweep, runs)}N: {parameter}"
     return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,
                            parameter, title)

@@ -110,7 +110,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
     if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
         why = f"climbing above the memory estimate; {why}"
-    return [NewRun(label=f"{spec.parameter}={value}", params={spec.parameter: value},
+    return [NewRun(label=_label(f"{spec.parameter}={value}", ctx), params={spec.parameter: value},
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe",
                    reason=f"{first} {spec.parameter}={value} ({why})")]
 
@@ -121,6 +121,17 @@ def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
     if top is None or not space.ordered or top.value != space.candidates[-1]:
         return None
     return "it is the highest value searched, so a higher one may be faster"
+
+
+def _label(base: str, ctx: SweepContext) -> str:
+    """Unique in the sweep: a value runs again after an exclusion (on fewer nodes) or after
+    a node fault spoiled its run."""
+    taken = {r.label for r in ctx.runs}
+    label, again = base, 1
+    while label in taken:
+        again += 1
+        label = f"{base} on {len(ctx.nodes)}N" + (f" #{again - 1}" if again > 2 else "")
+    return label
 
 
 def _not_run(spec: ModelPerfSpec, seen: list[Probe]) -> str | None:
