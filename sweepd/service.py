@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from sweepd.clusters.base import ControllerUnreachable
@@ -107,9 +108,9 @@ class Service:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(news.wait(), min(remaining, 1.0))
 
-    async def resume(self, sweep_id: int, exclude: list[str] | None = None,
-                     readmit: list[str] | None = None) -> dict[str, Any]:
-        await resume(self.engine, sweep_id, exclude or [], readmit or [])
+    async def resume(self, sweep_id: int, exclude: Sequence[str] = (),
+                     readmit: Sequence[str] = ()) -> dict[str, Any]:
+        await resume(self.engine, sweep_id, exclude, readmit)
         out = await self.summary(sweep_id)
         out["excluded"] = [e.node for e in await self.store.exclusions(sweep_id)]
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,7 +44,7 @@ class Operations(Protocol):
 
     async def report(self, sweep_id: int) -> dict[str, Any]: ...
 
-    async def resume(self, sweep_id: int, exclusions: list[str] | None) -> dict[str, Any]: ...
+    async def resume(self, sweep_id: int, exclude: Sequence[str] = ()) -> dict[str, Any]: ...
 
     async def abort(self, sweep_id: int) -> dict[str, Any]: ...
 

@@ -31,7 +31,7 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
         value = r.params.get(parameter)
         status = _STATUS.get(r.outcome or "", r.outcome or "?")
         if r not in compared:
-            status += f" (on {len(expand_nodes(r.nodes))}N)"
+            status += f" (on {r.node_count}N)"
         elif r.outcome == "oom" and _after(top_value, value):
             # A compile hang counts as an OOM (SKILL.md), but memory does not shrink with
             # the batch: a larger value that ran says this one may not be memory at all.
@@ -55,14 +55,14 @@ def _size(sweep: Sweep, runs: Sequence[Run]) -> int:
     if (sweep.verdict or {}).get("nodes"):
         return int((sweep.verdict or {})["nodes"])
     latest = max(runs, key=lambda r: r.seq, default=None)
-    return len(expand_nodes(latest.nodes if latest else sweep.spec["nodes"]))
+    return latest.node_count if latest else len(expand_nodes(sweep.spec["nodes"]))
 
 
 def _compared(sweep: Sweep, runs: Sequence[Run]) -> list[Run]:
     """After an exclusion the search starts over on the nodes left: runs on another node
     count are listed, but not compared with the verdict's."""
     size = _size(sweep, runs)
-    return [r for r in runs if len(expand_nodes(r.nodes)) == size]
+    return [r for r in runs if r.node_count == size]
 
 
 def _after(value: Any, best: Any) -> bool:

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
+import hostlist
+
 from sweepd.states import JobState, RunState, SweepState
 
 
@@ -59,6 +61,11 @@ class Run(_Row):
     @property
     def params(self) -> dict[str, Any]:
         return dict(json.loads(self.params_json))
+
+    @property
+    def node_count(self) -> int:
+        """How many nodes its latest attempt ran on (fewer than planned after an exclusion)."""
+        return len(hostlist.expand_hostlist(self.nodes))
 
 
 @dataclass(frozen=True)

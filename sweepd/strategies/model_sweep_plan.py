@@ -104,7 +104,7 @@ def _result(run: Run, job: Job | None) -> dict[str, Any]:
 
 
 def _key_of_run(run: Run) -> str:
-    return key_of(str(run.params.get("_model")), len(hostlist.expand_hostlist(run.nodes)))
+    return key_of(str(run.params.get("_model")), run.node_count)
 
 
 def columns_of(sweep_id: int | None, runs: Sequence[Run], jobs: Sequence[Job] = ()

@@ -7,7 +7,7 @@ from typing import Any
 from sweepd.estimate import memory_estimate
 from sweepd.models import resolve_model
 from sweepd.monitor.facts import FailureClass
-from sweepd.specs import ModelPerfSpec, expand_nodes
+from sweepd.specs import ModelPerfSpec
 from sweepd.store.rows import Run
 from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
@@ -46,8 +46,7 @@ def _comparable(run: Run, nodes: int) -> bool:
     """TGS per device and memory per GPU both change with the node count, so after an
     exclusion the search starts over on the nodes left. Only an OOM on more nodes carries
     over: fewer nodes shard the model less, so that value runs out of memory here too."""
-    ran = len(expand_nodes(run.nodes))
-    return ran == nodes or (ran > nodes and run.outcome == "oom")
+    return run.node_count == nodes or (run.node_count > nodes and run.outcome == "oom")
 
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
@@ -104,7 +103,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
                                         f"settled; {spec.parameter}={value} was next",
                        settled=False)
     first = "first probe" if not seen else "next probe"
-    if any(len(expand_nodes(r.nodes)) != len(ctx.nodes) for r in _finished(ctx)):
+    if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
         why += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
                 "except an OOM on more nodes")
     estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
@@ -127,10 +126,10 @@ def _label(base: str, ctx: SweepContext) -> str:
     """Unique in the sweep: a value runs again after an exclusion (on fewer nodes) or after
     a node fault spoiled its run."""
     taken = {r.label for r in ctx.runs}
-    label, again = base, 1
+    label, n = base, 1
     while label in taken:
-        again += 1
-        label = f"{base} on {len(ctx.nodes)}N" + (f" #{again - 1}" if again > 2 else "")
+        label = f"{base} on {len(ctx.nodes)}N" + (f" #{n}" if n > 1 else "")
+        n += 1
     return label
 
 
