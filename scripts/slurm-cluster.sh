@@ -32,8 +32,9 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)   # every path handed to the daemons must be absolute
 CONF=$DIR/slurm.conf
 MUNGE_SOCKET=$DIR/munge/munge.socket
-CTLD_PORT=16817
-SLURMD_BASE_PORT=17000
+# Other ports let a second cluster (another --dir) run beside the first.
+CTLD_PORT=${SWEEPD_SLURM_PORT:-16817}
+SLURMD_BASE_PORT=${SWEEPD_SLURMD_BASE_PORT:-17000}
 export SLURM_CONF=$CONF
 
 # Names that look like a real cluster's (so hostlist compression is exercised), else node01..NN.
