@@ -12,6 +12,7 @@ from sweepd.specs import SpecError, expand_nodes
 from sweepd.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.store.rows import Sweep
 from sweepd.store.store import InvalidTransition
+from sweepd.text import compact_nodes
 
 if TYPE_CHECKING:
     from sweepd.engine import Engine
@@ -62,16 +63,16 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
     for key, nodes in (("exclude", exclude), ("readmit", readmit)):
         strangers = sorted(set(nodes) - pinned)
         if strangers:   # a typo would otherwise be recorded and leave the bad node in use
-            raise SpecError(f"sweep {sweep_id} is not pinned to {', '.join(strangers)}; its "
-                            f"nodes are {sweep.spec['nodes']}",
-                            [{"loc": [key], "msg": f"not a node of the sweep: {n}"}
-                             for n in strangers])
+            raise SpecError(f"sweep {sweep_id} is not pinned to {compact_nodes(strangers)}; "
+                            f"its nodes are {sweep.spec['nodes']}",
+                            [{"loc": [key], "msg": "not nodes of the sweep: "
+                              f"{compact_nodes(strangers)}"}])
     current = [e.node for e in await engine.store.exclusions(sweep_id)]
     never = sorted(set(readmit) - set(current))
     if never:   # a typo would otherwise be taken silently, the meant node left out
-        raise SpecError(f"sweep {sweep_id} has not excluded {', '.join(never)}; excluded: "
-                        f"{', '.join(current) or 'none'}",
-                        [{"loc": ["readmit"], "msg": f"not excluded: {n}"} for n in never])
+        raise SpecError(f"sweep {sweep_id} has not excluded {compact_nodes(never)}; excluded: "
+                        f"{compact_nodes(current) if current else 'none'}",
+                        [{"loc": ["readmit"], "msg": f"not excluded: {compact_nodes(never)}"}])
     if exclude or readmit:
         back = set(readmit)
         wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]

@@ -22,9 +22,10 @@ from sweepd.api.errors import ApiError, error_middleware
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.daemon import AnotherSweepd
 from sweepd.service import Service
-from sweepd.specs import expand_nodes
+from sweepd.specs import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.states import SweepState
 from sweepd.store.rows import Event
+from sweepd.text import control_chars, describe_controls
 
 MAX_WAIT_S = 30.0
 # How long one stream pass waits for new lines before it re-reads the sweep's state.
@@ -158,6 +159,11 @@ def _node_list(body: dict[str, Any], key: str) -> list[str]:
     nodes: list[str] = []
     for i, expr in enumerate(given):
         try:
+            # Bounded as a whole, not only per expression: many small ones add up.
+            if control_chars(expr):
+                raise ValueError(f"{describe_controls(expr)} in a node name")
+            if i and len(nodes) + count_hostlist(expr) > MAX_NODES:
+                raise ValueError(f"{key} names more than {MAX_NODES:,} nodes in all")
             nodes += expand_nodes(expr)
         except ValueError as e:
             raise ApiError(422, str(e), [{"loc": [key, i], "msg": str(e)}]) from None
