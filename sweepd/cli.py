@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  ("demo", cmd_demo, "a sweep on the embedded simulated cluster")):
         p = sub.add_parser(name, help=helptext,
                            epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
-                                  "person's decision, 4 failed or aborted")
+                                  "person's decision, 4 failed or aborted, 130 interrupted "
+                                  "(Ctrl-C cancels the sweep's jobs; a second one leaves at "
+                                  "once)")
         if name == "demo":
             p.add_argument("--kind", default="model-perf",
                            choices=["model-perf", *DEMOS],

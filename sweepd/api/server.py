@@ -249,17 +249,29 @@ def make_app(service: Service, max_body_bytes: int = 1 << 20,
     return app
 
 
-def _remove_stale_socket(path: Path) -> None:
-    """A socket file left by a daemon that died blocks bind(); a live one must be kept."""
+def _served(path: Path) -> bool:
+    """Does a live process listen on the socket file at `path`?"""
     if not path.is_socket():
-        return
+        return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
             probe.connect(str(path))
         except ConnectionRefusedError:
-            path.unlink()
-            return
-    raise AnotherSweepd(f"another sweepd is already serving on {path}")
+            return False
+    return True
+
+
+def refuse_if_served(path: Path) -> None:
+    """Before a daemon creates anything: another one already serving here refuses it."""
+    if _served(path):
+        raise AnotherSweepd(f"another sweepd is already serving on {path}")
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """A socket file left by a daemon that died blocks bind(); a live one must be kept."""
+    refuse_if_served(path)
+    if path.is_socket():
+        path.unlink()
 
 
 def _inode(path: Path) -> int | None:
