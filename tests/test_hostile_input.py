@@ -195,3 +195,19 @@ async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
                 details) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) <= 22 and "… and 99974 more" in err
+
+
+async def test_chat_answers_escape_control_characters(service: Any, double: Any) -> None:
+    """/status, /show and /report through the real PTB client and the Bot API double."""
+    from tests.telegram_double import CHAT
+    from tests.test_chat_control import poll
+
+    sid = await service.store.create_sweep("model-perf", ESC_NAME, {**SPEC, "name": ESC_NAME})
+    await service.store.transition_sweep(sid, SweepState.RUNNING, "started\x1b[2K")
+    for command in ("/status", f"/show {sid}", f"/report {sid}"):
+        double.queue_message(CHAT, command)
+    assert await poll(service, double) == 3
+    texts = double.texts()
+    assert len(texts) == 3
+    for text in texts:
+        assert not _raw_controls(text) and "\\x1b" in text, text
