@@ -169,7 +169,7 @@ async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None: 
     await daemon.store.transition_sweep(sid, SweepState.RUNNING, "started")
     await daemon.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "stop")
     code, out, err = await daemon.run("resume", str(sid), "--exclude", "chi[1-100000]")
-    assert code == 2 and len(err.splitlines()) <= 3 and "100,000 nodes" in err
+    assert code == 2 and len(err.splitlines()) == 2 and "100,000 nodes" in err
     code, out, err = await daemon.run("resume", str(sid), "--exclude", "chi[1-4000]")
     assert code == 2 and len(err) < 1000, err   # not pinned: named compactly
     assert "is not pinned to chi[1-2831," in err

@@ -166,7 +166,8 @@ def _node_list(body: dict[str, Any], key: str) -> list[str]:
                 raise ValueError(f"{key} names more than {MAX_NODES:,} nodes in all")
             nodes += expand_nodes(expr)
         except ValueError as e:
-            raise ApiError(422, str(e), [{"loc": [key, i], "msg": str(e)}]) from None
+            raise ApiError(422, f"bad {key} nodes: {e}",
+                           [{"loc": [key, i], "msg": str(e)}]) from None
     return list(dict.fromkeys(nodes))
 
 
