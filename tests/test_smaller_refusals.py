@@ -21,6 +21,7 @@ from sweepd.states import RunState, SweepState
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, write_scenario
+from tests.slurm_cluster import slurm_dir
 from tests.test_api import NODES, SPEC
 from tests.test_cli_client import Daemon, daemon  # noqa: F401 (fixture)
 
@@ -179,3 +180,47 @@ async def test_a_second_ctrl_c_leaves_at_once_naming_the_jobs(
     assert left == [130]
     assert lines[-1] == ("interrupted again: left at once; sweep 7's jobs may still run "
                          "(cancel them with `scancel 9801 9802`)")
+
+
+@pytest.mark.slurm
+def test_ctrl_c_on_run_cancels_its_slurm_job(tmp_path: Path,
+                                             slurm_env: dict[str, str]) -> None:
+    """On real Slurm a job outlives `sweepd run`: Ctrl-C must scancel it."""
+    scenario = write_scenario(tmp_path, time_scale=0.5)   # a job runs for minutes
+    sim = [sys.executable, "-m", "sweepd.sim"]
+    config = tmp_path / "slurm.toml"
+    config.write_text(
+        "[cluster]\nbackend = \"slurm\"\n[cluster.slurm]\nmode = \"direct\"\n"
+        f"slurm_conf = \"{slurm_dir() / 'slurm.conf'}\"\n"
+        f"train_command = {json.dumps([*sim, 'train', '--scenario', str(scenario), '--state-dir', str(tmp_path / 'sim-state')])}\n"  # noqa: E501
+        f"header_command = {json.dumps([*sim, 'header'])}\n"
+        f"summary_command = {json.dumps([*sim, 'summary'])}\n"
+        "[policy]\nhang_timeout_s = 60\npoll_interval_s = 0.5\ntail_backoff_max_s = 2\n")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(perf_spec(nodes="chi[2832,2863]", values=[4])))
+    state = tmp_path / "state"
+    proc = subprocess.Popen([sys.executable, "-m", "sweepd", "run", str(spec), "--config",
+                             str(config), "--state-dir", str(state), "--tick", "0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **slurm_env})
+    try:
+        deadline = time.monotonic() + 120
+        while (job := _active_job(state / "sweepd.db")) is None:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert f"job(s) {job} cancelled" in out
+    shown = ""
+    for _ in range(300):   # scancel is asynchronous: the job leaves RUNNING shortly
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True,
+                               text=True, env={**os.environ, **slurm_env},
+                               check=False).stdout
+        if "JobState=RUNNING" not in shown and "JobState=PENDING" not in shown:
+            break
+        time.sleep(0.2)
+    assert "JobState=CANCELLED" in shown, shown
