@@ -122,9 +122,12 @@ def test_a_bad_scenario_leaves_no_state_dir(tmp_path: Path) -> None:
 def _active_job(db: Path) -> str | None:
     if not db.exists():
         return None
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT backend_id FROM jobs WHERE state IN ('queued', 'running') "
-                           "AND backend_id IS NOT NULL").fetchone()
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT backend_id FROM jobs WHERE state IN ('queued', 'running') "
+                               "AND backend_id IS NOT NULL").fetchone()
+    except sqlite3.OperationalError:  # the store is being created and migrated
+        return None
     return None if row is None else str(row[0])
 
 
