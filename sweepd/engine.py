@@ -389,7 +389,9 @@ class Engine:
                              outcome="refused before submitting")
             return
         await self.store.transition_job(
-            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}", rule="engine.submit",
+            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
+            + (f" ({sub.note})" if sub.note else ""),
+            rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
             backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
             submitted_at=self.clock.now(), profiler=int(spec.profiler))
         self.notify()
