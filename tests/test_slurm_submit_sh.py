@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,6 +60,11 @@ def sbatch_shim(tmp_path: Path, mode: str) -> dict[str, str]:
     return {"PATH": f"{shim}:{os.environ['PATH']}"}
 
 
+def fresh(token: str) -> str:
+    """Tokens are unique per job (the queue remembers earlier test runs' jobs)."""
+    return f"{token}-{secrets.token_hex(3)}"
+
+
 def request(token: str, node: str, tmp_path: Path, **kw: object) -> JobRequest:
     return JobRequest(token=token, model="llama2-70b", nodes=[node], output_dir=tmp_path,
                       overrides={"steps": "2"}, **kw)  # type: ignore[arg-type]
@@ -108,13 +114,13 @@ def run_submit_sh(repo: Path, *args: str, env: dict[str, str] | None = None,
 def test_fake_toolkit_prints_what_submit_sh_prints(slurm_env: dict[str, str],
                                                    tmp_path: Path) -> None:
     repo = toolkit(tmp_path)
-    res = run_submit_sh(repo, "70b:my-run:exp1", "-N", "1", "-w", "chi2832", "--", "steps=2",
+    res = run_submit_sh(repo, "70b:my-run:exp1", "-N", "1", "-w", "chi2880", "--", "steps=2",
                         env=slurm_env)
     assert res.returncode == 0, res.stderr
     ws = repo / "outputs"
     patterns = [
         rf"mkdir: created directory '{ws}'", "MODEL_NAME=llama2-70b", "MODEL_NAME_ALIAS=my-run",
-        "EXP_TAG=exp1", 'SBATCH_ARGS="-N 1 -w chi2832"', 'PASSTHROUGH_ARGS="steps=2"',
+        "EXP_TAG=exp1", 'SBATCH_ARGS="-N 1 -w chi2880"', 'PASSTHROUGH_ARGS="steps=2"',
         "JOB_NAME=JAX-llama2-70b-exp1-steps_2", r"\[ARTIFACT\] Building artifact\.\.\.",
         rf"\[ARTIFACT\]   Source : {repo}", rf"\[ARTIFACT\]   Target : {ws}/\.artifacts/"
         r"artifact_\d{8}_\d{6}_[0-9a-f]{4}", r"\[ARTIFACT\] Done in .*",
@@ -153,7 +159,7 @@ def test_fake_toolkit_repo_root_test(slurm_env: dict[str, str], tmp_path: Path) 
     repo = tmp_path / "parent" / "toolkit"
     shutil.copytree(MAXTEXT_FIXTURE, repo)
     (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/toolkit\n")
-    res = run_submit_sh(repo, "70b", "-N", "1", "-w", "chi2832", "--", "steps=1",
+    res = run_submit_sh(repo, "70b", "-N", "1", "-w", "chi2880", "--", "steps=1",
                         env=slurm_env)
     assert res.returncode == 0, res.stderr
     assert f"[ARTIFACT]   Source : {tmp_path / 'parent'}" in res.stdout.splitlines()
@@ -167,7 +173,7 @@ async def test_an_unclear_submission_is_looked_up_and_adopted(
         slurm_env: dict[str, str], tmp_path: Path, mode: str) -> None:
     repo = toolkit(tmp_path)
     slurm = cluster(slurm_env, repo, sbatch_shim(tmp_path, mode), timeout_s=8)
-    token = f"unclear-{mode}"
+    token = fresh(f"unclear-{mode}")
     sub = await slurm.submit(request(token, "chi2863", tmp_path))
     assert sub.job_name == NAME.format(token=token)
     assert sub.note and f"job {sub.backend_id} with token {token} found in the queue: " \
@@ -182,8 +188,9 @@ async def test_duplicates_under_the_token_are_cancelled(slurm_env: dict[str, str
                                                         tmp_path: Path) -> None:
     repo = toolkit(tmp_path)
     slurm = cluster(slurm_env, repo, sbatch_shim(tmp_path, "twice"))
-    sub = await slurm.submit(request("dup", "chi2867", tmp_path, env={"FAKE_STEP_SECONDS": "1"}))
-    jobs = await token_jobs(slurm_env, "dup")
+    token = fresh("dup")
+    sub = await slurm.submit(request(token, "chi2867", tmp_path, env={"FAKE_STEP_SECONDS": "1"}))
+    jobs = await token_jobs(slurm_env, token)
     assert len(jobs) == 2 and sub.backend_id == max(jobs, key=int)
     older = min(jobs, key=int)
     assert sub.note and f"duplicate job(s) {older} cancelled" in sub.note
@@ -196,13 +203,14 @@ async def test_a_refusal_names_the_failing_line_first(slurm_env: dict[str, str],
     repo = toolkit(tmp_path)
     slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "0.1"})
     with pytest.raises(SubmitRefused) as bad_node:
-        await slurm.submit(request("ref1", "chi9999", tmp_path))
+        await slurm.submit(request(fresh("ref1"), "chi9999", tmp_path))
     lines = str(bad_node.value).splitlines()
     assert lines[0].startswith("sbatch: error: Batch job submission failed: Invalid node name")
     assert "submit.sh exited 1" in lines[0]
-    assert "MODEL_NAME=llama2-70b" in lines and "[ARTIFACT] sbatch failed" in lines[-1]
+    assert "MODEL_NAME=llama2-70b" in lines
+    assert any(line.startswith("[ARTIFACT] sbatch failed — cleaning up") for line in lines)
     with pytest.raises(SubmitRefused) as unknown:
-        await slurm.submit(JobRequest(token="ref2", model="nosuch", nodes=["chi2832"],
+        await slurm.submit(JobRequest(token=fresh("ref2"), model="nosuch", nodes=["chi2832"],
                                       output_dir=tmp_path))
     lines = str(unknown.value).splitlines()
     assert lines[0].startswith("!!! Unknown model: nosuch")
@@ -214,9 +222,10 @@ async def test_logs_are_found_where_job_workspace_points(slurm_env: dict[str, st
     repo = toolkit(tmp_path)
     ws = tmp_path / "shared" / "jobs"
     slurm = cluster(slurm_env, repo, {"JOB_WORKSPACE": str(ws)})
-    sub = await slurm.submit(request("ws1", "chi2868", tmp_path))
-    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token='ws1')}.log"
-    assert await slurm.find_by_token("ws1") == sub
+    token = fresh("ws1")
+    sub = await slurm.submit(request(token, "chi2868", tmp_path))
+    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token=token)}.log"
+    assert await slurm.find_by_token(token) == sub
     await wait_state(slurm, sub.backend_id, FINISHED)
     assert "Status: SUCCESS (exit 0)" in sub.log_path.read_text()
     assert not (repo / "outputs").exists()
@@ -231,5 +240,6 @@ async def test_without_scontrol_the_log_path_comes_from_job_workspace(
                      'x" >&2; exit 1; }\nexec "$@"\n')
     blind.chmod(0o755)
     slurm = cluster(slurm_env, repo, {"JOB_WORKSPACE": str(ws)}, prefix=(str(blind),))
-    sub = await slurm.submit(request("ws2", "chi2870", tmp_path))
-    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token='ws2')}.log"
+    token = fresh("ws2")
+    sub = await slurm.submit(request(token, "chi2870", tmp_path))
+    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token=token)}.log"
