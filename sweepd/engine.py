@@ -35,7 +35,7 @@ from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
-from sweepd.sweeps import stop_sweep
+from sweepd.sweeps import release, stop_sweep
 from sweepd.worktrees import GitError
 
 log = structlog.get_logger("sweepd.engine")
@@ -324,6 +324,7 @@ class Engine:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
         await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
                                           verdict=decision.verdict, progress=decision.summary)
+        await release(self, sweep)
         self.notify()
 
     async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
