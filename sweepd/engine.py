@@ -35,7 +35,7 @@ from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
-from sweepd.sweeps import release, stop_sweep
+from sweepd.sweeps import release, release_ended, stop_sweep
 from sweepd.worktrees import GitError
 
 log = structlog.get_logger("sweepd.engine")
@@ -99,6 +99,8 @@ class Engine:
     # -- the pass ----------------------------------------------------------------------
 
     async def step(self) -> None:
+        if self._dirty is None:   # a new process: a crash may have come between an end and
+            await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
             await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
                                               rule="engine.start")

@@ -12,7 +12,7 @@ from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.store.rows import Sweep
 from sweepd.store.store import InvalidTransition
-from sweepd.strategies.registry import kind_of
+from sweepd.strategies.registry import kind_of, kinds
 from sweepd.worktrees import GitError
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ async def release(engine: Engine, sweep: Sweep) -> None:
         return
     try:
         removed = await hook(parse_spec(sweep.spec), engine.outputs / f"sweep-{sweep.id}")
-    except (GitError, OSError) as e:
+    except (GitError, OSError, SpecError) as e:
         await engine.store.add_event(sweep.id, "note", f"could not remove the sweep's "
                                      f"checkouts: {e}", rule="checkouts.release_failed",
                                      evidence=str(e))
@@ -102,6 +102,15 @@ async def release(engine: Engine, sweep: Sweep) -> None:
         await engine.store.add_event(sweep.id, "note", f"removed the sweep's {len(removed)} "
                                      "checkout(s)", rule="checkouts.released",
                                      evidence=", ".join(str(p) for p in removed))
+
+
+async def release_ended(engine: Engine) -> None:
+    """`release` for every ended sweep that still holds something (only kinds with a
+    `release` hook are asked)."""
+    ended = await engine.store.sweeps([SweepState.DONE, SweepState.FAILED, SweepState.ABORTED])
+    for sweep in ended:
+        if sweep.kind in kinds() and kinds()[sweep.kind].release is not None:
+            await release(engine, sweep)
 
 
 async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:

@@ -184,6 +184,21 @@ async def test_an_unclear_submission_is_looked_up_and_adopted(
     assert "Status: SUCCESS (exit 0)" in sub.log_path.read_text()
 
 
+async def test_a_job_dead_before_the_check_is_adopted_and_judged_by_slurm(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """submit.sh calls a job that ended badly within its pause a prolog death and exits 1
+    after printing the id: the job exists, so it is adopted and the scheduler's word on it
+    (FAILED, exit 1) decides, not a refusal."""
+    repo = toolkit(tmp_path)
+    slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "3"})
+    token = fresh("prolog")
+    sub = await slurm.submit(request(token, "chi2872", tmp_path, env={"FAKE_EXIT": "1"}))
+    assert sub.note and sub.note.startswith("submit.sh exited 1; ")
+    assert f"job {sub.backend_id} with token {token} found in the queue: adopted" in sub.note
+    status = await wait_state(slurm, sub.backend_id, FINISHED)
+    assert (status.state, status.exit_code) == (SchedulerState.FAILED, 1)
+
+
 async def test_duplicates_under_the_token_are_cancelled(slurm_env: dict[str, str],
                                                         tmp_path: Path) -> None:
     repo = toolkit(tmp_path)

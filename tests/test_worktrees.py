@@ -3,12 +3,21 @@ touched, each checkout is a repo root for submit.sh, and it goes when the sweep 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from sweepd import worktrees
+from sweepd.clusters.factory import make_backend
+from sweepd.config import load_config
+from sweepd.engine import Engine
+from sweepd.service import Service
+from sweepd.states import SweepState
+from sweepd.store.store import Store
+from tests.simrun import NODES, write_scenario
 
 
 def git(repo: Path, *args: str) -> str:
@@ -104,39 +113,59 @@ async def test_a_git_worktree_an_older_sweepd_made_becomes_a_clone(repo: Path,
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
-async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: Path) -> None:
-    """Aborted while its jobs run (the finished and failed ends: test_slurm_kinds)."""
-    from sweepd.clusters.factory import make_backend
-    from sweepd.config import load_config
-    from sweepd.engine import Engine
-    from sweepd.service import Service
-    from sweepd.store.store import Store
-    from tests.simrun import NODES, write_scenario
-
-    status_before = git(repo, "status", "--porcelain")
+@contextlib.asynccontextmanager
+async def sim_service(tmp_path: Path) -> AsyncIterator[Service]:
+    """A real store, engine (simulated cluster) and service; stepped by the test."""
     scenario = write_scenario(tmp_path, time_scale=0.05)
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "cluster.sim": {"scenario": str(scenario)}})
-    config.daemon.state_dir.mkdir(parents=True)
+    config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
     store = await Store.open(config.daemon.db_path)
     backend, clock = make_backend(config)
-    service = Service(Engine(store, backend, clock, config))
     try:
-        sweep_id = int((await service.submit({
-            "kind": "model-sweep", "nodes": NODES, "repo": str(repo),
-            "commits": ["v1", "main"], "matrix": {"llama2-70b": [1]}}))["id"])
-        root = config.daemon.outputs / f"sweep-{sweep_id}" / "worktrees"
-        for _ in range(20):
-            await service.engine.step()
-            if len(list(root.glob("*"))) == 2:
-                break
-        assert len(list(root.glob("*"))) == 2
-        await service.abort(sweep_id)
-        assert not root.exists()
-        released = [e for e in await store.events(sweep_id) if e.rule == "checkouts.released"]
-        assert len(released) == 1 and "removed the sweep's 2 checkout(s)" in released[0].reason
+        yield Service(Engine(store, backend, clock, config))
     finally:
         await backend.close()
         await store.close()
+
+
+async def start_model_sweep(service: Service, repo: Path) -> tuple[int, Path]:
+    """A model sweep over two commits, stepped until both checkouts exist."""
+    sweep_id = int((await service.submit({
+        "kind": "model-sweep", "nodes": NODES, "repo": str(repo),
+        "commits": ["v1", "main"], "matrix": {"llama2-70b": [1]}}))["id"])
+    root = service.engine.outputs / f"sweep-{sweep_id}" / "worktrees"
+    for _ in range(20):
+        await service.engine.step()
+        if len(list(root.glob("*"))) == 2:
+            break
+    assert len(list(root.glob("*"))) == 2
+    return sweep_id, root
+
+
+async def released(service: Service, sweep_id: int) -> list[str]:
+    return [e.reason for e in await service.store.events(sweep_id)
+            if e.rule == "checkouts.released"]
+
+
+async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: Path) -> None:
+    """Aborted while its jobs run (the finished and failed ends: test_slurm_kinds)."""
+    status_before = git(repo, "status", "--porcelain")
+    async with sim_service(tmp_path) as service:
+        sweep_id, root = await start_model_sweep(service, repo)
+        await service.abort(sweep_id)
+        assert not root.exists()
+        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == status_before
+
+
+async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: Path) -> None:
+    """The sweep ended, then the daemon died before its clean-up."""
+    async with sim_service(tmp_path) as service:
+        sweep_id, root = await start_model_sweep(service, repo)
+        await service.store.transition_sweep(sweep_id, SweepState.ABORTED, "test: crash")
+    async with sim_service(tmp_path) as service:   # a new process
+        await service.engine.step()
+        assert not root.exists()
+        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
