@@ -120,7 +120,8 @@ class Evidence:
 
     def describe(self) -> str:
         top = sorted(self.shares, key=lambda cs: -cs[1])[:3]
-        return ", ".join(f"{c} {s:.0%}" for c, s in top) + (f" ({self.source})" if self.source else "")
+        text = ", ".join(f"{c} {s:.0%}" for c, s in top)
+        return f"{text} ({self.source})" if self.source else text
 
 
 def mechanism_order(par: Parallelism, evidence: Evidence | None) -> tuple[Mechanism, ...]:

@@ -160,8 +160,9 @@ class Candidates:
             if Mechanism.PIPELINE not in p.mechanisms:
                 continue
             run = p
-            if base is not None and len(base.settings) + len(p.settings) <= self.inp.max_flags:
-                run = stack(tuple(sorted((base, p), key=lambda q: q.name)))
+            if (base is not None and not base.keys & p.keys
+                    and len(base.settings) + len(p.settings) <= self.inp.max_flags):
+                run = self._profile("+".join(sorted([*base.name.split("+"), p.name])))
             if not self._ok(run):
                 continue
             s = p.settings[0]
