@@ -22,5 +22,5 @@ class Inputs:
     wave_size: int = 8
     max_flakes: int = 3
     max_flags: int = 3
-    focus: int = 2  # mechanisms seeded in full before a winner may end the sweep
+    focus: int = 99  # mechanisms seeded in full before a winner may end the sweep
     microbatches: int | None = None  # the config's num_pipeline_microbatches (Wave 5)

@@ -107,7 +107,7 @@ class Candidates:
         for e in self._candidates():
             p = self._profile(e.profile)
             d = self._d(e.profile)
-            if "+" in e.profile or e.n < 2 or d < max(POSITIVE, self.board.se(
+            if "+" in e.profile or d < max(POSITIVE, self.board.se(
                     e.profile, self.primary)):
                 continue
             fam = p.family or p.name
