@@ -89,11 +89,12 @@ def generate(rng: random.Random, heldout: bool) -> Case:
         for p, e in zip(fam, curve, strict=True):
             effects[p.settings[0].label] = Effect(tgs=1 + e)
     names = list(fams)
-    winners = rng.sample(names, rng.choice((0, 1, 1, 2, 2, 3)))
-    for w in winners:
+    winners: list[str] = []
+    for w in rng.sample(names, rng.choice((0, 1, 1, 2, 2, 3))):
         if not heldout and rng.random() < 0.7:
             pool = [f for f, ps in fams.items() if ps[0].mechanisms & hot] or names
             w = rng.choice(pool)
+        winners.append(w)
         peak = rng.uniform(0.05, 0.15)
         curve = (_curve_jumpy if heldout else _curve_smooth)(rng, len(fams[w]), peak)
         for p, e in zip(fams[w], curve, strict=True):
@@ -126,11 +127,11 @@ def _interactions(rng: random.Random, cat: tuple[Profile, ...], winners: list[st
         out.append(Interaction(members=(fams[a][0].settings[0].key, fams[b][0].settings[0].key),
                                tgs=rng.uniform(0.93, 1.0)))
     for _ in range(rng.randint(0, 3 if heldout else 1)):
-        a, b = rng.sample(list(cat), 2)
-        if a.settings[0].key != b.settings[0].key:
+        p, q = rng.sample(list(cat), 2)
+        if p.settings[0].key != q.settings[0].key:
             tgs = rng.uniform(1.03, 1.08) if heldout and rng.random() < 0.4 else \
                 rng.uniform(0.95, 1.0)
-            out.append(Interaction(members=(a.settings[0].label, b.settings[0].label), tgs=tgs))
+            out.append(Interaction(members=(p.settings[0].label, q.settings[0].label), tgs=tgs))
     return tuple(out)
 
 

@@ -130,7 +130,9 @@ def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
             fate, detail = Fate.OOM, r.detail
     if fate is Fate.OPEN and flakes >= max_flakes:
         fate, detail = Fate.UNMEASURABLE, f"{flakes} flakes"
-    if fate is Fate.OPEN and len(lost) >= 2:  # retried once with the arms placed to win
-        fate, detail = Fate.NOT_APPLIED, lost[-1].detail
+    if fate is Fate.OPEN and lost:
+        detail = lost[-1].detail  # the culprit: what won over the profile's flags
+        if len(lost) >= 2:  # retried once with the arms placed to win
+            fate = Fate.NOT_APPLIED
     return Entry(key[0], key[1], samples, fate, detail, flakes, len(lost), pending,
                  min(r.wave for r in rs))

@@ -23,7 +23,9 @@ LIVE = 0.015  # a family whose first value moved TGS this much either way is sea
 POSITIVE = 0.005  # a confirmed single at least this much faster may join a stack
 MAX_N = 3  # runs of one profile before its mean is taken as it is
 STACK_PARTS = 4  # stacks are formed from the best few confirmed singles
-STACKS_PER_WAVE = 3
+STACKS_PER_WAVE = 2
+CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
+SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
 
 
 @dataclass
@@ -94,6 +96,8 @@ class Candidates:
             top = max(done, key=lambda p: self._d(p.name))
             if max(abs(self._d(p.name)) for p in done) < LIVE:
                 continue
+            if len(done) >= SETTLED_FAMILY and self._d(top.name) < 2 * POSITIVE:
+                continue
             for i in (top.position - 1, top.position + 1):
                 if 0 <= i < len(members) and self._ok(members[i]):
                     out.append((members[i], self.primary, "wave.numeric_neighbour",
@@ -107,9 +111,9 @@ class Candidates:
         for e in self._candidates():
             p = self._profile(e.profile)
             d = self._d(e.profile)
-            if "+" in e.profile or d < max(POSITIVE, self.board.se(
-                    e.profile, self.primary)):
-                continue
+            floor = max(POSITIVE, self.board.se(e.profile, self.primary))
+            if "+" in e.profile or d < floor or (e.n < 2 and d <= self.inp.bounded_gain):
+                continue  # a part is confirmed, or clear of noise in its one run
             fam = p.family or p.name
             if fam not in singles or d > self._d(singles[fam].profile):
                 singles[fam] = e
@@ -219,13 +223,18 @@ def wave_candidates(c: Candidates) -> list[Item]:
 
 
 def _rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
+    """Why a result must be measured again before it can count, or "" if it need not.
+
+    Only a result that would change the verdict is re-run: the first one above the bounded
+    bar, one within CONTENDER of the best confirmed, one within 2 se of the win bar.
+    """
     if n >= MAX_N:
         return ""
-    if n == 1 and d > inp.bounded_gain:
+    if n == 1 and d > inp.bounded_gain and best <= inp.bounded_gain:
         return f"above +{inp.bounded_gain:.0%} in one run: would change the verdict"
-    if n == 1 and d > 2 * POSITIVE and d + 2 * se >= best:
-        return "within noise of the best: a contender"
-    if abs(d - inp.win) < 2 * se and d > inp.bounded_gain:
+    if n == 1 and d > 2 * POSITIVE and d >= best - CONTENDER:
+        return f"{best - d:+.2%} from the best confirmed: a contender"
+    if abs(d - inp.win) < 2 * se and d > inp.bounded_gain and best < inp.win:
         return f"within 2 se of the +{inp.win:.0%} bar"
     return ""
 
