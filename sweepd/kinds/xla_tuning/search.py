@@ -140,7 +140,8 @@ def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Verd
     tried = cands.distinct_tried()
     top = max((board.delta(e.profile, primary) or 0.0 for e in board.measured(primary)
                if e.profile != RESTORE), default=0.0)
-    if tried >= inp.bounded_count and top <= inp.bounded_gain and not cands.confirmations():
+    settled = not (cands.confirmations() or cands.stacks())  # small gains may add up
+    if tried >= inp.bounded_count and top <= inp.bounded_gain and settled:
         return _verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
                         f"{tried} distinct profiles in Waves 2-4, none > "
                         f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope")

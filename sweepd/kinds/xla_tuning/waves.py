@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -22,8 +21,8 @@ Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
 POSITIVE = 0.005  # a confirmed single at least this much faster may join a stack
 MAX_N = 3  # runs of one profile before its mean is taken as it is
-STACK_PARTS = 4  # stacks are formed from the best few confirmed singles
 STACKS_PER_WAVE = 2
+SEED_TWO_FROM = 99  # families this long get two first values
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
 
@@ -106,32 +105,36 @@ class Candidates:
         return out
 
     def stacks(self) -> list[Item]:
-        """Confirmed winners together (different flags), the most promising first."""
+        """Forward selection: the leading recipe plus each positive single of another flag.
+
+        The leader is the best confirmed recipe (else the best single); a part need only be
+        clear of noise in its own run, since the stack is measured (and confirmed) itself.
+        """
         singles: dict[str, Entry] = {}
         for e in self._candidates():
-            p = self._profile(e.profile)
             d = self._d(e.profile)
-            floor = max(POSITIVE, self.board.se(e.profile, self.primary))
-            if "+" in e.profile or d < floor or (e.n < 2 and d <= self.inp.bounded_gain):
-                continue  # a part is confirmed, or clear of noise in its one run
-            fam = p.family or p.name
+            if "+" in e.profile or d < max(POSITIVE, self.board.se(e.profile, self.primary)):
+                continue
+            fam = self._profile(e.profile).family or e.profile
             if fam not in singles or d > self._d(singles[fam].profile):
                 singles[fam] = e
-        top = sorted(singles.values(), key=lambda e: -self._d(e.profile))[:STACK_PARTS]
-        combos: list[tuple[float, Profile]] = []
-        for k in (2, 3):
-            for parts in itertools.combinations(top, k):
-                profs = tuple(sorted((self._profile(e.profile) for e in parts),
-                                     key=lambda p: p.name))
-                keys = [s.key for p in profs for s in p.settings]
-                if len(keys) > self.inp.max_flags or len(set(keys)) < len(keys):
-                    continue
-                s = stack(profs)
-                if self._ok(s):
-                    combos.append((math.prod(1 + self._d(e.profile) for e in parts), s))
-        combos.sort(key=lambda c: -c[0])
-        return [(s, self.primary, "wave.stack", f"confirmed winners stacked, predicted "
-                 f"{pred - 1:+.2%} if they add up") for pred, s in combos[:STACKS_PER_WAVE]]
+        ranked = sorted(singles.values(), key=lambda e: -self._d(e.profile))
+        leader = best_recipe(self) or (ranked[0].profile if ranked else None)
+        if leader is None:
+            return []
+        base = self._profile(leader)
+        out: list[Item] = []
+        for e in ranked:
+            part = self._profile(e.profile)
+            if part.keys & base.keys or len(base.settings) + len(part.settings) > \
+                    self.inp.max_flags:
+                continue
+            s = self._profile("+".join(sorted([*leader.split("+"), e.profile])))
+            if self._ok(s):
+                pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
+                out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
+                            f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
+        return out[:STACKS_PER_WAVE]
 
     def seeds(self, focus_only: bool) -> list[Item]:
         """The first value of every untried family, mechanisms in the evidence's order."""
@@ -145,13 +148,12 @@ class Candidates:
                 if mech in p.mechanisms:
                     fams.setdefault(p.family or p.name, []).append(p)
             for fam, members in fams.items():
-                if any(self.board.get(p.name, self.primary) for p in members):
-                    continue
-                seed = sorted(members, key=lambda p: p.position)[len(members) // 2]
-                if self._ok(seed):
-                    out.append((seed, self.primary, "wave.catalog",
-                                f"{mech} (mechanism #{rank + 1} for "
-                                f"{self.inp.parallelism.text}); first value of {fam}"))
+                members.sort(key=lambda p: p.position)
+                for seed in (members[i] for i in seed_positions(len(members))):
+                    if self._ok(seed):
+                        out.append((seed, self.primary, "wave.catalog",
+                                    f"{mech} (mechanism #{rank + 1} for "
+                                    f"{self.inp.parallelism.text}); {fam} at {seed.name}"))
         return out
 
     def wave5(self, best: str | None) -> list[Item]:
@@ -220,6 +222,14 @@ def wave_candidates(c: Candidates) -> list[Item]:
             seen.add((it[0].name, it[1]))
             out.append(it)
     return out[: c.inp.wave_size]
+
+
+def seed_positions(n: int) -> tuple[int, ...]:
+    """Where a family of n values is first tried: the middle; long families at two points a
+    quarter in from each end, so no value is far from a measured one."""
+    if n < SEED_TWO_FROM:
+        return (n // 2,)
+    return (n // 4, (3 * n) // 4)
 
 
 def _rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
