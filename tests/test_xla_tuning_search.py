@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
@@ -170,3 +172,10 @@ def test_a_recipe_that_regresses_another_tag_is_config_conditional() -> None:
     r = replay(_inputs(land), land, random.Random(4))
     assert r.verdict.kind is VerdictKind.PROPOSAL
     assert r.verdict.conditional == ("dense",) and "config-conditional" in r.verdict.reason
+
+
+def test_a_result_for_a_profile_outside_the_catalog_is_refused_by_name() -> None:
+    inp = _inputs(fsdp8())
+    results = [*_wave1_done(inp), _ok("ag1G+nosuch", 1100.0, wave=2)]
+    with pytest.raises(ValueError, match=r"'ag1G\+nosuch': not in this sweep's catalog"):
+        plan(inp, results, FSDP_EVIDENCE)

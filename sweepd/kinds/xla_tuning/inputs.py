@@ -22,5 +22,7 @@ class Inputs:
     wave_size: int = 8
     max_flakes: int = 3
     max_flags: int = 3
-    focus: int = 99  # mechanisms seeded in full before a winner may end the sweep
+    # Mechanisms (in evidence order) seeded in full before a winner may end the sweep; all
+    # by default: a winner elsewhere would be missed (measured: docs/benchmarks.md).
+    focus: int = 99
     microbatches: int | None = None  # the config's num_pipeline_microbatches (Wave 5)

@@ -125,6 +125,11 @@ def _retries(inp: Inputs, board: Board, wave: int) -> tuple[Planned, ...]:
 
 
 def _resolve(table: dict[str, Profile], name: str) -> Profile:
+    """A stack from its parts' names; a result for a profile the sweep never had is refused."""
+    missing = [part for part in name.split("+") if part not in table]
+    if missing:
+        raise ValueError(f"result for profile {name!r}: not in this sweep's catalog "
+                         f"({', '.join(missing)})")
     return stack(tuple(table[part] for part in name.split("+")))
 
 

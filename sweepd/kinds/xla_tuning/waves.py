@@ -61,6 +61,10 @@ class Candidates:
     def _profile(self, name: str) -> Profile:
         if name in self.table:
             return self.table[name]
+        missing = [part for part in name.split("+") if part not in self.table]
+        if missing:
+            raise ValueError(f"result for profile {name!r}: not in this sweep's catalog "
+                             f"({', '.join(missing)})")
         return stack(tuple(self.table[part] for part in name.split("+")))
 
     def confirmations(self) -> list[Item]:
