@@ -6,11 +6,10 @@ import random
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import Outcome, Result
+from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
 from sweepd.kinds.xla_tuning.flags import default_catalog
-from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan

@@ -16,10 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Fate, Result, build
+from sweepd.kinds.xla_tuning.board import (
+    BASELINE,
+    EVIDENCE,
+    RESTORE,
+    Board,
+    Fate,
+    Inputs,
+    Result,
+    build,
+)
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Mechanism, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import restore_default
-from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.waves import Candidates, best_recipe, wave_candidates
 
 

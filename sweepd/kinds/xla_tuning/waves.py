@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Entry, Fate
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Entry, Fate, Inputs
 from sweepd.kinds.xla_tuning.catalog import (
     Axis,
     Evidence,
@@ -15,7 +15,6 @@ from sweepd.kinds.xla_tuning.catalog import (
     mechanism_order,
     stack,
 )
-from sweepd.kinds.xla_tuning.inputs import Inputs
 
 Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
