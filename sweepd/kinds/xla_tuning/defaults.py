@@ -128,5 +128,3 @@ def pp8() -> Landscape:
 def default_landscapes() -> tuple[Landscape, Landscape]:
     return fsdp8(), pp8()
 
-
-__all__ = ["RS", "default_landscapes", "fsdp8", "pp8"]

@@ -19,14 +19,13 @@ from enum import StrEnum
 from sweepd.kinds.xla_tuning.board import (
     BASELINE,
     EVIDENCE,
-    RESTORE,
     Board,
     Fate,
     Inputs,
     Result,
     build,
 )
-from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Mechanism, Profile, Setting, stack
+from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.waves import Candidates, best_recipe, wave_candidates
 
@@ -151,8 +150,8 @@ def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Verd
                             f"{best} confirmed >= +{inp.win:.0%} over baseline-deployed",
                             regressed)
     tried = cands.distinct_tried()
-    top = max((board.delta(e.profile, primary) or 0.0 for e in board.measured(primary)
-               if e.profile != RESTORE), default=0.0)
+    top = max((board.delta(e.profile, primary) or 0.0 for e in board.measured(primary)),
+              default=0.0)
     settled = not (cands.confirmations() or cands.stacks())  # small gains may add up
     if tried >= inp.bounded_count and top <= inp.bounded_gain and settled:
         return _verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
@@ -194,5 +193,5 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
     return Verdict(kind, rule, why, name, gain if name else None, conditional)
 
 
-__all__ = ["EVIDENCE_PROFILE", "Inputs", "Mechanism", "Plan", "Planned", "Verdict",
+__all__ = ["EVIDENCE_PROFILE", "Inputs", "Plan", "Planned", "Verdict",
            "VerdictKind", "plan"]

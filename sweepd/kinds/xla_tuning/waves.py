@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Entry, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Fate, Inputs
 from sweepd.kinds.xla_tuning.catalog import (
     Axis,
     Evidence,
@@ -252,4 +252,4 @@ def _rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
     return ""
 
 
-__all__ = ["RESTORE", "Candidates", "best_recipe", "wave_candidates"]
+__all__ = ["Candidates", "best_recipe", "wave_candidates"]
