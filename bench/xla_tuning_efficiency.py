@@ -42,7 +42,8 @@ METHODS: dict[str, Method] = {
     "planner": planner, "literal": literal, "exhaustive": exhaustive}
 DEFINITION = (
     "found = the reported recipe's TRUE gain is within 1 % of the best true recipe (<= 3 flags "
-    "from the catalog); false winner = a >= +5 % recipe claimed while its true gain is < +3 %; "
+    "from the catalog); false winner = a >= +5 % recipe claimed (by any verdict, the 8 h stop "
+    "included) while its true gain is < +3 %; "
     "wrong bounded = 'bounded' concluded while the true best is >= +3 %; found|>=5% = found, "
     "counted only over landscapes whose true best is >= +5 %"
 )
@@ -79,7 +80,7 @@ def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex
     t.found += true_gain >= best.gain / 1.01
     t.big += best.gain >= 1.05
     t.found_big += best.gain >= 1.05 and true_gain >= best.gain / 1.01
-    t.false_winner += claim.kind == "proposal" and true_gain < 1.03
+    t.false_winner += claim.gain >= 0.05 and true_gain < 1.03  # any verdict's claim
     t.wrong_bounded += claim.kind == "bounded" and best.gain >= 1.03
 
 

@@ -21,13 +21,14 @@ class Claim:
     kind: str  # proposal, bounded, timebox, exhausted
     settings: tuple[Setting, ...]
     runs: int
+    gain: float = 0.0  # the claimed (measured) gain of the recipe
 
 
 def planner(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
                  deployed=land.deployed_settings())
     r = replay(inp, land, rng)
-    return Claim(str(r.verdict.kind), r.settings(inp), len(r.results))
+    return Claim(str(r.verdict.kind), r.settings(inp), len(r.results), r.verdict.gain or 0.0)
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _claim(lab: _Lab, kind: str, table: dict[str, Profile], min_n: int) -> Claim
     best = lab.best(min_n)
     if best is None or lab.delta(best) <= 0:
         return Claim(kind, (), lab.runs)
-    return Claim(kind, table[best].settings, lab.runs)
+    return Claim(kind, table[best].settings, lab.runs, lab.delta(best))
 
 
 def _stack_top(lab: _Lab, table: dict[str, Profile], min_n: int, reps: int) -> None:

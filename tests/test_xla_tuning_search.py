@@ -178,3 +178,18 @@ def test_a_result_for_a_profile_outside_the_catalog_is_refused_by_name() -> None
     results = [*_wave1_done(inp), _ok("ag1G+nosuch", 1100.0, wave=2)]
     with pytest.raises(ValueError, match=r"'ag1G\+nosuch': not in this sweep's catalog"):
         plan(inp, results, FSDP_EVIDENCE)
+
+
+def test_near_the_8h_stop_the_leaders_are_confirmed_before_anything_new() -> None:
+    inp = _inputs(fsdp8())
+    results = [Result(r.profile, r.tag, r.outcome, r.tgs, queue_s=2.4 * 3600, wave=1)
+               for r in _wave1_done(inp)]
+    results += [_ok("ag768M", 1100.0, wave=2), _ok("nch8", 1040.0, wave=2)]
+    nxt = _wave(plan(inp, results, FSDP_EVIDENCE))
+    assert {p.rule for p in nxt} <= {"noise.rerun", "noise.rerun_baseline"}
+    assert "ag768M" in {p.profile.name for p in nxt}
+    results.append(_ok("ag768M", 1110.0, wave=3))
+    results[0] = Result("baseline", "sparse", Outcome.OK, 1000.0, queue_s=8 * 3600, wave=1)
+    v = plan(inp, results, FSDP_EVIDENCE)
+    assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX and v.recipe == "ag768M"
+    assert "unconfirmed" not in v.reason

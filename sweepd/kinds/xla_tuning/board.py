@@ -102,6 +102,7 @@ class Board:
     queue_s: float
     pending: int
     waves: tuple[int, ...] = field(default=())
+    runs: int = 0  # every result, failures included
 
     def get(self, profile: str, tag: str) -> Entry | None:
         return self.entries.get((profile, tag))
@@ -138,6 +139,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         queue_s=sum(r.queue_s for r in results),
         pending=sum(r.outcome is Outcome.PENDING for r in results),
         waves=tuple(sorted({r.wave for r in results})),
+        runs=len(results),
     )
 
 

@@ -148,7 +148,7 @@ def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Verd
         if regressed is not None:
             return _verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner",
                             f"{best} confirmed >= +{inp.win:.0%} over baseline-deployed",
-                            regressed)
+                            regressed, recipe=best)
     tried = cands.distinct_tried()
     top = max((board.delta(e.profile, primary) or 0.0 for e in board.measured(primary)),
               default=0.0)
@@ -182,15 +182,26 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
 
 
 def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
-             conditional: tuple[str, ...] = ()) -> Verdict:
+             conditional: tuple[str, ...] = (), recipe: str | None = None) -> Verdict:
+    """The verdict with the best recipe measured at least twice (a timebox, with nothing
+    confirmed yet, falls back to single runs and says so)."""
     primary = inp.tags[0]
-    cands = [e for e in board.measured(primary) if e.n >= 2 or kind is VerdictKind.TIMEBOX]
+    measured = board.measured(primary)
+    cands = [e for e in measured if e.n >= 2]
+    if not cands and kind is VerdictKind.TIMEBOX and measured:
+        cands, why = measured, why + "; best so far from single runs"
     best = max(cands, key=lambda e: board.delta(e.profile, primary) or -1.0, default=None)
-    gain = board.delta(best.profile, primary) if best else None
-    name = best.profile if best and gain is not None and gain > 0 else None
+    name = recipe or (best.profile if best else None)
+    gain = board.delta(name, primary) if name else None
+    if gain is None or gain <= 0:
+        name, gain = None, None
+    lead = max(measured, key=lambda e: board.delta(e.profile, primary) or -1.0, default=None)
+    lead_gain = board.delta(lead.profile, primary) if lead else None
+    if lead and lead_gain is not None and lead.n < 2 and lead_gain > (gain or 0.0):
+        why += f"; unconfirmed (one run): {lead.profile} {lead_gain:+.2%}"
     if conditional:
         why += f"; regresses {', '.join(conditional)} by > {inp.regress:.0%}: config-conditional"
-    return Verdict(kind, rule, why, name, gain if name else None, conditional)
+    return Verdict(kind, rule, why, name, gain, conditional)
 
 
 __all__ = ["EVIDENCE_PROFILE", "Inputs", "Plan", "Planned", "Verdict",

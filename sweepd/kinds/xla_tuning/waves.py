@@ -194,6 +194,11 @@ class Candidates:
                             f"{best} {self._d(best, tag):+.2%} on {tag} in one run: re-run"))
         return out
 
+    def closing(self) -> bool:
+        """Less queue time left than one more full wave would take (at the mean run so far)."""
+        mean = self.board.queue_s / max(1, self.board.runs)
+        return self.board.queue_s + self.inp.wave_size * mean >= self.inp.max_queue_s
+
     def plateaued(self) -> bool:
         return not (self.confirmations() or self.refinements() or self.stacks()
                     or self.seeds(focus_only=True))
@@ -213,6 +218,9 @@ def best_recipe(c: Candidates) -> str | None:
 def wave_candidates(c: Candidates) -> list[Item]:
     """The next wave, at most wave_size runs, in the module docstring's order."""
     best = best_recipe(c)
+    confirm = c.confirmations()
+    if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
+        return confirm[: c.inp.wave_size]
     items = c.confirmations() + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.wave5(best) or c.wave6(best)
