@@ -18,10 +18,10 @@ from sweepd.kinds.xla_tuning.catalog import (
 
 Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
-POSITIVE = 0.005  # a confirmed single at least this much faster may join a stack
+POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
 MAX_N = 3  # runs of one profile before its mean is taken as it is
 STACKS_PER_WAVE = 2
-SEED_TWO_FROM = 99  # families this long get two first values
+SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
 
@@ -221,7 +221,7 @@ def wave_candidates(c: Candidates) -> list[Item]:
     confirm = c.confirmations()
     if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
         return confirm[: c.inp.wave_size]
-    items = c.confirmations() + c.refinements() + c.stacks() + c.seeds(focus_only=True)
+    items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.wave5(best) or c.wave6(best)
     elif not items:
@@ -236,8 +236,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
 
 
 def seed_positions(n: int) -> tuple[int, ...]:
-    """Where a family of n values is first tried: the middle; long families at two points a
-    quarter in from each end, so no value is far from a measured one."""
+    """Where a family of n values is first tried: the middle (numeric neighbours follow when
+    it moved TGS); from SEED_TWO_FROM values on, a quarter in from each end."""
     if n < SEED_TWO_FROM:
         return (n // 2,)
     return (n // 4, (3 * n) // 4)
