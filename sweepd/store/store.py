@@ -303,6 +303,20 @@ class Store:
         rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Job.from_row(r) for r in rows]
 
+    async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
+        wanted = sorted(set(tokens))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = await self._all(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
+        return {str(r["token"]): Job.from_row(r) for r in rows}
+
+    async def store_id(self) -> str:
+        """This store's identity (migration 3), part of every token it issues."""
+        row = await self._one("SELECT value FROM daemon_state WHERE key = 'store.id'", (),
+                              "store id")
+        return str(row[0])
+
     async def transition_job(
         self, job_id: int, to: JobState, reason: str, *, rule: str | None = None,
         evidence: str | None = None, **fields: Any,
