@@ -214,8 +214,8 @@ class Engine:
         if due:
             self._last_poll = now
             self._early_polled |= early
-        if asked:
-            await self._contact(now)
+        if asked:   # the answer came now, not when the call began (it may have waited)
+            await self._contact(self.clock.now())
         return statuses
 
     async def _contact(self, now: float) -> None:
@@ -375,7 +375,8 @@ class Engine:
         """Cancel and report every job in the queue that carries a token of this store but
         is not the job that token's row follows: a duplicate of a submission a crash left
         open, or one no row knows. Tokens of other stores are never touched."""
-        if self._stray_until is None:
+        first = self._stray_until is None
+        if first:
             self._stray_until = now   # the first check of this process is this one
         if self._store_id is None:
             self._store_id = await self.store.store_id()
@@ -391,6 +392,11 @@ class Engine:
                 await self._cancel_stray(backend_id, token, row,
                                          f"job {backend_id} carries token {token}, whose "
                                          f"job is scheduler job {row.backend_id}")
+            elif first and row is not None and row.state == JobState.CANCELLED:
+                # Cancelled in the store, its scancel lost with an earlier process (a crash,
+                # or an outage before a `sweepd run` ended): send it again, once.
+                log.warning("job.cancel_resent", backend_id=backend_id, job=row.id)
+                self.cancel_later(backend_id)
 
     async def _cancel_stray(self, backend_id: str, token: str, row: Job | None,
                             why: str) -> None:

@@ -74,7 +74,7 @@ async def test_drained_node_is_resumed_where_allowed(tmp_path: Path,
 
 
 async def _outage(config: Config, seconds: float) -> int:
-    """Run a sweep; once its first job runs, stop slurmctld for `seconds`."""
+    """Run a sweep; once its first job runs, stop slurmctld for at least `seconds`."""
     sweep = asyncio.create_task(run(config, perf_spec(nodes=NODES, values=[4])))
     db = config.daemon.db_path
     while not db.exists() or not _running(db):
@@ -114,6 +114,18 @@ async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
     assert await _outage(config, 60) == EXIT_VERDICT
     rules = await _rules(config)
     assert "controller.wait" in rules and "controller.down_limit" not in rules
+    store = await open_store(config)
+    try:
+        events = await store.events(1)
+    finally:
+        await store.close()
+    # Measured from the last answer before the outage: at least the minute it lasted.
+    back = [e for e in events if e.rule == "controller.back"]
+    assert len(back) == 1 and back[0].evidence
+    assert float(back[0].evidence.removeprefix("down_s: ")) >= 60
+    # One line to the person when it goes, one when it is back.
+    told = [e.reason for e in events if e.kind == "progress" and "controller" in e.reason]
+    assert len(told) == 2 and "does not answer" in told[0] and "answers again" in told[1], told
 
 
 async def test_controller_down_past_the_limit_stops(tmp_path: Path,
