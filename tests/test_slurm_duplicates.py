@@ -16,6 +16,7 @@ import pytest
 
 from sweepd.clock import Clock
 from sweepd.clusters.factory import make_backend
+from sweepd.clusters.slurm import token_of
 from sweepd.clusters.submitguard import guard_path, record_group
 from sweepd.config import Config
 from sweepd.engine import Engine
@@ -124,3 +125,12 @@ async def test_an_earlier_submitter_is_awaited_then_ended_at_its_deadline(
             proc.kill()
         await engine.close()
         await store.close()
+
+
+def test_the_token_is_read_from_the_comment_or_the_submit_sh_name() -> None:
+    assert token_of("JAX-x", "sweepd:sw3-1a2b3c4d.e5f6a7") == "sw3-1a2b3c4d.e5f6a7"
+    name = "JAX-llama2-70b-steps_15-_env_SWEEPD_TOKEN_sw3-1a2b3c4d.e5f6a7-more_1"
+    assert token_of(name, "") == "sw3-1a2b3c4d.e5f6a7"
+    assert token_of("JAX-llama2-70b-_env_SWEEPD_TOKEN_sw12-0badc0de", "(null)") \
+        == "sw12-0badc0de"
+    assert token_of("JAX-llama2-70b-steps_15", "someone else's") is None
