@@ -8,6 +8,7 @@ recovered by the next pass of a new process.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 from collections.abc import Sequence
@@ -69,6 +70,7 @@ class Engine:
     # The last successful answer from the scheduler: an outage is measured from it.
     _last_contact: float | None = field(default=None, init=False)
     _told_down: set[int] = field(default_factory=set, init=False)
+    _outage_loaded: bool = field(default=False, init=False)
     # Jobs whose log said "done": polled once at once, then at the normal cadence.
     _early_polled: set[int] = field(default_factory=set, init=False)
     # Until when each poll also looks for duplicate submissions (None: at the first poll).
@@ -187,6 +189,7 @@ class Engine:
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
+        await self._load_outage()
         now = self.clock.now()
         ids = [j.backend_id for j in jobs if j.backend_id]
         submitting = [j for j in jobs if j.state == JobState.SUBMITTING]
@@ -218,6 +221,18 @@ class Engine:
             await self._contact(self.clock.now())
         return statuses
 
+    async def _load_outage(self) -> None:
+        """An outage an earlier process saw begin goes on counting from its start (the
+        limit too), and whom it told is told when it ends."""
+        if self._outage_loaded:
+            return
+        self._outage_loaded = True
+        saved = await self.store.daemon_value(CONTROLLER_DOWN_KEY)
+        if saved is not None:
+            outage = json.loads(saved)
+            self._controller_down_since = float(outage["since"])
+            self._told_down = {int(i) for i in outage["told"]}
+
     async def _contact(self, now: float) -> None:
         self._last_contact = now
         if self._controller_down_since is None:
@@ -236,11 +251,13 @@ class Engine:
                                            f"controller answers again (away {down:.0f} s)")
         self._controller_down_since = None
         self._told_down = set()
+        await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, None)
         self.notify()
 
     async def _controller_down(self, why: str) -> None:
         """The outage runs from the last successful answer, not from the first failed one:
         that is when the scheduler may have stopped hearing us."""
+        await self._load_outage()
         now = self.clock.now()
         limit = self.config.policy.controller_down_limit_s
         if self._controller_down_since is None:
@@ -256,6 +273,8 @@ class Engine:
                         f"answer (last answer {now - since:.0f} s ago): waiting up to "
                         f"{limit / 60:.0f} min")
                 self._told_down.add(sweep.id)
+            await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, json.dumps(
+                {"since": since, "told": sorted(self._told_down)}))
             self.notify()
         down = now - self._controller_down_since
         if down < limit:

@@ -33,8 +33,9 @@ NODE = "chi2872"
 
 def _sbatch(comment: str) -> str:
     out = subprocess.run(["sbatch", "--parsable", "-w", NODE, f"--comment={comment}",
-                          "--wrap", "sleep 300"], env={**os.environ, **cluster_env()},
-                         check=True, capture_output=True, text=True, timeout=30).stdout
+                          "-o", "/dev/null", "--wrap", "sleep 300"],
+                         env={**os.environ, **cluster_env()}, check=True,
+                         capture_output=True, text=True, timeout=30).stdout
     return out.strip().split(";")[0]
 
 

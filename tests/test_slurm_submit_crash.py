@@ -12,7 +12,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -77,12 +76,8 @@ def _wait(predicate: object, what: str, timeout: float = 60) -> None:
 
 
 def _restart(daemon: Daemon) -> int:
-    """Start the daemon again at once, without waiting for it to listen (its recovery pass
-    may itself be submitting)."""
-    with daemon.log.open("ab") as out:
-        daemon.proc = subprocess.Popen(
-            [sys.executable, "-m", "sweepd", "serve", "--config", str(daemon.config)],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    daemon.start_detached()
+    assert daemon.proc is not None
     return daemon.proc.pid
 
 
