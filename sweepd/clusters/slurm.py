@@ -28,6 +28,7 @@ from sweepd.clusters.base import (
     Submitted,
 )
 from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
 from sweepd.jobname import JobNameTooLong, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
@@ -184,6 +185,21 @@ def token_matches(token: str, name: str, comment: str) -> bool:
     return re.search(rf"(^|-){re.escape(part)}(-|$)", name) is not None
 
 
+# A sweepd token in a submit.sh job name: `..._env_SWEEPD_TOKEN_sw3-1a2b3c4d.e5f6a7-...`.
+_TOKEN_IN_NAME = re.compile(
+    rf"(?:^|-){re.escape(passthrough_part(f'_env_{TOKEN_ENV}='))}"
+    r"(sw\d+-[0-9a-f]{8}(?:\.[0-9a-f]+)?)(?=-|$)")
+
+
+def token_of(name: str, comment: str) -> str | None:
+    """The sweepd token a job carries (its comment, else its submit.sh name), if any."""
+    comment = comment.strip()
+    if comment.startswith(COMMENT_PREFIX):
+        return comment[len(COMMENT_PREFIX):] or None
+    found = _TOKEN_IN_NAME.search(name)
+    return found.group(1) if found else None
+
+
 def passthrough_args(request: JobRequest) -> list[str]:
     return ([f"{k}={v}" for k, v in request.overrides.items()]
             + [f"_env_{k}={v}" for k, v in request.env.items()])
@@ -246,6 +262,14 @@ class SlurmCluster:
         self._header_command = header_command
         self._summary_command = summary_command
         self._timeout_s = timeout_s
+        # Set for one submission: the first command run under it (sbatch, ./submit.sh)
+        # holds the token's guard file (clusters/submitguard.py).
+        self._guard: Path | None = None
+
+    @property
+    def submit_timeout_s(self) -> float:
+        """Wall seconds after which a submitting command is killed."""
+        return self._timeout_s
 
     # -- running commands -------------------------------------------------------------
 
@@ -261,6 +285,16 @@ class SlurmCluster:
         return [*prefix, *argv], cwd
 
     async def _run(self, argv: Sequence[str], cwd: Path | None = None) -> _Result:
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return await self._spawn(argv, cwd, None)
+        with hold(guard) as fd:
+            return await self._spawn(argv, cwd, fd)
+
+    async def _spawn(self, argv: Sequence[str], cwd: Path | None, guard_fd: int | None
+                     ) -> _Result:
+        """Run one command. A submitting one (`guard_fd`) gets its own process group and
+        the guard's descriptor, so it can be recognised and ended after a daemon crash."""
         full, local_cwd = self._argv(argv, cwd)
         proc = await asyncio.create_subprocess_exec(
             *full,
@@ -269,10 +303,16 @@ class SlurmCluster:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            pass_fds=() if guard_fd is None else (guard_fd,),
+            start_new_session=guard_fd is not None,
         )
+        if guard_fd is not None:
+            record_group(guard_fd, proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
         except TimeoutError:
+            if guard_fd is not None:
+                end_group(proc.pid)   # a wrapper's children too: they hold the guard
             proc.kill()
             await proc.wait()
             raise ControllerUnreachable(
@@ -290,9 +330,13 @@ class SlurmCluster:
     # -- submit -----------------------------------------------------------------------
 
     async def submit(self, request: JobRequest) -> Submitted:
-        if self.settings.mode == "submit_sh":
-            return await self._submit_sh(request)
-        return await self._submit_direct(request)
+        self._guard = guard_path(request.output_dir, request.token)
+        try:
+            if self.settings.mode == "submit_sh":
+                return await self._submit_sh(request)
+            return await self._submit_direct(request)
+        finally:
+            self._guard = None
 
     def _sbatch_args(self, request: JobRequest) -> list[str]:
         args = ["-N", str(len(request.nodes)),
@@ -475,6 +519,19 @@ class SlurmCluster:
         if record is None or record[1] is None:
             return None
         return Submitted(job_id, record[0], record[1])
+
+    async def live_tokens(self) -> dict[str, str]:
+        """Job id -> sweepd token of every job not yet finished that carries one."""
+        res = await self._run(["squeue", "--noheader", "-O", "JobID:|,Comment:1000|,Name:"])
+        if res.rc != 0:
+            self._raise_for("squeue", res)
+        found: dict[str, str] = {}
+        for line in res.out.splitlines():
+            parts = [p.strip() for p in line.split("|", 2)]
+            token = token_of(parts[2], parts[1]) if len(parts) == 3 else None
+            if token is not None and parts[0].isdigit():
+                found[parts[0]] = token
+        return found
 
     async def cancel(self, backend_id: str) -> None:
         res = await self._run(["scancel", backend_id])

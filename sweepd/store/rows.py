@@ -100,6 +100,7 @@ class Job(_Row):
     failure_node: str | None
     failure_line: str | None
     failure_detail: str | None
+    submit_deadline: float | None
 
 
 @dataclass(frozen=True)
