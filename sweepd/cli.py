@@ -35,7 +35,7 @@ def _config(args: argparse.Namespace, **overrides: Any) -> Config:
 def cmd_serve(args: argparse.Namespace) -> int:
     from sweepd.daemon import run_daemon
 
-    logs.configure(args.log_level, json=True)
+    logs.configure(args.log_level)   # JSON for journald, readable in a terminal
     # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
     return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
 
