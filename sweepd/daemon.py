@@ -110,6 +110,7 @@ async def serve(config: Config, stop: asyncio.Event,
     async with open_parts(config) as parts:
         # Before recovery: a bad token or token file refuses the start (SecretError).
         workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
+        parts.service.allowed_chats = frozenset(workers.chat_ids)   # what a spec may name
         # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
         # running ones from their stored offsets.
         await parts.engine.step()
