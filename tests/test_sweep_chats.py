@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sweepd.client import ClientError
 from sweepd.config import TelegramConfig
 from sweepd.notify import Workers, build_workers
 from sweepd.service import Service
 from sweepd.specs import SpecError, parse_spec
 from sweepd.states import SweepState
+from tests.daemon_proc import Daemon, write_config
+from tests.simrun import write_scenario
 from tests.telegram_double import CHAT, SPEC, STRANGER, TOKEN, BotApiDouble, Fault, until
 
 TEAM = -100777   # a group chat: negative ids are ordinary in Telegram
@@ -110,3 +114,26 @@ async def test_a_chat_the_daemon_does_not_allow_is_refused(service: Service,
 def test_chats_must_be_a_list_of_distinct_chat_ids(chats: Any, why: str) -> None:
     with pytest.raises(SpecError, match=why):
         parse_spec({**SPEC, "chats": chats})
+
+
+async def test_the_daemon_routes_and_refuses_by_its_configured_chats(
+        tmp_path: Path, double: BotApiDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real `sweepd serve` with Telegram on (the double): a sweep naming the team chat
+    speaks there; one naming a stranger is refused over the socket."""
+    monkeypatch.setenv("TG_BOT_TOKEN", TOKEN)
+    extra = (f'\n[telegram]\nenabled = true\ntoken_file = "{tmp_path / "none"}"\n'
+             f'chat_ids = [{CHAT}, {TEAM}]\nbase_url = "{double.base_url}"\n'
+             "poll_timeout_s = 0\nidle_s = 0.05\nbackoff_max_s = 0.1\n")
+    daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path), extra))
+    try:
+        client = await asyncio.to_thread(daemon.start)
+        with pytest.raises(ClientError) as refused:
+            await asyncio.to_thread(client.submit, {**SPEC, "chats": [STRANGER]})
+        assert refused.value.status == 422 and refused.value.details[0]["loc"] == ["chats"]
+        sid = (await asyncio.to_thread(client.submit, {**SPEC, "chats": [TEAM],
+                                                       "values": [8]}))["id"]
+        await until(lambda: any(f"sweep {sid}" in t or "submitted" in t
+                                for t in double.texts(TEAM)))
+        assert double.texts(TEAM) and not double.texts(CHAT)
+    finally:
+        daemon.kill()
