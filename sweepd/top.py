@@ -20,6 +20,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import (
@@ -106,7 +107,10 @@ def progress_of(sweep: Mapping[str, Any]) -> tuple[int, int | None]:
         return int(given["done"]), int(most) if isinstance(most, int) else None
     runs = sweep.get("run_list") or []
     done = sum(1 for r in runs if r.get("state") in FINISHED_RUNS)
-    most = (sweep.get("spec") or {}).get("max_runs")
+    spec = sweep.get("spec") or {}
+    most = spec.get("max_runs")
+    if isinstance(spec.get("values"), list) and isinstance(most, int):
+        most = min(most, len(spec["values"]))   # explicit candidates: at most one run each
     if sweep.get("state") in STOPPED - {"awaiting_decision"}:
         most = done   # nothing more will run
     return done, int(most) if isinstance(most, int) else None
@@ -119,13 +123,17 @@ def tgs_series(sweep: Mapping[str, Any]) -> list[float]:
 
 
 def latest_line(sweep: Mapping[str, Any]) -> str:
+    """The newest progress line's first line (a stop message's headline)."""
     lines = [e["reason"] for e in sweep.get("events") or [] if e.get("kind") == "progress"]
-    return escape(lines[-1]) if lines else ""
+    return escape(lines[-1].strip().splitlines()[0]) if lines and lines[-1].strip() else ""
 
 
 def stop_message(sweep: Mapping[str, Any]) -> str:
     """For a sweep awaiting a decision, the message it stopped with (the progress line
-    written with its last move to awaiting_decision); for an ended one, its reason."""
+    written with its last move to awaiting_decision); for an ended one, its reason; for
+    one still going, nothing."""
+    if sweep.get("state") not in STOPPED:
+        return ""
     if sweep.get("state") != "awaiting_decision":
         return escape(sweep.get("reason") or "", keep_newlines=True)
     events = sweep.get("events") or []
@@ -170,7 +178,7 @@ class SweepRow(ListItem):
         what = f"{sweep['id']:>4} {sweep['state']:<17} {sweep['kind']:<11} "
         self.query_one(".what", Label).update(Text(what + f"{done}/{most or '?'}"))
         self.query_one(ProgressBar).update(total=most, progress=done)
-        self.query_one(Sparkline).data = tgs_series(sweep) or [0.0]
+        self.query_one(Sparkline).data = tgs_series(sweep)
         self.query_one(".latest", Label).update(Text(latest_line(sweep)))
 
 
@@ -376,7 +384,8 @@ class TopApp(App[None]):
             table.add_row(*(_cell(run.get(key)) for key, _ in RUN_COLUMNS))
 
     def _status(self, text: str) -> None:
-        self.query_one("#status", Label).update(Text(text))
+        with contextlib.suppress(NoMatches):   # the view is closing: nobody to tell
+            self.query_one("#status", Label).update(Text(text))
 
     # -- keys --------------------------------------------------------------------------
 
