@@ -141,3 +141,25 @@ def test_a_taken_metrics_port_refuses_the_start(tmp_path: Path) -> None:
         with pytest.raises(AssertionError, match="cannot listen there"):
             daemon.start()
         daemon.kill()
+
+
+def test_an_unreachable_controller_shows(tmp_path: Path) -> None:
+    """The scheduler stops answering (a long outage; the sweep waits): reachability 0 and
+    the failed calls counted as unreachable."""
+    faults = [{"kind": "controller_down", "seconds": 1e6}]
+    extra = "\n[policy]\ncontroller_down_limit_s = 1e9\n"
+    daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path, faults), extra))
+    try:
+        client = daemon.start()
+        sweep_id = int(client.submit(perf_spec(values=[8]))["id"])
+        deadline = time.monotonic() + 60
+        while not any(e["rule"] == "controller.wait" for e in client.show(sweep_id)["events"]):
+            assert time.monotonic() < deadline, "the outage never began"
+            time.sleep(0.1)
+        got = parse(scrape_socket(daemon.socket))
+        assert got[("sweepd_controller_reachable", ())] == 0
+        assert got[("sweepd_scheduler_call_seconds_count",
+                    (("op", "poll"), ("outcome", "unreachable")))] >= 1
+        assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "running")))] == 1
+    finally:
+        daemon.kill()
