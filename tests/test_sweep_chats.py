@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sweepd.client import ClientError
 from sweepd.config import TelegramConfig
+from sweepd.metrics import exposition
 from sweepd.notify import Workers, build_workers
 from sweepd.service import Service
 from sweepd.specs import SpecError, parse_spec
@@ -85,6 +87,11 @@ async def test_a_failed_copy_is_resent_to_that_chat_only(service: Service,
     await delivering(workers, double, ["to both"])
     await until(lambda: double.texts(TEAM).count("to both") == 1)
     assert double.texts(CHAT).count("to both") == 1
+    # /metrics counts the failed attempt (read from the delivery rows).
+    scraped = text_string_to_metric_families((await exposition(service.store, None)).decode())
+    values = {s.name: s.value for f in scraped for s in f.samples}
+    assert values["sweepd_delivery_failures_total"] == 1
+    assert values["sweepd_delivery_refused_total"] == 0
     # The stop message's buttons reach the team chat too.
     await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
                                          progress="[model-perf STOP] halted")
