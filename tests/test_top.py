@@ -3,6 +3,11 @@ a real daemon on the simulated cluster, moved by the sweeps' real events."""
 
 from __future__ import annotations
 
+import os
+import select
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +141,26 @@ def test_top_without_a_daemon_says_so(tmp_path: Path,
     assert main(["top", "--socket", str(tmp_path / "none.sock")]) == 1
     assert "not running" in capsys.readouterr().err
 
+
+
+def test_sweepd_top_runs_in_a_terminal_and_q_quits(clean: Daemon) -> None:
+    """The verb itself, on a pseudo-terminal: it draws its footer, and `q` leaves with 0."""
+    clean.start()
+    primary, secondary = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "sweepd", "top", "--socket", str(clean.socket)],
+                            stdin=secondary, stdout=secondary, stderr=secondary,
+                            env={**os.environ, "TERM": "xterm-256color"})
+    os.close(secondary)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"explain" not in seen:
+            assert time.monotonic() < deadline and proc.poll() is None, seen[-2000:]
+            if select.select([primary], [], [], 0.5)[0]:
+                seen += os.read(primary, 65536)
+        os.write(primary, b"q")
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
