@@ -99,12 +99,13 @@ class Api:
 # -- what a sweep's JSON says (the one place that reads its fields) ----------------------
 
 def progress_of(sweep: Mapping[str, Any]) -> tuple[int, int | None]:
-    """Runs finished, and the most runs the sweep may take (None: unknown). Reads the
-    API's `progress` object when the daemon sends one, else counts the runs."""
+    """Runs finished, and the most runs the sweep may take (None: no fixed most). Reads
+    the API's `progress` object (`runs_done`, `runs_most`) when the daemon sends one, else
+    counts the runs itself (an older daemon)."""
     given = sweep.get("progress")
-    if isinstance(given, Mapping) and isinstance(given.get("done"), int):
-        most = given.get("max")
-        return int(given["done"]), int(most) if isinstance(most, int) else None
+    if isinstance(given, Mapping) and isinstance(given.get("runs_done"), int):
+        most = given.get("runs_most")
+        return int(given["runs_done"]), int(most) if isinstance(most, int) else None
     runs = sweep.get("run_list") or []
     done = sum(1 for r in runs if r.get("state") in FINISHED_RUNS)
     spec = sweep.get("spec") or {}
@@ -114,6 +115,13 @@ def progress_of(sweep: Mapping[str, Any]) -> tuple[int, int | None]:
     if sweep.get("state") in STOPPED - {"awaiting_decision"}:
         most = done   # nothing more will run
     return done, int(most) if isinstance(most, int) else None
+
+
+def progress_text(sweep: Mapping[str, Any]) -> str:
+    """The daemon's one-line progress (runs, jobs in flight, elapsed, ETA), if it sends it."""
+    given = sweep.get("progress")
+    line = given.get("line") if isinstance(given, Mapping) else None
+    return escape(str(line)) if line else ""
 
 
 def tgs_series(sweep: Mapping[str, Any]) -> list[float]:
@@ -375,8 +383,10 @@ class TopApp(App[None]):
             self._show_detail(event.item.sweep)
 
     def _show_detail(self, sweep: Mapping[str, Any]) -> None:
+        line = progress_text(sweep)
         self.query_one("#title", Label).update(Text(
-            f"sweep {sweep['id']}: {escape(sweep['name'])} ({sweep['state']})"))
+            f"sweep {sweep['id']}: {escape(sweep['name'])} ({sweep['state']})"
+            + (f" · {line}" if line else "")))
         self.query_one("#stop", Static).update(Text(stop_message(sweep)))
         table = self.query_one("#runs", DataTable)
         table.clear()

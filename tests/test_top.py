@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Label, Markdown, ProgressBar, Sparkline, Static
 
 from sweepd.cli import main
-from sweepd.top import Confirm, SweepRow, TextScreen, TopApp
+from sweepd.top import Confirm, SweepRow, TextScreen, TopApp, progress_of, progress_text
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 
@@ -164,3 +164,13 @@ def test_sweepd_top_runs_in_a_terminal_and_q_quits(clean: Daemon) -> None:
         if proc.poll() is None:
             proc.kill()
         os.close(primary)
+
+
+def test_progress_reads_the_api_progress_object_and_falls_back_to_the_runs() -> None:
+    given = {"state": "running", "run_list": [], "spec": {"max_runs": 12},
+             "progress": {"runs_done": 4, "runs_most": 9, "line": "run 5 of ≤ 9 · ETA ≤ 1h"}}
+    assert progress_of(given) == (4, 9) and progress_text(given) == "run 5 of ≤ 9 · ETA ≤ 1h"
+    assert progress_of({**given, "progress": {"runs_done": 2, "runs_most": None}}) == (2, None)
+    older = {"state": "running", "spec": {"max_runs": 12, "values": [4, 8, 12]},
+             "run_list": [{"state": "passed"}, {"state": "active"}]}
+    assert progress_of(older) == (1, 3) and progress_text(older) == ""
