@@ -20,12 +20,13 @@ from sweepd.text import compact_nodes
 
 
 class Service:
+    # The chats a spec may name (the daemon sets them from its Telegram settings); None:
+    # this process sends to no chat, nothing to check.
+    allowed_chats: frozenset[int] | None = None
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.store = engine.store
-        # The chats a spec may name (the daemon sets them from its Telegram settings);
-        # None: this process sends to no chat, nothing to check.
-        self.allowed_chats: frozenset[int] | None = None
 
     async def submit(self, data: Any) -> dict[str, Any]:
         spec = parse_spec(data)  # raises SpecError with field-level errors
