@@ -191,19 +191,23 @@ class SweepRow(ListItem):
 
 
 class TextScreen(ModalScreen[None]):
-    """Explain or report, scrollable; Escape or q closes it."""
+    """Explain (plain lines) or a report (Markdown), scrollable; Escape or q closes it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss", "close")]
 
-    def __init__(self, title: str, markdown: str) -> None:
+    def __init__(self, title: str, body: str, markdown: bool) -> None:
         super().__init__()
         self.title_text = title
+        self.body = body
         self.markdown = markdown
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="text"):
             yield Label(Text(self.title_text), id="text-title")
-            yield Markdown(self.markdown, id="text-body")
+            if self.markdown:
+                yield Markdown(self.body, id="text-body")
+            else:   # the daemon's text as it is: no markup read into it
+                yield Static(Text(self.body), id="text-body")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
@@ -391,7 +395,8 @@ class TopApp(App[None]):
         table = self.query_one("#runs", DataTable)
         table.clear()
         for run in sweep.get("run_list") or []:
-            table.add_row(*(_cell(run.get(key)) for key, _ in RUN_COLUMNS))
+            # Text, not str: a DataTable reads a str cell as markup.
+            table.add_row(*(Text(_cell(run.get(key))) for key, _ in RUN_COLUMNS))
 
     def _status(self, text: str) -> None:
         with contextlib.suppress(NoMatches):   # the view is closing: nobody to tell
@@ -405,8 +410,8 @@ class TopApp(App[None]):
         if sweep_id is not None:
             lines = await self._try(self.api.explain(sweep_id))
             if lines is not None:
-                body = "\n".join(f"- {escape(line)}" for line in lines) or "no events"
-                await self.push_screen(TextScreen(f"explain {sweep_id}", body))
+                body = "\n".join(escape(line) for line in lines) or "no events"
+                await self.push_screen(TextScreen(f"explain {sweep_id}", body, markdown=False))
 
     @work(group="open")
     async def action_report(self) -> None:
@@ -414,7 +419,7 @@ class TopApp(App[None]):
         if sweep_id is not None:
             markdown = await self._try(self.api.report(sweep_id))
             if markdown is not None:
-                await self.push_screen(TextScreen(f"report {sweep_id}", markdown))
+                await self.push_screen(TextScreen(f"report {sweep_id}", markdown, markdown=True))
 
     @work(group="act")
     async def action_resume(self) -> None:

@@ -71,7 +71,7 @@ async def test_a_sweep_submitted_while_watching_moves_to_done(clean: Daemon) -> 
     client = clean.start()
     app = TopApp(clean.socket, list_every_s=0.2, long_poll_s=2)
     async with app.run_test(size=SIZE) as pilot:
-        sweep_id = int(client.submit(perf_spec(values=[4, 8]))["id"])
+        sweep_id = int(client.submit(perf_spec(values=[4, 8], name="[b]tags[/b] stay text"))["id"])
         await until(pilot, lambda: row(app, sweep_id) is not None, "the new sweep")
         await until(pilot, lambda: state_of(app, sweep_id) == "done", "the sweep done")
         shown = client.show(sweep_id)
@@ -86,9 +86,9 @@ async def test_a_sweep_submitted_while_watching_moves_to_done(clean: Daemon) -> 
         # The selected sweep's runs table, the same rows as the store's.
         table = app.query_one("#runs", DataTable)
         await until(pilot, lambda: table.row_count == 2, "the runs table")
-        assert [table.get_row_at(i)[1] for i in range(2)] == [
+        assert [str(table.get_row_at(i)[1]) for i in range(2)] == [
             run["label"] for run in shown["run_list"]]
-        assert f"sweep {sweep_id}:" in label(app, "#title")
+        assert f"sweep {sweep_id}: [b]tags[/b] stay text" in label(app, "#title")
         await pilot.press("q")
 
 
@@ -106,7 +106,7 @@ async def test_stop_message_explain_report_resume_and_abort(faulty: Daemon) -> N
 
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, TextScreen), "explain")
-        assert "sweep submitted" in app.screen.query_one(Markdown).source
+        assert "sweep submitted" in str(app.screen.query_one("#text-body", Static).render())
         await pilot.press("escape")
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, TextScreen), "the report")
