@@ -46,6 +46,9 @@ FINISHED_RUNS = frozenset({"passed", "failed", "cancelled"})
 STOPPED = frozenset({"done", "failed", "aborted", "awaiting_decision"})
 RUN_COLUMNS = (("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
                ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE"))
+JOB_COLUMNS = (("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"),
+               ("backend_id", "SLURM ID"), ("state", "STATE"), ("failure_class", "FAILURE"),
+               ("nodes", "NODES"))
 
 
 class ApiError(Exception):
@@ -245,7 +248,7 @@ class SweepChanged(Message):
 
 
 class TopApp(App[None]):
-    """The dashboard: sweeps above, the selected sweep's runs and stop message below."""
+    """The dashboard: sweeps above; the selected sweep's stop message, runs and jobs below."""
 
     TITLE = "sweepd top"
     CSS = """
@@ -258,7 +261,9 @@ class TopApp(App[None]):
     #detail { height: 3fr; }
     #title { text-style: bold; }
     #stop { color: $warning; }
-    #runs { height: 1fr; }
+    #tables { height: 1fr; }
+    #runs { width: 1fr; }
+    #jobs { width: 1fr; }
     #status { color: $error; }
     Confirm { align: center middle; }
     #confirm { width: 70; height: auto; border: thick $error; padding: 1 2;
@@ -287,14 +292,17 @@ class TopApp(App[None]):
         with Vertical(id="detail"):
             yield Label(id="title")
             yield Static(id="stop")
-            yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            with Horizontal(id="tables"):
+                yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+                yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
             yield Label(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#runs", DataTable)
-        for key, header in RUN_COLUMNS:
-            table.add_column(header, key=key)
+        for selector, columns in (("#runs", RUN_COLUMNS), ("#jobs", JOB_COLUMNS)):
+            table = self.query_one(selector, DataTable)
+            for key, header in columns:
+                table.add_column(header, key=key)
         self.relist()
 
     async def on_unmount(self) -> None:
@@ -392,11 +400,18 @@ class TopApp(App[None]):
             f"sweep {sweep['id']}: {escape(sweep['name'])} ({sweep['state']})"
             + (f" · {line}" if line else "")))
         self.query_one("#stop", Static).update(Text(stop_message(sweep)))
-        table = self.query_one("#runs", DataTable)
-        table.clear()
-        for run in sweep.get("run_list") or []:
-            # Text, not str: a DataTable reads a str cell as markup.
-            table.add_row(*(Text(_cell(run.get(key))) for key, _ in RUN_COLUMNS))
+        runs = sweep.get("run_list") or []
+        # Jobs name their run by the runs table's `#`, as `sweepd show` does.
+        seq_of = {r.get("id"): r.get("seq") for r in runs}
+        jobs = [{**j, "run_seq": seq_of.get(j.get("run_id"), j.get("run_id"))}
+                for j in sweep.get("jobs") or []]
+        for selector, rows, columns in (("#runs", runs, RUN_COLUMNS),
+                                        ("#jobs", jobs, JOB_COLUMNS)):
+            table = self.query_one(selector, DataTable)
+            table.clear()
+            for item in rows:
+                # Text, not str: a DataTable reads a str cell as markup.
+                table.add_row(*(Text(_cell(item.get(key))) for key, _ in columns))
 
     def _status(self, text: str) -> None:
         with contextlib.suppress(NoMatches):   # the view is closing: nobody to tell

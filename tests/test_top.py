@@ -88,6 +88,10 @@ async def test_a_sweep_submitted_while_watching_moves_to_done(clean: Daemon) -> 
         await until(pilot, lambda: table.row_count == 2, "the runs table")
         assert [str(table.get_row_at(i)[1]) for i in range(2)] == [
             run["label"] for run in shown["run_list"]]
+        jobs = app.query_one("#jobs", DataTable)
+        assert jobs.row_count == len(shown["jobs"])
+        assert [str(jobs.get_row_at(i)[3]) for i in range(jobs.row_count)] == [
+            j["backend_id"] for j in shown["jobs"]]
         assert f"sweep {sweep_id}: [b]tags[/b] stay text" in label(app, "#title")
         await pilot.press("q")
 
