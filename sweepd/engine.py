@@ -31,6 +31,7 @@ from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
+from sweepd.metrics import observe_stored
 from sweepd.nodes import ensure_usable
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
@@ -177,6 +178,7 @@ class Engine:
         chunks = await self.follower.read_chunks(due)
         written = [c for c in chunks if c is not None]
         await self.store.record_logs(written)
+        observe_stored(due, written)   # line -> stored latency, for /metrics
         by_job = {c.job_id: c.fields for c in written}
         base = self.config.policy.tail_interval_s
         for job, chunk in zip(due, chunks, strict=True):

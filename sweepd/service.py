@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from sweepd.chats import refuse_unknown_chats
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
@@ -19,12 +20,17 @@ from sweepd.text import compact_nodes
 
 
 class Service:
+    # The chats a spec may name (the daemon sets them from its Telegram settings); None:
+    # this process sends to no chat, nothing to check.
+    allowed_chats: frozenset[int] | None = None
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.store = engine.store
 
     async def submit(self, data: Any) -> dict[str, Any]:
         spec = parse_spec(data)  # raises SpecError with field-level errors
+        refuse_unknown_chats(spec.chats, self.allowed_chats)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
         facts = await kind_of(spec.kind).gather(self.store, spec)
