@@ -112,6 +112,14 @@ class TimedBackend:
     async def resume_node(self, node: str) -> None:
         await self._timed("resume_node", self.inner.resume_node(node))
 
+    @property
+    def submit_timeout_s(self) -> float:
+        return self.inner.submit_timeout_s
+
+    async def live_tokens(self) -> dict[str, str]:
+        out: dict[str, str] = await self._timed("live_tokens", self.inner.live_tokens())
+        return out
+
     async def close(self) -> None:
         await self.inner.close()
 
