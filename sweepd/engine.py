@@ -28,6 +28,7 @@ from sweepd.clusters.base import (
 from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
+from sweepd.monitor.tail import is_lost
 from sweepd.nodes import ensure_usable
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
@@ -233,6 +234,8 @@ class Engine:
             return
         if job.state != JobState.RUNNING or job.last_output_at is None:
             return
+        if is_lost(job.log_identity):
+            return   # silence in a log that cannot be read was never observed
         silent = now - job.last_output_at
         # Process start-up and machine load are not sped up on a simulated cluster: never
         # call a job hung on less than `hang_floor_wall_s` of real silence.

@@ -49,7 +49,11 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     if verdict.klass is None:
         steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
                                for s in await store.steps(job.id)], bool(job.profiler))
-        if steady is None:
+        if steady is None and facts.log_lost:
+            verdict = Verdict(FailureClass.LOG_LOST, evidence=verdict.evidence,
+                              detail=f"the log could not be read; last step read "
+                                     f"{job.last_step}")
+        elif steady is None:
             verdict = Verdict(FailureClass.UNKNOWN, evidence="no steady-state steps in the log",
                               detail=f"last step {job.last_step}")
         else:
@@ -66,7 +70,9 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
                                 history, exclude_on_fault=kind.exclude_on_fault,
                                 config_stops=kind.config_stops,
-                                by_person=[e.node for e in exclusions if not e.job_id])
+                                by_person=[e.node for e in exclusions if not e.job_id],
+                                others_cancelled=verdict.klass == FailureClass.CANCELLED
+                                and _others_cancelled(job, all_jobs))
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
@@ -117,6 +123,21 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
                          evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
                          recovery=_recovery(verdict, job), outcome="failed again"
                          if job.attempt > 1 else "not recoverable by rule")
+
+
+def _others_cancelled(job: Job, jobs: list[Job]) -> bool:
+    """Every other job the sweep had running was cancelled outside sweepd too: those
+    concluded before this one (cancelled, their run not started again) and those the
+    scheduler already reports cancelled."""
+    def rerun(j: Job) -> bool:
+        return any(k.run_id == j.run_id and k.id > j.id for k in jobs)
+
+    others = [j for j in jobs if j.run_id != job.run_id and (
+        j.state in (JobState.QUEUED, JobState.RUNNING)
+        or (j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
+            and not rerun(j)))]
+    return bool(others) and all(j.state == JobState.RETRIED or j.scheduler_state == "CANCELLED"
+                                for j in others)
 
 
 def _recovery(verdict: Verdict, job: Job) -> str:

@@ -21,13 +21,13 @@ from sweepd.strategies.model_perf import (
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
 MAX_BATCH = 4096
-# Failures of a node or of the infrastructure say nothing about the value: such a run must
-# not become the search's upper bound (the value is tried again, on the nodes left). A
-# person's cancel is not among them: it is respected, not retried.
+# Failures of a node, of the infrastructure or a person's cancel say nothing about the
+# value: such a run must not become the search's upper bound (the value is tried again, on
+# the nodes left). docs/architecture.md "Failure classes" has the whole table.
 NOT_ABOUT_THE_VALUE = frozenset({
     FailureClass.GPU_HARDWARE, FailureClass.ECC, FailureClass.NODE_CRASH, FailureClass.NIC,
     FailureClass.NO_GPU, FailureClass.PULL, FailureClass.CHECKOUT_OUTAGE,
-    FailureClass.CONTROLLER_DOWN,
+    FailureClass.CONTROLLER_DOWN, FailureClass.CANCELLED, FailureClass.LOG_LOST,
 })
 
 
