@@ -116,9 +116,9 @@ class LogFollower:
                 rule="log.detached", run_id=job.run_id, job_id=job.id)
         if not _lost(job, tailer) or is_lost(job.log_identity):
             return
-        text = (f"job {job.backend_id}: log {job.log_path} {tailer.lost}; it cannot be "
-                "watched for hangs, and its end is judged by the scheduler's state and exit "
-                "code")
+        text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"
+                " the job cannot be watched for hangs, and its end is judged by the "
+                "scheduler's state and exit code")
         await self._store.add_event(job.sweep_id, "note", text, rule="log.lost",
                                     evidence=tailer.lost, run_id=job.run_id, job_id=job.id)
         await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
