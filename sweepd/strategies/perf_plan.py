@@ -9,7 +9,7 @@ from sweepd.models import resolve_model
 from sweepd.monitor.facts import FailureClass
 from sweepd.specs import ModelPerfSpec
 from sweepd.store.rows import Run
-from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.strategies.base import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
     Outcome,
     Probe,
@@ -91,6 +91,11 @@ def extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if open_runs(ctx.runs):
         return []
+    if len(ctx.nodes) < spec.needed_nodes:
+        # Never shrink the search below the sweep's minimum without asking.
+        return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
+                    f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
+                    "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
