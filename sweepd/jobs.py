@@ -72,7 +72,7 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
                                 config_stops=kind.config_stops,
                                 by_person=[e.node for e in exclusions if not e.job_id],
                                 others_cancelled=verdict.klass == FailureClass.CANCELLED
-                                and _others_cancelled(job, all_jobs))
+                                and others_cancelled(job, all_jobs))
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
@@ -125,19 +125,34 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
                          if job.attempt > 1 else "not recoverable by rule")
 
 
-def _others_cancelled(job: Job, jobs: list[Job]) -> bool:
-    """Every other job the sweep had running was cancelled outside sweepd too: those
-    concluded before this one (cancelled, their run not started again) and those the
-    scheduler already reports cancelled."""
-    def rerun(j: Job) -> bool:
-        return any(k.run_id == j.run_id and k.id > j.id for k in jobs)
+def others_cancelled(job: Job, jobs: list[Job]) -> bool:
+    """Every other run the sweep had going was cancelled outside sweepd too (a person
+    cancelled the whole sweep): per run, its latest job is cancelled by the scheduler, was
+    concluded as cancelled, or is the not yet running re-run of such a job (the cancels
+    may reach sweepd in different passes)."""
+    by_run: dict[int, list[Job]] = {}
+    for j in sorted(jobs, key=lambda j: j.id):
+        if j.run_id != job.run_id:
+            by_run.setdefault(j.run_id, []).append(j)
+    going = [_cancelled_run(js) for js in by_run.values() if _going(js[-1])]
+    return bool(going) and all(going)
 
-    others = [j for j in jobs if j.run_id != job.run_id and (
-        j.state in (JobState.QUEUED, JobState.RUNNING)
-        or (j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
-            and not rerun(j)))]
-    return bool(others) and all(j.state == JobState.RETRIED or j.scheduler_state == "CANCELLED"
-                                for j in others)
+
+def _was_cancelled(j: Job) -> bool:
+    return j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
+
+
+def _going(j: Job) -> bool:
+    return j.state in (JobState.SUBMITTING, JobState.QUEUED, JobState.RUNNING) or \
+        _was_cancelled(j)
+
+
+def _cancelled_run(js: list[Job]) -> bool:
+    last = js[-1]
+    if _was_cancelled(last) or last.scheduler_state == "CANCELLED":
+        return True
+    waiting = last.state in (JobState.SUBMITTING, JobState.QUEUED)
+    return waiting and len(js) > 1 and _was_cancelled(js[-2])
 
 
 def _recovery(verdict: Verdict, job: Job) -> str:
