@@ -44,6 +44,7 @@ def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]
             out.append([])
     return out
 
+
 def _lost(job: Job, tailer: LogTailer) -> bool:
     """The log cannot be read where one is expected: it was seen, or the job runs."""
     return bool(tailer.lost) and (tailer.identity is not None

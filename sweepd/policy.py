@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sweepd.config import PolicyConfig
+from sweepd.monitor.classify import PREEMPTED
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import Verdict
 
@@ -161,8 +162,7 @@ def _cancelled(case: Case) -> Action:
     """A cancel outside sweepd (scancel, preemption) says nothing about the run's value or
     node: the run goes again. A person who cancelled everything, or this run twice, is
     asked instead: resume runs it again, abort ends the sweep."""
-    what = case.verdict.detail if case.verdict.detail == "preempted by the scheduler" \
-        else "cancelled outside sweepd"
+    what = PREEMPTED if case.verdict.detail == PREEMPTED else "cancelled outside sweepd"
     if case.sweep.others_cancelled:
         return Action(Act.STOP, "cancelled.whole_sweep",
                       f"{what}, as was every other running job of the sweep: "

@@ -134,3 +134,10 @@ def test_same_error_on_a_node_the_person_excluded_is_not_a_config_issue() -> Non
     history = (Verdict(F.GPU_HARDWARE, node="n1"),)
     a = decide(case(F.GPU_HARDWARE, node="n2", history=history, by_person=("n1",)))
     assert (a.act, a.rule, a.exclude) == (Act.RETRY, "fault.exclude_node", "n2")
+
+
+def test_a_preempted_job_is_run_again_and_said_so() -> None:
+    a = decide(Case(Verdict(F.CANCELLED, detail="preempted by the scheduler"), (),
+                    SweepFacts(NODES, (), 1), LIMITS))
+    assert (a.act, a.rule) == (Act.RETRY, "cancelled.rerun")
+    assert a.reason.startswith("preempted by the scheduler")

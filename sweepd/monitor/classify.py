@@ -123,9 +123,10 @@ def classify(facts: JobFacts) -> Verdict:
     return _by_scheduler(facts) or _unknown(facts)
 
 
+PREEMPTED = "preempted by the scheduler"
 # Scheduler states that name a cause when the log names none.
 SCHEDULER_CAUSE: Mapping[str, tuple[FailureClass, str]] = {
-    "PREEMPTED": (_F.CANCELLED, "preempted by the scheduler"),
+    "PREEMPTED": (_F.CANCELLED, PREEMPTED),
     "NODE_FAIL": (_F.NODE_CRASH, "the scheduler says NODE_FAIL"),
     "OUT_OF_MEMORY": (_F.HOST_OOM, "the scheduler says OUT_OF_MEMORY (host memory)"),
 }
