@@ -111,10 +111,14 @@ class LogFollower:
         judged without it (no hang is called on silence nobody could observe)."""
         if tailer.detached and job.id not in self._detached:
             self._detached.add(job.id)
-            await self._store.add_event(
-                job.sweep_id, "note", f"job {job.backend_id}: its log {job.log_path} was "
-                f"{tailer.detached}; still reading the open file the job writes to",
-                rule="log.detached", run_id=job.run_id, job_id=job.id)
+            text = (f"job {job.backend_id}: its log {job.log_path} is gone ({tailer.detached});"
+                    " sweepd reads on through the file it has open, but the log will not be "
+                    "on disk to look at")
+            await self._store.add_event(job.sweep_id, "note", text, rule="log.detached",
+                                        evidence=tailer.detached, run_id=job.run_id,
+                                        job_id=job.id)
+            await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+                                        job_id=job.id)
         if not _lost(job, tailer) or is_lost(job.log_identity):
             return
         text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"

@@ -95,7 +95,9 @@ async def test_a_log_removed_while_its_job_runs_is_still_read(
         jobs = await store.jobs(s.id)
         assert [j.state for j in jobs] == [JobState.DONE] and jobs[0].tgs
         assert len(await store.steps(jobs[0].id)) == 30
-        notes = [e for e in await store.events(s.id) if e.rule == "log.detached"]
-        assert len(notes) == 1
+        events = await store.events(s.id)
+        assert len([e for e in events if e.rule == "log.detached"]) == 1
+        told = [e for e in events if e.kind == "progress" and "reads on through" in e.reason]
+        assert len(told) == 1
     finally:
         await store.close()
