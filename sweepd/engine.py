@@ -114,7 +114,8 @@ class Engine:
             fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
         now = self.clock.now()
         for job in fresh:
-            if job.state != JobState.SUBMITTING:
+            # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
+            if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
                 await self._judge(job, statuses.get(job.backend_id or ""), now)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()

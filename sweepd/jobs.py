@@ -72,7 +72,7 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
                                 config_stops=kind.config_stops,
                                 by_person=[e.node for e in exclusions if not e.job_id],
                                 others_cancelled=verdict.klass == FailureClass.CANCELLED
-                                and others_cancelled(job, all_jobs))
+                                and others_cancelled(job, all_jobs, engine.clock.now()))
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
@@ -125,16 +125,23 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
                          if job.attempt > 1 else "not recoverable by rule")
 
 
-def others_cancelled(job: Job, jobs: list[Job]) -> bool:
+# Cancels this close together (cluster seconds, as concluded) are taken as one action: a
+# job ends COMPLETING for a while after scancel, so one scancel of several jobs reaches
+# sweepd over several passes.
+CANCELLED_TOGETHER_S = 120.0
+
+
+def others_cancelled(job: Job, jobs: list[Job], now: float) -> bool:
     """Every other run the sweep had going was cancelled outside sweepd too (a person
-    cancelled the whole sweep): per run, its latest job is cancelled by the scheduler, was
-    concluded as cancelled, or is the not yet running re-run of such a job (the cancels
-    may reach sweepd in different passes)."""
+    cancelled the whole sweep): per run, its latest job is cancelled by the scheduler or
+    was concluded as cancelled, or it is sweepd's own re-run of a job whose cancel was
+    concluded within CANCELLED_TOGETHER_S."""
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         if j.run_id != job.run_id:
             by_run.setdefault(j.run_id, []).append(j)
-    going = [_cancelled_run(js) for js in by_run.values() if _going(js[-1])]
+    going = [_cancelled_run(js, now - CANCELLED_TOGETHER_S) for js in by_run.values()
+             if _going(js[-1])]
     return bool(going) and all(going)
 
 
@@ -147,12 +154,12 @@ def _going(j: Job) -> bool:
         _was_cancelled(j)
 
 
-def _cancelled_run(js: list[Job]) -> bool:
+def _cancelled_run(js: list[Job], since: float) -> bool:
     last = js[-1]
     if _was_cancelled(last) or last.scheduler_state == "CANCELLED":
         return True
-    waiting = last.state in (JobState.SUBMITTING, JobState.QUEUED)
-    return waiting and len(js) > 1 and _was_cancelled(js[-2])
+    before = js[-2] if len(js) > 1 else None
+    return before is not None and _was_cancelled(before) and (before.ended_at or 0.0) >= since
 
 
 def _recovery(verdict: Verdict, job: Job) -> str:

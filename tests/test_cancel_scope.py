@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweepd.jobs import others_cancelled
+from sweepd.jobs import CANCELLED_TOGETHER_S, others_cancelled
 from sweepd.states import JobState
 from sweepd.store.rows import Job
 
@@ -23,13 +23,14 @@ def job(id: int, run_id: int, state: JobState, **extra: Any) -> Job:
 
 
 CANCELLED = {"state": JobState.RETRIED, "failure_class": "cancelled"}
+NOW = 1000.0
 
 
 def test_one_job_cancelled_while_others_run_is_not_the_whole_sweep() -> None:
     me = job(1, 1, JobState.RUNNING, scheduler_state="CANCELLED")
     others = [job(2, 2, JobState.RUNNING, scheduler_state="RUNNING"),
               job(3, 3, JobState.DONE)]
-    assert not others_cancelled(me, [me, *others])
+    assert not others_cancelled(me, [me, *others], NOW)
 
 
 def test_every_running_job_cancelled_is_the_whole_sweep() -> None:
@@ -37,18 +38,20 @@ def test_every_running_job_cancelled_is_the_whole_sweep() -> None:
     jobs = [job(1, 1, **CANCELLED),                                    # concluded earlier
             job(2, 2, JobState.RUNNING, scheduler_state="CANCELLED"),  # not yet concluded
             job(4, 4, JobState.DONE), me]                               # finished: not going
-    assert others_cancelled(me, jobs)
+    assert others_cancelled(me, jobs, NOW)
 
 
-def test_a_rerun_not_yet_running_stands_for_its_cancelled_job() -> None:
+def test_sweepds_own_rerun_of_a_job_cancelled_with_this_one_stands_for_it() -> None:
+    # Cancelled together; this one's end reached sweepd later (COMPLETING for a while), the
+    # other's re-run was submitted meanwhile and already runs.
     me = job(3, 2, JobState.RUNNING, scheduler_state="CANCELLED")
-    jobs = [job(1, 1, **CANCELLED), job(2, 1, JobState.QUEUED), me]
-    assert others_cancelled(me, jobs)
-    running = [job(1, 1, **CANCELLED), job(2, 1, JobState.RUNNING, scheduler_state="RUNNING"),
-               me]
-    assert not others_cancelled(me, running)
+    rerun = job(2, 1, JobState.RUNNING, scheduler_state="RUNNING")
+    assert others_cancelled(me, [job(1, 1, **CANCELLED, ended_at=NOW - 5), rerun, me], NOW)
+    # A re-run after an earlier, separate cancel is judged by itself: it runs.
+    early = NOW - CANCELLED_TOGETHER_S - 1
+    assert not others_cancelled(me, [job(1, 1, **CANCELLED, ended_at=early), rerun, me], NOW)
 
 
 def test_a_sweep_with_one_job_going_is_asked_only_on_a_second_cancel() -> None:
     me = job(1, 1, JobState.RUNNING, scheduler_state="CANCELLED")
-    assert not others_cancelled(me, [me])   # the policy re-runs; cancelled.again asks
+    assert not others_cancelled(me, [me], NOW)   # the policy re-runs; cancelled.again asks

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.config import Config
-from sweepd.foreground import EXIT_VERDICT
+from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_peak_batch
 from sweepd.specs import expand_nodes
@@ -99,5 +99,41 @@ async def test_a_log_removed_while_its_job_runs_is_still_read(
         assert len([e for e in events if e.rule == "log.detached"]) == 1
         told = [e for e in events if e.kind == "progress" and "reads on through" in e.reason]
         assert len(told) == 1
+    finally:
+        await store.close()
+
+
+def _running_ids(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT backend_id FROM jobs WHERE state = 'running'").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [str(r[0]) for r in rows]
+
+
+async def test_every_running_job_scancelled_stops_and_asks(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    # A person cancelling the whole sweep by hand (one scancel of all its jobs): asked, not
+    # run again behind their back, and no node is judged on it.
+    config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.01))
+    sweep = asyncio.create_task(run(config, {"kind": "node-perf", "steps": 40,
+                                             "nodes": "chi[2832,2863,2867-2868]"}))
+    while len(ids := _running_ids(config.daemon.db_path)) < 4:
+        assert not sweep.done(), sweep.result()
+        await asyncio.sleep(0.1)
+    subprocess.run(["scancel", *ids], env={**os.environ, **cluster_env()}, check=True,
+                   timeout=30)
+    code, lines = await sweep
+    assert code == EXIT_AWAITING_DECISION, lines
+    store = await open_store(config)
+    try:
+        rules = [e.rule for e in await store.events(1)]
+        assert "cancelled.whole_sweep" in rules
+        assert not [r for r in await store.runs(1) if r.state == "failed"]
     finally:
         await store.close()
