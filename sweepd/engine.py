@@ -36,7 +36,7 @@ from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import Store
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
-from sweepd.sweeps import stop_sweep
+from sweepd.sweeps import release, release_ended, stop_sweep
 from sweepd.worktrees import GitError
 
 log = structlog.get_logger("sweepd.engine")
@@ -100,6 +100,8 @@ class Engine:
     # -- the pass ----------------------------------------------------------------------
 
     async def step(self) -> None:
+        if self._dirty is None:   # a new process: a crash may have come between an end and
+            await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
             await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
                                               rule="engine.start")
@@ -328,6 +330,7 @@ class Engine:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
         await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
                                           verdict=decision.verdict, progress=decision.summary)
+        await release(self, sweep)
         self.notify()
 
     async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
@@ -393,7 +396,9 @@ class Engine:
                              outcome="refused before submitting")
             return
         await self.store.transition_job(
-            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}", rule="engine.submit",
+            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
+            + (f" ({sub.note})" if sub.note else ""),
+            rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
             backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
             submitted_at=self.clock.now(), profiler=int(spec.profiler))
         self.notify()

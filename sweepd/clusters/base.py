@@ -58,6 +58,9 @@ class Submitted:
     backend_id: str
     job_name: str
     log_path: Path
+    # How an unclear submission was settled (adopted from the queue, duplicates cancelled):
+    # the engine records it as the submission's evidence.
+    note: str | None = None
 
 
 @dataclass(frozen=True)
