@@ -296,3 +296,15 @@ def test_a_completed_job_whose_log_was_lost_is_no_failure_of_its_own() -> None:
                           scheduler_state="FAILED", exit_code=1, log_lost=True))
     assert v.klass is FailureClass.UNKNOWN
     assert v.detail is not None and "the log could not be read" in v.detail
+
+
+def test_a_bare_killed_under_a_cancel_is_the_cancels_sigkill() -> None:
+    killed = signals("3: /run.sh: line 4:  881 Killed   python3 train.py")
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, signals=killed,
+                          scheduler_state="CANCELLED"))
+    assert v.klass is FailureClass.CANCELLED
+    # The kernel's own words are the OOM killer's, cancel or not.
+    oom = signals("kernel: Out of memory: Killed process 4242 (python3)")
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, signals=oom,
+                          scheduler_state="CANCELLED"))
+    assert v.klass is FailureClass.HOST_OOM

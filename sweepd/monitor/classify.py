@@ -31,7 +31,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
     Verdict,
 )
-from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL
+from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL, KILLED_DETAIL
 
 _F = FailureClass
 
@@ -163,11 +163,18 @@ def _cancelled(f: JobFacts) -> bool:
             or f.exit_code in CANCEL_EXITS)
 
 
+def _killed_by_cancel(f: JobFacts) -> bool:
+    """The job was cancelled: its SIGKILLs (exit 137, a bare `Killed`) are the cancel's."""
+    return f.cancelled_by_us or f.scheduler_state == "CANCELLED"
+
+
 def _signal_candidates(f: JobFacts) -> list[_Candidate]:
     out = []
     for seq, (offset, sig) in enumerate(f.signals):
         if sig.detail == EXCEPTION_DETAIL:
             continue   # evidence for a traceback, not a failure of its own
+        if sig.detail == KILLED_DETAIL and _killed_by_cancel(f):
+            continue
         klass, tier, detail = sig.klass, SIGNAL_TIER.get(sig.klass, Tier.ROOT), sig.detail
         if sig.klass is _F.COORD_TIMEOUT and sig.detail == HEARTBEAT_DETAIL:
             # The heartbeat kill ends a hang: classify it as the hang of its phase.
@@ -187,7 +194,7 @@ def _exit_codes(f: JobFacts) -> dict[str, int]:
 
 
 def _exit_candidates(f: JobFacts) -> list[_Candidate]:
-    if f.cancelled_by_us or f.scheduler_state == "CANCELLED":
+    if _killed_by_cancel(f):
         return []   # the cancel's own SIGTERM/SIGKILL: no crash, no host OOM
     codes = _exit_codes(f)
     failing = {h: c for h, c in codes.items() if c not in BENIGN_EXITS}
