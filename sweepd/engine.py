@@ -32,6 +32,7 @@ from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
 from sweepd.metrics import observe_stored
+from sweepd.monitor.tail import is_lost
 from sweepd.nodes import ensure_usable
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
@@ -139,7 +140,8 @@ class Engine:
             fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
         now = self.clock.now()
         for job in fresh:
-            if job.state != JobState.SUBMITTING:
+            # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
+            if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
                 await self._judge(job, statuses.get(job.backend_id or ""), now)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
@@ -329,6 +331,8 @@ class Engine:
         # scheduler's answer (at the poll period) says when it has ended.
         if job.state != JobState.RUNNING or job.last_output_at is None:
             return
+        if is_lost(job.log_identity):
+            return   # silence in a log that cannot be read was never observed
         silent = now - job.last_output_at
         # Process start-up and machine load are not sped up on a simulated cluster: never
         # call a job hung on less than `hang_floor_wall_s` of real silence.

@@ -25,7 +25,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
 )
 from sweepd.monitor.parse import parse_line
-from sweepd.monitor.tail import LogTailer
+from sweepd.monitor.tail import LogTailer, is_lost
 from sweepd.states import JobState
 from sweepd.store.rows import Job
 from sweepd.store.store import Store
@@ -43,6 +43,13 @@ def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]
                         error=str(e))
             out.append([])
     return out
+
+
+def _lost(job: Job, tailer: LogTailer) -> bool:
+    """The log cannot be read where one is expected: it was seen, or the job runs."""
+    return bool(tailer.lost) and (tailer.identity is not None
+                                  or job.state in (JobState.RUNNING, JobState.HUNG))
+
 
 NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
 
@@ -74,6 +81,7 @@ class LogFollower:
         self._store = store
         self._clock = clock
         self._tailers: dict[int, LogTailer] = {}
+        self._detached: set[int] = set()   # jobs whose deleted log was already reported
 
     async def retain(self, job_ids: set[int]) -> None:
         """Close the logs of jobs that are no longer followed (ended, cancelled)."""
@@ -81,6 +89,7 @@ class LogFollower:
             await self.forget(job_id)
 
     async def forget(self, job_id: int) -> None:
+        self._detached.discard(job_id)
         tailer = self._tailers.pop(job_id, None)
         if tailer is not None:
             await tailer.close()
@@ -91,8 +100,35 @@ class LogFollower:
         reads happen in one worker-thread call."""
         tailers = [self._tailer(job) for job in jobs]
         lines = await asyncio.to_thread(_read_all, tailers)
+        for job, tailer in zip(jobs, tailers, strict=True):
+            if tailer is not None:
+                await self._tell(job, tailer)
         return [self._chunk(job, t, got) if t is not None else None
                 for job, t, got in zip(jobs, tailers, lines, strict=True)]
+
+    async def _tell(self, job: Job, tailer: LogTailer) -> None:
+        """A log that vanished or cannot be read is news for the person: the job is then
+        judged without it (no hang is called on silence nobody could observe)."""
+        if tailer.detached and job.id not in self._detached:
+            self._detached.add(job.id)
+            text = (f"job {job.backend_id}: its log {job.log_path} is gone ({tailer.detached});"
+                    " sweepd reads on through the file it has open, but the log will not be "
+                    "on disk to look at")
+            await self._store.add_event(job.sweep_id, "note", text, rule="log.detached",
+                                        evidence=tailer.detached, run_id=job.run_id,
+                                        job_id=job.id)
+            await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+                                        job_id=job.id)
+        if not _lost(job, tailer) or is_lost(job.log_identity):
+            return
+        text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"
+                " the job cannot be watched for hangs, and its end is judged by the "
+                "scheduler's state and exit code")
+        await self._store.add_event(job.sweep_id, "note", text, rule="log.lost",
+                                    evidence=tailer.lost, run_id=job.run_id, job_id=job.id)
+        await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+                                    job_id=job.id)
+        log.warning("log.lost", job=job.id, path=job.log_path, why=tailer.lost)
 
     def _tailer(self, job: Job) -> LogTailer | None:
         if not job.log_path:
@@ -106,13 +142,17 @@ class LogFollower:
 
     def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]]
                ) -> LogChunk | None:
+        identity = tailer.stored_identity if _lost(job, tailer) else tailer.identity
+        # Readable again after being lost: silence is observable from now on.
+        back = {"last_output_at": self._clock.now()} if (
+            is_lost(job.log_identity) and not tailer.lost) else {}
         if not lines:
-            if tailer.identity != job.log_identity or tailer.offset != job.log_offset:
+            if identity != job.log_identity or tailer.offset != job.log_offset:
                 return LogChunk(job.id, {"log_offset": tailer.offset,
-                                         "log_identity": tailer.identity})
+                                         "log_identity": identity, **back})
             return None
         chunk = self._facts(job, lines)
-        chunk.fields.update(log_offset=tailer.offset, log_identity=tailer.identity,
+        chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
                             last_output_at=self._clock.now())
         return chunk
 
@@ -159,6 +199,16 @@ class LogFollower:
         return out
 
 
+def log_lost(job: Job) -> bool:
+    """No log could be read for the job's end: marked lost when last read, or never seen
+    and not there now."""
+    if is_lost(job.log_identity):
+        return True
+    if not job.log_path:
+        return False
+    return job.log_identity is None and not Path(job.log_path).is_file()
+
+
 async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
                     cancelled_by_us: bool, scheduler_exit: int | None = None) -> JobFacts:
     """Everything classification needs, read back from the store (never from memory)."""
@@ -181,5 +231,5 @@ async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
         expected_steps=expected_steps, summary=summary, node_exits=exits,
         scheduler_state=job.scheduler_state,
         exit_code=job.summary_exit if job.summary_exit is not None else scheduler_exit, hung=hung,
-        cancelled_by_us=cancelled_by_us,
+        cancelled_by_us=cancelled_by_us, log_lost=log_lost(job),
     )

@@ -49,7 +49,11 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     if verdict.klass is None:
         steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
                                for s in await store.steps(job.id)], bool(job.profiler))
-        if steady is None:
+        if steady is None and facts.log_lost:
+            verdict = Verdict(FailureClass.LOG_LOST, evidence=verdict.evidence,
+                              detail=f"the log could not be read; last step read "
+                                     f"{job.last_step}")
+        elif steady is None:
             verdict = Verdict(FailureClass.UNKNOWN, evidence="no steady-state steps in the log",
                               detail=f"last step {job.last_step}")
         else:
@@ -66,7 +70,9 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
     facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
                                 history, exclude_on_fault=kind.exclude_on_fault,
                                 config_stops=kind.config_stops,
-                                by_person=[e.node for e in exclusions if not e.job_id])
+                                by_person=[e.node for e in exclusions if not e.job_id],
+                                others_cancelled=verdict.klass == FailureClass.CANCELLED
+                                and others_cancelled(job, all_jobs, engine.clock.now()))
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
@@ -117,6 +123,43 @@ async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
                          evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
                          recovery=_recovery(verdict, job), outcome="failed again"
                          if job.attempt > 1 else "not recoverable by rule")
+
+
+# Cancels this close together (cluster seconds, as concluded) are taken as one action: a
+# job ends COMPLETING for a while after scancel, so one scancel of several jobs reaches
+# sweepd over several passes.
+CANCELLED_TOGETHER_S = 120.0
+
+
+def others_cancelled(job: Job, jobs: list[Job], now: float) -> bool:
+    """Every other run the sweep had going was cancelled outside sweepd too (a person
+    cancelled the whole sweep): per run, its latest job is cancelled by the scheduler or
+    was concluded as cancelled, or it is sweepd's own re-run of a job whose cancel was
+    concluded within CANCELLED_TOGETHER_S."""
+    by_run: dict[int, list[Job]] = {}
+    for j in sorted(jobs, key=lambda j: j.id):
+        if j.run_id != job.run_id:
+            by_run.setdefault(j.run_id, []).append(j)
+    going = [_cancelled_run(js, now - CANCELLED_TOGETHER_S) for js in by_run.values()
+             if _going(js[-1])]
+    return bool(going) and all(going)
+
+
+def _was_cancelled(j: Job) -> bool:
+    return j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
+
+
+def _going(j: Job) -> bool:
+    return j.state in (JobState.SUBMITTING, JobState.QUEUED, JobState.RUNNING) or \
+        _was_cancelled(j)
+
+
+def _cancelled_run(js: list[Job], since: float) -> bool:
+    last = js[-1]
+    if _was_cancelled(last) or last.scheduler_state == "CANCELLED":
+        return True
+    before = js[-2] if len(js) > 1 else None
+    return before is not None and _was_cancelled(before) and (before.ended_at or 0.0) >= since
 
 
 def _recovery(verdict: Verdict, job: Job) -> str:

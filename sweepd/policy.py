@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sweepd.config import PolicyConfig
+from sweepd.monitor.classify import PREEMPTED
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import Verdict
 
@@ -45,6 +46,8 @@ class SweepFacts:
     config_stops: bool = True
     # Nodes a person excluded: out of use, but no sign that the cluster is unhealthy.
     by_person: Sequence[str] = ()
+    # Every other job the sweep had running was cancelled outside sweepd as well.
+    others_cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,18 @@ class Case:
 Rule = Callable[[Case], Action]
 
 
+def _failed_before(case: Case) -> int:
+    """Earlier attempts that failed: a cancelled one did not fail, it was stopped."""
+    return sum(1 for p in case.prior if p.klass != F.CANCELLED)
+
+
 def _retry_or_record(case: Case, rule: str, what: str, outcome: str = "fail") -> Action:
-    if len(case.prior) >= case.limits.max_retries:
+    failed = _failed_before(case)
+    if failed >= case.limits.max_retries:
         return Action(Act.RECORD, "retries.max",
-                      f"{what}; {len(case.prior) + 1} attempts failed, max "
+                      f"{what}; {failed + 1} attempts failed, max "
                       f"{case.limits.max_retries} retries per job", outcome)
-    return Action(Act.RETRY, rule, f"{what}; retry {len(case.prior) + 1} of "
+    return Action(Act.RETRY, rule, f"{what}; retry {failed + 1} of "
                   f"{case.limits.max_retries}")
 
 
@@ -90,7 +99,10 @@ def _node_fault(case: Case) -> Action:
                       f"{v.klass}{f' on {node}' if node else ''}: the node is unhealthy")
     if node is None:
         return _retry_or_record(case, "fault.retry", f"{v.klass} on an unknown node")
-    same_elsewhere = [p for p in s.history if p.klass == v.klass and p.node not in (None, node)]
+    # A node the person already judged faulty and excluded is no second node: its error
+    # was that node's, so it does not make this one a config issue.
+    same_elsewhere = [p for p in s.history if p.klass == v.klass
+                      and p.node not in (None, node, *s.by_person)]
     if same_elsewhere:
         return Action(Act.STOP, "fault.same_error_other_nodes",
                       f"{v.klass} on {node} after the same error on {same_elsewhere[-1].node}: "
@@ -106,7 +118,7 @@ def _node_fault(case: Case) -> Action:
         return Action(Act.STOP, "nodes.below_minimum",
                       f"excluding {node} leaves {len(remaining)} nodes; the model needs "
                       f"{s.min_nodes}", exclude=node)
-    if len(case.prior) >= case.limits.max_retries:
+    if _failed_before(case) >= case.limits.max_retries:
         return Action(Act.RECORD, "retries.max", f"{v.klass} on {node}; retries exhausted",
                       exclude=node)
     return Action(Act.RETRY, "fault.exclude_node",
@@ -147,7 +159,25 @@ def _checkout(case: Case) -> Action:
 
 
 def _cancelled(case: Case) -> Action:
-    return Action(Act.RECORD, "cancelled.external", "cancelled outside sweepd")
+    """A cancel outside sweepd (scancel, preemption) says nothing about the run's value or
+    node: the run goes again. A person who cancelled everything, or this run twice, is
+    asked instead: resume runs it again, abort ends the sweep."""
+    what = PREEMPTED if case.verdict.detail == PREEMPTED else "cancelled outside sweepd"
+    if case.sweep.others_cancelled:
+        return Action(Act.STOP, "cancelled.whole_sweep",
+                      f"{what}, as was every other running job of the sweep: "
+                      "resume runs them again, abort ends the sweep")
+    if any(p.klass == F.CANCELLED for p in case.prior):
+        return Action(Act.STOP, "cancelled.again",
+                      f"{what}, a second time for this run: resume runs it again, abort "
+                      "ends the sweep")
+    return Action(Act.RETRY, "cancelled.rerun",
+                  f"{what}: says nothing about the run's value; run again")
+
+
+def _log_lost(case: Case) -> Action:
+    return _retry_or_record(case, "log.lost_rerun", "the job completed but its log could "
+                            "not be read, so it was not measured; run again")
 
 
 def _unknown(case: Case) -> Action:
@@ -167,6 +197,7 @@ RULES: dict[F, Rule] = {
     F.UNKNOWN_FLAG: _config,
     F.CHECKOUT_OUTAGE: _checkout,
     F.CANCELLED: _cancelled,
+    F.LOG_LOST: _log_lost,
     F.UNKNOWN: _unknown,
 }
 

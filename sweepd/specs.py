@@ -231,6 +231,13 @@ class ModelPerfSpec(_Spec):
                              f"{len(self.node_list)} pinned (min_nodes overrides that)")
         return self
 
+    @property
+    def needed_nodes(self) -> int:
+        """`min_nodes`, by default more than half the pinned nodes (and at least the
+        model's own minimum): a search on fewer nodes is not the one that was asked for."""
+        return self.min_nodes or max(resolve_model(self.model).min_nodes,
+                                     len(self.node_list) // 2 + 1)
+
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N {self.parameter}"
 

@@ -75,15 +75,29 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
         raise SpecError(f"sweep {sweep_id} has not excluded {compact_nodes(never)}; excluded: "
                         f"{compact_nodes(current) if current else 'none'}",
                         [{"loc": ["readmit"], "msg": f"not excluded: {compact_nodes(never)}"}])
+    back = set(readmit)
+    wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
+    _enough_left(sweep, wanted)
     if exclude or readmit:
-        back = set(readmit)
-        wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
         await engine.store.set_exclusions(sweep_id, wanted, "set on resume")
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
                                         rule="person.resume",
                                         progress=f"sweep {sweep_id} resumed")
     engine.mark(sweep_id)
     engine.notify()
+
+
+def _enough_left(sweep: Sweep, excluded: Sequence[str]) -> None:
+    """A resume that leaves fewer usable nodes than the sweep needs would stop again at
+    once: refuse it, nothing recorded."""
+    spec = parse_spec(sweep.spec)
+    left = [n for n in spec.node_list if n not in set(excluded)]
+    if len(left) >= spec.needed_nodes:
+        return
+    what = (f"sweep {sweep.id} would have {len(left)} usable node(s) of its "
+            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); it "
+            f"needs {spec.needed_nodes} (min_nodes): readmit a node, or abort")
+    raise SpecError(what, [{"loc": ["exclude"], "msg": what}])
 
 
 async def release(engine: Engine, sweep: Sweep) -> None:

@@ -259,3 +259,52 @@ def test_an_exception_line_alone_is_not_a_failure() -> None:
                     scheduler_state="COMPLETED", exit_code=0,
                     signals=signals("0: RuntimeError: retried and recovered"))
     assert classify(done).klass is None
+
+
+def test_a_scancels_exit_codes_are_no_crash_and_no_host_oom() -> None:
+    # scancel: SIGTERM (143) on every node, SIGKILL (137) where a rank outlived KillWait.
+    for codes in ((143, 143, 137, 143), (137, 137, 137, 137), (1, 143, 143, 143)):
+        v = classify(JobFacts(
+            node_map=NODES, phase=Phase.TRAINING, last_step=6, scheduler_state="CANCELLED",
+            exit_code=0, node_exits=[NodeExitFact(h, c) for h, c in
+                                     zip(NODES.values(), codes, strict=True)]))
+        assert (v.klass, v.node) == (FailureClass.CANCELLED, None), codes
+
+
+def test_an_oom_before_a_scancel_is_still_the_oom() -> None:
+    v = classify(JobFacts(node_map=NODES, phase=Phase.COMPILE, scheduler_state="CANCELLED",
+                          signals=signals("1: RESOURCE_EXHAUSTED: Out of memory while trying "
+                                          "to allocate 12.5GiB")))
+    assert v.klass is FailureClass.OOM
+
+
+def test_scheduler_states_that_name_a_cause() -> None:
+    def klass(state: str) -> FailureClass | None:
+        return classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=6,
+                                 scheduler_state=state)).klass
+
+    assert klass("PREEMPTED") is FailureClass.CANCELLED
+    assert klass("NODE_FAIL") is FailureClass.NODE_CRASH
+    assert klass("OUT_OF_MEMORY") is FailureClass.HOST_OOM
+
+
+def test_a_completed_job_whose_log_was_lost_is_no_failure_of_its_own() -> None:
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=3,
+                          scheduler_state="COMPLETED", exit_code=0, log_lost=True))
+    assert v.klass is FailureClass.LOG_LOST
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=3,
+                          scheduler_state="FAILED", exit_code=1, log_lost=True))
+    assert v.klass is FailureClass.UNKNOWN
+    assert v.detail is not None and "the log could not be read" in v.detail
+
+
+def test_a_bare_killed_under_a_cancel_is_the_cancels_sigkill() -> None:
+    killed = signals("3: /run.sh: line 4:  881 Killed   python3 train.py")
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, signals=killed,
+                          scheduler_state="CANCELLED"))
+    assert v.klass is FailureClass.CANCELLED
+    # The kernel's own words are the OOM killer's, cancel or not.
+    oom = signals("kernel: Out of memory: Killed process 4242 (python3)")
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, signals=oom,
+                          scheduler_state="CANCELLED"))
+    assert v.klass is FailureClass.HOST_OOM

@@ -164,9 +164,9 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
     ("3: :0:rocdevice.cpp            :3020: 1234 us: Callback: Queue aborting with error : "
      "Aborting", FailureClass.GPU_HARDWARE, None),
     ("1: [ERROR] GPU 3: 12 uncorrectable ECC errors", FailureClass.ECC, None),
-    ("Killed", FailureClass.HOST_OOM, None),
+    ("Killed", FailureClass.HOST_OOM, "killed by SIGKILL"),
     ("2: /workspace/run.sh: line 42:  8812 Killed                  python3 -m MaxText.train",
-     FailureClass.HOST_OOM, None),
+     FailureClass.HOST_OOM, "killed by SIGKILL"),
     ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=12345.3.",
      FailureClass.HOST_OOM, None),
     ("0: chi2832:123:456 [0] NCCL WARN Timeout waiting for proxy", FailureClass.COLLECTIVE_TIMEOUT,

@@ -101,5 +101,43 @@ def test_checkout_outage_retries_hourly_without_a_cap() -> None:
     assert (a.act, a.delay_s) == (Act.RETRY, 3600)
 
 
-def test_external_cancel_is_recorded() -> None:
-    assert decide(case(F.CANCELLED)).act == Act.RECORD
+def test_external_cancel_is_run_again_not_recorded() -> None:
+    # A cancel says nothing about the run's value: never the run's result.
+    a = decide(case(F.CANCELLED))
+    assert (a.act, a.rule, a.exclude) == (Act.RETRY, "cancelled.rerun", None)
+
+
+def test_a_cancel_does_not_use_up_the_retries_of_a_fault() -> None:
+    cancelled = Verdict(F.CANCELLED)
+    a = decide(case(F.COLLECTIVE_TIMEOUT, prior=(cancelled, Verdict(F.COLLECTIVE_TIMEOUT))))
+    assert (a.act, a.rule) == (Act.RETRY, "collective_timeout.retry")
+
+
+def test_a_run_cancelled_twice_asks_the_person() -> None:
+    a = decide(case(F.CANCELLED, prior=(Verdict(F.CANCELLED),)))
+    assert (a.act, a.rule) == (Act.STOP, "cancelled.again")
+
+
+def test_every_running_job_cancelled_asks_the_person() -> None:
+    a = decide(Case(Verdict(F.CANCELLED), (), SweepFacts(NODES, (), 1, others_cancelled=True),
+                    LIMITS))
+    assert (a.act, a.rule) == (Act.STOP, "cancelled.whole_sweep")
+
+
+def test_a_lost_log_is_run_again_within_the_cap() -> None:
+    a = decide(case(F.LOG_LOST))
+    assert (a.act, a.rule) == (Act.RETRY, "log.lost_rerun")
+
+
+def test_same_error_on_a_node_the_person_excluded_is_not_a_config_issue() -> None:
+    # n1 was judged faulty and excluded by the person: its error was n1's.
+    history = (Verdict(F.GPU_HARDWARE, node="n1"),)
+    a = decide(case(F.GPU_HARDWARE, node="n2", history=history, by_person=("n1",)))
+    assert (a.act, a.rule, a.exclude) == (Act.RETRY, "fault.exclude_node", "n2")
+
+
+def test_a_preempted_job_is_run_again_and_said_so() -> None:
+    a = decide(Case(Verdict(F.CANCELLED, detail="preempted by the scheduler"), (),
+                    SweepFacts(NODES, (), 1), LIMITS))
+    assert (a.act, a.rule) == (Act.RETRY, "cancelled.rerun")
+    assert a.reason.startswith("preempted by the scheduler")

@@ -210,7 +210,8 @@ async def test_cleanup_exit_143_after_the_last_step_is_success(tmp_path: Path) -
         await store.close()
 
 
-async def test_cancelled_outside_sweepd_is_recorded_not_retried(tmp_path: Path) -> None:
+async def test_cancelled_outside_sweepd_is_run_again_and_no_verdict_rests_on_it(
+        tmp_path: Path) -> None:
     import asyncio
 
     from sweepd import foreground
@@ -219,8 +220,8 @@ async def test_cancelled_outside_sweepd_is_recorded_not_retried(tmp_path: Path) 
     scenario = write_scenario(tmp_path)
     config = sim_config(tmp_path, scenario)
     lines: list[str] = []
-    sweep = asyncio.create_task(foreground.run_sweep(config, perf_spec(values=[8]),
-                                                     lines.append))
+    sweep = asyncio.create_task(foreground.run_sweep(
+        config, perf_spec(values=[6, 8, 10, 12], steps=50), lines.append))
     log_dir = config.daemon.outputs / "sweep-1"
     while not (log_dir.exists() and any(log_dir.glob("*.log"))):
         await asyncio.sleep(0.05)
@@ -228,12 +229,14 @@ async def test_cancelled_outside_sweepd_is_recorded_not_retried(tmp_path: Path) 
     job_id = next(log_dir.glob("*.log")).name.split("-")[0]
     await asyncio.sleep(0.3)
     await backend.cancel(job_id)  # a person's scancel, not sweepd's
-    assert await sweep == 4
+    assert await sweep == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
         jobs = await store.jobs(1)
-        assert [j.state for j in jobs] == [JobState.FAILED]
-        assert jobs[0].failure_class == "cancelled"
-        assert "cancelled.external" in _rules(await store.events(1))
+        assert (jobs[0].state, jobs[0].failure_class) == (JobState.RETRIED, "cancelled")
+        assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
+        assert "cancelled.rerun" in _rules(await store.events(1))
+        assert not [r for r in await store.runs(1) if r.state == "failed"]
+        assert (await store.sweep(1)).verdict["best"] == 10   # the true optimum
     finally:
         await store.close()

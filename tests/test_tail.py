@@ -134,3 +134,53 @@ async def test_50mb_log_in_bounded_chunks(tmp_path: Path) -> None:
     assert total_lines == count
     assert tailer.offset == len(line) * count
     assert calls >= (len(line) * count) // chunk
+
+
+async def test_a_deleted_log_is_read_on_through_the_open_file(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_bytes(b"line one\n")
+    writer = log.open("ab")   # the job's own descriptor, as Slurm's stdout
+    try:
+        tailer = tail(log)
+        assert await tailer.read_lines() == [(0, "line one")]
+        log.unlink()
+        writer.write(b"line two\n")
+        writer.flush()
+        assert await tailer.read_lines() == [(9, "line two")]
+        assert (tailer.lost, tailer.detached) == (None, "deleted")
+    finally:
+        writer.close()
+
+
+async def test_a_directory_in_the_logs_place_does_not_hide_the_open_file(
+        tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_bytes(b"one\n")
+    writer = log.open("ab")
+    try:
+        tailer = tail(log)
+        assert await tailer.read_lines() == [(0, "one")]
+        log.unlink()
+        log.mkdir()
+        writer.write(b"two\n")
+        writer.flush()
+        assert await tailer.read_lines() == [(4, "two")]
+        assert tailer.detached == "not a regular file" and tailer.restarts == 0
+    finally:
+        writer.close()
+
+
+async def test_a_log_gone_before_it_was_opened_is_lost_and_stays_so(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.mkdir()
+    tailer = tail(log, offset=40, identity="1:2")
+    assert await tailer.read_lines() == []
+    assert tailer.lost == "not a regular file"
+    assert tailer.stored_identity == "lost|1:2"
+    # A restarted daemon reads the mark back: the offset's file is still "1:2".
+    again = tail(log, offset=40, identity=tailer.stored_identity)
+    assert (again.identity, again.lost is not None) == ("1:2", True)
+    log.rmdir()
+    log.write_bytes(b"a new file\n")
+    assert await again.read_lines() == [(0, "a new file")]
+    assert again.lost is None and again.restart_reason == "replaced"

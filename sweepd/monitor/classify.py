@@ -8,7 +8,10 @@ The rules (maxtext-slurm-facts.md §3, batch-sweep.SKILL.md "Monitoring policy")
    followed by collective timeouts and heartbeat kills on the others; the first error in
    time is the root cause, the timeouts are consequences).
 3. A node-looking failure seen on every node of a multi-node job is a config error.
-4. With no candidate: cancelled (by us, scancel, exit 130/143) or UNKNOWN.
+4. With no candidate: cancelled (by us, scancel, exit 130/143, preempted), what the
+   scheduler's state says (NODE_FAIL, OUT_OF_MEMORY), a lost log, or UNKNOWN.
+A cancelled job's exit codes (143, or 137 when the kill follows) are the cancel's doing:
+they are no evidence of a crash or a host OOM.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
     Verdict,
 )
-from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL
+from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL, KILLED_DETAIL
 
 _F = FailureClass
 
@@ -84,6 +87,7 @@ class JobFacts:
     exit_code: int | None = None
     hung: bool = False                   # the caller decided it hung
     cancelled_by_us: bool = False
+    log_lost: bool = False               # the log could not be read to the job's end
 
 
 @dataclass(frozen=True, order=True)
@@ -116,7 +120,26 @@ def classify(facts: JobFacts) -> Verdict:
     if _cancelled(facts):
         return Verdict(klass=_F.CANCELLED, evidence=_summary_line(facts.summary) or _sched(facts),
                        detail="cancelled with no failure before it")
-    return _unknown(facts)
+    return _by_scheduler(facts) or _unknown(facts)
+
+
+PREEMPTED = "preempted by the scheduler"
+# Scheduler states that name a cause when the log names none.
+SCHEDULER_CAUSE: Mapping[str, tuple[FailureClass, str]] = {
+    "PREEMPTED": (_F.CANCELLED, PREEMPTED),
+    "NODE_FAIL": (_F.NODE_CRASH, "the scheduler says NODE_FAIL"),
+    "OUT_OF_MEMORY": (_F.HOST_OOM, "the scheduler says OUT_OF_MEMORY (host memory)"),
+}
+
+
+def _by_scheduler(f: JobFacts) -> Verdict | None:
+    cause = SCHEDULER_CAUSE.get(f.scheduler_state or "")
+    if cause is not None:
+        return Verdict(klass=cause[0], evidence=_sched(f), detail=cause[1])
+    if f.log_lost and f.scheduler_state == "COMPLETED" and f.exit_code in (0, None):
+        return Verdict(klass=_F.LOG_LOST, evidence=_sched(f),
+                       detail="the job completed, but its log could not be read to measure it")
+    return None
 
 
 def _finished_steps(f: JobFacts) -> bool:
@@ -140,11 +163,18 @@ def _cancelled(f: JobFacts) -> bool:
             or f.exit_code in CANCEL_EXITS)
 
 
+def _killed_by_cancel(f: JobFacts) -> bool:
+    """The job was cancelled: its SIGKILLs (exit 137, a bare `Killed`) are the cancel's."""
+    return f.cancelled_by_us or f.scheduler_state == "CANCELLED"
+
+
 def _signal_candidates(f: JobFacts) -> list[_Candidate]:
     out = []
     for seq, (offset, sig) in enumerate(f.signals):
         if sig.detail == EXCEPTION_DETAIL:
             continue   # evidence for a traceback, not a failure of its own
+        if sig.detail == KILLED_DETAIL and _killed_by_cancel(f):
+            continue
         klass, tier, detail = sig.klass, SIGNAL_TIER.get(sig.klass, Tier.ROOT), sig.detail
         if sig.klass is _F.COORD_TIMEOUT and sig.detail == HEARTBEAT_DETAIL:
             # The heartbeat kill ends a hang: classify it as the hang of its phase.
@@ -164,6 +194,8 @@ def _exit_codes(f: JobFacts) -> dict[str, int]:
 
 
 def _exit_candidates(f: JobFacts) -> list[_Candidate]:
+    if _killed_by_cancel(f):
+        return []   # the cancel's own SIGTERM/SIGKILL: no crash, no host OOM
     codes = _exit_codes(f)
     failing = {h: c for h, c in codes.items() if c not in BENIGN_EXITS}
     out = [
@@ -229,7 +261,9 @@ def _node_of(rank: int | None, f: JobFacts) -> str | None:
 
 def _unknown(f: JobFacts) -> Verdict:
     parts = ["no failure signature recognised"]
-    if f.summary is None and f.scheduler_state not in (None, "RUNNING"):
+    if f.log_lost:
+        parts.append("the log could not be read")
+    elif f.summary is None and f.scheduler_state not in (None, "RUNNING"):
         parts.append("no job summary: the job died without one (SIGKILL, host OOM, preemption?)")
     parts.append(_sched(f))
     return Verdict(klass=_F.UNKNOWN, evidence=_summary_line(f.summary), detail="; ".join(parts))

@@ -29,7 +29,8 @@ class FailureClass(StrEnum):
     NO_GPU = "no_gpu"                        # WARNING: No GPU devices detected
     PYTHON = "python"                        # Traceback (most recent call last):
     HANG = "hang"                            # no output for the hang timeout while RUNNING
-    CANCELLED = "cancelled"                  # scancel / SIGTERM, exit 130 or 143
+    CANCELLED = "cancelled"                  # scancel / SIGTERM, exit 130 or 143; preempted
+    LOG_LOST = "log_lost"                    # exit 0, but no log to measure it from
     UNKNOWN = "unknown"                      # nothing recognised: reported with the log tail
 
 

@@ -23,6 +23,9 @@ Detail = Callable[[re.Match[str]], str | None]
 # The heartbeat line is how a hang gets killed, not why: classify ranks it below every
 # root cause. Parse marks it with this detail so the rank survives a trip through the store.
 HEARTBEAT_DETAIL = "stopped sending heartbeats"
+# A bare `Killed` (bash, the kernel) names SIGKILL, not who sent it: the OOM killer, or
+# the scheduler ending a cancelled job after its grace period. Classify tells them apart.
+KILLED_DETAIL = "killed by SIGKILL"
 # A Python exception line (`ValueError: ...`): never a failure on its own (programs log
 # handled exceptions), only the evidence that names what a traceback was about.
 EXCEPTION_DETAIL = "the exception a traceback ends with"
@@ -75,8 +78,8 @@ SIGNATURES: list[Signature] = [
     _sig("hsa_status_error", r"\b(HSA_STATUS_ERROR\w*)", _F.GPU_HARDWARE, _group),
     _sig("rocdevice.cpp", r"rocdevice\.cpp.*\bAborting\b", _F.GPU_HARDWARE),
     # Host OOM: `Killed` only as bash/kernel print it, never inside a sentence.
-    _sig("killed", r"^Killed\s*$", _F.HOST_OOM),
-    _sig("killed", r"\bline \d+:\s+\d+ Killed\b", _F.HOST_OOM),
+    _sig("killed", r"^Killed\s*$", _F.HOST_OOM, lambda m: KILLED_DETAIL),
+    _sig("killed", r"\bline \d+:\s+\d+ Killed\b", _F.HOST_OOM, lambda m: KILLED_DETAIL),
     _sig("killed process", r"\bKilled process \d+", _F.HOST_OOM),
     _sig("oom", r"\boom[-_]kill", _F.HOST_OOM),
     # ECC: real error reports; zero-count summaries are in FALSE_POSITIVES.

@@ -4,14 +4,26 @@
 after a daemon restart without reading a log twice. Memory is bounded by `chunk_bytes`
 per call, whatever the log's size: a caller that wants everything calls again while
 `has_more` is true.
+
+A log deleted (or shadowed by a directory) while the job runs is still the file the job
+writes to: once open, it is read through its descriptor to the end. A log that cannot be
+read at all is `lost` (with why); silence then says nothing about the job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
+
+# A stored identity with this prefix: the log could not be read when it was last tried.
+LOST = "lost|"
+
+
+def is_lost(identity: str | None) -> bool:
+    return identity is not None and identity.startswith(LOST)
 
 
 class LogTailer:
@@ -26,6 +38,12 @@ class LogTailer:
             raise ValueError("chunk_bytes must be positive")
         self.path = path
         self.offset = offset               # first byte not yet returned
+        # Why the log cannot be read now (None: it can); restored from a stored identity.
+        self.lost: str | None = "not readable when last tried" if is_lost(identity) else None
+        # Why the path no longer shows the file being read through its descriptor.
+        self.detached: str | None = None
+        if is_lost(identity):
+            identity = (identity or "")[len(LOST):] or None
         self.identity = identity           # "dev:ino" of the file `offset` belongs to
         self.chunk_bytes = chunk_bytes
         self.restarts = 0                  # times the file was truncated or replaced
@@ -44,29 +62,56 @@ class LogTailer:
         thread call per pass (a thread hop per log cost more than the reads)."""
         self.last_read_bytes = 0
         self.has_more = False
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self._close_sync()
+        size = self._open_size()
+        if size is None or size <= self.offset or self._sync_file is None:
             return []
-        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
-        if st.st_size <= self.offset:
-            return []
-        if self._sync_file is None or self._sync_identity != self.identity:
-            self._close_sync()
-            try:
-                f = open(self.path, "rb")  # noqa: SIM115 (kept open between reads)
-            except FileNotFoundError:
-                return []
-            fst = os.fstat(f.fileno())
-            self._check_identity(f"{fst.st_dev}:{fst.st_ino}", fst.st_size)
-            self._sync_file, self._sync_identity = f, self.identity
         self._sync_file.seek(self.offset)
         data = self._sync_file.read(self.chunk_bytes)
         self.last_read_bytes = len(data)
         lines = self._split(data)
-        self.has_more = len(data) == self.chunk_bytes and st.st_size > self.offset
+        self.has_more = len(data) == self.chunk_bytes and size > self.offset
         return lines
+
+    @property
+    def stored_identity(self) -> str | None:
+        """`identity` as the store keeps it: marked when the log is lost."""
+        return f"{LOST}{self.identity or ''}" if self.lost else self.identity
+
+    def _open_size(self) -> int | None:
+        """The size of the log, with it open for reading; None: nothing to read."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._unreachable("deleted" if self.identity else "no log file")
+        except OSError as e:
+            return self._unreachable(f"cannot be read: {e.strerror}")
+        if not stat.S_ISREG(st.st_mode):
+            return self._unreachable("not a regular file")
+        self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
+        if self._sync_file is None or self._sync_identity != self.identity:
+            self._close_sync()
+            try:
+                f = open(self.path, "rb")  # noqa: SIM115 (kept open between reads)
+            except OSError as e:
+                return self._unreachable(f"cannot be read: {e.strerror}")
+            fst = os.fstat(f.fileno())
+            self._check_identity(f"{fst.st_dev}:{fst.st_ino}", fst.st_size)
+            self._sync_file, self._sync_identity = f, self.identity
+            st = fst
+        self.lost = self.detached = None
+        return st.st_size
+
+    def _unreachable(self, why: str) -> int | None:
+        """The path shows no readable log: read on through the open descriptor, if any
+        (the job still writes to that file); otherwise the log is lost."""
+        if self._sync_file is None:
+            self.lost = why
+            return None
+        self.detached = why
+        size = os.fstat(self._sync_file.fileno()).st_size
+        if size < self.offset:
+            self._check_identity(self.identity or "", size)
+        return size
 
     def _close_sync(self) -> None:
         if self._sync_file is not None:

@@ -9,7 +9,7 @@ from sweepd.models import resolve_model
 from sweepd.monitor.facts import FailureClass
 from sweepd.specs import ModelPerfSpec
 from sweepd.store.rows import Run
-from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.strategies.base import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
     Outcome,
     Probe,
@@ -21,13 +21,13 @@ from sweepd.strategies.model_perf import (
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
 MAX_BATCH = 4096
-# Failures of a node or of the infrastructure say nothing about the value: such a run must
-# not become the search's upper bound (the value is tried again, on the nodes left). A
-# person's cancel is not among them: it is respected, not retried.
+# Failures of a node, of the infrastructure or a person's cancel say nothing about the
+# value: such a run must not become the search's upper bound (the value is tried again, on
+# the nodes left). docs/architecture.md "Failure classes" has the whole table.
 NOT_ABOUT_THE_VALUE = frozenset({
     FailureClass.GPU_HARDWARE, FailureClass.ECC, FailureClass.NODE_CRASH, FailureClass.NIC,
     FailureClass.NO_GPU, FailureClass.PULL, FailureClass.CHECKOUT_OUTAGE,
-    FailureClass.CONTROLLER_DOWN,
+    FailureClass.CONTROLLER_DOWN, FailureClass.CANCELLED, FailureClass.LOG_LOST,
 })
 
 
@@ -91,6 +91,11 @@ def extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if open_runs(ctx.runs):
         return []
+    if len(ctx.nodes) < spec.needed_nodes:
+        # Never shrink the search below the sweep's minimum without asking.
+        return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
+                    f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
+                    "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.

@@ -1,0 +1,81 @@
+"""A model perf sweep never shrinks below its minimum without asking, and a resume that
+would leave too few nodes is refused up front (issue 16, item 9)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from sweepd.foreground import EXIT_AWAITING_DECISION
+from sweepd.specs import ModelPerfSpec, parse_spec
+from sweepd.states import SweepState
+from sweepd.strategies.base import Stop, SweepContext
+from sweepd.strategies.perf_plan import plan
+from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+from tests.test_api import SPEC, Api, serve_service
+
+FOUR = "chi[2832,2863,2867-2868]"
+
+
+def test_min_nodes_defaults_to_more_than_half_the_pinned_nodes() -> None:
+    def needed(**extra: object) -> int:
+        return parse_spec({**SPEC, **extra}).needed_nodes
+
+    assert needed() == 5                             # 8 pinned
+    assert needed(nodes=FOUR) == 3
+    assert needed(nodes="chi[2832,2863]") == 2
+    assert needed(nodes=FOUR, min_nodes=1) == 1      # the spec's own word
+    assert needed(model="grok-1") == 8               # the model's minimum
+
+
+def test_the_search_stops_instead_of_running_on_too_few_nodes() -> None:
+    spec = parse_spec({**SPEC, "nodes": FOUR, "values": [4, 8]})
+    assert isinstance(spec, ModelPerfSpec)
+    decision = plan(spec, SweepContext(runs=[], nodes=["chi2832"], prior_param_gb=None,
+                                       gpu_memory_gib=192))
+    assert isinstance(decision, Stop) and decision.rule == "nodes.below_minimum"
+    assert "only 1 of the 4 pinned nodes" in decision.reason
+    assert plan(spec, SweepContext(runs=[], nodes=[
+        "chi2832", "chi2863", "chi2867"], prior_param_gb=None, gpu_memory_gib=192)) != decision
+
+
+async def test_two_node_faults_on_four_nodes_stop_and_ask(tmp_path: Path) -> None:
+    faults = [{"kind": "ecc", "node": "chi2863", "times": 1},
+              {"kind": "node_crash", "node": "chi2867", "times": 1}]
+    config = sim_config(tmp_path, write_scenario(tmp_path, faults=faults))
+    code, lines = await run(config, perf_spec(nodes=FOUR, values=[8]))
+    assert code == EXIT_AWAITING_DECISION, lines
+    store = await open_store(config)
+    try:
+        rules = [e.rule for e in await store.events(1)]
+        assert "nodes.below_minimum" in rules
+        assert not [r for r in await store.runs(1) if r.node_count < 3]
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with serve_service(tmp_path) as (service, store, sock), \
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(str(sock))) as http:
+        yield Api(service, store, sock, http)
+
+
+async def test_a_resume_leaving_too_few_nodes_is_refused(api: Api) -> None:
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "nodes": FOUR})
+    sweep_id = int(body["id"])
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    await api.store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"exclude": ["chi[2832,2863]"]})
+    assert status == 422 and body["details"][0]["loc"] == ["exclude"]
+    assert "would have 2 usable node(s) of its 4 pinned (chi[2867-2868])" in body["error"]
+    assert "needs 3" in body["error"]
+    assert (await api.store.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
+    assert await api.store.exclusions(sweep_id) == []
+    status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
+                                  json={"exclude": ["chi2832"]})
+    assert status == 200 and body["excluded"] == ["chi2832"]

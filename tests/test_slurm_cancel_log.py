@@ -1,0 +1,139 @@
+"""On the local real Slurm cluster: a job cancelled by hand and a log deleted (or shadowed
+by a directory) while its job runs say nothing about the swept value (issue 16, 1 and 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweepd.config import Config
+from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.sim.scenario import load_scenario
+from sweepd.sim.truth import true_peak_batch
+from sweepd.specs import expand_nodes
+from sweepd.states import JobState
+from tests.simrun import open_store, perf_spec, run, write_scenario
+from tests.slurm_cluster import cluster_env
+from tests.slurm_sweep import direct_config
+
+pytestmark = pytest.mark.slurm
+
+NODES = "chi[2832,2863]"
+
+
+def _first_running(db: Path) -> tuple[str, str] | None:
+    """(scheduler id, log path) of the first job once it runs and has logged a step."""
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("SELECT backend_id, log_path FROM jobs WHERE id = 1 AND "
+                           "state = 'running' AND last_step IS NOT NULL").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+async def _when_first_runs(config: Config, sweep: asyncio.Task[tuple[int, list[str]]]
+                           ) -> tuple[str, str]:
+    while (found := _first_running(config.daemon.db_path)) is None:
+        assert not sweep.done(), sweep.result()
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def test_a_hand_scancel_is_run_again_and_the_optimum_is_right(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    scenario = write_scenario(tmp_path, time_scale=0.003)
+    peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
+    assert peak in (8, 10, 12)   # the cancelled 6 must not cap the search below it
+    config = direct_config(tmp_path, scenario)
+    sweep = asyncio.create_task(run(config, perf_spec(nodes=NODES, values=[6, 8, 10, 12],
+                                                      steps=50)))
+    job_id, _ = await _when_first_runs(config, sweep)
+    subprocess.run(["scancel", job_id], env={**os.environ, **cluster_env()}, check=True,
+                   timeout=30)
+    code, lines = await sweep
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        s = (await store.sweeps())[0]
+        assert s.verdict is not None and s.verdict["best"] == peak, lines
+        jobs = await store.jobs(s.id)
+        assert (jobs[0].state, jobs[0].failure_class) == (JobState.RETRIED, "cancelled")
+        assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
+        assert not [r for r in await store.runs(s.id) if r.failure_class == "cancelled"]
+        assert "cancelled.rerun" in [e.rule for e in await store.events(s.id)]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("shadow", [False, True], ids=["deleted", "directory"])
+async def test_a_log_removed_while_its_job_runs_is_still_read(
+        tmp_path: Path, slurm_env: dict[str, str], shadow: bool) -> None:
+    # The hang limit (20 s) is well under the job's remaining run: silence on the path
+    # would have been called a hang, and a COMPLETED job an unrecognised failure.
+    scenario = write_scenario(tmp_path, time_scale=0.01)
+    config = direct_config(tmp_path, scenario)
+    sweep = asyncio.create_task(run(config, perf_spec(nodes=NODES, values=[4], steps=30)))
+    _, log_path = await _when_first_runs(config, sweep)
+    Path(log_path).unlink()
+    if shadow:
+        Path(log_path).mkdir()
+    code, lines = await sweep
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        s = (await store.sweeps())[0]
+        jobs = await store.jobs(s.id)
+        assert [j.state for j in jobs] == [JobState.DONE] and jobs[0].tgs
+        assert len(await store.steps(jobs[0].id)) == 30
+        events = await store.events(s.id)
+        assert len([e for e in events if e.rule == "log.detached"]) == 1
+        told = [e for e in events if e.kind == "progress" and "reads on through" in e.reason]
+        assert len(told) == 1
+    finally:
+        await store.close()
+
+
+def _running_ids(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT backend_id FROM jobs WHERE state = 'running'").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [str(r[0]) for r in rows]
+
+
+async def test_every_running_job_scancelled_stops_and_asks(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    # A person cancelling the whole sweep by hand (one scancel of all its jobs): asked, not
+    # run again behind their back, and no node is judged on it.
+    config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.01))
+    sweep = asyncio.create_task(run(config, {"kind": "node-perf", "steps": 40,
+                                             "nodes": "chi[2832,2863,2867-2868]"}))
+    while len(ids := _running_ids(config.daemon.db_path)) < 4:
+        assert not sweep.done(), sweep.result()
+        await asyncio.sleep(0.1)
+    subprocess.run(["scancel", *ids], env={**os.environ, **cluster_env()}, check=True,
+                   timeout=30)
+    code, lines = await sweep
+    assert code == EXIT_AWAITING_DECISION, lines
+    store = await open_store(config)
+    try:
+        rules = [e.rule for e in await store.events(1)]
+        assert "cancelled.whole_sweep" in rules
+        assert not [r for r in await store.runs(1) if r.state == "failed"]
+    finally:
+        await store.close()
