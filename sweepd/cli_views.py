@@ -22,9 +22,11 @@ from sweepd.client import Client, ClientError
 from sweepd.foreground import EXIT_FOR_STATE
 from sweepd.progress import duration
 from sweepd.states import SweepState
-from sweepd.text import escape
+from sweepd.text import compact_nodes, escape
 
 EXIT_CONNECTION_LOST = 5
+# Node states a job can start on at once; others are named in `validate`'s plan.
+_USABLE = frozenset({"idle", "alloc", "mix"})
 RECONNECT_S = 60.0
 LOG_POLL_S = 1.0
 # How `logs` shows each mark (joblog.mark); plain when the output is not a terminal.
@@ -103,6 +105,10 @@ def print_plan(plan: Mapping[str, Any]) -> None:
 
     say(f"spec OK: {plan['kind']} sweep \"{escape(plan['name'])}\" on {plan['node_count']} "
         f"nodes {escape(plan['nodes'])} (cluster backend: {plan['backend']})")
+    states = plan["node_states"]
+    say("node states now: " + (", ".join(
+        f"{len(nodes)} {state}" + ("" if state in _USABLE else f" ({compact_nodes(nodes)})")
+        for state, nodes in sorted(states.items())) or "unknown (the scheduler did not answer)"))
     first = plan["first_plan"]
     if "runs" in first:
         say(f"first plan ({len(first['runs'])} job(s)):")
@@ -219,11 +225,11 @@ class Watcher:
         from sweepd.cli_client import say
 
         self.last = int(event["id"])
+        progress = client.show(self.sweep_id)["progress"]
         if self.args.json:
-            print(json.dumps(event, sort_keys=True), flush=True)
+            print(json.dumps({**event, "progress": progress}, sort_keys=True), flush=True)
             return
         say(event["reason"])
-        progress = client.show(self.sweep_id)["progress"]
         if _progress_key(progress) != self.shown:
             self.shown = _progress_key(progress)
             say(f"  ({progress['line']})")

@@ -178,6 +178,7 @@ class Service(Queries):
         if "error" in facts:
             raise SpecError(str(facts["error"]))
         await self._refuse_strangers(spec.node_list)
+        states = await self._node_states(spec.node_list)
         config = self.engine.config
         ctx = SweepContext(runs=[], nodes=spec.node_list,
                            prior_param_gb=await self.store.prior_memstats(spec.model,
@@ -188,8 +189,20 @@ class Service(Queries):
         dumped = spec.model_dump(mode="json")
         return {"kind": spec.kind, "name": spec.name or spec.default_name(),
                 "nodes": spec.nodes, "node_count": len(spec.node_list),
-                "backend": config.cluster.backend, "first_plan": plan_dict(first),
+                "backend": config.cluster.backend, "node_states": states,
+                "first_plan": plan_dict(first),
                 **await self._bounds(spec.kind, spec.model, dumped)}
+
+    async def _node_states(self, nodes: list[str]) -> dict[str, list[str]]:
+        """State -> the pinned nodes in it, as the scheduler says now ({} if it is down)."""
+        try:
+            states = await self.engine.backend.node_states(nodes)
+        except (ControllerUnreachable, RuntimeError):
+            return {}
+        by_state: dict[str, list[str]] = {}
+        for node in nodes:
+            by_state.setdefault(states.get(node, "unknown"), []).append(node)
+        return by_state
 
     async def _bounds(self, kind: str, model: str, spec: dict[str, Any]) -> dict[str, Any]:
         """The most runs, jobs (every retry taken) and node-hours a sweep may take."""
