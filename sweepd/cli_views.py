@@ -219,7 +219,7 @@ class Watcher:
         self.sweep_id = sweep_id
         self.socket = socket_path(args)
         self.last = 0
-        self.shown: tuple[Any, ...] | None = None
+        self.shown: tuple[Any, ...] | None = None   # set once the daemon first answered
 
     def _event(self, client: Client, event: Mapping[str, Any]) -> None:
         from sweepd.cli_client import say
@@ -245,7 +245,7 @@ class Watcher:
                     self._event(client, event)
                 return client.show(self.sweep_id)
         except ClientError as e:
-            if e.status != 0:
+            if e.status != 0 or self.shown is None:   # never reached: not a restart
                 raise
             return None
 

@@ -49,7 +49,7 @@ async def _finished_job(store: Store, sweep_id: int, seq_label: str, took: float
     await store.transition_job(job.id, JobState.FAILED if failure_line else JobState.DONE,
                                "ended", ended_at=1000.0 + took, failure_line=failure_line)
     await store.transition_run(run.id, RunState.ACTIVE, "a")
-    await store.transition_run(run.id, RunState.PASSED, "p")
+    await store.transition_run(run.id, RunState.PASSED, "p", outcome="pass", tgs=1000.0)
 
 
 # -- progress ----------------------------------------------------------------------------
@@ -288,6 +288,9 @@ async def test_report_explain_and_logs_read_a_state_directory(
     assert code == 0 and json.loads(out)["events"][0]["reason"] == "sweep submitted"
     code, out, _ = await run("logs", str(sid), "--state-dir", str(state))
     assert code == 0 and out.splitlines() == LOG
+    code, _, err = await run("report", str(sid), "--state-dir", str(state), "--plot",
+                             str(tmp_path / "p.png"))
+    assert code == 0 and (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
     code, out, _ = await run("report", "9", "--state-dir", str(state), "--json")
     assert code == 2 and json.loads(out)["error"] == "sweep 9 not found"
     code, _, err = await run("explain", "1", "--state-dir", str(tmp_path / "nowhere"))
@@ -336,13 +339,14 @@ async def test_bash_completion_offers_verbs_flags_and_sweep_ids(
 
 
 @pytest.mark.parametrize("argv", [["status"], ["models"], ["list"], ["show", "1"],
-                                  ["watch", "1", "--reconnect", "0"], ["logs", "1"],
+                                  ["watch", "1"], ["logs", "1"],
                                   ["explain", "1"]])
 def test_json_errors_when_no_daemon_runs(argv: list[str], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     code = main([*argv, "--json", "--socket", str(tmp_path / "none.sock")])
     body = json.loads(capsys.readouterr().out)
-    assert code == body["exit"] and code in (1, 5) and "sweepd" in body["error"]
+    # Not running at all is exit 1 at once, for watch too (5 is for a daemon lost midway).
+    assert code == body["exit"] == 1 and "sweepd is not running at" in body["error"]
 
 
 # -- watch across a daemon restart, and submit --follow ----------------------------------
@@ -358,6 +362,8 @@ def test_watch_resumes_after_a_daemon_restart_without_gap_or_repeat(tmp_path: Pa
         client = proc.start()
         sid = int(client.submit(perf_spec(values=[4, 6, 8, 10]))["id"])
         watcher = _watch_proc(proc.socket, "watch", str(sid), "--json")
+        assert watcher.stdout is not None
+        first = watcher.stdout.readline()   # it follows the sweep
         deadline = time.monotonic() + 60
         while not [r for r in client.show(sid)["run_list"] if r["state"] == "passed"]:
             assert time.monotonic() < deadline, "no run finished"
@@ -367,11 +373,12 @@ def test_watch_resumes_after_a_daemon_restart_without_gap_or_repeat(tmp_path: Pa
         client = proc.start()
         out, err = watcher.communicate(timeout=90)
         shown = client.show(sid)
+        assert client.status()["last_pass_ago_s"] is not None   # the daemon's engine passes
     finally:
         proc.kill()
     assert watcher.returncode == 0, err
     assert "reconnecting" in err
-    lines = [json.loads(line) for line in out.splitlines()]
+    lines = [json.loads(line) for line in [first, *out.splitlines()]]
     printed = [line["id"] for line in lines]
     # Each line carries where the sweep was; after the verdict every run is done.
     assert lines[-1]["progress"]["runs_done"] == len(shown["run_list"]) >= 2
@@ -385,12 +392,13 @@ def test_watch_exits_5_when_the_daemon_does_not_come_back(tmp_path: Path) -> Non
         client = proc.start()
         sid = int(client.submit(perf_spec())["id"])
         watcher = _watch_proc(proc.socket, "watch", str(sid), "--reconnect", "1", "--json")
-        time.sleep(0.5)
+        assert watcher.stdout is not None
+        first = watcher.stdout.readline()   # it follows the sweep: then the daemon goes
         proc.stop(signal.SIGTERM)
         out, _ = watcher.communicate(timeout=60)
     finally:
         proc.kill()
-    assert watcher.returncode == 5
+    assert watcher.returncode == 5 and json.loads(first)["id"]
     last: dict[str, Any] = json.loads(out[out.index('{\n'):])
     assert last["exit"] == 5 and "could not reconnect within 1s" in last["error"]
 
