@@ -5,10 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x .venv/bin/pytest ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
-  python3 -m venv .venv
+# (Re)install when the venv is missing or pyproject.toml changed since the last install.
+stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
   .venv/bin/pip install --quiet -e '.[test]'
+  touch "$stamp"
 fi
 
 # curl: the socket-permission tests ask the daemon as another user, as a person would.

@@ -36,7 +36,7 @@ def _config(args: argparse.Namespace, **overrides: Any) -> Config:
 def cmd_serve(args: argparse.Namespace) -> int:
     from sweepd.daemon import run_daemon
 
-    logs.configure(args.log_level, json=True)
+    logs.configure(args.log_level)   # JSON for journald, readable in a terminal
     # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
     return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
 
@@ -156,7 +156,30 @@ def build_parser() -> argparse.ArgumentParser:
     from sweepd.cli_client import add_client_commands
 
     add_client_commands(sub)
+    add_top_command(sub)
     return parser
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from sweepd.cli_client import socket_path, with_client
+
+    def check_then_run(client: Any) -> int:
+        client.health()   # a clear "not running" before the screen takes the terminal
+        from sweepd.top import run_top
+
+        return run_top(socket_path(args))
+
+    return with_client(args, check_then_run)
+
+
+def add_top_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("top", help="a live view of the sweeps (q quits)",
+                       description="A live view of the daemon's sweeps: state, progress, TGS, "
+                                   "the latest line; the selected sweep's runs and stop "
+                                   "message. Keys: e explain, r report, u resume, a abort "
+                                   "(each asks first), q quit.")
+    p.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    p.set_defaults(func=cmd_top)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,9 +101,18 @@ class TelegramConfig(_Section):
     idle_s: float = Field(30.0, gt=0, description="outbox re-check period without news")
 
 
+class MetricsConfig(_Section):
+    """Prometheus metrics: always at `GET /metrics` on the socket; on TCP only if asked."""
+
+    listen: str | None = Field(None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]*):[0-9]{1,5}$",
+                               description='"host:port" to serve /metrics on, e.g. '
+                                           '"127.0.0.1:9464"; off by default')
+
+
 class Config(_Section):
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
 

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+from aiohttp.web import AppRunner
 
 from sweepd.clusters.factory import make_backend
-from sweepd.config import Config
+from sweepd.config import Config, ConfigError
 from sweepd.engine import Engine
+from sweepd.metrics import ENGINE_PASS, TimedBackend
 from sweepd.notify import build_workers
 from sweepd.sdnotify import SdNotify
 from sweepd.service import Service
@@ -75,7 +77,8 @@ async def open_parts(config: Config) -> AsyncIterator[Parts]:
             opened.enter_context(state_dir_lock(config.daemon.state_dir))
             # The backend first: a bad scenario or cluster setting fails before the store
             # opens.
-            backend, clock = make_backend(config)
+            inner, clock = make_backend(config)
+            backend = TimedBackend(inner)   # each scheduler call timed for /metrics
             opened.push_async_callback(backend.close)
             store = await Store.open(config.daemon.db_path)
             opened.push_async_callback(store.close)
@@ -89,7 +92,8 @@ async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
     """Passes until stopped. Idle: one cheap pass per tick. After a change: at once.
     `beat` (the systemd watchdog) is called per pass: a stuck loop stops the pings."""
     while not stop.is_set():
-        await engine.step()
+        with ENGINE_PASS.time():
+            await engine.step()
         engine.changed.clear()
         if beat:
             beat()
@@ -114,11 +118,18 @@ async def serve(config: Config, stop: asyncio.Event,
     async with open_parts(config) as parts:
         # Before recovery: a bad token or token file refuses the start (SecretError).
         workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
+        parts.service.allowed_chats = frozenset(workers.chat_ids)   # what a spec may name
         # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
         # running ones from their stored offsets.
         await parts.engine.step()
         runner = await start_server(parts.service, config.daemon.socket_path,
                                     config.daemon.max_body_bytes, config.daemon.socket_group)
+        try:
+            metrics_runner = await _metrics_listener(parts.service, config)
+        except BaseException:
+            await runner.cleanup()
+            await workers.close()
+            raise
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:
@@ -146,8 +157,26 @@ async def serve(config: Config, stop: asyncio.Event,
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await runner.cleanup()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
             await workers.close()
             log.info("daemon.stopped")
+
+
+async def _metrics_listener(service: Service, config: Config) -> AppRunner | None:
+    """The optional TCP listener for /metrics; an address it cannot bind refuses the start."""
+    from sweepd.api.server import start_metrics_listener
+
+    listen = config.metrics.listen
+    if listen is None:
+        return None
+    try:
+        runner = await start_metrics_listener(service, listen)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"metrics.listen = {listen!r}: cannot listen there: "
+                          f"{getattr(e, 'strerror', None) or e}") from None
+    log.info("daemon.metrics", listen=listen)
+    return runner
 
 
 def run_daemon(config: Config) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from sweepd.chats import refuse_unknown_chats
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.engine import Engine
 from sweepd.models import MODELS
@@ -26,6 +27,10 @@ from sweepd.text import compact_nodes
 
 
 class Service(Queries):
+    # The chats a spec may name (the daemon sets them from its Telegram settings); None:
+    # this process sends to no chat, nothing to check.
+    allowed_chats: frozenset[int] | None = None
+
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine.store)   # report, explain, job_log: read-only, store alone
         self.engine = engine
@@ -34,6 +39,7 @@ class Service(Queries):
 
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         spec = parse_spec(data)  # raises SpecError with field-level errors
+        refuse_unknown_chats(spec.chats, self.allowed_chats)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
         facts = await kind_of(spec.kind).gather(self.store, spec)
@@ -173,6 +179,7 @@ class Service(Queries):
         """What a submit would do, without recording anything: the spec checked against
         this cluster, and the kind's first plan on an empty run list."""
         spec = parse_spec(data)
+        refuse_unknown_chats(spec.chats, self.allowed_chats)
         kind = kind_of(spec.kind)
         facts = await kind.gather(self.store, spec)
         if "error" in facts:

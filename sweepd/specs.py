@@ -120,6 +120,10 @@ class _Spec(BaseModel):
     model: str = "llama2-70b"
     min_nodes: int | None = Field(default=None, ge=1,
                                   description="stop when fewer usable nodes remain")
+    chats: list[int] | None = Field(
+        default=None, min_length=1, max_length=20,
+        description="Telegram chats for this sweep's messages, each one the daemon allows "
+                    "(default: its first configured chat)")
 
     @model_validator(mode="before")
     @classmethod
@@ -151,6 +155,13 @@ class _Spec(BaseModel):
             if not isinstance(value, str):
                 shown = "" if value is None else value
                 raise ValueError(f"{key}: env values are text; quote it ({key}: \"{shown}\")")
+        return v
+
+    @field_validator("chats")
+    @classmethod
+    def _distinct_chats(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("a chat is named twice")
         return v
 
     @field_validator("overrides", "env")

@@ -76,7 +76,7 @@ def test_a_config_typo_is_one_line_per_problem_with_the_valid_keys(tmp_path: Pat
     assert any(line.startswith("  daemon.tick_s: Input should be a valid number")
                and "(got 'fast')" in line for line in lines)
     assert any(line.startswith("  polcy: unknown key (did you mean policy?); valid keys in "
-                               "the top level: cluster, daemon, policy, telegram")
+                               "the top level: cluster, daemon, metrics, policy, telegram")
                for line in lines)
     assert any(line.startswith("  cluster.slurm.mdoe: unknown key (did you mean mode?)")
                for line in lines)
@@ -122,9 +122,12 @@ def test_a_bad_scenario_leaves_no_state_dir(tmp_path: Path) -> None:
 def _active_job(db: Path) -> str | None:
     if not db.exists():
         return None
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT backend_id FROM jobs WHERE state IN ('queued', 'running') "
-                           "AND backend_id IS NOT NULL").fetchone()
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT backend_id FROM jobs WHERE state IN ('queued', 'running') "
+                               "AND backend_id IS NOT NULL").fetchone()
+    except sqlite3.OperationalError:  # the store is being created and migrated
+        return None
     return None if row is None else str(row[0])
 
 

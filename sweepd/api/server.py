@@ -305,6 +305,7 @@ def make_app(service: Service, max_body_bytes: int = 1 << 20,
 
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/health", health)
+    add_metrics_route(app)
     app.router.add_post("/sweeps", submit)
     app.router.add_get("/sweeps", list_sweeps)
     app.router.add_get("/sweeps/{id}", show)
@@ -380,6 +381,38 @@ async def start_server(service: Service, socket_path: Path,
         await web.UnixSite(runner, str(socket_path)).start()
         bound.append(_inode(socket_path))
         secure_socket(socket_path, group)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+# -- Prometheus metrics ----------------------------------------------------------------
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format, read from the store now (see sweepd.metrics)."""
+    from sweepd.metrics import CONTENT_TYPE, exposition
+
+    service = _service(request)
+    body = await exposition(service.store, service.engine.backend)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+def add_metrics_route(app: web.Application) -> None:
+    app.router.add_get("/metrics", metrics)
+
+
+async def start_metrics_listener(service: Service, listen: str) -> web.AppRunner:
+    """`/metrics` alone on a TCP address (`host:port`), for a scraper that cannot reach the
+    Unix socket. Nothing else of the API is served there: it has no peer check."""
+    host, _, port = listen.rpartition(":")
+    app = web.Application(middlewares=[error_middleware])
+    app[SERVICE] = service
+    add_metrics_route(app)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host.strip("[]") or None, int(port)).start()
     except BaseException:
         await runner.cleanup()
         raise

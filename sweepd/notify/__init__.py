@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sweepd.chats import sweep_chats
 from sweepd.config import TelegramConfig
 from sweepd.notify.chat import ChatControl, Operations
 from sweepd.notify.logsink import LogSink
@@ -29,6 +30,9 @@ class Workers:
 
     runners: list[tuple[str, Runner]]
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # The chats messages may go to (a spec's `chats` must be among them); none without
+    # Telegram.
+    chat_ids: tuple[int, ...] = ()
 
     async def close(self) -> None:
         for closer in reversed(self._closers):
@@ -58,9 +62,12 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
     undo = install_redaction(creds.token)
     timing = timing_of(config)
     bot = make_bot(creds.token, config.base_url, timing, config.poll_timeout_s)
+    async def chats_of(sweep_id: int) -> list[int]:
+        return sweep_chats((await store.sweep(sweep_id)).spec, chat_ids)
+
     notifier = TelegramNotifier(outbox, bot, creds.token, chat_ids[0], service,
                                 routine_per_hour=config.routine_per_hour, timing=timing,
-                                news=news)
+                                news=news, chats_of=chats_of)
     chat = ChatControl(outbox, bot, creds.token, chat_ids, service,
                        poll_timeout_s=config.poll_timeout_s, timing=timing)
 
@@ -70,4 +77,4 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
         finally:
             undo()
 
-    return Workers([("notify", notifier.run), ("chat", chat.run)], [close])
+    return Workers([("notify", notifier.run), ("chat", chat.run)], [close], tuple(chat_ids))

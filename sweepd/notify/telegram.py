@@ -14,7 +14,7 @@ import contextlib
 import os
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -35,6 +35,9 @@ log = structlog.get_logger("sweepd.notify")
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+
+
+ChatsOf = Callable[[int], Awaitable[Sequence[int]]]
 
 
 class ReportSource(Protocol):
@@ -130,7 +133,8 @@ class TelegramNotifier:
                  timing: Timing = DEFAULT_TIMING, limit: int = fmt.LIMIT,
                  news: Callable[[], asyncio.Event] | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 chats_of: ChatsOf | None = None) -> None:
         self.outbox = outbox
         self.bot = bot
         self.token = token
@@ -143,6 +147,12 @@ class TelegramNotifier:
         self._clock = clock
         self._sleep = sleep
         self._backoff = Backoff(timing)
+        self._chats_of = chats_of
+
+    async def _chats(self, sweep_id: int) -> list[int]:
+        """The sweep's chats (its spec's `chats`, else the default chat)."""
+        chats = list(await self._chats_of(sweep_id)) if self._chats_of else []
+        return chats or [self.chat_id]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until stopped. Survives every error: it logs, waits, and tries again."""
@@ -194,20 +204,24 @@ class TelegramNotifier:
                                                               self._clock()))
 
     async def _deliver(self, item: Item) -> None:
+        chats = await self._chats(item.sweep_id)
         chunks = await self.outbox.chunks(item)
         if not chunks:
-            planned = await self._plan(item)
+            planned = await self._plan(item, len(chats))
             if planned is None:
                 return  # held for a digest
             chunks = planned
         for c in chunks:
             if c.delivered_at is None:
-                await self._send_chunk(item, c)
+                await self._send_chunk(item, c, chat_of(c, chats, self.chat_id))
 
-    async def _plan(self, item: Item) -> list[Chunk] | None:
+    async def _plan(self, item: Item, chats: int = 1) -> list[Chunk] | None:
+        """The message's chunks, once per chat: chat i's are chunks i*n+1 .. i*n+n, each
+        confirmed on its own, so a restart resends to exactly the chats that missed it."""
         if item.kind == "digest":
             return await self.outbox.plan(item, fmt.parts(item.text, fmt.Klass.ROUTINE,
-                                                          limit=self.limit), routine=True)
+                                                          limit=self.limit) * chats,
+                                          routine=True)
         occasion = await self.outbox.occasion(item.id)
         klass = fmt.classify(item.text, occasion.ends_sweep)
         if klass == fmt.Klass.ROUTINE and occasion.by_person:
@@ -228,12 +242,12 @@ class TelegramNotifier:
                 log.warning("notify.report_failed", sweep=item.sweep_id,
                             error=describe(e, self.token))
         parts = fmt.parts(item.text, klass, report, photo, self.limit)
-        return await self.outbox.plan(item, parts, routine=klass == fmt.Klass.ROUTINE)
+        return await self.outbox.plan(item, parts * chats, routine=klass == fmt.Klass.ROUTINE)
 
-    async def _send_chunk(self, item: Item, c: Chunk) -> None:
+    async def _send_chunk(self, item: Item, c: Chunk, chat_id: int) -> None:
         while True:
             try:
-                message_id = await self._transport(item, c)
+                message_id = await self._transport(item, c, chat_id)
             except RetryAfter as e:
                 delay = min(retry_after_s(e), self.timing.retry_after_max_s)
                 await self._failed(item, c, e, delay)
@@ -260,16 +274,24 @@ class TelegramNotifier:
         await self.outbox.attempt_failed(c.row_id, text)
         await self._sleep(delay)
 
-    async def _transport(self, item: Item, c: Chunk) -> int:
+    async def _transport(self, item: Item, c: Chunk, chat_id: int) -> int:
         await self.bot.initialize()  # idempotent; fails (and is retried) while the API is down
         if c.kind == "photo":
             png = await self.reports.plot(item.sweep_id)
             if png is None:
                 raise BadRequest("plot no longer available")
-            msg = await self.bot.send_photo(self.chat_id, png, caption=c.text or None)
+            msg = await self.bot.send_photo(chat_id, png, caption=c.text or None)
             return msg.message_id
         markup = stop_buttons(item.sweep_id, item.id) if c.buttons else None
-        return await send_text(self.bot, self.chat_id, c.text, c.parse_mode, markup)
+        return await send_text(self.bot, chat_id, c.text, c.parse_mode, markup)
+
+
+def chat_of(c: Chunk, chats: Sequence[int], default: int) -> int:
+    """Which chat a planned chunk goes to: the plan holds `of` chunks, an equal share per
+    chat in the sweep's chat order. A plan from before a chat change: the default chat."""
+    per_chat = c.of // len(chats) if chats and c.of % len(chats) == 0 else 0
+    index = (c.chunk - 1) // per_chat if per_chat else 0
+    return chats[index] if per_chat and index < len(chats) else default
 
 
 async def _finish(confirm: Awaitable[None]) -> None:

@@ -32,7 +32,7 @@ class Sweep(_Row):
     verdict_json: str | None
     created_at: str
     updated_at: str
-    submitted_by: str | None = None   # the socket peer's user name (schema version 3)
+    submitted_by: str | None = None   # the socket peer's user name (schema version 4)
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -101,6 +101,7 @@ class Job(_Row):
     failure_node: str | None
     failure_line: str | None
     failure_detail: str | None
+    submit_deadline: float | None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,165 @@
+"""Prometheus metrics: scraped from a real daemon (on the socket and on its TCP listener),
+parsed with the Prometheus text parser, and checked against the store."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sweepd.client import Client
+from sweepd.config import ConfigError, load_config
+from tests.daemon_proc import Daemon, write_config
+from tests.simrun import perf_spec, write_scenario
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def parse(text: str) -> Samples:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def scrape_socket(path: Path) -> str:
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as http:
+        r = http.get("http://sweepd/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    return r.text
+
+
+def wait_state(client: Client, sweep_id: int, states: set[str]) -> None:
+    deadline = time.monotonic() + 90
+    while client.show(sweep_id)["state"] not in states:
+        assert time.monotonic() < deadline, "the sweep did not get there"
+        time.sleep(0.1)
+
+
+def store_rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return list(conn.execute(sql))
+
+
+@pytest.fixture
+def stopped_daemon(tmp_path: Path) -> tuple[Daemon, Client, int, int]:
+    """A daemon whose one sweep stopped for a decision after two nodes were excluded (a GPU
+    fault on each of three nodes; the third exclusion is the stop)."""
+    faults = [{"kind": "hsa_error", "node": n, "times": 1}
+              for n in ("chi2832", "chi2863", "chi2867")]
+    port = free_port()
+    extra = f'\n[policy]\nmax_retries = 5\n\n[metrics]\nlisten = "127.0.0.1:{port}"\n'
+    daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path, faults), extra))
+    client = daemon.start()
+    sweep_id = int(client.submit(perf_spec(values=[8]))["id"])
+    wait_state(client, sweep_id, {"awaiting_decision", "done", "failed"})
+    return daemon, client, sweep_id, port
+
+
+def test_metrics_on_socket_and_tcp_match_the_store(
+        tmp_path: Path, stopped_daemon: tuple[Daemon, Client, int, int]) -> None:
+    daemon, client, sweep_id, port = stopped_daemon
+    try:
+        assert client.show(sweep_id)["state"] == "awaiting_decision"
+        got = parse(scrape_socket(daemon.socket))
+        db = tmp_path / "state" / "sweepd.db"
+        assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "awaiting_decision")))] \
+            == 1
+        for state, count in store_rows(db, "SELECT state, count(*) FROM jobs GROUP BY state"):
+            assert got[("sweepd_jobs", (("kind", "model-perf"), ("state", str(state))))] == count
+        failures = store_rows(db, "SELECT count(*) FROM jobs WHERE failure_class = "
+                                  "'gpu_hardware'")[0][0]
+        assert failures >= 2 and got[("sweepd_job_failures_total",
+                                      (("class", "gpu_hardware"),))] == failures
+        assert got[("sweepd_exclusions", (("by", "fault"),))] == len(
+            store_rows(db, "SELECT node FROM exclusions WHERE active = 1"))
+        assert got[("sweepd_awaiting_decision", ())] == 1
+        waited = got[("sweepd_awaiting_decision_seconds",
+                      (("kind", "model-perf"), ("sweep", str(sweep_id))))]
+        assert 0 <= waited < 3600
+        assert got[("sweepd_controller_reachable", ())] == 1
+        assert got[("sweepd_delivery_backlog", ())] >= 0   # the log sink drains it meanwhile
+        assert got[("sweepd_delivery_failures_total", ())] == 0   # the log sink never fails
+        # The timings were filled by the passes, the scheduler calls and the log reads.
+        assert got[("sweepd_engine_pass_seconds_count", ())] > 0
+        assert got[("sweepd_scheduler_call_seconds_count", (("op", "submit"),
+                                                            ("outcome", "ok")))] == len(
+            store_rows(db, "SELECT id FROM jobs WHERE backend_id IS NOT NULL"))
+        assert got[("sweepd_line_to_stored_seconds_count", ())] > 0
+        # The TCP listener serves the same metrics, and nothing else of the API.
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+            tcp = parse(http.get("/metrics").text)
+            assert http.get("/sweeps").status_code == 404
+        assert tcp[("sweepd_awaiting_decision", ())] == 1
+        assert tcp[("sweepd_job_failures_total", (("class", "gpu_hardware"),))] == failures
+    finally:
+        daemon.kill()
+
+
+def test_finished_runs_show_up(tmp_path: Path) -> None:
+    daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path)))
+    try:
+        client = daemon.start()
+        sweep_id = int(client.submit(perf_spec(values=[4, 8]))["id"])
+        wait_state(client, sweep_id, {"done", "failed", "awaiting_decision"})
+        got = parse(scrape_socket(daemon.socket))
+        db = tmp_path / "state" / "sweepd.db"
+        passed = store_rows(db, "SELECT count(*) FROM runs WHERE state = 'passed'")[0][0]
+        assert passed == 2
+        assert got[("sweepd_runs_finished_total",
+                    (("kind", "model-perf"), ("state", "passed")))] == passed
+        assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "done")))] == 1
+        assert got[("sweepd_awaiting_decision", ())] == 0
+        assert not [k for k in got if k[0] == "sweepd_awaiting_decision_seconds"]
+    finally:
+        daemon.kill()
+
+
+def test_metrics_listen_must_be_host_and_port() -> None:
+    with pytest.raises(ConfigError, match=r"metrics\.listen"):
+        load_config(None, {"metrics.listen": "9464"})
+    assert load_config(None, {"metrics.listen": "[::1]:9464"}).metrics.listen == "[::1]:9464"
+    assert load_config(None).metrics.listen is None   # off by default
+
+
+def test_a_taken_metrics_port_refuses_the_start(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        extra = f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n'
+        daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path), extra))
+        with pytest.raises(AssertionError, match="cannot listen there"):
+            daemon.start()
+        daemon.kill()
+
+
+def test_an_unreachable_controller_shows(tmp_path: Path) -> None:
+    """The scheduler stops answering (a long outage; the sweep waits): reachability 0 and
+    the failed calls counted as unreachable."""
+    faults = [{"kind": "controller_down", "seconds": 1e6}]
+    extra = "\n[policy]\ncontroller_down_limit_s = 1e9\n"
+    daemon = Daemon(tmp_path, write_config(tmp_path, write_scenario(tmp_path, faults), extra))
+    try:
+        client = daemon.start()
+        sweep_id = int(client.submit(perf_spec(values=[8]))["id"])
+        deadline = time.monotonic() + 60
+        while not any(e["rule"] == "controller.wait" for e in client.show(sweep_id)["events"]):
+            assert time.monotonic() < deadline, "the outage never began"
+            time.sleep(0.1)
+        got = parse(scrape_socket(daemon.socket))
+        assert got[("sweepd_controller_reachable", ())] == 0
+        assert got[("sweepd_scheduler_call_seconds_count",
+                    (("op", "poll"), ("outcome", "unreachable")))] >= 1
+        assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "running")))] == 1
+    finally:
+        daemon.kill()
