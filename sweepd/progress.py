@@ -88,6 +88,19 @@ def job_seconds(jobs: Sequence[Job]) -> list[float]:
             if j.state in _ENDED_JOBS and j.ended_at is not None and j.submitted_at is not None]
 
 
+def peak_parallel(jobs: Sequence[Job]) -> int:
+    """The most jobs the sweep had in the cluster at once (a node perf sweep runs one per
+    node together; a batch search one at a time): how many of the runs left run together."""
+    marks = sorted([(j.submitted_at, 1) for j in jobs if j.submitted_at is not None]
+                   + [(j.ended_at, -1) for j in jobs
+                      if j.submitted_at is not None and j.ended_at is not None])
+    peak = now = 0
+    for _, step in marks:   # at equal times an end (-1) sorts before a start
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
 def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                    now: datetime | None = None) -> dict[str, Any]:
     """The sweep's progress as JSON-ready data, with `line`, its one-line summary."""
@@ -110,7 +123,7 @@ def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         out.update(eta_s=0.0, eta_guess=False, eta_basis="the sweep has ended")
     elif durations and most is not None:
         mean = sum(durations) / len(durations)
-        waves = math.ceil(max(most - done, 0) / max(1, queued + running))
+        waves = math.ceil(max(most - done, 0) / max(1, queued + running, peak_parallel(jobs)))
         out.update(eta_s=round(mean * waves, 1), eta_guess=len(durations) < SURE_AFTER_JOBS,
                    eta_basis=f"{len(durations)} finished job(s) took {duration(mean)} each "
                              "(cluster time) on average; to the most runs")

@@ -79,6 +79,16 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
     assert row[7] == ME
 
 
+async def test_eta_counts_runs_that_run_together(store: Store) -> None:
+    sid = await store.create_sweep("node-perf", "n", {"nodes": NODES})
+    await store.transition_sweep(sid, SweepState.RUNNING, "started")
+    for node in range(8):   # the first wave: 8 one-node jobs at once, 300 s each
+        await _finished_job(store, sid, f"node={node}", 300)
+    p = sweep_progress(await store.sweep(sid), await store.runs(sid), await store.jobs(sid))
+    # At most 8 confirming runs left, 8 at a time: one more wave, not eight.
+    assert (p["runs_most"], p["runs_done"], p["eta_s"], p["eta_guess"]) == (16, 8, 300, False)
+
+
 def test_progress_of_an_ended_sweep_and_slurm_time_limits() -> None:
     from sweepd.store.rows import Sweep
 
