@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_client_commands(sub)
     add_top_command(sub)
+    # Helper verbs (`_ids`, for completion) work but are not offered in the usage line.
+    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
     return parser
 
 

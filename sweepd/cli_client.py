@@ -441,7 +441,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         if name == "list":
             _list_args(p)
         if name in cli_views.state_dir_verbs():
-            p.add_argument("--state-dir", type=Path, default=None,
+            p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                            help="read this state directory's database (read-only) instead "
                                 "of asking the daemon (a `sweepd run`/`demo` result)")
         if name == "report":

@@ -310,8 +310,8 @@ def run_ids(args: argparse.Namespace) -> int:
 
     try:
         with Client(socket_path(args), timeout_s=5) as client:
-            for s in client.find_sweeps():
-                print(s["id"])
+            ids = [s["id"] for s in client.find_sweeps()]
+        print(json.dumps(ids) if args.json else "\n".join(map(str, ids)))
     except ClientError:
         return 1
     return 0
@@ -320,7 +320,7 @@ def run_ids(args: argparse.Namespace) -> int:
 def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                       common: argparse.ArgumentParser) -> None:
     state_dir = argparse.ArgumentParser(add_help=False)
-    state_dir.add_argument("--state-dir", type=Path, default=None,
+    state_dir.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                            help="read this state directory's database (read-only) instead "
                                 "of asking the daemon (a `sweepd run`/`demo` result)")
     p = sub.add_parser("logs", parents=[common, state_dir], help="print or follow a job's log",

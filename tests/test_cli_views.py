@@ -343,6 +343,8 @@ async def test_bash_completion_offers_verbs_flags_and_sweep_ids(
     assert await asyncio.to_thread(_complete, script, ["sweepd", "list", "--mi"], env) \
         == ["--mine"]
     assert await asyncio.to_thread(_complete, script, ["sweepd", "logs", ""], env) == ["2", "1"]
+    code, out, _ = await daemon.run("_ids", "--json")
+    assert code == 0 and json.loads(out) == [2, 1]
     code, out, _ = await daemon.run("completion", "zsh")
     assert code == 0 and out.startswith("#compdef sweepd")
     assert "_sweepd_ids() {" in out and ":sweep id:_sweepd_ids" in out
