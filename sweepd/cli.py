@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -16,6 +16,7 @@ from sweepd import foreground, logs
 from sweepd.cli_client import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
 from sweepd.daemon import AnotherSweepd
+from sweepd.service import version
 from sweepd.sim.scenario import ScenarioError
 from sweepd.specs import SpecError, load_spec_file
 
@@ -96,10 +97,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's refusal raised, not printed, so that with --json it is JSON too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def _usage_error(e: UsageError, argv: list[str]) -> int:
+    if "--json" in argv:
+        from sweepd.cli_client import fail
+
+        return fail(argparse.Namespace(json=True), f"{e.parser.prog}: {e.message}")
+    e.parser.print_usage(sys.stderr)
+    print(f"{e.parser.prog}: error: {e.message}", file=sys.stderr)
+    return foreground.EXIT_BAD_INPUT
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweepd", description=__doc__)
+    parser: argparse.ArgumentParser = Parser(prog="sweepd", description=__doc__)
     # Before the verb too: `sweepd --socket PATH list` as well as `sweepd list --socket PATH`.
     parser.add_argument("--socket", type=Path, default=None, help=SOCKET_HELP)
+    parser.add_argument("--version", action="version", version=f"sweepd {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the daemon")
@@ -131,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_client_commands(sub)
     add_top_command(sub)
+    # Helper verbs (`_ids`, for completion) work but are not offered in the usage line.
+    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
     return parser
 
 
@@ -157,7 +185,11 @@ def add_top_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        return _usage_error(e, argv)
     try:
         return int(args.func(args))
     except SpecError as e:

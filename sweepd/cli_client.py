@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok, 1 the daemon failed or is unreachable, 2 bad input (a bad spec, an
 unknown sweep, a refused operation); `watch` ends with 0 done, 3 awaiting a decision,
-4 failed or aborted.
+4 failed or aborted, 5 the daemon was lost and did not come back in time.
 """
 
 from __future__ import annotations
@@ -11,17 +11,25 @@ import argparse
 import functools
 import json
 import os
+import pwd
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import shtab
+
+from sweepd import cli_views
 from sweepd.client import Client, ClientError
 from sweepd.columns import align
-from sweepd.foreground import EXIT_BAD_INPUT, EXIT_FOR_STATE
+from sweepd.foreground import EXIT_BAD_INPUT
+from sweepd.progress import duration
 from sweepd.reports.apply import ApplyError, apply_to_config
 from sweepd.specs import SpecError, parse_spec, read_spec_file
 from sweepd.states import SweepState
+from sweepd.strategies.registry import kinds
 from sweepd.text import compact_nodes, escape
 
 DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
@@ -152,7 +160,7 @@ def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFun
 
 # -- the verbs ---------------------------------------------------------------------------
 
-def _load_spec(path: Path) -> Any:
+def load_spec(path: Path) -> Any:
     # Checked here first so a typo gets a clear answer without a daemon round trip.
     return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
 
@@ -163,9 +171,11 @@ def print_spec_error(e: SpecError) -> None:
 
 def run_submit(args: argparse.Namespace) -> int:
     try:
-        spec = _load_spec(args.spec)
+        spec = load_spec(args.spec)
     except SpecError as e:
         return fail(args, str(e), e.errors)
+    if args.dry_run:
+        return cli_views.run_validate(args)
 
     def submit(client: Client) -> int:
         summary = client.submit(spec)
@@ -173,31 +183,73 @@ def run_submit(args: argparse.Namespace) -> int:
             _print_json(summary)
         else:
             print(summary["id"])  # alone on stdout, for scripts
-            say(f"submitted sweep {summary['id']}: {escape(summary['name'])}; follow it with "
-                f"`sweepd watch {summary['id']}`", err=True)
-        return 0
+            say(f"submitted sweep {summary['id']}: {escape(summary['name'])}"
+                + ("" if args.follow else f"; follow it with `sweepd watch {summary['id']}`"),
+                err=True)
+        return cli_views.watch(args, summary["id"]) if args.follow else 0
 
     return with_client(args, submit)
 
 
 _LIST_COLUMNS = [("id", "ID"), ("state", "STATE"), ("kind", "KIND"), ("runs", "RUNS"),
-                 ("updated_at", "UPDATED"), ("name", "NAME")]
+                 ("jobs", "JOBS"), ("elapsed", "ELAPSED"), ("eta", "ETA"),
+                 ("submitted_by", "USER"), ("updated_at", "UPDATED"), ("name", "NAME")]
 _RUN_COLUMNS = [("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
                 ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE")]
 _JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backend_id", "SLURM ID"),
                 ("nodes", "NODES"), ("state", "STATE"), ("failure_class", "FAILURE")]
 
 
-@_client_command
-def run_list(args: argparse.Namespace, client: Client) -> int:
-    sweeps = client.list_sweeps()
-    if args.json:
-        _print_json(sweeps)
-    elif not sweeps:
-        say("no sweeps")
+def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's progress in the list's short cells: `4/≤12`, `1q 2r`, `12m`, `≤30m?`."""
+    p = s["progress"]
+    most = "?" if p["runs_most"] is None else f"≤{p['runs_most']}"
+    jobs = " ".join(f"{p[k]}{k[5]}" for k in ("jobs_queued", "jobs_running") if p[k])
+    eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
+           else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
+    return {**s, "runs": f"{p['runs_done']}/{most}", "jobs": jobs or None,
+            "elapsed": duration(p["elapsed_s"]), "eta": eta}
+
+
+def _since(text: str | None) -> str | None:
+    """`2h`, `3d`, `45m` ago, or an ISO date/time (UTC), as the store writes times."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"([0-9]+)\s*([mhd])", text.strip())
+    if m:
+        delta = timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        at = datetime.now(UTC) - delta
     else:
-        say(format_table(sweeps, _LIST_COLUMNS))
-    return 0
+        try:
+            at = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise SpecError(f"--since {text!r}: give 45m, 2h, 3d or an ISO time "
+                            "(2026-01-31 or 2026-01-31T12:00)") from None
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def run_list(args: argparse.Namespace) -> int:
+    try:
+        since = _since(args.since)
+    except SpecError as e:
+        return fail(args, str(e))
+    user = pwd.getpwuid(os.getuid()).pw_name if args.mine else None
+
+    def body(client: Client) -> int:
+        sweeps = client.find_sweeps(args.state or [], args.kind or [], since, user)
+        if args.json:
+            _print_json(sweeps)
+        elif not sweeps:
+            say("no sweeps")
+        else:
+            say(format_table([_list_row(s) for s in sweeps], _LIST_COLUMNS))
+        return 0
+
+    return with_client(args, body)
 
 
 @_client_command
@@ -209,7 +261,11 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     say(f"sweep {s['id']}: {escape(s['name'])}")
     say(f"  kind: {s['kind']}   nodes: {escape(str(s['spec'].get('nodes', '-')))}")
     say(f"  state: {s['state']}" + (f" ({escape(s['reason'])})" if s.get("reason") else ""))
-    say(f"  created: {s['created_at']}   updated: {s['updated_at']}")
+    say(f"  created: {s['created_at']}   updated: {s['updated_at']}"
+        + (f"   by: {escape(s['submitted_by'])}" if s.get("submitted_by") else ""))
+    say(f"  progress: {s['progress']['line']}")
+    if s["progress"]["eta_s"]:
+        say(f"  ETA basis: {s['progress']['eta_basis']}")
     excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
     if excluded:
         say(f"  excluded nodes: {escape(', '.join(excluded))}")
@@ -239,26 +295,15 @@ def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
         say(f"    ({escape(', '.join(nested))}: see `sweepd report {sweep_id}`)")
 
 
-@_client_command
-def run_watch(args: argparse.Namespace, client: Client) -> int:
-    for event in client.stream(args.id):
-        if args.json:
-            print(json.dumps(event, sort_keys=True), flush=True)
-        else:
-            say(event["reason"])
-    summary = client.show(args.id)
-    state = SweepState(summary["state"])
-    if state not in EXIT_FOR_STATE:  # the daemon stopped while the sweep was running
-        say(f"sweepd: the daemon closed the stream; {_summary_line(summary)}", err=True)
-        return EXIT_DAEMON
-    if not args.json:
-        say(_summary_line(summary))
-    return EXIT_FOR_STATE[state]
+def run_watch(args: argparse.Namespace) -> int:
+    return cli_views.watch(args, args.id)
 
 
+def run_report(args: argparse.Namespace) -> int:
+    return cli_views.with_source(args, functools.partial(_report, args))
 
-@_client_command
-def run_report(args: argparse.Namespace, client: Client) -> int:
+
+def _report(args: argparse.Namespace, client: Client) -> int:
     if args.apply is not None:
         return _apply(args, client)
     if args.plot is not None:
@@ -317,8 +362,11 @@ def _apply(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
-@_client_command
-def run_explain(args: argparse.Namespace, client: Client) -> int:
+def run_explain(args: argparse.Namespace) -> int:
+    return cli_views.with_source(args, functools.partial(_explain, args))
+
+
+def _explain(args: argparse.Namespace, client: Client) -> int:
     out = client.explain(args.id)
     if args.json:
         _print_json(out)
@@ -377,23 +425,56 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     common.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
-                       epilog="prints the new sweep id; exit 2 if the spec is invalid")
-    p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+                       epilog="prints the new sweep id; exit 2 if the spec is invalid; with "
+                              "--follow, exits as watch does")
+    spec = p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+    spec.complete = shtab.FILE  # type: ignore[attr-defined]
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the spec and print the plan (as validate); submit nothing")
+    p.add_argument("--follow", action="store_true", help="then watch it, as `sweepd watch`")
+    _reconnect_arg(p)
     p.set_defaults(func=run_submit)
     for name, func, helptext in _VERBS:
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
         if name != "list":
-            p.add_argument("id", type=int, help="sweep id")
+            cli_views.sweep_id_arg(p)
+        if name == "list":
+            _list_args(p)
+        if name in cli_views.state_dir_verbs():
+            p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                           help="read this state directory's database (read-only) instead "
+                                "of asking the daemon (a `sweepd run`/`demo` result)")
         if name == "report":
             p.add_argument("--plot", type=Path, metavar="FILE.png",
                            help="also write the sweep's plot (PNG) to this file")
             p.add_argument("--apply", type=Path, metavar="MODEL.gpu.yml",
                            help="write the optimum into this model config (one line)")
         if name == "watch":
-            p.epilog = "exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted"
+            p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "
+                        "5 the daemon was lost for longer than --reconnect")
+            _reconnect_arg(p)
         if name == "resume":
             p.add_argument("--exclude", nargs="+", action="extend", metavar="NODE",
                            help="nodes to add to the sweep's exclusions (hostlist expressions)")
             p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
                            help="excluded nodes to put back in use (e.g. repaired)")
         p.set_defaults(func=func)
+    cli_views.add_view_commands(sub, common)
+
+
+def _reconnect_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reconnect", type=float, default=cli_views.RECONNECT_S, metavar="S",
+                   help="when the daemon goes away (a restart), keep trying this many "
+                        f"seconds, then exit {cli_views.EXIT_CONNECTION_LOST} (default "
+                        f"{cli_views.RECONNECT_S:g})")
+
+
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", nargs="+", action="extend", choices=[str(s) for s in SweepState],
+                   help="only sweeps in these states")
+    p.add_argument("--kind", nargs="+", action="extend", choices=sorted(kinds()),
+                   help="only sweeps of these kinds")
+    p.add_argument("--since", metavar="WHEN",
+                   help="only sweeps submitted since: 45m, 2h, 3d ago or an ISO time (UTC)")
+    p.add_argument("--mine", action="store_true", help="only the sweeps I submitted")
+    p.epilog = "newest first"

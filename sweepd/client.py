@@ -137,3 +137,35 @@ class Client:
         except httpx.TransportError as e:
             raise ClientError(0, f"lost the connection to sweepd at {self.socket_path}: "
                                  f"{e!r}") from None
+
+    # -- the CLI's views -----------------------------------------------------------------
+
+    def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
+                    since: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        """Sweeps matching every filter given, newest first."""
+        params: dict[str, str] = {"order": "newest"}
+        if states:
+            params["state"] = ",".join(states)
+        if kinds:
+            params["kind"] = ",".join(kinds)
+        if since:
+            params["since"] = since
+        if user:
+            params["user"] = user
+        return list(self._json("GET", "/sweeps", params=params))
+
+    def job_log(self, sweep_id: int, which: str | None = None, offset: int = 0
+                ) -> dict[str, Any]:
+        params: dict[str, Any] = {"offset": offset}
+        if which:
+            params["job"] = which
+        return dict(self._json("GET", f"/sweeps/{sweep_id}/log", params=params))
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/status"))
+
+    def models(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/models"))
+
+    def validate(self, spec: Any) -> dict[str, Any]:
+        return dict(self._json("POST", "/validate", json=spec))

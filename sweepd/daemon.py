@@ -101,6 +101,14 @@ async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
             await asyncio.wait_for(stop.wait(), tick_s)
 
 
+def _beats(*calls: Callable[[], object]) -> Callable[[], None]:
+    def beat() -> None:
+        for call in calls:
+            call()
+
+    return beat
+
+
 async def serve(config: Config, stop: asyncio.Event,
                 ready: Callable[[], None] | None = None) -> int:
     from sweepd.api.server import refuse_if_served, start_server
@@ -128,7 +136,8 @@ async def serve(config: Config, stop: asyncio.Event,
             ready()
         sd.ready()
         tasks = {
-            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s, sd.beat),
+            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s,
+                                            _beats(sd.beat, parts.service.engine_pass)),
                                 name="engine"),
             asyncio.create_task(stop.wait(), name="stop"),
             *(asyncio.create_task(run(stop), name=name) for name, run in workers.runners),

@@ -61,14 +61,15 @@ async def test_submit_list_show(daemon: Daemon, tmp_path: Path) -> None:
                                     "--json")
     assert code == 0 and json.loads(out)["id"] == 2
     code, out, _ = await daemon.run("list")
-    header, first, second = out.splitlines()
-    assert header.split() == ["ID", "STATE", "KIND", "RUNS", "UPDATED", "NAME"]
-    assert first.split()[:4] == ["1", "queued", "model-perf", "0"] and first.endswith("first")
+    header, second, first = out.splitlines()   # newest first
+    assert header.split() == ["ID", "STATE", "KIND", "RUNS", "JOBS", "ELAPSED", "ETA", "USER",
+                              "UPDATED", "NAME"]
+    assert first.split()[:4] == ["1", "queued", "model-perf", "0/≤12"] and first.endswith("first")
     assert second.startswith("2 ")
     assert header.index("NAME") == first.index("first")  # aligned
     code, out, _ = await daemon.run("list", "--json")
     listed = json.loads(out)
-    assert code == 0 and [s["id"] for s in listed] == [1, 2] and listed[0]["name"] == "first"
+    assert code == 0 and [s["id"] for s in listed] == [2, 1] and listed[1]["name"] == "first"
     code, out, _ = await daemon.run("show", "1")
     assert code == 0
     assert "sweep 1: first" in out and "state: queued" in out and NODES in out
@@ -155,7 +156,10 @@ async def test_watch_exit_code_follows_the_end_state(daemon: Daemon, end: SweepS
     await daemon.store.transition_sweep(sweep_id, end, "the end", progress="b")
     got, out, _ = await daemon.run("watch", str(sweep_id))
     assert got == code
-    assert out.splitlines() == ["a", "b", f"sweep {sweep_id}: {end} (the end)"]
+    a, b, last = out.splitlines()
+    assert (a, b) == ("a", "b")   # no job moved: no progress line between them
+    assert last.startswith(f"sweep {sweep_id}: {end} (the end) · run 0 of ≤ 12 · no job in "
+                           "flight · ")
 
 
 async def test_watch_prints_lines_as_they_land(daemon: Daemon) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import pwd
 import re
 import socket
 from pathlib import Path
@@ -112,10 +113,13 @@ async def health(request: web.Request) -> web.Response:
 
 async def submit(request: web.Request) -> web.Response:
     data = await _json_body(request)
-    return web.json_response(await _service(request).submit(data), status=201)
+    return web.json_response(await _service(request).submit(data, submitter(request)),
+                             status=201)
 
 
 async def list_sweeps(request: web.Request) -> web.Response:
+    if request.query:   # filters (or an order) given: newest first
+        return web.json_response(await _service(request).find_sweeps(**_filters(request)))
     return web.json_response(await _service(request).list_sweeps())
 
 
@@ -220,6 +224,72 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+# -- the CLI's views: list filters, a job's log, status, validate, models ------------------
+
+_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:.]+Z?)?")
+_LIST_PARAMS = frozenset({"state", "kind", "since", "user", "order"})
+
+
+def submitter(request: web.Request) -> str | None:
+    """The user name of the socket peer (its uid when the name is unknown); None off a
+    Unix socket."""
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    uid = peer_of(sock).uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _filters(request: web.Request) -> dict[str, Any]:
+    q = request.query
+    unknown = set(q) - _LIST_PARAMS
+    if unknown:
+        raise ApiError(400, f"unknown query parameter(s): {', '.join(sorted(unknown))}")
+    states = [p for v in q.getall("state", []) for p in v.split(",") if p]
+    bad = [p for p in states if p not in SweepState.__members__.values()]
+    if bad:
+        raise ApiError(400, f"not sweep states: {', '.join(bad)}; states are "
+                            f"{', '.join(SweepState)}", [{"loc": ["query", "state"],
+                                                         "msg": "bad value"}])
+    since = q.get("since")
+    if since is not None and not _ISO_TIME.fullmatch(since):
+        raise ApiError(400, f"since={since!r} is not an ISO time (2026-01-31T12:00:00Z)",
+                       [{"loc": ["query", "since"], "msg": "bad value"}])
+    return {"states": states, "kinds": [p for v in q.getall("kind", []) for p in v.split(",")
+                                        if p],
+            "since": since, "user": q.get("user")}
+
+
+async def job_log(request: web.Request) -> web.Response:
+    sweep_id = _sweep_id(request)
+    offset = int(_number(request, "offset", 0, 0, 2**62))
+    which = request.query.get("job")
+    return web.json_response(await _service(request).job_log(sweep_id, which, offset))
+
+
+async def status(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).status())
+
+
+async def validate(request: web.Request) -> web.Response:
+    return web.json_response(await _service(request).validate(await _json_body(request)))
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response(_service(request).models())
+
+
+def add_cli_routes(app: web.Application) -> None:
+    app.router.add_get("/status", status)
+    app.router.add_get("/models", models)
+    app.router.add_post("/validate", validate)
+    app.router.add_get("/sweeps/{id}/log", job_log)
+
+
 # -- the application ---------------------------------------------------------------------
 
 def make_app(service: Service, max_body_bytes: int = 1 << 20,
@@ -248,6 +318,7 @@ def make_app(service: Service, max_body_bytes: int = 1 << 20,
     app.router.add_post("/sweeps/{id}/cancel", cancel)
     app.router.add_post("/sweeps/{id}/resume", resume)
     app.router.add_post("/sweeps/{id}/abort", abort)
+    add_cli_routes(app)
     return app
 
 

@@ -32,6 +32,7 @@ class Sweep(_Row):
     verdict_json: str | None
     created_at: str
     updated_at: str
+    submitted_by: str | None = None   # the socket peer's user name (schema version 4)
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from sweepd.states import (
     SweepState,
     sources,
 )
-from sweepd.store.migrate import migrate
+from sweepd.store.migrate import latest_version, migrate
 from sweepd.store.rows import Event, Exclusion, Job, Run, SignalRow, StepRow, Sweep
 
 E = TypeVar("E", bound=StrEnum)
@@ -67,6 +67,25 @@ class Store:
         await conn.execute("PRAGMA busy_timeout=5000")
         await conn.execute("PRAGMA synchronous=NORMAL")
         await migrate(conn)
+        return cls(conn)
+
+    @classmethod
+    async def open_readonly(cls, path: Path | str) -> Store:
+        """A store to read only (`--state-dir`): SQLite's read-only mode, no migration, so
+        a daemon or `sweepd run` using the same file is never disturbed."""
+        conn = await aiosqlite.connect(_readonly_uri(Path(path)), uri=True,
+                                       isolation_level=None)
+        conn.row_factory = aiosqlite.Row
+        try:
+            async with conn.execute("SELECT max(version) FROM schema_version") as cur:
+                row = await cur.fetchone()
+        except aiosqlite.Error:
+            await conn.close()
+            raise NotFound(f"{path} is not a sweepd database") from None
+        if row is None or row[0] is None or int(row[0]) > latest_version():
+            await conn.close()
+            raise NotFound(f"{path}: schema version {row[0] if row else None} is not one "
+                           "this sweepd reads")
         return cls(conn)
 
     async def close(self) -> None:
@@ -170,11 +189,12 @@ class Store:
 
     # -- sweeps ------------------------------------------------------------------------
 
-    async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any]) -> int:
+    async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any],
+                           submitted_by: str | None = None) -> int:
         async with self.tx() as conn:
             cur = await conn.execute(
-                "INSERT INTO sweeps (kind, name, spec_json) VALUES (?,?,?)",
-                (kind, name, json.dumps(spec, sort_keys=True)),
+                "INSERT INTO sweeps (kind, name, spec_json, submitted_by) VALUES (?,?,?,?)",
+                (kind, name, json.dumps(spec, sort_keys=True), submitted_by),
             )
             sweep_id = int(cur.lastrowid or 0)
             await self._event(conn, sweep_id, "transition", "sweep submitted",
@@ -194,6 +214,42 @@ class Store:
             rows = await self._all(
                 f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Sweep.from_row(r) for r in rows]
+
+    async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
+                          since: str | None = None, user: str | None = None) -> list[Sweep]:
+        """Sweeps matching every filter given, newest first (`since`: created at or after,
+        an ISO time as the store writes them)."""
+        where, args = ["1 = 1"], []
+        for column, wanted in (("state", states), ("kind", kinds)):
+            if wanted:
+                where.append(f"{column} IN ({','.join('?' * len(wanted))})")
+                args += list(wanted)
+        if since is not None:
+            where.append("created_at >= ?")
+            args.append(since)
+        if user is not None:
+            where.append("submitted_by = ?")
+            args.append(user)
+        rows = await self._all(f"SELECT * FROM sweeps WHERE {' AND '.join(where)}"
+                               " ORDER BY id DESC", args)
+        return [Sweep.from_row(r) for r in rows]
+
+    async def count_by_state(self, table: str) -> dict[str, int]:
+        """How many sweeps (or jobs, or runs) are in each state."""
+        if table not in ("sweeps", "jobs", "runs"):
+            raise ValueError(f"not a table with states: {table}")
+        rows = await self._all(f"SELECT state, count(*) FROM {table} GROUP BY state")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def job_seconds_of(self, kind: str, model: str | None) -> list[float]:
+        """Cluster seconds the ended jobs of earlier sweeps of this kind (and model) took."""
+        rows = await self._all(
+            "SELECT j.ended_at - j.submitted_at FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
+            " WHERE s.kind = ? AND j.state IN ('done', 'failed') AND j.ended_at IS NOT NULL"
+            " AND j.submitted_at IS NOT NULL"
+            " AND (? IS NULL OR json_extract(s.spec_json, '$.model') = ?)",
+            (kind, model, model))
+        return [float(r[0]) for r in rows]
 
     async def transition_sweep(
         self, sweep_id: int, to: SweepState, reason: str, *, rule: str | None = None,
@@ -437,6 +493,12 @@ class Store:
             await self._event(conn, sweep_id, "decision",
                               f"exclusions set to [{', '.join(nodes)}]: {reason}",
                               rule="person.resume")
+
+
+def _readonly_uri(path: Path) -> str:
+    if not path.is_file():
+        raise NotFound(f"no sweepd database at {path}")
+    return f"{path.absolute().as_uri()}?mode=ro"
 
 
 def _now_sql() -> str:
