@@ -1,7 +1,7 @@
 """Network isolation efficiency: sweepd's group testing vs the SKILL.md's plain halving.
 
 For N = 8, 16, 32, 64 simulated nodes and four cases (all healthy, one slow NIC, one bad
-link, two faults), run the pure planner (`sweepd.strategies.isolation.advance`) against a
+link, two faults), run the pure planner (`sweepd.kinds.network.isolation.advance`) against a
 pure TGS model (no subprocesses): a group runs at 0.9x when it holds a slow NIC or both ends
 of a bad link, x0.97 per doubling of nodes, with +-0.3% noise. Prints jobs, rounds (parallel
 waves), node-hours to a verdict and verdict accuracy, side by side.
@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sweepd.strategies.isolation import Group, Judge, Outcome, advance
+from sweepd.kinds.network.isolation import Group, Judge, Outcome, advance
 
 BASE_TGS = 1400.0
 SCALING = 0.97

@@ -1,6 +1,6 @@
 """A reference point for the network planner: hypothesis elimination over at most two faults.
 
-The network sweep's planner (`sweepd/strategies/isolation.py`) proves its verdict: it assumes
+The network sweep's planner (`sweepd/kinds/network/isolation.py`) proves its verdict: it assumes
 nothing about how many faults there are. This benchmark asks what assuming "at most two
 faults, sharing no node" would buy. The truth is one of every such hypothesis (healthy, one
 slow NIC, one bad link, two faults); a round is a set of disjoint jobs of >= 2 nodes, and a

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scale_backend import backend_id, log_name
-from sweepd.states import JobState, RunState
+from sweepd.core.states import JobState, RunState
 from sweepd.store.store import Store
 
 HERE = Path(__file__).resolve().parent

@@ -22,7 +22,7 @@ from pathlib import Path
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sweepd.strategies.model_perf import Outcome, Probe, batch_space, best, next_value
+from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, best, next_value
 
 NOISE = 0.01
 FOUND = 0.01  # = the noise: closer than this, single runs cannot tell two batches apart

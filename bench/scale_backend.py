@@ -3,7 +3,7 @@
     python bench/scale_backend.py daemon --config sweepd.toml
     python bench/scale_backend.py writer --logs DIR --jobs 500 --rate 20 --times OUT.json
 
-`daemon` runs the real `sweepd serve` (`sweepd.daemon.run_daemon`: engine loop, API server,
+`daemon` runs the real `sweepd serve` (`sweepd.app.daemon.run_daemon`: engine loop, API server,
 signal handling) with one substitution: the cluster backend is `ScaleBackend`, which says
 every job it is asked about is RUNNING. The jobs themselves are log files written by the
 `writer` process, so the daemon pays for following them exactly as it would on Slurm, and
@@ -31,11 +31,11 @@ from typing import Any
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sweepd.clock import Clock
 from sweepd.clusters.base import ClusterBackend, JobRequest, JobStatus, SchedulerState, Submitted
 from sweepd.config import Config, load_config
-from sweepd.engine import Engine
+from sweepd.core.engine import Engine
 from sweepd.sim.logfmt import header_lines, memstats_lines, mfu_line, step_line
+from sweepd.util.clock import Clock
 
 BACKEND_PREFIX = "scale-"
 # One cycle of four lines: two ranks print the (identical) step line, then two ranks print
@@ -131,7 +131,7 @@ class PassStats:
 
 
 def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
-    import sweepd.daemon
+    import sweepd.app.daemon
 
     stats = PassStats()
     if stats_out is not None:
@@ -140,9 +140,9 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
     def make_backend(_: Config) -> tuple[ClusterBackend, Clock]:
         return ScaleBackend(), Clock(1.0)  # real time: policy durations are wall seconds
 
-    setattr(sweepd.daemon, "make_backend", make_backend)  # noqa: B010
+    setattr(sweepd.app.daemon, "make_backend", make_backend)  # noqa: B010
     try:
-        return sweepd.daemon.run_daemon(config)
+        return sweepd.app.daemon.run_daemon(config)
     finally:
         if stats_out is not None:
             stats_out.write_text(json.dumps(stats.passes))

@@ -1,5 +1,5 @@
 import sys
 
-from sweepd.cli import main
+from sweepd.cli.main import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from sweepd.text import escape
+from sweepd.util.text import escape
 
 
 class _Section(BaseModel):

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sweepd.client import Client
+from sweepd.cli.client import Client
 
 
 def write_config(tmp_path: Path, scenario: Path, extra: str = "") -> Path:

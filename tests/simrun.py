@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from sweepd import foreground
+from sweepd.app import foreground
 from sweepd.config import Config, load_config
 from sweepd.store.store import Store
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from aiohttp import web
 
+from sweepd.app.service import Service
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
-from sweepd.engine import Engine
+from sweepd.core.engine import Engine
 from sweepd.notify.secrets import Token
 from sweepd.notify.telegram import Timing
-from sweepd.service import Service
 from sweepd.store.store import Store
 
 TOKEN = "123456:TEST-token-abcdefghijklmnopqrstuvwxyz"

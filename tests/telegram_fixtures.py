@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.service import Service
+from sweepd.app.service import Service
 from tests.telegram_double import BotApiDouble, running_double, service_over
 
 

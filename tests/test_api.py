@@ -17,11 +17,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from sweepd.api.server import start_server
+from sweepd.app.service import Service
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
-from sweepd.engine import Engine
-from sweepd.service import Service
-from sweepd.states import SweepState
+from sweepd.core.engine import Engine
+from sweepd.core.states import SweepState
 from sweepd.store.store import Store
 
 # The simulated cluster's nodes: a spec naming others is refused at submit.

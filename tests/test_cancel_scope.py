@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweepd.jobs import CANCELLED_TOGETHER_S, others_cancelled
-from sweepd.states import JobState
+from sweepd.core.conclude import CANCELLED_TOGETHER_S, others_cancelled
+from sweepd.core.states import JobState
 from sweepd.store.rows import Job
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
+from sweepd.app.service import Service
+from sweepd.core.states import SweepState
 from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
 from sweepd.notify.telegram import make_bot
-from sweepd.service import Service
-from sweepd.states import SweepState
 from sweepd.store.outbox import Outbox
 from tests.telegram_double import (
     CHAT,

@@ -1,4 +1,4 @@
-"""The CLI's client verbs, run through `sweepd.cli.main` against a real daemon API.
+"""The CLI's client verbs, run through `sweepd.cli.main.main` against a real daemon API.
 
 The server runs on the test's event loop; each CLI call (a blocking httpx client) runs in
 a worker thread, as it would in its own process.
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from sweepd.cli import main
-from sweepd.cli_client import format_table
-from sweepd.service import Service
-from sweepd.states import RunState, SweepState
+from sweepd.app.service import Service
+from sweepd.cli.main import main
+from sweepd.cli.verbs import format_table
+from sweepd.core.states import RunState, SweepState
 from sweepd.store.store import Store
 from tests.test_api import NODES, SPEC, serve_service
 

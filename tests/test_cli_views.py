@@ -23,10 +23,10 @@ import aiosqlite
 import pytest
 from rich.console import Console
 
-from sweepd.cli import main
-from sweepd.cli_views import log_text
-from sweepd.progress import slurm_seconds, sweep_progress
-from sweepd.states import JobState, RunState, SweepState
+from sweepd.app.progress import slurm_seconds, sweep_progress
+from sweepd.cli.main import main
+from sweepd.cli.views import log_text
+from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
@@ -435,10 +435,10 @@ async def test_submit_follow_watches_until_the_sweep_ends(daemon: Daemon, tmp_pa
 async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from sweepd.api.server import start_server
+    from sweepd.app.service import Service
     from sweepd.clusters.factory import make_backend
     from sweepd.config import load_config
-    from sweepd.engine import Engine
-    from sweepd.service import Service
+    from sweepd.core.engine import Engine
     from tests.slurm_cluster import run_cluster_script, slurm_dir
 
     config = load_config(None, {"daemon.state_dir": str(tmp_path), "cluster.backend": "slurm",

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from sweepd.client import Client
+from sweepd.cli.client import Client
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, run, sim_config, write_scenario
 

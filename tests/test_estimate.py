@@ -1,7 +1,7 @@
 import pytest
 
-from sweepd.estimate import GIB, memory_estimate
-from sweepd.models import MODELS
+from sweepd.kinds.model_perf.estimate import GIB, memory_estimate
+from sweepd.util.model_shapes import MODELS
 
 LLAMA = MODELS["llama2-70b"]
 

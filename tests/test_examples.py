@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.specs import load_spec_file
-from sweepd.strategies.registry import kinds
+from sweepd.kinds.registry import kinds
+from sweepd.kinds.spec import load_spec_file
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

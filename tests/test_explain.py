@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweepd.cli import main
+from sweepd.cli.main import main
 from sweepd.reports.report import explain_lines
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 

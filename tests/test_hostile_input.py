@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from sweepd.core.states import RunState, SweepState
+from sweepd.kinds.spec import MAX_NODES, SpecError, count_hostlist, expand_nodes, parse_spec
 from sweepd.notify import format as fmt
-from sweepd.specs import MAX_NODES, SpecError, count_hostlist, expand_nodes, parse_spec
-from sweepd.states import RunState, SweepState
-from sweepd.text import compact_nodes, escape
+from sweepd.util.text import compact_nodes, escape
 from tests.test_api import NODES, SPEC, Api, api  # noqa: F401 (fixture)
 from tests.test_cli_client import Daemon, daemon, write_spec  # noqa: F401 (fixture)
 
@@ -186,7 +186,7 @@ async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
     """An older daemon's 422 with 99,993 details: the client prints a bounded answer."""
     import argparse
 
-    from sweepd.cli_client import fail
+    from sweepd.cli.verbs import fail
 
     details = [{"loc": ["nodes"], "msg": f"not a node of this cluster: chi{i}"}
                for i in range(99_993)]

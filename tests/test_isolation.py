@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweepd.strategies.isolation import Group, Judge, Outcome, Wanted, advance
+from sweepd.kinds.network.isolation import Group, Judge, Outcome, Wanted, advance
 
 BASE = 1400.0
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from sweepd.logs import wants_json
+from sweepd.util.logs import wants_json
 from tests.daemon_proc import write_config
 from tests.simrun import write_scenario
 

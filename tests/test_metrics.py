@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sweepd.client import Client
+from sweepd.cli.client import Client
 from sweepd.config import ConfigError, load_config
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario

@@ -8,7 +8,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from sweepd.states import JobState, RunState, SweepState
+from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.migrate import DatabaseTooNew, latest_version, migrate
 from sweepd.store.rows import Event, Job, Run, SignalRow, StepRow, Sweep
 from sweepd.store.store import Store

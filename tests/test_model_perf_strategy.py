@@ -5,12 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from sweepd.reports import model_perf as perf_report
-from sweepd.specs import ModelPerfSpec, parse_spec
-from sweepd.states import RunState, SweepState
-from sweepd.store.rows import Run, Sweep
-from sweepd.strategies.base import Finished, SweepContext
-from sweepd.strategies.model_perf import (
+from sweepd.core.states import RunState, SweepState
+from sweepd.kinds.api import Finished, SweepContext
+from sweepd.kinds.model_perf import report as perf_report
+from sweepd.kinds.model_perf.plan import extend_past_estimate, plan, probes
+from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
     SearchSpace,
@@ -19,7 +18,8 @@ from sweepd.strategies.model_perf import (
     best,
     next_value,
 )
-from sweepd.strategies.perf_plan import extend_past_estimate, plan, probes
+from sweepd.kinds.spec import ModelPerfSpec, parse_spec
+from sweepd.store.rows import Run, Sweep
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 

@@ -9,15 +9,11 @@ from typing import Any, cast
 
 import pytest
 
-from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
-from sweepd.reports.model_sweep import _commit, evaluation
-from sweepd.specs import SpecError, expand_nodes, parse_spec
-from sweepd.states import JOB_ACTIVE, RunState, SweepState
-from sweepd.store.rows import Run
-from sweepd.store.store import Store
-from sweepd.strategies.base import Finished, NewRun, Stop, SweepContext
-from sweepd.strategies.kinds.model_sweep import ModelSweepSpec, gather
-from sweepd.strategies.model_sweep_plan import (
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.core.states import JOB_ACTIVE, RunState, SweepState
+from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
+from sweepd.kinds.model_sweep.kind import ModelSweepSpec, gather
+from sweepd.kinds.model_sweep.plan import (
     FAIL_FAST_RULE,
     Column,
     evaluate,
@@ -25,6 +21,10 @@ from sweepd.strategies.model_sweep_plan import (
     node_layout,
     plan,
 )
+from sweepd.kinds.model_sweep.report import _commit, evaluation
+from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.store.rows import Run
+from sweepd.store.store import Store
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 PINNED = expand_nodes(NODES)

@@ -9,11 +9,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sweepd.foreground import EXIT_AWAITING_DECISION
-from sweepd.specs import ModelPerfSpec, parse_spec
-from sweepd.states import SweepState
-from sweepd.strategies.base import Stop, SweepContext
-from sweepd.strategies.perf_plan import plan
+from sweepd.app.foreground import EXIT_AWAITING_DECISION
+from sweepd.core.states import SweepState
+from sweepd.kinds.api import Stop, SweepContext
+from sweepd.kinds.model_perf.plan import plan
+from sweepd.kinds.spec import ModelPerfSpec, parse_spec
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 from tests.test_api import SPEC, Api, serve_service
 

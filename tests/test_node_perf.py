@@ -10,14 +10,14 @@ from typing import Any
 import hostlist
 import pytest
 
-from sweepd.foreground import EXIT_VERDICT
-from sweepd.reports import node_perf as report
+from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.core.states import RunState, SweepState
+from sweepd.kinds.api import Finished, SweepContext
+from sweepd.kinds.node_perf import report
+from sweepd.kinds.node_perf.plan import band, plan
+from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
 from sweepd.reports.plots import node_perf_plot
-from sweepd.specs import SpecError, expand_nodes, parse_spec
-from sweepd.states import RunState, SweepState
 from sweepd.store.rows import Run, Sweep
-from sweepd.strategies.base import Finished, SweepContext
-from sweepd.strategies.node_perf_plan import band, plan
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 # 8 trainers start at once on a shared 2-core machine: at time_scale 0.002 the default

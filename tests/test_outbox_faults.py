@@ -12,9 +12,9 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from sweepd.app.service import Service
+from sweepd.core.states import SweepState
 from sweepd.notify.telegram import TelegramNotifier, make_bot
-from sweepd.service import Service
-from sweepd.states import SweepState
 from sweepd.store.migrate import _statements, latest_version, migrate, migrations
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import Store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweepd.daemon import open_parts
+from sweepd.app.daemon import open_parts
 from tests.simrun import perf_spec, run, sim_config, write_scenario
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from sweepd.config import PolicyConfig
+from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import Verdict
-from sweepd.policy import Act, Case, SweepFacts, decide
 
 NODES = ["n1", "n2", "n3", "n4"]
 LIMITS = PolicyConfig()

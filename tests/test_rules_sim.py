@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
-from sweepd.states import JobState, SweepState
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.core.states import JobState, SweepState
 from sweepd.store.rows import Event, Job
 from sweepd.store.store import Store
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
@@ -214,7 +214,7 @@ async def test_cancelled_outside_sweepd_is_run_again_and_no_verdict_rests_on_it(
         tmp_path: Path) -> None:
     import asyncio
 
-    from sweepd import foreground
+    from sweepd.app import foreground
     from sweepd.clusters.factory import make_backend
 
     scenario = write_scenario(tmp_path)

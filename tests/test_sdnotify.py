@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.app.daemon import serve
 from sweepd.config import load_config
-from sweepd.daemon import serve
-from sweepd.sdnotify import SdNotify
+from sweepd.util.sdnotify import SdNotify
 
 
 @pytest.fixture

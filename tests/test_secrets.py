@@ -11,6 +11,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from sweepd.core.states import SweepState
 from sweepd.notify.secrets import (
     REDACTED,
     Redactor,
@@ -21,7 +22,6 @@ from sweepd.notify.secrets import (
     read_token_file,
 )
 from sweepd.notify.telegram import TelegramNotifier, make_bot
-from sweepd.states import SweepState
 from sweepd.store.outbox import Outbox
 from tests.telegram_double import (
     CHAT,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.foreground import EXIT_VERDICT
+from sweepd.app.foreground import EXIT_VERDICT
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_sweep import SIM, direct_config
 

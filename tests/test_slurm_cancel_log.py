@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.config import Config
-from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.core.states import JobState
+from sweepd.kinds.spec import expand_nodes
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_peak_batch
-from sweepd.specs import expand_nodes
-from sweepd.states import JobState
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.clock import Clock
 from sweepd.clusters.factory import make_backend
 from sweepd.clusters.slurm import token_of
 from sweepd.clusters.submitguard import guard_path, record_group
 from sweepd.config import Config
-from sweepd.engine import Engine
-from sweepd.states import JobState, SweepState
+from sweepd.core.engine import Engine
+from sweepd.core.states import JobState, SweepState
 from sweepd.store.store import Store
+from sweepd.util.clock import Clock
 from tests.simrun import write_scenario
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config

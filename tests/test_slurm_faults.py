@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.config import Config
-from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon
 from tests.simrun import open_store, perf_spec, run, write_scenario

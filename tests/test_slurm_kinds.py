@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.foreground import EXIT_VERDICT
-from sweepd.specs import SpecError
+from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.kinds.spec import SpecError
 from tests.simrun import open_store, run, write_scenario
 from tests.slurm_sweep import direct_config
 

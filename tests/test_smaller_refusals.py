@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sweepd import foreground
+from sweepd.app import foreground
 from sweepd.config import ConfigError, load_config
-from sweepd.states import RunState, SweepState
+from sweepd.core.states import RunState, SweepState
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, write_scenario

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from sweepd.api.server import start_server
-from sweepd.clock import Clock
+from sweepd.app.service import Service
 from sweepd.clusters.sim import SimCluster
 from sweepd.config import ConfigError, load_config
-from sweepd.engine import Engine
-from sweepd.service import Service
+from sweepd.core.engine import Engine
 from sweepd.store.store import Store
+from sweepd.util.clock import Clock
 from tests.simrun import write_scenario
 
 GROUP = "daemon"  # a group every Debian system has; the test user is made a member of it

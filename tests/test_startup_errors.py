@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.daemon import AnotherSweepd, open_parts
+from sweepd.app.daemon import AnotherSweepd, open_parts
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, sim_config, write_scenario
 

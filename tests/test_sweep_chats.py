@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sweepd.client import ClientError
+from sweepd.app.service import Service
+from sweepd.cli.client import ClientError
 from sweepd.config import TelegramConfig
-from sweepd.metrics import exposition
+from sweepd.core.metrics import exposition
+from sweepd.core.states import SweepState
+from sweepd.kinds.spec import SpecError, parse_spec
 from sweepd.notify import Workers, build_workers
-from sweepd.service import Service
-from sweepd.specs import SpecError, parse_spec
-from sweepd.states import SweepState
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import write_scenario
 from tests.telegram_double import CHAT, SPEC, STRANGER, TOKEN, BotApiDouble, Fault, until

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from sweepd.columns import aligned_tables
+from sweepd.app.service import Service
 from sweepd.config import TelegramConfig
+from sweepd.core.states import RunState, SweepState
 from sweepd.notify import build_workers
 from sweepd.notify import format as fmt
 from sweepd.notify.logsink import LogSink
 from sweepd.notify.secrets import SecretError
 from sweepd.notify.telegram import TelegramNotifier, make_bot
-from sweepd.service import Service
-from sweepd.states import RunState, SweepState
 from sweepd.store.outbox import Outbox
+from sweepd.util.columns import aligned_tables
 from tests.telegram_double import (
     CHAT,
     FAST,

@@ -16,8 +16,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Label, Markdown, ProgressBar, Sparkline, Static
 
-from sweepd.cli import main
-from sweepd.top import Confirm, SweepRow, TextScreen, TopApp, progress_of, progress_text
+from sweepd.cli.main import main
+from sweepd.cli.top import Confirm, SweepRow, TextScreen, TopApp, progress_of, progress_text
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 

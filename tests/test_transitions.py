@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sweepd.states import (
+from sweepd.core.states import (
     JOB_TRANSITIONS,
     RUN_TRANSITIONS,
     SWEEP_TRANSITIONS,

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from sweepd import worktrees
+from sweepd.app.service import Service
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
-from sweepd.engine import Engine
-from sweepd.service import Service
-from sweepd.states import SweepState
+from sweepd.core.engine import Engine
+from sweepd.core.states import SweepState
 from sweepd.store.store import Store
+from sweepd.util import worktrees
 from tests.simrun import NODES, write_scenario
 
 

@@ -13,7 +13,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from sweepd.specs import SpecError
+from sweepd.kinds.spec import SpecError
 from sweepd.store.store import InvalidTransition, NotFound
 
 log = structlog.get_logger("sweepd.api")

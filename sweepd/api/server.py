@@ -21,12 +21,12 @@ from aiohttp.typedefs import Handler
 
 from sweepd.api.errors import ApiError, error_middleware
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
-from sweepd.daemon import AnotherSweepd
-from sweepd.service import Service
-from sweepd.specs import MAX_NODES, count_hostlist, expand_nodes
-from sweepd.states import SweepState
+from sweepd.app.daemon import AnotherSweepd
+from sweepd.app.service import Service
+from sweepd.core.states import SweepState
+from sweepd.kinds.spec import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.store.rows import Event
-from sweepd.text import control_chars, describe_controls
+from sweepd.util.text import control_chars, describe_controls
 
 MAX_WAIT_S = 30.0
 # How long one stream pass waits for new lines before it re-reads the sweep's state.
@@ -390,8 +390,8 @@ async def start_server(service: Service, socket_path: Path,
 # -- Prometheus metrics ----------------------------------------------------------------
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format, read from the store now (see sweepd.metrics)."""
-    from sweepd.metrics import CONTENT_TYPE, exposition
+    """Prometheus text format, read from the store now (see sweepd.core.metrics)."""
+    from sweepd.core.metrics import CONTENT_TYPE, exposition
 
     service = _service(request)
     body = await exposition(service.store, service.engine.backend)

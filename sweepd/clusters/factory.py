@@ -5,9 +5,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from sweepd.clock import Clock
 from sweepd.clusters.base import ClusterBackend
 from sweepd.config import Config
+from sweepd.util.clock import Clock
 
 
 def default_scenario() -> Path:

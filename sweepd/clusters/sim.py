@@ -31,11 +31,11 @@ from sweepd.clusters.base import (
     SubmitRefused,
     Submitted,
 )
-from sweepd.jobname import JobNameTooLong, job_name
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.statefiles import atomic_write_json, locked, read_json
 from sweepd.sim.truth import true_outcome
+from sweepd.util.jobname import JobNameTooLong, job_name
 
 FIRST_JOB_ID = 10001
 PENDING, STARTED, CANCELLED = "PENDING", "STARTED", "CANCELLED"

@@ -29,7 +29,7 @@ from sweepd.clusters.base import (
 )
 from sweepd.clusters.slurm_script import BatchScript, render_batch_script
 from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
-from sweepd.jobname import JobNameTooLong, job_name, passthrough_part
+from sweepd.util.jobname import JobNameTooLong, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
 TOKEN_ENV = "SWEEPD_TOKEN"

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sweepd.chats import sweep_chats
 from sweepd.config import TelegramConfig
 from sweepd.notify.chat import ChatControl, Operations
+from sweepd.notify.chats import sweep_chats
 from sweepd.notify.logsink import LogSink
 from sweepd.notify.secrets import SecretError, install_redaction, load_credentials
 from sweepd.notify.telegram import ReportSource, TelegramNotifier, Timing, make_bot

@@ -17,13 +17,13 @@ import structlog
 from telegram import Bot, CallbackQuery, Message, Update
 from telegram.error import TelegramError
 
+from sweepd.kinds.spec import expand_nodes
 from sweepd.notify import format as fmt
 from sweepd.notify.secrets import Token
 from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, send_text
-from sweepd.specs import expand_nodes
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import InvalidTransition, NotFound
-from sweepd.text import escape
+from sweepd.util.text import escape
 
 log = structlog.get_logger("sweepd.chat")
 
@@ -37,7 +37,7 @@ _BUTTON = re.compile(r"(resume|abort):(\d+)(?::(\d+))?")
 
 
 class Operations(Protocol):
-    """What chat control needs from the service (sweepd.service.Service fits)."""
+    """What chat control needs from the service (sweepd.app.service.Service fits)."""
 
     async def list_sweeps(self) -> list[dict[str, Any]]: ...
 

@@ -11,9 +11,9 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-from sweepd.columns import aligned_tables
 from sweepd.store.outbox import Part
-from sweepd.text import escape
+from sweepd.util.columns import aligned_tables
+from sweepd.util.text import escape
 
 LIMIT = 4096
 FENCE = "```"

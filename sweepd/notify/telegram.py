@@ -41,7 +41,7 @@ ChatsOf = Callable[[int], Awaitable[Sequence[int]]]
 
 
 class ReportSource(Protocol):
-    """What the final message needs from the service (sweepd.service.Service fits)."""
+    """What the final message needs from the service (sweepd.app.service.Service fits)."""
 
     async def report(self, sweep_id: int) -> dict[str, Any]: ...
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
-from sweepd.strategies.node_perf_plan import DEGRADED_BAND, HEALTHY_BAND
+from sweepd.kinds.node_perf.plan import DEGRADED_BAND, HEALTHY_BAND
 
 # A bare Figure draws through Agg already; set it anyway so no pyplot use elsewhere in the
 # process picks a GUI backend.

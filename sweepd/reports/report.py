@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sweepd.kinds.registry import kind_of
 from sweepd.store.rows import Event, Job, Run, Sweep
-from sweepd.strategies.registry import kind_of
-from sweepd.text import escape
+from sweepd.util.text import escape
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweepd.models import resolve_model
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.statefiles import atomic_write_json, locked, read_json
+from sweepd.util.model_shapes import resolve_model
 
 CLAIMS_FILE = "fault-claims.json"
 

@@ -11,11 +11,11 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sweepd.models import resolve_model
 from sweepd.sim import logfmt
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.signatures import Failure, failure_events, hang_events
 from sweepd.sim.truth import Truth
+from sweepd.util.model_shapes import resolve_model
 
 SRUN = -1            # a line srun itself writes (all-ranks mode only)
 BANNER = None        # a line the batch script writes (unprefixed)

@@ -14,7 +14,7 @@ import hostlist
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sweepd.models import UnknownModel, resolve_model
+from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from sweepd.models import UnknownModel, resolve_model
 from sweepd.sim import logfmt
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.plan import BANNER, SRUN, Event, JobInput, Plan, plan_job
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.truth import true_outcome
+from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 CANCEL_EXIT = 143
 

@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sweepd.models import ModelShape, resolve_model
 from sweepd.sim.scenario import FaultKind, Scenario
+from sweepd.util.model_shapes import ModelShape, resolve_model
 
 DEFAULT_MEM_FRACTION = 0.93
 RUNTIME_OVERHEAD_GB = 1.5

@@ -1,12 +1,18 @@
-"""Apply the numbered SQL files in `sweepd/migrations/` at start-up, in one transaction."""
+"""Apply the numbered SQL files in `migrations/` at start-up, in one transaction.
+
+An installed wheel carries them inside the package (`sweepd/migrations/`, put there by
+the build); a source checkout (an editable install) reads the top-level folder.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 import aiosqlite
+
+import sweepd
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -22,9 +28,15 @@ class Migration:
     sql: str
 
 
+def sql_dir() -> Path:
+    package = Path(sweepd.__file__).parent
+    shipped = package / "migrations"
+    return shipped if shipped.is_dir() else package.parent / "migrations"
+
+
 def migrations() -> list[Migration]:
     found = []
-    for entry in resources.files("sweepd.migrations").iterdir():
+    for entry in sql_dir().iterdir():
         m = _NAME.match(entry.name)
         if m:
             found.append(Migration(int(m.group(1)), entry.name, entry.read_text("utf-8")))

@@ -8,7 +8,7 @@ from typing import Any, Self
 
 import hostlist
 
-from sweepd.states import JobState, RunState, SweepState
+from sweepd.core.states import JobState, RunState, SweepState
 
 
 class _Row:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
-from sweepd.states import (
+from sweepd.core.states import (
     JOB_ACTIVE,
     JOB_TRANSITIONS,
     RUN_TRANSITIONS,

@@ -1,0 +1,201 @@
+"""Lifecycle: open and migrate the store, recover, run the engine and the API, stop.
+
+Signal handlers only set the stop event; a second signal exits at once. The engine loop
+and the API server are supervised: if one dies, the daemon logs it and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+from aiohttp.web import AppRunner
+
+from sweepd.app.service import Service
+from sweepd.clusters.factory import make_backend
+from sweepd.config import Config, ConfigError
+from sweepd.core.engine import Engine
+from sweepd.core.metrics import ENGINE_PASS, TimedBackend
+from sweepd.notify import build_workers
+from sweepd.store.store import Store
+from sweepd.util.sdnotify import SdNotify
+
+log = structlog.get_logger("sweepd.app.daemon")
+
+
+@dataclass
+class Parts:
+    store: Store
+    engine: Engine
+    service: Service
+
+
+class AnotherSweepd(RuntimeError):
+    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""
+
+
+@contextlib.contextmanager
+def state_dir_lock(state_dir: Path) -> Iterator[None]:
+    """One process per state directory: two engines on one store would both act on the
+    same sweeps. The lock dies with its process, so a killed daemon never leaves it held."""
+    path = state_dir / "sweepd.lock"
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AnotherSweepd(f"another sweepd uses {state_dir} ({path} is locked)") from None
+        yield
+
+
+@contextlib.contextmanager
+def _new_state_dir(state_dir: Path) -> Iterator[None]:
+    """Create the state directory if it is missing, and remove it again when opening
+    fails (a bad scenario, another sweepd): a refused start leaves nothing behind. One that
+    existed before is never removed."""
+    created = not state_dir.exists()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def open_parts(config: Config) -> AsyncIterator[Parts]:
+    async with contextlib.AsyncExitStack() as opened:   # closed in reverse order
+        with _new_state_dir(config.daemon.state_dir):
+            opened.enter_context(state_dir_lock(config.daemon.state_dir))
+            # The backend first: a bad scenario or cluster setting fails before the store
+            # opens.
+            inner, clock = make_backend(config)
+            backend = TimedBackend(inner)   # each scheduler call timed for /metrics
+            opened.push_async_callback(backend.close)
+            store = await Store.open(config.daemon.db_path)
+            opened.push_async_callback(store.close)
+        engine = Engine(store, backend, clock, config)
+        opened.push_async_callback(engine.close)
+        yield Parts(store, engine, Service(engine))
+
+
+async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
+                      beat: Callable[[], object] | None = None) -> None:
+    """Passes until stopped. Idle: one cheap pass per tick. After a change: at once.
+    `beat` (the systemd watchdog) is called per pass: a stuck loop stops the pings."""
+    while not stop.is_set():
+        with ENGINE_PASS.time():
+            await engine.step()
+        engine.changed.clear()
+        if beat:
+            beat()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), tick_s)
+
+
+def _beats(*calls: Callable[[], object]) -> Callable[[], None]:
+    def beat() -> None:
+        for call in calls:
+            call()
+
+    return beat
+
+
+async def serve(config: Config, stop: asyncio.Event,
+                ready: Callable[[], None] | None = None) -> int:
+    from sweepd.api.server import refuse_if_served, start_server
+
+    sd = SdNotify()
+    refuse_if_served(config.daemon.socket_path)   # before a state directory is made
+    async with open_parts(config) as parts:
+        # Before recovery: a bad token or token file refuses the start (SecretError).
+        workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
+        parts.service.allowed_chats = frozenset(workers.chat_ids)   # what a spec may name
+        # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
+        # running ones from their stored offsets.
+        await parts.engine.step()
+        runner = await start_server(parts.service, config.daemon.socket_path,
+                                    config.daemon.max_body_bytes, config.daemon.socket_group)
+        try:
+            metrics_runner = await _metrics_listener(parts.service, config)
+        except BaseException:
+            await runner.cleanup()
+            await workers.close()
+            raise
+        log.info("daemon.ready", socket=str(config.daemon.socket_path),
+                 db=str(config.daemon.db_path), backend=config.cluster.backend)
+        if ready:
+            ready()
+        sd.ready()
+        tasks = {
+            asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s,
+                                            _beats(sd.beat, parts.service.engine_pass)),
+                                name="engine"),
+            asyncio.create_task(stop.wait(), name="stop"),
+            *(asyncio.create_task(run(stop), name=name) for name, run in workers.runners),
+        }
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.get_name() != "stop" and task.exception() is not None:
+                    log.error("daemon.task_died", task=task.get_name(),
+                              error=repr(task.exception()))
+                    return 1
+            return 0
+        finally:
+            sd.stopping()
+            stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await runner.cleanup()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
+            await workers.close()
+            log.info("daemon.stopped")
+
+
+async def _metrics_listener(service: Service, config: Config) -> AppRunner | None:
+    """The optional TCP listener for /metrics; an address it cannot bind refuses the start."""
+    from sweepd.api.server import start_metrics_listener
+
+    listen = config.metrics.listen
+    if listen is None:
+        return None
+    try:
+        runner = await start_metrics_listener(service, listen)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"metrics.listen = {listen!r}: cannot listen there: "
+                          f"{getattr(e, 'strerror', None) or e}") from None
+    log.info("daemon.metrics", listen=listen)
+    return runner
+
+
+def run_daemon(config: Config) -> int:
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                log.warning("daemon.exit_now")
+                os._exit(130)
+            log.info("daemon.stopping")
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        return await serve(config, stop)
+
+    return asyncio.run(main())

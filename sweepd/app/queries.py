@@ -1,0 +1,43 @@
+"""Read-only operations over a store alone: what the daemon serves and what `--state-dir`
+reads directly from a `sweepd run`/`demo` state directory without a daemon."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweepd.app.joblog import NoSuchJob, pick_job, read_log
+from sweepd.reports.report import explain_lines, report_json, report_markdown
+from sweepd.store.store import NotFound, Store
+
+
+class Queries:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def report(self, sweep_id: int) -> dict[str, Any]:
+        sweep = await self.store.sweep(sweep_id)
+        runs = await self.store.runs(sweep_id)
+        jobs = await self.store.jobs(sweep_id)
+        excl = [e.node for e in await self.store.exclusions(sweep_id)]
+        return {"markdown": report_markdown(sweep, runs, jobs, excl),
+                "json": report_json(sweep, runs, jobs, excl)}
+
+    async def explain(self, sweep_id: int) -> dict[str, Any]:
+        await self.store.sweep(sweep_id)  # an unknown id is NotFound, as for every verb
+        events = await self.store.events(sweep_id)
+        run_seq = {r.id: r.seq for r in await self.store.runs(sweep_id)}
+        return {"lines": explain_lines(events, run_seq),
+                "events": [e.as_dict() for e in events if e.kind != "progress"]}
+
+    async def job_log(self, sweep_id: int, which: str | None = None,
+                      offset: int = 0) -> dict[str, Any]:
+        """A chunk of the named job's log from `offset`, each line marked (joblog.mark)."""
+        await self.store.sweep(sweep_id)
+        try:
+            job = pick_job(await self.store.jobs(sweep_id), await self.store.runs(sweep_id),
+                           which)
+        except NoSuchJob as e:
+            raise NotFound(f"sweep {sweep_id}: {e}") from None
+        out = read_log(job, await self.store.signals(job.id), offset)
+        out["run_seq"] = (await self.store.run(job.run_id)).seq
+        return out

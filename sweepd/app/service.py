@@ -1,0 +1,263 @@
+"""The operations the socket API, the CLI and the chat offer, over the store and engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
+from sweepd.app.queries import Queries
+from sweepd.clusters.base import ControllerUnreachable
+from sweepd.core.control import abort, resume
+from sweepd.core.engine import Engine
+from sweepd.core.states import SweepState
+from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
+from sweepd.kinds.registry import kind_of
+from sweepd.kinds.spec import SpecError, collect_nodes, parse_spec
+from sweepd.notify.chats import refuse_unknown_chats
+from sweepd.store.outbox import Outbox
+from sweepd.store.rows import Event
+from sweepd.util.model_shapes import MODELS
+from sweepd.util.text import compact_nodes
+
+
+class Service(Queries):
+    # The chats a spec may name (the daemon sets them from its Telegram settings); None:
+    # this process sends to no chat, nothing to check.
+    allowed_chats: frozenset[int] | None = None
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine.store)   # report, explain, job_log: read-only, store alone
+        self.engine = engine
+        self.started_at = time.time()
+        self.last_pass_at: float | None = None
+
+    async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
+        spec = parse_spec(data)  # raises SpecError with field-level errors
+        refuse_unknown_chats(spec.chats, self.allowed_chats)
+        # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
+        # sweep a moment after it was accepted.
+        facts = await kind_of(spec.kind).gather(self.store, spec)
+        if "error" in facts:
+            raise SpecError(str(facts["error"]))
+        await self._refuse_strangers(spec.node_list)
+        name = spec.name or spec.default_name()
+        sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"),
+                                                 submitted_by)
+        self.engine.notify()
+        return await self.summary(sweep_id)
+
+    async def _refuse_strangers(self, nodes: list[str]) -> None:
+        """A node name the cluster does not know (a typo) would stop the sweep at its first
+        job; say so now. A scheduler that does not answer is no reason to refuse: the sweep
+        waits for it as it would later."""
+        try:
+            states = await self.engine.backend.node_states(nodes)
+        except (ControllerUnreachable, RuntimeError):
+            return
+        strangers = [n for n in nodes if states.get(n) == "unknown"]
+        if strangers:   # one compact line, however many: a typo may name thousands
+            what = f"not nodes of this cluster: {compact_nodes(strangers)}"
+            raise SpecError(what, [{"loc": ["nodes"], "msg": what}])
+
+    async def summary(self, sweep_id: int) -> dict[str, Any]:
+        s = await self.store.sweep(sweep_id)
+        runs = await self.store.runs(sweep_id)
+        # Updated = the latest thing that happened to it (a job, a run), not only its state.
+        updated = max(s.updated_at, await self.store.last_event_at(sweep_id) or "")
+        return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
+                "reason": s.reason, "created_at": s.created_at, "updated_at": updated,
+                "runs": len(runs), "verdict": s.verdict, "submitted_by": s.submitted_by,
+                "progress": sweep_progress(s, runs, await self.store.jobs(sweep_id))}
+
+    async def list_sweeps(self) -> list[dict[str, Any]]:
+        return [await self.summary(s.id) for s in await self.store.sweeps()]
+
+    async def show(self, sweep_id: int) -> dict[str, Any]:
+        out = await self.summary(sweep_id)
+        out["spec"] = (await self.store.sweep(sweep_id)).spec
+        out["run_list"] = [r.as_dict() for r in await self.store.runs(sweep_id)]
+        out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
+        out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
+        out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
+        return out
+
+    async def plot(self, sweep_id: int) -> bytes | None:
+        """The sweep's PNG (e.g. TGS against batch size), or None when its kind has none."""
+        sweep = await self.store.sweep(sweep_id)
+        draw = kind_of(sweep.kind).plot
+        if draw is None:
+            return None
+        return draw(sweep, await self.store.runs(sweep_id), await self.store.jobs(sweep_id))
+
+    async def progress(self, sweep_id: int, after: int = 0,
+                       wait_s: float = 0.0) -> list[Event]:
+        """Progress lines after event `after`; waits up to `wait_s` for the next one."""
+        await self.store.sweep(sweep_id)  # NotFound for an unknown id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            news = self.engine.news()
+            events = await self.store.events(sweep_id, after, kind="progress")
+            remaining = deadline - loop.time()
+            if events or remaining <= 0:
+                return events
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(news.wait(), min(remaining, 1.0))
+
+    async def resume(self, sweep_id: int, exclude: Sequence[str] = (),
+                     readmit: Sequence[str] = ()) -> dict[str, Any]:
+        await resume(self.engine, sweep_id, exclude, readmit)
+        out = await self.summary(sweep_id)
+        out["excluded"] = [e.node for e in await self.store.exclusions(sweep_id)]
+        return out
+
+    async def current_stop(self, sweep_id: int) -> int | None:
+        """The event id of the stop message a sweep awaiting a decision is waiting on."""
+        if (await self.store.sweep(sweep_id)).state != SweepState.AWAITING_DECISION:
+            return None
+        transitions = await self.store.events(sweep_id, kind="transition")
+        stopped = [e.id for e in transitions if e.to_state == SweepState.AWAITING_DECISION]
+        progress = await self.store.events(sweep_id, stopped[-1] if stopped else 0, "progress")
+        return progress[0].id if progress else None
+
+    async def abort(self, sweep_id: int) -> dict[str, Any]:
+        await abort(self.engine, sweep_id, "aborted by a person")
+        return await self.summary(sweep_id)
+
+    async def cancel(self, sweep_id: int) -> dict[str, Any]:
+        await abort(self.engine, sweep_id, "cancelled by a person: running jobs cancelled")
+        return await self.summary(sweep_id)
+
+    # -- the CLI's read-only views (list filters, status, validate, models) -----------------
+
+    async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
+                          since: str | None = None, user: str | None = None
+                          ) -> list[dict[str, Any]]:
+        """Summaries of the sweeps matching every filter given, newest first."""
+        found = await self.store.find_sweeps(states, kinds, since, user)
+        return [await self.summary(s.id) for s in found]
+
+    def engine_pass(self) -> None:
+        """Called after each engine pass (the daemon's loop): `status` shows the last."""
+        self.last_pass_at = time.time()
+
+    async def status(self) -> dict[str, Any]:
+        config = self.engine.config
+        reachable, why = await self._backend_reachable()
+        return {
+            "version": version(), "started_at": self.started_at,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "backend": config.cluster.backend, "backend_reachable": reachable,
+            "backend_problem": why,
+            "sweeps": await self.store.count_by_state("sweeps"),
+            "jobs": await self.store.count_by_state("jobs"),
+            "telegram": config.telegram.enabled,
+            "delivery_backlog": len(await Outbox(self.store).pending(limit=10_000)),
+            "last_pass_at": self.last_pass_at,
+            "last_pass_ago_s": (None if self.last_pass_at is None
+                                else round(time.time() - self.last_pass_at, 1)),
+        }
+
+    async def _backend_reachable(self) -> tuple[bool, str | None]:
+        """Ask the scheduler about one (made-up) node: any answer means it is reachable."""
+        try:
+            await asyncio.wait_for(self.engine.backend.node_states(["sweepd-status-probe"]),
+                                   PROBE_TIMEOUT_S)
+        except (ControllerUnreachable, TimeoutError) as e:
+            return False, str(e) or f"no answer within {PROBE_TIMEOUT_S:g}s"
+        except (RuntimeError, OSError) as e:
+            return True, f"answered with an error: {e}"
+        return True, None
+
+    async def validate(self, data: Any) -> dict[str, Any]:
+        """What a submit would do, without recording anything: the spec checked against
+        this cluster, and the kind's first plan on an empty run list."""
+        spec = parse_spec(data)
+        refuse_unknown_chats(spec.chats, self.allowed_chats)
+        kind = kind_of(spec.kind)
+        facts = await kind.gather(self.store, spec)
+        if "error" in facts:
+            raise SpecError(str(facts["error"]))
+        await self._refuse_strangers(spec.node_list)
+        states = await self._node_states(spec.node_list)
+        config = self.engine.config
+        ctx = SweepContext(runs=[], nodes=spec.node_list,
+                           prior_param_gb=await self.store.prior_memstats(spec.model,
+                                                                          spec.nodes),
+                           gpu_memory_gib=config.cluster.gpu_memory_gib,
+                           extra={**facts, "acknowledged_stops": []})
+        first = kind.plan(spec, ctx)
+        dumped = spec.model_dump(mode="json")
+        return {"kind": spec.kind, "name": spec.name or spec.default_name(),
+                "nodes": spec.nodes, "node_count": len(spec.node_list),
+                "backend": config.cluster.backend, "node_states": states,
+                "first_plan": plan_dict(first),
+                **await self._bounds(spec.kind, spec.model, dumped)}
+
+    async def _node_states(self, nodes: list[str]) -> dict[str, list[str]]:
+        """State -> the pinned nodes in it, as the scheduler says now ({} if it is down)."""
+        try:
+            states = await self.engine.backend.node_states(nodes)
+        except (ControllerUnreachable, RuntimeError):
+            return {}
+        by_state: dict[str, list[str]] = {}
+        for node in nodes:
+            by_state.setdefault(states.get(node, "unknown"), []).append(node)
+        return by_state
+
+    async def _bounds(self, kind: str, model: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """The most runs, jobs (every retry taken) and node-hours a sweep may take."""
+        retries = self.engine.config.policy.max_retries
+        most = most_runs(kind, spec)
+        node_runs = most_node_runs(kind, spec)
+        limit = self.engine.config.cluster.slurm.time_limit
+        job_s = slurm_seconds(limit) if limit and self.engine.config.cluster.backend == \
+            "slurm" else None
+        basis = f"the configured time limit {limit} per job" if job_s else None
+        if job_s is None:
+            past = await self.store.job_seconds_of(kind, model)
+            if past:
+                job_s = sum(past) / len(past)
+                basis = (f"a guess: {len(past)} earlier {kind} job(s) of {model} took "
+                         f"{job_s / 3600:.2f} h (cluster time) on average")
+        hours = (None if job_s is None or node_runs is None
+                 else round(node_runs * (1 + retries) * job_s / 3600, 2))
+        return {"most_runs": most, "most_jobs": None if most is None else most * (1 + retries),
+                "max_retries": retries, "most_node_runs": node_runs, "most_node_hours": hours,
+                "node_hours_basis": basis or "unknown: no time limit configured and no "
+                                             "earlier job of this kind and model"}
+
+    def models(self) -> dict[str, Any]:
+        """The model shapes sweepd knows, and in submit.sh mode the repo's model configs."""
+        slurm = self.engine.config.cluster.slurm
+        configs: list[str] | None = None
+        if self.engine.config.cluster.backend == "slurm" and slurm.mode == "submit_sh" \
+                and slurm.repo is not None:
+            configs = sorted(p.name for p in (slurm.repo / "configs").glob("*.gpu.yml"))
+        return {"models": [asdict(m) for m in MODELS.values()], "configs": configs}
+
+
+PROBE_TIMEOUT_S = 10.0
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("sweepd")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    if isinstance(plan, Finished):
+        return {"finished": plan.summary, "ok": plan.ok}
+    if isinstance(plan, Stop):
+        return {"stop": plan.reason, "rule": plan.rule}
+    return {"runs": [{"label": r.label, "params": r.params, "nodes": collect_nodes(list(r.nodes)),
+                      "node_count": len(r.nodes), "reason": r.reason, "rule": r.rule}
+                     for r in plan]}

@@ -1,0 +1,1 @@
+"""The command line: argument parsing, client verbs, views, the live view."""

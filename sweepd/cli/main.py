@@ -1,0 +1,215 @@
+"""The command line: `serve`, `run`, `demo`, and the client verbs of a running daemon."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from sweepd.app import foreground
+from sweepd.app.daemon import AnotherSweepd
+from sweepd.app.service import version
+from sweepd.cli.verbs import SOCKET_HELP, print_spec_error, say
+from sweepd.config import Config, ConfigError, load_config
+from sweepd.kinds.spec import SpecError, load_spec_file
+from sweepd.sim.scenario import ScenarioError
+from sweepd.util import logs
+
+DEMO_SPEC: dict[str, Any] = {
+    "kind": "model-perf",
+    "name": "demo: llama2-70b batch size on 8 simulated nodes",
+    "model": "llama2-70b",
+    "nodes": "chi[2832,2863,2867-2868,2870,2872,2880-2881]",
+}
+
+
+def _config(args: argparse.Namespace, **overrides: Any) -> Config:
+    extra = {k: v for k, v in overrides.items() if v is not None}
+    return load_config(args.config, extra)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sweepd.app.daemon import run_daemon
+
+    logs.configure(args.log_level)   # JSON for journald, readable in a terminal
+    # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
+    return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
+
+
+def _foreground_config(args: argparse.Namespace, scenario: Path | None) -> Config:
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
+    return _config(args, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+                            "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+
+
+def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
+    logs.configure("warning", json=False)
+    config = _foreground_config(args, scenario)
+    return asyncio.run(foreground.run_sweep(config, spec, say))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec_file(args.spec)
+    return _foreground(args, spec.model_dump(mode="json"), args.scenario)
+
+
+DEMO_NODES = DEMO_SPEC["nodes"]
+# Each other kind on the simulated cluster with a seeded fault: (intro, scenario, specs).
+DEMOS: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
+    "node-perf": ("a node perf sweep: one 1-node job per node; one node is 7% slow",
+                  "demo_node_perf.yaml", [{"kind": "node-perf", "nodes": DEMO_NODES}]),
+    "network": ("a node perf sweep, then a network health sweep that uses it; the link "
+                "chi2867-chi2881 (across the halves) runs at 85%", "demo_network.yaml",
+                [{"kind": "node-perf", "nodes": DEMO_NODES},
+                 {"kind": "network", "nodes": DEMO_NODES}]),
+    "model-sweep": ("a model sweep of all models on commits main and candidate; candidate "
+                    "slows llama2-70b by 8% and breaks grok-1", "demo_model_sweep.yaml",
+                    [{"kind": "model-sweep", "nodes": DEMO_NODES,
+                      "commits": ["main", "candidate"]}]),
+}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sweepd.clusters.factory import sim_file
+
+    logs.configure("warning", json=False)
+    emit = say
+    if args.kind == "model-perf":
+        print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
+              "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
+        config = _foreground_config(args, sim_file("demo_scenario.yaml"))
+        code = asyncio.run(foreground.run_sweep(config, DEMO_SPEC, emit))
+        print(asyncio.run(foreground.sim_truth_line(config)))
+        return code
+    intro, scenario, specs = DEMOS[args.kind]
+    print(f"sweepd demo --kind {args.kind}: {intro}\n")
+    config = _foreground_config(args, sim_file(scenario))
+    code = 0
+    for spec in specs:
+        code = asyncio.run(foreground.run_sweep(config, spec, emit))
+        if code:
+            break
+    return code
+
+
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's refusal raised, not printed, so that with --json it is JSON too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def _usage_error(e: UsageError, argv: list[str]) -> int:
+    if "--json" in argv:
+        from sweepd.cli.verbs import fail
+
+        return fail(argparse.Namespace(json=True), f"{e.parser.prog}: {e.message}")
+    e.parser.print_usage(sys.stderr)
+    print(f"{e.parser.prog}: error: {e.message}", file=sys.stderr)
+    return foreground.EXIT_BAD_INPUT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = Parser(prog="sweepd", description=__doc__)
+    # Before the verb too: `sweepd --socket PATH list` as well as `sweepd list --socket PATH`.
+    parser.add_argument("--socket", type=Path, default=None, help=SOCKET_HELP)
+    parser.add_argument("--version", action="version", version=f"sweepd {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the daemon")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"], help="default: info")
+    p.set_defaults(func=cmd_serve)
+
+    for name, func, helptext in (("run", cmd_run, "run one sweep in the foreground"),
+                                 ("demo", cmd_demo, "a sweep on the embedded simulated cluster")):
+        p = sub.add_parser(name, help=helptext,
+                           epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
+                                  "person's decision, 4 failed or aborted, 130 interrupted "
+                                  "(Ctrl-C cancels the sweep's jobs; a second one leaves at "
+                                  "once)")
+        if name == "demo":
+            p.add_argument("--kind", default="model-perf",
+                           choices=["model-perf", *DEMOS],
+                           help="which sweep to show, each with a seeded fault")
+        if name == "run":
+            p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+            p.add_argument("--scenario", type=Path, help="simulated cluster scenario (YAML)")
+        p.add_argument("--config", type=Path, help="TOML settings file")
+        p.add_argument("--state-dir", type=Path, help="keep the database and logs here")
+        p.add_argument("--tick", type=float, default=0.05, help="wall seconds between passes")
+        p.set_defaults(func=func)
+
+    from sweepd.cli.verbs import add_client_commands
+
+    add_client_commands(sub)
+    add_top_command(sub)
+    # Helper verbs (`_ids`, for completion) work but are not offered in the usage line.
+    sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"
+    return parser
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from sweepd.cli.verbs import socket_path, with_client
+
+    def check_then_run(client: Any) -> int:
+        client.health()   # a clear "not running" before the screen takes the terminal
+        from sweepd.cli.top import run_top
+
+        return run_top(socket_path(args))
+
+    return with_client(args, check_then_run)
+
+
+def add_top_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("top", help="a live view of the sweeps (q quits)",
+                       description="A live view of the daemon's sweeps: state, progress, TGS, "
+                                   "the latest line; the selected sweep's runs and stop "
+                                   "message. Keys: e explain, r report, u resume, a abort "
+                                   "(each asks first), q quit.")
+    p.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    p.set_defaults(func=cmd_top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        return _usage_error(e, argv)
+    try:
+        return int(args.func(args))
+    except SpecError as e:
+        print_spec_error(e)
+        return foreground.EXIT_BAD_INPUT
+    except (ConfigError, yaml.YAMLError, ScenarioError) as e:
+        say(f"sweepd: {e}", err=True)
+        return foreground.EXIT_BAD_INPUT
+    except AnotherSweepd as e:
+        say(f"sweepd: {e}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `sweepd list | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not print a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,480 @@
+"""The CLI verbs that talk to a running daemon over its Unix socket.
+
+Exit codes: 0 ok, 1 the daemon failed or is unreachable, 2 bad input (a bad spec, an
+unknown sweep, a refused operation); `watch` ends with 0 done, 3 awaiting a decision,
+4 failed or aborted, 5 the daemon was lost and did not come back in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import pwd
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import shtab
+
+from sweepd.app.foreground import EXIT_BAD_INPUT
+from sweepd.app.progress import duration
+from sweepd.cli import views as cli_views
+from sweepd.cli.client import Client, ClientError
+from sweepd.core.states import SweepState
+from sweepd.kinds.registry import kinds
+from sweepd.kinds.spec import SpecError, parse_spec, read_spec_file
+from sweepd.reports.apply import ApplyError, apply_to_config
+from sweepd.util.columns import align
+from sweepd.util.text import compact_nodes, escape
+
+DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
+EXIT_DAEMON = 1
+
+RunFunc = Callable[[argparse.Namespace], int]
+
+
+# -- output ------------------------------------------------------------------------------
+
+# A refusal prints at most this many field lines, each at most this long.
+MAX_DETAIL_LINES = 20
+MAX_LINE_CHARS = 400
+
+
+def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print for a person: every text from the daemon (names, reasons, log lines, node
+    names) goes through here, its control characters escaped."""
+    print(escape(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, end=end,
+          flush=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):   # TGS to the token, MFU % to a tenth
+        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1
+                else f"{value:.3g}")
+    return escape(str(value))   # one cell, one line: a newline in it is shown as \n
+
+
+def format_table(rows: Sequence[Mapping[str, Any]],
+                 columns: Sequence[tuple[str, str]]) -> str:
+    """Rows as left-aligned columns; `columns` is (key, header) pairs."""
+    cells = [[header for _, header in columns]]
+    cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
+    return "\n".join(align(cells))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _line(text: str) -> str:
+    text = escape(text)
+    return text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}… (cut)"
+
+
+def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
+    lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: {d.get('msg', '')}"
+             for d in details[:MAX_DETAIL_LINES + 1]]
+    if len(details) > MAX_DETAIL_LINES:
+        lines = [*lines[:MAX_DETAIL_LINES - 1],
+                 f"  … and {len(details) - MAX_DETAIL_LINES + 1} more"]
+    for line in lines:
+        say(_line(line), err=True)
+
+
+def _print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
+    """The headline, then one line per field; a message without fields alone (with
+    fields, the message's tail repeats them). Bounded whatever the daemon sent."""
+    fields = any(d.get("loc") for d in details)
+    repeated = fields and any(str(d.get("msg", "")) in message
+                              for d in details[:MAX_DETAIL_LINES])
+    say(_line(f"sweepd: {message.split(': ', 1)[0] if repeated else message}"), err=True)
+    if fields:
+        _print_details(details)
+
+
+def exit_code(e: ClientError) -> int:
+    return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
+
+
+def fail(args: argparse.Namespace, message: str, details: Sequence[Mapping[str, Any]] = (),
+         code: int = EXIT_BAD_INPUT) -> int:
+    """A refusal: with --json, `{"error", "details", "exit"}` on stdout (what scripts read);
+    else a message on stderr. Returns the exit code, the same either way."""
+    if getattr(args, "json", False):
+        _print_json({"error": _line(message), "exit": code,
+                     "details": [dict(d) for d in bounded_details(list(details))]})
+    else:
+        _print_failure(message, details)
+    return code
+
+
+def bounded_details(details: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if len(details) <= MAX_DETAIL_LINES:
+        return details
+    rest = len(details) - MAX_DETAIL_LINES + 1
+    return [*details[:MAX_DETAIL_LINES - 1], {"loc": [], "msg": f"… and {rest} more"}]
+
+
+def print_error(e: ClientError, args: argparse.Namespace | None = None) -> int:
+    """One message on stderr (and its field details), or JSON on stdout with --json;
+    returns the exit code."""
+    return fail(args or argparse.Namespace(), e.message, e.details, exit_code(e))
+
+
+def _summary_line(s: Mapping[str, Any]) -> str:
+    reason = f" ({escape(s['reason'])})" if s.get("reason") else ""
+    return f"sweep {s['id']}: {s['state']}{reason}"
+
+
+# -- plumbing ----------------------------------------------------------------------------
+
+def socket_path(args: argparse.Namespace) -> Path:
+    if args.socket is not None:
+        return Path(args.socket)
+    return Path(os.environ.get("SWEEPD_SOCKET") or DEFAULT_SOCKET)
+
+
+def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
+    """Run `body` with a client on the chosen socket; a refused request -> message + code."""
+    try:
+        with Client(socket_path(args)) as client:
+            return body(client)
+    except ClientError as e:
+        return print_error(e, args)
+
+
+def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        return with_client(args, functools.partial(func, args))
+
+    return run
+
+
+# -- the verbs ---------------------------------------------------------------------------
+
+def load_spec(path: Path) -> Any:
+    # Checked here first so a typo gets a clear answer without a daemon round trip.
+    return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
+
+
+def print_spec_error(e: SpecError) -> None:
+    _print_failure(str(e), e.errors)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as e:
+        return fail(args, str(e), e.errors)
+    if args.dry_run:
+        return cli_views.run_validate(args)
+
+    def submit(client: Client) -> int:
+        summary = client.submit(spec)
+        if args.json:
+            _print_json(summary)
+        else:
+            print(summary["id"])  # alone on stdout, for scripts
+            say(f"submitted sweep {summary['id']}: {escape(summary['name'])}"
+                + ("" if args.follow else f"; follow it with `sweepd watch {summary['id']}`"),
+                err=True)
+        return cli_views.watch(args, summary["id"]) if args.follow else 0
+
+    return with_client(args, submit)
+
+
+_LIST_COLUMNS = [("id", "ID"), ("state", "STATE"), ("kind", "KIND"), ("runs", "RUNS"),
+                 ("jobs", "JOBS"), ("elapsed", "ELAPSED"), ("eta", "ETA"),
+                 ("submitted_by", "USER"), ("updated_at", "UPDATED"), ("name", "NAME")]
+_RUN_COLUMNS = [("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
+                ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE")]
+_JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backend_id", "SLURM ID"),
+                ("nodes", "NODES"), ("state", "STATE"), ("failure_class", "FAILURE")]
+
+
+def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's progress in the list's short cells: `4/≤12`, `1q 2r`, `12m`, `≤30m?`."""
+    p = s["progress"]
+    most = "?" if p["runs_most"] is None else f"≤{p['runs_most']}"
+    jobs = " ".join(f"{p[k]}{k[5]}" for k in ("jobs_queued", "jobs_running") if p[k])
+    eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
+           else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
+    return {**s, "runs": f"{p['runs_done']}/{most}", "jobs": jobs or None,
+            "elapsed": duration(p["elapsed_s"]), "eta": eta}
+
+
+def _since(text: str | None) -> str | None:
+    """`2h`, `3d`, `45m` ago, or an ISO date/time (UTC), as the store writes times."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"([0-9]+)\s*([mhd])", text.strip())
+    if m:
+        delta = timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        at = datetime.now(UTC) - delta
+    else:
+        try:
+            at = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise SpecError(f"--since {text!r}: give 45m, 2h, 3d or an ISO time "
+                            "(2026-01-31 or 2026-01-31T12:00)") from None
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def run_list(args: argparse.Namespace) -> int:
+    try:
+        since = _since(args.since)
+    except SpecError as e:
+        return fail(args, str(e))
+    user = pwd.getpwuid(os.getuid()).pw_name if args.mine else None
+
+    def body(client: Client) -> int:
+        sweeps = client.find_sweeps(args.state or [], args.kind or [], since, user)
+        if args.json:
+            _print_json(sweeps)
+        elif not sweeps:
+            say("no sweeps")
+        else:
+            say(format_table([_list_row(s) for s in sweeps], _LIST_COLUMNS))
+        return 0
+
+    return with_client(args, body)
+
+
+@_client_command
+def run_show(args: argparse.Namespace, client: Client) -> int:
+    s = client.show(args.id)
+    if args.json:
+        _print_json(s)
+        return 0
+    say(f"sweep {s['id']}: {escape(s['name'])}")
+    say(f"  kind: {s['kind']}   nodes: {escape(str(s['spec'].get('nodes', '-')))}")
+    say(f"  state: {s['state']}" + (f" ({escape(s['reason'])})" if s.get("reason") else ""))
+    say(f"  created: {s['created_at']}   updated: {s['updated_at']}"
+        + (f"   by: {escape(s['submitted_by'])}" if s.get("submitted_by") else ""))
+    say(f"  progress: {s['progress']['line']}")
+    if s["progress"]["eta_s"]:
+        say(f"  ETA basis: {s['progress']['eta_basis']}")
+    excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
+    if excluded:
+        say(f"  excluded nodes: {escape(', '.join(excluded))}")
+    if s["verdict"]:
+        _print_verdict(s["id"], s["verdict"])
+    # Jobs name their run by the runs table's `#`, not by the store's global run id.
+    seq_of = {r["id"]: r["seq"] for r in s["run_list"]}
+    jobs = [{**j, "run_seq": seq_of.get(j["run_id"], j["run_id"])} for j in s["jobs"]]
+    for title, rows, columns in (("runs", s["run_list"], _RUN_COLUMNS),
+                                 ("jobs", jobs, _JOB_COLUMNS)):
+        if rows:
+            say(f"\n{title}:")
+            say(format_table(rows, columns))
+    return 0
+
+
+def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
+    """Its plain fields; tables and lists are the report's to show."""
+    say("  verdict:")
+    nested = []
+    for key, value in sorted(verdict.items()):
+        if isinstance(value, dict | list):
+            nested.append(key)
+        else:
+            say(f"    {escape(key)}: {_cell(value)}")
+    if nested:
+        say(f"    ({escape(', '.join(nested))}: see `sweepd report {sweep_id}`)")
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    return cli_views.watch(args, args.id)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    return cli_views.with_source(args, functools.partial(_report, args))
+
+
+def _report(args: argparse.Namespace, client: Client) -> int:
+    if args.apply is not None:
+        return _apply(args, client)
+    if args.plot is not None:
+        code = _write_plot(args, client)
+        if code:
+            return code
+    if args.json:
+        _print_json(client.report(args.id)["json"])
+    else:
+        say(client.report_markdown(args.id), end="")
+    return 0
+
+
+def _plot_problem(path: Path) -> str | None:
+    """Why `path` cannot take the plot, known before the daemon draws it."""
+    if path.is_dir():
+        return "it is a directory"
+    if not path.parent.is_dir():
+        return f"there is no directory {path.parent}"
+    return None
+
+
+def _write_plot(args: argparse.Namespace, client: Client) -> int:
+    path: Path = args.plot
+    problem = _plot_problem(path)
+    if problem is None:
+        png = client.plot(args.id)
+        if png is None:
+            say(f"sweep {args.id}: nothing to plot", err=True)
+            return 0
+        try:
+            path.write_bytes(png)
+        except OSError as e:
+            problem = e.strerror or type(e).__name__
+    if problem is not None:
+        return fail(args, f"cannot write the plot to {path}: {problem}")
+    say(f"plot written to {path}", err=True)
+    return 0
+
+
+def _apply(args: argparse.Namespace, client: Client) -> int:
+    report = client.report(args.id)["json"]
+    verdict = report.get("verdict") or {}
+    if verdict.get("best") is None or "parameter" not in verdict:
+        return fail(args, f"sweep {args.id} has no optimum to apply")
+    model = str(report["sweep"]["spec"].get("model"))
+    if not Path(args.apply).name.startswith(f"{model}."):
+        # An optimum is only valid for the model it was measured on.
+        return fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
+                          f"{model}'s config (expected configs/{model}.gpu.yml)")
+    try:
+        line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
+    except ApplyError as e:
+        return fail(args, str(e))
+    say(f"{args.apply}: {line}")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    return cli_views.with_source(args, functools.partial(_explain, args))
+
+
+def _explain(args: argparse.Namespace, client: Client) -> int:
+    out = client.explain(args.id)
+    if args.json:
+        _print_json(out)
+    else:
+        say("\n".join(out["lines"]) if out["lines"] else f"sweep {args.id}: no events")
+    return 0
+
+
+def _print_summary(args: argparse.Namespace, summary: Mapping[str, Any]) -> int:
+    if args.json:
+        _print_json(summary)
+    else:
+        say(_summary_line(summary))
+    return 0
+
+
+@_client_command
+def run_cancel(args: argparse.Namespace, client: Client) -> int:
+    return _print_summary(args, client.cancel(args.id))
+
+
+@_client_command
+def run_abort(args: argparse.Namespace, client: Client) -> int:
+    return _print_summary(args, client.abort(args.id))
+
+
+@_client_command
+def run_resume(args: argparse.Namespace, client: Client) -> int:
+    summary = client.resume(args.id, args.exclude or [], args.readmit or [])
+    if not args.json and summary.get("excluded"):
+        say(f"excluded nodes: {compact_nodes(summary['excluded'])}", err=True)
+    return _print_summary(args, summary)
+
+
+# -- registration ------------------------------------------------------------------------
+
+_VERBS: list[tuple[str, RunFunc, str]] = [
+    ("list", run_list, "list the daemon's sweeps"),
+    ("show", run_show, "a sweep's state, runs and jobs"),
+    ("watch", run_watch, "print a sweep's progress as it lands, until it stops"),
+    ("report", run_report, "a sweep's report (Markdown, or --json)"),
+    ("explain", run_explain, "why the sweep did what it did: every decision and its rule"),
+    ("cancel", run_cancel, "the same as abort, with the reason \"cancelled by a person\""),
+    ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
+    ("resume", run_resume, "resume a sweep that awaits a decision"),
+]
+
+
+SOCKET_HELP = f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})"
+
+
+def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: given before the verb, it must not be reset by the verb's default.
+    common.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
+                       epilog="prints the new sweep id; exit 2 if the spec is invalid; with "
+                              "--follow, exits as watch does")
+    spec = p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
+    spec.complete = shtab.FILE  # type: ignore[attr-defined]
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the spec and print the plan (as validate); submit nothing")
+    p.add_argument("--follow", action="store_true", help="then watch it, as `sweepd watch`")
+    _reconnect_arg(p)
+    p.set_defaults(func=run_submit)
+    for name, func, helptext in _VERBS:
+        p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
+        if name != "list":
+            cli_views.sweep_id_arg(p)
+        if name == "list":
+            _list_args(p)
+        if name in cli_views.state_dir_verbs():
+            p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                           help="read this state directory's database (read-only) instead "
+                                "of asking the daemon (a `sweepd run`/`demo` result)")
+        if name == "report":
+            p.add_argument("--plot", type=Path, metavar="FILE.png",
+                           help="also write the sweep's plot (PNG) to this file")
+            p.add_argument("--apply", type=Path, metavar="MODEL.gpu.yml",
+                           help="write the optimum into this model config (one line)")
+        if name == "watch":
+            p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "
+                        "5 the daemon was lost for longer than --reconnect")
+            _reconnect_arg(p)
+        if name == "resume":
+            p.add_argument("--exclude", nargs="+", action="extend", metavar="NODE",
+                           help="nodes to add to the sweep's exclusions (hostlist expressions)")
+            p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
+                           help="excluded nodes to put back in use (e.g. repaired)")
+        p.set_defaults(func=func)
+    cli_views.add_view_commands(sub, common)
+
+
+def _reconnect_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reconnect", type=float, default=cli_views.RECONNECT_S, metavar="S",
+                   help="when the daemon goes away (a restart), keep trying this many "
+                        f"seconds, then exit {cli_views.EXIT_CONNECTION_LOST} (default "
+                        f"{cli_views.RECONNECT_S:g})")
+
+
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", nargs="+", action="extend", choices=[str(s) for s in SweepState],
+                   help="only sweeps in these states")
+    p.add_argument("--kind", nargs="+", action="extend", choices=sorted(kinds()),
+                   help="only sweeps of these kinds")
+    p.add_argument("--since", metavar="WHEN",
+                   help="only sweeps submitted since: 45m, 2h, 3d ago or an ISO time (UTC)")
+    p.add_argument("--mine", action="store_true", help="only the sweeps I submitted")
+    p.epilog = "newest first"

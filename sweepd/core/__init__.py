@@ -1,0 +1,1 @@
+"""The state machine; names no sweep kind."""

@@ -1,0 +1,175 @@
+"""Concluding a finished job: classify it from its recorded facts, apply the policy,
+and record the outcome, the rule and the evidence before anything acts on them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sweepd.clusters.base import JobStatus
+from sweepd.core.control import stop_sweep
+from sweepd.core.follow import job_facts
+from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
+from sweepd.core.states import JobState, RunState
+from sweepd.kinds.registry import kind_of
+from sweepd.kinds.spec import expand_nodes, parse_spec
+from sweepd.monitor.classify import classify
+from sweepd.monitor.facts import FailureClass, StepFact, Verdict
+from sweepd.monitor.steady import steady_state
+from sweepd.reports.lines import result_line, retry_line
+from sweepd.store.rows import Job
+
+if TYPE_CHECKING:
+    from sweepd.core.engine import Engine
+
+log = structlog.get_logger("sweepd.core.conclude")
+
+_JOB_END = {Act.ACCEPT: JobState.DONE, Act.RETRY: JobState.RETRIED, Act.RECORD: JobState.FAILED,
+            Act.STOP: JobState.FAILED}
+
+
+def _verdict_of(job: Job) -> Verdict:
+    klass = FailureClass(job.failure_class) if job.failure_class else None
+    return Verdict(klass=klass, node=job.failure_node, evidence=job.failure_line,
+                   detail=job.failure_detail)
+
+
+async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
+    store = engine.store
+    sweep = await store.sweep(job.sweep_id)
+    spec = parse_spec(sweep.spec)
+    await store.update_job(job.id, scheduler_state=str(status.state))
+    job = await store.job(job.id)
+    hung = job.state == JobState.HUNG
+    facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
+                            cancelled_by_us=hung, scheduler_exit=status.exit_code)
+    verdict = classify(facts)
+    tgs = mfu = None
+    if verdict.klass is None:
+        steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
+                               for s in await store.steps(job.id)], bool(job.profiler))
+        if steady is None and facts.log_lost:
+            verdict = Verdict(FailureClass.LOG_LOST, evidence=verdict.evidence,
+                              detail=f"the log could not be read; last step read "
+                                     f"{job.last_step}")
+        elif steady is None:
+            verdict = Verdict(FailureClass.UNKNOWN, evidence="no steady-state steps in the log",
+                              detail=f"last step {job.last_step}")
+        else:
+            tgs, mfu = steady
+    all_jobs = await store.jobs(sweep.id)
+    prior = [_verdict_of(j) for j in all_jobs
+             if j.run_id == job.run_id and j.id != job.id and j.state in (JobState.RETRIED,
+                                                                             JobState.FAILED)]
+    history = [_verdict_of(j) for j in all_jobs
+               if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
+    exclusions = await store.exclusions(sweep.id)
+    need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
+    kind = kind_of(sweep.kind)
+    facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
+                                history, exclude_on_fault=kind.exclude_on_fault,
+                                config_stops=kind.config_stops,
+                                by_person=[e.node for e in exclusions if not e.job_id],
+                                others_cancelled=verdict.klass == FailureClass.CANCELLED
+                                and others_cancelled(job, all_jobs, engine.clock.now()))
+    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
+    log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
+             act=action.act, rule=action.rule)
+    # The job's end, the run's result, an exclusion, a stop: all or nothing, so a crash
+    # can never leave a finished job whose run still looks unattempted.
+    async with store.tx():
+        await _record(engine, job, verdict, action, tgs, mfu)
+
+
+async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
+                  tgs: float | None, mfu: float | None) -> None:
+    store = engine.store
+    now = engine.clock.now()
+    await store.transition_job(
+        job.id, _JOB_END[action.act], action.reason, rule=action.rule,
+        evidence=verdict.evidence, ended_at=now, tgs=tgs, mfu=mfu,
+        failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
+        failure_line=verdict.evidence, failure_detail=verdict.detail)
+    if action.exclude:
+        await store.exclude_node(job.sweep_id, action.exclude, job.id, action.reason,
+                                 action.rule, verdict.evidence)
+    sweep = await store.sweep(job.sweep_id)
+    run = await store.run(job.run_id)
+    spec = sweep.spec
+    n_nodes = len(expand_nodes(job.nodes))
+    model = str(run.params.get("_model", spec.get("model", "?")))
+    line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu,
+                       _describe(verdict))
+    if action.act == Act.ACCEPT:
+        await store.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
+                                   progress=line, outcome="pass", tgs=tgs, mfu=mfu)
+    elif action.act == Act.RECORD:
+        await store.transition_run(run.id, RunState.FAILED, line, rule=action.rule,
+                                   evidence=verdict.evidence, progress=line,
+                                   outcome=action.outcome,
+                                   failure_class=verdict.klass and str(verdict.klass),
+                                   detail=action.reason)
+    elif action.act == Act.RETRY:
+        await store.add_event(sweep.id, "decision", action.reason, rule=action.rule,
+                              evidence=verdict.evidence, run_id=run.id, job_id=job.id)
+        await store.add_event(sweep.id, "progress", retry_line(line, action.reason),
+                              run_id=run.id, job_id=job.id)
+        if action.delay_s:
+            await store.update_run_not_before(run.id, now + action.delay_s)
+    else:
+        failing = [n for n in (verdict.node, action.exclude) if n]
+        await stop_sweep(engine, sweep, action.reason, rule=action.rule,
+                         evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
+                         recovery=_recovery(verdict, job), outcome="failed again"
+                         if job.attempt > 1 else "not recoverable by rule")
+
+
+# Cancels this close together (cluster seconds, as concluded) are taken as one action: a
+# job ends COMPLETING for a while after scancel, so one scancel of several jobs reaches
+# sweepd over several passes.
+CANCELLED_TOGETHER_S = 120.0
+
+
+def others_cancelled(job: Job, jobs: list[Job], now: float) -> bool:
+    """Every other run the sweep had going was cancelled outside sweepd too (a person
+    cancelled the whole sweep): per run, its latest job is cancelled by the scheduler or
+    was concluded as cancelled, or it is sweepd's own re-run of a job whose cancel was
+    concluded within CANCELLED_TOGETHER_S."""
+    by_run: dict[int, list[Job]] = {}
+    for j in sorted(jobs, key=lambda j: j.id):
+        if j.run_id != job.run_id:
+            by_run.setdefault(j.run_id, []).append(j)
+    going = [_cancelled_run(js, now - CANCELLED_TOGETHER_S) for js in by_run.values()
+             if _going(js[-1])]
+    return bool(going) and all(going)
+
+
+def _was_cancelled(j: Job) -> bool:
+    return j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
+
+
+def _going(j: Job) -> bool:
+    return j.state in (JobState.SUBMITTING, JobState.QUEUED, JobState.RUNNING) or \
+        _was_cancelled(j)
+
+
+def _cancelled_run(js: list[Job], since: float) -> bool:
+    last = js[-1]
+    if _was_cancelled(last) or last.scheduler_state == "CANCELLED":
+        return True
+    before = js[-2] if len(js) > 1 else None
+    return before is not None and _was_cancelled(before) and (before.ended_at or 0.0) >= since
+
+
+def _recovery(verdict: Verdict, job: Job) -> str:
+    if job.attempt > 1:
+        return f"{job.attempt - 1} retr{'y' if job.attempt == 2 else 'ies'}"
+    return "none (the rule stops at once)"
+
+
+def _describe(verdict: Verdict) -> str | None:
+    if verdict.klass is None or (verdict.klass == FailureClass.OOM and not verdict.detail):
+        return None
+    where = f" on {verdict.node}" if verdict.node else ""
+    return f"{verdict.klass}{where}" + (f": {verdict.detail}" if verdict.detail else "")

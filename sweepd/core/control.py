@@ -1,0 +1,146 @@
+"""A person's (or a stop rule's) operations on a whole sweep: stop, resume, abort, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
+from sweepd.kinds.registry import kind_of, kinds
+from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.reports.stop import stop_message
+from sweepd.store.rows import Sweep
+from sweepd.store.store import InvalidTransition
+from sweepd.util.text import compact_nodes
+from sweepd.util.worktrees import GitError
+
+if TYPE_CHECKING:
+    from sweepd.core.engine import Engine
+
+log = structlog.get_logger("sweepd.core.control")
+
+
+async def _cancel_jobs(engine: Engine, sweep_id: int, reason: str, rule: str) -> None:
+    """Cancel every active job of the sweep: the decision is written here; the scheduler
+    is told after it commits (`Engine.flush_cancels`)."""
+    for job in await engine.store.jobs(sweep_id):
+        if job.state not in JOB_ACTIVE:
+            continue
+        await engine.store.transition_job(job.id, JobState.CANCELLED, reason, rule=rule)
+        if job.backend_id:
+            engine.cancel_later(job.backend_id)
+
+
+async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
+                     evidence: str | None, failing_nodes: Sequence[str], recovery: str,
+                     outcome: str) -> None:
+    """Halt the sweep for a person's decision, with a message in the TG-stop format."""
+    store = engine.store
+    async with store.tx():
+        await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
+        runs = await store.runs(sweep.id)
+        jobs = await store.jobs(sweep.id)
+        out = [e.node for e in await store.exclusions(sweep.id)]
+        nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
+                                                        if out else "")
+        message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
+                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"))
+        await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
+                                     evidence=evidence, progress=message)
+    engine.notify()
+    log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
+
+
+async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
+                 readmit: Sequence[str] = ()) -> None:
+    """Resume a stopped sweep. `exclude` adds to its exclusions; only `readmit` puts an
+    excluded node back in use (one a fault excluded must never return by accident)."""
+    sweep = await engine.store.sweep(sweep_id)
+    if sweep.state != SweepState.AWAITING_DECISION:
+        raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
+                                "decision can be resumed")
+    pinned = set(expand_nodes(sweep.spec["nodes"]))
+    for key, nodes in (("exclude", exclude), ("readmit", readmit)):
+        strangers = sorted(set(nodes) - pinned)
+        if strangers:   # a typo would otherwise be recorded and leave the bad node in use
+            raise SpecError(f"sweep {sweep_id} is not pinned to {compact_nodes(strangers)}; "
+                            f"its nodes are {sweep.spec['nodes']}",
+                            [{"loc": [key], "msg": "not nodes of the sweep: "
+                              f"{compact_nodes(strangers)}"}])
+    current = [e.node for e in await engine.store.exclusions(sweep_id)]
+    never = sorted(set(readmit) - set(current))
+    if never:   # a typo would otherwise be taken silently, the meant node left out
+        raise SpecError(f"sweep {sweep_id} has not excluded {compact_nodes(never)}; excluded: "
+                        f"{compact_nodes(current) if current else 'none'}",
+                        [{"loc": ["readmit"], "msg": f"not excluded: {compact_nodes(never)}"}])
+    back = set(readmit)
+    wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
+    _enough_left(sweep, wanted)
+    if exclude or readmit:
+        await engine.store.set_exclusions(sweep_id, wanted, "set on resume")
+    await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
+                                        rule="person.resume",
+                                        progress=f"sweep {sweep_id} resumed")
+    engine.mark(sweep_id)
+    engine.notify()
+
+
+def _enough_left(sweep: Sweep, excluded: Sequence[str]) -> None:
+    """A resume that leaves fewer usable nodes than the sweep needs would stop again at
+    once: refuse it, nothing recorded."""
+    spec = parse_spec(sweep.spec)
+    left = [n for n in spec.node_list if n not in set(excluded)]
+    if len(left) >= spec.needed_nodes:
+        return
+    what = (f"sweep {sweep.id} would have {len(left)} usable node(s) of its "
+            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); it "
+            f"needs {spec.needed_nodes} (min_nodes): readmit a node, or abort")
+    raise SpecError(what, [{"loc": ["exclude"], "msg": what}])
+
+
+async def release(engine: Engine, sweep: Sweep) -> None:
+    """An ended sweep gives back what its kind made for it (a model sweep's checkouts). A
+    failure is recorded, never raised: the sweep's verdict stands."""
+    hook = kind_of(sweep.kind).release
+    if hook is None:
+        return
+    try:
+        removed = await hook(parse_spec(sweep.spec), engine.outputs / f"sweep-{sweep.id}")
+    except (GitError, OSError, SpecError) as e:
+        await engine.store.add_event(sweep.id, "note", f"could not remove the sweep's "
+                                     f"checkouts: {e}", rule="checkouts.release_failed",
+                                     evidence=str(e))
+        return
+    if removed:
+        await engine.store.add_event(sweep.id, "note", f"removed the sweep's {len(removed)} "
+                                     "checkout(s)", rule="checkouts.released",
+                                     evidence=", ".join(str(p) for p in removed))
+
+
+async def release_ended(engine: Engine) -> None:
+    """`release` for every ended sweep that still holds something (only kinds with a
+    `release` hook are asked)."""
+    ended = await engine.store.sweeps([SweepState.DONE, SweepState.FAILED, SweepState.ABORTED])
+    for sweep in ended:
+        if sweep.kind in kinds() and kinds()[sweep.kind].release is not None:
+            await release(engine, sweep)
+
+
+async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:
+    sweep = await engine.store.sweep(sweep_id)
+    if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
+        raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
+    async with engine.store.tx():
+        await _cancel_jobs(engine, sweep_id, reason, "person.abort")
+        for run in await engine.store.runs(sweep_id):
+            if run.state in (RunState.PENDING, RunState.ACTIVE):
+                await engine.store.transition_run(run.id, RunState.CANCELLED, reason,
+                                                  rule="person.abort")
+        await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
+                                            rule="person.abort",
+                                            progress=f"sweep {sweep_id}: {reason}")
+    await engine.flush_cancels()
+    await release(engine, sweep)
+    engine.notify()

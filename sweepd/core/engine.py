@@ -1,0 +1,608 @@
+"""Drives every sweep: submits, follows jobs, applies the policy, asks the strategy.
+
+One pass (`step`) at a time; each pass reads the facts it needs from the store and writes
+every decision back before acting on it (write-ahead), so a crash at any point is
+recovered by the next pass of a new process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sweepd.clusters.base import (
+    ClusterBackend,
+    ControllerUnreachable,
+    JobRequest,
+    JobStatus,
+    SchedulerState,
+    SubmitRefused,
+)
+from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
+from sweepd.config import Config
+from sweepd.core.conclude import conclude
+from sweepd.core.control import release, release_ended, stop_sweep
+from sweepd.core.follow import LogFollower
+from sweepd.core.metrics import observe_stored
+from sweepd.core.node_check import ensure_usable
+from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
+from sweepd.kinds.registry import kind_of
+from sweepd.kinds.spec import collect_nodes, parse_spec
+from sweepd.monitor.tail import is_lost
+from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.store import NotFound, Store
+from sweepd.util.clock import Clock
+from sweepd.util.worktrees import GitError
+
+log = structlog.get_logger("sweepd.core.engine")
+
+CONTROLLER_DOWN_KEY = "controller_down_since"
+# Wall seconds past a submitting command's own timeout before its attempt counts as over.
+SUBMIT_MARGIN_S = 5.0
+_TOKEN_SWEEP = re.compile(r"^sw(\d+)-")
+
+
+@dataclass
+class _TailClock:
+    """Per-job log polling: prompt while output flows, exponential backoff when silent."""
+
+    next_at: float = 0.0
+    interval: float = 0.0
+
+
+@dataclass
+class Engine:
+    store: Store
+    backend: ClusterBackend
+    clock: Clock
+    config: Config
+    follower: LogFollower = field(init=False)
+    _tail: dict[int, _TailClock] = field(default_factory=dict, init=False)
+    _last_poll: float = field(default=0.0, init=False)
+    _controller_down_since: float | None = field(default=None, init=False)
+    # The last successful answer from the scheduler: an outage is measured from it.
+    _last_contact: float | None = field(default=None, init=False)
+    _told_down: set[int] = field(default_factory=set, init=False)
+    _outage_loaded: bool = field(default=False, init=False)
+    # Jobs whose log said "done": polled once at once, then at the normal cadence.
+    _early_polled: set[int] = field(default_factory=set, init=False)
+    # Until when each poll also looks for duplicate submissions (None: at the first poll).
+    _stray_until: float | None = field(default=None, init=False)
+    _store_id: str | None = field(default=None, init=False)
+    # Write-ahead jobs whose earlier submitter is still running: told once, ended once.
+    _waiting: set[int] = field(default_factory=set, init=False)
+    _ended: set[int] = field(default_factory=set, init=False)
+    # Set when something changed: `changed` wakes the engine loop, `news` wakes clients
+    # waiting for progress (separate, so a waiting client never delays the engine).
+    changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _to_cancel: list[str] = field(default_factory=list, init=False)
+    # Sweeps to plan on the next pass; None: all (a new process knows nothing yet).
+    _dirty: set[int] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.follower = LogFollower(self.store, self.clock)
+
+    async def close(self) -> None:
+        await self.follower.retain(set())
+
+    def cancel_later(self, backend_id: str) -> None:
+        """Queue a scancel for after the deciding transaction commits."""
+        self._to_cancel.append(backend_id)
+
+    async def flush_cancels(self) -> None:
+        """Send the queued scancels, once each; with the controller away, they wait for it."""
+        while self._to_cancel:
+            try:
+                await self.backend.cancel(self._to_cancel[0])
+            except ControllerUnreachable as e:
+                await self._controller_down(str(e))
+                return
+            self._to_cancel.pop(0)
+
+    def notify(self) -> None:
+        self.changed.set()
+        self._news.set()
+        self._news = asyncio.Event()  # one event per generation: no waiter clears another's
+
+    def news(self) -> asyncio.Event:
+        """An event set at the next change. Take it before reading the store."""
+        return self._news
+
+    @property
+    def outputs(self) -> Path:
+        return self.config.daemon.outputs
+
+    # -- the pass ----------------------------------------------------------------------
+
+    async def step(self) -> None:
+        if self._dirty is None:   # a new process: a crash may have come between an end and
+            await release_ended(self)   # its clean-up
+        for sweep in await self.store.sweeps([SweepState.QUEUED]):
+            await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
+                                              rule="engine.start")
+            self.mark(sweep.id)
+        jobs = await self.store.active_jobs()
+        statuses = await self._poll(jobs)
+        if statuses is None:
+            return
+        fresh = await self._read_logs(jobs, statuses)
+        if any(j.state == JobState.SUBMITTING for j in jobs):
+            fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
+        now = self.clock.now()
+        for job in fresh:
+            # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
+            if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
+                await self._judge(job, statuses.get(job.backend_id or ""), now)
+        await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
+        await self.flush_cancels()
+        try:
+            for sweep in await self._sweeps_to_advance():
+                await self._advance_or_stop(sweep)
+        except ControllerUnreachable as e:
+            await self._controller_down(str(e))
+        await self.flush_cancels()
+
+    def mark(self, sweep_id: int) -> None:
+        """Something happened in this sweep: plan it on the next pass."""
+        if self._dirty is not None:
+            self._dirty.add(sweep_id)
+
+    async def _sweeps_to_advance(self) -> list[Sweep]:
+        """Running sweeps with something new (all of them on a process's first pass), or a
+        retry whose waiting period is over."""
+        running = await self.store.sweeps([SweepState.RUNNING])
+        due = await self.store.sweeps_with_due_retries(self.clock.now())
+        dirty, self._dirty = self._dirty, set()
+        return [s for s in running if dirty is None or s.id in dirty or s.id in due]
+
+    async def _read_logs(self, jobs: Sequence[Job],
+                         statuses: dict[str, JobStatus]) -> list[Job]:
+        """Read every due log; store all the facts in one transaction. Returns the jobs as
+        they now are in the store (the stored fields applied, no second query)."""
+        now = self.clock.now()
+        due = []
+        for job in jobs:
+            status = statuses.get(job.backend_id or "")
+            finished = status is not None and status.state.finished
+            tail = self._tail.setdefault(job.id, _TailClock())
+            if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
+                due.append(job)
+        chunks = await self.follower.read_chunks(due)
+        written = [c for c in chunks if c is not None]
+        await self.store.record_logs(written)
+        observe_stored(due, written)   # line -> stored latency, for /metrics
+        by_job = {c.job_id: c.fields for c in written}
+        base = self.config.policy.tail_interval_s
+        for job, chunk in zip(due, chunks, strict=True):
+            tail = self._tail[job.id]
+            fresh = chunk is not None and "last_output_at" in chunk.fields
+            tail.interval = base if fresh else min(max(tail.interval * 2, base),
+                                                   self.config.policy.tail_backoff_max_s)
+            tail.next_at = now + tail.interval
+            if fresh:
+                self.notify()
+        return [replace(j, **by_job[j.id]) if j.id in by_job else j for j in jobs]
+
+    async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
+        """Scheduler states in one call, when due. None: controller down (wait)."""
+        await self._load_outage()
+        now = self.clock.now()
+        ids = [j.backend_id for j in jobs if j.backend_id]
+        submitting = [j for j in jobs if j.state == JobState.SUBMITTING]
+        down = self._controller_down_since is not None
+        # A job whose log says it is done is polled once at once, not at every pass (its
+        # scheduler state may stay COMPLETING for a while).
+        self._early_polled &= {j.id for j in jobs}
+        early = {j.id for j in jobs if j.summary_status} - self._early_polled
+        due = now - self._last_poll >= self.config.policy.poll_interval_s or (
+            bool(early) and not down)
+        if not due and (down or not submitting):
+            return None if down else {}
+        try:
+            statuses = await self.backend.poll(ids) if ids and due else {}
+            for job in submitting:
+                await self._reconcile_submitting(job, now)
+            asked = bool(ids and due) or bool(submitting)
+            if due and (not asked or self._stray_until is None or now <= self._stray_until):
+                await self._check_strays(now)   # also the probe while the controller is away
+                asked = True
+        except ControllerUnreachable as e:
+            self._last_poll = now   # the next try at the normal cadence
+            await self._controller_down(str(e))
+            return None
+        if due:
+            self._last_poll = now
+            self._early_polled |= early
+        if asked:   # the answer came now, not when the call began (it may have waited)
+            await self._contact(self.clock.now())
+        return statuses
+
+    async def _load_outage(self) -> None:
+        """An outage an earlier process saw begin goes on counting from its start (the
+        limit too), and whom it told is told when it ends."""
+        if self._outage_loaded:
+            return
+        self._outage_loaded = True
+        saved = await self.store.daemon_value(CONTROLLER_DOWN_KEY)
+        if saved is not None:
+            outage = json.loads(saved)
+            self._controller_down_since = float(outage["since"])
+            self._told_down = {int(i) for i in outage["told"]}
+
+    async def _contact(self, now: float) -> None:
+        self._last_contact = now
+        if self._controller_down_since is None:
+            return
+        down = now - self._controller_down_since
+        log.warning("controller.back", down_s=round(down, 1))
+        for sweep_id in sorted(self._told_down):
+            sweep = await self.store.sweep(sweep_id)
+            if sweep.state not in (SweepState.RUNNING, SweepState.AWAITING_DECISION):
+                continue
+            async with self.store.tx():
+                await self.store.add_event(sweep_id, "note", f"scheduler answers again after "
+                                           f"{down:.0f} s", rule="controller.back",
+                                           evidence=f"down_s: {down:.0f}")
+                await self.store.add_event(sweep_id, "progress", f"sweep {sweep_id}: the Slurm "
+                                           f"controller answers again (away {down:.0f} s)")
+        self._controller_down_since = None
+        self._told_down = set()
+        await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, None)
+        self.notify()
+
+    async def _controller_down(self, why: str) -> None:
+        """The outage runs from the last successful answer, not from the first failed one:
+        that is when the scheduler may have stopped hearing us."""
+        await self._load_outage()
+        now = self.clock.now()
+        limit = self.config.policy.controller_down_limit_s
+        if self._controller_down_since is None:
+            since = self._last_contact if self._last_contact is not None else now
+            self._controller_down_since = since
+            log.warning("controller.gone", why=why, since_s=round(now - since, 1))
+            for sweep in await self.store.sweeps([SweepState.RUNNING]):
+                async with self.store.tx():
+                    await self.store.add_event(sweep.id, "note", f"scheduler unreachable: {why}; "
+                                               "waiting", rule="controller.wait", evidence=why)
+                    await self.store.add_event(
+                        sweep.id, "progress", f"sweep {sweep.id}: the Slurm controller does not "
+                        f"answer (last answer {now - since:.0f} s ago): waiting up to "
+                        f"{limit / 60:.0f} min")
+                self._told_down.add(sweep.id)
+            await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, json.dumps(
+                {"since": since, "told": sorted(self._told_down)}))
+            self.notify()
+        down = now - self._controller_down_since
+        if down < limit:
+            return
+        for sweep in await self.store.sweeps([SweepState.RUNNING]):
+            await stop_sweep(
+                self, sweep, f"Slurm controller unreachable for {down / 60:.0f} min "
+                f"(limit {limit / 60:.0f} min)",
+                rule="controller.down_limit", evidence=why, failing_nodes=[],
+                recovery="waited, asking again at the poll period",
+                outcome="controller still unreachable")
+
+    # -- following jobs ----------------------------------------------------------------
+
+    async def _judge(self, job: Job, status: JobStatus | None, now: float) -> None:
+        """The job's state from the scheduler's word and its log: running, finished, hung."""
+        if status is not None and status.state != job.scheduler_state:
+            await self.store.update_job(job.id, scheduler_state=str(status.state))
+        if status is not None and status.state.finished:
+            self._tail.pop(job.id, None)
+            await self.follower.forget(job.id)
+            await conclude(self, await self.store.job(job.id), status)
+            self.mark(job.sweep_id)
+            self.notify()
+            return
+        if job.state == JobState.QUEUED:
+            await self._maybe_running(job, status, now)
+            return
+        await self._check_hang(job, now)
+
+    async def _maybe_running(self, job: Job, status: JobStatus | None, now: float) -> None:
+        """RUNNING on the scheduler's word or on the job's first log output, whichever comes
+        first: the hang clock starts then, not at the next poll."""
+        if status is not None and status.state == SchedulerState.RUNNING:
+            await self.store.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+                                            rule="scheduler.running",
+                                            last_output_at=job.last_output_at or now)
+        elif job.last_output_at is not None:
+            first = await asyncio.to_thread(_first_line, job.log_path)
+            await self.store.transition_job(
+                job.id, JobState.RUNNING, "its log has output: the job runs",
+                rule="log.first_output", evidence=f"{job.log_path}: {first}",
+                last_output_at=job.last_output_at)
+            self.notify()
+
+    async def _check_hang(self, job: Job, now: float) -> None:
+        # A hung job was cancelled once when it was called hung; from then on the
+        # scheduler's answer (at the poll period) says when it has ended.
+        if job.state != JobState.RUNNING or job.last_output_at is None:
+            return
+        if is_lost(job.log_identity):
+            return   # silence in a log that cannot be read was never observed
+        silent = now - job.last_output_at
+        # Process start-up and machine load are not sped up on a simulated cluster: never
+        # call a job hung on less than `hang_floor_wall_s` of real silence.
+        limit = max(self.config.policy.hang_timeout_s,
+                    self.config.daemon.hang_floor_wall_s / self.clock.scale)
+        if silent < limit:
+            return
+        evidence = (f"no new log output for {silent:.0f} s (limit {limit:.0f} s) in phase "
+                    f"{job.phase}, last step {job.last_step}")
+        await self.store.transition_job(job.id, JobState.HUNG, "hung: cancelling",
+                                        rule="hang.no_output", evidence=evidence)
+        if job.backend_id:
+            self.cancel_later(job.backend_id)
+
+    # -- submitting --------------------------------------------------------------------
+
+    async def _reconcile_submitting(self, job: Job, now: float) -> None:
+        """A job row left in `submitting` by a crash (or a failed call). While the earlier
+        submitter may still put the job in the queue, wait; then a last lookup by token
+        adopts the job, and only when it is not there is the job submitted again."""
+        self._watch_strays((job.submit_deadline or now) + SUBMIT_MARGIN_S / self.clock.scale)
+        guard = guard_path(self.outputs / f"sweep-{job.sweep_id}", job.token)
+        pgid = await asyncio.to_thread(holder, guard)
+        if pgid is not None:
+            await self._await_submitter(job, pgid, now)
+            return
+        found = await self.backend.find_by_token(job.token)
+        if found is not None:
+            await self.store.transition_job(
+                job.id, JobState.QUEUED, f"found in the queue after a restart as "
+                f"{found.backend_id}", rule="recovery.adopt", backend_id=found.backend_id,
+                log_path=str(found.log_path), job_name=found.job_name,
+                submitted_at=self.clock.now())
+            return
+        run = await self.store.run(job.run_id)
+        sweep = await self.store.sweep(job.sweep_id)
+        await self._submit(sweep, run, job)
+
+    async def _await_submitter(self, job: Job, pgid: int, now: float) -> None:
+        """An earlier process's sbatch (or submit.sh) still runs: its job may yet appear."""
+        if job.submit_deadline is not None and now >= job.submit_deadline:
+            if job.id not in self._ended:
+                self._ended.add(job.id)
+                await self.store.add_event(
+                    job.sweep_id, "note", "the earlier submission outlived its deadline: "
+                    "ended", rule="recovery.submitter_ended", job_id=job.id, run_id=job.run_id,
+                    evidence=f"process group {pgid} still running at the deadline")
+            end_group(pgid)
+            return
+        if job.id not in self._waiting:
+            self._waiting.add(job.id)
+            await self.store.add_event(
+                job.sweep_id, "note", "an earlier submission of this job is still running: "
+                "waiting for it before looking the token up", rule="recovery.wait_submitter",
+                job_id=job.id, run_id=job.run_id,
+                evidence=f"process group {pgid or '?'} holds {job.token}'s submit guard")
+
+    def _watch_strays(self, until: float) -> None:
+        self._stray_until = max(self._stray_until or 0.0, until)
+
+    async def _new_token(self, sweep_id: int) -> str:
+        if self._store_id is None:
+            self._store_id = await self.store.store_id()
+        return f"sw{sweep_id}-{secrets.token_hex(4)}.{self._store_id}"
+
+    async def _check_strays(self, now: float) -> None:
+        """Cancel and report every job in the queue that carries a token of this store but
+        is not the job that token's row follows: a duplicate of a submission a crash left
+        open, or one no row knows. Tokens of other stores are never touched."""
+        first = self._stray_until is None
+        if first:
+            self._stray_until = now   # the first check of this process is this one
+        if self._store_id is None:
+            self._store_id = await self.store.store_id()
+        live = await self.backend.live_tokens()
+        rows = await self.store.jobs_by_tokens(live.values())
+        for backend_id, token in sorted(live.items()):
+            row = rows.get(token)
+            if row is None and token.endswith(f".{self._store_id}"):
+                await self._cancel_stray(backend_id, token, None,
+                                         f"job {backend_id} carries token {token} of this "
+                                         "sweepd, which has no job with it")
+            elif row is not None and row.backend_id not in (None, backend_id):
+                await self._cancel_stray(backend_id, token, row,
+                                         f"job {backend_id} carries token {token}, whose "
+                                         f"job is scheduler job {row.backend_id}")
+            elif first and row is not None and row.state == JobState.CANCELLED:
+                # Cancelled in the store, its scancel lost with an earlier process (a crash,
+                # or an outage before a `sweepd run` ended): send it again, once.
+                log.warning("job.cancel_resent", backend_id=backend_id, job=row.id)
+                self.cancel_later(backend_id)
+
+    async def _cancel_stray(self, backend_id: str, token: str, row: Job | None,
+                            why: str) -> None:
+        log.warning("job.duplicate_cancelled", backend_id=backend_id, token=token, why=why)
+        sweep_id = row.sweep_id if row else _sweep_of_token(token)
+        try:
+            sweep = await self.store.sweep(sweep_id) if sweep_id is not None else None
+        except NotFound:
+            sweep = None
+        if sweep is not None:
+            async with self.store.tx():
+                await self.store.add_event(
+                    sweep.id, "decision", f"cancel scheduler job {backend_id}: a duplicate "
+                    "submission", rule="recovery.duplicate_cancelled", evidence=why,
+                    job_id=row.id if row else None, run_id=row.run_id if row else None)
+                await self.store.add_event(
+                    sweep.id, "progress", f"sweep {sweep.id}: cancelled Slurm job {backend_id}, "
+                    f"a duplicate submission ({why})")
+            self.notify()
+        await self.backend.cancel(backend_id)
+
+    async def _advance_or_stop(self, sweep: Sweep) -> None:
+        """A defect in planning one sweep stops that sweep for a person, with the error as
+        evidence; it must not stop the daemon (a restart would meet it again, and every
+        other sweep would wait)."""
+        try:
+            await self._advance(sweep)
+        except ControllerUnreachable:
+            raise
+        except Exception as e:
+            log.exception("sweep.plan_failed", sweep=sweep.id)
+            if (await self.store.sweep(sweep.id)).state == SweepState.RUNNING:
+                await stop_sweep(self, sweep, f"sweepd could not take the next step: {e}",
+                                 rule="engine.plan_failed", evidence=repr(e), failing_nodes=[],
+                                 recovery="none", outcome="a defect in sweepd; resume retries")
+
+    async def _advance(self, sweep: Sweep) -> None:
+        runs = await self.store.runs(sweep.id)
+        jobs = await self.store.jobs(sweep.id)
+        busy = {j.run_id for j in jobs if j.state in (JobState.SUBMITTING, JobState.QUEUED,
+                                                       JobState.RUNNING, JobState.HUNG)}
+        now = self.clock.now()
+        for run in runs:
+            if run.state in (RunState.PENDING, RunState.ACTIVE) and run.id not in busy and \
+                    (run.not_before is None or run.not_before <= now):
+                await self._start_attempt(sweep, run)
+                if (await self.store.sweep(sweep.id)).state != SweepState.RUNNING:
+                    return
+        decision = await self._plan(sweep, runs)
+        if isinstance(decision, Finished):
+            await self._finish(sweep, decision)
+            return
+        if isinstance(decision, Stop):
+            await stop_sweep(self, sweep, decision.reason, rule=decision.rule,
+                             evidence=decision.evidence, failing_nodes=[], recovery="none",
+                             outcome="stopped by the sweep's own rule")
+            return
+        for new in decision:
+            run = await self.store.add_run(sweep.id, new.label, new.params,
+                                           collect_nodes(list(new.nodes)), new.reason, new.rule)
+            await self._start_attempt(sweep, run)
+
+    async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:
+        spec = parse_spec(sweep.spec)
+        kind = kind_of(sweep.kind)
+        excluded = {e.node for e in await self.store.exclusions(sweep.id)}
+        nodes = [n for n in spec.node_list if n not in excluded]
+        prior = await self.store.prior_memstats(spec.model, spec.nodes)
+        extra = await kind.gather(self.store, spec)
+        # Stops a person already resumed from: the strategy must not raise them again.
+        extra["acknowledged_stops"] = [
+            e.rule for e in await self.store.events(sweep.id, kind="transition")
+            if e.to_state == SweepState.AWAITING_DECISION and e.rule]
+        ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra)
+        return kind.plan(spec, ctx)
+
+    async def _finish(self, sweep: Sweep, decision: Finished) -> None:
+        to = SweepState.DONE if decision.ok else SweepState.FAILED
+        await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
+                                          verdict=decision.verdict, progress=decision.summary)
+        await release(self, sweep)
+        self.notify()
+
+    async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
+        spec = parse_spec(sweep.spec)
+        excluded = {e.node for e in await self.store.exclusions(sweep.id)}
+        nodes = [n for n in spec.node_list if n in set(_expand(run.nodes)) and n not in excluded]
+        need = min(spec.needed_nodes, len(_expand(run.nodes)))
+        if len(nodes) < need:
+            await stop_sweep(self, sweep, f"only {len(nodes)} usable nodes left; {spec.model} "
+                             f"needs {need}", rule="nodes.below_minimum", evidence=None,
+                             failing_nodes=sorted(excluded), recovery="node exclusion",
+                             outcome="too few nodes")
+            return
+        if not await ensure_usable(self, sweep, nodes):
+            return
+        if run.state == RunState.PENDING:
+            await self.store.transition_run(run.id, RunState.ACTIVE, "submitting",
+                                            rule="engine.submit")
+        token = await self._new_token(sweep.id)
+        job = await self.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
+        await self._submit(sweep, run, job)
+
+    async def _workdir(self, sweep: Sweep, params: dict[str, Any]) -> tuple[bool, Path | None]:
+        """(ok, where the run is submitted from); not ok: the sweep was stopped."""
+        hook = kind_of(sweep.kind).workdir
+        if hook is None:
+            return True, None
+        try:
+            return True, await hook(parse_spec(sweep.spec), params,
+                                    self.outputs / f"sweep-{sweep.id}")
+        except GitError as e:
+            await stop_sweep(self, sweep, f"cannot check out {params.get('_commit')}: {e}",
+                             rule="worktree.failed", evidence=str(e), failing_nodes=[],
+                             recovery="none", outcome="no worktree, nothing submitted")
+            return False, None
+
+    async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
+        spec = parse_spec(sweep.spec)
+        overrides = {k: str(v) for k, v in spec.overrides.items()}
+        overrides.setdefault("steps", str(spec.steps))
+        # Run params starting with `_` steer the submission; the rest are overrides.
+        overrides.update({k: str(v) for k, v in run.params.items() if not k.startswith("_")})
+        params = run.params
+        # A swept `_env_K` (e.g. XLA_PYTHON_CLIENT_MEM_FRACTION) is an environment variable.
+        env = {**spec.env, **{k[5:]: str(v) for k, v in params.items() if k.startswith("_env_")}}
+        ok, workdir = await self._workdir(sweep, params)
+        if not ok:
+            return
+        request = JobRequest(token=job.token, model=str(params.get("_model", spec.model)),
+                             nodes=_expand(job.nodes),
+                             output_dir=self.outputs / f"sweep-{sweep.id}",
+                             overrides=overrides, env=env,
+                             alias=params.get("_alias"), tag=params.get("_tag"),
+                             commit=params.get("_commit"), workdir=workdir)
+        request.output_dir.mkdir(parents=True, exist_ok=True)
+        # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
+        deadline = (self.clock.now()
+                    + (self.backend.submit_timeout_s + SUBMIT_MARGIN_S) / self.clock.scale)
+        await self.store.update_job(job.id, submit_deadline=deadline)
+        try:
+            sub = await self.backend.submit(request)
+        except GuardHeld as e:   # an earlier attempt still runs: the next pass waits for it
+            log.warning("submit.still_in_flight", job=job.id, error=str(e))
+            return
+        except SubmitRefused as e:
+            await self.store.transition_job(job.id, JobState.FAILED, f"submission refused: {e}",
+                                            rule="submit.refused", evidence=str(e))
+            await stop_sweep(self, sweep, f"submission refused: {e}", rule="submit.refused",
+                             evidence=str(e), failing_nodes=[], recovery="none",
+                             outcome="refused before submitting")
+            return
+        await self.store.transition_job(
+            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
+            + (f" ({sub.note})" if sub.note else ""),
+            rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
+            backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
+            submitted_at=self.clock.now(), profiler=int(spec.profiler))
+        self.notify()
+
+
+def _sweep_of_token(token: str) -> int | None:
+    found = _TOKEN_SWEEP.match(token)
+    return int(found.group(1)) if found else None
+
+
+def _first_line(path: str | None) -> str:
+    """The log's first line, as the evidence that the job runs (best effort)."""
+    if not path:
+        return "?"
+    try:
+        with open(path, "rb") as f:
+            return f.readline(300).decode(errors="replace").strip() or "(output)"
+    except OSError as e:
+        return f"(unreadable: {e.strerror})"
+
+
+def _expand(nodes: str) -> list[str]:
+    from sweepd.kinds.spec import expand_nodes
+
+    return expand_nodes(nodes)

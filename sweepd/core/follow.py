@@ -1,0 +1,235 @@
+"""Following one job's log: read new lines, turn them into facts, store facts and offset
+together. The tailer of each job is kept between passes; its offset lives in the store,
+so a restarted daemon resumes where it was."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sweepd.core.states import JobState
+from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
+from sweepd.monitor.facts import (
+    HeaderFact,
+    MemstatsFact,
+    NodeExitFact,
+    Phase,
+    SignalFact,
+    StepFact,
+    SummaryFact,
+)
+from sweepd.monitor.parse import parse_line
+from sweepd.monitor.tail import LogTailer, is_lost
+from sweepd.store.rows import Job
+from sweepd.store.store import Store
+from sweepd.util.clock import Clock
+
+log = structlog.get_logger("sweepd.core.follow")
+
+
+def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]]:
+    out: list[list[tuple[int, str]]] = []
+    for tailer in tailers:
+        try:
+            out.append(tailer.read_lines_sync() if tailer is not None else [])
+        except OSError as e:  # one unreadable log must not stop the others being read
+            log.warning("log.unreadable", path=str(tailer.path if tailer else None),
+                        error=str(e))
+            out.append([])
+    return out
+
+
+def _lost(job: Job, tailer: LogTailer) -> bool:
+    """The log cannot be read where one is expected: it was seen, or the job runs."""
+    return bool(tailer.lost) and (tailer.identity is not None
+                                  or job.state in (JobState.RUNNING, JobState.HUNG))
+
+
+NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
+
+
+_PHASE_RANK = {str(p): i for i, p in enumerate(Phase)}
+
+
+def later(a: str, b: Phase) -> str:
+    """The further of two phases: a job never goes back."""
+    return a if _PHASE_RANK[a] >= _PHASE_RANK[b] else str(b)
+
+
+@dataclass
+class LogChunk:
+    job_id: int
+    fields: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    signals: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _other_rank_step(line: str) -> bool:
+    """A step line of rank > 0: identical to rank 0's, not worth parsing (cheap check)."""
+    head = line[:24]
+    return "completed step:" in head and not head.startswith(("0: ", "completed"))
+
+
+class LogFollower:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._tailers: dict[int, LogTailer] = {}
+        self._detached: set[int] = set()   # jobs whose deleted log was already reported
+
+    async def retain(self, job_ids: set[int]) -> None:
+        """Close the logs of jobs that are no longer followed (ended, cancelled)."""
+        for job_id in set(self._tailers) - job_ids:
+            await self.forget(job_id)
+
+    async def forget(self, job_id: int) -> None:
+        self._detached.discard(job_id)
+        tailer = self._tailers.pop(job_id, None)
+        if tailer is not None:
+            await tailer.close()
+
+    async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
+        """The facts in what is new in each job's log, not yet stored (the engine stores a
+        whole pass's chunks in one transaction); None where nothing changed. All the file
+        reads happen in one worker-thread call."""
+        tailers = [self._tailer(job) for job in jobs]
+        lines = await asyncio.to_thread(_read_all, tailers)
+        for job, tailer in zip(jobs, tailers, strict=True):
+            if tailer is not None:
+                await self._tell(job, tailer)
+        return [self._chunk(job, t, got) if t is not None else None
+                for job, t, got in zip(jobs, tailers, lines, strict=True)]
+
+    async def _tell(self, job: Job, tailer: LogTailer) -> None:
+        """A log that vanished or cannot be read is news for the person: the job is then
+        judged without it (no hang is called on silence nobody could observe)."""
+        if tailer.detached and job.id not in self._detached:
+            self._detached.add(job.id)
+            text = (f"job {job.backend_id}: its log {job.log_path} is gone ({tailer.detached});"
+                    " sweepd reads on through the file it has open, but the log will not be "
+                    "on disk to look at")
+            await self._store.add_event(job.sweep_id, "note", text, rule="log.detached",
+                                        evidence=tailer.detached, run_id=job.run_id,
+                                        job_id=job.id)
+            await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+                                        job_id=job.id)
+        if not _lost(job, tailer) or is_lost(job.log_identity):
+            return
+        text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"
+                " the job cannot be watched for hangs, and its end is judged by the "
+                "scheduler's state and exit code")
+        await self._store.add_event(job.sweep_id, "note", text, rule="log.lost",
+                                    evidence=tailer.lost, run_id=job.run_id, job_id=job.id)
+        await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+                                    job_id=job.id)
+        log.warning("log.lost", job=job.id, path=job.log_path, why=tailer.lost)
+
+    def _tailer(self, job: Job) -> LogTailer | None:
+        if not job.log_path:
+            return None
+        tailer = self._tailers.get(job.id)
+        if tailer is None:
+            tailer = LogTailer(Path(job.log_path), offset=job.log_offset,
+                               identity=job.log_identity)
+            self._tailers[job.id] = tailer
+        return tailer
+
+    def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]]
+               ) -> LogChunk | None:
+        identity = tailer.stored_identity if _lost(job, tailer) else tailer.identity
+        # Readable again after being lost: silence is observable from now on.
+        back = {"last_output_at": self._clock.now()} if (
+            is_lost(job.log_identity) and not tailer.lost) else {}
+        if not lines:
+            if identity != job.log_identity or tailer.offset != job.log_offset:
+                return LogChunk(job.id, {"log_offset": tailer.offset,
+                                         "log_identity": identity, **back})
+            return None
+        chunk = self._facts(job, lines)
+        chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
+                            last_output_at=self._clock.now())
+        return chunk
+
+    def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
+        out = LogChunk(job.id)
+        node_map: dict[int, str] | None = None  # decoded when a signal needs a node
+        phase = job.phase if job.phase != Phase.PROLOG else str(Phase.PREFLIGHT)
+        last_step = job.last_step
+        for offset, line in lines:
+            if _other_rank_step(line):
+                continue
+            fact = parse_line(line)
+            if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
+                node_map = node_map_from_nodelist(fact.value)
+                out.fields["node_map_json"] = json.dumps(node_map)
+            elif isinstance(fact, StepFact) and fact.rank in (None, 0):
+                out.steps.append({"step": fact.step, "seconds": fact.seconds,
+                                  "tflops": fact.tflops, "mfu": fact.mfu, "tgs": fact.tgs,
+                                  "loss": fact.loss})
+                last_step = max(fact.step, last_step if last_step is not None else -1)
+                phase = later(phase, Phase.TRAINING)
+            elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
+                out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
+                phase = later(phase, Phase.COMPILE)
+            elif isinstance(fact, SummaryFact):
+                out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
+                phase = later(phase, Phase.SUMMARY)
+            elif isinstance(fact, SignalFact):
+                if node_map is None:
+                    node_map = {int(k): v for k, v in
+                                json.loads(job.node_map_json or "{}").items()}
+                out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
+                                    "detail": fact.detail, "line": fact.text[:2000],
+                                    "node": node_map.get(fact.rank)
+                                    if fact.rank is not None else None})
+            elif isinstance(fact, NodeExitFact):
+                out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
+                                    "detail": str(fact.exit_code), "line": line[:2000]})
+        # A hung job's phase is frozen where it hung: the cancel's own output (summary
+        # block) must not move it, the hang rules depend on it.
+        if job.state != JobState.HUNG:
+            out.fields["phase"] = phase
+        out.fields["last_step"] = last_step
+        return out
+
+
+def log_lost(job: Job) -> bool:
+    """No log could be read for the job's end: marked lost when last read, or never seen
+    and not there now."""
+    if is_lost(job.log_identity):
+        return True
+    if not job.log_path:
+        return False
+    return job.log_identity is None and not Path(job.log_path).is_file()
+
+
+async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
+                    cancelled_by_us: bool, scheduler_exit: int | None = None) -> JobFacts:
+    """Everything classification needs, read back from the store (never from memory)."""
+    from sweepd.monitor.facts import FailureClass
+
+    signals = []
+    exits = []
+    for s in await store.signals(job.id):
+        if s.klass == NODE_EXIT:
+            exits.append(NodeExitFact(host=s.node or "?", exit_code=int(s.detail or 0)))
+        else:
+            signals.append((s.offset, SignalFact(rank=s.rank, klass=FailureClass(s.klass),
+                                                 text=s.line, detail=s.detail)))
+    summary = None
+    if job.summary_status is not None:
+        summary = SummaryFact(status=job.summary_status, exit_code=job.summary_exit, detail="")
+    node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
+    return JobFacts(
+        signals=signals, node_map=node_map, phase=Phase(job.phase), last_step=job.last_step,
+        expected_steps=expected_steps, summary=summary, node_exits=exits,
+        scheduler_state=job.scheduler_state,
+        exit_code=job.summary_exit if job.summary_exit is not None else scheduler_exit, hung=hung,
+        cancelled_by_us=cancelled_by_us, log_lost=log_lost(job),
+    )

@@ -1,0 +1,57 @@
+"""Before submitting to pinned nodes: are they usable? The xla-tuning SKILL.md's rule for
+a drained or down node: try RESUME where sweepd is allowed to, otherwise stop and say why.
+The pinned list is never silently changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sweepd.core.control import stop_sweep
+from sweepd.store.rows import Sweep
+from sweepd.util.text import compact_nodes
+
+if TYPE_CHECKING:
+    from sweepd.core.engine import Engine
+
+# sinfo short states in which a job pinned to the node cannot start. `unknown`: Slurm
+# does not list the node at all.
+UNUSABLE = frozenset({"drain", "drng", "drained", "down", "fail", "failg", "maint", "inval",
+                      "unknown", "futr", "future"})
+
+
+async def unusable(engine: Engine, nodes: Sequence[str]) -> dict[str, str]:
+    states = await engine.backend.node_states(nodes)
+    return {n: s for n, s in states.items() if s in UNUSABLE}
+
+
+async def ensure_usable(engine: Engine, sweep: Sweep, nodes: Sequence[str]) -> bool:
+    """True when every node can take the job; otherwise the sweep is stopped."""
+    bad = await unusable(engine, nodes)
+    if not bad:
+        return True
+    tried = []
+    for node, state in sorted(bad.items()):
+        if state == "unknown":
+            tried.append(f"{node} is not a node of this cluster (a typo in `nodes`?)")
+            continue   # nothing to resume
+        try:
+            await engine.backend.resume_node(node)
+        except PermissionError as e:
+            tried.append(f"{node} not resumed ({e})")
+            continue
+        tried.append(f"{node} resumed from {state}")
+        await engine.store.add_event(sweep.id, "decision", f"{node} was {state}: RESUME",
+                                     rule="node.resume", evidence=f"sinfo: {node} {state}")
+    still = await unusable(engine, sorted(bad))
+    if not still:
+        return True
+    by_state: dict[str, list[str]] = {}
+    for node, state in sorted(still.items()):
+        by_state.setdefault(state, []).append(node)
+    listed = ", ".join(f"{compact_nodes(ns)} ({s})" for s, ns in sorted(by_state.items()))
+    await stop_sweep(engine, sweep, f"pinned node(s) not usable: {listed}", rule="node.unusable",
+                     evidence="; ".join(f"sinfo: {n} {s}" for n, s in sorted(still.items())),
+                     failing_nodes=sorted(still), recovery="; ".join(tried),
+                     outcome="still not usable; the pinned list is not changed silently")
+    return False

@@ -1,0 +1,1 @@
+"""Model perf: the batch size with the highest steady TGS."""

@@ -1,0 +1,104 @@
+"""The model perf sweep's result table (batch-sweep.SKILL.md Step 8)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sweepd.kinds.spec import expand_nodes
+from sweepd.reports.plots import perf_curve_plot
+from sweepd.store.rows import Job, Run, Sweep
+
+_STATUS = {"pass": "works", "oom": "OOM", "hang": "hang", "fail": "failed"}
+
+
+def _sort_key(run: Run, parameter: str) -> tuple[int, Any]:
+    v = run.params.get(parameter)
+    return (0, v) if isinstance(v, int | float) else (1, str(v))
+
+
+def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    parameter = sweep.spec.get("parameter", "per_device_batch_size")
+    best = (sweep.verdict or {}).get("best")
+    last_job = {j.run_id: j for j in jobs}  # jobs are in id order: the last attempt wins
+    out = []
+    finished = [r for r in runs if r.state in ("passed", "failed")]
+    compared = _compared(sweep, finished)
+    top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
+    top_value = max((v for r in compared if r.outcome == "pass"
+                     and isinstance(v := r.params.get(parameter), int | float)), default=None)
+    for r in sorted(finished, key=lambda r: _sort_key(r, parameter)):
+        value = r.params.get(parameter)
+        status = _STATUS.get(r.outcome or "", r.outcome or "?")
+        if r not in compared:
+            status += f" (on {r.node_count}N)"
+        elif r.outcome == "oom" and _after(top_value, value):
+            # A compile hang counts as an OOM (SKILL.md), but memory does not shrink with
+            # the batch: a larger value that ran says this one may not be memory at all.
+            status += f" (yet {top_value} ran: check the log)"
+        elif r.outcome == "pass" and value == best:
+            status += " ← optimum" if (sweep.verdict or {}).get("settled", True) else \
+                " ← best so far"
+        elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
+                best is not None and _after(value, best):
+            status += " (regression)"
+        job = last_job.get(r.id)
+        out.append({"value": value, "job": job.backend_id if job else None, "tgs": r.tgs,
+                    "mfu": r.mfu, "outcome": r.outcome, "status": status,
+                    "failure_class": r.failure_class, "detail": r.detail})
+    return out
+
+
+def _size(sweep: Sweep, runs: Sequence[Run]) -> int:
+    """The node count the verdict was measured on; before there is one, the count the
+    search is on now (its latest run's), else the pinned count."""
+    if (sweep.verdict or {}).get("nodes"):
+        return int((sweep.verdict or {})["nodes"])
+    latest = max(runs, key=lambda r: r.seq, default=None)
+    return latest.node_count if latest else len(expand_nodes(sweep.spec["nodes"]))
+
+
+def _compared(sweep: Sweep, runs: Sequence[Run]) -> list[Run]:
+    """After an exclusion the search starts over on the nodes left: runs on another node
+    count are listed, but not compared with the verdict's."""
+    size = _size(sweep, runs)
+    return [r for r in runs if r.node_count == size]
+
+
+def _after(value: Any, best: Any) -> bool:
+    try:
+        return bool(value > best)
+    except TypeError:
+        return False
+
+
+def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
+    parameter = sweep.spec.get("parameter", "per_device_batch_size")
+    head = "Batch" if parameter == "per_device_batch_size" else parameter
+    table = rows(sweep, runs, jobs)
+    if not table:
+        return "No run has finished yet."
+    lines = [f"| {head} | Job | Avg TGS/device | Avg MFU | Status |",
+             "|-------|-----|----------------|---------|--------|"]
+    for row in table:
+        tgs = f"{row['tgs']:,.0f}" if row["tgs"] is not None else (
+            "OOM" if row["outcome"] == "oom" else "—")
+        mfu = f"{row['mfu']:.2f}%" if row["mfu"] is not None else "—"
+        lines.append(f"| {row['value']} | {row['job'] or '—'} | {tgs} | {mfu} | {row['status']} |")
+    return "\n".join(lines)
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """TGS against the swept value with the OOM region and the optimum (numeric sweeps)."""
+    parameter = sweep.spec.get("parameter", "per_device_batch_size")
+    numeric = [r for r in _compared(sweep, runs)
+               if isinstance(r.params.get(parameter), int | float)]
+    points = [(float(r.params[parameter]), r.tgs) for r in numeric
+              if r.outcome == "pass" and r.tgs is not None]
+    failed = [float(r.params[parameter]) for r in numeric if r.outcome in ("oom", "fail", "hang")]
+    if not points and not failed:
+        return None
+    best = (sweep.verdict or {}).get("best")
+    title = f"{sweep.spec.get('model')} {_size(sweep, runs)}N: {parameter}"
+    return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,
+                           parameter, title)

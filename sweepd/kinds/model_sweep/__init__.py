@@ -1,0 +1,1 @@
+"""Model sweep: every model at a commit against a baseline."""

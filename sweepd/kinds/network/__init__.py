@@ -1,0 +1,1 @@
+"""Network: group testing for degraded links."""

@@ -1,0 +1,202 @@
+"""Node network health sweep: multi-node runs over subsets of the pinned nodes, isolating a
+bad node (NIC) or a bad link between two nodes. The group-testing logic is in isolation.py;
+this module turns runs into results and the outcome into a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import hostlist
+from pydantic import Field, model_validator
+
+from sweepd.core.states import SweepState
+from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
+from sweepd.kinds.network import report
+from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
+from sweepd.kinds.registry import Kind
+from sweepd.kinds.spec import _Spec, expand_nodes
+from sweepd.store.rows import Run
+from sweepd.store.store import NotFound, Store
+
+
+class NetworkSpec(_Spec):
+    """Group tests judged against an expected TGS (given, from a node perf sweep, or the
+    whole-group baseline). `steps` (default 15) must reach the steady window (steps 5-14)."""
+
+    kind: Literal["network"]
+    expected_tgs: float | None = Field(
+        default=None, gt=0, description="expected TGS/device of one node; a group of k nodes "
+        "expects this x scaling^log2(k)")
+    node_perf_sweep: int | None = Field(
+        default=None, ge=1, description="node perf sweep to take the expected TGS and node "
+        "verdicts from; default: the latest finished one covering these nodes")
+    tolerance: float = Field(default=0.05, gt=0, lt=0.5,
+                             description="a group this far below expected is degraded")
+    scaling: float = Field(default=0.97, gt=0.5, le=1.0,
+                           description="TGS/device kept per doubling of nodes")
+
+    @model_validator(mode="after")
+    def _enough(self) -> NetworkSpec:
+        if len(self.node_list) < 2:
+            raise ValueError("a network sweep needs at least 2 nodes")
+        return self
+
+    @property
+    def needed_nodes(self) -> int:
+        return 2
+
+    def default_name(self) -> str:
+        return f"network health {self.nodes}"
+
+
+async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
+    """The node perf sweep to cross-reference: named, or the latest done covering our nodes."""
+    if spec.node_perf_sweep is not None:
+        try:
+            candidates = [await store.sweep(spec.node_perf_sweep)]
+        except NotFound:
+            return {"error": f"node_perf_sweep {spec.node_perf_sweep} does not exist"}
+    else:
+        ours = set(spec.node_list)
+        candidates = [s for s in reversed(await store.sweeps([SweepState.DONE]))
+                      if s.kind == "node-perf" and ours <= set(expand_nodes(s.spec["nodes"]))]
+    for sweep in candidates:
+        verdict = sweep.verdict or {}
+        if sweep.kind == "node-perf" and verdict.get("median"):
+            return {"node_perf": {
+                "sweep": sweep.id, "median": verdict["median"],
+                "status": {n["node"]: n["status"] for n in verdict.get("nodes", [])},
+                "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}}}
+    if spec.node_perf_sweep is not None:
+        return {"error": f"sweep {spec.node_perf_sweep} is not a finished node perf sweep"}
+    return {}
+
+
+def _hl(nodes: Sequence[str]) -> str:
+    return str(hostlist.collect_hostlist(list(nodes)))
+
+
+def results_of(runs: Sequence[Run]) -> tuple[dict[Group, float | None], set[Group]]:
+    """Finished groups -> TGS (None: the job failed or hung), and the groups in flight."""
+    done: dict[Group, float | None] = {}
+    busy: set[Group] = set()
+    for r in runs:
+        group = frozenset(expand_nodes(r.nodes))
+        if r.state == "passed":
+            done[group] = r.tgs
+        elif r.state == "failed":
+            done[group] = None
+        else:
+            busy.add(group)
+    return done, busy
+
+
+def reference(spec: NetworkSpec, extra: Mapping[str, Any],
+              runs: Sequence[Run] = ()) -> tuple[float | None, str]:
+    """The expected TGS the groups are judged by. Chosen when the first job is planned and
+    recorded with every run: a node perf sweep finishing mid-sweep must not change how the
+    groups already run are judged (the planner replays them)."""
+    if runs and "_expected_source" in runs[0].params:
+        first = runs[0].params
+        return first.get("_expected_tgs"), str(first["_expected_source"])
+    if spec.expected_tgs is not None:
+        return spec.expected_tgs, "the spec's expected_tgs (1 node)"
+    perf = extra.get("node_perf")
+    if perf:
+        return float(perf["median"]), f"node perf sweep {perf['sweep']} (median, 1 node)"
+    return None, ("the best group seen, scaled to each size (no absolute reference: the "
+                  "whole group is judged by its halves)")
+
+
+def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"_expected_tgs": ref, "_expected_source": source}
+    if "dataset_type" not in spec.overrides:
+        params["dataset_type"] = "synthetic"
+    return params
+
+
+def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
+    if "error" in ctx.extra:
+        return Finished(False, f"network: {ctx.extra['error']}", {"error": ctx.extra["error"]})
+    ref, source = reference(spec, ctx.extra, ctx.runs)
+    judge = Judge(ref, spec.tolerance, spec.scaling)
+    done, busy = results_of(ctx.runs)
+    step = advance(list(ctx.nodes), done, judge)
+    if isinstance(step, Outcome):
+        return finish(spec, step, source, ctx.extra.get("node_perf"))
+    return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
+                   f"{role} test of {len(g)} nodes (wave {step.rounds + 1})",
+                   f"network.{role}") for g, role in step.groups if g not in busy]
+
+
+def _diagnosis(fault: Fault, perf: Mapping[str, Any] | None) -> str:
+    nodes = " and ".join(fault.nodes)
+    if fault.kind == "link":
+        return f"bad link between {nodes}"
+    if fault.kind == "pair":
+        return f"{nodes}: one of them or the link between them (no known-good node to tell)"
+    if fault.kind == "group":
+        return f"{', '.join(fault.nodes)}: degraded together (no known-good node to narrow it)"
+    node = fault.nodes[0]
+    if perf is None:
+        return f"bad node {node} (its NIC; no node perf sweep to cross-check)"
+    status = perf.get("status", {}).get(node)
+    delta = perf.get("delta", {}).get(node)
+    shown = f" {delta:+.1%}" if isinstance(delta, float) else ""
+    if status in ("degraded", "marginal", "unhealthy"):
+        return (f"slow node {node}: its GPUs are slow on their own too (node perf sweep "
+                f"{perf['sweep']}: {status}{shown})")
+    return f"bad node {node} (its NIC: healthy alone in node perf sweep {perf['sweep']}{shown})"
+
+
+def test_row(t: Test) -> dict[str, Any]:
+    delta = t.tgs / t.expected - 1 if t.tgs is not None and t.expected else None
+    return {"wave": t.wave, "role": t.role, "nodes": _hl(sorted(t.group)), "size": len(t.group),
+            "tgs": t.tgs, "expected": t.expected, "delta": delta,
+            "status": "DEGRADED" if t.degraded else "healthy"}
+
+
+def finish(spec: NetworkSpec, out: Outcome, source: str,
+           perf: Mapping[str, Any] | None) -> Finished:
+    diagnoses = [_diagnosis(f, perf) for f in out.faults]
+    faults: list[dict[str, Any]] = [
+        {"kind": f.kind, "nodes": list(f.nodes), "evidence": list(f.evidence), "diagnosis": d}
+        for f, d in zip(out.faults, diagnoses, strict=True)]
+    drop = [f.nodes[0] for f in out.faults if f.kind == "node"]
+    split = [f.nodes[-1] for f in out.faults if f.kind == "link"]
+    # Unresolved: which node (or link) is bad is unknown, so none of them is usable.
+    suspects = [n for f in out.faults if f.kind in ("pair", "group") for n in f.nodes]
+    keep = [n for n in spec.node_list if n not in {*drop, *split, *suspects}]
+    whole_bad = any(t.role == "whole" and t.degraded for t in out.tests)
+    verdict: dict[str, Any] = {
+        "expected_source": source, "absolute": out.absolute, "rounds": out.rounds,
+        "jobs": len(out.tests), "tests": [test_row(t) for t in out.tests], "faults": faults,
+        "exclude": drop, "split_links": split, "suspects": suspects,
+        "healthy": _hl(keep) if keep else "",
+    }
+    if not faults:
+        what = ("the whole group is degraded but no single node or link explains it "
+                "(shared infrastructure? report to the HW team)" if whole_bad
+                else "no network issue" if out.absolute
+                else "no group slower than the others (without a reference, faults that "
+                "slow every half alike cannot be seen: set expected_tgs or run a node perf "
+                "sweep first)")
+        verdict["recommendation"] = what
+        return Finished(True, f"network: {what} ({out.rounds} rounds, {len(out.tests)} jobs)",
+                        verdict)
+    advice = [f"exclude {', '.join(drop)}"] if drop else []
+    advice += [f"keep {f.nodes[0]} and {f.nodes[1]} out of the same job (e.g. exclude "
+               f"{f.nodes[-1]}) and escalate the link to the infrastructure team"
+               for f in out.faults if f.kind == "link"]
+    advice += [f"exclude {', '.join(f.nodes)} until they are checked one by one "
+               "(could not tell which is bad)" for f in out.faults if f.kind in ("pair", "group")]
+    verdict["recommendation"] = "; ".join(advice) + (f"; usable: -w {_hl(keep)}" if keep else "")
+    summary = "; ".join(diagnoses)
+    return Finished(True, f"network: {summary} ({out.rounds} rounds, {len(out.tests)} jobs)",
+                    verdict)
+
+
+# A failed group job is that group's result (degraded), not a reason to drop a node from it.
+KIND = Kind("network", NetworkSpec, plan, report.markdown, report.rows,
+            exclude_on_fault=False, gather=gather, plot=report.plot)

@@ -1,1 +1,0 @@
-"""One module per sweep kind, each defining `KIND` (a registry.Kind). Discovered at import."""
