@@ -17,7 +17,7 @@ import pytest
 
 from sweepd.app.service import Service
 from sweepd.cli.main import main
-from sweepd.cli.verbs import format_table
+from sweepd.cli.output import format_table
 from sweepd.core.states import RunState, SweepState
 from sweepd.store.store import Store
 from tests.test_api import NODES, SPEC, serve_service

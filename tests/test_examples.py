@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.registry import kinds
-from sweepd.kinds.spec import load_spec_file
+from sweepd.kinds.registry import kinds, load_spec_file
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from sweepd.core.states import RunState, SweepState
-from sweepd.kinds.spec import MAX_NODES, SpecError, count_hostlist, expand_nodes, parse_spec
+from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.notify import format as fmt
+from sweepd.util.hostlists import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.util.text import compact_nodes, escape
 from tests.test_api import NODES, SPEC, Api, api  # noqa: F401 (fixture)
 from tests.test_cli_client import Daemon, daemon, write_spec  # noqa: F401 (fixture)
@@ -186,7 +188,7 @@ async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
     """An older daemon's 422 with 99,993 details: the client prints a bounded answer."""
     import argparse
 
-    from sweepd.cli.verbs import fail
+    from sweepd.cli.output import fail
 
     details = [{"loc": ["nodes"], "msg": f"not a node of this cluster: chi{i}"}
                for i in range(99_993)]

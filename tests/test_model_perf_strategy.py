@@ -18,7 +18,8 @@ from sweepd.kinds.model_perf.search import (
     best,
     next_value,
 )
-from sweepd.kinds.spec import ModelPerfSpec, parse_spec
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
 from sweepd.store.rows import Run, Sweep
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs

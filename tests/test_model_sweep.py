@@ -12,7 +12,7 @@ import pytest
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.core.states import JOB_ACTIVE, RunState, SweepState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
-from sweepd.kinds.model_sweep.kind import ModelSweepSpec, gather
+from sweepd.kinds.model_sweep.kind import gather
 from sweepd.kinds.model_sweep.plan import (
     FAIL_FAST_RULE,
     Column,
@@ -22,9 +22,12 @@ from sweepd.kinds.model_sweep.plan import (
     plan,
 )
 from sweepd.kinds.model_sweep.report import _commit, evaluation
-from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.kinds.model_sweep.spec import ModelSweepSpec
+from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import Run
 from sweepd.store.store import Store
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 PINNED = expand_nodes(NODES)

@@ -13,10 +13,12 @@ from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.network.kind import NetworkSpec, plan
-from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome
 from sweepd.store.rows import Run
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 # 8 trainers start at once on a shared 2-core machine: at time_scale 0.002 the default

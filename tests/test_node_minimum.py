@@ -13,7 +13,8 @@ from sweepd.app.foreground import EXIT_AWAITING_DECISION
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.model_perf.plan import plan
-from sweepd.kinds.spec import ModelPerfSpec, parse_spec
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 from tests.test_api import SPEC, Api, serve_service
 

@@ -15,9 +15,11 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.node_perf import report
 from sweepd.kinds.node_perf.plan import band, plan
-from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
-from sweepd.reports.plots import node_perf_plot
+from sweepd.kinds.node_perf.plot import node_perf_plot
+from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import Run, Sweep
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 # 8 trainers start at once on a shared 2-core machine: at time_scale 0.002 the default

@@ -14,9 +14,9 @@ import pytest
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.config import Config
 from sweepd.core.states import JobState
-from sweepd.kinds.spec import expand_nodes
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_peak_batch
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config

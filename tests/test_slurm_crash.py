@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from sweepd.kinds.spec import expand_nodes
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch
+from sweepd.util.hostlists import expand_nodes
 from tests.daemon_proc import Daemon
 from tests.simrun import perf_spec, run, write_scenario
 from tests.slurm_cluster import slurm_dir

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.app.daemon import AnotherSweepd, open_parts
+from sweepd.api.errors import AnotherSweepd
+from sweepd.app.daemon import open_parts
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, sim_config, write_scenario
 

@@ -9,10 +9,12 @@ import pytest
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_sweep
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, SweepState
-from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch, true_peak_batch
 from sweepd.store.rows import Run, Sweep
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
 
 

@@ -87,3 +87,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         log.exception("api.error", method=request.method, path=request.path,
                       error=type(e).__name__)
         return error_response(500, f"internal error ({type(e).__name__}); see the daemon log")
+
+
+class AnotherSweepd(RuntimeError):
+    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""

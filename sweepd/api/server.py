@@ -19,13 +19,12 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from sweepd.api.errors import ApiError, error_middleware
+from sweepd.api.errors import AnotherSweepd, ApiError, error_middleware
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
-from sweepd.app.daemon import AnotherSweepd
 from sweepd.app.service import Service
 from sweepd.core.states import SweepState
-from sweepd.kinds.spec import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.store.rows import Event
+from sweepd.util.hostlists import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.util.text import control_chars, describe_controls
 
 MAX_WAIT_S = 30.0

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 from aiohttp.web import AppRunner
 
+from sweepd.api.errors import AnotherSweepd
 from sweepd.app.service import Service
 from sweepd.clusters.factory import make_backend
 from sweepd.config import Config, ConfigError
@@ -36,10 +37,6 @@ class Parts:
     store: Store
     engine: Engine
     service: Service
-
-
-class AnotherSweepd(RuntimeError):
-    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""
 
 
 @contextlib.contextmanager

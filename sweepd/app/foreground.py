@@ -127,29 +127,3 @@ async def _cancel_interrupted(parts: Parts, sweep_id: int, emit: Emit) -> int:
     emit(f"sweep {sweep_id} aborted; " + (f"job(s) {', '.join(jobs)} cancelled" if jobs
                                           else "no job was running"))
     return EXIT_INTERRUPTED
-
-
-async def sim_truth_line(config: Config) -> str:
-    """What the simulator knows and the sweep had to find out: its true optimum on the
-    nodes the sweep ended up using (for the demo's last line)."""
-    from sweepd.clusters.factory import default_scenario
-    from sweepd.kinds.spec import expand_nodes
-    from sweepd.sim.scenario import load_scenario
-    from sweepd.sim.truth import true_outcome, true_peak_batch
-    from sweepd.store.store import Store
-
-    store = await Store.open(config.daemon.db_path)
-    try:
-        sweep = (await store.sweeps())[-1]
-        jobs = await store.jobs(sweep.id)
-    finally:
-        await store.close()
-    if not jobs:
-        return "(no job ran)"
-    nodes = expand_nodes(jobs[-1].nodes)
-    scenario = load_scenario(config.cluster.sim.scenario or default_scenario())
-    peak = true_peak_batch(scenario, sweep.spec["model"], nodes)
-    tgs = true_outcome(scenario, sweep.spec["model"], nodes,
-                       {"per_device_batch_size": str(peak)}, {}, None).tgs
-    return (f"simulator's ground truth on the {len(nodes)} nodes used: peak at "
-            f"per_device_batch_size={peak} ({tgs:,.0f} TGS/device without noise)")

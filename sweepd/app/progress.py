@@ -73,7 +73,7 @@ def slurm_seconds(limit: str) -> float | None:
 
 
 def _node_count(spec: Mapping[str, Any]) -> int:
-    from sweepd.kinds.spec import count_hostlist
+    from sweepd.util.hostlists import count_hostlist
 
     return count_hostlist(str(spec.get("nodes", "")))
 

@@ -17,11 +17,12 @@ from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of
-from sweepd.kinds.spec import SpecError, collect_nodes, parse_spec
+from sweepd.kinds.registry import kind_of, parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.outbox import Outbox
 from sweepd.store.rows import Event
+from sweepd.util.hostlists import collect_nodes
 from sweepd.util.model_shapes import MODELS
 from sweepd.util.text import compact_nodes
 

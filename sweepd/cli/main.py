@@ -12,21 +12,15 @@ from typing import Any, NoReturn
 
 import yaml
 
+from sweepd.api.errors import AnotherSweepd
 from sweepd.app import foreground
-from sweepd.app.daemon import AnotherSweepd
 from sweepd.app.service import version
-from sweepd.cli.verbs import SOCKET_HELP, print_spec_error, say
+from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
-from sweepd.kinds.spec import SpecError, load_spec_file
+from sweepd.kinds.registry import kind_of, kinds, load_spec_file
+from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs
-
-DEMO_SPEC: dict[str, Any] = {
-    "kind": "model-perf",
-    "name": "demo: llama2-70b batch size on 8 simulated nodes",
-    "model": "llama2-70b",
-    "nodes": "chi[2832,2863,2867-2868,2870,2872,2880-2881]",
-}
 
 
 def _config(args: argparse.Namespace, **overrides: Any) -> Config:
@@ -59,42 +53,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _foreground(args, spec.model_dump(mode="json"), args.scenario)
 
 
-DEMO_NODES = DEMO_SPEC["nodes"]
-# Each other kind on the simulated cluster with a seeded fault: (intro, scenario, specs).
-DEMOS: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
-    "node-perf": ("a node perf sweep: one 1-node job per node; one node is 7% slow",
-                  "demo_node_perf.yaml", [{"kind": "node-perf", "nodes": DEMO_NODES}]),
-    "network": ("a node perf sweep, then a network health sweep that uses it; the link "
-                "chi2867-chi2881 (across the halves) runs at 85%", "demo_network.yaml",
-                [{"kind": "node-perf", "nodes": DEMO_NODES},
-                 {"kind": "network", "nodes": DEMO_NODES}]),
-    "model-sweep": ("a model sweep of all models on commits main and candidate; candidate "
-                    "slows llama2-70b by 8% and breaks grok-1", "demo_model_sweep.yaml",
-                    [{"kind": "model-sweep", "nodes": DEMO_NODES,
-                      "commits": ["main", "candidate"]}]),
-}
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sweepd.clusters.factory import sim_file
-
+    """The kind's demo (found through the registry): its specs in turn, then its truth."""
     logs.configure("warning", json=False)
-    emit = say
-    if args.kind == "model-perf":
-        print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
-              "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
-        config = _foreground_config(args, sim_file("demo_scenario.yaml"))
-        code = asyncio.run(foreground.run_sweep(config, DEMO_SPEC, emit))
-        print(asyncio.run(foreground.sim_truth_line(config)))
-        return code
-    intro, scenario, specs = DEMOS[args.kind]
-    print(f"sweepd demo --kind {args.kind}: {intro}\n")
-    config = _foreground_config(args, sim_file(scenario))
+    demo = kind_of(args.kind).demo
+    if demo is None:   # argparse offers only kinds with a demo
+        raise SystemExit(f"sweep kind {args.kind} has no demo")
+    print(demo.header)
+    config = _foreground_config(args, demo.scenario)
     code = 0
-    for spec in specs:
-        code = asyncio.run(foreground.run_sweep(config, spec, emit))
+    for spec in demo.specs:
+        code = asyncio.run(foreground.run_sweep(config, spec, say))
         if code:
             break
+    if demo.truth:
+        print(asyncio.run(demo.truth(config)))
     return code
 
 
@@ -114,7 +87,7 @@ class Parser(argparse.ArgumentParser):
 
 def _usage_error(e: UsageError, argv: list[str]) -> int:
     if "--json" in argv:
-        from sweepd.cli.verbs import fail
+        from sweepd.cli.output import fail
 
         return fail(argparse.Namespace(json=True), f"{e.parser.prog}: {e.message}")
     e.parser.print_usage(sys.stderr)
@@ -127,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Before the verb too: `sweepd --socket PATH list` as well as `sweepd list --socket PATH`.
     parser.add_argument("--socket", type=Path, default=None, help=SOCKET_HELP)
     parser.add_argument("--version", action="version", version=f"sweepd {version()}")
+    parser.set_defaults(parser_factory=build_parser)   # for `completion`
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the daemon")
@@ -144,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "once)")
         if name == "demo":
             p.add_argument("--kind", default="model-perf",
-                           choices=["model-perf", *DEMOS],
+                           choices=[n for n, k in kinds().items() if k.demo],
                            help="which sweep to show, each with a seeded fault")
         if name == "run":
             p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
@@ -164,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from sweepd.cli.verbs import socket_path, with_client
+    from sweepd.cli.output import socket_path, with_client
 
     def check_then_run(client: Any) -> int:
         client.health()   # a clear "not running" before the screen takes the terminal

@@ -9,164 +9,37 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import pwd
 import re
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import shtab
 
-from sweepd.app.foreground import EXIT_BAD_INPUT
 from sweepd.app.progress import duration
 from sweepd.cli import views as cli_views
-from sweepd.cli.client import Client, ClientError
+from sweepd.cli.client import Client
+from sweepd.cli.output import (
+    SOCKET_HELP,
+    RunFunc,
+    cell,
+    client_command,
+    fail,
+    format_table,
+    load_spec,
+    print_json,
+    say,
+    summary_line,
+    with_client,
+)
 from sweepd.core.states import SweepState
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.spec import SpecError, parse_spec, read_spec_file
+from sweepd.kinds.spec import SpecError
 from sweepd.reports.apply import ApplyError, apply_to_config
-from sweepd.util.columns import align
 from sweepd.util.text import compact_nodes, escape
-
-DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
-EXIT_DAEMON = 1
-
-RunFunc = Callable[[argparse.Namespace], int]
-
-
-# -- output ------------------------------------------------------------------------------
-
-# A refusal prints at most this many field lines, each at most this long.
-MAX_DETAIL_LINES = 20
-MAX_LINE_CHARS = 400
-
-
-def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
-    """Print for a person: every text from the daemon (names, reasons, log lines, node
-    names) goes through here, its control characters escaped."""
-    print(escape(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, end=end,
-          flush=True)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):   # TGS to the token, MFU % to a tenth
-        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1
-                else f"{value:.3g}")
-    return escape(str(value))   # one cell, one line: a newline in it is shown as \n
-
-
-def format_table(rows: Sequence[Mapping[str, Any]],
-                 columns: Sequence[tuple[str, str]]) -> str:
-    """Rows as left-aligned columns; `columns` is (key, header) pairs."""
-    cells = [[header for _, header in columns]]
-    cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
-    return "\n".join(align(cells))
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
-def _line(text: str) -> str:
-    text = escape(text)
-    return text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}… (cut)"
-
-
-def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
-    lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: {d.get('msg', '')}"
-             for d in details[:MAX_DETAIL_LINES + 1]]
-    if len(details) > MAX_DETAIL_LINES:
-        lines = [*lines[:MAX_DETAIL_LINES - 1],
-                 f"  … and {len(details) - MAX_DETAIL_LINES + 1} more"]
-    for line in lines:
-        say(_line(line), err=True)
-
-
-def _print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
-    """The headline, then one line per field; a message without fields alone (with
-    fields, the message's tail repeats them). Bounded whatever the daemon sent."""
-    fields = any(d.get("loc") for d in details)
-    repeated = fields and any(str(d.get("msg", "")) in message
-                              for d in details[:MAX_DETAIL_LINES])
-    say(_line(f"sweepd: {message.split(': ', 1)[0] if repeated else message}"), err=True)
-    if fields:
-        _print_details(details)
-
-
-def exit_code(e: ClientError) -> int:
-    return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
-
-
-def fail(args: argparse.Namespace, message: str, details: Sequence[Mapping[str, Any]] = (),
-         code: int = EXIT_BAD_INPUT) -> int:
-    """A refusal: with --json, `{"error", "details", "exit"}` on stdout (what scripts read);
-    else a message on stderr. Returns the exit code, the same either way."""
-    if getattr(args, "json", False):
-        _print_json({"error": _line(message), "exit": code,
-                     "details": [dict(d) for d in bounded_details(list(details))]})
-    else:
-        _print_failure(message, details)
-    return code
-
-
-def bounded_details(details: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    if len(details) <= MAX_DETAIL_LINES:
-        return details
-    rest = len(details) - MAX_DETAIL_LINES + 1
-    return [*details[:MAX_DETAIL_LINES - 1], {"loc": [], "msg": f"… and {rest} more"}]
-
-
-def print_error(e: ClientError, args: argparse.Namespace | None = None) -> int:
-    """One message on stderr (and its field details), or JSON on stdout with --json;
-    returns the exit code."""
-    return fail(args or argparse.Namespace(), e.message, e.details, exit_code(e))
-
-
-def _summary_line(s: Mapping[str, Any]) -> str:
-    reason = f" ({escape(s['reason'])})" if s.get("reason") else ""
-    return f"sweep {s['id']}: {s['state']}{reason}"
-
-
-# -- plumbing ----------------------------------------------------------------------------
-
-def socket_path(args: argparse.Namespace) -> Path:
-    if args.socket is not None:
-        return Path(args.socket)
-    return Path(os.environ.get("SWEEPD_SOCKET") or DEFAULT_SOCKET)
-
-
-def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
-    """Run `body` with a client on the chosen socket; a refused request -> message + code."""
-    try:
-        with Client(socket_path(args)) as client:
-            return body(client)
-    except ClientError as e:
-        return print_error(e, args)
-
-
-def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
-    @functools.wraps(func)
-    def run(args: argparse.Namespace) -> int:
-        return with_client(args, functools.partial(func, args))
-
-    return run
-
-
-# -- the verbs ---------------------------------------------------------------------------
-
-def load_spec(path: Path) -> Any:
-    # Checked here first so a typo gets a clear answer without a daemon round trip.
-    return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
-
-
-def print_spec_error(e: SpecError) -> None:
-    _print_failure(str(e), e.errors)
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -180,7 +53,7 @@ def run_submit(args: argparse.Namespace) -> int:
     def submit(client: Client) -> int:
         summary = client.submit(spec)
         if args.json:
-            _print_json(summary)
+            print_json(summary)
         else:
             print(summary["id"])  # alone on stdout, for scripts
             say(f"submitted sweep {summary['id']}: {escape(summary['name'])}"
@@ -242,7 +115,7 @@ def run_list(args: argparse.Namespace) -> int:
     def body(client: Client) -> int:
         sweeps = client.find_sweeps(args.state or [], args.kind or [], since, user)
         if args.json:
-            _print_json(sweeps)
+            print_json(sweeps)
         elif not sweeps:
             say("no sweeps")
         else:
@@ -252,11 +125,11 @@ def run_list(args: argparse.Namespace) -> int:
     return with_client(args, body)
 
 
-@_client_command
+@client_command
 def run_show(args: argparse.Namespace, client: Client) -> int:
     s = client.show(args.id)
     if args.json:
-        _print_json(s)
+        print_json(s)
         return 0
     say(f"sweep {s['id']}: {escape(s['name'])}")
     say(f"  kind: {s['kind']}   nodes: {escape(str(s['spec'].get('nodes', '-')))}")
@@ -290,7 +163,7 @@ def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
         if isinstance(value, dict | list):
             nested.append(key)
         else:
-            say(f"    {escape(key)}: {_cell(value)}")
+            say(f"    {escape(key)}: {cell(value)}")
     if nested:
         say(f"    ({escape(', '.join(nested))}: see `sweepd report {sweep_id}`)")
 
@@ -311,7 +184,7 @@ def _report(args: argparse.Namespace, client: Client) -> int:
         if code:
             return code
     if args.json:
-        _print_json(client.report(args.id)["json"])
+        print_json(client.report(args.id)["json"])
     else:
         say(client.report_markdown(args.id), end="")
     return 0
@@ -369,7 +242,7 @@ def run_explain(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace, client: Client) -> int:
     out = client.explain(args.id)
     if args.json:
-        _print_json(out)
+        print_json(out)
     else:
         say("\n".join(out["lines"]) if out["lines"] else f"sweep {args.id}: no events")
     return 0
@@ -377,23 +250,23 @@ def _explain(args: argparse.Namespace, client: Client) -> int:
 
 def _print_summary(args: argparse.Namespace, summary: Mapping[str, Any]) -> int:
     if args.json:
-        _print_json(summary)
+        print_json(summary)
     else:
-        say(_summary_line(summary))
+        say(summary_line(summary))
     return 0
 
 
-@_client_command
+@client_command
 def run_cancel(args: argparse.Namespace, client: Client) -> int:
     return _print_summary(args, client.cancel(args.id))
 
 
-@_client_command
+@client_command
 def run_abort(args: argparse.Namespace, client: Client) -> int:
     return _print_summary(args, client.abort(args.id))
 
 
-@_client_command
+@client_command
 def run_resume(args: argparse.Namespace, client: Client) -> int:
     summary = client.resume(args.id, args.exclude or [], args.readmit or [])
     if not args.json and summary.get("excluded"):
@@ -415,7 +288,6 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
 ]
 
 
-SOCKET_HELP = f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})"
 
 
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

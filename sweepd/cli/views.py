@@ -45,7 +45,7 @@ def _console() -> Console:
 def client_for(args: argparse.Namespace) -> Client:
     """The daemon's socket, or with --state-dir the directory's database, read-only."""
     from sweepd.cli.offline import OfflineClient
-    from sweepd.cli.verbs import socket_path
+    from sweepd.cli.output import socket_path
 
     state_dir: Path | None = getattr(args, "state_dir", None)
     if state_dir is not None:
@@ -54,7 +54,7 @@ def client_for(args: argparse.Namespace) -> Client:
 
 
 def with_source(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
-    from sweepd.cli.verbs import print_error
+    from sweepd.cli.output import print_error
 
     try:
         with client_for(args) as client:
@@ -74,7 +74,7 @@ def run_logs(args: argparse.Namespace) -> int:
         console = _console()
         chunk = client.job_log(args.id, args.job, 0)
         if not args.json:
-            from sweepd.cli.verbs import say
+            from sweepd.cli.output import say
             say(f"sweep {args.id} run #{chunk['run_seq']} job {chunk['job']} attempt "
                 f"{chunk['attempt']} ({chunk['state']}): {escape(str(chunk['path']))}",
                 err=True)
@@ -85,7 +85,7 @@ def run_logs(args: argparse.Namespace) -> int:
                 else:
                     console.print(log_text(line))
             if chunk.get("missing") and not args.follow:
-                from sweepd.cli.verbs import fail
+                from sweepd.cli.output import fail
                 return fail(args, f"sweep {args.id}: {chunk['missing']}")
             if chunk.get("more"):
                 chunk = client.job_log(args.id, str(f"j{chunk['job']}"), chunk["next_offset"])
@@ -101,7 +101,7 @@ def run_logs(args: argparse.Namespace) -> int:
 # -- validate / submit --dry-run ---------------------------------------------------------
 
 def print_plan(plan: Mapping[str, Any]) -> None:
-    from sweepd.cli.verbs import say
+    from sweepd.cli.output import say
 
     say(f"spec OK: {plan['kind']} sweep \"{escape(plan['name'])}\" on {plan['node_count']} "
         f"nodes {escape(plan['nodes'])} (cluster backend: {plan['backend']})")
@@ -127,7 +127,7 @@ def print_plan(plan: Mapping[str, Any]) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from sweepd.cli.verbs import fail, load_spec
+    from sweepd.cli.output import fail, load_spec
     from sweepd.kinds.spec import SpecError
 
     try:
@@ -154,7 +154,7 @@ _MODEL_COLUMNS = [("name", "MODEL"), ("params_b", "PARAMS (B)"), ("active_b", "A
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from sweepd.cli.verbs import format_table, say
+    from sweepd.cli.output import format_table, say
 
     def body(client: Client) -> int:
         out = client.models()
@@ -189,7 +189,7 @@ def status_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from sweepd.cli.verbs import say
+    from sweepd.cli.output import say
 
     def body(client: Client) -> int:
         s = client.status()
@@ -213,7 +213,7 @@ class Watcher:
     reconnects and resumes after the last line it printed: no gap, no repeat."""
 
     def __init__(self, args: argparse.Namespace, sweep_id: int) -> None:
-        from sweepd.cli.verbs import socket_path
+        from sweepd.cli.output import socket_path
 
         self.args = args
         self.sweep_id = sweep_id
@@ -222,7 +222,7 @@ class Watcher:
         self.shown: tuple[Any, ...] | None = None   # set once the daemon first answered
 
     def _event(self, client: Client, event: Mapping[str, Any]) -> None:
-        from sweepd.cli.verbs import say
+        from sweepd.cli.output import say
 
         self.last = int(event["id"])
         progress = client.show(self.sweep_id)["progress"]
@@ -250,7 +250,7 @@ class Watcher:
             return None
 
     def run(self) -> int:
-        from sweepd.cli.verbs import fail, say
+        from sweepd.cli.output import fail, say
 
         lost_at: float | None = None
         while True:
@@ -276,7 +276,7 @@ class Watcher:
 
 
 def watch(args: argparse.Namespace, sweep_id: int) -> int:
-    from sweepd.cli.verbs import print_error
+    from sweepd.cli.output import print_error
 
     try:
         return Watcher(args, sweep_id).run()
@@ -294,9 +294,9 @@ SWEEP_ID_COMPLETE = {"bash": "_sweepd_ids", "zsh": "_sweepd_ids",
 
 
 def run_completion(args: argparse.Namespace) -> int:
-    from sweepd.cli.main import build_parser
-
-    script = shtab.complete(build_parser(), args.shell)
+    # The whole parser comes from the command line's own (`parser_factory`, a default of
+    # its root): importing it here would make views and the command line import each other.
+    script = shtab.complete(args.parser_factory(), args.shell)
     if args.json:
         _json({"shell": args.shell, "script": script})
     else:
@@ -306,7 +306,7 @@ def run_completion(args: argparse.Namespace) -> int:
 
 def run_ids(args: argparse.Namespace) -> int:
     """The sweep ids, newest first, one a line (what completion offers); quiet on errors."""
-    from sweepd.cli.verbs import socket_path
+    from sweepd.cli.output import socket_path
 
     try:
         with Client(socket_path(args), timeout_s=5) as client:

@@ -12,16 +12,16 @@ from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
-from sweepd.kinds.registry import kind_of
-from sweepd.kinds.spec import expand_nodes, parse_spec
+from sweepd.kinds.registry import kind_of, parse_spec
 from sweepd.monitor.classify import classify
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import steady_state
 from sweepd.reports.lines import result_line, retry_line
 from sweepd.store.rows import Job
+from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
-    from sweepd.core.engine import Engine
+    from sweepd.core.parts import EngineParts
 
 log = structlog.get_logger("sweepd.core.conclude")
 
@@ -35,7 +35,7 @@ def _verdict_of(job: Job) -> Verdict:
                    detail=job.failure_detail)
 
 
-async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
+async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     store = engine.store
     sweep = await store.sweep(job.sweep_id)
     spec = parse_spec(sweep.spec)
@@ -82,7 +82,7 @@ async def conclude(engine: Engine, job: Job, status: JobStatus) -> None:
         await _record(engine, job, verdict, action, tgs, mfu)
 
 
-async def _record(engine: Engine, job: Job, verdict: Verdict, action: Action,
+async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Action,
                   tgs: float | None, mfu: float | None) -> None:
     store = engine.store
     now = engine.clock.now()

@@ -8,21 +8,22 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
-from sweepd.kinds.registry import kind_of, kinds
-from sweepd.kinds.spec import SpecError, expand_nodes, parse_spec
+from sweepd.kinds.registry import kind_of, kinds, parse_spec
+from sweepd.kinds.spec import SpecError
 from sweepd.reports.stop import stop_message
 from sweepd.store.rows import Sweep
 from sweepd.store.store import InvalidTransition
+from sweepd.util.hostlists import expand_nodes
 from sweepd.util.text import compact_nodes
 from sweepd.util.worktrees import GitError
 
 if TYPE_CHECKING:
-    from sweepd.core.engine import Engine
+    from sweepd.core.parts import EngineParts
 
 log = structlog.get_logger("sweepd.core.control")
 
 
-async def _cancel_jobs(engine: Engine, sweep_id: int, reason: str, rule: str) -> None:
+async def _cancel_jobs(engine: EngineParts, sweep_id: int, reason: str, rule: str) -> None:
     """Cancel every active job of the sweep: the decision is written here; the scheduler
     is told after it commits (`Engine.flush_cancels`)."""
     for job in await engine.store.jobs(sweep_id):
@@ -33,7 +34,7 @@ async def _cancel_jobs(engine: Engine, sweep_id: int, reason: str, rule: str) ->
             engine.cancel_later(job.backend_id)
 
 
-async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
+async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: str,
                      evidence: str | None, failing_nodes: Sequence[str], recovery: str,
                      outcome: str) -> None:
     """Halt the sweep for a person's decision, with a message in the TG-stop format."""
@@ -53,7 +54,7 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
 
 
-async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
+async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = (),
                  readmit: Sequence[str] = ()) -> None:
     """Resume a stopped sweep. `exclude` adds to its exclusions; only `readmit` puts an
     excluded node back in use (one a fault excluded must never return by accident)."""
@@ -100,8 +101,8 @@ def _enough_left(sweep: Sweep, excluded: Sequence[str]) -> None:
     raise SpecError(what, [{"loc": ["exclude"], "msg": what}])
 
 
-async def release(engine: Engine, sweep: Sweep) -> None:
-    """An ended sweep gives back what its kind made for it (a model sweep's checkouts). A
+async def release(engine: EngineParts, sweep: Sweep) -> None:
+    """An ended sweep gives back what its kind made for it (e.g. checkouts of its commits). A
     failure is recorded, never raised: the sweep's verdict stands."""
     hook = kind_of(sweep.kind).release
     if hook is None:
@@ -119,7 +120,7 @@ async def release(engine: Engine, sweep: Sweep) -> None:
                                      evidence=", ".join(str(p) for p in removed))
 
 
-async def release_ended(engine: Engine) -> None:
+async def release_ended(engine: EngineParts) -> None:
     """`release` for every ended sweep that still holds something (only kinds with a
     `release` hook are asked)."""
     ended = await engine.store.sweeps([SweepState.DONE, SweepState.FAILED, SweepState.ABORTED])
@@ -128,7 +129,7 @@ async def release_ended(engine: Engine) -> None:
             await release(engine, sweep)
 
 
-async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:
+async def abort(engine: EngineParts, sweep_id: int, reason: str = "aborted by a person") -> None:
     sweep = await engine.store.sweep(sweep_id)
     if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")

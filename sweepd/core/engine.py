@@ -35,12 +35,12 @@ from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of
-from sweepd.kinds.spec import collect_nodes, parse_spec
+from sweepd.kinds.registry import kind_of, parse_spec
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import NotFound, Store
 from sweepd.util.clock import Clock
+from sweepd.util.hostlists import collect_nodes
 from sweepd.util.worktrees import GitError
 
 log = structlog.get_logger("sweepd.core.engine")
@@ -603,6 +603,6 @@ def _first_line(path: str | None) -> str:
 
 
 def _expand(nodes: str) -> list[str]:
-    from sweepd.kinds.spec import expand_nodes
+    from sweepd.util.hostlists import expand_nodes
 
     return expand_nodes(nodes)

@@ -12,7 +12,7 @@ from sweepd.store.rows import Sweep
 from sweepd.util.text import compact_nodes
 
 if TYPE_CHECKING:
-    from sweepd.core.engine import Engine
+    from sweepd.core.parts import EngineParts
 
 # sinfo short states in which a job pinned to the node cannot start. `unknown`: Slurm
 # does not list the node at all.
@@ -20,12 +20,12 @@ UNUSABLE = frozenset({"drain", "drng", "drained", "down", "fail", "failg", "main
                       "unknown", "futr", "future"})
 
 
-async def unusable(engine: Engine, nodes: Sequence[str]) -> dict[str, str]:
+async def unusable(engine: EngineParts, nodes: Sequence[str]) -> dict[str, str]:
     states = await engine.backend.node_states(nodes)
     return {n: s for n, s in states.items() if s in UNUSABLE}
 
 
-async def ensure_usable(engine: Engine, sweep: Sweep, nodes: Sequence[str]) -> bool:
+async def ensure_usable(engine: EngineParts, sweep: Sweep, nodes: Sequence[str]) -> bool:
     """True when every node can take the job; otherwise the sweep is stopped."""
     bad = await unusable(engine, nodes)
     if not bad:

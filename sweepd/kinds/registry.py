@@ -9,16 +9,21 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+from pydantic import ValidationError
+
 from sweepd.kinds.api import Plan, SweepContext
+from sweepd.kinds.spec import SpecError, control_errors, joined
 from sweepd.store.rows import Job, Run, Sweep
 
 if TYPE_CHECKING:
+    from sweepd.config import Config
     from sweepd.kinds.spec import SweepSpec
     from sweepd.store.store import Store
 
@@ -31,6 +36,18 @@ Gather = Callable[["Store", Any], Awaitable[dict[str, Any]]]
 
 async def _nothing(store: Store, spec: Any) -> dict[str, Any]:
     return {}
+
+
+@dataclass(frozen=True)
+class Demo:
+    """`sweepd demo --kind K`: what it prints first, the simulated cluster's scenario (with
+    the kind's seeded fault), the specs it runs one after another, and what the simulator
+    knew that the sweep had to find out (a last line; None: nothing to add)."""
+
+    header: str
+    scenario: Path
+    specs: list[dict[str, Any]]
+    truth: Callable[[Config], Coroutine[Any, Any, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,8 @@ class Kind:
     release: Callable[[Any, Path], Awaitable[list[Path]]] | None = None
     # A PNG where a picture says more than the table (None: nothing to draw yet).
     plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
+    # `sweepd demo --kind <name>` on the simulated cluster (None: the kind has no demo).
+    demo: Demo | None = None
 
 
 @cache
@@ -76,3 +95,43 @@ def kind_of(name: str) -> Kind:
         return kinds()[name]
     except KeyError:
         raise ValueError(f"unknown sweep kind {name!r}") from None
+
+
+def parse_spec(data: Any) -> SweepSpec:
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a mapping with a `kind` field")
+    kind = data.get("kind")
+    refused = control_errors(data)
+    if refused:
+        raise SpecError(f"invalid spec: {joined(refused)}", refused)
+    known = kinds()
+    model = known[str(kind)].spec if str(kind) in known else None
+    if model is None:
+        # No ": " in it: the CLI prints a message with fields up to its first colon.
+        what = f"unknown sweep kind {kind!r}, not one of {', '.join(sorted(known))}"
+        raise SpecError(what, [{"loc": ["kind"], "msg": what}])
+    try:
+        spec = model.model_validate(data)
+    except ValidationError as e:
+        errors = [{"loc": list(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
+                  for err in e.errors()]
+        raise SpecError(f"invalid {kind} spec: {joined(errors)}", errors) from None
+    return spec
+
+
+def load_spec_file(path: Path) -> SweepSpec:
+    return parse_spec(read_spec_file(path))
+
+
+def read_spec_file(path: Path) -> Any:
+    """A spec file's data, not yet checked."""
+    try:
+        with path.open(encoding="utf-8") as stream:   # YAML errors then name the file
+            data = yaml.safe_load(stream)
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not UTF-8 text") from None
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path} is not valid YAML/JSON: {e}") from None
+    return data

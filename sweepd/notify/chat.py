@@ -17,12 +17,12 @@ import structlog
 from telegram import Bot, CallbackQuery, Message, Update
 from telegram.error import TelegramError
 
-from sweepd.kinds.spec import expand_nodes
 from sweepd.notify import format as fmt
 from sweepd.notify.secrets import Token
 from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, send_text
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import InvalidTransition, NotFound
+from sweepd.util.hostlists import expand_nodes
 from sweepd.util.text import escape
 
 log = structlog.get_logger("sweepd.chat")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sweepd.sim import logfmt
-from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
+from sweepd.sim.jobinput import JobInput
+from sweepd.sim.scenario import FaultKind
 from sweepd.sim.signatures import Failure, failure_events, hang_events
 from sweepd.sim.truth import Truth
 from sweepd.util.model_shapes import resolve_model
@@ -37,18 +37,6 @@ class Plan:
     failure: str | None            # `<stage> failed` for the summary
     rank_exits: dict[int, int]
     hang: bool = False
-
-
-@dataclass(frozen=True)
-class JobInput:
-    scenario: Scenario
-    model: str
-    job_id: str
-    nodes: tuple[str, ...]
-    overrides: Mapping[str, str]
-    truth: Truth | None             # None when the config could not be read
-    fault: FaultSpec | None = None
-    error: str | None = None        # a Python error raised at startup
 
 
 @dataclass

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")
+# The nodes of the shipped scenarios (the default one and every kind's demo).
+DEMO_NODES = "chi[2832,2863,2867-2868,2870,2872,2880-2881]"
 
 GPU_PEAK_TFLOPS: dict[str, float] = {
     "MI355X": 2500, "MI300X": 1307, "H100": 989, "H200": 989, "B200": 2250,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sweepd.sim.scenario import FaultKind
 
 if TYPE_CHECKING:
-    from sweepd.sim.plan import JobInput
+    from sweepd.sim.jobinput import JobInput
 
 Add = Callable[[float, "int | None", str], None]
 CASCADE_S = 60.0      # how long the other ranks wait before their collectives time out

@@ -18,7 +18,8 @@ from typing import TextIO
 
 from sweepd.sim import logfmt
 from sweepd.sim.faults import pick_fault
-from sweepd.sim.plan import BANNER, SRUN, Event, JobInput, Plan, plan_job
+from sweepd.sim.jobinput import JobInput
+from sweepd.sim.plan import BANNER, SRUN, Event, Plan, plan_job
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.truth import true_outcome
 from sweepd.util.model_shapes import UnknownModel, resolve_model

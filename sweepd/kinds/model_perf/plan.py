@@ -14,7 +14,7 @@ from sweepd.kinds.model_perf.search import (
     best,
     next_value,
 )
-from sweepd.kinds.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
 from sweepd.store.rows import Run
 from sweepd.util.model_shapes import resolve_model

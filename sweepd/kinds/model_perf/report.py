@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweepd.kinds.spec import expand_nodes
-from sweepd.reports.plots import perf_curve_plot
+from sweepd.kinds.model_perf.plot import perf_curve_plot
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util.hostlists import expand_nodes
 
 _STATUS = {"pass": "works", "oom": "OOM", "hang": "hang", "fail": "failed"}
 

@@ -19,7 +19,7 @@ from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_ru
 from sweepd.store.rows import Job, Run
 
 if TYPE_CHECKING:
-    from sweepd.kinds.model_sweep.kind import ModelSweepSpec
+    from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 
 NO_REGRESSION_PCT = 2.0     # |Δ| within this: no regression
 REGRESSION_PCT = 5.0        # Δ below minus this: a flagged regression

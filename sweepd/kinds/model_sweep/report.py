@@ -21,7 +21,7 @@ from sweepd.kinds.model_sweep.plan import (
     key_of,
     passed,
 )
-from sweepd.reports.plots import grouped_bars_plot
+from sweepd.kinds.model_sweep.plot import grouped_bars_plot
 from sweepd.store.rows import Job, Run, Sweep
 
 

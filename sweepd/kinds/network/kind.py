@@ -13,11 +13,13 @@ from pydantic import Field, model_validator
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
 from sweepd.kinds.network import report
+from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
 from sweepd.kinds.registry import Kind
-from sweepd.kinds.spec import _Spec, expand_nodes
+from sweepd.kinds.spec import _Spec
 from sweepd.store.rows import Run
 from sweepd.store.store import NotFound, Store
+from sweepd.util.hostlists import expand_nodes
 
 
 class NetworkSpec(_Spec):
@@ -199,4 +201,4 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
 
 # A failed group job is that group's result (degraded), not a reason to drop a node from it.
 KIND = Kind("network", NetworkSpec, plan, report.markdown, report.rows,
-            exclude_on_fault=False, gather=gather, plot=report.plot)
+            exclude_on_fault=False, gather=gather, plot=report.plot, demo=DEMO)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweepd.reports.plots import ratio_bars_plot
+from sweepd.kinds.network.plot import ratio_bars_plot
 from sweepd.store.rows import Job, Run, Sweep
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from sweepd.kinds.node_perf import plan as node_perf_plan
 from sweepd.kinds.node_perf import report
+from sweepd.kinds.node_perf.demo import DEMO
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import _Spec
 from sweepd.util.model_shapes import resolve_model
@@ -45,4 +46,4 @@ class NodePerfSpec(_Spec):
 
 # A fault on a 1-node job is that node's verdict, not a reason to move the job elsewhere.
 KIND = Kind("node-perf", NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
-            exclude_on_fault=False, plot=report.plot)
+            exclude_on_fault=False, plot=report.plot, demo=DEMO)

@@ -9,9 +9,9 @@ from typing import Any
 import hostlist
 
 from sweepd.kinds.node_perf.plan import Assessment, assess
-from sweepd.kinds.spec import expand_nodes
-from sweepd.reports.plots import node_perf_plot
+from sweepd.kinds.node_perf.plot import node_perf_plot
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util.hostlists import expand_nodes
 
 _SHOWN = {"degraded": "DEGRADED", "unhealthy": "UNHEALTHY"}
 

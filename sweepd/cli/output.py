@@ -1,0 +1,159 @@
+"""What every CLI verb shares: printing (text or JSON), refusals and their exit codes, the
+socket and the client on it, reading a spec file."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sweepd.app.foreground import EXIT_BAD_INPUT
+from sweepd.cli.client import Client, ClientError
+from sweepd.kinds.registry import parse_spec, read_spec_file
+from sweepd.kinds.spec import SpecError
+from sweepd.util.columns import align
+from sweepd.util.text import escape
+
+DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
+EXIT_DAEMON = 1
+
+RunFunc = Callable[[argparse.Namespace], int]
+
+
+# -- output ------------------------------------------------------------------------------
+
+# A refusal prints at most this many field lines, each at most this long.
+MAX_DETAIL_LINES = 20
+MAX_LINE_CHARS = 400
+
+
+def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print for a person: every text from the daemon (names, reasons, log lines, node
+    names) goes through here, its control characters escaped."""
+    print(escape(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, end=end,
+          flush=True)
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):   # TGS to the token, MFU % to a tenth
+        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1
+                else f"{value:.3g}")
+    return escape(str(value))   # one cell, one line: a newline in it is shown as \n
+
+
+def format_table(rows: Sequence[Mapping[str, Any]],
+                 columns: Sequence[tuple[str, str]]) -> str:
+    """Rows as left-aligned columns; `columns` is (key, header) pairs."""
+    cells = [[header for _, header in columns]]
+    cells += [[cell(row.get(key)) for key, _ in columns] for row in rows]
+    return "\n".join(align(cells))
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _line(text: str) -> str:
+    text = escape(text)
+    return text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}… (cut)"
+
+
+def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
+    lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: {d.get('msg', '')}"
+             for d in details[:MAX_DETAIL_LINES + 1]]
+    if len(details) > MAX_DETAIL_LINES:
+        lines = [*lines[:MAX_DETAIL_LINES - 1],
+                 f"  … and {len(details) - MAX_DETAIL_LINES + 1} more"]
+    for line in lines:
+        say(_line(line), err=True)
+
+
+def print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
+    """The headline, then one line per field; a message without fields alone (with
+    fields, the message's tail repeats them). Bounded whatever the daemon sent."""
+    fields = any(d.get("loc") for d in details)
+    repeated = fields and any(str(d.get("msg", "")) in message
+                              for d in details[:MAX_DETAIL_LINES])
+    say(_line(f"sweepd: {message.split(': ', 1)[0] if repeated else message}"), err=True)
+    if fields:
+        _print_details(details)
+
+
+def exit_code(e: ClientError) -> int:
+    return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
+
+
+def fail(args: argparse.Namespace, message: str, details: Sequence[Mapping[str, Any]] = (),
+         code: int = EXIT_BAD_INPUT) -> int:
+    """A refusal: with --json, `{"error", "details", "exit"}` on stdout (what scripts read);
+    else a message on stderr. Returns the exit code, the same either way."""
+    if getattr(args, "json", False):
+        print_json({"error": _line(message), "exit": code,
+                     "details": [dict(d) for d in bounded_details(list(details))]})
+    else:
+        print_failure(message, details)
+    return code
+
+
+def bounded_details(details: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if len(details) <= MAX_DETAIL_LINES:
+        return details
+    rest = len(details) - MAX_DETAIL_LINES + 1
+    return [*details[:MAX_DETAIL_LINES - 1], {"loc": [], "msg": f"… and {rest} more"}]
+
+
+def print_error(e: ClientError, args: argparse.Namespace | None = None) -> int:
+    """One message on stderr (and its field details), or JSON on stdout with --json;
+    returns the exit code."""
+    return fail(args or argparse.Namespace(), e.message, e.details, exit_code(e))
+
+
+def summary_line(s: Mapping[str, Any]) -> str:
+    reason = f" ({escape(s['reason'])})" if s.get("reason") else ""
+    return f"sweep {s['id']}: {s['state']}{reason}"
+
+
+# -- plumbing ----------------------------------------------------------------------------
+
+def socket_path(args: argparse.Namespace) -> Path:
+    if args.socket is not None:
+        return Path(args.socket)
+    return Path(os.environ.get("SWEEPD_SOCKET") or DEFAULT_SOCKET)
+
+
+def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
+    """Run `body` with a client on the chosen socket; a refused request -> message + code."""
+    try:
+        with Client(socket_path(args)) as client:
+            return body(client)
+    except ClientError as e:
+        return print_error(e, args)
+
+
+def client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        return with_client(args, functools.partial(func, args))
+
+    return run
+
+
+# -- the verbs ---------------------------------------------------------------------------
+
+def load_spec(path: Path) -> Any:
+    # Checked here first so a typo gets a clear answer without a daemon round trip.
+    return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
+
+
+def print_spec_error(e: SpecError) -> None:
+    print_failure(str(e), e.errors)
+
+
+SOCKET_HELP = f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})"

@@ -1,0 +1,43 @@
+"""The model perf sweep's chart: TGS against the swept value, the OOM region, the optimum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+from sweepd.reports.plots import png
+
+
+def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[float],
+                    best: float | None, parameter: str, title: str) -> bytes:
+    """Steady TGS against the swept value: the measured curve, the values that OOMed or
+    failed (shaded from the lowest one above every success: the region that does not fit),
+    the optimum."""
+    fig = Figure(figsize=(7.0, 4.0), dpi=100)
+    ax = fig.add_subplot()
+    pts = sorted(points)
+    if pts:
+        ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color="#1f77b4",
+                label="steady TGS/device (steps 5-14)")
+    top = max([y for _, y in pts], default=1.0)
+    # Shade only above every value that ran: a failure below one (a hang, a broken node) is
+    # marked, but does not make the values above it "not fit".
+    cliff = [f for f in failed if all(f > x for x, _ in pts)]
+    if cliff:
+        edge = min(cliff)
+        right = max([*failed, *(x for x, _ in pts)]) * 1.05 + 1
+        ax.axvspan(edge, right, color="#d1495b", alpha=0.12, label=f"OOM / failed from {edge:g}")
+    if failed:
+        ax.plot(list(failed), [0.02 * top] * len(failed), "x", color="#d1495b", markersize=9,
+                label="failed")
+    if best is not None:
+        y = dict(pts).get(best)
+        if y is not None:
+            ax.plot([best], [y], "*", color="#e0a800", markersize=16, label=f"optimum {best:g}")
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("TGS/device")
+    ax.set_ylim(0, top * 1.12)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    return png(fig)

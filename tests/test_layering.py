@@ -1,0 +1,107 @@
+"""The package's import graph: no cycle anywhere, and the core names no kind.
+
+Imports are read with `ast`, so imports inside functions and under TYPE_CHECKING count too:
+a cycle hidden by a local import is still a cycle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import sweepd
+
+PACKAGE = Path(sweepd.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The sweepd module an import names (`from a.b import c`: a.b.c if a module, else a.b)."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            targets = [f"{base}.{a.name}" for a in node.names]
+        for target in targets:
+            if target.startswith("sweepd"):
+                resolved = _resolve(target, known)
+                if resolved and resolved != module:
+                    found.add(resolved)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    # A package's __init__ is imported on the way to its modules: not an edge of its own.
+    return {m: {t for t in _imports(m, p, known) if not m.startswith(f"{t}.")}
+            for m, p in known.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, or None (iterative depth-first search, three colours)."""
+    colour = dict.fromkeys(graph, 0)
+    for start in sorted(graph):
+        if colour[start]:
+            continue
+        stack: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        path = [start]
+        colour[start] = 1
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                colour[node] = 2
+                stack.pop()
+                path.pop()
+                continue
+            nxt = todo.pop()
+            if colour.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if colour.get(nxt) == 0:
+                colour[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(graph[nxt])))
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_in_sweepd() -> None:
+    assert _cycle(_graph()) is None, f"import cycle: {' -> '.join(_cycle(_graph()) or [])}"
+
+
+def test_the_core_imports_no_kind() -> None:
+    kind_folders = {p.parent.name for p in (PACKAGE / "kinds").glob("*/__init__.py")}
+    wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items() if m.startswith("sweepd.core")
+                   for t in targets if t.split(".")[:2] == ["sweepd", "kinds"]
+                   and len(t.split(".")) > 2 and t.split(".")[2] in kind_folders)
+    assert wrong == []
+
+
+def test_util_imports_nothing_else_of_sweepd() -> None:
+    wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items() if m.startswith("sweepd.util")
+                   for t in targets if not t.startswith("sweepd.util"))
+    assert wrong == []
