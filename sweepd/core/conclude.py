@@ -12,7 +12,7 @@ from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
-from sweepd.kinds.registry import kind_of, parse_spec
+from sweepd.kinds.registry import kind_of
 from sweepd.monitor.classify import classify
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import steady_state
@@ -38,7 +38,7 @@ def _verdict_of(job: Job) -> Verdict:
 async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     store = engine.store
     sweep = await store.sweep(job.sweep_id)
-    spec = parse_spec(sweep.spec)
+    spec = engine.spec_of(sweep)
     await store.update_job(job.id, scheduler_state=str(status.state))
     job = await store.job(job.id)
     hung = job.state == JobState.HUNG

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
-from sweepd.kinds.registry import kind_of, kinds, parse_spec
+from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.reports.stop import stop_message
 from sweepd.store.rows import Sweep
@@ -78,7 +78,7 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
                         [{"loc": ["readmit"], "msg": f"not excluded: {compact_nodes(never)}"}])
     back = set(readmit)
     wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
-    _enough_left(sweep, wanted)
+    _enough_left(engine, sweep, wanted)
     if exclude or readmit:
         await engine.store.set_exclusions(sweep_id, wanted, "set on resume")
     await engine.store.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
@@ -88,10 +88,10 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
     engine.notify()
 
 
-def _enough_left(sweep: Sweep, excluded: Sequence[str]) -> None:
+def _enough_left(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> None:
     """A resume that leaves fewer usable nodes than the sweep needs would stop again at
     once: refuse it, nothing recorded."""
-    spec = parse_spec(sweep.spec)
+    spec = engine.spec_of(sweep)
     left = [n for n in spec.node_list if n not in set(excluded)]
     if len(left) >= spec.needed_nodes:
         return
@@ -108,7 +108,7 @@ async def release(engine: EngineParts, sweep: Sweep) -> None:
     if hook is None:
         return
     try:
-        removed = await hook(parse_spec(sweep.spec), engine.outputs / f"sweep-{sweep.id}")
+        removed = await hook(engine.spec_of(sweep), engine.outputs / f"sweep-{sweep.id}")
     except (GitError, OSError, SpecError) as e:
         await engine.store.add_event(sweep.id, "note", f"could not remove the sweep's "
                                      f"checkouts: {e}", rule="checkouts.release_failed",

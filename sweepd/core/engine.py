@@ -35,7 +35,8 @@ from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of, parse_spec
+from sweepd.kinds.registry import kind_of, stored_spec
+from sweepd.kinds.spec import SweepSpec
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import NotFound, Store
@@ -88,6 +89,8 @@ class Engine:
     _to_cancel: list[str] = field(default_factory=list, init=False)
     # Sweeps to plan on the next pass; None: all (a new process knows nothing yet).
     _dirty: set[int] | None = field(default=None, init=False)
+    # Each sweep's spec, parsed once from the store (as accepted: see `stored_spec`).
+    _specs: dict[int, SweepSpec] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock)
@@ -151,6 +154,12 @@ class Engine:
         except ControllerUnreachable as e:
             await self._controller_down(str(e))
         await self.flush_cancels()
+
+    def spec_of(self, sweep: Sweep) -> SweepSpec:
+        """The sweep's spec as it was accepted, parsed on first use and kept."""
+        if sweep.id not in self._specs:
+            self._specs[sweep.id] = stored_spec(sweep.kind, sweep.spec)
+        return self._specs[sweep.id]
 
     def mark(self, sweep_id: int) -> None:
         """Something happened in this sweep: plan it on the next pass."""
@@ -487,7 +496,7 @@ class Engine:
             await self._start_attempt(sweep, run)
 
     async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:
-        spec = parse_spec(sweep.spec)
+        spec = self.spec_of(sweep)
         kind = kind_of(sweep.kind)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
@@ -509,7 +518,7 @@ class Engine:
         self.notify()
 
     async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
-        spec = parse_spec(sweep.spec)
+        spec = self.spec_of(sweep)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n in set(_expand(run.nodes)) and n not in excluded]
         need = min(spec.needed_nodes, len(_expand(run.nodes)))
@@ -534,7 +543,7 @@ class Engine:
         if hook is None:
             return True, None
         try:
-            return True, await hook(parse_spec(sweep.spec), params,
+            return True, await hook(self.spec_of(sweep), params,
                                     self.outputs / f"sweep-{sweep.id}")
         except GitError as e:
             await stop_sweep(self, sweep, f"cannot check out {params.get('_commit')}: {e}",
@@ -543,7 +552,7 @@ class Engine:
             return False, None
 
     async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
-        spec = parse_spec(sweep.spec)
+        spec = self.spec_of(sweep)
         overrides = {k: str(v) for k, v in spec.overrides.items()}
         overrides.setdefault("steps", str(spec.steps))
         # Run params starting with `_` steer the submission; the rest are overrides.

@@ -8,6 +8,8 @@ from typing import Protocol
 
 from sweepd.clusters.base import ClusterBackend
 from sweepd.config import Config
+from sweepd.kinds.spec import SweepSpec
+from sweepd.store.rows import Sweep
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 
@@ -21,6 +23,9 @@ class EngineParts(Protocol):
     @property
     def outputs(self) -> Path:
         """Where each sweep's job logs and checkouts go (`sweep-<id>` under it)."""
+
+    def spec_of(self, sweep: Sweep) -> SweepSpec:
+        """The sweep's spec as it was accepted, parsed once."""
 
     def cancel_later(self, backend_id: str) -> None:
         """Queue a scancel for after the deciding transaction commits."""

@@ -90,6 +90,11 @@ def kinds() -> dict[str, Kind]:
     return found
 
 
+def stored_spec(kind: str, data: dict[str, Any]) -> SweepSpec:
+    """A stored sweep's spec as it was accepted (see `_Spec.from_stored`)."""
+    return kind_of(kind).spec.from_stored(data)
+
+
 def kind_of(name: str) -> Kind:
     try:
         return kinds()[name]

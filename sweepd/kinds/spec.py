@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from sweepd.monitor.steady import steady_window
 from sweepd.util.hostlists import collect_nodes, expand_nodes
@@ -137,6 +137,25 @@ class _Spec(BaseModel):
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N"
 
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> _Spec:
+        """The spec a sweep was accepted with, from its stored JSON (`model_dump(mode="json")`
+        of an accepted spec, already normalised): each field's type is rebuilt (a path, a
+        tuple), no validator runs again. A validator made stricter since must not stop a
+        sweep already in flight; it applies to the next submission."""
+        values = {name: _adapter(field.annotation).validate_python(data[name])
+                  for name, field in cls.model_fields.items() if name in data}
+        return cls.model_construct(_fields_set=set(values), **values)
 
 
 SweepSpec = _Spec
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    """A field's type alone (not its constraints), lax: JSON's string becomes a Path."""
+    if annotation not in _ADAPTERS:
+        _ADAPTERS[annotation] = TypeAdapter(annotation)
+    return _ADAPTERS[annotation]
