@@ -100,6 +100,12 @@ class Job(_Row):
     failure_node: str | None
     failure_line: str | None
     failure_detail: str | None
+    # Compiled memory (migration 3), rank 0's line.
+    mem_total_gb: float | None = None
+    mem_output_gb: float | None = None
+    mem_temp_gb: float | None = None
+    mem_argument_gb: float | None = None
+    mem_host_temp_gb: float | None = None
 
 
 @dataclass(frozen=True)
