@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from sweepd.estimate import memory_estimate
 from sweepd.models import resolve_model
 from sweepd.monitor.facts import FailureClass
 from sweepd.specs import ModelPerfSpec
-from sweepd.store.rows import Run
+from sweepd.store.rows import Job, Run
 from sweepd.strategies.base import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.strategies.model_perf import (
     Outcome,
@@ -16,11 +18,11 @@ from sweepd.strategies.model_perf import (
     SearchSpace,
     batch_space,
     best,
-    next_value,
+    flat_top,
+    next_probe,
 )
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
-MAX_BATCH = 4096
 # Failures of a node or of the infrastructure say nothing about the value: such a run must
 # not become the search's upper bound (the value is tried again, on the nodes left). A
 # person's cancel is not among them: it is respected, not retried.
@@ -36,10 +38,44 @@ def _finished(ctx: SweepContext) -> list[Run]:
 
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
-    return [Probe(r.params[spec.parameter], _OUTCOME.get(r.outcome or "", Outcome.FAILED),
-                  r.tgs) for r in _finished(ctx)
+    latest = _latest_jobs(ctx.jobs)
+    return [_probe(spec, r, latest.get(r.id), len(ctx.nodes)) for r in _finished(ctx)
             if _comparable(r, len(ctx.nodes))
             and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+
+
+def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
+    """The run's result with what its log said about memory. Memory per GPU changes with
+    the node count: an OOM carried over from more nodes keeps its outcome only."""
+    probe = Probe(run.params[spec.parameter], _OUTCOME.get(run.outcome or "", Outcome.FAILED),
+                  run.tgs)
+    if job is None or run.node_count != nodes:
+        return probe
+    fixed = (job.mem_total_gb - job.mem_temp_gb
+             if job.mem_total_gb is not None and job.mem_temp_gb is not None else None)
+    alloc = _gb(job.failure_detail) if run.outcome == "oom" else None
+    return Probe(probe.value, probe.outcome, probe.tgs, temp_gb=job.mem_temp_gb,
+                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=alloc)
+
+
+def _latest_jobs(jobs: Sequence[Job]) -> dict[int, Job]:
+    """Each run's latest attempt: the one its outcome came from."""
+    latest: dict[int, Job] = {}
+    for job in sorted(jobs, key=lambda j: (j.attempt, j.id)):
+        latest[job.run_id] = job
+    return latest
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)?\s*$")
+_SCALE = {"KB": 1e-6, "KiB": 1e-6, "MB": 1e-3, "MiB": 1e-3, "GB": 1.0, "GiB": 1.0,
+          "TB": 1e3, "TiB": 1e3, "B": 1e-9, "bytes": 1e-9}
+
+
+def _gb(detail: str | None) -> float | None:
+    """An OOM's failed allocation (`12.50GiB`) in GB; GiB and GB are not told apart, as
+    Memstats and the compiled-memory line print GB for the same unit."""
+    m = _SIZE.match(detail or "")
+    return float(m.group(1)) * _SCALE[m.group(2) or "B"] if m else None
 
 
 def _comparable(run: Run, nodes: int) -> bool:
@@ -61,31 +97,12 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.prior_param_gb,
     )
-    space = batch_space(est.max_batch, spec.lower, spec.upper)
-    if spec.upper is None:
-        space = extend_past_estimate(space, est.max_batch, spec.lower, probes(spec, ctx))
+    space = batch_space(est.max_batch, spec.lower, spec.upper,
+                        source=f"the memory estimate (SKILL.md formula, {est.source})")
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
-
-
-def extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
-                         seen: list[Probe]) -> SearchSpace:
-    """The estimate was too low: the top of the grid ran fine and nothing failed yet, so
-    the grid doubles upward (SKILL.md Step 7: "probe higher if room remains"). It also keeps
-    covering every value probed after such a doubling, so a failure up there (an OOM past
-    the old top) bounds the search instead of being ignored and ending it early."""
-    def wants_more(space: SearchSpace) -> bool:
-        top = int(space.candidates[-1])
-        values = {p.value for p in seen}
-        if any(isinstance(v, int | float) and v > top for v in values):
-            return True
-        return bool(seen) and all(p.outcome == Outcome.OK for p in seen) and top in values
-
-    while wants_more(space) and int(space.candidates[-1]) < MAX_BATCH:
-        space = batch_space(estimate, lower, min(MAX_BATCH, 2 * int(space.candidates[-1])))
-    return space
 
 
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
@@ -94,24 +111,24 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
-    value = next_value(space, seen)
-    if value is None:
-        notes = [n for n in (_edge(space, seen), _not_run(spec, seen)) if n]
+    step = next_probe(space, seen)
+    if step is None:
+        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen))
+                 if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
+    value = step.value
     if len(_finished(ctx)) >= spec.max_runs:
         return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
                                         f"settled; {spec.parameter}={value} was next",
                        settled=False)
-    first = "first probe" if not seen else "next probe"
+    reason = f"next probe {spec.parameter}={value}: {step.why}"
+    if not seen:
+        reason = f"first probe {spec.parameter}={value}: {step.why}; {why}"
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
-        why += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
-                "except an OOM on more nodes")
-    estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
-    if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
-        why = f"climbing above the memory estimate; {why}"
+        reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
+                   "except an OOM on more nodes")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx), params={spec.parameter: value},
-                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe",
-                   reason=f"{first} {spec.parameter}={value} ({why})")]
+                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
 def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
