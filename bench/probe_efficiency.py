@@ -29,7 +29,7 @@ import random
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # Runnable from a checkout without installing the package.
@@ -168,6 +168,26 @@ def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
     return probes
 
 
+def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
+    """A second sweep of the same cell: the first one (its own noise, not counted) gives
+    the peak, the largest fit and the OOM above it, as perf_plan._from_prior uses them."""
+    first = sweepd(Cluster(cluster.curve, random.Random(cluster.curve.max_fit), cluster.noise),
+                   estimate)
+    top = best(first)
+    if top is None:
+        return sweepd(cluster, estimate)
+    fits = [int(p.value) for p in first if p.outcome is Outcome.OK]
+    ooms = [int(p.value) for p in first if p.outcome is not Outcome.OK]
+    space = batch_space(max(fits), upper=min(ooms) - 1 if ooms else None)
+    space = replace(space, start=top.value, start_why="the prior sweep's peak",
+                    prior=tuple(first))
+    probes: list[Probe] = []
+    while len(probes) < MAX_RUNS and (step := next_probe(space, probes)) is not None:
+        assert isinstance(step.value, int)
+        probes.append(cluster.run(step.value))
+    return probes
+
+
 def sweepd_no_line(cluster: Cluster, estimate: int) -> list[Probe]:
     cluster.memory_line = False
     return sweepd(cluster, estimate)
@@ -242,6 +262,7 @@ SWEEPD = "sweepd"
 METHODS: dict[str, Method] = {
     SWEEPD: sweepd,
     "sweepd, no memory line": sweepd_no_line,
+    "sweepd, after a prior sweep": sweepd_prior,
     "SKILL.md literal": skill_literal,
     "linear scan": linear_scan,
     "doubling + binsearch": power_binsearch,

@@ -210,3 +210,33 @@ async def test_the_memory_line_predicts_the_cliff_and_the_search_refines_to_the_
     assert sweep.verdict is not None
     assert sweep.verdict["best"] == true_peak_batch(truth, "llama2-70b", nodes)
     assert len(runs) <= 5, batches
+
+
+async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measured(
+        tmp_path: Path) -> None:
+    """The second sweep of the same model, node count and config runs the first one's peak,
+    judges the rest by the first one's curve, and says so."""
+    scenario = write_scenario(tmp_path)
+    config = sim_config(tmp_path, scenario)
+    assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
+    assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
+    other = perf_spec(overrides={"remat_policy": "full"})   # another config: starts afresh
+    assert (await run(config, other))[0] == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        first, second, third = await store.sweeps()
+        peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
+        assert first.verdict is not None and second.verdict is not None
+        assert first.verdict["best"] == second.verdict["best"] == peak
+        runs = await store.runs(second.id)
+        assert len(runs) <= 2 and runs[0].params["per_device_batch_size"] == peak
+        reasons = [e.reason for e in await store.events(second.id)
+                   if e.rule == "model_perf.upper_bound_probe"]
+        assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "
+                                     f"of sweep #{first.id} of the same model")
+        assert f"judged by sweep #{first.id}'s runs" in (second.verdict["caveat"] or "")
+        third_reasons = [e.reason for e in await store.events(third.id)
+                         if e.rule == "model_perf.upper_bound_probe"]
+        assert "memory estimate" in third_reasons[0]
+    finally:
+        await store.close()

@@ -37,7 +37,7 @@ import bisect
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 Value = int | float | str
@@ -79,6 +79,11 @@ class SearchSpace:
     estimate_index: int | None
     ordered: bool = True
     estimate_source: str = "the memory estimate"  # named in the first probe's reason
+    start: Value | None = None  # the first probe, when an earlier sweep says where to start
+    start_why: str = ""
+    # An earlier sweep of the same cell: its runs stand in for values this one has not run,
+    # their TGS scaled by how this sweep's runs compare with it at the same values.
+    prior: tuple[Probe, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,28 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)
         return None if value is None else Step(value, "categorical: every value is tried")
-    view = _View.of(space, probes)
+    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
+    own = {p.value for p in probes}
+    top = best([*probes, *_scaled_prior(space, probes)])
+    if probes and top is not None and top.value not in own and top.value in space.candidates:
+        return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
+                               f"{top.value}: measure it here")
     found = _next_index(view)
     return None if found is None else Step(space.candidates[found[0]], found[1])
+
+
+def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
+    """The earlier sweep's runs at values this one has not run, once this sweep has run one
+    of its values: TGS scaled by the ratio at the values both ran (the nodes or the day
+    may be a little faster or slower), memory as it was (the same config)."""
+    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
+    ratios = [mine[p.value] / p.tgs for p in space.prior
+              if p.value in mine and p.outcome is Outcome.OK and p.tgs]
+    if not ratios:
+        return []
+    scale = statistics.fmean(ratios)
+    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None)
+            for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
 
 
 def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
@@ -234,6 +258,8 @@ class _View:
     pred: int | None  # index of the largest candidate memory predicts to fit (-1: none)
     pred_why: str
     proven: int  # lowest index memory proves cannot fit (n when it proves nothing)
+    start: int | None = None
+    start_why: str = ""
 
     @property
     def n(self) -> int:
@@ -258,7 +284,9 @@ class _View:
         fit = memory_fit(probes) if numeric else None
         pred, why, proven = _predict(x, fit, _alloc_floor(probes, fit), max(ok, default=-1))
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
-                   space.estimate_source, space.candidates, fit, pred, why, proven)
+                   space.estimate_source, space.candidates, fit, pred, why, proven,
+                   where.get(space.start) if space.start is not None else None,
+                   space.start_why)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -326,6 +354,8 @@ def _next_index(view: _View) -> Choice | None:
 def _descend(view: _View) -> Choice | None:
     """No value has run yet: start at ~75% of the estimate, or below the lowest failure."""
     if not view.tried:
+        if view.start is not None:
+            return view.start, view.start_why
         if view.estimate is None:
             return (view.n - 1) // 2, "first probe: the middle of the given values"
         target = START_FRACTION * view.x[view.estimate]

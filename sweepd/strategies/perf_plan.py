@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sweepd.estimate import memory_estimate
@@ -97,12 +98,32 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.prior_param_gb,
     )
+    prior = ctx.extra.get("prior")
+    if prior:
+        return _from_prior(spec, prior)
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
+
+
+def _from_prior(spec: ModelPerfSpec, prior: dict[str, Any]) -> tuple[SearchSpace, str]:
+    """An earlier sweep of the same cell measured the peak and the largest fit: start at its
+    peak, take its max fit as the estimate, and its OOM (deterministic, SKILL.md: never
+    retried) as the top of the search."""
+    sweep, peak, max_fit, oom = prior["sweep"], prior["peak"], prior["max_fit"], prior["oom"]
+    upper = spec.upper if oom is None else min(spec.upper or int(oom) - 1, int(oom) - 1)
+    upper = max(spec.lower, upper) if upper is not None else None
+    space = batch_space(int(max_fit), spec.lower, upper, source=f"sweep #{sweep}'s max fit")
+    tgs = f" at {prior['tgs']:,.0f} TGS/device" if prior.get("tgs") else ""
+    start = peak if peak in space.candidates else None
+    why = (f"sweep #{sweep} of the same model, node count and config: peak "
+           f"{spec.parameter}={peak}{tgs}, largest that fitted {max_fit}"
+           + (f", OOM at {oom}" if oom is not None else ""))
+    return replace(space, start=start, start_why=f"at the peak of {why}",
+                   prior=tuple(prior.get("probes") or ())), why
 
 
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
@@ -113,8 +134,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     # Every finished run counts against max_runs, also one a node fault spoiled.
     step = next_probe(space, seen)
     if step is None:
-        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen))
-                 if n]
+        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen),
+                             _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if len(_finished(ctx)) >= spec.max_runs:
@@ -123,7 +144,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
                        settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
-        reason = f"first probe {spec.parameter}={value}: {step.why}; {why}"
+        reason = f"first probe {spec.parameter}={value}: {step.why}" + \
+            ("" if space.start is not None else f"; {why}")
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
         reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
                    "except an OOM on more nodes")
@@ -137,6 +159,12 @@ def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
     if top is None or not space.ordered or top.value != space.candidates[-1]:
         return None
     return "it is the highest value searched, so a higher one may be faster"
+
+
+def _from_earlier(ctx: SweepContext) -> str | None:
+    prior = ctx.extra.get("prior")
+    return (f"values not run here are judged by sweep #{prior['sweep']}'s runs, their TGS "
+            "scaled by the values both sweeps ran") if prior else None
 
 
 def _label(base: str, ctx: SweepContext) -> str:
