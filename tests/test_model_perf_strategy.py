@@ -401,3 +401,18 @@ def test_refinement_finds_the_integer_peak_and_says_when_the_top_is_flat() -> No
     flat = [Probe(30, Outcome.OK, 1000.0), Probe(31, Outcome.OK, 1004.0)]
     note = flat_top(batch_space(30), flat)
     assert note is not None and "flat top: 30 measured within 1%" in note
+
+
+def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> None:
+    earlier = (Probe(8, Outcome.OK, 900.0), Probe(12, Outcome.OK, 1000.0),
+               Probe(16, Outcome.OK, 1100.0))
+    space = replace(batch_space(16, upper=16), start=12, start_why="at the earlier peak",
+                    prior=earlier)
+    first = next_probe(space, [])
+    assert first is not None and (first.value, first.why) == (12, "at the earlier peak")
+    # 10% slower today at 12: 16 is still the highest, scaled, so it is measured here.
+    step = next_probe(space, [Probe(12, Outcome.OK, 900.0)])
+    assert step is not None and step.value == 16 and "measure it here" in step.why
+    # But not when this sweep already ran out of memory below it.
+    step = next_probe(space, [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OOM, None)])
+    assert step is None or int(step.value) < 14

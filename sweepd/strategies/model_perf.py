@@ -122,10 +122,11 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)
         return None if value is None else Step(value, "categorical: every value is tried")
-    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
-    own = {p.value for p in probes}
-    top = best([*probes, *_scaled_prior(space, probes)])
-    if probes and top is not None and top.value not in own and top.value in space.candidates:
+    seen = [*probes, *_scaled_prior(space, probes)]
+    view = _View.of(space, seen)
+    top = best(seen)
+    if top is not None and top.value not in tried and top.value in space.candidates \
+            and space.candidates.index(top.value) < view.cliff:
         return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
                                f"{top.value}: measure it here")
     found = _next_index(view)
