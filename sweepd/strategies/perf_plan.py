@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.estimate import memory_estimate
-from sweepd.models import resolve_model
+from sweepd.models import UnknownModel, resolve_model
 from sweepd.monitor.facts import FailureClass
 from sweepd.specs import ModelPerfSpec
 from sweepd.store.rows import Job, Run
@@ -91,7 +91,10 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         ordered = all(isinstance(v, int | float) for v in spec.values)
         values = tuple(sorted(spec.values) if ordered else spec.values)
         return SearchSpace(values, None, ordered), f"{len(values)} given values"
-    model = resolve_model(spec.model)
+    try:
+        model = resolve_model(spec.model)
+    except UnknownModel:
+        return _small_start(spec)
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
@@ -107,6 +110,15 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
+
+
+def _small_start(spec: ModelPerfSpec) -> tuple[SearchSpace, str]:
+    """A model whose shape sweepd does not know: no estimate is possible, so the first probe
+    is small (likely to fit) and its compiled-memory line predicts the largest fit."""
+    space = batch_space(spec.lower, spec.lower, spec.upper, source="no estimate")
+    why = f"no shape known for {spec.model}, so no memory estimate"
+    return replace(space, start=spec.lower, start_why=f"a small first probe ({why}); its "
+                   "compiled-memory line predicts the largest batch that fits"), why
 
 
 def _from_prior(spec: ModelPerfSpec, prior: dict[str, Any]) -> tuple[SearchSpace, str]:
