@@ -1,4 +1,4 @@
--- sweepd schema, version 3: MaxText's compiled-memory line, per job. Never edit once landed.
+-- sweepd schema, version 4: MaxText's compiled-memory line, per job. Never edit once landed.
 -- `Total memory size: … GB, Output size: … GB, Temp size: … GB, Argument size: … GB,
 -- Host temp size: … GB.` (rank 0). Temp grows about linearly with the batch: the model perf
 -- search predicts the largest batch that fits from it.
