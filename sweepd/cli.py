@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from sweepd import foreground, logs
-from sweepd.cli_client import SOCKET_HELP, print_spec_error
+from sweepd.cli_client import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
 from sweepd.daemon import AnotherSweepd
 from sweepd.sim.scenario import ScenarioError
@@ -49,7 +49,7 @@ def _foreground_config(args: argparse.Namespace, scenario: Path | None) -> Confi
 def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
     logs.configure("warning", json=False)
     config = _foreground_config(args, scenario)
-    return asyncio.run(foreground.run_sweep(config, spec, lambda s: print(s, flush=True)))
+    return asyncio.run(foreground.run_sweep(config, spec, say))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -77,9 +77,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from sweepd.clusters.factory import sim_file
 
     logs.configure("warning", json=False)
-    def emit(line: str) -> None:
-        print(line, flush=True)
-
+    emit = say
     if args.kind == "model-perf":
         print("sweepd demo: a model perf sweep of llama2-70b on an embedded simulated 8-node "
               "cluster\n(results land as each job finishes; cluster time runs 250x faster)\n")
@@ -114,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  ("demo", cmd_demo, "a sweep on the embedded simulated cluster")):
         p = sub.add_parser(name, help=helptext,
                            epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
-                                  "person's decision, 4 failed or aborted")
+                                  "person's decision, 4 failed or aborted, 130 interrupted "
+                                  "(Ctrl-C cancels the sweep's jobs; a second one leaves at "
+                                  "once)")
         if name == "demo":
             p.add_argument("--kind", default="model-perf",
                            choices=["model-perf", *DEMOS],
@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         print_spec_error(e)
         return foreground.EXIT_BAD_INPUT
     except (ConfigError, yaml.YAMLError, ScenarioError) as e:
-        print(f"sweepd: {e}", file=sys.stderr)
+        say(f"sweepd: {e}", err=True)
         return foreground.EXIT_BAD_INPUT
     except AnotherSweepd as e:
-        print(f"sweepd: {e}", file=sys.stderr)
+        say(f"sweepd: {e}", err=True)
         return 1
     except KeyboardInterrupt:
         return 130

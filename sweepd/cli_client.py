@@ -22,6 +22,7 @@ from sweepd.foreground import EXIT_BAD_INPUT, EXIT_FOR_STATE
 from sweepd.reports.apply import ApplyError, apply_to_config
 from sweepd.specs import SpecError, parse_spec, read_spec_file
 from sweepd.states import SweepState
+from sweepd.text import compact_nodes, escape
 
 DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
 EXIT_DAEMON = 1
@@ -31,13 +32,25 @@ RunFunc = Callable[[argparse.Namespace], int]
 
 # -- output ------------------------------------------------------------------------------
 
+# A refusal prints at most this many field lines, each at most this long.
+MAX_DETAIL_LINES = 20
+MAX_LINE_CHARS = 400
+
+
+def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print for a person: every text from the daemon (names, reasons, log lines, node
+    names) goes through here, its control characters escaped."""
+    print(escape(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, end=end,
+          flush=True)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):   # TGS to the token, MFU % to a tenth
         return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1
                 else f"{value:.3g}")
-    return str(value).splitlines()[0] if str(value) else ""
+    return escape(str(value))   # one cell, one line: a newline in it is shown as \n
 
 
 def format_table(rows: Sequence[Mapping[str, Any]],
@@ -52,30 +65,63 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
+def _line(text: str) -> str:
+    text = escape(text)
+    return text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}… (cut)"
+
+
 def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
-    for d in details:
-        loc = ".".join(str(p) for p in d.get("loc") or []) or "spec"
-        print(f"  {loc}: {d.get('msg', '')}", file=sys.stderr)
+    lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: {d.get('msg', '')}"
+             for d in details[:MAX_DETAIL_LINES + 1]]
+    if len(details) > MAX_DETAIL_LINES:
+        lines = [*lines[:MAX_DETAIL_LINES - 1],
+                 f"  … and {len(details) - MAX_DETAIL_LINES + 1} more"]
+    for line in lines:
+        say(_line(line), err=True)
 
 
 def _print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
     """The headline, then one line per field; a message without fields alone (with
-    fields, the message's tail repeats them)."""
+    fields, the message's tail repeats them). Bounded whatever the daemon sent."""
     fields = any(d.get("loc") for d in details)
-    repeated = fields and any(str(d.get("msg", "")) in message for d in details)
-    print(f"sweepd: {message.split(': ', 1)[0] if repeated else message}", file=sys.stderr)
+    repeated = fields and any(str(d.get("msg", "")) in message
+                              for d in details[:MAX_DETAIL_LINES])
+    say(_line(f"sweepd: {message.split(': ', 1)[0] if repeated else message}"), err=True)
     if fields:
         _print_details(details)
 
 
-def print_error(e: ClientError) -> int:
-    """One message on stderr (and its field details); returns the exit code."""
-    _print_failure(e.message, e.details)
+def exit_code(e: ClientError) -> int:
     return EXIT_DAEMON if e.status == 0 or e.status >= 500 else EXIT_BAD_INPUT
 
 
+def fail(args: argparse.Namespace, message: str, details: Sequence[Mapping[str, Any]] = (),
+         code: int = EXIT_BAD_INPUT) -> int:
+    """A refusal: with --json, `{"error", "details", "exit"}` on stdout (what scripts read);
+    else a message on stderr. Returns the exit code, the same either way."""
+    if getattr(args, "json", False):
+        _print_json({"error": _line(message), "exit": code,
+                     "details": [dict(d) for d in bounded_details(list(details))]})
+    else:
+        _print_failure(message, details)
+    return code
+
+
+def bounded_details(details: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if len(details) <= MAX_DETAIL_LINES:
+        return details
+    rest = len(details) - MAX_DETAIL_LINES + 1
+    return [*details[:MAX_DETAIL_LINES - 1], {"loc": [], "msg": f"… and {rest} more"}]
+
+
+def print_error(e: ClientError, args: argparse.Namespace | None = None) -> int:
+    """One message on stderr (and its field details), or JSON on stdout with --json;
+    returns the exit code."""
+    return fail(args or argparse.Namespace(), e.message, e.details, exit_code(e))
+
+
 def _summary_line(s: Mapping[str, Any]) -> str:
-    reason = f" ({s['reason']})" if s.get("reason") else ""
+    reason = f" ({escape(s['reason'])})" if s.get("reason") else ""
     return f"sweep {s['id']}: {s['state']}{reason}"
 
 
@@ -93,7 +139,7 @@ def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
         with Client(socket_path(args)) as client:
             return body(client)
     except ClientError as e:
-        return print_error(e)
+        return print_error(e, args)
 
 
 def _client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc:
@@ -119,8 +165,7 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         spec = _load_spec(args.spec)
     except SpecError as e:
-        print_spec_error(e)
-        return EXIT_BAD_INPUT
+        return fail(args, str(e), e.errors)
 
     def submit(client: Client) -> int:
         summary = client.submit(spec)
@@ -128,8 +173,8 @@ def run_submit(args: argparse.Namespace) -> int:
             _print_json(summary)
         else:
             print(summary["id"])  # alone on stdout, for scripts
-            print(f"submitted sweep {summary['id']}: {summary['name']}; follow it with "
-                  f"`sweepd watch {summary['id']}`", file=sys.stderr)
+            say(f"submitted sweep {summary['id']}: {escape(summary['name'])}; follow it with "
+                f"`sweepd watch {summary['id']}`", err=True)
         return 0
 
     return with_client(args, submit)
@@ -149,9 +194,9 @@ def run_list(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         _print_json(sweeps)
     elif not sweeps:
-        print("no sweeps")
+        say("no sweeps")
     else:
-        print(format_table(sweeps, _LIST_COLUMNS))
+        say(format_table(sweeps, _LIST_COLUMNS))
     return 0
 
 
@@ -161,13 +206,13 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         _print_json(s)
         return 0
-    print(f"sweep {s['id']}: {s['name']}")
-    print(f"  kind: {s['kind']}   nodes: {s['spec'].get('nodes', '-')}")
-    print(f"  state: {s['state']}" + (f" ({s['reason']})" if s.get("reason") else ""))
-    print(f"  created: {s['created_at']}   updated: {s['updated_at']}")
+    say(f"sweep {s['id']}: {escape(s['name'])}")
+    say(f"  kind: {s['kind']}   nodes: {escape(str(s['spec'].get('nodes', '-')))}")
+    say(f"  state: {s['state']}" + (f" ({escape(s['reason'])})" if s.get("reason") else ""))
+    say(f"  created: {s['created_at']}   updated: {s['updated_at']}")
     excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
     if excluded:
-        print(f"  excluded nodes: {', '.join(excluded)}")
+        say(f"  excluded nodes: {escape(', '.join(excluded))}")
     if s["verdict"]:
         _print_verdict(s["id"], s["verdict"])
     # Jobs name their run by the runs table's `#`, not by the store's global run id.
@@ -176,36 +221,38 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     for title, rows, columns in (("runs", s["run_list"], _RUN_COLUMNS),
                                  ("jobs", jobs, _JOB_COLUMNS)):
         if rows:
-            print(f"\n{title}:")
-            print(format_table(rows, columns))
+            say(f"\n{title}:")
+            say(format_table(rows, columns))
     return 0
 
 
 def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
     """Its plain fields; tables and lists are the report's to show."""
-    print("  verdict:")
+    say("  verdict:")
     nested = []
     for key, value in sorted(verdict.items()):
         if isinstance(value, dict | list):
             nested.append(key)
         else:
-            print(f"    {key}: {_cell(value)}")
+            say(f"    {escape(key)}: {_cell(value)}")
     if nested:
-        print(f"    ({', '.join(nested)}: see `sweepd report {sweep_id}`)")
+        say(f"    ({escape(', '.join(nested))}: see `sweepd report {sweep_id}`)")
 
 
 @_client_command
 def run_watch(args: argparse.Namespace, client: Client) -> int:
     for event in client.stream(args.id):
-        print(json.dumps(event, sort_keys=True) if args.json else event["reason"], flush=True)
+        if args.json:
+            print(json.dumps(event, sort_keys=True), flush=True)
+        else:
+            say(event["reason"])
     summary = client.show(args.id)
     state = SweepState(summary["state"])
     if state not in EXIT_FOR_STATE:  # the daemon stopped while the sweep was running
-        print(f"sweepd: the daemon closed the stream; {_summary_line(summary)}",
-              file=sys.stderr)
+        say(f"sweepd: the daemon closed the stream; {_summary_line(summary)}", err=True)
         return EXIT_DAEMON
     if not args.json:
-        print(_summary_line(summary))
+        say(_summary_line(summary))
     return EXIT_FOR_STATE[state]
 
 
@@ -215,16 +262,40 @@ def run_report(args: argparse.Namespace, client: Client) -> int:
     if args.apply is not None:
         return _apply(args, client)
     if args.plot is not None:
-        png = client.plot(args.id)
-        if png is None:
-            print(f"sweep {args.id}: nothing to plot", file=sys.stderr)
-        else:
-            args.plot.write_bytes(png)
-            print(f"plot written to {args.plot}", file=sys.stderr)
+        code = _write_plot(args, client)
+        if code:
+            return code
     if args.json:
         _print_json(client.report(args.id)["json"])
     else:
-        print(client.report_markdown(args.id), end="")
+        say(client.report_markdown(args.id), end="")
+    return 0
+
+
+def _plot_problem(path: Path) -> str | None:
+    """Why `path` cannot take the plot, known before the daemon draws it."""
+    if path.is_dir():
+        return "it is a directory"
+    if not path.parent.is_dir():
+        return f"there is no directory {path.parent}"
+    return None
+
+
+def _write_plot(args: argparse.Namespace, client: Client) -> int:
+    path: Path = args.plot
+    problem = _plot_problem(path)
+    if problem is None:
+        png = client.plot(args.id)
+        if png is None:
+            say(f"sweep {args.id}: nothing to plot", err=True)
+            return 0
+        try:
+            path.write_bytes(png)
+        except OSError as e:
+            problem = e.strerror or type(e).__name__
+    if problem is not None:
+        return fail(args, f"cannot write the plot to {path}: {problem}")
+    say(f"plot written to {path}", err=True)
     return 0
 
 
@@ -232,20 +303,17 @@ def _apply(args: argparse.Namespace, client: Client) -> int:
     report = client.report(args.id)["json"]
     verdict = report.get("verdict") or {}
     if verdict.get("best") is None or "parameter" not in verdict:
-        print(f"sweep {args.id} has no optimum to apply", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(args, f"sweep {args.id} has no optimum to apply")
     model = str(report["sweep"]["spec"].get("model"))
     if not Path(args.apply).name.startswith(f"{model}."):
         # An optimum is only valid for the model it was measured on.
-        print(f"sweepd: sweep {args.id} measured {model}; {args.apply} is not "
-              f"{model}'s config (expected configs/{model}.gpu.yml)", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
+                          f"{model}'s config (expected configs/{model}.gpu.yml)")
     try:
         line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
     except ApplyError as e:
-        print(f"sweepd: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(f"{args.apply}: {line}")
+        return fail(args, str(e))
+    say(f"{args.apply}: {line}")
     return 0
 
 
@@ -255,7 +323,7 @@ def run_explain(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         _print_json(out)
     else:
-        print("\n".join(out["lines"]) if out["lines"] else f"sweep {args.id}: no events")
+        say("\n".join(out["lines"]) if out["lines"] else f"sweep {args.id}: no events")
     return 0
 
 
@@ -263,7 +331,7 @@ def _print_summary(args: argparse.Namespace, summary: Mapping[str, Any]) -> int:
     if args.json:
         _print_json(summary)
     else:
-        print(_summary_line(summary))
+        say(_summary_line(summary))
     return 0
 
 
@@ -281,7 +349,7 @@ def run_abort(args: argparse.Namespace, client: Client) -> int:
 def run_resume(args: argparse.Namespace, client: Client) -> int:
     summary = client.resume(args.id, args.exclude or [], args.readmit or [])
     if not args.json and summary.get("excluded"):
-        print(f"excluded nodes: {', '.join(summary['excluded'])}", file=sys.stderr)
+        say(f"excluded nodes: {compact_nodes(summary['excluded'])}", err=True)
     return _print_summary(args, summary)
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
+
+from sweepd.text import escape
 
 
 class _Section(BaseModel):
@@ -122,4 +127,32 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
     try:
         return Config.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"invalid config {path or ''}: {e}") from None
+        problems = "\n".join(f"  {_problem(err)}" for err in e.errors())
+        raise ConfigError(f"invalid config{f' {path}' if path else ''}:\n{problems}") from None
+
+
+def _section(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The settings model of the table at `loc` (() is the file's top level)."""
+    model: type[BaseModel] = Config
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    return model
+
+
+def _problem(err: ErrorDetails) -> str:
+    """One line per problem: the key, what is wrong, and for a typo the valid keys."""
+    loc = err["loc"]
+    key = ".".join(map(str, loc))
+    if err["type"] == "extra_forbidden":
+        section = _section(loc[:-1])
+        valid = sorted(section.model_fields) if section else []
+        close = difflib.get_close_matches(str(loc[-1]), valid, 1)
+        where = f"[{'.'.join(map(str, loc[:-1]))}]" if loc[:-1] else "the top level"
+        return (f"{key}: unknown key{f' (did you mean {close[0]}?)' if close else ''}; "
+                f"valid keys in {where}: {', '.join(valid)}")
+    shown = escape(repr(err.get("input")))
+    return f"{key}: {err['msg']} (got {shown if len(shown) <= 60 else shown[:60] + '…'})"

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -52,16 +53,32 @@ def state_dir_lock(state_dir: Path) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _new_state_dir(state_dir: Path) -> Iterator[None]:
+    """Create the state directory if it is missing, and remove it again when opening
+    fails (a bad scenario, another sweepd): a refused start leaves nothing behind. One that
+    existed before is never removed."""
+    created = not state_dir.exists()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        raise
+
+
 @contextlib.asynccontextmanager
 async def open_parts(config: Config) -> AsyncIterator[Parts]:
-    config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as opened:   # closed in reverse order
-        opened.enter_context(state_dir_lock(config.daemon.state_dir))
-        # The backend first: a bad scenario or cluster setting fails before the store opens.
-        backend, clock = make_backend(config)
-        opened.push_async_callback(backend.close)
-        store = await Store.open(config.daemon.db_path)
-        opened.push_async_callback(store.close)
+        with _new_state_dir(config.daemon.state_dir):
+            opened.enter_context(state_dir_lock(config.daemon.state_dir))
+            # The backend first: a bad scenario or cluster setting fails before the store
+            # opens.
+            backend, clock = make_backend(config)
+            opened.push_async_callback(backend.close)
+            store = await Store.open(config.daemon.db_path)
+            opened.push_async_callback(store.close)
         engine = Engine(store, backend, clock, config)
         opened.push_async_callback(engine.close)
         yield Parts(store, engine, Service(engine))
@@ -82,9 +99,10 @@ async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
 
 async def serve(config: Config, stop: asyncio.Event,
                 ready: Callable[[], None] | None = None) -> int:
-    from sweepd.api.server import start_server
+    from sweepd.api.server import refuse_if_served, start_server
 
     sd = SdNotify()
+    refuse_if_served(config.daemon.socket_path)   # before a state directory is made
     async with open_parts(config) as parts:
         # Before recovery: a bad token or token file refuses the start (SecretError).
         workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)

@@ -8,6 +8,8 @@ recovered by the next pass of a new process.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +27,7 @@ from sweepd.clusters.base import (
     SchedulerState,
     SubmitRefused,
 )
+from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.follow import LogFollower
 from sweepd.jobs import conclude
@@ -32,15 +35,18 @@ from sweepd.nodes import ensure_usable
 from sweepd.specs import collect_nodes, parse_spec
 from sweepd.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
-from sweepd.store.store import Store
+from sweepd.store.store import NotFound, Store
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
 from sweepd.strategies.registry import kind_of
-from sweepd.sweeps import stop_sweep
+from sweepd.sweeps import release, release_ended, stop_sweep
 from sweepd.worktrees import GitError
 
 log = structlog.get_logger("sweepd.engine")
 
 CONTROLLER_DOWN_KEY = "controller_down_since"
+# Wall seconds past a submitting command's own timeout before its attempt counts as over.
+SUBMIT_MARGIN_S = 5.0
+_TOKEN_SWEEP = re.compile(r"^sw(\d+)-")
 
 
 @dataclass
@@ -61,6 +67,18 @@ class Engine:
     _tail: dict[int, _TailClock] = field(default_factory=dict, init=False)
     _last_poll: float = field(default=0.0, init=False)
     _controller_down_since: float | None = field(default=None, init=False)
+    # The last successful answer from the scheduler: an outage is measured from it.
+    _last_contact: float | None = field(default=None, init=False)
+    _told_down: set[int] = field(default_factory=set, init=False)
+    _outage_loaded: bool = field(default=False, init=False)
+    # Jobs whose log said "done": polled once at once, then at the normal cadence.
+    _early_polled: set[int] = field(default_factory=set, init=False)
+    # Until when each poll also looks for duplicate submissions (None: at the first poll).
+    _stray_until: float | None = field(default=None, init=False)
+    _store_id: str | None = field(default=None, init=False)
+    # Write-ahead jobs whose earlier submitter is still running: told once, ended once.
+    _waiting: set[int] = field(default_factory=set, init=False)
+    _ended: set[int] = field(default_factory=set, init=False)
     # Set when something changed: `changed` wakes the engine loop, `news` wakes clients
     # waiting for progress (separate, so a waiting client never delays the engine).
     changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -80,8 +98,14 @@ class Engine:
         self._to_cancel.append(backend_id)
 
     async def flush_cancels(self) -> None:
+        """Send the queued scancels, once each; with the controller away, they wait for it."""
         while self._to_cancel:
-            await self.backend.cancel(self._to_cancel.pop(0))
+            try:
+                await self.backend.cancel(self._to_cancel[0])
+            except ControllerUnreachable as e:
+                await self._controller_down(str(e))
+                return
+            self._to_cancel.pop(0)
 
     def notify(self) -> None:
         self.changed.set()
@@ -99,6 +123,8 @@ class Engine:
     # -- the pass ----------------------------------------------------------------------
 
     async def step(self) -> None:
+        if self._dirty is None:   # a new process: a crash may have come between an end and
+            await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
             await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
                                               rule="engine.start")
@@ -106,7 +132,6 @@ class Engine:
         jobs = await self.store.active_jobs()
         statuses = await self._poll(jobs)
         if statuses is None:
-            await self.flush_cancels()
             return
         fresh = await self._read_logs(jobs, statuses)
         if any(j.state == JobState.SUBMITTING for j in jobs):
@@ -166,71 +191,140 @@ class Engine:
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
+        await self._load_outage()
         now = self.clock.now()
         ids = [j.backend_id for j in jobs if j.backend_id]
-        pending_submits = [j for j in jobs if j.state == JobState.SUBMITTING]
-        log_says_done = any(j.summary_status for j in jobs)
-        due = (now - self._last_poll >= self.config.policy.poll_interval_s or log_says_done
-               or pending_submits or self._controller_down_since is not None)
-        if not due:
-            return {}
+        submitting = [j for j in jobs if j.state == JobState.SUBMITTING]
+        down = self._controller_down_since is not None
+        # A job whose log says it is done is polled once at once, not at every pass (its
+        # scheduler state may stay COMPLETING for a while).
+        self._early_polled &= {j.id for j in jobs}
+        early = {j.id for j in jobs if j.summary_status} - self._early_polled
+        due = now - self._last_poll >= self.config.policy.poll_interval_s or (
+            bool(early) and not down)
+        if not due and (down or not submitting):
+            return None if down else {}
         try:
-            statuses = await self.backend.poll(ids) if ids else {}
-            for job in pending_submits:
-                await self._reconcile_submitting(job)
+            statuses = await self.backend.poll(ids) if ids and due else {}
+            for job in submitting:
+                await self._reconcile_submitting(job, now)
+            asked = bool(ids and due) or bool(submitting)
+            if due and (not asked or self._stray_until is None or now <= self._stray_until):
+                await self._check_strays(now)   # also the probe while the controller is away
+                asked = True
         except ControllerUnreachable as e:
+            self._last_poll = now   # the next try at the normal cadence
             await self._controller_down(str(e))
             return None
-        self._last_poll = now
-        if self._controller_down_since is not None:
-            log.info("controller.back", down_s=now - self._controller_down_since)
-            self._controller_down_since = None
+        if due:
+            self._last_poll = now
+            self._early_polled |= early
+        if asked:   # the answer came now, not when the call began (it may have waited)
+            await self._contact(self.clock.now())
         return statuses
 
-    async def _controller_down(self, why: str) -> None:
-        now = self.clock.now()
+    async def _load_outage(self) -> None:
+        """An outage an earlier process saw begin goes on counting from its start (the
+        limit too), and whom it told is told when it ends."""
+        if self._outage_loaded:
+            return
+        self._outage_loaded = True
+        saved = await self.store.daemon_value(CONTROLLER_DOWN_KEY)
+        if saved is not None:
+            outage = json.loads(saved)
+            self._controller_down_since = float(outage["since"])
+            self._told_down = {int(i) for i in outage["told"]}
+
+    async def _contact(self, now: float) -> None:
+        self._last_contact = now
         if self._controller_down_since is None:
-            self._controller_down_since = now
-            for sweep in await self.store.sweeps([SweepState.RUNNING]):
-                await self.store.add_event(sweep.id, "note", f"scheduler unreachable: {why}; "
-                                           "waiting", rule="controller.wait", evidence=why)
+            return
         down = now - self._controller_down_since
-        if down < self.config.policy.controller_down_limit_s:
+        log.warning("controller.back", down_s=round(down, 1))
+        for sweep_id in sorted(self._told_down):
+            sweep = await self.store.sweep(sweep_id)
+            if sweep.state not in (SweepState.RUNNING, SweepState.AWAITING_DECISION):
+                continue
+            async with self.store.tx():
+                await self.store.add_event(sweep_id, "note", f"scheduler answers again after "
+                                           f"{down:.0f} s", rule="controller.back",
+                                           evidence=f"down_s: {down:.0f}")
+                await self.store.add_event(sweep_id, "progress", f"sweep {sweep_id}: the Slurm "
+                                           f"controller answers again (away {down:.0f} s)")
+        self._controller_down_since = None
+        self._told_down = set()
+        await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, None)
+        self.notify()
+
+    async def _controller_down(self, why: str) -> None:
+        """The outage runs from the last successful answer, not from the first failed one:
+        that is when the scheduler may have stopped hearing us."""
+        await self._load_outage()
+        now = self.clock.now()
+        limit = self.config.policy.controller_down_limit_s
+        if self._controller_down_since is None:
+            since = self._last_contact if self._last_contact is not None else now
+            self._controller_down_since = since
+            log.warning("controller.gone", why=why, since_s=round(now - since, 1))
+            for sweep in await self.store.sweeps([SweepState.RUNNING]):
+                async with self.store.tx():
+                    await self.store.add_event(sweep.id, "note", f"scheduler unreachable: {why}; "
+                                               "waiting", rule="controller.wait", evidence=why)
+                    await self.store.add_event(
+                        sweep.id, "progress", f"sweep {sweep.id}: the Slurm controller does not "
+                        f"answer (last answer {now - since:.0f} s ago): waiting up to "
+                        f"{limit / 60:.0f} min")
+                self._told_down.add(sweep.id)
+            await self.store.set_daemon_value(CONTROLLER_DOWN_KEY, json.dumps(
+                {"since": since, "told": sorted(self._told_down)}))
+            self.notify()
+        down = now - self._controller_down_since
+        if down < limit:
             return
         for sweep in await self.store.sweeps([SweepState.RUNNING]):
             await stop_sweep(
                 self, sweep, f"Slurm controller unreachable for {down / 60:.0f} min "
-                f"(limit {self.config.policy.controller_down_limit_s / 60:.0f} min)",
+                f"(limit {limit / 60:.0f} min)",
                 rule="controller.down_limit", evidence=why, failing_nodes=[],
-                recovery="waited with backoff", outcome="controller still unreachable")
-        self._controller_down_since = None
+                recovery="waited, asking again at the poll period",
+                outcome="controller still unreachable")
 
     # -- following jobs ----------------------------------------------------------------
 
     async def _judge(self, job: Job, status: JobStatus | None, now: float) -> None:
         """The job's state from the scheduler's word and its log: running, finished, hung."""
-        if status is None:
-            return await self._check_hang(job, now)
-        if status.state != job.scheduler_state:
+        if status is not None and status.state != job.scheduler_state:
             await self.store.update_job(job.id, scheduler_state=str(status.state))
-        if status.state == SchedulerState.RUNNING and job.state == JobState.QUEUED:
-            await self.store.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
-                                            rule="scheduler.running",
-                                            last_output_at=job.last_output_at or now)
-            return
-        if status.state.finished:
+        if status is not None and status.state.finished:
             self._tail.pop(job.id, None)
             await self.follower.forget(job.id)
             await conclude(self, await self.store.job(job.id), status)
             self.mark(job.sweep_id)
             self.notify()
             return
+        if job.state == JobState.QUEUED:
+            await self._maybe_running(job, status, now)
+            return
         await self._check_hang(job, now)
 
+    async def _maybe_running(self, job: Job, status: JobStatus | None, now: float) -> None:
+        """RUNNING on the scheduler's word or on the job's first log output, whichever comes
+        first: the hang clock starts then, not at the next poll."""
+        if status is not None and status.state == SchedulerState.RUNNING:
+            await self.store.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+                                            rule="scheduler.running",
+                                            last_output_at=job.last_output_at or now)
+        elif job.last_output_at is not None:
+            first = await asyncio.to_thread(_first_line, job.log_path)
+            await self.store.transition_job(
+                job.id, JobState.RUNNING, "its log has output: the job runs",
+                rule="log.first_output", evidence=f"{job.log_path}: {first}",
+                last_output_at=job.last_output_at)
+            self.notify()
+
     async def _check_hang(self, job: Job, now: float) -> None:
-        if job.state == JobState.HUNG and job.backend_id:
-            await self.backend.cancel(job.backend_id)  # idempotent: until the scheduler agrees
-            return
+        # A hung job was cancelled once when it was called hung; from then on the
+        # scheduler's answer (at the poll period) says when it has ended.
         if job.state != JobState.RUNNING or job.last_output_at is None:
             return
         silent = now - job.last_output_at
@@ -245,13 +339,20 @@ class Engine:
         await self.store.transition_job(job.id, JobState.HUNG, "hung: cancelling",
                                         rule="hang.no_output", evidence=evidence)
         if job.backend_id:
-            await self.backend.cancel(job.backend_id)
+            self.cancel_later(job.backend_id)
 
     # -- submitting --------------------------------------------------------------------
 
-    async def _reconcile_submitting(self, job: Job) -> None:
-        """A job row left in `submitting` by a crash: adopt the job if the scheduler has it,
-        otherwise submit it now (the earlier sbatch never happened)."""
+    async def _reconcile_submitting(self, job: Job, now: float) -> None:
+        """A job row left in `submitting` by a crash (or a failed call). While the earlier
+        submitter may still put the job in the queue, wait; then a last lookup by token
+        adopts the job, and only when it is not there is the job submitted again."""
+        self._watch_strays((job.submit_deadline or now) + SUBMIT_MARGIN_S / self.clock.scale)
+        guard = guard_path(self.outputs / f"sweep-{job.sweep_id}", job.token)
+        pgid = await asyncio.to_thread(holder, guard)
+        if pgid is not None:
+            await self._await_submitter(job, pgid, now)
+            return
         found = await self.backend.find_by_token(job.token)
         if found is not None:
             await self.store.transition_job(
@@ -263,6 +364,80 @@ class Engine:
         run = await self.store.run(job.run_id)
         sweep = await self.store.sweep(job.sweep_id)
         await self._submit(sweep, run, job)
+
+    async def _await_submitter(self, job: Job, pgid: int, now: float) -> None:
+        """An earlier process's sbatch (or submit.sh) still runs: its job may yet appear."""
+        if job.submit_deadline is not None and now >= job.submit_deadline:
+            if job.id not in self._ended:
+                self._ended.add(job.id)
+                await self.store.add_event(
+                    job.sweep_id, "note", "the earlier submission outlived its deadline: "
+                    "ended", rule="recovery.submitter_ended", job_id=job.id, run_id=job.run_id,
+                    evidence=f"process group {pgid} still running at the deadline")
+            end_group(pgid)
+            return
+        if job.id not in self._waiting:
+            self._waiting.add(job.id)
+            await self.store.add_event(
+                job.sweep_id, "note", "an earlier submission of this job is still running: "
+                "waiting for it before looking the token up", rule="recovery.wait_submitter",
+                job_id=job.id, run_id=job.run_id,
+                evidence=f"process group {pgid or '?'} holds {job.token}'s submit guard")
+
+    def _watch_strays(self, until: float) -> None:
+        self._stray_until = max(self._stray_until or 0.0, until)
+
+    async def _new_token(self, sweep_id: int) -> str:
+        if self._store_id is None:
+            self._store_id = await self.store.store_id()
+        return f"sw{sweep_id}-{secrets.token_hex(4)}.{self._store_id}"
+
+    async def _check_strays(self, now: float) -> None:
+        """Cancel and report every job in the queue that carries a token of this store but
+        is not the job that token's row follows: a duplicate of a submission a crash left
+        open, or one no row knows. Tokens of other stores are never touched."""
+        first = self._stray_until is None
+        if first:
+            self._stray_until = now   # the first check of this process is this one
+        if self._store_id is None:
+            self._store_id = await self.store.store_id()
+        live = await self.backend.live_tokens()
+        rows = await self.store.jobs_by_tokens(live.values())
+        for backend_id, token in sorted(live.items()):
+            row = rows.get(token)
+            if row is None and token.endswith(f".{self._store_id}"):
+                await self._cancel_stray(backend_id, token, None,
+                                         f"job {backend_id} carries token {token} of this "
+                                         "sweepd, which has no job with it")
+            elif row is not None and row.backend_id not in (None, backend_id):
+                await self._cancel_stray(backend_id, token, row,
+                                         f"job {backend_id} carries token {token}, whose "
+                                         f"job is scheduler job {row.backend_id}")
+            elif first and row is not None and row.state == JobState.CANCELLED:
+                # Cancelled in the store, its scancel lost with an earlier process (a crash,
+                # or an outage before a `sweepd run` ended): send it again, once.
+                log.warning("job.cancel_resent", backend_id=backend_id, job=row.id)
+                self.cancel_later(backend_id)
+
+    async def _cancel_stray(self, backend_id: str, token: str, row: Job | None,
+                            why: str) -> None:
+        log.warning("job.duplicate_cancelled", backend_id=backend_id, token=token, why=why)
+        sweep_id = row.sweep_id if row else _sweep_of_token(token)
+        try:
+            sweep = await self.store.sweep(sweep_id) if sweep_id is not None else None
+        except NotFound:
+            sweep = None
+        if sweep is not None:
+            async with self.store.tx():
+                await self.store.add_event(
+                    sweep.id, "decision", f"cancel scheduler job {backend_id}: a duplicate "
+                    "submission", rule="recovery.duplicate_cancelled", evidence=why,
+                    job_id=row.id if row else None, run_id=row.run_id if row else None)
+                await self.store.add_event(
+                    sweep.id, "progress", f"sweep {sweep.id}: cancelled Slurm job {backend_id}, "
+                    f"a duplicate submission ({why})")
+            self.notify()
+        await self.backend.cancel(backend_id)
 
     async def _advance_or_stop(self, sweep: Sweep) -> None:
         """A defect in planning one sweep stops that sweep for a person, with the error as
@@ -325,6 +500,7 @@ class Engine:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
         await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
                                           verdict=decision.verdict, progress=decision.summary)
+        await release(self, sweep)
         self.notify()
 
     async def _start_attempt(self, sweep: Sweep, run: Run) -> None:
@@ -343,7 +519,7 @@ class Engine:
         if run.state == RunState.PENDING:
             await self.store.transition_run(run.id, RunState.ACTIVE, "submitting",
                                             rule="engine.submit")
-        token = f"sw{sweep.id}-{secrets.token_hex(4)}"
+        token = await self._new_token(sweep.id)
         job = await self.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
         await self._submit(sweep, run, job)
 
@@ -380,8 +556,15 @@ class Engine:
                              alias=params.get("_alias"), tag=params.get("_tag"),
                              commit=params.get("_commit"), workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
+        # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
+        deadline = (self.clock.now()
+                    + (self.backend.submit_timeout_s + SUBMIT_MARGIN_S) / self.clock.scale)
+        await self.store.update_job(job.id, submit_deadline=deadline)
         try:
             sub = await self.backend.submit(request)
+        except GuardHeld as e:   # an earlier attempt still runs: the next pass waits for it
+            log.warning("submit.still_in_flight", job=job.id, error=str(e))
+            return
         except SubmitRefused as e:
             await self.store.transition_job(job.id, JobState.FAILED, f"submission refused: {e}",
                                             rule="submit.refused", evidence=str(e))
@@ -390,10 +573,28 @@ class Engine:
                              outcome="refused before submitting")
             return
         await self.store.transition_job(
-            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}", rule="engine.submit",
+            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
+            + (f" ({sub.note})" if sub.note else ""),
+            rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
             backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
             submitted_at=self.clock.now(), profiler=int(spec.profiler))
         self.notify()
+
+
+def _sweep_of_token(token: str) -> int | None:
+    found = _TOKEN_SWEEP.match(token)
+    return int(found.group(1)) if found else None
+
+
+def _first_line(path: str | None) -> str:
+    """The log's first line, as the evidence that the job runs (best effort)."""
+    if not path:
+        return "?"
+    try:
+        with open(path, "rb") as f:
+            return f.readline(300).decode(errors="replace").strip() or "(output)"
+    except OSError as e:
+        return f"(unreadable: {e.strerror})"
 
 
 def _expand(nodes: str) -> list[str]:

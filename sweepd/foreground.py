@@ -4,43 +4,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from sweepd.clusters.base import ControllerUnreachable
 from sweepd.config import Config
-from sweepd.daemon import open_parts
-from sweepd.states import SweepState
+from sweepd.daemon import Parts, open_parts
+from sweepd.states import JOB_ACTIVE, SweepState
+from sweepd.store.store import InvalidTransition
+from sweepd.sweeps import abort
 
 # Documented exit codes of `sweepd run`, `sweepd demo` and `sweepd watch`.
 EXIT_VERDICT = 0
 EXIT_BAD_INPUT = 2
 EXIT_AWAITING_DECISION = 3
 EXIT_FAILED = 4
+EXIT_INTERRUPTED = 130   # Ctrl-C: the sweep's jobs were cancelled (or could not be)
+
+Emit = Callable[[str], None]
+INTERRUPTED = "interrupted (Ctrl-C on `sweepd run`): running jobs cancelled"
 
 EXIT_FOR_STATE = {SweepState.DONE: EXIT_VERDICT, SweepState.AWAITING_DECISION:
                   EXIT_AWAITING_DECISION, SweepState.FAILED: EXIT_FAILED,
                   SweepState.ABORTED: EXIT_FAILED}
 
 
-async def run_sweep(config: Config, spec: dict[str, Any], emit: Callable[[str], None],
+async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
                     resume_id: int | None = None) -> int:
-    """Submit `spec` (or pick up sweep `resume_id`) and drive it until it ends or stops."""
+    """Submit `spec` (or pick up sweep `resume_id`) and drive it until it ends or stops.
+    Ctrl-C cancels the sweep's jobs (no daemon follows them after we leave); a second
+    Ctrl-C leaves at once, naming the jobs that may still run."""
     async with open_parts(config) as parts:
-        engine, service = parts.engine, parts.service
+        service = parts.service
         sweep_id = resume_id or int((await service.submit(spec))["id"])
         emit(f"sweep {sweep_id} submitted; state in {config.daemon.state_dir}")
-        seen = 0
-        while True:
-            await engine.step()
-            for event in await parts.store.events(sweep_id, seen, kind="progress"):
-                emit(event.reason)
-                seen = event.id
-            state = (await parts.store.sweep(sweep_id)).state
-            if state in EXIT_FOR_STATE:
-                break
-            engine.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(engine.changed.wait(), config.daemon.tick_s)
+        running: list[str] = []   # the scheduler ids of its active jobs, as last seen
+        with _interrupts(emit, sweep_id, running) as interrupted:
+            state = await _drive(parts, config, sweep_id, emit, interrupted, running)
+            if state is None:
+                return await _cancel_interrupted(parts, sweep_id, emit)
         report = await service.report(sweep_id)
         emit("")
         emit(str(report["markdown"]))
@@ -48,6 +52,81 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Callable[[str], 
         emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: a daemon started with "
              "that daemon.state_dir serves it to `sweepd report` and `sweepd explain`)")
         return EXIT_FOR_STATE[state]
+
+
+async def _active_jobs(parts: Parts, sweep_id: int) -> list[str]:
+    return [j.backend_id for j in await parts.store.jobs(sweep_id)
+            if j.state in JOB_ACTIVE and j.backend_id]
+
+
+async def _drive(parts: Parts, config: Config, sweep_id: int, emit: Emit,
+                 interrupted: asyncio.Event, running: list[str]) -> SweepState | None:
+    """Engine passes until the sweep ends or stops (its state), or Ctrl-C (None). A pass
+    under way is finished first: a submission is recorded whole."""
+    engine, seen = parts.engine, 0
+    while not interrupted.is_set():
+        await engine.step()
+        for event in await parts.store.events(sweep_id, seen, kind="progress"):
+            emit(event.reason)
+            seen = event.id
+        state = (await parts.store.sweep(sweep_id)).state
+        if state in EXIT_FOR_STATE:
+            return state
+        running[:] = await _active_jobs(parts, sweep_id)
+        engine.changed.clear()
+        waits = {asyncio.ensure_future(engine.changed.wait()),
+                 asyncio.ensure_future(interrupted.wait())}
+        await asyncio.wait(waits, timeout=config.daemon.tick_s,
+                           return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+    return None
+
+
+@contextlib.contextmanager
+def _interrupts(emit: Emit, sweep_id: int, running: list[str]) -> Iterator[asyncio.Event]:
+    """SIGINT sets the returned event; the second one leaves at once."""
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        if interrupted.is_set():
+            left = " ".join(running)
+            emit(f"interrupted again: left at once; sweep {sweep_id}'s jobs may still run"
+                 + (f" (cancel them with `scancel {left}`)" if left else ""))
+            os._exit(EXIT_INTERRUPTED)
+            return
+        interrupted.set()
+        emit(f"interrupted: cancelling sweep {sweep_id}'s running jobs "
+             "(Ctrl-C again to leave at once)")
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (RuntimeError, ValueError):   # not the main thread: Ctrl-C is not ours to take
+        yield interrupted
+        return
+    try:
+        yield interrupted
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _cancel_interrupted(parts: Parts, sweep_id: int, emit: Emit) -> int:
+    """Cancel the sweep and its jobs, recorded as a person's abort: nobody follows them
+    once `sweepd run` has left."""
+    jobs = await _active_jobs(parts, sweep_id)
+    try:
+        await abort(parts.engine, sweep_id, INTERRUPTED)
+    except InvalidTransition:
+        emit(f"sweep {sweep_id} had already ended")
+        return EXIT_INTERRUPTED
+    except (ControllerUnreachable, RuntimeError, OSError) as e:
+        emit(f"sweep {sweep_id} is aborted, but its jobs could not be cancelled ({e}): "
+             f"cancel them with `scancel {' '.join(jobs)}`")
+        return EXIT_INTERRUPTED
+    emit(f"sweep {sweep_id} aborted; " + (f"job(s) {', '.join(jobs)} cancelled" if jobs
+                                          else "no job was running"))
+    return EXIT_INTERRUPTED
 
 
 async def sim_truth_line(config: Config) -> str:

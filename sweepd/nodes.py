@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sweepd.store.rows import Sweep
 from sweepd.sweeps import stop_sweep
+from sweepd.text import compact_nodes
 
 if TYPE_CHECKING:
     from sweepd.engine import Engine
@@ -45,7 +46,10 @@ async def ensure_usable(engine: Engine, sweep: Sweep, nodes: Sequence[str]) -> b
     still = await unusable(engine, sorted(bad))
     if not still:
         return True
-    listed = ", ".join(f"{n} ({s})" for n, s in sorted(still.items()))
+    by_state: dict[str, list[str]] = {}
+    for node, state in sorted(still.items()):
+        by_state.setdefault(state, []).append(node)
+    listed = ", ".join(f"{compact_nodes(ns)} ({s})" for s, ns in sorted(by_state.items()))
     await stop_sweep(engine, sweep, f"pinned node(s) not usable: {listed}", rule="node.unusable",
                      evidence="; ".join(f"sinfo: {n} {s}" for n, s in sorted(still.items())),
                      failing_nodes=sorted(still), recovery="; ".join(tried),

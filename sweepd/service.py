@@ -10,11 +10,12 @@ from typing import Any
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.engine import Engine
 from sweepd.reports.report import explain_lines, report_json, report_markdown
-from sweepd.specs import SpecError, collect_nodes, parse_spec
+from sweepd.specs import SpecError, parse_spec
 from sweepd.states import SweepState
 from sweepd.store.rows import Event
 from sweepd.strategies.registry import kind_of
 from sweepd.sweeps import abort, resume
+from sweepd.text import compact_nodes
 
 
 class Service:
@@ -44,10 +45,9 @@ class Service:
         except (ControllerUnreachable, RuntimeError):
             return
         strangers = [n for n in nodes if states.get(n) == "unknown"]
-        if strangers:
-            raise SpecError(f"not nodes of this cluster: {collect_nodes(strangers)}",
-                            [{"loc": ["nodes"], "msg": f"not a node of this cluster: {n}"}
-                             for n in strangers])
+        if strangers:   # one compact line, however many: a typo may name thousands
+            what = f"not nodes of this cluster: {compact_nodes(strangers)}"
+            raise SpecError(what, [{"loc": ["nodes"], "msg": what}])
 
     async def summary(self, sweep_id: int) -> dict[str, Any]:
         s = await self.store.sweep(sweep_id)

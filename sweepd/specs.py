@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sweepd.models import UnknownModel, resolve_model
 from sweepd.monitor.steady import steady_window
+from sweepd.text import control_chars, describe_controls, escape
 
 
 class SpecError(ValueError):
@@ -21,20 +23,82 @@ class SpecError(ValueError):
         self.errors = errors or [{"loc": [], "msg": message}]
 
 
-def expand_nodes(expr: str) -> list[str]:
+# The most nodes a hostlist may name: a sweep's pinned nodes, or one resume's exclusions.
+# Far above any sweep's needs, far below a typo's `chi[1-100000]`, whose names would fill
+# every error message and a person's terminal.
+MAX_NODES = 4096
+_GROUP = re.compile(r"\[([^\]]*)\]")
+_PART = re.compile(r"(?:[^,\[]|\[[^\]]*\])+")   # a top-level comma-separated part
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
+
+
+def _range_size(text: str) -> int:
+    m = _RANGE.fullmatch(text)
+    if m is None:
+        return 1   # a single number, or a bad range python-hostlist then names
+    low, high = m.groups()
+    if len(high) > 9:
+        return 10**9
+    return max(int(high) - int(low) + 1, 1)
+
+
+def count_hostlist(expr: str) -> int:
+    """How many names `expr` expands to (before duplicates are dropped), computed from
+    its ranges without expanding them."""
+    total = 0
+    for part in _PART.findall(expr):
+        size = 1
+        for group in _GROUP.findall(part):
+            size *= sum(_range_size(r) for r in group.split(","))
+        total += size
+    return total
+
+
+def _shown_expr(expr: str) -> str:
+    return repr(escape(expr if len(expr) <= 60 else f"{expr[:60]}…"))
+
+
+def expand_nodes(expr: str, limit: int = MAX_NODES) -> list[str]:
+    count = count_hostlist(expr)
+    if count > limit:
+        raise ValueError(f"the hostlist {_shown_expr(expr)} names {count:,} nodes; at most "
+                         f"{limit:,} are allowed")
     try:
         nodes: list[str] = hostlist.expand_hostlist(expr)
     except hostlist.BadHostlist as e:
-        raise ValueError(f"bad hostlist expression {expr!r}: {e}") from e
+        raise ValueError(f"bad hostlist expression {_shown_expr(expr)}: {e}") from e
     if not nodes:
         raise ValueError("the node list is empty")
     if len(set(nodes)) != len(nodes):
-        raise ValueError(f"node list {expr!r} names a node twice")
+        raise ValueError(f"node list {_shown_expr(expr)} names a node twice")
     return nodes
 
 
 def collect_nodes(nodes: list[str]) -> str:
     return str(hostlist.collect_hostlist(nodes))
+
+
+def control_errors(data: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
+    """A located error for every text in a spec (values and keys, at any depth) holding a
+    control character: each field is free text someone may put escape sequences in."""
+    if isinstance(data, str):
+        return ([{"loc": list(loc), "msg": f"{describe_controls(data)} not allowed: text "
+                  "fields take printable characters only"}] if control_chars(data) else [])
+    errors: list[dict[str, Any]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            errors += [{**e, "msg": f"{e['msg']} (in a key)"}
+                       for e in control_errors(str(key), loc)]
+            errors += control_errors(value, (*loc, escape(str(key))))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            errors += control_errors(value, (*loc, i))
+    return errors
+
+
+def _joined(errors: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" if x["loc"]
+                     else str(x["msg"]) for x in errors)
 
 
 Scalar = int | float | str
@@ -56,6 +120,15 @@ class _Spec(BaseModel):
     model: str = "llama2-70b"
     min_nodes: int | None = Field(default=None, ge=1,
                                   description="stop when fewer usable nodes remain")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _printable(cls, data: Any) -> Any:
+        # parse_spec names each field; this holds for specs validated any other way.
+        errors = control_errors(data)
+        if errors:
+            raise ValueError(_joined(errors))
+        return data
 
     @field_validator("model")
     @classmethod
@@ -169,6 +242,9 @@ def parse_spec(data: Any) -> SweepSpec:
     if not isinstance(data, dict):
         raise SpecError("a spec must be a mapping with a `kind` field")
     kind = data.get("kind")
+    refused = control_errors(data)
+    if refused:
+        raise SpecError(f"invalid spec: {_joined(refused)}", refused)
     known = kinds()
     model = known[str(kind)].spec if str(kind) in known else None
     if model is None:
@@ -180,9 +256,7 @@ def parse_spec(data: Any) -> SweepSpec:
     except ValidationError as e:
         errors = [{"loc": list(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
                   for err in e.errors()]
-        lines = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" if x["loc"]
-                          else str(x["msg"]) for x in errors)
-        raise SpecError(f"invalid {kind} spec: {lines}", errors) from None
+        raise SpecError(f"invalid {kind} spec: {_joined(errors)}", errors) from None
     return spec
 
 

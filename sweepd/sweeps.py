@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sweepd.reports.stop import stop_message
-from sweepd.specs import SpecError, expand_nodes
+from sweepd.specs import SpecError, expand_nodes, parse_spec
 from sweepd.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.store.rows import Sweep
 from sweepd.store.store import InvalidTransition
+from sweepd.strategies.registry import kind_of, kinds
+from sweepd.text import compact_nodes
+from sweepd.worktrees import GitError
 
 if TYPE_CHECKING:
     from sweepd.engine import Engine
@@ -62,16 +65,16 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
     for key, nodes in (("exclude", exclude), ("readmit", readmit)):
         strangers = sorted(set(nodes) - pinned)
         if strangers:   # a typo would otherwise be recorded and leave the bad node in use
-            raise SpecError(f"sweep {sweep_id} is not pinned to {', '.join(strangers)}; its "
-                            f"nodes are {sweep.spec['nodes']}",
-                            [{"loc": [key], "msg": f"not a node of the sweep: {n}"}
-                             for n in strangers])
+            raise SpecError(f"sweep {sweep_id} is not pinned to {compact_nodes(strangers)}; "
+                            f"its nodes are {sweep.spec['nodes']}",
+                            [{"loc": [key], "msg": "not nodes of the sweep: "
+                              f"{compact_nodes(strangers)}"}])
     current = [e.node for e in await engine.store.exclusions(sweep_id)]
     never = sorted(set(readmit) - set(current))
     if never:   # a typo would otherwise be taken silently, the meant node left out
-        raise SpecError(f"sweep {sweep_id} has not excluded {', '.join(never)}; excluded: "
-                        f"{', '.join(current) or 'none'}",
-                        [{"loc": ["readmit"], "msg": f"not excluded: {n}"} for n in never])
+        raise SpecError(f"sweep {sweep_id} has not excluded {compact_nodes(never)}; excluded: "
+                        f"{compact_nodes(current) if current else 'none'}",
+                        [{"loc": ["readmit"], "msg": f"not excluded: {compact_nodes(never)}"}])
     if exclude or readmit:
         back = set(readmit)
         wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
@@ -81,6 +84,34 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
                                         progress=f"sweep {sweep_id} resumed")
     engine.mark(sweep_id)
     engine.notify()
+
+
+async def release(engine: Engine, sweep: Sweep) -> None:
+    """An ended sweep gives back what its kind made for it (a model sweep's checkouts). A
+    failure is recorded, never raised: the sweep's verdict stands."""
+    hook = kind_of(sweep.kind).release
+    if hook is None:
+        return
+    try:
+        removed = await hook(parse_spec(sweep.spec), engine.outputs / f"sweep-{sweep.id}")
+    except (GitError, OSError, SpecError) as e:
+        await engine.store.add_event(sweep.id, "note", f"could not remove the sweep's "
+                                     f"checkouts: {e}", rule="checkouts.release_failed",
+                                     evidence=str(e))
+        return
+    if removed:
+        await engine.store.add_event(sweep.id, "note", f"removed the sweep's {len(removed)} "
+                                     "checkout(s)", rule="checkouts.released",
+                                     evidence=", ".join(str(p) for p in removed))
+
+
+async def release_ended(engine: Engine) -> None:
+    """`release` for every ended sweep that still holds something (only kinds with a
+    `release` hook are asked)."""
+    ended = await engine.store.sweeps([SweepState.DONE, SweepState.FAILED, SweepState.ABORTED])
+    for sweep in ended:
+        if sweep.kind in kinds() and kinds()[sweep.kind].release is not None:
+            await release(engine, sweep)
 
 
 async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a person") -> None:
@@ -97,4 +128,5 @@ async def abort(engine: Engine, sweep_id: int, reason: str = "aborted by a perso
                                             rule="person.abort",
                                             progress=f"sweep {sweep_id}: {reason}")
     await engine.flush_cancels()
+    await release(engine, sweep)
     engine.notify()

@@ -1,13 +1,19 @@
-"""One git worktree per commit, so a model sweep never touches the user's working tree.
+"""One checkout per commit, so a model sweep never touches the person's repo.
 
 batch-sweep.SKILL.md checks commits out in place (stashing uncommitted changes); here each
-commit gets a detached worktree under the sweep's own directory instead, so the user's
-checkout, index and stash stay exactly as they were, and two commits can be live at once.
+commit gets its own clone under the sweep's directory instead (`git clone --shared`: it
+borrows the repo's objects, copies nothing and registers nothing in the repo), detached
+at the commit. The person's checkout, index, stash and worktree list stay exactly as they
+were, and two commits can be live at once. A clone has a `.git` *directory*, which
+maxtext-slurm's submit.sh needs to take it for a repo root (a `git worktree` has a `.git`
+file, and submit.sh would then snapshot the worktree's parent folder). The checkouts are
+removed when the sweep ends (`remove_all`); the jobs run from submit.sh's snapshots.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,22 +58,59 @@ def worktree_dir(root: Path, sha: str) -> Path:
 
 
 async def add(repo: Path, ref: str, root: Path) -> Worktree:
-    """A detached worktree of `ref` under `root`; an existing one at that commit is reused
-    (a restarted daemon prepares the same sweep again)."""
+    """A checkout of `ref` under `root`; an existing one at that commit is reused (a
+    restarted daemon prepares the same sweep again)."""
     sha = await resolve(repo, ref)
     path = worktree_dir(root, sha)
+    if await asyncio.to_thread((path / ".git").is_file):
+        # A `git worktree` an older sweepd made: submit.sh does not take it for a repo root.
+        await _git(repo, "worktree", "remove", "--force", str(path))
     if path.exists():
         if await _git(path, "rev-parse", "HEAD") != sha:
             raise GitError(f"{path} exists but is not at {sha}")
         return Worktree(ref, sha, path)
-    await _git(repo, "worktree", "add", "--detach", str(path), sha)
+    # Cloned aside and renamed: a crash mid-clone never leaves a checkout that looks whole.
+    partial = path.with_name(path.name + ".partial")
+    await asyncio.to_thread(shutil.rmtree, partial, True)
+    await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
+    source = await asyncio.to_thread(repo.absolute)
+    await _git(repo, "clone", "--quiet", "--shared", "--no-checkout", str(source), str(partial))
+    await _git(partial, "checkout", "--quiet", "--detach", sha)
+    await asyncio.to_thread(partial.rename, path)
     return Worktree(ref, sha, path)
 
 
 async def prepare(repo: Path, refs: Sequence[str], root: Path) -> list[Worktree]:
-    """Worktrees for every commit of a sweep, in order (git locks the repo: one at a time)."""
+    """Checkouts for every commit of a sweep, in order."""
     return [await add(repo, ref, root) for ref in refs]
 
 
 async def remove(repo: Path, tree: Worktree) -> None:
-    await _git(repo, "worktree", "remove", "--force", str(tree.path))
+    await _remove_path(repo, tree.path)
+
+
+async def _remove_path(repo: Path, path: Path) -> None:
+    if await asyncio.to_thread((path / ".git").is_file):   # an older sweepd's worktree
+        await _git(repo, "worktree", "remove", "--force", str(path))
+    else:
+        await asyncio.to_thread(_delete, path)
+
+
+def _delete(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+async def remove_all(repo: Path, root: Path) -> list[Path]:
+    """Remove every checkout under `root` (and `root`): the sweep has ended. Returns what
+    was removed."""
+    if not await asyncio.to_thread(root.is_dir):
+        return []
+    removed = []
+    for path in sorted(await asyncio.to_thread(lambda: list(root.iterdir()))):
+        await _remove_path(repo, path)
+        removed.append(path)
+    await asyncio.to_thread(root.rmdir)
+    return removed

@@ -49,6 +49,14 @@ class Daemon:
             time.sleep(0.05)
         raise AssertionError(f"daemon did not start: {self.log.read_text()[-3000:]}")
 
+    def start_detached(self) -> None:
+        """Start again without waiting for the socket (recovery may be slow: a controller
+        away, a submission in flight)."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sweepd", "serve", "--config", str(self.config)],
+                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
     def _listening(self) -> bool:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             try:

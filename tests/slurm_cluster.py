@@ -35,6 +35,9 @@ def run_cluster_script(verb: str, timeout: float = 120) -> subprocess.CompletedP
 
 def ensure_cluster() -> dict[str, str]:
     """Env for Slurm client commands of a running, checked cluster; fails the test if not."""
+    # The stand-in submit.sh pauses 3 s before its post-submit check, as the real one does;
+    # tests shorten the pause (its test knob) unless they set it themselves.
+    os.environ.setdefault("FAKE_SUBMIT_CHECK_DELAY_S", "0.2")
     check = run_cluster_script("check")
     if check.returncode == 0:
         return cluster_env()

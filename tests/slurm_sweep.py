@@ -4,6 +4,7 @@ as the job payload (one process per rank under `srun -l`)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,11 @@ def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
 
 
 def submit_sh_repo(tmp_path: Path, scenario: Path) -> Path:
-    """A copy of the maxtext-slurm stand-in whose payload is the simulated trainer."""
+    """A copy of the maxtext-slurm stand-in whose payload is the simulated trainer; a git
+    repo root, as a person's checkout is (submit.sh snapshots the parent folder otherwise)."""
     repo = tmp_path / "maxtext-slurm"
     shutil.copytree(MAXTEXT_FIXTURE, repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
     state = tmp_path / "sim-state"
     (repo / "train_cmd").write_text(
         " ".join([*SIM, "train", "--scenario", str(scenario), "--state-dir", str(state)]))

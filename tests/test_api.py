@@ -193,8 +193,9 @@ async def test_a_spec_naming_a_missing_or_wrong_sweep_is_422(api: Api) -> None:
 async def test_a_node_the_cluster_does_not_have_is_422(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "nodes": "chi[2832,9001-9002]"})
     assert status == 422 and "not nodes of this cluster: chi[9001-9002]" in body["error"]
-    assert [d["msg"] for d in body["details"]] == ["not a node of this cluster: chi9001",
-                                                   "not a node of this cluster: chi9002"]
+    # One compact detail, however many nodes: a typo may name thousands.
+    assert body["details"] == [{"loc": ["nodes"],
+                                "msg": "not nodes of this cluster: chi[9001-9002]"}]
     status, sweeps = await api.call("GET", "/sweeps")
     assert sweeps == []
 

@@ -181,7 +181,7 @@ async def test_submit_sh_refusals(slurm_env: dict[str, str], tmp_path: Path) -> 
     rc, out = await run([str(repo / "submit.sh"), "70b:a:b:c"])
     assert rc == 1 and "too many ':' separators" in out
     rc, out = await run([str(repo / "submit.sh"), "70b", "--", "x=" + "y" * 240])
-    assert rc == 1 and "exceed 255 bytes" in out
+    assert rc == 1 and "would exceed 255B" in out
 
 
 @pytest.mark.parametrize("mode", ["direct", "submit_sh"])

@@ -4,19 +4,24 @@ stops answering for a while (shorter, then longer than the limit)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from sweepd.config import Config
 from sweepd.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.store.store import Store
+from tests.daemon_proc import Daemon
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import cluster_env, run_cluster_script, slurm_dir
-from tests.slurm_sweep import direct_config
+from tests.slurm_sweep import FAST_POLICY, SIM, direct_config
 
 pytestmark = pytest.mark.slurm
 
@@ -74,7 +79,7 @@ async def test_drained_node_is_resumed_where_allowed(tmp_path: Path,
 
 
 async def _outage(config: Config, seconds: float) -> int:
-    """Run a sweep; once its first job runs, stop slurmctld for `seconds`."""
+    """Run a sweep; once its first job runs, stop slurmctld for at least `seconds`."""
     sweep = asyncio.create_task(run(config, perf_spec(nodes=NODES, values=[4])))
     db = config.daemon.db_path
     while not db.exists() or not _running(db):
@@ -114,6 +119,18 @@ async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
     assert await _outage(config, 60) == EXIT_VERDICT
     rules = await _rules(config)
     assert "controller.wait" in rules and "controller.down_limit" not in rules
+    store = await open_store(config)
+    try:
+        events = await store.events(1)
+    finally:
+        await store.close()
+    # Measured from the last answer before the outage: at least the minute it lasted.
+    back = [e for e in events if e.rule == "controller.back"]
+    assert len(back) == 1 and back[0].evidence
+    assert float(back[0].evidence.removeprefix("down_s: ")) >= 60
+    # One line to the person when it goes, one when it is back.
+    told = [e.reason for e in events if e.kind == "progress" and "controller" in e.reason]
+    assert len(told) == 2 and "does not answer" in told[0] and "answers again" in told[1], told
 
 
 async def test_controller_down_past_the_limit_stops(tmp_path: Path,
@@ -123,3 +140,89 @@ async def test_controller_down_past_the_limit_stops(tmp_path: Path,
     config = direct_config(tmp_path, scenario, **{"policy.controller_down_limit_s": 6})
     assert await _outage(config, 14) == EXIT_AWAITING_DECISION
     assert "controller.down_limit" in await _rules(config)
+
+
+def _events(db: Path, rule: str) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] or "" for r in conn.execute(
+            "SELECT evidence FROM events WHERE rule = ?", (rule,)).fetchall()]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
+async def test_an_outage_outlives_a_daemon_restart(tmp_path: Path,
+                                                   slurm_env: dict[str, str]) -> None:
+    """Killed and restarted while slurmctld is away, the daemon goes on measuring the
+    outage from the last answer before it and tells the person once when it goes and once
+    when it is back."""
+    scenario = write_scenario(tmp_path, time_scale=0.01)
+    daemon = Daemon(tmp_path, _daemon_toml(tmp_path, scenario))
+    db = tmp_path / "state" / "sweepd.db"
+    outage_s = 20.0
+    try:
+        client = daemon.start()
+        client.submit(perf_spec(nodes=NODES, values=[4]))
+        await _until(lambda: _running(db), "no job ran")
+        pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        stopped = time.monotonic()
+        try:
+            await _until(lambda: bool(_events(db, "controller.wait")), "no outage seen")
+            daemon.stop(signal.SIGKILL)
+            await asyncio.to_thread(daemon.start_detached)
+            await asyncio.sleep(max(0.0, outage_s - (time.monotonic() - stopped)))
+        finally:
+            started = await asyncio.to_thread(run_cluster_script, "start")
+        assert started.returncode == 0
+        await _until(lambda: bool(_events(db, "controller.back")), "the outage never ended")
+        store = await Store.open(db)
+        try:
+            told = [e.reason for e in await store.events(1, kind="progress")
+                    if "controller" in e.reason]
+        finally:
+            await store.close()
+    finally:
+        daemon.kill()
+        await asyncio.to_thread(_cancel_jobs, db)
+        await asyncio.sleep(3)
+        await asyncio.to_thread(_settle, NODES)
+    [back] = _events(db, "controller.back")
+    assert float(back.removeprefix("down_s: ")) >= outage_s
+    assert len(told) == 2 and "does not answer" in told[0] and "answers again" in told[1], told
+
+
+def _daemon_toml(tmp_path: Path, scenario: Path) -> Path:
+    slurm = {"mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
+             "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir",
+                               str(tmp_path / "sim-state")],
+             "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"]}
+    lines = ["[daemon]", f'state_dir = "{tmp_path / "state"}"',
+             f'socket = "{tmp_path / "sweepd.sock"}"', "tick_s = 0.1", "",
+             "[cluster]", 'backend = "slurm"', "", "[cluster.slurm]",
+             *(f"{k} = {json.dumps(v)}" for k, v in slurm.items()), "", "[policy]",
+             *(f"{k.split('.')[1]} = {v}" for k, v in FAST_POLICY.items())]
+    path = tmp_path / "sweepd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _cancel_jobs(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        ids = [r[0] for r in conn.execute("SELECT backend_id FROM jobs WHERE backend_id "
+                                          "IS NOT NULL").fetchall()]
+    finally:
+        conn.close()
+    if ids:
+        subprocess.run(["scancel", *ids], env={**os.environ, **cluster_env()}, check=False,
+                       timeout=30)
+
+
+async def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.1)

@@ -77,8 +77,11 @@ def _one_node_tgs(scenario: Path) -> float:
                         {}, None).tgs
 
 
-async def test_model_sweep_submits_each_commit_from_its_own_worktree(
+async def test_model_sweep_submits_each_commit_from_its_own_checkout(
         tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    """Each commit runs from a clone submit.sh takes for a repo root; the logs land in the
+    person's outputs/; when the sweep ends nothing sweepd made is left."""
+    import os
     import subprocess
 
     from tests.slurm_sweep import submit_sh_config
@@ -89,16 +92,16 @@ async def test_model_sweep_submits_each_commit_from_its_own_worktree(
     assert repo is not None
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, text=True,
                               capture_output=True).stdout.strip()
 
-    git("init", "-q")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    git("add", "-A")
+    git("commit", "-qm", "base")
     base = git("rev-parse", "HEAD")
     (repo / "CHANGES").write_text("candidate\n")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "candidate")
+    git("add", "-A")
+    git("commit", "-qm", "candidate")
     cand = git("rev-parse", "HEAD")
     (repo / "uncommitted.txt").write_text("a person's work in progress\n")
 
@@ -108,11 +111,23 @@ async def test_model_sweep_submits_each_commit_from_its_own_worktree(
     store = await open_store(config)
     try:
         jobs = await store.jobs(1)
+        events = await store.events(1)
     finally:
         await store.close()
-    trees = config.daemon.outputs / "sweep-1" / "worktrees"
-    for job, sha in zip(jobs, (base, cand), strict=True):
-        assert Path(job.log_path or "").parent == trees / sha[:12] / "outputs"
+    assert len(jobs) == 2
+    for job, has_changes in zip(jobs, (False, True), strict=True):
+        log = Path(job.log_path or "")
+        assert log.parent == repo / "outputs" and "Status: SUCCESS" in log.read_text()
+        # submit.sh took the checkout for the repo root: it snapshotted that commit alone.
+        link = os.readlink(log.with_suffix("") / "artifact")
+        assert link.startswith("../.artifacts/artifact_") and link.count("/") == 2
+        snapshot = log.parent / link[3:]
+        assert (snapshot / "submit.sh").exists()
+        assert (snapshot / "CHANGES").exists() == has_changes
+    # Nothing sweepd made is left: no checkout, nothing registered in the person's repo.
+    assert not (config.daemon.outputs / "sweep-1" / "worktrees").exists()
+    assert any(e.rule == "checkouts.released" for e in events)
+    assert git("worktree", "list", "--porcelain").count("worktree ") == 1
     # The person's checkout: same branch, same commit, work in progress untouched.
     assert git("rev-parse", "HEAD") == cand
     assert git("status", "--porcelain") == "?? uncommitted.txt"

@@ -56,3 +56,27 @@ async def test_model_perf_sweep_submit_sh_mode(tmp_path: Path,
     await _sweep(config, scenario)
     repo = config.cluster.slurm.repo
     assert repo is not None and any((repo / "outputs").glob("*-JAX-llama2-70b-*.log"))
+
+
+async def test_submit_sh_mode_as_the_toolkit_really_behaves(
+        tmp_path: Path, slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """JOB_WORKSPACE outside the repo, and an sbatch whose output is lost (submit.sh then
+    prints no job id): every job is adopted from the queue by its token, with an event,
+    and judged from its log where the scheduler says it is."""
+    from tests.test_slurm_submit_sh import sbatch_shim
+
+    ws = tmp_path / "shared-jobs"
+    monkeypatch.setenv("JOB_WORKSPACE", str(ws))
+    monkeypatch.setenv("PATH", sbatch_shim(tmp_path, "silent")["PATH"])
+    scenario = write_scenario(tmp_path, time_scale=0.004)
+    config = submit_sh_config(tmp_path, scenario)
+    await _sweep(config, scenario)
+    store = await open_store(config)
+    try:
+        jobs = await store.jobs(1)
+        adopted = [e for e in await store.events(1) if e.rule == "submit.adopted"]
+    finally:
+        await store.close()
+    assert all(Path(j.log_path or "").parent == ws for j in jobs)
+    assert sorted(e.job_id for e in adopted) == sorted(j.id for j in jobs)
+    assert all("printed no job id" in (e.evidence or "") for e in adopted)

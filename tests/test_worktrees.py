@@ -1,13 +1,23 @@
-"""Git worktrees per commit: the user's checkout, index and stash are never touched."""
+"""A checkout per commit: the person's checkout, index, stash and worktree list are never
+touched, each checkout is a repo root for submit.sh, and it goes when the sweep ends."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from sweepd import worktrees
+from sweepd.clusters.factory import make_backend
+from sweepd.config import load_config
+from sweepd.engine import Engine
+from sweepd.service import Service
+from sweepd.states import SweepState
+from sweepd.store.store import Store
+from tests.simrun import NODES, write_scenario
 
 
 def git(repo: Path, *args: str) -> str:
@@ -63,6 +73,10 @@ async def test_worktrees_check_out_each_commit_and_leave_the_user_tree_alone(
     assert git(repo, "status", "--porcelain") == status_before
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert git(repo, "stash", "list") == ""
+    # Repo roots for submit.sh (a `.git` directory), nothing registered in the person's repo.
+    assert all((t.path / ".git").is_dir() for t in trees)
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "branch", "--list") == "* main"
 
 
 async def test_adding_again_reuses_and_remove_cleans_up(repo: Path, tmp_path: Path) -> None:
@@ -73,3 +87,85 @@ async def test_adding_again_reuses_and_remove_cleans_up(repo: Path, tmp_path: Pa
     await worktrees.remove(repo, first)
     assert not first.path.exists()
     assert str(first.path) not in git(repo, "worktree", "list")
+
+
+async def test_remove_all_leaves_nothing(repo: Path, tmp_path: Path) -> None:
+    root = tmp_path / "sweep-1" / "worktrees"
+    refs_before = git(repo, "for-each-ref")
+    trees = await worktrees.prepare(repo, ["v1", "main"], root)
+    (root / "abc.partial").mkdir()   # a clone a crash interrupted
+    removed = await worktrees.remove_all(repo, root)
+    assert sorted(removed) == sorted([root / "abc.partial", *(t.path for t in trees)])
+    assert not root.exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "for-each-ref") == refs_before
+    assert await worktrees.remove_all(repo, root) == []
+
+
+async def test_a_git_worktree_an_older_sweepd_made_becomes_a_clone(repo: Path,
+                                                                   tmp_path: Path) -> None:
+    root = tmp_path / "wt"
+    sha = git(repo, "rev-parse", "v1^{commit}")
+    old = worktrees.worktree_dir(root, sha)
+    git(repo, "worktree", "add", "-q", "--detach", str(old), sha)
+    tree = await worktrees.add(repo, "v1", root)
+    assert tree.path == old and (old / ".git").is_dir()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+@contextlib.asynccontextmanager
+async def sim_service(tmp_path: Path) -> AsyncIterator[Service]:
+    """A real store, engine (simulated cluster) and service; stepped by the test."""
+    scenario = write_scenario(tmp_path, time_scale=0.05)
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
+                                "cluster.sim": {"scenario": str(scenario)}})
+    config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    try:
+        yield Service(Engine(store, backend, clock, config))
+    finally:
+        await backend.close()
+        await store.close()
+
+
+async def start_model_sweep(service: Service, repo: Path) -> tuple[int, Path]:
+    """A model sweep over two commits, stepped until both checkouts exist."""
+    sweep_id = int((await service.submit({
+        "kind": "model-sweep", "nodes": NODES, "repo": str(repo),
+        "commits": ["v1", "main"], "matrix": {"llama2-70b": [1]}}))["id"])
+    root = service.engine.outputs / f"sweep-{sweep_id}" / "worktrees"
+    for _ in range(20):
+        await service.engine.step()
+        if len(list(root.glob("*"))) == 2:
+            break
+    assert len(list(root.glob("*"))) == 2
+    return sweep_id, root
+
+
+async def released(service: Service, sweep_id: int) -> list[str]:
+    return [e.reason for e in await service.store.events(sweep_id)
+            if e.rule == "checkouts.released"]
+
+
+async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: Path) -> None:
+    """Aborted while its jobs run (the finished and failed ends: test_slurm_kinds)."""
+    status_before = git(repo, "status", "--porcelain")
+    async with sim_service(tmp_path) as service:
+        sweep_id, root = await start_model_sweep(service, repo)
+        await service.abort(sweep_id)
+        assert not root.exists()
+        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "status", "--porcelain") == status_before
+
+
+async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: Path) -> None:
+    """The sweep ended, then the daemon died before its clean-up."""
+    async with sim_service(tmp_path) as service:
+        sweep_id, root = await start_model_sweep(service, repo)
+        await service.store.transition_sweep(sweep_id, SweepState.ABORTED, "test: crash")
+    async with sim_service(tmp_path) as service:   # a new process
+        await service.engine.step()
+        assert not root.exists()
+        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]

@@ -30,11 +30,28 @@ class ApiError(Exception):
         self.details = details
 
 
+# An error answer stays small whatever caused it (a typo's hostlist may name 100,000
+# nodes): a person reads it, and a client prints it.
+MAX_MESSAGE_CHARS = 2000
+MAX_DETAILS = 20
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else f"{text[:MAX_MESSAGE_CHARS]}… (cut)"
+
+
+def bounded_details(details: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [{**d, "msg": _cut(str(d.get("msg", "")))} for d in details[:MAX_DETAILS]]
+    if len(details) > MAX_DETAILS:
+        out[-1] = {"loc": [], "msg": f"… and {len(details) - MAX_DETAILS + 1} more problems"}
+    return out
+
+
 def error_response(status: int, message: str,
                    details: list[dict[str, Any]] | None = None) -> web.Response:
-    body: dict[str, Any] = {"error": message}
+    body: dict[str, Any] = {"error": _cut(message)}
     if details is not None:
-        body["details"] = details
+        body["details"] = bounded_details(details)
     return web.json_response(body, status=status)
 
 

@@ -22,9 +22,10 @@ from sweepd.api.errors import ApiError, error_middleware
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.daemon import AnotherSweepd
 from sweepd.service import Service
-from sweepd.specs import expand_nodes
+from sweepd.specs import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.states import SweepState
 from sweepd.store.rows import Event
+from sweepd.text import control_chars, describe_controls
 
 MAX_WAIT_S = 30.0
 # How long one stream pass waits for new lines before it re-reads the sweep's state.
@@ -158,9 +159,15 @@ def _node_list(body: dict[str, Any], key: str) -> list[str]:
     nodes: list[str] = []
     for i, expr in enumerate(given):
         try:
+            # Bounded as a whole, not only per expression: many small ones add up.
+            if control_chars(expr):
+                raise ValueError(f"{describe_controls(expr)} in a node name")
+            if i and len(nodes) + count_hostlist(expr) > MAX_NODES:
+                raise ValueError(f"{key} names more than {MAX_NODES:,} nodes in all")
             nodes += expand_nodes(expr)
         except ValueError as e:
-            raise ApiError(422, str(e), [{"loc": [key, i], "msg": str(e)}]) from None
+            raise ApiError(422, f"bad {key} nodes: {e}",
+                           [{"loc": [key, i], "msg": str(e)}]) from None
     return list(dict.fromkeys(nodes))
 
 
@@ -243,17 +250,29 @@ def make_app(service: Service, max_body_bytes: int = 1 << 20,
     return app
 
 
-def _remove_stale_socket(path: Path) -> None:
-    """A socket file left by a daemon that died blocks bind(); a live one must be kept."""
+def _served(path: Path) -> bool:
+    """Does a live process listen on the socket file at `path`?"""
     if not path.is_socket():
-        return
+        return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
             probe.connect(str(path))
         except ConnectionRefusedError:
-            path.unlink()
-            return
-    raise AnotherSweepd(f"another sweepd is already serving on {path}")
+            return False
+    return True
+
+
+def refuse_if_served(path: Path) -> None:
+    """Before a daemon creates anything: another one already serving here refuses it."""
+    if _served(path):
+        raise AnotherSweepd(f"another sweepd is already serving on {path}")
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """A socket file left by a daemon that died blocks bind(); a live one must be kept."""
+    refuse_if_served(path)
+    if path.is_socket():
+        path.unlink()
 
 
 def _inode(path: Path) -> int | None:

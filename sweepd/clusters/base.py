@@ -58,6 +58,9 @@ class Submitted:
     backend_id: str
     job_name: str
     log_path: Path
+    # How an unclear submission was settled (adopted from the queue, duplicates cancelled):
+    # the engine records it as the submission's evidence.
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,12 @@ class SubmitRefused(Exception):
 class ClusterBackend(Protocol):
     name: str
 
+    @property
+    def submit_timeout_s(self) -> float:
+        """Wall seconds after which a submission's command is killed: until then after a
+        crash, that submission may still reach the queue."""
+        ...
+
     async def submit(self, request: JobRequest) -> Submitted: ...
 
     async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
@@ -86,6 +95,10 @@ class ClusterBackend(Protocol):
 
     async def find_by_token(self, token: str) -> Submitted | None:
         """A job submitted with this token, if the scheduler still knows it."""
+        ...
+
+    async def live_tokens(self) -> dict[str, str]:
+        """Job id -> token of every unfinished job that carries a sweepd token."""
         ...
 
     async def cancel(self, backend_id: str) -> None: ...

@@ -60,6 +60,7 @@ def _passthrough(request: JobRequest) -> list[str]:
 
 class SimCluster:
     name = "sim"
+    submit_timeout_s = 10.0   # submission is one locked file write: never in flight long
 
     def __init__(self, state_dir: Path, scenario_path: Path) -> None:
         self.state_dir = state_dir
@@ -79,6 +80,9 @@ class SimCluster:
 
     async def find_by_token(self, token: str) -> Submitted | None:
         return await asyncio.to_thread(self._find_by_token, token)
+
+    async def live_tokens(self) -> dict[str, str]:
+        return await asyncio.to_thread(self._live_tokens)
 
     async def cancel(self, backend_id: str) -> None:
         await asyncio.to_thread(self._cancel, backend_id)
@@ -245,6 +249,11 @@ class SimCluster:
             if record["token"] == token:
                 return Submitted(record["id"], record["job_name"], Path(record["log"]))
         return None
+
+    def _live_tokens(self) -> dict[str, str]:
+        self._check_controller()
+        return {r["id"]: r["token"] for r in self._all()
+                if r["state"] == PENDING or self._running(r)}
 
     def _cancel(self, job_id: str) -> None:
         with locked(self._lock):

@@ -28,6 +28,7 @@ from sweepd.clusters.base import (
     Submitted,
 )
 from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
 from sweepd.jobname import JobNameTooLong, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
@@ -44,6 +45,11 @@ _UNREACHABLE = re.compile(
 # Asking about ids the controller has forgotten: an answer, not an outage.
 _UNKNOWN_JOB = re.compile(r"Invalid job id specified", re.IGNORECASE)
 _ALREADY_DONE = re.compile(r"already completing or completed|Invalid job id", re.IGNORECASE)
+# The line submit.sh reads its job id from (it prints `[ARTIFACT] …` after it).
+_SUBMITTED_LINE = "Submitted batch job"
+# The lines that say why submit.sh refused, most telling first.
+_FAILING_LINES = (re.compile(r"^sbatch: error:"), re.compile(r"^!!!"), re.compile(r"^\[ERROR\]"),
+                  re.compile(r"error", re.IGNORECASE))
 
 _STATES: dict[str, SchedulerState] = {
     "PENDING": SchedulerState.PENDING,
@@ -179,6 +185,21 @@ def token_matches(token: str, name: str, comment: str) -> bool:
     return re.search(rf"(^|-){re.escape(part)}(-|$)", name) is not None
 
 
+# A sweepd token in a submit.sh job name: `..._env_SWEEPD_TOKEN_sw3-1a2b3c4d.e5f6a7-...`.
+_TOKEN_IN_NAME = re.compile(
+    rf"(?:^|-){re.escape(passthrough_part(f'_env_{TOKEN_ENV}='))}"
+    r"(sw\d+-[0-9a-f]{8}(?:\.[0-9a-f]+)?)(?=-|$)")
+
+
+def token_of(name: str, comment: str) -> str | None:
+    """The sweepd token a job carries (its comment, else its submit.sh name), if any."""
+    comment = comment.strip()
+    if comment.startswith(COMMENT_PREFIX):
+        return comment[len(COMMENT_PREFIX):] or None
+    found = _TOKEN_IN_NAME.search(name)
+    return found.group(1) if found else None
+
+
 def passthrough_args(request: JobRequest) -> list[str]:
     return ([f"{k}={v}" for k, v in request.overrides.items()]
             + [f"_env_{k}={v}" for k, v in request.env.items()])
@@ -189,6 +210,24 @@ def model_spec(request: JobRequest) -> str:
     if request.alias:
         return f"{request.model}:{request.alias}:{request.tag or ''}"
     return f"{request.model}:{request.tag}" if request.tag else request.model
+
+
+def submit_sh_job_id(out: str) -> str | None:
+    """The job id as submit.sh itself reads it: the last word of the line matching
+    `Submitted batch job` (not the last word of the output: `[ARTIFACT] …` follows it)."""
+    ids = [line.split()[-1] for line in out.splitlines() if _SUBMITTED_LINE in line]
+    return ids[-1] if ids and ids[-1].isdigit() else None
+
+
+def failing_line_first(output: str) -> str:
+    """submit.sh's whole output with the line that says why it failed (`sbatch: error: …`,
+    `!!! …`, `[ERROR] …`) moved to the front: a person reads the first line."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    for pattern in _FAILING_LINES:
+        hit = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
+        if hit is not None:
+            return "\n".join([lines[hit], *lines[:hit], *lines[hit + 1:]])
+    return "\n".join(lines)
 
 
 def _submitted_id(out: str) -> str:
@@ -223,6 +262,14 @@ class SlurmCluster:
         self._header_command = header_command
         self._summary_command = summary_command
         self._timeout_s = timeout_s
+        # Set for one submission: the first command run under it (sbatch, ./submit.sh)
+        # holds the token's guard file (clusters/submitguard.py).
+        self._guard: Path | None = None
+
+    @property
+    def submit_timeout_s(self) -> float:
+        """Wall seconds after which a submitting command is killed."""
+        return self._timeout_s
 
     # -- running commands -------------------------------------------------------------
 
@@ -238,6 +285,16 @@ class SlurmCluster:
         return [*prefix, *argv], cwd
 
     async def _run(self, argv: Sequence[str], cwd: Path | None = None) -> _Result:
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return await self._spawn(argv, cwd, None)
+        with hold(guard) as fd:
+            return await self._spawn(argv, cwd, fd)
+
+    async def _spawn(self, argv: Sequence[str], cwd: Path | None, guard_fd: int | None
+                     ) -> _Result:
+        """Run one command. A submitting one (`guard_fd`) gets its own process group and
+        the guard's descriptor, so it can be recognised and ended after a daemon crash."""
         full, local_cwd = self._argv(argv, cwd)
         proc = await asyncio.create_subprocess_exec(
             *full,
@@ -246,10 +303,16 @@ class SlurmCluster:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            pass_fds=() if guard_fd is None else (guard_fd,),
+            start_new_session=guard_fd is not None,
         )
+        if guard_fd is not None:
+            record_group(guard_fd, proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
         except TimeoutError:
+            if guard_fd is not None:
+                end_group(proc.pid)   # a wrapper's children too: they hold the guard
             proc.kill()
             await proc.wait()
             raise ControllerUnreachable(
@@ -267,9 +330,13 @@ class SlurmCluster:
     # -- submit -----------------------------------------------------------------------
 
     async def submit(self, request: JobRequest) -> Submitted:
-        if self.settings.mode == "submit_sh":
-            return await self._submit_sh(request)
-        return await self._submit_direct(request)
+        self._guard = guard_path(request.output_dir, request.token)
+        try:
+            if self.settings.mode == "submit_sh":
+                return await self._submit_sh(request)
+            return await self._submit_direct(request)
+        finally:
+            self._guard = None
 
     def _sbatch_args(self, request: JobRequest) -> list[str]:
         args = ["-N", str(len(request.nodes)),
@@ -301,24 +368,86 @@ class SlurmCluster:
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
-        repo = request.workdir or self.settings.repo  # a commit's worktree of the checkout
+        repo = request.workdir or self.settings.repo  # a checkout of one commit, or the repo
         passthrough = [*passthrough_args(request), f"_env_{TOKEN_ENV}={request.token}"]
         try:
             name = job_name(request.model, request.tag, passthrough)
         except JobNameTooLong as e:
             raise SubmitRefused(str(e)) from e
-        res = await self._run(["./submit.sh", model_spec(request), *self._sbatch_args(request),
-                               "--", *passthrough], cwd=repo)
-        job_id = self._submit_result("submit.sh", res)
-        # submit.sh resolves the model name (`70b` -> `llama2-70b`): ask Slurm which name
-        # it got. The job exists now, so a failed lookup must not turn into an exception.
+        argv = [*self._workspace_env(repo), "./submit.sh", model_spec(request),
+                *self._sbatch_args(request), "--", *passthrough]
+        try:
+            res = await self._run(argv, cwd=repo)
+        except ControllerUnreachable as e:
+            # Timed out: it may have submitted before it was stopped.
+            found = await self._settle_unclear(request.token, None, str(e))
+            if found is None:
+                raise
+            return found
+        job_id = submit_sh_job_id(res.out)
+        if res.rc == 0 and job_id is not None:
+            return await self._submitted_sh(job_id, name)
+        why = f"submit.sh exited {res.rc}" + ("" if job_id else " and printed no job id")
+        found = await self._settle_unclear(request.token, job_id, why)
+        if found is not None:
+            return found
+        output = failing_line_first(res.out + "\n" + res.err)
+        if _UNREACHABLE.search(output):
+            raise ControllerUnreachable(f"submit.sh: {output}")
+        first, _, rest = output.partition("\n")
+        raise SubmitRefused(f"{first} ({why}; its whole output follows)\n{rest}".rstrip())
+
+    def _job_workspace(self) -> Path:
+        """Where submit.sh writes logs: `JOB_WORKSPACE` as submit.sh sees it (relative to
+        the configured repo), else that repo's `outputs/` — also for a commit's checkout
+        (see _workspace_env)."""
+        assert self.settings.repo is not None
+        ssh = bool(self.settings.command_prefix) and \
+            Path(self.settings.command_prefix[0]).name == "ssh"
+        seen = self._env if ssh else {**os.environ, **self._env}
+        raw = seen.get("JOB_WORKSPACE")
+        return self.settings.repo / raw if raw else self.settings.repo / "outputs"
+
+    def _workspace_env(self, repo: Path) -> list[str]:
+        """A commit's checkout would keep its logs in its own `outputs/`, which goes when
+        the sweep ends: point submit.sh at the person's workspace instead."""
+        if repo == self.settings.repo:
+            return []
+        return ["env", f"JOB_WORKSPACE={self._job_workspace()}"]
+
+    async def _submitted_sh(self, job_id: str, name: str, note: str | None = None) -> Submitted:
+        """The job's record as Slurm has it: submit.sh resolves the model name (`70b` ->
+        `llama2-70b`), and `StdOut` is the log's real path wherever JOB_WORKSPACE points.
+        The job exists now, so a failed lookup must not turn into an exception."""
         try:
             found = await self._job_record(job_id)
         except (ControllerUnreachable, SlurmCommandError):
             found = None
         if found is not None:
             name = found[0]
-        return Submitted(job_id, name, repo / "outputs" / f"{job_id}-{name}.log")
+        log_path = found[1] if found is not None and found[1] is not None else \
+            self._job_workspace() / f"{job_id}-{name}.log"
+        return Submitted(job_id, name, log_path, note=note)
+
+    async def _settle_unclear(self, token: str, printed: str | None,
+                              why: str) -> Submitted | None:
+        """A submission whose outcome is unclear (no job id, an exit code after one, a
+        timeout): the queue decides. The job submit.sh named, else the newest with our
+        token, is adopted; any other job with our token is a duplicate and is cancelled.
+        None: the scheduler has no such job (a refusal). Raises ControllerUnreachable
+        when the queue cannot be asked (the write-ahead row is reconciled later)."""
+        ids = [str(i) for i in sorted(await self._jobs_with_token(token), reverse=True)]
+        for candidate in dict.fromkeys([*([printed] if printed else []), *ids]):
+            record = await self._job_record(candidate)
+            if record is None:
+                continue
+            extra = [i for i in ids if i != candidate]
+            for other in extra:
+                await self.cancel(other)
+            note = (f"{why}; job {candidate} with token {token} found in the queue: adopted"
+                    + (f"; duplicate job(s) {', '.join(extra)} cancelled" if extra else ""))
+            return await self._submitted_sh(candidate, record[0], note)
+        return None
 
     def _submit_result(self, argv0: str, res: _Result) -> str:
         if res.rc != 0:
@@ -369,7 +498,7 @@ class SlurmCluster:
             return None
         return name.group(1), Path(stdout.group(1)) if stdout else None
 
-    async def find_by_token(self, token: str) -> Submitted | None:
+    async def _jobs_with_token(self, token: str) -> list[int]:
         res = await self._run(["squeue", "--noheader", "--states=all",
                                "-O", "JobID:|,Comment:1000|,Name:"])
         if res.rc != 0:
@@ -379,6 +508,10 @@ class SlurmCluster:
             parts = [p.strip() for p in line.split("|", 2)]
             if len(parts) == 3 and parts[0].isdigit() and token_matches(token, parts[2], parts[1]):
                 matches.append(int(parts[0]))
+        return matches
+
+    async def find_by_token(self, token: str) -> Submitted | None:
+        matches = await self._jobs_with_token(token)
         if not matches:
             return None
         job_id = str(max(matches))  # a resubmission under the same token is the live one
@@ -386,6 +519,19 @@ class SlurmCluster:
         if record is None or record[1] is None:
             return None
         return Submitted(job_id, record[0], record[1])
+
+    async def live_tokens(self) -> dict[str, str]:
+        """Job id -> sweepd token of every job not yet finished that carries one."""
+        res = await self._run(["squeue", "--noheader", "-O", "JobID:|,Comment:1000|,Name:"])
+        if res.rc != 0:
+            self._raise_for("squeue", res)
+        found: dict[str, str] = {}
+        for line in res.out.splitlines():
+            parts = [p.strip() for p in line.split("|", 2)]
+            token = token_of(parts[2], parts[1]) if len(parts) == 3 else None
+            if token is not None and parts[0].isdigit():
+                found[parts[0]] = token
+        return found
 
     async def cancel(self, backend_id: str) -> None:
         res = await self._run(["scancel", backend_id])

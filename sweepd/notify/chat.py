@@ -23,6 +23,7 @@ from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, se
 from sweepd.specs import expand_nodes
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import InvalidTransition, NotFound
+from sweepd.text import escape
 
 log = structlog.get_logger("sweepd.chat")
 
@@ -218,4 +219,4 @@ class ChatControl:
             return False
 
     async def _reply(self, chat_id: int, text: str, parse_mode: str | None = None) -> None:
-        await send_text(self.bot, chat_id, text, parse_mode)
+        await send_text(self.bot, chat_id, escape(text, keep_newlines=True), parse_mode)

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from sweepd.columns import aligned_tables
 from sweepd.store.outbox import Part
+from sweepd.text import escape
 
 LIMIT = 4096
 FENCE = "```"
@@ -86,7 +87,10 @@ def _pieces(line: str, width: int) -> list[str]:
 
 def split(text: str, limit: int = LIMIT) -> list[str]:
     """Split into `[n/m] ` chunks of at most `limit` characters, on line boundaries where
-    possible; a code fence open at a cut is closed there and re-opened in the next chunk."""
+    possible; a code fence open at a cut is closed there and re-opened in the next chunk.
+    Every message passes here: control characters (from a name, a log line, a node name)
+    are escaped first, so none reaches a chat client raw."""
+    text = escape(text, keep_newlines=True)
     if len(text) <= limit:
         return [text]
     budget = limit - _PREFIX_ROOM - _FENCE_ROOM

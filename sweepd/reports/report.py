@@ -7,6 +7,7 @@ from typing import Any
 
 from sweepd.store.rows import Event, Job, Run, Sweep
 from sweepd.strategies.registry import kind_of
+from sweepd.text import escape
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
@@ -24,21 +25,24 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
 def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                     exclusions: Sequence[str]) -> str:
     spec = sweep.spec
-    lines = [f"# Sweep {sweep.id}: {sweep.name}", "",
+    # Values from a spec, a scheduler or a log: one line each, control characters escaped
+    # (a newline would break the Markdown; an escape sequence, a reader's terminal).
+    lines = [f"# Sweep {sweep.id}: {escape(sweep.name)}", "",
              f"- Kind: {sweep.kind}",
-             *([f"- Model: {spec.get('model')}"] if sweep.kind != "model-sweep" else []),
-             f"- Nodes: {spec.get('nodes')} (pinned)",
-             f"- State: {sweep.state}" + (f" — {sweep.reason}" if sweep.reason else ""),
+             *([f"- Model: {escape(str(spec.get('model')))}"]
+               if sweep.kind != "model-sweep" else []),
+             f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
+             f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
              f"- Jobs submitted: {len(jobs)}"]
     if exclusions:
-        lines.append(f"- Excluded nodes: {', '.join(exclusions)}")
+        lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
         lines += ["", f"Proposed config change (`sweepd report {sweep.id} --apply "
                   f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",
-                  f"    {verdict['proposal']}"]
-    return "\n".join(lines) + "\n"
+                  f"    {escape(str(verdict['proposal']))}"]
+    return escape("\n".join(lines), keep_newlines=True) + "\n"
 
 
 def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
@@ -55,8 +59,8 @@ def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[s
         what = f"{e.from_state or ''}→{e.to_state}" if e.to_state else e.kind
         target = (f"job {e.job_id}" if e.job_id else
                   f"run #{run_seq.get(e.run_id, e.run_id)}" if e.run_id else "sweep")
-        line = f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {e.reason.splitlines()[0]}"
-        out.append(line)
+        reason = escape(e.reason.splitlines()[0] if e.reason else "")
+        out.append(f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {reason}")
         if e.evidence:
-            out.append(f"{'':>26}evidence: {e.evidence.splitlines()[0][:300]}")
+            out.append(f"{'':>26}evidence: {escape(e.evidence.splitlines()[0][:300])}")
     return out

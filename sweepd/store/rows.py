@@ -100,6 +100,7 @@ class Job(_Row):
     failure_node: str | None
     failure_line: str | None
     failure_detail: str | None
+    submit_deadline: float | None
     # Compiled memory (migration 4), rank 0's line.
     mem_total_gb: float | None = None
     mem_output_gb: float | None = None

@@ -303,6 +303,34 @@ class Store:
         rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Job.from_row(r) for r in rows]
 
+    async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
+        wanted = sorted(set(tokens))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = await self._all(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
+        return {str(r["token"]): Job.from_row(r) for r in rows}
+
+    async def daemon_value(self, key: str) -> str | None:
+        rows = await self._all("SELECT value FROM daemon_state WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    async def set_daemon_value(self, key: str, value: str | None) -> None:
+        """Set (or, with None, remove) one key of the daemon's own persistent state."""
+        async with self.tx() as conn:
+            if value is None:
+                await conn.execute("DELETE FROM daemon_state WHERE key = ?", (key,))
+            else:
+                await conn.execute("INSERT INTO daemon_state (key, value) VALUES (?, ?) ON "
+                                   "CONFLICT (key) DO UPDATE SET value = excluded.value",
+                                   (key, value))
+
+    async def store_id(self) -> str:
+        """This store's identity (migration 3), part of every token it issues."""
+        row = await self._one("SELECT value FROM daemon_state WHERE key = 'store.id'", (),
+                              "store id")
+        return str(row[0])
+
     async def transition_job(
         self, job_id: int, to: JobState, reason: str, *, rule: str | None = None,
         evidence: str | None = None, **fields: Any,

@@ -49,6 +49,9 @@ class Kind:
     # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
     # configured repo. Called before every submission; must be idempotent.
     workdir: Callable[[Any, dict[str, Any], Path], Awaitable[Path | None]] | None = None
+    # Removes what `workdir` made, once the sweep has ended (done, failed or aborted);
+    # returns what it removed. Takes the spec and the sweep's directory.
+    release: Callable[[Any, Path], Awaitable[list[Path]]] | None = None
     # A PNG where a picture says more than the table (None: nothing to draw yet).
     plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
 

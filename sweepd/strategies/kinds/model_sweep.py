@@ -128,12 +128,22 @@ async def prepare(spec: ModelSweepSpec, sweep_dir: Path) -> list[worktrees.Workt
 
 
 async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path) -> Path | None:
-    """The worktree of the run's commit under the sweep's directory, made on first use."""
+    """The checkout of the run's commit under the sweep's directory, made on first use: a
+    clone, which the toolkit's submit.sh takes for a repo root. Its jobs' logs still go to
+    the configured repo's workspace (the slurm backend sets JOB_WORKSPACE)."""
     commit = params.get("_commit")
     if spec.repo is None or not commit:
         return None
     return (await worktrees.add(spec.repo, str(commit), sweep_dir / "worktrees")).path
 
 
+async def release(spec: ModelSweepSpec, sweep_dir: Path) -> list[Path]:
+    """The sweep has ended: its checkouts go (its jobs ran from submit.sh's snapshots)."""
+    if spec.repo is None:
+        return []
+    return await worktrees.remove_all(spec.repo, sweep_dir / "worktrees")
+
+
 KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan, report.markdown, report.rows,
-            gather=gather, workdir=workdir, config_stops=False, plot=report.plot)
+            gather=gather, workdir=workdir, release=release, config_stops=False,
+            plot=report.plot)

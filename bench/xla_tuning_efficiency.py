@@ -1,0 +1,122 @@
+"""How many runs the xla-tuning wave planner needs, and how often it is right (not a test).
+
+    python bench/xla_tuning_efficiency.py [--landscapes N] [--seed S]
+
+Three methods on the same landscapes, each run fed fresh 0.8 % noise and a 3 % flake rate,
+10 minutes of queue time per run (so the 8 h stop rule is 48 runs):
+
+* planner: sweepd.kinds.xla_tuning.search.plan;
+* literal: the SKILL.md's waves done literally: baseline pair + evidence, then every catalog
+  profile in the evidence's mechanism order, 8 per wave, any result > +2 % re-run once, the
+  best two confirmed singles stacked, stop rules checked after each wave;
+* exhaustive: every catalog profile once, the top 3 re-run twice, the best pair stacked
+  (n=3), the best mean claimed.
+
+Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the `tuned`
+family and the `heldout` family (bench/xla_tuning_landscapes.py), reported separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from xla_tuning_landscapes import GENERATORS, Case
+from xla_tuning_methods import Claim, exhaustive, literal, planner
+
+from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
+from sweepd.kinds.xla_tuning.landscape import Landscape, truth
+
+Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
+METHODS: dict[str, Method] = {
+    "planner": planner, "literal": literal, "exhaustive": exhaustive}
+DEFINITION = (
+    "found = the reported recipe's TRUE gain is within 1 % of the best true recipe (<= 3 flags "
+    "from the catalog); false winner = a >= +5 % recipe claimed (by any verdict, the 8 h stop "
+    "included) while its true gain is < +3 %; "
+    "wrong bounded = 'bounded' concluded while the true best is >= +3 %; found|>=5% = found, "
+    "counted only over landscapes whose true best is >= +5 %"
+)
+
+
+@dataclass
+class Tally:
+    runs: list[int]
+    exhaustive_runs: list[int]
+    found: int = 0
+    false_winner: int = 0
+    wrong_bounded: int = 0
+    n: int = 0
+    big: int = 0  # landscapes whose true best is >= +5 %
+    found_big: int = 0
+
+
+def _real(reps: int) -> list[Case]:
+    out = []
+    for land in default_landscapes():
+        cat = default_catalog(Parallelism.parse(land.parallelism))
+        out += [(land, cat)] * reps
+    return out
+
+
+def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex: int) -> None:
+    restore = restore_default(land.deployed_settings())
+    best = truth(land, (*cat, *([restore] if restore else [])))
+    true_gain = land.gain(claim.settings, land.tags[0]) if claim.settings else 1.0
+    true_gain = true_gain or 0.0
+    t.n += 1
+    t.runs.append(claim.runs)
+    t.exhaustive_runs.append(ex)
+    t.found += true_gain >= best.gain / 1.01
+    t.big += best.gain >= 1.05
+    t.found_big += best.gain >= 1.05 and true_gain >= best.gain / 1.01
+    t.false_winner += claim.gain >= 0.05 and true_gain < 1.03  # any verdict's claim
+    t.wrong_bounded += claim.kind == "bounded" and best.gain >= 1.03
+
+
+def run(cases: list[Case], seed: int) -> dict[str, Tally]:
+    tallies = {m: Tally([], []) for m in METHODS}
+    for i, (land, cat) in enumerate(cases):
+        claims = {m: f(land, cat, random.Random(seed * 7919 + i)) for m, f in METHODS.items()}
+        for m, claim in claims.items():
+            _judge(land, cat, claim, tallies[m], claims["exhaustive"].runs)
+    return tallies
+
+
+def report(name: str, tallies: dict[str, Tally]) -> None:
+    print(f"\n{name} ({next(iter(tallies.values())).n} landscapes)")
+    print(f"{'method':<11} {'runs':>6} {'vs exh.':>8} {'found':>7} {'false win':>10} "
+          f"{'wrong bnd':>10} {'found|>=5%':>11}")
+    for m, t in tallies.items():
+        ratio = sum(t.runs) / max(1, sum(t.exhaustive_runs))
+        print(f"{m:<11} {statistics.fmean(t.runs):6.1f} {ratio:8.0%} {t.found / t.n:7.1%} "
+              f"{t.false_winner / t.n:10.1%} {t.wrong_bounded / t.n:10.1%} "
+              f"{t.found_big / max(1, t.big):11.1%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--landscapes", type=int, default=200)
+    ap.add_argument("--real", type=int, default=50, help="replays of each real landscape")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    print(DEFINITION)
+    report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed))
+    for fam, gen in GENERATORS.items():
+        rng = random.Random(args.seed * 1000 + len(fam))
+        cases = [gen(rng) for _ in range(args.landscapes)]
+        report(f"random, {fam}", run(cases, args.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Random flag-effect landscapes for bench/xla_tuning_efficiency.py (not a test).
+
+Two generators. `tuned` is the family the planner's constants were chosen against: winners
+sit (70 %) in a mechanism the evidence run points at, numeric families have one smooth
+optimum. `heldout` was written afterwards and never tuned against: winners anywhere, numeric
+effects that jump between neighbouring values, a winner that may sit only at an extreme
+value, more interactions (some stacks only win together), a harmful env-file flag.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from sweepd.kinds.xla_tuning.catalog import (
+    COST_MECHANISMS,
+    Cost,
+    Layer,
+    Mechanism,
+    Parallelism,
+    Profile,
+    Setting,
+    applies,
+)
+from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape
+
+Case = tuple[Landscape, tuple[Profile, ...]]
+
+
+def _catalog(rng: random.Random, par: Parallelism) -> tuple[Profile, ...]:
+    """30-60 profiles: families of one to seven values over the applicable mechanisms."""
+    mechs = [m for m in Mechanism if applies(m, par) and m is not Mechanism.PIPELINE]
+    target = rng.randint(30, 60)
+    out: list[Profile] = []
+    i = 0
+    while len(out) < target:
+        mech = rng.choice(mechs)
+        size = rng.choice((1, 1, 1, 2, 3, 4, 5, 7))
+        size = min(size, target - len(out))
+        key = f"xla_gpu_fake_{i}" if rng.random() < 0.8 else f"FAKE_ENV_{i}"
+        layer = Layer.XLA if key.startswith("xla") else Layer.ENV
+        for pos in range(size):
+            value = str(2**pos) if size > 1 else "true"
+            name = f"f{i}v{value}" if size > 1 else f"f{i}"
+            out.append(Profile(name, (Setting(key, value, layer),), frozenset({mech}),
+                               family=f"f{i}", position=pos))
+        i += 1
+    return tuple(out)
+
+
+def _families(cat: tuple[Profile, ...]) -> dict[str, list[Profile]]:
+    fams: dict[str, list[Profile]] = {}
+    for p in cat:
+        fams.setdefault(p.family, []).append(p)
+    return fams
+
+
+def _evidence(rng: random.Random) -> dict[Cost, float]:
+    costs = [c for c in Cost if c is not Cost.COMPUTE]
+    top = rng.sample(costs, 3)
+    return {top[0]: 0.4, top[1]: 0.15, top[2]: 0.05, Cost.COMPUTE: 0.4}
+
+
+def _curve_smooth(rng: random.Random, n: int, peak: float) -> list[float]:
+    at = rng.randrange(n)
+    width = rng.uniform(1.0, 3.0)
+    return [peak * math.exp(-(((i - at) / width) ** 2)) for i in range(n)]
+
+
+def _curve_jumpy(rng: random.Random, n: int, peak: float) -> list[float]:
+    at = rng.choice((0, n - 1)) if rng.random() < 0.5 else rng.randrange(n)
+    return [peak if i == at else peak * rng.uniform(-0.6, 0.6) for i in range(n)]
+
+
+def generate(rng: random.Random, heldout: bool) -> Case:
+    par = Parallelism.parse(rng.choice(("FSDP=8", "PP=8", "TP=8", "PP=4,FSDP=2")))
+    cat = _catalog(rng, par)
+    fams = _families(cat)
+    evidence = _evidence(rng)
+    lead = max(evidence, key=lambda c: (c is not Cost.COMPUTE, evidence[c]))
+    hot = set(COST_MECHANISMS[lead])
+    effects: dict[str, Effect] = {}
+    for fam in fams.values():  # background: mostly small, some clearly harmful
+        u = rng.random()  # most flags do little; a quarter hurt; a few help a little
+        base = (rng.uniform(-0.004, 0.004) if u < 0.6 else -rng.uniform(0.01, 0.07) if u < 0.85
+                else rng.uniform(0.005, 0.03))
+        curve = (_curve_jumpy if heldout else _curve_smooth)(rng, len(fam), base)
+        for p, e in zip(fam, curve, strict=True):
+            effects[p.settings[0].label] = Effect(tgs=1 + e)
+    names = list(fams)
+    winners: list[str] = []
+    for w in rng.sample(names, rng.choice((0, 1, 1, 2, 2, 3))):
+        if not heldout and rng.random() < 0.7:
+            pool = [f for f, ps in fams.items() if ps[0].mechanisms & hot] or names
+            w = rng.choice(pool)
+        winners.append(w)
+        peak = rng.uniform(0.05, 0.15)
+        curve = (_curve_jumpy if heldout else _curve_smooth)(rng, len(fams[w]), peak)
+        for p, e in zip(fams[w], curve, strict=True):
+            effects[p.settings[0].label] = Effect(tgs=1 + e)
+    _hazards(rng, cat, effects)
+    unknown = frozenset(rng.choice(cat).settings[0].key for _ in range(rng.randint(0, 2)))
+    interactions = _interactions(rng, cat, winners, fams, heldout)
+    deployed = tuple(rng.choice(cat).settings[0].label for _ in range(rng.randint(0, 2)))
+    land = Landscape(
+        parallelism=par.text, tags=("default",), base_tgs={"default": 1000.0},
+        effects=effects, interactions=interactions, unknown=unknown - {
+            d.partition("=")[0] for d in deployed},
+        deployed=tuple(dict.fromkeys(deployed)), noise=0.008, flake_rate=0.03,
+        evidence=evidence,
+    )
+    return land, cat
+
+
+def _hazards(rng: random.Random, cat: tuple[Profile, ...], effects: dict[str, Effect]) -> None:
+    for p in rng.sample(list(cat), rng.randint(0, 3)):  # some profiles do not fit
+        label = p.settings[0].label
+        effects[label] = Effect(tgs=effects[label].tgs, mem=rng.uniform(1.3, 1.8))
+
+
+def _interactions(rng: random.Random, cat: tuple[Profile, ...], winners: list[str],
+                  fams: dict[str, list[Profile]], heldout: bool) -> tuple[Interaction, ...]:
+    out = []
+    if len(winners) >= 2:  # winners that share a bottleneck do not add up
+        a, b = rng.sample(winners, 2)
+        out.append(Interaction(members=(fams[a][0].settings[0].key, fams[b][0].settings[0].key),
+                               tgs=rng.uniform(0.93, 1.0)))
+    for _ in range(rng.randint(0, 3 if heldout else 1)):
+        p, q = rng.sample(list(cat), 2)
+        if p.settings[0].key != q.settings[0].key:
+            tgs = rng.uniform(1.03, 1.08) if heldout and rng.random() < 0.4 else \
+                rng.uniform(0.95, 1.0)
+            out.append(Interaction(members=(p.settings[0].label, q.settings[0].label), tgs=tgs))
+    return tuple(out)
+
+
+GENERATORS: dict[str, Callable[[random.Random], Case]] = {
+    "tuned": lambda rng: generate(rng, heldout=False),
+    "heldout": lambda rng: generate(rng, heldout=True),
+}

@@ -1,0 +1,137 @@
+"""The three methods bench/xla_tuning_efficiency.py compares (see its docstring)."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sweepd.kinds.xla_tuning.board import Inputs
+from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting, mechanism_order, stack
+from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.replay import RUN_S, replay
+
+WAVE, MAX_S, WIN, BOUND, COUNT = 8, 8 * 3600.0, 0.05, 0.02, 25
+
+
+@dataclass(frozen=True)
+class Claim:
+    kind: str  # proposal, bounded, timebox, exhausted
+    settings: tuple[Setting, ...]
+    runs: int
+    gain: float = 0.0  # the claimed (measured) gain of the recipe
+
+
+def planner(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
+    inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
+                 deployed=land.deployed_settings())
+    r = replay(inp, land, rng)
+    return Claim(str(r.verdict.kind), r.settings(inp), len(r.results), r.verdict.gain or 0.0)
+
+
+@dataclass
+class _Lab:
+    """Runs profiles against the landscape, counting every run (flakes retried <= 3)."""
+
+    land: Landscape
+    rng: random.Random
+    runs: int = 0
+    tgs: dict[str, list[float]] = field(default_factory=dict)
+    dead: set[str] = field(default_factory=set)
+
+    def run(self, p: Profile) -> None:
+        for _ in range(3):
+            self.runs += 1
+            s = sample(self.land, p.settings, self.land.tags[0], self.rng)
+            if s.kind is RunKind.OK and s.tgs is not None:
+                self.tgs.setdefault(p.name, []).append(s.tgs)
+                return
+            if s.kind is not RunKind.FLAKE:
+                break
+        self.dead.add(p.name)
+
+    def delta(self, name: str) -> float:
+        base = statistics.fmean(self.tgs.get("baseline", [1.0]))
+        got = self.tgs.get(name)
+        return statistics.fmean(got) / base - 1 if got else -1.0
+
+    def best(self, min_n: int) -> str | None:
+        ok = [n for n, v in self.tgs.items() if n != "baseline" and len(v) >= min_n]
+        return max(ok, key=self.delta, default=None)
+
+
+BASE = Profile("baseline", (), frozenset())
+
+
+def _claim(lab: _Lab, kind: str, table: dict[str, Profile], min_n: int) -> Claim:
+    best = lab.best(min_n)
+    if best is None or lab.delta(best) <= 0:
+        return Claim(kind, (), lab.runs)
+    return Claim(kind, table[best].settings, lab.runs, lab.delta(best))
+
+
+def _stack_top(lab: _Lab, table: dict[str, Profile], min_n: int, reps: int) -> None:
+    good = sorted((n for n, v in lab.tgs.items() if n != "baseline" and len(v) >= min_n
+                   and lab.delta(n) > 0.01 and "+" not in n), key=lambda n: -lab.delta(n))
+    for a, b in ((a, b) for i, a in enumerate(good) for b in good[i + 1:]):
+        if not table[a].keys & table[b].keys and len(table[a].settings + table[b].settings) <= 3:
+            s = stack((table[a], table[b]))
+            if s.name not in table:
+                table[s.name] = s
+                for _ in range(reps):
+                    lab.run(s)
+            return
+
+
+def literal(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
+    lab = _Lab(land, rng)
+    table = {p.name: p for p in cat}
+    restore = restore_default(land.deployed_settings())
+    lab.run(BASE)
+    lab.runs += 1  # the evidence run
+    if restore is not None:
+        table[restore.name] = restore
+        lab.run(restore)
+    order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
+    queue = [p for m in order for p in cat if m in p.mechanisms]
+    queue = list({p.name: p for p in queue}.values())
+    distinct = 0
+    while queue:
+        wave, queue = queue[:WAVE], queue[WAVE:]
+        for p in wave:
+            lab.run(p)
+        distinct += len(wave)
+        for p in wave:
+            if lab.delta(p.name) > BOUND:
+                lab.run(p)  # winners re-measured before being called winners
+        _stack_top(lab, table, 2, 2)
+        best = lab.best(2)
+        if best and lab.delta(best) >= WIN:
+            return _claim(lab, "proposal", table, 2)
+        top = max((lab.delta(n) for n in lab.tgs if n != "baseline"), default=0.0)
+        if distinct >= COUNT and top <= BOUND:
+            return _claim(lab, "bounded", table, 1)
+        if lab.runs * RUN_S >= MAX_S:
+            return _claim(lab, "timebox", table, 1)
+    top = max((lab.delta(n) for n in lab.tgs if n != "baseline"), default=0.0)
+    return _claim(lab, "bounded" if top <= BOUND else "exhausted", table, 1)
+
+
+def exhaustive(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
+    lab = _Lab(land, rng)
+    table = {p.name: p for p in cat}
+    lab.run(BASE)
+    lab.run(BASE)
+    for p in cat:
+        lab.run(p)
+    top = sorted((n for n in lab.tgs if n != "baseline"), key=lambda n: -lab.delta(n))[:3]
+    for n in top:
+        lab.run(table[n])
+        lab.run(table[n])
+    _stack_top(lab, table, 3, 3)
+    best = lab.best(3)
+    gain = lab.delta(best) if best else 0.0
+    kind = "proposal" if gain >= WIN else ("bounded" if gain <= BOUND else "exhausted")
+    return _claim(lab, kind, table, 3)

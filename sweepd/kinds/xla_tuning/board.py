@@ -1,0 +1,164 @@
+"""What the planner is given (the spec's inputs, with the SKILL.md's thresholds as defaults)
+and the results so far, as it judges them: per profile, its samples, its fate.
+
+Noise-aware: a profile's delta is its mean TGS over the baseline's mean, with the standard
+error of that difference from the per-run noise (~0.8 %, xla-tuning-facts.md) and both
+sample counts, so one lucky run never carries a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting
+
+BASELINE = "baseline"
+RESTORE = "restore_default"
+EVIDENCE = "evidence"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    parallelism: Parallelism
+    catalog: tuple[Profile, ...]
+    tags: tuple[str, ...] = ("default",)  # the first is the primary config tag
+    deployed: tuple[Setting, ...] = ()  # what the model's env file sets (the Inventory)
+    win: float = 0.05  # stop rule 1: a confirmed recipe at least this much faster
+    bounded_gain: float = 0.02  # stop rule 2: none of >= bounded_count profiles beats this
+    bounded_count: int = 25
+    regress: float = 0.01  # no other config tag may lose more than this
+    max_queue_s: float = 8 * 3600.0  # stop rule 3
+    noise: float = 0.008  # relative std of one run
+    wave_size: int = 8
+    max_flakes: int = 3
+    max_flags: int = 3
+    # Mechanisms (in evidence order) seeded in full before a winner may end the sweep; all
+    # by default: a winner elsewhere would be missed (measured: docs/benchmarks.md).
+    focus: int = 99
+    microbatches: int | None = None  # the config's num_pipeline_microbatches (Wave 5)
+
+
+class Outcome(StrEnum):
+    PENDING = "pending"  # submitted, no result yet
+    OK = "ok"  # steady TGS measured (cleanup exit 143 after the last step counts)
+    OOM = "oom"  # detail: the failed allocation
+    UNKNOWN_FLAG = "unknown_flag"  # detail: the flag the image rejected
+    NOT_APPLIED = "not_applied"  # the job's effective flags show the profile lost; detail: culprit
+    FLAKE = "flake"  # RCCL flake, coordination timeout: retried
+
+
+@dataclass(frozen=True)
+class Result:
+    profile: str
+    tag: str
+    outcome: Outcome
+    tgs: float | None = None
+    step_s: float | None = None
+    detail: str = ""
+    queue_s: float = 0.0  # time the job spent queued and running
+    wave: int = 0
+    job_id: str = ""
+    loss: float | None = None
+
+
+class Fate(StrEnum):
+    MEASURED = "measured"
+    OPEN = "open"  # pending, or failed and due a retry
+    UNKNOWN_FLAG = "dropped: unknown flag"
+    OOM = "dropped: OOM"
+    UNMEASURABLE = "dropped: unmeasurable"
+    NOT_APPLIED = "dropped: not applied"
+
+
+@dataclass(frozen=True)
+class Entry:
+    profile: str
+    tag: str
+    samples: tuple[float, ...]
+    fate: Fate
+    detail: str = ""
+    flakes: int = 0
+    not_applied: int = 0
+    pending: bool = False
+    first_wave: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples) if self.samples else math.nan
+
+
+@dataclass(frozen=True)
+class Board:
+    entries: dict[tuple[str, str], Entry]
+    noise: float
+    queue_s: float
+    pending: int
+    waves: tuple[int, ...] = field(default=())
+    runs: int = 0  # every result, failures included
+
+    def get(self, profile: str, tag: str) -> Entry | None:
+        return self.entries.get((profile, tag))
+
+    def base(self, tag: str) -> Entry | None:
+        e = self.get(BASELINE, tag)
+        return e if e is not None and e.n else None
+
+    def delta(self, profile: str, tag: str) -> float | None:
+        e, b = self.get(profile, tag), self.base(tag)
+        if e is None or not e.n or b is None:
+            return None
+        return e.mean / b.mean - 1
+
+    def se(self, profile: str, tag: str) -> float:
+        """Standard error of the delta (relative), from both sample counts."""
+        e, b = self.get(profile, tag), self.base(tag)
+        n, nb = (e.n if e else 0) or 1, (b.n if b else 0) or 1
+        return self.noise * math.sqrt(1 / n + 1 / nb)
+
+    def measured(self, tag: str) -> list[Entry]:
+        skip = {BASELINE, EVIDENCE}
+        return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
+
+
+def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
+    grouped: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        grouped.setdefault((r.profile, r.tag), []).append(r)
+    entries = {key: _entry(key, rs, max_flakes) for key, rs in grouped.items()}
+    return Board(
+        entries,
+        noise,
+        queue_s=sum(r.queue_s for r in results),
+        pending=sum(r.outcome is Outcome.PENDING for r in results),
+        waves=tuple(sorted({r.wave for r in results})),
+        runs=len(results),
+    )
+
+
+def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
+    samples = tuple(r.tgs for r in rs if r.outcome is Outcome.OK and r.tgs is not None)
+    flakes = sum(r.outcome is Outcome.FLAKE for r in rs)
+    lost = [r for r in rs if r.outcome is Outcome.NOT_APPLIED]
+    pending = any(r.outcome is Outcome.PENDING for r in rs)
+    fate, detail = Fate.MEASURED if samples else Fate.OPEN, ""
+    for r in rs:  # a hard failure drops the profile at once: same flags, same failure
+        if r.outcome is Outcome.UNKNOWN_FLAG:
+            fate, detail = Fate.UNKNOWN_FLAG, r.detail
+        elif r.outcome is Outcome.OOM:
+            fate, detail = Fate.OOM, r.detail
+    if fate is Fate.OPEN and flakes >= max_flakes:
+        fate, detail = Fate.UNMEASURABLE, f"{flakes} flakes"
+    if fate is Fate.OPEN and lost:
+        detail = lost[-1].detail  # the culprit: what won over the profile's flags
+        if len(lost) >= 2:  # retried once with the arms placed to win
+            fate = Fate.NOT_APPLIED
+    return Entry(key[0], key[1], samples, fate, detail, flakes, len(lost), pending,
+                 min(r.wave for r in rs))

@@ -1,0 +1,165 @@
+"""`<MODEL_TAG>-tuning.md` (xla-tuning.SKILL.md Step 8): the ten sections, from typed data.
+
+Run again for another parallelism, `extend` appends that cell's sections, a TL;DR row and
+the sign-flip table; each cell's per-profile deltas ride along in a comment at the end, so a
+later cell can be compared flag by flag without re-reading tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+_DELTAS = re.compile(r"<!-- sweepd:deltas (.*?) -->")
+TOP, BOTTOM = 8, 5
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    profile: str
+    tag: str
+    status: str  # ok, oom (allocation), unknown flag (name), not applied (culprit), flake
+    tgs: float | None = None
+    step_s: float | None = None
+    loss: float | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    profile: str
+    flags: str  # the settings, as they reach the job
+    tgs: float
+    step_s: float
+    delta: float  # vs baseline-deployed
+    n: int
+    job_ids: tuple[str, ...]
+    loss_shift: bool = False  # loss at the last step moved beyond noise
+
+
+@dataclass(frozen=True)
+class Cell:
+    model_tag: str
+    parallelism: str
+    tag: str  # the primary config tag
+    header: dict[str, str]  # date, hardware, image, branch, base config, seq len, steps, metric
+    inventory: str
+    env_effect: str  # the Wave 1 result, one paragraph
+    board: tuple[Standing, ...]  # measured profiles, best first
+    winner: str | None
+    why: str  # mechanism, from the evidence run (job id, HLO artifact)
+    verdict: str
+    patch: str  # proposed env-file lines
+    jobs: tuple[Job, ...]
+    guard: str = ""  # e.g. `[[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]` when recipes conflict
+
+    def deltas(self) -> dict[str, float]:
+        return {s.profile: round(s.delta, 4) for s in self.board}
+
+
+def write(cell: Cell) -> str:
+    head = [f"# {cell.model_tag} XLA / NCCL tuning", ""]
+    head += [f"- {k}: {v}" for k, v in cell.header.items()] + [""]
+    tldr = ["## TL;DR", "", "| Parallelism | Config | Best recipe | TGS | Δ vs baseline-deployed "
+            "| Jobs |", "|---|---|---|---|---|---|", _tldr_row(cell), "", _why_line(cell), ""]
+    return "\n".join(head + tldr) + _cell_sections(cell, None) + _trailer({cell.parallelism:
+                                                                          cell.deltas()})
+
+
+def extend(existing: str, cell: Cell) -> str:
+    """Add another parallelism: its sections, a TL;DR row, and the sign-flip table."""
+    match = _DELTAS.search(existing)
+    prior: dict[str, dict[str, float]] = json.loads(match.group(1)) if match else {}
+    prior.pop(cell.parallelism, None)
+    body = _DELTAS.sub("", existing).rstrip() + "\n"
+    lines = body.split("\n")
+    at = max(i for i, ln in enumerate(lines) if ln.startswith("| ")
+             and i < _index(lines, "## Inventory"))
+    lines.insert(at + 1, _tldr_row(cell))
+    body = "\n".join(lines)
+    merged = {**prior, cell.parallelism: cell.deltas()}
+    return body + _cell_sections(cell, prior) + _trailer(merged)
+
+
+def _index(lines: list[str], prefix: str) -> int:
+    return next((i for i, ln in enumerate(lines) if ln.startswith(prefix)), len(lines))
+
+
+def _tldr_row(cell: Cell) -> str:
+    best = next((s for s in cell.board if s.profile == cell.winner), None)
+    if best is None:
+        return f"| {cell.parallelism} | {cell.tag} | none ({cell.verdict}) | — | — | — |"
+    return (f"| {cell.parallelism} | {cell.tag} | `{best.flags}` ⭐ | {best.tgs:.1f} | "
+            f"{best.delta:+.2%} | {', '.join(best.job_ids)} |")
+
+
+def _why_line(cell: Cell) -> str:
+    return f"{cell.parallelism}: {cell.why if cell.winner else cell.verdict}"
+
+
+def _cell_sections(cell: Cell, prior: dict[str, dict[str, float]] | None) -> str:
+    p = cell.parallelism
+    out = [f"## Inventory ({p})", "", cell.inventory, "",
+           f"## Effect of {cell.model_tag}.env.sh on {p}", "", cell.env_effect, "",
+           f"## Tuning leaderboard ({p})", "", *_leaderboard(cell), "",
+           f"## Why the winning flag wins ({p})", "", cell.why if cell.winner else cell.verdict,
+           "", f"## Negative findings ({p})", "", *_negatives(cell), ""]
+    if prior:
+        out += ["## Sign flips vs other parallelisms", "", *_sign_flips(cell, prior), ""]
+    out += [f"## Recommended deployment ({p})", "", *_patch(cell), "",
+            f"## Appendix: data sources ({p})", "", "| Job | Profile | Config | Status | TGS |",
+            "|---|---|---|---|---|"]
+    for j in sorted(cell.jobs, key=lambda j: (len(j.job_id), j.job_id)):
+        tgs = f"{j.tgs:.1f}" if j.tgs is not None else "—"
+        out.append(f"| {j.job_id} | {j.profile} | {j.tag} | {j.status} | {tgs} |")
+    return "\n".join(out) + "\n"
+
+
+def _row(rank: int, s: Standing, winner: str | None) -> str:
+    star = " ⭐" if s.profile == winner else ""
+    loss = " (loss moved)" if s.loss_shift else ""
+    return (f"| {rank} | {s.profile}{star} ({', '.join(s.job_ids)}) | `{s.flags}` | "
+            f"{s.tgs:.1f} | {s.step_s:.2f} | {s.delta:+.2%}{loss} | {s.n} |")
+
+
+def _leaderboard(cell: Cell) -> list[str]:
+    head = ["| # | Profile (jobs) | Flags | TGS | step (s) | Δ% vs baseline-deployed | n |",
+            "|---|---|---|---|---|---|---|"]
+    ranked = list(enumerate(cell.board, 1))
+    shown = ranked if len(ranked) <= TOP + BOTTOM else ranked[:TOP] + ranked[-BOTTOM:]
+    return head + [_row(i, s, cell.winner) for i, s in shown]
+
+
+def _negatives(cell: Cell) -> list[str]:
+    bad = sorted((s for s in cell.board if s.delta < 0), key=lambda s: s.delta)
+    dropped = [j for j in cell.jobs if j.status not in ("ok", "flake", "pending")]
+    lines = [f"- {s.profile} (`{s.flags}`): {s.delta:+.2%}" for s in bad]
+    lines += [f"- {j.profile} ({j.job_id}): {j.status}" for j in dropped]
+    return lines or ["- none"]
+
+
+def _sign_flips(cell: Cell, prior: dict[str, dict[str, float]]) -> list[str]:
+    others = sorted(prior)
+    lines = ["| Profile | " + " | ".join([*others, cell.parallelism]) + " | flip |",
+             "|---|" + "---|" * (len(others) + 2)]
+    mine = cell.deltas()
+    for prof in sorted(set(mine) & {k for d in prior.values() for k in d}):
+        vals = [prior[o].get(prof) for o in others] + [mine[prof]]
+        signs = {v > 0 for v in vals if v is not None and abs(v) >= 0.005}
+        cells = " | ".join("—" if v is None else f"{v:+.2%}" for v in vals)
+        lines.append(f"| {prof} | {cells} | {'yes' if len(signs) > 1 else ''} |")
+    return lines
+
+
+def _patch(cell: Cell) -> list[str]:
+    if not cell.winner:
+        return ["No change: nothing beat baseline-deployed beyond noise."]
+    body = cell.patch.strip().splitlines()
+    if cell.guard:
+        body = [f"if {cell.guard}; then", *("    " + ln for ln in body), "fi"]
+    return [f"Proposed `configs/{cell.model_tag}.env.sh` patch:", "", "```bash", *body, "```"]
+
+
+def _trailer(deltas: dict[str, dict[str, float]]) -> str:
+    return f"\n<!-- sweepd:deltas {json.dumps(deltas, sort_keys=True)} -->\n"

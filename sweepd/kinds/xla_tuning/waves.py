@@ -1,0 +1,263 @@
+"""What the next wave may hold, each with its rule and reason (see search.py for the order)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Fate, Inputs
+from sweepd.kinds.xla_tuning.catalog import (
+    Axis,
+    Evidence,
+    Mechanism,
+    Profile,
+    bubble,
+    mechanism_order,
+    stack,
+)
+
+Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
+LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
+POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
+MAX_N = 3  # runs of one profile before its mean is taken as it is
+STACKS_PER_WAVE = 2
+SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
+CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
+SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
+
+
+@dataclass
+class Candidates:
+    inp: Inputs
+    board: Board
+    evidence: Evidence | None
+    table: dict[str, Profile]
+
+    def __post_init__(self) -> None:
+        self.primary = self.inp.tags[0]
+        self.order = mechanism_order(self.inp.parallelism, self.evidence)
+        self.unknown = {e.detail for e in self.board.entries.values()
+                        if e.fate is Fate.UNKNOWN_FLAG}
+
+    def _d(self, name: str, tag: str | None = None) -> float:
+        d = self.board.delta(name, tag or self.primary)
+        return -math.inf if d is None else d
+
+    def _ok(self, p: Profile) -> bool:
+        """Untried on the primary tag and free of a flag the image already rejected."""
+        return self.board.get(p.name, self.primary) is None and not (p.keys & self.unknown)
+
+    def _candidates(self) -> list[Entry]:
+        skip = {BASELINE, EVIDENCE}
+        return [e for e in self.board.measured(self.primary) if e.profile not in skip]
+
+    def distinct_tried(self) -> int:
+        """Distinct profiles run in Waves 2-4 (pipeline shapes are Wave 5)."""
+        return sum(1 for (p, t), e in self.board.entries.items()
+                   if t == self.primary and e.first_wave >= 2 and p not in (BASELINE, EVIDENCE)
+                   and Mechanism.PIPELINE not in self._profile(p).mechanisms)
+
+    def _profile(self, name: str) -> Profile:
+        if name in self.table:
+            return self.table[name]
+        missing = [part for part in name.split("+") if part not in self.table]
+        if missing:
+            raise ValueError(f"result for profile {name!r}: not in this sweep's catalog "
+                             f"({', '.join(missing)})")
+        return stack(tuple(self.table[part] for part in name.split("+")))
+
+    def confirmations(self) -> list[Item]:
+        """Noise: a result that would change the verdict is re-run, judged on the mean."""
+        best = max((self._d(e.profile) for e in self._candidates() if e.n >= 2), default=0.0)
+        out: list[Item] = []
+        for e in self._candidates():
+            d, se = self._d(e.profile), self.board.se(e.profile, self.primary)
+            why = _rerun_reason(self.inp, e.n, d, se, best)
+            if why and len(self._profile(e.profile).settings) <= self.inp.max_flags:
+                out.append((self._profile(e.profile), self.primary, "noise.rerun",
+                            f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
+        base = self.board.base(self.primary)
+        if out and base is not None and base.n < MAX_N:
+            out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
+                           f"baseline n={base.n}: deltas are judged against its mean"))
+        return out
+
+    def refinements(self) -> list[Item]:
+        """Numeric families: the untried neighbours of the family's best value so far."""
+        out: list[Item] = []
+        families: dict[str, list[Profile]] = {}
+        for p in self.table.values():
+            if p.family and Mechanism.PIPELINE not in p.mechanisms:
+                families.setdefault(p.family, []).append(p)
+        for fam, members in families.items():
+            members.sort(key=lambda p: p.position)
+            done = [p for p in members if self.board.get(p.name, self.primary) is not None
+                    and self.board.get(p.name, self.primary).n]  # type: ignore[union-attr]
+            if len(members) < 2 or not done:
+                continue
+            top = max(done, key=lambda p: self._d(p.name))
+            if max(abs(self._d(p.name)) for p in done) < LIVE:
+                continue
+            if len(done) >= SETTLED_FAMILY and self._d(top.name) < 2 * POSITIVE:
+                continue
+            for i in (top.position - 1, top.position + 1):
+                if 0 <= i < len(members) and self._ok(members[i]):
+                    out.append((members[i], self.primary, "wave.numeric_neighbour",
+                                f"{fam}: best so far {top.name} {self._d(top.name):+.2%}; "
+                                f"trying its neighbour"))
+        return out
+
+    def stacks(self) -> list[Item]:
+        """Forward selection: the leading recipe plus each positive single of another flag.
+
+        The leader is the best confirmed recipe (else the best single); a part need only be
+        clear of noise in its own run, since the stack is measured (and confirmed) itself.
+        """
+        singles: dict[str, Entry] = {}
+        for e in self._candidates():
+            d = self._d(e.profile)
+            if "+" in e.profile or d < max(POSITIVE, self.board.se(e.profile, self.primary)):
+                continue
+            fam = self._profile(e.profile).family or e.profile
+            if fam not in singles or d > self._d(singles[fam].profile):
+                singles[fam] = e
+        ranked = sorted(singles.values(), key=lambda e: -self._d(e.profile))
+        leader = best_recipe(self) or (ranked[0].profile if ranked else None)
+        if leader is None:
+            return []
+        base = self._profile(leader)
+        out: list[Item] = []
+        for e in ranked:
+            part = self._profile(e.profile)
+            if part.keys & base.keys or len(base.settings) + len(part.settings) > \
+                    self.inp.max_flags:
+                continue
+            s = self._profile("+".join(sorted([*leader.split("+"), e.profile])))
+            if self._ok(s):
+                pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
+                out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
+                            f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
+        return out[:STACKS_PER_WAVE]
+
+    def seeds(self, focus_only: bool) -> list[Item]:
+        """The first value of every untried family, mechanisms in the evidence's order."""
+        mechs = self.order[: self.inp.focus] if focus_only else self.order
+        out: list[Item] = []
+        for rank, mech in enumerate(mechs):
+            if mech is Mechanism.PIPELINE:
+                continue
+            fams: dict[str, list[Profile]] = {}
+            for p in self.inp.catalog:
+                if mech in p.mechanisms:
+                    fams.setdefault(p.family or p.name, []).append(p)
+            for fam, members in fams.items():
+                members.sort(key=lambda p: p.position)
+                for seed in (members[i] for i in seed_positions(len(members))):
+                    if self._ok(seed):
+                        out.append((seed, self.primary, "wave.catalog",
+                                    f"{mech} (mechanism #{rank + 1} for "
+                                    f"{self.inp.parallelism.text}); {fam} at {seed.name}"))
+        return out
+
+    def wave5(self, best: str | None) -> list[Item]:
+        """PP only: pipeline shapes on top of the best recipe, bubble predicted first."""
+        stages = self.inp.parallelism.degree(Axis.PP)
+        m0 = self.inp.microbatches or stages
+        base = self._profile(best) if best and self._d(best) > 0 else None
+        out: list[Item] = []
+        for p in self.inp.catalog:
+            if Mechanism.PIPELINE not in p.mechanisms:
+                continue
+            run = p
+            if (base is not None and not base.keys & p.keys
+                    and len(base.settings) + len(p.settings) <= self.inp.max_flags):
+                run = self._profile("+".join(sorted([*base.name.split("+"), p.name])))
+            if not self._ok(run):
+                continue
+            s = p.settings[0]
+            m, v = (int(s.value), 1) if "microbatch" in s.key else (m0, int(s.value))
+            out.append((run, self.primary, "wave5.pipeline_shape",
+                        f"bubble {bubble(stages, m0):.1%} -> {bubble(stages, m, v):.1%} "
+                        f"predicted (S={stages}, M={m}, V={v})"))
+        return out
+
+    def wave6(self, best: str) -> list[Item]:
+        """The winning recipe on every other config tag; a regression is re-checked once."""
+        out: list[Item] = []
+        for tag in self.inp.tags[1:]:
+            e = self.board.get(best, tag)
+            if e is None:
+                out.append((self._profile(best), tag, "wave6.cross_tag",
+                            f"{best} must not regress {tag} by > {self.inp.regress:.0%}"))
+            elif e.n == 1 and self._d(best, tag) < -self.inp.regress:
+                out.append((self._profile(best), tag, "wave6.recheck",
+                            f"{best} {self._d(best, tag):+.2%} on {tag} in one run: re-run"))
+        return out
+
+    def closing(self) -> bool:
+        """Less queue time left than one more full wave would take (at the mean run so far)."""
+        mean = self.board.queue_s / max(1, self.board.runs)
+        return self.board.queue_s + self.inp.wave_size * mean >= self.inp.max_queue_s
+
+    def plateaued(self) -> bool:
+        return not (self.confirmations() or self.refinements() or self.stacks()
+                    or self.seeds(focus_only=True))
+
+    def settled(self, best: str) -> bool:
+        return self.plateaued() and not self.wave5(best)
+
+
+def best_recipe(c: Candidates) -> str | None:
+    """The best profile of at most max_flags settings measured at least twice."""
+    ok = [e for e in c._candidates()
+          if e.n >= 2 and len(c._profile(e.profile).settings) <= c.inp.max_flags]
+    top = max(ok, key=lambda e: c._d(e.profile), default=None)
+    return top.profile if top is not None and c._d(top.profile) > 0 else None
+
+
+def wave_candidates(c: Candidates) -> list[Item]:
+    """The next wave, at most wave_size runs, in the module docstring's order."""
+    best = best_recipe(c)
+    confirm = c.confirmations()
+    if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
+        return confirm[: c.inp.wave_size]
+    items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
+    if not items and best is not None and c._d(best) >= c.inp.win:
+        items = c.wave5(best) or c.wave6(best)
+    elif not items:
+        items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
+    seen: set[tuple[str, str]] = set()
+    out: list[Item] = []
+    for it in items:
+        if (it[0].name, it[1]) not in seen:
+            seen.add((it[0].name, it[1]))
+            out.append(it)
+    return out[: c.inp.wave_size]
+
+
+def seed_positions(n: int) -> tuple[int, ...]:
+    """Where a family of n values is first tried: the middle (numeric neighbours follow when
+    it moved TGS); from SEED_TWO_FROM values on, a quarter in from each end."""
+    if n < SEED_TWO_FROM:
+        return (n // 2,)
+    return (n // 4, (3 * n) // 4)
+
+
+def _rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
+    """Why a result must be measured again before it can count, or "" if it need not.
+
+    Only a result that would change the verdict is re-run: the first one above the bounded
+    bar, one within CONTENDER of the best confirmed, one within 2 se of the win bar.
+    """
+    if n >= MAX_N:
+        return ""
+    if n == 1 and d > inp.bounded_gain and best <= inp.bounded_gain:
+        return f"above +{inp.bounded_gain:.0%} in one run: would change the verdict"
+    if n == 1 and d > 2 * POSITIVE and d >= best - CONTENDER:
+        return f"{best - d:+.2%} from the best confirmed: a contender"
+    if abs(d - inp.win) < 2 * se and d > inp.bounded_gain and best < inp.win:
+        return f"within 2 se of the +{inp.win:.0%} bar"
+    return ""
+
+
+__all__ = ["Candidates", "best_recipe", "wave_candidates"]

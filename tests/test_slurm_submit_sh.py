@@ -1,0 +1,260 @@
+"""submit.sh mode against the toolkit as it really is (maxtext-slurm-facts.md §1), on the
+local real Slurm cluster: the job id read as submit.sh reads it, unclear outcomes settled
+by the queue, logs wherever JOB_WORKSPACE points, refusals that name the failing line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
+from sweepd.clusters.slurm import SlurmCluster, failing_line_first, submit_sh_job_id
+from tests.slurm_cluster import MAXTEXT_FIXTURE
+from tests.test_slurm_backend import FINISHED, Settings, wait_state
+
+pytestmark = pytest.mark.slurm
+
+NAME = "JAX-llama2-70b-steps_2-_env_SWEEPD_TOKEN_{token}"
+
+
+def toolkit(tmp_path: Path, name: str = "maxtext-slurm") -> Path:
+    """A copy of the stand-in that is a repo root (a `.git` directory), as a clone is."""
+    repo = tmp_path / name
+    shutil.copytree(MAXTEXT_FIXTURE, repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def cluster(slurm_env: dict[str, str], repo: Path, env: dict[str, str] | None = None,
+            timeout_s: float = 60, prefix: tuple[str, ...] = ()) -> SlurmCluster:
+    settings = Settings(mode="submit_sh", repo=repo, command_prefix=prefix,
+                        slurm_conf=Path(slurm_env["SLURM_CONF"]))
+    return SlurmCluster(settings, env=env, timeout_s=timeout_s)
+
+
+def sbatch_shim(tmp_path: Path, mode: str) -> dict[str, str]:
+    """An `sbatch` ahead of the real one on PATH, making the submission's outcome unclear
+    the ways a lossy link or a wrapper does."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = shutil.which("sbatch")
+    actions = {
+        # Submitted, but nothing printed: submit.sh cannot parse a job id and exits 0.
+        "silent": f'{real} "$@" >/dev/null 2>&1',
+        # Submitted and the id printed, then an error exit: submit.sh calls it a failure.
+        "late-error": f'{real} "$@"; echo "sbatch: error: Socket closed" >&2; exit 1',
+        # Submitted, then no answer: sweepd's timeout ends submit.sh.
+        "hang": f'{real} "$@" >/dev/null 2>&1; sleep 30',
+        # A retrying wrapper submitted twice and printed nothing.
+        "twice": f'{real} "$@" >/dev/null 2>&1; {real} "$@" >/dev/null 2>&1',
+    }
+    (shim / "sbatch").write_text(f"#!/bin/bash\n{actions[mode]}\n")
+    (shim / "sbatch").chmod(0o755)
+    return {"PATH": f"{shim}:{os.environ['PATH']}"}
+
+
+def fresh(token: str) -> str:
+    """Tokens are unique per job (the queue remembers earlier test runs' jobs)."""
+    return f"{token}-{secrets.token_hex(3)}"
+
+
+def request(token: str, node: str, tmp_path: Path, **kw: object) -> JobRequest:
+    return JobRequest(token=token, model="llama2-70b", nodes=[node], output_dir=tmp_path,
+                      overrides={"steps": "2"}, **kw)  # type: ignore[arg-type]
+
+
+async def token_jobs(slurm_env: dict[str, str], token: str) -> dict[str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "squeue", "-h", "-t", "all", "-o", "%i|%T|%j", env={**os.environ, **slurm_env},
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    rows = [line.split("|") for line in out.decode().splitlines()]
+    return {r[0]: r[1] for r in rows if r[2].endswith(f"_env_SWEEPD_TOKEN_{token}")}
+
+
+# -- pure -------------------------------------------------------------------------------------
+
+def test_job_id_is_read_from_the_submitted_batch_job_line() -> None:
+    out = ("MODEL_NAME=llama2-70b\nJOB_NAME=JAX-llama2-70b\nMAXTEXT_SLURM_DIR=/w/.artifacts/a\n"
+           "Submitted batch job 4711\n"
+           "[ARTIFACT] /w/4711-JAX-llama2-70b/artifact -> .artifacts/artifact_20260101_0000_ab12\n")
+    assert submit_sh_job_id(out) == "4711"
+    assert submit_sh_job_id("[ARTIFACT] WARNING: Could not parse job ID. Artifact at: /w") is None
+
+
+def test_the_failing_line_comes_first() -> None:
+    out = ("MODEL_NAME=llama2-70b\nJOB_NAME=JAX-llama2-70b\n"
+           "sbatch: error: Batch job submission failed: Invalid node name specified\n"
+           "[ARTIFACT] sbatch failed — cleaning up artifact: /w/.artifacts/a\n")
+    assert failing_line_first(out).splitlines() == [
+        "sbatch: error: Batch job submission failed: Invalid node name specified",
+        "MODEL_NAME=llama2-70b", "JOB_NAME=JAX-llama2-70b",
+        "[ARTIFACT] sbatch failed — cleaning up artifact: /w/.artifacts/a"]
+    assert failing_line_first("x\n!!! Unknown model: q\n!!! Model name resolution failed.\n"
+                              ).splitlines()[0] == "!!! Unknown model: q"
+    assert failing_line_first("a\n[ERROR] Job 9 died in prolog before writing any log: "
+                              "FAILED\n").startswith("[ERROR] Job 9 died")
+
+
+# -- the fake toolkit is the real one's stand-in ------------------------------------------------
+
+def run_submit_sh(repo: Path, *args: str, env: dict[str, str] | None = None,
+                  ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(repo / "submit.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, check=False, timeout=60)
+
+
+def test_fake_toolkit_prints_what_submit_sh_prints(slurm_env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    res = run_submit_sh(repo, "70b:my-run:exp1", "-N", "1", "-w", "chi2880", "--", "steps=2",
+                        env=slurm_env)
+    assert res.returncode == 0, res.stderr
+    ws = repo / "outputs"
+    patterns = [
+        rf"mkdir: created directory '{ws}'", "MODEL_NAME=llama2-70b", "MODEL_NAME_ALIAS=my-run",
+        "EXP_TAG=exp1", 'SBATCH_ARGS="-N 1 -w chi2880"', 'PASSTHROUGH_ARGS="steps=2"',
+        "JOB_NAME=JAX-llama2-70b-exp1-steps_2", r"\[ARTIFACT\] Building artifact\.\.\.",
+        rf"\[ARTIFACT\]   Source : {repo}", rf"\[ARTIFACT\]   Target : {ws}/\.artifacts/"
+        r"artifact_\d{8}_\d{6}_[0-9a-f]{4}", r"\[ARTIFACT\] Done in .*",
+        rf"MAXTEXT_SLURM_DIR={ws}/\.artifacts/artifact_\w+", r"Submitted batch job (\d+)",
+        rf"\[ARTIFACT\] {ws}/\d+-JAX-llama2-70b-exp1-steps_2/artifact -> "
+        r"\.artifacts/artifact_\w+"]
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(patterns), res.stdout
+    for line, pattern in zip(lines, patterns, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+    job_id = re.fullmatch(patterns[-2], lines[-2]).group(1)  # type: ignore[union-attr]
+    job_dir = ws / f"{job_id}-JAX-llama2-70b-exp1-steps_2"
+    assert (job_dir / "artifact" / "submit.sh").exists()   # the repo root was snapshotted
+    assert os.readlink(job_dir / "log") == f"../{job_dir.name}.log"
+
+
+def test_fake_toolkit_sbatch_failure_and_job_workspace(slurm_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    ws = tmp_path / "shared" / "jobs"
+    res = run_submit_sh(repo, "70b", "-N", "1", "-w", "chi9999", "--", "steps=2",
+                        env={**slurm_env, "JOB_WORKSPACE": str(ws)})
+    assert res.returncode == 1
+    lines = res.stdout.splitlines()
+    assert lines[:2] == [f"mkdir: created directory '{ws.parent}'",
+                         f"mkdir: created directory '{ws}'"]
+    assert lines[-2].startswith("sbatch: error: Batch job submission failed: Invalid node name")
+    cleaned = re.fullmatch(r"\[ARTIFACT\] sbatch failed — cleaning up artifact: (\S+)", lines[-1])
+    assert cleaned and not Path(cleaned.group(1)).exists()
+    assert Path(cleaned.group(1)).parent == ws / ".artifacts"
+    assert not (repo / "outputs").exists()
+
+
+def test_fake_toolkit_repo_root_test(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """A `.git` file (a worktree) is not a repo root: the parent folder is snapshotted."""
+    repo = tmp_path / "parent" / "toolkit"
+    shutil.copytree(MAXTEXT_FIXTURE, repo)
+    (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/toolkit\n")
+    res = run_submit_sh(repo, "70b", "-N", "1", "-w", "chi2880", "--", "steps=1",
+                        env=slurm_env)
+    assert res.returncode == 0, res.stderr
+    assert f"[ARTIFACT]   Source : {tmp_path / 'parent'}" in res.stdout.splitlines()
+    assert re.search(r"-> \.artifacts/artifact_\w+/toolkit$", res.stdout.splitlines()[-1])
+
+
+# -- sweepd against it --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["silent", "late-error", "hang"])
+async def test_an_unclear_submission_is_looked_up_and_adopted(
+        slurm_env: dict[str, str], tmp_path: Path, mode: str) -> None:
+    repo = toolkit(tmp_path)
+    slurm = cluster(slurm_env, repo, sbatch_shim(tmp_path, mode), timeout_s=8)
+    token = fresh(f"unclear-{mode}")
+    sub = await slurm.submit(request(token, "chi2863", tmp_path))
+    assert sub.job_name == NAME.format(token=token)
+    assert sub.note and f"job {sub.backend_id} with token {token} found in the queue: " \
+        "adopted" in sub.note
+    assert list(await token_jobs(slurm_env, token)) == [sub.backend_id]
+    status = await wait_state(slurm, sub.backend_id, FINISHED)
+    assert status.state is SchedulerState.COMPLETED
+    assert "Status: SUCCESS (exit 0)" in sub.log_path.read_text()
+
+
+async def test_a_job_dead_before_the_check_is_adopted_and_judged_by_slurm(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """submit.sh calls a job that ended badly within its pause a prolog death and exits 1
+    after printing the id: the job exists, so it is adopted and the scheduler's word on it
+    (FAILED, exit 1) decides, not a refusal."""
+    repo = toolkit(tmp_path)
+    slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "3"})
+    token = fresh("prolog")
+    sub = await slurm.submit(request(token, "chi2872", tmp_path, env={"FAKE_EXIT": "1"}))
+    assert sub.note and sub.note.startswith("submit.sh exited 1; ")
+    assert f"job {sub.backend_id} with token {token} found in the queue: adopted" in sub.note
+    status = await wait_state(slurm, sub.backend_id, FINISHED)
+    assert (status.state, status.exit_code) == (SchedulerState.FAILED, 1)
+
+
+async def test_duplicates_under_the_token_are_cancelled(slurm_env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    slurm = cluster(slurm_env, repo, sbatch_shim(tmp_path, "twice"))
+    token = fresh("dup")
+    sub = await slurm.submit(request(token, "chi2867", tmp_path, env={"FAKE_STEP_SECONDS": "1"}))
+    jobs = await token_jobs(slurm_env, token)
+    assert len(jobs) == 2 and sub.backend_id == max(jobs, key=int)
+    older = min(jobs, key=int)
+    assert sub.note and f"duplicate job(s) {older} cancelled" in sub.note
+    assert (await wait_state(slurm, older, FINISHED)).state is SchedulerState.CANCELLED
+    assert (await wait_state(slurm, sub.backend_id, FINISHED)).state is SchedulerState.COMPLETED
+
+
+async def test_a_refusal_names_the_failing_line_first(slurm_env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "0.1"})
+    with pytest.raises(SubmitRefused) as bad_node:
+        await slurm.submit(request(fresh("ref1"), "chi9999", tmp_path))
+    lines = str(bad_node.value).splitlines()
+    assert lines[0].startswith("sbatch: error: Batch job submission failed: Invalid node name")
+    assert "submit.sh exited 1" in lines[0]
+    assert "MODEL_NAME=llama2-70b" in lines
+    assert any(line.startswith("[ARTIFACT] sbatch failed — cleaning up") for line in lines)
+    with pytest.raises(SubmitRefused) as unknown:
+        await slurm.submit(JobRequest(token=fresh("ref2"), model="nosuch", nodes=["chi2832"],
+                                      output_dir=tmp_path))
+    lines = str(unknown.value).splitlines()
+    assert lines[0].startswith("!!! Unknown model: nosuch")
+    assert "!!! Model name resolution failed. Exiting..." in lines
+
+
+async def test_logs_are_found_where_job_workspace_points(slurm_env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    ws = tmp_path / "shared" / "jobs"
+    slurm = cluster(slurm_env, repo, {"JOB_WORKSPACE": str(ws)})
+    token = fresh("ws1")
+    sub = await slurm.submit(request(token, "chi2868", tmp_path))
+    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token=token)}.log"
+    assert await slurm.find_by_token(token) == sub
+    await wait_state(slurm, sub.backend_id, FINISHED)
+    assert "Status: SUCCESS (exit 0)" in sub.log_path.read_text()
+    assert not (repo / "outputs").exists()
+
+
+async def test_without_scontrol_the_log_path_comes_from_job_workspace(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    repo = toolkit(tmp_path)
+    ws = tmp_path / "ws"
+    blind = tmp_path / "blind.sh"   # scontrol fails; everything else runs
+    blind.write_text('#!/bin/bash\n[[ $1 == scontrol ]] && { echo "scontrol: error: '
+                     'x" >&2; exit 1; }\nexec "$@"\n')
+    blind.chmod(0o755)
+    slurm = cluster(slurm_env, repo, {"JOB_WORKSPACE": str(ws)}, prefix=(str(blind),))
+    token = fresh("ws2")
+    sub = await slurm.submit(request(token, "chi2870", tmp_path))
+    assert sub.log_path == ws / f"{sub.backend_id}-{NAME.format(token=token)}.log"

@@ -1,0 +1,95 @@
+"""The xla-tuning catalog: parallelism parsing, mechanism order, the catalog's profiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweepd.kinds.xla_tuning.catalog import (
+    Axis,
+    Cost,
+    Evidence,
+    Mechanism,
+    Parallelism,
+    Setting,
+    bubble,
+    mechanism_order,
+    stack,
+)
+from sweepd.kinds.xla_tuning.flags import AG, GIB, default_catalog, restore_default, short
+
+
+@pytest.mark.parametrize(("text", "ranks", "axes"), [
+    ("FSDP=8", 8, (Axis.FSDP,)),
+    ("PP=8", 8, (Axis.PP,)),
+    ("TP=8", 8, (Axis.TP,)),
+    ("PP=4,FSDP=2", 8, (Axis.PP, Axis.FSDP)),
+    ("fsdp=2, tp=4", 8, (Axis.TP, Axis.FSDP)),
+])
+def test_parallelism_axes_multiply_to_the_ranks(text: str, ranks: int, axes: tuple[Axis]) -> None:
+    par = Parallelism.parse(text, ranks=ranks)
+    assert par.ranks == ranks
+    assert par.ordered_axes() == axes
+
+
+@pytest.mark.parametrize(("text", "ranks", "message"), [
+    ("DP=8", None, "is not AXIS=N"),
+    ("FSDP=0", None, "is not AXIS=N"),
+    ("PP=4,PP=2", None, "given twice"),
+    ("PP=4,FSDP=2", 16, "multiplies to 8, not 16"),
+])
+def test_bad_parallelism_is_refused_with_the_reason(text: str, ranks: int | None,
+                                                   message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Parallelism.parse(text, ranks=ranks)
+
+
+def test_dominant_cost_orders_mechanisms_per_parallelism() -> None:
+    assert mechanism_order(Parallelism.parse("FSDP=8"), None)[0] is Mechanism.COMBINE
+    assert mechanism_order(Parallelism.parse("PP=8"), None)[0] is Mechanism.SCHEDULER
+    assert mechanism_order(Parallelism.parse("TP=8"), None)[0] is Mechanism.MATMUL
+    # Hybrid: the larger axis first, the secondary axis's mechanisms follow.
+    hybrid = mechanism_order(Parallelism.parse("PP=4,FSDP=2"), None)
+    assert hybrid.index(Mechanism.P2P) < hybrid.index(Mechanism.COMBINE)
+
+
+def test_evidence_reorders_and_compute_never_leads() -> None:
+    ev = Evidence(((Cost.COMPUTE, 0.6), (Cost.ALL_TO_ALL, 0.3), (Cost.ALL_GATHER, 0.1)))
+    assert ev.dominant()[0] is Cost.ALL_TO_ALL
+    assert mechanism_order(Parallelism.parse("FSDP=8"), ev)[0] is Mechanism.TRANSPORT
+
+
+def test_mechanism_irrelevant_flags_are_skipped() -> None:
+    fsdp = {p.name for p in default_catalog(Parallelism.parse("FSDP=8"))}
+    pp = {p.name for p in default_catalog(Parallelism.parse("PP=8"))}
+    tp = {p.name for p in default_catalog(Parallelism.parse("TP=8"))}
+    assert "pp2p" not in fsdp and "pp2p" in pp and "mb16" in pp and "mb16" not in fsdp
+    assert "wein" in tp and "wein" not in pp
+    assert {"ag1G", "agrs384M", "ovl2", "nch8", "protoS", "mem95"} <= fsdp
+
+
+def test_numeric_family_profiles_are_in_value_order() -> None:
+    ag = [p for p in default_catalog(Parallelism.parse("FSDP=8")) if p.family == "ag"]
+    assert [p.name for p in ag] == ["ag256M", "ag384M", "ag512M", "ag768M", "ag1G", "ag2G",
+                                    "ag4G"]
+    assert [p.position for p in ag] == list(range(7))
+    assert ag[4].settings[0].text == f"--{AG}={GIB}"
+
+
+def test_restore_default_puts_the_env_files_flags_back() -> None:
+    restore = restore_default((Setting(AG, str(GIB)),))
+    assert restore is not None
+    assert restore.settings[0].value == str(8 * GIB)
+    assert restore_default(()) is None
+
+
+def test_stacks_refuse_the_same_flag_twice() -> None:
+    cat = {p.name: p for p in default_catalog(Parallelism.parse("FSDP=8"))}
+    assert stack((cat["ag1G"], cat["nch8"])).name == "ag1G+nch8"
+    with pytest.raises(ValueError, match="same flag"):
+        stack((cat["ag1G"], cat["agrs512M"]))
+
+
+def test_bubble_and_short_names() -> None:
+    assert bubble(8, 8) == pytest.approx(7 / 15)
+    assert bubble(8, 16, 2) == pytest.approx(7 / 39)
+    assert short(str(384 << 20)) == "384M" and short(str(GIB)) == "1G" and short(".95") == ".95"

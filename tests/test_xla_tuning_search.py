@@ -1,0 +1,195 @@
+"""The xla-tuning wave planner: waves, noise, the three stop rules, the failure playbook."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result
+from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
+from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
+
+FSDP_EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
+
+
+def _inputs(land: Landscape, **kw: object) -> Inputs:
+    par = Parallelism.parse(land.parallelism)
+    return Inputs(par, default_catalog(par), tags=land.tags, deployed=land.deployed_settings(),
+                  **kw)  # type: ignore[arg-type]
+
+
+def _wave(step: object) -> tuple[Planned, ...]:
+    assert isinstance(step, tuple), step
+    return step
+
+
+def _ok(profile: str, tgs: float, wave: int = 1, tag: str = "sparse") -> Result:
+    return Result(profile, tag, Outcome.OK, tgs, 28.0, queue_s=600, wave=wave)
+
+
+def _wave1_done(inp: Inputs) -> list[Result]:
+    return [_ok("baseline", 1000.0), _ok("baseline", 1000.0, tag="dense"),
+            _ok("evidence", 990.0)] + ([_ok("restore_default", 1000.0)] if inp.deployed else [])
+
+
+def test_wave1_is_the_baseline_pair_per_tag_and_the_evidence_run() -> None:
+    inp = _inputs(pp8())
+    first = _wave(plan(inp, [], None))
+    assert {(p.profile.name, p.tag, p.rule) for p in first} == {
+        ("baseline", "sparse", "wave1.baseline"), ("baseline", "dense", "wave1.baseline"),
+        ("restore_default", "sparse", "wave1.restore_default"),
+        ("restore_default", "dense", "wave1.restore_default"),
+        ("evidence", "sparse", "wave1_5.evidence")}
+    evidence = next(p for p in first if p.profile.name == "evidence")
+    assert {s.label for s in evidence.profile.settings} >= {"profiler=xplane", "ENABLE_XLA_DUMP=1"}
+    pending = [Result(p.profile.name, p.tag, Outcome.PENDING, wave=1) for p in first]
+    assert plan(inp, pending, None) == ()  # a wave is reviewed once it has finished
+
+
+def test_the_evidence_orders_wave2() -> None:
+    inp = _inputs(fsdp8())
+    wave2 = _wave(plan(inp, _wave1_done(inp), FSDP_EVIDENCE))
+    assert wave2[0].profile.family in ("ag", "rs", "agrs")
+    assert "collective combining (mechanism #1 for FSDP=8)" in wave2[0].reason
+    assert all(p.wave == 2 for p in wave2) and 1 <= len(wave2) <= inp.wave_size
+    ev = Evidence(((Cost.ALL_TO_ALL, 0.5),))
+    assert _wave(plan(inp, _wave1_done(inp), ev))[0].profile.mechanisms == {
+        next(iter(_wave(plan(inp, _wave1_done(inp), ev))[0].profile.mechanisms))}
+    assert "NCCL/RCCL transport (mechanism #1" in _wave(plan(inp, _wave1_done(inp), ev))[0].reason
+
+
+def test_nothing_wins_on_one_run() -> None:
+    inp = _inputs(fsdp8())
+    results = [*_wave1_done(inp), _ok("ag1G", 1120.0, wave=2)]
+    nxt = _wave(plan(inp, results, FSDP_EVIDENCE))
+    rules = {p.profile.name: p.rule for p in nxt}
+    assert rules["ag1G"] == "noise.rerun" and rules["baseline"] == "noise.rerun_baseline"
+    assert "would change the verdict" in next(p.reason for p in nxt if p.profile.name == "ag1G")
+
+
+def test_stop_rule_winner_on_the_facts_fsdp_landscape() -> None:
+    land = fsdp8()
+    inp = _inputs(land)
+    r = replay(inp, land, random.Random(5))
+    v = r.verdict
+    assert v.kind is VerdictKind.PROPOSAL and v.rule == "stop.winner"
+    assert v.recipe is not None and v.gain is not None and v.gain >= 0.05
+    assert (land.gain(r.settings(inp), "sparse") or 0) >= 1.105  # within 1 % of the truth
+    assert any(p.rule == "wave6.cross_tag" and p.tag == "dense" for p in r.planned)
+    rerun = [x for x in r.results if x.profile == v.recipe and x.tag == "sparse"]
+    assert len(rerun) >= 2  # the winner was measured more than once
+
+
+def test_wave5_predicts_the_bubble_on_pp() -> None:
+    land = pp8()
+    r = replay(_inputs(land, max_queue_s=16 * 3600.0), land, random.Random(2))
+    shapes = [p for p in r.planned if p.rule == "wave5.pipeline_shape"]
+    assert shapes and "bubble 46.7% -> 30.4% predicted (S=8, M=16, V=1)" in shapes[0].reason
+
+
+def _flat(n_families: int = 30) -> Landscape:
+    """Nothing helps: every flag within +-0.3 %."""
+    land = fsdp8()
+    rng = random.Random(0)
+    par = Parallelism.parse("FSDP=8")
+    effects = {s.label: Effect(tgs=1 + rng.uniform(-0.003, 0.003))
+               for p in default_catalog(par) for s in p.settings}
+    return land.model_copy(update={"effects": effects, "tag_effects": {}, "interactions": (),
+                                   "flake_rate": 0.0})
+
+
+def test_stop_rule_bounded() -> None:
+    land = _flat()
+    r = replay(_inputs(land, bounded_count=12), land, random.Random(1))
+    assert r.verdict.kind is VerdictKind.BOUNDED and r.verdict.rule == "stop.bounded"
+    assert "structurally bounded at the editable scope" in r.verdict.reason
+
+
+def test_stop_rule_timebox() -> None:
+    inp = _inputs(fsdp8())
+    results = [*_wave1_done(inp)] + [_ok(f"ag{v}", 1001.0, wave=2) for v in ("1G", "2G")]
+    results.append(Result("nch8", "sparse", Outcome.PENDING, queue_s=8 * 3600, wave=2))
+    v = plan(inp, results, FSDP_EVIDENCE)
+    assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX
+    assert v.rule == "stop.timebox" and "8 h" in v.reason
+
+
+def test_unknown_flag_is_dropped_never_retried_and_its_flag_skipped() -> None:
+    inp = _inputs(fsdp8())
+    results = [*_wave1_done(inp), Result("ag768M", "sparse", Outcome.UNKNOWN_FLAG,
+                                         detail="xla_gpu_all_gather_combine_threshold_bytes",
+                                         wave=2)]
+    nxt = _wave(plan(inp, results, FSDP_EVIDENCE))
+    names = {p.profile.name for p in nxt}
+    assert "ag768M" not in names
+    assert not any("xla_gpu_all_gather_combine_threshold_bytes" in p.profile.keys for p in nxt)
+
+
+def test_oom_is_dropped_with_its_allocation() -> None:
+    land = fsdp8()
+    r = replay(_inputs(land), land, random.Random(5))
+    ooms = [x for x in r.results if x.outcome is Outcome.OOM]
+    assert ooms and all(x.detail.endswith("GiB") for x in ooms)
+    for x in ooms:  # same flags, same OOM: never run again
+        assert sum(1 for y in r.results if (y.profile, y.tag) == (x.profile, x.tag)) == 1
+
+
+def test_flake_is_retried_three_times_then_unmeasurable() -> None:
+    inp = _inputs(fsdp8())
+    base = [*_wave1_done(inp), _ok("ag768M", 1001.0, wave=2)]
+    flake = Result("rs768M", "sparse", Outcome.FLAKE, detail="RCCL flake", wave=2)
+    once = _wave(plan(inp, [*base, flake], FSDP_EVIDENCE))
+    retry = [p for p in once if p.profile.name == "rs768M"]
+    assert retry and retry[0].rule == "failure.flake_retry" and "1/3" in retry[0].reason
+    thrice = _wave(plan(inp, [*base, flake, flake, flake], FSDP_EVIDENCE))
+    assert "rs768M" not in {p.profile.name for p in thrice}
+
+
+def test_not_applied_is_replaced_once_then_dropped_naming_the_culprit() -> None:
+    inp = _inputs(fsdp8())
+    base = [*_wave1_done(inp), _ok("ag768M", 1001.0, wave=2)]
+    lost = Result("nch8", "sparse", Outcome.NOT_APPLIED, detail="configs/m.env.sh", wave=2)
+    once = _wave(plan(inp, [*base, lost], FSDP_EVIDENCE))
+    retry = next(p for p in once if p.profile.name == "nch8")
+    assert retry.rule == "failure.not_applied_retry" and "configs/m.env.sh" in retry.reason
+    twice = _wave(plan(inp, [*base, lost, lost], FSDP_EVIDENCE))
+    assert "nch8" not in {p.profile.name for p in twice}
+
+
+def test_a_recipe_that_regresses_another_tag_is_config_conditional() -> None:
+    land = fsdp8()
+    hurt = {**land.tag_effects["dense"], "NCCL_NCHANNELS_PER_NET_PEER=8": Effect(tgs=0.9)}
+    effects = {k: v for k, v in land.effects.items() if "combine_threshold" not in k}
+    effects["NCCL_NCHANNELS_PER_NET_PEER=8"] = Effect(tgs=1.08)
+    land = land.model_copy(update={"tag_effects": {"dense": hurt}, "effects": effects,
+                                   "interactions": ()})
+    r = replay(_inputs(land), land, random.Random(4))
+    assert r.verdict.kind is VerdictKind.PROPOSAL
+    assert r.verdict.conditional == ("dense",) and "config-conditional" in r.verdict.reason
+
+
+def test_a_result_for_a_profile_outside_the_catalog_is_refused_by_name() -> None:
+    inp = _inputs(fsdp8())
+    results = [*_wave1_done(inp), _ok("ag1G+nosuch", 1100.0, wave=2)]
+    with pytest.raises(ValueError, match=r"'ag1G\+nosuch': not in this sweep's catalog"):
+        plan(inp, results, FSDP_EVIDENCE)
+
+
+def test_near_the_8h_stop_the_leaders_are_confirmed_before_anything_new() -> None:
+    inp = _inputs(fsdp8())
+    results = [Result(r.profile, r.tag, r.outcome, r.tgs, queue_s=2.4 * 3600, wave=1)
+               for r in _wave1_done(inp)]
+    results += [_ok("ag768M", 1100.0, wave=2), _ok("nch8", 1040.0, wave=2)]
+    nxt = _wave(plan(inp, results, FSDP_EVIDENCE))
+    assert {p.rule for p in nxt} <= {"noise.rerun", "noise.rerun_baseline"}
+    assert "ag768M" in {p.profile.name for p in nxt}
+    results.append(_ok("ag768M", 1110.0, wave=3))
+    results[0] = Result("baseline", "sparse", Outcome.OK, 1000.0, queue_s=8 * 3600, wave=1)
+    v = plan(inp, results, FSDP_EVIDENCE)
+    assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX and v.recipe == "ag768M"
+    assert "unconfirmed" not in v.reason
