@@ -42,9 +42,12 @@ def test_every_printed_line_round_trips(output: float, temp: float, argument: fl
 
 
 @SETTINGS
-@given(st.integers(min_value=0, max_value=len(LINE) - 2), st.text(min_size=1, max_size=6))
+@given(st.integers(min_value=0, max_value=len(LINE) - 2),
+       st.text(alphabet=st.characters(blacklist_characters="0123456789."), min_size=1,
+               max_size=6))
 def test_a_cut_or_spliced_line_is_never_half_read(at: int, junk: str) -> None:
-    """Any damage either leaves every number as printed or yields no memory fact."""
+    """Damage that does not itself spell a number (a digit spliced into one makes another
+    well-formed line) either leaves every number as printed or yields no memory fact."""
     for line in (LINE[:at], LINE[at:], LINE[:at] + junk + LINE[at:]):
         fact = parse_line(line)
         if isinstance(fact, CompiledMemoryFact):
@@ -72,3 +75,7 @@ def test_any_text_after_the_key_never_raises(tail: str) -> None:
         assert all(math.isfinite(v) and v >= 0 for v in
                    (fact.total_gb, fact.output_gb, fact.temp_gb, fact.argument_gb,
                     fact.host_temp_gb))
+
+
+def test_digits_of_other_scripts_are_not_numbers_here() -> None:
+    assert parse_line(LINE.replace("178.0", "\u0661\u0667\u0668.0")) is None

@@ -33,7 +33,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _RANK = re.compile(r"^ *(\d{1,7}): ")
 _STEP = re.compile(r"\bcompleted step:\s*(\d+)\s*,(.*)$")
 _MEMSTATS = re.compile(r"\bUsing \(GB\) (\d+(?:\.\d+)?) / (\d+(?:\.\d+)?)")
-_GB = r"(\d{1,7}(?:\.\d{1,6})?) GB"
+_GB = r"([0-9]{1,7}(?:\.[0-9]{1,6})?) GB"  # ASCII digits only: MaxText prints no others
 _COMPILED = re.compile(
     rf"\bTotal memory size: {_GB}, Output size: {_GB}, Temp size: {_GB}, "
     rf"Argument size: {_GB}, Host temp size: {_GB}\.?\s*$"
