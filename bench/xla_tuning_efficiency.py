@@ -2,18 +2,24 @@
 
     python bench/xla_tuning_efficiency.py [--landscapes N] [--seed S]
 
-Three methods on the same landscapes, each run fed fresh 0.8 % noise and a 3 % flake rate,
-10 minutes of queue time per run (so the 8 h stop rule is 48 runs):
+Five methods on the same landscapes, each run fed fresh noise (0.8 %; 0.4-1.2 % in
+`fresh`) and flakes, 10 minutes of queue time per run (so the 8 h stop rule is 48 runs):
 
 * planner: sweepd.kinds.xla_tuning.search.plan;
+* eager5%: the same planner with the winner rule read eagerly (a confirmed +5 % recipe
+  ends the sweep once its own refinements and stacks are done, before the rest of the
+  catalog is seeded);
+* no5%stop: the same planner with the +5 % winner rule off (it runs on to the end of the
+  catalog's search or the 8 h stop): what the winner rule costs in "found";
 * literal: the SKILL.md's waves done literally: baseline pair + evidence, then every catalog
   profile in the evidence's mechanism order, 8 per wave, any result > +2 % re-run once, the
   best two confirmed singles stacked, stop rules checked after each wave;
-* exhaustive: every catalog profile once, the top 3 re-run twice, the best pair stacked
-  (n=3), the best mean claimed.
+* exhaustive: every catalog profile once (baseline twice), the best single of each of the
+  top 3 families re-run twice, those stacked forward (pair, then triple, n=3 each, kept when
+  faster), the best mean claimed. The denominator of "vs exh.".
 
-Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the `tuned`
-family and the `heldout` family (bench/xla_tuning_landscapes.py), reported separately.
+Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the `tuned`,
+`heldout` and `fresh` families (bench/xla_tuning_landscapes.py), reported separately.
 """
 
 from __future__ import annotations
@@ -30,7 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import GENERATORS, Case
-from xla_tuning_methods import Claim, exhaustive, literal, planner, planner_nostop
+from xla_tuning_methods import (
+    Claim,
+    exhaustive,
+    literal,
+    planner,
+    planner_eager,
+    planner_nostop,
+)
 
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.defaults import default_landscapes
@@ -39,7 +52,8 @@ from sweepd.kinds.xla_tuning.landscape import Landscape, truth
 
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
 METHODS: dict[str, Method] = {
-    "planner": planner, "no5%stop": planner_nostop, "literal": literal,
+    "planner": planner, "eager5%": planner_eager, "no5%stop": planner_nostop,
+    "literal": literal,
     "exhaustive": exhaustive}
 SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11}  # per family (tuned, heldout: as before)
 DEFINITION = (

@@ -1,10 +1,12 @@
 """Random flag-effect landscapes for bench/xla_tuning_efficiency.py (not a test).
 
-Two generators. `tuned` is the family the planner's constants were chosen against: winners
-sit (70 %) in a mechanism the evidence run points at, numeric families have one smooth
-optimum. `heldout` was written afterwards and never tuned against: winners anywhere, numeric
-effects that jump between neighbouring values, a winner that may sit only at an extreme
-value, more interactions (some stacks only win together), a harmful env-file flag.
+Three generators. `tuned` is the family the planner's constants were chosen against:
+winners sit (70 %) in a mechanism the evidence run points at, numeric families have one
+smooth optimum. `heldout` was written afterwards and never tuned against: winners anywhere,
+numeric effects that jump between neighbouring values, a winner that may sit only at an
+extreme value, more interactions (some stacks only win together), a harmful env-file flag.
+`fresh` (see generate_fresh) was written with the second planner round, before any result
+on it was seen, and is not tuned against either.
 """
 
 from __future__ import annotations

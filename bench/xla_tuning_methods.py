@@ -29,14 +29,21 @@ def planner(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Clai
     return _planner(land, cat, rng, WIN)
 
 
+def planner_eager(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
+    """The winner rule read eagerly: a confirmed +5 % recipe ends the sweep once its own
+    refinements and stacks are done, before the rest of the catalog is seeded (focus=0)."""
+    return _planner(land, cat, rng, WIN, focus=0)
+
+
 def planner_nostop(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
     """The planner with the +5 % winner rule off: it runs on to the catalog's end or 8 h."""
     return _planner(land, cat, rng, math.inf)
 
 
-def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float) -> Claim:
+def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float,
+             focus: int = 99) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
-                 deployed=land.deployed_settings(), win=win)
+                 deployed=land.deployed_settings(), win=win, focus=focus)
     r = replay(inp, land, rng)
     return Claim(str(r.verdict.kind), r.settings(inp), len(r.results), r.verdict.gain or 0.0)
 
