@@ -1,6 +1,6 @@
 """How many runs the xla-tuning wave planner needs, and how often it is right (not a test).
 
-    python bench/xla_tuning_efficiency.py [--landscapes N] [--seed S]
+    python bench/xla_tuning_efficiency.py [--landscapes N] [--real N] [--seed S] [--family F]
 
 Five methods on the same landscapes, each run fed fresh noise (0.8 %; 0.4-1.2 % in
 `fresh`) and flakes, 10 minutes of queue time per run (so the 8 h stop rule is 48 runs):
