@@ -18,7 +18,7 @@ def job(id: int, run_id: int, state: JobState, **extra: Any) -> Job:
         "last_step": None, "profiler": 0, "mem_used_gb": None, "mem_limit_gb": None,
         "summary_status": None, "summary_exit": None, "node_map_json": None, "tgs": None,
         "mfu": None, "failure_class": None, "failure_node": None, "failure_line": None,
-        "failure_detail": None}
+        "failure_detail": None, "submit_deadline": None}
     return Job(**{**fields, **extra})
 
 

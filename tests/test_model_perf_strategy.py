@@ -8,7 +8,7 @@ import pytest
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.model_perf import report as perf_report
-from sweepd.kinds.model_perf.plan import extend_past_estimate, plan, probes
+from sweepd.kinds.model_perf.plan import plan, probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -16,6 +16,9 @@ from sweepd.kinds.model_perf.search import (
     Value,
     batch_space,
     best,
+    flat_top,
+    memory_fit,
+    next_probe,
     next_value,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -25,7 +28,10 @@ from sweepd.store.rows import Run, Sweep
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
 
-def sweep(space: SearchSpace, curve: Curve) -> list[Probe]:
+Memory = Callable[[Value], dict[str, float]]  # what a run at the value prints about memory
+
+
+def sweep(space: SearchSpace, curve: Curve, memory: Memory | None = None) -> list[Probe]:
     """Drive the strategy to convergence, checking its invariants on every step."""
     probes: list[Probe] = []
     for _ in range(len(space.candidates) + 1):
@@ -38,8 +44,16 @@ def sweep(space: SearchSpace, curve: Curve) -> list[Probe]:
             fails = [space.candidates.index(p.value) for p in probes if p.outcome != Outcome.OK]
             assert all(space.candidates.index(value) < f for f in fails), "probed above an OOM"
         tgs = curve(value)
-        probes.append(Probe(value, Outcome.OK if tgs is not None else Outcome.OOM, tgs))
+        probes.append(Probe(value, Outcome.OK if tgs is not None else Outcome.OOM, tgs,
+                            **(memory(value) if memory else {})))
     raise AssertionError("did not converge")
+
+
+def linear_memory(max_fit: int, per_batch: float = 2.0, const: float = 1.0) -> Memory:
+    """Compiled temp = const + per_batch * b; max_fit is the largest that fits the pool."""
+    limit = 20 + const + per_batch * (max_fit + 0.5)
+    return lambda b: {"temp_gb": const + per_batch * float(b), "fixed_gb": 20.0,
+                      "limit_gb": limit}
 
 
 def concave_curve(rng: random.Random, max_fit: int) -> list[float]:
@@ -55,21 +69,24 @@ def batch_curve(values: list[float]) -> Curve:
     return lambda b: values[int(b) - 1] if int(b) <= len(values) else None
 
 
-def test_generated_curves_converge_to_the_peak_without_noise() -> None:
+@pytest.mark.parametrize("with_memory", [True, False])
+def test_generated_curves_converge_to_the_true_peak_without_noise(with_memory: bool) -> None:
     rng = random.Random(5)
     runs = []
     for _ in range(300):
         max_fit = rng.randint(4, 64)
         values = concave_curve(rng, max_fit)
-        estimate = max(1, round(max_fit * rng.uniform(0.6, 1.5)))
+        estimate = max(1, round(max_fit * rng.uniform(0.2, 5.0)))
         space = batch_space(estimate)
-        probes = sweep(space, batch_curve(values))
+        probes = sweep(space, batch_curve(values), linear_memory(max_fit) if with_memory else None)
         chosen = best(probes)
         assert chosen is not None and chosen.tgs is not None
-        grid_peak = max(values[int(b) - 1] for b in space.candidates if int(b) <= max_fit)
-        assert chosen.tgs >= 0.995 * grid_peak  # within the strategy's tolerance
+        # Judged against the best integer batch that fits, not a grid's.
+        assert chosen.tgs >= 0.995 * max(values)  # within the strategy's tolerance
         runs.append(len(probes))
-    assert sum(runs) / len(runs) < 5  # far below scanning the grid up to max_fit
+    # The compiled-memory line finds the cliff in a run or two; without it the climb and
+    # the descent are geometric, and cost more.
+    assert sum(runs) / len(runs) < (6 if with_memory else 8)  # every integer: ~34
 
 
 def test_exact_argmax_on_a_sharp_interior_peak() -> None:
@@ -77,8 +94,8 @@ def test_exact_argmax_on_a_sharp_interior_peak() -> None:
     every_integer = SearchSpace(tuple(range(1, 25)), 15)  # as a spec's explicit `values`
     chosen = best(sweep(every_integer, batch_curve(values)))
     assert chosen is not None and chosen.value == 9
-    on_grid = best(sweep(batch_space(16), batch_curve(values)))  # 1, 2, 4, 8, 12, ...
-    assert on_grid is not None and on_grid.value == 8
+    default = best(sweep(batch_space(16), batch_curve(values)))  # every integer, not a grid
+    assert default is not None and default.value == 9
 
 
 def test_peak_at_the_cliff_is_found_and_bracketed_by_an_oom() -> None:
@@ -86,10 +103,10 @@ def test_peak_at_the_cliff_is_found_and_bracketed_by_an_oom() -> None:
     probes = sweep(batch_space(16), batch_curve(values))
     chosen = best(probes)
     assert chosen is not None and chosen.value == 20
-    # Near the estimate it climbs one grid value at a time, so the OOM lands right above the
-    # best and settles the cliff: nothing skipped has to be run on the way back.
-    assert [p.value for p in probes] == [12, 16, 20, 24]
-    assert probes[-1] == Probe(24, Outcome.OOM, None)
+    # Without a memory line the cliff is found by the TGS trend and OOMs alone, and the one
+    # right above the best is known to fail: nothing left that could be faster.
+    assert Probe(21, Outcome.OOM, None) in probes
+    assert probes[0].value == 12  # ~75% of the estimate
 
 
 def test_oom_at_the_first_probe_searches_below() -> None:
@@ -97,7 +114,7 @@ def test_oom_at_the_first_probe_searches_below() -> None:
     probes = sweep(batch_space(16), batch_curve(values))
     assert probes[0] == Probe(12, Outcome.OOM, None)  # 75% of the estimate
     chosen = best(probes)
-    assert chosen is not None and chosen.value == 4  # the largest grid value that fits
+    assert chosen is not None and chosen.value == 5  # the largest integer that fits
 
 
 def test_everything_ooms_down_to_one_means_nothing_fits() -> None:
@@ -157,43 +174,28 @@ def test_float_space_of_mem_fractions() -> None:
     assert chosen is not None and chosen.value == 0.93
 
 
-def test_batch_space_is_a_grid_around_the_estimate() -> None:
-    space = batch_space(16)  # SKILL.md Step 8 sweeps 8, 12, 16, 20, 24
-    assert space.candidates == (1, 2, 4, 8, 12, 16, 20, 24, 28, 32)
+def test_batch_space_is_every_integer_with_the_estimate_marked() -> None:
+    space = batch_space(16)
+    assert space.candidates == tuple(range(1, 4097))
     assert space.candidates[space.estimate_index or 0] == 16
-    assert batch_space(1).candidates == tuple(range(1, 9))  # step 1 for tiny estimates
-    for estimate in range(1, 300):
-        values = [int(v) for v in batch_space(estimate).candidates]
-        assert values[0] == 1 and values == sorted(set(values))
-        step = values[-1] - values[-2]
-        stepped = [v for v in values if v % step == 0]
-        assert 5 <= len(stepped) <= 12, (estimate, values)  # ~6-10 steps up to 2x estimate
-        assert values[-1] >= 2 * estimate  # room for an estimate 2x too low
-        # Every power of two below the top is there, so an OOM can halve all the way down.
-        assert all(2**k in values for k in range(values[-1].bit_length() - 1))
 
 
 def test_batch_space_bounds() -> None:
     space = batch_space(50, lower=4, upper=32)
-    assert space.candidates == (4, 8, 16, 24, 32) and space.estimate_index == 4  # clamped
-    assert batch_space(16, lower=5, upper=6).candidates == (5, 6)  # lower is always there
+    assert space.candidates == tuple(range(4, 33)) and space.estimate_index == 28  # clamped
+    assert batch_space(16, lower=5, upper=6).candidates == (5, 6)
     with pytest.raises(ValueError):
         batch_space(4, lower=8, upper=6)
 
 
-def test_an_oom_past_the_extended_grid_bounds_the_search() -> None:
-    """All of 4..10 ran and rose, the grid grew past the estimate (5), 13 ran out of memory:
-    11 and 12 are still to try, so the search must not stop at 10."""
+def test_an_oom_far_above_the_estimate_bounds_the_search() -> None:
+    """All of 4..10 ran and rose past the estimate (5), 13 ran out of memory: 11 and 12 are
+    still to try, so the search must not stop at 10."""
     rising = [Probe(b, Outcome.OK, 1000.0 + 50 * b) for b in range(4, 11)]
-    grown = extend_past_estimate(batch_space(5), 5, 1, rising)
-    assert grown.candidates[-1] > 10
     probes = [*rising, Probe(13, Outcome.OOM, None)]
-    space = extend_past_estimate(batch_space(5), 5, 1, probes)
-    assert {11, 12, 13} <= set(space.candidates)
-    assert next_value(space, probes) in (11, 12)
+    assert next_value(batch_space(5), probes) in (11, 12)
     probes += [Probe(11, Outcome.OK, 1550.0), Probe(12, Outcome.OK, 1600.0)]
-    space = extend_past_estimate(batch_space(5), 5, 1, probes)
-    assert next_value(space, probes) is None
+    assert next_value(batch_space(5), probes) is None
     chosen = best(probes)
     assert chosen is not None and chosen.value == 12
 
@@ -307,3 +309,111 @@ def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_r
     # Cut short by max_runs: the best is not called the optimum.
     cut = replace(sweep, verdict_json=json.dumps({"best": 13, "nodes": 3, "settled": False}))
     assert perf_report.rows(cut, runs, [])[-1]["status"] == "works ← best so far"
+
+
+# -- learning memory from every run ------------------------------------------------------
+
+def _mem(value: int, temp: float, outcome: Outcome = Outcome.OK, tgs: float | None = 1.0,
+         alloc: float | None = None) -> Probe:
+    """A run whose log printed compiled memory: 20 GB fixed, a 100 GB pool."""
+    return Probe(value, outcome, tgs if outcome is Outcome.OK else None, temp_gb=temp,
+                 fixed_gb=20.0, limit_gb=100.0, alloc_gb=alloc)
+
+
+def test_one_run_predicts_the_largest_batch_that_fits() -> None:
+    """Temp 8 GB at batch 4 is 2 GB per batch; 80 GB of room, 1% kept: batch 39."""
+    step = next_probe(batch_space(5), [_mem(4, 8.0)])
+    assert step is not None and step.value == 39
+    assert "largest predicted to fit" in step.why and "temp 8.0 GB at 4, through 0" in step.why
+
+
+def test_two_runs_fit_the_line_with_its_constant_part() -> None:
+    """Temp = 10 + 2b: the one-run line (through 0) under-predicts, the fitted one does not."""
+    first = next_probe(batch_space(5), [_mem(4, 18.0)])
+    assert first is not None and first.value == 17   # 18/4 = 4.5 GB per batch: low
+    step = next_probe(batch_space(5), [_mem(4, 18.0, tgs=1.0), _mem(17, 44.0, tgs=1.2)])
+    assert step is not None and step.value == 34      # (99 - 20 - 10) / 2
+    assert "fitted over 2 runs (4, 17)" in step.why
+
+
+def test_the_fitted_line_proves_what_cannot_fit() -> None:
+    """Temp = 10 + 2b over two runs: 35 needs 100 GB (the pool), 36 more than the pool. On a
+    rising curve the search tries 35 and ends there: 36 cannot fit, so it is never run."""
+    probes = [_mem(4, 18.0, tgs=1.0), _mem(34, 78.0, tgs=1.3), _mem(30, 70.0, tgs=1.25)]
+    assert next_value(batch_space(5), probes) == 35
+    probes.append(_mem(35, 80.0, tgs=1.31))
+    assert next_value(batch_space(5), probes) is None
+
+
+def test_an_oom_lowers_the_pool_below_what_it_needed() -> None:
+    """Batch 39 printed 98 GB total (under the 100 GB pool) and still ran out of memory: the
+    next prediction keeps under 98 GB."""
+    probes = [_mem(4, 8.0), _mem(39, 78.0, Outcome.OOM)]
+    step = next_probe(batch_space(5), probes)
+    assert step is not None and step.value == 38
+    assert "lowered by the OOM at 39" in step.why
+
+
+def test_an_oom_allocation_bounds_the_largest_fit_from_below() -> None:
+    """The line (temp = 10 + 2b against Memstats' pool) says 34; an OOM at 40 that failed
+    allocating only 1 GB, at 2 GB per batch, says 39 fits: the pool is larger than it says."""
+    probes = [_mem(4, 18.0), _mem(10, 30.0, tgs=1.2), Probe(40, Outcome.OOM, None, alloc_gb=1.0)]
+    fit = memory_fit(probes)
+    assert fit is not None and fit.slope == pytest.approx(2.0)
+    step = next_probe(batch_space(5), probes)
+    assert step is not None and step.value == 39
+    assert "the OOM at 40 failed allocating 1.0 GB" in step.why
+
+
+def test_a_first_oom_descends_by_its_memory_line() -> None:
+    """The first probe (75% of a 5x too high estimate) OOMs; its line says where to go."""
+    step = next_probe(batch_space(200), [_mem(150, 300.0, Outcome.OOM)])
+    assert step is not None and isinstance(step.value, int)
+    assert 30 <= step.value <= 40 and "below the OOM at 150" in step.why
+
+
+def test_without_a_memory_line_the_climb_is_geometric_past_a_stale_estimate() -> None:
+    """Estimate 5, batch 4 ran: each step up is at least 1.5x, never one value at a time."""
+    curve = batch_curve([b / (b + 40) for b in range(1, 61)])   # rising to a cliff at 60
+    probes = [Probe(4, Outcome.OK, curve(4))]
+    climbed = [4]
+    while (step := next_probe(batch_space(5), probes)) is not None and \
+            not any(p.outcome is Outcome.OOM for p in probes):
+        assert isinstance(step.value, int)
+        assert step.value >= 1.5 * climbed[-1] - 1 and "climbing 1.5x" in step.why
+        climbed.append(step.value)
+        tgs = curve(step.value)
+        probes.append(Probe(step.value, Outcome.OK if tgs else Outcome.OOM, tgs))
+    assert climbed[:4] == [4, 6, 9, 14]
+
+
+def test_a_stale_estimate_is_left_behind_by_the_memory_line() -> None:
+    """The formula said 5; the first run's line says ~39 fits: the next probe goes there,
+    not to 6."""
+    step = next_probe(batch_space(5), [_mem(4, 8.0)])
+    assert step is not None and step.value == 39
+
+
+def test_refinement_finds_the_integer_peak_and_says_when_the_top_is_flat() -> None:
+    sharp = [1.0 - 0.04 * abs(b - 23) for b in range(1, 41)]   # peak at 23 of 40
+    probes = sweep(batch_space(30), batch_curve(sharp), linear_memory(40))
+    chosen = best(probes)
+    assert chosen is not None and chosen.value == 23
+    flat = [Probe(30, Outcome.OK, 1000.0), Probe(31, Outcome.OK, 1004.0)]
+    note = flat_top(batch_space(30), flat)
+    assert note is not None and "flat top: 30 measured within 1%" in note
+
+
+def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> None:
+    earlier = (Probe(8, Outcome.OK, 900.0), Probe(12, Outcome.OK, 1000.0),
+               Probe(16, Outcome.OK, 1100.0))
+    space = replace(batch_space(16, upper=16), start=12, start_why="at the earlier peak",
+                    prior=earlier)
+    first = next_probe(space, [])
+    assert first is not None and (first.value, first.why) == (12, "at the earlier peak")
+    # 10% slower today at 12: 16 is still the highest, scaled, so it is measured here.
+    step = next_probe(space, [Probe(12, Outcome.OK, 900.0)])
+    assert step is not None and step.value == 16 and "measure it here" in step.why
+    # But not when this sweep already ran out of memory below it.
+    step = next_probe(space, [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OOM, None)])
+    assert step is None or int(step.value) < 14

@@ -21,6 +21,8 @@ REAL_LINES = [
     "0: completed step: 12, seconds: 20.585, TFLOP/s/device: 301.566, MFU: 23.07%, "
     "Tokens/s/device: 1989.820, total_weights: 31457280, loss: 9.409",
     "0: \tUsing (GB) 41.2 / 178.5 (23.08%) on rocm:0",
+    "0: Total memory size: 253.0 GB, Output size: 0.4 GB, Temp size: 178.0 GB, "
+    "Argument size: 75.4 GB, Host temp size: 0.0 GB.",
     'PASSTHROUGH_ARGS="per_device_batch_size=4 steps=15"',
     "JOB_NODELIST=chi[2832,2863]",
     "== Docker pull TIMEOUT (900s/900s) ==",

@@ -224,15 +224,17 @@ class Watcher:
     def _event(self, client: Client, event: Mapping[str, Any]) -> None:
         from sweepd.cli.output import say
 
-        self.last = int(event["id"])
+        # The daemon may go between receiving the event and printing it: `last` moves only
+        # once it is printed, so a reconnect fetches it again (no gap).
         progress = client.show(self.sweep_id)["progress"]
         if self.args.json:
             print(json.dumps({**event, "progress": progress}, sort_keys=True), flush=True)
-            return
-        say(event["reason"])
-        if _progress_key(progress) != self.shown:
-            self.shown = _progress_key(progress)
-            say(f"  ({progress['line']})")
+        else:
+            say(event["reason"])
+            if _progress_key(progress) != self.shown:
+                self.shown = _progress_key(progress)
+                say(f"  ({progress['line']})")
+        self.last = int(event["id"])
 
     def _pass(self) -> dict[str, Any] | None:
         """One connection: lines until the stream ends, then the sweep's summary; None when

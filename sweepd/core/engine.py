@@ -507,7 +507,8 @@ class Engine:
             e.rule for e in await self.store.events(sweep.id, kind="transition")
             if e.to_state == SweepState.AWAITING_DECISION and e.rule]
         ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
-                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra)
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra,
+                           jobs=await self.store.jobs(sweep.id))
         return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:

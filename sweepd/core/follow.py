@@ -16,6 +16,7 @@ import structlog
 from sweepd.core.states import JobState
 from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
 from sweepd.monitor.facts import (
+    CompiledMemoryFact,
     HeaderFact,
     MemstatsFact,
     NodeExitFact,
@@ -177,6 +178,10 @@ class LogFollower:
             elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
                 out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
                 phase = later(phase, Phase.COMPILE)
+            elif isinstance(fact, CompiledMemoryFact) and fact.rank in (None, 0):
+                out.fields.update(mem_total_gb=fact.total_gb, mem_output_gb=fact.output_gb,
+                                  mem_temp_gb=fact.temp_gb, mem_argument_gb=fact.argument_gb,
+                                  mem_host_temp_gb=fact.host_temp_gb)
             elif isinstance(fact, SummaryFact):
                 out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
                 phase = later(phase, Phase.SUMMARY)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweepd.store.rows import Run
+from sweepd.store.rows import Job, Run
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class SweepContext:
     prior_param_gb: float | None  # Memstats of an earlier run of this model on these nodes
     gpu_memory_gib: float
     extra: dict[str, Any] = field(default_factory=dict)  # kind-specific facts (Kind.gather)
+    jobs: Sequence[Job] = ()      # the sweep's jobs: what each run's log said (e.g. memory)
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

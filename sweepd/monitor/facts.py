@@ -63,6 +63,19 @@ class MemstatsFact:
 
 
 @dataclass(frozen=True)
+class CompiledMemoryFact:
+    """MaxText's compiled memory, printed after compilation (xla-tuning-facts.md). GB as
+    printed; temp grows about linearly with the batch, the rest does not."""
+
+    rank: int | None
+    total_gb: float
+    output_gb: float
+    temp_gb: float
+    argument_gb: float
+    host_temp_gb: float
+
+
+@dataclass(frozen=True)
 class HeaderFact:
     key: str      # JOB_ID, JOB_NAME, NNODES, JOB_NODELIST, PASSTHROUGH_ARGS, MODEL_NAME
     value: str
@@ -99,7 +112,8 @@ class SignalFact:
 
 
 LineFact = (
-    StepFact | MemstatsFact | HeaderFact | BannerFact | NodeExitFact | SummaryFact | SignalFact
+    StepFact | MemstatsFact | CompiledMemoryFact | HeaderFact | BannerFact | NodeExitFact
+    | SummaryFact | SignalFact
 )
 
 

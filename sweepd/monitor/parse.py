@@ -18,6 +18,7 @@ import re
 
 from sweepd.monitor.facts import (
     BannerFact,
+    CompiledMemoryFact,
     HeaderFact,
     LineFact,
     MemstatsFact,
@@ -32,6 +33,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _RANK = re.compile(r"^ *(\d{1,7}): ")
 _STEP = re.compile(r"\bcompleted step:\s*(\d+)\s*,(.*)$")
 _MEMSTATS = re.compile(r"\bUsing \(GB\) (\d+(?:\.\d+)?) / (\d+(?:\.\d+)?)")
+_GB = r"([0-9]{1,7}(?:\.[0-9]{1,6})?) GB"  # ASCII digits only: MaxText prints no others
+_COMPILED = re.compile(
+    rf"\bTotal memory size: {_GB}, Output size: {_GB}, Temp size: {_GB}, "
+    rf"Argument size: {_GB}, Host temp size: {_GB}\.?\s*$"
+)
 _HEADER = re.compile(
     r"^\s*(JOB_ID|JOB_NAME|NNODES|JOB_NODELIST|PASSTHROUGH_ARGS|MODEL_NAME)=(.*)$"
 )
@@ -61,7 +67,7 @@ def parse_line(raw: str) -> LineFact | None:
     rank, full, body = strip_line(raw)
     if not body.strip():
         return None
-    for parser in (_parse_step, _parse_memstats):
+    for parser in (_parse_step, _parse_memstats, _parse_compiled_memory):
         fact = parser(rank, body)
         if fact is not None:
             return fact
@@ -109,6 +115,19 @@ def _parse_memstats(rank: int | None, body: str) -> MemstatsFact | None:
     if m is None:
         return None
     return MemstatsFact(rank=rank, used_gb=float(m.group(1)), limit_gb=float(m.group(2)))
+
+
+def _parse_compiled_memory(rank: int | None, body: str) -> CompiledMemoryFact | None:
+    m = _COMPILED.search(body) if "Total memory size:" in body else None
+    if m is None:
+        return None
+    total, output, temp, argument, host = (float(g) for g in m.groups())
+    # The total is the device parts added up (less aliased buffers); a line whose parts
+    # exceed its total by more than rounding is garbled, not a measurement.
+    if max(output, temp, argument) > total + 0.1:
+        return None
+    return CompiledMemoryFact(rank=rank, total_gb=total, output_gb=output, temp_gb=temp,
+                              argument_gb=argument, host_temp_gb=host)
 
 
 def _parse_structured(full: str, body: str) -> LineFact | None:

@@ -68,6 +68,15 @@ def memstats_lines(used_gb: float, limit_gb: float) -> list[str]:
             f"\tUsing (GB) {used_gb:.1f} / {limit_gb:.1f} ({pct:.2f}%) on rocm:0"]
 
 
+def compiled_memory_line(output_gb: float, temp_gb: float, argument_gb: float,
+                         host_temp_gb: float = 0.0) -> str:
+    """MaxText's print after compilation (xla-tuning-facts.md, "Logs that matter")."""
+    total = output_gb + temp_gb + argument_gb
+    return (f"Total memory size: {total:.1f} GB, Output size: {output_gb:.1f} GB, "
+            f"Temp size: {temp_gb:.1f} GB, Argument size: {argument_gb:.1f} GB, "
+            f"Host temp size: {host_temp_gb:.1f} GB.")
+
+
 def mfu_line(gpu: str, peak_tflops: float) -> str:
     return (f"[MFU] MFU tracking enabled (gpu={gpu}, dtype=bf16, peak={peak_tflops:g} TFLOP/s, "
             f"source=builtin table)")

@@ -14,7 +14,7 @@ from sweepd.sim import logfmt
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.scenario import FaultKind
 from sweepd.sim.signatures import Failure, failure_events, hang_events
-from sweepd.sim.truth import Truth
+from sweepd.sim.truth import OUTPUT_GB, Truth
 from sweepd.util.model_shapes import resolve_model
 
 SRUN = -1            # a line srun itself writes (all-ranks mode only)
@@ -190,6 +190,9 @@ def _training(tl: _Timeline, t0: float) -> Plan:
         tl.all(tm, line, spacing=0.0)
     if fault and kind is FaultKind.HANG and fault.hang_phase == "compile":
         return tl.plan(tm + 5, hang=True)
+    # After compilation, before the first step allocates: an OOM run prints it too.
+    tl.all(tm + 0.5 * compile_s, logfmt.compiled_memory_line(
+        OUTPUT_GB, truth.temp_gb, truth.argument_gb), spacing=0.0)
     if not truth.fits or kind is FaultKind.OOM:
         rank = _fault_rank(job) if kind is FaultKind.OOM else tl.rng.randrange(len(job.nodes))
         return _fail(tl, "Training", t0, *failure_events(tl.add, job, tm + 0.6 * compile_s, rank))

@@ -18,6 +18,10 @@ from sweepd.util.model_shapes import ModelShape, resolve_model
 
 DEFAULT_MEM_FRACTION = 0.93
 RUNTIME_OVERHEAD_GB = 1.5
+# Of that overhead, the compiled program's outputs; the rest (RCCL buffers, the runtime) is
+# outside the program, so the compiled-memory line does not show it: its total can sit a
+# little under the pool and still OOM, as on real hardware.
+OUTPUT_GB = 0.4
 # Gradients and optimizer shards beyond the bf16 params, as a fraction of param memory.
 TRAINING_STATE_SHARE = 0.5
 ACT_BYTES_PER_TOKEN_LAYER_DIM = 8.0
@@ -44,6 +48,8 @@ class Truth:
     seq_len: int
     max_batch: int
     alloc_gib: float           # the failed allocation an OOM reports
+    temp_gb: float = 0.0       # compiled memory: activations, linear in the batch
+    argument_gb: float = 0.0   # compiled memory: params + gradients/optimizer shards
     factor: float = 1.0        # node speed x network x commit factor applied to the TGS
     fail: FaultKind | None = None   # a commit effect that breaks this model
 
@@ -205,6 +211,7 @@ def true_outcome(scenario: Scenario, model: str, nodes: Sequence[str],
         mem_used_gb=param + RUNTIME_OVERHEAD_GB,
         mem_limit_gb=_limit_gb(scenario, cfg.mem_fraction),
         batch=batch, seq_len=cfg.seq, max_batch=max_batch, alloc_gib=round(alloc, 2),
+        temp_gb=need, argument_gb=param * (1 + TRAINING_STATE_SHARE),
         factor=factor, fail=effect.fail,
     )
 

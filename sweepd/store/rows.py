@@ -102,6 +102,12 @@ class Job(_Row):
     failure_line: str | None
     failure_detail: str | None
     submit_deadline: float | None
+    # Compiled memory (migration 4), rank 0's line.
+    mem_total_gb: float | None = None
+    mem_output_gb: float | None = None
+    mem_temp_gb: float | None = None
+    mem_argument_gb: float | None = None
+    mem_host_temp_gb: float | None = None
 
 
 @dataclass(frozen=True)

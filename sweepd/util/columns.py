@@ -1,19 +1,36 @@
-"""Rows of cells as left-aligned text columns, for terminals and monospace chat blocks."""
+"""Rows of cells as left-aligned text columns, for terminals and monospace chat blocks.
+
+rich lays the columns out (cell widths of wide characters included); the text stays plain,
+so it fits a pipe, a file and a Telegram code block alike.
+"""
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
 
 _TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+$")
 
 
 def align(rows: Sequence[Sequence[str]], gap: str = "  ") -> list[str]:
     width = max((len(r) for r in rows), default=0)
-    cells = [[*r, *[""] * (width - len(r))] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(width)]
-    return [gap.join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-            for r in cells]
+    if width == 0:
+        return [""] * len(rows)
+    table = Table(box=None, show_header=False, show_edge=False, pad_edge=False,
+                  padding=(0, len(gap), 0, 0), collapse_padding=True)
+    for _ in range(width):
+        table.add_column(no_wrap=True, overflow="ignore")
+    for row in rows:
+        table.add_row(*row, *[""] * (width - len(row)))
+    out = io.StringIO()
+    # No markup, colour or wrapping: cells are data (a `[b]` in a name stays as typed).
+    Console(file=out, width=1_000_000, color_system=None, markup=False, highlight=False,
+            emoji=False, soft_wrap=False).print(table)
+    return [line.rstrip() for line in out.getvalue().split("\n")[:len(rows)]]
 
 
 def aligned_tables(text: str) -> str:

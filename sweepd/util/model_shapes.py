@@ -6,7 +6,11 @@ simulated cluster. Sequence length and parallelism defaults follow the model con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,53 @@ def resolve_model(name: str) -> ModelShape:
     if not matches:
         raise UnknownModel(f"unknown model {name!r}; known models: {known}")
     raise UnknownModel(f"model {name!r} is ambiguous: {', '.join(sorted(matches))}")
+
+
+def shape_from_config(path: Path) -> ModelShape | None:
+    """The shape a toolkit config (`configs/<name>.gpu.yml`) gives, or None when it gives
+    none: MaxText's shape keys when the config overrides them (`base_emb_dim`,
+    `base_num_decoder_layers`, ...), else its `model_name` when sweepd knows that model.
+    Parameter counts are approximate (gated MLP, untied embeddings), as the SKILL.md
+    estimate is."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    name = path.name.removesuffix(".gpu.yml")
+    seq = _int(raw.get("max_target_length")) or 4096
+    nodes = math.prod(v for k, v in raw.items()
+                      if k.startswith("dcn_") and isinstance(v, int) and v > 1)
+    d, layers = _int(raw.get("base_emb_dim")), _int(raw.get("base_num_decoder_layers"))
+    if d and layers:
+        total, active, experts = _params(raw, d, layers)
+        return ModelShape(name, total / 1e9, active / 1e9, layers, d, experts, seq,
+                          min_nodes=nodes)
+    try:
+        known = resolve_model(str(raw.get("model_name", "")))
+    except UnknownModel:
+        return None
+    return replace(known, name=name, seq_len=seq, min_nodes=max(known.min_nodes, nodes))
+
+
+def _params(raw: dict[str, object], d: int, layers: int) -> tuple[float, float, int]:
+    """(total, active per token, experts) parameters from MaxText's shape keys."""
+    heads = _int(raw.get("base_num_query_heads")) or max(1, d // 128)
+    kv = _int(raw.get("base_num_kv_heads")) or heads
+    head_dim = _int(raw.get("head_dim")) or d // heads
+    mlp = _int(raw.get("base_mlp_dim")) or 4 * d
+    experts = _int(raw.get("num_experts")) or 0
+    top_k = _int(raw.get("num_experts_per_tok")) or 1
+    attention = 2 * d * heads * head_dim + 2 * d * kv * head_dim
+    ffn = 3 * d * mlp
+    embed = 2 * (_int(raw.get("vocab_size")) or 32000) * d
+    if experts > 1:
+        return (layers * (attention + experts * ffn) + embed,
+                layers * (attention + top_k * ffn) + embed, experts)
+    return layers * (attention + ffn) + embed, layers * (attention + ffn) + embed, 0
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None

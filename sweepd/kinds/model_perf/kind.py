@@ -1,10 +1,61 @@
 """Model perf sweep: the batch size (or other parameter) with the highest steady TGS."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sweepd.core.states import SweepState
+from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import plan as perf_plan
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import Kind
+from sweepd.kinds.registry import Kind, parse_spec
+from sweepd.kinds.spec import SpecError
+from sweepd.util.model_shapes import UnknownModel, resolve_model
+
+if TYPE_CHECKING:
+    from sweepd.store.store import Store
+
+# What makes two sweeps the same cell: the same model on as many nodes, searching the same
+# parameter with the same config (overrides, env, memory settings).
+_CELL = ("parameter", "overrides", "env", "mem_fraction", "gpu_memory_gib")
+
+
+async def gather(store: Store, spec: ModelPerfSpec) -> dict[str, Any]:
+    """The latest settled sweep of the same cell: where it found the peak and the largest
+    batch that fitted, so this sweep starts from them (perf_plan.search_space)."""
+    for sweep in reversed(await store.sweeps([SweepState.DONE])):
+        verdict = sweep.verdict or {}
+        if sweep.kind != KIND.name or not verdict.get("settled", True) \
+                or verdict.get("best") is None or not _same_cell(sweep.spec, spec, verdict):
+            continue
+        on = int(verdict.get("nodes") or len(spec.node_list))
+        runs = [r for r in await store.runs(sweep.id) if r.node_count == on]
+        fits = [r.params[spec.parameter] for r in runs if r.outcome == "pass"]
+        ooms = [r.params[spec.parameter] for r in runs if r.outcome == "oom"]
+        # Its runs as probes, with their memory lines: the same planner's view of them.
+        then = SweepContext(runs=runs, nodes=spec.node_list[:on], prior_param_gb=None,
+                            gpu_memory_gib=0.0, jobs=await store.jobs(sweep.id))
+        return {"prior": {"sweep": sweep.id, "peak": verdict["best"], "tgs": verdict.get("tgs"),
+                          "max_fit": max(fits, default=verdict["best"]),
+                          "oom": min(ooms, default=None),
+                          "probes": perf_plan.probes(spec, then)}}
+    return {}
+
+
+def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
+    try:
+        other = parse_spec(raw)
+        same_model = resolve_model(other.model).name == resolve_model(spec.model).name
+    except (SpecError, UnknownModel, ValueError):
+        return False   # a spec this version no longer reads is nothing to start from
+    if not isinstance(other, ModelPerfSpec) or not same_model:
+        return False
+    if int(verdict.get("nodes") or len(other.node_list)) != len(spec.node_list):
+        return False
+    return all(getattr(other, k) == getattr(spec, k) for k in _CELL)
+
 
 KIND = Kind("model-perf", ModelPerfSpec, perf_plan.plan, report.markdown, report.rows,
-            plot=report.plot, demo=DEMO)
+            plot=report.plot, gather=gather, demo=DEMO)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
@@ -12,15 +15,15 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     batch_space,
     best,
-    next_value,
+    flat_top,
+    next_probe,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
-from sweepd.store.rows import Run
-from sweepd.util.model_shapes import resolve_model
+from sweepd.store.rows import Job, Run
+from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
-MAX_BATCH = 4096
 # Failures of a node, of the infrastructure or a person's cancel say nothing about the
 # value: such a run must not become the search's upper bound (the value is tried again, on
 # the nodes left). docs/architecture.md "Failure classes" has the whole table.
@@ -36,10 +39,44 @@ def _finished(ctx: SweepContext) -> list[Run]:
 
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
-    return [Probe(r.params[spec.parameter], _OUTCOME.get(r.outcome or "", Outcome.FAILED),
-                  r.tgs) for r in _finished(ctx)
+    latest = _latest_jobs(ctx.jobs)
+    return [_probe(spec, r, latest.get(r.id), len(ctx.nodes)) for r in _finished(ctx)
             if _comparable(r, len(ctx.nodes))
             and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+
+
+def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
+    """The run's result with what its log said about memory. Memory per GPU changes with
+    the node count: an OOM carried over from more nodes keeps its outcome only."""
+    probe = Probe(run.params[spec.parameter], _OUTCOME.get(run.outcome or "", Outcome.FAILED),
+                  run.tgs)
+    if job is None or run.node_count != nodes:
+        return probe
+    fixed = (job.mem_total_gb - job.mem_temp_gb
+             if job.mem_total_gb is not None and job.mem_temp_gb is not None else None)
+    alloc = _gb(job.failure_detail) if run.outcome == "oom" else None
+    return Probe(probe.value, probe.outcome, probe.tgs, temp_gb=job.mem_temp_gb,
+                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=alloc)
+
+
+def _latest_jobs(jobs: Sequence[Job]) -> dict[int, Job]:
+    """Each run's latest attempt: the one its outcome came from."""
+    latest: dict[int, Job] = {}
+    for job in sorted(jobs, key=lambda j: (j.attempt, j.id)):
+        latest[job.run_id] = job
+    return latest
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)?\s*$")
+_SCALE = {"KB": 1e-6, "KiB": 1e-6, "MB": 1e-3, "MiB": 1e-3, "GB": 1.0, "GiB": 1.0,
+          "TB": 1e3, "TiB": 1e3, "B": 1e-9, "bytes": 1e-9}
+
+
+def _gb(detail: str | None) -> float | None:
+    """An OOM's failed allocation (`12.50GiB`) in GB; GiB and GB are not told apart, as
+    Memstats and the compiled-memory line print GB for the same unit."""
+    m = _SIZE.match(detail or "")
+    return float(m.group(1)) * _SCALE[m.group(2) or "B"] if m else None
 
 
 def _comparable(run: Run, nodes: int) -> bool:
@@ -54,38 +91,51 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         ordered = all(isinstance(v, int | float) for v in spec.values)
         values = tuple(sorted(spec.values) if ordered else spec.values)
         return SearchSpace(values, None, ordered), f"{len(values)} given values"
-    model = resolve_model(spec.model)
+    try:
+        model = resolve_model(spec.model)
+    except UnknownModel:
+        return _small_start(spec)
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.prior_param_gb,
     )
-    space = batch_space(est.max_batch, spec.lower, spec.upper)
-    if spec.upper is None:
-        space = extend_past_estimate(space, est.max_batch, spec.lower, probes(spec, ctx))
+    prior = ctx.extra.get("prior")
+    if prior:
+        return _from_prior(spec, prior)
+    space = batch_space(est.max_batch, spec.lower, spec.upper,
+                        source=f"the memory estimate (SKILL.md formula, {est.source})")
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
 
 
-def extend_past_estimate(space: SearchSpace, estimate: int, lower: int,
-                         seen: list[Probe]) -> SearchSpace:
-    """The estimate was too low: the top of the grid ran fine and nothing failed yet, so
-    the grid doubles upward (SKILL.md Step 7: "probe higher if room remains"). It also keeps
-    covering every value probed after such a doubling, so a failure up there (an OOM past
-    the old top) bounds the search instead of being ignored and ending it early."""
-    def wants_more(space: SearchSpace) -> bool:
-        top = int(space.candidates[-1])
-        values = {p.value for p in seen}
-        if any(isinstance(v, int | float) and v > top for v in values):
-            return True
-        return bool(seen) and all(p.outcome == Outcome.OK for p in seen) and top in values
+def _small_start(spec: ModelPerfSpec) -> tuple[SearchSpace, str]:
+    """A model whose shape sweepd does not know: no estimate is possible, so the first probe
+    is small (likely to fit) and its compiled-memory line predicts the largest fit."""
+    space = batch_space(spec.lower, spec.lower, spec.upper, source="no estimate")
+    why = f"no shape known for {spec.model}, so no memory estimate"
+    return replace(space, start=spec.lower, start_why=f"a small first probe ({why}); its "
+                   "compiled-memory line predicts the largest batch that fits"), why
 
-    while wants_more(space) and int(space.candidates[-1]) < MAX_BATCH:
-        space = batch_space(estimate, lower, min(MAX_BATCH, 2 * int(space.candidates[-1])))
-    return space
+
+def _from_prior(spec: ModelPerfSpec, prior: dict[str, Any]) -> tuple[SearchSpace, str]:
+    """An earlier sweep of the same cell measured the peak and the largest fit: start at its
+    peak, take its max fit as the estimate, and its OOM (deterministic, SKILL.md: never
+    retried) as the top of the search."""
+    sweep, peak, max_fit, oom = prior["sweep"], prior["peak"], prior["max_fit"], prior["oom"]
+    upper = spec.upper if oom is None else min(spec.upper or int(oom) - 1, int(oom) - 1)
+    upper = max(spec.lower, upper) if upper is not None else None
+    space = batch_space(int(max_fit), spec.lower, upper, source=f"sweep #{sweep}'s max fit")
+    tgs = f" at {prior['tgs']:,.0f} TGS/device" if prior.get("tgs") else ""
+    start = peak if peak in space.candidates else None
+    why = (f"sweep #{sweep} of the same model, node count and config: peak "
+           f"{spec.parameter}={peak}{tgs}, largest that fitted {max_fit}"
+           + (f", OOM at {oom}" if oom is not None else ""))
+    return replace(space, start=start, start_why=f"at the peak of {why}",
+                   prior=tuple(prior.get("probes") or ())), why
 
 
 def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
@@ -99,24 +149,25 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
-    value = next_value(space, seen)
-    if value is None:
-        notes = [n for n in (_edge(space, seen), _not_run(spec, seen)) if n]
+    step = next_probe(space, seen)
+    if step is None:
+        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen),
+                             _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
+    value = step.value
     if len(_finished(ctx)) >= spec.max_runs:
         return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
                                         f"settled; {spec.parameter}={value} was next",
                        settled=False)
-    first = "first probe" if not seen else "next probe"
+    reason = f"next probe {spec.parameter}={value}: {step.why}"
+    if not seen:
+        reason = f"first probe {spec.parameter}={value}: {step.why}" + \
+            ("" if space.start is not None else f"; {why}")
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
-        why += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
-                "except an OOM on more nodes")
-    estimate = None if space.estimate_index is None else space.candidates[space.estimate_index]
-    if isinstance(value, int | float) and isinstance(estimate, int | float) and value > estimate:
-        why = f"climbing above the memory estimate; {why}"
+        reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
+                   "except an OOM on more nodes")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx), params={spec.parameter: value},
-                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe",
-                   reason=f"{first} {spec.parameter}={value} ({why})")]
+                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
 def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
@@ -125,6 +176,12 @@ def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
     if top is None or not space.ordered or top.value != space.candidates[-1]:
         return None
     return "it is the highest value searched, so a higher one may be faster"
+
+
+def _from_earlier(ctx: SweepContext) -> str | None:
+    prior = ctx.extra.get("prior")
+    return (f"values not run here are judged by sweep #{prior['sweep']}'s runs, their TGS "
+            "scaled by the values both sweeps ran") if prior else None
 
 
 def _label(base: str, ctx: SweepContext) -> str:

@@ -1,41 +1,58 @@
 """Model perf sweep: which value of one parameter gives the highest steady-state TGS.
 
 Pure decisions (batch-sweep.SKILL.md "Model perf sweep", Steps 3 and 7): given the probes so
-far, name the next value to run, or None when the sweep has converged.
+far, name the next value to run and why, or None when the sweep has converged.
 
-Ordered spaces (batch sizes on a grid, sequence lengths, mem fractions) are searched as a
-curve that rises, peaks and may fall, cut off by an OOM cliff. Distances are by value, so an
-uneven grid (1, 2, 4, 8, 12, 16, ...) is handled:
+Ordered spaces (every integer batch size by default, or a spec's `values`) are searched as
+a curve that rises, peaks and may fall, cut off by an OOM cliff:
 
-* Start at the candidate nearest 75% of the estimated max, then climb while nothing above
-  is known: one candidate at a time while the best is still a plausible max (within the
-  estimate's error band), ~1.33x once past it.
-* Everything at or above the lowest OOM/FAILED value is known to fail and never probed.
+* Memory is learnt from every run. MaxText prints the compiled memory after compilation
+  (`Total memory size: …, Temp size: …, Argument size: …`); temp grows about linearly with
+  the batch. One run's line predicts the largest batch that fits (temp through the origin,
+  which over-states the slope when temp has a constant part, so the prediction is low if
+  anything); two runs fit the line. A pass at b proves memory for b; an OOM lowers the
+  usable pool below what that run needed, and its failed allocation (at least the shortfall)
+  bounds the largest fit from below.
+* The first probe is at ~75% of the estimated max (SKILL.md Step 3), the second at the
+  predicted max fit. Without any memory line the climb is geometric (>= 1.5x, SKILL.md's
+  "second probe at 1.5x the first"), never one value at a time.
+* Everything at or above the lowest OOM/FAILED value, or above the largest value the fitted
+  line proves cannot fit, is never probed.
 * Between known points TGS is assumed concave (it rises with diminishing returns, then
   falls to communication or memory pressure). The secant through two neighbouring probes,
-  extended, then bounds how high TGS can be in an unprobed gap. A gap whose bound cannot
-  beat the best by more than TOLERANCE is settled without running it. Otherwise the gap
-  with the highest bound is bisected; unbounded gaps go highest first (after an OOM, the
-  midpoint below it, as Step 7 says), and the open bottom gap is first probed just below
-  the lowest good value, because one lower neighbour usually settles all of it.
+  extended, bounds how high TGS can be in an unprobed gap. A gap whose bound cannot beat
+  the best by more than TOLERANCE is settled without running it. Next to the best, an
+  unbounded gap is probed a step from the best that the TGS trend should tell apart from
+  the noise: the secant through the two then bounds the rest of that side (SKILL.md
+  "narrow the range"). Other gaps are bisected, down to neighbours.
+* A best whose measured neighbours are within the run-to-run noise is a flat top: the
+  search may stop there and says so (`flat_top`).
 
 Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 Value = int | float | str
 
 START_FRACTION = 0.75  # first probe at ~75% of the estimated max (SKILL.md Step 3)
-CLIMB = 1.33  # past the estimate's band, climb ~1.33x (SKILL.md says "e.g. 1.5x"; 1.33
-# measured ~0.5 runs cheaper): the estimate was wrong, so grow geometrically
-ESTIMATE_BAND = 1 / 0.6  # the true max may be up to ~1.67x the estimate (formula-only error)
-TOLERANCE = 0.005  # a gap that cannot beat the best by more than this is not worth a run
+CLIMB = 1.5  # without a memory line, climb 1.5x (SKILL.md: "second probe at 1.5x the first")
+TOLERANCE = 0.005
+NOISE = 0.01  # run-to-run TGS noise: closer than this, two runs cannot be told apart
+MAX_BATCH = 4096
+STEP_NOISE = 6.0  # a step from the best aims at a TGS change of this many noise widths
+STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
+BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
+DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
+OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
+MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 
 
 class Outcome(StrEnum):
@@ -49,6 +66,11 @@ class Probe:
     value: Value
     outcome: Outcome
     tgs: float | None
+    # What the run's log said about memory (GB as printed); None when it did not say.
+    temp_gb: float | None = None  # compiled Temp size: grows with the batch
+    fixed_gb: float | None = None  # compiled Total - Temp: params, optimizer state, outputs
+    limit_gb: float | None = None  # the pool (Memstats `Using (GB) … / limit`)
+    alloc_gb: float | None = None  # the allocation an OOM failed on
 
 
 @dataclass(frozen=True)
@@ -56,32 +78,30 @@ class SearchSpace:
     candidates: tuple[Value, ...]
     estimate_index: int | None
     ordered: bool = True
+    estimate_source: str = "the memory estimate"  # named in the first probe's reason
+    start: Value | None = None  # the first probe, when an earlier sweep says where to start
+    start_why: str = ""
+    # An earlier sweep of the same cell: its runs stand in for values this one has not run,
+    # their TGS scaled by how this sweep's runs compare with it at the same values.
+    prior: tuple[Probe, ...] = ()
 
 
-GRID_POINTS = 8  # aim for ~6-10 stepped candidates between 0 and the default upper (2x estimate)
+@dataclass(frozen=True)
+class Step:
+    value: Value
+    why: str  # the bound or prediction that chose it (shown by `explain`)
 
 
-def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None) -> SearchSpace:
-    """A grid of batch sizes in lower..upper, like SKILL.md Step 8's 8, 12, 16, 20, 24.
-
-    Neighbouring batch sizes differ by less than run-to-run noise, so sweeping every integer
-    costs runs without telling them apart. The grid is the multiples of a power-of-two step
-    (~estimate/4, so ~8 multiples up to the default upper of 2x estimate, room for an
-    estimate 2x too low) plus the powers of two below the step and `lower` itself, so a
-    search can still descend when even small batches OOM. Every power of two in range is
-    on the grid. Give the spec explicit `values` for any other grid.
-    """
-    if upper is not None and upper < lower:
-        raise ValueError(f"upper {upper} < lower {lower}")
-    estimate = max(estimated_max, lower) if upper is None else min(max(estimated_max, lower), upper)
-    step = 2 ** max(0, round(math.log2(max(1.0, 2 * estimate / GRID_POINTS))))
-    if upper is None:  # the first grid value at or past 2x the estimate
-        upper = -(-max(2 * estimate, lower + 7) // step) * step
-    small = {2**k for k in range(step.bit_length()) if lower <= 2**k < step}
-    stepped = set(range(-(-lower // step) * step, upper + 1, step))
-    candidates = tuple(sorted(small | stepped | {lower}))
-    index = min(range(len(candidates)), key=lambda i: (abs(candidates[i] - estimate), -i))
-    return SearchSpace(candidates, index)
+def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
+                source: str = "the memory estimate") -> SearchSpace:
+    """Every integer batch size in lower..upper (default up to MAX_BATCH): the true optimum
+    is an integer, and the search skips what memory and the curve rule out, so a coarser
+    grid would only hide the peak."""
+    top = MAX_BATCH if upper is None else upper
+    if top < lower:
+        raise ValueError(f"upper {top} < lower {lower}")
+    estimate = min(max(estimated_max, lower), top)
+    return SearchSpace(tuple(range(lower, top + 1)), estimate - lower, estimate_source=source)
 
 
 def best(probes: Sequence[Probe]) -> Probe | None:
@@ -92,12 +112,136 @@ def best(probes: Sequence[Probe]) -> Probe | None:
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
     """The next value to run, or None when the search has converged."""
+    step = next_probe(space, probes)
+    return None if step is None else step.value
+
+
+def next_probe(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
+    """The next value to run and the bound or prediction that chose it."""
     tried = {p.value for p in probes}
     if not space.ordered:
-        return next((c for c in space.candidates if c not in tried), None)
-    view = _View.of(space, probes)
-    index = _next_index(view)
-    return None if index is None else space.candidates[index]
+        value = next((c for c in space.candidates if c not in tried), None)
+        return None if value is None else Step(value, "categorical: every value is tried")
+    seen = [*probes, *_scaled_prior(space, probes)]
+    view = _View.of(space, seen)
+    top = best(seen)
+    if top is not None and top.value not in tried and top.value in space.candidates \
+            and space.candidates.index(top.value) < view.cliff:
+        return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
+                               f"{top.value}: measure it here")
+    found = _next_index(view)
+    return None if found is None else Step(space.candidates[found[0]], found[1])
+
+
+def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
+    """The earlier sweep's runs at values this one has not run, once this sweep has run one
+    of its values: TGS scaled by the ratio at the values both ran (the nodes or the day
+    may be a little faster or slower), memory as it was (the same config)."""
+    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
+    ratios = [mine[p.value] / p.tgs for p in space.prior
+              if p.value in mine and p.outcome is Outcome.OK and p.tgs]
+    if not ratios:
+        return []
+    scale = statistics.fmean(ratios)
+    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None)
+            for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
+
+
+def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
+    """Why the best may not be the exact optimum: a measured neighbour within the noise."""
+    top = best(probes)
+    if top is None or not space.ordered or top.value not in space.candidates:
+        return None
+    i = space.candidates.index(top.value)
+    near = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None
+            and p.value in space.candidates and abs(space.candidates.index(p.value) - i) == 1
+            and p.tgs >= (1 - NOISE) * (top.tgs or 0.0)]
+    if not near:
+        return None
+    names = ", ".join(str(p.value) for p in near)
+    return (f"flat top: {names} measured within {NOISE:.0%} (the run-to-run noise) of "
+            f"{top.value}, so either may be the faster")
+
+
+# -- memory ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Compiled memory as a line in the value: need(v) = base + slope * v, against `limit`."""
+
+    slope: float  # GB per unit of the value
+    base: float  # GB at value 0: the fixed part plus temp's constant
+    limit: float  # GB usable: the pool, lowered below what any OOM run needed
+    points: int  # distinct values with a temp size
+    why: str
+
+    def max_fit(self) -> float:
+        return (self.limit - self.base) / self.slope
+
+
+def _numeric(value: Value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
+    """The line through the runs' compiled temp sizes, or None without a line and a pool."""
+    temps: dict[float, list[float]] = {}
+    for p in probes:
+        if p.temp_gb is not None and _numeric(p.value) and float(p.value) > 0:
+            temps.setdefault(float(p.value), []).append(p.temp_gb)
+    fixed = [p.fixed_gb for p in probes if p.fixed_gb is not None]
+    limits = [p.limit_gb for p in probes if p.limit_gb is not None]
+    if not temps or not fixed or not limits:
+        return None
+    xs = sorted(temps)
+    ys = [statistics.fmean(temps[x]) for x in xs]
+    slope, intercept = _line(xs, ys)
+    if slope <= 0:
+        return None
+    base = statistics.median(fixed) + intercept
+    limit, lowered = min(limits), ""
+    for p in probes:  # what an OOM run needed did not fit, whatever the pool says
+        if p.outcome is not Outcome.OK and p.temp_gb is not None and p.fixed_gb is not None:
+            needed = p.temp_gb + p.fixed_gb - OOM_MARGIN_GB
+            if needed < limit:
+                limit, lowered = needed, f" (lowered by the OOM at {p.value})"
+    shape = (f"temp {ys[0]:.1f} GB at {_fmt(xs[0])}, through 0" if len(xs) == 1 else
+             f"temp fitted over {len(xs)} runs ({', '.join(_fmt(x) for x in xs)})")
+    why = (f"compiled memory: {shape} = {slope:.2f} GB per batch + {base:.1f} GB fixed, "
+           f"pool {limit:.1f} GB{lowered}")
+    return MemoryFit(slope, base, limit, len(xs), why)
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares; one point: through the origin (temp is mostly activations)."""
+    if len(xs) == 1:
+        return ys[0] / xs[0], 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def _alloc_floor(probes: Sequence[Probe], fit: MemoryFit | None) -> tuple[float, str] | None:
+    """An OOM that failed allocating X GB was at most X short: the largest fit is at least
+    its value less X / slope. Only with a fitted slope: one run's line through the origin
+    over-states the slope, and with it this floor."""
+    if fit is None or fit.points < 2:
+        return None
+    floors = [(float(p.value) - p.alloc_gb / fit.slope, p) for p in probes
+              if p.outcome is Outcome.OOM and p.alloc_gb is not None and _numeric(p.value)]
+    if not floors:
+        return None
+    x, p = max(floors, key=lambda f: f[0])
+    return x, f"the OOM at {p.value} failed allocating {p.alloc_gb:.1f} GB"
+
+
+# -- the search ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -109,10 +253,25 @@ class _View:
     cliff: int  # lowest failing index; n when nothing failed
     tried: frozenset[int]
     estimate: int | None
+    source: str
+    values: tuple[Value, ...]
+    fit: MemoryFit | None
+    pred: int | None  # index of the largest candidate memory predicts to fit (-1: none)
+    pred_why: str
+    proven: int  # lowest index memory proves cannot fit (n when it proves nothing)
+    start: int | None = None
+    start_why: str = ""
 
     @property
     def n(self) -> int:
         return len(self.x)
+
+    @property
+    def ceiling(self) -> int:
+        return min(self.cliff, self.proven)
+
+    def name(self, i: int) -> Value:
+        return self.values[i]
 
     @classmethod
     def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> _View:
@@ -121,23 +280,63 @@ class _View:
         fails = [i for i, p in known if p.outcome is not Outcome.OK]
         cliff = min(fails, default=len(space.candidates))
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
-        numeric = all(isinstance(v, int | float) for v in space.candidates)
+        numeric = all(_numeric(v) for v in space.candidates)
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
-        return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index)
+        fit = memory_fit(probes) if numeric else None
+        pred, why, proven = _predict(x, fit, _alloc_floor(probes, fit), max(ok, default=-1))
+        return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
+                   space.estimate_source, space.candidates, fit, pred, why, proven,
+                   where.get(space.start) if space.start is not None else None,
+                   space.start_why)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
+        if hi - lo > 64:  # sorted values: bisect rather than scan thousands of integers
+            k = min(max(bisect.bisect_left(self.x, target, lo, hi + 1), lo), hi)
+            lo, hi = max(lo, k - 1), min(hi, k + 1)
         return min(range(lo, hi + 1), key=lambda i: (abs(self.x[i] - target), -i))
+
+    def last_at_most(self, target: float) -> int:
+        """The highest index whose value is <= target (-1 when none is)."""
+        return bisect.bisect_right(self.x, target + 1e-9) - 1
+
+
+def _predict(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str] | None,
+             top_ok: int) -> tuple[int | None, str, int]:
+    """(index memory predicts is the largest fit, why, lowest index it proves cannot fit)."""
+    n = len(x)
+    if fit is None:
+        return None, "", n
+    limit = fit.max_fit()
+    # Aim a margin under the pool: allocator fragmentation and buffers outside the compiled
+    # program OOM a batch whose total is just under it. Past the margin, up to the pool,
+    # the TGS trend decides whether one more value is worth a run.
+    likely = (fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope
+    pred = bisect.bisect_right(x, likely + 1e-9) - 1
+    can = bisect.bisect_right(x, limit + 1e-9) - 1
+    why = f"{fit.why} -> largest fit ~{likely:.1f} ({MEMORY_MARGIN:.0%} under the pool)"
+    trusted = fit.points >= 2 and can >= top_ok
+    if floor is not None and floor[0] > limit:
+        pred, trusted = bisect.bisect_right(x, floor[0] + 1e-9) - 1, False
+        why += f"; but {floor[1]}, so it fits up to ~{floor[0]:.1f}"
+    # With two or more points the line is measured, not assumed, so the value past the
+    # prediction needs more than the pool: it cannot fit. Unless a pass above says the line
+    # over-states memory.
+    proven = can + 1 if trusted else n
+    return pred, why, min(proven, n)
 
 
 @dataclass(frozen=True)
 class _Gap:
     lo: int  # known index below the gap (-1 at the bottom)
-    hi: int  # known index above it (the cliff, or n at the top)
+    hi: int  # known index above it (the ceiling, or n at the top)
     bound: float  # highest TGS the gap could hold; inf when nothing bounds it
 
 
-def _next_index(view: _View) -> int | None:
+Choice = tuple[int, str]
+
+
+def _next_index(view: _View) -> Choice | None:
     if view.cliff == 0:
         return None  # even the smallest value fails: nothing fits
     if not view.ok:
@@ -146,27 +345,45 @@ def _next_index(view: _View) -> int | None:
     gaps = [g for g in _gaps(view) if g.bound > top * (1 + TOLERANCE)]
     if not gaps:
         return None
-    # Unbounded gaps tie: take the highest first (SKILL.md Step 7: after an OOM, probe
-    # between the last good value and it) since the cliff side is where the peak usually is.
-    gap = max(gaps, key=lambda g: (g.bound, g.lo))
-    return _probe_in(view, gap)
+    # Above the highest value that ran first, while it could hold a better TGS: memory
+    # decides where the cliff is, and the peak is usually near it. Then unbounded gaps, the
+    # highest first (SKILL.md Step 7: after an OOM, probe between the last good value and it).
+    gap = max(gaps, key=lambda g: (g.lo == max(view.ok), g.bound, g.lo))
+    return _probe_in(view, gap, top)
 
 
-def _descend(view: _View) -> int | None:
+def _descend(view: _View) -> Choice | None:
     """No value has run yet: start at ~75% of the estimate, or below the lowest failure."""
     if not view.tried:
+        if view.start is not None:
+            return view.start, view.start_why
         if view.estimate is None:
-            return (view.n - 1) // 2
-        return view.nearest(START_FRACTION * view.x[view.estimate], 0, view.n - 1)
-    # The failure is now the best guess at the max: go to ~75% of it; if that failed too the
-    # estimate is badly off, so halve (as Accelerate does) rather than creep down.
+            return (view.n - 1) // 2, "first probe: the middle of the given values"
+        target = START_FRACTION * view.x[view.estimate]
+        return (view.nearest(target, 0, view.n - 1),
+                f"first probe at ~{START_FRACTION:.0%} of {view.source} "
+                f"(max ~{view.name(view.estimate)})")
+    failed = view.name(view.cliff)
+    if view.pred is not None and 0 <= view.pred < view.cliff and view.fit is not None:
+        if view.fit.points >= 2:
+            return view.pred, f"largest predicted to fit below the OOM at {failed}: " \
+                              f"{view.pred_why}"
+        # One OOM's line through the origin over-states what fits when temp has a constant
+        # part: aim a little under it, so the run is likely to pass and measure TGS too.
+        i = view.nearest(DESCENT_AIM * view.x[view.pred], 0, view.pred)
+        return i, (f"~{DESCENT_AIM:.0%} of the largest predicted to fit below the OOM at "
+                   f"{failed} (a one-run line errs high): {view.pred_why}")
+    # No memory line: the failure is the best guess at the max, go to ~75% of it; if that
+    # failed too the estimate is badly off, so halve rather than creep down.
     fraction = START_FRACTION if len(view.tried) < 2 else 0.5
-    return view.nearest(fraction * view.x[view.cliff], 0, view.cliff - 1)
+    return (view.nearest(fraction * view.x[view.cliff], 0, view.cliff - 1),
+            f"~{fraction:.0%} of {failed}, the lowest value that failed (no compiled-memory "
+            "line to predict from)")
 
 
 def _gaps(view: _View) -> list[_Gap]:
     points = sorted(view.ok)
-    edges = [-1, *points, view.cliff]
+    edges = [-1, *points, view.ceiling]
     gaps = []
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]
@@ -189,27 +406,78 @@ def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
         lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if not lines:
         return math.inf
-    return max(min(y + s * (x[i] - x0) for x0, y, s in lines) for i in range(lo + 1, hi))
+
+    def at(i: int) -> float:
+        return min(y + s * (x[i] - x0) for x0, y, s in lines)
+
+    # A minimum of lines peaks at an end or where two lines cross.
+    where = {lo + 1, hi - 1}
+    if len(lines) == 2 and lines[0][2] != lines[1][2]:
+        (x0, y0, s0), (x1, y1, s1) = lines
+        cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
+        k = view.nearest(cross, lo + 1, hi - 1)
+        where |= {max(lo + 1, k - 1), k, min(hi - 1, k + 1)}
+    return max(at(i) for i in where)
 
 
-def _probe_in(view: _View, gap: _Gap) -> int:
-    """Where to run inside a gap worth exploring."""
-    if gap.hi == view.n and gap.lo >= 0:
-        # Open top, nothing known above the best yet: climb (SKILL.md Step 3.3). While the
-        # best could still be the max, the cliff may be the very next value: stepping there
-        # means an OOM settles the gap at once, where skipping a value costs a run to come
-        # back for it (measured ~0.12 runs cheaper than 1.33x on the grid).
-        if view.estimate is not None and view.x[gap.lo] < ESTIMATE_BAND * view.x[view.estimate]:
-            return gap.lo + 1
-        return view.nearest(CLIMB * view.x[gap.lo], gap.lo + 1, gap.hi - 1)
-    if math.isinf(gap.bound):
-        if gap.lo < 0:
-            # Nothing below the lowest good value: its neighbour gives a secant that, on the
-            # usual rising curve, settles the whole bottom gap in one run.
-            return gap.hi - 1
-        return (gap.lo + gap.hi) // 2
-    # Bisect by value, not index: the small powers of two would pull index halves far down.
-    # (Leaning towards where the bound peaks measured worse: it peaks at the gap's far end.)
-    bottom = view.x[gap.lo] if gap.lo >= 0 else view.x[0] - 1
-    top = view.x[gap.hi] if gap.hi < view.n else view.x[-1] + 1
-    return view.nearest((bottom + top) / 2, gap.lo + 1, gap.hi - 1)
+def _probe_in(view: _View, gap: _Gap, top: float) -> Choice:
+    """Where to run inside a gap worth exploring, and why."""
+    bound = "nothing bounds it" if math.isinf(gap.bound) else \
+        f"the TGS trend allows up to {gap.bound / top - 1:+.1%} over the best"
+    if gap.lo == max(view.ok):
+        return _climb(view, gap, bound)
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    if math.isinf(gap.bound) and best_i in (gap.lo, gap.hi) and gap.lo >= 0:
+        # Next to the best: a step from it that the TGS trend should tell apart from the
+        # noise, so the secant through the two bounds the rest of that side.
+        i = _step_from(view, best_i, gap)
+        return i, (f"{view.name(i)} near the best ({view.name(best_i)}) between "
+                   f"{_edge(view, gap.lo)} and {_edge(view, gap.hi)} ({bound}): the secant "
+                   "through the two bounds the rest of that side")
+    if math.isinf(gap.bound) and gap.lo < 0:
+        # Nothing below the lowest good value: a step below it gives a secant that, on the
+        # usual rising curve, settles the whole bottom gap in one run.
+        i = view.nearest(BOTTOM_STEP * view.x[gap.hi], 0, gap.hi - 1)
+        return i, (f"~{BOTTOM_STEP:.0%} of the lowest value run ({view.name(gap.hi)}; "
+                   f"{bound})")
+    lower = view.x[gap.lo] if gap.lo >= 0 else view.x[0] - 1
+    i = view.nearest((lower + view.x[gap.hi]) / 2, gap.lo + 1, gap.hi - 1)
+    return i, f"midpoint of {_edge(view, gap.lo)}..{_edge(view, gap.hi)} ({bound})"
+
+
+def _step_from(view: _View, best_i: int, gap: _Gap) -> int:
+    """The value beside the best whose TGS should differ from it by about twice the
+    noise, going by the slope between the gap's two ends (at least the next value)."""
+    other = gap.hi if best_i == gap.lo else gap.lo
+    top = view.ok[best_i]
+    slope = abs(view.ok.get(other, top) - top) / max(1e-9, abs(view.x[other] - view.x[best_i]))
+    span = abs(view.x[other] - view.x[best_i])
+    d = min(STEP_NOISE * NOISE * top / max(slope, 1e-12), STEP_SHARE * span)
+    target = view.x[best_i] + (d if other > best_i else -d)
+    lo, hi = gap.lo + 1, gap.hi - 1
+    return view.nearest(target, lo, hi)
+
+
+def _edge(view: _View, i: int) -> str:
+    return "the bottom" if i < 0 else str(view.name(i)) if i < view.n else "the top"
+
+
+def _climb(view: _View, gap: _Gap, bound: str) -> Choice:
+    """Above the highest value that ran: the predicted max fit, else a geometric climb."""
+    lo, hi = gap.lo, gap.hi
+    if view.pred is not None and lo < view.pred < hi:
+        return view.pred, f"largest predicted to fit: {view.pred_why}"
+    if view.pred is not None and view.pred >= hi and hi < view.n:
+        return hi - 1, (f"largest below the failure at {view.name(hi)}: {view.pred_why}")
+    if view.fit is not None and view.pred is not None and view.pred <= lo:
+        return lo + 1, (f"one above {view.name(lo)}: {view.pred_why}, but that line is "
+                        f"{'from one run' if view.fit.points < 2 else 'contradicted by a pass'}; "
+                        "this run tests it")
+    if hi < view.n:  # an OOM above, no memory line: SKILL.md Step 7's midpoint
+        i = view.nearest((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1)
+        return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed); "
+                   f"no compiled-memory line to predict from ({bound})")
+    i = view.nearest(CLIMB * view.x[lo], lo + 1, hi - 1)
+    i = max(i, lo + 1)
+    return i, (f"climbing {CLIMB:g}x from {view.name(lo)}: nothing above it has failed and no "
+               "compiled-memory line predicts the max")

@@ -2,8 +2,10 @@
 and the results so far, as it judges them: per profile, its samples, its fate.
 
 Noise-aware: a profile's delta is its mean TGS over the baseline's mean, with the standard
-error of that difference from the per-run noise (~0.8 %, xla-tuning-facts.md) and both
-sample counts, so one lucky run never carries a verdict.
+error of that difference from the per-run noise and both sample counts, so one lucky run
+never carries a verdict. The per-run noise is the cell's own: the pooled spread of every
+profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-facts.md)
+while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Inputs:
     bounded_count: int = 25
     regress: float = 0.01  # no other config tag may lose more than this
     max_queue_s: float = 8 * 3600.0  # stop rule 3
-    noise: float = 0.008  # relative std of one run
+    noise: float = 0.008  # relative std of one run: the prior of the cell's own estimate
     wave_size: int = 8
     max_flakes: int = 3
     max_flags: int = 3
@@ -128,6 +130,20 @@ class Board:
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
 
 
+PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
+
+
+def pooled_noise(entries: Sequence[Entry], prior: float) -> float:
+    """Relative std of one run: pooled over every repeated profile, shrunk to the prior."""
+    ss, df = 0.0, 0
+    for e in entries:
+        if e.n >= 2:
+            m = e.mean
+            ss += sum((x / m - 1) ** 2 for x in e.samples)
+            df += e.n - 1
+    return math.sqrt((PRIOR_DF * prior**2 + ss) / (PRIOR_DF + df))
+
+
 def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
     grouped: dict[tuple[str, str], list[Result]] = {}
     for r in results:
@@ -135,7 +151,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
     entries = {key: _entry(key, rs, max_flakes) for key, rs in grouped.items()}
     return Board(
         entries,
-        noise,
+        pooled_noise(list(entries.values()), noise),
         queue_s=sum(r.queue_s for r in results),
         pending=sum(r.outcome is Outcome.PENDING for r in results),
         waves=tuple(sorted({r.wave for r in results})),

@@ -5,8 +5,10 @@ evidence orders the mechanisms. Then each wave (<= wave_size runs, planned once 
 wave has finished, as the SKILL.md pauses to review) is filled in this order: re-runs of
 results that would change the verdict, the neighbours of the best value of every numeric
 family whose first value showed an effect, stacks of confirmed winners, then one first
-value per family not yet tried, in mechanism order. Wave 5 (PP) tries pipeline shapes on top
-of the best recipe once the rest has plateaued; Wave 6 runs the winning recipe on every
+value per family not yet tried, in mechanism order. Once that has plateaued, the endgame
+polishes the leading recipe: each numeric part moved to its neighbour values, each single
+that measured >= +0.5 % added on top. Wave 5 (PP) tries pipeline shapes on top
+of the best recipe after that; Wave 6 runs the winning recipe on every
 other config tag. Every planned run and every verdict carries its rule and its evidence.
 """
 

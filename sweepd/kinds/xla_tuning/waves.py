@@ -20,10 +20,12 @@ Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
 POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
 MAX_N = 3  # runs of one profile before its mean is taken as it is
+BASE_N = 2  # baseline runs on the primary tag (a third cost runs, found no more)
 STACKS_PER_WAVE = 2
 SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
+POLISH = 4  # endgame runs on the leader's neighbours and additions, per wave
 
 
 @dataclass
@@ -77,7 +79,7 @@ class Candidates:
                 out.append((self._profile(e.profile), self.primary, "noise.rerun",
                             f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
         base = self.board.base(self.primary)
-        if out and base is not None and base.n < MAX_N:
+        if out and base is not None and base.n < BASE_N:
             out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
                            f"baseline n={base.n}: deltas are judged against its mean"))
         return out
@@ -138,6 +140,42 @@ class Candidates:
                 out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
                             f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
         return out[:STACKS_PER_WAVE]
+
+    def polish(self) -> list[Item]:
+        """Endgame on the leader: each numeric part moved to its neighbour values, then each
+        other single that measured faster than baseline added (a small flag the noise hid
+        from `stacks` is tried where it would count: on top of the leader)."""
+        leader = best_recipe(self)
+        if leader is None:
+            return []
+        parts = [self._profile(n) for n in leader.split("+")]
+        out: list[Item] = []
+        for i, part in enumerate(parts):
+            for nb in self._neighbours(part):
+                s = self._profile("+".join(sorted(p.name for p in [*parts[:i], nb,
+                                                                   *parts[i + 1:]])))
+                if self._ok(s):
+                    out.append((s, self.primary, "wave.polish_value",
+                                f"{leader} with {part.name} -> {nb.name}"))
+        base = self._profile(leader)
+        singles = sorted((e for e in self._candidates() if "+" not in e.profile
+                          and self._d(e.profile) > POSITIVE), key=lambda e: -self._d(e.profile))
+        for e in singles:
+            part = self._profile(e.profile)
+            if part.keys & base.keys or len(base.settings) + len(part.settings) > \
+                    self.inp.max_flags:
+                continue
+            s = self._profile("+".join(sorted([*leader.split("+"), e.profile])))
+            if self._ok(s):
+                out.append((s, self.primary, "wave.polish_add",
+                            f"{leader} + {e.profile} ({self._d(e.profile):+.2%} alone)"))
+        return out[:POLISH]
+
+    def _neighbours(self, part: Profile) -> list[Profile]:
+        if not part.family or part.name not in self.table:
+            return []
+        fam = [p for p in self.table.values() if p.family == part.family]
+        return [p for p in fam if abs(p.position - part.position) == 1]
 
     def seeds(self, focus_only: bool) -> list[Item]:
         """The first value of every untried family, mechanisms in the evidence's order."""
@@ -201,7 +239,7 @@ class Candidates:
 
     def plateaued(self) -> bool:
         return not (self.confirmations() or self.refinements() or self.stacks()
-                    or self.seeds(focus_only=True))
+                    or self.seeds(focus_only=True) or self.polish())
 
     def settled(self, best: str) -> bool:
         return self.plateaued() and not self.wave5(best)
@@ -222,6 +260,7 @@ def wave_candidates(c: Candidates) -> list[Item]:
     if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
         return confirm[: c.inp.wave_size]
     items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
+    items = items or c.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.wave5(best) or c.wave6(best)
     elif not items:
