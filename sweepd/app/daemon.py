@@ -86,16 +86,25 @@ async def open_parts(config: Config) -> AsyncIterator[Parts]:
 
 async def engine_loop(engine: Engine, stop: asyncio.Event, tick_s: float,
                       beat: Callable[[], object] | None = None) -> None:
-    """Passes until stopped. Idle: one cheap pass per tick. After a change: at once.
-    `beat` (the systemd watchdog) is called per pass: a stuck loop stops the pings."""
+    """Passes until stopped. Idle: one cheap pass per tick. After a change (a submit, a
+    resume, a finished job: `engine.changed`): at once. `beat` (the systemd watchdog) is
+    called per pass: a stuck loop stops the pings."""
     while not stop.is_set():
         with ENGINE_PASS.time():
             await engine.step()
-        engine.changed.clear()
         if beat:
             beat()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), tick_s)
+        await first_of(tick_s, engine.changed, stop)
+
+
+async def first_of(timeout_s: float, *events: asyncio.Event) -> None:
+    """Until one of the events is set, or the timeout."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def _beats(*calls: Callable[[], object]) -> Callable[[], None]:

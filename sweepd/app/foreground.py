@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sweepd.app.daemon import Parts, open_parts
+from sweepd.app.daemon import Parts, first_of, open_parts
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.config import Config
 from sweepd.core.control import abort
@@ -73,13 +73,7 @@ async def _drive(parts: Parts, config: Config, sweep_id: int, emit: Emit,
         if state in EXIT_FOR_STATE:
             return state
         running[:] = await _active_jobs(parts, sweep_id)
-        engine.changed.clear()
-        waits = {asyncio.ensure_future(engine.changed.wait()),
-                 asyncio.ensure_future(interrupted.wait())}
-        await asyncio.wait(waits, timeout=config.daemon.tick_s,
-                           return_when=asyncio.FIRST_COMPLETED)
-        for w in waits:
-            w.cancel()
+        await first_of(config.daemon.tick_s, engine.changed, engine.news(), interrupted)
     return None
 
 

@@ -82,9 +82,12 @@ class Engine:
     # Write-ahead jobs whose earlier submitter is still running: told once, ended once.
     _waiting: set[int] = field(default_factory=set, init=False)
     _ended: set[int] = field(default_factory=set, init=False)
-    # Set when something changed: `changed` wakes the engine loop, `news` wakes clients
-    # waiting for progress (separate, so a waiting client never delays the engine).
+    # `changed` wakes the engine loop for a pass at once (a submit, a resume, a finished
+    # job: `wake`, `mark`); `news` wakes clients waiting for progress (separate, so a
+    # waiting client never delays the engine, and news alone costs no extra pass).
     changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # True from a pass's start until it takes its marks: a mark then is this pass's own.
+    _planning: bool = field(default=False, init=False)
     _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _to_cancel: list[str] = field(default_factory=list, init=False)
     # Sweeps to plan on the next pass; None: all (a new process knows nothing yet).
@@ -112,8 +115,12 @@ class Engine:
                 return
             self._to_cancel.pop(0)
 
-    def notify(self) -> None:
+    def wake(self) -> None:
+        """Run the next pass at once, not at the next tick."""
         self.changed.set()
+
+    def notify(self) -> None:
+        """News for the clients waiting for progress."""
         self._news.set()
         self._news = asyncio.Event()  # one event per generation: no waiter clears another's
 
@@ -128,6 +135,16 @@ class Engine:
     # -- the pass ----------------------------------------------------------------------
 
     async def step(self) -> None:
+        """One pass. A change from here on (a submit, a resume) wakes the loop for the next
+        one; a mark before this pass plans is planned by this pass."""
+        self.changed.clear()
+        self._planning = True
+        try:
+            await self._pass()
+        finally:
+            self._planning = False
+
+    async def _pass(self) -> None:
         if self._dirty is None:   # a new process: a crash may have come between an end and
             await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
@@ -162,9 +179,12 @@ class Engine:
         return self._specs[sweep.id]
 
     def mark(self, sweep_id: int) -> None:
-        """Something happened in this sweep: plan it on the next pass."""
+        """Something happened in this sweep: plan it (this pass if it has not planned yet,
+        else the next one, at once)."""
         if self._dirty is not None:
             self._dirty.add(sweep_id)
+        if not self._planning:
+            self.wake()
 
     async def _sweeps_to_advance(self) -> list[Sweep]:
         """Running sweeps with something new (all of them on a process's first pass), or a
@@ -172,6 +192,7 @@ class Engine:
         running = await self.store.sweeps([SweepState.RUNNING])
         due = await self.store.sweeps_with_due_retries(self.clock.now())
         dirty, self._dirty = self._dirty, set()
+        self._planning = False
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
     async def _read_logs(self, jobs: Sequence[Job],
