@@ -8,6 +8,10 @@ It `git mv`s every module in MOVES, rewrites every `sweepd.x.y` reference (impor
 pyproject.toml, then applies the few FIXUPS a move cannot express (kind discovery, where
 the SQL files are found). A module found at an old place that is not in MOVES is reported:
 add it to MOVES and run again on a fresh checkout.
+
+After a merge of a newer main into the moved branch, `python3 scripts/restructure.py --fix
+FILE...` rewrites the files main brought (old module paths, and the names the hand edits
+after the move relocated, NAMES) without touching references already moved.
 """
 
 from __future__ import annotations
@@ -260,7 +264,59 @@ def leftovers() -> list[str]:
     return sorted(root + old)
 
 
+# (module after the move, name) -> the module the hand edits after the move put it in.
+NAMES: dict[tuple[str, str], str] = {
+    **{("sweepd.kinds.spec", n): "sweepd.util.hostlists"
+       for n in ("MAX_NODES", "count_hostlist", "expand_nodes", "collect_nodes")},
+    **{("sweepd.kinds.spec", n): "sweepd.kinds.registry"
+       for n in ("parse_spec", "load_spec_file", "read_spec_file")},
+    **{("sweepd.kinds.spec", n): "sweepd.kinds.model_perf.spec"
+       for n in ("ModelPerfSpec", "BATCH")},
+    ("sweepd.kinds.model_sweep.kind", "ModelSweepSpec"): "sweepd.kinds.model_sweep.spec",
+    ("sweepd.app.daemon", "AnotherSweepd"): "sweepd.api.errors",
+    ("sweepd.sim.plan", "JobInput"): "sweepd.sim.jobinput",
+    ("sweepd.reports.plots", "node_perf_plot"): "sweepd.kinds.node_perf.plot",
+    ("sweepd.reports.plots", "perf_curve_plot"): "sweepd.kinds.model_perf.plot",
+    ("sweepd.reports.plots", "grouped_bars_plot"): "sweepd.kinds.model_sweep.plot",
+    ("sweepd.reports.plots", "ratio_bars_plot"): "sweepd.kinds.network.plot",
+    **{("sweepd.cli.verbs", n): "sweepd.cli.output"
+       for n in ("say", "fail", "format_table", "socket_path", "with_client", "print_error",
+                 "load_spec", "print_spec_error", "SOCKET_HELP", "DEFAULT_SOCKET")},
+}
+
+
+def _relocate(m: re.Match[str]) -> str:
+    indent, base, body = m.group(1), m.group(2), m.group(3)
+    items = [n.strip() for n in re.sub(r"#[^\n]*", "", body).strip("() \n").replace("\n", " ")
+             .split(",") if n.strip()]
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        groups.setdefault(NAMES.get((base, item.split(" as ")[0].strip()), base), []).append(item)
+    if list(groups) == [base]:
+        return m.group(0)
+    return "\n".join(f"{indent}from {k} import {', '.join(v)}" for k, v in groups.items())
+
+
+def fix(paths: list[str]) -> None:
+    """Files merged from a newer main: old paths rewritten, moved names relocated. An old
+    name that is a prefix of a new package (`sweepd.cli`) is left alone: it is new already."""
+    global _DOTTED
+    del MODULES["sweepd.cli"]
+    _DOTTED = re.compile(r"(?<![\w./-])(" + "|".join(
+        re.escape(m) for m in sorted(MODULES, key=len, reverse=True)) + r")(?![\w])")
+    for name in paths:
+        path = ROOT / name
+        old = path.read_text("utf-8")
+        new = _FROM.sub(_relocate, rewrite(old))
+        if new != old:
+            path.write_text(new, "utf-8")
+            print(f"fixed {name}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--fix"]:
+        fix(sys.argv[2:])
+        return
     move_files()
     rewrite_all()
     apply_fixups()
