@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.kinds.registry import kinds
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util.hostlists import count_hostlist
 
 # Fewer finished jobs than this: the ETA is called a guess.
 SURE_AFTER_JOBS = 3
@@ -25,34 +27,19 @@ _STOPPED = (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED)
 
 def most_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     """The most runs a sweep of this kind and spec may make (None: no fixed bound, e.g. a
-    network sweep's group testing goes on until its faults are isolated)."""
-    nodes = _node_count(spec)
-    if kind == "model-perf":
-        values = spec.get("values")
-        cap = int(spec.get("max_runs", 12))
-        return min(cap, len(values)) if isinstance(values, list) else cap
-    if kind == "node-perf":
-        return 2 * nodes   # a first run per node, and a confirming run for a doubtful one
-    if kind == "model-sweep":
-        matrix = spec.get("matrix")   # stored specs carry their defaults
-        if not isinstance(matrix, dict):
-            return None
-        commits = spec.get("commits") or ["HEAD"]
-        return sum(len(c) for c in matrix.values()) * len(commits)
-    return None
+    network sweep's group testing goes on until its faults are isolated): the kind says."""
+    found = kinds().get(kind)
+    return found.most_runs(spec) if found and found.most_runs else None
 
 
 def most_node_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
-    """The most node-runs (nodes x runs, summed) a sweep may take: node-hours per job-hour."""
+    """The most node-runs (nodes x runs, summed) a sweep may take: node-hours per job-hour.
+    By default each run takes every pinned node; a kind whose runs take fewer says so."""
+    found = kinds().get(kind)
+    if found and found.most_node_runs:
+        return found.most_node_runs(spec)
     most = most_runs(kind, spec)
-    if most is None:
-        return None
-    if kind == "node-perf":
-        return most
-    if kind == "model-sweep":
-        counts = [int(n) for c in dict(spec["matrix"]).values() for n in c]
-        return sum(counts) * len(spec.get("commits") or ["HEAD"])
-    return most * _node_count(spec)
+    return None if most is None else most * count_hostlist(str(spec.get("nodes", "")))
 
 
 def slurm_seconds(limit: str) -> float | None:
@@ -70,12 +57,6 @@ def slurm_seconds(limit: str) -> float | None:
     if len(units) != len(parts):
         return None
     return day_s + sum(p * u for p, u in zip(parts, units, strict=True))
-
-
-def _node_count(spec: Mapping[str, Any]) -> int:
-    from sweepd.util.hostlists import count_hostlist
-
-    return count_hostlist(str(spec.get("nodes", "")))
 
 
 def _seconds_between(start: str, end: datetime) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -74,6 +74,12 @@ class Kind:
     plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
     # `sweepd demo --kind <name>` on the simulated cluster (None: the kind has no demo).
     demo: Demo | None = None
+    # The most runs a sweep of this spec (stored JSON) may make; None: no fixed bound.
+    most_runs: Callable[[Mapping[str, Any]], int | None] | None = None
+    # The most node-runs; None: each run takes every pinned node.
+    most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
+    # False: the sweep runs many models (the report names no one model).
+    one_model: bool = True
 
 
 @cache

@@ -30,7 +30,7 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     lines = [f"# Sweep {sweep.id}: {escape(sweep.name)}", "",
              f"- Kind: {sweep.kind}",
              *([f"- Model: {escape(str(spec.get('model')))}"]
-               if sweep.kind != "model-sweep" else []),
+               if kind_of(sweep.kind).one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
              f"- Jobs submitted: {len(jobs)}"]

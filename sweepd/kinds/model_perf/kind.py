@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sweepd.core.states import SweepState
@@ -57,5 +58,12 @@ def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]
     return all(getattr(other, k) == getattr(spec, k) for k in _CELL)
 
 
+def most_runs(spec: Mapping[str, Any]) -> int:
+    """At most `max_runs`, and no more than the values given."""
+    values = spec.get("values")
+    cap = int(spec.get("max_runs", 12))
+    return min(cap, len(values)) if isinstance(values, list) else cap
+
+
 KIND = Kind("model-perf", ModelPerfSpec, perf_plan.plan, report.markdown, report.rows,
-            plot=report.plot, gather=gather, demo=DEMO)
+            plot=report.plot, gather=gather, demo=DEMO, most_runs=most_runs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,6 @@ async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
     return {"shas": shas, "history": [c.as_dict() for c in past]}
 
 
-async def prepare(spec: ModelSweepSpec, sweep_dir: Path) -> list[worktrees.Worktree]:
-    """A worktree per commit under the sweep's directory (for a `Kind.prepare` hook: real
-    Slurm jobs must run from them; the simulated cluster only needs the labels)."""
-    if spec.repo is None:
-        return []
-    return await worktrees.prepare(spec.repo, spec.commits, sweep_dir / "worktrees")
-
-
 async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path) -> Path | None:
     """The checkout of the run's commit under the sweep's directory, made on first use: a
     clone, which the toolkit's submit.sh takes for a repo root. Its jobs' logs still go to
@@ -72,6 +65,24 @@ async def release(spec: ModelSweepSpec, sweep_dir: Path) -> list[Path]:
     return await worktrees.remove_all(spec.repo, sweep_dir / "worktrees")
 
 
+def most_runs(spec: Mapping[str, Any]) -> int | None:
+    """Every model x node count of the matrix on each commit."""
+    matrix = spec.get("matrix")   # stored specs carry their defaults
+    if not isinstance(matrix, dict):
+        return None
+    return sum(len(c) for c in matrix.values()) * len(spec.get("commits") or ["HEAD"])
+
+
+def most_node_runs(spec: Mapping[str, Any]) -> int | None:
+    """Each run takes its node count, not every pinned node."""
+    matrix = spec.get("matrix")
+    if not isinstance(matrix, dict):
+        return None
+    counts = [int(n) for c in matrix.values() for n in c]
+    return sum(counts) * len(spec.get("commits") or ["HEAD"])
+
+
 KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan, report.markdown, report.rows,
             gather=gather, workdir=workdir, release=release, config_stops=False,
-            plot=report.plot, demo=DEMO)
+            plot=report.plot, demo=DEMO, most_runs=most_runs, most_node_runs=most_node_runs,
+            one_model=False)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,6 +12,7 @@ from sweepd.kinds.node_perf import report
 from sweepd.kinds.node_perf.demo import DEMO
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import _Spec
+from sweepd.util.hostlists import count_hostlist
 from sweepd.util.model_shapes import resolve_model
 
 MIN_FOR_MEDIAN = 3
@@ -44,6 +46,12 @@ class NodePerfSpec(_Spec):
         return f"node perf {self.nodes}"
 
 
+def most_runs(spec: Mapping[str, Any]) -> int:
+    """A first run per node, and a confirming run for a doubtful one (1-node runs)."""
+    return 2 * count_hostlist(str(spec.get("nodes", "")))
+
+
 # A fault on a 1-node job is that node's verdict, not a reason to move the job elsewhere.
 KIND = Kind("node-perf", NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
-            exclude_on_fault=False, plot=report.plot, demo=DEMO)
+            exclude_on_fault=False, plot=report.plot, demo=DEMO, most_runs=most_runs,
+            most_node_runs=most_runs)
