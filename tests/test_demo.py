@@ -4,6 +4,7 @@ simulator's true peak."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,8 @@ def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, exp
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(expect, done.stdout), done.stdout[-3000:]
+    # Every job's log appeared and was read: none is called unreadable (a log not yet
+    # created when the scheduler says RUNNING is not a lost one).
+    with sqlite3.connect(tmp_path / "sweepd.db") as db:
+        lost = db.execute("SELECT reason FROM events WHERE rule = 'log.lost'").fetchall()
+    assert lost == [], lost
