@@ -46,7 +46,8 @@ async def stop_sweep(engine: Engine, sweep: Sweep, reason: str, *, rule: str,
         nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
                                                         if out else "")
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
-                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"))
+                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"),
+                               nodes_short=_nodes_short(sweep, out))
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()
@@ -87,16 +88,24 @@ async def resume(engine: Engine, sweep_id: int, exclude: Sequence[str] = (),
     engine.notify()
 
 
+def _nodes_short(sweep: Sweep, excluded: Sequence[str]) -> int:
+    """How many usable nodes the sweep lacks with these exclusions (0: enough)."""
+    spec = parse_spec(sweep.spec)
+    left = [n for n in spec.node_list if n not in set(excluded)]
+    return max(0, spec.needed_nodes - len(left))
+
+
 def _enough_left(sweep: Sweep, excluded: Sequence[str]) -> None:
     """A resume that leaves fewer usable nodes than the sweep needs would stop again at
     once: refuse it, nothing recorded."""
+    if _nodes_short(sweep, excluded) == 0:
+        return
     spec = parse_spec(sweep.spec)
     left = [n for n in spec.node_list if n not in set(excluded)]
-    if len(left) >= spec.needed_nodes:
-        return
+    why = "its min_nodes" if spec.min_nodes else f"{spec.model} on these nodes"
     what = (f"sweep {sweep.id} would have {len(left)} usable node(s) of its "
-            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); it "
-            f"needs {spec.needed_nodes} (min_nodes): readmit a node, or abort")
+            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); "
+            f"{why} needs {spec.needed_nodes}: readmit a node (--readmit NODE), or abort")
     raise SpecError(what, [{"loc": ["exclude"], "msg": what}])
 
 
