@@ -439,7 +439,7 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
     from sweepd.config import load_config
     from sweepd.engine import Engine
     from sweepd.service import Service
-    from tests.slurm_cluster import run_cluster_script, slurm_dir
+    from tests.slurm_cluster import run_cluster_script, stop_controller
 
     config = load_config(None, {"daemon.state_dir": str(tmp_path), "cluster.backend": "slurm",
                                 "cluster.slurm": {"slurm_conf": slurm_env["SLURM_CONF"],
@@ -456,18 +456,11 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
         assert code == 0
         return dict(json.loads(capsys.readouterr().out))
 
-    pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
     try:
         up = await status()
         assert (up["backend"], up["backend_reachable"], up["backend_problem"]) == \
             ("slurm", True, None)
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.1)
+        await stop_controller()
         down = await status()
         assert down["backend_reachable"] is False and down["backend_problem"]
     finally:
