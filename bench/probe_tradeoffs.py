@@ -159,6 +159,18 @@ def rise_settles(rise: float) -> Callable[[object], list[object]]:
     return gaps  # type: ignore[return-value]
 
 
+def constant_share(share: float) -> Callable[[list[float], list[float]], tuple[float, float]]:
+    """One run's memory line takes `share` of its temp as constant, not none: a higher
+    predicted max, at the risk of an OOM."""
+    original = mp._line
+
+    def line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+        if len(xs) == 1:
+            return ys[0] * (1 - share) / xs[0], share * ys[0]
+        return original(xs, ys)
+    return line
+
+
 Variant = tuple[str, pe.Method, Chooser, dict[str, object]]
 VARIANTS: list[Variant] = [
     ("highest measurement (before)", pe.sweepd, best, {}),
@@ -175,6 +187,10 @@ VARIANTS: list[Variant] = [
      {"_gaps": rise_settles(1.0)}),
     ("rise > 4 noise settles the gap below the top", pe.sweepd, best,
      {"_gaps": rise_settles(4.0)}),
+    ("one run's line takes 15% of temp as constant", pe.sweepd, best,
+     {"_line": constant_share(0.15)}),
+    ("one run's line takes 30% of temp as constant", pe.sweepd, best,
+     {"_line": constant_share(0.3)}),
     ("every batch (ceiling), highest measurement", pe.exhaustive, best, {}),
     ("every batch (ceiling), fitted choice", pe.exhaustive, choose, {}),
 ]
