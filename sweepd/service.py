@@ -17,7 +17,7 @@ from sweepd.models import MODELS
 from sweepd.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
 from sweepd.queries import Queries
 from sweepd.specs import SpecError, collect_nodes, parse_spec
-from sweepd.states import SweepState
+from sweepd.states import JOB_ACTIVE, SweepState
 from sweepd.store.outbox import Outbox
 from sweepd.store.rows import Event
 from sweepd.strategies.base import Finished, Plan, Stop, SweepContext
@@ -131,7 +131,11 @@ class Service(Queries):
         return await self.summary(sweep_id)
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]:
-        await abort(self.engine, sweep_id, "cancelled by a person: running jobs cancelled")
+        # Say what was cancelled: a sweep awaiting a decision has no job running.
+        active = [j.backend_id or f"sweepd job {j.id}" for j in await self.store.jobs(sweep_id)
+                  if j.state in JOB_ACTIVE]
+        what = f"job(s) {', '.join(active)} cancelled" if active else "no job was running"
+        await abort(self.engine, sweep_id, f"cancelled by a person: {what}")
         return await self.summary(sweep_id)
 
     # -- the CLI's read-only views (list filters, status, validate, models) -----------------

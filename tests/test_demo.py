@@ -25,6 +25,12 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     assert found and truth, out
     assert found.group(1) == truth.group(1)
     assert f"| {found.group(1)} |" in out and "← optimum" in out
+    # The closing hint names a command that reads the result again, without a daemon.
+    hint = f"`sweepd report|explain|logs 1 --state-dir {tmp_path}`"
+    assert hint in out
+    again = subprocess.run([sys.executable, "-m", "sweepd", "report", "1", "--state-dir",
+                            str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout.startswith("# Sweep 1: ")
 
 
 @pytest.mark.parametrize(("kind", "expect"), [
