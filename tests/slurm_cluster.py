@@ -56,3 +56,19 @@ def ensure_cluster() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def slurm_env() -> dict[str, str]:
     return ensure_cluster()
+
+
+async def stop_controller() -> None:
+    """Stop slurmctld alone (a controller outage) and wait until its process is gone;
+    `ensure_cluster()` or the `start` verb brings it back."""
+    import asyncio
+    import signal
+
+    pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.1)

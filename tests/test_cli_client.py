@@ -158,8 +158,10 @@ async def test_watch_exit_code_follows_the_end_state(daemon: Daemon, end: SweepS
     assert got == code
     a, b, last = out.splitlines()
     assert (a, b) == ("a", "b")   # no job moved: no progress line between them
-    assert last.startswith(f"sweep {sweep_id}: {end} (the end) · run 0 of ≤ 12 · no job in "
-                           "flight · ")
+    # No job ever: nothing claims one, and the elapsed time names its base.
+    expect = "no run ran" if end != SweepState.AWAITING_DECISION else "run 0 of ≤ 12"
+    assert last.startswith(f"sweep {sweep_id}: {end} (the end) · {expect} · ")
+    assert last.endswith(" elapsed (wall clock)")
 
 
 async def test_watch_prints_lines_as_they_land(daemon: Daemon) -> None:
@@ -255,3 +257,50 @@ async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> 
     assert f"    (faults: see `sweepd report {sid}`)" in out
     runs = out.split("\nruns:\n")[1].splitlines()
     assert runs[1].split()[4:6] == ["2,036", "41.0"]   # not "41" beside "41.1"
+
+
+async def test_global_flags_before_or_after_the_verb(daemon: Daemon, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, GOOD_YAML)
+    code, out, err = await daemon.run("--json", "submit", spec)
+    assert code == 0 and json.loads(out)["id"] == 1, err
+    for argv in (["--json", "list"], ["list", "--json"]):
+        code, out, _ = await daemon.run(*argv)
+        assert code == 0 and [s["id"] for s in json.loads(out)] == [1]
+    code, out, _ = await daemon.run("--json", "show", "99")
+    assert code == 2 and json.loads(out)["error"] == "sweep 99 not found"
+
+
+async def test_cancel_says_what_it_cancelled(daemon: Daemon) -> None:
+    waiting = int((await daemon.service.submit(SPEC))["id"])
+    await daemon.store.transition_sweep(waiting, SweepState.RUNNING, "started")
+    await daemon.store.transition_sweep(waiting, SweepState.AWAITING_DECISION, "stop")
+    code, out, _ = await daemon.run("cancel", str(waiting))
+    assert code == 0
+    assert out == f"sweep {waiting}: aborted (cancelled by a person: no job was running)\n"
+    busy = int((await daemon.service.submit(SPEC))["id"])
+    run = await daemon.store.add_run(busy, "b=1", {"per_device_batch_size": 1}, NODES, "t")
+    await daemon.store.create_job(run, "tok", "name", NODES)   # submitting: no scheduler id
+    code, out, _ = await daemon.run("cancel", str(busy))
+    assert out == f"sweep {busy}: aborted (cancelled by a person: job(s) sweepd job 1 " \
+                  "cancelled)\n"
+
+
+def test_yaml_and_scenario_errors_one_line_per_problem(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = write_spec(tmp_path, "kind: [\n", "broken.yaml")
+    assert main(["submit", broken, "--socket", str(tmp_path / "absent.sock")]) == 2
+    err = capsys.readouterr().err
+    assert "\\n" not in err and err.splitlines()[1:] == [
+        "  expected the node content, but found '<stream end>'",
+        f'  in "{broken}", line 2, column 1']
+    scenario = tmp_path / "bad-scenario.yaml"
+    scenario.write_text("cluster:\n  nodes: chi[1-4]\n  bogus: 3\nfaults:\n  - kind: nope\n")
+    spec = write_spec(tmp_path, GOOD_YAML)
+    code = main(["run", spec, "--scenario", str(scenario), "--state-dir", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 2 and "http" not in err and "pydantic" not in err
+    lines = err.splitlines()
+    assert lines[0] == f"sweepd: {scenario}: invalid scenario:"
+    assert lines[1] == "  cluster.bogus: Extra inputs are not permitted"
+    assert lines[2].startswith("  faults.0.kind: Input should be 'hsa_error', ")
+    assert len(lines) == 3

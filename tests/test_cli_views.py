@@ -68,14 +68,16 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
     assert (p["jobs_queued"], p["jobs_running"], p["jobs_finished"]) == (1, 0, 1)
     # 11 runs left at most, one job at a time, 600 s each: a guess from one job.
     assert p["eta_s"] == 600 * 11 and p["eta_guess"] is True
-    assert p["line"].startswith("run 2 of ≤ 12 (1 done) · 1 queued · ")
-    assert p["line"].endswith("ETA ≤ 1h50m cluster time (a guess)")
+    # Elapsed on the ETA's base (cluster time: the finished job's 600 s), and it says so.
+    assert (p["elapsed_s"], p["time_base"]) == (600, "cluster time")
+    assert p["line"] == ("run 2 of ≤ 12 (1 done) · 1 queued · 10m elapsed, ETA ≤ 1h50m "
+                         "(cluster time, a guess)")
     code, out, _ = await daemon.run("show", str(sid))
     assert f"  progress: {p['line'].split(' · ')[0]}" in out and "ETA basis: 1 finished" in out
     code, out, _ = await daemon.run("list")
     assert code == 0
     row = out.splitlines()[1].split()
-    assert row[:7] == [str(sid), "running", "model-perf", "1/≤12", "1q", row[5], "≤1h50m?"]
+    assert row[:7] == [str(sid), "running", "model-perf", "1/≤12", "1q", "10m", "≤1h50m?"]
     assert row[7] == ME
 
 
@@ -95,8 +97,8 @@ def test_progress_of_an_ended_sweep_and_slurm_time_limits() -> None:
     sweep = Sweep(1, "network", "n", json.dumps({"nodes": NODES}), SweepState.DONE, None,
                   None, "2026-01-01T00:00:00.000Z", "2026-01-01T01:30:00.000Z")
     p = sweep_progress(sweep, [], [])
-    assert p["elapsed_s"] == 5400 and p["eta_s"] == 0 and p["runs_most"] is None
-    assert p["line"] == "run 0 (no fixed most) · no job in flight · 1h30m elapsed"
+    assert p["elapsed_s"] == 5400 and p["eta_s"] == 0 and p["runs_most"] == 0   # ended
+    assert p["line"] == "no run ran · 1h30m elapsed (wall clock)"
     assert [slurm_seconds(t) for t in ("30", "1:30", "02:00:00", "1-12", "2-00:30:00", "x")] \
         == [1800, 90, 7200, 129600, 174600, None]
 
@@ -229,8 +231,9 @@ async def test_logs_marks_false_positives_and_the_evidence(daemon: Daemon, tmp_p
     await _finished_job(daemon.store, sid, "b=1", 60, log, failure_line=LOG[3])
     code, out, err = await daemon.run("logs", str(sid))
     assert code == 0 and out.splitlines() == LOG   # plain: not a terminal
-    assert f"sweep {sid} run #1 job 1 attempt 1 (failed): {log}" in err
-    for which in ("1", "j1", "job1"):
+    assert f"sweep {sid} run #1 attempt 1, scheduler job b1 (sweepd job 1, failed): {log}" \
+        in err
+    for which in ("1", "id:1"):
         code, out, _ = await daemon.run("logs", str(sid), which, "--json")
         marks = [json.loads(line)["mark"] for line in out.splitlines()]
         assert marks == ["", "false_positive", "", "evidence", ""]
@@ -244,10 +247,16 @@ def test_log_styles_on_a_terminal() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, color_system="standard", soft_wrap=True)
     for mark in ("", "false_positive", "evidence"):
-        console.print(log_text({"text": "a \x1b[31m line", "mark": mark}))
+        console.print(log_text({"text": "a \x1b[31m line \x1b]0;t\x07", "mark": mark}, True))
     plain, dim, evidence = out.getvalue().splitlines()
-    assert plain == "a \\x1b[31m line"   # a log's own escapes are shown, not obeyed
+    # The log's own colour (SGR) is rendered; any other escape is shown, not obeyed.
+    assert plain == "a \x1b[31m line \\x1b]0;t\\x07\x1b[0m"
     assert dim.startswith("\x1b[2m") and "\x1b[1;7;31m" in evidence
+
+
+def test_log_colours_are_dropped_off_a_terminal() -> None:
+    text = log_text({"text": "\x1b[1;32mPASS\x1b[0m step 3 \x1b[2J\r", "mark": ""})
+    assert text.plain == "PASS step 3 \\x1b[2J\\r"
 
 
 async def test_logs_follow_until_the_job_ends(daemon: Daemon, tmp_path: Path) -> None:
@@ -425,7 +434,7 @@ async def test_submit_follow_watches_until_the_sweep_ends(daemon: Daemon, tmp_pa
     await daemon.store.transition_sweep(1, SweepState.DONE, "the end", progress="done!")
     code, out, err = await follow
     assert code == 0 and out.splitlines()[:3] == ["1", "go", "done!"]
-    assert out.splitlines()[3].startswith("sweep 1: done (the end) · run 0 of ≤ 12")
+    assert out.splitlines()[3].startswith("sweep 1: done (the end) · no run ran · ")
     assert "follow it with" not in err
 
 
@@ -439,7 +448,7 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
     from sweepd.clusters.factory import make_backend
     from sweepd.config import load_config
     from sweepd.core.engine import Engine
-    from tests.slurm_cluster import run_cluster_script, slurm_dir
+    from tests.slurm_cluster import run_cluster_script, stop_controller
 
     config = load_config(None, {"daemon.state_dir": str(tmp_path), "cluster.backend": "slurm",
                                 "cluster.slurm": {"slurm_conf": slurm_env["SLURM_CONF"],
@@ -456,18 +465,11 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
         assert code == 0
         return dict(json.loads(capsys.readouterr().out))
 
-    pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
     try:
         up = await status()
         assert (up["backend"], up["backend_reachable"], up["backend_problem"]) == \
             ("slurm", True, None)
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.1)
+        await stop_controller()
         down = await status()
         assert down["backend_reachable"] is False and down["backend_problem"]
     finally:
@@ -477,3 +479,71 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
         await backend.close()
         await store.close()
     assert start.returncode == 0 and check.returncode == 0, start.stderr + check.stderr
+
+
+# -- progress of stopped sweeps; the scheduler's job id; a queued job's log --------------
+
+async def test_stopped_sweeps_show_complete_runs_and_no_eta(daemon: Daemon) -> None:
+    done = int((await daemon.service.submit(SPEC))["id"])
+    await daemon.store.transition_sweep(done, SweepState.RUNNING, "started")
+    for label in ("b=1", "b=2"):   # two at once, 60 cluster seconds each
+        await _finished_job(daemon.store, done, label, 60)
+    p = (await daemon.service.summary(done))["progress"]
+    # Between two jobs: the line must not say that nothing will run.
+    assert p["line"] == "run 2 of ≤ 12 · 1m elapsed, ETA ≤ 5m (cluster time, a guess)"
+    await daemon.store.transition_sweep(done, SweepState.AWAITING_DECISION, "stop")
+    p = (await daemon.service.summary(done))["progress"]
+    assert p["eta_s"] == 0 and p["line"] == "run 2 of ≤ 12 · 1m elapsed (cluster time)"
+    await daemon.store.transition_sweep(done, SweepState.RUNNING, "resumed")
+    await daemon.store.transition_sweep(done, SweepState.DONE, "verdict")
+    never = int((await daemon.service.submit(SPEC))["id"])
+    run = await daemon.store.add_run(never, "b=1", {"per_device_batch_size": 1}, NODES, "t")
+    await daemon.store.create_job(run, "tok-never", "name", NODES)
+    assert (await daemon.run("abort", str(never)))[0] == 0
+    code, out, _ = await daemon.run("show", str(done))
+    assert "  progress: 2 runs ran, all ended · 1m elapsed (cluster time)\n" in out
+    assert "ETA" not in out
+    code, out, _ = await daemon.run("show", str(never))
+    assert "  progress: no run ran · " in out and "ETA" not in out
+    code, out, _ = await daemon.run("list")
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows[str(done)][3:7] == ["2/2", "-", "1m", "-"]
+    assert rows[str(never)][3] == "0/0"
+
+
+async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
+                                                                 tmp_path: Path) -> None:
+    sid = int((await daemon.service.submit(SPEC))["id"])
+    await _finished_job(daemon.store, sid, "b=1", 60)   # sweepd job 1, run #1
+    run = await daemon.store.add_run(sid, "b=2", {"per_device_batch_size": 2}, NODES, "t")
+    job = await daemon.store.create_job(run, "tok-2", "name", NODES)
+    log = tmp_path / "queued.log"
+    await daemon.store.transition_job(job.id, JobState.QUEUED, "q", backend_id="10018",
+                                      submitted_at=1.0, log_path=str(log))
+    for which in ("10018", "j10018", "2"):   # the scheduler's id, or run #2
+        code, out, err = await daemon.run("logs", str(sid), which)
+        assert (code, out) == (0, ""), err
+        assert "scheduler job 10018 (sweepd job 2, queued)" in err
+        assert f"sweep {sid}: the job has not started yet (queued): no log yet" in err
+    code, out, _ = await daemon.run("logs", str(sid), "77", "--json")
+    assert code == 2 and "no job the scheduler calls 77" in json.loads(out)["error"]
+    code, out, _ = await daemon.run("logs", str(sid), "j5", "--json")
+    assert code == 2 and "scheduler job 5 is not one" in json.loads(out)["error"]
+    follow = asyncio.create_task(daemon.run("logs", str(sid), "j10018", "-f"))
+    await asyncio.sleep(0.3)
+    assert not follow.done()   # queued: the follower waits for the job to start
+    log.write_text("\x1b[1;32mstarted\x1b[0m\n")
+    await daemon.store.transition_job(job.id, JobState.RUNNING, "r")
+    await daemon.store.transition_job(job.id, JobState.DONE, "ended", ended_at=9.0)
+    code, out, err = await follow
+    # Off a terminal the log's colours are dropped, not printed as `\x1b[1;32m`.
+    assert code == 0 and out == "started\n" and "waiting for it to start" in err
+
+
+def test_logs_help_says_which_number_is_which(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["logs", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "RUN|JOBID" in help_text and "a run's number" in help_text
+    assert "the scheduler's job id as squeue and `show`'s SLURM ID column print it" in help_text

@@ -4,6 +4,7 @@ simulator's true peak."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,12 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     assert found and truth, out
     assert found.group(1) == truth.group(1)
     assert f"| {found.group(1)} |" in out and "← optimum" in out
+    # The closing hint names a command that reads the result again, without a daemon.
+    hint = f"`sweepd report|explain|logs 1 --state-dir {tmp_path}`"
+    assert hint in out
+    again = subprocess.run([sys.executable, "-m", "sweepd", "report", "1", "--state-dir",
+                            str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout.startswith("# Sweep 1: ")
 
 
 # What each kind's demo must find (model-perf's: the test above, in full).
@@ -43,3 +50,8 @@ def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, exp
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(expect, done.stdout), done.stdout[-3000:]
+    # Every job's log appeared and was read: none is called unreadable (a log not yet
+    # created when the scheduler says RUNNING is not a lost one).
+    with sqlite3.connect(tmp_path / "sweepd.db") as db:
+        lost = db.execute("SELECT reason FROM events WHERE rule = 'log.lost'").fetchall()
+    assert lost == [], lost

@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import shutil
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
 )
 from sweepd.clusters.slurm import SlurmCluster, parse_node_states, scontrol_exit, wait_status_exit
-from tests.slurm_cluster import MAXTEXT_FIXTURE, run_cluster_script, slurm_dir
+from tests.slurm_cluster import MAXTEXT_FIXTURE, run_cluster_script, stop_controller
 
 pytestmark = pytest.mark.slurm
 
@@ -281,15 +280,8 @@ async def test_node_states_and_resume(slurm_env: dict[str, str]) -> None:
 async def test_controller_stopped(slurm_env: dict[str, str]) -> None:
     """Stop slurmctld alone: poll says ControllerUnreachable; the cluster is restored."""
     cluster = make_cluster(slurm_env, time_limit=None)
-    pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
-    os.kill(pid, signal.SIGTERM)
+    await stop_controller()
     try:
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.1)
         with pytest.raises(ControllerUnreachable):
             await cluster.poll(["1"])
         with pytest.raises(ControllerUnreachable):

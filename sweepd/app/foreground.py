@@ -48,9 +48,9 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
         report = await service.report(sweep_id)
         emit("")
         emit(str(report["markdown"]))
-        # No daemon knows this sweep: say where it is, for `report`, `explain` or `--apply`.
-        emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: a daemon started with "
-             "that daemon.state_dir serves it to `sweepd report` and `sweepd explain`)")
+        # No daemon knows this sweep: say how to read it again, without one.
+        emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: read it again with "
+             f"`sweepd report|explain|logs {sweep_id} --state-dir {config.daemon.state_dir}`)")
         return EXIT_FOR_STATE[state]
 
 

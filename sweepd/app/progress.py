@@ -3,7 +3,8 @@
 One computation for every view (`list`, `show`, `watch`, `top`, the API's sweep JSON), from
 the store's rows only: nothing here is remembered between calls. The ETA rests on the
 cluster time the sweep's finished jobs took (submission to end, queueing included) and is
-labelled a guess while few jobs have finished.
+labelled a guess while few jobs have finished. Elapsed time is shown on the same base as
+the ETA (cluster time, once a job was submitted) and the line says which.
 """
 
 from __future__ import annotations
@@ -82,26 +83,59 @@ def peak_parallel(jobs: Sequence[Job]) -> int:
     return peak
 
 
+def _ran(run: Run, jobs: Sequence[Job]) -> bool:
+    """Whether the run got to run: it finished, or one of its jobs printed a line (a run
+    cancelled while queued never ran)."""
+    if run.state in (RunState.PASSED, RunState.FAILED):
+        return True
+    return any(j.run_id == run.id and j.last_output_at is not None for j in jobs)
+
+
+def cluster_elapsed(jobs: Sequence[Job]) -> float | None:
+    """Cluster seconds from the sweep's first submission to the latest time the scheduler
+    reported for any of its jobs (a submission, a line, an end); None before any job."""
+    starts = [j.submitted_at for j in jobs if j.submitted_at is not None]
+    if not starts:
+        return None
+    marks = [t for j in jobs for t in (j.submitted_at, j.last_output_at, j.ended_at)
+             if t is not None]
+    return max(marks) - min(starts)
+
+
+def _elapsed(sweep: Sweep, jobs: Sequence[Job], now: datetime) -> tuple[float, str]:
+    """One time base for elapsed and ETA: the cluster's (the ETA rests on jobs' cluster
+    seconds; the simulated cluster's clock runs faster than the wall's), else before any
+    job the wall clock since submission."""
+    cluster = cluster_elapsed(jobs)
+    if cluster is not None:
+        return cluster, "cluster time"
+    end = datetime.fromisoformat(sweep.updated_at) if sweep.state in _STOPPED else now
+    return _seconds_between(sweep.created_at, end), "wall clock"
+
+
 def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                    now: datetime | None = None) -> dict[str, Any]:
     """The sweep's progress as JSON-ready data, with `line`, its one-line summary."""
     now = now or datetime.now(UTC)
-    done = sum(r.state in _FINISHED_RUNS for r in runs)
-    most = most_runs(sweep.kind, sweep.spec)
+    stopped = sweep.state in _STOPPED
+    # An ended sweep's runs are complete: those that ran, of those that ran.
+    started = sum(_ran(r, jobs) for r in runs) if stopped else len(runs)
+    done = started if stopped else sum(r.state in _FINISHED_RUNS for r in runs)
+    most = started if stopped else most_runs(sweep.kind, sweep.spec)
     queued = sum(j.state in (JobState.SUBMITTING, JobState.QUEUED) for j in jobs)
     running = sum(j.state in (JobState.RUNNING, JobState.HUNG) for j in jobs)
-    stopped = sweep.state in _STOPPED
-    elapsed = _seconds_between(sweep.created_at, datetime.fromisoformat(sweep.updated_at)
-                               if stopped else now)
+    elapsed, base = _elapsed(sweep, jobs, now)
     durations = job_seconds(jobs)
     out: dict[str, Any] = {
-        "runs_started": len(runs), "runs_done": done, "runs_most": most,
+        "runs_started": started, "runs_done": done, "runs_most": most, "ended": stopped,
         "jobs_queued": queued, "jobs_running": running, "jobs_finished": len(durations),
-        "elapsed_s": round(elapsed, 1), "eta_s": None, "eta_guess": True,
+        "elapsed_s": round(elapsed, 1), "time_base": base, "eta_s": None, "eta_guess": True,
         "eta_basis": "no job has finished yet",
     }
     if stopped:
         out.update(eta_s=0.0, eta_guess=False, eta_basis="the sweep has ended")
+    elif sweep.state == SweepState.AWAITING_DECISION:
+        out.update(eta_s=0.0, eta_guess=False, eta_basis="the sweep awaits a decision")
     elif durations and most is not None:
         mean = sum(durations) / len(durations)
         waves = math.ceil(max(most - done, 0) / max(1, queued + running, peak_parallel(jobs)))
@@ -126,19 +160,35 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-def progress_line(p: Mapping[str, Any]) -> str:
-    """`run 4 of ≤ 12 · 1 running · 12m elapsed · ETA ≤ 30m (guess)`."""
+def _runs_part(p: Mapping[str, Any]) -> str:
+    if p.get("ended"):
+        n = p["runs_done"]
+        return "no run ran" if n == 0 else f"{n} run{'s' if n != 1 else ''} ran, all ended"
     most = p["runs_most"]
-    parts = [f"run {p['runs_started']} of ≤ {most}" if most is not None
-             else f"run {p['runs_started']} (no fixed most)"]
+    text = (f"run {p['runs_started']} of ≤ {most}" if most is not None
+            else f"run {p['runs_started']} (no fixed most)")
     if p["runs_done"] != p["runs_started"]:
-        parts[0] += f" ({p['runs_done']} done)"
+        text += f" ({p['runs_done']} done)"
+    return text
+
+
+def progress_line(p: Mapping[str, Any]) -> str:
+    """`run 4 of ≤ 12 · 1 running · 12m elapsed, ETA ≤ 30m (cluster time, a guess)`.
+
+    Jobs are named only when some are in flight: a line read between one job's end and
+    the engine's next plan must not say that nothing will run."""
+    parts = [_runs_part(p)]
     jobs = [f"{p[k]} {k.removeprefix('jobs_')}" for k in ("jobs_queued", "jobs_running") if p[k]]
-    parts.append(", ".join(jobs) if jobs else "no job in flight")
-    parts.append(f"{duration(p['elapsed_s'])} elapsed")
+    if jobs:
+        parts.append(", ".join(jobs))
+    base = p.get("time_base", "cluster time")
+    time = f"{duration(p['elapsed_s'])} elapsed"
     if p["eta_s"] is None:
-        parts.append("ETA unknown")
+        time += f" ({base}), ETA unknown"
     elif p["eta_s"] > 0:
-        parts.append(f"ETA ≤ {duration(p['eta_s'])} cluster time"
-                     + (" (a guess)" if p["eta_guess"] else ""))
+        time += f", ETA ≤ {duration(p['eta_s'])} ({base}" \
+            + (", a guess)" if p["eta_guess"] else ")")
+    else:
+        time += f" ({base})"
+    parts.append(time)
     return " · ".join(parts)

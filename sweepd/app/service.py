@@ -15,7 +15,7 @@ from sweepd.app.queries import Queries
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
-from sweepd.core.states import SweepState
+from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
 from sweepd.kinds.registry import kind_of, parse_spec
 from sweepd.kinds.spec import SpecError
@@ -133,7 +133,11 @@ class Service(Queries):
         return await self.summary(sweep_id)
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]:
-        await abort(self.engine, sweep_id, "cancelled by a person: running jobs cancelled")
+        # Say what was cancelled: a sweep awaiting a decision has no job running.
+        active = [j.backend_id or f"sweepd job {j.id}" for j in await self.store.jobs(sweep_id)
+                  if j.state in JOB_ACTIVE]
+        what = f"job(s) {', '.join(active)} cancelled" if active else "no job was running"
+        await abort(self.engine, sweep_id, f"cancelled by a person: {what}")
         return await self.summary(sweep_id)
 
     # -- the CLI's read-only views (list filters, status, validate, models) -----------------

@@ -97,8 +97,11 @@ def _usage_error(e: UsageError, argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = Parser(prog="sweepd", description=__doc__)
-    # Before the verb too: `sweepd --socket PATH list` as well as `sweepd list --socket PATH`.
+    # Before the verb too: `sweepd --socket PATH --json list` as well as after the verb
+    # (there they default to SUPPRESS, so as not to reset what was given before it).
     parser.add_argument("--socket", type=Path, default=None, help=SOCKET_HELP)
+    parser.add_argument("--json", action="store_true", help="machine-readable output "
+                        "(the client verbs)")
     parser.add_argument("--version", action="version", version=f"sweepd {version()}")
     parser.set_defaults(parser_factory=build_parser)   # for `completion`
     sub = parser.add_subparsers(dest="command", required=True)

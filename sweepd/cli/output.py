@@ -81,7 +81,12 @@ def print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
     fields = any(d.get("loc") for d in details)
     repeated = fields and any(str(d.get("msg", "")) in message
                               for d in details[:MAX_DETAIL_LINES])
-    say(_line(f"sweepd: {message.split(': ', 1)[0] if repeated else message}"), err=True)
+    head = message.split(": ", 1)[0] if repeated else message
+    # A message of several lines (a YAML error's position) prints as lines, each escaped.
+    lines = head.splitlines() or [""]
+    say(_line(f"sweepd: {lines[0]}"), err=True)
+    for line in lines[1:MAX_DETAIL_LINES]:
+        say(_line(f"  {line.strip()}"), err=True)
     if fields:
         _print_details(details)
 

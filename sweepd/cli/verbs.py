@@ -76,7 +76,8 @@ _JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backe
 def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
     """A sweep's progress in the list's short cells: `4/≤12`, `1q 2r`, `12m`, `≤30m?`."""
     p = s["progress"]
-    most = "?" if p["runs_most"] is None else f"≤{p['runs_most']}"
+    most = ("?" if p["runs_most"] is None else str(p["runs_most"]) if p.get("ended")
+            else f"≤{p['runs_most']}")
     jobs = " ".join(f"{p[k]}{k[5]}" for k in ("jobs_queued", "jobs_running") if p[k])
     eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
            else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
@@ -294,7 +295,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: given before the verb, it must not be reset by the verb's default.
     common.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output")
 
     p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
                        epilog="prints the new sweep id; exit 2 if the spec is invalid; with "
@@ -349,4 +351,6 @@ def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", metavar="WHEN",
                    help="only sweeps submitted since: 45m, 2h, 3d ago or an ISO time (UTC)")
     p.add_argument("--mine", action="store_true", help="only the sweeps I submitted")
-    p.epilog = "newest first"
+    p.epilog = ("newest first; ELAPSED and ETA are cluster time once a job was submitted "
+                "(the scheduler's clock: the simulated cluster's runs faster than the wall's), "
+                "else wall-clock time since submission; `show` names the base")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sweepd.app.foreground import EXIT_FOR_STATE
+from sweepd.app.joblog import JOB_ARG_HELP
 from sweepd.app.progress import duration
 from sweepd.cli.client import Client, ClientError
 from sweepd.core.states import SweepState
@@ -65,35 +67,64 @@ def with_source(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
 
 # -- logs --------------------------------------------------------------------------------
 
-def log_text(line: Mapping[str, Any]) -> Text:
-    return Text(escape(str(line["text"])), style=LOG_STYLES.get(str(line["mark"]), ""))
+# A log's own colours (SGR: ESC [ ... m): shown on a terminal, dropped elsewhere. Every
+# other control character stays escaped (sweepd.util.text.escape).
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def log_text(line: Mapping[str, Any], terminal: bool = False) -> Text:
+    text, style = str(line["text"]), LOG_STYLES.get(str(line["mark"]), "")
+    if not terminal:
+        return Text(escape(_SGR.sub("", text)), style=style)
+    kept = "".join(escape(part) + (sgr.group() if sgr else "") for part, sgr in _sgr_split(text))
+    return Text.from_ansi(kept, style=style)
+
+
+def _sgr_split(text: str) -> list[tuple[str, re.Match[str] | None]]:
+    """The text between SGR sequences, each with the sequence after it."""
+    out: list[tuple[str, re.Match[str] | None]] = []
+    start = 0
+    for m in _SGR.finditer(text):
+        out.append((text[start:m.start()], m))
+        start = m.end()
+    return [*out, (text[start:], None)]
+
+
+def _log_header(args: argparse.Namespace, chunk: Mapping[str, Any]) -> str:
+    scheduler = f"scheduler job {chunk['backend_id']}" if chunk.get("backend_id") \
+        else "not yet given a scheduler job id"
+    return (f"sweep {args.id} run #{chunk['run_seq']} attempt {chunk['attempt']}, "
+            f"{scheduler} (sweepd job {chunk['job']}, {chunk['state']}): "
+            f"{escape(str(chunk['path'] or 'no log file yet'))}")
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    from sweepd.cli.output import fail, say
+
     def body(client: Client) -> int:
         console = _console()
         chunk = client.job_log(args.id, args.job, 0)
         if not args.json:
-            from sweepd.cli.output import say
-            say(f"sweep {args.id} run #{chunk['run_seq']} job {chunk['job']} attempt "
-                f"{chunk['attempt']} ({chunk['state']}): {escape(str(chunk['path']))}",
-                err=True)
+            say(_log_header(args, chunk), err=True)
+        waiting = False
         while True:
             for line in chunk["lines"]:
                 if args.json:
                     print(json.dumps(line, sort_keys=True), flush=True)
                 else:
-                    console.print(log_text(line))
-            if chunk.get("missing") and not args.follow:
-                from sweepd.cli.output import fail
+                    console.print(log_text(line, console.is_terminal))
+            if chunk.get("not_started") and not waiting:
+                waiting = True   # said once; with -f, wait for it to start
+                say(f"sweep {args.id}: {chunk['missing']}"
+                    + ("; waiting for it to start" if args.follow else ""), err=True)
+            elif chunk.get("missing") and not chunk.get("not_started") and not args.follow:
                 return fail(args, f"sweep {args.id}: {chunk['missing']}")
-            if chunk.get("more"):
-                chunk = client.job_log(args.id, str(f"j{chunk['job']}"), chunk["next_offset"])
-                continue
-            if not args.follow or chunk["ended"]:
+            if not chunk.get("more") and (not args.follow or chunk["ended"]):
                 return 0
-            time.sleep(LOG_POLL_S)
-            chunk = client.job_log(args.id, f"j{chunk['job']}", chunk["next_offset"])
+            if not chunk.get("more"):
+                time.sleep(LOG_POLL_S)
+            # By sweepd's own job number: the job the first answer named, whatever its id.
+            chunk = client.job_log(args.id, f"id:{chunk['job']}", chunk["next_offset"])
 
     return with_source(args, body)
 
@@ -329,9 +360,7 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        description="a job's log: false positives dimmed, the failure's "
                                    "evidence highlighted")
     sweep_id_arg(p)
-    p.add_argument("job", nargs="?", metavar="RUN|jJOB",
-                   help="a run's number (its latest attempt) or j and a job id; default: "
-                        "the sweep's latest job")
+    p.add_argument("job", nargs="?", metavar="RUN|JOBID", help=JOB_ARG_HELP)
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep printing new lines until the job ends")
     p.set_defaults(func=run_logs)

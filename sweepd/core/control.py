@@ -47,7 +47,8 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
                                                         if out else "")
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
-                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"))
+                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"),
+                               nodes_short=_nodes_short(engine, sweep, out))
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()
@@ -88,16 +89,24 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
     engine.notify()
 
 
+def _nodes_short(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> int:
+    """How many usable nodes the sweep lacks with these exclusions (0: enough)."""
+    spec = engine.spec_of(sweep)
+    left = [n for n in spec.node_list if n not in set(excluded)]
+    return max(0, spec.needed_nodes - len(left))
+
+
 def _enough_left(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> None:
     """A resume that leaves fewer usable nodes than the sweep needs would stop again at
     once: refuse it, nothing recorded."""
+    if _nodes_short(engine, sweep, excluded) == 0:
+        return
     spec = engine.spec_of(sweep)
     left = [n for n in spec.node_list if n not in set(excluded)]
-    if len(left) >= spec.needed_nodes:
-        return
+    why = "its min_nodes" if spec.min_nodes else f"{spec.model} on these nodes"
     what = (f"sweep {sweep.id} would have {len(left)} usable node(s) of its "
-            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); it "
-            f"needs {spec.needed_nodes} (min_nodes): readmit a node, or abort")
+            f"{len(spec.node_list)} pinned ({compact_nodes(left) if left else 'none'}); "
+            f"{why} needs {spec.needed_nodes}: readmit a node (--readmit NODE), or abort")
     raise SpecError(what, [{"loc": ["exclude"], "msg": what}])
 
 

@@ -363,6 +363,8 @@ class Engine:
             return
         if is_lost(job.log_identity):
             return   # silence in a log that cannot be read was never observed
+        if job.summary_status is not None:
+            return   # its log says it ended: the scheduler's word on its end follows
         silent = now - job.last_output_at
         # Process start-up and machine load are not sped up on a simulated cluster: never
         # call a job hung on less than `hang_floor_wall_s` of real silence.

@@ -26,7 +26,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
 )
 from sweepd.monitor.parse import parse_line
-from sweepd.monitor.tail import LogTailer, is_lost
+from sweepd.monitor.tail import NO_LOG_FILE, LogTailer, is_lost
 from sweepd.store.rows import Job
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
@@ -47,9 +47,15 @@ def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]
 
 
 def _lost(job: Job, tailer: LogTailer) -> bool:
-    """The log cannot be read where one is expected: it was seen, or the job runs."""
-    return bool(tailer.lost) and (tailer.identity is not None
-                                  or job.state in (JobState.RUNNING, JobState.HUNG))
+    """The log cannot be read where one is expected: it was seen, or the job runs and
+    something that is not its log stands at its path. A log never seen and not there yet
+    is not lost: the scheduler says RUNNING before the job's first write, and a shared
+    filesystem may show the file late (its end is judged by `log_lost`)."""
+    if not tailer.lost:
+        return False
+    if tailer.identity is not None:
+        return True
+    return job.state in (JobState.RUNNING, JobState.HUNG) and tailer.lost != NO_LOG_FILE
 
 
 NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)

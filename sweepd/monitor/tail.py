@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 # A stored identity with this prefix: the log could not be read when it was last tried.
 LOST = "lost|"
+NO_LOG_FILE = "no log file"   # why a log never seen is unreadable: it is not there (yet)
 
 
 def is_lost(identity: str | None) -> bool:
@@ -82,7 +83,7 @@ class LogTailer:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return self._unreachable("deleted" if self.identity else "no log file")
+            return self._unreachable("deleted" if self.identity else NO_LOG_FILE)
         except OSError as e:
             return self._unreachable(f"cannot be read: {e.strerror}")
         if not stat.S_ISREG(st.st_mode):

@@ -9,7 +9,9 @@ from sweepd.store.rows import Job, Run, Sweep
 
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
-                 outputs: str) -> str:
+                 outputs: str, nodes_short: int = 0) -> str:
+    """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
+    be refused, so the message asks for a node back instead)."""
     spec = sweep.spec
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
@@ -37,7 +39,14 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         f"Artifacts: {outputs}/{ids[0]}-* through {outputs}/{ids[-1]}-*" if ids
         else f"Artifacts: {outputs}",
         "Awaiting your decision before resuming.",
-        f"Resume: /resume {sweep.id} [NODE to exclude ...] or `sweepd resume {sweep.id} "
-        f"[--exclude NODE ...]`; end it: /abort {sweep.id}.",
+        _how_to_answer(sweep.id, nodes_short),
     ]
     return "\n".join(lines)
+
+
+def _how_to_answer(sweep_id: int, nodes_short: int) -> str:
+    if nodes_short > 0:
+        return (f"Resume needs {nodes_short} more usable node(s): put an excluded one back "
+                f"with `sweepd resume {sweep_id} --readmit NODE`; or end it: /abort {sweep_id}.")
+    return (f"Resume: /resume {sweep_id} [NODE to exclude ...] or `sweepd resume {sweep_id} "
+            f"[--exclude NODE ...]`; end it: /abort {sweep_id}.")

@@ -194,4 +194,7 @@ def load_scenario(path: Path) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(f"{path}: invalid scenario:\n{exc}") from exc
+        # One line per problem, as config errors are: no pydantic dump with its URLs.
+        problems = "\n".join(
+            f"  {'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in exc.errors())
+        raise ScenarioError(f"{path}: invalid scenario:\n{problems}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -18,7 +19,7 @@ from sweepd.kinds.model_perf.search import (
     flat_top,
     next_probe,
 )
-from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
 from sweepd.store.rows import Job, Run
 from sweepd.util.model_shapes import UnknownModel, resolve_model
@@ -40,9 +41,26 @@ def _finished(ctx: SweepContext) -> list[Run]:
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
     latest = _latest_jobs(ctx.jobs)
-    return [_probe(spec, r, latest.get(r.id), len(ctx.nodes)) for r in _finished(ctx)
-            if _comparable(r, len(ctx.nodes))
+    runs = [r for r in _finished(ctx) if _comparable(r, len(ctx.nodes))
             and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+    spoiled = _below_a_pass(spec, runs)
+    return [_probe(spec, r, latest.get(r.id), len(ctx.nodes)) for r in runs
+            if r.id not in spoiled]
+
+
+def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run]) -> set[int]:
+    """Failed runs of a batch size below one that ran: memory grows with the batch, so
+    such a failure (a one-off compile hang counted as an OOM, a flake) says nothing about
+    the value and must not cap the search; the value is run again. Failing twice, it
+    stands."""
+    if spec.parameter != BATCH:
+        return set()
+    passed = [r.params[BATCH] for r in runs if r.outcome == "pass"]
+    top = max(passed, default=None)
+    failed = [r for r in runs if r.outcome != "pass"]
+    times = Counter(r.params[BATCH] for r in failed)
+    return {r.id for r in failed
+            if top is not None and r.params[BATCH] < top and times[r.params[BATCH]] < 2}
 
 
 def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
