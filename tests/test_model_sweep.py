@@ -11,7 +11,7 @@ import pytest
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.core.states import JOB_ACTIVE, RunState, SweepState
-from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, NewRun, Stop, SweepContext
 from sweepd.kinds.model_sweep.kind import gather
 from sweepd.kinds.model_sweep.plan import (
     FAIL_FAST_RULE,
@@ -171,9 +171,8 @@ async def test_gather_resolves_commits_in_a_repo(tmp_path: Path) -> None:
     new = plan(s, ctx(**facts))
     assert isinstance(new, list) and new[0].params["_commit"] == sha
     assert new[0].params["_tag"] == "main"
-    bad = await gather(store, spec(commits=["nope"], repo=str(tmp_path)))
-    stop = plan(spec(commits=["nope"]), ctx(**bad))
-    assert isinstance(stop, Finished) and not stop.ok and "nope" in stop.summary
+    with pytest.raises(GatherError, match="nope"):
+        await gather(store, spec(commits=["nope"], repo=str(tmp_path)))
 
 
 # -- on the simulated cluster -----------------------------------------------------------

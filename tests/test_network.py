@@ -11,13 +11,14 @@ import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
-from sweepd.kinds.api import Finished, SweepContext
-from sweepd.kinds.network.kind import NetworkSpec, plan
+from sweepd.kinds.api import Finished, GatherError, SweepContext
+from sweepd.kinds.network.kind import NetworkSpec, gather, plan
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome
 from sweepd.store.rows import Run
+from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
@@ -116,10 +117,9 @@ def test_without_a_reference_a_clean_verdict_says_what_it_cannot_see() -> None:
     assert "cannot be seen: set expected_tgs" in done.verdict["recommendation"]
 
 
-def test_an_unknown_node_perf_sweep_fails_the_sweep() -> None:
-    spec = _spec(node_perf_sweep=9)
-    out = plan(spec, _ctx([], error="node_perf_sweep 9 does not exist"))
-    assert isinstance(out, Finished) and not out.ok
+async def test_an_unknown_node_perf_sweep_is_a_gather_error(store: Store) -> None:
+    with pytest.raises(GatherError, match="node_perf_sweep 9 does not exist"):
+        await gather(store, _spec(node_perf_sweep=9))
 
 
 async def test_sim_sweep_isolates_a_bad_link_between_the_halves(tmp_path: Path) -> None:

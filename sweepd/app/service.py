@@ -16,9 +16,9 @@ from sweepd.clusters.base import ControllerUnreachable
 from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
-from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import kind_of, parse_spec
-from sweepd.kinds.spec import SpecError
+from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.outbox import Outbox
 from sweepd.store.rows import Event
@@ -43,9 +43,7 @@ class Service(Queries):
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
-        facts = await kind_of(spec.kind).gather(self.store, spec)
-        if "error" in facts:
-            raise SpecError(str(facts["error"]))
+        await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"),
@@ -53,6 +51,13 @@ class Service(Queries):
         self.engine.wake()   # started and planned now, not at the next tick
         self.engine.notify()
         return await self.summary(sweep_id)
+
+    async def _gather(self, spec: SweepSpec) -> dict[str, Any]:
+        """What the spec refers to must hold now (a refusal), not fail the sweep later."""
+        try:
+            return await kind_of(spec.kind).gather(self.store, spec)
+        except GatherError as e:
+            raise SpecError(str(e)) from None
 
     async def _refuse_strangers(self, nodes: list[str]) -> None:
         """A node name the cluster does not know (a typo) would stop the sweep at its first
@@ -187,9 +192,7 @@ class Service(Queries):
         spec = parse_spec(data)
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         kind = kind_of(spec.kind)
-        facts = await kind.gather(self.store, spec)
-        if "error" in facts:
-            raise SpecError(str(facts["error"]))
+        facts = await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
         states = await self._node_states(spec.node_list)
         config = self.engine.config

@@ -34,7 +34,7 @@ from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
 from sweepd.core.states import JobState, RunState, SweepState
-from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import kind_of, stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.monitor.tail import is_lost
@@ -524,7 +524,10 @@ class Engine:
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
         prior = await self.store.prior_memstats(spec.model, spec.nodes)
-        extra = await kind.gather(self.store, spec)
+        try:
+            extra = await kind.gather(self.store, spec)
+        except GatherError as e:   # what it refers to is gone since it was accepted
+            return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
         # Stops a person already resumed from: the strategy must not raise them again.
         extra["acknowledged_stops"] = [
             e.rule for e in await self.store.events(sweep.id, kind="transition")

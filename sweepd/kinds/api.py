@@ -9,6 +9,11 @@ from typing import Any
 from sweepd.store.rows import Job, Run
 
 
+class GatherError(ValueError):
+    """What a kind's gather could not find (an earlier sweep the spec names, a commit): a
+    submission is refused with it; a sweep already running ends failed with it."""
+
+
 @dataclass(frozen=True)
 class NewRun:
     label: str

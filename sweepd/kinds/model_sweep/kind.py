@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_sweep import plan as model_sweep_plan
 from sweepd.kinds.model_sweep import report
 from sweepd.kinds.model_sweep.demo import DEMO
@@ -44,7 +45,7 @@ async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
                 {c: await worktrees.resolve(spec.repo, c) for c in spec.commits})
         past = await history(store, spec.compare_to)
     except (worktrees.GitError, ValueError) as e:
-        return {"error": str(e)}
+        raise GatherError(str(e)) from e
     return {"shas": shas, "history": [c.as_dict() for c in past]}
 
 

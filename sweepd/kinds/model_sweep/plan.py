@@ -226,9 +226,6 @@ def new_runs(spec: ModelSweepSpec, commits: Sequence[Commit], layout: Mapping[st
 
 def plan(spec: ModelSweepSpec, ctx: SweepContext) -> Plan:
     extra = ctx.extra
-    if extra.get("error"):
-        return Finished(False, f"model sweep cannot start: {extra['error']}",
-                        {"error": extra["error"]})
     commits = commits_of(spec.commits, extra.get("shas", {}))
     history = [Column.from_dict(c) for c in extra.get("history", [])]
     prior = {k: hostlist.expand_hostlist(v) for col in history for k, v in col.nodes.items()}

@@ -11,7 +11,7 @@ import hostlist
 from pydantic import Field, model_validator
 
 from sweepd.core.states import SweepState
-from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
+from sweepd.kinds.api import Finished, GatherError, NewRun, Plan, SweepContext
 from sweepd.kinds.network import report
 from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
@@ -58,7 +58,7 @@ async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
         try:
             candidates = [await store.sweep(spec.node_perf_sweep)]
         except NotFound:
-            return {"error": f"node_perf_sweep {spec.node_perf_sweep} does not exist"}
+            raise GatherError(f"node_perf_sweep {spec.node_perf_sweep} does not exist") from None
     else:
         ours = set(spec.node_list)
         candidates = [s for s in reversed(await store.sweeps([SweepState.DONE]))
@@ -71,7 +71,7 @@ async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
                 "status": {n["node"]: n["status"] for n in verdict.get("nodes", [])},
                 "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}}}
     if spec.node_perf_sweep is not None:
-        return {"error": f"sweep {spec.node_perf_sweep} is not a finished node perf sweep"}
+        raise GatherError(f"sweep {spec.node_perf_sweep} is not a finished node perf sweep")
     return {}
 
 
@@ -119,8 +119,6 @@ def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]
 
 
 def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
-    if "error" in ctx.extra:
-        return Finished(False, f"network: {ctx.extra['error']}", {"error": ctx.extra["error"]})
     ref, source = reference(spec, ctx.extra, ctx.runs)
     judge = Judge(ref, spec.tolerance, spec.scaling)
     done, busy = results_of(ctx.runs)
