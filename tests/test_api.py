@@ -295,6 +295,38 @@ async def test_progress_long_poll_returns_events_after(api: Api) -> None:
     assert status == 400 and body["details"][0]["loc"] == ["query", "wait"]
 
 
+async def test_progress_never_sends_a_line_of_a_transaction_still_open(api: Api) -> None:
+    # The engine writes a line in a transaction; the daemon stops before it commits (the
+    # pass is cancelled: rolled back). A watcher sent that line would resume after its id,
+    # and the line written again after the restart reuses the id: a gap.
+    sweep_id = await submit(api)
+    await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="one")
+    _, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after=0")
+    last = body["last"]
+    opened, stop = asyncio.Event(), asyncio.Event()
+
+    async def pass_cancelled() -> None:
+        with contextlib.suppress(RuntimeError):
+            async with api.store.tx():
+                await api.store.add_event(sweep_id, "progress", "never committed")
+                opened.set()
+                await stop.wait()
+                raise RuntimeError("the daemon stopped mid-pass")
+
+    engine = asyncio.create_task(pass_cancelled())
+    await opened.wait()
+    read = asyncio.create_task(api.service.progress(sweep_id, last))
+    # The read answers at once if it sees the open transaction's line (it did); it waits
+    # for the transaction to end otherwise. The content is asserted, not the time.
+    await asyncio.wait({read}, timeout=1.0)
+    stop.set()
+    await engine
+    assert [e.reason for e in await read] == []
+    await api.store.add_event(sweep_id, "progress", "two")
+    _, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after={last}")
+    assert [e["reason"] for e in body["events"]] == ["two"]
+
+
 async def test_stream_ends_when_sweep_stops(api: Api) -> None:
     sweep_id = await submit(api)
     await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="one")

@@ -377,6 +377,17 @@ def _watch_proc(sock: Path, *argv: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _rest(watcher: subprocess.Popen[str]) -> tuple[str, str]:
+    """Stdout and stderr until the watcher exits. Not communicate(): it reads the pipes
+    itself and drops what an earlier readline() had already read ahead (a lost line)."""
+    assert watcher.stdout is not None and watcher.stderr is not None
+    with watcher.stdout, watcher.stderr:
+        out = watcher.stdout.read()
+        err = watcher.stderr.read()
+    watcher.wait(timeout=90)
+    return out, err
+
+
 def test_watch_resumes_after_a_daemon_restart_without_gap_or_repeat(tmp_path: Path) -> None:
     proc = DaemonProc(tmp_path, write_config(tmp_path, write_scenario(tmp_path)))
     try:
@@ -384,22 +395,22 @@ def test_watch_resumes_after_a_daemon_restart_without_gap_or_repeat(tmp_path: Pa
         sid = int(client.submit(perf_spec(values=[4, 6, 8, 10]))["id"])
         watcher = _watch_proc(proc.socket, "watch", str(sid), "--json")
         assert watcher.stdout is not None
-        first = watcher.stdout.readline()   # it follows the sweep
-        deadline = time.monotonic() + 60
-        while not [r for r in client.show(sid)["run_list"] if r["state"] == "passed"]:
-            assert time.monotonic() < deadline, "no run finished"
-            time.sleep(0.05)
+        # Stop once the watcher has printed a finished run: then, not after polling the
+        # daemon (on a loaded machine the sweep had ended by the time a poll saw it).
+        before = [watcher.stdout.readline()]   # it follows the sweep
+        while json.loads(before[-1])["progress"]["runs_done"] < 1:
+            before.append(watcher.stdout.readline())
         assert proc.stop(signal.SIGTERM) == 0
         time.sleep(0.5)   # the watcher finds the daemon gone and keeps trying
         client = proc.start()
-        out, err = watcher.communicate(timeout=90)
+        out, err = _rest(watcher)
         shown = client.show(sid)
         assert client.status()["last_pass_ago_s"] is not None   # the daemon's engine passes
     finally:
         proc.kill()
     assert watcher.returncode == 0, err
     assert "reconnecting" in err
-    lines = [json.loads(line) for line in [first, *out.splitlines()]]
+    lines = [json.loads(line) for line in [*before, *out.splitlines()]]
     printed = [line["id"] for line in lines]
     # Each line carries where the sweep was; after the verdict every run is done.
     assert lines[-1]["progress"]["runs_done"] == len(shown["run_list"]) >= 2
@@ -416,7 +427,7 @@ def test_watch_exits_5_when_the_daemon_does_not_come_back(tmp_path: Path) -> Non
         assert watcher.stdout is not None
         first = watcher.stdout.readline()   # it follows the sweep: then the daemon goes
         proc.stop(signal.SIGTERM)
-        out, _ = watcher.communicate(timeout=60)
+        out, _ = _rest(watcher)
     finally:
         proc.kill()
     assert watcher.returncode == 5 and json.loads(first)["id"]

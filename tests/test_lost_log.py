@@ -9,6 +9,11 @@ import signal
 import time
 from pathlib import Path
 
+from sweepd.core.follow import LogFollower
+from sweepd.core.states import JobState
+from sweepd.monitor.tail import is_lost
+from sweepd.store.store import Store
+from sweepd.util.clock import Clock
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 
@@ -58,3 +63,79 @@ async def test_a_log_gone_across_a_restart_is_judged_by_the_scheduler(tmp_path: 
     told = [e for e in shown["events"] if e["kind"] == "progress" and "cannot be watched"
             in e["reason"]]
     assert len(told) == 1
+
+
+# -- a log not there yet (deterministic, the follower over a real store) -----------------
+
+class _Clock(Clock):
+    """Cluster time that moves only when told (the grace is measured on it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = 1_000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+async def _running(store: Store, log: Path, now: float) -> int:
+    """A job the scheduler says runs, whose log the follower has never seen."""
+    sweep_id = await store.create_sweep("model-perf", "t", {"model": "llama2-70b"})
+    run = await store.add_run(sweep_id, "per_device_batch_size=8", {"b": 8}, "n1", "test")
+    job = await store.create_job(run, "tok-1", "JAX-x", "n1")
+    await store.transition_job(job.id, JobState.QUEUED, "submitted", backend_id="10001",
+                               log_path=str(log))
+    await store.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+                               rule="scheduler.running", last_output_at=now)
+    return sweep_id
+
+
+async def _pass(store: Store, follower: LogFollower) -> None:
+    """What one engine pass does with the logs: read every job's, store the facts."""
+    chunks = await follower.read_chunks(await store.active_jobs())
+    await store.record_logs([c for c in chunks if c is not None])
+
+
+async def _lost_notes(store: Store, sweep_id: int) -> list[str]:
+    return [e.reason for e in await store.events(sweep_id) if e.rule == "log.lost"]
+
+
+async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
+        store: Store, tmp_path: Path) -> None:
+    # The scheduler says RUNNING before the job's log exists (a slow start on a loaded
+    # machine): no loss to tell. This was told, then the real loss across a restart was
+    # told a second time (the first lost mark was cleared once the log appeared).
+    clock = _Clock()
+    log = tmp_path / "job.log"
+    sweep_id = await _running(store, log, clock.now())
+    follower = LogFollower(store, clock, missing_grace_s=30)
+    await _pass(store, follower)
+    assert await _lost_notes(store, sweep_id) == []
+    log.write_text("completed step: 1, seconds: 1.0\n")
+    await _pass(store, follower)
+    assert (await store.active_jobs())[0].log_identity is not None   # seen
+    await follower.retain(set())                 # a restart: no file open any more
+    log.unlink()
+    log.mkdir()
+    restarted = LogFollower(store, clock, missing_grace_s=30)
+    for _ in range(2):
+        await _pass(store, restarted)
+    notes = await _lost_notes(store, sweep_id)
+    assert len(notes) == 1 and "not a regular file" in notes[0], notes
+    await restarted.retain(set())
+
+
+async def test_a_log_never_there_for_the_hang_limit_is_lost_and_told_once(
+        store: Store, tmp_path: Path) -> None:
+    clock = _Clock()
+    sweep_id = await _running(store, tmp_path / "never.log", clock.now())
+    follower = LogFollower(store, clock, missing_grace_s=30)
+    clock.t += 29
+    await _pass(store, follower)
+    assert await _lost_notes(store, sweep_id) == []
+    clock.t += 1
+    for _ in range(2):
+        await _pass(store, follower)
+    notes = await _lost_notes(store, sweep_id)
+    assert len(notes) == 1 and "no log file" in notes[0], notes
+    assert is_lost((await store.active_jobs())[0].log_identity)

@@ -128,12 +128,16 @@ async def serve(config: Config, stop: asyncio.Event,
         # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
         # running ones from their stored offsets.
         await parts.engine.step()
-        runner = await start_server(parts.service, config.daemon.socket_path,
-                                    config.daemon.max_body_bytes, config.daemon.socket_group)
+        # The metrics port before the socket: a start refused for its port never listened
+        # on the socket (a client seeing it listen may take the daemon for started).
+        metrics_runner: AppRunner | None = None
         try:
             metrics_runner = await _metrics_listener(parts.service, config)
+            runner = await start_server(parts.service, config.daemon.socket_path,
+                                        config.daemon.max_body_bytes, config.daemon.socket_group)
         except BaseException:
-            await runner.cleanup()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
             await workers.close()
             raise
         log.info("daemon.ready", socket=str(config.daemon.socket_path),

@@ -96,7 +96,14 @@ class Engine:
     _specs: dict[int, SweepSpec] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.follower = LogFollower(self.store, self.clock)
+        self.follower = LogFollower(self.store, self.clock, self.hang_limit())
+
+    def hang_limit(self) -> float:
+        """Silence (cluster seconds) after which a running job is hung. Process start-up
+        and machine load are not sped up on a simulated cluster: never less than
+        `hang_floor_wall_s` of real time."""
+        return max(self.config.policy.hang_timeout_s,
+                   self.config.daemon.hang_floor_wall_s / self.clock.scale)
 
     async def close(self) -> None:
         await self.follower.retain(set())
@@ -361,15 +368,14 @@ class Engine:
         # scheduler's answer (at the poll period) says when it has ended.
         if job.state != JobState.RUNNING or job.last_output_at is None:
             return
-        if is_lost(job.log_identity):
-            return   # silence in a log that cannot be read was never observed
+        # Silence in a log that cannot be read, or was never seen, was never observed; the
+        # follower marks a log still not there after the hang limit lost.
+        if is_lost(job.log_identity) or (job.log_path and job.log_identity is None):
+            return
         if job.summary_status is not None:
             return   # its log says it ended: the scheduler's word on its end follows
         silent = now - job.last_output_at
-        # Process start-up and machine load are not sped up on a simulated cluster: never
-        # call a job hung on less than `hang_floor_wall_s` of real silence.
-        limit = max(self.config.policy.hang_timeout_s,
-                    self.config.daemon.hang_floor_wall_s / self.clock.scale)
+        limit = self.hang_limit()
         if silent < limit:
             return
         evidence = (f"no new log output for {silent:.0f} s (limit {limit:.0f} s) in phase "

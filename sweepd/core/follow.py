@@ -26,7 +26,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
 )
 from sweepd.monitor.parse import parse_line
-from sweepd.monitor.tail import NO_LOG_FILE, LogTailer, is_lost
+from sweepd.monitor.tail import NOT_THERE, LogTailer, is_lost
 from sweepd.store.rows import Job
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
@@ -46,16 +46,20 @@ def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]
     return out
 
 
-def _lost(job: Job, tailer: LogTailer) -> bool:
-    """The log cannot be read where one is expected: it was seen, or the job runs and
-    something that is not its log stands at its path. A log never seen and not there yet
-    is not lost: the scheduler says RUNNING before the job's first write, and a shared
-    filesystem may show the file late (its end is judged by `log_lost`)."""
+def _lost(job: Job, tailer: LogTailer, now: float, grace_s: float) -> bool:
+    """The log cannot be read where one is expected: it was seen, or the job runs. A log
+    never seen and not there is lost only once the job has run `grace_s` without it: a
+    job's log appears after the scheduler says RUNNING, later still on a loaded machine or
+    a shared file system, and a log not there yet is no loss to tell."""
     if not tailer.lost:
         return False
     if tailer.identity is not None:
         return True
-    return job.state in (JobState.RUNNING, JobState.HUNG) and tailer.lost != NO_LOG_FILE
+    if job.state not in (JobState.RUNNING, JobState.HUNG):
+        return False
+    if tailer.lost != NOT_THERE or job.last_output_at is None:
+        return True
+    return now - job.last_output_at >= grace_s
 
 
 NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
@@ -84,9 +88,12 @@ def _other_rank_step(line: str) -> bool:
 
 
 class LogFollower:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, missing_grace_s: float) -> None:
         self._store = store
         self._clock = clock
+        # How long a running job's log may be not there yet before it is lost (the hang
+        # limit: a job silent that long without a log is judged by the scheduler).
+        self._grace_s = missing_grace_s
         self._tailers: dict[int, LogTailer] = {}
         self._detached: set[int] = set()   # jobs whose deleted log was already reported
 
@@ -107,13 +114,17 @@ class LogFollower:
         reads happen in one worker-thread call."""
         tailers = [self._tailer(job) for job in jobs]
         lines = await asyncio.to_thread(_read_all, tailers)
-        for job, tailer in zip(jobs, tailers, strict=True):
+        # One `lost` per job for the pass: what is told and what is stored agree.
+        now = self._clock.now()
+        lost = [t is not None and _lost(job, t, now, self._grace_s)
+                for job, t in zip(jobs, tailers, strict=True)]
+        for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
             if tailer is not None:
-                await self._tell(job, tailer)
-        return [self._chunk(job, t, got) if t is not None else None
-                for job, t, got in zip(jobs, tailers, lines, strict=True)]
+                await self._tell(job, tailer, gone)
+        return [self._chunk(job, t, got, gone) if t is not None else None
+                for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True)]
 
-    async def _tell(self, job: Job, tailer: LogTailer) -> None:
+    async def _tell(self, job: Job, tailer: LogTailer, lost: bool) -> None:
         """A log that vanished or cannot be read is news for the person: the job is then
         judged without it (no hang is called on silence nobody could observe)."""
         if tailer.detached and job.id not in self._detached:
@@ -126,7 +137,7 @@ class LogFollower:
                                         job_id=job.id)
             await self._store.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
                                         job_id=job.id)
-        if not _lost(job, tailer) or is_lost(job.log_identity):
+        if not lost or is_lost(job.log_identity):
             return
         text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"
                 " the job cannot be watched for hangs, and its end is judged by the "
@@ -147,9 +158,9 @@ class LogFollower:
             self._tailers[job.id] = tailer
         return tailer
 
-    def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]]
-               ) -> LogChunk | None:
-        identity = tailer.stored_identity if _lost(job, tailer) else tailer.identity
+    def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]],
+               lost: bool) -> LogChunk | None:
+        identity = tailer.stored_identity if lost else tailer.identity
         # Readable again after being lost: silence is observable from now on.
         back = {"last_output_at": self._clock.now()} if (
             is_lost(job.log_identity) and not tailer.lost) else {}

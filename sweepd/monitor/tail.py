@@ -20,7 +20,9 @@ from typing import BinaryIO
 
 # A stored identity with this prefix: the log could not be read when it was last tried.
 LOST = "lost|"
-NO_LOG_FILE = "no log file"   # why a log never seen is unreadable: it is not there (yet)
+# Why a log never seen is unreadable: not there (yet). A job's log appears some time after
+# the scheduler says RUNNING (a slow start, a shared file system's delay).
+NOT_THERE = "no log file"
 
 
 def is_lost(identity: str | None) -> bool:
@@ -83,7 +85,7 @@ class LogTailer:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return self._unreachable("deleted" if self.identity else NO_LOG_FILE)
+            return self._unreachable("deleted" if self.identity else NOT_THERE)
         except OSError as e:
             return self._unreachable(f"cannot be read: {e.strerror}")
         if not stat.S_ISREG(st.st_mode):
