@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweepd.chats import refuse_unknown_chats
-from sweepd.clusters.base import ControllerUnreachable
+from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
 from sweepd.engine import Engine
 from sweepd.models import MODELS
 from sweepd.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
@@ -60,7 +60,7 @@ class Service(Queries):
             states = await self.engine.backend.node_states(nodes)
         except (ControllerUnreachable, RuntimeError):
             return
-        strangers = [n for n in nodes if states.get(n) == "unknown"]
+        strangers = [n for n in nodes if states.get(n) == NOT_IN_CLUSTER]
         if strangers:   # one compact line, however many: a typo may name thousands
             what = f"not nodes of this cluster: {compact_nodes(strangers)}"
             raise SpecError(what, [{"loc": ["nodes"], "msg": what}])
