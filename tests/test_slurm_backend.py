@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.clusters.base import (
+    NOT_IN_CLUSTER,
     ControllerUnreachable,
     JobRequest,
     JobStatus,
@@ -23,6 +24,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
 )
 from sweepd.clusters.slurm import SlurmCluster, parse_node_states, scontrol_exit, wait_status_exit
+from sweepd.core.node_check import UNUSABLE
 from tests.slurm_cluster import MAXTEXT_FIXTURE, run_cluster_script, stop_controller
 
 pytestmark = pytest.mark.slurm
@@ -275,6 +277,16 @@ async def test_node_states_and_resume(slurm_env: dict[str, str]) -> None:
         assert states["chi2881"] in ("idle", "alloc", "comp")
     finally:
         await run(["scontrol", "update", "NodeName=chi2881", "State=RESUME"], slurm_env)
+
+
+async def test_a_node_slurm_does_not_list_is_not_in_the_cluster(
+        slurm_env: dict[str, str]) -> None:
+    """Slurm's own `unknown` (a node not yet registered after a controller restart) must not
+    read as "not a node of this cluster": submits right after a restart were refused."""
+    cluster = make_cluster(slurm_env, time_limit=None)
+    states = await cluster.node_states(["chi2832", "chi9999"])
+    assert states == {"chi2832": "idle", "chi9999": NOT_IN_CLUSTER}
+    assert NOT_IN_CLUSTER in UNUSABLE and "unknown" not in UNUSABLE
 
 
 async def test_controller_stopped(slurm_env: dict[str, str]) -> None:

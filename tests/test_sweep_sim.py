@@ -37,7 +37,8 @@ async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
         assert len(results) == len(runs)
         assert any("← optimum" in line and f"| {truth} |" in line for line in lines)
         # No daemon knows this sweep: the last line says where its state is.
-        assert lines[-1].startswith(f"(sweep 1 is in {config.daemon.state_dir}: a daemon")
+        assert lines[-1].startswith(
+            f"(sweep 1 is in {config.daemon.state_dir}: read it again with ")
     finally:
         await store.close()
 
@@ -138,7 +139,7 @@ async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: P
     code = await run_sweep(config, {}, lines.append, resume_id=sid)
     assert code == EXIT_AWAITING_DECISION   # the pinned list is never changed silently
     text = "\n".join(lines)
-    assert "chi9999 (unknown)" in text and "chi9999 is not a node of this cluster" in text
+    assert "chi9999 (not in cluster)" in text and "chi9999 is not a node of this cluster" in text
     assert "chi2832" not in text.split("not usable:")[1].split("\n")[0]
 
 

@@ -122,9 +122,11 @@ async def sim_service(tmp_path: Path) -> AsyncIterator[Service]:
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True)
     store = await Store.open(config.daemon.db_path)
     backend, clock = make_backend(config)
+    engine = Engine(store, backend, clock, config)
     try:
-        yield Service(Engine(store, backend, clock, config))
+        yield Service(engine)
     finally:
+        await engine.close()   # its log tailers keep files open
         await backend.close()
         await store.close()
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
 from sweepd.app.queries import Queries
-from sweepd.clusters.base import ControllerUnreachable
+from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
 from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
@@ -67,7 +67,7 @@ class Service(Queries):
             states = await self.engine.backend.node_states(nodes)
         except (ControllerUnreachable, RuntimeError):
             return
-        strangers = [n for n in nodes if states.get(n) == "unknown"]
+        strangers = [n for n in nodes if states.get(n) == NOT_IN_CLUSTER]
         if strangers:   # one compact line, however many: a typo may name thousands
             what = f"not nodes of this cluster: {compact_nodes(strangers)}"
             raise SpecError(what, [{"loc": ["nodes"], "msg": what}])

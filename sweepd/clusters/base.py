@@ -12,6 +12,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+# node_states' word for a node the scheduler does not list (a typo). Not Slurm's own
+# `unknown`: that is a node not yet registered after a controller restart, which a job can
+# still be submitted to.
+NOT_IN_CLUSTER = "not in cluster"
 
 class SchedulerState(StrEnum):
     PENDING = "PENDING"
@@ -104,7 +108,8 @@ class ClusterBackend(Protocol):
     async def cancel(self, backend_id: str) -> None: ...
 
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
-        """Scheduler state per node, lower case (`idle`, `alloc`, `drain`, `down`...)."""
+        """Scheduler state per node, lower case (`idle`, `alloc`, `drain`, `down`...);
+        `NOT_IN_CLUSTER` for a node the scheduler does not list."""
         ...
 
     async def resume_node(self, node: str) -> None:

@@ -24,6 +24,7 @@ import hostlist
 
 import sweepd
 from sweepd.clusters.base import (
+    NOT_IN_CLUSTER,
     ControllerUnreachable,
     JobRequest,
     JobStatus,
@@ -274,4 +275,5 @@ class SimCluster:
             self._schedule()
             busy = {n for r in self._all() if self._running(r) for n in r["nodes"]}
         known = set(self.scenario.cluster.node_list)
-        return {n: "alloc" if n in busy else "idle" if n in known else "unknown" for n in nodes}
+        return {n: "alloc" if n in busy else "idle" if n in known else NOT_IN_CLUSTER
+                for n in nodes}

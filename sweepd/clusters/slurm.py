@@ -20,6 +20,7 @@ from typing import Protocol
 import hostlist
 
 from sweepd.clusters.base import (
+    NOT_IN_CLUSTER,
     ControllerUnreachable,
     JobRequest,
     JobStatus,
@@ -546,7 +547,7 @@ class SlurmCluster:
         if res.rc != 0:
             self._raise_for("sinfo", res)
         states = parse_node_states(res.out)
-        return {n: states.get(n, "unknown") for n in nodes}
+        return {n: states.get(n, NOT_IN_CLUSTER) for n in nodes}
 
     async def resume_node(self, node: str) -> None:
         """Return a drained/down node to service (xla-tuning.SKILL.md: drained node -> RESUME)."""

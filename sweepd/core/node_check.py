@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sweepd.clusters.base import NOT_IN_CLUSTER
 from sweepd.core.control import stop_sweep
 from sweepd.store.rows import Sweep
 from sweepd.util.text import compact_nodes
@@ -14,10 +15,10 @@ from sweepd.util.text import compact_nodes
 if TYPE_CHECKING:
     from sweepd.core.parts import EngineParts
 
-# sinfo short states in which a job pinned to the node cannot start. `unknown`: Slurm
-# does not list the node at all.
+# sinfo short states in which a job pinned to the node cannot start (Slurm's `unknown`, a
+# node not yet registered after a controller restart, is not one: a job there waits).
 UNUSABLE = frozenset({"drain", "drng", "drained", "down", "fail", "failg", "maint", "inval",
-                      "unknown", "futr", "future"})
+                      NOT_IN_CLUSTER, "futr", "future"})
 
 
 async def unusable(engine: EngineParts, nodes: Sequence[str]) -> dict[str, str]:
@@ -32,7 +33,7 @@ async def ensure_usable(engine: EngineParts, sweep: Sweep, nodes: Sequence[str])
         return True
     tried = []
     for node, state in sorted(bad.items()):
-        if state == "unknown":
+        if state == NOT_IN_CLUSTER:
             tried.append(f"{node} is not a node of this cluster (a typo in `nodes`?)")
             continue   # nothing to resume
         try:

@@ -24,6 +24,12 @@ def wants_json(env: Mapping[str, str] | None = None, stream: TextIO | None = Non
         return True
 
 
+def _current_stderr(*_: object) -> structlog.PrintLogger:
+    """A logger on `sys.stderr` as it is now, not as it was when logging was configured
+    (a replaced stream, e.g. one a test captured and closed, is never written to)."""
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure(level: str = "info", json: bool | None = None) -> None:
     """`json=None`: decide by where stderr goes (`wants_json`)."""
     if json is None:
@@ -42,6 +48,6 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_current_stderr,
         cache_logger_on_first_use=False,
     )
