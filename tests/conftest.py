@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from sweepd.store.store import Store
 
@@ -28,6 +29,14 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     yield
+
+
+@pytest.fixture(autouse=True)
+def fresh_logging() -> Iterator[None]:
+    """A test that runs the CLI in-process configures logging (level, stream) for the whole
+    process: put the defaults back, so the next test's `capture_logs` sees every line."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture
