@@ -127,19 +127,24 @@ class Candidates:
         leader = best_recipe(self) or (ranked[0].profile if ranked else None)
         if leader is None:
             return []
-        base = self._profile(leader)
         out: list[Item] = []
         for e in ranked:
-            part = self._profile(e.profile)
-            if part.keys & base.keys or len(base.settings) + len(part.settings) > \
-                    self.inp.max_flags:
-                continue
-            s = self._profile("+".join(sorted([*leader.split("+"), e.profile])))
-            if self._ok(s):
+            s = self._on_top(leader, e.profile)
+            if s is not None:
                 pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
                 out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
                             f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
         return out[:STACKS_PER_WAVE]
+
+    def _on_top(self, leader: str, single: str) -> Profile | None:
+        """The leader with one more single stacked on it, if they set different flags, stay
+        within the flag limit and the stack may still run."""
+        base, part = self._profile(leader), self._profile(single)
+        if part.keys & base.keys or len(base.settings) + len(part.settings) > \
+                self.inp.max_flags:
+            return None
+        s = self._profile("+".join(sorted([*leader.split("+"), single])))
+        return s if self._ok(s) else None
 
     def polish(self) -> list[Item]:
         """Endgame on the leader: each numeric part moved to its neighbour values, then each
@@ -157,17 +162,12 @@ class Candidates:
                 if self._ok(s):
                     out.append((s, self.primary, "wave.polish_value",
                                 f"{leader} with {part.name} -> {nb.name}"))
-        base = self._profile(leader)
         singles = sorted((e for e in self._candidates() if "+" not in e.profile
                           and self._d(e.profile) > POSITIVE), key=lambda e: -self._d(e.profile))
         for e in singles:
-            part = self._profile(e.profile)
-            if part.keys & base.keys or len(base.settings) + len(part.settings) > \
-                    self.inp.max_flags:
-                continue
-            s = self._profile("+".join(sorted([*leader.split("+"), e.profile])))
-            if self._ok(s):
-                out.append((s, self.primary, "wave.polish_add",
+            stack = self._on_top(leader, e.profile)
+            if stack is not None:
+                out.append((stack, self.primary, "wave.polish_add",
                             f"{leader} + {e.profile} ({self._d(e.profile):+.2%} alone)"))
         return out[:POLISH]
 
