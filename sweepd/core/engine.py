@@ -25,6 +25,7 @@ from sweepd.clusters.base import (
     JobStatus,
     SchedulerState,
     SubmitRefused,
+    Submitted,
 )
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
@@ -39,7 +40,7 @@ from sweepd.kinds.registry import kind_of, stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job, Run, Sweep
-from sweepd.store.store import NotFound, Store
+from sweepd.store.store import InvalidTransition, NotFound, Store
 from sweepd.util.clock import Clock
 from sweepd.util.hostlists import collect_nodes
 from sweepd.util.worktrees import GitError
@@ -619,13 +620,27 @@ class Engine:
                              evidence=str(e), failing_nodes=[], recovery="none",
                              outcome="refused before submitting")
             return
-        await self.store.transition_job(
-            job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
-            + (f" ({sub.note})" if sub.note else ""),
-            rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
-            backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
-            submitted_at=self.clock.now(), profiler=int(spec.profiler))
+        try:
+            await self.store.transition_job(
+                job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
+                + (f" ({sub.note})" if sub.note else ""),
+                rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
+                backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
+                submitted_at=self.clock.now(), profiler=int(spec.profiler))
+        except InvalidTransition:
+            await self._cancel_late(sweep, job, sub)
         self.notify()
+
+    async def _cancel_late(self, sweep: Sweep, job: Job, sub: Submitted) -> None:
+        """The row was ended while its submission was in flight (an abort or a cancel over
+        the socket): the job the scheduler made is nobody's, so it is cancelled, on record."""
+        await self.store.update_job(job.id, backend_id=sub.backend_id,
+                                    log_path=str(sub.log_path), job_name=sub.job_name)
+        await self.store.add_event(
+            sweep.id, "decision", f"job {sub.backend_id} was submitted while its row was "
+            "being ended: cancelled", rule="submit.late_cancel", run_id=job.run_id,
+            job_id=job.id, evidence=f"token {job.token}")
+        await self.backend.cancel(sub.backend_id)
 
 
 def _sweep_of_token(token: str) -> int | None:
