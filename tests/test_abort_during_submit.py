@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from sweepd.app.daemon import open_parts
-from sweepd.clusters.base import JobRequest, SchedulerState, Submitted
+from sweepd.clusters.base import JobRequest, JobStatus, SchedulerState, Submitted
 from sweepd.core.states import JobState
 from tests.simrun import perf_spec, sim_config, write_scenario
 
@@ -43,3 +43,31 @@ async def test_an_abort_during_a_submission_cancels_the_job_it_made(tmp_path: Pa
                 break
             await asyncio.sleep(0.1)
         assert status.state == SchedulerState.CANCELLED, status
+
+
+async def test_an_abort_while_the_pass_polls_does_not_end_the_pass(tmp_path: Path) -> None:
+    """The pass read the job as queued, the scheduler then says RUNNING; an abort landed
+    in between (the socket API runs while the pass awaits the scheduler). The pass must
+    leave the cancelled job alone, not fail (a failed pass ends the daemon)."""
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        backend = parts.engine.backend
+        sweep_id = int((await parts.service.submit(perf_spec(values=[4])))["id"])
+        await parts.engine.step()
+        [job] = await parts.store.jobs(sweep_id)
+        assert job.state == JobState.QUEUED and job.backend_id, job
+        real_poll = backend.poll
+
+        async def poll_meanwhile_aborted(ids: list[str]) -> dict[str, JobStatus]:
+            await parts.service.abort(sweep_id)
+            await real_poll(ids)
+            return {i: JobStatus(SchedulerState.RUNNING) for i in ids}
+
+        backend.poll = poll_meanwhile_aborted  # type: ignore[method-assign]
+        parts.engine._last_poll = 0.0   # the poll is due now
+        await asyncio.wait_for(parts.engine.step(), 30)
+        [job] = await parts.store.jobs(sweep_id)
+        assert job.state == JobState.CANCELLED, job
+        assert (await parts.store.sweep(sweep_id)).state == "aborted"
+        events = await parts.store.events(sweep_id)
+        assert "scheduler.running" not in [e.rule for e in events]

@@ -454,7 +454,8 @@ class TopApp(App[None]):
         done = await self._try(self.api.act(row.sweep_id, verb))
         if done is not None:
             self._status("")
-            await self._refresh(row.sweep_id)
+            # The daemon may go between the two calls: say so, never leave the view.
+            await self._try(self._refresh(row.sweep_id))
             if done["state"] not in STOPPED and row.sweep_id not in self._followers:
                 self._followers[row.sweep_id] = asyncio.create_task(self._follow(row.sweep_id))
 

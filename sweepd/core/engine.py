@@ -11,7 +11,8 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -156,9 +157,10 @@ class Engine:
         if self._dirty is None:   # a new process: a crash may have come between an end and
             await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps([SweepState.QUEUED]):
-            await self.store.transition_sweep(sweep.id, SweepState.RUNNING, "sweep started",
-                                              rule="engine.start")
-            self.mark(sweep.id)
+            with _superseded("sweep", sweep.id):
+                await self.store.transition_sweep(sweep.id, SweepState.RUNNING,
+                                                  "sweep started", rule="engine.start")
+                self.mark(sweep.id)
         jobs = await self.store.active_jobs()
         statuses = await self._poll(jobs)
         if statuses is None:
@@ -170,7 +172,8 @@ class Engine:
         for job in fresh:
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
             if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
-                await self._judge(job, statuses.get(job.backend_id or ""), now)
+                with _superseded("job", job.id):
+                    await self._judge(job, statuses.get(job.backend_id or ""), now)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:
@@ -641,6 +644,18 @@ class Engine:
             "being ended: cancelled", rule="submit.late_cancel", run_id=job.run_id,
             job_id=job.id, evidence=f"token {job.token}")
         await self.backend.cancel(sub.backend_id)
+
+
+@contextmanager
+def _superseded(what: str, row_id: int) -> Iterator[None]:
+    """A person's abort, stop or cancel over the socket runs while the pass awaits the
+    scheduler or a log: a row the pass read may have ended meanwhile, and the guarded
+    UPDATE refuses the stale transition. The person's word stands; the next pass reads the
+    row as it now is. (Uncaught, the refusal would end the pass, and with it the daemon.)"""
+    try:
+        yield
+    except InvalidTransition as e:
+        log.warning("pass.superseded", row=what, id=row_id, error=str(e))
 
 
 def _sweep_of_token(token: str) -> int | None:
