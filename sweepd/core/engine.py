@@ -341,6 +341,9 @@ class Engine:
         if status is not None and status.state != job.scheduler_state:
             await self.store.update_job(job.id, scheduler_state=str(status.state))
         if status is not None and status.state.finished:
+            if self.follower.behind(job.id):   # the rest of its log first: the next pass
+                self.wake()
+                return
             self._tail.pop(job.id, None)
             await self.follower.forget(job.id)
             await conclude(self, await self.store.job(job.id), status)

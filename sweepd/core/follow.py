@@ -108,6 +108,12 @@ class LogFollower:
         if tailer is not None:
             await tailer.close()
 
+    def behind(self, job_id: int) -> bool:
+        """The last read left bytes of the job's log for the next one (one read is bounded):
+        a job that has ended is judged only once its log is read to the end."""
+        tailer = self._tailers.get(job_id)
+        return tailer is not None and tailer.has_more
+
     async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
         """The facts in what is new in each job's log, not yet stored (the engine stores a
         whole pass's chunks in one transaction); None where nothing changed. All the file
