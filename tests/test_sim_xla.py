@@ -21,7 +21,8 @@ from sweepd.kinds.xla_tuning.logread import (
     hlo_evidence,
     unknown_flags_in,
 )
-from sweepd.monitor.facts import FailureClass
+from sweepd.monitor.facts import FailureClass, SignalFact
+from sweepd.monitor.parse import parse_line
 from sweepd.monitor.signatures import match_signature
 from sweepd.sim.__main__ import main
 from sweepd.sim.hlo import FILE_NAME
@@ -96,6 +97,8 @@ def test_prints_image_flags_then_effective_ones_with_appended_flags_winning(
     profile = (Setting(AG, str(GIB)), Setting("NCCL_PROTO", "Simple", Layer.ENV))
     assert applied(profile, eff) == (True, None)
     assert not any("Unknown flag" in line for line in lines)
+    # The env dump trips no failure signature (the monitor reads every line).
+    assert not [ln for ln in lines if isinstance(parse_line(ln), SignalFact)]
 
 
 def test_env_file_last_makes_a_profile_lose_and_the_reader_names_it(
@@ -291,3 +294,12 @@ def test_landscape_sample_is_what_the_job_runs(tmp_path: Path) -> None:
     run = resolve(spec, 5, "700", "deepseek3-671b", {}, {}, {})
     again = sample(run.landscape, run.settings, run.tag, random.Random("5:700:tuning"))
     assert again == run.outcome
+
+
+@pytest.mark.parametrize("bad", ["_env_XLA_PYTHON_CLIENT_MEM_FRACTION=abc",
+                                 "dcn_fsdp_parallelism=eight", "per_device_batch_size=0"])
+def test_unreadable_settings_fail_the_job_with_a_python_error(tmp_path: Path, bad: str) -> None:
+    code, lines = train(tmp_path, scenario(tmp_path), bad)
+    assert code == 1
+    assert any(line.startswith("0: ValueError: ") for line in lines)
+    assert not steps(lines)
