@@ -198,7 +198,9 @@ def _dump(tl: _Timeline, t: float) -> None:
     run = tl.job.tuning
     if run is None or run.dump_file is None:
         return
-    text = evidence_hlo(run, len(tl.job.nodes), resolve_model(tl.job.model).layers)
+    truth = tl.job.truth
+    step_s = truth.tokens_per_step / truth.tgs if truth is not None and truth.tgs > 0 else None
+    text = evidence_hlo(run, len(tl.job.nodes), resolve_model(tl.job.model).layers, step_s)
     if text is not None:
         tl.files.append((t, run.dump_file, text))
 

@@ -171,11 +171,12 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
                      dump_file)
 
 
-def evidence_hlo(run: TuningRun, nodes: int, layers: int) -> str | None:
-    """The HLO dump of a run that compiled (None: it never got that far)."""
+def evidence_hlo(run: TuningRun, nodes: int, layers: int, step_s: float | None) -> str | None:
+    """The HLO dump of a run that compiled (None: it never got that far). `step_s`: the
+    steady step seconds the log prints (an OOM run has none: the landscape's base step)."""
     if run.dump_file is None or run.outcome.kind in (RunKind.UNKNOWN_FLAG, RunKind.FLAKE):
         return None
-    step = run.outcome.step_s or run.landscape.step_s_at_base
+    step = step_s or run.outcome.step_s or run.landscape.step_s_at_base
     return hlo_text(run.landscape.evidence, step, nodes, layers)
 
 
