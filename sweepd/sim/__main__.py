@@ -27,6 +27,7 @@ from sweepd.sim import logfmt
 from sweepd.sim.scenario import ScenarioError, load_scenario
 from sweepd.sim.statefiles import atomic_write_text
 from sweepd.sim.trainer import JobMeta, build_input, plan_job, run_all_ranks, run_one_rank
+from sweepd.sim.tuningjob import output_path
 
 
 def split_passthrough(args: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -91,7 +92,9 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
         raise SystemExit(str(exc)) from exc
     meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
     state_dir = args.state_dir or default_state_dir(args.scenario)
-    plan = plan_job(build_input(scenario, state_dir, meta, overrides, env, args.commit))
+    out_dir = output_path(args.job_id, args.job_name, args.log, os.environ)
+    plan = plan_job(build_input(scenario, state_dir, meta, overrides, env, args.commit,
+                                os.environ, out_dir))
     scale = scenario.cluster.time_scale
     if args.all_ranks:
         return run_all_ranks(plan, meta, args.log, scale)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sweepd.sim.scenario import FaultSpec, Scenario
 from sweepd.sim.truth import Truth
+from sweepd.sim.tuningjob import TuningRun
 
 
 @dataclass(frozen=True)
@@ -19,3 +20,4 @@ class JobInput:
     truth: Truth | None             # None when the config could not be read
     fault: FaultSpec | None = None
     error: str | None = None        # a Python error raised at startup
+    tuning: TuningRun | None = None  # set when the model follows the scenario's landscapes

@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sweepd.sim import logfmt
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.scenario import FaultKind
 from sweepd.sim.signatures import Failure, failure_events, hang_events
-from sweepd.sim.truth import OUTPUT_GB, Truth
+from sweepd.sim.truth import Truth
+from sweepd.sim.tuningjob import evidence_hlo, step_jitter
 from sweepd.util.model_shapes import resolve_model
 
 SRUN = -1            # a line srun itself writes (all-ranks mode only)
@@ -37,6 +39,7 @@ class Plan:
     failure: str | None            # `<stage> failed` for the summary
     rank_exits: dict[int, int]
     hang: bool = False
+    files: tuple[tuple[float, Path, str], ...] = ()   # (time, path, text) rank 0 writes
 
 
 @dataclass
@@ -44,6 +47,7 @@ class _Timeline:
     job: JobInput
     rng: random.Random
     events: list[Event] = field(default_factory=list)
+    files: list[tuple[float, Path, str]] = field(default_factory=list)
 
     def add(self, t: float, rank: int | None, text: str) -> None:
         self.events.append(Event(t, rank, text))
@@ -62,10 +66,12 @@ class _Timeline:
 
     def plan(self, end_t: float, failure: Failure | None = None, hang: bool = False) -> Plan:
         events = sorted(self.events, key=lambda e: (e.t, -2 if e.rank is None else e.rank))
+        files = tuple(self.files)
         if failure is None:
             exits = dict.fromkeys(range(len(self.job.nodes)), 0)
-            return Plan(events, end_t, 0, None, exits, hang)
-        return Plan(events, end_t, failure.exit_code, failure.text, failure.rank_exits, hang)
+            return Plan(events, end_t, 0, None, exits, hang, files)
+        return Plan(events, end_t, failure.exit_code, failure.text, failure.rank_exits, hang,
+                    files)
 
 
 def _fault_rank(job: JobInput) -> int:
@@ -134,6 +140,16 @@ def _training_preamble(tl: _Timeline, t0: float) -> None:
                     "through the model will result in indexing errors")
 
 
+def _jitter(job: JobInput, steps: int, profiling: bool) -> list[float] | None:
+    """A tuning job's per-step deviations, centred on the steady window the gather reads
+    (steps 9-14 with the profiler, 5-14 without), so that window's mean is the sampled TGS."""
+    if job.tuning is None:
+        return None
+    window = (9, 14) if profiling else (5, 14)
+    seed = f"{job.scenario.cluster.seed}:{job.job_id}:steps"
+    return step_jitter(job.tuning, steps, window, seed)
+
+
 def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[float]:
     """Step lines from time t; returns each step's completion time."""
     job = tl.job
@@ -142,9 +158,13 @@ def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[floa
     profiling = job.overrides.get("profiler", "") == "xplane"
     tokens = truth.tokens_per_step
     weights = tokens * 8 * len(job.nodes)
+    jitter = _jitter(job, steps, profiling)
     times: list[float] = []
     for step in range(steps):
-        tgs = truth.tgs * max(0.2, 1 + tl.rng.gauss(0, noise))
+        if jitter is not None:
+            tgs = truth.tgs * max(0.2, 1 + jitter[step])
+        else:
+            tgs = truth.tgs * max(0.2, 1 + tl.rng.gauss(0, noise))
         seconds = tokens / tgs
         if step == 0:
             seconds += compile_s / truth.factor
@@ -162,9 +182,33 @@ def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[floa
     return times
 
 
+def _tuning_env(tl: _Timeline, t0: float) -> None:
+    """What each rank prints of its environment before JAX starts (rank 0 also dumps)."""
+    run = tl.job.tuning
+    if run is None:
+        return
+    for rank in range(len(tl.job.nodes)):
+        lines = run.env_lines[0] if rank == 0 else run.env_lines[1]
+        for i, line in enumerate(lines):
+            tl.add(t0 + 1 + 0.01 * i + 0.001 * rank, rank, line)
+
+
+def _dump(tl: _Timeline, t: float) -> None:
+    """An evidence run writes its HLO after compilation, on rank 0."""
+    run = tl.job.tuning
+    if run is None or run.dump_file is None:
+        return
+    truth = tl.job.truth
+    step_s = truth.tokens_per_step / truth.tgs if truth is not None and truth.tgs > 0 else None
+    text = evidence_hlo(run, len(tl.job.nodes), resolve_model(tl.job.model).layers, step_s)
+    if text is not None:
+        tl.files.append((t, run.dump_file, text))
+
+
 def _training(tl: _Timeline, t0: float) -> Plan:
     job = tl.job
     tl.add(t0, BANNER, logfmt.banner("Training", "BEGIN", "timeout=none"))
+    _tuning_env(tl, t0)
     fault = job.fault
     kind = fault.kind if fault else None
     if job.error is not None or kind in (FaultKind.CONFIG_ERROR, FaultKind.UNKNOWN_FLAG):
@@ -192,7 +236,8 @@ def _training(tl: _Timeline, t0: float) -> Plan:
         return tl.plan(tm + 5, hang=True)
     # After compilation, before the first step allocates: an OOM run prints it too.
     tl.all(tm + 0.5 * compile_s, logfmt.compiled_memory_line(
-        OUTPUT_GB, truth.temp_gb, truth.argument_gb), spacing=0.0)
+        truth.output_gb, truth.temp_gb, truth.argument_gb), spacing=0.0)
+    _dump(tl, tm + 0.5 * compile_s)
     if not truth.fits or kind is FaultKind.OOM:
         rank = _fault_rank(job) if kind is FaultKind.OOM else tl.rng.randrange(len(job.nodes))
         return _fail(tl, "Training", t0, *failure_events(tl.add, job, tm + 0.6 * compile_s, rank))

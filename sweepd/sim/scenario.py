@@ -14,6 +14,7 @@ import hostlist
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sweepd.sim.tuning import TuningSpec
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")
@@ -142,6 +143,7 @@ class Scenario(_Strict):
     links: list[LinkSpec] = Field(default_factory=list)
     faults: list[FaultSpec] = Field(default_factory=list)
     commits: dict[str, dict[str, CommitEffect]] = Field(default_factory=dict)
+    tuning: TuningSpec | None = None     # XLA/NCCL flag-effect landscapes (sim/tuning.py)
 
     @model_validator(mode="after")
     def _names_exist(self) -> Self:
@@ -153,7 +155,8 @@ class Scenario(_Strict):
             raise ValueError(f"node(s) {', '.join(unknown)} not in cluster.nodes "
                              f"({self.cluster.nodes})")
         models = [*self.models, *(f.model for f in self.faults if f.model),
-                  *(m for effects in self.commits.values() for m in effects)]
+                  *(m for effects in self.commits.values() for m in effects),
+                *([self.tuning.model] if self.tuning else [])]
         for name in models:
             try:
                 resolve_model(name)
@@ -169,6 +172,12 @@ class Scenario(_Strict):
             if resolve_model(name).name == model:
                 return spec
         return None
+
+    def tuning_for(self, model: str) -> TuningSpec | None:
+        """The tuning section when this model's jobs follow its landscapes."""
+        if self.tuning is None or resolve_model(self.tuning.model).name != model:
+            return None
+        return self.tuning
 
     def commit_effect(self, commit: str | None, model: str) -> CommitEffect:
         """Effects keyed by exact ref/id, or by a short SHA prefix of the commit id."""
@@ -192,7 +201,8 @@ def load_scenario(path: Path) -> Scenario:
     except (OSError, yaml.YAMLError) as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc}") from exc
     try:
-        return Scenario.model_validate(raw)
+        # Landscape files named in `tuning.landscapes` are read relative to the scenario.
+        return Scenario.model_validate(raw, context={"base_dir": path.parent})
     except ValidationError as exc:
         # One line per problem, as config errors are: no pydantic dump with its URLs.
         problems = "\n".join(

@@ -67,6 +67,11 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
             f"ValueError: {job.error}"], 1)
     if kind is FaultKind.CONFIG_ERROR:
         return _all_ranks(add, job, t, [f"!!! Unknown model: {job.model}"], 1)
+    if kind is FaultKind.UNKNOWN_FLAG and job.tuning is not None:
+        # Today's XLA names every unknown flag in one quiet-fatal line (exit 1, no trace).
+        return _all_ranks(add, job, t, [
+            f"F1201 17:00:00.000000    4242 parse_flags_from_env.cc:226] Unknown flags in "
+            f"XLA_FLAGS: {_flag(job)}"], 1)
     if kind is FaultKind.UNKNOWN_FLAG:
         return _all_ranks(add, job, t, [
             f"F0000 00:00:1718000000.000000    4242 parse_flags_from_env.cc:226] "

@@ -16,12 +16,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from sweepd.sim import logfmt
+from sweepd.sim import logfmt, tuningjob
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.plan import BANNER, SRUN, Event, Plan, plan_job
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.truth import true_outcome
+from sweepd.sim.tuning import TuningSpec
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 CANCEL_EXIT = 143
@@ -46,14 +47,23 @@ class JobMeta:
 
 
 def build_input(scenario: Scenario, state_dir: Path, meta: JobMeta, overrides: Mapping[str, str],
-                env: Mapping[str, str], commit: str | None) -> JobInput:
-    """Ask the truth and the fault table what happens to this job."""
+                env: Mapping[str, str], commit: str | None,
+                process_env: Mapping[str, str] | None = None,
+                out_dir: Path | None = None) -> JobInput:
+    """Ask the truth and the fault table what happens to this job.
+
+    `process_env` is the job's own environment (XLA_FLAGS sweepd appended, NCCL_* ...; default
+    os.environ), `out_dir` its output directory (the XLA dump goes under it)."""
     base = JobInput(scenario=scenario, model=meta.model, job_id=meta.job_id, nodes=meta.nodes,
                     overrides=overrides, truth=None)
     try:
         model = resolve_model(meta.model).name
     except UnknownModel:
         return replace(base, fault=FaultSpec(kind=FaultKind.CONFIG_ERROR))
+    spec = scenario.tuning_for(model)
+    if spec is not None:
+        return _tuning_input(replace(base, model=model), spec, state_dir, env, process_env,
+                             out_dir)
     try:
         truth = true_outcome(scenario, model, meta.nodes, overrides, env, commit)
     except ValueError as exc:
@@ -62,6 +72,22 @@ def build_input(scenario: Scenario, state_dir: Path, meta: JobMeta, overrides: M
         return replace(base, model=model, truth=truth, fault=FaultSpec(kind=truth.fail))
     fault = pick_fault(scenario, state_dir, meta.job_id, model, meta.nodes, truth.batch)
     return replace(base, model=model, truth=truth, fault=fault)
+
+
+def _tuning_input(base: JobInput, spec: TuningSpec, state_dir: Path, env: Mapping[str, str],
+                  process_env: Mapping[str, str] | None, out_dir: Path | None) -> JobInput:
+    """A job of the tuning model: the landscape decides its TGS, memory and failure."""
+    sc = base.scenario
+    try:
+        run = tuningjob.resolve(spec, sc.cluster.seed, base.job_id, base.model, base.overrides,
+                                env, process_env, out_dir)
+        truth = tuningjob.truth_of(run, spec, resolve_model(base.model), base.overrides,
+                                   sc.cluster.peak_tflops)
+    except ValueError as exc:
+        return replace(base, error=str(exc))
+    fault = tuningjob.fault_of(run) or pick_fault(sc, state_dir, base.job_id, base.model,
+                                                  base.nodes, truth.batch)
+    return replace(base, truth=truth, fault=fault, tuning=run)
 
 
 def _sleep_until(deadline: float) -> None:
@@ -88,6 +114,15 @@ def _prefixed(event: Event) -> str:
     return event.text if event.rank in (BANNER, SRUN) else f"{event.rank}: {event.text}"
 
 
+def _write_due(plan: Plan, t: float, written: set[int]) -> None:
+    """Files the job writes (an XLA dump) once its timeline reaches them."""
+    for i, (when, path, text) in enumerate(plan.files):
+        if when <= t and i not in written:
+            written.add(i)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+
 def run_all_ranks(plan: Plan, meta: JobMeta, log_path: Path, time_scale: float) -> int:
     """Write the whole job's log as `srun -l` would; returns the job's exit code."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,10 +132,12 @@ def run_all_ranks(plan: Plan, meta: JobMeta, log_path: Path, time_scale: float) 
                                         meta.passthrough):
             out.line(text)
         start = time.monotonic()
+        written: set[int] = set()
         try:
             signal.signal(signal.SIGTERM, _on_term)
             for event in plan.events:
                 _sleep_until(start + event.t * time_scale)
+                _write_due(plan, event.t, written)
                 out.line(_prefixed(event))
             if plan.hang:
                 _sleep_forever()
@@ -128,10 +165,12 @@ def run_one_rank(plan: Plan, nodes: Sequence[str], rank: int, time_scale: float)
     out = _Writer(sys.stdout)
     mine = [e for e in plan.events if e.rank == rank or (rank == 0 and e.rank is BANNER)]
     start = time.monotonic()
+    written: set[int] = set() if rank == 0 else set(range(len(plan.files)))  # rank 0 dumps
     try:
         signal.signal(signal.SIGTERM, _on_term)
         for event in mine:
             _sleep_until(start + event.t * time_scale)
+            _write_due(plan, event.t, written)
             out.line(event.text)
         if plan.hang:
             _sleep_forever()

@@ -52,6 +52,7 @@ class Truth:
     argument_gb: float = 0.0   # compiled memory: params + gradients/optimizer shards
     factor: float = 1.0        # node speed x network x commit factor applied to the TGS
     fail: FaultKind | None = None   # a commit effect that breaks this model
+    output_gb: float = OUTPUT_GB    # compiled memory: the program's outputs
 
     @property
     def tokens_per_step(self) -> int:
