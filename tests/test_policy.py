@@ -141,3 +141,17 @@ def test_a_preempted_job_is_run_again_and_said_so() -> None:
                     SweepFacts(NODES, (), 1), LIMITS))
     assert (a.act, a.rule) == (Act.RETRY, "cancelled.rerun")
     assert a.reason.startswith("preempted by the scheduler")
+
+
+def test_a_cluster_service_failure_past_its_retries_asks_instead_of_being_a_result() -> None:
+    """Recorded, a pull or controller failure would read as the node's, link's or model's
+    result (node perf, network and model sweep read every failed run so)."""
+    failed = Verdict(F.PULL)
+    for klass in (F.PULL, F.CONTROLLER_DOWN):
+        for judged_one_by_one in (True, False):
+            a = decide(case(klass, node="n2", exclude_on_fault=not judged_one_by_one))
+            assert (a.act, a.rule, a.exclude) == (Act.RETRY, f"{klass}.retry", None)
+            a = decide(case(klass, node="n2", prior=(failed, failed),
+                            exclude_on_fault=not judged_one_by_one))
+            assert (a.act, a.rule, a.exclude) == (Act.STOP, "service.retries_exhausted", None)
+            assert "resume" in a.reason

@@ -158,6 +158,23 @@ def _checkout(case: Case) -> Action:
                   "retrying without a cap", delay_s=case.limits.checkout_retry_s)
 
 
+def _service(case: Case) -> Action:
+    """An image pull or the scheduler's controller failing says nothing about the value,
+    the node, the link or the model: once retries are used up the sweep asks a person
+    (recorded, it would read as the run's result: a node called slow, a link degraded, a
+    model failed)."""
+    what = {F.PULL: "the container image could not be pulled",
+            F.CONTROLLER_DOWN: "the Slurm controller refused the job"}.get(
+        case.verdict.klass or F.PULL, str(case.verdict.klass))
+    failed = _failed_before(case)
+    if failed >= case.limits.max_retries:
+        return Action(Act.STOP, "service.retries_exhausted",
+                      f"{what} on {failed + 1} attempts: a cluster service fails, not this "
+                      "run; resume when it is fixed")
+    return Action(Act.RETRY, f"{case.verdict.klass}.retry",
+                  f"{what}; retry {failed + 1} of {case.limits.max_retries}")
+
+
 def _cancelled(case: Case) -> Action:
     """A cancel outside sweepd (scancel, preemption) says nothing about the run's value or
     node: the run goes again. A person who cancelled everything, or this run twice, is
@@ -196,6 +213,8 @@ RULES: dict[F, Rule] = {
     F.CONFIG: _config,
     F.UNKNOWN_FLAG: _config,
     F.CHECKOUT_OUTAGE: _checkout,
+    F.PULL: _service,
+    F.CONTROLLER_DOWN: _service,
     F.CANCELLED: _cancelled,
     F.LOG_LOST: _log_lost,
     F.UNKNOWN: _unknown,
