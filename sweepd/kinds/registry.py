@@ -60,6 +60,9 @@ class Kind:
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
+    # True: results compare only on the same nodes; a node fault stops the sweep for a
+    # person instead (never an exclusion nor a substitute).
+    frozen_nodes: bool = False
     # True: a config error (every node fails the same way) stops the sweep. False: it is
     # the run's own result (a model sweep judges each model; all failing = commit broken).
     config_stops: bool = True
