@@ -22,8 +22,9 @@ from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.store.store import Store
+from sweepd.util.hostlists import expand_nodes
 
-NODE = "n01"
+NODE = "n[01-08]"
 SPEC: dict[str, Any] = {
     "kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
     "catalog": "replace",
@@ -59,14 +60,17 @@ def test_a_spec_without_a_cluster_slot_is_refused_naming_the_three_forms() -> No
         in refusal(data)
 
 
-def test_parallelism_must_multiply_to_nodes_times_gpus_per_node() -> None:
-    assert "multiplies to 4, not 8 ranks" in refusal({**SPEC, "parallelism": "FSDP=4"})
-    assert "multiplies to 8, not 16 ranks" in refusal({**SPEC, "nodes": "n[01-02]"})
-    two = spec_of(nodes="n[01-02]", parallelism="PP=2,FSDP=8")
+def test_dcn_axes_must_span_the_nodes_and_tp_a_nodes_gpus() -> None:
+    assert "DCN axes (FSDP x PP) make 4, not the 8 nodes" in refusal(
+        {**SPEC, "parallelism": "FSDP=4"})
+    assert "make 8, not the 2 nodes" in refusal({**SPEC, "nodes": "n[01-02]"})
+    assert "TP=3 does not divide the 8 GPUs" in refusal({**SPEC, "parallelism": "FSDP=8,TP=3"})
+    two = spec_of(nodes="n[01-02]", parallelism="PP=2,TP=8")
     assert two.ranks == 16 and two.needed_nodes == 2
+    assert spec_of(nodes="n[01-02]", parallelism="PP=2").ranks == 2
     slot = {k: v for k, v in SPEC.items() if k != "nodes"}
     assert XlaTuningSpec.model_validate({**slot, "partition": "gpu", "node_count": 2,
-                                         "parallelism": "FSDP=16"}).count == 2
+                                         "parallelism": "FSDP=2"}).count == 2
 
 
 def test_bad_profiles_and_slots_are_refused() -> None:
@@ -137,9 +141,12 @@ class Recorder:
                                         failure_class=klass)
         return run.id
 
-    async def context(self, nodes: tuple[str, ...] = (NODE,),
+    async def context(self, nodes: tuple[str, ...] | None = None,
                       extra: Mapping[str, Any] | None = None) -> SweepContext:
-        return SweepContext(runs=await self.store.runs(self.sweep_id), nodes=nodes,
+        """`nodes`: the pinned ones minus exclusions, as the engine passes them."""
+        pinned = expand_nodes((await self.store.sweep(self.sweep_id)).spec["nodes"])
+        return SweepContext(runs=await self.store.runs(self.sweep_id),
+                            nodes=pinned if nodes is None else nodes,
                             prior_param_gb=None, gpu_memory_gib=192.0, extra=dict(extra or {}),
                             jobs=await self.store.jobs(self.sweep_id))
 
@@ -165,7 +172,7 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
         ("baseline", "sparse"), ("baseline@dense", "dense"), ("evidence", "sparse")]
     for n in planned:
         assert n.rule.startswith(("wave1.", "wave1_5.")) and n.reason.startswith("wave 1: ")
-        assert list(n.nodes) == [NODE]
+        assert list(n.nodes) == expand_nodes(NODE)
         assert {"profile", "wave", "tag", "xla_flags", "env", "steps", "dataset_type",
                 "per_device_batch_size"} <= set(n.params)
         assert n.params["steps"] == 15 and n.params["dataset_type"] == "synthetic"
@@ -208,7 +215,7 @@ async def test_a_sweep_runs_to_a_proposal_through_the_adapter(store: Store, tmp_
 
 async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
                                                                  tmp_path: Path) -> None:
-    spec = spec_of(nodes="n[01-02]", parallelism="FSDP=16")
+    spec = spec_of(nodes="n[01-02]", parallelism="FSDP=2")
     rec = await recorder(store, tmp_path, spec)
     await rec.add(("baseline", params("baseline")), tgs=1000.0)
     await rec.add(("fast", params("fast")), tgs=1050.0)
@@ -218,7 +225,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert isinstance(decision, Stop) and decision.rule == "nodes.frozen"
     assert decision.evidence == "n02"
     lines = decision.reason.splitlines()
-    assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=16 sweep halted"
+    assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
     assert lines[2].startswith("Reason: n02 out of use: the nodelist is frozen")
     assert "  - Nodelist: n[01-02]" in lines
     assert "  - Profiles tested so far: 2 (top 3 below)" in lines
@@ -365,7 +372,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
         "baseline": [1000.0, 1000.0], "fast": [1080.0, 1080.0], "slow": [1010.0]})
     sweep = await store.sweep(first.sweep_id)
     report.write_tuning_md(tmp_path, sweep, await store.runs(sweep.id), await store.jobs(sweep.id))
-    pp = spec_of(nodes="n[01-08]", parallelism="PP=8,FSDP=8")
+    pp = spec_of(parallelism="PP=8")
     second = await recorded_sweep(store, tmp_path, pp, {
         "baseline": [900.0, 900.0], "fast": [850.0, 850.0], "slow": [945.0, 945.0]})
     sweep2 = await store.sweep(second.sweep_id)
@@ -373,7 +380,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
                                   await store.jobs(sweep2.id))
     text = path.read_text()
     assert text.count("# llama2-70b XLA / NCCL tuning") == 1
-    assert "## Inventory (FSDP=8)" in text and "## Inventory (PP=8,FSDP=8)" in text
+    assert "## Inventory (FSDP=8)" in text and "## Inventory (PP=8)" in text
     assert "## Sign flips vs other parallelisms" in text
     assert "| fast | +8.00% | -5.56% | yes |" in text
     assert "| slow | +1.00% | +5.00% |  |" in text

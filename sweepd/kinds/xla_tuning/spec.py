@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
-from sweepd.kinds.xla_tuning.catalog import Layer, Mechanism, Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.util.model_shapes import resolve_model
 
@@ -98,7 +98,7 @@ class XlaTuningSpec(_Spec):
                              "or node_count")
         if self.nodes and (self.node_count is not None or self.partition is not None):
             raise ValueError("give nodes, or partition + node_count, not both")
-        self.parsed_parallelism()  # axes multiply to nodes x GPUs per node
+        self.parsed_parallelism()  # DCN axes span the nodes, TP a node's GPUs
         names = [p.name for p in self.profiles]
         if len(set(names)) != len(names):
             raise ValueError("profiles: a name is given twice")
@@ -117,14 +117,26 @@ class XlaTuningSpec(_Spec):
 
     @property
     def ranks(self) -> int:
-        return self.count * resolve_model(self.model).gpus_per_node
+        """Every rank: nodes x the TP degree (TP is ICI, inside a node)."""
+        return self.count * Parallelism.parse(self.parallelism).degree(Axis.TP)
 
     @property
     def needed_nodes(self) -> int:
         return self.count  # frozen: every node of the slot, none substituted
 
     def parsed_parallelism(self) -> Parallelism:
-        return Parallelism.parse(self.parallelism, self.ranks)
+        """The DCN axes (FSDP, PP) span the nodes, TP the GPUs of a node (SKILL.md:
+        `FSDP=N (DCN FSDP only)`; the real cells ran FSDP=8 and PP=8 on 8 nodes x 8 GPUs)."""
+        par = Parallelism.parse(self.parallelism)
+        dcn = par.degree(Axis.FSDP) * par.degree(Axis.PP)
+        if dcn != self.count:
+            raise ValueError(f"parallelism {self.parallelism!r}: its DCN axes (FSDP x PP) "
+                             f"make {dcn}, not the {self.count} nodes")
+        gpus = resolve_model(self.model).gpus_per_node
+        if gpus % par.degree(Axis.TP):
+            raise ValueError(f"parallelism {self.parallelism!r}: TP={par.degree(Axis.TP)} "
+                             f"does not divide the {gpus} GPUs of a node")
+        return par
 
     def default_name(self) -> str:
         return f"{self.model} {self.count}N {self.parsed_parallelism().text} xla-tuning"
