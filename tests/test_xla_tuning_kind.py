@@ -361,7 +361,9 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     assert 'export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_enable_pipelined_all_gather=true"' in text
     rows = report.report_json(sweep, runs, jobs)
     assert rows["winner"] == "fast" and rows["leaderboard"][0]["tgs"] == mean
-    assert report.markdown(sweep, runs, jobs).startswith("| Profile |")
+    table = report.markdown(sweep, runs, jobs)
+    assert table.startswith("| Profile |")
+    assert f"| fast ⭐ | default | {mean:.1f} | 2 | {mean / base - 1:+.2%} ± " in table
     png = report.plot(sweep, runs, jobs)
     assert png is not None and png.startswith(b"\x89PNG")
 

@@ -88,13 +88,15 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     table = rows(sweep, runs, jobs)
     if not table:
         return "No run has finished yet."
+    winner = (sweep.verdict or {}).get("recipe")
     lines = ["| Profile | Config | TGS | n | Δ vs baseline-deployed | Jobs | Fate |",
              "|---|---|---|---|---|---|---|"]
     for r in table:
         tgs = f"{r['tgs']:.1f}" if r["tgs"] is not None else "—"
         delta = f"{r['delta']:+.2%} ± {r['se']:.2%}" if r["delta"] is not None else "—"
         fate = r["fate"] + (f" ({r['detail']})" if r["detail"] else "")
-        lines.append(f"| {r['profile']} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
+        star = " ⭐" if r["profile"] == winner and r["tag"] == table[0]["tag"] else ""
+        lines.append(f"| {r['profile']}{star} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
                      f"{', '.join(r['job_ids']) or '—'} | {fate} |")
     return "\n".join(lines)
 
