@@ -16,11 +16,13 @@ from sweepd.config import PolicyConfig
 from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
+from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning import adapter, gather, report
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
+from sweepd.reports.stop import stop_message
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 
@@ -224,14 +226,26 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     decision = adapter.plan(spec, await rec.context(nodes=("n01",)))
     assert isinstance(decision, Stop) and decision.rule == "nodes.frozen"
     assert decision.evidence == "n02"
-    lines = decision.reason.splitlines()
+    assert decision.reason.startswith("n02 out of use: the nodelist is frozen")
+    # The message every stop of the sweep sends (core's, with the kind's own state lines).
+    sweep = await store.sweep(rec.sweep_id)
+    runs, jobs = await store.runs(sweep.id), await store.jobs(sweep.id)
+    kind = kinds()["xla-tuning"]
+    assert kind.stop_state is adapter.stop_state
+    own = adapter.stop_state(sweep, runs, jobs)
+    text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
+                        "rule", spec.nodes, runs, jobs, "/out", own=own)
+    lines = text.splitlines()
     assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
-    assert lines[2].startswith("Reason: n02 out of use: the nodelist is frozen")
+    assert lines[2] == f"Reason: {decision.reason}"
     assert "  - Nodelist: n[01-02]" in lines
     assert "  - Profiles tested so far: 2 (top 3 below)" in lines
     assert "  - Best so far: fast @ 1050.0 (Δ +5.00% vs baseline-deployed)" in lines
     assert "  - slow @ 990.0 (Δ -1.00% vs baseline-deployed)" in lines
-    assert lines[-1] == "  - Pending profiles in queue: ovl"
+    assert "  - Pending profiles in queue: ovl (held: they run on resume)" in lines
+    # Another kind keeps the generic lines.
+    assert "  - Runs finished so far: 3 (top 3 below)" in stop_message(
+        sweep, "why", [], "none", "x", spec.nodes, runs, jobs, "/out").splitlines()
 
 
 def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:

@@ -83,6 +83,10 @@ class Kind:
     most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
     # False: the sweep runs many models (the report names no one model).
     one_model: bool = True
+    # The stop message's title and "Sweep state at stop" lines in the kind's own words
+    # (None, or a None answer: the generic ones).
+    stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],
+                         tuple[str, list[str]] | None] | None = None
 
 
 @cache

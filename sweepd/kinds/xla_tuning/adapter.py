@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
+from sweepd.core.states import RunState
+from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
 from sweepd.kinds.xla_tuning import gather
 from sweepd.kinds.xla_tuning import search as wave_search
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Result, build
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec, layer_of
+from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util.hostlists import collect_nodes
 
 # Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
@@ -65,11 +67,11 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> dict[str,
 
 
 def plan(spec: XlaTuningSpec, ctx: SweepContext) -> Plan:
-    results = gather.results(ctx.runs, ctx.jobs)
-    inp = spec.inputs(deployed_of(ctx.extra))
-    stop = preflight(spec, ctx, results)
+    stop = preflight(spec, ctx)
     if stop is not None:
         return stop
+    results = gather.results(ctx.runs, ctx.jobs)
+    inp = spec.inputs(deployed_of(ctx.extra))
     decided = wave_search.plan(inp, results, evidence_of(ctx))
     if isinstance(decided, Verdict):
         return finished(spec, decided, build(results, inp.noise, inp.max_flakes), ctx)
@@ -102,19 +104,17 @@ def _batch_note(p: Planned, batch: Batch) -> str:
         and p.wave == 1 else ""
 
 
-def preflight(spec: XlaTuningSpec, ctx: SweepContext,
-              results: Sequence[Result]) -> Stop | None:
+def preflight(spec: XlaTuningSpec, ctx: SweepContext) -> Stop | None:
     """What the planner itself can check before each wave: the slot resolved to nodes, and
     the nodelist still the pinned one (frozen: never fewer nor other nodes)."""
     if not spec.node_list:
-        return Stop(stop_message(spec, ctx, results, "the cluster slot names no nodes yet "
-                                 "(partition / node_count are not resolved to nodes)"),
-                    "preflight.slot_unresolved")
+        return Stop("the cluster slot names no nodes yet (partition / node_count are not "
+                    "resolved to nodes)", "preflight.slot_unresolved")
     if list(ctx.nodes) != spec.node_list:
         gone = sorted(set(spec.node_list) - set(ctx.nodes))
-        return Stop(stop_message(spec, ctx, results, f"{collect_nodes(gone)} out of use: the "
-                                 "nodelist is frozen for xla-tuning (never excluded or "
-                                 "substituted)"), "nodes.frozen", evidence=", ".join(gone))
+        return Stop(f"{collect_nodes(gone)} out of use: the nodelist is frozen for xla-tuning "
+                    "(never excluded or substituted); readmit it to go on", "nodes.frozen",
+                    evidence=", ".join(gone))
     return None
 
 
@@ -174,17 +174,22 @@ def _ranked(board: Board, tag: str) -> list[Entry]:
     return sorted(measured, key=lambda e: -e.mean)
 
 
-def stop_message(spec: XlaTuningSpec, ctx: SweepContext, results: Sequence[Result],
-                 why: str) -> str:
-    """xla-tuning.SKILL.md's stop format: best so far, top 3 and the pending profiles."""
+def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
+               ) -> tuple[str, list[str]] | None:
+    """Kind.stop_state: xla-tuning.SKILL.md's stop title `[xla-tuning STOP] <MODEL_TAG>
+    <PARALLELISM> sweep halted`, best so far (Δ vs baseline-deployed), top 3 and the
+    pending profiles. None (the generic message) for a spec this version cannot read."""
+    try:
+        spec = XlaTuningSpec.from_stored(sweep.spec)
+        assert isinstance(spec, XlaTuningSpec)
+        par = spec.parsed_parallelism().text
+    except (ValueError, KeyError, AssertionError):
+        return None
     t = spec.thresholds
-    board = build(results, t.noise, t.max_flakes)
+    board = build(gather.results(runs, jobs), t.noise, t.max_flakes)
     primary = next(iter(spec.config_tags))
     ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
-    par = spec.parsed_parallelism().text
-    lines = [f"[xla-tuning STOP] {spec.model} {par} sweep halted", "", f"Reason: {why}", "",
-             "Sweep state at stop:", f"  - Nodelist: {spec.nodes or '(not resolved)'}",
-             f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]
+    lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]
     for i, e in enumerate(ranked[:3]):
         d = board.delta(e.profile, primary)
         shown = f"{e.profile} @ {e.mean:.1f}" + (f" (Δ {d:+.2%} vs baseline-deployed)"
@@ -192,7 +197,8 @@ def stop_message(spec: XlaTuningSpec, ctx: SweepContext, results: Sequence[Resul
         lines.append(f"  - {'Best so far: ' if i == 0 else ''}{shown}")
     if not ranked:
         lines.append("  - Best so far: none measured")
-    pending = sorted({e.profile for e in board.entries.values() if e.pending}
-                     | {str(r.params.get("profile", r.label)) for r in open_runs(ctx.runs)})
-    lines.append(f"  - Pending profiles in queue: {', '.join(pending) or 'none'}")
-    return "\n".join(lines)
+    pending = sorted({str(r.params.get("profile", r.label)) for r in runs
+                      if r.state in (RunState.PENDING, RunState.ACTIVE)})
+    lines.append(f"  - Pending profiles in queue: {', '.join(pending) or 'none'}"
+                 + (" (held: they run on resume)" if pending else ""))
+    return f"[xla-tuning STOP] {spec.model} {par} sweep halted", lines

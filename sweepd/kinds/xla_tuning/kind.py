@@ -12,4 +12,4 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 # profile's result (dropped at once), not the sweep's.
 KIND = Kind("xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
             config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot,
-            demo=DEMO)
+            demo=DEMO, stop_state=adapter.stop_state)
