@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from sweepd.app.foreground import EXIT_AWAITING_DECISION
 from sweepd.config import PolicyConfig
 from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
@@ -25,6 +26,7 @@ from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
+from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 NODE = "n[01-08]"
 SPEC: dict[str, Any] = {
@@ -400,3 +402,32 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     assert "## Sign flips vs other parallelisms" in text
     assert "| fast | +8.00% | -5.56% | yes |" in text
     assert "| slow | +1.00% | +5.00% |  |" in text
+
+
+# --- the engine on the simulated cluster ---------------------------------------------------
+
+async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_nodelist(
+        tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2867",
+                                                 "times": 1}])
+    config = sim_config(tmp_path, scenario)
+    spec = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": NODES,
+            "parallelism": "FSDP=8"}
+    code, lines = await run(config, spec)
+    assert code == EXIT_AWAITING_DECISION, lines
+    s = await open_store(config)
+    try:
+        sweep = (await s.sweeps())[0]
+        assert await s.exclusions(sweep.id, active_only=False) == []
+        jobs = await s.jobs(sweep.id)
+        assert all(j.nodes == NODES for j in jobs)  # never fewer nor other nodes
+        failed = [j for j in jobs if j.failure_class == "gpu_hardware"]
+        assert [j.failure_node for j in failed] == ["chi2867"]
+        stops = [e for e in await s.events(sweep.id) if e.rule == "fault.frozen_nodelist"]
+        assert stops and "HSA_STATUS_ERROR" in (stops[0].evidence or "")
+        message = next(e.reason for e in await s.events(sweep.id, kind="progress")
+                       if "STOP]" in e.reason)
+        assert message.startswith("[xla-tuning STOP] llama2-70b FSDP=8 sweep halted\n")
+        assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
+    finally:
+        await s.close()
