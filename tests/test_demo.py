@@ -39,6 +39,9 @@ DEMO_EXPECTS = {
     "node-perf": r"\| chi2868 \|.*DEGRADED",
     "network": r"Verdict: \*\*bad link between chi2867 and chi2881\*\*",
     "model-sweep": r"\*\*New breakage\*\* grok-1 8N at candidate",
+    # The verdict against the scenario's ground truth (needs the simulator's flag-effect
+    # trainer and RunParams' xla_flags: issue 14 items 4 and 5).
+    "xla-tuning": r"(?m)^\| \S+ ⭐ .*\n(?s:.*)ground truth",
 }
 
 

@@ -46,9 +46,11 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         out = [e.node for e in await store.exclusions(sweep.id)]
         nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
                                                         if out else "")
+        own = kind_of(sweep.kind).stop_state
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"),
-                               nodes_short=_nodes_short(engine, sweep, out))
+                               nodes_short=_nodes_short(engine, sweep, out),
+                               own=own(sweep, runs, jobs) if own else None)
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()

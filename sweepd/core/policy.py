@@ -48,6 +48,8 @@ class SweepFacts:
     by_person: Sequence[str] = ()
     # Every other job the sweep had running was cancelled outside sweepd as well.
     others_cancelled: bool = False
+    # True for sweeps whose results compare only on the same nodes: a node fault stops.
+    frozen_nodes: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ def _oom(case: Case) -> Action:
 def _node_fault(case: Case) -> Action:
     v, s = case.verdict, case.sweep
     node = v.node
+    if s.frozen_nodes:
+        return Action(Act.STOP, "fault.frozen_nodelist",
+                      f"{v.klass}{f' on {node}' if node else ''}: this sweep's nodelist is "
+                      "frozen; a node is never excluded or substituted")
     if not s.exclude_on_fault:
         return Action(Act.RECORD, "fault.node_unhealthy",
                       f"{v.klass}{f' on {node}' if node else ''}: the node is unhealthy")

@@ -60,6 +60,9 @@ class Kind:
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
+    # True: results compare only on the same nodes; a node fault stops the sweep for a
+    # person instead (never an exclusion nor a substitute).
+    frozen_nodes: bool = False
     # True: a config error (every node fails the same way) stops the sweep. False: it is
     # the run's own result (a model sweep judges each model; all failing = commit broken).
     config_stops: bool = True
@@ -80,6 +83,10 @@ class Kind:
     most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
     # False: the sweep runs many models (the report names no one model).
     one_model: bool = True
+    # The stop message's title and "Sweep state at stop" lines in the kind's own words
+    # (None, or a None answer: the generic ones).
+    stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],
+                         tuple[str, list[str]] | None] | None = None
 
 
 @cache

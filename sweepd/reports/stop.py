@@ -9,16 +9,20 @@ from sweepd.store.rows import Job, Run, Sweep
 
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
-                 outputs: str, nodes_short: int = 0) -> str:
+                 outputs: str, nodes_short: int = 0,
+                 own: tuple[str, list[str]] | None = None) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
-    be refused, so the message asks for a node back instead)."""
+    be refused, so the message asks for a node back instead). `own`: the kind's title and
+    state lines (Kind.stop_state), in place of the generic ones."""
     spec = sweep.spec
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
     pending = [r.label for r in runs if r.state in ("pending", "active")]
     ids = sorted(int(j.backend_id) for j in jobs if j.backend_id and j.backend_id.isdigit())
+    title = own[0] if own else \
+        f"[{sweep.kind} STOP] {spec.get('model', sweep.name)} sweep {sweep.id} halted"
     lines = [
-        f"[{sweep.kind} STOP] {spec.get('model', sweep.name)} sweep {sweep.id} halted",
+        title,
         "",
         f"Reason: {reason}",
         f"Failing node(s): {', '.join(failing_nodes) or 'none identified'}; "
@@ -26,14 +30,8 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         "",
         "Sweep state at stop:",
         f"  - Nodelist: {nodelist}",
-        f"  - Runs finished so far: {sum(r.state in ('passed', 'failed') for r in runs)}"
-        + (f" (top {min(3, len(passed))} below)" if passed else ""),
     ]
-    if passed:
-        lines.append(f"  - Best so far: {passed[0].label} @ {passed[0].tgs:,.0f} TGS/device")
-        lines += [f"  - {r.label} @ {r.tgs:,.0f}" for r in passed[1:3]]
-    lines.append(f"  - Pending runs: {', '.join(pending) or 'none'}"
-                 + (" (held: they run on resume)" if pending else ""))
+    lines += own[1] if own else _state(runs, passed, pending)
     lines += [
         "",
         f"Artifacts: {outputs}/{ids[0]}-* through {outputs}/{ids[-1]}-*" if ids
@@ -42,6 +40,19 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         _how_to_answer(sweep.id, nodes_short),
     ]
     return "\n".join(lines)
+
+
+def _state(runs: Sequence[Run], passed: Sequence[Run], pending: Sequence[str]) -> list[str]:
+    lines = [
+        f"  - Runs finished so far: {sum(r.state in ('passed', 'failed') for r in runs)}"
+        + (f" (top {min(3, len(passed))} below)" if passed else ""),
+    ]
+    if passed:
+        lines.append(f"  - Best so far: {passed[0].label} @ {passed[0].tgs:,.0f} TGS/device")
+        lines += [f"  - {r.label} @ {r.tgs:,.0f}" for r in passed[1:3]]
+    lines.append(f"  - Pending runs: {', '.join(pending) or 'none'}"
+                 + (" (held: they run on resume)" if pending else ""))
+    return lines
 
 
 def _how_to_answer(sweep_id: int, nodes_short: int) -> str:

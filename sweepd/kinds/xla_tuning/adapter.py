@@ -1,0 +1,204 @@
+"""The engine's side of the wave planner: `search.plan` on the store's results, as the
+engine's `NewRun` list, `Finished` or `Stop`; the pre-flight checks the planner can make;
+the SKILL.md's stop message. Every decision carries its rule and its reason.
+
+Nodes are frozen for this kind: a sweep whose usable nodes differ from the pinned ones (an
+exclusion, a person's `resume --exclude`) stops with the SKILL.md's stop message rather
+than running on fewer or other nodes (the engine's own fault path: `Kind.frozen_nodes`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweepd.core.states import RunState
+from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
+from sweepd.kinds.xla_tuning import gather
+from sweepd.kinds.xla_tuning import search as wave_search
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
+from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
+from sweepd.kinds.xla_tuning.search import Planned, Verdict
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec, layer_of
+from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util.hostlists import collect_nodes
+
+# Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
+JOB_OVERRIDES: dict[str, Any] = {"steps": 15, "dataset_type": "synthetic"}
+TUNE_BLOCK = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
+_EXPORT = re.compile(r"^\s*export\s+([A-Z][A-Z0-9_]*)=(.*)$")
+_XLA_FLAG = re.compile(r"--(xla_[A-Za-z0-9_]+)=(\S+?)[\"']?(?=\s|$)")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The per_device_batch_size the jobs run with, and where it came from."""
+
+    value: int | None
+    source: str
+
+
+def batch_of(spec: XlaTuningSpec, extra: dict[str, Any]) -> Batch:
+    if spec.per_device_batch_size is not None:
+        return Batch(spec.per_device_batch_size, "the spec")
+    prior = extra.get("model_perf")
+    if isinstance(prior, dict) and isinstance(prior.get("best"), int):
+        return Batch(int(prior["best"]), f"model-perf sweep {prior['sweep']}'s optimum")
+    return Batch(None, "the config's value (no finished model-perf sweep of this model on "
+                       f"{spec.count} nodes)")
+
+
+def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> dict[str, Any]:
+    """The one place a planned run becomes a run's params (RunParams once that lands)."""
+    settings = planned.profile.settings
+    maxtext: dict[str, Any] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
+    params: dict[str, Any] = {
+        "profile": planned.profile.name, "wave": planned.wave, "tag": planned.tag,
+        "xla_flags": [s.text for s in settings if s.layer is Layer.XLA],
+        "env": {**spec.env, **{s.key: s.value for s in settings if s.layer is Layer.ENV}},
+        **spec.overrides, **spec.config_tags[planned.tag], **maxtext, **JOB_OVERRIDES,
+    }
+    params["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
+    if batch.value is not None:
+        params["per_device_batch_size"] = batch.value
+    return params
+
+
+def plan(spec: XlaTuningSpec, ctx: SweepContext) -> Plan:
+    stop = preflight(spec, ctx)
+    if stop is not None:
+        return stop
+    results = gather.results(ctx.runs, ctx.jobs)
+    inp = spec.inputs(deployed_of(ctx.extra))
+    decided = wave_search.plan(inp, results, evidence_of(ctx))
+    if isinstance(decided, Verdict):
+        return finished(spec, decided, build(results, inp.noise, inp.max_flakes), ctx)
+    batch = batch_of(spec, ctx.extra)
+    taken = {r.label for r in ctx.runs}
+    out = []
+    for p in decided:
+        name = label(p, next(iter(spec.config_tags)), taken)
+        taken.add(name)
+        out.append(NewRun(name, run_params(spec, p, batch), spec.node_list,
+                          f"wave {p.wave}: {p.reason}" + _batch_note(p, batch), p.rule))
+    return out
+
+
+def label(p: Planned, primary: str, taken: set[str]) -> str:
+    """A run's label, unique in the sweep: the profile (and its tag when not the primary);
+    a repeat is numbered (`fast #2`). The params, not the label, say what ran."""
+    base = p.profile.name if p.tag == primary else f"{p.profile.name}@{p.tag}"
+    n = 1
+    name = base
+    while name in taken:
+        n += 1
+        name = f"{base} #{n}"
+    return name
+
+
+def _batch_note(p: Planned, batch: Batch) -> str:
+    """The first run says where the batch size came from (said once, not on every run)."""
+    return f"; per_device_batch_size from {batch.source}" if p.profile.name == BASELINE \
+        and p.wave == 1 else ""
+
+
+def preflight(spec: XlaTuningSpec, ctx: SweepContext) -> Stop | None:
+    """What the planner itself can check before each wave: the slot resolved to nodes, and
+    the nodelist still the pinned one (frozen: never fewer nor other nodes)."""
+    if not spec.node_list:
+        return Stop("the cluster slot names no nodes yet (partition / node_count are not "
+                    "resolved to nodes)", "preflight.slot_unresolved")
+    if list(ctx.nodes) != spec.node_list:
+        gone = sorted(set(spec.node_list) - set(ctx.nodes))
+        return Stop(f"{collect_nodes(gone)} out of use: the nodelist is frozen for xla-tuning "
+                    "(never excluded or substituted); readmit it to go on", "nodes.frozen",
+                    evidence=", ".join(gone))
+    return None
+
+
+def deployed_of(extra: dict[str, Any]) -> tuple[Setting, ...]:
+    """The Inventory (what the model's env file sets), when gather could read it."""
+    found = extra.get("deployed") or {}
+    return tuple(Setting(k, str(v), layer_of(k)) for k, v in found.items())
+
+
+def inventory(env_file: str) -> dict[str, str]:
+    """The XLA flags and env vars a model's env file sets (last wins), for Inputs.deployed."""
+    out: dict[str, str] = {}
+    for line in env_file.splitlines():
+        m = _EXPORT.match(line)
+        if m is None or line.lstrip().startswith("#"):
+            continue
+        key, value = m.group(1), m.group(2).strip()
+        if key == "XLA_FLAGS":
+            out.update(dict(_XLA_FLAG.findall(value)))
+        elif key.startswith(("NCCL_", "RCCL_", "XLA_PYTHON_")):
+            out[key] = value.strip("\"'")
+    return out
+
+
+def train_env_leftover(train_env: str) -> bool:
+    """submit.sh mode: a TUNE_PROFILE block already in train_env.sh (a sweep's leftover)."""
+    return TUNE_BLOCK.search(train_env) is not None
+
+
+def evidence_of(ctx: SweepContext) -> Evidence | None:
+    """The Wave 1.5 HLO evidence: `logread.hlo_evidence` once it lands; until then none,
+    and the catalog is ordered by the parallelism's dominant costs."""
+    return None
+
+
+def finished(spec: XlaTuningSpec, v: Verdict, board: Board, ctx: SweepContext) -> Finished:
+    primary = next(iter(spec.config_tags))
+    top = _ranked(board, primary)
+    summary = f"{v.kind}: {v.reason}"
+    if v.recipe:
+        summary = f"{v.kind}: {v.recipe} {v.gain or 0:+.2%} vs baseline-deployed ({v.reason})"
+    verdict: dict[str, Any] = {
+        "kind": str(v.kind), "rule": v.rule, "reason": v.reason, "recipe": v.recipe,
+        "gain": v.gain, "conditional": list(v.conditional), "model": spec.model,
+        "parallelism": spec.parsed_parallelism().text, "tag": primary,
+        "noise": board.noise, "runs": board.runs,
+        "batch_source": batch_of(spec, ctx.extra).source,
+        "top": [{"profile": e.profile, "tgs": e.mean, "n": e.n,
+                 "delta": board.delta(e.profile, primary)} for e in top[:8]],
+    }
+    return Finished(True, summary, verdict)
+
+
+def _ranked(board: Board, tag: str) -> list[Entry]:
+    measured = [e for e in board.entries.values() if e.tag == tag and e.n
+                and e.profile != EVIDENCE]
+    return sorted(measured, key=lambda e: -e.mean)
+
+
+def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
+               ) -> tuple[str, list[str]] | None:
+    """Kind.stop_state: xla-tuning.SKILL.md's stop title `[xla-tuning STOP] <MODEL_TAG>
+    <PARALLELISM> sweep halted`, best so far (Δ vs baseline-deployed), top 3 and the
+    pending profiles. None (the generic message) for a spec this version cannot read."""
+    try:
+        spec = XlaTuningSpec.from_stored(sweep.spec)
+        assert isinstance(spec, XlaTuningSpec)
+        par = spec.parsed_parallelism().text
+    except (ValueError, KeyError, AssertionError):
+        return None
+    t = spec.thresholds
+    board = build(gather.results(runs, jobs), t.noise, t.max_flakes)
+    primary = next(iter(spec.config_tags))
+    ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
+    lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]
+    for i, e in enumerate(ranked[:3]):
+        d = board.delta(e.profile, primary)
+        shown = f"{e.profile} @ {e.mean:.1f}" + (f" (Δ {d:+.2%} vs baseline-deployed)"
+                                                 if d is not None else "")
+        lines.append(f"  - {'Best so far: ' if i == 0 else ''}{shown}")
+    if not ranked:
+        lines.append("  - Best so far: none measured")
+    pending = sorted({str(r.params.get("profile", r.label)) for r in runs
+                      if r.state in (RunState.PENDING, RunState.ACTIVE)})
+    lines.append(f"  - Pending profiles in queue: {', '.join(pending) or 'none'}"
+                 + (" (held: they run on resume)" if pending else ""))
+    return f"[xla-tuning STOP] {spec.model} {par} sweep halted", lines

@@ -1,0 +1,236 @@
+"""The xla-tuning report: the leaderboard (table, JSON rows, plot) and `<MODEL_TAG>-tuning.md`.
+
+Every number comes from the store through `gather.results` and `board.build`, the same
+view the planner decided from: a profile's TGS is the mean of its measured runs (each the
+job's recorded steady TGS), its delta is over baseline-deployed's mean, its whisker the
+standard error of that delta from the cell's own noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from sweepd.kinds.xla_tuning import gather, tuning_md
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, stack
+from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.plot import delta_bars
+from sweepd.kinds.xla_tuning.search import profiles
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util.model_shapes import resolve_model
+
+_STATUS = {Outcome.OK: "ok", Outcome.OOM: "oom", Outcome.UNKNOWN_FLAG: "unknown flag",
+           Outcome.NOT_APPLIED: "not applied", Outcome.FLAKE: "flake"}
+
+
+@dataclass(frozen=True)
+class View:
+    spec: XlaTuningSpec
+    results: list[Result]
+    board: Board
+    table: dict[str, Profile]
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.spec.config_tags))
+
+
+def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
+         read: gather.Reader = gather.read_log) -> View:
+    spec = XlaTuningSpec.from_stored(sweep.spec)
+    assert isinstance(spec, XlaTuningSpec)
+    results = gather.results(runs, jobs, read)
+    t = spec.thresholds
+    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()))
+
+
+def flags_of(name: str, table: dict[str, Profile]) -> str:
+    """A profile's settings as they reach the job (a stack from its parts)."""
+    parts = [table.get(p) for p in name.split("+")]
+    if any(p is None for p in parts):
+        return name
+    prof = stack(tuple(p for p in parts if p is not None))
+    return " ".join(s.text for s in prof.settings) or "(as deployed)"
+
+
+def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """One row per profile and config tag, best first: the leaderboard the JSON carries."""
+    return leaderboard(view(sweep, runs, jobs))
+
+
+def leaderboard(v: View) -> list[dict[str, Any]]:
+    out = []
+    for e in sorted(v.board.entries.values(), key=lambda e: (e.tag != v.primary,
+                                                             -(e.mean if e.n else -1.0))):
+        ok = [r for r in v.results if (r.profile, r.tag) == (e.profile, e.tag)
+              and r.outcome is Outcome.OK]
+        out.append({"profile": e.profile, "tag": e.tag, "flags": flags_of(e.profile, v.table),
+                    "tgs": e.mean if e.n else None, "n": e.n,
+                    "delta": v.board.delta(e.profile, e.tag), "se": v.board.se(e.profile, e.tag),
+                    "fate": str(e.fate), "detail": e.detail, "flakes": e.flakes,
+                    "job_ids": [r.job_id for r in ok],
+                    "step_s": _mean([r.step_s for r in ok]), "loss": _mean([r.loss for r in ok])})
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    got = [x for x in values if x is not None]
+    return fmean(got) if got else None
+
+
+def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
+    table = rows(sweep, runs, jobs)
+    if not table:
+        return "No run has finished yet."
+    winner = (sweep.verdict or {}).get("recipe")
+    lines = ["| Profile | Config | TGS | n | Δ vs baseline-deployed | Jobs | Fate |",
+             "|---|---|---|---|---|---|---|"]
+    for r in table:
+        tgs = f"{r['tgs']:.1f}" if r["tgs"] is not None else "—"
+        delta = f"{r['delta']:+.2%} ± {r['se']:.2%}" if r["delta"] is not None else "—"
+        fate = r["fate"] + (f" ({r['detail']})" if r["detail"] else "")
+        star = " ⭐" if r["profile"] == winner and r["tag"] == table[0]["tag"] else ""
+        lines.append(f"| {r['profile']}{star} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
+                     f"{', '.join(r['job_ids']) or '—'} | {fate} |")
+    return "\n".join(lines)
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """Δ% bars vs baseline-deployed on the primary tag, each with its noise whisker."""
+    v = view(sweep, runs, jobs)
+    bars = [(r["profile"], r["delta"], r["se"]) for r in leaderboard(v)
+            if r["tag"] == v.primary and r["delta"] is not None and r["profile"] != EVIDENCE]
+    if not bars:
+        return None
+    winner = (sweep.verdict or {}).get("recipe")
+    title = f"{v.spec.model} {v.spec.parsed_parallelism().text} ({v.primary})"
+    return delta_bars(bars, winner if isinstance(winner, str) else None, title)
+
+
+def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[str, Any]:
+    """The JSON report: the same cell the markdown file is written from."""
+    v = view(sweep, runs, jobs)
+    c = cell(sweep, v)
+    return {"model": v.spec.model, "parallelism": c.parallelism, "tag": c.tag,
+            "header": c.header, "verdict": sweep.verdict, "noise": v.board.noise,
+            "leaderboard": leaderboard(v), "winner": c.winner, "patch": c.patch,
+            "jobs": [j.__dict__ for j in c.jobs]}
+
+
+def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
+    spec, board, primary = v.spec, v.board, v.primary
+    verdict = sweep.verdict or {}
+    winner = verdict.get("recipe") if isinstance(verdict.get("recipe"), str) else None
+    standing = [_standing(v, r) for r in leaderboard(v)
+                if r["tag"] == primary and r["n"] and r["profile"] != EVIDENCE]
+    shape = resolve_model(spec.model)
+    header = {"Date": sweep.created_at, "Hardware": f"{spec.count} nodes x "
+              f"{shape.gpus_per_node} GPUs ({spec.nodes or 'slot not resolved'})",
+              "Parallelism": spec.parsed_parallelism().text,
+              "Base config": f"configs/{spec.model}.gpu.yml",
+              "Sequence length": str(shape.seq_len), "Steps": str(max(spec.steps, 15)),
+              "per_device_batch_size": str(verdict.get("batch_source", "see the jobs")),
+              "Metric": "steady TGS/device, steps 5-14 (9-14 with the profiler), "
+                        f"per-run noise {board.noise:.2%}",
+              "Sweep": f"{sweep.id} ({sweep.state})"}
+    return tuning_md.Cell(
+        spec.model, spec.parsed_parallelism().text, primary, header, _inventory(v),
+        _env_effect(v), tuple(standing), winner, _why(v, winner),
+        str(verdict.get("reason") or f"in progress ({sweep.state})"), _patch(v, winner),
+        tuple(_job(r) for r in v.results if r.outcome is not Outcome.PENDING), guard)
+
+
+def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
+    base = v.board.base(row["tag"])
+    base_loss = _mean([r.loss for r in v.results if r.profile == BASELINE
+                       and r.tag == row["tag"] and r.outcome is Outcome.OK])
+    shift = bool(row["loss"] is not None and base_loss and base is not None
+                 and abs(row["loss"] / base_loss - 1) > 2 * v.board.noise)
+    return tuning_md.Standing(row["profile"], row["flags"], row["tgs"],
+                              row["step_s"] if row["step_s"] is not None else math.nan,
+                              row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift)
+
+
+def _inventory(v: View) -> str:
+    deployed = v.table.get(RESTORE)
+    image = " ".join(f"--{k}={x}" for k, x in IMAGE_DEFAULTS.items() if k.startswith("xla_"))
+    found = (", ".join(s.key for s in deployed.settings) if deployed
+             else "none recorded (the env file was not read by this sweep)")
+    return f"- Image's inherited XLA_FLAGS: `{image}`\n- Env file sets: {found}"
+
+
+def _env_effect(v: View) -> str:
+    out = []
+    for tag in v.spec.config_tags:
+        b, r = v.board.get(BASELINE, tag), v.board.get(RESTORE, tag)
+        if b is None or not b.n:
+            out.append(f"- {tag}: baseline-deployed not measured")
+        elif r is None or not r.n:
+            out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}); "
+                       "restore_default not run (the env file sets no XLA/NCCL flag)")
+        else:
+            d = r.mean / b.mean - 1
+            out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}), restore_default "
+                       f"{r.mean:.1f} (n={r.n}): the env file's flags are worth {-d:+.2%} "
+                       f"(± {v.board.se(RESTORE, tag):.2%})")
+    return "\n".join(out)
+
+
+def _why(v: View, winner: str | None) -> str:
+    evidence = [r.job_id for r in v.results if r.profile == EVIDENCE and r.job_id]
+    source = (f"evidence run job {evidence[-1]} (profiler + HLO dump)" if evidence
+              else "no evidence run measured")
+    if winner is None:
+        return f"No winner; {source}."
+    parts = [v.table[p] for p in winner.split("+") if p in v.table]
+    mechs = sorted({str(m) for p in parts for m in p.mechanisms})
+    return (f"{winner} acts on {', '.join(mechs) or 'an unknown mechanism'}; the catalog was "
+            f"ordered for {v.spec.parsed_parallelism().text} from {source}.")
+
+
+def _patch(v: View, winner: str | None) -> str:
+    if winner is None:
+        return ""
+    parts = [v.table[p] for p in winner.split("+") if p in v.table]
+    lines = []
+    for s in (s for p in parts for s in p.settings):
+        if s.layer is Layer.XLA:
+            lines.append(f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"')
+        elif s.layer is Layer.ENV:
+            lines.append(f"export {s.label}")
+        else:
+            lines.append(f"# MaxText override: {s.label}")
+    return "\n".join(lines)
+
+
+def _job(r: Result) -> tuning_md.Job:
+    status = _STATUS.get(r.outcome, str(r.outcome))
+    if r.detail:
+        status += f" ({r.detail})"
+    return tuning_md.Job(r.job_id, r.profile, r.tag, status, r.tgs, r.step_s, r.loss)
+
+
+def guard_for(spec: XlaTuningSpec) -> str:
+    """An env-file patch of one parallelism must not reach another's jobs."""
+    pp = spec.parsed_parallelism().degree(Axis.PP)
+    return '[[ "${MAXTEXT_DCN_PP:-1}" -gt 1 ]]' if pp > 1 else '[[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]'
+
+
+def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
+                    jobs: Sequence[Job]) -> Path:
+    """Writes `<MODEL_TAG>-tuning.md`, or extends it with this parallelism (a guarded patch
+    and the sign-flip table) when it already covers another."""
+    v = view(sweep, runs, jobs)
+    path = directory / f"{v.spec.model}-tuning.md"
+    if path.is_file():
+        text = tuning_md.extend(path.read_text("utf-8"), cell(sweep, v, guard_for(v.spec)))
+    else:
+        text = tuning_md.write(cell(sweep, v))
+    path.write_text(text, "utf-8")
+    return path

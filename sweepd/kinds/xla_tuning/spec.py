@@ -1,0 +1,156 @@
+"""The xla-tuning sweep's spec (issue 14): model, cluster slot, parallelism, the rest optional.
+
+A spec without a model, a cluster slot (`nodes`, or `partition` + `node_count`, or
+`node_count`) or a parallelism is refused naming what is missing: those are never guessed.
+`inputs` turns it into the planner's `board.Inputs` (catalog, config tags, thresholds).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sweepd.kinds.spec import Scalar, _Spec
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.util.model_shapes import resolve_model
+
+MICROBATCHES = "num_pipeline_microbatches"
+_RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})
+# A profile's layer when it names none: how the key is written says where it goes.
+_DEFAULT_MECHANISM = {Layer.XLA: Mechanism.SCHEDULER, Layer.ENV: Mechanism.TRANSPORT,
+                      Layer.MAXTEXT: Mechanism.PIPELINE}
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class ProfileSpec(_Part):
+    """One profile the person adds: `xla_*` keys are XLA flags, UPPER_CASE keys env vars,
+    anything else a MaxText override."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")
+    settings: dict[str, str] = Field(min_length=1)
+    mechanism: Mechanism | None = Field(default=None, strict=False,
+                                        description="e.g. OVERLAP or 'cross-iteration overlap'")
+
+    @field_validator("mechanism", mode="before")
+    @classmethod
+    def _by_name(cls, v: Any) -> Any:
+        return Mechanism[v] if isinstance(v, str) and v in Mechanism.__members__ else v
+
+    def profile(self) -> Profile:
+        settings = tuple(Setting(k, v, layer_of(k)) for k, v in self.settings.items())
+        mech = self.mechanism or _DEFAULT_MECHANISM[settings[0].layer]
+        return Profile(self.name, settings, frozenset({mech}))
+
+
+class Thresholds(_Part):
+    """The stop rules (xla-tuning.SKILL.md defaults)."""
+
+    win: float = Field(default=0.05, gt=0, le=1)
+    bounded_gain: float = Field(default=0.02, ge=0, le=1)
+    bounded_count: int = Field(default=25, ge=1, le=500)
+    regress: float = Field(default=0.01, ge=0, le=1)
+    max_queue_hours: float = Field(default=8.0, gt=0, le=24 * 14)
+    noise: float = Field(default=0.008, gt=0, le=0.5)
+    wave_size: int = Field(default=8, ge=1, le=50)
+    max_flakes: int = Field(default=3, ge=1, le=10)
+    max_flags: int = Field(default=3, ge=1, le=6)
+
+
+def _default_tags() -> dict[str, dict[str, Scalar]]:
+    return {"default": {}}
+
+
+def layer_of(key: str) -> Layer:
+    if key.startswith("xla_"):
+        return Layer.XLA
+    return Layer.ENV if key.isupper() else Layer.MAXTEXT
+
+
+class XlaTuningSpec(_Spec):
+    """Find the XLA / NCCL flags (1-3) that make one model's step faster on frozen nodes."""
+
+    kind: Literal["xla-tuning"]
+    model: str  # required: the env file and configs are the model's
+    nodes: str = Field(default="", description="hostlist, frozen for the whole sweep")
+    partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    node_count: int | None = Field(default=None, ge=1, le=4096)
+    parallelism: str = Field(description="FSDP=8, PP=8, TP=8, PP=4,FSDP=2 ...")
+    per_device_batch_size: int | None = Field(
+        default=None, ge=1, le=4096,
+        description="default: the latest finished model-perf optimum, else the config's")
+    config_tags: dict[str, dict[str, Scalar]] = Field(
+        default_factory=_default_tags, min_length=1, max_length=8,
+        description="named override sets; the first is the primary")
+    profiles: list[ProfileSpec] = Field(default_factory=list, max_length=200)
+    catalog: Literal["extend", "replace"] = "extend"
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @model_validator(mode="after")
+    def _slot_and_axes(self) -> XlaTuningSpec:
+        if not self.nodes and self.node_count is None:
+            raise ValueError("a cluster slot is needed: nodes, or partition + node_count, "
+                             "or node_count")
+        if self.nodes and (self.node_count is not None or self.partition is not None):
+            raise ValueError("give nodes, or partition + node_count, not both")
+        self.parsed_parallelism()  # DCN axes span the nodes, TP a node's GPUs
+        names = [p.name for p in self.profiles]
+        if len(set(names)) != len(names):
+            raise ValueError("profiles: a name is given twice")
+        if _RESERVED & set(names):
+            raise ValueError(f"profiles: {', '.join(sorted(_RESERVED & set(names)))} is "
+                             "the sweep's own")
+        if self.catalog == "replace" and not self.profiles:
+            raise ValueError("catalog: replace needs profiles")
+        if "per_device_batch_size" in self.overrides:
+            raise ValueError("per_device_batch_size: give it as its own field")
+        return self
+
+    @property
+    def count(self) -> int:
+        return len(self.node_list) if self.nodes else int(self.node_count or 0)
+
+    @property
+    def ranks(self) -> int:
+        """Every rank: nodes x the TP degree (TP is ICI, inside a node)."""
+        return self.count * Parallelism.parse(self.parallelism).degree(Axis.TP)
+
+    @property
+    def needed_nodes(self) -> int:
+        return self.count  # frozen: every node of the slot, none substituted
+
+    def parsed_parallelism(self) -> Parallelism:
+        """The DCN axes (FSDP, PP) span the nodes, TP the GPUs of a node (SKILL.md:
+        `FSDP=N (DCN FSDP only)`; the real cells ran FSDP=8 and PP=8 on 8 nodes x 8 GPUs)."""
+        par = Parallelism.parse(self.parallelism)
+        dcn = par.degree(Axis.FSDP) * par.degree(Axis.PP)
+        if dcn != self.count:
+            raise ValueError(f"parallelism {self.parallelism!r}: its DCN axes (FSDP x PP) "
+                             f"make {dcn}, not the {self.count} nodes")
+        gpus = resolve_model(self.model).gpus_per_node
+        if gpus % par.degree(Axis.TP):
+            raise ValueError(f"parallelism {self.parallelism!r}: TP={par.degree(Axis.TP)} "
+                             f"does not divide the {gpus} GPUs of a node")
+        return par
+
+    def default_name(self) -> str:
+        return f"{self.model} {self.count}N {self.parsed_parallelism().text} xla-tuning"
+
+    def inputs(self, deployed: tuple[Setting, ...] = ()) -> Inputs:
+        par = self.parsed_parallelism()
+        micro = self.overrides.get(MICROBATCHES)
+        own = tuple(p.profile() for p in self.profiles)
+        base = () if self.catalog == "replace" else default_catalog(
+            par, int(micro) if isinstance(micro, int) else None)
+        t = self.thresholds
+        return Inputs(par, tuple(p for p in base if p.name not in {q.name for q in own}) + own,
+                      tuple(self.config_tags), deployed, win=t.win, bounded_gain=t.bounded_gain,
+                      bounded_count=t.bounded_count, regress=t.regress,
+                      max_queue_s=t.max_queue_hours * 3600, noise=t.noise,
+                      wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
+                      microbatches=int(micro) if isinstance(micro, int) else None)

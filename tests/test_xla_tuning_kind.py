@@ -1,0 +1,433 @@
+"""The xla-tuning kind's engine side: its spec, the planner adapter over a real store, the
+gather of job results (OOM, unknown flag, flake, not applied), the frozen nodelist, and the
+`<MODEL_TAG>-tuning.md` report whose numbers are the store's."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from sweepd.app.foreground import EXIT_AWAITING_DECISION
+from sweepd.config import PolicyConfig
+from sweepd.core.policy import Act, Case, SweepFacts, decide
+from sweepd.core.states import JobState, RunState
+from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
+from sweepd.kinds.registry import kinds
+from sweepd.kinds.xla_tuning import adapter, gather, report
+from sweepd.kinds.xla_tuning.board import Outcome
+from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.monitor.facts import FailureClass, Verdict
+from sweepd.reports.stop import stop_message
+from sweepd.store.store import Store
+from sweepd.util.hostlists import expand_nodes
+from tests.simrun import NODES, open_store, run, sim_config, write_scenario
+
+NODE = "n[01-08]"
+SPEC: dict[str, Any] = {
+    "kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
+    "catalog": "replace",
+    "profiles": [{"name": "fast", "settings": {"xla_gpu_enable_pipelined_all_gather": "true"},
+                  "mechanism": "cross-iteration overlap"},
+                 {"name": "slow", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}],
+}
+IMAGE_LINE = "XLA_FLAGS=" + " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items()
+                                     if k.startswith("xla_"))
+
+
+def spec_of(**changes: Any) -> XlaTuningSpec:
+    return XlaTuningSpec.model_validate({**SPEC, **changes})
+
+
+def refusal(data: dict[str, Any]) -> str:
+    with pytest.raises(ValidationError) as caught:
+        XlaTuningSpec.model_validate(data)
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in caught.value.errors())
+
+
+# --- the spec ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("missing", ["model", "parallelism"])
+def test_a_spec_without_model_or_parallelism_is_refused_naming_it(missing: str) -> None:
+    data = {k: v for k, v in SPEC.items() if k != missing}
+    assert f"{missing}: Field required" in refusal(data)
+
+
+def test_a_spec_without_a_cluster_slot_is_refused_naming_the_three_forms() -> None:
+    data = {k: v for k, v in SPEC.items() if k != "nodes"}
+    assert "a cluster slot is needed: nodes, or partition + node_count, or node_count" \
+        in refusal(data)
+
+
+def test_dcn_axes_must_span_the_nodes_and_tp_a_nodes_gpus() -> None:
+    assert "DCN axes (FSDP x PP) make 4, not the 8 nodes" in refusal(
+        {**SPEC, "parallelism": "FSDP=4"})
+    assert "make 8, not the 2 nodes" in refusal({**SPEC, "nodes": "n[01-02]"})
+    assert "TP=3 does not divide the 8 GPUs" in refusal({**SPEC, "parallelism": "FSDP=8,TP=3"})
+    two = spec_of(nodes="n[01-02]", parallelism="PP=2,TP=8")
+    assert two.ranks == 16 and two.needed_nodes == 2
+    assert spec_of(nodes="n[01-02]", parallelism="PP=2").ranks == 2
+    slot = {k: v for k, v in SPEC.items() if k != "nodes"}
+    assert XlaTuningSpec.model_validate({**slot, "partition": "gpu", "node_count": 2,
+                                         "parallelism": "FSDP=2"}).count == 2
+
+
+def test_bad_profiles_and_slots_are_refused() -> None:
+    assert "baseline is the sweep's own" in refusal(
+        {**SPEC, "profiles": [{"name": "baseline", "settings": {"xla_x": "1"}}]})
+    assert "a name is given twice" in refusal({**SPEC, "profiles": [SPEC["profiles"][0]] * 2})
+    assert "not both" in refusal({**SPEC, "node_count": 1})
+    assert "catalog: replace needs profiles" in refusal({**SPEC, "profiles": []})
+
+
+def test_inputs_carry_the_catalog_tags_and_thresholds() -> None:
+    spec = spec_of(thresholds={"win": 0.03, "max_queue_hours": 2.0},
+                   config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
+    inp = spec.inputs()
+    assert [p.name for p in inp.catalog] == ["fast", "slow"]
+    assert inp.tags == ("sparse", "dense") and inp.win == 0.03 and inp.max_queue_s == 7200.0
+    extended = spec_of(catalog="extend").inputs()
+    assert len(extended.catalog) > 30 and extended.catalog[-1].name == "slow"
+
+
+# --- a real store with recorded jobs ------------------------------------------------------
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "state.db")
+    yield s
+    await s.close()
+
+
+class Recorder:
+    """Records runs and their jobs the way the engine leaves them, each job with a log."""
+
+    def __init__(self, store: Store, sweep_id: int, logs: Path) -> None:
+        self.store, self.sweep_id, self.logs = store, sweep_id, logs
+        self.next_backend = 5000
+
+    async def add(self, new: NewRun | tuple[str, dict[str, Any]], tgs: float | None = None,
+                  klass: str | None = None, detail: str | None = None,
+                  xla_line: str | None = None, loss: float = 7.5, finish: bool = True) -> int:
+        label, params = (new.label, new.params) if isinstance(new, NewRun) else new
+        while label in {r.label for r in await self.store.runs(self.sweep_id)}:
+            label += "'"
+        run = await self.store.add_run(self.sweep_id, label, params, NODE, "test", "test")
+        if not finish:
+            return run.id
+        await self.store.transition_run(run.id, RunState.ACTIVE, "started")
+        job = await self.store.create_job(run, f"t{run.id}", f"xla-{label}", NODE)
+        self.next_backend += 1
+        log = self.logs / f"{self.next_backend}.log"
+        flags = " ".join(params.get("xla_flags", []))
+        lines = [xla_line or f"{IMAGE_LINE} {flags}"]
+        lines += [f"export {k}={v}" for k, v in params.get("env", {}).items()]
+        if tgs is not None:
+            lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
+                      f"Tokens/s/device: {tgs:.3f}, loss: {loss + 1 - s / 15:.3f}"
+                      for s in range(15)]
+        log.write_text("\n".join(lines) + "\n")
+        await self.store.transition_job(job.id, JobState.QUEUED, "queued",
+                                        backend_id=str(self.next_backend), log_path=str(log),
+                                        submitted_at=1000.0)
+        await self.store.transition_job(job.id, JobState.RUNNING, "running")
+        ok = klass is None
+        await self.store.transition_job(job.id, JobState.DONE if ok else JobState.FAILED, "end",
+                                        ended_at=1600.0, tgs=tgs, failure_class=klass,
+                                        failure_detail=detail)
+        await self.store.transition_run(run.id, RunState.PASSED if ok else RunState.FAILED,
+                                        "end", outcome="pass" if ok else "fail", tgs=tgs,
+                                        failure_class=klass)
+        return run.id
+
+    async def context(self, nodes: tuple[str, ...] | None = None,
+                      extra: Mapping[str, Any] | None = None) -> SweepContext:
+        """`nodes`: the pinned ones minus exclusions, as the engine passes them."""
+        pinned = expand_nodes((await self.store.sweep(self.sweep_id)).spec["nodes"])
+        return SweepContext(runs=await self.store.runs(self.sweep_id),
+                            nodes=pinned if nodes is None else nodes,
+                            prior_param_gb=None, gpu_memory_gib=192.0, extra=dict(extra or {}),
+                            jobs=await self.store.jobs(self.sweep_id))
+
+
+async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorder:
+    sweep_id = await store.create_sweep("xla-tuning", "t", spec.model_dump(mode="json"))
+    return Recorder(store, sweep_id, tmp_path)
+
+
+def params(profile: str, tag: str = "default", **more: Any) -> dict[str, Any]:
+    return {"profile": profile, "wave": 2, "tag": tag, "xla_flags": [], "env": {}, **more}
+
+
+# --- the planner adapter -------------------------------------------------------------------
+
+async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
+        store: Store, tmp_path: Path) -> None:
+    spec = spec_of(config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
+    rec = await recorder(store, tmp_path, spec)
+    planned = adapter.plan(spec, await rec.context(extra={"model_perf": {"sweep": 3, "best": 6}}))
+    assert isinstance(planned, list)
+    assert [(n.label, n.params["tag"]) for n in planned] == [
+        ("baseline", "sparse"), ("baseline@dense", "dense"), ("evidence", "sparse")]
+    for n in planned:
+        assert n.rule.startswith(("wave1.", "wave1_5.")) and n.reason.startswith("wave 1: ")
+        assert list(n.nodes) == expand_nodes(NODE)
+        assert {"profile", "wave", "tag", "xla_flags", "env", "steps", "dataset_type",
+                "per_device_batch_size"} <= set(n.params)
+        assert n.params["steps"] == 15 and n.params["dataset_type"] == "synthetic"
+        assert n.params["per_device_batch_size"] == 6
+    assert planned[0].params["sparse_matmul"] == "true" and "sparse_matmul" not in planned[1].params
+    assert "per_device_batch_size from model-perf sweep 3's optimum" in planned[0].reason
+    evidence = planned[2].params
+    assert evidence["profiler"] == "xplane" and evidence["env"] == {"ENABLE_XLA_DUMP": "1"}
+
+
+def test_the_batch_size_says_where_it_came_from() -> None:
+    assert adapter.batch_of(spec_of(per_device_batch_size=4), {}).source == "the spec"
+    assert adapter.batch_of(spec_of(), {}).source.startswith("the config's value")
+    assert adapter.batch_of(spec_of(), {}).value is None
+
+
+async def test_a_sweep_runs_to_a_proposal_through_the_adapter(store: Store, tmp_path: Path) -> None:
+    """Each wave recorded in the store as the engine would: the adapter ends with the
+    winner that is really faster, and every run it asked for had a rule and a reason."""
+    spec = spec_of()
+    rec = await recorder(store, tmp_path, spec)
+    true_tgs = {"baseline": 1000.0, "evidence": 990.0, "fast": 1080.0, "slow": 985.0}
+    wobble = iter([0.0, 1.5, -1.5, 2.0, -2.0, 0.5, -0.5] * 20)
+    for _ in range(20):
+        decision = adapter.plan(spec, await rec.context())
+        if not isinstance(decision, list):
+            break
+        assert decision, "the adapter waits only while runs are open"
+        for new in decision:
+            assert new.rule and new.reason
+            parts = new.params["profile"].split("+")
+            tgs = statistics.fmean(true_tgs.get(p, 1000.0) for p in parts) + next(wobble)
+            await rec.add(new, tgs=tgs)
+    assert isinstance(decision, Finished) and decision.ok
+    assert decision.verdict["recipe"] == "fast" and decision.verdict["rule"] == "stop.winner"
+    assert decision.verdict["gain"] == pytest.approx(0.08, abs=0.01)
+    assert decision.summary.startswith("proposal: fast +")
+    assert decision.verdict["top"][0]["profile"] == "fast"
+
+
+async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
+                                                                 tmp_path: Path) -> None:
+    spec = spec_of(nodes="n[01-02]", parallelism="FSDP=2")
+    rec = await recorder(store, tmp_path, spec)
+    await rec.add(("baseline", params("baseline")), tgs=1000.0)
+    await rec.add(("fast", params("fast")), tgs=1050.0)
+    await rec.add(("slow", params("slow")), tgs=990.0)
+    await rec.add(("ovl", params("ovl")), finish=False)
+    decision = adapter.plan(spec, await rec.context(nodes=("n01",)))
+    assert isinstance(decision, Stop) and decision.rule == "nodes.frozen"
+    assert decision.evidence == "n02"
+    assert decision.reason.startswith("n02 out of use: the nodelist is frozen")
+    # The message every stop of the sweep sends (core's, with the kind's own state lines).
+    sweep = await store.sweep(rec.sweep_id)
+    runs, jobs = await store.runs(sweep.id), await store.jobs(sweep.id)
+    kind = kinds()["xla-tuning"]
+    assert kind.stop_state is adapter.stop_state
+    own = adapter.stop_state(sweep, runs, jobs)
+    text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
+                        "rule", spec.nodes, runs, jobs, "/out", own=own)
+    lines = text.splitlines()
+    assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
+    assert lines[2] == f"Reason: {decision.reason}"
+    assert "  - Nodelist: n[01-02]" in lines
+    assert "  - Profiles tested so far: 2 (top 3 below)" in lines
+    assert "  - Best so far: fast @ 1050.0 (Δ +5.00% vs baseline-deployed)" in lines
+    assert "  - slow @ 990.0 (Δ -1.00% vs baseline-deployed)" in lines
+    assert "  - Pending profiles in queue: ovl (held: they run on resume)" in lines
+    # Another kind keeps the generic lines.
+    assert "  - Runs finished so far: 3 (top 3 below)" in stop_message(
+        sweep, "why", [], "none", "x", spec.nodes, runs, jobs, "/out").splitlines()
+
+
+def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
+    verdict = Verdict(FailureClass.GPU_HARDWARE, evidence="HSA_STATUS_ERROR", node="n02")
+    facts = SweepFacts(["n01", "n02"], [], 2, frozen_nodes=True)
+    action = decide(Case(verdict, [], facts, PolicyConfig()))
+    assert action.act is Act.STOP and action.exclude is None
+    assert action.rule == "fault.frozen_nodelist"
+    # Without the flag the same fault excludes the node and retries (other kinds).
+    moved = decide(Case(verdict, [], SweepFacts(["n01", "n02"], [], 1), PolicyConfig()))
+    assert moved.act is Act.RETRY and moved.exclude == "n02"
+
+
+def test_preflight_reads_the_env_file_inventory_and_a_leftover_tune_block() -> None:
+    env = ('export XLA_FLAGS="${XLA_FLAGS} '
+           '--xla_gpu_all_gather_combine_threshold_bytes=1073741824"\n'
+           "# export NCCL_IGNORED=1\nexport NCCL_NCHANNELS_PER_NET_PEER=8\n")
+    assert adapter.inventory(env) == {"xla_gpu_all_gather_combine_threshold_bytes": "1073741824",
+                                      "NCCL_NCHANNELS_PER_NET_PEER": "8"}
+    assert adapter.train_env_leftover('case "${TUNE_PROFILE}" in\n  a) ;;\nesac\n')
+    assert not adapter.train_env_leftover("export NCCL_DEBUG=WARN\n")
+    inp = spec_of().inputs(adapter.deployed_of({"deployed": adapter.inventory(env)}))
+    assert [s.label for s in inp.deployed][1] == "NCCL_NCHANNELS_PER_NET_PEER=8"
+
+
+# --- gather from the store ------------------------------------------------------------------
+
+async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path) -> None:
+    spec = spec_of()
+    rec = await recorder(store, tmp_path, spec)
+    flag = "--xla_gpu_enable_pipelined_all_gather=true"
+    await rec.add(("baseline", params("baseline")), tgs=1000.0, loss=7.25)
+    await rec.add(("fast", params("fast", xla_flags=[flag])), tgs=1080.0)
+    await rec.add(("big", params("big")), klass="oom", detail="12.50GiB")
+    await rec.add(("typo", params("typo")), klass="unknown_flag", detail="xla_gpu_typo")
+    await rec.add(("flaky", params("flaky")), klass="rccl_flake")
+    await rec.add(("gone", params("gone")), klass="cancelled")
+    # The env file appended its own value after the profile's: last wins, the profile lost.
+    lost = f"{IMAGE_LINE} {flag} --xla_gpu_enable_pipelined_all_gather=false"
+    await rec.add(("lost", params("lost", xla_flags=[flag])), tgs=1100.0, xla_line=lost)
+    await rec.add(("nccl", params("nccl", env={"NCCL_NCHANNELS_PER_NET_PEER": "8"})),
+                  tgs=1001.0)
+    await rec.add(("waiting", params("waiting")), finish=False)
+    ctx = await rec.context()
+    got = {r.profile: r for r in gather.results(ctx.runs, ctx.jobs)}
+    assert "gone" not in got  # a cancel says nothing about the flags
+    base = got["baseline"]
+    assert (base.outcome, base.tgs, base.job_id, base.queue_s) == (Outcome.OK, 1000.0, "5001",
+                                                                   600.0)
+    assert base.loss == pytest.approx(7.25 + 1 - 14 / 15, abs=1e-3)
+    assert base.step_s == pytest.approx(statistics.fmean(2 + s / 100 for s in range(5, 15)))
+    assert got["fast"].outcome is Outcome.OK and got["nccl"].outcome is Outcome.OK
+    assert (got["big"].outcome, got["big"].detail) == (Outcome.OOM, "12.50GiB")
+    assert (got["typo"].outcome, got["typo"].detail) == (Outcome.UNKNOWN_FLAG, "xla_gpu_typo")
+    assert got["flaky"].outcome is Outcome.FLAKE
+    assert got["lost"].outcome is Outcome.NOT_APPLIED
+    assert got["lost"].detail == "xla_gpu_enable_pipelined_all_gather=false won over true"
+    assert got["waiting"].outcome is Outcome.PENDING and got["waiting"].wave == 2
+
+
+def test_the_log_reader_knows_both_unknown_flag_lines() -> None:
+    lines = ["parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: --xla_a=1 --xla_b=2",
+             "Unknown flag: --xla_c"]
+    assert gather.logread.unknown_flags(lines) == ("xla_a", "xla_b", "xla_c")
+
+
+async def test_the_planner_drops_an_unknown_flag_at_once_and_retries_a_flake(
+        store: Store, tmp_path: Path) -> None:
+    spec = spec_of()
+    rec = await recorder(store, tmp_path, spec)
+    for p in ("baseline", "evidence"):
+        await rec.add((p, params(p, wave=1)), tgs=1000.0)
+    await rec.add(("baseline", params("baseline", wave=1)), tgs=1001.0)
+    await rec.add(("fast", params("fast")), klass="unknown_flag", detail="xla_gpu_enable_x")
+    await rec.add(("slow", params("slow")), klass="rccl_flake")
+    decision = adapter.plan(spec, await rec.context())
+    assert isinstance(decision, list)
+    assert [(n.label, n.rule) for n in decision] == [("slow #2", "failure.flake_retry")]
+    assert decision[0].reason.startswith("wave 2: flake 1/3")
+
+
+# --- the report -------------------------------------------------------------------------
+
+async def recorded_sweep(store: Store, tmp_path: Path, spec: XlaTuningSpec,
+                         tgs: dict[str, list[float]]) -> Recorder:
+    rec = await recorder(store, tmp_path, spec)
+    for profile, values in tgs.items():
+        flags = ["--xla_gpu_enable_pipelined_all_gather=true"] if profile == "fast" else []
+        for value in values:
+            await rec.add((profile, params(profile, xla_flags=flags)), tgs=value)
+    await rec.add(("typo", params("typo")), klass="unknown_flag", detail="xla_gpu_typo")
+    return rec
+
+
+async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
+        store: Store, tmp_path: Path) -> None:
+    spec = spec_of()
+    rec = await recorded_sweep(store, tmp_path, spec, {
+        "baseline": [1000.0, 1004.0], "evidence": [990.0], "fast": [1080.0, 1086.0],
+        "slow": [980.0]})
+    await store.transition_sweep(rec.sweep_id, "running", "started")
+    await store.transition_sweep(rec.sweep_id, "done", "verdict", verdict={
+        "recipe": "fast", "reason": "fast confirmed >= +5% over baseline-deployed",
+        "rule": "stop.winner"})
+    sweep = await store.sweep(rec.sweep_id)
+    runs, jobs = await store.runs(rec.sweep_id), await store.jobs(rec.sweep_id)
+    out = report.write_tuning_md(tmp_path, sweep, runs, jobs)
+    assert out.name == "llama2-70b-tuning.md"
+    text = out.read_text()
+    sections = ["# llama2-70b XLA / NCCL tuning", "## TL;DR", "## Inventory (FSDP=8)",
+                "## Effect of llama2-70b.env.sh on FSDP=8", "## Tuning leaderboard (FSDP=8)",
+                "## Why the winning flag wins (FSDP=8)", "## Negative findings (FSDP=8)",
+                "## Recommended deployment (FSDP=8)", "## Appendix: data sources (FSDP=8)"]
+    for s in sections:
+        assert s in text, s
+    assert "- Date: " in text  # the header bullets: the tenth section
+    fast_jobs = [j for j in jobs if j.tgs in (1080.0, 1086.0)]
+    mean = statistics.fmean(j.tgs or 0.0 for j in fast_jobs)
+    base = statistics.fmean([1000.0, 1004.0])
+    ids = ", ".join(j.backend_id or "" for j in fast_jobs)
+    assert f"| 1 | fast ⭐ ({ids}) | `--xla_gpu_enable_pipelined_all_gather=true` | {mean:.1f}" \
+        in text
+    assert f"{mean / base - 1:+.2%}" in text
+    assert "- typo (5007): unknown flag (xla_gpu_typo)" in text
+    for j in jobs:
+        assert f"| {j.backend_id} |" in text
+    assert 'export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_enable_pipelined_all_gather=true"' in text
+    rows = report.report_json(sweep, runs, jobs)
+    assert rows["winner"] == "fast" and rows["leaderboard"][0]["tgs"] == mean
+    table = report.markdown(sweep, runs, jobs)
+    assert table.startswith("| Profile |")
+    assert f"| fast ⭐ | default | {mean:.1f} | 2 | {mean / base - 1:+.2%} ± " in table
+    png = report.plot(sweep, runs, jobs)
+    assert png is not None and png.startswith(b"\x89PNG")
+
+
+async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
+        store: Store, tmp_path: Path) -> None:
+    first = await recorded_sweep(store, tmp_path, spec_of(), {
+        "baseline": [1000.0, 1000.0], "fast": [1080.0, 1080.0], "slow": [1010.0]})
+    sweep = await store.sweep(first.sweep_id)
+    report.write_tuning_md(tmp_path, sweep, await store.runs(sweep.id), await store.jobs(sweep.id))
+    pp = spec_of(parallelism="PP=8")
+    second = await recorded_sweep(store, tmp_path, pp, {
+        "baseline": [900.0, 900.0], "fast": [850.0, 850.0], "slow": [945.0, 945.0]})
+    sweep2 = await store.sweep(second.sweep_id)
+    path = report.write_tuning_md(tmp_path, sweep2, await store.runs(sweep2.id),
+                                  await store.jobs(sweep2.id))
+    text = path.read_text()
+    assert text.count("# llama2-70b XLA / NCCL tuning") == 1
+    assert "## Inventory (FSDP=8)" in text and "## Inventory (PP=8)" in text
+    assert "## Sign flips vs other parallelisms" in text
+    assert "| fast | +8.00% | -5.56% | yes |" in text
+    assert "| slow | +1.00% | +5.00% |  |" in text
+
+
+# --- the engine on the simulated cluster ---------------------------------------------------
+
+async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_nodelist(
+        tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2867",
+                                                 "times": 1}])
+    config = sim_config(tmp_path, scenario)
+    spec = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": NODES,
+            "parallelism": "FSDP=8"}
+    code, lines = await run(config, spec)
+    assert code == EXIT_AWAITING_DECISION, lines
+    s = await open_store(config)
+    try:
+        sweep = (await s.sweeps())[0]
+        assert await s.exclusions(sweep.id, active_only=False) == []
+        jobs = await s.jobs(sweep.id)
+        assert all(j.nodes == NODES for j in jobs)  # never fewer nor other nodes
+        failed = [j for j in jobs if j.failure_class == "gpu_hardware"]
+        assert [j.failure_node for j in failed] == ["chi2867"]
+        stops = [e for e in await s.events(sweep.id) if e.rule == "fault.frozen_nodelist"]
+        assert stops and "HSA_STATUS_ERROR" in (stops[0].evidence or "")
+        message = next(e.reason for e in await s.events(sweep.id, kind="progress")
+                       if "STOP]" in e.reason)
+        assert message.startswith("[xla-tuning STOP] llama2-70b FSDP=8 sweep halted\n")
+        assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
+    finally:
+        await s.close()
