@@ -13,11 +13,13 @@ from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, shape_from_config
-from tests.slurm_cluster import MAXTEXT_FIXTURE
+from tests.simrun import open_store, perf_spec, run, write_scenario
+from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_env
+from tests.slurm_sweep import submit_sh_config
 from tests.test_api import NODES, SPEC, Api, api
 from tests.test_cli_client import Daemon, daemon, write_spec
 
-__all__ = ["api", "daemon"]   # the fixtures, used by name
+__all__ = ["api", "daemon", "slurm_env"]   # the fixtures, used by name
 
 LLAMA3_8B = """\
 base_config: base.yml
@@ -174,3 +176,25 @@ async def test_a_later_sweep_of_a_repo_model_starts_from_the_earlier_one(api: Ap
     assert status == 200, plan
     assert f"first probe {BATCH}=6: at the peak of sweep #{first}" in \
         plan["first_plan"]["runs"][0]["reason"]
+
+
+@pytest.mark.slurm
+async def test_a_repo_model_goes_to_submit_sh_by_its_config_name(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    """On the real Slurm cluster: the sweep is accepted, its first probe is aimed by the
+    config's shape, and submit.sh runs the job under that config. (The payload, the
+    simulated trainer, knows only the built-in models: it reports a config error, which
+    stops the sweep; that the job ran as llama3-8b is what is checked here.)"""
+    config = submit_sh_config(tmp_path, write_scenario(tmp_path, time_scale=0.004))
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863]", model="llama3-8b"))
+    store = await open_store(config)
+    try:
+        events = await store.events(1)
+        jobs = await store.jobs(1)
+    finally:
+        await store.close()
+    assert any("shape from configs/llama3-8b.gpu.yml" in (e.reason or "") for e in events), lines
+    assert jobs and jobs[0].backend_id is not None, lines
+    repo = config.cluster.slurm.repo
+    assert repo is not None and any((repo / "outputs").glob("*-JAX-llama3-8b-*.log"))
+    assert code != 0
