@@ -12,6 +12,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
 from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, shape_from_config
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_env
@@ -139,8 +140,21 @@ async def test_a_shape_given_with_the_spec_must_be_the_configs(api: Api) -> None
     assert (await api.call("POST", "/sweeps", json=stored))[0] == 201   # submitted again
     wrong = {**stored, "toolkit_shape": {**stored["toolkit_shape"], "layers": 80}}
     status, body = await api.call("POST", "/sweeps", json=wrong)
-    assert status == 422 and "toolkit_shape is read from configs/llama3-8b.gpu.yml" \
+    assert status == 422 and "toolkit_shape is set by sweepd from the toolkit's config, not " \
+        "given (configs/llama3-8b.gpu.yml gives {'name': 'llama3-8b'" in body["error"]
+    built_in = {**SPEC, "toolkit_shape": stored["toolkit_shape"]}
+    status, body = await api.call("POST", "/sweeps", json=built_in)
+    assert status == 422 and "(llama2-70b has a built-in shape); remove it" in body["error"]
+    status, body = await api.call("POST", "/sweeps", json={**wrong, "toolkit_shape": {"x": 1}})
+    assert status == 422 and "toolkit_shape is not a model shape: Field required" \
         in body["error"]
+
+
+def test_the_cli_passes_a_given_shape_on_for_the_daemon_to_judge() -> None:
+    shape = {"name": "llama3-8b", "params_b": 8.0, "active_b": 8.0, "layers": 32,
+             "d_model": 4096}
+    spec = parse_spec({**SPEC, "model": "llama3-8b", "toolkit_shape": shape}, client=True)
+    assert spec.model_dump(mode="json", exclude_unset=True)["toolkit_shape"]["layers"] == 32
 
 
 async def test_the_cli_leaves_a_model_it_does_not_know_to_the_daemon(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
 from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
@@ -36,22 +36,25 @@ class ModelPerfSpec(_Spec):
     def _toolkit_shape(cls, data: Any, info: ValidationInfo) -> Any:
         """Where the daemon knows the toolkit repo, a model it defines gets the shape its
         config gives, recorded in the spec so the planner needs no repo. A shape given
-        with the spec must be that one (a stored spec submitted again)."""
+        with the spec must be that one (a stored spec submitted again); the CLI passes it
+        on for the daemon to judge."""
+        if not isinstance(data, dict):
+            return data
+        given = _shape(data.get("toolkit_shape"))
+        data = data if given is None else {**data, "toolkit_shape": given}
         context = info.context or {}
-        if context.get("client") or not isinstance(data, dict) \
-                or not isinstance(data.get("model"), str):
+        if context.get("client") or not isinstance(data.get("model"), str):
             return data
         try:
             name, shape = find_model(data["model"], context.get("repo"))
         except UnknownModel:
             return data   # the model field's own validator says so, at its location
         derived = shape if shape is not None and name not in MODELS else None
-        given = data.get("toolkit_shape")
-        if isinstance(given, ModelShape):
-            given = asdict(given)
-        if given is not None and (derived is None or given != asdict(derived)):
-            raise ValueError(f"toolkit_shape is read from configs/{name}.gpu.yml, not given "
-                             f"(it gives {derived and asdict(derived)}); remove it")
+        if given is not None and given != derived:
+            where = (f"configs/{name}.gpu.yml gives {asdict(derived)}" if derived else
+                     f"{name} has {'a built-in shape' if name in MODELS else 'no config shape'}")
+            raise ValueError(f"toolkit_shape is set by sweepd from the toolkit's config, not "
+                             f"given ({where}); remove it")
         return {**data, "toolkit_shape": derived}
 
     @classmethod
@@ -107,6 +110,19 @@ class ModelPerfSpec(_Spec):
 
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N {self.parameter}"
+
+
+def _shape(raw: object) -> ModelShape | None:
+    """A shape given with a spec (JSON, as a stored spec holds it), checked field by field."""
+    if raw is None or isinstance(raw, ModelShape):
+        return raw
+    try:
+        return _SHAPE.validate_python(raw)
+    except ValidationError as e:
+        raise ValueError(f"toolkit_shape is not a model shape: {e.errors()[0]['msg']}") from None
+
+
+_SHAPE: TypeAdapter[ModelShape] = TypeAdapter(ModelShape)
 
 
 def _check_values(parameter: str, values: list[Scalar]) -> None:
