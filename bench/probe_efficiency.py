@@ -348,7 +348,7 @@ def main() -> None:
     parser.add_argument("--holdout-seed", type=int, default=99173)
     parser.add_argument("--noise", type=float, default=NOISE)
     args = parser.parse_args()
-    print(f"noise +-{args.noise:.0%} per measurement (uniform, fresh each run); "
+    print(f"noise +-{args.noise:.2%} per measurement (uniform, fresh each run); "
           f"max_runs {MAX_RUNS}")
     print(DEFINITION)
     cases = workload(args.curves, args.seed)

@@ -6,11 +6,21 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.app.service import Service
+from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
-from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.util.model_shapes import resolve_model, shape_from_config
+from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
+from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, shape_from_config
+from tests.simrun import open_store, perf_spec, run, write_scenario
+from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_env
+from tests.slurm_sweep import submit_sh_config
+from tests.test_api import NODES, SPEC, Api, api
+from tests.test_cli_client import Daemon, daemon, write_spec
+
+__all__ = ["api", "daemon", "slurm_env"]   # the fixtures, used by name
 
 LLAMA3_8B = """\
 base_config: base.yml
@@ -69,3 +79,136 @@ def test_a_model_without_a_shape_starts_small_and_lets_the_memory_line_do_the_re
     second = next_probe(space, [ran])
     assert second is not None and second.value == 24   # (176.7 - 30) / 6
     assert "largest predicted to fit: compiled memory" in second.why
+
+
+# -- accepted in submit.sh mode: the daemon's validation and the CLI's --------------------
+
+def test_find_model_takes_a_built_in_shape_then_the_repos_config() -> None:
+    assert find_model("70b", MAXTEXT_FIXTURE) == ("llama2-70b", resolve_model("llama2-70b"))
+    name, shape = find_model("llama3-8b", MAXTEXT_FIXTURE)
+    assert name == "llama3-8b" and shape is not None and shape.d_model == 4096
+    with pytest.raises(UnknownModel, match="nor is there a toolkit config "
+                       f"{MAXTEXT_FIXTURE}/configs/qwen9.gpu.yml"):
+        find_model("qwen9", MAXTEXT_FIXTURE)
+    with pytest.raises(UnknownModel, match="no toolkit repo to look in"):
+        find_model("llama3-8b", None)
+    with pytest.raises(UnknownModel, match="nor is there"):   # a name, never a path
+        find_model("../configs/llama3-8b", MAXTEXT_FIXTURE)
+
+
+def _submit_sh(service: Service, repo: Path | None) -> None:
+    """The daemon's config in submit.sh mode with `repo` (its backend stays the sim's)."""
+    engine = service.engine
+    cluster = engine.config.cluster
+    engine.config = engine.config.model_copy(update={"cluster": cluster.model_copy(update={
+        "backend": "slurm", "slurm": cluster.slurm.model_copy(
+            update={"mode": "submit_sh", "repo": repo})})})
+
+
+async def test_the_daemon_accepts_a_model_the_repo_configures_with_its_shape(
+        api: Api) -> None:
+    spec = {**SPEC, "model": "llama3-8b"}
+    status, body = await api.call("POST", "/sweeps", json=spec)
+    assert status == 422 and "no toolkit repo to look in" in body["error"]
+    _submit_sh(api.service, MAXTEXT_FIXTURE)
+    status, plan = await api.call("POST", "/validate", json=spec)
+    assert status == 200, plan
+    # The estimate from the config's shape: 8B over 64 GPUs, 8192 x 4096 x 32 x 12 B.
+    assert "params 0.2 GB" in plan["first_plan"]["runs"][0]["reason"]
+    assert "shape from configs/llama3-8b.gpu.yml" in plan["first_plan"]["runs"][0]["reason"]
+    status, body = await api.call("POST", "/sweeps", json=spec)
+    assert status == 201, body
+    stored = (await api.store.sweep(body["id"])).spec
+    assert stored["model"] == "llama3-8b" and stored["toolkit_shape"]["layers"] == 32
+
+
+async def test_the_daemon_refuses_a_model_nowhere_saying_where_it_looked(api: Api) -> None:
+    _submit_sh(api.service, MAXTEXT_FIXTURE)
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "qwen9"})
+    assert status == 422, body
+    assert body["details"][0]["loc"] == ["model"]
+    assert "unknown model 'qwen9'; known models: deepseek3-671b" in body["error"]
+    assert f"nor is there a toolkit config {MAXTEXT_FIXTURE}/configs/qwen9.gpu.yml" \
+        in body["error"]
+    assert (await api.call("GET", "/sweeps"))[1] == []
+
+
+async def test_a_shape_given_with_the_spec_must_be_the_configs(api: Api) -> None:
+    _submit_sh(api.service, MAXTEXT_FIXTURE)
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama3-8b"})
+    stored = (await api.store.sweep(body["id"])).spec
+    assert (await api.call("POST", "/sweeps", json=stored))[0] == 201   # submitted again
+    wrong = {**stored, "toolkit_shape": {**stored["toolkit_shape"], "layers": 80}}
+    status, body = await api.call("POST", "/sweeps", json=wrong)
+    assert status == 422 and "toolkit_shape is set by sweepd from the toolkit's config, not " \
+        "given (configs/llama3-8b.gpu.yml gives {'name': 'llama3-8b'" in body["error"]
+    built_in = {**SPEC, "toolkit_shape": stored["toolkit_shape"]}
+    status, body = await api.call("POST", "/sweeps", json=built_in)
+    assert status == 422 and "(llama2-70b has a built-in shape); remove it" in body["error"]
+    status, body = await api.call("POST", "/sweeps", json={**wrong, "toolkit_shape": {"x": 1}})
+    assert status == 422 and "toolkit_shape is not a model shape: Field required" \
+        in body["error"]
+
+
+def test_the_cli_passes_a_given_shape_on_for_the_daemon_to_judge() -> None:
+    shape = {"name": "llama3-8b", "params_b": 8.0, "active_b": 8.0, "layers": 32,
+             "d_model": 4096}
+    spec = parse_spec({**SPEC, "model": "llama3-8b", "toolkit_shape": shape}, client=True)
+    assert spec.model_dump(mode="json", exclude_unset=True)["toolkit_shape"]["layers"] == 32
+
+
+async def test_the_cli_leaves_a_model_it_does_not_know_to_the_daemon(
+        daemon: Daemon, tmp_path: Path) -> None:
+    _submit_sh(daemon.service, MAXTEXT_FIXTURE)
+    good = write_spec(tmp_path, f"kind: model-perf\nmodel: llama3-8b\nnodes: {NODES!r}\n")
+    code, out, err = await daemon.run("validate", good)
+    assert code == 0, err
+    assert "shape from configs/llama3-8b.gpu.yml" in out
+    code, out, _ = await daemon.run("submit", good)
+    assert code == 0 and out == "1\n"
+    bad = write_spec(tmp_path, f"kind: model-perf\nmodel: qwen9\nnodes: {NODES!r}\n", "b.yaml")
+    code, out, err = await daemon.run("submit", bad)
+    assert code != 0 and out == ""
+    assert f"{MAXTEXT_FIXTURE}/configs/qwen9.gpu.yml" in err
+
+
+async def test_a_later_sweep_of_a_repo_model_starts_from_the_earlier_one(api: Api) -> None:
+    """The prior is found from the stored spec alone (no repo needed to read it back)."""
+    _submit_sh(api.service, MAXTEXT_FIXTURE)
+    status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama3-8b"})
+    first = body["id"]
+    for value, outcome in ((6, "pass"), (7, "oom")):
+        run = await api.store.add_run(first, f"b={value}", {BATCH: value}, NODES, "t")
+        await api.store.transition_run(run.id, RunState.ACTIVE, "a")
+        await api.store.transition_run(run.id, RunState.PASSED if outcome == "pass"
+                                       else RunState.FAILED, "x", outcome=outcome,
+                                       tgs=900.0 if outcome == "pass" else None)
+    await api.store.transition_sweep(first, SweepState.RUNNING, "started")
+    await api.store.transition_sweep(first, SweepState.DONE, "done", verdict={
+        "best": 6, "tgs": 900.0, "settled": True, "nodes": 8})
+    status, plan = await api.call("POST", "/validate", json={**SPEC, "model": "llama3-8b"})
+    assert status == 200, plan
+    assert f"first probe {BATCH}=6: at the peak of sweep #{first}" in \
+        plan["first_plan"]["runs"][0]["reason"]
+
+
+@pytest.mark.slurm
+async def test_a_repo_model_goes_to_submit_sh_by_its_config_name(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    """On the real Slurm cluster: the sweep is accepted, its first probe is aimed by the
+    config's shape, and submit.sh runs the job under that config. (The payload, the
+    simulated trainer, knows only the built-in models: it reports a config error, which
+    stops the sweep; that the job ran as llama3-8b is what is checked here.)"""
+    config = submit_sh_config(tmp_path, write_scenario(tmp_path, time_scale=0.004))
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863]", model="llama3-8b"))
+    store = await open_store(config)
+    try:
+        events = await store.events(1)
+        jobs = await store.jobs(1)
+    finally:
+        await store.close()
+    assert any("shape from configs/llama3-8b.gpu.yml" in (e.reason or "") for e in events), lines
+    assert jobs and jobs[0].backend_id is not None, lines
+    repo = config.cluster.slurm.repo
+    assert repo is not None and any((repo / "outputs").glob("*-JAX-llama3-8b-*.log"))
+    assert code != 0

@@ -8,6 +8,7 @@ import importlib.metadata
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
@@ -39,7 +40,7 @@ class Service(Queries):
         self.last_pass_at: float | None = None
 
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
-        spec = parse_spec(data)  # raises SpecError with field-level errors
+        spec = parse_spec(data, self.toolkit_repo())  # SpecError with field-level errors
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
@@ -193,7 +194,7 @@ class Service(Queries):
     async def validate(self, data: Any) -> dict[str, Any]:
         """What a submit would do, without recording anything: the spec checked against
         this cluster, and the kind's first plan on an empty run list."""
-        spec = parse_spec(data)
+        spec = parse_spec(data, self.toolkit_repo())
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         kind = kind_of(spec.kind)
         facts = await self._gather(spec)
@@ -246,13 +247,18 @@ class Service(Queries):
                 "node_hours_basis": basis or "unknown: no time limit configured and no "
                                              "earlier job of this kind and model"}
 
+    def toolkit_repo(self) -> Path | None:
+        """The repo whose configs/<model>.gpu.yml define models (submit.sh mode), else None."""
+        slurm = self.engine.config.cluster.slurm
+        return slurm.repo if self.engine.config.cluster.backend == "slurm" \
+            and slurm.mode == "submit_sh" else None
+
     def models(self) -> dict[str, Any]:
         """The model shapes sweepd knows, and in submit.sh mode the repo's model configs."""
-        slurm = self.engine.config.cluster.slurm
+        repo = self.toolkit_repo()
         configs: list[str] | None = None
-        if self.engine.config.cluster.backend == "slurm" and slurm.mode == "submit_sh" \
-                and slurm.repo is not None:
-            configs = sorted(p.name for p in (slurm.repo / "configs").glob("*.gpu.yml"))
+        if repo is not None:
+            configs = sorted(p.name for p in (repo / "configs").glob("*.gpu.yml"))
         return {"models": [asdict(m) for m in MODELS.values()], "configs": configs}
 
 

@@ -17,7 +17,7 @@ from sweepd.app import foreground
 from sweepd.app.service import version
 from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
-from sweepd.kinds.registry import kind_of, kinds, load_spec_file
+from sweepd.kinds.registry import kind_of, kinds, parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs
@@ -49,7 +49,8 @@ def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path |
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = load_spec_file(args.spec)
+    # Its config's toolkit repo may define the model: the foreground daemon judges it.
+    spec = parse_spec(read_spec_file(args.spec), client=True)
     return _foreground(args, spec.model_dump(mode="json"), args.scenario)
 
 

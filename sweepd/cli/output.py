@@ -154,7 +154,8 @@ def client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc
 
 def load_spec(path: Path) -> Any:
     # Checked here first so a typo gets a clear answer without a daemon round trip.
-    return parse_spec(read_spec_file(path)).model_dump(mode="json", exclude_unset=True)
+    return parse_spec(read_spec_file(path), client=True).model_dump(mode="json",
+                                                                    exclude_unset=True)
 
 
 def print_spec_error(e: SpecError) -> None:

@@ -115,7 +115,10 @@ def kind_of(name: str) -> Kind:
         raise ValueError(f"unknown sweep kind {name!r}") from None
 
 
-def parse_spec(data: Any) -> SweepSpec:
+def parse_spec(data: Any, repo: Path | None = None, client: bool = False) -> SweepSpec:
+    """`repo`: the toolkit repo whose configs/<model>.gpu.yml define models beyond the
+    built-in shapes (submit.sh mode). `client`: checked by the CLI, which does not know the
+    daemon's repo, so a model it does not know is left to the daemon to judge."""
     if not isinstance(data, dict):
         raise SpecError("a spec must be a mapping with a `kind` field")
     kind = data.get("kind")
@@ -129,7 +132,7 @@ def parse_spec(data: Any) -> SweepSpec:
         what = f"unknown sweep kind {kind!r}, not one of {', '.join(sorted(known))}"
         raise SpecError(what, [{"loc": ["kind"], "msg": what}])
     try:
-        spec = model.model_validate(data)
+        spec = model.model_validate(data, context={"repo": repo, "client": client})
     except ValidationError as e:
         errors = [{"loc": list(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
                   for err in e.errors()]

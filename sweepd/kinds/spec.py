@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sweepd.monitor.steady import steady_window
 from sweepd.util.hostlists import collect_nodes, expand_nodes
@@ -77,11 +85,17 @@ class _Spec(BaseModel):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, v: str) -> str:
+    def _model(cls, v: str, info: ValidationInfo) -> str:
         try:
-            return resolve_model(v).name
+            return cls.known_model(v, info.context or {})
         except UnknownModel as e:
             raise ValueError(str(e)) from e
+
+    @classmethod
+    def known_model(cls, name: str, context: dict[str, Any]) -> str:
+        """The model's name as sweepd knows it (a kind may know more than the built-in
+        shapes); `context` is `parse_spec`'s (the toolkit repo, client or daemon)."""
+        return resolve_model(name).name
 
     @field_validator("nodes")
     @classmethod

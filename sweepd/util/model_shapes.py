@@ -7,6 +7,7 @@ simulated cluster. Sequence length and parallelism defaults follow the model con
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -60,6 +61,29 @@ def resolve_model(name: str) -> ModelShape:
     if not matches:
         raise UnknownModel(f"unknown model {name!r}; known models: {known}")
     raise UnknownModel(f"model {name!r} is ambiguous: {', '.join(sorted(matches))}")
+
+
+# A name submit.sh can take as `configs/<name>.gpu.yml`: no path, no option.
+_CONFIG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def find_model(name: str, repo: Path | None) -> tuple[str, ModelShape | None]:
+    """The model a spec names: a built-in shape (exact or a unique substring), else the
+    toolkit repo's `configs/<name>.gpu.yml` (submit.sh mode) with the shape it gives (None:
+    it gives none, so no memory estimate). Neither: UnknownModel naming where it looked."""
+    try:
+        shape = resolve_model(name)
+        return shape.name, shape
+    except UnknownModel as e:
+        builtin = str(e)
+    if repo is None:
+        raise UnknownModel(f"{builtin}; no toolkit repo to look in (a repo's "
+                           "configs/<model>.gpu.yml counts in submit.sh mode: "
+                           "cluster.slurm.repo)")
+    path = repo / "configs" / f"{name}.gpu.yml"
+    if not _CONFIG_NAME.match(name) or not path.is_file():
+        raise UnknownModel(f"{builtin}; nor is there a toolkit config {path}")
+    return name, shape_from_config(path)
 
 
 def shape_from_config(path: Path) -> ModelShape | None:

@@ -11,9 +11,8 @@ from sweepd.kinds.model_perf import plan as perf_plan
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import Kind, parse_spec
+from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import SpecError
-from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 if TYPE_CHECKING:
     from sweepd.store.store import Store
@@ -47,9 +46,11 @@ async def gather(store: Store, spec: ModelPerfSpec) -> dict[str, Any]:
 
 def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
     try:
-        other = parse_spec(raw)
-        same_model = resolve_model(other.model).name == resolve_model(spec.model).name
-    except (SpecError, UnknownModel, ValueError):
+        # As stored (no repo needed to read a toolkit model's spec); names were resolved
+        # when each was accepted.
+        other = ModelPerfSpec.from_stored(raw)
+        same_model = other.model == spec.model
+    except (SpecError, ValueError):
         return False   # a spec this version no longer reads is nothing to start from
     if not isinstance(other, ModelPerfSpec) or not same_model:
         return False

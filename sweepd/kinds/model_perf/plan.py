@@ -22,7 +22,6 @@ from sweepd.kinds.model_perf.search import (
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
 from sweepd.store.rows import Job, Run
-from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
 # Failures of a node, of the infrastructure or a person's cancel say nothing about the
@@ -109,9 +108,11 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         ordered = all(isinstance(v, int | float) for v in spec.values)
         values = tuple(sorted(spec.values) if ordered else spec.values)
         return SearchSpace(values, None, ordered), f"{len(values)} given values"
-    try:
-        model = resolve_model(spec.model)
-    except UnknownModel:
+    prior = ctx.extra.get("prior")
+    if prior:
+        return _from_prior(spec, prior)
+    model = spec.known_shape
+    if model is None:
         return _small_start(spec)
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
@@ -119,14 +120,12 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.prior_param_gb,
     )
-    prior = ctx.extra.get("prior")
-    if prior:
-        return _from_prior(spec, prior)
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
     why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
-           f" -> max ~{est.max_batch}")
+           f" -> max ~{est.max_batch}"
+           + (f" (shape from configs/{spec.model}.gpu.yml)" if spec.toolkit_shape else ""))
     return space, why
 
 

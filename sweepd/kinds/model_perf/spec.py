@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import asdict
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
 from sweepd.kinds.spec import Scalar, _Spec
-from sweepd.util.model_shapes import resolve_model
+from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
 
@@ -25,6 +26,48 @@ class ModelPerfSpec(_Spec):
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     mem_fraction: float | None = Field(default=None, gt=0, le=1)
     max_runs: int = Field(default=12, ge=1, le=200)
+    toolkit_shape: ModelShape | None = Field(
+        default=None,
+        description="set by sweepd: the shape the toolkit's configs/<model>.gpu.yml gave at "
+                    "acceptance, for a model with no built-in shape")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _toolkit_shape(cls, data: Any, info: ValidationInfo) -> Any:
+        """Where the daemon knows the toolkit repo, a model it defines gets the shape its
+        config gives, recorded in the spec so the planner needs no repo. A shape given
+        with the spec must be that one (a stored spec submitted again); the CLI passes it
+        on for the daemon to judge."""
+        if not isinstance(data, dict):
+            return data
+        given = _shape(data.get("toolkit_shape"))
+        data = data if given is None else {**data, "toolkit_shape": given}
+        context = info.context or {}
+        if context.get("client") or not isinstance(data.get("model"), str):
+            return data
+        try:
+            name, shape = find_model(data["model"], context.get("repo"))
+        except UnknownModel:
+            return data   # the model field's own validator says so, at its location
+        derived = shape if shape is not None and name not in MODELS else None
+        if given is not None and given != derived:
+            where = (f"configs/{name}.gpu.yml gives {asdict(derived)}" if derived else
+                     f"{name} has {'a built-in shape' if name in MODELS else 'no config shape'}")
+            raise ValueError(f"toolkit_shape is set by sweepd from the toolkit's config, not "
+                             f"given ({where}); remove it")
+        return {**data, "toolkit_shape": derived}
+
+    @classmethod
+    def known_model(cls, name: str, context: dict[str, Any]) -> str:
+        """A built-in shape or, in submit.sh mode, a model the toolkit repo has a config
+        for. The CLI does not know the daemon's repo: a name it does not know goes on to
+        the daemon, which decides."""
+        try:
+            return find_model(name, context.get("repo"))[0]
+        except UnknownModel:
+            if context.get("client"):
+                return name
+            raise
 
     @model_validator(mode="after")
     def _bounds(self) -> ModelPerfSpec:
@@ -50,11 +93,36 @@ class ModelPerfSpec(_Spec):
     def needed_nodes(self) -> int:
         """`min_nodes`, by default more than half the pinned nodes (and at least the
         model's own minimum): a search on fewer nodes is not the one that was asked for."""
-        return self.min_nodes or max(resolve_model(self.model).min_nodes,
+        shape = self.known_shape
+        return self.min_nodes or max(shape.min_nodes if shape else 1,
                                      len(self.node_list) // 2 + 1)
+
+    @property
+    def known_shape(self) -> ModelShape | None:
+        """The model's shape: the toolkit config's when it gave one, else the built-in one;
+        None: no shape is known (the search then starts small, with no estimate)."""
+        if self.toolkit_shape is not None:
+            return self.toolkit_shape
+        try:
+            return resolve_model(self.model)
+        except UnknownModel:
+            return None
 
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N {self.parameter}"
+
+
+def _shape(raw: object) -> ModelShape | None:
+    """A shape given with a spec (JSON, as a stored spec holds it), checked field by field."""
+    if raw is None or isinstance(raw, ModelShape):
+        return raw
+    try:
+        return _SHAPE.validate_python(raw)
+    except ValidationError as e:
+        raise ValueError(f"toolkit_shape is not a model shape: {e.errors()[0]['msg']}") from None
+
+
+_SHAPE: TypeAdapter[ModelShape] = TypeAdapter(ModelShape)
 
 
 def _check_values(parameter: str, values: list[Scalar]) -> None:
