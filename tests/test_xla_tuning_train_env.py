@@ -8,9 +8,12 @@ file and the `_env_` passthrough as the toolkit does, and prints the job's envir
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -279,3 +282,41 @@ def test_the_per_model_env_file_wins_over_an_arm(tmp_path: Path) -> None:
     # Without an env file setting it, the arm alone wins.
     env, lines, _ = job_env(repo, "llama2-70b", te.selector("mem95"))
     assert logread_applied([mem], effective(lines)) == (True, None)
+
+
+# ---- real Slurm: a submission freezes its own train_env.sh -------------------------------------
+
+
+def wait_for_summary(log: Path, limit_s: float = 60) -> list[str]:
+    deadline = time.monotonic() + limit_s
+    while not (log.exists() and "JOB SUMMARY" in log.read_text()):
+        assert time.monotonic() < deadline, f"no JOB SUMMARY in {log}"
+        time.sleep(0.3)
+    return log.read_text().splitlines()
+
+
+@pytest.mark.slurm
+def test_a_submitted_job_keeps_its_arm_when_the_file_changes(slurm_env: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    """submit.sh snapshots the repo: the arms a pending job was submitted with are the ones it
+    runs, whatever train_env.sh holds later (why sweepd only ever adds arms)."""
+    repo = toolkit(tmp_path, NCH8)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    train = f"bash {repo}/_train.sh {sys.executable} {repo}/fake_train.py"
+    passthrough = ["steps=2", te.selector("nch8")]
+    name = te.job_name_for("llama2-70b", None, passthrough)
+    res = subprocess.run(
+        [str(repo / "submit.sh"), "llama2-70b", "-N", "1", "-w", "chi2880", "--", *passthrough],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, **slurm_env, "SWEEPD_TRAIN_CMD": train, "XLA_FLAGS": IMAGE})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"JOB_NAME={name}" in res.stdout.splitlines()
+    assert te.clean(repo / "train_env.sh")  # the live file changes at once
+    assert te.apply(repo / "train_env.sh", te.arm("nch8", env={"NCCL_NCHANNELS_PER_NET_PEER": "2"}))
+    job_id = re.findall(r"Submitted batch job (\d+)", res.stdout)[-1]
+    lines = wait_for_summary(repo / "outputs" / f"{job_id}-{name}.log")
+    eff = effective(lines)
+    assert eff.env["NCCL_NCHANNELS_PER_NET_PEER"] == "8"
+    assert eff.xla_text == f"{IMAGE} {TOOLKIT}"
+    assert "0: env TUNE_PROFILE=nch8" in lines  # fake_train.py saw the passthrough
+    assert any(line.startswith("0: completed step: 1,") for line in lines)
