@@ -142,10 +142,31 @@ def test_blocks_sweepd_did_not_write_are_never_edited() -> None:
 
 @pytest.mark.parametrize("name", [
     "", "a b", "a;rm -rf ~", "$(id)", "`id`", "*", "a*", "x|y", "-x", "../x", "a/b", "a\nb",
-    "a'b", 'a"b', "a)b", "a(b", "@(x)", "x" * 101, "é"])
+    "a'b", 'a"b', "a)b", "a(b", "@(x)", "x" * 101, "é", "esac"])
 def test_hostile_profile_names_are_refused(name: str) -> None:
     with pytest.raises(te.TrainEnvError, match="not usable as a TUNE_PROFILE"):
         te.arm(name, ["--xla_a=1"])
+
+
+def test_shell_words_as_names_stay_literal(tmp_path: Path) -> None:
+    """Names that are shell words or hold case-pattern characters: the file still parses and
+    each arm matches its own name alone (bash decides, not a regex)."""
+    words = ["case", "do", "done", "elif", "else", "fi", "for", "function", "if", "in",
+             "select", "then", "time", "until", "while", "coproc", "a.b", "a+b", "a-b_c", "1"]
+    repo = toolkit(tmp_path, *(te.arm(w, [f"--xla_w{i}=1"]) for i, w in enumerate(words)))
+    for i, w in enumerate(words):
+        env, _, err = job_env(repo, "llama2-70b", te.selector(w))
+        assert env["XLA_FLAGS"].endswith(f"{TOOLKIT} --xla_w{i}=1") and err == ""
+    _, _, err = job_env(repo, "llama2-70b", te.selector("aXb"))  # `.` is no wildcard
+    assert "unknown TUNE_PROFILE='aXb'" in err
+
+
+def test_a_text_that_does_not_parse_is_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "train_env.sh"
+    path.write_text("if true; then\n")  # the person's file is already broken
+    with pytest.raises(te.TrainEnvError, match="would not parse, nothing written"):
+        te.apply(path, AG512)
+    assert path.read_text() == "if true; then\n"
 
 
 @pytest.mark.parametrize(("flags", "env"), [

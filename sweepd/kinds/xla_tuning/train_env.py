@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,8 @@ _FLAG = re.compile(rf"--[A-Za-z][A-Za-z0-9_]*(=(?:{_VALUE}|''))?")
 _ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
 _ENV_VALUE = re.compile(_VALUE)
 _RESERVED = frozenset({"XLA_FLAGS", SELECTOR, "TUNE_FLAGS", "EXTRACTED_ENV_MAP"})
+# `esac)` as a case pattern ends the case block: the file would no longer parse.
+_BAD_NAMES = frozenset({"esac"})
 _FOREIGN_CASE = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
 
 _XLA_TOP = [
@@ -95,10 +99,10 @@ class Arm:
 def arm(name: str, xla_flags: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Arm:
     """A checked arm: a name, flags and env vars that are literal in the file, the case
     pattern, the job name and its log path; anything else is refused, naming it."""
-    if not _NAME.fullmatch(name):
+    if not _NAME.fullmatch(name) or name in _BAD_NAMES:
         raise TrainEnvError(
             f"profile name {name!r} is not usable as a TUNE_PROFILE: use 1-100 characters "
-            "of A-Z a-z 0-9 _ . + - (starting with a letter or digit)")
+            "of A-Z a-z 0-9 _ . + - (starting with a letter or digit), not 'esac'")
     for flag in xla_flags:
         if not _FLAG.fullmatch(flag):
             raise TrainEnvError(
@@ -398,24 +402,36 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def check_syntax(text: str) -> None:
+    """`bash -n` on the text (skipped where bash is missing): every job of the checkout sources
+    this file, so a text that does not parse is never written."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    res = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True,
+                         timeout=30, check=False)
+    if res.returncode != 0:
+        raise TrainEnvError(f"train_env.sh would not parse, nothing written: {res.stderr.strip()}")
+
+
+def _rewrite(path: Path, new: str, old: str) -> bool:
+    if new == old:
+        return False
+    check_syntax(new)
+    write_atomic(path, new)
+    return True
+
+
 def apply(path: Path, a: Arm) -> bool:
     """Add the arm to the file; True when the file changed (False: the arm was there)."""
     text = path.read_text(encoding="utf-8")
-    new = add_arm(text, a)
-    if new == text:
-        return False
-    write_atomic(path, new)
-    return True
+    return _rewrite(path, add_arm(text, a), text)
 
 
 def clean(path: Path) -> bool:
     """Remove sweepd's blocks from the file (offered to the person, never done unasked)."""
     text = path.read_text(encoding="utf-8")
-    new = remove_arms(text)
-    if new == text:
-        return False
-    write_atomic(path, new)
-    return True
+    return _rewrite(path, remove_arms(text), text)
 
 
 def leftover(path: Path) -> str:
