@@ -1,0 +1,438 @@
+"""submit.sh mode: how a profile reaches its job through the toolkit's `train_env.sh`.
+
+xla-tuning.SKILL.md ("train_env.sh editing pattern"): two `case "${TUNE_PROFILE}"` blocks at
+the end of `train_env.sh`, the XLA-flags block (its arms append to `TUNE_FLAGS`, then to the
+inherited `XLA_FLAGS`, never composing it from scratch) and, after it and after every NCCL
+export of the file, the post-NCCL block (its arms `export K=V`). A job picks its arm with the
+passthrough `_env_TUNE_PROFILE=<name>`, read early as `${EXTRACTED_ENV_MAP[TUNE_PROFILE]}`.
+Each submission freezes its own copy of the file, so arms are only ever added while jobs are
+pending: an arm of the same name with other content is an error, never an overwrite.
+
+Everything here is pure text in, text out, except `write_atomic`, `apply` and `leftover`.
+sweepd's two blocks end with marker lines so that they, and only they, can be listed and
+removed; a TUNE_PROFILE block sweepd did not write is refused, never edited.
+
+The layering that decides what wins (xla-tuning-facts.md, "How settings reach a job"):
+`train_env.sh` -> `configs/<model>.env.sh` (sourced after it) -> `_env_K=V` (re-exported
+after both). An env var the per-model file also sets wins over the post-NCCL arm: its
+passthrough `_env_K=V` wins instead (`placement`). An XLA flag the per-model file appends
+comes after the arm's and wins; nothing in `train_env.sh` can beat it (`Placement.lost`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweepd.util.jobname import JobNameTooLong, job_name
+
+XLA_HEADER = "# ---- TUNE_PROFILE ----"
+ENV_HEADER = "# ---- TUNE_PROFILE: post-NCCL overrides ----"
+XLA_END = "# ---- end TUNE_PROFILE (written by sweepd) ----"
+ENV_END = "# ---- end TUNE_PROFILE: post-NCCL overrides (written by sweepd) ----"
+BASELINE = "baseline"
+SELECTOR = "TUNE_PROFILE"
+
+# Names and values go into the file unquoted or inside double quotes, into case patterns,
+# into the job name and its log path: only characters that are literal in all of them.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+_VALUE = r"[A-Za-z0-9_.,:+/@%=-]*"
+_FLAG = re.compile(rf"--[A-Za-z][A-Za-z0-9_]*(=(?:{_VALUE}|''))?")
+_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+_ENV_VALUE = re.compile(_VALUE)
+_RESERVED = frozenset({"XLA_FLAGS", SELECTOR, "TUNE_FLAGS", "EXTRACTED_ENV_MAP"})
+# `esac)` as a case pattern ends the case block: the file would no longer parse.
+_BAD_NAMES = frozenset({"esac"})
+_FOREIGN_CASE = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
+
+_XLA_TOP = [
+    XLA_HEADER,
+    'TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"',
+    'TUNE_FLAGS=""',
+    'case "${TUNE_PROFILE}" in',
+    "    baseline) ;;  # no-op; inherits configs/<MODEL_TAG>.env.sh as-is",
+]
+_XLA_BOTTOM = [
+    "    *)",
+    "        echo \"[train_env.sh] WARNING: unknown TUNE_PROFILE='$TUNE_PROFILE'\" >&2",
+    "        ;;",
+    "esac",
+    'if [[ -n "$TUNE_FLAGS" ]]; then',
+    '    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }${TUNE_FLAGS# }"',
+    "    export XLA_FLAGS",
+    "fi",
+    XLA_END,
+]
+_ENV_TOP = [ENV_HEADER, 'case "${TUNE_PROFILE:-}" in']
+_ENV_BOTTOM = ["esac", ENV_END]
+
+_ARM_EMPTY = re.compile(r"    (\S+)\) ;;")
+_ARM_OPEN = re.compile(r"    (\S+)\)")
+_ARM_FLAG = re.compile(r'        TUNE_FLAGS\+=" (\S+)"')
+_ARM_EXPORT = re.compile(r"        export ([A-Z_][A-Z0-9_]*)=(\S*)")
+_ARM_CLOSE = "        ;;"
+
+
+class TrainEnvError(ValueError):
+    """train_env.sh cannot take this arm as asked; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One profile's arms: the XLA flags it appends and the env vars it exports."""
+
+    name: str
+    xla_flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        parts = [*self.xla_flags, *(f"{k}={v}" for k, v in self.env)]
+        return f"{self.name}: {' '.join(parts) or '(no-op)'}"
+
+
+def arm(name: str, xla_flags: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Arm:
+    """A checked arm: a name, flags and env vars that are literal in the file, the case
+    pattern, the job name and its log path; anything else is refused, naming it."""
+    if not _NAME.fullmatch(name) or name in _BAD_NAMES:
+        raise TrainEnvError(
+            f"profile name {name!r} is not usable as a TUNE_PROFILE: use 1-100 characters "
+            "of A-Z a-z 0-9 _ . + - (starting with a letter or digit), not 'esac'")
+    for flag in xla_flags:
+        if not _FLAG.fullmatch(flag):
+            raise TrainEnvError(
+                f"profile {name}: XLA flag {flag!r} is refused: a flag is --name[=value] with "
+                "a value of A-Z a-z 0-9 _ . , : + / @ % = - (or '')")
+    pairs = tuple((env or {}).items())
+    for key, value in pairs:
+        _check_env(name, key, value)
+    if name == BASELINE and (xla_flags or pairs):
+        # The block's default: every job that names no profile runs it, so it stays a no-op.
+        raise TrainEnvError("profile baseline is the config as deployed and the arm of every "
+                            "job that names no TUNE_PROFILE: it takes no XLA flags or env vars "
+                            "(pass a run-wide env var as _env_K=V)")
+    return Arm(name, tuple(xla_flags), pairs)
+
+
+def _check_env(name: str, key: str, value: str) -> None:
+    if not _ENV_KEY.fullmatch(key) or key in _RESERVED:
+        raise TrainEnvError(
+            f"profile {name}: env var {key!r} is refused: use an UPPER_CASE name other "
+            f"than {', '.join(sorted(_RESERVED))}")
+    if not _ENV_VALUE.fullmatch(value):
+        raise TrainEnvError(
+            f"profile {name}: {key}={value!r} is refused: a value is A-Z a-z 0-9 "
+            "_ . , : + / @ % = -")
+
+
+# ---- reading the file ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """sweepd's two blocks in a text: their line spans [start, end] and their arms."""
+
+    xla: tuple[int, int]
+    env: tuple[int, int]
+    arms: tuple[Arm, ...]
+
+
+def _span(lines: list[str], header: str, end: str) -> tuple[int, int] | None:
+    starts = [i for i, line in enumerate(lines) if line == header]
+    ends = [i for i, line in enumerate(lines) if line == end]
+    if not starts and not ends:
+        return None
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise TrainEnvError(
+            f"train_env.sh: sweepd's block {header!r} is not whole (its header or its end "
+            f"line {end!r} is missing or repeated): edited by hand? sweepd will not touch it")
+    return starts[0], ends[0]
+
+
+def _parse_arms(body: list[str], what: str) -> list[tuple[str, list[str]]]:
+    """The arms of one block body as (name, body lines)."""
+    out: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(body):
+        if m := _ARM_EMPTY.fullmatch(body[i]):
+            out.append((m.group(1), []))
+            i += 1
+            continue
+        m = _ARM_OPEN.fullmatch(body[i])
+        close = body.index(_ARM_CLOSE, i) if _ARM_CLOSE in body[i:] else -1
+        if m is None or close < 0:
+            raise TrainEnvError(f"train_env.sh: {what} line {body[i]!r} is not an arm sweepd "
+                                "wrote: edited by hand? sweepd will not touch it")
+        out.append((m.group(1), body[i + 1:close]))
+        i = close + 1
+    return out
+
+
+def _xla_arms(lines: list[str], span: tuple[int, int]) -> dict[str, tuple[str, ...]]:
+    body = lines[span[0] + len(_XLA_TOP):span[1] + 1 - len(_XLA_BOTTOM)]
+    out: dict[str, tuple[str, ...]] = {}
+    for name, rows in _parse_arms(body, "the TUNE_PROFILE block's"):
+        flags = [_ARM_FLAG.fullmatch(r) for r in rows]
+        if not all(flags):
+            raise TrainEnvError(f"train_env.sh: arm {name} of the TUNE_PROFILE block holds "
+                                "lines sweepd did not write: edited by hand?")
+        out[name] = tuple(f.group(1) for f in flags if f)
+    return out
+
+
+def _env_arms(lines: list[str], span: tuple[int, int]) -> dict[str, tuple[tuple[str, str], ...]]:
+    body = lines[span[0] + len(_ENV_TOP):span[1] + 1 - len(_ENV_BOTTOM)]
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for name, rows in _parse_arms(body, "the post-NCCL block's"):
+        exports = [_ARM_EXPORT.fullmatch(r) for r in rows]
+        if not all(exports):
+            raise TrainEnvError(f"train_env.sh: arm {name} of the post-NCCL block holds lines "
+                                "sweepd did not write: edited by hand?")
+        out[name] = tuple((e.group(1), e.group(2)) for e in exports if e)
+    return out
+
+
+def _blocks(lines: list[str]) -> _Blocks | None:
+    xla = _span(lines, XLA_HEADER, XLA_END)
+    env = _span(lines, ENV_HEADER, ENV_END)
+    if xla is None and env is None:
+        return None
+    if xla is None or env is None or env[0] < xla[1]:
+        raise TrainEnvError("train_env.sh: sweepd's TUNE_PROFILE blocks are not both there, "
+                            "XLA block first: edited by hand? sweepd will not touch them")
+    flags, envs = _xla_arms(lines, xla), _env_arms(lines, env)
+    if strays := sorted(set(envs) - set(flags)):
+        raise TrainEnvError(f"train_env.sh: post-NCCL arms without an XLA-block arm: {strays}")
+    arms = tuple(Arm(n, f, envs.get(n, ())) for n, f in flags.items())
+    if _render(arms) != lines[xla[0]:xla[1] + 1] + lines[env[0]:env[1] + 1]:
+        raise TrainEnvError("train_env.sh: sweepd's TUNE_PROFILE blocks were edited by hand; "
+                            "sweepd will not rewrite them")
+    return _Blocks(xla, env, arms)
+
+
+def _check_foreign(lines: list[str], found: _Blocks | None) -> None:
+    """A TUNE_PROFILE case block outside sweepd's own is a person's: refuse to add to it."""
+    own: set[int] = set()
+    if found is not None:
+        own = {*range(found.xla[0], found.xla[1] + 1), *range(found.env[0], found.env[1] + 1)}
+    for i, line in enumerate(lines):
+        if i not in own and _FOREIGN_CASE.match(line):
+            raise TrainEnvError(
+                f"train_env.sh line {i + 1} has a TUNE_PROFILE block sweepd did not write "
+                f"({line.strip()!r}): remove it or finish that sweep first")
+
+
+def arms(text: str) -> tuple[Arm, ...]:
+    """sweepd's arms in a train_env.sh text, in the order they were added (the built-in
+    no-op baseline arm left out)."""
+    found = _blocks(text.splitlines())
+    return () if found is None else found.arms
+
+
+# ---- writing the blocks ----------------------------------------------------------------
+
+
+def _render(all_arms: Sequence[Arm]) -> list[str]:
+    xla = list(_XLA_TOP)
+    env = list(_ENV_TOP)
+    for a in all_arms:
+        xla += _arm_lines(a.name, [f'TUNE_FLAGS+=" {f}"' for f in a.xla_flags])
+        if a.env:
+            env += _arm_lines(a.name, [f"export {k}={v}" for k, v in a.env])
+    return xla + _XLA_BOTTOM + env + _ENV_BOTTOM
+
+
+def _arm_lines(name: str, rows: list[str]) -> list[str]:
+    if not rows:
+        return [f"    {name}) ;;"]
+    return [f"    {name})", *(f"        {r}" for r in rows), _ARM_CLOSE]
+
+
+def add_arm(text: str, new: Arm) -> str:
+    """`text` with `new`'s arms in sweepd's blocks, creating both at the end of the file when
+    absent (the XLA block, then the post-NCCL block after every NCCL export). The same arm
+    already there leaves the text as it is; the same name with other content is refused."""
+    lines = text.splitlines()
+    found = _blocks(lines)
+    _check_foreign(lines, found)
+    old = list(found.arms) if found else []
+    same = next((a for a in old if a.name == new.name), None)
+    if same == new or new == Arm(BASELINE):
+        return text
+    if same is not None:
+        raise TrainEnvError(
+            f"train_env.sh already has an arm {new.name!r} with other content "
+            f"({same.describe()}; asked: {new.describe()}): arms of pending jobs must not "
+            "change, so give the new profile another name")
+    rendered = _render([*old, new])
+    if found is None:  # no blank line before them: removing them gives the file back
+        return "\n".join([*lines, *rendered]) + "\n"
+    cut = rendered.index(XLA_END) + 1
+    (xs, xe), (es, ee) = found.xla, found.env
+    out = lines[:xs] + rendered[:cut] + lines[xe + 1:es] + rendered[cut:] + lines[ee + 1:]
+    return "\n".join(out) + "\n"
+
+
+def remove_arms(text: str) -> str:
+    """`text` without sweepd's two blocks, the rest of the file line for line; a file without
+    them comes back unchanged."""
+    lines = text.splitlines()
+    found = _blocks(lines)
+    if found is None:
+        return text
+    (xs, xe), (es, ee) = found.xla, found.env
+    out = lines[:xs] + lines[xe + 1:es] + lines[ee + 1:]
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def describe(text: str, path: str = "train_env.sh") -> str:
+    """What sweepd left in the file, for the person at the end of a sweep."""
+    left = arms(text)
+    if not left and _blocks(text.splitlines()) is None:
+        return f"{path}: no TUNE_PROFILE blocks of sweepd's"
+    lines = [f"{path} still holds sweepd's two TUNE_PROFILE blocks ({len(left)} arms); they "
+             "do nothing unless a job passes _env_TUNE_PROFILE=<name>, and the next sweep's "
+             "pre-flight refuses them until they are removed:"]
+    lines += [f"  {a.describe()}" for a in left]
+    return "\n".join(lines)
+
+
+# ---- what wins, and the job name ------------------------------------------------------
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)(\+?=)(.*)$")
+_FLAG_IN = re.compile(r"--([A-Za-z][A-Za-z0-9_]*)=(\S+?)[\"']?(?=[\s\"']|$)")
+
+
+@dataclass(frozen=True)
+class Override:
+    """A setting of the arm that the per-model env file also sets, after train_env.sh."""
+
+    key: str          # the flag's name without dashes, or the env var
+    xla: bool         # an XLA flag (else an env var)
+    arm_value: str
+    file_value: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a profile's settings win: the arm for train_env.sh, the passthrough args the
+    submission carries (`_env_TUNE_PROFILE=<name>`, then `_env_K=V` for each env var the
+    per-model file would override), and the XLA flags nothing in train_env.sh can win."""
+
+    arm: Arm
+    passthrough: tuple[str, ...]
+    lost: tuple[Override, ...]
+
+
+def env_file_settings(env_file: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(XLA flags appended, env vars set) by a per-model env file, last wins; comments skipped."""
+    flags: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for line in env_file.splitlines():
+        m = _ASSIGN.match(line.split(" #", 1)[0])
+        if m is None:
+            continue
+        key, value = m.group(1), m.group(3).strip()
+        if key == "XLA_FLAGS":
+            flags.update(_FLAG_IN.findall(value))
+        else:
+            env[key] = value.strip("\"'")
+    return flags, env
+
+
+def overrides(env_file: str, a: Arm) -> tuple[Override, ...]:
+    """The arm's settings the per-model env file sets too: there the file wins (sourced later)."""
+    flags, env = env_file_settings(env_file)
+    out = []
+    for flag in a.xla_flags:
+        key, _, value = flag.lstrip("-").partition("=")
+        if key in flags:
+            out.append(Override(key, True, value, flags[key]))
+    out += [Override(k, False, v, env[k]) for k, v in a.env if k in env]
+    return tuple(out)
+
+
+def placement(a: Arm, env_file: str | None) -> Placement:
+    """The arm for train_env.sh and the passthrough that makes the rest win: an env var the
+    per-model file sets is also passed as `_env_K=V` (re-exported after the file)."""
+    found = overrides(env_file, a) if env_file else ()
+    passthrough = [selector(a.name)]
+    passthrough += [f"_env_{o.key}={o.arm_value}" for o in found if not o.xla]
+    return Placement(a, tuple(passthrough), tuple(o for o in found if o.xla))
+
+
+def selector(name: str) -> str:
+    return f"_env_{SELECTOR}={name}"
+
+
+def job_name_for(model: str, tag: str | None, passthrough: Sequence[str]) -> str:
+    """The job name submit.sh will build (passthrough appended to the tag), checked against
+    the 243-byte limit with an error that names the profile selector's share."""
+    try:
+        return job_name(model, tag, passthrough)
+    except JobNameTooLong as exc:
+        profile = next((p for p in passthrough if p.startswith(f"_env_{SELECTOR}=")), None)
+        hint = f"; shorten the profile's name ({profile})" if profile else ""
+        raise TrainEnvError(f"{exc}{hint}") from exc
+
+
+# ---- the file ---------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace the file's content at once (temp file + rename beside it), keeping its mode;
+    a symlink is followed, so the link stays."""
+    target = path.resolve()
+    mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".sweepd", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_syntax(text: str) -> None:
+    """`bash -n` on the text (skipped where bash is missing): every job of the checkout sources
+    this file, so a text that does not parse is never written."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    res = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True,
+                         timeout=30, check=False)
+    if res.returncode != 0:
+        raise TrainEnvError(f"train_env.sh would not parse, nothing written: {res.stderr.strip()}")
+
+
+def _rewrite(path: Path, new: str, old: str) -> bool:
+    if new == old:
+        return False
+    check_syntax(new)
+    write_atomic(path, new)
+    return True
+
+
+def apply(path: Path, a: Arm) -> bool:
+    """Add the arm to the file; True when the file changed (False: the arm was there)."""
+    text = path.read_text(encoding="utf-8")
+    return _rewrite(path, add_arm(text, a), text)
+
+
+def clean(path: Path) -> bool:
+    """Remove sweepd's blocks from the file (offered to the person, never done unasked)."""
+    text = path.read_text(encoding="utf-8")
+    return _rewrite(path, remove_arms(text), text)
+
+
+def leftover(path: Path) -> str:
+    return describe(path.read_text(encoding="utf-8"), str(path))
