@@ -23,7 +23,7 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
-from sweepd.store.rows import Run, Sweep
+from sweepd.store.rows import Run, RunParams, Sweep
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
@@ -203,7 +203,8 @@ def test_an_oom_far_above_the_estimate_bounds_the_search() -> None:
 def _run(seq: int, batch: int, outcome: str | None, tgs: float | None = None,
          failure: str | None = None, nodes: str = "chi[1-4]") -> Run:
     return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
-               params_json=json.dumps({"per_device_batch_size": batch}), nodes=nodes,
+               params_json=RunParams(overrides={"per_device_batch_size": batch}).to_json(),
+               nodes=nodes,
                state=RunState.PASSED if outcome == "pass" else RunState.FAILED,
                outcome=outcome, tgs=tgs, mfu=None, failure_class=failure, detail=None,
                not_before=None)
@@ -220,14 +221,15 @@ def test_a_node_fault_is_not_the_values_upper_bound() -> None:
                        gpu_memory_gib=192)
     assert [p.value for p in probes(spec, ctx)] == [8]
     new = plan(spec, ctx)
-    assert isinstance(new, list) and new[0].params == {"per_device_batch_size": 12}
+    assert isinstance(new, list) and new[0].params.overrides == {"per_device_batch_size": 12}
     # An OOM does bound it.
     oom = SweepContext(runs=[_run(1, 12, "oom"), _run(2, 8, "pass", 1000.0)],
                        nodes=["chi1", "chi2", "chi3", "chi4"], prior_param_gb=None,
                        gpu_memory_gib=192)
     after_oom = plan(spec, oom)
     assert isinstance(after_oom, list)
-    assert [n.params for n in after_oom] == [{"per_device_batch_size": 4}]   # never 12 or 16
+    # never 12 or 16
+    assert [n.params.overrides for n in after_oom] == [{"per_device_batch_size": 4}]
     # Spoiled runs still count against max_runs.
     capped = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                          "values": [4, 8, 12, 16], "max_runs": 2})
@@ -258,7 +260,7 @@ def test_after_an_exclusion_the_search_starts_over_keeping_only_ooms_from_more_n
                          gpu_memory_gib=192)
     assert [(p.value, p.outcome) for p in probes(spec, three)] == [(12, Outcome.OOM)]
     again = plan(spec, three)
-    assert isinstance(again, list) and again[0].params == {"per_device_batch_size": 8}
+    assert isinstance(again, list) and again[0].params.overrides == {"per_device_batch_size": 8}
     assert "runs on other node counts are not compared" in again[0].reason
     # A pass on fewer nodes says nothing about more: memory per GPU is lower there.
     small = [_run(1, 8, "pass", 1000.0, nodes="chi[1-3]")]

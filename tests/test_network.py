@@ -3,7 +3,6 @@ cluster with a known bad link and a known slow NIC."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome
-from sweepd.store.rows import Run
+from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
@@ -59,8 +58,9 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
     first = plan(spec, _ctx([], node_perf=perf))
     assert isinstance(first, list) and len(first) == 1
     assert list(first[0].nodes) == expand_nodes(NODES)
-    assert first[0].params == {"dataset_type": "synthetic", "_expected_tgs": 1225.0,
-                               "_expected_source": "node perf sweep 4 (median, 1 node)"}
+    assert first[0].params == RunParams(
+        overrides={"dataset_type": "synthetic"},
+        expected=Expected(tgs=1225.0, source="node perf sweep 4 (median, 1 node)"))
     whole = _run(1, NODES, 1225 * 0.97 ** 3)  # as expected for 8 nodes: done, healthy
     done = plan(spec, _ctx([whole], node_perf=perf))
     assert isinstance(done, Finished) and done.verdict["faults"] == []
@@ -77,9 +77,9 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
 
 def _recorded(i: int, nodes: str, tgs: float | None, ref: float | None) -> Run:
     run = _run(i, nodes, tgs)
-    params = {"dataset_type": "synthetic", "_expected_tgs": ref,
-              "_expected_source": f"recorded {ref}"}
-    return replace(run, params_json=json.dumps(params))
+    params = RunParams(overrides={"dataset_type": "synthetic"},
+                       expected=Expected(tgs=ref, source=f"recorded {ref}"))
+    return replace(run, params_json=params.to_json())
 
 
 def test_the_reference_is_the_one_recorded_with_the_first_run() -> None:

@@ -271,6 +271,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         return {"finished": plan.summary, "ok": plan.ok}
     if isinstance(plan, Stop):
         return {"stop": plan.reason, "rule": plan.rule}
-    return {"runs": [{"label": r.label, "params": r.params, "nodes": collect_nodes(list(r.nodes)),
-                      "node_count": len(r.nodes), "reason": r.reason, "rule": r.rule}
+    return {"runs": [{"label": r.label,
+                      "params": r.params.model_dump(mode="json", exclude_defaults=True),
+                      "nodes": collect_nodes(list(r.nodes)), "node_count": len(r.nodes),
+                      "reason": r.reason, "rule": r.rule}
                      for r in plan]}

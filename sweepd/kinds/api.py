@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweepd.store.rows import Job, Run
+from sweepd.store.rows import Job, Run, RunParams
 
 
 class GatherError(ValueError):
@@ -17,7 +17,7 @@ class GatherError(ValueError):
 @dataclass(frozen=True)
 class NewRun:
     label: str
-    params: dict[str, Any]
+    params: RunParams
     nodes: Sequence[str]
     reason: str
     rule: str

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from sweepd.kinds.api import Plan, SweepContext
 from sweepd.kinds.spec import SpecError, control_errors, joined
-from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.rows import Job, Run, RunParams, Sweep
 
 if TYPE_CHECKING:
     from sweepd.config import Config
@@ -66,7 +66,7 @@ class Kind:
     gather: Gather = _nothing
     # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
     # configured repo. Called before every submission; must be idempotent.
-    workdir: Callable[[Any, dict[str, Any], Path], Awaitable[Path | None]] | None = None
+    workdir: Callable[[Any, RunParams, Path], Awaitable[Path | None]] | None = None
     # Removes what `workdir` made, once the sweep has ended (done, failed or aborted);
     # returns what it removed. Takes the spec and the sweep's directory.
     release: Callable[[Any, Path], Awaitable[list[Path]]] | None = None

@@ -28,7 +28,7 @@ from sweepd.core.states import (
     sources,
 )
 from sweepd.store.migrate import latest_version, migrate
-from sweepd.store.rows import Event, Exclusion, Job, Run, SignalRow, StepRow, Sweep
+from sweepd.store.rows import Event, Exclusion, Job, Run, RunParams, SignalRow, StepRow, Sweep
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -270,7 +270,7 @@ class Store:
     # -- runs --------------------------------------------------------------------------
 
     async def add_run(
-        self, sweep_id: int, label: str, params: Mapping[str, Any], nodes: str, reason: str,
+        self, sweep_id: int, label: str, params: RunParams, nodes: str, reason: str,
         rule: str | None = None,
     ) -> Run:
         async with self.tx() as conn:
@@ -281,7 +281,7 @@ class Store:
             seq = int(row[0]) if row else 1
             c = await conn.execute(
                 "INSERT INTO runs (sweep_id, seq, label, params_json, nodes) VALUES (?,?,?,?,?)",
-                (sweep_id, seq, label, json.dumps(params, sort_keys=True), nodes),
+                (sweep_id, seq, label, params.to_json(), nodes),
             )
             run_id = int(c.lastrowid or 0)
             await self._event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,

@@ -10,6 +10,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import plan as perf_plan
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.demo import DEMO
+from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import Kind, parse_spec
 from sweepd.kinds.spec import SpecError
@@ -33,8 +34,11 @@ async def gather(store: Store, spec: ModelPerfSpec) -> dict[str, Any]:
             continue
         on = int(verdict.get("nodes") or len(spec.node_list))
         runs = [r for r in await store.runs(sweep.id) if r.node_count == on]
-        fits = [r.params[spec.parameter] for r in runs if r.outcome == "pass"]
-        ooms = [r.params[spec.parameter] for r in runs if r.outcome == "oom"]
+        # One sweep's values are all numbers or all text (spec validation): comparable.
+        fits: list[Any] = [swept_value(spec.parameter, r.params, spec.values) for r in runs
+                           if r.outcome == "pass"]
+        ooms: list[Any] = [swept_value(spec.parameter, r.params, spec.values) for r in runs
+                           if r.outcome == "oom"]
         # Its runs as probes, with their memory lines: the same planner's view of them.
         then = SweepContext(runs=runs, nodes=spec.node_list[:on], prior_param_gb=None,
                             gpu_memory_gib=0.0, jobs=await store.jobs(sweep.id))

@@ -10,6 +10,7 @@ from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf.estimate import memory_estimate
+from sweepd.kinds.model_perf.params import run_params, swept_value
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -55,19 +56,20 @@ def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run]) -> set[int]:
     stands."""
     if spec.parameter != BATCH:
         return set()
-    passed = [r.params[BATCH] for r in runs if r.outcome == "pass"]
-    top = max(passed, default=None)
+    batch = {r.id: int(swept_value(BATCH, r.params) or 0) for r in runs}
+    top = max((batch[r.id] for r in runs if r.outcome == "pass"), default=None)
     failed = [r for r in runs if r.outcome != "pass"]
-    times = Counter(r.params[BATCH] for r in failed)
+    times = Counter(batch[r.id] for r in failed)
     return {r.id for r in failed
-            if top is not None and r.params[BATCH] < top and times[r.params[BATCH]] < 2}
+            if top is not None and batch[r.id] < top and times[batch[r.id]] < 2}
 
 
 def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
     """The run's result with what its log said about memory. Memory per GPU changes with
     the node count: an OOM carried over from more nodes keeps its outcome only."""
-    probe = Probe(run.params[spec.parameter], _OUTCOME.get(run.outcome or "", Outcome.FAILED),
-                  run.tgs)
+    value = swept_value(spec.parameter, run.params, spec.values)
+    assert value is not None   # every run of this kind was planned with its value
+    probe = Probe(value, _OUTCOME.get(run.outcome or "", Outcome.FAILED), run.tgs)
     if job is None or run.node_count != nodes:
         return probe
     fixed = (job.mem_total_gb - job.mem_temp_gb
@@ -184,7 +186,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
         reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
                    "except an OOM on more nodes")
-    return [NewRun(label=_label(f"{spec.parameter}={value}", ctx), params={spec.parameter: value},
+    return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
+                   params=run_params(spec.parameter, value),
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 

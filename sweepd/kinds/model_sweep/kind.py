@@ -13,6 +13,7 @@ from sweepd.kinds.model_sweep.demo import DEMO
 from sweepd.kinds.model_sweep.plan import Column, columns_of
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import Kind
+from sweepd.store.rows import RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util import worktrees
 
@@ -49,14 +50,13 @@ async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
     return {"shas": shas, "history": [c.as_dict() for c in past]}
 
 
-async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path) -> Path | None:
+async def workdir(spec: ModelSweepSpec, params: RunParams, sweep_dir: Path) -> Path | None:
     """The checkout of the run's commit under the sweep's directory, made on first use: a
     clone, which the toolkit's submit.sh takes for a repo root. Its jobs' logs still go to
     the configured repo's workspace (the slurm backend sets JOB_WORKSPACE)."""
-    commit = params.get("_commit")
-    if spec.repo is None or not commit:
+    if spec.repo is None or not params.commit:
         return None
-    return (await worktrees.add(spec.repo, str(commit), sweep_dir / "worktrees")).path
+    return (await worktrees.add(spec.repo, params.commit, sweep_dir / "worktrees")).path
 
 
 async def release(spec: ModelSweepSpec, sweep_dir: Path) -> list[Path]:

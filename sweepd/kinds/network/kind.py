@@ -17,7 +17,7 @@ from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import _Spec
-from sweepd.store.rows import Run
+from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util.hostlists import expand_nodes
 
@@ -99,9 +99,8 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any],
     """The expected TGS the groups are judged by. Chosen when the first job is planned and
     recorded with every run: a node perf sweep finishing mid-sweep must not change how the
     groups already run are judged (the planner replays them)."""
-    if runs and "_expected_source" in runs[0].params:
-        first = runs[0].params
-        return first.get("_expected_tgs"), str(first["_expected_source"])
+    if runs and (first := runs[0].params.expected) is not None:
+        return first.tgs, first.source
     if spec.expected_tgs is not None:
         return spec.expected_tgs, "the spec's expected_tgs (1 node)"
     perf = extra.get("node_perf")
@@ -111,11 +110,9 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any],
                   "whole group is judged by its halves)")
 
 
-def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
-    params: dict[str, Any] = {"_expected_tgs": ref, "_expected_source": source}
-    if "dataset_type" not in spec.overrides:
-        params["dataset_type"] = "synthetic"
-    return params
+def _params(spec: NetworkSpec, ref: float | None, source: str) -> RunParams:
+    synthetic = {} if "dataset_type" in spec.overrides else {"dataset_type": "synthetic"}
+    return RunParams(expected=Expected(tgs=ref, source=source), overrides=synthetic)
 
 
 def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
