@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,6 +16,7 @@ from sweepd.kinds.model_sweep.kind import gather
 from sweepd.kinds.model_sweep.plan import (
     FAIL_FAST_RULE,
     Column,
+    SweepFacts,
     evaluate,
     judge,
     node_layout,
@@ -37,9 +39,10 @@ def spec(**extra: Any) -> ModelSweepSpec:
     return cast(ModelSweepSpec, parse_spec({"kind": "model-sweep", "nodes": NODES, **extra}))
 
 
-def ctx(runs: list[Run] | None = None, **extra: Any) -> SweepContext:
-    return SweepContext(runs=runs or [], nodes=PINNED, prior_param_gb=None, gpu_memory_gib=192,
-                        extra=extra)
+def ctx(runs: list[Run] | None = None, facts: SweepFacts | None = None,
+        acknowledged_stops: Sequence[str] = ()) -> SweepContext[SweepFacts]:
+    return SweepContext(runs=runs or [], nodes=PINNED, gpu_memory_gib=192,
+                        facts=facts or SweepFacts(), acknowledged_stops=acknowledged_stops)
 
 
 def as_runs(new: list[NewRun], results: dict[str, tuple[str, float | None]]) -> list[Run]:
@@ -166,8 +169,8 @@ async def test_gather_resolves_commits_in_a_repo(tmp_path: Path) -> None:
     store = cast(Store, None)  # no compare_to: the store is not read
     s = spec(commits=["main"], repo=str(tmp_path), matrix={"llama2-70b": [1]})
     facts = await gather(store, s)
-    assert facts["shas"] == {"main": sha}
-    new = plan(s, ctx(**facts))
+    assert facts.shas == {"main": sha}
+    new = plan(s, ctx(facts=facts))
     assert isinstance(new, list) and new[0].params.commit == sha
     assert new[0].params.tag == "main"
     with pytest.raises(GatherError, match="nope"):

@@ -3,15 +3,17 @@ cluster with a known bad link and a known slow NIC."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, SweepContext
-from sweepd.kinds.network.kind import NetworkSpec, gather, plan
+from sweepd.kinds.network.kind import NetworkFacts, NetworkSpec, gather, plan
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
@@ -26,9 +28,10 @@ from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 HANG_S = 5000
 
 
-def _ctx(runs: list[Run], **extra: object) -> SweepContext:
-    return SweepContext(runs=runs, nodes=expand_nodes(NODES), prior_param_gb=None,
-                        gpu_memory_gib=192, extra=dict(extra))
+def _ctx(runs: list[Run], node_perf: Mapping[str, Any] | None = None
+         ) -> SweepContext[NetworkFacts]:
+    return SweepContext(runs=runs, nodes=expand_nodes(NODES), gpu_memory_gib=192,
+                        facts=NetworkFacts(node_perf=node_perf))
 
 
 def _run(i: int, nodes: str, tgs: float | None, state: str = "passed") -> Run:
@@ -97,8 +100,8 @@ def test_an_unresolved_pair_keeps_both_nodes_out_of_the_usable_list() -> None:
     spec = parse_spec({"kind": "network", "nodes": "chi[2832,2863]", "expected_tgs": 1225})
     assert isinstance(spec, NetworkSpec)
     ctx = SweepContext(runs=[_recorded(1, "chi[2832,2863]", 900.0, 1225.0)],
-                       nodes=["chi2832", "chi2863"], prior_param_gb=None, gpu_memory_gib=192,
-                       extra={})
+                       nodes=["chi2832", "chi2863"], gpu_memory_gib=192,
+                       facts=NetworkFacts())
     done = plan(spec, ctx)
     assert isinstance(done, Finished)
     assert [f["kind"] for f in done.verdict["faults"]] == ["pair"]

@@ -37,7 +37,7 @@ def _run(i: int, label: str, node: str, tgs: float | None, state: str = "passed"
 
 
 def _ctx(runs: list[Run]) -> SweepContext:
-    return SweepContext(runs=runs, nodes=FOUR, prior_param_gb=None, gpu_memory_gib=192)
+    return SweepContext(runs=runs, nodes=FOUR, gpu_memory_gib=192, facts=None)
 
 
 def _spec(**extra: Any) -> Any:

@@ -52,7 +52,7 @@ class Service(Queries):
         self.engine.notify()
         return await self.summary(sweep_id)
 
-    async def _gather(self, spec: SweepSpec) -> dict[str, Any]:
+    async def _gather(self, spec: SweepSpec) -> Any:
         """What the spec refers to must hold now (a refusal), not fail the sweep later."""
         try:
             return await kind_of(spec.kind).gather(self.store, spec)
@@ -201,10 +201,7 @@ class Service(Queries):
         states = await self._node_states(spec.node_list)
         config = self.engine.config
         ctx = SweepContext(runs=[], nodes=spec.node_list,
-                           prior_param_gb=await self.store.prior_memstats(spec.model,
-                                                                          spec.nodes),
-                           gpu_memory_gib=config.cluster.gpu_memory_gib,
-                           extra={**facts, "acknowledged_stops": []})
+                           gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts)
         first = kind.plan(spec, ctx)
         dumped = spec.model_dump(mode="json")
         return {"kind": spec.kind, "name": spec.name or spec.default_name(),

@@ -529,18 +529,16 @@ class Engine:
         kind = kind_of(sweep.kind)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
-        prior = await self.store.prior_memstats(spec.model, spec.nodes)
         try:
-            extra = await kind.gather(self.store, spec)
+            facts = await kind.gather(self.store, spec)
         except GatherError as e:   # what it refers to is gone since it was accepted
             return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
         # Stops a person already resumed from: the strategy must not raise them again.
-        extra["acknowledged_stops"] = [
-            e.rule for e in await self.store.events(sweep.id, kind="transition")
-            if e.to_state == SweepState.AWAITING_DECISION and e.rule]
-        ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
-                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra,
-                           jobs=await self.store.jobs(sweep.id))
+        acknowledged = [e.rule for e in await self.store.events(sweep.id, kind="transition")
+                        if e.to_state == SweepState.AWAITING_DECISION and e.rule]
+        ctx = SweepContext(runs=runs, nodes=nodes,
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, facts=facts,
+                           jobs=await self.store.jobs(sweep.id), acknowledged_stops=acknowledged)
         return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:

@@ -448,15 +448,11 @@ class Store:
         rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
         return [SignalRow.from_row(r) for r in rows]
 
-    async def prior_memstats(self, model: str, nodes: str) -> float | None:
-        """Param memory (GB) recorded by an earlier job of the same model on the same nodes."""
-        rows = await self._all(
-            "SELECT j.mem_used_gb FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
-            " WHERE j.mem_used_gb IS NOT NULL AND j.nodes = ?"
-            " AND json_extract(s.spec_json, '$.model') = ? ORDER BY j.id DESC LIMIT 1",
-            (nodes, model),
-        )
-        return float(rows[0][0]) if rows else None
+    async def jobs_on(self, nodes: str) -> list[Job]:
+        """Every sweep's jobs that ran on exactly these nodes (a collected hostlist), oldest
+        first."""
+        rows = await self._all("SELECT * FROM jobs WHERE nodes = ? ORDER BY id", (nodes,))
+        return [Job.from_row(r) for r in rows]
 
     # -- exclusions --------------------------------------------------------------------
 

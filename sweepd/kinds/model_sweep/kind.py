@@ -10,7 +10,7 @@ from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_sweep import plan as model_sweep_plan
 from sweepd.kinds.model_sweep import report
 from sweepd.kinds.model_sweep.demo import DEMO
-from sweepd.kinds.model_sweep.plan import Column, columns_of
+from sweepd.kinds.model_sweep.plan import Column, SweepFacts, columns_of
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import Kind
 from sweepd.store.rows import RunParams
@@ -39,7 +39,7 @@ async def history(store: Store, compare_to: int | None) -> list[Column]:
     return chain
 
 
-async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
+async def gather(store: Store, spec: ModelSweepSpec) -> SweepFacts:
     """The commits' SHAs (refs move; runs record what ran) and earlier sweeps' results."""
     try:
         shas = ({} if spec.repo is None else
@@ -47,7 +47,7 @@ async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
         past = await history(store, spec.compare_to)
     except (worktrees.GitError, ValueError) as e:
         raise GatherError(str(e)) from e
-    return {"shas": shas, "history": [c.as_dict() for c in past]}
+    return SweepFacts(shas=shas, history=tuple(past))
 
 
 async def workdir(spec: ModelSweepSpec, params: RunParams, sweep_dir: Path) -> Path | None:

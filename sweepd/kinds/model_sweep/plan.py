@@ -225,10 +225,18 @@ def new_runs(spec: ModelSweepSpec, commits: Sequence[Commit], layout: Mapping[st
     return out
 
 
-def plan(spec: ModelSweepSpec, ctx: SweepContext) -> Plan:
-    extra = ctx.extra
-    commits = commits_of(spec.commits, extra.get("shas", {}))
-    history = [Column.from_dict(c) for c in extra.get("history", [])]
+@dataclass(frozen=True)
+class SweepFacts:
+    """What gather found: each ref's commit now (refs move; runs record what ran) and the
+    earlier sweeps' columns, oldest first (`compare_to`)."""
+
+    shas: Mapping[str, str] = field(default_factory=dict)
+    history: tuple[Column, ...] = ()
+
+
+def plan(spec: ModelSweepSpec, ctx: SweepContext[SweepFacts]) -> Plan:
+    commits = commits_of(spec.commits, ctx.facts.shas)
+    history = list(ctx.facts.history)
     prior = {k: hostlist.expand_hostlist(v) for col in history for k, v in col.nodes.items()}
     if not ctx.runs:
         layout = node_layout(spec.matrix, spec.node_list, prior)
@@ -236,7 +244,7 @@ def plan(spec: ModelSweepSpec, ctx: SweepContext) -> Plan:
         return new_runs(spec, commits, layout, kept)
     columns = [*history, *columns_of(None, ctx.runs)]
     if open_runs(ctx.runs):
-        stop = _fail_fast(columns, history, extra.get("acknowledged_stops", ()))
+        stop = _fail_fast(columns, history, ctx.acknowledged_stops)
         return stop if stop is not None else []
     return _finish(commits, history, columns)
 

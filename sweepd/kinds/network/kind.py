@@ -5,6 +5,7 @@ this module turns runs into results and the outcome into a verdict."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import hostlist
@@ -52,7 +53,14 @@ class NetworkSpec(_Spec):
         return f"network health {self.nodes}"
 
 
-async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NetworkFacts:
+    # The node perf sweep cross-referenced: {sweep, median, status: {node: band},
+    # delta: {node: vs the median}}; None: there is none.
+    node_perf: Mapping[str, Any] | None = None
+
+
+async def gather(store: Store, spec: NetworkSpec) -> NetworkFacts:
     """The node perf sweep to cross-reference: named, or the latest done covering our nodes."""
     if spec.node_perf_sweep is not None:
         try:
@@ -66,13 +74,13 @@ async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
     for sweep in candidates:
         verdict = sweep.verdict or {}
         if sweep.kind == "node-perf" and verdict.get("median"):
-            return {"node_perf": {
+            return NetworkFacts(node_perf={
                 "sweep": sweep.id, "median": verdict["median"],
                 "status": {n["node"]: n["status"] for n in verdict.get("nodes", [])},
-                "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}}}
+                "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}})
     if spec.node_perf_sweep is not None:
         raise GatherError(f"sweep {spec.node_perf_sweep} is not a finished node perf sweep")
-    return {}
+    return NetworkFacts()
 
 
 def _hl(nodes: Sequence[str]) -> str:
@@ -94,7 +102,7 @@ def results_of(runs: Sequence[Run]) -> tuple[dict[Group, float | None], set[Grou
     return done, busy
 
 
-def reference(spec: NetworkSpec, extra: Mapping[str, Any],
+def reference(spec: NetworkSpec, facts: NetworkFacts,
               runs: Sequence[Run] = ()) -> tuple[float | None, str]:
     """The expected TGS the groups are judged by. Chosen when the first job is planned and
     recorded with every run: a node perf sweep finishing mid-sweep must not change how the
@@ -103,7 +111,7 @@ def reference(spec: NetworkSpec, extra: Mapping[str, Any],
         return first.tgs, first.source
     if spec.expected_tgs is not None:
         return spec.expected_tgs, "the spec's expected_tgs (1 node)"
-    perf = extra.get("node_perf")
+    perf = facts.node_perf
     if perf:
         return float(perf["median"]), f"node perf sweep {perf['sweep']} (median, 1 node)"
     return None, ("the best group seen, scaled to each size (no absolute reference: the "
@@ -115,13 +123,13 @@ def _params(spec: NetworkSpec, ref: float | None, source: str) -> RunParams:
     return RunParams(expected=Expected(tgs=ref, source=source), overrides=synthetic)
 
 
-def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
-    ref, source = reference(spec, ctx.extra, ctx.runs)
+def plan(spec: NetworkSpec, ctx: SweepContext[NetworkFacts]) -> Plan:
+    ref, source = reference(spec, ctx.facts, ctx.runs)
     judge = Judge(ref, spec.tolerance, spec.scaling)
     done, busy = results_of(ctx.runs)
     step = advance(list(ctx.nodes), done, judge)
     if isinstance(step, Outcome):
-        return finish(spec, step, source, ctx.extra.get("node_perf"))
+        return finish(spec, step, source, ctx.facts.node_perf)
     return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
                    f"{role} test of {len(g)} nodes (wave {step.rounds + 1})",
                    f"network.{role}") for g, role in step.groups if g not in busy]

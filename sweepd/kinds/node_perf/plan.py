@@ -13,6 +13,7 @@ from typing import Any
 import hostlist
 
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.kinds.node_perf.spec import NodePerfSpec
 from sweepd.store.rows import Run, RunParams
 
 HEALTHY_BAND = -0.02    # within ±2% of the median (faster is fine too)
@@ -126,8 +127,7 @@ def _params(node: str, overrides: Mapping[str, Any]) -> RunParams:
     return RunParams(alias=node, overrides=synthetic)
 
 
-def plan(spec: Any, ctx: SweepContext) -> Plan:
-    """`spec` is a NodePerfSpec (kinds/node_perf.py)."""
+def plan(spec: NodePerfSpec, ctx: SweepContext[None]) -> Plan:
     nodes = list(ctx.nodes)
     labels = {r.label for r in ctx.runs}
     new = [NewRun(first_label(n), _params(n, spec.overrides), [n],
