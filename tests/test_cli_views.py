@@ -66,7 +66,9 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
                                      RunParams(overrides={"per_device_batch_size": 2}), NODES, "t")
     await daemon.store.create_job(run, "tok-2", "name", NODES)   # submitting: queued now
     code, out, _ = await daemon.run("show", str(sid), "--json")
-    p = json.loads(out)["progress"]
+    shown = json.loads(out)
+    assert shown["run_list"][1]["params"]["overrides"] == {"per_device_batch_size": 2}
+    p = shown["progress"]
     assert (p["runs_started"], p["runs_done"], p["runs_most"]) == (2, 1, 12)
     assert (p["jobs_queued"], p["jobs_running"], p["jobs_finished"]) == (1, 0, 1)
     # 11 runs left at most, one job at a time, 600 s each: a guess from one job.

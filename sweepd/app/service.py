@@ -88,7 +88,9 @@ class Service(Queries):
     async def show(self, sweep_id: int) -> dict[str, Any]:
         out = await self.summary(sweep_id)
         out["spec"] = (await self.store.sweep(sweep_id)).spec
-        out["run_list"] = [r.as_dict() for r in await self.store.runs(sweep_id)]
+        # Each run's params typed (as `RunParams` holds them), beside the row's stored JSON.
+        out["run_list"] = [{**r.as_dict(), "params": r.params.model_dump(mode="json")}
+                           for r in await self.store.runs(sweep_id)]
         out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
         out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
