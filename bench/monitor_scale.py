@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scale_backend import backend_id, log_name
 from sweepd.core.states import JobState, RunState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +54,8 @@ async def seed(db: Path, logs: Path, jobs: int) -> None:
                 "kind": "model-perf", "model": "llama2-70b", "nodes": nodes, "values": [1, 2]})
             for j in range(first, first + count):
                 run = await store.add_run(sweep, f"per_device_batch_size={j}",
-                                          {"per_device_batch_size": j}, f"bn{j:04d}", "seeded")
+                                          RunParams(overrides={"per_device_batch_size": j}),
+                                          f"bn{j:04d}", "seeded")
                 await store.transition_run(run.id, RunState.ACTIVE, "seeded")
                 job = await store.create_job(run, f"scale{j}", f"bench-{j}", f"bn{j:04d}")
                 await store.transition_job(job.id, JobState.QUEUED, "seeded",

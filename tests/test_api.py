@@ -22,6 +22,7 @@ from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
 from sweepd.core.engine import Engine
 from sweepd.core.states import SweepState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 
 # The simulated cluster's nodes: a spec naming others is refused at submit.
@@ -401,6 +402,7 @@ async def test_updated_moves_with_what_happens_to_a_running_sweep(api: Api) -> N
     await api.store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
     _, before = await api.call("GET", f"/sweeps/{sweep_id}")
     await asyncio.sleep(0.01)   # the store's clock has millisecond steps
-    await api.store.add_run(sweep_id, "b=4", {"per_device_batch_size": 4}, NODES, "probe")
+    await api.store.add_run(sweep_id, "b=4",
+                            RunParams(overrides={"per_device_batch_size": 4}), NODES, "probe")
     _, after = await api.call("GET", f"/sweeps/{sweep_id}")
     assert after["state"] == "running" and after["updated_at"] > before["updated_at"]

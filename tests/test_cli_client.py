@@ -19,6 +19,7 @@ from sweepd.app.service import Service
 from sweepd.cli.main import main
 from sweepd.cli.output import format_table
 from sweepd.core.states import RunState, SweepState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.test_api import NODES, SPEC, serve_service
 
@@ -228,10 +229,12 @@ def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -
 async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) -> None:
     first = int((await daemon.service.submit(SPEC))["id"])
     for b in (4, 8):   # the first sweep's runs take the store's run ids 1 and 2
-        await daemon.store.add_run(first, f"b={b}", {"per_device_batch_size": b}, NODES,
+        await daemon.store.add_run(first, f"b={b}",
+                                   RunParams(overrides={"per_device_batch_size": b}), NODES,
                                    "test")
     second = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(second, "b=16", {"per_device_batch_size": 16}, NODES,
+    run = await daemon.store.add_run(second, "b=16",
+                                     RunParams(overrides={"per_device_batch_size": 16}), NODES,
                                      "test")
     await daemon.store.create_job(run, "tok", "job-name", NODES)
     assert run.id == 3 and run.seq == 1
@@ -243,7 +246,9 @@ async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) 
 
 async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(sid, "b=12", {"per_device_batch_size": 12}, NODES, "test")
+    run = await daemon.store.add_run(sid, "b=12",
+                                     RunParams(overrides={"per_device_batch_size": 12}), NODES,
+                                     "test")
     await daemon.store.transition_run(run.id, RunState.ACTIVE, "submitting")
     await daemon.store.transition_run(run.id, RunState.PASSED, "ran", outcome="pass",
                                       tgs=2036.4567, mfu=41.0)
@@ -278,7 +283,8 @@ async def test_cancel_says_what_it_cancelled(daemon: Daemon) -> None:
     assert code == 0
     assert out == f"sweep {waiting}: aborted (cancelled by a person: no job was running)\n"
     busy = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(busy, "b=1", {"per_device_batch_size": 1}, NODES, "t")
+    run = await daemon.store.add_run(busy, "b=1",
+                                     RunParams(overrides={"per_device_batch_size": 1}), NODES, "t")
     await daemon.store.create_job(run, "tok", "name", NODES)   # submitting: no scheduler id
     code, out, _ = await daemon.run("cancel", str(busy))
     assert out == f"sweep {busy}: aborted (cancelled by a person: job(s) sweepd job 1 " \

@@ -27,6 +27,7 @@ from sweepd.app.progress import slurm_seconds, sweep_progress
 from sweepd.cli.main import main
 from sweepd.cli.views import log_text
 from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
@@ -41,7 +42,8 @@ ME = pwd.getpwuid(os.getuid()).pw_name
 async def _finished_job(store: Store, sweep_id: int, seq_label: str, took: float,
                         log: Path | None = None, failure_line: str | None = None) -> None:
     """A run with one job that ran `took` cluster seconds and ended."""
-    run = await store.add_run(sweep_id, seq_label, {"per_device_batch_size": 1}, NODES, "t")
+    run = await store.add_run(sweep_id, seq_label,
+                              RunParams(overrides={"per_device_batch_size": 1}), NODES, "t")
     job = await store.create_job(run, f"tok-{seq_label}", "name", NODES)
     await store.transition_job(job.id, JobState.QUEUED, "q", backend_id=f"b{job.id}",
                                submitted_at=1000.0, log_path=str(log) if log else None)
@@ -60,10 +62,13 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
     sid = int(out)
     await daemon.store.transition_sweep(sid, SweepState.RUNNING, "started")
     await _finished_job(daemon.store, sid, "b=1", 600)
-    run = await daemon.store.add_run(sid, "b=2", {"per_device_batch_size": 2}, NODES, "t")
+    run = await daemon.store.add_run(sid, "b=2",
+                                     RunParams(overrides={"per_device_batch_size": 2}), NODES, "t")
     await daemon.store.create_job(run, "tok-2", "name", NODES)   # submitting: queued now
     code, out, _ = await daemon.run("show", str(sid), "--json")
-    p = json.loads(out)["progress"]
+    shown = json.loads(out)
+    assert shown["run_list"][1]["params"]["overrides"] == {"per_device_batch_size": 2}
+    p = shown["progress"]
     assert (p["runs_started"], p["runs_done"], p["runs_most"]) == (2, 1, 12)
     assert (p["jobs_queued"], p["jobs_running"], p["jobs_finished"]) == (1, 0, 1)
     # 11 runs left at most, one job at a time, 600 s each: a guess from one job.
@@ -151,7 +156,8 @@ async def test_validate_prints_the_plan_and_records_nothing(daemon: Daemon, tmp_
     code, out, _ = await daemon.run("validate", spec, "--json")
     plan = json.loads(out)
     assert plan["most_jobs"] == 36 and plan["most_node_runs"] == 96
-    assert plan["first_plan"]["runs"][0]["params"] == {"per_device_batch_size": 4}
+    assert plan["first_plan"]["runs"][0]["params"] == {
+        "overrides": {"per_device_batch_size": 4}}
     assert await daemon.store.sweeps() == []
     stranger = write_spec(tmp_path, "kind: node-perf\nnodes: 'zzz[1-3]'\n", "x.yaml")
     code, out, _ = await daemon.run("validate", stranger, "--json")
@@ -261,7 +267,8 @@ def test_log_colours_are_dropped_off_a_terminal() -> None:
 
 async def test_logs_follow_until_the_job_ends(daemon: Daemon, tmp_path: Path) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(sid, "b=1", {"per_device_batch_size": 1}, NODES, "t")
+    run = await daemon.store.add_run(sid, "b=1",
+                                     RunParams(overrides={"per_device_batch_size": 1}), NODES, "t")
     job = await daemon.store.create_job(run, "tok", "name", NODES)
     log = tmp_path / "job.log"
     log.write_text("first\n")
@@ -508,7 +515,8 @@ async def test_stopped_sweeps_show_complete_runs_and_no_eta(daemon: Daemon) -> N
     await daemon.store.transition_sweep(done, SweepState.RUNNING, "resumed")
     await daemon.store.transition_sweep(done, SweepState.DONE, "verdict")
     never = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.add_run(never, "b=1", {"per_device_batch_size": 1}, NODES, "t")
+    run = await daemon.store.add_run(never, "b=1",
+                                     RunParams(overrides={"per_device_batch_size": 1}), NODES, "t")
     await daemon.store.create_job(run, "tok-never", "name", NODES)
     assert (await daemon.run("abort", str(never)))[0] == 0
     code, out, _ = await daemon.run("show", str(done))
@@ -527,7 +535,8 @@ async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
                                                                  tmp_path: Path) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
     await _finished_job(daemon.store, sid, "b=1", 60)   # sweepd job 1, run #1
-    run = await daemon.store.add_run(sid, "b=2", {"per_device_batch_size": 2}, NODES, "t")
+    run = await daemon.store.add_run(sid, "b=2",
+                                     RunParams(overrides={"per_device_batch_size": 2}), NODES, "t")
     job = await daemon.store.create_job(run, "tok-2", "name", NODES)
     log = tmp_path / "queued.log"
     await daemon.store.transition_job(job.id, JobState.QUEUED, "q", backend_id="10018",

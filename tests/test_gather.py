@@ -4,13 +4,18 @@ refused with it, and a sweep already running ends failed with it (rule and reaso
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from sweepd.app.daemon import open_parts
 from sweepd.core.states import SweepState
+from sweepd.kinds.model_perf.kind import gather as model_perf_gather
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
+from sweepd.store.rows import RunParams
+from sweepd.store.store import Store
 from tests.simrun import NODES, sim_config, write_scenario
 
 SPEC = {"kind": "network", "nodes": NODES, "node_perf_sweep": 999}
@@ -32,3 +37,25 @@ async def test_a_gather_error_in_flight_ends_the_sweep_failed_with_it(tmp_path: 
         sweep = await parts.store.sweep(sweep_id)
     assert sweep.state == SweepState.FAILED
     assert sweep.reason == "network cannot plan: node_perf_sweep 999 does not exist"
+
+
+async def test_model_perf_gather_reads_the_param_memory_of_the_same_model_on_the_same_nodes(
+        store: Store) -> None:
+    """The exact `Memstats` figure the memory estimate prefers to its formula: the latest job
+    of the same model on exactly these nodes, from any sweep."""
+    spec = cast(ModelPerfSpec, parse_spec({"kind": "model-perf", "model": "llama2-70b",
+                                           "nodes": "chi[1-2]"}))
+    assert (await model_perf_gather(store, spec)).param_gb is None
+
+    async def job(model: str, nodes: str, mem: float | None) -> None:
+        sweep = await store.create_sweep("model-perf", model, {"model": model, "nodes": nodes})
+        run = await store.add_run(sweep, "r", RunParams(), nodes, "t")
+        made = await store.create_job(run, f"tok-{sweep}", "name", nodes)
+        await store.update_job(made.id, mem_used_gb=mem)
+
+    await job("llama2-70b", "chi[1-2]", 41.2)
+    await job("llama2-70b", "chi[1-2]", 40.5)     # the latest of the cell wins
+    await job("llama2-70b", "chi[1-2]", None)     # printed nothing: passed over
+    await job("llama2-70b", "chi[1-3]", 30.0)     # other nodes
+    await job("mixtral-8x7b", "chi[1-2]", 20.0)   # another model
+    assert (await model_perf_gather(store, spec)).param_gb == 40.5

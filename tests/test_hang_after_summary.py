@@ -10,6 +10,7 @@ from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.simrun import perf_spec
 
@@ -17,7 +18,8 @@ from tests.simrun import perf_spec
 async def _running_job(store: Store, **fields: object) -> int:
     sweep_id = await store.create_sweep("model-perf", "t", perf_spec(values=[4]))
     await store.transition_sweep(sweep_id, SweepState.RUNNING, "started", rule="test")
-    run = await store.add_run(sweep_id, "per_device_batch_size=4", {"per_device_batch_size": 4},
+    run = await store.add_run(sweep_id, "per_device_batch_size=4",
+                              RunParams(overrides={"per_device_batch_size": 4}),
                               "chi2832", "test", "test")
     await store.transition_run(run.id, RunState.ACTIVE, "submitting", rule="test")
     job = await store.create_job(run, "tok", job_name="JAX-llama2-70b", nodes="chi2832")

@@ -15,6 +15,7 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.notify import format as fmt
+from sweepd.store.rows import RunParams
 from sweepd.util.hostlists import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.util.text import compact_nodes, escape
 from tests.test_api import NODES, SPEC, Api, api  # noqa: F401 (fixture)
@@ -82,7 +83,8 @@ async def _hostile_sweep(d: Daemon) -> int:
     """A sweep whose name came in before names were checked, with a job whose node and
     log evidence came from the scheduler and a log: all carrying escape sequences."""
     sid = await d.store.create_sweep("model-perf", ESC_NAME, {**SPEC, "name": ESC_NAME})
-    run = await d.store.add_run(sid, "b=8", {"per_device_batch_size": 8}, NODES, "test")
+    run = await d.store.add_run(sid, "b=8",
+                                RunParams(overrides={"per_device_batch_size": 8}), NODES, "test")
     await d.store.create_job(run, "tok", "job\x1b[1m", "chi1\x1b")
     await d.store.transition_run(run.id, RunState.ACTIVE, "submitting")
     await d.store.transition_run(run.id, RunState.FAILED, "oom\x1b[2K", outcome="oom")

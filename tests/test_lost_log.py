@@ -12,6 +12,7 @@ from pathlib import Path
 from sweepd.core.follow import LogFollower
 from sweepd.core.states import JobState
 from sweepd.monitor.tail import is_lost
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 from tests.daemon_proc import Daemon, write_config
@@ -81,7 +82,8 @@ class _Clock(Clock):
 async def _running(store: Store, log: Path, now: float) -> int:
     """A job the scheduler says runs, whose log the follower has never seen."""
     sweep_id = await store.create_sweep("model-perf", "t", {"model": "llama2-70b"})
-    run = await store.add_run(sweep_id, "per_device_batch_size=8", {"b": 8}, "n1", "test")
+    run = await store.add_run(sweep_id, "per_device_batch_size=8",
+                              RunParams(overrides={"b": 8}), "n1", "test")
     job = await store.create_job(run, "tok-1", "JAX-x", "n1")
     await store.transition_job(job.id, JobState.QUEUED, "submitted", backend_id="10001",
                                log_path=str(log))

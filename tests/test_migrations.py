@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -9,8 +10,15 @@ import aiosqlite
 import pytest
 
 from sweepd.core.states import JobState, RunState, SweepState
-from sweepd.store.migrate import DatabaseTooNew, latest_version, migrate
-from sweepd.store.rows import Event, Job, Run, SignalRow, StepRow, Sweep
+from sweepd.store.migrate import (
+    DatabaseTooNew,
+    _statements,
+    current_version,
+    latest_version,
+    migrate,
+    migrations,
+)
+from sweepd.store.rows import Event, Expected, Job, Run, RunParams, SignalRow, StepRow, Sweep
 from sweepd.store.store import Store
 
 TABLES = {"sweeps": Sweep, "runs": Run, "jobs": Job, "events": Event, "steps": StepRow,
@@ -68,3 +76,56 @@ async def test_check_constraint_rejects_unknown_state(store: Store) -> None:
         async with store.tx() as conn:
             await conn.execute("UPDATE sweeps SET state = 'bogus' WHERE id = ?", (sweep_id,))
     assert (await store.sweep(sweep_id)).state == SweepState.QUEUED
+
+
+# Run params as version 5 stored them: magic `_` keys beside the MaxText overrides.
+OLD_PARAMS = {
+    "sweep": {"_model": "llama2-70b", "_commit": "0a1b2c3", "_tag": "main", "steps": 15,
+              "dataset_type": "synthetic"},
+    "node": {"_alias": "chi2832", "dataset_type": "synthetic"},
+    "network": {"_expected_tgs": 1225.0, "_expected_source": "node perf sweep 4",
+                "dataset_type": "synthetic"},
+    "no reference": {"_expected_tgs": None, "_expected_source": "the best group seen"},
+    "env": {"_env_XLA_PYTHON_CLIENT_MEM_FRACTION": 0.85, "per_device_batch_size": 8,
+            "remat_policy": "full"},
+    "empty": {},
+}
+
+
+async def _database_at_version_5(path: Path) -> None:
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    await current_version(conn)   # creates schema_version
+    for m in migrations()[:5]:
+        for statement in _statements(m.sql):
+            await conn.execute(statement)
+        await conn.execute("INSERT INTO schema_version (version) VALUES (?)", (m.version,))
+    await conn.execute("INSERT INTO sweeps (kind, name, spec_json) "
+                       "VALUES ('model-perf', 'x', '{}')")
+    for seq, (label, params) in enumerate(OLD_PARAMS.items(), 1):
+        await conn.execute("INSERT INTO runs (sweep_id, seq, label, params_json, nodes) "
+                           "VALUES (1, ?, ?, ?, 'chi2832')", (seq, label, json.dumps(params)))
+    await conn.close()
+
+
+async def test_version_6_rewrites_old_run_params_into_the_typed_shape(tmp_path: Path) -> None:
+    await _database_at_version_5(tmp_path / "db")
+    store = await Store.open(tmp_path / "db")   # migrates to the latest version
+    try:
+        params = {r.label: r.params for r in await store.runs(1)}
+    finally:
+        await store.close()
+    assert params["sweep"] == RunParams(model="llama2-70b", commit="0a1b2c3", tag="main",
+                                        overrides={"steps": 15, "dataset_type": "synthetic"})
+    assert params["node"] == RunParams(alias="chi2832", overrides={"dataset_type": "synthetic"})
+    assert params["network"] == RunParams(
+        expected=Expected(tgs=1225.0, source="node perf sweep 4"),
+        overrides={"dataset_type": "synthetic"})
+    assert params["no reference"] == RunParams(
+        expected=Expected(tgs=None, source="the best group seen"))
+    # A swept environment variable is text now, as the job always received it.
+    assert params["env"] == RunParams(env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.85"},
+                                      overrides={"per_device_batch_size": 8,
+                                                 "remat_policy": "full"})
+    assert params["empty"] == RunParams()
+    assert all(isinstance(p.overrides.get("per_device_batch_size", 0), int)
+               for p in params.values())

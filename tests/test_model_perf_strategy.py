@@ -8,6 +8,7 @@ import pytest
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.model_perf import report as perf_report
+from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan, probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
@@ -23,7 +24,7 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
-from sweepd.store.rows import Run, Sweep
+from sweepd.store.rows import Run, RunParams, Sweep
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
@@ -203,7 +204,8 @@ def test_an_oom_far_above_the_estimate_bounds_the_search() -> None:
 def _run(seq: int, batch: int, outcome: str | None, tgs: float | None = None,
          failure: str | None = None, nodes: str = "chi[1-4]") -> Run:
     return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
-               params_json=json.dumps({"per_device_batch_size": batch}), nodes=nodes,
+               params_json=RunParams(overrides={"per_device_batch_size": batch}).to_json(),
+               nodes=nodes,
                state=RunState.PASSED if outcome == "pass" else RunState.FAILED,
                outcome=outcome, tgs=tgs, mfu=None, failure_class=failure, detail=None,
                not_before=None)
@@ -216,18 +218,19 @@ def test_a_node_fault_is_not_the_values_upper_bound() -> None:
                        "values": [4, 8, 12, 16]})
     assert isinstance(spec, ModelPerfSpec)
     runs = [_run(1, 12, "fail", failure="ecc"), _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
-    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
-                       gpu_memory_gib=192)
+    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], gpu_memory_gib=192,
+                       facts=PerfFacts())
     assert [p.value for p in probes(spec, ctx)] == [8]
     new = plan(spec, ctx)
-    assert isinstance(new, list) and new[0].params == {"per_device_batch_size": 12}
+    assert isinstance(new, list) and new[0].params.overrides == {"per_device_batch_size": 12}
     # An OOM does bound it.
     oom = SweepContext(runs=[_run(1, 12, "oom"), _run(2, 8, "pass", 1000.0)],
-                       nodes=["chi1", "chi2", "chi3", "chi4"], prior_param_gb=None,
-                       gpu_memory_gib=192)
+                       nodes=["chi1", "chi2", "chi3", "chi4"], gpu_memory_gib=192,
+                       facts=PerfFacts())
     after_oom = plan(spec, oom)
     assert isinstance(after_oom, list)
-    assert [n.params for n in after_oom] == [{"per_device_batch_size": 4}]   # never 12 or 16
+    # never 12 or 16
+    assert [n.params.overrides for n in after_oom] == [{"per_device_batch_size": 4}]
     # Spoiled runs still count against max_runs.
     capped = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                          "values": [4, 8, 12, 16], "max_runs": 2})
@@ -241,8 +244,8 @@ def test_an_optimum_measured_on_fewer_nodes_than_pinned_says_so() -> None:
     assert isinstance(spec, ModelPerfSpec)
     runs = [_run(1, 4, "pass", 900.0, nodes="chi[1-3]"),
             _run(2, 8, "pass", 1000.0, nodes="chi[1-3]")]
-    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
-                       gpu_memory_gib=192)
+    ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], gpu_memory_gib=192,
+                       facts=PerfFacts())
     done = plan(spec, ctx)
     assert isinstance(done, Finished)
     assert "on 3 of the 4 pinned nodes" in done.summary and done.verdict["nodes"] == 3
@@ -254,16 +257,16 @@ def test_after_an_exclusion_the_search_starts_over_keeping_only_ooms_from_more_n
                        "values": [4, 8, 12]})
     assert isinstance(spec, ModelPerfSpec)
     runs = [_run(1, 8, "pass", 1000.0), _run(2, 12, "oom", None)]   # on chi[1-4]
-    three = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], prior_param_gb=None,
-                         gpu_memory_gib=192)
+    three = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], gpu_memory_gib=192,
+                         facts=PerfFacts())
     assert [(p.value, p.outcome) for p in probes(spec, three)] == [(12, Outcome.OOM)]
     again = plan(spec, three)
-    assert isinstance(again, list) and again[0].params == {"per_device_batch_size": 8}
+    assert isinstance(again, list) and again[0].params.overrides == {"per_device_batch_size": 8}
     assert "runs on other node counts are not compared" in again[0].reason
     # A pass on fewer nodes says nothing about more: memory per GPU is lower there.
     small = [_run(1, 8, "pass", 1000.0, nodes="chi[1-3]")]
     four = SweepContext(runs=small, nodes=["chi1", "chi2", "chi3", "chi4"],
-                        prior_param_gb=None, gpu_memory_gib=192)
+                        gpu_memory_gib=192, facts=PerfFacts())
     assert probes(spec, four) == []
 
 
@@ -273,8 +276,8 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     assert isinstance(spec, ModelPerfSpec)
     four = ["chi1", "chi2", "chi3", "chi4"]
     rising = [_run(1, 8, "pass", 1000.0), _run(2, 10, "pass", 1100.0)]
-    cut = plan(spec, SweepContext(runs=rising, nodes=four, prior_param_gb=None,
-                                  gpu_memory_gib=192))
+    cut = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
+                                  facts=PerfFacts()))
     assert isinstance(cut, Finished) and not cut.verdict["settled"]
     assert cut.summary.startswith("llama2-70b: best so far per_device_batch_size=10")
     assert "max_runs (2) ran out before the search settled; per_device_batch_size=12 was next" \
@@ -282,8 +285,8 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     edge = parse_spec({**spec.model_dump(), "max_runs": 12})
     assert isinstance(edge, ModelPerfSpec)
     top = [*rising, _run(3, 12, "pass", 1200.0)]
-    done = plan(edge, SweepContext(runs=top, nodes=four, prior_param_gb=None,
-                                   gpu_memory_gib=192))
+    done = plan(edge, SweepContext(runs=top, nodes=four, gpu_memory_gib=192,
+                                   facts=PerfFacts()))
     assert isinstance(done, Finished) and done.verdict["settled"]
     assert "optimum per_device_batch_size=12" in done.summary
     assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,6 +16,7 @@ from sweepd.kinds.model_sweep.kind import gather
 from sweepd.kinds.model_sweep.plan import (
     FAIL_FAST_RULE,
     Column,
+    SweepFacts,
     evaluate,
     judge,
     node_layout,
@@ -25,7 +26,7 @@ from sweepd.kinds.model_sweep.report import _commit, evaluation
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
-from sweepd.store.rows import Run
+from sweepd.store.rows import Run, RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
@@ -38,9 +39,10 @@ def spec(**extra: Any) -> ModelSweepSpec:
     return cast(ModelSweepSpec, parse_spec({"kind": "model-sweep", "nodes": NODES, **extra}))
 
 
-def ctx(runs: list[Run] | None = None, **extra: Any) -> SweepContext:
-    return SweepContext(runs=runs or [], nodes=PINNED, prior_param_gb=None, gpu_memory_gib=192,
-                        extra=extra)
+def ctx(runs: list[Run] | None = None, facts: SweepFacts | None = None,
+        acknowledged_stops: Sequence[str] = ()) -> SweepContext[SweepFacts]:
+    return SweepContext(runs=runs or [], nodes=PINNED, gpu_memory_gib=192,
+                        facts=facts or SweepFacts(), acknowledged_stops=acknowledged_stops)
 
 
 def as_runs(new: list[NewRun], results: dict[str, tuple[str, float | None]]) -> list[Run]:
@@ -50,7 +52,7 @@ def as_runs(new: list[NewRun], results: dict[str, tuple[str, float | None]]) -> 
         outcome, tgs = results.get(n.label, (None, None))
         state = (RunState.ACTIVE if outcome is None else
                  RunState.PASSED if outcome == "pass" else RunState.FAILED)
-        out.append(Run(id=i, sweep_id=1, seq=i, label=n.label, params_json=json.dumps(n.params),
+        out.append(Run(id=i, sweep_id=1, seq=i, label=n.label, params_json=n.params.to_json(),
                        nodes=",".join(n.nodes), state=state, outcome=outcome, tgs=tgs, mfu=None,
                        failure_class=None if outcome in (None, "pass") else outcome,
                        detail=None, not_before=None))
@@ -71,8 +73,8 @@ def test_default_matrix_is_ten_jobs_per_commit_on_the_skill_layout() -> None:
     assert all(list(n.nodes) == PINNED for n in new if " 8N " in n.label)
     # Sub-full jobs are submitted first so they start together; 8N ones queue behind.
     assert [len(n.nodes) for n in new][:3] == [1, 2, 4]
-    assert new[0].params == {"_model": "llama2-70b", "_commit": "HEAD", "_tag": "HEAD",
-                             "steps": 15, "dataset_type": "synthetic"}
+    assert new[0].params == RunParams(model="llama2-70b", commit="HEAD", tag="HEAD",
+                                      overrides={"steps": 15, "dataset_type": "synthetic"})
 
 
 def test_two_commits_interleave_so_pairs_land_early() -> None:
@@ -82,7 +84,7 @@ def test_two_commits_interleave_so_pairs_land_early() -> None:
         "llama2-70b 1N @main", "llama2-70b 1N @feat-x", "llama2-70b 2N @main",
         "llama2-70b 2N @feat-x", "mixtral-8x22b 4N @main", "mixtral-8x22b 4N @feat-x",
         "grok-1 8N @main", "grok-1 8N @feat-x"]
-    assert new[1].params["_commit"] == "feat/x"
+    assert new[1].params.commit == "feat/x"
 
 
 @pytest.mark.parametrize("bad", [
@@ -167,10 +169,10 @@ async def test_gather_resolves_commits_in_a_repo(tmp_path: Path) -> None:
     store = cast(Store, None)  # no compare_to: the store is not read
     s = spec(commits=["main"], repo=str(tmp_path), matrix={"llama2-70b": [1]})
     facts = await gather(store, s)
-    assert facts["shas"] == {"main": sha}
-    new = plan(s, ctx(**facts))
-    assert isinstance(new, list) and new[0].params["_commit"] == sha
-    assert new[0].params["_tag"] == "main"
+    assert facts.shas == {"main": sha}
+    new = plan(s, ctx(facts=facts))
+    assert isinstance(new, list) and new[0].params.commit == sha
+    assert new[0].params.tag == "main"
     with pytest.raises(GatherError, match="nope"):
         await gather(store, spec(commits=["nope"], repo=str(tmp_path)))
 

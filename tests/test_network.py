@@ -3,21 +3,22 @@ cluster with a known bad link and a known slow NIC."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, SweepContext
-from sweepd.kinds.network.kind import NetworkSpec, gather, plan
+from sweepd.kinds.network.kind import NetworkFacts, NetworkSpec, gather, plan
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome
-from sweepd.store.rows import Run
+from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
@@ -27,9 +28,10 @@ from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 HANG_S = 5000
 
 
-def _ctx(runs: list[Run], **extra: object) -> SweepContext:
-    return SweepContext(runs=runs, nodes=expand_nodes(NODES), prior_param_gb=None,
-                        gpu_memory_gib=192, extra=dict(extra))
+def _ctx(runs: list[Run], node_perf: Mapping[str, Any] | None = None
+         ) -> SweepContext[NetworkFacts]:
+    return SweepContext(runs=runs, nodes=expand_nodes(NODES), gpu_memory_gib=192,
+                        facts=NetworkFacts(node_perf=node_perf))
 
 
 def _run(i: int, nodes: str, tgs: float | None, state: str = "passed") -> Run:
@@ -59,8 +61,9 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
     first = plan(spec, _ctx([], node_perf=perf))
     assert isinstance(first, list) and len(first) == 1
     assert list(first[0].nodes) == expand_nodes(NODES)
-    assert first[0].params == {"dataset_type": "synthetic", "_expected_tgs": 1225.0,
-                               "_expected_source": "node perf sweep 4 (median, 1 node)"}
+    assert first[0].params == RunParams(
+        overrides={"dataset_type": "synthetic"},
+        expected=Expected(tgs=1225.0, source="node perf sweep 4 (median, 1 node)"))
     whole = _run(1, NODES, 1225 * 0.97 ** 3)  # as expected for 8 nodes: done, healthy
     done = plan(spec, _ctx([whole], node_perf=perf))
     assert isinstance(done, Finished) and done.verdict["faults"] == []
@@ -77,9 +80,9 @@ def test_planner_waits_for_the_wave_and_takes_the_reference_from_node_perf() -> 
 
 def _recorded(i: int, nodes: str, tgs: float | None, ref: float | None) -> Run:
     run = _run(i, nodes, tgs)
-    params = {"dataset_type": "synthetic", "_expected_tgs": ref,
-              "_expected_source": f"recorded {ref}"}
-    return replace(run, params_json=json.dumps(params))
+    params = RunParams(overrides={"dataset_type": "synthetic"},
+                       expected=Expected(tgs=ref, source=f"recorded {ref}"))
+    return replace(run, params_json=params.to_json())
 
 
 def test_the_reference_is_the_one_recorded_with_the_first_run() -> None:
@@ -97,8 +100,8 @@ def test_an_unresolved_pair_keeps_both_nodes_out_of_the_usable_list() -> None:
     spec = parse_spec({"kind": "network", "nodes": "chi[2832,2863]", "expected_tgs": 1225})
     assert isinstance(spec, NetworkSpec)
     ctx = SweepContext(runs=[_recorded(1, "chi[2832,2863]", 900.0, 1225.0)],
-                       nodes=["chi2832", "chi2863"], prior_param_gb=None, gpu_memory_gib=192,
-                       extra={})
+                       nodes=["chi2832", "chi2863"], gpu_memory_gib=192,
+                       facts=NetworkFacts())
     done = plan(spec, ctx)
     assert isinstance(done, Finished)
     assert [f["kind"] for f in done.verdict["faults"]] == ["pair"]

@@ -12,6 +12,7 @@ import pytest
 from sweepd.app.foreground import EXIT_AWAITING_DECISION
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import Stop, SweepContext
+from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
@@ -35,12 +36,12 @@ def test_min_nodes_defaults_to_more_than_half_the_pinned_nodes() -> None:
 def test_the_search_stops_instead_of_running_on_too_few_nodes() -> None:
     spec = parse_spec({**SPEC, "nodes": FOUR, "values": [4, 8]})
     assert isinstance(spec, ModelPerfSpec)
-    decision = plan(spec, SweepContext(runs=[], nodes=["chi2832"], prior_param_gb=None,
-                                       gpu_memory_gib=192))
+    decision = plan(spec, SweepContext(runs=[], nodes=["chi2832"], gpu_memory_gib=192,
+                                       facts=PerfFacts()))
     assert isinstance(decision, Stop) and decision.rule == "nodes.below_minimum"
     assert "only 1 of the 4 pinned nodes" in decision.reason
     assert plan(spec, SweepContext(runs=[], nodes=[
-        "chi2832", "chi2863", "chi2867"], prior_param_gb=None, gpu_memory_gib=192)) != decision
+        "chi2832", "chi2863", "chi2867"], gpu_memory_gib=192, facts=PerfFacts())) != decision
 
 
 async def test_two_node_faults_on_four_nodes_stop_and_ask(tmp_path: Path) -> None:

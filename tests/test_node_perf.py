@@ -18,7 +18,7 @@ from sweepd.kinds.node_perf.plan import band, plan
 from sweepd.kinds.node_perf.plot import node_perf_plot
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
-from sweepd.store.rows import Run, Sweep
+from sweepd.store.rows import Run, RunParams, Sweep
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
@@ -37,7 +37,7 @@ def _run(i: int, label: str, node: str, tgs: float | None, state: str = "passed"
 
 
 def _ctx(runs: list[Run]) -> SweepContext:
-    return SweepContext(runs=runs, nodes=FOUR, prior_param_gb=None, gpu_memory_gib=192)
+    return SweepContext(runs=runs, nodes=FOUR, gpu_memory_gib=192, facts=None)
 
 
 def _spec(**extra: Any) -> Any:
@@ -53,9 +53,10 @@ def test_one_run_per_node_all_at_once_pinned_and_isolated() -> None:
     new = plan(_spec(), _ctx([]))
     assert isinstance(new, list) and [r.label for r in new] == [f"node={n}" for n in FOUR]
     assert [list(r.nodes) for r in new] == [[n] for n in FOUR]
-    assert all(r.params == {"_alias": r.nodes[0], "dataset_type": "synthetic"} for r in new)
+    assert all(r.params == RunParams(alias=r.nodes[0], overrides={"dataset_type": "synthetic"})
+               for r in new)
     own = plan(_spec(overrides={"dataset_type": "tfds"}), _ctx([]))
-    assert isinstance(own, list) and "dataset_type" not in own[0].params
+    assert isinstance(own, list) and own[0].params.overrides == {}
 
 
 def test_outliers_are_confirmed_by_a_second_run_before_the_verdict() -> None:

@@ -9,6 +9,7 @@ import pytest
 from sweepd.app.service import Service
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import SweepContext
+from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
@@ -70,7 +71,7 @@ def test_a_model_without_a_shape_starts_small_and_lets_the_memory_line_do_the_re
         kind="model-perf", model="qwen3-14b", nodes="chi[1-2]", parameter="per_device_batch_size",
         values=None, lower=1, upper=None, gpu_memory_gib=None, mem_fraction=None, max_runs=12,
         overrides={}, env={})
-    ctx = SweepContext(runs=[], nodes=["chi1", "chi2"], prior_param_gb=None, gpu_memory_gib=192)
+    ctx = SweepContext(runs=[], nodes=["chi1", "chi2"], gpu_memory_gib=192, facts=PerfFacts())
     space, why = search_space(spec, ctx)
     first = next_probe(space, [])
     assert first is not None and first.value == 1 and "a small first probe" in first.why

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,28 @@ async def test_submit_runs_to_completion(tmp_path: Path, make_cluster: Callable[
     assert await cluster.find_by_token("tok-a1") == sub
     assert await cluster.find_by_token("nope") is None
     assert (await cluster.poll(["999999"]))["999999"].state is SchedulerState.GONE
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode()
+    return dict(e.split("=", 1) for e in raw.split("\0") if "=" in e)
+
+
+@pytest.mark.parametrize(("own", "expected"), [
+    ({}, "--inherited=1 --xla_a=1 --xla_b=2"),                  # the daemon's XLA_FLAGS
+    ({"XLA_FLAGS": "--own=1"}, "--own=1 --xla_a=1 --xla_b=2"),  # the run's env sets them
+])
+async def test_xla_flags_are_added_to_the_trainers_inherited_ones(
+        tmp_path: Path, make_cluster: Callable[..., SimCluster], monkeypatch: pytest.MonkeyPatch,
+        own: dict[str, str], expected: str) -> None:
+    monkeypatch.setenv("XLA_FLAGS", "--inherited=1")
+    cluster = make_cluster()
+    hung = replace(request(tmp_path, "tok-xla", ["chi2832"], batch=3), env=own,
+                   xla_flags=["--xla_a=1", "--xla_b=2"])   # batch 3 hangs: the trainer stays
+    sub = await cluster.submit(hung)
+    record = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.json").read_text())
+    assert record["xla_flags"] == ["--xla_a=1", "--xla_b=2"]
+    assert _environ(record["pid"])["XLA_FLAGS"] == expected
 
 
 async def test_failed_job_reports_exit_code(tmp_path: Path,

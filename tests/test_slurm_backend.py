@@ -128,6 +128,21 @@ async def test_direct_two_node_job(slurm_env: dict[str, str], tmp_path: Path) ->
     assert "  Status: SUCCESS (exit 0)" in log
 
 
+async def test_direct_xla_flags_are_added_to_the_inherited_ones(slurm_env: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    cluster = make_cluster(slurm_env)
+    # The run's env sets XLA_FLAGS (as a model's env file does); the flags are appended,
+    # each word as it was given, shell characters included.
+    sub = await cluster.submit(JobRequest(
+        token="xla1", model="llama2-70b", nodes=["chi2832"], output_dir=tmp_path,
+        overrides={"steps": "2"}, env={"XLA_FLAGS": "--base=0"},
+        xla_flags=["--xla_a=1", "--xla_b=$(false);'x'"]))
+    status = await wait_state(cluster, sub.backend_id, FINISHED)
+    assert status == JobStatus(SchedulerState.COMPLETED, 0, None)
+    assert "0: env XLA_FLAGS=--base=0 --xla_a=1 --xla_b=$(false);'x'\n" in \
+        sub.log_path.read_text()
+
+
 async def test_direct_header_and_summary_commands(slurm_env: dict[str, str],
                                                   tmp_path: Path) -> None:
     """The lead plugs the real trainer's `header` / `summary` subcommands in here."""
@@ -178,6 +193,10 @@ async def test_submit_sh_refusals(slurm_env: dict[str, str], tmp_path: Path) -> 
     with pytest.raises(SubmitRefused, match="resolution failed"):
         await cluster.submit(JobRequest(token="r2", model="grok", nodes=["chi2832"],
                                         output_dir=tmp_path))
+    # submit.sh takes XLA_FLAGS from the model's env file: a run's own flags cannot be added.
+    with pytest.raises(SubmitRefused, match="use direct mode"):
+        await cluster.submit(JobRequest(token="r3", model="70b", nodes=["chi2832"],
+                                        output_dir=tmp_path, xla_flags=["--xla_a=1"]))
     # The fixture keeps submit.sh's own spec and name guards.
     rc, out = await run([str(repo / "submit.sh"), "70b:a:b:c"])
     assert rc == 1 and "too many ':' separators" in out

@@ -20,6 +20,7 @@ from sweepd.clusters.submitguard import guard_path, record_group
 from sweepd.config import Config
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, SweepState
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 from tests.simrun import write_scenario
@@ -60,7 +61,7 @@ async def _sweep_with_job(store: Store, token: str, backend_id: str | None) -> i
     # Awaiting a decision: the engine follows its jobs but plans nothing for it.
     await store.transition_sweep(sweep_id, SweepState.RUNNING, "test")
     await store.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "test")
-    run = await store.add_run(sweep_id, "r", {}, NODE, "test")
+    run = await store.add_run(sweep_id, "r", RunParams(), NODE, "test")
     job = await store.create_job(run, token, job_name="", nodes=NODE)
     if backend_id is not None:
         await store.transition_job(job.id, JobState.QUEUED, "test", backend_id=backend_id)

@@ -18,6 +18,7 @@ import pytest
 from sweepd.app import foreground
 from sweepd.config import ConfigError, load_config
 from sweepd.core.states import RunState, SweepState
+from sweepd.store.rows import RunParams
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, write_scenario
@@ -36,7 +37,8 @@ def sweepd(*args: str) -> subprocess.CompletedProcess[str]:
 async def _plottable(d: Daemon) -> int:
     sid = int((await d.service.submit(SPEC))["id"])
     for b, tgs in ((4, 1000.0), (8, 1300.0)):
-        run = await d.store.add_run(sid, f"b={b}", {"per_device_batch_size": b}, NODES, "t")
+        run = await d.store.add_run(sid, f"b={b}",
+                                    RunParams(overrides={"per_device_batch_size": b}), NODES, "t")
         await d.store.transition_run(run.id, RunState.ACTIVE, "submitting")
         await d.store.transition_run(run.id, RunState.PASSED, "ran", outcome="pass", tgs=tgs,
                                      mfu=30.0)

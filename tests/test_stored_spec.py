@@ -20,7 +20,7 @@ ENDED = (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED, SweepState.AWAI
 
 def _stricter(monkeypatch: pytest.MonkeyPatch) -> None:
     # A node perf sweep now needs more nodes than the 8 pinned: a refusal at submit.
-    monkeypatch.setattr("sweepd.kinds.node_perf.kind.MIN_FOR_MEDIAN", 100)
+    monkeypatch.setattr("sweepd.kinds.node_perf.spec.MIN_FOR_MEDIAN", 100)
 
 
 def test_a_stored_spec_is_read_back_without_todays_validators(

@@ -194,7 +194,7 @@ async def test_the_memory_line_predicts_the_cliff_and_the_search_refines_to_the_
     try:
         sweep = (await store.sweeps())[0]
         runs = await store.runs(sweep.id)
-        batches = [r.params["per_device_batch_size"] for r in runs]
+        batches = [r.params.overrides["per_device_batch_size"] for r in runs]
         jobs = await store.jobs(sweep.id)
         reasons = {e.run_id: e.reason for e in await store.events(sweep.id)
                    if e.rule == "model_perf.upper_bound_probe"}
@@ -232,7 +232,7 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         assert first.verdict is not None and second.verdict is not None
         assert first.verdict["best"] == second.verdict["best"] == peak
         runs = await store.runs(second.id)
-        assert len(runs) <= 2 and runs[0].params["per_device_batch_size"] == peak
+        assert len(runs) <= 2 and runs[0].params.overrides["per_device_batch_size"] == peak
         reasons = [e.reason for e in await store.events(second.id)
                    if e.rule == "model_perf.upper_bound_probe"]
         assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "

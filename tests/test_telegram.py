@@ -19,6 +19,7 @@ from sweepd.notify.logsink import LogSink
 from sweepd.notify.secrets import SecretError
 from sweepd.notify.telegram import TelegramNotifier, make_bot
 from sweepd.store.outbox import Outbox
+from sweepd.store.rows import RunParams
 from sweepd.util.columns import aligned_tables
 from tests.telegram_double import (
     CHAT,
@@ -98,7 +99,8 @@ async def test_final_report_is_monospace_and_falls_back_to_plain(service: Servic
                                                                  double: BotApiDouble) -> None:
     sid = await running_sweep(service)
     run = await service.store.add_run(sid, "per_device_batch_size=12",
-                                      {"per_device_batch_size": 12}, SPEC["nodes"], "plan")
+                                      RunParams(overrides={"per_device_batch_size": 12}),
+                                      SPEC["nodes"], "plan")
     await service.store.transition_run(run.id, RunState.ACTIVE, "submitted")
     await service.store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass",
                                        tgs=2036.0, mfu=30.0)
@@ -122,7 +124,8 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
     store = service.store
     for bs, tgs in ((8, 1800.0), (12, 2036.0)):
         run = await store.add_run(sid, f"per_device_batch_size={bs}",
-                                  {"per_device_batch_size": bs}, SPEC["nodes"], "plan")
+                                  RunParams(overrides={"per_device_batch_size": bs}),
+                                  SPEC["nodes"], "plan")
         await store.transition_run(run.id, RunState.ACTIVE, "submitted")
         await store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
                                    mfu=30.0)

@@ -14,6 +14,7 @@ from sweepd.core.states import (
     RunState,
     SweepState,
 )
+from sweepd.store.rows import RunParams
 from sweepd.store.store import InvalidTransition, Store
 
 
@@ -24,7 +25,8 @@ async def _force(store: Store, table: str, row_id: int, state: str) -> None:
 
 async def _fixture_rows(store: Store) -> tuple[int, int, int]:
     sweep_id = await store.create_sweep("model-perf", "t", {"model": "llama2-70b"})
-    run = await store.add_run(sweep_id, "per_device_batch_size=8", {"b": 8}, "n1", "test")
+    run = await store.add_run(sweep_id, "per_device_batch_size=8",
+                              RunParams(overrides={"b": 8}), "n1", "test")
     job = await store.create_job(run, "tok-1", "JAX-x", "n1")
     return sweep_id, run.id, job.id
 

@@ -53,7 +53,7 @@ class Service(Queries):
         self.engine.notify()
         return await self.summary(sweep_id)
 
-    async def _gather(self, spec: SweepSpec) -> dict[str, Any]:
+    async def _gather(self, spec: SweepSpec) -> Any:
         """What the spec refers to must hold now (a refusal), not fail the sweep later."""
         try:
             return await kind_of(spec.kind).gather(self.store, spec)
@@ -89,7 +89,9 @@ class Service(Queries):
     async def show(self, sweep_id: int) -> dict[str, Any]:
         out = await self.summary(sweep_id)
         out["spec"] = (await self.store.sweep(sweep_id)).spec
-        out["run_list"] = [r.as_dict() for r in await self.store.runs(sweep_id)]
+        # Each run's params typed (as `RunParams` holds them), beside the row's stored JSON.
+        out["run_list"] = [{**r.as_dict(), "params": r.params.model_dump(mode="json")}
+                           for r in await self.store.runs(sweep_id)]
         out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
         out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
@@ -202,10 +204,7 @@ class Service(Queries):
         states = await self._node_states(spec.node_list)
         config = self.engine.config
         ctx = SweepContext(runs=[], nodes=spec.node_list,
-                           prior_param_gb=await self.store.prior_memstats(spec.model,
-                                                                          spec.nodes),
-                           gpu_memory_gib=config.cluster.gpu_memory_gib,
-                           extra={**facts, "acknowledged_stops": []})
+                           gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts)
         first = kind.plan(spec, ctx)
         dumped = spec.model_dump(mode="json")
         return {"kind": spec.kind, "name": spec.name or spec.default_name(),
@@ -277,6 +276,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         return {"finished": plan.summary, "ok": plan.ok}
     if isinstance(plan, Stop):
         return {"stop": plan.reason, "rule": plan.rule}
-    return {"runs": [{"label": r.label, "params": r.params, "nodes": collect_nodes(list(r.nodes)),
-                      "node_count": len(r.nodes), "reason": r.reason, "rule": r.rule}
+    return {"runs": [{"label": r.label,
+                      "params": r.params.model_dump(mode="json", exclude_defaults=True),
+                      "nodes": collect_nodes(list(r.nodes)), "node_count": len(r.nodes),
+                      "reason": r.reason, "rule": r.rule}
                      for r in plan]}

@@ -48,6 +48,8 @@ class JobRequest:
     output_dir: Path
     overrides: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    # Appended to the XLA_FLAGS the job inherits (its environment's, the model's env file's).
+    xla_flags: Sequence[str] = ()
     # Optional `:alias:tag` parts for submit.sh-style job names.
     alias: str | None = None
     tag: str | None = None

@@ -59,6 +59,14 @@ def _passthrough(request: JobRequest) -> list[str]:
             *(f"_env_{k}={v}" for k, v in request.env.items())]
 
 
+def _xla_env(inherited: str, flags: list[str]) -> dict[str, str]:
+    """A run's XLA flags added to the XLA_FLAGS the trainer inherits, as direct mode's
+    batch script does (`export XLA_FLAGS="${XLA_FLAGS:-} ..."`)."""
+    if not flags:
+        return {}
+    return {"XLA_FLAGS": " ".join([inherited, *flags])}
+
+
 class SimCluster:
     name = "sim"
     submit_timeout_s = 10.0   # submission is one locked file write: never in flight long
@@ -153,7 +161,8 @@ class SimCluster:
             self._save({
                 "id": job_id, "token": request.token, "job_name": name, "model": request.model,
                 "nodes": nodes, "log": str(log), "overrides": dict(request.overrides),
-                "env": dict(request.env), "commit": request.commit, "passthrough": passthrough,
+                "env": dict(request.env), "xla_flags": list(request.xla_flags),
+                "commit": request.commit, "passthrough": passthrough,
                 "state": PENDING, "pid": None, "pgid": None, "ticks": None, "cancelled": False,
             })
             self._schedule()
@@ -185,6 +194,9 @@ class SimCluster:
         err = self.jobs_dir / f"{record['id']}.stderr"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(Path(sweepd.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+        # The run's env (exported first in direct mode) may set XLA_FLAGS: the flags add to it.
+        inherited = record["env"].get("XLA_FLAGS", env.get("XLA_FLAGS", ""))
+        env.update(_xla_env(inherited, record.get("xla_flags", [])))
         launched = subprocess.run(["sh", "-c", _LAUNCH, "sh", str(err), *cmd], env=env,
                                   capture_output=True, text=True, check=True,
                                   start_new_session=True)

@@ -357,7 +357,8 @@ class SlurmCluster:
         script = render_batch_script(BatchScript(
             job_name=name, model=request.model, passthrough=passthrough, env=request.env,
             train_command=self.settings.train_command, header_command=self._header_command,
-            summary_command=self._summary_command, commit=request.commit))
+            summary_command=self._summary_command, commit=request.commit,
+            xla_flags=request.xla_flags))
         out_dir = request.output_dir.resolve()
         path = out_dir / f".sweepd-{request.token}.sbatch"
         await asyncio.to_thread(_write_script, path, script)
@@ -369,6 +370,12 @@ class SlurmCluster:
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
+        if request.xla_flags:
+            # submit.sh takes the model's XLA_FLAGS from its env file; a passthrough
+            # `_env_XLA_FLAGS=` would replace them, not add to them.
+            raise SubmitRefused(
+                f"this run adds XLA flags ({' '.join(request.xla_flags)}), which submit.sh "
+                "mode cannot pass on: use direct mode (cluster.slurm.mode: direct)")
         repo = request.workdir or self.settings.repo  # a checkout of one commit, or the repo
         passthrough = [*passthrough_args(request), f"_env_{TOKEN_ENV}={request.token}"]
         try:

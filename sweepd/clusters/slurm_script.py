@@ -28,6 +28,8 @@ class BatchScript:
     summary_command: Sequence[str] | None = None
     commit: str | None = None
     sbatch_directives: Sequence[str] = field(default_factory=lambda: ["--ntasks-per-node=1"])
+    # Appended to the XLA_FLAGS the job inherits (sbatch exports the submitter's).
+    xla_flags: Sequence[str] = ()
 
 
 def _q(args: Sequence[str]) -> str:
@@ -84,6 +86,13 @@ def _summary_fn(spec: BatchScript) -> list[str]:
     ]
 
 
+def _xla_flags(flags: Sequence[str]) -> list[str]:
+    """`export XLA_FLAGS="${XLA_FLAGS:-}"' --a=1 --b=2'`: added to what the job inherits."""
+    if not flags:
+        return []
+    return [f'export XLA_FLAGS="${{XLA_FLAGS:-}}"{shlex.quote(" " + " ".join(flags))}']
+
+
 def render_batch_script(spec: BatchScript) -> str:
     train = [*spec.train_command]
     commit = f" --commit {shlex.quote(spec.commit)}" if spec.commit else ""
@@ -93,6 +102,7 @@ def render_batch_script(spec: BatchScript) -> str:
         "# Written by sweepd (direct mode): header, training under srun -l, JOB SUMMARY.",
         "START=$SECONDS",
         *(f"export {k}={shlex.quote(v)}" for k, v in spec.env.items()),
+        *_xla_flags(spec.xla_flags),
         *_header(spec),
         *_summary_fn(spec),
         # srun runs in the background so that scancel's SIGTERM reaches the trap at once

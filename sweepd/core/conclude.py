@@ -99,7 +99,7 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
     run = await store.run(job.run_id)
     spec = sweep.spec
     n_nodes = len(expand_nodes(job.nodes))
-    model = str(run.params.get("_model", spec.get("model", "?")))
+    model = run.params.model or str(spec.get("model", "?"))
     line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu,
                        _describe(verdict))
     if action.act == Act.ACCEPT:

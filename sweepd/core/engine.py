@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -40,7 +39,7 @@ from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import kind_of, stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.monitor.tail import is_lost
-from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.rows import Job, Run, RunParams, Sweep
 from sweepd.store.store import InvalidTransition, NotFound, Store
 from sweepd.util.clock import Clock
 from sweepd.util.hostlists import collect_nodes
@@ -536,18 +535,16 @@ class Engine:
         kind = kind_of(sweep.kind)
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
-        prior = await self.store.prior_memstats(spec.model, spec.nodes)
         try:
-            extra = await kind.gather(self.store, spec)
+            facts = await kind.gather(self.store, spec)
         except GatherError as e:   # what it refers to is gone since it was accepted
             return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
         # Stops a person already resumed from: the strategy must not raise them again.
-        extra["acknowledged_stops"] = [
-            e.rule for e in await self.store.events(sweep.id, kind="transition")
-            if e.to_state == SweepState.AWAITING_DECISION and e.rule]
-        ctx = SweepContext(runs=runs, nodes=nodes, prior_param_gb=prior,
-                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, extra=extra,
-                           jobs=await self.store.jobs(sweep.id))
+        acknowledged = [e.rule for e in await self.store.events(sweep.id, kind="transition")
+                        if e.to_state == SweepState.AWAITING_DECISION and e.rule]
+        ctx = SweepContext(runs=runs, nodes=nodes,
+                           gpu_memory_gib=self.config.cluster.gpu_memory_gib, facts=facts,
+                           jobs=await self.store.jobs(sweep.id), acknowledged_stops=acknowledged)
         return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:
@@ -577,7 +574,7 @@ class Engine:
         job = await self.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
         await self._submit(sweep, run, job)
 
-    async def _workdir(self, sweep: Sweep, params: dict[str, Any]) -> tuple[bool, Path | None]:
+    async def _workdir(self, sweep: Sweep, params: RunParams) -> tuple[bool, Path | None]:
         """(ok, where the run is submitted from); not ok: the sweep was stopped."""
         hook = kind_of(sweep.kind).workdir
         if hook is None:
@@ -586,29 +583,28 @@ class Engine:
             return True, await hook(self.spec_of(sweep), params,
                                     self.outputs / f"sweep-{sweep.id}")
         except GitError as e:
-            await stop_sweep(self, sweep, f"cannot check out {params.get('_commit')}: {e}",
+            await stop_sweep(self, sweep, f"cannot check out {params.commit}: {e}",
                              rule="worktree.failed", evidence=str(e), failing_nodes=[],
                              recovery="none", outcome="no worktree, nothing submitted")
             return False, None
 
     async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
         spec = self.spec_of(sweep)
+        params = run.params
+        # The run's own overrides and env (the swept parameter among them) win over the spec's.
         overrides = {k: str(v) for k, v in spec.overrides.items()}
         overrides.setdefault("steps", str(spec.steps))
-        # Run params starting with `_` steer the submission; the rest are overrides.
-        overrides.update({k: str(v) for k, v in run.params.items() if not k.startswith("_")})
-        params = run.params
-        # A swept `_env_K` (e.g. XLA_PYTHON_CLIENT_MEM_FRACTION) is an environment variable.
-        env = {**spec.env, **{k[5:]: str(v) for k, v in params.items() if k.startswith("_env_")}}
+        overrides.update({k: str(v) for k, v in params.overrides.items()})
+        env = {**spec.env, **params.env}
         ok, workdir = await self._workdir(sweep, params)
         if not ok:
             return
-        request = JobRequest(token=job.token, model=str(params.get("_model", spec.model)),
+        request = JobRequest(token=job.token, model=params.model or spec.model,
                              nodes=_expand(job.nodes),
                              output_dir=self.outputs / f"sweep-{sweep.id}",
-                             overrides=overrides, env=env,
-                             alias=params.get("_alias"), tag=params.get("_tag"),
-                             commit=params.get("_commit"), workdir=workdir)
+                             overrides=overrides, env=env, xla_flags=params.xla_flags,
+                             alias=params.alias, tag=params.tag,
+                             commit=params.commit, workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
         # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
         deadline = (self.clock.now()

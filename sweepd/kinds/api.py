@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from sweepd.store.rows import Job, Run
+from sweepd.store.rows import Job, Run, RunParams
 
 
 class GatherError(ValueError):
@@ -17,7 +17,7 @@ class GatherError(ValueError):
 @dataclass(frozen=True)
 class NewRun:
     label: str
-    params: dict[str, Any]
+    params: RunParams
     nodes: Sequence[str]
     reason: str
     rule: str
@@ -42,14 +42,20 @@ class Stop:
 Plan = list[NewRun] | Finished | Stop
 
 
+# What a kind's gather found in the store for its planner (an earlier sweep, commits' SHAs):
+# each kind its own type.
+FactsT = TypeVar("FactsT")
+
+
 @dataclass(frozen=True)
-class SweepContext:
+class SweepContext(Generic[FactsT]):
     runs: Sequence[Run]
     nodes: Sequence[str]          # pinned nodes minus active exclusions
-    prior_param_gb: float | None  # Memstats of an earlier run of this model on these nodes
     gpu_memory_gib: float
-    extra: dict[str, Any] = field(default_factory=dict)  # kind-specific facts (Kind.gather)
+    facts: FactsT                 # Kind.gather's answer, fresh for this plan
     jobs: Sequence[Job] = ()      # the sweep's jobs: what each run's log said (e.g. memory)
+    # Rules of stops a person already resumed from: the planner must not raise them again.
+    acknowledged_stops: Sequence[str] = ()
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

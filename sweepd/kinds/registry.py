@@ -13,29 +13,26 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
-from sweepd.kinds.api import Plan, SweepContext
-from sweepd.kinds.spec import SpecError, control_errors, joined
-from sweepd.store.rows import Job, Run, Sweep
+from sweepd.kinds.api import FactsT, Plan, SweepContext
+from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined
+from sweepd.store.rows import Job, Run, RunParams, Sweep
 
 if TYPE_CHECKING:
     from sweepd.config import Config
-    from sweepd.kinds.spec import SweepSpec
     from sweepd.store.store import Store
 
-Planner = Callable[[Any, SweepContext], Plan]
+SpecT = TypeVar("SpecT", bound=SweepSpec)
 Table = Callable[[Sweep, Sequence[Run], Sequence[Job]], str]
 Rows = Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]
-# Facts a planner needs from the store beyond the sweep's own runs (e.g. a prior sweep).
-Gather = Callable[["Store", Any], Awaitable[dict[str, Any]]]
 
 
-async def _nothing(store: Store, spec: Any) -> dict[str, Any]:
-    return {}
+async def no_facts(store: Store, spec: SweepSpec) -> None:
+    """The gather of a kind that needs nothing beyond the sweep's own runs."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +48,15 @@ class Demo:
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[SpecT, FactsT]):
     name: str
-    spec: type[SweepSpec]
-    plan: Planner
+    spec: type[SpecT]
+    plan: Callable[[SpecT, SweepContext[FactsT]], Plan]
     table: Table
     rows: Rows
+    # Facts the planner needs from the store beyond the sweep's own runs (e.g. a prior
+    # sweep), read before every plan; raises GatherError when they cannot be had.
+    gather: Callable[[Store, SpecT], Awaitable[FactsT]]
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
@@ -66,13 +66,12 @@ class Kind:
     # True: a config error (every node fails the same way) stops the sweep. False: it is
     # the run's own result (a model sweep judges each model; all failing = commit broken).
     config_stops: bool = True
-    gather: Gather = _nothing
     # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
     # configured repo. Called before every submission; must be idempotent.
-    workdir: Callable[[Any, dict[str, Any], Path], Awaitable[Path | None]] | None = None
+    workdir: Callable[[SpecT, RunParams, Path], Awaitable[Path | None]] | None = None
     # Removes what `workdir` made, once the sweep has ended (done, failed or aborted);
     # returns what it removed. Takes the spec and the sweep's directory.
-    release: Callable[[Any, Path], Awaitable[list[Path]]] | None = None
+    release: Callable[[SpecT, Path], Awaitable[list[Path]]] | None = None
     # A PNG where a picture says more than the table (None: nothing to draw yet).
     plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
     # `sweepd demo --kind <name>` on the simulated cluster (None: the kind has no demo).
@@ -90,10 +89,10 @@ class Kind:
 
 
 @cache
-def kinds() -> dict[str, Kind]:
+def kinds() -> dict[str, Kind[Any, Any]]:
     import sweepd.kinds as package
 
-    found: dict[str, Kind] = {}
+    found: dict[str, Kind[Any, Any]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         name = f"{package.__name__}.{info.name}.kind"
         if not info.ispkg or importlib.util.find_spec(name) is None:
@@ -105,10 +104,11 @@ def kinds() -> dict[str, Kind]:
 
 def stored_spec(kind: str, data: dict[str, Any]) -> SweepSpec:
     """A stored sweep's spec as it was accepted (see `_Spec.from_stored`)."""
-    return kind_of(kind).spec.from_stored(data)
+    spec: type[SweepSpec] = kind_of(kind).spec
+    return spec.from_stored(data)
 
 
-def kind_of(name: str) -> Kind:
+def kind_of(name: str) -> Kind[Any, Any]:
     try:
         return kinds()[name]
     except KeyError:
@@ -126,7 +126,7 @@ def parse_spec(data: Any, repo: Path | None = None, client: bool = False) -> Swe
     if refused:
         raise SpecError(f"invalid spec: {joined(refused)}", refused)
     known = kinds()
-    model = known[str(kind)].spec if str(kind) in known else None
+    model: type[SweepSpec] | None = known[str(kind)].spec if str(kind) in known else None
     if model is None:
         # No ": " in it: the CLI prints a message with fields up to its first colon.
         what = f"unknown sweep kind {kind!r}, not one of {', '.join(sorted(known))}"

@@ -64,7 +64,7 @@ class _Spec(BaseModel):
     nodes: str = Field(description="hostlist expression, pinned for the whole sweep")
     overrides: dict[str, Scalar] = Field(default_factory=dict,
                                          description="key=value MaxText passthrough")
-    env: dict[str, str] = Field(default_factory=dict, description="_env_ variables")
+    env: dict[str, str] = Field(default_factory=dict, description="job environment")
     steps: int = Field(default=15, ge=1, le=10_000)
     model: str = "llama2-70b"
     min_nodes: int | None = Field(default=None, ge=1,

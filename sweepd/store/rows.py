@@ -7,8 +7,55 @@ from dataclasses import dataclass, fields
 from typing import Any, Self
 
 import hostlist
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sweepd.core.states import JobState, RunState, SweepState
+
+Scalar = str | int | float
+
+
+class Expected(BaseModel):
+    """The TGS a run is judged by, fixed when it was planned, and where that figure came
+    from (the network kind: a node perf sweep's median, the spec's figure)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tgs: float | None
+    source: str
+
+
+class RunParams(BaseModel):
+    """What one run submits, stored as JSON in `runs.params_json` (schema version 6).
+
+    Every field but `overrides`, `env` and `xla_flags` steers the submission itself; the
+    toolkit's `_env_KEY=value` passthrough is built from `env` by the cluster backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None           # None: the spec's model
+    commit: str | None = None          # the commit the run's job is submitted from
+    tag: str | None = None             # submit.sh's `model:tag` (job name) and a column label
+    alias: str | None = None           # submit.sh's `model:alias:tag`
+    env: dict[str, str] = Field(default_factory=dict)          # on top of the spec's env
+    # MaxText `key=value` overrides on top of the spec's, the swept parameter among them.
+    overrides: dict[str, Scalar] = Field(default_factory=dict)
+    expected: Expected | None = None
+    # Appended to the XLA_FLAGS the job inherits (never a replacement of it).
+    xla_flags: list[str] = Field(default_factory=list)
+    profile: str | None = None         # the XLA tuning kind's flag profile name
+    wave: str | None = None            # the XLA tuning kind's wave
+
+    @field_validator("xla_flags")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        # One word each: XLA splits its XLA_FLAGS on white space.
+        bad = [f for f in v if not f.startswith("--") or any(c.isspace() for c in f)]
+        if bad:
+            raise ValueError(f"XLA flags are `--name=value` words: {bad}")
+        return v
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
 
 class _Row:
@@ -60,8 +107,8 @@ class Run(_Row):
     not_before: float | None
 
     @property
-    def params(self) -> dict[str, Any]:
-        return dict(json.loads(self.params_json))
+    def params(self) -> RunParams:
+        return RunParams.model_validate_json(self.params_json)
 
     @property
     def node_count(self) -> int:

@@ -28,7 +28,7 @@ from sweepd.core.states import (
     sources,
 )
 from sweepd.store.migrate import latest_version, migrate
-from sweepd.store.rows import Event, Exclusion, Job, Run, SignalRow, StepRow, Sweep
+from sweepd.store.rows import Event, Exclusion, Job, Run, RunParams, SignalRow, StepRow, Sweep
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -270,7 +270,7 @@ class Store:
     # -- runs --------------------------------------------------------------------------
 
     async def add_run(
-        self, sweep_id: int, label: str, params: Mapping[str, Any], nodes: str, reason: str,
+        self, sweep_id: int, label: str, params: RunParams, nodes: str, reason: str,
         rule: str | None = None,
     ) -> Run:
         async with self.tx() as conn:
@@ -281,7 +281,7 @@ class Store:
             seq = int(row[0]) if row else 1
             c = await conn.execute(
                 "INSERT INTO runs (sweep_id, seq, label, params_json, nodes) VALUES (?,?,?,?,?)",
-                (sweep_id, seq, label, json.dumps(params, sort_keys=True), nodes),
+                (sweep_id, seq, label, params.to_json(), nodes),
             )
             run_id = int(c.lastrowid or 0)
             await self._event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,
@@ -448,15 +448,11 @@ class Store:
         rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
         return [SignalRow.from_row(r) for r in rows]
 
-    async def prior_memstats(self, model: str, nodes: str) -> float | None:
-        """Param memory (GB) recorded by an earlier job of the same model on the same nodes."""
-        rows = await self._all(
-            "SELECT j.mem_used_gb FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
-            " WHERE j.mem_used_gb IS NOT NULL AND j.nodes = ?"
-            " AND json_extract(s.spec_json, '$.model') = ? ORDER BY j.id DESC LIMIT 1",
-            (nodes, model),
-        )
-        return float(rows[0][0]) if rows else None
+    async def jobs_on(self, nodes: str) -> list[Job]:
+        """Every sweep's jobs that ran on exactly these nodes (a collected hostlist), oldest
+        first."""
+        rows = await self._all("SELECT * FROM jobs WHERE nodes = ? ORDER BY id", (nodes,))
+        return [Job.from_row(r) for r in rows]
 
     # -- exclusions --------------------------------------------------------------------
 

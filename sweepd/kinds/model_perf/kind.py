@@ -10,11 +10,14 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import plan as perf_plan
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.demo import DEMO
+from sweepd.kinds.model_perf.facts import PerfFacts, Prior
+from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import SpecError
 
 if TYPE_CHECKING:
+    from sweepd.store.rows import Sweep
     from sweepd.store.store import Store
 
 # What makes two sweeps the same cell: the same model on as many nodes, searching the same
@@ -22,26 +25,45 @@ if TYPE_CHECKING:
 _CELL = ("parameter", "overrides", "env", "mem_fraction", "gpu_memory_gib")
 
 
-async def gather(store: Store, spec: ModelPerfSpec) -> dict[str, Any]:
+async def gather(store: Store, spec: ModelPerfSpec) -> PerfFacts:
+    """An earlier sweep of the same cell and the param memory an earlier job printed."""
+    sweeps = await store.sweeps()
+    return PerfFacts(prior=await _prior(store, spec, sweeps),
+                     param_gb=await _param_gb(store, spec, sweeps))
+
+
+async def _prior(store: Store, spec: ModelPerfSpec, sweeps: list[Sweep]) -> Prior | None:
     """The latest settled sweep of the same cell: where it found the peak and the largest
     batch that fitted, so this sweep starts from them (perf_plan.search_space)."""
-    for sweep in reversed(await store.sweeps([SweepState.DONE])):
+    for sweep in reversed(sweeps):
         verdict = sweep.verdict or {}
-        if sweep.kind != KIND.name or not verdict.get("settled", True) \
-                or verdict.get("best") is None or not _same_cell(sweep.spec, spec, verdict):
+        if sweep.state != SweepState.DONE or sweep.kind != KIND.name \
+                or not verdict.get("settled", True) or verdict.get("best") is None \
+                or not _same_cell(sweep.spec, spec, verdict):
             continue
         on = int(verdict.get("nodes") or len(spec.node_list))
         runs = [r for r in await store.runs(sweep.id) if r.node_count == on]
-        fits = [r.params[spec.parameter] for r in runs if r.outcome == "pass"]
-        ooms = [r.params[spec.parameter] for r in runs if r.outcome == "oom"]
+        # One sweep's values are all numbers or all text (spec validation): comparable.
+        fits: list[Any] = [swept_value(spec.parameter, r.params, spec.values) for r in runs
+                           if r.outcome == "pass"]
+        ooms: list[Any] = [swept_value(spec.parameter, r.params, spec.values) for r in runs
+                           if r.outcome == "oom"]
         # Its runs as probes, with their memory lines: the same planner's view of them.
-        then = SweepContext(runs=runs, nodes=spec.node_list[:on], prior_param_gb=None,
-                            gpu_memory_gib=0.0, jobs=await store.jobs(sweep.id))
-        return {"prior": {"sweep": sweep.id, "peak": verdict["best"], "tgs": verdict.get("tgs"),
-                          "max_fit": max(fits, default=verdict["best"]),
-                          "oom": min(ooms, default=None),
-                          "probes": perf_plan.probes(spec, then)}}
-    return {}
+        then = SweepContext(runs=runs, nodes=spec.node_list[:on], gpu_memory_gib=0.0,
+                            facts=PerfFacts(), jobs=await store.jobs(sweep.id))
+        return Prior(sweep=sweep.id, peak=verdict["best"], tgs=verdict.get("tgs"),
+                     max_fit=max(fits, default=verdict["best"]), oom=min(ooms, default=None),
+                     probes=tuple(perf_plan.probes(spec, then)))
+    return None
+
+
+async def _param_gb(store: Store, spec: ModelPerfSpec, sweeps: list[Sweep]) -> float | None:
+    """Param memory (GB) the latest job of the same model on the same nodes printed."""
+    same_model = {s.id for s in sweeps if s.spec.get("model") == spec.model}
+    for job in reversed(await store.jobs_on(spec.nodes)):
+        if job.mem_used_gb is not None and job.sweep_id in same_model:
+            return job.mem_used_gb
+    return None
 
 
 def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:

@@ -10,6 +10,8 @@ from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf.estimate import memory_estimate
+from sweepd.kinds.model_perf.facts import PerfFacts, Prior
+from sweepd.kinds.model_perf.params import run_params, swept_value
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -34,11 +36,11 @@ NOT_ABOUT_THE_VALUE = frozenset({
 })
 
 
-def _finished(ctx: SweepContext) -> list[Run]:
+def _finished(ctx: SweepContext[PerfFacts]) -> list[Run]:
     return [r for r in ctx.runs if r.state in ("passed", "failed")]
 
 
-def probes(spec: ModelPerfSpec, ctx: SweepContext) -> list[Probe]:
+def probes(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Probe]:
     latest = _latest_jobs(ctx.jobs)
     runs = [r for r in _finished(ctx) if _comparable(r, len(ctx.nodes))
             and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
@@ -54,19 +56,20 @@ def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run]) -> set[int]:
     stands."""
     if spec.parameter != BATCH:
         return set()
-    passed = [r.params[BATCH] for r in runs if r.outcome == "pass"]
-    top = max(passed, default=None)
+    batch = {r.id: int(swept_value(BATCH, r.params) or 0) for r in runs}
+    top = max((batch[r.id] for r in runs if r.outcome == "pass"), default=None)
     failed = [r for r in runs if r.outcome != "pass"]
-    times = Counter(r.params[BATCH] for r in failed)
+    times = Counter(batch[r.id] for r in failed)
     return {r.id for r in failed
-            if top is not None and r.params[BATCH] < top and times[r.params[BATCH]] < 2}
+            if top is not None and batch[r.id] < top and times[batch[r.id]] < 2}
 
 
 def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
     """The run's result with what its log said about memory. Memory per GPU changes with
     the node count: an OOM carried over from more nodes keeps its outcome only."""
-    probe = Probe(run.params[spec.parameter], _OUTCOME.get(run.outcome or "", Outcome.FAILED),
-                  run.tgs)
+    value = swept_value(spec.parameter, run.params, spec.values)
+    assert value is not None   # every run of this kind was planned with its value
+    probe = Probe(value, _OUTCOME.get(run.outcome or "", Outcome.FAILED), run.tgs)
     if job is None or run.node_count != nodes:
         return probe
     fixed = (job.mem_total_gb - job.mem_temp_gb
@@ -103,12 +106,12 @@ def _comparable(run: Run, nodes: int) -> bool:
     return run.node_count == nodes or (run.node_count > nodes and run.outcome == "oom")
 
 
-def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, str]:
+def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
     if spec.values is not None:
         ordered = all(isinstance(v, int | float) for v in spec.values)
         values = tuple(sorted(spec.values) if ordered else spec.values)
         return SearchSpace(values, None, ordered), f"{len(values)} given values"
-    prior = ctx.extra.get("prior")
+    prior = ctx.facts.prior
     if prior:
         return _from_prior(spec, prior)
     model = spec.known_shape
@@ -118,7 +121,7 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(spec.overrides.get("max_target_length")),
-        prior_param_gb=ctx.prior_param_gb,
+        prior_param_gb=ctx.facts.param_gb,
     )
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
@@ -138,24 +141,24 @@ def _small_start(spec: ModelPerfSpec) -> tuple[SearchSpace, str]:
                    "compiled-memory line predicts the largest batch that fits"), why
 
 
-def _from_prior(spec: ModelPerfSpec, prior: dict[str, Any]) -> tuple[SearchSpace, str]:
+def _from_prior(spec: ModelPerfSpec, prior: Prior) -> tuple[SearchSpace, str]:
     """An earlier sweep of the same cell measured the peak and the largest fit: start at its
     peak, take its max fit as the estimate, and its OOM (deterministic, SKILL.md: never
     retried) as the top of the search."""
-    sweep, peak, max_fit, oom = prior["sweep"], prior["peak"], prior["max_fit"], prior["oom"]
+    sweep, peak, max_fit, oom = prior.sweep, prior.peak, prior.max_fit, prior.oom
     upper = spec.upper if oom is None else min(spec.upper or int(oom) - 1, int(oom) - 1)
     upper = max(spec.lower, upper) if upper is not None else None
     space = batch_space(int(max_fit), spec.lower, upper, source=f"sweep #{sweep}'s max fit")
-    tgs = f" at {prior['tgs']:,.0f} TGS/device" if prior.get("tgs") else ""
+    tgs = f" at {prior.tgs:,.0f} TGS/device" if prior.tgs else ""
     start = peak if peak in space.candidates else None
     why = (f"sweep #{sweep} of the same model, node count and config: peak "
            f"{spec.parameter}={peak}{tgs}, largest that fitted {max_fit}"
            + (f", OOM at {oom}" if oom is not None else ""))
     return replace(space, start=start, start_why=f"at the peak of {why}",
-                   prior=tuple(prior.get("probes") or ())), why
+                   prior=prior.probes), why
 
 
-def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
+def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if open_runs(ctx.runs):
         return []
     if len(ctx.nodes) < spec.needed_nodes:
@@ -183,7 +186,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
         reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
                    "except an OOM on more nodes")
-    return [NewRun(label=_label(f"{spec.parameter}={value}", ctx), params={spec.parameter: value},
+    return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
+                   params=run_params(spec.parameter, value),
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
@@ -195,13 +199,13 @@ def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
     return "it is the highest value searched, so a higher one may be faster"
 
 
-def _from_earlier(ctx: SweepContext) -> str | None:
-    prior = ctx.extra.get("prior")
-    return (f"values not run here are judged by sweep #{prior['sweep']}'s runs, their TGS "
+def _from_earlier(ctx: SweepContext[PerfFacts]) -> str | None:
+    prior = ctx.facts.prior
+    return (f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS "
             "scaled by the values both sweeps ran") if prior else None
 
 
-def _label(base: str, ctx: SweepContext) -> str:
+def _label(base: str, ctx: SweepContext[PerfFacts]) -> str:
     """Unique in the sweep: a value runs again after an exclusion (on fewer nodes) or after
     a node fault spoiled its run."""
     taken = {r.label for r in ctx.runs}
@@ -220,7 +224,7 @@ def _not_run(spec: ModelPerfSpec, seen: list[Probe]) -> str | None:
             "or a TGS curve that cannot beat the best there)") if left else None
 
 
-def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext,
+def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],
             caveat: str | None, settled: bool = True) -> Finished:
     top = best(seen)
     if top is None:

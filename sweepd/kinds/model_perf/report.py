@@ -5,20 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.plot import perf_curve_plot
-from sweepd.store.rows import Job, Run, Sweep
+from sweepd.kinds.model_perf.spec import BATCH
+from sweepd.store.rows import Job, Run, Scalar, Sweep
 from sweepd.util.hostlists import expand_nodes
 
 _STATUS = {"pass": "works", "oom": "OOM", "hang": "hang", "fail": "failed"}
 
 
-def _sort_key(run: Run, parameter: str) -> tuple[int, Any]:
-    v = run.params.get(parameter)
+def _value(sweep: Sweep, run: Run) -> Scalar | None:
+    spec = sweep.spec
+    return swept_value(spec.get("parameter", BATCH), run.params, spec.get("values"))
+
+
+def _sort_key(sweep: Sweep, run: Run) -> tuple[int, Any]:
+    v = _value(sweep, run)
     return (0, v) if isinstance(v, int | float) else (1, str(v))
 
 
 def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[str, Any]]:
-    parameter = sweep.spec.get("parameter", "per_device_batch_size")
     best = (sweep.verdict or {}).get("best")
     last_job = {j.run_id: j for j in jobs}  # jobs are in id order: the last attempt wins
     out = []
@@ -26,9 +32,9 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     compared = _compared(sweep, finished)
     top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
     top_value = max((v for r in compared if r.outcome == "pass"
-                     and isinstance(v := r.params.get(parameter), int | float)), default=None)
-    for r in sorted(finished, key=lambda r: _sort_key(r, parameter)):
-        value = r.params.get(parameter)
+                     and isinstance(v := _value(sweep, r), int | float)), default=None)
+    for r in sorted(finished, key=lambda r: _sort_key(sweep, r)):
+        value = _value(sweep, r)
         status = _STATUS.get(r.outcome or "", r.outcome or "?")
         if r not in compared:
             status += f" (on {r.node_count}N)"
@@ -91,11 +97,10 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
 def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
     """TGS against the swept value with the OOM region and the optimum (numeric sweeps)."""
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
-    numeric = [r for r in _compared(sweep, runs)
-               if isinstance(r.params.get(parameter), int | float)]
-    points = [(float(r.params[parameter]), r.tgs) for r in numeric
-              if r.outcome == "pass" and r.tgs is not None]
-    failed = [float(r.params[parameter]) for r in numeric if r.outcome in ("oom", "fail", "hang")]
+    numeric = [(float(v), r) for r in _compared(sweep, runs)
+               if isinstance(v := _value(sweep, r), int | float)]
+    points = [(v, r.tgs) for v, r in numeric if r.outcome == "pass" and r.tgs is not None]
+    failed = [v for v, r in numeric if r.outcome in ("oom", "fail", "hang")]
     if not points and not failed:
         return None
     best = (sweep.verdict or {}).get("best")

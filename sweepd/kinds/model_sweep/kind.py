@@ -10,9 +10,10 @@ from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_sweep import plan as model_sweep_plan
 from sweepd.kinds.model_sweep import report
 from sweepd.kinds.model_sweep.demo import DEMO
-from sweepd.kinds.model_sweep.plan import Column, columns_of
+from sweepd.kinds.model_sweep.plan import Column, SweepFacts, columns_of
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import Kind
+from sweepd.store.rows import RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util import worktrees
 
@@ -38,7 +39,7 @@ async def history(store: Store, compare_to: int | None) -> list[Column]:
     return chain
 
 
-async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
+async def gather(store: Store, spec: ModelSweepSpec) -> SweepFacts:
     """The commits' SHAs (refs move; runs record what ran) and earlier sweeps' results."""
     try:
         shas = ({} if spec.repo is None else
@@ -46,17 +47,16 @@ async def gather(store: Store, spec: ModelSweepSpec) -> dict[str, Any]:
         past = await history(store, spec.compare_to)
     except (worktrees.GitError, ValueError) as e:
         raise GatherError(str(e)) from e
-    return {"shas": shas, "history": [c.as_dict() for c in past]}
+    return SweepFacts(shas=shas, history=tuple(past))
 
 
-async def workdir(spec: ModelSweepSpec, params: dict[str, Any], sweep_dir: Path) -> Path | None:
+async def workdir(spec: ModelSweepSpec, params: RunParams, sweep_dir: Path) -> Path | None:
     """The checkout of the run's commit under the sweep's directory, made on first use: a
     clone, which the toolkit's submit.sh takes for a repo root. Its jobs' logs still go to
     the configured repo's workspace (the slurm backend sets JOB_WORKSPACE)."""
-    commit = params.get("_commit")
-    if spec.repo is None or not commit:
+    if spec.repo is None or not params.commit:
         return None
-    return (await worktrees.add(spec.repo, str(commit), sweep_dir / "worktrees")).path
+    return (await worktrees.add(spec.repo, params.commit, sweep_dir / "worktrees")).path
 
 
 async def release(spec: ModelSweepSpec, sweep_dir: Path) -> list[Path]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import hostlist
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
-from sweepd.store.rows import Job, Run
+from sweepd.store.rows import Job, Run, RunParams
 
 if TYPE_CHECKING:
     from sweepd.kinds.model_sweep.spec import ModelSweepSpec
@@ -104,7 +104,7 @@ def _result(run: Run, job: Job | None) -> dict[str, Any]:
 
 
 def _key_of_run(run: Run) -> str:
-    return key_of(str(run.params.get("_model")), run.node_count)
+    return key_of(str(run.params.model), run.node_count)
 
 
 def columns_of(sweep_id: int | None, runs: Sequence[Run], jobs: Sequence[Job] = ()
@@ -113,8 +113,9 @@ def columns_of(sweep_id: int | None, runs: Sequence[Run], jobs: Sequence[Job] = 
     last_job = {j.run_id: j for j in jobs}  # in id order: the last attempt wins
     cols: dict[str, Column] = {}
     for run in sorted(runs, key=lambda r: r.seq):
-        tag = str(run.params.get("_tag", run.params.get("_commit", "?")))
-        col = cols.setdefault(tag, Column(sweep_id, tag, str(run.params.get("_commit", tag))))
+        params = run.params
+        tag = params.tag or params.commit or "?"
+        col = cols.setdefault(tag, Column(sweep_id, tag, params.commit or tag))
         key = _key_of_run(run)
         col.nodes[key] = run.nodes
         if run.state in ("passed", "failed"):
@@ -216,18 +217,26 @@ def new_runs(spec: ModelSweepSpec, commits: Sequence[Commit], layout: Mapping[st
         for c in commits:
             out.append(NewRun(
                 label=f"{key} @{c.tag}",
-                params={"_model": model, "_commit": c.commit, "_tag": c.tag,
-                        "steps": spec.steps, "dataset_type": "synthetic"},
+                params=RunParams(model=model, commit=c.commit, tag=c.tag,
+                                 overrides={"steps": spec.steps, "dataset_type": "synthetic"}),
                 nodes=nodes, rule="model_sweep.matrix",
                 reason=f"{key} at {c.ref}" + (f" ({c.commit[:12]})" if c.commit != c.ref else "")
                 + f" on {hostlist.collect_hostlist(nodes)}: {why}"))
     return out
 
 
-def plan(spec: ModelSweepSpec, ctx: SweepContext) -> Plan:
-    extra = ctx.extra
-    commits = commits_of(spec.commits, extra.get("shas", {}))
-    history = [Column.from_dict(c) for c in extra.get("history", [])]
+@dataclass(frozen=True)
+class SweepFacts:
+    """What gather found: each ref's commit now (refs move; runs record what ran) and the
+    earlier sweeps' columns, oldest first (`compare_to`)."""
+
+    shas: Mapping[str, str] = field(default_factory=dict)
+    history: tuple[Column, ...] = ()
+
+
+def plan(spec: ModelSweepSpec, ctx: SweepContext[SweepFacts]) -> Plan:
+    commits = commits_of(spec.commits, ctx.facts.shas)
+    history = list(ctx.facts.history)
     prior = {k: hostlist.expand_hostlist(v) for col in history for k, v in col.nodes.items()}
     if not ctx.runs:
         layout = node_layout(spec.matrix, spec.node_list, prior)
@@ -235,7 +244,7 @@ def plan(spec: ModelSweepSpec, ctx: SweepContext) -> Plan:
         return new_runs(spec, commits, layout, kept)
     columns = [*history, *columns_of(None, ctx.runs)]
     if open_runs(ctx.runs):
-        stop = _fail_fast(columns, history, extra.get("acknowledged_stops", ()))
+        stop = _fail_fast(columns, history, ctx.acknowledged_stops)
         return stop if stop is not None else []
     return _finish(commits, history, columns)
 

@@ -5,6 +5,7 @@ this module turns runs into results and the outcome into a verdict."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import hostlist
@@ -17,7 +18,7 @@ from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.spec import _Spec
-from sweepd.store.rows import Run
+from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util.hostlists import expand_nodes
 
@@ -52,7 +53,14 @@ class NetworkSpec(_Spec):
         return f"network health {self.nodes}"
 
 
-async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NetworkFacts:
+    # The node perf sweep cross-referenced: {sweep, median, status: {node: band},
+    # delta: {node: vs the median}}; None: there is none.
+    node_perf: Mapping[str, Any] | None = None
+
+
+async def gather(store: Store, spec: NetworkSpec) -> NetworkFacts:
     """The node perf sweep to cross-reference: named, or the latest done covering our nodes."""
     if spec.node_perf_sweep is not None:
         try:
@@ -66,13 +74,13 @@ async def gather(store: Store, spec: NetworkSpec) -> dict[str, Any]:
     for sweep in candidates:
         verdict = sweep.verdict or {}
         if sweep.kind == "node-perf" and verdict.get("median"):
-            return {"node_perf": {
+            return NetworkFacts(node_perf={
                 "sweep": sweep.id, "median": verdict["median"],
                 "status": {n["node"]: n["status"] for n in verdict.get("nodes", [])},
-                "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}}}
+                "delta": {n["node"]: n["delta"] for n in verdict.get("nodes", [])}})
     if spec.node_perf_sweep is not None:
         raise GatherError(f"sweep {spec.node_perf_sweep} is not a finished node perf sweep")
-    return {}
+    return NetworkFacts()
 
 
 def _hl(nodes: Sequence[str]) -> str:
@@ -94,37 +102,34 @@ def results_of(runs: Sequence[Run]) -> tuple[dict[Group, float | None], set[Grou
     return done, busy
 
 
-def reference(spec: NetworkSpec, extra: Mapping[str, Any],
+def reference(spec: NetworkSpec, facts: NetworkFacts,
               runs: Sequence[Run] = ()) -> tuple[float | None, str]:
     """The expected TGS the groups are judged by. Chosen when the first job is planned and
     recorded with every run: a node perf sweep finishing mid-sweep must not change how the
     groups already run are judged (the planner replays them)."""
-    if runs and "_expected_source" in runs[0].params:
-        first = runs[0].params
-        return first.get("_expected_tgs"), str(first["_expected_source"])
+    if runs and (first := runs[0].params.expected) is not None:
+        return first.tgs, first.source
     if spec.expected_tgs is not None:
         return spec.expected_tgs, "the spec's expected_tgs (1 node)"
-    perf = extra.get("node_perf")
+    perf = facts.node_perf
     if perf:
         return float(perf["median"]), f"node perf sweep {perf['sweep']} (median, 1 node)"
     return None, ("the best group seen, scaled to each size (no absolute reference: the "
                   "whole group is judged by its halves)")
 
 
-def _params(spec: NetworkSpec, ref: float | None, source: str) -> dict[str, Any]:
-    params: dict[str, Any] = {"_expected_tgs": ref, "_expected_source": source}
-    if "dataset_type" not in spec.overrides:
-        params["dataset_type"] = "synthetic"
-    return params
+def _params(spec: NetworkSpec, ref: float | None, source: str) -> RunParams:
+    synthetic = {} if "dataset_type" in spec.overrides else {"dataset_type": "synthetic"}
+    return RunParams(expected=Expected(tgs=ref, source=source), overrides=synthetic)
 
 
-def plan(spec: NetworkSpec, ctx: SweepContext) -> Plan:
-    ref, source = reference(spec, ctx.extra, ctx.runs)
+def plan(spec: NetworkSpec, ctx: SweepContext[NetworkFacts]) -> Plan:
+    ref, source = reference(spec, ctx.facts, ctx.runs)
     judge = Judge(ref, spec.tolerance, spec.scaling)
     done, busy = results_of(ctx.runs)
     step = advance(list(ctx.nodes), done, judge)
     if isinstance(step, Outcome):
-        return finish(spec, step, source, ctx.extra.get("node_perf"))
+        return finish(spec, step, source, ctx.facts.node_perf)
     return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
                    f"{role} test of {len(g)} nodes (wave {step.rounds + 1})",
                    f"network.{role}") for g, role in step.groups if g not in busy]

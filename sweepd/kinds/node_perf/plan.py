@@ -13,7 +13,8 @@ from typing import Any
 import hostlist
 
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
-from sweepd.store.rows import Run
+from sweepd.kinds.node_perf.spec import NodePerfSpec
+from sweepd.store.rows import Run, RunParams
 
 HEALTHY_BAND = -0.02    # within ±2% of the median (faster is fine too)
 DEGRADED_BAND = -0.05   # 5% or more below the median
@@ -121,15 +122,12 @@ def _judge(node: str, values: tuple[float | None, ...], ids: tuple[int, ...],
                       answered and status != "healthy", needs, ids)
 
 
-def _params(node: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    params: dict[str, Any] = {"_alias": node}
-    if "dataset_type" not in overrides:
-        params["dataset_type"] = "synthetic"
-    return params
+def _params(node: str, overrides: Mapping[str, Any]) -> RunParams:
+    synthetic = {} if "dataset_type" in overrides else {"dataset_type": "synthetic"}
+    return RunParams(alias=node, overrides=synthetic)
 
 
-def plan(spec: Any, ctx: SweepContext) -> Plan:
-    """`spec` is a NodePerfSpec (kinds/node_perf.py)."""
+def plan(spec: NodePerfSpec, ctx: SweepContext[None]) -> Plan:
     nodes = list(ctx.nodes)
     labels = {r.label for r in ctx.runs}
     new = [NewRun(first_label(n), _params(n, spec.overrides), [n],
