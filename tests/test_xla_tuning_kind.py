@@ -184,8 +184,8 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
         assert over["steps"] == 15 and over["dataset_type"] == "synthetic"
         assert over["per_device_batch_size"] == 6
         # The parallelism reaches the job as the SKILL.md's submission template passes it.
-        assert over["dcn_fsdp_parallelism"] == 8 and over["dcn_pipeline_parallelism"] == 1
-        assert "ici_tensor_parallelism" not in over
+        assert over["dcn_fsdp_parallelism"] == 8
+        assert "ici_tensor_parallelism" not in over and "dcn_pipeline_parallelism" not in over
         assert n.params.xla_flags == [] and n.params.model is None
     assert planned[0].params.overrides["sparse_matmul"] == "true"
     assert "sparse_matmul" not in planned[1].params.overrides

@@ -56,14 +56,13 @@ def batch_of(spec: XlaTuningSpec, facts: XlaFacts) -> Batch:
 
 
 def parallelism_overrides(spec: XlaTuningSpec) -> dict[str, Scalar]:
-    """The MaxText overrides that set the cell's parallelism (SKILL.md submission template:
-    the DCN axes always, TP only when it is used)."""
+    """The MaxText overrides that set the cell's parallelism: each axis the parallelism
+    uses (degree > 1). Axes at 1 are left to the config, as every override lengthens the
+    job name submit.sh builds (<= 243 bytes); a config that sets another axis > 1 needs
+    that axis at 1 in the spec's `overrides`."""
     par = spec.parsed_parallelism()
-    out: dict[str, Scalar] = {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
-                              if axis is not Axis.TP}
-    if par.degree(Axis.TP) > 1:
-        out[AXIS_OVERRIDES[Axis.TP]] = par.degree(Axis.TP)
-    return out
+    return {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
+            if par.degree(axis) > 1}
 
 
 def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams:

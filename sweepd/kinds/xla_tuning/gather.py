@@ -134,13 +134,15 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         by_run.setdefault(j.run_id, []).append(j)
+    queued = queue_shares(jobs)
     out: list[Result] = []
     for run in runs:
         p = run.params
         base = Result(p.profile or run.label, p.tag or "default", Outcome.PENDING,
                       wave=wave_of(p))
         for job in by_run.get(run.id, []):
-            r = attempt(job, base, p, read) if job.state in _ENDED else None
+            r = attempt(job, base, p, read, queued.get(job.id, 0.0)) \
+                if job.state in _ENDED else None
             if r is not None:
                 out.append(r)
         if run.state in (RunState.PENDING, RunState.ACTIVE):
@@ -148,12 +150,14 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
     return out
 
 
-def attempt(job: Job, base: Result, params: RunParams, read: Reader) -> Result | None:
-    """One concluded job as a result; None: it says nothing about the flags (cancelled)."""
+def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
+            queue_s: float = 0.0) -> Result | None:
+    """One concluded job as a result; None: it says nothing about the flags (cancelled).
+    `queue_s`: its share of the sweep's queue time (`queue_shares`)."""
     klass = job.failure_class
     if klass == F.CANCELLED:
         return None
-    r = replace(base, job_id=job.backend_id or f"#{job.id}", queue_s=_queue_s(job))
+    r = replace(base, job_id=job.backend_id or f"#{job.id}", queue_s=queue_s)
     if klass == F.OOM:
         return replace(r, outcome=Outcome.OOM, detail=job.failure_detail or "OOM")
     if klass == F.UNKNOWN_FLAG:
@@ -181,10 +185,20 @@ def not_applied(settings: Sequence[Setting], facts: LogFacts) -> str | None:
     return None if ok else culprit
 
 
-def _queue_s(job: Job) -> float:
-    if job.submitted_at is None or job.ended_at is None:
-        return 0.0
-    return max(0.0, job.ended_at - job.submitted_at)
+def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:
+    """Each ended job's share of the sweep's queue time: the time from its submission to its
+    end not already covered by an earlier-submitted job. They add up to the time the sweep
+    had a job in the queue (the 8 h timebox), not to the sum of overlapping waits: a wave
+    of 8 jobs submitted together is queued for as long as its last one takes."""
+    timed = sorted((j for j in jobs if j.submitted_at is not None and j.ended_at is not None),
+                   key=lambda j: (j.submitted_at or 0.0, j.id))
+    out: dict[int, float] = {}
+    covered = float("-inf")
+    for j in timed:
+        start, end = j.submitted_at or 0.0, j.ended_at or 0.0
+        out[j.id] = max(0.0, end - max(start, covered))
+        covered = max(covered, end)
+    return out
 
 
 async def facts(store: Store, spec: XlaTuningSpec) -> XlaFacts:
