@@ -4,6 +4,7 @@ gather of job results (OOM, unknown flag, flake, not applied), the frozen nodeli
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,11 +21,13 @@ from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning import adapter, gather, report
 from sweepd.kinds.xla_tuning.board import Outcome
+from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import ModelPerfPrior, XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
+from sweepd.sim.hlo import FILE_NAME, hlo_text
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
@@ -442,3 +445,73 @@ async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_node
         assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
     finally:
         await s.close()
+
+
+# --- the Wave 1.5 evidence orders Wave 2 -----------------------------------------------------
+
+async def wave2_after_evidence(store: Store, tmp_path: Path, dump: dict[Cost, float] | None,
+                               in_log: bool = False) -> list[NewRun]:
+    """Wave 1 recorded (baseline twice, the evidence run), the evidence run's HLO dump
+    written where the toolkit puts it (or where its log's `--xla_dump_to` says): Wave 2."""
+    spec = spec_of(catalog="extend", profiles=[])
+    tmp_path.mkdir()
+    rec = await recorder(store, tmp_path, spec)
+    dump_to = tmp_path / "elsewhere" / "xla_dump"
+    line = f"{IMAGE_LINE} --xla_dump_hlo_as_text --xla_dump_to={dump_to}" if in_log else None
+    await rec.add(("baseline", params("baseline", wave="1")), tgs=1000.0)
+    evidence_run = await rec.add(("evidence", params("evidence", wave="1")), tgs=950.0,
+                                 xla_line=line)
+    await rec.add(("baseline", params("baseline", wave="1")), tgs=1002.0)
+    job = next(j for j in await store.jobs(rec.sweep_id) if j.run_id == evidence_run)
+    if dump is not None:
+        where = dump_to if in_log else (
+            Path(job.log_path or "").parent / f"{job.backend_id}-{job.job_name}" / "xla_dump")
+        where.mkdir(parents=True)
+        (where / FILE_NAME).write_text(hlo_text(dump, 2.1, 8, 80))
+    decision = adapter.plan(spec, await rec.context())
+    assert isinstance(decision, list) and decision
+    return decision
+
+
+async def test_the_evidence_runs_hlo_dump_changes_the_order_of_wave_2(
+        store: Store, tmp_path: Path) -> None:
+    blind = await wave2_after_evidence(store, tmp_path / "a", None)
+    # Without a dump: FSDP's own dominant costs first (all-gather: collective combining).
+    assert blind[0].reason.startswith("wave 2: collective combining (mechanism #1 for FSDP=8)")
+    assert "no HLO evidence" in blind[0].reason
+    # The dump shows all-to-all dominating: transport (NCCL) flags go first, and the run
+    # says which job's dump ordered it.
+    a2a = {Cost.ALL_TO_ALL: 0.45, Cost.ALL_GATHER: 0.05, Cost.REDUCE_SCATTER: 0.02}
+    seen = await wave2_after_evidence(store, tmp_path / "b", a2a)
+    assert [n.label for n in seen] != [n.label for n in blind]
+    assert seen[0].reason.startswith("wave 2: NCCL/RCCL transport (mechanism #1 for FSDP=8)")
+    assert "all-to-all 45%" in seen[0].reason and "HLO dump of job" in seen[0].reason
+    assert seen[0].params.env and not blind[0].params.env  # an NCCL env var, not a flag
+    # The same dump where the log's `--xla_dump_to` put it orders the wave the same way.
+    moved = await wave2_after_evidence(store, tmp_path / "c", a2a, in_log=True)
+    assert [n.label for n in moved] == [n.label for n in seen]
+
+
+def test_the_primary_tag_survives_the_stored_json() -> None:
+    spec = spec_of(config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
+    stored = json.loads(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+    assert list(stored["config_tags"]) == ["dense", "sparse"]
+    back = XlaTuningSpec.from_stored(stored)
+    assert isinstance(back, XlaTuningSpec) and list(back.config_tags) == ["sparse", "dense"]
+    assert back.inputs().tags == ("sparse", "dense")
+    assert "primary_tag 'x' is not one of the config tags" in refusal(
+        {**SPEC, "primary_tag": "x"})
+
+
+async def test_queue_time_counts_a_wave_waiting_together_once(store: Store,
+                                                             tmp_path: Path) -> None:
+    """Jobs submitted together and run one after another: the sweep was queued for as long
+    as the last one took, not for the sum of their waits (the 8 h timebox)."""
+    rec = await recorder(store, tmp_path, spec_of())
+    for p in ("a", "b", "c"):
+        await rec.add((p, params(p)), tgs=1000.0)  # each submitted at 1000 s, ended at 1600 s
+    jobs = await store.jobs(rec.sweep_id)
+    shares = gather.queue_shares(jobs)
+    assert sorted(shares.values()) == [0.0, 0.0, 600.0]
+    results = gather.results(await store.runs(rec.sweep_id), jobs)
+    assert sum(r.queue_s for r in results) == 600.0

@@ -95,7 +95,7 @@ class XlaTuningSpec(_Spec):
     # the primary is kept by name (and put first again when the spec is read back).
     primary_tag: str | None = Field(default=None, description="default: config_tags' first")
     config_tags: dict[str, dict[str, Scalar]] = Field(
-        default_factory=_default_tags, min_length=1, max_length=8,
+        default_factory=_default_tags, min_length=1, max_length=8, validate_default=True,
         description="named override sets; the first is the primary")
     profiles: list[ProfileSpec] = Field(default_factory=list, max_length=200)
     catalog: Literal["extend", "replace"] = "extend"
