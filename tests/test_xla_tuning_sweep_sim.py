@@ -66,7 +66,7 @@ class Swept:
 async def sweep_on_sim(tmp_path: Path, land: dict[str, Any], the_spec: dict[str, Any],
                        time_scale: float = 0.0005) -> tuple[int, Swept, Config]:
     config = sim_config(tmp_path, write_tuning_scenario(tmp_path, land, time_scale))
-    code, lines = await run(config, the_spec)
+    code, _ = await run(config, the_spec)
     store = await open_store(config)
     try:
         sweep = (await store.sweeps())[0]
