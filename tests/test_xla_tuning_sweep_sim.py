@@ -103,6 +103,17 @@ async def test_a_confirmed_winner_ends_with_a_proposal_and_bad_profiles_are_drop
     big = swept.jobs_of("big")
     assert len(big) == 1 and big[0].failure_class == "oom"
     assert "GiB" in (big[0].failure_detail or "")
+    # Telegram: the kickoff first, each positive result once (sent at once: `— PASS`), the
+    # failures as routine `— FAIL` lines (digested when over the hourly budget), the end.
+    said = swept.progress()
+    assert said[0].startswith(f"[xla-tuning] {MODEL} FSDP=8 sweep started on {NODES} "
+                              "(nodelist frozen): per_device_batch_size 7 (the spec); "
+                              "5 catalog profiles")
+    positive = [line for line in said if "positive result:" in line]
+    assert [line.split()[3] for line in positive] == ["fast"], positive
+    assert positive[0].endswith("— PASS") and "vs baseline-deployed (1 run: job " in positive[0]
+    assert any(line.endswith("— FAIL") and "typo" in line for line in said)
+    assert said[-1].startswith("proposal: fast +")
 
 
 async def test_25_profiles_none_above_2_percent_is_structurally_bounded(tmp_path: Path) -> None:
@@ -116,6 +127,12 @@ async def test_25_profiles_none_above_2_percent_is_structurally_bounded(tmp_path
     tried = {r.params.profile for r in swept.runs if r.params.wave not in (None, "1")}
     assert len(tried) >= 25
     assert "structurally bounded" in (swept.sweep.reason or "")
+    # The midpoint is said once: half the 25 profiles tried.
+    mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
+    assert len(mid) == 1, mid
+    tried = int(mid[0].split()[2])
+    assert 13 <= tried < 25 and "of 25 profiles tried" in mid[0]
+    assert not [line for line in swept.progress() if "positive result:" in line]
 
 
 async def test_8_hours_of_queue_time_ends_the_sweep_with_what_it_has(tmp_path: Path) -> None:
@@ -130,3 +147,5 @@ async def test_8_hours_of_queue_time_ends_the_sweep_with_what_it_has(tmp_path: P
     assert (verdict["kind"], verdict["rule"]) == ("timebox", "stop.timebox"), verdict
     assert "h of queue time >= 8 h" in verdict["reason"]
     assert len(swept.jobs) < 21  # far from the whole catalog
+    mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
+    assert len(mid) == 1 and "h of queue time" in mid[0], swept.progress()

@@ -528,6 +528,8 @@ class Engine:
         for new in decision:
             run = await self.store.add_run(sweep.id, new.label, new.params,
                                            collect_nodes(list(new.nodes)), new.reason, new.rule)
+            for line in new.progress:
+                await self.store.add_event(sweep.id, "progress", line, run_id=run.id)
             await self._start_attempt(sweep, run)
 
     async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:

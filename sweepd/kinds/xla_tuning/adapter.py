@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
-from sweepd.kinds.xla_tuning import gather
+from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
 from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Setting
@@ -104,7 +104,17 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
         out.append(NewRun(name, run_params(spec, p, batch), spec.node_list,
                           f"wave {p.wave}: {p.reason}" + _batch_note(p, batch)
                           + _evidence_note(p, evidence), p.rule))
+    first = None if ctx.runs else progress.kickoff(
+        spec.model, spec.nodes, inp, _batch_text(batch))
+    said = progress.lines(inp, results, decided, first)
+    if out and said:
+        out[0] = replace(out[0], progress=said)
     return out
+
+
+def _batch_text(batch: Batch) -> str:
+    shown = batch.value if batch.value is not None else "as configured"
+    return f"per_device_batch_size {shown} ({batch.source})"
 
 
 def _evidence_note(p: Planned, evidence: Evidence | None) -> str:
