@@ -13,6 +13,8 @@ import yaml
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.config import Config
 from sweepd.core.states import SweepState
+from sweepd.kinds.xla_tuning import gather
+from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.store.rows import Event, Job, Run, Sweep
 from tests.simrun import NODES, open_store, run, sim_config
 
@@ -149,3 +151,32 @@ async def test_8_hours_of_queue_time_ends_the_sweep_with_what_it_has(tmp_path: P
     assert len(swept.jobs) < 21  # far from the whole catalog
     mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
     assert len(mid) == 1 and "h of queue time" in mid[0], swept.progress()
+
+
+async def test_a_profile_the_env_file_overrides_is_not_applied_never_measured(
+        tmp_path: Path) -> None:
+    """The model's env file, sourced last, sets the profile's flag back: the job's printed
+    effective XLA_FLAGS show it, so the profile is "not applied" with the culprit named,
+    never a measured result (though its job ran and had a TGS)."""
+    land = landscape(effects={f"{FAST}=true": {"tgs": 1.10}}, deployed=[f"{FAST}=false"])
+    scenario = write_tuning_scenario(tmp_path, land)
+    data = yaml.safe_load(scenario.read_text())
+    data["tuning"]["env_file_last"] = True
+    scenario.write_text(yaml.safe_dump(data))
+    config = sim_config(tmp_path, scenario)
+    code, _ = await run(config, spec([{"name": "fast", "settings": {FAST: "true"}},
+                                      env_profile(1)]))
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs, jobs = await store.runs(sweep.id), await store.jobs(sweep.id)
+    finally:
+        await store.close()
+    assert code == EXIT_VERDICT
+    results = gather.results(runs, jobs)
+    fast = [r for r in results if r.profile == "fast"]
+    assert fast and all(r.outcome is Outcome.NOT_APPLIED for r in fast)
+    assert fast[0].detail.startswith(f"{FAST}=false won over the profile's true")
+    assert all(j.tgs for j in jobs if j.run_id in {r.id for r in runs
+                                                    if r.params.profile == "fast"})
+    assert (sweep.verdict or {}).get("recipe") != "fast"
