@@ -242,6 +242,12 @@ async def test_cancelled_outside_sweepd_is_run_again_and_no_verdict_rests_on_it(
         assert "cancelled.rerun" in _rules(await store.events(1))
         assert not [r for r in await store.runs(1) if r.state == "failed"]
         assert (await store.sweep(1)).verdict["best"] == 10   # the true optimum
+        # The line the chat gets says what happened: cancelled, run again; no failure.
+        [told] = [e.reason for e in await store.events(1, kind="progress")
+                  if e.job_id == jobs[0].id]
+        assert told.endswith(f"(job {jobs[0].backend_id}): CANCELLED — cancelled outside "
+                             "sweepd: says nothing about the run's value; run again"), told
+        assert "FAIL" not in told and "RETRY" not in told
         # A person's cancel is no failure for alerts: counted apart from the failures.
         got = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families((await exposition(store, None)).decode())
