@@ -18,6 +18,7 @@ from sweepd.kinds.model_perf.search import (
     best,
     flat_top,
     next_probe,
+    why_not_run,
 )
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
@@ -169,14 +170,15 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext) -> Plan:
     # Every finished run counts against max_runs, also one a node fault spoiled.
     step = next_probe(space, seen)
     if step is None:
-        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen),
-                             _from_earlier(ctx)) if n]
+        notes = [n for n in (_edge(space, seen), flat_top(space, seen),
+                             _not_run(spec, space, seen), _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if len(_finished(ctx)) >= spec.max_runs:
-        return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
-                                        f"settled; {spec.parameter}={value} was next",
-                       settled=False)
+        cut = f"max_runs ({spec.max_runs}) ran out before the search settled"
+        left = _not_run(spec, space, seen, cut)
+        return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
+                       + (f"; {left}" if left else ""), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
@@ -213,12 +215,15 @@ def _label(base: str, ctx: SweepContext) -> str:
     return label
 
 
-def _not_run(spec: ModelPerfSpec, seen: list[Probe]) -> str | None:
-    """Given values the search did not need, so that a reader does not take them as lost."""
-    ran = {p.value for p in seen}
-    left = [str(v) for v in spec.values or () if v not in ran]
-    return (f"not run: {', '.join(left)} (the runs around them rule them out: an OOM below, "
-            "or a TGS curve that cannot beat the best there)") if left else None
+def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
+             cut: str = "the search did not need it") -> str | None:
+    """Given values the search did not run, each with what ruled it out (`cut`: when
+    nothing did), so that a reader does not take them as lost."""
+    why: dict[str, list[str]] = {}
+    for v, reason in why_not_run(space, seen, spec.values or ()).items():
+        why.setdefault(reason or cut, []).append(str(v))
+    return ("not run: " + "; ".join(f"{', '.join(vs)} ({r})" for r, vs in why.items())
+            if why else None)
 
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext,
