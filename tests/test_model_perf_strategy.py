@@ -446,3 +446,20 @@ def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> N
     # But not when this sweep already ran out of memory below it.
     step = next_probe(space, [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OOM, None)])
     assert step is None or int(step.value) < 14
+
+
+def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:
+    """Param memory per GPU grows when fewer nodes shard the model: Memstats printed on
+    the 4 pinned nodes must not size the first probe on the 3 an exclusion left."""
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]"})
+    assert isinstance(spec, ModelPerfSpec)
+    four = ["chi1", "chi2", "chi3", "chi4"]
+    on_four = plan(spec, SweepContext(runs=[], nodes=four, prior_param_gb=2.0,
+                                      gpu_memory_gib=192))
+    assert isinstance(on_four, list)
+    assert "memory memstats of an earlier job on these 4 nodes: pool" in on_four[0].reason
+    assert "params 2.0 GB" in on_four[0].reason
+    on_three = plan(spec, SweepContext(runs=[], nodes=four[:3], prior_param_gb=2.0,
+                                       gpu_memory_gib=192))
+    assert isinstance(on_three, list)
+    assert "memstats" not in on_three[0].reason and "memory estimate:" in on_three[0].reason

@@ -114,18 +114,23 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext) -> tuple[SearchSpace, s
         model = resolve_model(spec.model)
     except UnknownModel:
         return _small_start(spec)
+    # The Memstats were printed by a job on the pinned nodes; param memory per GPU changes
+    # with the node count (sharding), so they hold only while all of them are in use.
+    same = len(ctx.nodes) == len(spec.node_list)
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(spec.overrides.get("max_target_length")),
-        prior_param_gb=ctx.prior_param_gb,
+        prior_param_gb=ctx.prior_param_gb if same else None,
     )
     prior = ctx.extra.get("prior")
     if prior:
         return _from_prior(spec, prior)
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
-    why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
+    source = est.source if est.source == "estimate" else \
+        f"memstats of an earlier job on these {len(ctx.nodes)} nodes"
+    why = (f"memory {source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}")
     return space, why
