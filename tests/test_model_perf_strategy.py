@@ -307,8 +307,8 @@ def test_values_not_run_name_what_bounded_them() -> None:
                       (_run(3, 12, "fail", failure="compile"),
                        "16 (at or above the failed run at 12 (taken as its limit")]:
         runs = [_run(1, 4, "pass", 900.0), _run(2, 8, "pass", 1000.0), last]
-        done = plan(spec, SweepContext(runs=runs, nodes=four, prior_param_gb=None,
-                                       gpu_memory_gib=192))
+        done = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
+                                       facts=PerfFacts()))
         assert isinstance(done, Finished), done
         assert f"not run: {why}" in done.verdict["caveat"], done.verdict["caveat"]
     # Bounded by the compiled-memory line alone: it says so, and names no OOM.
@@ -457,12 +457,12 @@ def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]"})
     assert isinstance(spec, ModelPerfSpec)
     four = ["chi1", "chi2", "chi3", "chi4"]
-    on_four = plan(spec, SweepContext(runs=[], nodes=four, prior_param_gb=2.0,
-                                      gpu_memory_gib=192))
+    on_four = plan(spec, SweepContext(runs=[], nodes=four, gpu_memory_gib=192,
+                                      facts=PerfFacts(param_gb=2.0)))
     assert isinstance(on_four, list)
     assert "memory memstats of an earlier job on these 4 nodes: pool" in on_four[0].reason
     assert "params 2.0 GB" in on_four[0].reason
-    on_three = plan(spec, SweepContext(runs=[], nodes=four[:3], prior_param_gb=2.0,
-                                       gpu_memory_gib=192))
+    on_three = plan(spec, SweepContext(runs=[], nodes=four[:3], gpu_memory_gib=192,
+                                       facts=PerfFacts(param_gb=2.0)))
     assert isinstance(on_three, list)
     assert "memstats" not in on_three[0].reason and "memory estimate:" in on_three[0].reason
