@@ -138,5 +138,10 @@ async def test_every_running_job_scancelled_stops_and_asks(
         # Each job a person cancelled is shown cancelled (the one that stopped the sweep
         # too), not failed.
         assert {j.state for j in await store.jobs(1)} == {JobState.CANCELLED}
+        # The stop message says the sweep asks, not that a failure could not be recovered.
+        [stop] = [e.reason for e in await store.events(1)
+                  if e.kind == "progress" and "recovery attempted" in e.reason]
+        assert "waiting for a person: resume runs it again" in stop, stop
+        assert "not recoverable" not in stop, stop
     finally:
         await store.close()

@@ -129,10 +129,14 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
             await store.update_run_not_before(run.id, now + action.delay_s)
     else:
         failing = [n for n in (verdict.node, action.exclude) if n]
+        recovery, outcome = _recovery(verdict, job), ("failed again" if job.attempt > 1
+                                                      else "not recoverable by rule")
+        if verdict.klass == FailureClass.CANCELLED:   # no failure: a person's word, asked
+            recovery = "none: a cancel outside sweepd is asked about, not run again twice"
+            outcome = "waiting for a person: resume runs it again, abort ends the sweep"
         await stop_sweep(engine, sweep, action.reason, rule=action.rule,
                          evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
-                         recovery=_recovery(verdict, job), outcome="failed again"
-                         if job.attempt > 1 else "not recoverable by rule")
+                         recovery=recovery, outcome=outcome)
 
 
 # Cancels this close together (cluster seconds, as concluded) are taken as one action: a
