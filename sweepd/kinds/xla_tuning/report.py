@@ -114,13 +114,18 @@ def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[str, Any]:
-    """The JSON report: the same cell the markdown file is written from."""
+    """The JSON report: the same cell the markdown file is written from (`cell`, which the
+    CLI writes `<MODEL_TAG>-tuning.md` from), and the env-file patch `--apply` writes: the
+    winner's lines guarded by parallelism (empty: nothing to deploy)."""
     v = view(sweep, runs, jobs)
     c = cell(sweep, v)
+    guard = guard_for(v.spec)
     return {"model": v.spec.model, "parallelism": c.parallelism, "tag": c.tag,
             "header": c.header, "verdict": sweep.verdict, "noise": v.board.noise,
             "leaderboard": leaderboard(v), "winner": c.winner, "patch": c.patch,
-            "jobs": [j.__dict__ for j in c.jobs]}
+            "guard": guard,
+            "env_patch": "\n".join(tuning_md.guarded(c.patch, guard)) if c.winner else "",
+            "jobs": [j.__dict__ for j in c.jobs], "cell": tuning_md.cell_to_json(c)}
 
 
 def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
@@ -228,9 +233,7 @@ def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
     and the sign-flip table) when it already covers another."""
     v = view(sweep, runs, jobs)
     path = directory / f"{v.spec.model}-tuning.md"
-    if path.is_file():
-        text = tuning_md.extend(path.read_text("utf-8"), cell(sweep, v, guard_for(v.spec)))
-    else:
-        text = tuning_md.write(cell(sweep, v))
-    path.write_text(text, "utf-8")
+    existing = path.read_text("utf-8") if path.is_file() else None
+    path.write_text(tuning_md.write_or_extend(existing, cell(sweep, v), guard_for(v.spec)),
+                    "utf-8")
     return path
