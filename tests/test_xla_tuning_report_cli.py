@@ -38,6 +38,11 @@ SECTIONS = ["## TL;DR", "## Inventory ({p})", "## Effect of llama2-70b.env.sh on
             "## Tuning leaderboard ({p})", "## Why the winning flag wins ({p})",
             "## Negative findings ({p})", "## Recommended deployment ({p})",
             "## Appendix: data sources ({p})"]
+# Each profile's settings as its runs carry them; restore_default puts back what the env
+# file sets (ENV_FILE) to the image's defaults.
+SETTINGS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "fast": ([FAST], {}), "slow": ([], {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
+    "restore_default": (["--xla_gpu_foo=0"], {"NCCL_IB_TIMEOUT": "18"})}
 ENV_FILE = "export NCCL_IB_TIMEOUT=22\nexport XLA_FLAGS=\"${XLA_FLAGS} --xla_gpu_foo=1\"\n"
 
 
@@ -49,8 +54,7 @@ class Recorder:
 
     async def add(self, profile: str, tgs: float | None, klass: str | None = None,
                   detail: str | None = None) -> None:
-        flags = [FAST] if profile == "fast" else []
-        env = {"NCCL_NCHANNELS_PER_NET_PEER": "8"} if profile == "slow" else {}
+        flags, env = SETTINGS.get(profile, ([], {}))
         params = RunParams(profile=profile, tag="default", wave="2", xla_flags=flags, env=env)
         label = f"{profile}-{len(await self.store.runs(self.sweep_id))}"
         run = await self.store.add_run(self.sweep_id, label, params, NODE, "test", "test")
@@ -166,7 +170,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
         for s in SECTIONS[1:]:
             assert text.count(s.format(p=p)) == 1, (s, p)
     fsdp, pp = await board_of(daemon.store, first), await board_of(daemon.store, second)
-    assert "## Sign flips vs other parallelisms" in text
+    assert "## Sign flips vs other parallelisms" in text and "| baseline | +0.00%" not in text
     assert (f"| fast | {fsdp['fast']['delta']:+.2%} | {pp['fast']['delta']:+.2%} | yes |"
             in text)
     assert f"| slow | {fsdp['slow']['delta']:+.2%} | {pp['slow']['delta']:+.2%} | yes |" in text
@@ -297,3 +301,19 @@ async def test_a_state_directory_gives_the_file_and_applies_to_a_file_given(
     assert await asyncio.to_thread(main, [*base, "--apply", str(env), "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)["applied"]
     assert applied["path"] == str(env) and FAST in env.read_text()
+
+
+async def test_the_inventory_and_env_effect_come_from_the_restore_default_runs(
+        daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, {**FSDP, "restore_default": [950.0, 952.0]})
+    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
+    text = (tmp_path / "llama2-70b-tuning.md").read_text()
+    assert "- Env file sets: xla_gpu_foo, NCCL_IB_TIMEOUT" in text
+    board = await board_of(daemon.store, sid)
+    worth = -(board["restore_default"]["tgs"] / board["baseline"]["tgs"] - 1)
+    assert (f"restore_default {board['restore_default']['tgs']:.1f} (n=2): the env file's "
+            f"flags are worth {worth:+.2%}") in text
+    assert "| restore_default (" in text and "`--xla_gpu_foo=0 NCCL_IB_TIMEOUT=18`" in text
+    code, out, _ = await daemon.run("report", str(sid))
+    assert code == 0 and f"`sweepd report {sid} --tuning-md` writes llama2-70b-tuning.md " \
+        "here; `--apply` writes the fast recipe" in out

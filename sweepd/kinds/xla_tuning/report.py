@@ -35,6 +35,11 @@ class View:
     results: list[Result]
     board: Board
     table: dict[str, Profile]
+    # What the env file sets, as the store knows it: the keys restore_default put back.
+    restored: tuple[str, ...] = ()
+    # Each profile's settings as its run's params carry them (a profile the spec's table
+    # cannot rebuild: restore_default, whose values come from the env file).
+    recorded: dict[str, str] | None = None
 
     @property
     def primary(self) -> str:
@@ -47,14 +52,38 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     assert isinstance(spec, XlaTuningSpec)
     results = gather.results(runs, jobs, read)
     t = spec.thresholds
-    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()))
+    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()),
+                restored_keys(runs), recorded_settings(runs))
 
 
-def flags_of(name: str, table: dict[str, Profile]) -> str:
-    """A profile's settings as they reach the job (a stack from its parts)."""
+def recorded_settings(runs: Sequence[Run]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for run in runs:
+        p = run.params
+        if p.profile is not None and p.profile not in out:
+            # Not its overrides: those carry the config tag's too.
+            out[p.profile] = " ".join([*p.xla_flags, *(f"{k}={v}" for k, v in p.env.items())])
+    return out
+
+
+def restored_keys(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The XLA flags and env vars a restore_default run put back to the image's defaults:
+    the env file's settings (the Inventory), read from the run's own params."""
+    for run in runs:
+        p = run.params
+        if p.profile == RESTORE:
+            flags = [f[2:].split("=", 1)[0] for f in p.xla_flags]
+            return tuple(dict.fromkeys([*flags, *p.env]))
+    return ()
+
+
+def flags_of(name: str, table: dict[str, Profile], recorded: dict[str, str] | None = None
+             ) -> str:
+    """A profile's settings as they reach the job (a stack from its parts); one the table
+    cannot rebuild as its run recorded them."""
     parts = [table.get(p) for p in name.split("+")]
     if any(p is None for p in parts):
-        return name
+        return (recorded or {}).get(name) or name
     prof = stack(tuple(p for p in parts if p is not None))
     return " ".join(s.text for s in prof.settings) or "(as deployed)"
 
@@ -70,7 +99,8 @@ def leaderboard(v: View) -> list[dict[str, Any]]:
                                                              -(e.mean if e.n else -1.0))):
         ok = [r for r in v.results if (r.profile, r.tag) == (e.profile, e.tag)
               and r.outcome is Outcome.OK]
-        out.append({"profile": e.profile, "tag": e.tag, "flags": flags_of(e.profile, v.table),
+        out.append({"profile": e.profile, "tag": e.tag,
+                    "flags": flags_of(e.profile, v.table, v.recorded),
                     "tgs": e.mean if e.n else None, "n": e.n,
                     "delta": v.board.delta(e.profile, e.tag), "se": v.board.se(e.profile, e.tag),
                     "fate": str(e.fate), "detail": e.detail, "flakes": e.flakes,
@@ -98,6 +128,10 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         star = " ⭐" if r["profile"] == winner and r["tag"] == table[0]["tag"] else ""
         lines.append(f"| {r['profile']}{star} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
                      f"{', '.join(r['job_ids']) or '—'} | {fate} |")
+    model = sweep.spec.get("model")
+    lines += ["", f"`sweepd report {sweep.id} --tuning-md` writes {model}-tuning.md here"
+              + (f"; `--apply` writes the {winner} recipe, guarded by parallelism, into "
+                 f"configs/{model}.env.sh" if winner else "") + "."]
     return "\n".join(lines)
 
 
@@ -165,8 +199,10 @@ def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
 def _inventory(v: View) -> str:
     deployed = v.table.get(RESTORE)
     image = " ".join(f"--{k}={x}" for k, x in IMAGE_DEFAULTS.items() if k.startswith("xla_"))
-    found = (", ".join(s.key for s in deployed.settings) if deployed
-             else "none recorded (the env file was not read by this sweep)")
+    keys = [s.key for s in deployed.settings] if deployed else list(v.restored)
+    found = (", ".join(keys) if keys else
+             "no XLA/NCCL setting recorded (no restore_default run: the env file sets none, "
+             "or was not read)")
     return f"- Image's inherited XLA_FLAGS: `{image}`\n- Env file sets: {found}"
 
 

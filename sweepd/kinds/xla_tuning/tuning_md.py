@@ -201,6 +201,8 @@ def _sign_flips(cell: Cell, prior: dict[str, dict[str, float]]) -> list[str]:
     mine = cell.deltas()
     for prof in sorted(set(mine) & {k for d in prior.values() for k in d}):
         vals = [prior[o].get(prof) for o in others] + [mine[prof]]
+        if all(v == 0 for v in vals):
+            continue  # the reference itself (baseline-deployed): 0 by definition
         signs = {v > 0 for v in vals if v is not None and abs(v) >= 0.005}
         cells = " | ".join("—" if v is None else f"{v:+.2%}" for v in vals)
         lines.append(f"| {prof} | {cells} | {'yes' if len(signs) > 1 else ''} |")
