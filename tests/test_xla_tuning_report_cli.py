@@ -53,7 +53,7 @@ class Recorder:
         self.store, self.sweep_id, self.logs = store, sweep_id, logs
 
     async def add(self, profile: str, tgs: float | None, klass: str | None = None,
-                  detail: str | None = None) -> None:
+                  detail: str | None = None, steps: bool = True) -> None:
         flags, env = SETTINGS.get(profile, ([], {}))
         params = RunParams(profile=profile, tag="default", wave="2", xla_flags=flags, env=env)
         label = f"{profile}-{len(await self.store.runs(self.sweep_id))}"
@@ -63,7 +63,7 @@ class Recorder:
         backend = str(7000 + job.id)
         log = self.logs / f"{backend}.log"
         lines = [f"{IMAGE_LINE} {' '.join(flags)}", *(f"export {k}={v}" for k, v in env.items())]
-        if tgs is not None:
+        if tgs is not None and steps:
             lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
                       f"Tokens/s/device: {tgs:.3f}, loss: {8.5 - s / 15:.3f}" for s in range(15)]
         log.write_text("\n".join(lines) + "\n")
@@ -317,3 +317,21 @@ async def test_the_inventory_and_env_effect_come_from_the_restore_default_runs(
     code, out, _ = await daemon.run("report", str(sid))
     assert code == 0 and f"`sweepd report {sid} --tuning-md` writes llama2-70b-tuning.md " \
         "here; `--apply` writes the fast recipe" in out
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"not JSON: {name}")
+
+
+async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
+                                                               tmp_path: Path) -> None:
+    """The engine's TGS without the log's step times (a log cut short): no NaN anywhere."""
+    sid = await recorded(daemon.store, tmp_path, {"baseline": [1000.0, 1000.0]})
+    await Recorder(daemon.store, sid, tmp_path).add("fast", 1090.0, steps=False)
+    code, out, _ = await daemon.run("report", str(sid), "--json")
+    tuning = json.loads(out, parse_constant=_no_constant)["tuning"]
+    assert code == 0 and [s["step_s"] for s in tuning["cell"]["board"]
+                          if s["profile"] == "fast"] == [None]
+    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
+    assert "| `--xla_gpu_enable_pipelined_all_gather=true` | 1090.0 | — | +9.00% | 1 |" in \
+        (tmp_path / "llama2-70b-tuning.md").read_text()

@@ -8,7 +8,6 @@ standard error of that delta from the cell's own noise.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,8 +190,7 @@ def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
                        and r.tag == row["tag"] and r.outcome is Outcome.OK])
     shift = bool(row["loss"] is not None and base_loss and base is not None
                  and abs(row["loss"] / base_loss - 1) > 2 * v.board.noise)
-    return tuning_md.Standing(row["profile"], row["flags"], row["tgs"],
-                              row["step_s"] if row["step_s"] is not None else math.nan,
+    return tuning_md.Standing(row["profile"], row["flags"], row["tgs"], row["step_s"],
                               row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift)
 
 

@@ -36,7 +36,7 @@ class Standing:
     profile: str
     flags: str  # the settings, as they reach the job
     tgs: float
-    step_s: float
+    step_s: float | None  # None: the log printed no step time
     delta: float  # vs baseline-deployed
     n: int
     job_ids: tuple[str, ...]
@@ -174,8 +174,9 @@ def _cell_sections(cell: Cell, prior: dict[str, dict[str, float]] | None) -> str
 def _row(rank: int, s: Standing, winner: str | None) -> str:
     star = " ⭐" if s.profile == winner else ""
     loss = " (loss moved)" if s.loss_shift else ""
+    step = f"{s.step_s:.2f}" if s.step_s is not None else "—"
     return (f"| {rank} | {s.profile}{star} ({', '.join(s.job_ids)}) | `{s.flags}` | "
-            f"{s.tgs:.1f} | {s.step_s:.2f} | {s.delta:+.2%}{loss} | {s.n} |")
+            f"{s.tgs:.1f} | {step} | {s.delta:+.2%}{loss} | {s.n} |")
 
 
 def _leaderboard(cell: Cell) -> list[str]:
