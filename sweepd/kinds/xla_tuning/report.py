@@ -8,6 +8,8 @@ standard error of that delta from the cell's own noise.
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +18,14 @@ from typing import Any
 
 from sweepd.kinds.xla_tuning import gather, tuning_md
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, stack
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util.model_shapes import resolve_model
+from sweepd.util.text import escape
 
 _STATUS = {Outcome.OK: "ok", Outcome.OOM: "oom", Outcome.UNKNOWN_FLAG: "unknown flag",
            Outcome.NOT_APPLIED: "not applied", Outcome.FLAKE: "flake"}
@@ -237,15 +240,24 @@ def _patch(v: View, winner: str | None) -> str:
     if winner is None:
         return ""
     parts = [v.table[p] for p in winner.split("+") if p in v.table]
-    lines = []
-    for s in (s for p in parts for s in p.settings):
-        if s.layer is Layer.XLA:
-            lines.append(f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"')
-        elif s.layer is Layer.ENV:
-            lines.append(f"export {s.label}")
-        else:
-            lines.append(f"# MaxText override: {s.label}")
-    return "\n".join(lines)
+    return "\n".join(shell_line(s) for p in parts for s in p.settings)
+
+
+# Every job of the checkout sources the env file: a value that is not one plain word is
+# never written into it (a spec's setting is free text), only named in a comment.
+_XLA_WORD = re.compile(r"--[A-Za-z0-9_]+=[A-Za-z0-9_.,:+/=-]*")
+_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def shell_line(s: Setting) -> str:
+    """One setting as a line of `configs/<model>.env.sh`."""
+    if s.layer is Layer.XLA and _XLA_WORD.fullmatch(s.text):
+        return f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"'
+    if s.layer is Layer.ENV and _ENV_KEY.fullmatch(s.key):
+        return f"export {s.key}={shlex.quote(s.value)}"
+    if s.layer is Layer.MAXTEXT:
+        return f"# MaxText override (configs/<model>.gpu.yml, not this file): {escape(s.label)}"
+    return f"# not written, not one plain shell word: {escape(s.label)!r}"
 
 
 def _job(r: Result) -> tuning_md.Job:
