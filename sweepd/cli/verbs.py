@@ -337,10 +337,12 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                                 "MODEL.gpu.yml); xla-tuning: the recipe, guarded by "
                                 "parallelism, into configs/MODEL.env.sh of the daemon's "
                                 "submit.sh checkout (or this FILE)")
-            p.add_argument("--tuning-md", type=Path, nargs="?", const=Path(), metavar="PATH",
-                           help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: in "
-                                "the current directory); a file covering another "
-                                "parallelism is extended, with the sign-flip table")
+            md = p.add_argument("--tuning-md", type=Path, nargs="?", const=Path(),
+                                metavar="PATH",
+                                help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "
+                                     "in the current directory); a file covering another "
+                                     "parallelism is extended, with the sign-flip table")
+            md.complete = shtab.FILE  # type: ignore[attr-defined]
         if name == "watch":
             p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "
                         "5 the daemon was lost for longer than --reconnect")
