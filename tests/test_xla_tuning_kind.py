@@ -249,7 +249,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert kind.stop_state is adapter.stop_state
     own = adapter.stop_state(sweep, runs, jobs)
     text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
-                        "rule", spec.nodes, runs, jobs, "/out", own=own)
+                        "rule", spec.nodes, runs, jobs, own=own)
     lines = text.splitlines()
     assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
     assert lines[2] == f"Reason: {decision.reason}"
@@ -260,7 +260,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert "  - Pending profiles in queue: ovl (held: they run on resume)" in lines
     # Another kind keeps the generic lines.
     assert "  - Runs finished so far: 3 (top 3 below)" in stop_message(
-        sweep, "why", [], "none", "x", spec.nodes, runs, jobs, "/out").splitlines()
+        sweep, "why", [], "none", "x", spec.nodes, runs, jobs).splitlines()
 
 
 def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
