@@ -75,6 +75,7 @@ def _trail(db: Path) -> dict[str, Any]:
             "verdict": verdict}
 
 
+@pytest.mark.timeout(400)   # many daemon restarts on real Slurm: ~110 s on a loaded machine
 async def test_sigkill_at_random_moments_loses_and_doubles_nothing(
         tmp_path: Path, slurm_env: dict[str, str]) -> None:
     scenario_dir = tmp_path / "scenario"

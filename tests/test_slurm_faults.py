@@ -88,13 +88,17 @@ async def _outage(config: Config, seconds: float) -> int:
     pid = int((slurm_dir() / "run" / "slurmctld.pid").read_text())
     os.kill(pid, signal.SIGTERM)
     try:
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            started = await asyncio.to_thread(run_cluster_script, "start")
+        assert started.returncode == 0
+        code, _ = await sweep
+        await asyncio.sleep(3)  # let slurmd report the cancelled job's end
     finally:
-        started = await asyncio.to_thread(run_cluster_script, "start")
-    assert started.returncode == 0
-    code, _ = await sweep
-    await asyncio.sleep(3)  # let slurmd report the cancelled job's end
-    await asyncio.to_thread(_settle, NODES)
+        # Even when the test fails or times out: the next test needs idle nodes.
+        sweep.cancel()
+        await asyncio.to_thread(_settle, NODES)
     checked = await asyncio.to_thread(run_cluster_script, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     return code
@@ -110,6 +114,7 @@ def _running(db: Path) -> bool:
         conn.close()
 
 
+@pytest.mark.timeout(300)   # a minute's outage, then the sweep: slow on a loaded machine
 async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
                                                             slurm_env: dict[str, str]) -> None:
     # A minute without slurmctld, under the default 15-minute limit: the job ends meanwhile

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slurm
 FOUR = "chi[2832,2863,2867-2868]"
 
 
+@pytest.mark.timeout(300)   # eight 1-node jobs on real Slurm: ~80 s on a loaded machine
 async def test_node_perf_finds_the_slow_node(tmp_path: Path, slurm_env: dict[str, str]) -> None:
     scenario = write_scenario(tmp_path, time_scale=0.003, nodes={"chi2863": {"speed": 0.9}})
     config = direct_config(tmp_path, scenario)
