@@ -18,7 +18,7 @@ from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of, parse_spec
+from sweepd.kinds.registry import gather_context, kind_of, parse_spec
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.outbox import Outbox
@@ -56,7 +56,8 @@ class Service(Queries):
     async def _gather(self, spec: SweepSpec) -> Any:
         """What the spec refers to must hold now (a refusal), not fail the sweep later."""
         try:
-            return await kind_of(spec.kind).gather(self.store, spec)
+            return await kind_of(spec.kind).gather(self.store, spec,
+                                                    gather_context(self.engine.config))
         except GatherError as e:
             raise SpecError(str(e)) from None
 

@@ -31,7 +31,22 @@ Table = Callable[[Sweep, Sequence[Run], Sequence[Job]], str]
 Rows = Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]
 
 
-async def no_facts(store: Store, spec: SweepSpec) -> None:
+@dataclass(frozen=True)
+class GatherContext:
+    """What a kind's gather may read beyond the store: the toolkit checkout of submit.sh
+    mode (its `configs/<model>.env.sh`, `train_env.sh`), None on other backends."""
+
+    repo: Path | None = None
+
+
+def gather_context(config: Config) -> GatherContext:
+    """The daemon's gather context: the checkout only where jobs are submitted from it."""
+    slurm = config.cluster.slurm
+    submit_sh = config.cluster.backend == "slurm" and slurm.mode == "submit_sh"
+    return GatherContext(slurm.repo if submit_sh else None)
+
+
+async def no_facts(store: Store, spec: SweepSpec, where: GatherContext) -> None:
     """The gather of a kind that needs nothing beyond the sweep's own runs."""
 
 
@@ -55,8 +70,9 @@ class Kind(Generic[SpecT, FactsT]):
     table: Table
     rows: Rows
     # Facts the planner needs from the store beyond the sweep's own runs (e.g. a prior
-    # sweep), read before every plan; raises GatherError when they cannot be had.
-    gather: Callable[[Store, SpecT], Awaitable[FactsT]]
+    # sweep, the checkout's env file), read before every plan; raises GatherError when they
+    # cannot be had.
+    gather: Callable[[Store, SpecT, GatherContext], Awaitable[FactsT]]
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
