@@ -4,22 +4,35 @@ inside a wave. Real store, the simulated cluster, the fixture toolkit checkout."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sweepd.app.service import Service
+from sweepd.clusters.base import JobRequest
+from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
+from sweepd.core.engine import Engine
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
+from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning import adapter, gather
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
+from tests.simrun import NODES as SIM_NODES
+from tests.simrun import sim_config, write_scenario
+from tests.slurm_cluster import cluster_env
+from tests.slurm_sweep import direct_config
 
 FIXTURE = Path(__file__).parent / "fixtures" / "maxtext"
 MODEL = "deepseek3-671b"
@@ -93,3 +106,106 @@ def test_the_daemon_gives_gather_the_checkout_in_submit_sh_mode_only(tmp_path: P
     direct = load_config(None, {"cluster.backend": "slurm",
                                 "cluster.slurm": {"repo": str(tmp_path)}})
     assert gather_context(direct).repo is None
+
+
+# --- 2. the cluster slot ---------------------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def sim_service(tmp_path: Path, time_scale: float = 1.0
+                      ) -> AsyncIterator[tuple[Service, Store]]:
+    """A real store, engine (never stepped) and service on the simulated cluster."""
+    config = sim_config(tmp_path, write_scenario(tmp_path, time_scale=time_scale))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    try:
+        yield Service(Engine(store, backend, clock, config)), store
+    finally:
+        await backend.close()
+        await store.close()
+
+
+def slot_spec(count: int, **more: Any) -> dict[str, Any]:
+    return {"kind": "xla-tuning", "model": MODEL, "node_count": count,
+            "parallelism": f"FSDP={count}", **more}
+
+
+async def test_a_node_count_is_frozen_to_idle_nodes_at_submission(tmp_path: Path) -> None:
+    async with sim_service(tmp_path) as (service, store):
+        # Another job holds the first two nodes (long: time_scale 1): they are not idle.
+        held = expand_nodes(SIM_NODES)[:2]
+        busy = await service.engine.backend.submit(JobRequest(
+            "other", "llama2-70b", held, tmp_path / "logs"))
+        try:
+            with pytest.raises(SpecError) as refused:
+                await service.submit(slot_spec(8))
+            assert "node_count 8: only 6 idle node(s)" in str(refused.value)
+            assert await store.sweeps() == []   # nothing recorded
+            shown = await service.validate(slot_spec(4))
+            assert shown["nodes"] == "chi[2867-2868,2870,2872]"
+            sweep = await service.submit(slot_spec(4))
+        finally:
+            await service.engine.backend.cancel(busy.backend_id)
+        stored = await store.sweep(sweep["id"])
+        # The first four idle nodes by name, frozen into the stored spec.
+        assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
+        assert stored.spec["node_count"] == 4
+        chosen = [e for e in await store.events(sweep["id"]) if e.rule == "slot.resolved"]
+        assert len(chosen) == 1 and chosen[0].kind == "decision"
+        assert "the first 4 of 6 idle node(s)" in chosen[0].reason
+        assert "simulated cluster" in (chosen[0].evidence or "")
+        # The planner now sees named nodes: no `preflight.slot_unresolved` stop.
+        spec = XlaTuningSpec.from_stored(stored.spec)
+        assert isinstance(spec, XlaTuningSpec)
+        planned = adapter.plan(spec, SweepContext(runs=[], nodes=spec.node_list,
+                                                  gpu_memory_gib=192.0, facts=XlaFacts()))
+        assert isinstance(planned, list) and planned
+
+
+def _hold(nodes: str) -> str:
+    """A job of ours on `nodes` (sleep): they are allocated, not idle, while it runs."""
+    out = subprocess.run(["sbatch", "--parsable", "-N", str(len(expand_nodes(nodes))),
+                          "-w", nodes, "-o", "/dev/null", "--wrap", "sleep 300"],
+                         env={**os.environ, **cluster_env()}, check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return out.strip().split(";")[0]
+
+
+async def _running(job_id: str) -> None:
+    for _ in range(300):
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                             env={**os.environ, **cluster_env()}, text=True, timeout=30).stdout
+        if out.strip() == "RUNNING":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id} never ran")
+
+
+@pytest.mark.slurm
+async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    service = Service(Engine(store, backend, clock, config))
+    held = _hold("chi[2832,2863]")
+    try:
+        await _running(held)
+        with pytest.raises(SpecError, match=r"node_count 8: only 6 idle node\(s\) in "
+                                            r"partition debug now \(chi\[2867-2868"):
+            await service.submit(slot_spec(8, partition="debug"))
+        with pytest.raises(SpecError, match=r"only 0 idle node\(s\) in partition nosuch"):
+            await service.submit(slot_spec(4, partition="nosuch"))
+        assert await store.sweeps() == []
+        sweep = await service.submit(slot_spec(4, partition="debug"))
+        stored = await store.sweep(sweep["id"])
+        assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
+        chosen = [e for e in await store.events(sweep["id"]) if e.rule == "slot.resolved"]
+        assert "in partition debug" in chosen[0].reason
+        assert (chosen[0].evidence or "").startswith("sinfo -h -N -t idle -o %N -p debug: ")
+    finally:
+        subprocess.run(["scancel", held], env={**os.environ, **cluster_env()}, timeout=30,
+                       check=False)
+        await backend.close()
+        await store.close()

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sweepd.app import slot
 from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
 from sweepd.app.queries import Queries
 from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
@@ -42,6 +43,8 @@ class Service(Queries):
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         spec = parse_spec(data, self.toolkit_repo())  # SpecError with field-level errors
         refuse_unknown_chats(spec.chats, self.allowed_chats)
+        # A slot (partition + node_count) becomes named idle nodes now, frozen in the spec.
+        spec, chosen = await self._resolve_slot(spec)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
         await self._gather(spec)
@@ -49,9 +52,17 @@ class Service(Queries):
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"),
                                                  submitted_by)
+        if chosen is not None:
+            await self.store.add_event(sweep_id, "decision", chosen.text, rule=slot.RULE,
+                                       evidence=chosen.evidence)
         self.engine.wake()   # started and planned now, not at the next tick
         self.engine.notify()
         return await self.summary(sweep_id)
+
+    async def _resolve_slot(self, spec: SweepSpec) -> tuple[SweepSpec, slot.Chosen | None]:
+        slurm = self.engine.config.cluster.slurm
+        default = slurm.partition if self.engine.config.cluster.backend == "slurm" else None
+        return await slot.resolve(self.engine.backend, spec, default)
 
     async def _gather(self, spec: SweepSpec) -> Any:
         """What the spec refers to must hold now (a refusal), not fail the sweep later."""
@@ -199,6 +210,7 @@ class Service(Queries):
         this cluster, and the kind's first plan on an empty run list."""
         spec = parse_spec(data, self.toolkit_repo())
         refuse_unknown_chats(spec.chats, self.allowed_chats)
+        spec, _ = await self._resolve_slot(spec)   # shown, not recorded
         kind = kind_of(spec.kind)
         facts = await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
