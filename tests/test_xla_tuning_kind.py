@@ -274,11 +274,6 @@ def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
     assert moved.act is Act.RETRY and moved.exclude == "n02"
 
 
-def test_preflight_finds_a_leftover_tune_block() -> None:
-    assert adapter.train_env_leftover('case "${TUNE_PROFILE}" in\n  a) ;;\nesac\n')
-    assert not adapter.train_env_leftover("export NCCL_DEBUG=WARN\n")
-
-
 # --- gather from the store ------------------------------------------------------------------
 
 async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from sweepd.core.engine import Engine
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import adapter, gather
+from sweepd.kinds.xla_tuning import adapter, gather, preflight, train_env
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -32,7 +32,7 @@ from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES as SIM_NODES
 from tests.simrun import sim_config, write_scenario
 from tests.slurm_cluster import cluster_env
-from tests.slurm_sweep import direct_config
+from tests.slurm_sweep import direct_config, submit_sh_config
 
 FIXTURE = Path(__file__).parent / "fixtures" / "maxtext"
 MODEL = "deepseek3-671b"
@@ -209,3 +209,69 @@ async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
                        check=False)
         await backend.close()
         await store.close()
+
+
+# --- 3. the pre-flight checks ----------------------------------------------------------------
+
+def test_a_tune_profile_block_left_in_train_env_sh_refuses(checkout: Path) -> None:
+    path = checkout / "train_env.sh"
+    clean = path.read_text()
+    assert preflight.leftover(path).ok
+    path.write_text(train_env.add_arm(clean, train_env.arm("ag1G", [f"--{AG}=1073741824"])))
+    left = preflight.leftover(path)
+    assert not left.ok and left.rule == "preflight.train_env"
+    assert "still holds sweepd's two TUNE_PROFILE blocks (1 arms)" in left.text
+    assert f"ag1G: --{AG}=1073741824" in left.text and "remove it first" in left.text
+    # A block sweepd did not write is refused too (nothing to describe: a person's).
+    path.write_text(clean + 'case "${TUNE_PROFILE}" in\n  mine) export NCCL_X=1 ;;\nesac\n')
+    foreign = preflight.leftover(path)
+    assert not foreign.ok and "a TUNE_PROFILE block sweepd did not write" in foreign.text
+
+
+async def test_the_checks_are_recorded_at_submission_on_sim(tmp_path: Path) -> None:
+    async with sim_service(tmp_path) as (service, store):
+        shown = await service.validate(slot_spec(8))
+        assert [c["rule"] for c in shown["preflight"]] == ["preflight.nodes",
+                                                           "preflight.other_users"]
+        sweep = await service.submit(slot_spec(8))
+        events = {e.rule: e for e in await store.events(sweep["id"])
+                  if (e.rule or "").startswith("preflight.")}
+    assert events["preflight.nodes"].reason == "all 8 pinned nodes usable"
+    assert events["preflight.nodes"].evidence == f"node states: idle: {SIM_NODES}"
+    assert events["preflight.other_users"].reason == "no other users' jobs on the cluster"
+    assert "preflight.train_env" not in events   # no checkout: no train_env.sh
+
+
+@pytest.mark.slurm
+async def test_submit_sh_mode_refuses_a_leftover_and_records_each_check(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = submit_sh_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+    repo = config.cluster.slurm.repo
+    assert repo is not None
+    train = repo / "train_env.sh"
+    clean = train.read_text()
+    train.write_text(train_env.add_arm(clean, train_env.arm("ag1G", [f"--{AG}=1073741824"])))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    service = Service(Engine(store, backend, clock, config))
+    data = {**slot_spec(8), "node_count": None, "nodes": SIM_NODES}
+    try:
+        with pytest.raises(SpecError, match=r"pre-flight: .*train_env.sh still holds sweepd's"):
+            await service.submit(data)
+        assert await store.sweeps() == []
+        train.write_text(clean)
+        # The checkout's env file reaches the first plan: Wave 1 restores its flags.
+        shown = await service.validate(data)
+        assert "restore_default" in [r["label"] for r in shown["first_plan"]["runs"]]
+        sweep = await service.submit(data)
+        events = {e.rule: e for e in await store.events(sweep["id"])}
+    finally:
+        await backend.close()
+        await store.close()
+    assert events["preflight.train_env"].reason == f"{train} holds no TUNE_PROFILE block"
+    assert events["preflight.nodes"].reason == "all 8 pinned nodes usable"
+    # squeue answered; the local cluster's jobs are all this user's.
+    other = events["preflight.other_users"]
+    assert other.reason == "no other users' jobs on the cluster"
+    assert (other.evidence or "").startswith("squeue -h -t PENDING,RUNNING -o %i|%u|%T|%N")

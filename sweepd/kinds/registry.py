@@ -46,6 +46,27 @@ def gather_context(config: Config) -> GatherContext:
     return GatherContext(slurm.repo if submit_sh else None)
 
 
+@dataclass(frozen=True)
+class Check:
+    """One pre-flight check made at submission, recorded as a decision (rule, evidence)
+    once the sweep exists; a failed one refuses the submission with its text."""
+
+    rule: str
+    text: str
+    evidence: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class PreflightContext:
+    """What a kind's pre-flight may ask: the cluster backend (`clusters.base.ClusterBackend`),
+    the checkout, the partition jobs go to (None: the scheduler's default)."""
+
+    backend: Any
+    where: GatherContext
+    partition: str | None
+
+
 async def no_facts(store: Store, spec: SweepSpec, where: GatherContext) -> None:
     """The gather of a kind that needs nothing beyond the sweep's own runs."""
 
@@ -98,6 +119,8 @@ class Kind(Generic[SpecT, FactsT]):
     most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
     # False: the sweep runs many models (the report names no one model).
     one_model: bool = True
+    # Checks made once, at submission (a resumed sweep is not checked again); None: none.
+    preflight: Callable[[SpecT, PreflightContext], Awaitable[list[Check]]] | None = None
     # The stop message's title and "Sweep state at stop" lines in the kind's own words
     # (None, or a None answer: the generic ones).
     stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],

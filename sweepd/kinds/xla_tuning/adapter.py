@@ -9,7 +9,6 @@ than running on fewer or other nodes (the engine's own fault path: `Kind.frozen_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +27,6 @@ from sweepd.util.hostlists import collect_nodes
 
 # Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
 JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic"}
-TUNE_BLOCK = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
 # The MaxText override each axis is passed as (SKILL.md, "Submission template").
 AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
                                    Axis.PP: "dcn_pipeline_parallelism",
@@ -156,11 +154,6 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
                     "(never excluded or substituted); readmit it to go on", "nodes.frozen",
                     evidence=", ".join(gone))
     return None
-
-
-def train_env_leftover(train_env: str) -> bool:
-    """submit.sh mode: a TUNE_PROFILE block already in train_env.sh (a sweep's leftover)."""
-    return TUNE_BLOCK.search(train_env) is not None
 
 
 def evidence_of(ctx: SweepContext[XlaFacts]) -> Evidence | None:
