@@ -15,20 +15,24 @@ from typing import Any
 
 import pytest
 
+from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.app.service import Service
 from sweepd.clusters.base import JobRequest
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
 from sweepd.core.engine import Engine
+from sweepd.core.states import JobState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import adapter, gather, preflight, train_env
+from sweepd.kinds.xla_tuning import adapter, gather, preflight, search, train_env
+from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
+from tests import test_xla_tuning_sweep_sim as sim_sweep
 from tests.simrun import NODES as SIM_NODES
 from tests.simrun import sim_config, write_scenario
 from tests.slurm_cluster import cluster_env
@@ -275,3 +279,44 @@ async def test_submit_sh_mode_refuses_a_leftover_and_records_each_check(
     other = events["preflight.other_users"]
     assert other.reason == "no other users' jobs on the cluster"
     assert (other.evidence or "").startswith("squeue -h -t PENDING,RUNNING -o %i|%u|%T|%N")
+
+
+# --- 4. the 8 h timebox inside a wave --------------------------------------------------------
+
+def _done(profile: str, hours: float, wave: int = 1) -> Result:
+    return Result(profile, "default", Outcome.OK, 1000.0, 28.0, queue_s=hours * 3600, wave=wave)
+
+
+def test_a_wave_is_cut_to_the_runs_that_start_within_8_hours() -> None:
+    inp = spec_of(config_tags={"default": {}}).inputs(())
+    # Wave 1 took 6 h for 3 runs (2 h each): one more run starts before 8 h, no second.
+    wave1 = [_done("baseline", 2.0), _done("evidence", 2.0), _done("baseline", 2.0)]
+    step = search.plan(inp, wave1, None)
+    assert isinstance(step, tuple) and len(step) == 1, step
+    assert "wave cut to 1 of " in step[0].reason and "(stop.timebox)" in step[0].reason
+    # 4 h spent at 1.33 h per run: of a whole wave, the 3 that start before 8 h.
+    early = [_done("baseline", 4 / 3), _done("evidence", 4 / 3), _done("baseline", 4 / 3)]
+    more = search.plan(inp, early, None)
+    assert isinstance(more, tuple) and len(more) == 3, more
+    # The cut run done (8 h): the sweep ends on the timebox with what it has.
+    done = [*wave1, _done(step[0].profile.name, 2.0, wave=2)]
+    verdict = search.plan(inp, done, None)
+    assert isinstance(verdict, search.Verdict) and verdict.rule == "stop.timebox"
+
+
+async def test_a_whole_sweep_on_sim_stops_submitting_at_8_hours(tmp_path: Path) -> None:
+    # 15 steps of ~570 s: a job takes ~2.5 h of cluster time; a wave of 8 would take 20 h.
+    land = sim_sweep.landscape(base_tgs={"default": 50.0}, step_s_at_base=573.0)
+    profiles = [sim_sweep.env_profile(i) for i in range(20)]
+    code, swept, _ = await sim_sweep.sweep_on_sim(tmp_path, land, sim_sweep.spec(profiles),
+                                                  time_scale=0.0002)
+    assert code == EXIT_VERDICT
+    assert (swept.sweep.verdict or {})["rule"] == "stop.timebox"
+    shares = gather.queue_shares(swept.jobs)
+    total, longest = sum(shares.values()), max(shares.values())
+    # Runs start only while the budget lasts: past 8 h by less than one run, and no run is
+    # submitted only to be cancelled at the stop (before: 10 jobs, 7 of them cancelled).
+    assert total < 8 * 3600 + longest
+    assert [j.state for j in swept.jobs] == [JobState.DONE] * len(swept.jobs), swept.jobs
+    assert len(swept.jobs) <= 4   # wave 1 (baseline, evidence) and the one run that fit
+    assert any("wave cut to" in e.reason for e in swept.events)
