@@ -77,6 +77,8 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     board = build(results, inp.noise, inp.max_flakes)
     wave = max(board.waves, default=0)
     if board.queue_s >= inp.max_queue_s:
+        if board.pending:
+            return ()  # nothing new; the runs in flight finish (else left on the cluster)
         return _verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
                         f"{board.queue_s / 3600:.1f} h of queue time >= "
                         f"{inp.max_queue_s / 3600:.0f} h")
