@@ -30,6 +30,7 @@ from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.sim.tuning import TUNING_SCENARIO
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests import test_xla_tuning_sweep_sim as sim_sweep
@@ -320,3 +321,22 @@ async def test_a_whole_sweep_on_sim_stops_submitting_at_8_hours(tmp_path: Path) 
     assert [j.state for j in swept.jobs] == [JobState.DONE] * len(swept.jobs), swept.jobs
     assert len(swept.jobs) <= 4   # wave 1 (baseline, evidence) and the one run that fit
     assert any("wave cut to" in e.reason for e in swept.events)
+
+
+async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
+        store: Store, tmp_path: Path) -> None:
+    """No checkout on the simulator: its tuning landscape's `deployed` (what its jobs run
+    as baseline-deployed) plays the env file; Wave 1 then restores it too."""
+    pp8 = spec_of(parallelism="PP=8")
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
+                                "cluster.sim": {"scenario": str(TUNING_SCENARIO)}})
+    where = gather_context(config)
+    assert where == GatherContext(scenario=TUNING_SCENARIO)
+    facts = await gather.facts(store, pp8, where)
+    assert [s.label for s in facts.deployed] == [f"{AG}=1073741824"]
+    assert "the simulated cluster's tuning landscape for PP=8" in facts.inventory_line()
+    planned = adapter.plan(pp8, context(facts))
+    assert isinstance(planned, list)
+    assert "restore_default" in [n.label for n in planned]
+    # The FSDP=8 cell deploys nothing: no restore_default run (the demo's cell).
+    assert (await gather.facts(store, spec_of(), where)).deployed == ()

@@ -37,10 +37,15 @@ class GatherContext:
     mode (its `configs/<model>.env.sh`, `train_env.sh`), None on other backends."""
 
     repo: Path | None = None
+    # The simulated cluster's scenario, its stand-in for the checkout (None: not sim).
+    scenario: Path | None = None
 
 
 def gather_context(config: Config) -> GatherContext:
     """The daemon's gather context: the checkout only where jobs are submitted from it."""
+    if config.cluster.backend == "sim":
+        from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
+        return GatherContext(scenario=config.cluster.sim.scenario or DEFAULT_SCENARIO)
     slurm = config.cluster.slurm
     submit_sh = config.cluster.backend == "slurm" and slurm.mode == "submit_sh"
     return GatherContext(slurm.repo if submit_sh else None)

@@ -235,12 +235,40 @@ def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:
     return out
 
 
+_SIM_INVENTORY: dict[tuple[str, int, str, str], tuple[Setting, ...]] = {}
+
+
+def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, ...], str | None]:
+    """On the simulated cluster the model's env file is its tuning landscape's `deployed`
+    (what its jobs run with as baseline-deployed); read once per scenario file version."""
+    from sweepd.sim.scenario import load_scenario  # the simulator only when it is the backend
+    from sweepd.sim.tuning import parallelism_overrides
+
+    try:
+        key = (str(scenario), scenario.stat().st_mtime_ns, spec.model, spec.parallelism)
+    except OSError:
+        return (), None
+    if key not in _SIM_INVENTORY:
+        try:
+            tuning = load_scenario(scenario).tuning_for(spec.model)
+            land = None if tuning is None else tuning.landscape_for(
+                parallelism_overrides(spec.parallelism))
+        except ValueError:   # no landscape for the parallelism: its jobs will say so
+            land = None
+        _SIM_INVENTORY[key] = () if land is None else land.deployed_settings()
+    where = f"the simulated cluster's tuning landscape for {spec.parallelism} ({scenario})"
+    return _SIM_INVENTORY[key], where
+
+
 async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaFacts:
     """What the planner needs beyond the sweep's own runs (Kind.gather): the Inventory (the
     checkout's `configs/<model>.env.sh`, submit.sh mode) and the latest finished
     model-perf sweep of the same model on as many nodes, whose optimum is the default
     per_device_batch_size (model-perf specs name no parallelism: not compared)."""
-    deployed, env_file = inventory(where.repo, spec.model)
+    if where.repo is None and where.scenario is not None:
+        deployed, env_file = sim_inventory(where.scenario, spec)
+    else:
+        deployed, env_file = inventory(where.repo, spec.model)
     prior = await model_perf_prior(store, spec)
     return XlaFacts(prior, deployed, env_file)
 
