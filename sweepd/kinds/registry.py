@@ -41,6 +41,9 @@ class GatherContext:
     scenario: Path | None = None
 
 
+NO_CONTEXT = GatherContext()  # a gather called outside the daemon (tests, tools)
+
+
 def gather_context(config: Config) -> GatherContext:
     """The daemon's gather context: the checkout only where jobs are submitted from it."""
     if config.cluster.backend == "sim":
