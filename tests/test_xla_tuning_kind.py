@@ -274,18 +274,6 @@ def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
     assert moved.act is Act.RETRY and moved.exclude == "n02"
 
 
-def test_preflight_reads_the_env_file_inventory_and_a_leftover_tune_block() -> None:
-    env = ('export XLA_FLAGS="${XLA_FLAGS} '
-           '--xla_gpu_all_gather_combine_threshold_bytes=1073741824"\n'
-           "# export NCCL_IGNORED=1\nexport NCCL_NCHANNELS_PER_NET_PEER=8\n")
-    assert adapter.inventory(env) == {"xla_gpu_all_gather_combine_threshold_bytes": "1073741824",
-                                      "NCCL_NCHANNELS_PER_NET_PEER": "8"}
-    assert adapter.train_env_leftover('case "${TUNE_PROFILE}" in\n  a) ;;\nesac\n')
-    assert not adapter.train_env_leftover("export NCCL_DEBUG=WARN\n")
-    inp = spec_of().inputs(adapter.deployed_of(adapter.inventory(env)))
-    assert [s.label for s in inp.deployed][1] == "NCCL_NCHANNELS_PER_NET_PEER=8"
-
-
 # --- gather from the store ------------------------------------------------------------------
 
 async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path) -> None:

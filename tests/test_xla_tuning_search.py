@@ -113,7 +113,11 @@ def test_stop_rule_bounded() -> None:
 def test_stop_rule_timebox() -> None:
     inp = _inputs(fsdp8())
     results = [*_wave1_done(inp)] + [_ok(f"ag{v}", 1001.0, wave=2) for v in ("1G", "2G")]
-    results.append(Result("nch8", "sparse", Outcome.PENDING, queue_s=8 * 3600, wave=2))
+    results.append(Result("nch8", "sparse", Outcome.OK, 1000.0, queue_s=8 * 3600, wave=2))
+    # A run still in flight finishes first: nothing new, no verdict yet (a verdict now
+    # would end the sweep with its job left on the cluster).
+    in_flight = [*results, Result("nch4", "sparse", Outcome.PENDING, wave=2)]
+    assert plan(inp, in_flight, FSDP_EVIDENCE) == ()
     v = plan(inp, results, FSDP_EVIDENCE)
     assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX
     assert v.rule == "stop.timebox" and "8 h" in v.reason
@@ -182,7 +186,8 @@ def test_a_result_for_a_profile_outside_the_catalog_is_refused_by_name() -> None
 
 def test_near_the_8h_stop_the_leaders_are_confirmed_before_anything_new() -> None:
     inp = _inputs(fsdp8())
-    results = [Result(r.profile, r.tag, r.outcome, r.tgs, queue_s=2.4 * 3600, wave=1)
+    # 4.8 h spent at ~1 h per run: a full wave of 8 would pass 8 h, the confirmations fit.
+    results = [Result(r.profile, r.tag, r.outcome, r.tgs, queue_s=1.5 * 3600, wave=1)
                for r in _wave1_done(inp)]
     results += [_ok("ag768M", 1100.0, wave=2), _ok("nch8", 1040.0, wave=2)]
     nxt = _wave(plan(inp, results, FSDP_EVIDENCE))

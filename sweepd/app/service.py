@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sweepd.app import slot
 from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
 from sweepd.app.queries import Queries
 from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
@@ -18,7 +19,13 @@ from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of, parse_spec
+from sweepd.kinds.registry import (
+    Check,
+    PreflightContext,
+    gather_context,
+    kind_of,
+    parse_spec,
+)
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.outbox import Outbox
@@ -42,21 +49,52 @@ class Service(Queries):
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         spec = parse_spec(data, self.toolkit_repo())  # SpecError with field-level errors
         refuse_unknown_chats(spec.chats, self.allowed_chats)
+        # A slot (partition + node_count) becomes named idle nodes now, frozen in the spec.
+        spec, chosen = await self._resolve_slot(spec)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
         await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
+        checks = await self._preflight(spec)
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"),
                                                  submitted_by)
+        if chosen is not None:
+            await self.store.add_event(sweep_id, "decision", chosen.text, rule=slot.RULE,
+                                       evidence=chosen.evidence)
+        for check in checks:
+            await self.store.add_event(sweep_id, "decision", check.text, rule=check.rule,
+                                       evidence=check.evidence)
         self.engine.wake()   # started and planned now, not at the next tick
         self.engine.notify()
         return await self.summary(sweep_id)
 
+    async def _resolve_slot(self, spec: SweepSpec) -> tuple[SweepSpec, slot.Chosen | None]:
+        slurm = self.engine.config.cluster.slurm
+        default = slurm.partition if self.engine.config.cluster.backend == "slurm" else None
+        return await slot.resolve(self.engine.backend, spec, default)
+
+    async def _preflight(self, spec: SweepSpec) -> list[Check]:
+        """The kind's checks at submission; a failed one refuses it, nothing recorded."""
+        hook = kind_of(spec.kind).preflight
+        if hook is None:
+            return []
+        config = self.engine.config
+        default = config.cluster.slurm.partition if config.cluster.backend == "slurm" else None
+        partition = getattr(spec, "partition", None) or default
+        checks: list[Check] = await hook(spec, PreflightContext(
+            self.engine.backend, gather_context(config), partition))
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            what = "pre-flight: " + "; ".join(c.text for c in failed)
+            raise SpecError(what, [{"loc": [c.rule], "msg": c.text} for c in failed])
+        return checks
+
     async def _gather(self, spec: SweepSpec) -> Any:
         """What the spec refers to must hold now (a refusal), not fail the sweep later."""
         try:
-            return await kind_of(spec.kind).gather(self.store, spec)
+            return await kind_of(spec.kind).gather(self.store, spec,
+                                                    gather_context(self.engine.config))
         except GatherError as e:
             raise SpecError(str(e)) from None
 
@@ -198,10 +236,12 @@ class Service(Queries):
         this cluster, and the kind's first plan on an empty run list."""
         spec = parse_spec(data, self.toolkit_repo())
         refuse_unknown_chats(spec.chats, self.allowed_chats)
+        spec, _ = await self._resolve_slot(spec)   # shown, not recorded
         kind = kind_of(spec.kind)
         facts = await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
         states = await self._node_states(spec.node_list)
+        checks = await self._preflight(spec)
         config = self.engine.config
         ctx = SweepContext(runs=[], nodes=spec.node_list,
                            gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts)
@@ -210,7 +250,7 @@ class Service(Queries):
         return {"kind": spec.kind, "name": spec.name or spec.default_name(),
                 "nodes": spec.nodes, "node_count": len(spec.node_list),
                 "backend": config.cluster.backend, "node_states": states,
-                "first_plan": plan_dict(first),
+                "first_plan": plan_dict(first), "preflight": [asdict(c) for c in checks],
                 **await self._bounds(spec.kind, spec.model, dumped)}
 
     async def _node_states(self, nodes: list[str]) -> dict[str, list[str]]:

@@ -36,7 +36,7 @@ from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
-from sweepd.kinds.registry import kind_of, stored_spec
+from sweepd.kinds.registry import gather_context, kind_of, stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job, Run, RunParams, Sweep
@@ -541,7 +541,7 @@ class Engine:
         excluded = {e.node for e in await self.store.exclusions(sweep.id)}
         nodes = [n for n in spec.node_list if n not in excluded]
         try:
-            facts = await kind.gather(self.store, spec)
+            facts = await kind.gather(self.store, spec, gather_context(self.config))
         except GatherError as e:   # what it refers to is gone since it was accepted
             return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
         # Stops a person already resumed from: the strategy must not raise them again.

@@ -31,7 +31,51 @@ Table = Callable[[Sweep, Sequence[Run], Sequence[Job]], str]
 Rows = Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]
 
 
-async def no_facts(store: Store, spec: SweepSpec) -> None:
+@dataclass(frozen=True)
+class GatherContext:
+    """What a kind's gather may read beyond the store: the toolkit checkout of submit.sh
+    mode (its `configs/<model>.env.sh`, `train_env.sh`), None on other backends."""
+
+    repo: Path | None = None
+    # The simulated cluster's scenario, its stand-in for the checkout (None: not sim).
+    scenario: Path | None = None
+
+
+NO_CONTEXT = GatherContext()  # a gather called outside the daemon (tests, tools)
+
+
+def gather_context(config: Config) -> GatherContext:
+    """The daemon's gather context: the checkout only where jobs are submitted from it."""
+    if config.cluster.backend == "sim":
+        from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
+        return GatherContext(scenario=config.cluster.sim.scenario or DEFAULT_SCENARIO)
+    slurm = config.cluster.slurm
+    submit_sh = config.cluster.backend == "slurm" and slurm.mode == "submit_sh"
+    return GatherContext(slurm.repo if submit_sh else None)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One pre-flight check made at submission, recorded as a decision (rule, evidence)
+    once the sweep exists; a failed one refuses the submission with its text."""
+
+    rule: str
+    text: str
+    evidence: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class PreflightContext:
+    """What a kind's pre-flight may ask: the cluster backend (`clusters.base.ClusterBackend`),
+    the checkout, the partition jobs go to (None: the scheduler's default)."""
+
+    backend: Any
+    where: GatherContext
+    partition: str | None
+
+
+async def no_facts(store: Store, spec: SweepSpec, where: GatherContext) -> None:
     """The gather of a kind that needs nothing beyond the sweep's own runs."""
 
 
@@ -55,8 +99,9 @@ class Kind(Generic[SpecT, FactsT]):
     table: Table
     rows: Rows
     # Facts the planner needs from the store beyond the sweep's own runs (e.g. a prior
-    # sweep), read before every plan; raises GatherError when they cannot be had.
-    gather: Callable[[Store, SpecT], Awaitable[FactsT]]
+    # sweep, the checkout's env file), read before every plan; raises GatherError when they
+    # cannot be had.
+    gather: Callable[[Store, SpecT, GatherContext], Awaitable[FactsT]]
     # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
     # False: the node's own run records the fault (per-node sweeps judge nodes).
     exclude_on_fault: bool = True
@@ -82,6 +127,8 @@ class Kind(Generic[SpecT, FactsT]):
     most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
     # False: the sweep runs many models (the report names no one model).
     one_model: bool = True
+    # Checks made once, at submission (a resumed sweep is not checked again); None: none.
+    preflight: Callable[[SpecT, PreflightContext], Awaitable[list[Check]]] | None = None
     # The stop message's title and "Sweep state at stop" lines in the kind's own words
     # (None, or a None answer: the generic ones).
     stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],

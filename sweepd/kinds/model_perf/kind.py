@@ -13,7 +13,7 @@ from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import Kind
+from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
 from sweepd.kinds.spec import SpecError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _CELL = ("parameter", "overrides", "env", "mem_fraction", "gpu_memory_gib")
 
 
-async def gather(store: Store, spec: ModelPerfSpec) -> PerfFacts:
+async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CONTEXT) -> PerfFacts:
     """An earlier sweep of the same cell and the param memory an earlier job printed."""
     sweeps = await store.sweeps()
     return PerfFacts(prior=await _prior(store, spec, sweeps),

@@ -12,7 +12,7 @@ from sweepd.kinds.model_sweep import report
 from sweepd.kinds.model_sweep.demo import DEMO
 from sweepd.kinds.model_sweep.plan import Column, SweepFacts, columns_of
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
-from sweepd.kinds.registry import Kind
+from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
 from sweepd.store.rows import RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util import worktrees
@@ -39,7 +39,8 @@ async def history(store: Store, compare_to: int | None) -> list[Column]:
     return chain
 
 
-async def gather(store: Store, spec: ModelSweepSpec) -> SweepFacts:
+async def gather(store: Store, spec: ModelSweepSpec, where: GatherContext = NO_CONTEXT
+                 ) -> SweepFacts:
     """The commits' SHAs (refs move; runs record what ran) and earlier sweeps' results."""
     try:
         shas = ({} if spec.repo is None else

@@ -16,7 +16,7 @@ from sweepd.kinds.api import Finished, GatherError, NewRun, Plan, SweepContext
 from sweepd.kinds.network import report
 from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
-from sweepd.kinds.registry import Kind
+from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
 from sweepd.kinds.spec import _Spec
 from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import NotFound, Store
@@ -60,7 +60,8 @@ class NetworkFacts:
     node_perf: Mapping[str, Any] | None = None
 
 
-async def gather(store: Store, spec: NetworkSpec) -> NetworkFacts:
+async def gather(store: Store, spec: NetworkSpec, where: GatherContext = NO_CONTEXT
+                 ) -> NetworkFacts:
     """The node perf sweep to cross-reference: named, or the latest done covering our nodes."""
     if spec.node_perf_sweep is not None:
         try:

@@ -9,8 +9,7 @@ than running on fewer or other nodes (the engine's own fault path: `Kind.frozen_
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,22 +18,19 @@ from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
-from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Setting
+from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
-from sweepd.kinds.xla_tuning.spec import XlaTuningSpec, layer_of
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, RunParams, Scalar, Sweep
 from sweepd.util.hostlists import collect_nodes
 
 # Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
 JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic"}
-TUNE_BLOCK = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
-_EXPORT = re.compile(r"^\s*export\s+([A-Z][A-Z0-9_]*)=(.*)$")
 # The MaxText override each axis is passed as (SKILL.md, "Submission template").
 AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
                                    Axis.PP: "dcn_pipeline_parallelism",
                                    Axis.TP: "ici_tensor_parallelism"}
-_XLA_FLAG = re.compile(r"--(xla_[A-Za-z0-9_]+)=(\S+?)[\"']?(?=\s|$)")
 
 
 @dataclass(frozen=True)
@@ -102,7 +98,7 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
         name = label(p, next(iter(spec.config_tags)), taken)
         taken.add(name)
         out.append(NewRun(name, run_params(spec, p, batch), spec.node_list,
-                          f"wave {p.wave}: {p.reason}" + _batch_note(p, batch)
+                          f"wave {p.wave}: {p.reason}" + _batch_note(p, batch, ctx.facts)
                           + _evidence_note(p, evidence), p.rule))
     first = None if ctx.runs else progress.kickoff(
         spec.model, spec.nodes, inp, _batch_text(batch))
@@ -138,10 +134,12 @@ def label(p: Planned, primary: str, taken: set[str]) -> str:
     return name
 
 
-def _batch_note(p: Planned, batch: Batch) -> str:
-    """The first run says where the batch size came from (said once, not on every run)."""
-    return f"; per_device_batch_size from {batch.source}" if p.profile.name == BASELINE \
-        and p.wave == 1 else ""
+def _batch_note(p: Planned, batch: Batch, facts: XlaFacts) -> str:
+    """Wave 1's baselines say where the batch size came from and what the model's env file
+    sets (the Inventory restore_default puts back): recorded once, not on every run."""
+    if p.profile.name != BASELINE or p.wave != 1:
+        return ""
+    return f"; per_device_batch_size from {batch.source}; {facts.inventory_line()}"
 
 
 def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
@@ -156,31 +154,6 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
                     "(never excluded or substituted); readmit it to go on", "nodes.frozen",
                     evidence=", ".join(gone))
     return None
-
-
-def deployed_of(inventory: Mapping[str, str]) -> tuple[Setting, ...]:
-    """The Inventory (what the model's env file sets) as the planner's settings."""
-    return tuple(Setting(k, str(v), layer_of(k)) for k, v in inventory.items())
-
-
-def inventory(env_file: str) -> dict[str, str]:
-    """The XLA flags and env vars a model's env file sets (last wins), for Inputs.deployed."""
-    out: dict[str, str] = {}
-    for line in env_file.splitlines():
-        m = _EXPORT.match(line)
-        if m is None or line.lstrip().startswith("#"):
-            continue
-        key, value = m.group(1), m.group(2).strip()
-        if key == "XLA_FLAGS":
-            out.update(dict(_XLA_FLAG.findall(value)))
-        elif key.startswith(("NCCL_", "RCCL_", "XLA_PYTHON_")):
-            out[key] = value.strip("\"'")
-    return out
-
-
-def train_env_leftover(train_env: str) -> bool:
-    """submit.sh mode: a TUNE_PROFILE block already in train_env.sh (a sweep's leftover)."""
-    return TUNE_BLOCK.search(train_env) is not None
 
 
 def evidence_of(ctx: SweepContext[XlaFacts]) -> Evidence | None:
@@ -202,6 +175,7 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
         "parallelism": spec.parsed_parallelism().text, "tag": primary,
         "noise": board.noise, "runs": board.runs,
         "batch_source": batch_of(spec, ctx.facts).source,
+        "inventory": ctx.facts.inventory_line(),
         "top": [{"profile": e.profile, "tgs": e.mean, "n": e.n,
                  "delta": board.delta(e.profile, primary)} for e in top[:8]],
     }

@@ -18,9 +18,11 @@ from statistics import fmean
 from typing import TYPE_CHECKING
 
 from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.kinds.api import GatherError
 from sweepd.kinds.xla_tuning import logread
 from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
+from sweepd.kinds.xla_tuning.train_env import env_file_settings
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact
 from sweepd.monitor.parse import parse_line
@@ -29,6 +31,7 @@ from sweepd.store.rows import Job, Run, RunParams
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
+    from sweepd.kinds.registry import GatherContext
     from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
     from sweepd.store.store import Store
 
@@ -55,6 +58,37 @@ class XlaFacts:
     model_perf: ModelPerfPrior | None = None  # the default per_device_batch_size
     # The Inventory: what the model's env file sets (restore_default puts it back).
     deployed: tuple[Setting, ...] = ()
+    # Where the Inventory was read (None: no checkout, nothing read).
+    env_file: str | None = None
+
+    def inventory_line(self) -> str:
+        """The Inventory as recorded with the sweep's first run."""
+        if self.env_file is None:
+            return "Inventory: no toolkit checkout (not submit.sh mode): no env file read"
+        sets = ", ".join(s.label for s in self.deployed) or "no XLA flag or NCCL/XLA env var"
+        return f"Inventory: {self.env_file} sets {sets}"
+
+
+# The env vars of a model's env file the Inventory keeps (the rest is not tuned here).
+_TUNED_ENV = ("NCCL_", "RCCL_", "XLA_PYTHON_")
+
+
+def inventory(repo: Path | None, model: str) -> tuple[tuple[Setting, ...], str | None]:
+    """What the checkout's `configs/<model>.env.sh` sets (last wins), and its path; a missing
+    file sets nothing (the model runs as the image has it). No checkout: (), None."""
+    if repo is None:
+        return (), None
+    path = repo / "configs" / f"{model}.env.sh"
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except FileNotFoundError:
+        return (), f"{path} (absent)"
+    except OSError as e:
+        raise GatherError(f"cannot read the model's env file {path}: {e.strerror}") from None
+    flags, env = env_file_settings(text)
+    out = [Setting(k, v, Layer.XLA) for k, v in flags.items()]
+    out += [Setting(k, v, Layer.ENV) for k, v in env.items() if k.startswith(_TUNED_ENV)]
+    return tuple(out), str(path)
 
 
 @dataclass(frozen=True)
@@ -201,11 +235,45 @@ def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:
     return out
 
 
-async def facts(store: Store, spec: XlaTuningSpec) -> XlaFacts:
-    """What the planner needs beyond the sweep's own runs (Kind.gather): the latest finished
+_SIM_INVENTORY: dict[tuple[str, int, str, str], tuple[Setting, ...]] = {}
+
+
+def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, ...], str | None]:
+    """On the simulated cluster the model's env file is its tuning landscape's `deployed`
+    (what its jobs run with as baseline-deployed); read once per scenario file version."""
+    from sweepd.sim.scenario import load_scenario  # the simulator only when it is the backend
+    from sweepd.sim.tuning import parallelism_overrides
+
+    try:
+        key = (str(scenario), scenario.stat().st_mtime_ns, spec.model, spec.parallelism)
+    except OSError:
+        return (), None
+    if key not in _SIM_INVENTORY:
+        try:
+            tuning = load_scenario(scenario).tuning_for(spec.model)
+            land = None if tuning is None else tuning.landscape_for(
+                parallelism_overrides(spec.parallelism))
+        except ValueError:   # no landscape for the parallelism: its jobs will say so
+            land = None
+        _SIM_INVENTORY[key] = () if land is None else land.deployed_settings()
+    where = f"the simulated cluster's tuning landscape for {spec.parallelism} ({scenario})"
+    return _SIM_INVENTORY[key], where
+
+
+async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaFacts:
+    """What the planner needs beyond the sweep's own runs (Kind.gather): the Inventory (the
+    checkout's `configs/<model>.env.sh`, submit.sh mode) and the latest finished
     model-perf sweep of the same model on as many nodes, whose optimum is the default
-    per_device_batch_size (model-perf specs name no parallelism: not compared). The
-    Inventory needs the toolkit checkout's env file, which this hook cannot see: empty."""
+    per_device_batch_size (model-perf specs name no parallelism: not compared)."""
+    if where.repo is None and where.scenario is not None:
+        deployed, env_file = sim_inventory(where.scenario, spec)
+    else:
+        deployed, env_file = inventory(where.repo, spec.model)
+    prior = await model_perf_prior(store, spec)
+    return XlaFacts(prior, deployed, env_file)
+
+
+async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:
     count = spec.count
     for sweep in reversed(await store.sweeps([SweepState.DONE])):
         verdict = sweep.verdict or {}
@@ -214,8 +282,8 @@ async def facts(store: Store, spec: XlaTuningSpec) -> XlaFacts:
             continue
         nodes = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))
         if int(nodes) == count:
-            return XlaFacts(model_perf=ModelPerfPrior(sweep.id, int(verdict["best"])))
-    return XlaFacts()
+            return ModelPerfPrior(sweep.id, int(verdict["best"]))
+    return None
 
 
 # ---- the Wave 1.5 evidence -------------------------------------------------------------------

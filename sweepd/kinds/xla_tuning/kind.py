@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sweepd.kinds.registry import Kind
-from sweepd.kinds.xla_tuning import adapter, gather, report
+from sweepd.kinds.xla_tuning import adapter, gather, preflight, report
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -14,4 +14,4 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
     config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot, demo=DEMO,
-    stop_state=adapter.stop_state)
+    stop_state=adapter.stop_state, preflight=preflight.checks)

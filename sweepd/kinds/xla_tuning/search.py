@@ -16,8 +16,9 @@ more than CLEAR_LEAD standard errors ahead of it (then that run, said to be one 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sweepd.kinds.xla_tuning.board import (
@@ -76,6 +77,8 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     board = build(results, inp.noise, inp.max_flakes)
     wave = max(board.waves, default=0)
     if board.queue_s >= inp.max_queue_s:
+        if board.pending:
+            return ()  # nothing new; the runs in flight finish (else left on the cluster)
         return _verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
                         f"{board.queue_s / 3600:.1f} h of queue time >= "
                         f"{inp.max_queue_s / 3600:.0f} h")
@@ -84,13 +87,33 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
         return retries
     first = _wave1(inp, board)
     if first or retries:
-        return (*first, *retries)
+        return within_budget(inp, board, (*first, *retries))
     cands = Candidates(inp, board, evidence, profiles(inp))
     fresh = wave_candidates(cands)
     stop = _stop_rule(inp, board, cands, bool(fresh))
     if stop is not None:
         return stop
-    return tuple(Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in fresh)
+    return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
+                                           for p, tag, rule, reason in fresh))
+
+
+def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
+    """Stop rule 3 inside a wave: the runs of a wave queue one after another on the frozen
+    nodes, so only those that would start before the queue-time budget is spent are
+    submitted (at the mean queue time per run so far); a run started before it finishes.
+    The rest are not planned; the next plan then meets the budget and stops."""
+    if not board.runs or not runs:
+        return runs  # nothing measured yet: no estimate
+    per_run = board.queue_s / board.runs
+    if per_run <= 0:
+        return runs
+    fit = max(1, math.ceil((inp.max_queue_s - board.queue_s) / per_run))
+    if fit >= len(runs):
+        return runs
+    note = (f"; wave cut to {fit} of {len(runs)} runs: {board.queue_s / 3600:.1f} h of queue "
+            f"time + ~{per_run / 3600:.1f} h per run reaches {inp.max_queue_s / 3600:.0f} h "
+            "(stop.timebox)")
+    return tuple(replace(p, reason=p.reason + note) for p in runs[:fit])
 
 
 def profiles(inp: Inputs) -> dict[str, Profile]:

@@ -1,0 +1,96 @@
+"""xla-tuning.SKILL.md's pre-flight, made once at submission (Kind.preflight) and recorded
+as decisions: the pinned nodes' states, other users' jobs on the partition, and (submit.sh
+mode) `train_env.sh` free of a TUNE_PROFILE block. Only the last refuses: a drained or down
+node is the engine's to handle before each job (`core/node_check.py`: RESUME where allowed,
+else the sweep stops, rule `node.unusable`); other users' jobs are noted, not a stop.
+
+A resumed sweep is not checked again: the arms it finds in `train_env.sh` are its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweepd.clusters.base import ControllerUnreachable
+from sweepd.clusters.slots import others_jobs
+from sweepd.core.node_check import UNUSABLE
+from sweepd.kinds.registry import Check, PreflightContext
+from sweepd.kinds.xla_tuning import train_env
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.util.text import compact_nodes
+
+TUNE_CASE = "TUNE_PROFILE"
+SHOWN_JOBS = 10  # the evidence lists this many of the other users' jobs
+
+
+async def checks(spec: XlaTuningSpec, ctx: PreflightContext) -> list[Check]:
+    out = [await nodes(spec, ctx), await other_users(ctx)]
+    if ctx.where.repo is not None:
+        out.append(leftover(ctx.where.repo / "train_env.sh"))
+    return out
+
+
+async def nodes(spec: XlaTuningSpec, ctx: PreflightContext) -> Check:
+    """The pinned nodes' states now (a note). One not usable is said here; the engine tries
+    RESUME before the first job and stops the sweep if it stays so."""
+    try:
+        states = await ctx.backend.node_states(spec.node_list)
+    except (ControllerUnreachable, RuntimeError) as e:
+        return Check("preflight.nodes", "node states unknown now (the scheduler did not "
+                     "answer); checked again before each job", str(e))
+    by_state: dict[str, list[str]] = {}
+    for node in spec.node_list:
+        by_state.setdefault(states.get(node, "unknown"), []).append(node)
+    evidence = "; ".join(f"{s}: {compact_nodes(ns)}" for s, ns in sorted(by_state.items()))
+    bad = sorted(n for s, ns in by_state.items() if s in UNUSABLE for n in ns)
+    if bad:
+        text = (f"{compact_nodes(bad)} not usable now: before the first job the engine "
+                "tries RESUME where allowed, else stops the sweep (node.unusable)")
+    else:
+        text = f"all {len(spec.node_list)} pinned nodes usable"
+    return Check("preflight.nodes", text, f"node states: {evidence}")
+
+
+async def other_users(ctx: PreflightContext) -> Check:
+    """Other users' jobs on the partition: they may queue before or beside the sweep's jobs
+    (the 8 h timebox counts queue time). Noted, never a stop."""
+    where = f"partition {ctx.partition}" if ctx.partition else "the cluster"
+    try:
+        found = await others_jobs(ctx.backend, ctx.partition)
+    except (ControllerUnreachable, RuntimeError) as e:
+        return Check("preflight.other_users", f"other users' jobs on {where} unknown (the "
+                     "scheduler did not answer)", str(e))
+    if found is None:
+        return Check("preflight.other_users", "this backend cannot list other users' jobs",
+                     "no listing")
+    jobs = found.items
+    shown = "; ".join(jobs[:SHOWN_JOBS]) + (f"; +{len(jobs) - SHOWN_JOBS} more"
+                                            if len(jobs) > SHOWN_JOBS else "")
+    text = (f"{len(jobs)} job(s) of other users on {where}: the sweep's jobs may queue "
+            "behind them (noted, not a stop)" if jobs else f"no other users' jobs on {where}")
+    return Check("preflight.other_users", text, f"{found.evidence}: {shown or 'none'}")
+
+
+def leftover(path: Path) -> Check:
+    """submit.sh mode: `train_env.sh` must hold no TUNE_PROFILE block at a sweep's start (a
+    leftover arm would change what a job of the same profile name runs)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Check("preflight.train_env", f"{path} absent: nothing left in it", str(path))
+    except OSError as e:
+        return Check("preflight.train_env", f"cannot read {path}: {e.strerror}", str(path),
+                     ok=False)
+    try:
+        left = train_env.arms(text)
+    except train_env.TrainEnvError as e:
+        return Check("preflight.train_env", f"{path}: {e}", str(path), ok=False)
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if TUNE_CASE in line
+             and line.lstrip().startswith("case")]
+    if not lines:
+        return Check("preflight.train_env", f"{path} holds no TUNE_PROFILE block", str(path))
+    what = (train_env.describe(text, str(path)) if left else
+            f"{path} has a TUNE_PROFILE block sweepd did not write")
+    return Check("preflight.train_env", f"{what}; remove it first (the earlier sweep's "
+                 "report offers the command), then submit again", f"{path} lines "
+                 + ", ".join(map(str, lines)), ok=False)

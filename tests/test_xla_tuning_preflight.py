@@ -1,0 +1,342 @@
+"""xla-tuning's pre-flight (issue 14): the Inventory read from the checkout's env file, the
+cluster slot resolved to idle nodes at submission, the checks recorded, the 8 h timebox
+inside a wave. Real store, the simulated cluster, the fixture toolkit checkout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.app.service import Service
+from sweepd.clusters.base import JobRequest
+from sweepd.clusters.factory import make_backend
+from sweepd.config import load_config
+from sweepd.core.engine import Engine
+from sweepd.core.states import JobState
+from sweepd.kinds.api import SweepContext
+from sweepd.kinds.registry import GatherContext, gather_context
+from sweepd.kinds.spec import SpecError
+from sweepd.kinds.xla_tuning import adapter, gather, preflight, search, train_env
+from sweepd.kinds.xla_tuning.board import Outcome, Result
+from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.sim.tuning import TUNING_SCENARIO
+from sweepd.store.store import Store
+from sweepd.util.hostlists import expand_nodes
+from tests import test_xla_tuning_sweep_sim as sim_sweep
+from tests.simrun import NODES as SIM_NODES
+from tests.simrun import sim_config, write_scenario
+from tests.slurm_cluster import cluster_env
+from tests.slurm_sweep import direct_config, submit_sh_config
+
+FIXTURE = Path(__file__).parent / "fixtures" / "maxtext"
+MODEL = "deepseek3-671b"
+NODES = "n[01-08]"
+AG = "xla_gpu_all_gather_combine_threshold_bytes"
+MEM = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+
+
+def spec_of(**changes: Any) -> XlaTuningSpec:
+    data = {"kind": "xla-tuning", "model": MODEL, "nodes": NODES, "parallelism": "FSDP=8",
+            **changes}
+    return XlaTuningSpec.model_validate(data)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "state.db")
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "toolkit"
+    shutil.copytree(FIXTURE, repo)
+    return repo
+
+
+def context(facts: XlaFacts) -> SweepContext[XlaFacts]:
+    return SweepContext(runs=[], nodes=expand_nodes(NODES), gpu_memory_gib=192.0, facts=facts)
+
+
+# --- 1. the Inventory ------------------------------------------------------------------------
+
+async def test_the_inventory_is_read_from_the_checkouts_env_file(store: Store,
+                                                                 checkout: Path) -> None:
+    """The toolkit's form (`XLA_FLAGS="..."` then `export XLA_FLAGS`, a trailing comment on
+    an export): `adapter.inventory` read neither (no flag, `.97  # more HBM...`)."""
+    facts = await gather.facts(store, spec_of(), GatherContext(checkout))
+    assert [s.label for s in facts.deployed] == [f"{AG}=1073741824", f"{MEM}=.97"]
+    assert facts.env_file == str(checkout / "configs" / f"{MODEL}.env.sh")
+    # No checkout (sim, direct mode): nothing read, and the line says so.
+    none = await gather.facts(store, spec_of(), GatherContext(None))
+    assert none.deployed == () and "no env file read" in none.inventory_line()
+    # A model without an env file runs as the image has it: nothing to restore.
+    (checkout / "configs" / f"{MODEL}.env.sh").unlink()
+    absent = await gather.facts(store, spec_of(), GatherContext(checkout))
+    assert absent.deployed == () and "(absent)" in (absent.env_file or "")
+
+
+async def test_wave1_restores_the_inventory_to_the_image_defaults_and_records_it(
+        store: Store, checkout: Path) -> None:
+    facts = await gather.facts(store, spec_of(), GatherContext(checkout))
+    planned = adapter.plan(spec_of(), context(facts))
+    assert isinstance(planned, list)
+    by_label = {n.label: n for n in planned}
+    restore = by_label["restore_default"]
+    assert restore.rule == "wave1.restore_default"
+    # Appended last, so the image's values win again (last wins); the env var re-set.
+    assert restore.params.xla_flags == [f"--{AG}={IMAGE_DEFAULTS[AG]}"]
+    assert restore.params.env == {MEM: IMAGE_DEFAULTS[MEM]}
+    # The Inventory is recorded with the baseline's decision (its reason), and the verdict.
+    assert f"Inventory: {checkout}/configs/{MODEL}.env.sh sets {AG}=1073741824, {MEM}=.97" \
+        in by_label["baseline"].reason
+
+
+def test_the_daemon_gives_gather_the_checkout_in_submit_sh_mode_only(tmp_path: Path) -> None:
+    sh = load_config(None, {"cluster.backend": "slurm", "cluster.slurm": {
+        "mode": "submit_sh", "repo": str(tmp_path)}})
+    assert gather_context(sh).repo == tmp_path
+    direct = load_config(None, {"cluster.backend": "slurm",
+                                "cluster.slurm": {"repo": str(tmp_path)}})
+    assert gather_context(direct).repo is None
+
+
+# --- 2. the cluster slot ---------------------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def sim_service(tmp_path: Path, time_scale: float = 1.0
+                      ) -> AsyncIterator[tuple[Service, Store]]:
+    """A real store, engine (never stepped) and service on the simulated cluster."""
+    config = sim_config(tmp_path, write_scenario(tmp_path, time_scale=time_scale))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    try:
+        yield Service(Engine(store, backend, clock, config)), store
+    finally:
+        await backend.close()
+        await store.close()
+
+
+def slot_spec(count: int, **more: Any) -> dict[str, Any]:
+    return {"kind": "xla-tuning", "model": MODEL, "node_count": count,
+            "parallelism": f"FSDP={count}", **more}
+
+
+async def test_a_node_count_is_frozen_to_idle_nodes_at_submission(tmp_path: Path) -> None:
+    async with sim_service(tmp_path) as (service, store):
+        # Another job holds the first two nodes (long: time_scale 1): they are not idle.
+        held = expand_nodes(SIM_NODES)[:2]
+        busy = await service.engine.backend.submit(JobRequest(
+            "other", "llama2-70b", held, tmp_path / "logs"))
+        try:
+            with pytest.raises(SpecError) as refused:
+                await service.submit(slot_spec(8))
+            assert "node_count 8: only 6 idle node(s)" in str(refused.value)
+            assert await store.sweeps() == []   # nothing recorded
+            shown = await service.validate(slot_spec(4))
+            assert shown["nodes"] == "chi[2867-2868,2870,2872]"
+            sweep = await service.submit(slot_spec(4))
+        finally:
+            await service.engine.backend.cancel(busy.backend_id)
+        stored = await store.sweep(sweep["id"])
+        # The first four idle nodes by name, frozen into the stored spec.
+        assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
+        assert stored.spec["node_count"] == 4
+        chosen = [e for e in await store.events(sweep["id"]) if e.rule == "slot.resolved"]
+        assert len(chosen) == 1 and chosen[0].kind == "decision"
+        assert "the first 4 of 6 idle node(s)" in chosen[0].reason
+        assert "simulated cluster" in (chosen[0].evidence or "")
+        # The planner now sees named nodes: no `preflight.slot_unresolved` stop.
+        spec = XlaTuningSpec.from_stored(stored.spec)
+        assert isinstance(spec, XlaTuningSpec)
+        planned = adapter.plan(spec, SweepContext(runs=[], nodes=spec.node_list,
+                                                  gpu_memory_gib=192.0, facts=XlaFacts()))
+        assert isinstance(planned, list) and planned
+
+
+def _hold(nodes: str) -> str:
+    """A job of ours on `nodes` (sleep): they are allocated, not idle, while it runs."""
+    out = subprocess.run(["sbatch", "--parsable", "-N", str(len(expand_nodes(nodes))),
+                          "-w", nodes, "-o", "/dev/null", "--wrap", "sleep 300"],
+                         env={**os.environ, **cluster_env()}, check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return out.strip().split(";")[0]
+
+
+async def _running(job_id: str) -> None:
+    for _ in range(300):
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                             env={**os.environ, **cluster_env()}, text=True, timeout=30).stdout
+        if out.strip() == "RUNNING":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id} never ran")
+
+
+@pytest.mark.slurm
+async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    service = Service(Engine(store, backend, clock, config))
+    held = _hold("chi[2832,2863]")
+    try:
+        await _running(held)
+        with pytest.raises(SpecError, match=r"node_count 8: only 6 idle node\(s\) in "
+                                            r"partition debug now \(chi\[2867-2868"):
+            await service.submit(slot_spec(8, partition="debug"))
+        with pytest.raises(SpecError, match=r"only 0 idle node\(s\) in partition nosuch"):
+            await service.submit(slot_spec(4, partition="nosuch"))
+        assert await store.sweeps() == []
+        sweep = await service.submit(slot_spec(4, partition="debug"))
+        stored = await store.sweep(sweep["id"])
+        assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
+        chosen = [e for e in await store.events(sweep["id"]) if e.rule == "slot.resolved"]
+        assert "in partition debug" in chosen[0].reason
+        assert (chosen[0].evidence or "").startswith("sinfo -h -N -t idle -o %N -p debug: ")
+    finally:
+        subprocess.run(["scancel", held], env={**os.environ, **cluster_env()}, timeout=30,
+                       check=False)
+        await backend.close()
+        await store.close()
+
+
+# --- 3. the pre-flight checks ----------------------------------------------------------------
+
+def test_a_tune_profile_block_left_in_train_env_sh_refuses(checkout: Path) -> None:
+    path = checkout / "train_env.sh"
+    clean = path.read_text()
+    assert preflight.leftover(path).ok
+    path.write_text(train_env.add_arm(clean, train_env.arm("ag1G", [f"--{AG}=1073741824"])))
+    left = preflight.leftover(path)
+    assert not left.ok and left.rule == "preflight.train_env"
+    assert "still holds sweepd's two TUNE_PROFILE blocks (1 arms)" in left.text
+    assert f"ag1G: --{AG}=1073741824" in left.text and "remove it first" in left.text
+    # A block sweepd did not write is refused too (nothing to describe: a person's).
+    path.write_text(clean + 'case "${TUNE_PROFILE}" in\n  mine) export NCCL_X=1 ;;\nesac\n')
+    foreign = preflight.leftover(path)
+    assert not foreign.ok and "a TUNE_PROFILE block sweepd did not write" in foreign.text
+
+
+async def test_the_checks_are_recorded_at_submission_on_sim(tmp_path: Path) -> None:
+    async with sim_service(tmp_path) as (service, store):
+        shown = await service.validate(slot_spec(8))
+        assert [c["rule"] for c in shown["preflight"]] == ["preflight.nodes",
+                                                           "preflight.other_users"]
+        sweep = await service.submit(slot_spec(8))
+        events = {e.rule: e for e in await store.events(sweep["id"])
+                  if (e.rule or "").startswith("preflight.")}
+    assert events["preflight.nodes"].reason == "all 8 pinned nodes usable"
+    assert events["preflight.nodes"].evidence == f"node states: idle: {SIM_NODES}"
+    assert events["preflight.other_users"].reason == "no other users' jobs on the cluster"
+    assert "preflight.train_env" not in events   # no checkout: no train_env.sh
+
+
+@pytest.mark.slurm
+async def test_submit_sh_mode_refuses_a_leftover_and_records_each_check(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = submit_sh_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+    repo = config.cluster.slurm.repo
+    assert repo is not None
+    train = repo / "train_env.sh"
+    clean = train.read_text()
+    train.write_text(train_env.add_arm(clean, train_env.arm("ag1G", [f"--{AG}=1073741824"])))
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    backend, clock = make_backend(config)
+    service = Service(Engine(store, backend, clock, config))
+    data = {**slot_spec(8), "node_count": None, "nodes": SIM_NODES}
+    try:
+        with pytest.raises(SpecError, match=r"pre-flight: .*train_env.sh still holds sweepd's"):
+            await service.submit(data)
+        assert await store.sweeps() == []
+        train.write_text(clean)
+        # The checkout's env file reaches the first plan: Wave 1 restores its flags.
+        shown = await service.validate(data)
+        assert "restore_default" in [r["label"] for r in shown["first_plan"]["runs"]]
+        sweep = await service.submit(data)
+        events = {e.rule: e for e in await store.events(sweep["id"])}
+    finally:
+        await backend.close()
+        await store.close()
+    assert events["preflight.train_env"].reason == f"{train} holds no TUNE_PROFILE block"
+    assert events["preflight.nodes"].reason == "all 8 pinned nodes usable"
+    # squeue answered; the local cluster's jobs are all this user's.
+    other = events["preflight.other_users"]
+    assert other.reason == "no other users' jobs on the cluster"
+    assert (other.evidence or "").startswith("squeue -h -t PENDING,RUNNING -o %i|%u|%T|%N")
+
+
+# --- 4. the 8 h timebox inside a wave --------------------------------------------------------
+
+def _done(profile: str, hours: float, wave: int = 1) -> Result:
+    return Result(profile, "default", Outcome.OK, 1000.0, 28.0, queue_s=hours * 3600, wave=wave)
+
+
+def test_a_wave_is_cut_to_the_runs_that_start_within_8_hours() -> None:
+    inp = spec_of(config_tags={"default": {}}).inputs(())
+    # Wave 1 took 6 h for 3 runs (2 h each): one more run starts before 8 h, no second.
+    wave1 = [_done("baseline", 2.0), _done("evidence", 2.0), _done("baseline", 2.0)]
+    step = search.plan(inp, wave1, None)
+    assert isinstance(step, tuple) and len(step) == 1, step
+    assert "wave cut to 1 of " in step[0].reason and "(stop.timebox)" in step[0].reason
+    # 4 h spent at 1.33 h per run: of a whole wave, the 3 that start before 8 h.
+    early = [_done("baseline", 4 / 3), _done("evidence", 4 / 3), _done("baseline", 4 / 3)]
+    more = search.plan(inp, early, None)
+    assert isinstance(more, tuple) and len(more) == 3, more
+    # The cut run done (8 h): the sweep ends on the timebox with what it has.
+    done = [*wave1, _done(step[0].profile.name, 2.0, wave=2)]
+    verdict = search.plan(inp, done, None)
+    assert isinstance(verdict, search.Verdict) and verdict.rule == "stop.timebox"
+
+
+async def test_a_whole_sweep_on_sim_stops_submitting_at_8_hours(tmp_path: Path) -> None:
+    # 15 steps of ~570 s: a job takes ~2.5 h of cluster time; a wave of 8 would take 20 h.
+    land = sim_sweep.landscape(base_tgs={"default": 50.0}, step_s_at_base=573.0)
+    profiles = [sim_sweep.env_profile(i) for i in range(20)]
+    code, swept, _ = await sim_sweep.sweep_on_sim(tmp_path, land, sim_sweep.spec(profiles),
+                                                  time_scale=0.0002)
+    assert code == EXIT_VERDICT
+    assert (swept.sweep.verdict or {})["rule"] == "stop.timebox"
+    shares = gather.queue_shares(swept.jobs)
+    total, longest = sum(shares.values()), max(shares.values())
+    # Runs start only while the budget lasts: past 8 h by less than one run, and no run is
+    # submitted only to be cancelled at the stop (before: 10 jobs, 7 of them cancelled).
+    assert total < 8 * 3600 + longest
+    assert [j.state for j in swept.jobs] == [JobState.DONE] * len(swept.jobs), swept.jobs
+    assert len(swept.jobs) <= 4   # wave 1 (baseline, evidence) and the one run that fit
+    assert any("wave cut to" in e.reason for e in swept.events)
+
+
+async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
+        store: Store, tmp_path: Path) -> None:
+    """No checkout on the simulator: its tuning landscape's `deployed` (what its jobs run
+    as baseline-deployed) plays the env file; Wave 1 then restores it too."""
+    pp8 = spec_of(parallelism="PP=8")
+    config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
+                                "cluster.sim": {"scenario": str(TUNING_SCENARIO)}})
+    where = gather_context(config)
+    assert where == GatherContext(scenario=TUNING_SCENARIO)
+    facts = await gather.facts(store, pp8, where)
+    assert [s.label for s in facts.deployed] == [f"{AG}=1073741824"]
+    assert "the simulated cluster's tuning landscape for PP=8" in facts.inventory_line()
+    planned = adapter.plan(pp8, context(facts))
+    assert isinstance(planned, list)
+    assert "restore_default" in [n.label for n in planned]
+    # The FSDP=8 cell deploys nothing: no restore_default run (the demo's cell).
+    assert (await gather.facts(store, spec_of(), where)).deployed == ()
