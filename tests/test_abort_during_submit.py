@@ -9,7 +9,8 @@ from pathlib import Path
 
 from sweepd.app.daemon import open_parts
 from sweepd.clusters.base import JobRequest, JobStatus, SchedulerState, Submitted
-from sweepd.core.states import JobState
+from sweepd.core.states import JobState, RunState
+from sweepd.kinds.api import Finished
 from tests.simrun import perf_spec, sim_config, write_scenario
 
 
@@ -95,3 +96,27 @@ async def test_cancels_flushed_by_an_abort_and_the_pass_at_once_go_once_each(
         go_on.set()
         await asyncio.wait_for(asyncio.gather(first, second), 30)
         assert sorted(sent) == ["101", "102", "103"]
+
+
+async def test_a_verdict_reached_with_runs_open_leaves_nothing_on_the_cluster(
+        tmp_path: Path) -> None:
+    """A planner may decide while runs are still out (a time budget spent mid-wave): their
+    jobs are cancelled and their runs ended with the verdict, not left running for nobody."""
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        engine = parts.engine
+        sweep_id = int((await parts.service.submit(perf_spec(values=[4, 8])))["id"])
+        await engine.step()
+        [job] = await parts.store.jobs(sweep_id)
+        assert job.state == JobState.QUEUED and job.backend_id, job
+        await engine._finish(await parts.store.sweep(sweep_id), Finished(True, "verdict"))
+        [job] = await parts.store.jobs(sweep_id)
+        assert job.state == JobState.CANCELLED, job
+        assert {r.state for r in await parts.store.runs(sweep_id)} == {RunState.CANCELLED}
+        assert (await parts.store.sweep(sweep_id)).state == "done"
+        for _ in range(300):   # the scheduler was told (a cancel takes effect asynchronously)
+            status = (await engine.backend.poll([job.backend_id]))[job.backend_id]
+            if status.state.finished:
+                break
+            await asyncio.sleep(0.1)
+        assert status.state == SchedulerState.CANCELLED, status

@@ -34,6 +34,16 @@ async def _cancel_jobs(engine: EngineParts, sweep_id: int, reason: str, rule: st
             engine.cancel_later(job.backend_id)
 
 
+async def end_open_work(engine: EngineParts, sweep_id: int, reason: str, rule: str) -> None:
+    """A sweep that ends (a verdict, an abort) leaves nothing on the cluster and no run
+    open: its active jobs are cancelled, its pending and active runs ended with `reason`.
+    Inside the caller's transaction."""
+    await _cancel_jobs(engine, sweep_id, reason, rule)
+    for run in await engine.store.runs(sweep_id):
+        if run.state in (RunState.PENDING, RunState.ACTIVE):
+            await engine.store.transition_run(run.id, RunState.CANCELLED, reason, rule=rule)
+
+
 async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: str,
                      evidence: str | None, failing_nodes: Sequence[str], recovery: str,
                      outcome: str) -> None:
@@ -144,11 +154,7 @@ async def abort(engine: EngineParts, sweep_id: int, reason: str = "aborted by a 
     if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
     async with engine.store.tx():
-        await _cancel_jobs(engine, sweep_id, reason, "person.abort")
-        for run in await engine.store.runs(sweep_id):
-            if run.state in (RunState.PENDING, RunState.ACTIVE):
-                await engine.store.transition_run(run.id, RunState.CANCELLED, reason,
-                                                  rule="person.abort")
+        await end_open_work(engine, sweep_id, reason, "person.abort")
         await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
                                             rule="person.abort",
                                             progress=f"sweep {sweep_id}: {reason}")

@@ -30,7 +30,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.core.conclude import conclude
-from sweepd.core.control import release, release_ended, stop_sweep
+from sweepd.core.control import end_open_work, release, release_ended, stop_sweep
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
@@ -554,8 +554,15 @@ class Engine:
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:
         to = SweepState.DONE if decision.ok else SweepState.FAILED
-        await self.store.transition_sweep(sweep.id, to, decision.summary, rule="strategy.verdict",
-                                          verdict=decision.verdict, progress=decision.summary)
+        async with self.store.tx():
+            # A verdict reached with runs still open (e.g. a time budget spent mid-wave):
+            # their jobs would otherwise run on, and hold the nodes, for nobody.
+            await end_open_work(self, sweep.id, "not needed: the sweep reached its verdict",
+                                "strategy.verdict")
+            await self.store.transition_sweep(sweep.id, to, decision.summary,
+                                              rule="strategy.verdict", verdict=decision.verdict,
+                                              progress=decision.summary)
+        await self.flush_cancels()
         await release(self, sweep)
         self.notify()
 
