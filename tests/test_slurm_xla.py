@@ -10,8 +10,10 @@ read back from its log. Direct mode: the flags are appended to the inherited XLA
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -178,7 +180,7 @@ async def test_submit_sh_refusals_write_nothing(slurm_env: dict[str, str],
     original = (repo / "train_env.sh").read_text()
     cluster = submit_sh(slurm_env, repo)
     long_name = "p" + "x" * 99
-    many = {f"k{i}": "v" * 8 for i in range(8)}
+    many = {f"k{i}": "v" * 8 for i in range(12)}
     with pytest.raises(SubmitRefused, match=f"shorten the profile's name \\({long_name}\\)"):
         await cluster.submit(JobRequest(
             token=fresh("xlong"), model="llama2-70b", nodes=["chi2832"], output_dir=tmp_path,
@@ -244,3 +246,66 @@ async def test_the_evidence_runs_dump_switch_reaches_train_env_sh(slurm_env: dic
     eff = await job_effective(cluster, sub.backend_id, sub.log_path)
     assert "0: [XLA dump] Enabled on rank 0 (ENABLE_XLA_DUMP=1)" in sub.log_path.read_text()
     assert "xla_dump_to" in eff.xla
+
+
+async def test_the_baseline_profile_writes_nothing(slurm_env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    """`baseline` is the block's built-in no-op arm: passed by name, nothing written, nothing
+    to report at the end."""
+    repo = toolkit(tmp_path)
+    original = (repo / "train_env.sh").read_text()
+    cluster = submit_sh(slurm_env, repo)
+    sub = await cluster.submit(profile_request(fresh("xbase"), "chi2870", tmp_path, "baseline",
+                                               [], {}))
+    assert "-_env_TUNE_PROFILE_baseline-" in sub.job_name
+    assert (repo / "train_env.sh").read_text() == original
+    assert await cluster.end_note(tmp_path) is None
+    eff = await job_effective(cluster, sub.backend_id, sub.log_path)
+    assert eff.xla_text == f"{IMAGE} {TOOLKIT}"
+
+
+async def test_a_name_that_fits_only_without_the_token_keeps_it_in_the_comment(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """sweepd's token rides in the job name when it fits; it is always in --comment, which
+    recovery reads first: a name that fits only without it is submitted without it."""
+    repo = toolkit(tmp_path)
+    cluster = submit_sh(slurm_env, repo)
+    token = fresh("xtok")
+    # 228 bytes of name without the token part: fits; with it, over 243.
+    overrides = {"steps": "2", "pad": "y" * 187}
+    sub = await cluster.submit(JobRequest(
+        token=token, model="llama2-70b", nodes=["chi2880"], output_dir=tmp_path,
+        overrides=overrides, xla_flags=[PAG], profile="pag"))
+    assert sub.job_name == f"JAX-llama2-70b-steps_2-pad_{'y' * 187}-_env_TUNE_PROFILE_pag"
+    assert len(sub.job_name) <= 243 and token not in sub.job_name
+    assert sub.prepared and "sweepd's token in --comment only" in sub.prepared
+    assert await cluster.find_by_token(token) == replace(sub, prepared=None)
+    assert token in (await cluster.live_tokens()).values() or \
+        (await cluster.poll([sub.backend_id]))[sub.backend_id].state.finished
+    eff = await job_effective(cluster, sub.backend_id, sub.log_path)
+    assert eff.xla_text == f"{IMAGE} {TOOLKIT} {PAG}"
+
+
+async def test_a_job_on_a_node_that_went_down_ends_and_is_not_requeued(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """Slurm would requeue a batch job whose node failed, to wait (pinned with -w) for that
+    node; sweepd submits with --no-requeue and decides any retry itself."""
+    settings = Settings(slurm_conf=Path(slurm_env["SLURM_CONF"]))
+    cluster = SlurmCluster(settings)
+    sub = await cluster.submit(JobRequest(
+        token="xdown-" + fresh("d"), model="llama2-70b", nodes=["chi2868"],
+        output_dir=tmp_path, overrides={"steps": "60"}, env={"FAKE_STEP_SECONDS": "1"}))
+    await wait_state(cluster, sub.backend_id, {SchedulerState.RUNNING})
+    env = {**os.environ, **slurm_env}
+    try:
+        subprocess.run(["scontrol", "update", "NodeName=chi2868", "State=DOWN",
+                        "Reason=sweepd-test"], env=env, check=True, timeout=30)
+        status = await wait_state(cluster, sub.backend_id, FINISHED)
+    finally:
+        subprocess.run(["scontrol", "update", "NodeName=chi2868", "State=RESUME"], env=env,
+                       check=False, timeout=30, capture_output=True)
+        subprocess.run(["scancel", sub.backend_id], env=env, check=False, timeout=30)
+    assert status.state is not SchedulerState.COMPLETED
+    shown = subprocess.run(["scontrol", "show", "job", sub.backend_id], env=env, text=True,
+                           capture_output=True, check=True, timeout=30).stdout
+    assert "Requeue=0 Restarts=0" in shown

@@ -267,7 +267,8 @@ def write_arm(repo: Path, request: JobRequest, arm: train_env.Arm) -> str:
         raise SubmitRefused(f"profile {arm.name}: {e}") from e
     mark = request.output_dir / TRAIN_ENV_MARK
     known = mark.read_text("utf-8").splitlines() if mark.is_file() else []
-    if str(path) not in known:
+    # The baseline arm is built into the block and never written: nothing to report.
+    if arm.name != train_env.BASELINE and str(path) not in known:
         mark.parent.mkdir(parents=True, exist_ok=True)
         train_env.write_atomic(mark, "".join(f"{line}\n" for line in [*known, str(path)]))
     return (f"train_env.sh arm {arm.describe()} " + ("added to " if wrote else "already in ")
@@ -435,7 +436,10 @@ class SlurmCluster:
             args += ["-p", self.settings.partition]
         if self.settings.time_limit:
             args += ["-t", self.settings.time_limit]
-        return [*args, *self.settings.extra_sbatch, f"--comment={COMMENT_PREFIX}{request.token}"]
+        # --no-requeue: a job pinned to a node that died would be requeued by Slurm to wait
+        # for that node forever; the engine decides retries itself, on evidence.
+        return [*args, *self.settings.extra_sbatch, "--no-requeue",
+                f"--comment={COMMENT_PREFIX}{request.token}"]
 
     async def _submit_direct(self, request: JobRequest) -> Submitted:
         passthrough = passthrough_args(request)
@@ -471,17 +475,11 @@ class SlurmCluster:
         placed = None
         if request.profile is not None:
             placed = await asyncio.to_thread(profile_placement, repo, request)
-        passthrough = [*self._sh_passthrough(request, placed),
-                       f"_env_{TOKEN_ENV}={request.token}"]
-        try:
-            name = job_name(request.model, request.tag, passthrough)
-        except JobNameTooLong as e:
-            hint = f"; shorten the profile's name ({request.profile})" if placed else ""
-            raise SubmitRefused(f"{e}{hint}") from e
-        prepared = None
+        passthrough, name, prepared = self._sh_named(request, placed)
         if placed is not None:
             async with self._train_env_lock:  # read-modify-write of one shared file
-                prepared = await asyncio.to_thread(write_arm, repo, request, placed.arm)
+                wrote = await asyncio.to_thread(write_arm, repo, request, placed.arm)
+            prepared = f"{wrote}; {prepared}" if prepared else wrote
         try:
             sub = await self._run_submit_sh(request, repo, passthrough, name)
         except SubmitRefused as e:
@@ -489,6 +487,26 @@ class SlurmCluster:
                 raise
             raise SubmitRefused(f"{e}\n(before it: {prepared})") from e
         return replace(sub, prepared=prepared)
+
+    def _sh_named(self, request: JobRequest, placed: train_env.Placement | None
+                  ) -> tuple[list[str], str, str | None]:
+        """(passthrough, job name, a note). sweepd's token rides in the name when it fits
+        (`_env_SWEEPD_TOKEN=`); it is always in `--comment`, which recovery reads first, so
+        a name that fits only without it goes without it (noted). Else refused, nothing
+        written."""
+        base = self._sh_passthrough(request, placed)
+        with_token = [*base, f"_env_{TOKEN_ENV}={request.token}"]
+        try:
+            return with_token, job_name(request.model, request.tag, with_token), None
+        except JobNameTooLong as e:
+            too_long = e
+        try:
+            name = job_name(request.model, request.tag, base)
+        except JobNameTooLong:
+            hint = f"; shorten the profile's name ({request.profile})" if placed else ""
+            raise SubmitRefused(f"{too_long}{hint}") from too_long
+        return base, name, (f"sweepd's token in --comment only: with it the job name "
+                            f"would be over the limit ({too_long})")
 
     @staticmethod
     def _sh_passthrough(request: JobRequest, placed: train_env.Placement | None) -> list[str]:
