@@ -137,14 +137,18 @@ def literal(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Clai
 
 
 def exhaustive(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
-    """Every profile once (baseline twice); the best single of each of the top 3 families
-    re-run twice (n=3); forward stacking of those (pair, then triple), each stack n=3 and
-    kept only when its mean beats the leader's; the best mean of n >= 3 claimed."""
+    """Every profile once (restore_default included; baseline twice); the best single of
+    each of the top 3 families re-run twice (n=3); forward stacking of those (pair, then
+    triple), each stack n=3 and kept only when its mean beats the leader's; the best mean of
+    n >= 3 claimed."""
     lab = _Lab(land, rng)
-    table = {p.name: p for p in cat}
+    restore = restore_default(land.deployed_settings())
+    # restore_default is a candidate of the truth and of the planner's Wave 1: run it too.
+    every = (*cat, *([restore] if restore else []))
+    table = {p.name: p for p in every}
     lab.run(BASE)
     lab.run(BASE)
-    for p in cat:
+    for p in every:
         lab.run(p)
     top: list[str] = []
     for n in sorted((n for n in lab.tgs if n != "baseline"), key=lambda n: -lab.delta(n)):

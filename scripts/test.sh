@@ -30,4 +30,5 @@ bash scripts/slurm-cluster.sh check
 
 .venv/bin/ruff check .
 .venv/bin/mypy
-.venv/bin/pytest -q "$@"
+# Two workers: the Slurm tests stay on one of them (tests/conftest.py groups them).
+.venv/bin/pytest -q -n 2 --dist loadgroup "$@"

@@ -25,6 +25,18 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
     return _real_connect(self, address)
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """There is one local Slurm cluster, and its tests stop its controller, drain its nodes
+    and read its whole queue: under xdist (`--dist loadgroup`) they run one at a time, on
+    one worker, while the other worker runs the rest."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("slurm") or "slurm_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 @pytest.fixture(autouse=True)
 def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)

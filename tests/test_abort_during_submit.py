@@ -71,3 +71,27 @@ async def test_an_abort_while_the_pass_polls_does_not_end_the_pass(tmp_path: Pat
         assert (await parts.store.sweep(sweep_id)).state == "aborted"
         events = await parts.store.events(sweep_id)
         assert "scheduler.running" not in [e.rule for e in events]
+
+
+async def test_cancels_flushed_by_an_abort_and_the_pass_at_once_go_once_each(
+        tmp_path: Path) -> None:
+    """An abort over the socket sends its scancels while the pass sends its own: each queued
+    cancel goes once, and neither caller fails (a failed pass ends the daemon)."""
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        engine, sent = parts.engine, []
+        go_on = asyncio.Event()
+
+        async def slow_cancel(backend_id: str) -> None:
+            sent.append(backend_id)
+            await go_on.wait()            # the scheduler is slow to answer
+
+        engine.backend.cancel = slow_cancel  # type: ignore[method-assign]
+        for backend_id in ("101", "102", "103"):
+            engine.cancel_later(backend_id)
+        first = asyncio.create_task(engine.flush_cancels())
+        second = asyncio.create_task(engine.flush_cancels())
+        await asyncio.sleep(0.05)
+        go_on.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 30)
+        assert sorted(sent) == ["101", "102", "103"]

@@ -22,7 +22,7 @@ def job(id: int, run_id: int, state: JobState, **extra: Any) -> Job:
     return Job(**{**fields, **extra})
 
 
-CANCELLED = {"state": JobState.RETRIED, "failure_class": "cancelled"}
+CANCELLED = {"state": JobState.CANCELLED, "failure_class": "cancelled"}
 NOW = 1000.0
 
 
@@ -55,3 +55,10 @@ def test_sweepds_own_rerun_of_a_job_cancelled_with_this_one_stands_for_it() -> N
 def test_a_sweep_with_one_job_going_is_asked_only_on_a_second_cancel() -> None:
     me = job(1, 1, JobState.RUNNING, scheduler_state="CANCELLED")
     assert not others_cancelled(me, [me], NOW)   # the policy re-runs; cancelled.again asks
+
+
+def test_a_cancel_concluded_before_cancels_were_shown_cancelled_still_counts() -> None:
+    # Stores written before a cancel's job was shown cancelled hold it as retried.
+    old = {"state": JobState.RETRIED, "failure_class": "cancelled"}
+    me = job(3, 2, JobState.RUNNING, scheduler_state="CANCELLED")
+    assert others_cancelled(me, [job(1, 1, **old, ended_at=NOW), me], NOW)

@@ -150,3 +150,32 @@ async def test_a_resume_button_under_an_older_stop_does_not_resume_a_later_one(
     assert (await service.summary(sid))["state"] == SweepState.AWAITING_DECISION
     [answer] = double.methods("answerCallbackQuery")
     assert "no longer at this stop" in answer["text"]
+
+
+async def test_a_chat_sees_and_acts_on_only_the_sweeps_that_report_to_it(
+        service: Service, double: BotApiDouble) -> None:
+    """Two teams' chats on one daemon: a sweep that reports to the other team's chat is
+    neither listed nor shown nor aborted from this one (buttons included)."""
+    other = CHAT + 1
+    service.allowed_chats = frozenset({CHAT, other})
+    mine = await stopped_sweep(service)
+    theirs = int((await service.submit({**SPEC, "chats": [other]}))["id"])
+    bot = make_bot(token(), double.base_url, FAST)
+    chat = ChatControl(Outbox(service.store), bot, token(), [CHAT, other], service,
+                       poll_timeout_s=0, timing=FAST, sleep=Sleeps())
+    double.queue_message(CHAT, "/status")
+    double.queue_message(CHAT, f"/show {theirs}")
+    double.queue_message(CHAT, f"/abort {theirs}")
+    double.queue_button(CHAT, 556, f"abort:{theirs}")
+    double.queue_message(other, "/status")
+    try:
+        await chat.poll_once()
+    finally:
+        await bot.shutdown()
+    status, show, abort, *rest = double.texts()
+    assert status.startswith(f"#{mine} ") and f"#{theirs} " not in status
+    for answer in (show, abort):
+        assert answer == f"Sweep {theirs} reports to another chat: ask there, or use the " \
+                         "sweepd CLI."
+    assert (await service.summary(theirs))["state"] == SweepState.QUEUED
+    assert rest[-1].startswith(f"#{theirs} ") and f"#{mine} " not in rest[-1]

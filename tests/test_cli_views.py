@@ -265,6 +265,19 @@ def test_log_colours_are_dropped_off_a_terminal() -> None:
     assert text.plain == "PASS step 3 \\x1b[2J\\r"
 
 
+def test_a_logs_tabs_are_shown_as_tabs_its_other_controls_escaped() -> None:
+    # A tab is layout (aligned columns in a log), not an escape to defuse.
+    line = {"text": "step\t3\tloss 1.5\x1b[2J\r", "mark": ""}
+    assert log_text(line).plain == "step\t3\tloss 1.5\\x1b[2J\\r"
+    for terminal in (False, True):
+        out = io.StringIO()
+        Console(file=out, force_terminal=terminal, color_system="standard",
+                soft_wrap=True).print(log_text(line, terminal))
+        shown = out.getvalue().rstrip("\n")
+        assert "\\t" not in shown and "\\x1b[2J\\r" in shown and "\x1b[2J" not in shown
+        assert shown.startswith("step    3       loss 1.5"), shown   # tab stops of 8
+
+
 async def test_logs_follow_until_the_job_ends(daemon: Daemon, tmp_path: Path) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
     run = await daemon.store.add_run(sid, "b=1",

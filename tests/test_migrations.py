@@ -129,3 +129,23 @@ async def test_version_6_rewrites_old_run_params_into_the_typed_shape(tmp_path: 
     assert params["empty"] == RunParams()
     assert all(isinstance(p.overrides.get("per_device_batch_size", 0), int)
                for p in params.values())
+
+
+async def test_version_7_shows_old_rerun_cancels_as_cancelled(tmp_path: Path) -> None:
+    """Before version 7 a job cancelled outside sweepd and run again was stored `retried`;
+    a job retried for a fault stays `retried`."""
+    await _database_at_version_5(tmp_path / "db")
+    conn = await aiosqlite.connect(tmp_path / "db", isolation_level=None)
+    for seq, klass in enumerate(("cancelled", "hang", None), 1):
+        await conn.execute(
+            "INSERT INTO jobs (run_id, sweep_id, attempt, token, job_name, nodes, state, "
+            "failure_class) VALUES (1, 1, ?, ?, 'j', 'chi2832', ?, ?)",
+            (seq, f"t{seq}", "retried" if klass else "done", klass))
+    await conn.close()
+    store = await Store.open(tmp_path / "db")
+    try:
+        states = [(j.failure_class, j.state) for j in await store.jobs(1)]
+    finally:
+        await store.close()
+    assert states == [("cancelled", JobState.CANCELLED), ("hang", JobState.RETRIED),
+                      (None, JobState.DONE)]

@@ -21,6 +21,7 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     next_probe,
     next_value,
+    why_not_run,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
@@ -290,7 +291,35 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     assert isinstance(done, Finished) and done.verdict["settled"]
     assert "optimum per_device_batch_size=12" in done.summary
     assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]
-    assert "not run: 4, 6 (the runs around them rule them out" in done.verdict["caveat"]
+    # No OOM anywhere: the caveat names what did rule 4 and 6 out.
+    assert "not run: 4, 6 (the TGS trend there allows at most" in done.verdict["caveat"]
+    assert "OOM" not in done.verdict["caveat"]
+    assert "; not run: 4, 6 (the TGS trend there allows at most" in cut.summary
+    assert "; 12 (max_runs (2) ran out before the search settled)" in cut.summary
+
+
+def test_values_not_run_name_what_bounded_them() -> None:
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 8, 12, 16]})
+    assert isinstance(spec, ModelPerfSpec)
+    four = ["chi1", "chi2", "chi3", "chi4"]
+    for last, why in [(_run(3, 12, "oom"), "16 (at or above the OOM at 12)"),
+                      (_run(3, 12, "fail", failure="compile"),
+                       "16 (at or above the failed run at 12 (taken as its limit")]:
+        runs = [_run(1, 4, "pass", 900.0), _run(2, 8, "pass", 1000.0), last]
+        done = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
+                                       facts=PerfFacts()))
+        assert isinstance(done, Finished), done
+        assert f"not run: {why}" in done.verdict["caveat"], done.verdict["caveat"]
+    # Bounded by the compiled-memory line alone: it says so, and names no OOM.
+    space = SearchSpace((4, 8, 12, 16, 20), None)
+    memory = linear_memory(13)
+    ran = [Probe(b, Outcome.OK, 800.0 + 25 * b, **memory(b)) for b in (4, 8, 12)]
+    assert next_probe(space, ran) is None
+    why = why_not_run(space, ran, (16, 20))
+    assert set(why) == {16, 20}
+    assert all(w and w.startswith("the compiled-memory line predicts it does not fit")
+               for w in why.values()), why
 
 
 def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_ran() -> None:
@@ -420,3 +449,20 @@ def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> N
     # But not when this sweep already ran out of memory below it.
     step = next_probe(space, [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OOM, None)])
     assert step is None or int(step.value) < 14
+
+
+def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:
+    """Param memory per GPU grows when fewer nodes shard the model: Memstats printed on
+    the 4 pinned nodes must not size the first probe on the 3 an exclusion left."""
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]"})
+    assert isinstance(spec, ModelPerfSpec)
+    four = ["chi1", "chi2", "chi3", "chi4"]
+    on_four = plan(spec, SweepContext(runs=[], nodes=four, gpu_memory_gib=192,
+                                      facts=PerfFacts(param_gb=2.0)))
+    assert isinstance(on_four, list)
+    assert "memory memstats of an earlier job on these 4 nodes: pool" in on_four[0].reason
+    assert "params 2.0 GB" in on_four[0].reason
+    on_three = plan(spec, SweepContext(runs=[], nodes=four[:3], gpu_memory_gib=192,
+                                       facts=PerfFacts(param_gb=2.0)))
+    assert isinstance(on_three, list)
+    assert "memstats" not in on_three[0].reason and "memory estimate:" in on_three[0].reason

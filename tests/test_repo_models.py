@@ -14,6 +14,7 @@ from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
+from sweepd.store.rows import RunParams
 from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, shape_from_config
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_env
@@ -179,7 +180,8 @@ async def test_a_later_sweep_of_a_repo_model_starts_from_the_earlier_one(api: Ap
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama3-8b"})
     first = body["id"]
     for value, outcome in ((6, "pass"), (7, "oom")):
-        run = await api.store.add_run(first, f"b={value}", {BATCH: value}, NODES, "t")
+        run = await api.store.add_run(first, f"b={value}", RunParams(overrides={BATCH: value}),
+                                      NODES, "t")
         await api.store.transition_run(run.id, RunState.ACTIVE, "a")
         await api.store.transition_run(run.id, RunState.PASSED if outcome == "pass"
                                        else RunState.FAILED, "x", outcome=outcome,

@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.core.metrics import exposition
 from sweepd.core.states import JobState, SweepState
 from sweepd.store.rows import Event, Job
 from sweepd.store.store import Store
@@ -233,10 +236,24 @@ async def test_cancelled_outside_sweepd_is_run_again_and_no_verdict_rests_on_it(
     store = await open_store(config)
     try:
         jobs = await store.jobs(1)
-        assert (jobs[0].state, jobs[0].failure_class) == (JobState.RETRIED, "cancelled")
+        # Shown as what happened (cancelled), not as a failure or a retry of one.
+        assert (jobs[0].state, jobs[0].failure_class) == (JobState.CANCELLED, "cancelled")
         assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
         assert "cancelled.rerun" in _rules(await store.events(1))
         assert not [r for r in await store.runs(1) if r.state == "failed"]
         assert (await store.sweep(1)).verdict["best"] == 10   # the true optimum
+        # The line the chat gets says what happened: cancelled, run again; no failure.
+        [told] = [e.reason for e in await store.events(1, kind="progress")
+                  if e.job_id == jobs[0].id]
+        assert told.endswith(f"(job {jobs[0].backend_id}): CANCELLED — cancelled outside "
+                             "sweepd: says nothing about the run's value; run again"), told
+        assert "FAIL" not in told and "RETRY" not in told
+        # A person's cancel is no failure for alerts: counted apart from the failures.
+        got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families((await exposition(store, None)).decode())
+               for s in f.samples}
+        assert not [k for k in got if k[0] == "sweepd_job_failures_total"], got
+        assert got[("sweepd_job_cancels_total", ())] == 1
+        assert got[("sweepd_jobs", (("kind", "model-perf"), ("state", "cancelled")))] == 1
     finally:
         await store.close()

@@ -67,7 +67,7 @@ async def test_a_hand_scancel_is_run_again_and_the_optimum_is_right(
         s = (await store.sweeps())[0]
         assert s.verdict is not None and s.verdict["best"] == peak, lines
         jobs = await store.jobs(s.id)
-        assert (jobs[0].state, jobs[0].failure_class) == (JobState.RETRIED, "cancelled")
+        assert (jobs[0].state, jobs[0].failure_class) == (JobState.CANCELLED, "cancelled")
         assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
         assert not [r for r in await store.runs(s.id) if r.failure_class == "cancelled"]
         assert "cancelled.rerun" in [e.rule for e in await store.events(s.id)]
@@ -135,5 +135,13 @@ async def test_every_running_job_scancelled_stops_and_asks(
         rules = [e.rule for e in await store.events(1)]
         assert "cancelled.whole_sweep" in rules
         assert not [r for r in await store.runs(1) if r.state == "failed"]
+        # Each job a person cancelled is shown cancelled (the one that stopped the sweep
+        # too), not failed.
+        assert {j.state for j in await store.jobs(1)} == {JobState.CANCELLED}
+        # The stop message says the sweep asks, not that a failure could not be recovered.
+        [stop] = [e.reason for e in await store.events(1)
+                  if e.kind == "progress" and "recovery attempted" in e.reason]
+        assert "waiting for a person: resume runs it again" in stop, stop
+        assert "not recoverable" not in stop, stop
     finally:
         await store.close()

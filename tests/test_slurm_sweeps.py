@@ -80,3 +80,27 @@ async def test_submit_sh_mode_as_the_toolkit_really_behaves(
     assert all(Path(j.log_path or "").parent == ws for j in jobs)
     assert sorted(e.job_id for e in adopted) == sorted(j.id for j in jobs)
     assert all("printed no job id" in (e.evidence or "") for e in adopted)
+
+
+async def test_a_stop_in_submit_sh_mode_points_at_the_logs_where_they_are(
+        tmp_path: Path, slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """submit.sh writes logs to the person's JOB_WORKSPACE, not to sweepd's state: the stop
+    message's Artifacts line names where the job's log really is."""
+    from sweepd.app.foreground import EXIT_AWAITING_DECISION
+
+    ws = tmp_path / "shared-jobs"
+    monkeypatch.setenv("JOB_WORKSPACE", str(ws))
+    scenario = write_scenario(tmp_path, faults=[{"kind": "config_error"}], time_scale=0.004)
+    config = submit_sh_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(nodes=NODES, values=[4]))
+    assert code == EXIT_AWAITING_DECISION, lines
+    store = await open_store(config)
+    try:
+        [job] = await store.jobs(1)
+        [stop] = [e.reason for e in await store.events(1, kind="progress") if "STOP]" in e.reason]
+    finally:
+        await store.close()
+    log = Path(job.log_path or "")
+    assert log.parent == ws and log.exists()
+    assert f"Artifacts: {ws}/{job.backend_id}-*" in stop.splitlines(), stop
+    assert str(config.daemon.outputs) not in stop

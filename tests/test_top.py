@@ -178,3 +178,39 @@ def test_progress_reads_the_api_progress_object_and_falls_back_to_the_runs() -> 
     older = {"state": "running", "spec": {"max_runs": 12, "values": [4, 8, 12]},
              "run_list": [{"state": "passed"}, {"state": "active"}]}
     assert progress_of(older) == (1, 3) and progress_text(older) == ""
+
+
+async def test_an_80_by_24_terminal_keeps_the_latest_line_and_the_whole_dialog(
+        faulty: Daemon) -> None:
+    """The smallest usual terminal: each sweep row still shows a useful part of its latest
+    line, and the confirmation (a stop message can be longer than the screen) keeps its
+    buttons on screen; its question scrolls."""
+    from textual.geometry import Region
+
+    client = faulty.start()
+    app = TopApp(faulty.socket, list_every_s=0.2, long_poll_s=2)
+    screen = Region(0, 0, 80, 24)
+    async with app.run_test(size=(80, 24)) as pilot:
+        sweep_id = int(client.submit(perf_spec(values=[8]))["id"])
+        await until(pilot, lambda: state_of(app, sweep_id) == "awaiting_decision", "the stop")
+        r = row(app, sweep_id)
+        assert r is not None
+        latest = r.query_one(".latest", Label)
+        await until(pilot, lambda: bool(str(latest.render())), "the latest line")
+        assert latest.region.width >= 30 and screen.contains_region(latest.region), \
+            latest.region
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await pilot.pause()
+        question = app.screen.query_one("#question", Label)
+        assert "Resume sweep" in str(question.render())
+        # Its lines wrap inside the dialog: none runs past the screen's edge.
+        assert question.region.width < app.screen.query_one("#confirm").region.width, \
+            question.region
+        for button in ("#yes", "#no"):
+            region = app.screen.query_one(button).region
+            assert region.area and screen.contains_region(region), (button, region)
+        await pilot.click("#no")
+        await until(pilot, lambda: not isinstance(app.screen, Confirm), "the view")
+        assert client.show(sweep_id)["state"] == "awaiting_decision"
+        await pilot.press("q")

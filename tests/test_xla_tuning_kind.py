@@ -4,8 +4,9 @@ gather of job results (OOM, unknown flag, flake, not applied), the frozen nodeli
 
 from __future__ import annotations
 
+import json
 import statistics
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,14 @@ from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning import adapter, gather, report
 from sweepd.kinds.xla_tuning.board import Outcome
+from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.gather import ModelPerfPrior, XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
+from sweepd.sim.hlo import FILE_NAME, hlo_text
+from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
@@ -111,7 +116,7 @@ class Recorder:
         self.store, self.sweep_id, self.logs = store, sweep_id, logs
         self.next_backend = 5000
 
-    async def add(self, new: NewRun | tuple[str, dict[str, Any]], tgs: float | None = None,
+    async def add(self, new: NewRun | tuple[str, RunParams], tgs: float | None = None,
                   klass: str | None = None, detail: str | None = None,
                   xla_line: str | None = None, loss: float = 7.5, finish: bool = True) -> int:
         label, params = (new.label, new.params) if isinstance(new, NewRun) else new
@@ -124,9 +129,9 @@ class Recorder:
         job = await self.store.create_job(run, f"t{run.id}", f"xla-{label}", NODE)
         self.next_backend += 1
         log = self.logs / f"{self.next_backend}.log"
-        flags = " ".join(params.get("xla_flags", []))
+        flags = " ".join(params.xla_flags)
         lines = [xla_line or f"{IMAGE_LINE} {flags}"]
-        lines += [f"export {k}={v}" for k, v in params.get("env", {}).items()]
+        lines += [f"export {k}={v}" for k, v in params.env.items()]
         if tgs is not None:
             lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
                       f"Tokens/s/device: {tgs:.3f}, loss: {loss + 1 - s / 15:.3f}"
@@ -146,12 +151,12 @@ class Recorder:
         return run.id
 
     async def context(self, nodes: tuple[str, ...] | None = None,
-                      extra: Mapping[str, Any] | None = None) -> SweepContext:
+                      facts: XlaFacts | None = None) -> SweepContext[XlaFacts]:
         """`nodes`: the pinned ones minus exclusions, as the engine passes them."""
         pinned = expand_nodes((await self.store.sweep(self.sweep_id)).spec["nodes"])
         return SweepContext(runs=await self.store.runs(self.sweep_id),
                             nodes=pinned if nodes is None else nodes,
-                            prior_param_gb=None, gpu_memory_gib=192.0, extra=dict(extra or {}),
+                            gpu_memory_gib=192.0, facts=facts or XlaFacts(),
                             jobs=await self.store.jobs(self.sweep_id))
 
 
@@ -160,8 +165,8 @@ async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorde
     return Recorder(store, sweep_id, tmp_path)
 
 
-def params(profile: str, tag: str = "default", **more: Any) -> dict[str, Any]:
-    return {"profile": profile, "wave": 2, "tag": tag, "xla_flags": [], "env": {}, **more}
+def params(profile: str, tag: str = "default", **more: Any) -> RunParams:
+    return RunParams.model_validate({"profile": profile, "wave": "2", "tag": tag, **more})
 
 
 # --- the planner adapter -------------------------------------------------------------------
@@ -170,27 +175,35 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
         store: Store, tmp_path: Path) -> None:
     spec = spec_of(config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
     rec = await recorder(store, tmp_path, spec)
-    planned = adapter.plan(spec, await rec.context(extra={"model_perf": {"sweep": 3, "best": 6}}))
+    planned = adapter.plan(spec, await rec.context(facts=XlaFacts(ModelPerfPrior(3, 6))))
     assert isinstance(planned, list)
-    assert [(n.label, n.params["tag"]) for n in planned] == [
-        ("baseline", "sparse"), ("baseline@dense", "dense"), ("evidence", "sparse")]
+    assert [(n.label, n.params.tag, n.params.profile, n.params.wave) for n in planned] == [
+        ("baseline", "sparse", "baseline", "1"), ("baseline@dense", "dense", "baseline", "1"),
+        ("evidence", "sparse", "evidence", "1")]
     for n in planned:
         assert n.rule.startswith(("wave1.", "wave1_5.")) and n.reason.startswith("wave 1: ")
         assert list(n.nodes) == expand_nodes(NODE)
-        assert {"profile", "wave", "tag", "xla_flags", "env", "steps", "dataset_type",
-                "per_device_batch_size"} <= set(n.params)
-        assert n.params["steps"] == 15 and n.params["dataset_type"] == "synthetic"
-        assert n.params["per_device_batch_size"] == 6
-    assert planned[0].params["sparse_matmul"] == "true" and "sparse_matmul" not in planned[1].params
+        over = n.params.overrides
+        assert over["steps"] == 15 and over["dataset_type"] == "synthetic"
+        assert over["per_device_batch_size"] == 6
+        # The parallelism reaches the job as the SKILL.md's submission template passes it.
+        assert over["dcn_fsdp_parallelism"] == 8
+        assert "ici_tensor_parallelism" not in over and "dcn_pipeline_parallelism" not in over
+        assert n.params.xla_flags == [] and n.params.model is None
+    assert planned[0].params.overrides["sparse_matmul"] == "true"
+    assert "sparse_matmul" not in planned[1].params.overrides
     assert "per_device_batch_size from model-perf sweep 3's optimum" in planned[0].reason
     evidence = planned[2].params
-    assert evidence["profiler"] == "xplane" and evidence["env"] == {"ENABLE_XLA_DUMP": "1"}
+    assert evidence.overrides["profiler"] == "xplane"
+    assert evidence.env == {"ENABLE_XLA_DUMP": "1"}
 
 
 def test_the_batch_size_says_where_it_came_from() -> None:
-    assert adapter.batch_of(spec_of(per_device_batch_size=4), {}).source == "the spec"
-    assert adapter.batch_of(spec_of(), {}).source.startswith("the config's value")
-    assert adapter.batch_of(spec_of(), {}).value is None
+    prior = XlaFacts(ModelPerfPrior(3, 6))
+    assert adapter.batch_of(spec_of(per_device_batch_size=4), prior).source == "the spec"
+    assert adapter.batch_of(spec_of(), XlaFacts()).source.startswith("the config's value")
+    assert adapter.batch_of(spec_of(), XlaFacts()).value is None
+    assert adapter.batch_of(spec_of(), prior) == adapter.Batch(6, "model-perf sweep 3's optimum")
 
 
 async def test_a_sweep_runs_to_a_proposal_through_the_adapter(store: Store, tmp_path: Path) -> None:
@@ -207,7 +220,7 @@ async def test_a_sweep_runs_to_a_proposal_through_the_adapter(store: Store, tmp_
         assert decision, "the adapter waits only while runs are open"
         for new in decision:
             assert new.rule and new.reason
-            parts = new.params["profile"].split("+")
+            parts = (new.params.profile or "").split("+")
             tgs = statistics.fmean(true_tgs.get(p, 1000.0) for p in parts) + next(wobble)
             await rec.add(new, tgs=tgs)
     assert isinstance(decision, Finished) and decision.ok
@@ -236,7 +249,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert kind.stop_state is adapter.stop_state
     own = adapter.stop_state(sweep, runs, jobs)
     text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
-                        "rule", spec.nodes, runs, jobs, "/out", own=own)
+                        "rule", spec.nodes, runs, jobs, own=own)
     lines = text.splitlines()
     assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
     assert lines[2] == f"Reason: {decision.reason}"
@@ -247,7 +260,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert "  - Pending profiles in queue: ovl (held: they run on resume)" in lines
     # Another kind keeps the generic lines.
     assert "  - Runs finished so far: 3 (top 3 below)" in stop_message(
-        sweep, "why", [], "none", "x", spec.nodes, runs, jobs, "/out").splitlines()
+        sweep, "why", [], "none", "x", spec.nodes, runs, jobs).splitlines()
 
 
 def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
@@ -269,7 +282,7 @@ def test_preflight_reads_the_env_file_inventory_and_a_leftover_tune_block() -> N
                                       "NCCL_NCHANNELS_PER_NET_PEER": "8"}
     assert adapter.train_env_leftover('case "${TUNE_PROFILE}" in\n  a) ;;\nesac\n')
     assert not adapter.train_env_leftover("export NCCL_DEBUG=WARN\n")
-    inp = spec_of().inputs(adapter.deployed_of({"deployed": adapter.inventory(env)}))
+    inp = spec_of().inputs(adapter.deployed_of(adapter.inventory(env)))
     assert [s.label for s in inp.deployed][1] == "NCCL_NCHANNELS_PER_NET_PEER=8"
 
 
@@ -304,14 +317,15 @@ async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path)
     assert (got["typo"].outcome, got["typo"].detail) == (Outcome.UNKNOWN_FLAG, "xla_gpu_typo")
     assert got["flaky"].outcome is Outcome.FLAKE
     assert got["lost"].outcome is Outcome.NOT_APPLIED
-    assert got["lost"].detail == "xla_gpu_enable_pipelined_all_gather=false won over true"
+    assert (got["lost"].detail or "").startswith(
+        "xla_gpu_enable_pipelined_all_gather=false won over the profile's true")
     assert got["waiting"].outcome is Outcome.PENDING and got["waiting"].wave == 2
 
 
 def test_the_log_reader_knows_both_unknown_flag_lines() -> None:
     lines = ["parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: --xla_a=1 --xla_b=2",
              "Unknown flag: --xla_c"]
-    assert gather.logread.unknown_flags(lines) == ("xla_a", "xla_b", "xla_c")
+    assert gather.logread.unknown_flags_in(lines) == ("xla_a", "xla_b", "xla_c")
 
 
 async def test_the_planner_drops_an_unknown_flag_at_once_and_retries_a_flake(
@@ -319,8 +333,8 @@ async def test_the_planner_drops_an_unknown_flag_at_once_and_retries_a_flake(
     spec = spec_of()
     rec = await recorder(store, tmp_path, spec)
     for p in ("baseline", "evidence"):
-        await rec.add((p, params(p, wave=1)), tgs=1000.0)
-    await rec.add(("baseline", params("baseline", wave=1)), tgs=1001.0)
+        await rec.add((p, params(p, wave="1")), tgs=1000.0)
+    await rec.add(("baseline", params("baseline", wave="1")), tgs=1001.0)
     await rec.add(("fast", params("fast")), klass="unknown_flag", detail="xla_gpu_enable_x")
     await rec.add(("slow", params("slow")), klass="rccl_flake")
     decision = adapter.plan(spec, await rec.context())
@@ -431,3 +445,73 @@ async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_node
         assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
     finally:
         await s.close()
+
+
+# --- the Wave 1.5 evidence orders Wave 2 -----------------------------------------------------
+
+async def wave2_after_evidence(store: Store, tmp_path: Path, dump: dict[Cost, float] | None,
+                               in_log: bool = False) -> list[NewRun]:
+    """Wave 1 recorded (baseline twice, the evidence run), the evidence run's HLO dump
+    written where the toolkit puts it (or where its log's `--xla_dump_to` says): Wave 2."""
+    spec = spec_of(catalog="extend", profiles=[])
+    tmp_path.mkdir()
+    rec = await recorder(store, tmp_path, spec)
+    dump_to = tmp_path / "elsewhere" / "xla_dump"
+    line = f"{IMAGE_LINE} --xla_dump_hlo_as_text --xla_dump_to={dump_to}" if in_log else None
+    await rec.add(("baseline", params("baseline", wave="1")), tgs=1000.0)
+    evidence_run = await rec.add(("evidence", params("evidence", wave="1")), tgs=950.0,
+                                 xla_line=line)
+    await rec.add(("baseline", params("baseline", wave="1")), tgs=1002.0)
+    job = next(j for j in await store.jobs(rec.sweep_id) if j.run_id == evidence_run)
+    if dump is not None:
+        where = dump_to if in_log else (
+            Path(job.log_path or "").parent / f"{job.backend_id}-{job.job_name}" / "xla_dump")
+        where.mkdir(parents=True)
+        (where / FILE_NAME).write_text(hlo_text(dump, 2.1, 8, 80))
+    decision = adapter.plan(spec, await rec.context())
+    assert isinstance(decision, list) and decision
+    return decision
+
+
+async def test_the_evidence_runs_hlo_dump_changes_the_order_of_wave_2(
+        store: Store, tmp_path: Path) -> None:
+    blind = await wave2_after_evidence(store, tmp_path / "a", None)
+    # Without a dump: FSDP's own dominant costs first (all-gather: collective combining).
+    assert blind[0].reason.startswith("wave 2: collective combining (mechanism #1 for FSDP=8)")
+    assert "no HLO evidence" in blind[0].reason
+    # The dump shows all-to-all dominating: transport (NCCL) flags go first, and the run
+    # says which job's dump ordered it.
+    a2a = {Cost.ALL_TO_ALL: 0.45, Cost.ALL_GATHER: 0.05, Cost.REDUCE_SCATTER: 0.02}
+    seen = await wave2_after_evidence(store, tmp_path / "b", a2a)
+    assert [n.label for n in seen] != [n.label for n in blind]
+    assert seen[0].reason.startswith("wave 2: NCCL/RCCL transport (mechanism #1 for FSDP=8)")
+    assert "all-to-all 45%" in seen[0].reason and "HLO dump of job" in seen[0].reason
+    assert seen[0].params.env and not blind[0].params.env  # an NCCL env var, not a flag
+    # The same dump where the log's `--xla_dump_to` put it orders the wave the same way.
+    moved = await wave2_after_evidence(store, tmp_path / "c", a2a, in_log=True)
+    assert [n.label for n in moved] == [n.label for n in seen]
+
+
+def test_the_primary_tag_survives_the_stored_json() -> None:
+    spec = spec_of(config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
+    stored = json.loads(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+    assert list(stored["config_tags"]) == ["dense", "sparse"]
+    back = XlaTuningSpec.from_stored(stored)
+    assert isinstance(back, XlaTuningSpec) and list(back.config_tags) == ["sparse", "dense"]
+    assert back.inputs().tags == ("sparse", "dense")
+    assert "primary_tag 'x' is not one of the config tags" in refusal(
+        {**SPEC, "primary_tag": "x"})
+
+
+async def test_queue_time_counts_a_wave_waiting_together_once(store: Store,
+                                                             tmp_path: Path) -> None:
+    """Jobs submitted together and run one after another: the sweep was queued for as long
+    as the last one took, not for the sum of their waits (the 8 h timebox)."""
+    rec = await recorder(store, tmp_path, spec_of())
+    for p in ("a", "b", "c"):
+        await rec.add((p, params(p)), tgs=1000.0)  # each submitted at 1000 s, ended at 1600 s
+    jobs = await store.jobs(rec.sweep_id)
+    shares = gather.queue_shares(jobs)
+    assert sorted(shares.values()) == [0.0, 0.0, 600.0]
+    results = gather.results(await store.runs(rec.sweep_id), jobs)
+    assert sum(r.queue_s for r in results) == 600.0

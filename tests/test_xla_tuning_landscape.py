@@ -104,3 +104,17 @@ def test_a_higher_memory_fraction_makes_room() -> None:
     assert cap == pytest.approx(288 * 0.95)
     assert land.memory((), "sparse")[1] == pytest.approx(288 * 0.93)
     assert temp == pytest.approx(178.0)
+
+
+def test_pp8_all_gather_thresholds_cost_more_the_smaller_they_are() -> None:
+    # Before, only 1 GiB had an effect on PP=8, so any other value undid the env file's
+    # flag for free and the truth picked e.g. ag256M + hpas + ovl2.
+    land = pp8()
+    costs = [_delta(land, f"ag{v}") for v in ("256M", "384M", "512M", "768M", "1G", "2G", "4G")]
+    assert costs[4] == pytest.approx(0.0)  # the env file's own value
+    assert all(c is not None for c in costs)
+    assert costs == sorted(costs)  # smaller threshold, more all-gathers, lower TGS
+    dense = _delta(land, "ag256M", "dense")
+    assert dense is not None and dense < 0
+    best = truth(land, tuple(_cat(land).values()))
+    assert set(best.recipe) == {"ovl2", "hpas", "restore_default"}

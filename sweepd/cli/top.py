@@ -19,7 +19,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -174,7 +174,7 @@ class SweepRow(ListItem):
         self.sweep: Mapping[str, Any] = sweep
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="row"):
+        with Container(classes="row"):   # a grid: one line when wide, two when narrow
             yield Label(classes="what")
             yield ProgressBar(show_eta=False, classes="bar")
             yield Sparkline([], summary_function=max, classes="tgs")
@@ -228,8 +228,10 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm"):
-            yield Label(Text(self.question), id="question")
-            with Horizontal():
+            # A stop message may be longer than the screen: it scrolls, the buttons stay.
+            with VerticalScroll(id="question-scroll"):
+                yield Label(Text(self.question), id="question")
+            with Horizontal(id="answers"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", variant="primary", id="no")
 
@@ -251,13 +253,15 @@ class TopApp(App[None]):
     """The dashboard: sweeps above; the selected sweep's stop message, runs and jobs below."""
 
     TITLE = "sweepd top"
+    # Under NARROW columns each sweep takes two lines, its latest line the whole second.
+    NARROW = 120
     CSS = """
     #sweeps { height: 2fr; border: solid $accent; }
-    .row { height: 1; }
-    .what { width: 46; }
-    .bar { width: 30; }
-    .tgs { width: 20; margin: 0 1; }
-    .latest { width: 1fr; }
+    .row { height: 1; layout: grid; grid-size: 4 1; grid-columns: 40 24 22 1fr; }
+    .bar Bar { width: 1fr; }
+    .tgs { margin: 0 1; }
+    .-narrow .row { height: 2; grid-size: 3 2; grid-columns: 40 1fr 1fr; }
+    .-narrow .latest { column-span: 3; }
     #detail { height: 3fr; }
     #title { text-style: bold; }
     #stop { color: $warning; }
@@ -266,8 +270,11 @@ class TopApp(App[None]):
     #jobs { width: 1fr; }
     #status { color: $error; }
     Confirm { align: center middle; }
-    #confirm { width: 70; height: auto; border: thick $error; padding: 1 2;
-               background: $surface; }
+    #confirm { width: 70; max-width: 100%; height: auto; max-height: 100%;
+               border: thick $error; padding: 1 2; background: $surface; }
+    #question-scroll { height: auto; max-height: 60vh; }
+    #question { width: 100%; }
+    #answers { height: auto; }
     TextScreen { align: center middle; }
     #text { width: 90%; height: 90%; border: thick $accent; background: $surface; }
     """
@@ -280,6 +287,8 @@ class TopApp(App[None]):
     def __init__(self, socket_path: Path, list_every_s: float = LIST_EVERY_S,
                  long_poll_s: float = LONG_POLL_S) -> None:
         super().__init__()
+        # Textual types it as an instance variable (each screen reads the app's).
+        self.HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (self.NARROW, "-wide")]
         self.api = Api(socket_path)
         self.list_every_s = list_every_s
         self.long_poll_s = long_poll_s

@@ -20,6 +20,7 @@ from typing import Any
 import shtab
 
 from sweepd.app.progress import duration
+from sweepd.cli import tuning as cli_tuning
 from sweepd.cli import views as cli_views
 from sweepd.cli.client import Client
 from sweepd.cli.output import (
@@ -178,8 +179,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, client: Client) -> int:
-    if args.apply is not None:
-        return _apply(args, client)
+    if args.tuning_md is not None or args.apply is not None:
+        report = client.report(args.id)["json"]
+        kind = report["sweep"]["kind"]
+        if kind == cli_tuning.KIND:
+            return cli_tuning.run(args, report)
+        if args.tuning_md is not None:
+            return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md writes an "
+                              f"{cli_tuning.KIND} sweep's <MODEL_TAG>-tuning.md")
+        return _apply(args, report)
     if args.plot is not None:
         code = _write_plot(args, client)
         if code:
@@ -218,11 +226,13 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
-def _apply(args: argparse.Namespace, client: Client) -> int:
-    report = client.report(args.id)["json"]
+def _apply(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
     verdict = report.get("verdict") or {}
     if verdict.get("best") is None or "parameter" not in verdict:
         return fail(args, f"sweep {args.id} has no optimum to apply")
+    if args.apply == cli_tuning.THE_CHECKOUT:
+        return fail(args, f"sweep {args.id}: --apply needs the model's config file here: "
+                          "--apply REPO/configs/MODEL.gpu.yml")
     model = str(report["sweep"]["spec"].get("model"))
     if not Path(args.apply).name.startswith(f"{model}."):
         # An optimum is only valid for the model it was measured on.
@@ -321,8 +331,18 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         if name == "report":
             p.add_argument("--plot", type=Path, metavar="FILE.png",
                            help="also write the sweep's plot (PNG) to this file")
-            p.add_argument("--apply", type=Path, metavar="MODEL.gpu.yml",
-                           help="write the optimum into this model config (one line)")
+            p.add_argument("--apply", type=Path, nargs="?", const=cli_tuning.THE_CHECKOUT,
+                           metavar="FILE",
+                           help="write the optimum into this model config (one line of "
+                                "MODEL.gpu.yml); xla-tuning: the recipe, guarded by "
+                                "parallelism, into configs/MODEL.env.sh of the daemon's "
+                                "submit.sh checkout (or this FILE)")
+            md = p.add_argument("--tuning-md", type=Path, nargs="?", const=Path(),
+                                metavar="PATH",
+                                help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "
+                                     "in the current directory); a file covering another "
+                                     "parallelism is extended, with the sign-flip table")
+            md.complete = shtab.FILE  # type: ignore[attr-defined]
         if name == "watch":
             p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "
                         "5 the daemon was lost for longer than --reconnect")

@@ -67,16 +67,22 @@ def with_source(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
 
 # -- logs --------------------------------------------------------------------------------
 
-# A log's own colours (SGR: ESC [ ... m): shown on a terminal, dropped elsewhere. Every
-# other control character stays escaped (sweepd.util.text.escape).
+# A log's own colours (SGR: ESC [ ... m): shown on a terminal, dropped elsewhere. A tab
+# is layout (rich expands it to the next tab stop). Every other control character stays
+# escaped (sweepd.util.text.escape).
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _escape_log(text: str) -> str:
+    return "\t".join(escape(part) for part in text.split("\t"))
 
 
 def log_text(line: Mapping[str, Any], terminal: bool = False) -> Text:
     text, style = str(line["text"]), LOG_STYLES.get(str(line["mark"]), "")
     if not terminal:
-        return Text(escape(_SGR.sub("", text)), style=style)
-    kept = "".join(escape(part) + (sgr.group() if sgr else "") for part, sgr in _sgr_split(text))
+        return Text(_escape_log(_SGR.sub("", text)), style=style)
+    kept = "".join(_escape_log(part) + (sgr.group() if sgr else "")
+                   for part, sgr in _sgr_split(text))
     return Text.from_ansi(kept, style=style)
 
 

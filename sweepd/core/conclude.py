@@ -29,6 +29,17 @@ _JOB_END = {Act.ACCEPT: JobState.DONE, Act.RETRY: JobState.RETRIED, Act.RECORD: 
             Act.STOP: JobState.FAILED}
 
 
+def _job_end(act: Act, verdict: Verdict) -> JobState:
+    """A cancel outside sweepd ended the job, whatever the policy does next (run it again,
+    or ask): it neither failed nor was retried for a failure."""
+    return JobState.CANCELLED if verdict.klass == FailureClass.CANCELLED else _JOB_END[act]
+
+
+def _judged(j: Job) -> bool:
+    """An earlier attempt the policy judged and did not accept."""
+    return j.state in (JobState.RETRIED, JobState.FAILED) or _was_cancelled(j)
+
+
 def _verdict_of(job: Job) -> Verdict:
     klass = FailureClass(job.failure_class) if job.failure_class else None
     return Verdict(klass=klass, node=job.failure_node, evidence=job.failure_line,
@@ -60,10 +71,8 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
             tgs, mfu = steady
     all_jobs = await store.jobs(sweep.id)
     prior = [_verdict_of(j) for j in all_jobs
-             if j.run_id == job.run_id and j.id != job.id and j.state in (JobState.RETRIED,
-                                                                             JobState.FAILED)]
-    history = [_verdict_of(j) for j in all_jobs
-               if j.id != job.id and j.state in (JobState.RETRIED, JobState.FAILED)]
+             if j.run_id == job.run_id and j.id != job.id and _judged(j)]
+    history = [_verdict_of(j) for j in all_jobs if j.id != job.id and _judged(j)]
     exclusions = await store.exclusions(sweep.id)
     need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
     kind = kind_of(sweep.kind)
@@ -88,7 +97,7 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
     store = engine.store
     now = engine.clock.now()
     await store.transition_job(
-        job.id, _JOB_END[action.act], action.reason, rule=action.rule,
+        job.id, _job_end(action.act, verdict), action.reason, rule=action.rule,
         evidence=verdict.evidence, ended_at=now, tgs=tgs, mfu=mfu,
         failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
         failure_line=verdict.evidence, failure_detail=verdict.detail)
@@ -120,10 +129,14 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
             await store.update_run_not_before(run.id, now + action.delay_s)
     else:
         failing = [n for n in (verdict.node, action.exclude) if n]
+        recovery, outcome = _recovery(verdict, job), ("failed again" if job.attempt > 1
+                                                      else "not recoverable by rule")
+        if verdict.klass == FailureClass.CANCELLED:   # no failure: a person's word, asked
+            recovery = "none: a cancel outside sweepd is asked about, not run again twice"
+            outcome = "waiting for a person: resume runs it again, abort ends the sweep"
         await stop_sweep(engine, sweep, action.reason, rule=action.rule,
                          evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
-                         recovery=_recovery(verdict, job), outcome="failed again"
-                         if job.attempt > 1 else "not recoverable by rule")
+                         recovery=recovery, outcome=outcome)
 
 
 # Cancels this close together (cluster seconds, as concluded) are taken as one action: a
@@ -147,7 +160,9 @@ def others_cancelled(job: Job, jobs: list[Job], now: float) -> bool:
 
 
 def _was_cancelled(j: Job) -> bool:
-    return j.state == JobState.RETRIED and j.failure_class == FailureClass.CANCELLED
+    # Retried: how a store written before a cancel was shown cancelled holds it.
+    return j.state in (JobState.CANCELLED, JobState.RETRIED) and \
+        j.failure_class == FailureClass.CANCELLED
 
 
 def _going(j: Job) -> bool:

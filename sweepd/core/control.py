@@ -48,8 +48,7 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
                                                         if out else "")
         own = kind_of(sweep.kind).stop_state
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
-                               runs, jobs, str(engine.outputs / f"sweep-{sweep.id}"),
-                               nodes_short=_nodes_short(engine, sweep, out),
+                               runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
                                own=own(sweep, runs, jobs) if own else None)
         note = await end_note(engine, sweep)
         message += f"\n\n{note}" if note else ""

@@ -114,14 +114,17 @@ class Engine:
         self._to_cancel.append(backend_id)
 
     async def flush_cancels(self) -> None:
-        """Send the queued scancels, once each; with the controller away, they wait for it."""
+        """Send the queued scancels, once each; with the controller away, they wait for it.
+        The pass and a person's abort over the socket may flush at the same time: each
+        takes its cancel off the queue before awaiting the scheduler, so none goes twice."""
         while self._to_cancel:
+            backend_id = self._to_cancel.pop(0)
             try:
-                await self.backend.cancel(self._to_cancel[0])
+                await self.backend.cancel(backend_id)
             except ControllerUnreachable as e:
+                self._to_cancel.insert(0, backend_id)
                 await self._controller_down(str(e))
                 return
-            self._to_cancel.pop(0)
 
     def wake(self) -> None:
         """Run the next pass at once, not at the next tick."""
@@ -528,6 +531,8 @@ class Engine:
         for new in decision:
             run = await self.store.add_run(sweep.id, new.label, new.params,
                                            collect_nodes(list(new.nodes)), new.reason, new.rule)
+            for line in new.progress:
+                await self.store.add_event(sweep.id, "progress", line, run_id=run.id)
             await self._start_attempt(sweep, run)
 
     async def _plan(self, sweep: Sweep, runs: list[Run]) -> Plan:

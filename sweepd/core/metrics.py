@@ -136,8 +136,11 @@ _QUERIES: dict[str, str] = {
             " GROUP BY j.state, s.kind",
     "runs": "SELECT r.state, s.kind, count(*) FROM runs r JOIN sweeps s ON s.id = r.sweep_id"
             " WHERE r.state IN ('passed', 'failed', 'cancelled') GROUP BY r.state, s.kind",
+    # A cancel outside sweepd (scancel, preemption) is a person's or the scheduler's act,
+    # not a failure: alerts on failures must not fire on it. It is counted on its own.
     "failures": "SELECT failure_class, count(*) FROM jobs WHERE failure_class IS NOT NULL"
-                " GROUP BY failure_class",
+                " AND failure_class <> 'cancelled' GROUP BY failure_class",
+    "cancels": "SELECT count(*) FROM jobs WHERE failure_class = 'cancelled'",
     "exclusions": "SELECT CASE WHEN job_id IS NULL THEN 'person' ELSE 'fault' END, count(*)"
                   " FROM exclusions WHERE active = 1 GROUP BY 1",
     # Since the sweep's own (not a run's or job's) last move to awaiting_decision.
@@ -194,6 +197,9 @@ def families(snap: Snapshot) -> Iterator[Metric]:
                      ["state", "kind"], r["runs"], counter=True)
     yield _by_labels("sweepd_job_failures", "Failed jobs by failure class", ["class"],
                      r["failures"], counter=True)
+    yield CounterMetricFamily("sweepd_job_cancels", "Jobs cancelled outside sweepd "
+                              "(scancel, preemption): run again or asked about, no failure",
+                              value=float(r["cancels"][0][0]))
     yield _by_labels("sweepd_exclusions", "Nodes excluded from sweeps now, by who excluded",
                      ["by"], r["exclusions"])
     yield _by_labels("sweepd_awaiting_decision_seconds",

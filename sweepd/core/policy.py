@@ -28,7 +28,7 @@ class Action:
     act: Act
     rule: str
     reason: str
-    outcome: str = "fail"       # pass | oom | fail | hang
+    outcome: str = "fail"       # pass | oom | fail | hang | cancelled
     exclude: str | None = None
     delay_s: float = 0.0
 
@@ -195,7 +195,7 @@ def _cancelled(case: Case) -> Action:
                       f"{what}, a second time for this run: resume runs it again, abort "
                       "ends the sweep")
     return Action(Act.RETRY, "cancelled.rerun",
-                  f"{what}: says nothing about the run's value; run again")
+                  f"{what}: says nothing about the run's value; run again", "cancelled")
 
 
 def _log_lost(case: Case) -> Action:

@@ -21,6 +21,9 @@ class NewRun:
     nodes: Sequence[str]
     reason: str
     rule: str
+    # Progress lines (Telegram) the engine records with the run: e.g. a kind's kickoff, the
+    # results that led to this wave. Said once: a run is planned once.
+    progress: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from telegram import Bot, CallbackQuery, Message, Update
 from telegram.error import TelegramError
 
 from sweepd.notify import format as fmt
+from sweepd.notify.chats import sweep_chats
 from sweepd.notify.secrets import Token
 from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, send_text
 from sweepd.store.outbox import Outbox
@@ -98,14 +99,17 @@ def show_text(d: dict[str, Any]) -> str:
 
 
 class ChatControl:
-    def __init__(self, outbox: Outbox, bot: Bot, token: Token, chat_ids: Collection[int],
+    def __init__(self, outbox: Outbox, bot: Bot, token: Token, chat_ids: Sequence[int],
                  ops: Operations, *, poll_timeout_s: int = 30, timing: Timing = DEFAULT_TIMING,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 chats_of: Callable[[int], Awaitable[list[int]]] | None = None) -> None:
         self.outbox = outbox
         self.bot = bot
         self.token = token
         self.chat_ids = frozenset(chat_ids)
         self.ops = ops
+        self._chat_list = list(chat_ids)
+        self._chats_of = chats_of
         self.poll_timeout_s = poll_timeout_s
         self._sleep = sleep
         self._backoff = Backoff(timing)
@@ -156,20 +160,32 @@ class ChatControl:
             await self._reply(msg.chat.id, f"Not a command. {USAGE}")
             return
         log.info("chat.command", chat=msg.chat.id, command=cmd.name, sweep=cmd.sweep_id)
-        text, parse_mode = await self.execute(cmd)
+        text, parse_mode = await self.execute(cmd, msg.chat.id)
         for chunk in fmt.split(text):
             await self._reply(msg.chat.id, chunk, parse_mode)
 
-    async def execute(self, cmd: Command) -> tuple[str, str | None]:
-        """The answer to a command, as (text, parse mode)."""
+    async def chats_of(self, sweep_id: int) -> list[int]:
+        """The chats the sweep reports to (raises NotFound)."""
+        if self._chats_of is not None:
+            return await self._chats_of(sweep_id)
+        return sweep_chats((await self.ops.show(sweep_id))["spec"], self._chat_list)
+
+    async def execute(self, cmd: Command, chat_id: int) -> tuple[str, str | None]:
+        """The answer to a command from a chat, as (text, parse mode). A chat sees and acts
+        on the sweeps that report to it only: a team's chat is no remote control for
+        another team's sweeps."""
         if cmd.error:
             return cmd.error, None
         if cmd.name == "status":
-            sweeps = await self.ops.list_sweeps()
+            sweeps = [s for s in await self.ops.list_sweeps()
+                      if chat_id in await self.chats_of(int(s["id"]))]
             return ("\n".join(status_line(s) for s in sweeps) or "No sweeps."), None
         assert cmd.sweep_id is not None
         sid = cmd.sweep_id
         try:
+            if chat_id not in await self.chats_of(sid):
+                return (f"Sweep {sid} reports to another chat: ask there, or use the "
+                        "sweepd CLI.", None)
             if cmd.name == "show":
                 return show_text(await self.ops.show(sid)), None
             if cmd.name == "report":
@@ -203,7 +219,7 @@ class ChatControl:
             text = (f"Sweep {sid} is no longer at this stop (it was answered, and the sweep may "
                     "have stopped again since): answer its latest stop message.")
         else:
-            text, _ = await self.execute(Command(action, sid))
+            text, _ = await self.execute(Command(action, sid), chat_id or 0)
         log.info("chat.button", chat=chat_id, action=action, sweep=sid)
         await query.answer(text[:200])
         if message is not None:

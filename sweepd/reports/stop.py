@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from sweepd.store.rows import Job, Run, Sweep
 
 
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
-                 outputs: str, nodes_short: int = 0,
-                 own: tuple[str, list[str]] | None = None) -> str:
+                 nodes_short: int = 0, own: tuple[str, list[str]] | None = None) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
     be refused, so the message asks for a node back instead). `own`: the kind's title and
     state lines (Kind.stop_state), in place of the generic ones."""
@@ -18,7 +18,6 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
     pending = [r.label for r in runs if r.state in ("pending", "active")]
-    ids = sorted(int(j.backend_id) for j in jobs if j.backend_id and j.backend_id.isdigit())
     title = own[0] if own else \
         f"[{sweep.kind} STOP] {spec.get('model', sweep.name)} sweep {sweep.id} halted"
     lines = [
@@ -34,12 +33,26 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
     lines += own[1] if own else _state(runs, passed, pending)
     lines += [
         "",
-        f"Artifacts: {outputs}/{ids[0]}-* through {outputs}/{ids[-1]}-*" if ids
-        else f"Artifacts: {outputs}",
+        f"Artifacts: {_artifacts(jobs)}",
         "Awaiting your decision before resuming.",
         _how_to_answer(sweep.id, nodes_short),
     ]
     return "\n".join(lines)
+
+
+def _artifacts(jobs: Sequence[Job]) -> str:
+    """Where the jobs' logs are, as each job's row says: sweepd's outputs in direct mode,
+    the person's JOB_WORKSPACE (Slurm's StdOut) in submit.sh mode."""
+    by_dir: dict[str, list[str]] = {}
+    for j in jobs:
+        if j.log_path and j.backend_id:
+            by_dir.setdefault(str(PurePath(j.log_path).parent), []).append(j.backend_id)
+    spans = []
+    for where, ids in by_dir.items():
+        ids.sort(key=lambda i: (len(i), i))   # scheduler ids: numeric order
+        spans.append(f"{where}/{ids[0]}-*" if len(ids) == 1
+                     else f"{where}/{ids[0]}-* through {where}/{ids[-1]}-*")
+    return "; ".join(spans) or "none yet (no job of this sweep has a log)"
 
 
 def _state(runs: Sequence[Run], passed: Sequence[Run], pending: Sequence[str]) -> list[str]:

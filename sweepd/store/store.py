@@ -114,6 +114,15 @@ class Store:
                 self._owner = None
 
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        if self._lock.locked() and self._owner is not asyncio.current_task():
+            # Another task's transaction is open on the shared connection: a read now would
+            # see its writes before they commit (a `watch` could be handed an event that a
+            # rollback then takes back, and its id given to the next). Read after it ends.
+            async with self._lock:
+                return await self._fetch(sql, args)
+        return await self._fetch(sql, args)
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[aiosqlite.Row]:
         async with self._conn.execute(sql, args) as cur:
             return list(await cur.fetchall())
 

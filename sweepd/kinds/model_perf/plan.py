@@ -20,6 +20,7 @@ from sweepd.kinds.model_perf.search import (
     best,
     flat_top,
     next_probe,
+    why_not_run,
 )
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
@@ -117,15 +118,20 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     model = spec.known_shape
     if model is None:
         return _small_start(spec)
+    # The Memstats were printed by a job on the pinned nodes; param memory per GPU changes
+    # with the node count (sharding), so they hold only while all of them are in use.
+    same = len(ctx.nodes) == len(spec.node_list)
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(spec.overrides.get("max_target_length")),
-        prior_param_gb=ctx.facts.param_gb,
+        prior_param_gb=ctx.facts.param_gb if same else None,
     )
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
-    why = (f"memory {est.source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
+    source = est.source if est.source == "estimate" else \
+        f"memstats of an earlier job on these {len(ctx.nodes)} nodes"
+    why = (f"memory {source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}"
            + (f" (shape from configs/{spec.model}.gpu.yml)" if spec.toolkit_shape else ""))
@@ -171,14 +177,15 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     # Every finished run counts against max_runs, also one a node fault spoiled.
     step = next_probe(space, seen)
     if step is None:
-        notes = [n for n in (_edge(space, seen), flat_top(space, seen), _not_run(spec, seen),
-                             _from_earlier(ctx)) if n]
+        notes = [n for n in (_edge(space, seen), flat_top(space, seen),
+                             _not_run(spec, space, seen), _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if len(_finished(ctx)) >= spec.max_runs:
-        return _finish(spec, seen, ctx, f"max_runs ({spec.max_runs}) ran out before the search "
-                                        f"settled; {spec.parameter}={value} was next",
-                       settled=False)
+        cut = f"max_runs ({spec.max_runs}) ran out before the search settled"
+        left = _not_run(spec, space, seen, cut)
+        return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
+                       + (f"; {left}" if left else ""), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
@@ -216,12 +223,15 @@ def _label(base: str, ctx: SweepContext[PerfFacts]) -> str:
     return label
 
 
-def _not_run(spec: ModelPerfSpec, seen: list[Probe]) -> str | None:
-    """Given values the search did not need, so that a reader does not take them as lost."""
-    ran = {p.value for p in seen}
-    left = [str(v) for v in spec.values or () if v not in ran]
-    return (f"not run: {', '.join(left)} (the runs around them rule them out: an OOM below, "
-            "or a TGS curve that cannot beat the best there)") if left else None
+def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
+             cut: str = "the search did not need it") -> str | None:
+    """Given values the search did not run, each with what ruled it out (`cut`: when
+    nothing did), so that a reader does not take them as lost."""
+    why: dict[str, list[str]] = {}
+    for v, reason in why_not_run(space, seen, spec.values or ()).items():
+        why.setdefault(reason or cut, []).append(str(v))
+    return ("not run: " + "; ".join(f"{', '.join(vs)} ({r})" for r, vs in why.items())
+            if why else None)
 
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],

@@ -163,6 +163,40 @@ def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
             f"{top.value}, so either may be the faster")
 
 
+def why_not_run(space: SearchSpace, probes: Sequence[Probe],
+                values: Sequence[Value]) -> dict[Value, str | None]:
+    """What ruled out each of `values` that no probe ran: the failure or OOM at or below
+    it, the compiled-memory line, the TGS trend, or an earlier sweep's run of it. None:
+    nothing did (the search would still have run it)."""
+    tried = {p.value for p in probes}
+    left = [v for v in values if v not in tried]
+    if not space.ordered:
+        return dict.fromkeys(left)
+    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
+    where = {v: i for i, v in enumerate(space.candidates)}
+    return {v: _ruled_out(view, probes, where[v]) if v in where else None for v in left}
+
+
+def _ruled_out(view: _View, probes: Sequence[Probe], i: int) -> str | None:
+    if i in view.ok:
+        return "the earlier sweep ran it"
+    if i >= view.cliff:
+        at = view.name(view.cliff)
+        oom = any(p.value == at and p.outcome is Outcome.OOM for p in probes)
+        return f"at or above the OOM at {at}" if oom else \
+            f"at or above the failed run at {at} (taken as its limit, like an OOM)"
+    if i >= view.proven and view.fit is not None:
+        return (f"the compiled-memory line predicts it does not fit (largest fit "
+                f"~{view.fit.max_fit():.1f})")
+    if not view.ok:
+        return None
+    top = max(view.ok.values())
+    gap = next((g for g in _gaps(view) if g.lo < i < g.hi), None)
+    if gap is None or gap.bound > top * (1 + TOLERANCE):
+        return None
+    return f"the TGS trend there allows at most {gap.bound / top - 1:+.1%} over the best"
+
+
 # -- memory ----------------------------------------------------------------------------
 
 

@@ -10,25 +10,30 @@ than running on fewer or other nodes (the engine's own fault path: `Kind.frozen_
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
-from sweepd.kinds.xla_tuning import gather
+from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
-from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
+from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Setting
+from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec, layer_of
-from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.rows import Job, Run, RunParams, Scalar, Sweep
 from sweepd.util.hostlists import collect_nodes
 
 # Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
-JOB_OVERRIDES: dict[str, Any] = {"steps": 15, "dataset_type": "synthetic"}
+JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic"}
 TUNE_BLOCK = re.compile(r"^\s*case\s+\"?\$\{?TUNE_PROFILE", re.MULTILINE)
 _EXPORT = re.compile(r"^\s*export\s+([A-Z][A-Z0-9_]*)=(.*)$")
+# The MaxText override each axis is passed as (SKILL.md, "Submission template").
+AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
+                                   Axis.PP: "dcn_pipeline_parallelism",
+                                   Axis.TP: "ici_tensor_parallelism"}
 _XLA_FLAG = re.compile(r"--(xla_[A-Za-z0-9_]+)=(\S+?)[\"']?(?=\s|$)")
 
 
@@ -40,50 +45,85 @@ class Batch:
     source: str
 
 
-def batch_of(spec: XlaTuningSpec, extra: dict[str, Any]) -> Batch:
+def batch_of(spec: XlaTuningSpec, facts: XlaFacts) -> Batch:
     if spec.per_device_batch_size is not None:
         return Batch(spec.per_device_batch_size, "the spec")
-    prior = extra.get("model_perf")
-    if isinstance(prior, dict) and isinstance(prior.get("best"), int):
-        return Batch(int(prior["best"]), f"model-perf sweep {prior['sweep']}'s optimum")
+    prior = facts.model_perf
+    if prior is not None:
+        return Batch(prior.best, f"model-perf sweep {prior.sweep}'s optimum")
     return Batch(None, "the config's value (no finished model-perf sweep of this model on "
                        f"{spec.count} nodes)")
 
 
-def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> dict[str, Any]:
-    """The one place a planned run becomes a run's params (RunParams once that lands)."""
+def parallelism_overrides(spec: XlaTuningSpec) -> dict[str, Scalar]:
+    """The MaxText overrides that set the cell's parallelism: each axis the parallelism
+    uses (degree > 1). Axes at 1 are left to the config, as every override lengthens the
+    job name submit.sh builds (<= 243 bytes); a config that sets another axis > 1 needs
+    that axis at 1 in the spec's `overrides`."""
+    par = spec.parsed_parallelism()
+    return {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
+            if par.degree(axis) > 1}
+
+
+def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams:
+    """The one place a planned run becomes a run's params: its XLA flags appended to the
+    job's inherited XLA_FLAGS (never a replacement), its env vars on top of the spec's, and
+    the overrides every tuning job carries (spec, parallelism, config tag, the profile's
+    MaxText settings, then steps=15 dataset_type=synthetic: SKILL.md, always)."""
     settings = planned.profile.settings
-    maxtext: dict[str, Any] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
-    params: dict[str, Any] = {
-        "profile": planned.profile.name, "wave": planned.wave, "tag": planned.tag,
-        "xla_flags": [s.text for s in settings if s.layer is Layer.XLA],
-        "env": {**spec.env, **{s.key: s.value for s in settings if s.layer is Layer.ENV}},
-        **spec.overrides, **spec.config_tags[planned.tag], **maxtext, **JOB_OVERRIDES,
-    }
-    params["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
+    maxtext: dict[str, Scalar] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
+    overrides: dict[str, Scalar] = {
+        **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[planned.tag],
+        **maxtext, **JOB_OVERRIDES}
+    overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
     if batch.value is not None:
-        params["per_device_batch_size"] = batch.value
-    return params
+        overrides["per_device_batch_size"] = batch.value
+    return RunParams(
+        profile=planned.profile.name, wave=str(planned.wave), tag=planned.tag,
+        xla_flags=[s.text for s in settings if s.layer is Layer.XLA],
+        env={s.key: s.value for s in settings if s.layer is Layer.ENV},
+        overrides=overrides)
 
 
-def plan(spec: XlaTuningSpec, ctx: SweepContext) -> Plan:
+def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     stop = preflight(spec, ctx)
     if stop is not None:
         return stop
     results = gather.results(ctx.runs, ctx.jobs)
-    inp = spec.inputs(deployed_of(ctx.extra))
-    decided = wave_search.plan(inp, results, evidence_of(ctx))
+    inp = spec.inputs(ctx.facts.deployed)
+    evidence = evidence_of(ctx)
+    decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
         return finished(spec, decided, build(results, inp.noise, inp.max_flakes), ctx)
-    batch = batch_of(spec, ctx.extra)
+    batch = batch_of(spec, ctx.facts)
     taken = {r.label for r in ctx.runs}
     out = []
     for p in decided:
         name = label(p, next(iter(spec.config_tags)), taken)
         taken.add(name)
         out.append(NewRun(name, run_params(spec, p, batch), spec.node_list,
-                          f"wave {p.wave}: {p.reason}" + _batch_note(p, batch), p.rule))
+                          f"wave {p.wave}: {p.reason}" + _batch_note(p, batch)
+                          + _evidence_note(p, evidence), p.rule))
+    first = None if ctx.runs else progress.kickoff(
+        spec.model, spec.nodes, inp, _batch_text(batch))
+    said = progress.lines(inp, results, decided, first)
+    if out and said:
+        out[0] = replace(out[0], progress=said)
     return out
+
+
+def _batch_text(batch: Batch) -> str:
+    shown = batch.value if batch.value is not None else "as configured"
+    return f"per_device_batch_size {shown} ({batch.source})"
+
+
+def _evidence_note(p: Planned, evidence: Evidence | None) -> str:
+    """A catalog run says what ordered it: the evidence run's shares, or their absence."""
+    if p.rule != "wave.catalog":
+        return ""
+    if evidence is None:
+        return "; no HLO evidence: ordered by the parallelism's dominant costs"
+    return f"; evidence: {evidence.describe()}"
 
 
 def label(p: Planned, primary: str, taken: set[str]) -> str:
@@ -104,7 +144,7 @@ def _batch_note(p: Planned, batch: Batch) -> str:
         and p.wave == 1 else ""
 
 
-def preflight(spec: XlaTuningSpec, ctx: SweepContext) -> Stop | None:
+def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
     """What the planner itself can check before each wave: the slot resolved to nodes, and
     the nodelist still the pinned one (frozen: never fewer nor other nodes)."""
     if not spec.node_list:
@@ -118,10 +158,9 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext) -> Stop | None:
     return None
 
 
-def deployed_of(extra: dict[str, Any]) -> tuple[Setting, ...]:
-    """The Inventory (what the model's env file sets), when gather could read it."""
-    found = extra.get("deployed") or {}
-    return tuple(Setting(k, str(v), layer_of(k)) for k, v in found.items())
+def deployed_of(inventory: Mapping[str, str]) -> tuple[Setting, ...]:
+    """The Inventory (what the model's env file sets) as the planner's settings."""
+    return tuple(Setting(k, str(v), layer_of(k)) for k, v in inventory.items())
 
 
 def inventory(env_file: str) -> dict[str, str]:
@@ -144,13 +183,14 @@ def train_env_leftover(train_env: str) -> bool:
     return TUNE_BLOCK.search(train_env) is not None
 
 
-def evidence_of(ctx: SweepContext) -> Evidence | None:
-    """The Wave 1.5 HLO evidence: `logread.hlo_evidence` once it lands; until then none,
-    and the catalog is ordered by the parallelism's dominant costs."""
-    return None
+def evidence_of(ctx: SweepContext[XlaFacts]) -> Evidence | None:
+    """The Wave 1.5 evidence: the evidence run's HLO dump (`logread.hlo_evidence`); None
+    until it has finished (the catalog is then ordered by the parallelism's costs)."""
+    return gather.evidence(ctx.runs, ctx.jobs)
 
 
-def finished(spec: XlaTuningSpec, v: Verdict, board: Board, ctx: SweepContext) -> Finished:
+def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
+             ctx: SweepContext[XlaFacts]) -> Finished:
     primary = next(iter(spec.config_tags))
     top = _ranked(board, primary)
     summary = f"{v.kind}: {v.reason}"
@@ -161,7 +201,7 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board, ctx: SweepContext) -
         "gain": v.gain, "conditional": list(v.conditional), "model": spec.model,
         "parallelism": spec.parsed_parallelism().text, "tag": primary,
         "noise": board.noise, "runs": board.runs,
-        "batch_source": batch_of(spec, ctx.extra).source,
+        "batch_source": batch_of(spec, ctx.facts).source,
         "top": [{"profile": e.profile, "tgs": e.mean, "n": e.n,
                  "delta": board.delta(e.profile, primary)} for e in top[:8]],
     }
@@ -197,7 +237,7 @@ def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
         lines.append(f"  - {'Best so far: ' if i == 0 else ''}{shown}")
     if not ranked:
         lines.append("  - Best so far: none measured")
-    pending = sorted({str(r.params.get("profile", r.label)) for r in runs
+    pending = sorted({r.params.profile or r.label for r in runs
                       if r.state in (RunState.PENDING, RunState.ACTIVE)})
     lines.append(f"  - Pending profiles in queue: {', '.join(pending) or 'none'}"
                  + (" (held: they run on resume)" if pending else ""))

@@ -3,115 +3,92 @@
 One result per concluded job attempt (so each RCCL flake counts towards the profile's
 limit), and a pending one while the run is still open. The steady TGS is the job's own,
 as the engine measured it (`monitor/steady`: steps 9-14 with the profiler, 5-14 without);
-the loss is the last step's, read from the job's log with the flags it printed. A job that
-ran but whose printed effective flags (last wins) do not show the profile's values is
-NOT_APPLIED, with the culprit, never a measured result.
-
-The log reading goes through `_LogReader` below: a thin local stand-in for
-`kinds/xla_tuning/logread.py` (effective_flags, unknown_flags, applied), which replaces it
-in one place once it lands.
+the loss is the last step's, read from the job's log. A job that ran but whose printed
+effective flags and env (last wins, `logread.effective`) do not show the profile's values
+is NOT_APPLIED, with the culprit (`logread.applied`), never a measured result. The Wave 1.5
+evidence is the evidence run's HLO dump read by `logread.hlo_evidence`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import fmean
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sweepd.core.states import JobState, RunState, SweepState
-from sweepd.kinds.xla_tuning.board import Outcome, Result
+from sweepd.kinds.xla_tuning import logread
+from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
+from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact
 from sweepd.monitor.parse import parse_line
 from sweepd.monitor.steady import steady_window
-from sweepd.store.rows import Job, Run
+from sweepd.store.rows import Job, Run, RunParams
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
     from sweepd.store.store import Store
 
-_FLAG = re.compile(r"--([A-Za-z0-9_]+)=(\S*)")
-_XLA_LINE = re.compile(r"\bXLA_FLAGS=(.*)$")
-_ENV_LINE = re.compile(r"^(?:export\s+)?((?:NCCL|RCCL|XLA_PYTHON|HSA|GPU_MAX)[A-Z0-9_]*)=(\S*)\s*$")
-_UNKNOWN = re.compile(r"Unknown flags?(?: in XLA_FLAGS)?:\s*(.*)$")
 _ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
+# Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
+# job's output directory `<jobid>-<job name>/` beside its log; the file to read:
+DUMP_DIR = "xla_dump"
+DUMP_GLOB = "module_*.jit_train_step.*_gpu_after_optimizations.txt"
+_MAX_DUMP_BYTES = 512 * 1024 * 1024  # a larger dump is read up to here
+
+
+@dataclass(frozen=True)
+class ModelPerfPrior:
+    """The latest finished model-perf sweep of the model on as many nodes: its optimum."""
+
+    sweep: int
+    best: int
+
+
+@dataclass(frozen=True)
+class XlaFacts:
+    """What the planner reads beyond the sweep's own runs (Kind.gather)."""
+
+    model_perf: ModelPerfPrior | None = None  # the default per_device_batch_size
+    # The Inventory: what the model's env file sets (restore_default puts it back).
+    deployed: tuple[Setting, ...] = ()
 
 
 @dataclass(frozen=True)
 class LogFacts:
-    """What one job's log printed: effective XLA flags and env (last wins), the flags the
-    image rejected, the last step's loss."""
+    """What one job's log printed: its effective XLA flags and env (last wins), the flags
+    the image rejected, rank 0's steps."""
 
-    xla: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    eff: logread.Effective = field(default_factory=logread.Effective)
     unknown: tuple[str, ...] = ()
     steps: tuple[StepFact, ...] = ()  # rank 0's, in order
-    printed_flags: bool = False  # False: the log never printed XLA_FLAGS (nothing to check)
+
+    @property
+    def printed_env(self) -> bool:
+        """False: the log printed no environment at all (nothing to check a profile by)."""
+        return self.eff.xla_text is not None or bool(self.eff.env)
 
 
-class _LogReader:
-    """Stand-in for `logread` (names kept): effective flags, unknown flags, applied."""
-
-    @staticmethod
-    def effective_flags(lines: Iterable[str]) -> tuple[dict[str, str], dict[str, str], bool]:
-        """The last printed XLA_FLAGS, each flag last-wins, and the env lines, last-wins."""
-        xla: dict[str, str] = {}
-        env: dict[str, str] = {}
-        printed = False
-        for line in lines:
-            m = _XLA_LINE.search(line)
-            if m is not None:
-                printed = True
-                xla = dict(_FLAG.findall(m.group(1).strip().strip("'\"")))
-                continue
-            e = _ENV_LINE.match(line.strip())
-            if e is not None:
-                env[e.group(1)] = e.group(2).strip("'\"")
-        return xla, env, printed
-
-    @staticmethod
-    def unknown_flags(lines: Iterable[str]) -> tuple[str, ...]:
-        """`Unknown flags in XLA_FLAGS: --a --b` (and the older `Unknown flag: --a`)."""
-        out: list[str] = []
-        for line in lines:
-            m = _UNKNOWN.search(line)
-            if m is not None:
-                out += [t.lstrip("-").split("=")[0] for t in m.group(1).split() if t]
-        return tuple(dict.fromkeys(out))
-
-    @staticmethod
-    def applied(want_xla: Sequence[str], want_env: Mapping[str, str], facts: LogFacts) -> str:
-        """'' when every wanted value won; else the culprit (what the job ran instead)."""
-        if facts.printed_flags:
-            for text in want_xla:
-                key, _, value = text.lstrip("-").partition("=")
-                got = facts.xla.get(key)
-                if got != value:
-                    return f"{key}={got if got is not None else '(absent)'} won over {value}"
-        for key, value in want_env.items():
-            got = facts.env.get(key)
-            if got is not None and got != value:
-                return f"{key}={got} won over {value}"
-        return ""
-
-
-logread = _LogReader
-
-
-def read_log(path: str | None) -> LogFacts:
-    """A job log's facts (an unreadable log: none)."""
+def _lines(path: str | None) -> list[str] | None:
     if not path:
-        return LogFacts()
+        return None
     try:
-        text = Path(path).read_text("utf-8", errors="replace")
+        return Path(path).read_text("utf-8", errors="replace").splitlines()
     except OSError:
+        return None
+
+
+def read_log(path: str | None, keys: Iterable[str] = ()) -> LogFacts:
+    """A job log's facts (an unreadable log: none). `keys`: env vars to follow besides
+    the NCCL/RCCL/XLA_PYTHON_CLIENT families (a profile's own)."""
+    lines = _lines(path)
+    if lines is None:
         return LogFacts()
-    lines = text.splitlines()
-    xla, env, printed = logread.effective_flags(lines)
-    return LogFacts(xla, env, logread.unknown_flags(lines), _steps(lines), printed)
+    return LogFacts(logread.effective(lines, 0, keys), logread.unknown_flags_in(lines),
+                    _steps(lines))
 
 
 def _steps(lines: Iterable[str]) -> tuple[StepFact, ...]:
@@ -135,7 +112,21 @@ def step_seconds(facts: LogFacts, profiler: bool) -> float | None:
     return fmean(secs) if secs else None
 
 
-Reader = Callable[[str | None], LogFacts]
+Reader = Callable[[str | None, Iterable[str]], LogFacts]
+
+
+def wave_of(params: RunParams) -> int:
+    try:
+        return int(params.wave or 0)
+    except ValueError:
+        return 0
+
+
+def settings_of(params: RunParams) -> tuple[Setting, ...]:
+    """The profile's XLA flags and env vars, as `logread.applied` checks them."""
+    flags = logread.parse_flags(" ".join(params.xla_flags))
+    return (*(Setting(k, v, Layer.XLA) for k, v in flags.items()),
+            *(Setting(k, v, Layer.ENV) for k, v in params.env.items()))
 
 
 def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -> list[Result]:
@@ -143,13 +134,15 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         by_run.setdefault(j.run_id, []).append(j)
+    queued = queue_shares(jobs)
     out: list[Result] = []
     for run in runs:
         p = run.params
-        base = Result(str(p.get("profile", run.label)), str(p.get("tag", "default")),
-                      Outcome.PENDING, wave=int(p.get("wave", 0)))
+        base = Result(p.profile or run.label, p.tag or "default", Outcome.PENDING,
+                      wave=wave_of(p))
         for job in by_run.get(run.id, []):
-            r = attempt(job, base, p, read) if job.state in _ENDED else None
+            r = attempt(job, base, p, read, queued.get(job.id, 0.0)) \
+                if job.state in _ENDED else None
             if r is not None:
                 out.append(r)
         if run.state in (RunState.PENDING, RunState.ACTIVE):
@@ -157,20 +150,21 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
     return out
 
 
-def attempt(job: Job, base: Result, params: Mapping[str, Any], read: Reader) -> Result | None:
-    """One concluded job as a result; None: it says nothing about the flags (cancelled)."""
+def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
+            queue_s: float = 0.0) -> Result | None:
+    """One concluded job as a result; None: it says nothing about the flags (cancelled).
+    `queue_s`: its share of the sweep's queue time (`queue_shares`)."""
     klass = job.failure_class
     if klass == F.CANCELLED:
         return None
-    r = replace(base, job_id=job.backend_id or f"#{job.id}", queue_s=_queue_s(job))
+    r = replace(base, job_id=job.backend_id or f"#{job.id}", queue_s=queue_s)
     if klass == F.OOM:
         return replace(r, outcome=Outcome.OOM, detail=job.failure_detail or "OOM")
     if klass == F.UNKNOWN_FLAG:
         return replace(r, outcome=Outcome.UNKNOWN_FLAG, detail=job.failure_detail or "?")
-    facts = read(job.log_path)
+    facts = read(job.log_path, params.env)
     if klass is None and job.tgs is not None:
-        culprit = logread.applied(list(params.get("xla_flags", ())),
-                                  dict(params.get("env", {})), facts)
+        culprit = not_applied(settings_of(params), facts)
         if culprit:
             return replace(r, outcome=Outcome.NOT_APPLIED, detail=culprit)
         return replace(r, outcome=Outcome.OK, tgs=job.tgs, loss=last_loss(facts),
@@ -181,17 +175,38 @@ def attempt(job: Job, base: Result, params: Mapping[str, Any], read: Reader) -> 
     return replace(r, outcome=Outcome.FLAKE, detail=klass or "failed")
 
 
-def _queue_s(job: Job) -> float:
-    if job.submitted_at is None or job.ended_at is None:
-        return 0.0
-    return max(0.0, job.ended_at - job.submitted_at)
+def not_applied(settings: Sequence[Setting], facts: LogFacts) -> str | None:
+    """The culprit when the profile's values did not win in the job; None when they did,
+    or when the log printed no environment at all (a trainer that prints none: nothing to
+    check by; the toolkit's `_train.sh` always prints it)."""
+    if not settings or not facts.printed_env:
+        return None
+    ok, culprit = logread.applied(settings, facts.eff)
+    return None if ok else culprit
 
 
-async def facts(store: Store, spec: Any) -> dict[str, Any]:
+def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:
+    """Each ended job's share of the sweep's queue time: the time from its submission to its
+    end not already covered by an earlier-submitted job. They add up to the time the sweep
+    had a job in the queue (the 8 h timebox), not to the sum of overlapping waits: a wave
+    of 8 jobs submitted together is queued for as long as its last one takes."""
+    timed = sorted((j for j in jobs if j.submitted_at is not None and j.ended_at is not None),
+                   key=lambda j: (j.submitted_at or 0.0, j.id))
+    out: dict[int, float] = {}
+    covered = float("-inf")
+    for j in timed:
+        start, end = j.submitted_at or 0.0, j.ended_at or 0.0
+        out[j.id] = max(0.0, end - max(start, covered))
+        covered = max(covered, end)
+    return out
+
+
+async def facts(store: Store, spec: XlaTuningSpec) -> XlaFacts:
     """What the planner needs beyond the sweep's own runs (Kind.gather): the latest finished
     model-perf sweep of the same model on as many nodes, whose optimum is the default
-    per_device_batch_size (model-perf specs name no parallelism: not compared)."""
-    count = int(spec.count)
+    per_device_batch_size (model-perf specs name no parallelism: not compared). The
+    Inventory needs the toolkit checkout's env file, which this hook cannot see: empty."""
+    count = spec.count
     for sweep in reversed(await store.sweeps([SweepState.DONE])):
         verdict = sweep.verdict or {}
         if sweep.kind != "model-perf" or sweep.spec.get("model") != spec.model \
@@ -199,5 +214,68 @@ async def facts(store: Store, spec: Any) -> dict[str, Any]:
             continue
         nodes = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))
         if int(nodes) == count:
-            return {"model_perf": {"sweep": sweep.id, "best": int(verdict["best"])}}
-    return {}
+            return XlaFacts(model_perf=ModelPerfPrior(sweep.id, int(verdict["best"])))
+    return XlaFacts()
+
+
+# ---- the Wave 1.5 evidence -------------------------------------------------------------------
+
+def dump_dirs(job: Job, eff: logread.Effective) -> list[Path]:
+    """Where the job's XLA dump may be: the `--xla_dump_to` its log printed (the effective
+    flags), else the toolkit's `${OUTPUT_PATH}/xla_dump` (the job's directory beside its log)."""
+    out: list[Path] = []
+    base = Path(job.log_path).parent if job.log_path else None
+    to = eff.xla.get("xla_dump_to", "").strip("'\"")
+    if to:
+        given = Path(to)
+        out.append(given if given.is_absolute() or base is None else base / given)
+    if base is not None and job.backend_id:
+        out.append(base / f"{job.backend_id}-{job.job_name}" / DUMP_DIR)
+    return out
+
+
+def dump_file(job: Job, eff: logread.Effective) -> Path | None:
+    """The after-optimizations text of `jit_train_step` (the last one, by name)."""
+    for d in dump_dirs(job, eff):
+        try:
+            found = sorted(d.glob(DUMP_GLOB))
+        except OSError:
+            continue
+        if found:
+            return found[-1]
+    return None
+
+
+_EVIDENCE_CACHE: dict[tuple[str, int, int, float | None], Evidence | None] = {}
+
+
+def _read_evidence(path: Path, step_s: float | None, job: Job) -> Evidence | None:
+    """`logread.hlo_evidence` of a dump, read once per file version (plans run every tick)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size, step_s)
+    if key not in _EVIDENCE_CACHE:
+        try:
+            with path.open("r", encoding="utf-8", errors="replace") as f:
+                text = f.read(_MAX_DUMP_BYTES)
+        except OSError:
+            return None
+        ev = logread.hlo_evidence(text, step_s, f"HLO dump of job {job.backend_id or job.id}")
+        _EVIDENCE_CACHE[key] = ev if ev.shares else None
+    return _EVIDENCE_CACHE[key]
+
+
+def evidence(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log
+             ) -> Evidence | None:
+    """The Wave 1.5 evidence: the HLO dump of the latest evidence run that finished (its
+    steady step time from its log turns bytes into shares of the step); None until then."""
+    ids = {r.id for r in runs if r.params.profile == EVIDENCE}
+    done = [j for j in jobs if j.run_id in ids and j.state == JobState.DONE]
+    for job in sorted(done, key=lambda j: -j.id):
+        facts = read(job.log_path, ())
+        path = dump_file(job, facts.eff)
+        if path is not None:
+            return _read_evidence(path, step_seconds(facts, bool(job.profiler)), job)
+    return None

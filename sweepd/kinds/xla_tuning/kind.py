@@ -5,11 +5,13 @@ from __future__ import annotations
 from sweepd.kinds.registry import Kind
 from sweepd.kinds.xla_tuning import adapter, gather, report
 from sweepd.kinds.xla_tuning.demo import DEMO
+from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
 # frozen_nodes: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.
 # config_stops=False: an unknown flag fails every node the same way, yet it is one
 # profile's result (dropped at once), not the sweep's.
-KIND = Kind("xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
-            config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot,
-            demo=DEMO, stop_state=adapter.stop_state)
+KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
+    "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
+    config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot, demo=DEMO,
+    stop_state=adapter.stop_state)

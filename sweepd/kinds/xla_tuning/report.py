@@ -8,7 +8,8 @@ standard error of that delta from the cell's own noise.
 
 from __future__ import annotations
 
-import math
+import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +18,14 @@ from typing import Any
 
 from sweepd.kinds.xla_tuning import gather, tuning_md
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, stack
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util.model_shapes import resolve_model
+from sweepd.util.text import escape
 
 _STATUS = {Outcome.OK: "ok", Outcome.OOM: "oom", Outcome.UNKNOWN_FLAG: "unknown flag",
            Outcome.NOT_APPLIED: "not applied", Outcome.FLAKE: "flake"}
@@ -35,6 +37,11 @@ class View:
     results: list[Result]
     board: Board
     table: dict[str, Profile]
+    # What the env file sets, as the store knows it: the keys restore_default put back.
+    restored: tuple[str, ...] = ()
+    # Each profile's settings as its run's params carry them (a profile the spec's table
+    # cannot rebuild: restore_default, whose values come from the env file).
+    recorded: dict[str, str] | None = None
 
     @property
     def primary(self) -> str:
@@ -47,14 +54,38 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     assert isinstance(spec, XlaTuningSpec)
     results = gather.results(runs, jobs, read)
     t = spec.thresholds
-    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()))
+    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()),
+                restored_keys(runs), recorded_settings(runs))
 
 
-def flags_of(name: str, table: dict[str, Profile]) -> str:
-    """A profile's settings as they reach the job (a stack from its parts)."""
+def recorded_settings(runs: Sequence[Run]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for run in runs:
+        p = run.params
+        if p.profile is not None and p.profile not in out:
+            # Not its overrides: those carry the config tag's too.
+            out[p.profile] = " ".join([*p.xla_flags, *(f"{k}={v}" for k, v in p.env.items())])
+    return out
+
+
+def restored_keys(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The XLA flags and env vars a restore_default run put back to the image's defaults:
+    the env file's settings (the Inventory), read from the run's own params."""
+    for run in runs:
+        p = run.params
+        if p.profile == RESTORE:
+            flags = [f[2:].split("=", 1)[0] for f in p.xla_flags]
+            return tuple(dict.fromkeys([*flags, *p.env]))
+    return ()
+
+
+def flags_of(name: str, table: dict[str, Profile], recorded: dict[str, str] | None = None
+             ) -> str:
+    """A profile's settings as they reach the job (a stack from its parts); one the table
+    cannot rebuild as its run recorded them."""
     parts = [table.get(p) for p in name.split("+")]
     if any(p is None for p in parts):
-        return name
+        return (recorded or {}).get(name) or name
     prof = stack(tuple(p for p in parts if p is not None))
     return " ".join(s.text for s in prof.settings) or "(as deployed)"
 
@@ -70,7 +101,8 @@ def leaderboard(v: View) -> list[dict[str, Any]]:
                                                              -(e.mean if e.n else -1.0))):
         ok = [r for r in v.results if (r.profile, r.tag) == (e.profile, e.tag)
               and r.outcome is Outcome.OK]
-        out.append({"profile": e.profile, "tag": e.tag, "flags": flags_of(e.profile, v.table),
+        out.append({"profile": e.profile, "tag": e.tag,
+                    "flags": flags_of(e.profile, v.table, v.recorded),
                     "tgs": e.mean if e.n else None, "n": e.n,
                     "delta": v.board.delta(e.profile, e.tag), "se": v.board.se(e.profile, e.tag),
                     "fate": str(e.fate), "detail": e.detail, "flakes": e.flakes,
@@ -98,6 +130,10 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         star = " ⭐" if r["profile"] == winner and r["tag"] == table[0]["tag"] else ""
         lines.append(f"| {r['profile']}{star} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
                      f"{', '.join(r['job_ids']) or '—'} | {fate} |")
+    model = sweep.spec.get("model")
+    lines += ["", f"`sweepd report {sweep.id} --tuning-md` writes {model}-tuning.md here"
+              + (f"; `--apply` writes the {winner} recipe, guarded by parallelism, into "
+                 f"configs/{model}.env.sh" if winner else "") + "."]
     return "\n".join(lines)
 
 
@@ -114,13 +150,18 @@ def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[str, Any]:
-    """The JSON report: the same cell the markdown file is written from."""
+    """The JSON report: the same cell the markdown file is written from (`cell`, which the
+    CLI writes `<MODEL_TAG>-tuning.md` from), and the env-file patch `--apply` writes: the
+    winner's lines guarded by parallelism (empty: nothing to deploy)."""
     v = view(sweep, runs, jobs)
     c = cell(sweep, v)
+    guard = guard_for(v.spec)
     return {"model": v.spec.model, "parallelism": c.parallelism, "tag": c.tag,
             "header": c.header, "verdict": sweep.verdict, "noise": v.board.noise,
             "leaderboard": leaderboard(v), "winner": c.winner, "patch": c.patch,
-            "jobs": [j.__dict__ for j in c.jobs]}
+            "guard": guard,
+            "env_patch": "\n".join(tuning_md.guarded(c.patch, guard)) if c.winner else "",
+            "jobs": [j.__dict__ for j in c.jobs], "cell": tuning_md.cell_to_json(c)}
 
 
 def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
@@ -152,16 +193,17 @@ def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
                        and r.tag == row["tag"] and r.outcome is Outcome.OK])
     shift = bool(row["loss"] is not None and base_loss and base is not None
                  and abs(row["loss"] / base_loss - 1) > 2 * v.board.noise)
-    return tuning_md.Standing(row["profile"], row["flags"], row["tgs"],
-                              row["step_s"] if row["step_s"] is not None else math.nan,
+    return tuning_md.Standing(row["profile"], row["flags"], row["tgs"], row["step_s"],
                               row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift)
 
 
 def _inventory(v: View) -> str:
     deployed = v.table.get(RESTORE)
     image = " ".join(f"--{k}={x}" for k, x in IMAGE_DEFAULTS.items() if k.startswith("xla_"))
-    found = (", ".join(s.key for s in deployed.settings) if deployed
-             else "none recorded (the env file was not read by this sweep)")
+    keys = [s.key for s in deployed.settings] if deployed else list(v.restored)
+    found = (", ".join(keys) if keys else
+             "no XLA/NCCL setting recorded (no restore_default run: the env file sets none, "
+             "or was not read)")
     return f"- Image's inherited XLA_FLAGS: `{image}`\n- Env file sets: {found}"
 
 
@@ -198,15 +240,24 @@ def _patch(v: View, winner: str | None) -> str:
     if winner is None:
         return ""
     parts = [v.table[p] for p in winner.split("+") if p in v.table]
-    lines = []
-    for s in (s for p in parts for s in p.settings):
-        if s.layer is Layer.XLA:
-            lines.append(f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"')
-        elif s.layer is Layer.ENV:
-            lines.append(f"export {s.label}")
-        else:
-            lines.append(f"# MaxText override: {s.label}")
-    return "\n".join(lines)
+    return "\n".join(shell_line(s) for p in parts for s in p.settings)
+
+
+# Every job of the checkout sources the env file: a value that is not one plain word is
+# never written into it (a spec's setting is free text), only named in a comment.
+_XLA_WORD = re.compile(r"--[A-Za-z0-9_]+=[A-Za-z0-9_.,:+/=-]*")
+_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def shell_line(s: Setting) -> str:
+    """One setting as a line of `configs/<model>.env.sh`."""
+    if s.layer is Layer.XLA and _XLA_WORD.fullmatch(s.text):
+        return f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"'
+    if s.layer is Layer.ENV and _ENV_KEY.fullmatch(s.key):
+        return f"export {s.key}={shlex.quote(s.value)}"
+    if s.layer is Layer.MAXTEXT:
+        return f"# MaxText override (configs/<model>.gpu.yml, not this file): {escape(s.label)}"
+    return f"# not written, not one plain shell word: {escape(s.label)!r}"
 
 
 def _job(r: Result) -> tuning_md.Job:
@@ -228,9 +279,7 @@ def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
     and the sign-flip table) when it already covers another."""
     v = view(sweep, runs, jobs)
     path = directory / f"{v.spec.model}-tuning.md"
-    if path.is_file():
-        text = tuning_md.extend(path.read_text("utf-8"), cell(sweep, v, guard_for(v.spec)))
-    else:
-        text = tuning_md.write(cell(sweep, v))
-    path.write_text(text, "utf-8")
+    existing = path.read_text("utf-8") if path.is_file() else None
+    path.write_text(tuning_md.write_or_extend(existing, cell(sweep, v), guard_for(v.spec)),
+                    "utf-8")
     return path

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
@@ -84,12 +91,36 @@ class XlaTuningSpec(_Spec):
     per_device_batch_size: int | None = Field(
         default=None, ge=1, le=4096,
         description="default: the latest finished model-perf optimum, else the config's")
+    # Set from config_tags' first key when not given: a stored spec's JSON sorts its keys, so
+    # the primary is kept by name (and put first again when the spec is read back).
+    primary_tag: str | None = Field(default=None, description="default: config_tags' first")
     config_tags: dict[str, dict[str, Scalar]] = Field(
-        default_factory=_default_tags, min_length=1, max_length=8,
+        default_factory=_default_tags, min_length=1, max_length=8, validate_default=True,
         description="named override sets; the first is the primary")
     profiles: list[ProfileSpec] = Field(default_factory=list, max_length=200)
     catalog: Literal["extend", "replace"] = "extend"
     thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _primary_first(cls, data: Any) -> Any:
+        tags = data.get("config_tags") if isinstance(data, dict) else None
+        if isinstance(data, dict) and data.get("primary_tag") is None:
+            first = next(iter(tags), None) if isinstance(tags, dict) else "default"
+            return {**data, "primary_tag": first} if isinstance(first, str) else data
+        return data
+
+    @field_validator("config_tags")
+    @classmethod
+    def _primary_tag_first(cls, v: dict[str, dict[str, Scalar]], info: ValidationInfo
+                           ) -> dict[str, dict[str, Scalar]]:
+        primary = info.data.get("primary_tag")
+        if primary is None:
+            return v
+        if primary not in v:
+            raise ValueError(f"primary_tag {primary!r} is not one of the config tags "
+                             f"({', '.join(v)})")
+        return {primary: v[primary], **{k: o for k, o in v.items() if k != primary}}
 
     @model_validator(mode="after")
     def _slot_and_axes(self) -> XlaTuningSpec:
@@ -110,6 +141,19 @@ class XlaTuningSpec(_Spec):
         if "per_device_batch_size" in self.overrides:
             raise ValueError("per_device_batch_size: give it as its own field")
         return self
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> _Spec:
+        """As stored, with the primary tag first again (the stored JSON sorts its keys)."""
+        spec = super().from_stored(data)
+        if not isinstance(spec, XlaTuningSpec):
+            return spec
+        primary = spec.primary_tag
+        if primary is None or primary not in spec.config_tags:
+            return spec
+        tags = spec.config_tags
+        return spec.model_copy(update={"config_tags": {
+            primary: tags[primary], **{k: o for k, o in tags.items() if k != primary}}})
 
     @property
     def count(self) -> int:

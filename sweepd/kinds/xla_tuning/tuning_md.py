@@ -2,14 +2,19 @@
 
 Run again for another parallelism, `extend` appends that cell's sections, a TL;DR row and
 the sign-flip table; each cell's per-profile deltas ride along in a comment at the end, so a
-later cell can be compared flag by flag without re-reading tables.
+later cell can be compared flag by flag without re-reading tables. Run again for the same
+parallelism (a partial file, then the final one), its sections are replaced, not repeated.
+
+Pure text in, text out: the CLI writes the file where the person runs it, from the cell the
+daemon's report carries (`cell_from_json`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 _DELTAS = re.compile(r"<!-- sweepd:deltas (.*?) -->")
 TOP, BOTTOM = 8, 5
@@ -31,7 +36,7 @@ class Standing:
     profile: str
     flags: str  # the settings, as they reach the job
     tgs: float
-    step_s: float
+    step_s: float | None  # None: the log printed no step time
     delta: float  # vs baseline-deployed
     n: int
     job_ids: tuple[str, ...]
@@ -58,13 +63,63 @@ class Cell:
         return {s.profile: round(s.delta, 4) for s in self.board}
 
 
+def cell_to_json(cell: Cell) -> dict[str, Any]:
+    return asdict(cell)
+
+
+def cell_from_json(data: dict[str, Any]) -> Cell:
+    """The cell the JSON report carries, typed again (tuples where the JSON has lists)."""
+    board = tuple(Standing(**{**s, "job_ids": tuple(s["job_ids"])}) for s in data["board"])
+    jobs = tuple(Job(**j) for j in data["jobs"])
+    return Cell(**{**data, "header": dict(data["header"]), "board": board, "jobs": jobs})
+
+
+def parallelisms(text: str) -> list[str]:
+    """The parallelisms a file already covers (its trailer's keys)."""
+    match = _DELTAS.search(text)
+    return sorted(json.loads(match.group(1))) if match else []
+
+
+def write_or_extend(existing: str | None, cell: Cell, guard: str) -> str:
+    """The file's new text: a fresh one, or `existing` with this cell added (its patch then
+    guarded by parallelism) or replaced (the same parallelism written again)."""
+    if existing is not None and cell.parallelism in parallelisms(existing):
+        existing = drop(existing, cell.parallelism)
+    if existing is None or not parallelisms(existing):
+        return write(cell)
+    return extend(existing, replace(cell, guard=guard))
+
+
+def drop(text: str, parallelism: str) -> str | None:
+    """`text` without one parallelism's sections, TL;DR row and deltas; None when nothing
+    of another parallelism is left."""
+    match = _DELTAS.search(text)
+    deltas: dict[str, Any] = json.loads(match.group(1)) if match else {}
+    deltas.pop(parallelism, None)
+    if not deltas:
+        return None
+    kept: list[str] = []
+    skipping, section = False, ""
+    for line in _DELTAS.sub("", text).rstrip().split("\n"):
+        if line.startswith("## "):
+            # A sign-flip table belongs to the cell whose sections it sits among.
+            skipping = line.endswith((f" ({parallelism})", f" on {parallelism}")) or (
+                skipping and line.startswith("## Sign flips"))
+            section = line
+        mine = line.startswith(f"| {parallelism} |") or (
+            section == "## TL;DR" and line.startswith(f"{parallelism}: "))
+        if not skipping and not mine:
+            kept.append(line)
+    return "\n".join(kept).rstrip() + "\n" + _trailer(deltas)
+
+
 def write(cell: Cell) -> str:
     head = [f"# {cell.model_tag} XLA / NCCL tuning", ""]
     head += [f"- {k}: {v}" for k, v in cell.header.items()] + [""]
     tldr = ["## TL;DR", "", "| Parallelism | Config | Best recipe | TGS | Δ vs baseline-deployed "
             "| Jobs |", "|---|---|---|---|---|---|", _tldr_row(cell), "", _why_line(cell), ""]
-    return "\n".join(head + tldr) + _cell_sections(cell, None) + _trailer({cell.parallelism:
-                                                                          cell.deltas()})
+    return "\n".join(head + tldr) + "\n" + _cell_sections(cell, None) + _trailer(
+        {cell.parallelism: cell.deltas()})
 
 
 def extend(existing: str, cell: Cell) -> str:
@@ -72,7 +127,7 @@ def extend(existing: str, cell: Cell) -> str:
     match = _DELTAS.search(existing)
     prior: dict[str, dict[str, float]] = json.loads(match.group(1)) if match else {}
     prior.pop(cell.parallelism, None)
-    body = _DELTAS.sub("", existing).rstrip() + "\n"
+    body = _DELTAS.sub("", existing).rstrip() + "\n\n"
     lines = body.split("\n")
     at = max(i for i, ln in enumerate(lines) if ln.startswith("| ")
              and i < _index(lines, "## Inventory"))
@@ -119,8 +174,9 @@ def _cell_sections(cell: Cell, prior: dict[str, dict[str, float]] | None) -> str
 def _row(rank: int, s: Standing, winner: str | None) -> str:
     star = " ⭐" if s.profile == winner else ""
     loss = " (loss moved)" if s.loss_shift else ""
+    step = f"{s.step_s:.2f}" if s.step_s is not None else "—"
     return (f"| {rank} | {s.profile}{star} ({', '.join(s.job_ids)}) | `{s.flags}` | "
-            f"{s.tgs:.1f} | {s.step_s:.2f} | {s.delta:+.2%}{loss} | {s.n} |")
+            f"{s.tgs:.1f} | {step} | {s.delta:+.2%}{loss} | {s.n} |")
 
 
 def _leaderboard(cell: Cell) -> list[str]:
@@ -146,18 +202,24 @@ def _sign_flips(cell: Cell, prior: dict[str, dict[str, float]]) -> list[str]:
     mine = cell.deltas()
     for prof in sorted(set(mine) & {k for d in prior.values() for k in d}):
         vals = [prior[o].get(prof) for o in others] + [mine[prof]]
+        if all(v == 0 for v in vals):
+            continue  # the reference itself (baseline-deployed): 0 by definition
         signs = {v > 0 for v in vals if v is not None and abs(v) >= 0.005}
         cells = " | ".join("—" if v is None else f"{v:+.2%}" for v in vals)
         lines.append(f"| {prof} | {cells} | {'yes' if len(signs) > 1 else ''} |")
     return lines
 
 
+def guarded(patch: str, guard: str) -> list[str]:
+    """The patch's lines, inside `if <guard>; then ... fi` when a guard is given."""
+    body = patch.strip().splitlines()
+    return [f"if {guard}; then", *("    " + ln for ln in body), "fi"] if guard else body
+
+
 def _patch(cell: Cell) -> list[str]:
-    if not cell.winner:
+    if not cell.winner or not cell.patch.strip():
         return ["No change: nothing beat baseline-deployed beyond noise."]
-    body = cell.patch.strip().splitlines()
-    if cell.guard:
-        body = [f"if {cell.guard}; then", *("    " + ln for ln in body), "fi"]
+    body = guarded(cell.patch, cell.guard)
     return [f"Proposed `configs/{cell.model_tag}.env.sh` patch:", "", "```bash", *body, "```"]
 
 

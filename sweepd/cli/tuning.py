@@ -1,0 +1,107 @@
+"""`sweepd report ID --tuning-md [PATH] [--apply [FILE]]` on an xla-tuning sweep.
+
+Both files are written here, by the CLI, as model perf's `--apply` is: `<MODEL_TAG>-tuning.md`
+goes where the person runs the command (a file the daemon cannot see: extending it means
+reading it first), and the env-file patch is written with the person's own permissions
+into the checkout the daemon names. The daemon only serves the data (the report's
+`tuning` part: the same leaderboard, verdict and cell the JSON report carries).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sweepd.cli.output import fail, print_json, say
+from sweepd.kinds.xla_tuning import tuning_md
+from sweepd.reports.apply import ApplyError, apply_env_patch
+
+KIND = "xla-tuning"
+THE_CHECKOUT = Path()   # `--apply` given without a FILE: the daemon's submit.sh checkout
+
+
+def run(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """`report` is the JSON report of an xla-tuning sweep."""
+    tuning = report.get("tuning")
+    if not isinstance(tuning, dict):
+        return fail(args, f"sweep {args.id}: the daemon's report carries no tuning data "
+                          "(a daemon older than this CLI? restart it)")
+    out: dict[str, Any] = {}
+    if args.tuning_md is not None:
+        code = _write_md(args, tuning, out)
+        if code:
+            return code
+    if args.apply is not None:
+        code = _apply(args, tuning, out)
+        if code:
+            return code
+    if args.json:
+        print_json(out)
+    return 0
+
+
+def md_path(given: Path, model: str) -> Path:
+    """The file to write: `<MODEL_TAG>-tuning.md` in the cwd, or in a directory given."""
+    if given == Path() or given.is_dir():
+        return given / f"{model}-tuning.md"
+    return given
+
+
+def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
+    path = md_path(args.tuning_md, str(tuning["model"]))
+    cell = tuning_md.cell_from_json(tuning["cell"])
+    try:
+        existing = path.read_text("utf-8") if path.is_file() else None
+        covered = tuning_md.parallelisms(existing) if existing is not None else []
+        path.write_text(tuning_md.write_or_extend(existing, cell, str(tuning["guard"])),
+                        "utf-8")
+    except OSError as e:
+        return fail(args, f"cannot write {path}: {e.strerror or type(e).__name__}")
+    others = [p for p in covered if p != cell.parallelism]
+    how = (f"extended with {cell.parallelism} (sign flips vs {', '.join(others)})" if others
+           else f"written ({cell.parallelism})")
+    out["tuning_md"] = {"path": str(path), "parallelism": cell.parallelism,
+                        "extended": bool(others), "covers": sorted({*others,
+                                                                    cell.parallelism})}
+    say(f"{path}: {how}", err=True)
+    return 0
+
+
+def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
+    model, par = str(tuning["model"]), str(tuning["parallelism"])
+    patch = str(tuning.get("env_patch") or "")
+    if not patch:
+        reason = (tuning.get("verdict") or {}).get("reason") or "the sweep has not finished"
+        return fail(args, f"sweep {args.id} proposes no deployment to apply ({reason})")
+    target = _target(args.apply, tuning.get("env_file"))
+    if target is None:
+        return fail(args, f"sweep {args.id}: no checkout to apply to (the daemon runs no "
+                          "submit.sh repo: cluster.slurm mode = submit_sh and repo); give the "
+                          f"file: --apply REPO/configs/{model}.env.sh")
+    if target.name != f"{model}.env.sh":
+        # A recipe is only valid for the model it was measured on.
+        return fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
+                          f"file (expected configs/{model}.env.sh)")
+    try:
+        # One block per model and parallelism: a later sweep's recipe replaces it.
+        block = apply_env_patch(target, f"xla-tuning {model} {par}", [
+            f"# sweep {args.id}: {tuning.get('winner')}, {_gain(tuning)} vs baseline-deployed",
+            *patch.splitlines()])
+    except ApplyError as e:
+        return fail(args, str(e))
+    out["applied"] = {"path": str(target), "block": block}
+    say(f"{target}: the {par} recipe written (guarded by parallelism):\n{block}",
+        err=bool(args.json))
+    return 0
+
+
+def _target(given: Path, env_file: object) -> Path | None:
+    if given != THE_CHECKOUT:
+        return given
+    return Path(env_file) if isinstance(env_file, str) else None
+
+
+def _gain(tuning: dict[str, Any]) -> str:
+    gain = (tuning.get("verdict") or {}).get("gain")
+    return f"{gain:+.2%}" if isinstance(gain, int | float) else "gain not recorded"

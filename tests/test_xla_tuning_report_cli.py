@@ -1,0 +1,353 @@
+"""`sweepd report ID --tuning-md [PATH] [--apply]` and `report --json` on xla-tuning sweeps,
+through `sweepd.cli.main.main` against a daemon on the simulated cluster, over a real store
+whose runs and jobs are recorded as the engine leaves them: the file's numbers are the
+store's, a second parallelism extends it with the sign-flip table, and the recipe reaches
+the checkout's env file only guarded by parallelism."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweepd.cli.main import main
+from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.store.rows import Job, RunParams
+from sweepd.store.store import Store
+from tests.test_cli_client import Daemon, daemon
+
+__all__ = ["daemon"]   # the fixture, used by name
+
+NODE = "n[01-08]"
+FAST = "--xla_gpu_enable_pipelined_all_gather=true"
+SPEC: dict[str, Any] = {
+    "kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
+    "catalog": "replace",
+    "profiles": [{"name": "fast", "settings": {"xla_gpu_enable_pipelined_all_gather": "true"},
+                  "mechanism": "cross-iteration overlap"},
+                 {"name": "slow", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}],
+}
+IMAGE_LINE = "XLA_FLAGS=" + " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items()
+                                     if k.startswith("xla_"))
+SECTIONS = ["## TL;DR", "## Inventory ({p})", "## Effect of llama2-70b.env.sh on {p}",
+            "## Tuning leaderboard ({p})", "## Why the winning flag wins ({p})",
+            "## Negative findings ({p})", "## Recommended deployment ({p})",
+            "## Appendix: data sources ({p})"]
+# Each profile's settings as its runs carry them; restore_default puts back what the env
+# file sets (ENV_FILE) to the image's defaults.
+SETTINGS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "fast": ([FAST], {}), "slow": ([], {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
+    "restore_default": (["--xla_gpu_foo=0"], {"NCCL_IB_TIMEOUT": "18"})}
+ENV_FILE = "export NCCL_IB_TIMEOUT=22\nexport XLA_FLAGS=\"${XLA_FLAGS} --xla_gpu_foo=1\"\n"
+
+
+class Recorder:
+    """Records one xla-tuning sweep's runs and jobs the way the engine leaves them."""
+
+    def __init__(self, store: Store, sweep_id: int, logs: Path) -> None:
+        self.store, self.sweep_id, self.logs = store, sweep_id, logs
+
+    async def add(self, profile: str, tgs: float | None, klass: str | None = None,
+                  detail: str | None = None, steps: bool = True) -> None:
+        flags, env = SETTINGS.get(profile, ([], {}))
+        params = RunParams(profile=profile, tag="default", wave="2", xla_flags=flags, env=env)
+        label = f"{profile}-{len(await self.store.runs(self.sweep_id))}"
+        run = await self.store.add_run(self.sweep_id, label, params, NODE, "test", "test")
+        await self.store.transition_run(run.id, RunState.ACTIVE, "started")
+        job = await self.store.create_job(run, f"t{run.id}", f"xla-{label}", NODE)
+        backend = str(7000 + job.id)
+        log = self.logs / f"{backend}.log"
+        lines = [f"{IMAGE_LINE} {' '.join(flags)}", *(f"export {k}={v}" for k, v in env.items())]
+        if tgs is not None and steps:
+            lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
+                      f"Tokens/s/device: {tgs:.3f}, loss: {8.5 - s / 15:.3f}" for s in range(15)]
+        log.write_text("\n".join(lines) + "\n")
+        await self.store.transition_job(job.id, JobState.QUEUED, "queued", backend_id=backend,
+                                        log_path=str(log), submitted_at=1000.0)
+        await self.store.transition_job(job.id, JobState.RUNNING, "running")
+        ok = klass is None
+        await self.store.transition_job(job.id, JobState.DONE if ok else JobState.FAILED, "end",
+                                        ended_at=1600.0, tgs=tgs, failure_class=klass,
+                                        failure_detail=detail)
+        await self.store.transition_run(run.id, RunState.PASSED if ok else RunState.FAILED,
+                                        "end", outcome="pass" if ok else "fail", tgs=tgs,
+                                        failure_class=klass)
+
+
+async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
+                   recipe: str | None = "fast", **spec: Any) -> int:
+    """A finished sweep with these measured TGS per profile and an unknown-flag profile."""
+    data = {**SPEC, **spec}
+    sweep_id = await store.create_sweep("xla-tuning", "t", data)
+    rec = Recorder(store, sweep_id, tmp_path)
+    for profile, values in tgs.items():
+        for value in values:
+            await rec.add(profile, value)
+    await rec.add("typo", None, klass="unknown_flag", detail="xla_gpu_typo")
+    await store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    verdict = {"recipe": recipe, "gain": 0.08, "reason": "stop rule", "rule": "stop.winner"}
+    await store.transition_sweep(sweep_id, SweepState.DONE, "verdict", verdict=verdict)
+    return sweep_id
+
+
+FSDP = {"baseline": [1000.0, 1004.0], "evidence": [990.0], "fast": [1080.0, 1086.0],
+        "slow": [980.0]}
+PP = {"baseline": [900.0, 900.0], "fast": [850.0, 850.0], "slow": [945.0, 945.0]}
+
+
+def store_board(jobs: Sequence[Job], runs_profile: dict[int, str]) -> dict[str, dict[str, Any]]:
+    """Each measured profile's mean TGS, Δ vs baseline-deployed and job ids, from the rows."""
+    by: dict[str, list[Job]] = {}
+    for j in sorted(jobs, key=lambda j: j.id):
+        if j.tgs is not None:
+            by.setdefault(runs_profile[j.run_id], []).append(j)
+    base = statistics.fmean(j.tgs or 0.0 for j in by["baseline"])
+    return {p: {"tgs": statistics.fmean(j.tgs or 0.0 for j in js),
+                "delta": statistics.fmean(j.tgs or 0.0 for j in js) / base - 1,
+                "ids": [j.backend_id for j in js]} for p, js in by.items()}
+
+
+async def board_of(store: Store, sweep_id: int) -> dict[str, dict[str, Any]]:
+    runs = {r.id: r.params.profile or "" for r in await store.runs(sweep_id)}
+    return store_board(await store.jobs(sweep_id), runs)
+
+
+_ROW = re.compile(r"^\| \d+ \| (\S+?)( ⭐)? \(([^)]*)\) \| `[^`]*` \| ([\d.]+) \| [\d.]+ \| "
+                  r"([+-][\d.]+%)", re.M)
+
+
+def leaderboard_rows(text: str, parallelism: str) -> dict[str, tuple[str, str, str]]:
+    """The leaderboard section's rows: profile -> (job ids, TGS, Δ%) as printed."""
+    start = text.index(f"## Tuning leaderboard ({parallelism})")
+    section = text[start:text.index("\n## ", start + 1)]
+    return {m.group(1): (m.group(3), m.group(4), m.group(5)) for m in _ROW.finditer(section)}
+
+
+async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
+        daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, _, err = await daemon.run("report", str(sid), "--tuning-md", str(out_dir))
+    path = out_dir / "llama2-70b-tuning.md"
+    assert code == 0, err
+    assert f"{path}: written (FSDP=8)" in err
+    text = path.read_text()
+    assert text.startswith("# llama2-70b XLA / NCCL tuning\n\n- Date: ")   # header bullets
+    for s in SECTIONS:
+        assert s.format(p="FSDP=8") in text, s
+    printed = leaderboard_rows(text, "FSDP=8")
+    board = await board_of(daemon.store, sid)
+    assert set(printed) == set(board) - {"evidence"}
+    for profile, want in board.items():
+        if profile == "evidence":
+            continue
+        ids, tgs, delta = printed[profile]
+        assert ids == ", ".join(want["ids"]) and tgs == f"{want['tgs']:.1f}"
+        assert delta == f"{want['delta']:+.2%}", profile
+    assert "| 1 | fast ⭐ (" in text and "- typo (" in text and "unknown flag (xla_gpu_typo)" \
+        in text
+    for job in await daemon.store.jobs(sid):   # the appendix: every job
+        assert f"| {job.backend_id} |" in text
+
+
+async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
+        daemon: Daemon, tmp_path: Path, monkeypatch: Any) -> None:
+    first = await recorded(daemon.store, tmp_path, FSDP)
+    second = await recorded(daemon.store, tmp_path, PP, recipe="slow", parallelism="PP=8")
+    monkeypatch.chdir(tmp_path)   # the default: <MODEL_TAG>-tuning.md in the cwd
+    assert (await daemon.run("report", str(first), "--tuning-md"))[0] == 0
+    code, _, err = await daemon.run("report", str(second), "--tuning-md")
+    assert code == 0 and "extended with PP=8 (sign flips vs FSDP=8)" in err
+    text = (tmp_path / "llama2-70b-tuning.md").read_text()
+    assert text.count("# llama2-70b XLA / NCCL tuning") == 1
+    for p in ("FSDP=8", "PP=8"):
+        for s in SECTIONS[1:]:
+            assert text.count(s.format(p=p)) == 1, (s, p)
+    fsdp, pp = await board_of(daemon.store, first), await board_of(daemon.store, second)
+    assert "## Sign flips vs other parallelisms" in text and "| baseline | +0.00%" not in text
+    assert (f"| fast | {fsdp['fast']['delta']:+.2%} | {pp['fast']['delta']:+.2%} | yes |"
+            in text)
+    assert f"| slow | {fsdp['slow']['delta']:+.2%} | {pp['slow']['delta']:+.2%} | yes |" in text
+    assert leaderboard_rows(text, "PP=8")["slow"][1] == f"{pp['slow']['tgs']:.1f}"
+    tldr = text[text.index("## TL;DR"):text.index("## Inventory")]
+    assert "| FSDP=8 | default | `" in tldr and "| PP=8 | default | `" in tldr
+    # The second cell's patch is guarded by parallelism (PP > 1 here).
+    assert 'if [[ "${MAXTEXT_DCN_PP:-1}" -gt 1 ]]; then' in text
+    # Written again for the same parallelism: replaced, not repeated.
+    assert (await daemon.run("report", str(second), "--tuning-md"))[0] == 0
+    again = (tmp_path / "llama2-70b-tuning.md").read_text()
+    for p in ("FSDP=8", "PP=8"):
+        for s in SECTIONS[1:]:
+            assert again.count(s.format(p=p)) == 1, (s, p)
+    assert again.count("| PP=8 | default |") == 1
+    assert again.count("## Sign flips vs other parallelisms") == 1
+    # The sections stay in order: the PP=8 cell's after the FSDP=8 cell's appendix.
+    order = [again.index(s.format(p=p)) for p in ("FSDP=8", "PP=8") for s in SECTIONS[1:]]
+    assert order == sorted(order)
+
+
+async def test_tuning_md_on_another_kind_is_refused(daemon: Daemon, tmp_path: Path,
+                                                    monkeypatch: Any) -> None:
+    sid = await daemon.store.create_sweep(
+        "model-perf", "perf", {"kind": "model-perf", "model": "llama2-70b", "nodes": NODE})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = await daemon.run("report", str(sid), "--tuning-md")
+    assert code == 2 and out == ""
+    assert f"sweep {sid} is a model-perf sweep: --tuning-md writes an xla-tuning" in err
+    assert list(tmp_path.glob("*-tuning.md")) == []
+    code, out, _ = await daemon.run("report", str(sid), "--tuning-md", "--json")
+    assert code == 2 and json.loads(out)["exit"] == 2
+
+
+def use_checkout(daemon: Daemon, repo: Path) -> None:
+    """The daemon's config: submit.sh mode with this checkout."""
+    engine = daemon.service.engine
+    engine.config = engine.config.model_copy(update={"cluster": engine.config.cluster.model_copy(
+        update={"backend": "slurm", "slurm": engine.config.cluster.slurm.model_copy(
+            update={"mode": "submit_sh", "repo": repo})})})
+
+
+async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
+        daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    code, _, err = await daemon.run("report", str(sid), "--apply")
+    assert code == 2 and "no checkout to apply to" in err   # the sim daemon has no repo
+    repo = tmp_path / "repo"
+    use_checkout(daemon, repo)
+    code, _, err = await daemon.run("report", str(sid), "--apply")
+    assert code == 2 and f"cannot read {repo}/configs/llama2-70b.env.sh" in err
+    env = repo / "configs" / "llama2-70b.env.sh"
+    env.parent.mkdir(parents=True)
+    env.write_text(ENV_FILE)
+    code, out, _ = await daemon.run("report", str(sid), "--tuning-md", str(tmp_path), "--apply")
+    assert code == 0 and f"{env}: the FSDP=8 recipe written" in out
+    want = (f"{ENV_FILE}# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>\n"
+            f"# sweep {sid}: fast, +8.00% vs baseline-deployed\n"
+            f'if [[ "${{MAXTEXT_DCN_PP:-1}}" -le 1 ]]; then\n'
+            f'    export XLA_FLAGS="${{XLA_FLAGS}} {FAST}"\nfi\n'
+            "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<\n")
+    assert env.read_text() == want and (tmp_path / "llama2-70b-tuning.md").is_file()
+    # Applied again (or a later sweep's recipe): the block is replaced, never repeated.
+    assert (await daemon.run("report", str(sid), "--apply"))[0] == 0
+    assert env.read_text() == want
+    code, out, _ = await daemon.run("report", str(sid), "--apply", str(tmp_path / "x.env.sh"),
+                                    "--json")
+    assert code == 2 and "is not llama2-70b's env file" in json.loads(out)["error"]
+
+
+async def test_apply_without_a_proposal_is_refused(daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, {"baseline": [1000.0], "slow": [990.0]},
+                         recipe=None)
+    use_checkout(daemon, tmp_path / "repo")
+    env = tmp_path / "repo" / "configs" / "llama2-70b.env.sh"
+    env.parent.mkdir(parents=True)
+    env.write_text(ENV_FILE)
+    code, _, err = await daemon.run("report", str(sid), "--apply")
+    assert code == 2 and f"sweep {sid} proposes no deployment to apply (stop rule)" in err
+    assert env.read_text() == ENV_FILE
+
+
+async def test_the_json_report_carries_the_leaderboard_and_verdict(
+        daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    code, out, _ = await daemon.run("report", str(sid), "--json")
+    report = json.loads(out)
+    tuning = report["tuning"]
+    assert code == 0 and tuning["leaderboard"] == report["rows"]
+    assert tuning["verdict"] == report["verdict"] and tuning["winner"] == "fast"
+    board = await board_of(daemon.store, sid)
+    primary = {r["profile"]: r for r in tuning["leaderboard"] if r["n"]}
+    for profile, want in board.items():
+        assert primary[profile]["tgs"] == want["tgs"]
+        assert primary[profile]["job_ids"] == want["ids"]
+        assert abs(primary[profile]["delta"] - want["delta"]) < 1e-12
+        assert primary[profile]["se"] > 0
+    cell = tuning["cell"]
+    assert [s["profile"] for s in cell["board"]] == ["fast", "baseline", "slow"]
+    assert tuning["env_file"] is None and FAST in tuning["env_patch"]
+
+
+async def test_the_delta_plot_is_the_sweeps_plot(daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    png = await daemon.service.plot(sid)
+    assert png is not None and png.startswith(b"\x89PNG\r\n\x1a\n")
+    code, _, _ = await daemon.run("report", str(sid), "--plot", str(tmp_path / "d.png"))
+    assert code == 0 and (tmp_path / "d.png").read_bytes().startswith(b"\x89PNG")
+
+
+async def test_a_state_directory_gives_the_file_and_applies_to_a_file_given(
+        tmp_path: Path, capsys: Any) -> None:
+    """`--state-dir` (no daemon, so no checkout): the same file; `--apply FILE` only."""
+    store = await Store.open(tmp_path / "sweepd.db")
+    try:
+        sid = await recorded(store, tmp_path, FSDP)
+    finally:
+        await store.close()
+    # The CLI's own event loop (the read-only store) runs in a thread, as in its process.
+    base = ["report", str(sid), "--state-dir", str(tmp_path)]
+    out = tmp_path / "mine.md"
+    assert await asyncio.to_thread(main, [*base, "--tuning-md", str(out)]) == 0
+    assert "## Tuning leaderboard (FSDP=8)" in out.read_text()
+    assert await asyncio.to_thread(main, [*base, "--apply"]) == 2
+    assert "no checkout to apply to" in capsys.readouterr().err
+    env = tmp_path / "llama2-70b.env.sh"
+    env.write_text(ENV_FILE)
+    assert await asyncio.to_thread(main, [*base, "--apply", str(env), "--json"]) == 0
+    applied = json.loads(capsys.readouterr().out)["applied"]
+    assert applied["path"] == str(env) and FAST in env.read_text()
+
+
+async def test_the_inventory_and_env_effect_come_from_the_restore_default_runs(
+        daemon: Daemon, tmp_path: Path) -> None:
+    sid = await recorded(daemon.store, tmp_path, {**FSDP, "restore_default": [950.0, 952.0]})
+    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
+    text = (tmp_path / "llama2-70b-tuning.md").read_text()
+    assert "- Env file sets: xla_gpu_foo, NCCL_IB_TIMEOUT" in text
+    board = await board_of(daemon.store, sid)
+    worth = -(board["restore_default"]["tgs"] / board["baseline"]["tgs"] - 1)
+    assert (f"restore_default {board['restore_default']['tgs']:.1f} (n=2): the env file's "
+            f"flags are worth {worth:+.2%}") in text
+    assert "| restore_default (" in text and "`--xla_gpu_foo=0 NCCL_IB_TIMEOUT=18`" in text
+    code, out, _ = await daemon.run("report", str(sid))
+    assert code == 0 and f"`sweepd report {sid} --tuning-md` writes llama2-70b-tuning.md " \
+        "here; `--apply` writes the fast recipe" in out
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"not JSON: {name}")
+
+
+async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
+                                                               tmp_path: Path) -> None:
+    """The engine's TGS without the log's step times (a log cut short): no NaN anywhere."""
+    sid = await recorded(daemon.store, tmp_path, {"baseline": [1000.0, 1000.0]})
+    await Recorder(daemon.store, sid, tmp_path).add("fast", 1090.0, steps=False)
+    code, out, _ = await daemon.run("report", str(sid), "--json")
+    tuning = json.loads(out, parse_constant=_no_constant)["tuning"]
+    assert code == 0 and [s["step_s"] for s in tuning["cell"]["board"]
+                          if s["profile"] == "fast"] == [None]
+    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
+    assert "| `--xla_gpu_enable_pipelined_all_gather=true` | 1090.0 | — | +9.00% | 1 |" in \
+        (tmp_path / "llama2-70b-tuning.md").read_text()
+
+
+def test_a_setting_reaches_the_env_file_only_as_one_plain_word() -> None:
+    """Every job of the checkout sources the file: a spec's free-text value cannot run."""
+    from sweepd.kinds.xla_tuning.catalog import Layer, Setting
+    from sweepd.kinds.xla_tuning.report import shell_line
+
+    assert shell_line(Setting("xla_gpu_x", "true")) == \
+        'export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_x=true"'
+    assert shell_line(Setting("NCCL_X", "1; touch /tmp/owned", Layer.ENV)) == \
+        "export NCCL_X='1; touch /tmp/owned'"
+    for bad in ('1" ; touch /tmp/owned; "', "$(id)", "a b", "`id`"):
+        line = shell_line(Setting("xla_gpu_x", bad))
+        assert line.startswith("# not written, not one plain shell word: ") and "\n" not in line
+    assert shell_line(Setting("remat", "full\nrm -rf ~", Layer.MAXTEXT)) == \
+        "# MaxText override (configs/<model>.gpu.yml, not this file): remat=full\\nrm -rf ~"

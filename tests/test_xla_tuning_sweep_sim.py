@@ -1,0 +1,182 @@
+"""Whole xla-tuning sweeps on the simulated cluster (engine + real store + the simulator's
+flag-effect trainer), each on a small landscape of its own: every stop rule is reached
+(a confirmed proposal, "structurally bounded", the 8 h timebox), an unknown flag and an
+OOM drop their profiles at once, and the progress messages go out as the SKILL.md asks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.config import Config
+from sweepd.core.states import SweepState
+from sweepd.kinds.xla_tuning import gather
+from sweepd.kinds.xla_tuning.board import Outcome
+from sweepd.store.rows import Event, Job, Run, Sweep
+from tests.simrun import NODES, open_store, run, sim_config
+
+MODEL = "deepseek3-671b"
+FAST = "xla_gpu_enable_pipelined_all_gather"
+TYPO = "xla_gpu_enable_async_all_gather"
+BIG = "xla_gpu_all_gather_combine_threshold_bytes"
+
+
+def landscape(**changes: Any) -> dict[str, Any]:
+    """A one-tag FSDP=8 cell: 1000 TGS at the image's defaults, nothing else moves it."""
+    return {"parallelism": "FSDP=8", "tags": ["default"], "base_tgs": {"default": 1000.0},
+            "noise": 0.003, **changes}
+
+
+def write_tuning_scenario(tmp_path: Path, land: dict[str, Any],
+                          time_scale: float = 0.0005) -> Path:
+    scenario = {
+        "cluster": {"nodes": NODES, "gpu": "MI355X", "gpu_memory_gib": 288,
+                    "time_scale": time_scale, "noise": 0.003, "seed": 5},
+        "tuning": {"model": MODEL, "landscapes": [land], "per_device_batch_size": 7,
+                   "tags": {"default": {}}},
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def spec(profiles: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"kind": "xla-tuning", "model": MODEL, "nodes": NODES, "parallelism": "FSDP=8",
+            "per_device_batch_size": 7, "catalog": "replace", "profiles": profiles, **extra}
+
+
+def env_profile(i: int) -> dict[str, Any]:
+    """A profile the landscape does not know: it changes nothing (a neutral NCCL knob)."""
+    return {"name": f"n{i:02d}", "settings": {f"NCCL_KNOB_{i:02d}": "1"}}
+
+
+class Swept:
+    def __init__(self, sweep: Sweep, runs: list[Run], jobs: list[Job], events: list[Event]):
+        self.sweep, self.runs, self.jobs, self.events = sweep, runs, jobs, events
+
+    def jobs_of(self, profile: str) -> list[Job]:
+        ids = {r.id for r in self.runs if r.params.profile == profile}
+        return [j for j in self.jobs if j.run_id in ids]
+
+    def progress(self) -> list[str]:
+        return [e.reason for e in self.events if e.kind == "progress"]
+
+
+async def sweep_on_sim(tmp_path: Path, land: dict[str, Any], the_spec: dict[str, Any],
+                       time_scale: float = 0.0005) -> tuple[int, Swept, Config]:
+    config = sim_config(tmp_path, write_tuning_scenario(tmp_path, land, time_scale))
+    code, _ = await run(config, the_spec)
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        swept = Swept(sweep, await store.runs(sweep.id), await store.jobs(sweep.id),
+                      await store.events(sweep.id))
+    finally:
+        await store.close()
+    return code, swept, config
+
+
+async def test_a_confirmed_winner_ends_with_a_proposal_and_bad_profiles_are_dropped(
+        tmp_path: Path) -> None:
+    land = landscape(effects={f"{FAST}=true": {"tgs": 1.10},
+                              f"{BIG}=4294967296": {"tgs": 1.2, "mem": 3.0}},
+                     unknown=[TYPO])
+    profiles = [{"name": "fast", "settings": {FAST: "true"}},
+                {"name": "typo", "settings": {TYPO: "true"}},
+                {"name": "big", "settings": {BIG: "4294967296"}},
+                env_profile(1), env_profile(2)]
+    code, swept, _ = await sweep_on_sim(tmp_path, land, spec(profiles))
+    assert code == EXIT_VERDICT, swept.progress()[-5:]
+    assert swept.sweep.state == SweepState.DONE
+    verdict = swept.sweep.verdict or {}
+    assert (verdict["kind"], verdict["rule"], verdict["recipe"]) == ("proposal", "stop.winner",
+                                                                     "fast")
+    assert verdict["gain"] > 0.05
+    # Confirmed, never one run: the winner ran at least twice.
+    assert len([j for j in swept.jobs_of("fast") if j.tgs]) >= 2
+    # The unknown flag: one job, dropped at once, the flag named; never retried.
+    typo = swept.jobs_of("typo")
+    assert len(typo) == 1 and typo[0].failure_class == "unknown_flag"
+    assert TYPO in (typo[0].failure_detail or "")
+    # The OOM: one job, dropped, the allocation recorded.
+    big = swept.jobs_of("big")
+    assert len(big) == 1 and big[0].failure_class == "oom"
+    assert "GiB" in (big[0].failure_detail or "")
+    # Telegram: the kickoff first, each positive result once (sent at once: `— PASS`), the
+    # failures as routine `— FAIL` lines (digested when over the hourly budget), the end.
+    said = swept.progress()
+    assert said[0].startswith(f"[xla-tuning] {MODEL} FSDP=8 sweep started on {NODES} "
+                              "(nodelist frozen): per_device_batch_size 7 (the spec); "
+                              "5 catalog profiles")
+    positive = [line for line in said if "positive result:" in line]
+    assert [line.split()[3] for line in positive] == ["fast"], positive
+    assert positive[0].endswith("— PASS") and "vs baseline-deployed (1 run: job " in positive[0]
+    assert any(line.endswith("— FAIL") and "typo" in line for line in said)
+    assert said[-1].startswith("proposal: fast +")
+
+
+async def test_25_profiles_none_above_2_percent_is_structurally_bounded(tmp_path: Path) -> None:
+    land = landscape(effects={"NCCL_KNOB_03=1": {"tgs": 1.01}})  # +1 %: below the +2 % bar
+    # 26 profiles of ~20 min each pass 8 h of queue: the timebox is moved out of the way.
+    the_spec = spec([env_profile(i) for i in range(26)], thresholds={"max_queue_hours": 48})
+    code, swept, _ = await sweep_on_sim(tmp_path, land, the_spec)
+    assert code == EXIT_VERDICT, swept.progress()[-5:]
+    verdict = swept.sweep.verdict or {}
+    assert (verdict["kind"], verdict["rule"]) == ("bounded", "stop.bounded"), verdict
+    tried = {r.params.profile for r in swept.runs if r.params.wave not in (None, "1")}
+    assert len(tried) >= 25
+    assert "structurally bounded" in (swept.sweep.reason or "")
+    # The midpoint is said once: half the 25 profiles tried.
+    mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
+    assert len(mid) == 1, mid
+    tried = int(mid[0].split()[2])
+    assert 13 <= tried < 25 and "of 25 profiles tried" in mid[0]
+    assert not [line for line in swept.progress() if "positive result:" in line]
+
+
+async def test_8_hours_of_queue_time_ends_the_sweep_with_what_it_has(tmp_path: Path) -> None:
+    # 15 steps of ~570 s: a job takes ~2.5 h of cluster time; the fourth one passes 8 h.
+    land = landscape(base_tgs={"default": 50.0}, step_s_at_base=573.0,
+                     effects={f"{FAST}=true": {"tgs": 1.03}})
+    profiles = [{"name": "fast", "settings": {FAST: "true"}}] + [env_profile(i)
+                                                                 for i in range(20)]
+    code, swept, _ = await sweep_on_sim(tmp_path, land, spec(profiles), time_scale=0.0002)
+    assert code == EXIT_VERDICT, swept.progress()[-5:]
+    verdict = swept.sweep.verdict or {}
+    assert (verdict["kind"], verdict["rule"]) == ("timebox", "stop.timebox"), verdict
+    assert "h of queue time >= 8 h" in verdict["reason"]
+    assert len(swept.jobs) < 21  # far from the whole catalog
+    mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
+    assert len(mid) == 1 and "h of queue time" in mid[0], swept.progress()
+
+
+async def test_a_profile_the_env_file_overrides_is_not_applied_never_measured(
+        tmp_path: Path) -> None:
+    """The model's env file, sourced last, sets the profile's flag back: the job's printed
+    effective XLA_FLAGS show it, so the profile is "not applied" with the culprit named,
+    never a measured result (though its job ran and had a TGS)."""
+    land = landscape(effects={f"{FAST}=true": {"tgs": 1.10}}, deployed=[f"{FAST}=false"])
+    scenario = write_tuning_scenario(tmp_path, land)
+    data = yaml.safe_load(scenario.read_text())
+    data["tuning"]["env_file_last"] = True
+    scenario.write_text(yaml.safe_dump(data))
+    config = sim_config(tmp_path, scenario)
+    code, _ = await run(config, spec([{"name": "fast", "settings": {FAST: "true"}},
+                                      env_profile(1)]))
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs, jobs = await store.runs(sweep.id), await store.jobs(sweep.id)
+    finally:
+        await store.close()
+    assert code == EXIT_VERDICT
+    results = gather.results(runs, jobs)
+    fast = [r for r in results if r.profile == "fast"]
+    assert fast and all(r.outcome is Outcome.NOT_APPLIED for r in fast)
+    assert fast[0].detail.startswith(f"{FAST}=false won over the profile's true")
+    assert all(j.tgs for j in jobs if j.run_id in {r.id for r in runs
+                                                    if r.params.profile == "fast"})
+    assert (sweep.verdict or {}).get("recipe") != "fast"
