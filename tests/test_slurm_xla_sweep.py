@@ -79,8 +79,15 @@ def flags_of(job: Job) -> dict[str, str]:
     return effective(Path(job.log_path).read_text().splitlines()).xla
 
 
-async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(slurm_env: dict[str, str],
-                                                             tmp_path: Path) -> None:
+def job_workspace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Direct mode: the simulated trainer writes the evidence run's HLO dump under
+    `$JOB_WORKSPACE` (else `./outputs` of the job's cwd, the daemon's): keep it in tmp."""
+    monkeypatch.setenv("JOB_WORKSPACE", str(tmp_path / "workspace"))
+
+
+async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(
+        slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job_workspace(monkeypatch, tmp_path)
     config = direct_config(tmp_path, scenario(tmp_path))
     code, lines = await run(config, SPEC)
     text = "\n".join(lines)
@@ -93,6 +100,8 @@ async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(slurm_env: dict[str
     rules = [e.rule for e in events if e.kind == "decision" and e.run_id]
     assert "wave1.baseline" in rules and "wave1_5.evidence" in rules
     assert flags_of(waves["pag"])[PAG] == "true"      # appended to the inherited flags
+    assert list((tmp_path / "workspace").glob("*/xla_dump/*after_optimizations.txt"))
+    assert "evidence: compute" in next(e.reason for e in events if e.rule == "wave.catalog")
     assert PAG not in flags_of(waves["baseline"])
     # The unknown flag's job was submitted once and its profile dropped (never retried).
     assert [j.failure_class for j in jobs if labels[j.run_id] == "bad"] == ["unknown_flag"]
@@ -157,13 +166,14 @@ async def wait_for(config: Config, sweep: asyncio.Task[Any], want: list[str]) ->
 
 
 @pytest.mark.timeout(240)
-async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(slurm_env: dict[str, str],
-                                                                   tmp_path: Path) -> None:
+async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(
+        slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between waves a pinned node is taken out of service (drained, as a person or a health
     check does when a node dies): the next wave's submission finds it, and the frozen
     nodelist is never cut or substituted: the sweep stops for a person, in the SKILL.md's
     format. (Wave 1 is the baseline and the evidence run; the node goes while the second
     runs and nothing is queued.)"""
+    job_workspace(monkeypatch, tmp_path)
     config = direct_config(tmp_path, scenario(tmp_path, time_scale=0.02))
     sweep = asyncio.create_task(run(config, SPEC))
     try:
