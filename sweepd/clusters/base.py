@@ -50,6 +50,12 @@ class JobRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     # Appended to the XLA_FLAGS the job inherits (its environment's, the model's env file's).
     xla_flags: Sequence[str] = ()
+    # A named flag profile (the XLA tuning kind): submit.sh mode writes `xla_flags` and
+    # `profile_env` as the profile's arms into the toolkit's train_env.sh and passes
+    # `_env_TUNE_PROFILE=<profile>` instead of them. `profile_env` is the part of `env`
+    # that is the profile's own (direct mode exports all of `env` either way).
+    profile: str | None = None
+    profile_env: Mapping[str, str] = field(default_factory=dict)
     # Optional `:alias:tag` parts for submit.sh-style job names.
     alias: str | None = None
     tag: str | None = None
@@ -67,6 +73,9 @@ class Submitted:
     # How an unclear submission was settled (adopted from the queue, duplicates cancelled):
     # the engine records it as the submission's evidence.
     note: str | None = None
+    # What the submission changed outside sweepd's own directories (an arm added to the
+    # toolkit's train_env.sh): the engine records it as an event.
+    prepared: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,11 @@ class ClusterBackend(Protocol):
 
     async def resume_node(self, node: str) -> None:
         """Return a drained/down node to service; PermissionError where not allowed."""
+        ...
+
+    async def end_note(self, output_dir: Path) -> str | None:
+        """What this sweep's submissions (`output_dir`: the sweep's) left outside sweepd's
+        own directories, for the person at the sweep's end; None: nothing."""
         ...
 
     async def close(self) -> None: ...

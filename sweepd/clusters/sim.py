@@ -102,6 +102,10 @@ class SimCluster:
     async def resume_node(self, node: str) -> None:
         raise PermissionError("simulated nodes never drain")
 
+    async def end_note(self, output_dir: Path) -> str | None:
+        """The simulated cluster writes nothing outside the sweep's own directories."""
+        return None
+
     async def close(self) -> None:
         """Nothing to release: jobs keep running without us, by design."""
 

@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -30,11 +30,15 @@ from sweepd.clusters.base import (
 )
 from sweepd.clusters.slurm_script import BatchScript, render_batch_script
 from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
+from sweepd.kinds.xla_tuning import train_env
 from sweepd.util.jobname import JobNameTooLong, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
 TOKEN_ENV = "SWEEPD_TOKEN"
 COMMAND_TIMEOUT_S = 60.0
+# In a sweep's output directory: the train_env.sh files its submissions wrote arms into
+# (one path a line), read back for the sweep's end message.
+TRAIN_ENV_MARK = ".sweepd-train-env"
 
 # What the client commands print when slurmctld does not answer.
 _UNREACHABLE = re.compile(
@@ -206,6 +210,91 @@ def passthrough_args(request: JobRequest) -> list[str]:
             + [f"_env_{k}={v}" for k, v in request.env.items()])
 
 
+def resolve_model(repo: Path, model: str) -> str | None:
+    """The config name submit.sh resolves `model` to: an exact `configs/<model>.gpu.yml`,
+    else the one config whose name contains it; None when submit.sh would refuse it."""
+    if (repo / "configs" / f"{model}.gpu.yml").is_file():
+        return model
+    found = sorted((repo / "configs").glob(f"*{model}*.gpu.yml"))
+    return found[0].name.removesuffix(".gpu.yml") if len(found) == 1 else None
+
+
+def profile_placement(repo: Path, request: JobRequest) -> train_env.Placement:
+    """submit.sh mode: the request's profile as train_env.sh arms, and what the submission
+    passes instead of its flags and env (`_env_TUNE_PROFILE=<name>`, `_env_K=V` for an env
+    var the per-model env file also sets). Refused, nothing written, when a name or value
+    is unsafe or when the per-model env file, sourced after train_env.sh, sets one of the
+    profile's XLA flags: that flag would lose (last wins), so the run would measure nothing.
+    An env var train_env.sh itself reads early (`ENABLE_XLA_DUMP`) is passed as `_env_` too."""
+    assert request.profile is not None
+    try:
+        arm = train_env.arm(request.profile, request.xla_flags, request.profile_env)
+    except train_env.TrainEnvError as e:
+        raise SubmitRefused(str(e)) from e
+    path = repo / "train_env.sh"
+    if not path.is_file():
+        raise SubmitRefused(f"profile {arm.name}: {path} does not exist: submit.sh mode passes "
+                            "a profile through the toolkit's train_env.sh")
+    model = resolve_model(repo, request.model)
+    env_path = repo / "configs" / f"{model}.env.sh"
+    env_file = env_path.read_text("utf-8") if model and env_path.is_file() else None
+    placed = train_env.placement(arm, env_file)
+    try:
+        early = train_env.read_early(path.read_text("utf-8"), arm)
+    except train_env.TrainEnvError as e:
+        raise SubmitRefused(f"profile {arm.name}: {e}") from e
+    extra = [f"_env_{k}={v}" for k, v in arm.env if k in early]
+    placed = replace(placed, passthrough=tuple(dict.fromkeys([*placed.passthrough, *extra])))
+    if placed.lost:
+        lost = ", ".join(f"--{o.key}={o.file_value} (the profile's: {o.arm_value})"
+                         for o in placed.lost)
+        raise SubmitRefused(
+            f"profile {arm.name} cannot take effect in submit.sh mode: configs/{model}.env.sh "
+            f"sets {lost}, and it is sourced after train_env.sh, so its value wins (last "
+            "wins); nothing was written or submitted. Remove the flag from the env file (or "
+            "guard it), drop the profile, or run the sweep in direct mode")
+    return placed
+
+
+def write_arm(repo: Path, request: JobRequest, arm: train_env.Arm) -> str:
+    """Add the arm to `<repo>/train_env.sh` (only ever added: an arm of the same name with
+    other content, or blocks edited by hand, refuse the submission) and note the file in the
+    sweep's output directory for its end message. Returns what was done, for the record."""
+    path = repo / "train_env.sh"
+    try:
+        wrote = train_env.apply(path, arm)
+    except train_env.TrainEnvError as e:
+        raise SubmitRefused(f"profile {arm.name}: {e}") from e
+    mark = request.output_dir / TRAIN_ENV_MARK
+    known = mark.read_text("utf-8").splitlines() if mark.is_file() else []
+    # The baseline arm is built into the block and never written: nothing to report.
+    if arm.name != train_env.BASELINE and str(path) not in known:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        train_env.write_atomic(mark, "".join(f"{line}\n" for line in [*known, str(path)]))
+    return (f"train_env.sh arm {arm.describe()} " + ("added to " if wrote else "already in ")
+            + str(path))
+
+
+def leftover_note(output_dir: Path) -> str | None:
+    """What the sweep's submissions left in train_env.sh files, and how to remove it."""
+    mark = output_dir / TRAIN_ENV_MARK
+    if not mark.is_file():
+        return None
+    notes = []
+    for line in mark.read_text("utf-8").splitlines():
+        path = Path(line)
+        try:
+            text = train_env.leftover(path)
+        except (OSError, train_env.TrainEnvError) as e:
+            notes.append(f"{path}: cannot be read back ({e})")
+            continue
+        notes.append(text)
+        if train_env.arms(path.read_text("utf-8")):
+            notes.append(f"  remove them (nothing else in the file changes): "
+                         f"python -m sweepd.kinds.xla_tuning.train_env clean {path}")
+    return "\n".join(notes) or None
+
+
 def model_spec(request: JobRequest) -> str:
     """`model[[:alias]:tag]` for submit.sh."""
     if request.alias:
@@ -266,6 +355,7 @@ class SlurmCluster:
         # Set for one submission: the first command run under it (sbatch, ./submit.sh)
         # holds the token's guard file (clusters/submitguard.py).
         self._guard: Path | None = None
+        self._train_env_lock = asyncio.Lock()
 
     @property
     def submit_timeout_s(self) -> float:
@@ -346,7 +436,10 @@ class SlurmCluster:
             args += ["-p", self.settings.partition]
         if self.settings.time_limit:
             args += ["-t", self.settings.time_limit]
-        return [*args, *self.settings.extra_sbatch, f"--comment={COMMENT_PREFIX}{request.token}"]
+        # --no-requeue: a job pinned to a node that died would be requeued by Slurm to wait
+        # for that node forever; the engine decides retries itself, on evidence.
+        return [*args, *self.settings.extra_sbatch, "--no-requeue",
+                f"--comment={COMMENT_PREFIX}{request.token}"]
 
     async def _submit_direct(self, request: JobRequest) -> Submitted:
         passthrough = passthrough_args(request)
@@ -370,18 +463,63 @@ class SlurmCluster:
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
-        if request.xla_flags:
+        if request.xla_flags and request.profile is None:
             # submit.sh takes the model's XLA_FLAGS from its env file; a passthrough
-            # `_env_XLA_FLAGS=` would replace them, not add to them.
+            # `_env_XLA_FLAGS=` would replace them, not add to them. Only a named profile's
+            # flags reach the job (as train_env.sh arms).
             raise SubmitRefused(
-                f"this run adds XLA flags ({' '.join(request.xla_flags)}), which submit.sh "
-                "mode cannot pass on: use direct mode (cluster.slurm.mode: direct)")
+                f"this run adds XLA flags ({' '.join(request.xla_flags)}) under no profile "
+                "name, which submit.sh mode cannot pass on: use direct mode "
+                "(cluster.slurm.mode: direct)")
         repo = request.workdir or self.settings.repo  # a checkout of one commit, or the repo
-        passthrough = [*passthrough_args(request), f"_env_{TOKEN_ENV}={request.token}"]
+        placed = None
+        if request.profile is not None:
+            placed = await asyncio.to_thread(profile_placement, repo, request)
+        passthrough, name, prepared = self._sh_named(request, placed)
+        if placed is not None:
+            async with self._train_env_lock:  # read-modify-write of one shared file
+                wrote = await asyncio.to_thread(write_arm, repo, request, placed.arm)
+            prepared = f"{wrote}; {prepared}" if prepared else wrote
         try:
-            name = job_name(request.model, request.tag, passthrough)
+            sub = await self._run_submit_sh(request, repo, passthrough, name)
+        except SubmitRefused as e:
+            if prepared is None:
+                raise
+            raise SubmitRefused(f"{e}\n(before it: {prepared})") from e
+        return replace(sub, prepared=prepared)
+
+    def _sh_named(self, request: JobRequest, placed: train_env.Placement | None
+                  ) -> tuple[list[str], str, str | None]:
+        """(passthrough, job name, a note). sweepd's token rides in the name when it fits
+        (`_env_SWEEPD_TOKEN=`); it is always in `--comment`, which recovery reads first, so
+        a name that fits only without it goes without it (noted). Else refused, nothing
+        written."""
+        base = self._sh_passthrough(request, placed)
+        with_token = [*base, f"_env_{TOKEN_ENV}={request.token}"]
+        try:
+            return with_token, job_name(request.model, request.tag, with_token), None
         except JobNameTooLong as e:
-            raise SubmitRefused(str(e)) from e
+            too_long = e
+        try:
+            name = job_name(request.model, request.tag, base)
+        except JobNameTooLong:
+            hint = f"; shorten the profile's name ({request.profile})" if placed else ""
+            raise SubmitRefused(f"{too_long}{hint}") from too_long
+        return base, name, (f"sweepd's token in --comment only: with it the job name "
+                            f"would be over the limit ({too_long})")
+
+    @staticmethod
+    def _sh_passthrough(request: JobRequest, placed: train_env.Placement | None) -> list[str]:
+        """The overrides and env, where a profile's own env vars ride in its train_env.sh
+        arm (and its flags never in the passthrough: `_env_XLA_FLAGS=` would replace)."""
+        if placed is None:
+            return passthrough_args(request)
+        env = {k: v for k, v in request.env.items() if k not in request.profile_env}
+        return [*(f"{k}={v}" for k, v in request.overrides.items()),
+                *(f"_env_{k}={v}" for k, v in env.items()), *placed.passthrough]
+
+    async def _run_submit_sh(self, request: JobRequest, repo: Path, passthrough: list[str],
+                             name: str) -> Submitted:
         argv = [*self._workspace_env(repo), "./submit.sh", model_spec(request),
                 *self._sbatch_args(request), "--", *passthrough]
         try:
@@ -564,6 +702,9 @@ class SlurmCluster:
                                "Reason=sweepd"])
         if res.rc != 0:
             self._raise_for("scontrol", res)
+
+    async def end_note(self, output_dir: Path) -> str | None:
+        return await asyncio.to_thread(leftover_note, output_dir)
 
     async def close(self) -> None:
         return None

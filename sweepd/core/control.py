@@ -60,10 +60,26 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
                                own=own(sweep, runs, jobs) if own else None)
+        note = await end_note(engine, sweep)
+        message += f"\n\n{note}" if note else ""
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
+
+
+async def end_note(engine: EngineParts, sweep: Sweep) -> str | None:
+    """What the sweep's submissions left outside sweepd's own directories (the cluster
+    backend says: e.g. arms in the toolkit's train_env.sh), for the person at a stop or the
+    end, recorded as an event. Unreadable: said so, never raised (the verdict stands)."""
+    try:
+        note = await engine.backend.end_note(engine.outputs / f"sweep-{sweep.id}")
+    except OSError as e:
+        note = f"what the sweep's submissions left could not be read back: {e}"
+    if note:
+        await engine.store.add_event(sweep.id, "note", note.splitlines()[0],
+                                     rule="cluster.leftover", evidence=note)
+    return note
 
 
 async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = (),
@@ -155,9 +171,11 @@ async def abort(engine: EngineParts, sweep_id: int, reason: str = "aborted by a 
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
     async with engine.store.tx():
         await end_open_work(engine, sweep_id, reason, "person.abort")
+        note = await end_note(engine, sweep)
         await engine.store.transition_sweep(sweep_id, SweepState.ABORTED, reason,
                                             rule="person.abort",
-                                            progress=f"sweep {sweep_id}: {reason}")
+                                            progress=f"sweep {sweep_id}: {reason}"
+                                            + (f"\n\n{note}" if note else ""))
     await engine.flush_cancels()
     await release(engine, sweep)
     engine.notify()

@@ -11,7 +11,7 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,7 +30,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.core.conclude import conclude
-from sweepd.core.control import end_open_work, release, release_ended, stop_sweep
+from sweepd.core.control import end_note, end_open_work, release, release_ended, stop_sweep
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
@@ -559,9 +559,11 @@ class Engine:
             # their jobs would otherwise run on, and hold the nodes, for nobody.
             await end_open_work(self, sweep.id, "not needed: the sweep reached its verdict",
                                 "strategy.verdict")
+            note = await end_note(self, sweep)
             await self.store.transition_sweep(sweep.id, to, decision.summary,
                                               rule="strategy.verdict", verdict=decision.verdict,
-                                              progress=decision.summary)
+                                              progress=decision.summary
+                                              + (f"\n\n{note}" if note else ""))
         await self.flush_cancels()
         await release(self, sweep)
         self.notify()
@@ -615,6 +617,7 @@ class Engine:
                              nodes=_expand(job.nodes),
                              output_dir=self.outputs / f"sweep-{sweep.id}",
                              overrides=overrides, env=env, xla_flags=params.xla_flags,
+                             profile=params.profile, profile_env=_profile_env(spec.env, params),
                              alias=params.alias, tag=params.tag,
                              commit=params.commit, workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
@@ -643,6 +646,10 @@ class Engine:
                 submitted_at=self.clock.now(), profiler=int(spec.profiler))
         except InvalidTransition:
             await self._cancel_late(sweep, job, sub)
+        if sub.prepared:
+            await self.store.add_event(sweep.id, "decision", sub.prepared,
+                                       rule="submit.prepared", run_id=run.id, job_id=job.id,
+                                       evidence=f"token {job.token}")
         self.notify()
 
     async def _cancel_late(self, sweep: Sweep, job: Job, sub: Submitted) -> None:
@@ -667,6 +674,14 @@ def _superseded(what: str, row_id: int) -> Iterator[None]:
         yield
     except InvalidTransition as e:
         log.warning("pass.superseded", row=what, id=row_id, error=str(e))
+
+
+def _profile_env(spec_env: Mapping[str, str], params: RunParams) -> dict[str, str]:
+    """A profile's own env vars: the run's env beyond the spec's (the XLA tuning kind's
+    params carry the spec's env too); none for a run without a profile."""
+    if params.profile is None:
+        return {}
+    return {k: v for k, v in params.env.items() if spec_env.get(k) != v}
 
 
 def _sweep_of_token(token: str) -> int | None:

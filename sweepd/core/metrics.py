@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -119,6 +120,9 @@ class TimedBackend:
     async def live_tokens(self) -> dict[str, str]:
         out: dict[str, str] = await self._timed("live_tokens", self.inner.live_tokens())
         return out
+
+    async def end_note(self, output_dir: Path) -> str | None:
+        return await self.inner.end_note(output_dir)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -366,6 +367,15 @@ def placement(a: Arm, env_file: str | None) -> Placement:
     return Placement(a, tuple(passthrough), tuple(o for o in found if o.xla))
 
 
+def read_early(train_env: str, a: Arm) -> tuple[str, ...]:
+    """The arm's env vars that train_env.sh itself reads (outside sweepd's blocks), such as
+    `ENABLE_XLA_DUMP`: the file decides on them before the post-NCCL block exports the arm's
+    value, so they must also be passed as `_env_K=V` (pre-exported before the file)."""
+    rest = remove_arms(train_env)
+    return tuple(k for k, _ in a.env
+                 if re.search(rf"\$\{{?{k}\b|\[{k}\]", rest) is not None)
+
+
 def selector(name: str) -> str:
     return f"_env_{SELECTOR}={name}"
 
@@ -436,3 +446,29 @@ def clean(path: Path) -> bool:
 
 def leftover(path: Path) -> str:
     return describe(path.read_text(encoding="utf-8"), str(path))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m sweepd.kinds.xla_tuning.train_env show|clean PATH`: what sweepd left in a
+    train_env.sh, or its two blocks removed (what a sweep's end message offers; sweepd never
+    runs it unasked)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] not in ("show", "clean"):
+        print("usage: python -m sweepd.kinds.xla_tuning.train_env show|clean PATH",
+              file=sys.stderr)
+        return 2
+    path = Path(args[1])
+    try:
+        if args[0] == "show":
+            print(leftover(path))
+        else:
+            print(f"{path}: sweepd's blocks removed" if clean(path) else
+                  f"{path}: no blocks of sweepd's to remove")
+    except (OSError, TrainEnvError) as e:
+        print(f"{path}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

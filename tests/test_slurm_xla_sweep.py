@@ -1,0 +1,196 @@
+"""Whole xla-tuning sweeps on the local real Slurm cluster (issue 14 "Done when"), with the
+simulated trainer as the job payload. Direct mode: Wave 1 and a wave of profiles, an unknown
+flag dropped, a proposal; a node taken down mid-wave stops the sweep without touching the
+nodelist. submit.sh mode, through the fake toolkit (its `_train.sh` layers train_env.sh, the
+per-model env file and the passthrough as the real one does): the profiles reach the trainer
+only through the arms sweepd wrote, which the test reads back from train_env.sh."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.config import Config
+from sweepd.core.states import JobState
+from sweepd.kinds.xla_tuning import train_env as te
+from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.store.rows import Event, Job
+from tests.simrun import NODES, open_store, run
+from tests.slurm_cluster import cluster_env
+from tests.slurm_sweep import direct_config, submit_sh_config
+
+pytestmark = pytest.mark.slurm
+
+SLOT = "chi[2880-2881]"
+PAG = "xla_gpu_enable_pipelined_all_gather"
+BAD = "xla_gpu_enable_async_all_gather"   # this image's XLA rejects it
+SPEC: dict[str, Any] = {
+    "kind": "xla-tuning", "model": "deepseek3-671b", "nodes": SLOT, "parallelism": "FSDP=2",
+    "per_device_batch_size": 7, "catalog": "replace",
+    "profiles": [{"name": "pag", "settings": {PAG: "true"}},
+                 {"name": "nch8", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}},
+                 {"name": "bad", "settings": {BAD: "true"}}],
+}
+
+
+def scenario(tmp_path: Path, time_scale: float = 0.001) -> Path:
+    """Two nodes, one FSDP=2 cell: pipelined all-gather +8 %, 8 channels -1 %."""
+    landscape = {"parallelism": "FSDP=2", "tags": ["default"], "base_tgs": {"default": 1000.0},
+                 "noise": 0.004,
+                 "effects": {f"{PAG}=true": {"tgs": 1.08},
+                             "NCCL_NCHANNELS_PER_NET_PEER=8": {"tgs": 0.99}}}
+    data = {"cluster": {"nodes": NODES, "gpu": "MI355X", "gpu_memory_gib": 288,
+                        "time_scale": time_scale, "noise": 0.004, "seed": 5},
+            "tuning": {"model": "deepseek3-671b", "landscapes": [landscape],
+                       "per_device_batch_size": 7, "unknown_flags": [BAD]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def through_train_sh(config: Config) -> Path:
+    """The submit.sh repo's payload run through its `_train.sh`, as the real toolkit runs it."""
+    repo = config.cluster.slurm.repo
+    assert repo is not None
+    cmd = (repo / "train_cmd").read_text()
+    (repo / "train_cmd").write_text(f"bash {repo}/_train.sh {cmd}")
+    return repo
+
+
+async def stored(config: Config) -> tuple[list[Event], list[Job], dict[int, str]]:
+    store = await open_store(config)
+    try:
+        runs = {r.id: r.label for r in await store.runs(1)}
+        return await store.events(1), await store.jobs(1), runs
+    finally:
+        await store.close()
+
+
+def flags_of(job: Job) -> dict[str, str]:
+    """The effective XLA flags rank 0 printed (last wins)."""
+    assert job.log_path
+    return effective(Path(job.log_path).read_text().splitlines()).xla
+
+
+def job_workspace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Direct mode: the simulated trainer writes the evidence run's HLO dump under
+    `$JOB_WORKSPACE` (else `./outputs` of the job's cwd, the daemon's): keep it in tmp."""
+    monkeypatch.setenv("JOB_WORKSPACE", str(tmp_path / "workspace"))
+
+
+async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(
+        slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job_workspace(monkeypatch, tmp_path)
+    config = direct_config(tmp_path, scenario(tmp_path))
+    code, lines = await run(config, SPEC)
+    text = "\n".join(lines)
+    assert code == EXIT_VERDICT, text
+    assert "proposal: pag +" in text
+    assert "| bad | default | — | 0 | — | — | dropped: unknown flag (--" + BAD + ") |" in text
+    events, jobs, labels = await stored(config)
+    waves = {labels[j.run_id]: j for j in jobs}
+    assert {"baseline", "evidence", "pag", "nch8", "bad"} <= set(waves)
+    rules = [e.rule for e in events if e.kind == "decision" and e.run_id]
+    assert "wave1.baseline" in rules and "wave1_5.evidence" in rules
+    assert flags_of(waves["pag"])[PAG] == "true"      # appended to the inherited flags
+    assert list((tmp_path / "workspace").glob("*/xla_dump/*after_optimizations.txt"))
+    assert "evidence: compute" in next(e.reason for e in events if e.rule == "wave.catalog")
+    assert PAG not in flags_of(waves["baseline"])
+    # The unknown flag's job was submitted once and its profile dropped (never retried).
+    assert [j.failure_class for j in jobs if labels[j.run_id] == "bad"] == ["unknown_flag"]
+    # Direct mode writes nothing outside sweepd's own directories.
+    assert not [e for e in events if e.rule in ("submit.prepared", "cluster.leftover")]
+
+
+async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    config = submit_sh_config(tmp_path, scenario(tmp_path))
+    repo = through_train_sh(config)
+    original = (repo / "train_env.sh").read_text()
+    code, lines = await run(config, SPEC)
+    text = "\n".join(lines)
+    assert code == EXIT_VERDICT, text
+    assert "proposal: pag +" in text
+    assert "| bad | default | — | 0 | — | — | dropped: unknown flag (--" + BAD + ") |" in text
+    # The arms sweepd wrote, read back: only added, the rest of the file untouched.
+    left = (repo / "train_env.sh").read_text()
+    assert te.arms(left) == (
+        te.Arm("evidence", (), (("ENABLE_XLA_DUMP", "1"),)), te.Arm("pag", (f"--{PAG}=true",)),
+        te.Arm("bad", (f"--{BAD}=true",)),
+        te.Arm("nch8", (), (("NCCL_NCHANNELS_PER_NET_PEER", "8"),)))
+    assert te.remove_arms(left) == original
+    events, jobs, labels = await stored(config)
+    by_label = {labels[j.run_id]: j for j in jobs}
+    # Each job was submitted with its selector alone and ran what its arm says.
+    pag = by_label["pag"]
+    assert "-_env_TUNE_PROFILE_pag-" in pag.job_name and PAG not in pag.job_name
+    assert flags_of(pag)[PAG] == "true" and PAG not in flags_of(by_label["baseline"])
+    nch8 = Path(by_label["nch8"].log_path or "").read_text().splitlines()
+    assert effective(nch8).env["NCCL_NCHANNELS_PER_NET_PEER"] == "8"
+    assert [j.failure_class for j in jobs if labels[j.run_id] == "bad"] == ["unknown_flag"]
+    prepared = [e.reason for e in events if e.rule == "submit.prepared"]
+    assert any(r.startswith("train_env.sh arm pag: ") and " added to " in r for r in prepared)
+    assert any(r.startswith("train_env.sh arm pag: ") and " already in " in r for r in prepared)
+    # The end: the person is told what is left in train_env.sh and how to remove it.
+    assert f"{repo / 'train_env.sh'} still holds sweepd's two TUNE_PROFILE blocks (4 arms)" \
+        in text
+    assert f"python -m sweepd.kinds.xla_tuning.train_env clean {repo / 'train_env.sh'}" in text
+    assert [e.rule for e in events].count("cluster.leftover") == 1
+
+
+def scontrol(*args: str) -> str:
+    done = subprocess.run(["scontrol", *args], env={**os.environ, **cluster_env()}, check=False,
+                          capture_output=True, text=True, timeout=30)
+    return done.stdout
+
+
+async def wait_for(config: Config, sweep: asyncio.Task[Any], want: list[str]) -> None:
+    """Until the sweep's jobs are in exactly these states (in submission order)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 90
+    while True:
+        assert not sweep.done(), "the sweep ended first"
+        assert loop.time() < deadline, f"the jobs never were {want}"
+        if config.daemon.db_path.exists():
+            _, jobs, _ = await stored(config)
+            if [str(j.state) for j in jobs] == want:
+                return
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.timeout(240)
+async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(
+        slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between waves a pinned node is taken out of service (drained, as a person or a health
+    check does when a node dies): the next wave's submission finds it, and the frozen
+    nodelist is never cut or substituted: the sweep stops for a person, in the SKILL.md's
+    format. (Wave 1 is the baseline and the evidence run; the node goes while the second
+    runs and nothing is queued.)"""
+    job_workspace(monkeypatch, tmp_path)
+    config = direct_config(tmp_path, scenario(tmp_path, time_scale=0.02))
+    sweep = asyncio.create_task(run(config, SPEC))
+    try:
+        await wait_for(config, sweep, [JobState.DONE, JobState.RUNNING])
+        scontrol("update", "NodeName=chi2881", "State=DRAIN", "Reason=sweepd-test")
+        code, lines = await asyncio.wait_for(sweep, 120)
+    finally:
+        scontrol("update", "NodeName=chi2881", "State=RESUME")
+    text = "\n".join(lines)
+    assert code == EXIT_AWAITING_DECISION, text
+    assert "[xla-tuning STOP] deepseek3-671b FSDP=2 sweep halted" in text
+    assert "Reason: pinned node(s) not usable: chi2881 (drain)" in text
+    events, jobs, _ = await stored(config)
+    assert "node.unusable" in [e.rule for e in events]
+    assert all(j.nodes == SLOT for j in jobs)       # never fewer nor other nodes
+    store = await open_store(config)
+    try:
+        assert await store.exclusions(1, active_only=False) == []
+    finally:
+        await store.close()
