@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +97,24 @@ async def test_wave1_restores_the_inventory_to_the_image_defaults_and_records_it
     by_label = {n.label: n for n in planned}
     restore = by_label["restore_default"]
     assert restore.rule == "wave1.restore_default"
-    # Appended last, so the image's values win again (last wins); the env var re-set.
-    assert restore.params.xla_flags == [f"--{AG}={IMAGE_DEFAULTS[AG]}"]
+    # The env var is re-set (its `_env_` passthrough wins over the env file). The XLA flag
+    # the env file sets cannot be changed from train_env.sh, which the toolkit sources
+    # before the env file: no profile touches it (its submission would be refused), and
+    # the baseline's reason says so.
+    assert restore.params.xla_flags == []
     assert restore.params.env == {MEM: IMAGE_DEFAULTS[MEM]}
+    assert not [n for n in planned if any(AG in f for f in n.params.xla_flags)]
+    assert f"not tuned: {AG} (set by {checkout}/configs/{MODEL}.env.sh" \
+        in by_label["baseline"].reason
     # The Inventory is recorded with the baseline's decision (its reason), and the verdict.
     assert f"Inventory: {checkout}/configs/{MODEL}.env.sh sets {AG}=1073741824, {MEM}=.97" \
         in by_label["baseline"].reason
+    # Where the arms win (direct mode, the simulator: no env file sourced after them), the
+    # image's value is appended last and wins again.
+    free = replace(facts, sourced_last=False)
+    restore = {n.label: n for n in adapter.plan(spec_of(), context(free))  # type: ignore[union-attr]
+               }["restore_default"]
+    assert restore.params.xla_flags == [f"--{AG}={IMAGE_DEFAULTS[AG]}"]
 
 
 def test_the_daemon_gives_gather_the_checkout_in_submit_sh_mode_only(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, build
-from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Inputs, build
+from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Profile
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -86,7 +86,7 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     if stop is not None:
         return stop
     results = gather.results(ctx.runs, ctx.jobs)
-    inp = spec.inputs(ctx.facts.deployed)
+    inp = changeable(spec.inputs(ctx.facts.deployed), ctx.facts.fixed_flags())
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
@@ -106,6 +106,29 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     if out and said:
         out[0] = replace(out[0], progress=said)
     return out
+
+
+def changeable(inp: Inputs, fixed: frozenset[str]) -> Inputs:
+    """submit.sh mode: the model's env file, sourced after train_env.sh, wins over any arm
+    for the XLA flags it sets; a profile of such a flag would measure nothing (and its
+    submission is refused), so the catalog and restore_default leave those flags out."""
+    if not fixed:
+        return inp
+    return replace(inp, catalog=tuple(p for p in inp.catalog if not _touches(p, fixed)),
+                   deployed=tuple(s for s in inp.deployed if s.key not in fixed))
+
+
+def _touches(profile: Profile, fixed: frozenset[str]) -> bool:
+    return any(s.layer is Layer.XLA and s.key in fixed for s in profile.settings)
+
+
+def _fixed_note(facts: XlaFacts) -> str:
+    fixed = facts.fixed_flags()
+    if not fixed:
+        return ""
+    return (f"; not tuned: {', '.join(sorted(fixed))} (set by {facts.env_file}, which the "
+            "toolkit sources after train_env.sh: a profile's arm cannot change them; edit "
+            "the env file to test them)")
 
 
 def _batch_text(batch: Batch) -> str:
@@ -139,7 +162,8 @@ def _batch_note(p: Planned, batch: Batch, facts: XlaFacts) -> str:
     sets (the Inventory restore_default puts back): recorded once, not on every run."""
     if p.profile.name != BASELINE or p.wave != 1:
         return ""
-    return f"; per_device_batch_size from {batch.source}; {facts.inventory_line()}"
+    return (f"; per_device_batch_size from {batch.source}; {facts.inventory_line()}"
+            + _fixed_note(facts))
 
 
 def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:

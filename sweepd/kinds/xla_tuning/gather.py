@@ -60,6 +60,15 @@ class XlaFacts:
     deployed: tuple[Setting, ...] = ()
     # Where the Inventory was read (None: no checkout, nothing read).
     env_file: str | None = None
+    # submit.sh mode: the env file is sourced after train_env.sh, so an XLA flag it sets
+    # cannot be changed by a profile's arm (train_env.placement would refuse the run).
+    sourced_last: bool = False
+
+    def fixed_flags(self) -> frozenset[str]:
+        """XLA flags no profile can change here (their arms would lose to the env file)."""
+        if not self.sourced_last:
+            return frozenset()
+        return frozenset(s.key for s in self.deployed if s.layer is Layer.XLA)
 
     def inventory_line(self) -> str:
         """The Inventory as recorded with the sweep's first run."""
@@ -270,7 +279,7 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
     else:
         deployed, env_file = inventory(where.repo, spec.model)
     prior = await model_perf_prior(store, spec)
-    return XlaFacts(prior, deployed, env_file)
+    return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None)
 
 
 async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:
