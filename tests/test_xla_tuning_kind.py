@@ -137,17 +137,8 @@ class Recorder:
                       f"Tokens/s/device: {tgs:.3f}, loss: {loss + 1 - s / 15:.3f}"
                       for s in range(15)]
         log.write_text("\n".join(lines) + "\n")
-        await self.store.transition_job(job.id, JobState.QUEUED, "queued",
-                                        backend_id=str(self.next_backend), log_path=str(log),
-                                        submitted_at=1000.0)
-        await self.store.transition_job(job.id, JobState.RUNNING, "running")
-        ok = klass is None
-        await self.store.transition_job(job.id, JobState.DONE if ok else JobState.FAILED, "end",
-                                        ended_at=1600.0, tgs=tgs, failure_class=klass,
-                                        failure_detail=detail)
-        await self.store.transition_run(run.id, RunState.PASSED if ok else RunState.FAILED,
-                                        "end", outcome="pass" if ok else "fail", tgs=tgs,
-                                        failure_class=klass)
+        await end_recorded(self.store, run.id, job.id, str(self.next_backend), log, tgs,
+                           klass, detail)
         return run.id
 
     async def context(self, nodes: tuple[str, ...] | None = None,
@@ -158,6 +149,20 @@ class Recorder:
                             nodes=pinned if nodes is None else nodes,
                             gpu_memory_gib=192.0, facts=facts or XlaFacts(),
                             jobs=await self.store.jobs(self.sweep_id))
+
+
+async def end_recorded(store: Store, run_id: int, job_id: int, backend_id: str, log: Path,
+                       tgs: float | None, klass: str | None, detail: str | None) -> None:
+    """A recorded job's life to its end (queued at 1000 s, ended at 1600 s), and its run's."""
+    await store.transition_job(job_id, JobState.QUEUED, "queued", backend_id=backend_id,
+                               log_path=str(log), submitted_at=1000.0)
+    await store.transition_job(job_id, JobState.RUNNING, "running")
+    ok = klass is None
+    await store.transition_job(job_id, JobState.DONE if ok else JobState.FAILED, "end",
+                               ended_at=1600.0, tgs=tgs, failure_class=klass,
+                               failure_detail=detail)
+    await store.transition_run(run_id, RunState.PASSED if ok else RunState.FAILED, "end",
+                               outcome="pass" if ok else "fail", tgs=tgs, failure_class=klass)
 
 
 async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorder:

@@ -15,25 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.cli.main import main
-from sweepd.core.states import JobState, RunState, SweepState
-from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.core.states import RunState, SweepState
 from sweepd.store.rows import Job, RunParams
 from sweepd.store.store import Store
 from tests.test_cli_client import Daemon, daemon
+from tests.test_xla_tuning_kind import IMAGE_LINE, NODE, SPEC, end_recorded
 
 __all__ = ["daemon"]   # the fixture, used by name
 
-NODE = "n[01-08]"
 FAST = "--xla_gpu_enable_pipelined_all_gather=true"
-SPEC: dict[str, Any] = {
-    "kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
-    "catalog": "replace",
-    "profiles": [{"name": "fast", "settings": {"xla_gpu_enable_pipelined_all_gather": "true"},
-                  "mechanism": "cross-iteration overlap"},
-                 {"name": "slow", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}],
-}
-IMAGE_LINE = "XLA_FLAGS=" + " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items()
-                                     if k.startswith("xla_"))
 SECTIONS = ["## TL;DR", "## Inventory ({p})", "## Effect of llama2-70b.env.sh on {p}",
             "## Tuning leaderboard ({p})", "## Why the winning flag wins ({p})",
             "## Negative findings ({p})", "## Recommended deployment ({p})",
@@ -67,16 +57,7 @@ class Recorder:
             lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
                       f"Tokens/s/device: {tgs:.3f}, loss: {8.5 - s / 15:.3f}" for s in range(15)]
         log.write_text("\n".join(lines) + "\n")
-        await self.store.transition_job(job.id, JobState.QUEUED, "queued", backend_id=backend,
-                                        log_path=str(log), submitted_at=1000.0)
-        await self.store.transition_job(job.id, JobState.RUNNING, "running")
-        ok = klass is None
-        await self.store.transition_job(job.id, JobState.DONE if ok else JobState.FAILED, "end",
-                                        ended_at=1600.0, tgs=tgs, failure_class=klass,
-                                        failure_detail=detail)
-        await self.store.transition_run(run.id, RunState.PASSED if ok else RunState.FAILED,
-                                        "end", outcome="pass" if ok else "fail", tgs=tgs,
-                                        failure_class=klass)
+        await end_recorded(self.store, run.id, job.id, backend, log, tgs, klass, detail)
 
 
 async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
