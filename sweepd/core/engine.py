@@ -34,6 +34,7 @@ from sweepd.core.control import end_note, end_open_work, release, release_ended,
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
+from sweepd.core.queued_check import check_queued
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import gather_context, kind_of, stored_spec
@@ -353,7 +354,8 @@ class Engine:
             self.notify()
             return
         if job.state == JobState.QUEUED:
-            await self._maybe_running(job, status, now)
+            if not await check_queued(self, job, status):   # pending on a dead node?
+                await self._maybe_running(job, status, now)
             return
         await self._check_hang(job, now)
 

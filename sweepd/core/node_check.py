@@ -31,6 +31,16 @@ async def ensure_usable(engine: EngineParts, sweep: Sweep, nodes: Sequence[str])
     bad = await unusable(engine, nodes)
     if not bad:
         return True
+    still, tried = await resume_where_allowed(engine, sweep, bad)
+    if not still:
+        return True
+    await stop_unusable(engine, sweep, still, tried)
+    return False
+
+
+async def resume_where_allowed(engine: EngineParts, sweep: Sweep, bad: dict[str, str]
+                               ) -> tuple[dict[str, str], list[str]]:
+    """RESUME each node where sweepd may; (the nodes still unusable, what was tried)."""
     tried = []
     for node, state in sorted(bad.items()):
         if state == NOT_IN_CLUSTER:
@@ -44,15 +54,21 @@ async def ensure_usable(engine: EngineParts, sweep: Sweep, nodes: Sequence[str])
         tried.append(f"{node} resumed from {state}")
         await engine.store.add_event(sweep.id, "decision", f"{node} was {state}: RESUME",
                                      rule="node.resume", evidence=f"sinfo: {node} {state}")
-    still = await unusable(engine, sorted(bad))
-    if not still:
-        return True
+    return await unusable(engine, sorted(bad)), tried
+
+
+async def stop_unusable(engine: EngineParts, sweep: Sweep, still: dict[str, str],
+                        tried: Sequence[str], *, waiting: str | None = None) -> None:
+    """Stop for a person, naming the nodes; `waiting`: the queued job that waits for them
+    (its scheduler reason is evidence too)."""
     by_state: dict[str, list[str]] = {}
     for node, state in sorted(still.items()):
         by_state.setdefault(state, []).append(node)
     listed = ", ".join(f"{compact_nodes(ns)} ({s})" for s, ns in sorted(by_state.items()))
-    await stop_sweep(engine, sweep, f"pinned node(s) not usable: {listed}", rule="node.unusable",
-                     evidence="; ".join(f"sinfo: {n} {s}" for n, s in sorted(still.items())),
+    evidence = "; ".join(f"sinfo: {n} {s}" for n, s in sorted(still.items()))
+    reason = f"pinned node(s) not usable: {listed}"
+    if waiting:
+        reason, evidence = f"{reason}; {waiting}", f"{evidence}; {waiting}"
+    await stop_sweep(engine, sweep, reason, rule="node.unusable", evidence=evidence,
                      failing_nodes=sorted(still), recovery="; ".join(tried),
                      outcome="still not usable; the pinned list is not changed silently")
-    return False

@@ -132,6 +132,34 @@ def _node_fault(case: Case) -> Action:
                   f"{len(remaining)} nodes", exclude=node)
 
 
+def queued_node_fault(dead: Sequence[str], s: SweepFacts,
+                      limits: PolicyConfig) -> tuple[Action, tuple[str, ...]]:
+    """A queued job waits for pinned nodes the scheduler lists as down or drained (its
+    reason says so, sinfo confirms): (the action, the nodes to exclude). As `_node_fault`
+    for the sweep's kind, but the job never ran: no retry is used, and a node that is
+    already out is not counted again."""
+    named = ", ".join(dead)
+    if s.frozen_nodes or not s.exclude_on_fault:
+        why = ("this sweep's nodelist is frozen" if s.frozen_nodes
+               else "this sweep judges nodes one by one")
+        return Action(Act.STOP, "node.unusable", f"queued for {named}, which the scheduler "
+                      f"cannot use: {why}; a node is never excluded or substituted"), ()
+    new = tuple(n for n in dead if n not in {*s.excluded, *s.by_person})
+    if len(s.excluded) + len(new) > limits.max_exclusions:
+        return Action(Act.STOP, "exclusions.max",
+                      f"queued for {named}, not usable: exclusion {len(s.excluded) + len(new)}"
+                      f", over the limit of {limits.max_exclusions} per sweep: the cluster is "
+                      "unhealthy"), new
+    remaining = [n for n in s.pinned if n not in {*s.excluded, *s.by_person, *new}]
+    if len(remaining) < s.min_nodes:
+        return Action(Act.STOP, "nodes.below_minimum",
+                      f"queued for {named}, not usable: excluding it leaves "
+                      f"{len(remaining)} nodes; the model needs {s.min_nodes}"), new
+    return Action(Act.RETRY, "queued.exclude_node",
+                  f"queued for {named}, which the scheduler cannot use: exclude it and "
+                  f"submit again on the remaining {len(remaining)} nodes", "cancelled"), new
+
+
 def _hang(case: Case) -> Action:
     """batch-sweep hang rules: before Memstats or after step 0, retry once. (A hang between
     Memstats and step 0 is classified as a silent OOM and never reaches here.)"""
