@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from sweepd.clusters.base import JobStatus, SchedulerState
+from sweepd.clusters.base import ControllerUnreachable, JobStatus, SchedulerState
 from sweepd.core.control import stop_sweep
 from sweepd.core.node_check import resume_where_allowed, stop_unusable, unusable
 from sweepd.core.policy import Act, SweepFacts, queued_node_fault
@@ -52,11 +52,15 @@ async def check_queued(engine: EngineParts, job: Job, status: JobStatus | None) 
     sweep = await engine.store.sweep(job.sweep_id)
     if sweep.state != SweepState.RUNNING:
         return False
-    bad = await unusable(engine, expand_nodes(job.nodes))
-    if not bad:
-        return False   # the reason lags the node states (resumed meanwhile): it will start
+    try:
+        bad = await unusable(engine, expand_nodes(job.nodes))
+        if not bad:
+            return False   # the reason lags the node states (resumed meanwhile): it starts
+        still, tried = await resume_where_allowed(engine, sweep, bad)
+    except ControllerUnreachable as e:   # asked again at the next poll
+        log.warning("queued_check.unreachable", job=job.id, error=str(e))
+        return False
     waiting = f"job {job.backend_id} pending: {status.reason}"
-    still, tried = await resume_where_allowed(engine, sweep, bad)
     if not still:
         return True    # resumed: the job can start where it waits
     await _handle(engine, sweep, job, still, tried, waiting)
