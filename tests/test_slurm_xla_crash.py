@@ -85,7 +85,8 @@ async def test_kill_9_mid_wave_on_slurm_resumes_without_a_duplicate_or_a_lost_pr
     finally:
         daemon.kill()
     assert shown["state"] == "done", shown["reason"]
-    assert (shown["verdict"] or {}).get("recipe") == "pag"
+    # pag (+10 %) wins; a neutral profile stacked on it may ride along within the noise.
+    assert "pag" in str((shown["verdict"] or {}).get("recipe")).split("+"), shown["verdict"]
     runs, jobs = shown["run_list"], shown["jobs"]
     # No duplicate: one job per run, each scheduler id once, each token once on Slurm.
     per_run: dict[int, int] = {}
