@@ -40,12 +40,14 @@ SPEC: dict[str, Any] = {
 }
 
 
-def scenario(tmp_path: Path, time_scale: float = 0.001) -> Path:
-    """Two nodes, one FSDP=2 cell: pipelined all-gather +8 %, 8 channels -1 %."""
+def scenario(tmp_path: Path, time_scale: float = 0.001,
+             effects: dict[str, Any] | None = None, **changes: Any) -> Path:
+    """Two nodes, one FSDP=2 cell: pipelined all-gather +8 %, 8 channels -1 % (unless the
+    test gives its own effects and landscape changes)."""
+    if effects is None:
+        effects = {f"{PAG}=true": {"tgs": 1.08}, "NCCL_NCHANNELS_PER_NET_PEER=8": {"tgs": 0.99}}
     landscape = {"parallelism": "FSDP=2", "tags": ["default"], "base_tgs": {"default": 1000.0},
-                 "noise": 0.004,
-                 "effects": {f"{PAG}=true": {"tgs": 1.08},
-                             "NCCL_NCHANNELS_PER_NET_PEER=8": {"tgs": 0.99}}}
+                 "noise": 0.004, "effects": effects, **changes}
     data = {"cluster": {"nodes": NODES, "gpu": "MI355X", "gpu_memory_gib": 288,
                         "time_scale": time_scale, "noise": 0.004, "seed": 5},
             "tuning": {"model": "deepseek3-671b", "landscapes": [landscape],
@@ -197,3 +199,84 @@ async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(
         assert await store.exclusions(1, active_only=False) == []
     finally:
         await store.close()
+
+
+# Not the all-gather threshold: the fake toolkit's env file sets that one (not tunable there).
+BIG = "xla_gpu_reduce_scatter_combine_threshold_bytes"
+
+
+def mode_config(mode: str, tmp_path: Path, scenario_path: Path,
+                monkeypatch: pytest.MonkeyPatch) -> Config:
+    """The sweep's config in either mode; submit.sh mode runs through `_train.sh`, so a
+    profile reaches the trainer only through its arm in train_env.sh."""
+    if mode == "direct":
+        job_workspace(monkeypatch, tmp_path)
+        return direct_config(tmp_path, scenario_path)
+    config = submit_sh_config(tmp_path, scenario_path)
+    through_train_sh(config)
+    return config
+
+
+def neutral(i: int) -> dict[str, Any]:
+    """A profile the landscape does not know: it changes nothing (a neutral NCCL knob)."""
+    return {"name": f"n{i:02d}", "settings": {f"NCCL_KNOB_{i:02d}": "1"}}
+
+
+async def verdict_of(config: Config) -> dict[str, Any]:
+    store = await open_store(config)
+    try:
+        return dict((await store.sweeps())[0].verdict or {})
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["direct", "submit_sh"])
+async def test_none_above_the_bar_is_bounded_and_an_oom_drops_its_profile(
+        mode: str, slurm_env: dict[str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop rule 2 with the count lowered to 3 (the spec's `thresholds`): three neutral
+    profiles, none > +2 %; the fourth profile OOMs and is dropped with its allocation.
+    (Each simulated rank under srun keeps its own clock from its own start: at a time
+    scale of 0.005 the other rank's collective timeout comes 0.3 s after the OOM, more than
+    the ranks' start skew, so the OOM line is printed before srun ends the step; at 0.001
+    a late OOM rank was cut off and the job read as a node crash.)"""
+    land = scenario(tmp_path, time_scale=0.005,
+                    effects={f"{BIG}=4294967296": {"tgs": 1.2, "mem": 3.0},
+                             "NCCL_KNOB_01=1": {"tgs": 1.01}})
+    config = mode_config(mode, tmp_path, land, monkeypatch)
+    the_spec = {**SPEC, "profiles": [*(neutral(i) for i in range(3)),
+                                     {"name": "big", "settings": {BIG: "4294967296"}}],
+                "thresholds": {"bounded_count": 3}}
+    code, lines = await run(config, the_spec)
+    text = "\n".join(lines)
+    assert code == EXIT_VERDICT, text
+    verdict = await verdict_of(config)
+    assert (verdict["kind"], verdict["rule"]) == ("bounded", "stop.bounded"), verdict
+    assert "structurally bounded" in verdict["reason"]
+    _, jobs, labels = await stored(config)
+    big = [j for j in jobs if labels[j.run_id] == "big"]
+    assert len(big) == 1 and big[0].failure_class == "oom", big
+    assert "GiB" in (big[0].failure_detail or "")
+    assert {"n00", "n01", "n02"} <= {labels[j.run_id] for j in jobs if j.tgs}
+
+
+@pytest.mark.parametrize("mode", ["direct", "submit_sh"])
+async def test_the_queue_time_budget_ends_the_sweep_with_what_it_has(
+        mode: str, slurm_env: dict[str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop rule 3, the 8 h timebox, lowered to ~14 s of Slurm queue time (wall time here):
+    the sweep stops with what it has, far from the whole catalog."""
+    land = scenario(tmp_path, effects={f"{PAG}=true": {"tgs": 1.03}})
+    config = mode_config(mode, tmp_path, land, monkeypatch)
+    profiles = [{"name": "pag", "settings": {PAG: "true"}}, *(neutral(i) for i in range(8))]
+    the_spec = {**SPEC, "profiles": profiles, "thresholds": {"max_queue_hours": 0.004}}
+    code, lines = await run(config, the_spec)
+    text = "\n".join(lines)
+    assert code == EXIT_VERDICT, text
+    verdict = await verdict_of(config)
+    assert (verdict["kind"], verdict["rule"]) == ("timebox", "stop.timebox"), verdict
+    assert "h of queue time >= " in verdict["reason"]
+    _, jobs, labels = await stored(config)
+    tried = {labels[j.run_id] for j in jobs} - {"baseline", "evidence", "restore_default"}
+    assert len(tried) < len(profiles), tried
