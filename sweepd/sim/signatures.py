@@ -101,8 +101,14 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
         exits[rank] = 1
         return t, Failure(exits, 1, "Training failed")
     alloc = job.truth.alloc_gib if job.truth and job.truth.alloc_gib else 12.5
-    add(t, rank, f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
-                 f"while trying to allocate {alloc:.2f}GiB.")
+    oom = (f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
+           f"while trying to allocate {alloc:.2f}GiB.")
+    if job.tuning is not None and kind is None:
+        # A profile's temp memory over HBM is the same program on every rank: each one
+        # fails its first allocation. (From one rank only, srun could end the step before
+        # a late-starting rank printed it, and the OOM would read as a node crash.)
+        return _all_ranks(add, job, t, [oom], 1)
+    add(t, rank, oom)
     return _cascade(add, job, t, rank, 1)
 
 
