@@ -436,6 +436,10 @@ async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_node
                        if "STOP]" in e.reason)
         assert message.startswith("[xla-tuning STOP] llama2-70b FSDP=8 sweep halted\n")
         assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
+        # The SKILL.md's partial deliverable, written at the stop from what ran so far.
+        partial = config.daemon.outputs / f"sweep-{sweep.id}" / "llama2-70b-tuning.md"
+        assert f"Partial report (what ran so far): {partial}" in message
+        assert "## Tuning leaderboard (FSDP=8)" in partial.read_text()
     finally:
         await s.close()
 

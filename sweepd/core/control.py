@@ -11,7 +11,7 @@ from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.reports.stop import stop_message
-from sweepd.store.rows import Sweep
+from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import InvalidTransition
 from sweepd.util.hostlists import expand_nodes
 from sweepd.util.text import compact_nodes
@@ -60,12 +60,27 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
                                own=own(sweep, runs, jobs) if own else None)
+        files = _stop_files(engine, sweep, runs, jobs)
         note = await end_note(engine, sweep)
-        message += f"\n\n{note}" if note else ""
+        message += "".join(f"\n\n{n}" for n in (files, note) if n)
         await store.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason, rule=rule,
                                      evidence=evidence, progress=message)
     engine.notify()
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
+
+
+def _stop_files(engine: EngineParts, sweep: Sweep, runs: Sequence[Run],
+                jobs: Sequence[Job]) -> str | None:
+    """What the kind writes for the person at a stop (xla-tuning: a partial tuning.md).
+    A file that cannot be written is said, never raised: the stop stands."""
+    write = kind_of(sweep.kind).stop_files
+    if write is None:
+        return None
+    try:
+        return write(sweep, runs, jobs, engine.outputs / f"sweep-{sweep.id}")
+    except (OSError, ValueError) as e:
+        log.warning("stop.files_failed", sweep=sweep.id, error=str(e))
+        return f"The partial report could not be written: {e}"
 
 
 async def end_note(engine: EngineParts, sweep: Sweep) -> str | None:

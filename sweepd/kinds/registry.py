@@ -133,6 +133,9 @@ class Kind(Generic[SpecT, FactsT]):
     # (None, or a None answer: the generic ones).
     stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],
                          tuple[str, list[str]] | None] | None = None
+    # Files the kind writes for the person at a stop (e.g. a partial deliverable) in the
+    # sweep's directory; returns the stop message's line about them (None: nothing written).
+    stop_files: Callable[[Sweep, Sequence[Run], Sequence[Job], Path], str | None] | None = None
 
 
 @cache

@@ -14,4 +14,4 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
     config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot, demo=DEMO,
-    stop_state=adapter.stop_state, preflight=preflight.checks)
+    stop_state=adapter.stop_state, stop_files=report.stop_files, preflight=preflight.checks)

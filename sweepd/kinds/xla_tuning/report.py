@@ -283,3 +283,15 @@ def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
     path.write_text(tuning_md.write_or_extend(existing, cell(sweep, v), guard_for(v.spec)),
                     "utf-8")
     return path
+
+
+def stop_files(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
+               directory: Path) -> str | None:
+    """Kind.stop_files: the SKILL.md's partial `<MODEL_TAG>-tuning.md` at a stop, from what
+    ran so far, in the sweep's directory (the person's copy comes from `report
+    --tuning-md`, where they run it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = write_tuning_md(directory, sweep, runs, jobs)
+    return (f"Partial report (what ran so far): {path}; `sweepd report {sweep.id} "
+            "--tuning-md` writes it where you are")
+
