@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sweepd.app.daemon import open_parts
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.app.service import Service
 from sweepd.clusters.base import JobRequest
@@ -353,3 +354,15 @@ async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
     assert "restore_default" in [n.label for n in planned]
     # The FSDP=8 cell deploys nothing: no restore_default run (the demo's cell).
     assert (await gather.facts(store, spec_of(), where)).deployed == ()
+
+
+async def test_the_daemon_resolves_a_slot_through_its_timed_backend(tmp_path: Path) -> None:
+    """The daemon wraps its backend to time each call (`TimedBackend`): the slot and the
+    pre-flight ask it like any other call (they were refused as "cannot list" there)."""
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        sweep = await parts.service.submit(slot_spec(4))
+        stored = await parts.store.sweep(sweep["id"])
+        assert stored.spec["nodes"] == "chi[2832,2863,2867-2868]"
+        rules = [e.rule for e in await parts.store.events(sweep["id"])]
+        assert "slot.resolved" in rules and "preflight.other_users" in rules

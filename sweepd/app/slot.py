@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweepd.clusters.base import ControllerUnreachable
-from sweepd.clusters.slots import idle_nodes
+from sweepd.clusters.base import ClusterBackend, ControllerUnreachable
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.util.hostlists import collect_nodes
 
@@ -29,7 +28,7 @@ def wants_slot(spec: SweepSpec) -> int | None:
     return count if isinstance(count, int) and not spec.nodes else None
 
 
-async def resolve(backend: object, spec: SweepSpec, default_partition: str | None
+async def resolve(backend: ClusterBackend, spec: SweepSpec, default_partition: str | None
                   ) -> tuple[SweepSpec, Chosen | None]:
     """The spec with its slot frozen to idle nodes (the first `node_count` in name order:
     neighbours by name, and the same choice for the same cluster state), and the decision.
@@ -41,12 +40,10 @@ async def resolve(backend: object, spec: SweepSpec, default_partition: str | Non
     partition = asked or default_partition
     where = f"partition {partition}" if partition else "the cluster (no partition given)"
     try:
-        listing = await idle_nodes(backend, partition)
+        listing = await backend.idle_nodes(partition)
     except (ControllerUnreachable, RuntimeError) as e:
         raise _refusal(f"cannot resolve node_count {count} now: the scheduler did not "
                        f"answer ({e})") from None
-    if listing is None:
-        raise _refusal("this backend cannot list idle nodes: name the nodes (`nodes`)")
     if len(listing.items) < count:
         shown = collect_nodes(listing.items) if listing.items else "none"
         raise _refusal(f"node_count {count}: only {len(listing.items)} idle node(s) in "

@@ -85,6 +85,14 @@ class JobStatus:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What a partition holds now, with the command or source that said so (evidence)."""
+
+    items: list[str]
+    evidence: str
+
+
 class ControllerUnreachable(Exception):
     """The scheduler did not answer (e.g. `slurm_load_jobs error: Connection refused`)."""
 
@@ -130,6 +138,15 @@ class ClusterBackend(Protocol):
     async def end_note(self, output_dir: Path) -> str | None:
         """What this sweep's submissions (`output_dir`: the sweep's) left outside sweepd's
         own directories, for the person at the sweep's end; None: nothing."""
+        ...
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        """The nodes of `partition` (None: every partition) idle now, in name order, for a
+        spec that asks for a cluster slot rather than named nodes."""
+        ...
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        """Other users' pending and running jobs on `partition` (`jobid user state nodes`)."""
         ...
 
     async def close(self) -> None: ...

@@ -28,6 +28,7 @@ from sweepd.clusters.base import (
     ControllerUnreachable,
     JobRequest,
     JobStatus,
+    Listing,
     SchedulerState,
     SubmitRefused,
     Submitted,
@@ -105,6 +106,18 @@ class SimCluster:
     async def end_note(self, output_dir: Path) -> str | None:
         """The simulated cluster writes nothing outside the sweep's own directories."""
         return None
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        """One partition: its nodes no running or queued job holds (a queued job will take
+        its nodes: they are not free for a frozen slot)."""
+        held = {n for r in await asyncio.to_thread(self._all)
+                if self._running(r) or r["state"] == PENDING for n in r["nodes"]}
+        return Listing([n for n in self.scenario.cluster.node_list if n not in held],
+                       "the simulated cluster (one partition): its nodes minus those of "
+                       "running or queued jobs")
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        return Listing([], "the simulated cluster has no other users")
 
     async def close(self) -> None:
         """Nothing to release: jobs keep running without us, by design."""

@@ -9,6 +9,7 @@ prefix such as `["ssh", "login1"]`.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import re
 import shlex
@@ -24,6 +25,7 @@ from sweepd.clusters.base import (
     ControllerUnreachable,
     JobRequest,
     JobStatus,
+    Listing,
     SchedulerState,
     SubmitRefused,
     Submitted,
@@ -706,6 +708,27 @@ class SlurmCluster:
     async def end_note(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(leftover_note, output_dir)
 
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        argv = ["sinfo", "-h", "-N", "-t", "idle", "-o", "%N", *_partition_args(partition)]
+        res = await self._run(argv)
+        if res.rc != 0:
+            self._raise_for("sinfo", res)
+        found = hostlist.numerically_sorted(
+            {line.strip() for line in res.out.splitlines() if line.strip()})
+        return Listing(found, f"{' '.join(argv)}: {hostlist.collect_hostlist(found) or 'none'}")
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        argv = ["squeue", "-h", "-t", "PENDING,RUNNING", "-o", "%i|%u|%T|%N",
+                *_partition_args(partition)]
+        res = await self._run(argv)
+        if res.rc != 0:
+            self._raise_for("squeue", res)
+        me = getpass.getuser()
+        rows = [line.split("|") for line in res.out.splitlines() if line.count("|") == 3]
+        return Listing([" ".join(r) for r in rows if r[1] != me],
+                       f"{' '.join(argv)} (users other than {me})")
+
     async def close(self) -> None:
         return None
 
@@ -714,3 +737,7 @@ def _write_script(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     path.chmod(0o755)
+
+
+def _partition_args(partition: str | None) -> list[str]:
+    return ["-p", partition] if partition else []

@@ -25,6 +25,7 @@ from sweepd.clusters.base import (
     ControllerUnreachable,
     JobRequest,
     JobStatus,
+    Listing,
     Submitted,
 )
 from sweepd.store.outbox import Outbox
@@ -123,6 +124,14 @@ class TimedBackend:
 
     async def end_note(self, output_dir: Path) -> str | None:
         return await self.inner.end_note(output_dir)
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        out: Listing = await self._timed("idle_nodes", self.inner.idle_nodes(partition))
+        return out
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        out: Listing = await self._timed("others_jobs", self.inner.others_jobs(partition))
+        return out
 
     async def close(self) -> None:
         await self.inner.close()

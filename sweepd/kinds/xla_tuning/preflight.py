@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from sweepd.clusters.base import ControllerUnreachable
-from sweepd.clusters.slots import others_jobs
 from sweepd.core.node_check import UNUSABLE
 from sweepd.kinds.registry import Check, PreflightContext
 from sweepd.kinds.xla_tuning import train_env
@@ -56,13 +55,10 @@ async def other_users(ctx: PreflightContext) -> Check:
     (the 8 h timebox counts queue time). Noted, never a stop."""
     where = f"partition {ctx.partition}" if ctx.partition else "the cluster"
     try:
-        found = await others_jobs(ctx.backend, ctx.partition)
+        found = await ctx.backend.others_jobs(ctx.partition)
     except (ControllerUnreachable, RuntimeError) as e:
         return Check("preflight.other_users", f"other users' jobs on {where} unknown (the "
                      "scheduler did not answer)", str(e))
-    if found is None:
-        return Check("preflight.other_users", "this backend cannot list other users' jobs",
-                     "no listing")
     jobs = found.items
     shown = "; ".join(jobs[:SHOWN_JOBS]) + (f"; +{len(jobs) - SHOWN_JOBS} more"
                                             if len(jobs) > SHOWN_JOBS else "")
