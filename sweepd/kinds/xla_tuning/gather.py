@@ -11,6 +11,7 @@ evidence is the evidence run's HLO dump read by `logread.hlo_evidence`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -124,14 +125,34 @@ def _lines(path: str | None) -> list[str] | None:
         return None
 
 
+_LOG_CACHE: dict[tuple[str, int, int, frozenset[str]], LogFacts] = {}
+_LOG_CACHE_MAX = 4096
+
+
 def read_log(path: str | None, keys: Iterable[str] = ()) -> LogFacts:
     """A job log's facts (an unreadable log: none). `keys`: env vars to follow besides
-    the NCCL/RCCL/XLA_PYTHON_CLIENT families (a profile's own)."""
+    the NCCL/RCCL/XLA_PYTHON_CLIENT families (a profile's own). Read once per file version
+    (size and mtime): plans run every tick, and an ended job's log no longer changes."""
+    if not path:
+        return LogFacts()
+    follow = frozenset(keys)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return LogFacts()
+    key = (path, st.st_size, st.st_mtime_ns, follow)
+    cached = _LOG_CACHE.get(key)
+    if cached is not None:
+        return cached
     lines = _lines(path)
     if lines is None:
         return LogFacts()
-    return LogFacts(logread.effective(lines, 0, keys), logread.unknown_flags_in(lines),
-                    _steps(lines))
+    facts = LogFacts(logread.effective(lines, 0, follow), logread.unknown_flags_in(lines),
+                     _steps(lines))
+    if len(_LOG_CACHE) >= _LOG_CACHE_MAX:
+        _LOG_CACHE.clear()
+    _LOG_CACHE[key] = facts
+    return facts
 
 
 def _steps(lines: Iterable[str]) -> tuple[StepFact, ...]:
