@@ -139,7 +139,7 @@ def _parse_structured(full: str, body: str) -> LineFact | None:
         if m := _BANNER.match(stripped):
             return _banner(m, full)
     if "=" in body and (m := _HEADER.match(body)):
-        return HeaderFact(key=m.group(1), value=_unquote(m.group(2).strip()))
+        return HeaderFact(key=m.group(1), value=unquote(m.group(2).strip()))
     if "NODE_EXIT" in body and (m := _NODE_EXIT.search(body)):
         return NodeExitFact(host=m.group(1), exit_code=int(m.group(2)))
     if "Status:" in body and (m := _STATUS.match(body)):
@@ -166,7 +166,8 @@ def _banner(m: re.Match[str], full: str) -> BannerFact | SignalFact:
     return SignalFact(rank=None, klass=klass, text=full, detail=f"{stage} {status} ({detail})")
 
 
-def _unquote(value: str) -> str:
+def unquote(value: str) -> str:
+    """A shell value without its one pair of surrounding quotes."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
     return value

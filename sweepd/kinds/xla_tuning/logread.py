@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Layer, Setting
+from sweepd.monitor.parse import unquote
 
 XLA_FLAGS = "XLA_FLAGS"
 # Env vars that matter to a tuning run (besides any key a profile names).
@@ -91,18 +92,12 @@ def effective(lines: Iterable[str], rank: int | None = 0,
         m = _ASSIGN.match(line)
         if m is None or not _wanted(m.group(1), follow):
             continue
-        value = _unquote(m.group(2).strip())
+        value = unquote(m.group(2).strip())
         if m.group(1) == XLA_FLAGS:
             xla_text = value
         else:
             env[m.group(1)] = value
     return Effective(parse_flags(xla_text or ""), env, xla_text)
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
 
 
 def unknown_flags(line: str) -> tuple[str, ...]:
