@@ -69,21 +69,22 @@ class Service(Queries):
         self.engine.notify()
         return await self.summary(sweep_id)
 
+    def _default_partition(self) -> str | None:
+        """The configured Slurm partition a spec without one uses (None off Slurm)."""
+        cluster = self.engine.config.cluster
+        return cluster.slurm.partition if cluster.backend == "slurm" else None
+
     async def _resolve_slot(self, spec: SweepSpec) -> tuple[SweepSpec, slot.Chosen | None]:
-        slurm = self.engine.config.cluster.slurm
-        default = slurm.partition if self.engine.config.cluster.backend == "slurm" else None
-        return await slot.resolve(self.engine.backend, spec, default)
+        return await slot.resolve(self.engine.backend, spec, self._default_partition())
 
     async def _preflight(self, spec: SweepSpec) -> list[Check]:
         """The kind's checks at submission; a failed one refuses it, nothing recorded."""
         hook = kind_of(spec.kind).preflight
         if hook is None:
             return []
-        config = self.engine.config
-        default = config.cluster.slurm.partition if config.cluster.backend == "slurm" else None
-        partition = getattr(spec, "partition", None) or default
+        partition = getattr(spec, "partition", None) or self._default_partition()
         checks: list[Check] = await hook(spec, PreflightContext(
-            self.engine.backend, gather_context(config), partition))
+            self.engine.backend, gather_context(self.engine.config), partition))
         failed = [c for c in checks if not c.ok]
         if failed:
             what = "pre-flight: " + "; ".join(c.text for c in failed)

@@ -69,7 +69,7 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
                                 routine_per_hour=config.routine_per_hour, timing=timing,
                                 news=news, chats_of=chats_of)
     chat = ChatControl(outbox, bot, creds.token, chat_ids, service,
-                       poll_timeout_s=config.poll_timeout_s, timing=timing, chats_of=chats_of)
+                       poll_timeout_s=config.poll_timeout_s, timing=timing)
 
     async def close() -> None:
         try:

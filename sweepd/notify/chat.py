@@ -101,15 +101,13 @@ def show_text(d: dict[str, Any]) -> str:
 class ChatControl:
     def __init__(self, outbox: Outbox, bot: Bot, token: Token, chat_ids: Sequence[int],
                  ops: Operations, *, poll_timeout_s: int = 30, timing: Timing = DEFAULT_TIMING,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 chats_of: Callable[[int], Awaitable[list[int]]] | None = None) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.outbox = outbox
         self.bot = bot
         self.token = token
         self.chat_ids = frozenset(chat_ids)
         self.ops = ops
         self._chat_list = list(chat_ids)
-        self._chats_of = chats_of
         self.poll_timeout_s = poll_timeout_s
         self._sleep = sleep
         self._backoff = Backoff(timing)
@@ -165,10 +163,8 @@ class ChatControl:
             await self._reply(msg.chat.id, chunk, parse_mode)
 
     async def chats_of(self, sweep_id: int) -> list[int]:
-        """The chats the sweep reports to (raises NotFound)."""
-        if self._chats_of is not None:
-            return await self._chats_of(sweep_id)
-        return sweep_chats((await self.ops.show(sweep_id))["spec"], self._chat_list)
+        """The chats the sweep reports to (raises NotFound): its stored spec's, one row."""
+        return sweep_chats((await self.outbox.store.sweep(sweep_id)).spec, self._chat_list)
 
     async def execute(self, cmd: Command, chat_id: int) -> tuple[str, str | None]:
         """The answer to a command from a chat, as (text, parse mode). A chat sees and acts

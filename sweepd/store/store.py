@@ -457,11 +457,15 @@ class Store:
         rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
         return [SignalRow.from_row(r) for r in rows]
 
-    async def jobs_on(self, nodes: str) -> list[Job]:
-        """Every sweep's jobs that ran on exactly these nodes (a collected hostlist), oldest
-        first."""
-        rows = await self._all("SELECT * FROM jobs WHERE nodes = ? ORDER BY id", (nodes,))
-        return [Job.from_row(r) for r in rows]
+    async def latest_mem_used_on(self, nodes: str, sweep_ids: Iterable[int]) -> float | None:
+        """The memory (GB) recorded by the latest job of these sweeps that ran on exactly
+        these nodes (a collected hostlist) and recorded one; one row, not every job there."""
+        rows = await self._all(
+            "SELECT mem_used_gb FROM jobs WHERE nodes = ? AND mem_used_gb IS NOT NULL"
+            " AND sweep_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 1",
+            (nodes, json.dumps(sorted(set(sweep_ids)))),
+        )
+        return float(rows[0][0]) if rows else None
 
     # -- exclusions --------------------------------------------------------------------
 

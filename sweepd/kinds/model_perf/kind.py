@@ -59,11 +59,8 @@ async def _prior(store: Store, spec: ModelPerfSpec, sweeps: list[Sweep]) -> Prio
 
 async def _param_gb(store: Store, spec: ModelPerfSpec, sweeps: list[Sweep]) -> float | None:
     """Param memory (GB) the latest job of the same model on the same nodes printed."""
-    same_model = {s.id for s in sweeps if s.spec.get("model") == spec.model}
-    for job in reversed(await store.jobs_on(spec.nodes)):
-        if job.mem_used_gb is not None and job.sweep_id in same_model:
-            return job.mem_used_gb
-    return None
+    same_model = [s.id for s in sweeps if s.spec.get("model") == spec.model]
+    return await store.latest_mem_used_on(spec.nodes, same_model)
 
 
 def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
