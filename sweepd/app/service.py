@@ -152,11 +152,10 @@ class Service(Queries):
         deadline = loop.time() + wait_s
         while True:
             news = self.engine.news()
-            # Read inside a transaction, as the outbox does: a line of a transaction still
-            # open (the engine's, rolled back when the daemon stops mid-pass) is never sent.
-            # A watcher shown it would resume after its id and skip the line that reuses it.
-            async with self.store.tx():
-                events = await self.store.events(sweep_id, after, kind="progress")
+            # The store reads committed rows only (a read waits for another task's open
+            # transaction): a line a rollback takes back, whose id the next line reuses, is
+            # never shown to a watcher that would resume after it.
+            events = await self.store.events(sweep_id, after, kind="progress")
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events
