@@ -158,8 +158,10 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     assert leaderboard_rows(text, "PP=8")["slow"][1] == f"{pp['slow']['tgs']:.1f}"
     tldr = text[text.index("## TL;DR"):text.index("## Inventory")]
     assert "| FSDP=8 | default | `" in tldr and "| PP=8 | default | `" in tldr
-    # The second cell's patch is guarded by parallelism (PP > 1 here).
-    assert 'if [[ "${MAXTEXT_DCN_PP:-1}" -gt 1 ]]; then' in text
+    # Each cell's patch is guarded by its exact parallelism (FSDP, PP, TP degrees), the
+    # first one too (written when the file covered no other parallelism).
+    assert 'if [[ "$_sweepd_par" == "1 8 1 " ]]; then' in text
+    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in text
     # Written again for the same parallelism: replaced, not repeated.
     assert (await daemon.run("report", str(second), "--tuning-md"))[0] == 0
     again = (tmp_path / "llama2-70b-tuning.md").read_text()
@@ -202,18 +204,22 @@ async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
     repo = tmp_path / "repo"
     use_checkout(daemon, repo)
     code, _, err = await daemon.run("report", str(sid), "--apply")
-    assert code == 2 and f"cannot read {repo}/configs/llama2-70b.env.sh" in err
+    assert code == 2 and f"there is no directory {repo}/configs" in err
     env = repo / "configs" / "llama2-70b.env.sh"
     env.parent.mkdir(parents=True)
     env.write_text(ENV_FILE)
     code, out, _ = await daemon.run("report", str(sid), "--tuning-md", str(tmp_path), "--apply")
     assert code == 0 and f"{env}: the FSDP=8 recipe written" in out
-    want = (f"{ENV_FILE}# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>\n"
-            f"# sweep {sid}: fast, +8.00% vs baseline-deployed\n"
-            f'if [[ "${{MAXTEXT_DCN_PP:-1}}" -le 1 ]]; then\n'
-            f'    export XLA_FLAGS="${{XLA_FLAGS}} {FAST}"\nfi\n'
-            "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<\n")
-    assert env.read_text() == want and (tmp_path / "llama2-70b-tuning.md").is_file()
+    text = env.read_text()
+    block = text[len(ENV_FILE):].splitlines()
+    assert text.startswith(ENV_FILE)
+    assert block[0] == "# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>"
+    assert block[1] == f"# sweep {sid}: fast, +8.00% vs baseline-deployed"
+    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in block
+    assert f'    export XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}{FAST}"' in block
+    assert block[-1] == "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<"
+    want = text
+    assert (tmp_path / "llama2-70b-tuning.md").is_file()
     # Applied again (or a later sweep's recipe): the block is replaced, never repeated.
     assert (await daemon.run("report", str(sid), "--apply"))[0] == 0
     assert env.read_text() == want

@@ -15,7 +15,9 @@ from typing import Any
 
 from sweepd.cli.output import fail, print_json, say
 from sweepd.kinds.xla_tuning import tuning_md
+from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.reports.apply import ApplyError, apply_env_patch
+from sweepd.util import person_commit, person_files
 
 KIND = "xla-tuning"
 THE_CHECKOUT = Path()   # `--apply` given without a FILE: the daemon's submit.sh checkout
@@ -51,13 +53,18 @@ def md_path(given: Path, model: str) -> Path:
 def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
     path = md_path(args.tuning_md, str(tuning["model"]))
     cell = tuning_md.cell_from_json(tuning["cell"])
+    covered: list[str] = []
+
+    def change(existing: str | None) -> str:
+        covered[:] = tuning_md.parallelisms(existing) if existing is not None else []
+        return tuning_md.write_or_extend(existing, cell, str(tuning["guard"]))
+
+    if not path.parent.is_dir():
+        return fail(args, f"cannot write {path}: there is no directory {path.parent}")
     try:
-        existing = path.read_text("utf-8") if path.is_file() else None
-        covered = tuning_md.parallelisms(existing) if existing is not None else []
-        path.write_text(tuning_md.write_or_extend(existing, cell, str(tuning["guard"])),
-                        "utf-8")
-    except OSError as e:
-        return fail(args, f"cannot write {path}: {e.strerror or type(e).__name__}")
+        person_files.edit(path, change, create=True)
+    except person_files.PersonFileError as e:
+        return fail(args, str(e))
     others = [p for p in covered if p != cell.parallelism]
     how = (f"extended with {cell.parallelism} (sign flips vs {', '.join(others)})" if others
            else f"written ({cell.parallelism})")
@@ -68,12 +75,30 @@ def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, A
     return 0
 
 
+def conditional_refusal(sweep_id: int, verdict: dict[str, Any]) -> str | None:
+    """Why a conditional verdict is not applied without --force (None: it is not)."""
+    cond = verdict.get("conditional")
+    if not cond:
+        return None
+    why = (f"it regresses config tag {', '.join(map(str, cond))} by more than the limit"
+           if isinstance(cond, list) else "its confirmation or Wave 6 was not done before "
+           "the sweep stopped")
+    return (f"sweep {sweep_id}'s verdict is conditional ({why}): --apply refuses it; "
+            "add --force to write it anyway")
+
+
 def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
     model, par = str(tuning["model"]), str(tuning["parallelism"])
-    patch = str(tuning.get("env_patch") or "")
-    if not patch:
-        reason = (tuning.get("verdict") or {}).get("reason") or "the sweep has not finished"
+    verdict = tuning.get("verdict") or {}
+    plan = tuning.get("deploy")
+    if not isinstance(plan, dict):
+        reason = verdict.get("reason") or "the sweep has not finished"
         return fail(args, f"sweep {args.id} proposes no deployment to apply ({reason})")
+    if "error" in plan:
+        return fail(args, f"sweep {args.id}: the recipe cannot be deployed: {plan['error']}")
+    refusal = conditional_refusal(args.id, verdict)
+    if refusal and not getattr(args, "force", False):
+        return fail(args, refusal)
     target = _target(args.apply, tuning.get("env_file"))
     if target is None:
         return fail(args, f"sweep {args.id}: no checkout to apply to (the daemon runs no "
@@ -83,16 +108,26 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         # A recipe is only valid for the model it was measured on.
         return fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
                           f"file (expected configs/{model}.env.sh)")
+    winner = tuning.get("winner")
     try:
         # One block per model and parallelism: a later sweep's recipe replaces it.
-        block = apply_env_patch(target, f"xla-tuning {model} {par}", [
-            f"# sweep {args.id}: {tuning.get('winner')}, {_gain(tuning)} vs baseline-deployed",
-            *patch.splitlines()])
-    except ApplyError as e:
+        block = apply_env_patch(target, model, Parallelism.parse(str(plan["parallelism"])), [
+            f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed"],
+            [str(line) for line in plan["lines"]])
+    except (ApplyError, ValueError) as e:
         return fail(args, str(e))
     out["applied"] = {"path": str(target), "block": block}
     say(f"{target}: the {par} recipe written (guarded by parallelism):\n{block}",
         err=bool(args.json))
+    if getattr(args, "commit", False):
+        message = (f"{model} {par}: XLA recipe {winner} from sweepd sweep {args.id} "
+                   f"({verdict.get('kind', 'verdict')}: {_gain(tuning)} vs baseline-deployed)")
+        try:
+            where = person_commit.commit(target, message)
+        except person_commit.CommitError as e:
+            return fail(args, str(e))
+        out["committed"] = where
+        say(f"committed on {where}: {message}", err=bool(args.json))
     return 0
 
 

@@ -40,6 +40,7 @@ from sweepd.core.states import SweepState
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.reports.apply import ApplyError, apply_to_config
+from sweepd.util import person_commit
 from sweepd.util.text import compact_nodes, escape
 
 
@@ -243,6 +244,13 @@ def _apply(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
     except ApplyError as e:
         return fail(args, str(e))
     say(f"{args.apply}: {line}")
+    if args.commit:
+        try:
+            where = person_commit.commit(Path(args.apply), f"{model}: {verdict['parameter']} = "
+                                         f"{verdict['best']} from sweepd sweep {args.id}")
+        except person_commit.CommitError as e:
+            return fail(args, str(e))
+        say(f"committed on {where}")
     return 0
 
 
@@ -337,6 +345,11 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                                 "MODEL.gpu.yml); xla-tuning: the recipe, guarded by "
                                 "parallelism, into configs/MODEL.env.sh of the daemon's "
                                 "submit.sh checkout (or this FILE)")
+            p.add_argument("--force", action="store_true",
+                           help="with --apply: write a conditional xla-tuning verdict too")
+            p.add_argument("--commit", action="store_true",
+                           help="with --apply: commit the file written in its repo (never on "
+                                "the default branch)")
             md = p.add_argument("--tuning-md", type=Path, nargs="?", const=Path(),
                                 metavar="PATH",
                                 help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "

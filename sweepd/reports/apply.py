@@ -1,17 +1,25 @@
 """`sweepd report ID --apply FILE`: write a sweep's optimum into the model's config file
 (model perf: one line of `<model>.gpu.yml`; xla-tuning: a marked block of `<model>.env.sh`).
 
-Only when a person asks. The edit is one line: the parameter's line is replaced (comments,
-order and every other line kept), or appended when the file does not set it yet.
+Only when a person asks, and only through `util.person_files` (locked, re-checked right
+before the write, written in place, left parsing). The gpu.yml edit is one line: the
+parameter's line is replaced (comments, order and every other line kept), or appended when
+the file does not set it yet. The env-file edit is one marked block per model and
+parallelism (`kinds.xla_tuning.deploy`): the recipe exactly, guarded by the cell's exact
+parallelism, appended after everything else the file sets (last wins).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweepd.kinds.xla_tuning.train_env import TrainEnvError, check_syntax, write_atomic
+from sweepd.kinds.xla_tuning import deploy
+from sweepd.kinds.xla_tuning.catalog import Parallelism
+from sweepd.util import person_files
 
 
 class ApplyError(ValueError):
@@ -23,18 +31,20 @@ def apply_to_config(path: Path, parameter: str, value: Any) -> str:
     if parameter.startswith("_env_") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", parameter):
         raise ApplyError(f"{parameter!r} is not a config key (env variables go in the "
                          "model's .env.sh, not its .gpu.yml)")
-    try:
-        text = path.read_text("utf-8")
-    except OSError as e:
-        raise ApplyError(f"cannot read {path}: {e.strerror}") from None
     line = f"{parameter}: {value}"
     key = re.compile(rf"^{re.escape(parameter)}\s*:.*?(\s+#.*)?$", re.M)
-    found = key.search(text)
-    if found:
-        new = text[:found.start()] + line + (found.group(1) or "") + text[found.end():]
-    else:
-        new = text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
-    path.write_text(new, "utf-8")
+
+    def change(text: str | None) -> str:
+        assert text is not None  # a missing file is refused before
+        found = key.search(text)
+        if found:
+            return text[:found.start()] + line + (found.group(1) or "") + text[found.end():]
+        return text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
+
+    try:
+        person_files.edit(path, change, check=person_files.yaml_syntax)
+    except person_files.PersonFileError as e:
+        raise ApplyError(str(e)) from None
     return line
 
 
@@ -42,28 +52,107 @@ def _markers(what: str) -> tuple[str, str]:
     return f"# >>> sweepd: {what} >>>", f"# <<< sweepd: {what} <<<"
 
 
-def apply_env_patch(path: Path, what: str, lines: list[str]) -> str:
-    """Write `lines` into a `configs/<model>.env.sh` as one marked block (`what`, e.g.
-    `xla-tuning FSDP=8`): the block of the same `what` is replaced, else the block appended;
-    every other line kept. The file must exist and the result parse (`bash -n`): every job
-    of the checkout sources it. Returns the block written."""
+_BEGIN = re.compile(r"^# >>> sweepd: (.+) >>>$")
+_WHAT = re.compile(r"^xla-tuning (\S+) (\S+)$")
+
+
+@dataclass(frozen=True)
+class _Block:
+    what: str
+    start: int  # line index of the begin marker
+    end: int  # line index of the end marker
+
+
+def _blocks(lines: Sequence[str], path: Path) -> list[_Block]:
+    out = []
+    i = 0
+    while i < len(lines):
+        m = _BEGIN.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        end = _markers(m.group(1))[1]
+        try:
+            j = lines.index(end, i + 1)
+        except ValueError:
+            raise ApplyError(f"{path}: sweepd's block {lines[i]!r} has no end line {end!r}; "
+                             "nothing written (mend the file by hand)") from None
+        out.append(_Block(m.group(1), i, j))
+        i = j + 1
+    return out
+
+
+def _unwrap(inner: list[str]) -> tuple[list[str], list[str]]:
+    """An older block's (comments, settings): its lines without an `if ...; then`/`fi`
+    wrapper (the PP-only guard earlier versions wrote), dedented."""
+    comments = []
+    while inner and inner[0].startswith("#"):
+        comments.append(inner.pop(0))
+    if inner and inner[0].startswith("if ") and inner[-1] == "fi":
+        inner = [ln[4:] if ln.startswith("    ") else ln for ln in inner[1:-1]]
+    return comments, inner
+
+
+def _reguard(lines: list[str], b: _Block, path: Path) -> list[str]:
+    """An earlier sweepd block of another parallelism, guarded by its own exact
+    parallelism now that the file holds more than one (its settings unchanged)."""
+    inner = lines[b.start + 1:b.end]
+    m = _WHAT.match(b.what)
+    if deploy.is_guarded(inner) or m is None:
+        return inner
     try:
-        text = path.read_text("utf-8")
-    except OSError as e:
-        raise ApplyError(f"cannot read {path}: {e.strerror}") from None
+        par = Parallelism.parse(m.group(2))
+    except ValueError:
+        return inner
+    comments, settings = _unwrap(list(inner))
+    try:
+        return [*comments, *deploy.guarded(m.group(1), par, settings)]
+    except deploy.DeployError as e:
+        raise ApplyError(f"{path}: sweepd's block {b.what!r} cannot be guarded ({e}); "
+                         "nothing written (mend the file by hand)") from None
+
+
+def env_patch_text(text: str | None, path: Path, model: str, par: Parallelism,
+                   comments: Sequence[str], lines: Sequence[str]) -> str:
+    """The env file's new text: sweepd's block for (model, par) holding `lines` guarded by
+    the cell's exact parallelism, at the end of the file (an older block of the same cell is
+    removed, so nothing the file sets later can win over it); sweepd's blocks of other
+    parallelisms guarded by theirs. A missing file (None) starts with a comment line."""
+    what = f"xla-tuning {model} {par.text}"
     begin, end = _markers(what)
-    block = "\n".join([begin, *lines, end])
-    found = re.search(rf"^{re.escape(begin)}$.*?^{re.escape(end)}$", text, re.M | re.S)
-    if found:
-        new = text[:found.start()] + block + text[found.end():]
-    elif re.search(rf"^{re.escape(begin)}$", text, re.M):
-        raise ApplyError(f"{path}: sweepd's block {begin!r} has no end line {end!r}; "
-                         "nothing written (mend the file by hand)")
-    else:
-        new = text + ("" if text.endswith("\n") or not text else "\n") + block + "\n"
     try:
-        check_syntax(new)
-    except TrainEnvError as e:
-        raise ApplyError(f"{path}: {e}".replace("train_env.sh ", "")) from None
-    write_atomic(path, new)
-    return block
+        block = [begin, *comments, *deploy.guarded(model, par, lines), end]
+    except deploy.DeployError as e:
+        raise ApplyError(f"{path}: {e}; nothing written") from None
+    if text is None:
+        head = [f"# Per-model environment overrides for {model}, sourced by _train.sh after "
+                "train_env.sh (created by sweepd report --apply)."]
+        return "\n".join([*head, *block]) + "\n"
+    lines_in = text.splitlines()
+    kept: list[str] = []
+    at = 0
+    for b in _blocks(lines_in, path):
+        kept += lines_in[at:b.start]
+        if b.what != what:
+            kept += [lines_in[b.start], *_reguard(lines_in, b, path), lines_in[b.end]]
+        at = b.end + 1
+    kept += lines_in[at:]
+    return "\n".join([*kept, *block]) + "\n"
+
+
+def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence[str],
+                    lines: Sequence[str], create: bool = True) -> str:
+    """Write the cell's block into a `configs/<model>.env.sh` (see `env_patch_text`);
+    the result must parse (`bash -n`): every job of the checkout sources it. A missing
+    file is created when its directory exists (`create`). Returns the block written."""
+    if create and not path.parent.is_dir():
+        raise ApplyError(f"cannot write {path}: there is no directory {path.parent}")
+    try:
+        person_files.edit(path, lambda old: env_patch_text(old, path, model, par, comments,
+                                                           lines),
+                          check=person_files.bash_syntax, create=create)
+    except person_files.PersonFileError as e:
+        raise ApplyError(str(e)) from None
+    begin, end = _markers(f"xla-tuning {model} {par.text}")
+    text = path.read_text("utf-8").splitlines()
+    return "\n".join(text[text.index(begin):text.index(end) + 1])

@@ -16,9 +16,9 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from sweepd.kinds.xla_tuning import gather, tuning_md
+from sweepd.kinds.xla_tuning import deploy, gather, tuning_md
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Profile, Setting, stack
+from sweepd.kinds.xla_tuning.catalog import Layer, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
@@ -159,8 +159,8 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[
     return {"model": v.spec.model, "parallelism": c.parallelism, "tag": c.tag,
             "header": c.header, "verdict": sweep.verdict, "noise": v.board.noise,
             "leaderboard": leaderboard(v), "winner": c.winner, "patch": c.patch,
-            "guard": guard,
-            "env_patch": "\n".join(tuning_md.guarded(c.patch, guard)) if c.winner else "",
+            "guard": guard, "env_patch": c.patch if c.winner else "",
+            "deploy": deployment(v, c.winner),
             "jobs": [j.__dict__ for j in c.jobs], "cell": tuning_md.cell_to_json(c)}
 
 
@@ -230,17 +230,40 @@ def _why(v: View, winner: str | None) -> str:
               else "no evidence run measured")
     if winner is None:
         return f"No winner; {source}."
-    parts = [v.table[p] for p in winner.split("+") if p in v.table]
-    mechs = sorted({str(m) for p in parts for m in p.mechanisms})
+    try:
+        mechs = sorted(deploy.mechanisms(_parts(v, winner), v.table))
+    except deploy.DeployError:
+        mechs = []
     return (f"{winner} acts on {', '.join(mechs) or 'an unknown mechanism'}; the catalog was "
             f"ordered for {v.spec.parsed_parallelism().text} from {source}.")
 
 
-def _patch(v: View, winner: str | None) -> str:
+def _parts(v: View, winner: str) -> tuple[deploy.Part, ...]:
+    recorded = {k: deploy.settings_from_text(t) for k, t in (v.recorded or {}).items()}
+    return deploy.parts(winner, v.table, recorded)
+
+
+def deployment(v: View, winner: str | None) -> dict[str, Any] | None:
+    """What `--apply` writes: the recipe's exact lines (restore_default's included) and the
+    cell they are guarded by (`kinds.xla_tuning.deploy`); None: nothing to deploy."""
     if winner is None:
+        return None
+    try:
+        lines = deploy.body(_parts(v, winner))
+    except deploy.DeployError as e:
+        return {"error": str(e)}
+    return {"model": v.spec.model, "parallelism": v.spec.parsed_parallelism().text,
+            "lines": lines}
+
+
+def _patch(v: View, winner: str | None) -> str:
+    """The env-file block as `--apply` writes it (guarded by the cell's exact parallelism)."""
+    d = deployment(v, winner)
+    if d is None:
         return ""
-    parts = [v.table[p] for p in winner.split("+") if p in v.table]
-    return "\n".join(shell_line(s) for p in parts for s in p.settings)
+    if "error" in d:
+        return f"# not deployable: {d['error']}"
+    return "\n".join(deploy.guarded(v.spec.model, v.spec.parsed_parallelism(), d["lines"]))
 
 
 # Every job of the checkout sources the env file: a value that is not one plain word is
@@ -268,9 +291,9 @@ def _job(r: Result) -> tuning_md.Job:
 
 
 def guard_for(spec: XlaTuningSpec) -> str:
-    """An env-file patch of one parallelism must not reach another's jobs."""
-    pp = spec.parsed_parallelism().degree(Axis.PP)
-    return '[[ "${MAXTEXT_DCN_PP:-1}" -gt 1 ]]' if pp > 1 else '[[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]'
+    """An env-file patch of one parallelism must not reach another's jobs: the condition of
+    the guard every patch carries (`deploy.guarded`; the patch holds it already)."""
+    return deploy.guard_text(spec.parsed_parallelism())
 
 
 def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],

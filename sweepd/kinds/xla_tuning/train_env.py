@@ -8,7 +8,8 @@ passthrough `_env_TUNE_PROFILE=<name>`, read early as `${EXTRACTED_ENV_MAP[TUNE_
 Each submission freezes its own copy of the file, so arms are only ever added while jobs are
 pending: an arm of the same name with other content is an error, never an overwrite.
 
-Everything here is pure text in, text out, except `write_atomic`, `apply` and `leftover`.
+Everything here is pure text in, text out, except `write_atomic` (sweepd's own files),
+`apply`, `clean` (the person's file, through `util.person_files`) and `leftover`.
 sweepd's two blocks end with marker lines so that they, and only they, can be listed and
 removed; a TUNE_PROFILE block sweepd did not write is refused, never edited.
 
@@ -27,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweepd.util import person_files
 from sweepd.util.jobname import JobNameTooLong, job_name
 
 XLA_HEADER = "# ---- TUNE_PROFILE ----"
@@ -424,24 +426,28 @@ def check_syntax(text: str) -> None:
         raise TrainEnvError(f"train_env.sh would not parse, nothing written: {res.stderr.strip()}")
 
 
-def _rewrite(path: Path, new: str, old: str) -> bool:
-    if new == old:
-        return False
-    check_syntax(new)
-    write_atomic(path, new)
-    return True
+def _edit(path: Path, change: Callable[[str], str]) -> bool:
+    """The person's file, changed through `util.person_files` (locked, re-checked right
+    before the write, written in place so owner, mode, inode and links stay, left parsing)."""
+    def whole(old: str | None) -> str:
+        if old is None:
+            raise TrainEnvError(f"cannot read {path}: no such file")
+        return change(old)
+
+    try:
+        return person_files.edit(path, whole, check=person_files.bash_syntax).changed
+    except person_files.PersonFileError as e:
+        raise TrainEnvError(str(e)) from None
 
 
 def apply(path: Path, a: Arm) -> bool:
     """Add the arm to the file; True when the file changed (False: the arm was there)."""
-    text = path.read_text(encoding="utf-8")
-    return _rewrite(path, add_arm(text, a), text)
+    return _edit(path, lambda text: add_arm(text, a))
 
 
 def clean(path: Path) -> bool:
     """Remove sweepd's blocks from the file (offered to the person, never done unasked)."""
-    text = path.read_text(encoding="utf-8")
-    return _rewrite(path, remove_arms(text), text)
+    return _edit(path, remove_arms)
 
 
 def leftover(path: Path) -> str:

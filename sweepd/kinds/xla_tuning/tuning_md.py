@@ -213,7 +213,13 @@ def _sign_flips(cell: Cell, prior: dict[str, dict[str, float]]) -> list[str]:
 def guarded(patch: str, guard: str) -> list[str]:
     """The patch's lines, inside `if <guard>; then ... fi` when a guard is given."""
     body = patch.strip().splitlines()
+    if deploy_guarded(body):  # the patch carries its cell's guard already
+        return body
     return [f"if {guard}; then", *("    " + ln for ln in body), "fi"] if guard else body
+
+
+def deploy_guarded(lines: list[str]) -> bool:
+    return any(ln.startswith('_sweepd_par=""') for ln in lines)
 
 
 def _patch(cell: Cell) -> list[str]:
