@@ -61,7 +61,8 @@ class Recorder:
 
 
 async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
-                   recipe: str | None = "fast", **spec: Any) -> int:
+                   recipe: str | None = "fast", verdict_extra: dict[str, Any] | None = None,
+                   **spec: Any) -> int:
     """A finished sweep with these measured TGS per profile and an unknown-flag profile."""
     data = {**SPEC, **spec}
     sweep_id = await store.create_sweep("xla-tuning", "t", data)
@@ -71,7 +72,8 @@ async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
             await rec.add(profile, value)
     await rec.add("typo", None, klass="unknown_flag", detail="xla_gpu_typo")
     await store.transition_sweep(sweep_id, SweepState.RUNNING, "started")
-    verdict = {"recipe": recipe, "gain": 0.08, "reason": "stop rule", "rule": "stop.winner"}
+    verdict = {"recipe": recipe, "gain": 0.08, "reason": "stop rule", "rule": "stop.winner",
+               **(verdict_extra or {})}
     await store.transition_sweep(sweep_id, SweepState.DONE, "verdict", verdict=verdict)
     return sweep_id
 

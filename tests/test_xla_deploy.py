@@ -1,0 +1,247 @@
+"""What `report --apply` deploys is what the sweep measured (issue 21, item 1): the verdict's
+recipe exactly (a restore_default part included), guarded by the cell's exact parallelism,
+in every env-file shape the toolkit has, never leaving a file that does not parse. Each env
+file is checked the way a job meets it: sourced by a real bash with the job's passthrough
+overrides (`kinds.xla_tuning.sourced`), under the cell's parallelism and under others."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweepd.kinds.xla_tuning import deploy
+from sweepd.kinds.xla_tuning.catalog import Layer, Parallelism, Setting
+from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
+from sweepd.kinds.xla_tuning.sourced import source
+from sweepd.reports.apply import ApplyError, apply_env_patch, env_patch_text
+from tests.test_cli_client import Daemon, daemon
+from tests.test_xla_tuning_report_cli import FSDP, SETTINGS, recorded, use_checkout
+
+__all__ = ["daemon"]   # the fixture, used by name
+
+MODEL = "llama2-70b"
+IMAGE = f"--{AG}={8 * GIB}"
+PASS = {"FSDP=8": ["dcn_fsdp_parallelism=8"], "PP=8": ["dcn_pipeline_parallelism=8"],
+        "TP=8": ["ici_tensor_parallelism=8"], "PP=4,FSDP=2": ["dcn_fsdp_parallelism=2",
+                                                             "dcn_pipeline_parallelism=4"]}
+# The toolkit's env-file shapes (its deepseek3-671b and llama3.1 files, and what people add).
+DEEPSEEK = ("# Per-model environment overrides (sourced after train_env.sh).\n\n"
+            f'XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}--{AG}={GIB}"\nexport XLA_FLAGS\n')
+LLAMA = ("#!/bin/bash\n# Per-model env overrides.\nexport RCCL_MSCCL_ENABLE=0\n"
+         'export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_autotune_level=0 \\\n'
+         f"    --xla_gpu_enable_triton_gemm=false \\\n    --{AG}={GIB}\"\n\n"
+         "# 405B leaves narrow HBM headroom.\nexport XLA_PYTHON_CLIENT_MEM_FRACTION=0.97\n")
+BRANCHES = ('if [[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]; then\n'
+            f'    XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}--{AG}={GIB}"\nelse\n'
+            f'    XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}--{OVERLAP_LIMIT}=4"\nfi\n'
+            "export XLA_FLAGS\n")
+SHAPES = {"deepseek": DEEPSEEK, "llama": LLAMA, "branches": BRANCHES,
+          "no newline at the end": DEEPSEEK.rstrip("\n"), "empty": "",
+          "plain flags": f'export XLA_FLAGS="${{XLA_FLAGS}} --{AG}={GIB}"  # tuned\n'}
+OVL2 = Setting(OVERLAP_LIMIT, "2")
+RESTORE_AG = Setting(AG, IMAGE_DEFAULTS[AG])
+
+
+def checkout(tmp_path: Path, env_text: str | None, yml: str = "") -> Path:
+    configs = tmp_path / "repo" / "configs"
+    configs.mkdir(parents=True)
+    (configs / f"{MODEL}.gpu.yml").write_text(yml)
+    env = configs / f"{MODEL}.env.sh"
+    if env_text is not None:
+        env.write_text(env_text)
+    return env
+
+
+def in_effect(env: Path, par: str) -> dict[str, str]:
+    """Every setting a job of this parallelism runs with after the env file (last wins)."""
+    got = source(env, PASS.get(par, []), IMAGE)
+    return {s.key: s.value for s in got.settings()}
+
+
+def patch(env: Path, par: str, settings: tuple[Setting, ...], name: str = "r") -> str:
+    return apply_env_patch(env, MODEL, Parallelism.parse(par), [f"# sweep 1: {name}"],
+                           deploy.body([deploy.Part(name, settings)]))
+
+
+def parses(path: Path) -> bool:
+    return subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_env_file_shape_gets_the_recipe_for_its_cell_only(tmp_path: Path,
+                                                                shape: str) -> None:
+    env = checkout(tmp_path, SHAPES[shape])
+    before = {p: in_effect(env, p) for p in PASS}
+    patch(env, "PP=8", (OVL2,), "ovl2")
+    patch(env, "PP=8", (OVL2,), "ovl2")   # applied again: replaced, not repeated
+    assert parses(env) and env.read_text().count(">>> sweepd: xla-tuning") == 1
+    assert env.read_text().startswith(SHAPES[shape].rstrip("\n"))
+    after = {p: in_effect(env, p) for p in PASS}
+    assert after["PP=8"] == {**before["PP=8"], OVERLAP_LIMIT: "2"}
+    for other in ("FSDP=8", "TP=8", "PP=4,FSDP=2"):
+        assert after[other] == before[other], other
+
+
+def test_restore_default_resets_the_env_files_setting_for_the_cell(tmp_path: Path) -> None:
+    """The PP=8 winner overlap-limit 2 + restore_default: the env file's `ag = 1 GiB` line
+    stays for the other cells, PP=8 jobs run at the image's 8 GiB with overlap limit 2."""
+    env = checkout(tmp_path, DEEPSEEK)
+    patch(env, "PP=8", (OVL2, RESTORE_AG), "ovl2+restore_default")
+    assert in_effect(env, "PP=8")[AG] == IMAGE_DEFAULTS[AG]
+    assert in_effect(env, "PP=8")[OVERLAP_LIMIT] == "2"
+    assert in_effect(env, "FSDP=8")[AG] == str(GIB) and OVERLAP_LIMIT not in in_effect(
+        env, "FSDP=8")
+
+
+def test_fsdp_and_tp_get_different_guards_and_a_fresh_file_is_guarded(tmp_path: Path) -> None:
+    env = checkout(tmp_path, None)   # the model has no env file yet: created, guarded
+    patch(env, "FSDP=8", (Setting("xla_a", "1"),))
+    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in env.read_text()
+    patch(env, "TP=8", (Setting("xla_b", "1"),))
+    patch(env, "PP=4,FSDP=2", (Setting("NCCL_C", "1", Layer.ENV),))
+    assert parses(env)
+    assert in_effect(env, "FSDP=8").get("xla_a") == "1" and "xla_b" not in in_effect(
+        env, "FSDP=8")
+    assert in_effect(env, "TP=8").get("xla_b") == "1" and "xla_a" not in in_effect(env, "TP=8")
+    assert in_effect(env, "PP=4,FSDP=2").get("NCCL_C") == "1"
+    assert {"xla_a", "xla_b", "NCCL_C"}.isdisjoint(in_effect(env, "PP=8"))
+
+
+def test_a_job_without_overrides_is_judged_by_the_models_config(tmp_path: Path) -> None:
+    env = checkout(tmp_path, DEEPSEEK, yml="base_config: base.yml\ndcn_pipeline_parallelism: 8\n")
+    patch(env, "PP=8", (OVL2,))
+    got = source(env, [], IMAGE).settings()
+    assert Setting(OVERLAP_LIMIT, "2") in got
+    # An explicit override of the job's wins over the config, as MaxText reads it.
+    assert Setting(OVERLAP_LIMIT, "2") not in source(
+        env, ["dcn_pipeline_parallelism=1", "dcn_fsdp_parallelism=8"], IMAGE).settings()
+
+
+def test_a_strict_shell_sources_the_block(tmp_path: Path) -> None:
+    """`set -euo pipefail` in the sourcing shell, no gpu.yml, no PASSTHROUGH_ARGS at all."""
+    env = checkout(tmp_path, DEEPSEEK)
+    (env.parent / f"{MODEL}.gpu.yml").unlink()
+    patch(env, "FSDP=8", (OVL2,))
+    res = subprocess.run(["bash", "-c", f'set -euo pipefail; XLA_FLAGS=x; source "{env}"; '
+                          'echo "$XLA_FLAGS"'], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert OVERLAP_LIMIT not in res.stdout   # no overrides, no config: FSDP=1, not the cell
+    res = subprocess.run(["bash", "-c", "set -euo pipefail; PASSTHROUGH_ARGS=("
+                          f'dcn_fsdp_parallelism=8); XLA_FLAGS=x; source "{env}"; '
+                          'echo "$XLA_FLAGS"'], capture_output=True, text=True)
+    assert res.returncode == 0 and f"--{OVERLAP_LIMIT}=2" in res.stdout, res.stderr
+
+
+def test_earlier_blocks_get_their_own_guard_when_another_parallelism_comes(
+        tmp_path: Path) -> None:
+    """An unguarded block and one under the old PP-only guard (earlier versions)."""
+    old = (DEEPSEEK + "# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>\n# sweep 3: a\n"
+           'export XLA_FLAGS="${XLA_FLAGS} --xla_a=1"\n'
+           "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<\n"
+           "# >>> sweepd: xla-tuning llama2-70b TP=8 >>>\n"
+           'if [[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]; then\n'
+           '    export XLA_FLAGS="${XLA_FLAGS} --xla_b=1"\nfi\n'
+           "# <<< sweepd: xla-tuning llama2-70b TP=8 <<<\n")
+    env = checkout(tmp_path, old)
+    assert in_effect(env, "TP=8").get("xla_a") == "1"   # unguarded: it reached TP=8 jobs
+    patch(env, "PP=8", (OVL2,))
+    text = env.read_text()
+    assert text.count('_sweepd_par=""') == 3 and "MAXTEXT_DCN_PP" not in text.split(
+        "# >>> sweepd")[1] and "# sweep 3: a" in text
+    assert in_effect(env, "FSDP=8").get("xla_a") == "1" and "xla_b" not in in_effect(
+        env, "FSDP=8")
+    assert in_effect(env, "TP=8").get("xla_b") == "1" and "xla_a" not in in_effect(env, "TP=8")
+    assert {"xla_a", "xla_b"}.isdisjoint(in_effect(env, "PP=8"))
+
+
+def test_nothing_to_guard_is_refused_never_an_empty_if_block(tmp_path: Path) -> None:
+    env = checkout(tmp_path, DEEPSEEK)
+    with pytest.raises(ApplyError, match="empty if-block"):
+        apply_env_patch(env, MODEL, Parallelism.parse("PP=8"), [], ["# only a comment"])
+    with pytest.raises(deploy.DeployError, match="no setting"):
+        deploy.body([deploy.Part("restore_default", ())])
+    assert env.read_text() == DEEPSEEK
+
+
+def test_a_file_that_does_not_parse_is_refused_and_left_alone(tmp_path: Path) -> None:
+    env = checkout(tmp_path, "if true; then\n")
+    with pytest.raises(ApplyError, match="would not parse, nothing written"):
+        patch(env, "PP=8", (OVL2,))
+    assert env.read_text() == "if true; then\n"
+    env.write_text(DEEPSEEK + "# >>> sweepd: xla-tuning llama2-70b PP=8 >>>\n")
+    with pytest.raises(ApplyError, match="has no end line"):
+        patch(env, "PP=8", (OVL2,))
+
+
+def test_a_maxtext_part_goes_in_front_of_the_jobs_own_overrides(tmp_path: Path) -> None:
+    env = checkout(tmp_path, DEEPSEEK)
+    patch(env, "PP=8", (Setting("num_pipeline_microbatches", "16", Layer.MAXTEXT),))
+    got = source(env, ["dcn_pipeline_parallelism=8"], IMAGE).passthrough
+    assert got == ("num_pipeline_microbatches=16", "dcn_pipeline_parallelism=8")
+    mine = source(env, ["dcn_pipeline_parallelism=8", "num_pipeline_microbatches=8"], IMAGE)
+    assert {s.key: s.value for s in mine.settings()}["num_pipeline_microbatches"] == "8"
+
+
+def test_env_patch_text_is_pure_and_keeps_every_other_line() -> None:
+    text = env_patch_text(LLAMA, Path("x.env.sh"), MODEL, Parallelism.parse("FSDP=8"), [],
+                          ["export NCCL_X=1"])
+    assert text.startswith(LLAMA) and text.endswith("# <<< sweepd: xla-tuning "
+                                                    "llama2-70b FSDP=8 <<<\n")
+
+
+# ---- through the CLI, from a recorded sweep -------------------------------------------------
+
+
+def _restore_ag(monkeypatch: Any) -> None:
+    """The sweep's restore_default run put the env file's all-gather threshold back."""
+    monkeypatch.setitem(SETTINGS, "restore_default", ([f"--{AG}={8 * GIB}"], {}))
+
+
+async def test_restore_default_alone_is_a_real_patch(daemon: Daemon, tmp_path: Path,
+                                                    monkeypatch: Any) -> None:
+    """Was: "No change", "an unknown mechanism", and --apply exiting 2 on an empty
+    if-block ("would not parse near fi")."""
+    _restore_ag(monkeypatch)
+    sid = await recorded(daemon.store, tmp_path, {**FSDP, "restore_default": [1082.0, 1083.0]},
+                         recipe="restore_default")
+    env = checkout(tmp_path, DEEPSEEK)
+    use_checkout(daemon, env.parent.parent)
+    code, _, err = await daemon.run("report", str(sid), "--apply", "--tuning-md", str(tmp_path))
+    assert code == 0, err
+    assert in_effect(env, "FSDP=8")[AG] == IMAGE_DEFAULTS[AG]
+    assert in_effect(env, "PP=8")[AG] == str(GIB)
+    md = (tmp_path / f"{MODEL}-tuning.md").read_text()
+    assert "No change" not in md and "unknown mechanism" not in md
+    assert "restore_default acts on collective combining" in md
+    assert f"--{AG}={8 * GIB}" in md.split("## Recommended deployment")[1]
+
+
+async def test_a_catalog_part_and_restore_default_are_both_deployed(
+        daemon: Daemon, tmp_path: Path, monkeypatch: Any) -> None:
+    _restore_ag(monkeypatch)
+    sid = await recorded(daemon.store, tmp_path, {**FSDP, "restore_default": [990.0],
+                                                      "fast+restore_default": [1100.0]},
+                         recipe="fast+restore_default")
+    code, out, _ = await daemon.run("report", str(sid), "--json")
+    assert code == 0
+    lines = json.loads(out)["tuning"]["deploy"]["lines"]
+    assert any("--xla_gpu_enable_pipelined_all_gather=true" in ln for ln in lines)
+    assert any(f"--{AG}={8 * GIB}" in ln for ln in lines)
+
+
+async def test_a_conditional_verdict_needs_force(daemon: Daemon, tmp_path: Path) -> None:
+    env = checkout(tmp_path, DEEPSEEK)
+    use_checkout(daemon, env.parent.parent)
+    for cond, why in ((True, "not done before the sweep stopped"), (["dense"], "dense")):
+        sid = await recorded(daemon.store, tmp_path, FSDP, verdict_extra={"conditional": cond})
+        code, _, err = await daemon.run("report", str(sid), "--apply")
+        assert code == 2 and err.count("\n") == 1 and why in err
+        assert f"sweep {sid}'s verdict is conditional" in err and "--force" in err
+        assert env.read_text() == DEEPSEEK
+    code, _, err = await daemon.run("report", str(sid), "--apply", "--force")
+    assert code == 0, err
+    assert in_effect(env, "FSDP=8")["xla_gpu_enable_pipelined_all_gather"] == "true"
