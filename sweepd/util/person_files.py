@@ -14,9 +14,12 @@ links are not sweepd's to change. So every edit here
 * writes in place (the same inode: `r+`, write, truncate, fsync), so owner, mode, inode and
   links stay, and checks the result parses, putting the old content back if not.
 
-What no lock can close: an editor that writes between the last re-read and the write (one
-system call apart) loses that write. An editor that saves after sweepd's write keeps its
-own text, which is the person's choice.
+An editor takes no lock, so the last look and the write are made under a write lease on
+Linux (`F_SETLEASE`: nobody can open the file meanwhile; their open waits the microseconds
+until sweepd is done). Where a lease cannot be had (another process holds the file open, a
+file system without leases, a file sweepd's user does not own) an editor that writes
+between the last look and the write, one system call apart, would lose that write. An
+editor that saves after sweepd's write keeps its own text: the person's choice.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,7 @@ from typing import BinaryIO
 import yaml
 
 ATTEMPTS = 5
+LEASE_TRIES = 20
 
 
 class PersonFileError(ValueError):
@@ -168,19 +174,49 @@ def _rewrite(path: Path, old: str, stamp: tuple[int, int, int] | None, new: str,
         raise PersonFileError(f"cannot write {path}: {e.strerror}") from None
     with fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # another sweepd process waits here
-        # The last look, through the descriptor that writes: anything saved since the
-        # new text was computed makes it start again from the file as it is now.
-        if _stamp(os.fstat(fh.fileno())) != stamp or fh.read() != old.encode("utf-8"):
-            raise _Changed
-        _put(fh, new)
-        fh.seek(0)
-        written = fh.read().decode("utf-8", errors="replace")
-        if check is not None and written == new:
-            try:
-                check(written)
-            except PersonFileError:
-                _put(fh, old)  # never leave the person a file that does not parse
-                raise
+        leased = _lease(fh.fileno())
+        try:
+            _check_and_put(fh, path, old, stamp, new, check)
+        finally:
+            if leased:
+                fcntl.fcntl(fh.fileno(), fcntl.F_SETLEASE, fcntl.F_UNLCK)
+
+
+def _lease(fd: int) -> bool:
+    """A write lease on the file (Linux): while sweepd holds it nobody can open the file (an
+    editor's open waits until it is released, microseconds later), which closes the window
+    between the last look and the write. Only when no other process has the file open, and
+    only for its owner (or with CAP_LEASE): otherwise the edit goes on without it. The lease
+    break signal is SIGURG, whose default is to be ignored."""
+    if not hasattr(fcntl, "F_SETLEASE"):
+        return False
+    for _ in range(LEASE_TRIES):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+            return True
+        except BlockingIOError:
+            time.sleep(0.01)  # another process has it open right now
+        except OSError:
+            return False  # not the owner, or a file system without leases
+    return False
+
+
+def _check_and_put(fh: BinaryIO, path: Path, old: str, stamp: tuple[int, int, int] | None,
+                   new: str, check: Check | None) -> None:
+    # The last look, through the descriptor that writes: anything saved since the
+    # new text was computed makes it start again from the file as it is now.
+    if _stamp(os.fstat(fh.fileno())) != stamp or fh.read() != old.encode("utf-8"):
+        raise _Changed
+    _put(fh, new)
+    fh.seek(0)
+    written = fh.read().decode("utf-8", errors="replace")
+    if check is not None and written == new:
+        try:
+            check(written)
+        except PersonFileError:
+            _put(fh, old)  # never leave the person a file that does not parse
+            raise
 
 
 def _put(fh: BinaryIO, text: str) -> None:
