@@ -245,3 +245,37 @@ async def test_a_conditional_verdict_needs_force(daemon: Daemon, tmp_path: Path)
     code, _, err = await daemon.run("report", str(sid), "--apply", "--force")
     assert code == 0, err
     assert in_effect(env, "FSDP=8")["xla_gpu_enable_pipelined_all_gather"] == "true"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+async def test_apply_commit_commits_the_file_on_a_feature_branch_only(
+        daemon: Daemon, tmp_path: Path, monkeypatch: Any) -> None:
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "t@example.org")
+    env = checkout(tmp_path, DEEPSEEK)
+    repo = env.parent.parent
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "toolkit")
+    use_checkout(daemon, repo)
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    code, _, err = await daemon.run("report", str(sid), "--apply", "--commit")
+    assert code == 2 and "on its default branch main: --commit never commits there" in err
+    assert err.count("\n") == 1 and git(repo, "log", "--oneline").count("\n") == 1
+    assert env.read_text() == DEEPSEEK   # refused before anything was written
+    git(repo, "checkout", "-q", "-b", "tune-pp8")
+    (repo / "other.txt").write_text("the person's own staged change\n")
+    git(repo, "add", "other.txt")
+    code, _, err = await daemon.run("report", str(sid), "--apply", "--commit")
+    assert code == 0, err
+    assert "# >>> sweepd: xla-tuning" in git(repo, "show", f"HEAD:configs/{MODEL}.env.sh")
+    message = git(repo, "log", "-1", "--format=%s")
+    assert f"sweepd sweep {sid}" in message and "fast" in message and "+8.00%" in message
+    assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == [
+        f"configs/{MODEL}.env.sh"]
+    assert git(repo, "diff", "--cached", "--name-only").split() == ["other.txt"]

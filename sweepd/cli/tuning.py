@@ -109,6 +109,11 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         return fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
                           f"file (expected configs/{model}.env.sh)")
     winner = tuning.get("winner")
+    if getattr(args, "commit", False):
+        try:
+            person_commit.branch_of(target)  # refused before anything is written
+        except person_commit.CommitError as e:
+            return fail(args, str(e))
     try:
         # One block per model and parallelism: a later sweep's recipe replaces it.
         block = apply_env_patch(target, model, Parallelism.parse(str(plan["parallelism"])), [

@@ -240,8 +240,10 @@ def _apply(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
         return fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
                           f"{model}'s config (expected configs/{model}.gpu.yml)")
     try:
+        if args.commit:
+            person_commit.branch_of(Path(args.apply))  # refused before anything is written
         line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
-    except ApplyError as e:
+    except (person_commit.CommitError, ApplyError) as e:
         return fail(args, str(e))
     say(f"{args.apply}: {line}")
     if args.commit:

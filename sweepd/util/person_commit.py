@@ -42,23 +42,29 @@ def default_branches(repo: Path) -> set[str]:
     return out
 
 
-def commit(path: Path, message: str) -> str:
-    """Commit `path` alone in its repo on the current (feature) branch; returns
-    `<branch> <short sha>`. CommitError (one line) when it cannot or must not."""
+def branch_of(path: Path) -> tuple[Path, str]:
+    """The repo holding `path` and its current branch, when sweepd may commit there (checked
+    before anything is written); CommitError (one line) otherwise."""
     where = path.parent
     top = _git(where, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
-        raise CommitError(f"{path} is not in a git repository: nothing committed")
+        raise CommitError(f"{path} is not in a git repository: nothing written or committed")
     repo = Path(top.stdout.strip())
     branch = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
     if branch.returncode != 0:
         raise CommitError(f"{repo} is on a detached HEAD: --commit only commits on a feature "
-                          "branch; nothing committed")
+                          "branch; nothing written or committed")
     name = branch.stdout.strip()
     if name in default_branches(repo):
         raise CommitError(f"{repo} is on its default branch {name}: --commit never commits "
-                          "there (check out a feature branch); the file is written, nothing "
-                          "committed")
+                          "there (check out a feature branch); nothing written or committed")
+    return repo, name
+
+
+def commit(path: Path, message: str) -> str:
+    """Commit `path` alone in its repo on the current (feature) branch; returns
+    `<branch> <short sha>`. CommitError (one line) when it cannot or must not."""
+    repo, name = branch_of(path)
     rel = str(path.resolve().relative_to(repo.resolve()))
     added = _git(repo, "add", "--", rel)
     if added.returncode != 0:
