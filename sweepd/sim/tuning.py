@@ -8,6 +8,7 @@
         sparse: {sparse_matmul: true, use_turbo_grouped_gemm: true, use_deepep_dispatch: true}
         dense: {}
       env_file_last: false         # true: the model's env file beats the job's own flags
+      toolkit: ../maxtext-slurm    # optional: a toolkit checkout whose env file jobs source
       unknown_flags: [xla_gpu_enable_async_collective_permute]   # the image rejects these
 
 `default` is `kinds/xla_tuning/defaults.default_landscapes()` (the real FSDP=8 and PP=8
@@ -16,6 +17,10 @@ parallelism (`dcn_fsdp_parallelism`, `dcn_pipeline_parallelism`, `ici_tensor_par
 overrides, as the SKILL.md's submission template passes them; none: the first landscape,
 the config's own parallelism) and the config tag whose overrides it carries (the most
 specific match; a tag with no overrides matches any job).
+
+`toolkit` (a path, relative to the scenario file): the model's env file is the checkout's real
+`configs/<model>.env.sh`, sourced by bash for each job with its passthrough overrides (as
+`_train.sh` does, guards and all), instead of the landscapes' `deployed` lists.
 """
 
 from __future__ import annotations
@@ -57,6 +62,25 @@ class TuningSpec(BaseModel):
     tags: dict[str, dict[str, str]] = Field(default_factory=lambda: dict(DEFAULT_TAGS))
     env_file_last: bool = False
     unknown_flags: frozenset[str] = frozenset()  # flags this image's XLA rejects (all cells)
+    toolkit: Path | None = None  # a checkout whose configs/<model>.env.sh the jobs source
+
+    @field_validator("toolkit", mode="before")
+    @classmethod
+    def _toolkit_path(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        base = Path((info.context or {}).get("base_dir", "."))
+        path = base / str(value)
+        if not (path / "configs").is_dir():
+            raise ValueError(f"tuning.toolkit {path} has no configs/ directory")
+        return path
+
+    def env_file(self, model: str) -> Path | None:
+        """The toolkit checkout's env file of the model (None: no toolkit, or no file)."""
+        if self.toolkit is None:
+            return None
+        path = self.toolkit / "configs" / f"{model}.env.sh"
+        return path if path.is_file() else None
 
     @field_validator("landscapes", mode="before")
     @classmethod

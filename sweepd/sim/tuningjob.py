@@ -9,7 +9,10 @@ settings reach a job"), last wins:
     env vars   train_env.sh defaults <- [env file] <- the job's environment <- [env file,
                when `env_file_last`] <- `_env_K=V` passthrough (re-exported last)
 
-The env file is the landscape's `deployed` settings. Then `Landscape.sample` decides the
+The env file is the landscape's `deployed` settings, or, when the scenario names a toolkit
+checkout, what that checkout's `configs/<model>.env.sh` leaves in effect when bash sources it
+with the job's passthrough overrides (`kinds.xla_tuning.sourced`: guards and all; its
+MaxText overrides go in front of the job's own). Then `Landscape.sample` decides the
 run: an unknown flag aborts at start-up, a flake is a coordination timeout, the compiled
 temp memory above HBM x the memory fraction OOMs, else steady TGS with noise.
 """
@@ -23,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweepd.kinds.xla_tuning import sourced
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, Sample, sample
@@ -79,10 +83,10 @@ def _dump_flags(dump_dir: Path) -> str:
             f"--xla_dump_hlo_pipeline_re='(?i)gpu' --xla_dump_to={dump_dir}")
 
 
-def _resolve_xla(spec: TuningSpec, land: Landscape, inherited: str, passthrough: Mapping[str, str],
-                 dump: str) -> tuple[str, str]:
+def _resolve_xla(spec: TuningSpec, env_file: Sequence[Setting], inherited: str,
+                 passthrough: Mapping[str, str], dump: str) -> tuple[str, str]:
     """(the effective XLA_FLAGS, its value when train_env.sh printed the dump line)."""
-    deployed = _flag_text([s for s in land.deployed_settings() if s.layer is Layer.XLA])
+    deployed = _flag_text([s for s in env_file if s.layer is Layer.XLA])
     if XLA_FLAGS in passthrough:  # pre-exported before train_env.sh, re-exported after it all
         return passthrough[XLA_FLAGS], _join(passthrough[XLA_FLAGS], dump)
     if spec.env_file_last:
@@ -92,10 +96,10 @@ def _resolve_xla(spec: TuningSpec, land: Landscape, inherited: str, passthrough:
     return at_dump, at_dump
 
 
-def _resolve_env(spec: TuningSpec, land: Landscape, process: Mapping[str, str],
-                 passthrough: Mapping[str, str]) -> dict[str, str]:
+def _resolve_env(spec: TuningSpec, land: Landscape, env_file: Sequence[Setting],
+                 process: Mapping[str, str], passthrough: Mapping[str, str]) -> dict[str, str]:
     mentioned = _mentioned(land)
-    deployed = {s.key: s.value for s in land.deployed_settings() if s.layer is not Layer.XLA}
+    deployed = {s.key: s.value for s in env_file if s.layer is Layer.ENV}
     own = {k: v for k, v in process.items() if _follows(k, mentioned)}
     env = dict(TOOLKIT_ENV)
     for layer in ((own, deployed) if spec.env_file_last else (deployed, own)):
@@ -150,12 +154,15 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     process = os.environ if process is None else process
     land = spec.landscape_for(overrides)
     tag = spec.tag_for(land, overrides)
+    env_file, overrides = _env_file(spec, land, model, overrides)
+    if spec.toolkit is not None:  # the checkout's file, not the landscape's list, is deployed
+        land = land.model_copy(update={"deployed": ()})
     dump_on = (passthrough.get(DUMP_ENV) or process.get(DUMP_ENV) or "0").lower() in _TRUTHY
     dump_dir = (out_dir or Path("outputs") / job_id) / "xla_dump"
     dump = _dump_flags(dump_dir) if dump_on else ""
-    xla, at_dump = _resolve_xla(spec, land, process.get(XLA_FLAGS, ""), passthrough, dump)
-    others, _ = _resolve_xla(spec, land, process.get(XLA_FLAGS, ""), passthrough, "")
-    env = _resolve_env(spec, land, process, passthrough)
+    xla, at_dump = _resolve_xla(spec, env_file, process.get(XLA_FLAGS, ""), passthrough, dump)
+    others, _ = _resolve_xla(spec, env_file, process.get(XLA_FLAGS, ""), passthrough, "")
+    env = _resolve_env(spec, land, env_file, process, passthrough)
     settings = _settings(land, xla, env, overrides)
     unknown = tuple(s.text for s in settings if s.key in land.unknown)
     outcome = sample(land, settings, tag, random.Random(f"{seed}:{job_id}:tuning"))
@@ -164,11 +171,30 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     dump_file = Path(dump_to.strip("'\"")) / FILE_NAME if dump_to else None
     dump_lines = (f"[XLA dump] Enabled on rank 0 ({DUMP_ENV}={passthrough.get(DUMP_ENV, '1')})",
                   f"[XLA dump] {XLA_FLAGS}={at_dump}") if dump_on else ()
-    deployed = bool(land.deployed)
+    deployed = bool(land.deployed) or spec.env_file(model) is not None
     lines = (_env_lines(passthrough, env, xla, deployed, model, dump_lines),
              _env_lines(passthrough, env, others, deployed, model, ()))
     return TuningRun(land, tag, xla, env, settings, outcome, temp, cap, unknown, lines,
                      dump_file)
+
+
+def _env_file(spec: TuningSpec, land: Landscape, model: str, overrides: Mapping[str, str]
+              ) -> tuple[tuple[Setting, ...], Mapping[str, str]]:
+    """What the model's env file sets for this job, and the job's MaxText overrides with
+    the file's in front (ValueError when sourcing it fails: the job would fail too)."""
+    path = spec.env_file(model)
+    if spec.toolkit is None:
+        return land.deployed_settings(), overrides
+    if path is None:
+        return (), overrides
+    try:
+        got = sourced.source(path, [f"{k}={v}" for k, v in overrides.items()])
+    except sourced.SourceError as exc:
+        raise ValueError(str(exc)) from exc
+    settings = got.settings()
+    front = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
+    return (tuple(s for s in settings if s.layer is not Layer.MAXTEXT),
+            {**front, **overrides})
 
 
 def evidence_hlo(run: TuningRun, nodes: int, layers: int, step_s: float | None) -> str | None:
