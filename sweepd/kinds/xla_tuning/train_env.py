@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -333,10 +331,12 @@ class Placement:
 
 
 def env_file_settings(env_file: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(XLA flags appended, env vars set) by a per-model env file, last wins; comments skipped."""
+    """(XLA flags appended, env vars set) by a per-model env file, last wins; comments skipped.
+    A line continued with a trailing backslash is read with its continuation (the toolkit's
+    llama3.1 env files export their XLA_FLAGS over several lines)."""
     flags: dict[str, str] = {}
     env: dict[str, str] = {}
-    for line in env_file.splitlines():
+    for line in re.sub(r"\\\n", " ", env_file).splitlines():
         m = _ASSIGN.match(line.split(" #", 1)[0])
         if m is None:
             continue
@@ -412,18 +412,6 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def check_syntax(text: str) -> None:
-    """`bash -n` on the text (skipped where bash is missing): every job of the checkout sources
-    this file, so a text that does not parse is never written."""
-    bash = shutil.which("bash")
-    if bash is None:
-        return
-    res = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True,
-                         timeout=30, check=False)
-    if res.returncode != 0:
-        raise TrainEnvError(f"train_env.sh would not parse, nothing written: {res.stderr.strip()}")
 
 
 def _edit(path: Path, change: Callable[[str], str]) -> bool:
