@@ -290,3 +290,16 @@ def test_the_inventory_reads_a_multi_line_xla_flags_export() -> None:
     assert flags == {"xla_gpu_autotune_level": "0", "xla_gpu_enable_triton_gemm": "false",
                      AG: str(GIB)}
     assert env == {"RCCL_MSCCL_ENABLE": "0", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.97"}
+
+
+def test_only_plain_words_reach_the_file_and_the_images_empty_value_is_one(
+        tmp_path: Path) -> None:
+    assert deploy.shell_line(Setting("xla_gpu_enable_command_buffer", "''")) == \
+        "export XLA_FLAGS=\"${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_enable_command_buffer=''\""
+    for bad in ('1" ; touch /tmp/owned; "', "$(id)", "a b", "`id`"):
+        with pytest.raises(deploy.DeployError, match="not one plain shell word"):
+            deploy.shell_line(Setting("xla_gpu_x", bad))
+    assert deploy.shell_line(Setting("NCCL_X", "1; id", Layer.ENV)) == "export NCCL_X='1; id'"
+    env = checkout(tmp_path, DEEPSEEK)
+    patch(env, "FSDP=8", (Setting("xla_gpu_enable_command_buffer", "''"),))
+    assert in_effect(env, "FSDP=8")["xla_gpu_enable_command_buffer"] == "''"

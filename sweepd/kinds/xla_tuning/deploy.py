@@ -35,7 +35,8 @@ AXIS_KEYS: tuple[tuple[str, Axis], ...] = (("dcn_fsdp_parallelism", Axis.FSDP),
                                            ("dcn_pipeline_parallelism", Axis.PP),
                                            ("ici_tensor_parallelism", Axis.TP))
 GUARD_VAR = "_sweepd_par"
-_XLA_WORD = re.compile(r"--[A-Za-z0-9_]+=[A-Za-z0-9_.,:+/=-]*")
+# `''` is a value too: the image's empty command-buffer list, literal inside double quotes.
+_XLA_WORD = re.compile(r"--[A-Za-z0-9_]+=(?:[A-Za-z0-9_.,:+/=-]*|'')")
 _ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
 _MAXTEXT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.,:+/-]*")
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
