@@ -381,7 +381,9 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     assert "- typo (5007): unknown flag (xla_gpu_typo)" in text
     for j in jobs:
         assert f"| {j.backend_id} |" in text
-    assert 'export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_enable_pipelined_all_gather=true"' in text
+    assert ('    export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }'
+            '--xla_gpu_enable_pipelined_all_gather=true"') in text   # inside the cell's guard
+    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in text
     rows = report.report_json(sweep, runs, jobs)
     assert rows["winner"] == "fast" and rows["leaderboard"][0]["tgs"] == mean
     table = report.markdown(sweep, runs, jobs)
