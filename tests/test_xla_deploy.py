@@ -303,3 +303,22 @@ def test_only_plain_words_reach_the_file_and_the_images_empty_value_is_one(
     env = checkout(tmp_path, DEEPSEEK)
     patch(env, "FSDP=8", (Setting("xla_gpu_enable_command_buffer", "''"),))
     assert in_effect(env, "FSDP=8")["xla_gpu_enable_command_buffer"] == "''"
+
+
+async def test_tuning_md_and_apply_write_the_persons_files_in_place(
+        daemon: Daemon, tmp_path: Path) -> None:
+    """Same inode, mode and hard links: written through util/person_files.py."""
+    env = checkout(tmp_path, DEEPSEEK)
+    use_checkout(daemon, env.parent.parent)
+    md = tmp_path / f"{MODEL}-tuning.md"
+    md.write_text("")
+    for f in (env, md):
+        f.chmod(0o640)
+        (tmp_path / f"link-{f.name}").hardlink_to(f)
+    before = {f: (f.stat().st_ino, f.stat().st_mode, f.stat().st_nlink) for f in (env, md)}
+    sid = await recorded(daemon.store, tmp_path, FSDP)
+    code, _, err = await daemon.run("report", str(sid), "--apply", "--tuning-md", str(md))
+    assert code == 0, err
+    for f, ident in before.items():
+        assert (f.stat().st_ino, f.stat().st_mode, f.stat().st_nlink) == ident
+        assert (tmp_path / f"link-{f.name}").read_text() == f.read_text() != ""
