@@ -33,7 +33,7 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                if kind_of(sweep.kind).one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
-             f"- Jobs submitted: {len(jobs)}"]
+             f"- Jobs submitted: {_submitted(jobs)}"]
     if exclusions:
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
@@ -43,6 +43,14 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                   f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",
                   f"    {escape(str(verdict['proposal']))}"]
     return escape("\n".join(lines), keep_newlines=True) + "\n"
+
+
+def _submitted(jobs: Sequence[Job]) -> str:
+    """Jobs that reached the scheduler (they have its id); a job row refused before (or
+    still being submitted) is named apart, never counted as submitted."""
+    sent = sum(1 for j in jobs if j.backend_id)
+    held = len(jobs) - sent
+    return f"{sent}" + (f" ({held} more not accepted by the scheduler)" if held else "")
 
 
 def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
