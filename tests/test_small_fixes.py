@@ -139,3 +139,27 @@ def test_a_demo_removes_the_state_directory_it_made(tmp_path: Path,
     assert f"--state-dir {kept}`" in capsys.readouterr().out
 
 
+
+
+def test_the_failed_markers_are_not_under_the_legend() -> None:
+    from matplotlib.transforms import Bbox
+
+    from sweepd.kinds.model_perf.plot import perf_curve_figure
+    from sweepd.reports.plots import png
+
+    # Failures at the high end (the OOMs), where a lower-right legend sat.
+    fig = perf_curve_figure([(4, 1100.0), (8, 1300.0), (10, 1390.0), (12, 1350.0)],
+                            [14, 16], 10, "per_device_batch_size", "llama2-70b 2N")
+    png(fig)   # lays the figure out as it is sent
+    [ax] = fig.axes
+    legend = ax.get_legend()
+    assert legend is not None
+    box = legend.get_window_extent()
+    failed = next(line for line in ax.get_lines() if line.get_label() == "failed")
+    half = failed.get_markersize() / 2 * fig.dpi / 72   # the marker's reach, in pixels
+    for x, y in ax.transData.transform(failed.get_xydata()):
+        # No part of the marker under the legend (the old one covered all but a sliver).
+        assert not Bbox([[x - half, y - half], [x + half, y + half]]).overlaps(box), \
+            ((x, y), box)
+    # And the legend is whole, inside the picture.
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), box
