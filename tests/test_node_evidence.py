@@ -160,3 +160,20 @@ async def test_evidence_can_be_turned_off(tmp_path: Path) -> None:
         assert not [e for e in events if e.rule == EVIDENCE_RULE]
     finally:
         await store.close()
+
+
+async def test_explain_shows_the_nodes_evidence(tmp_path: Path) -> None:
+    from sweepd.reports.report import explain_lines
+
+    store, _, events = await _sweep(
+        tmp_path, [{"kind": "hsa_error", "node": "chi2870", "times": 1}], EXIT_VERDICT)
+    try:
+        lines = explain_lines(events, {})
+        at = next(i for i, line in enumerate(lines) if "[node.evidence] evidence from chi2870"
+                  in line)
+        # The lines after the headline, not only its first ("chi2870:").
+        shown = "\n".join(lines[at + 1:at + 8])
+        assert "evidence: chi2870:" in shown and "amdgpu: GPU reset begin!" in shown
+        assert "hottest GPU[3] 97 (junction)" in shown
+    finally:
+        await store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,3 +164,35 @@ def test_the_failed_markers_are_not_under_the_legend() -> None:
             ((x, y), box)
     # And the legend is whole, inside the picture.
     assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), box
+
+
+def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from sweepd.cli import verbs
+
+    progress = {"runs_done": 1, "runs_most": 1, "ended": True, "jobs_queued": 0,
+                "jobs_running": 0, "eta_s": None, "eta_guess": False, "elapsed_s": 60}
+    sweeps = [{"id": i, "state": state, "kind": "model-perf", "reason": reason, "name": f"s{i}",
+               "submitted_by": "me", "updated_at": "2026-12-01T00:00:00Z",
+               "progress": progress}
+              for i, state, reason in ((3, "aborted", "cancelled by a person: job(s) 9 "
+                                        "cancelled"), (2, "aborted", "aborted by a person"),
+                                       (1, "running", None))]
+    asked: list[list[str]] = []
+
+    class Client:
+        def find_sweeps(self, states: list[str], *_: Any) -> list[dict[str, Any]]:
+            asked.append(states)
+            return [s for s in sweeps if s["state"] in states]
+
+    monkeypatch.setattr(verbs, "with_client", lambda _args, body: body(Client()))
+    args = cli_main.build_parser().parse_args(["list", "--state", "cancelled"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert asked == [["aborted"]]              # what the daemon stores a cancel as
+    assert "s3" in out and "s2" not in out     # the abort without `cancel` is not one
+    # Asking for aborted as well shows every abort, cancels among them.
+    args = cli_main.build_parser().parse_args(["list", "--state", "cancelled", "aborted"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert asked[-1] == ["aborted"] and "s3" in out and "s2" in out

@@ -53,6 +53,10 @@ def _submitted(jobs: Sequence[Job]) -> str:
     return f"{sent}" + (f" ({held} more not accepted by the scheduler)" if held else "")
 
 
+# Lines of one event's evidence `explain` shows after its first.
+EVIDENCE_LINES = 30
+
+
 def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
     """`run_seq`: each run's number in its sweep, the `#` that `show` and reports use."""
     out = []
@@ -70,5 +74,11 @@ def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[s
         reason = escape(e.reason.splitlines()[0] if e.reason else "")
         out.append(f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {reason}")
         if e.evidence:
-            out.append(f"{'':>26}evidence: {escape(e.evidence.splitlines()[0][:300])}")
+            # A node's evidence (scontrol, dmesg, rocm-smi, ibstat) is several lines: they
+            # are what answers "why was this node excluded?", so they are shown, bounded.
+            first, *more = e.evidence.splitlines() or [""]
+            out.append(f"{'':>26}evidence: {escape(first[:300])}")
+            out += [f"{'':>36}{escape(line[:300])}" for line in more[:EVIDENCE_LINES]]
+            if len(more) > EVIDENCE_LINES:
+                out.append(f"{'':>36}… {len(more) - EVIDENCE_LINES} more line(s)")
     return out
