@@ -126,6 +126,10 @@ async def test_no_nic_reset_while_a_job_runs_on_the_node(tmp_path: Path) -> None
         assert await reset_nic(_Engine(store, _BusyBackend("idle", shell)),  # type: ignore[arg-type]
                                sid, "chi2863", None) is False
         assert touched.read_text().splitlines() == ["chi2863", "chi2863"]
+        # Concluding the same job again (a restart): the stored outcome, no second reset.
+        assert await reset_nic(_Engine(store, _BusyBackend("idle", shell)),  # type: ignore[arg-type]
+                               sid, "chi2863", None) is False
+        assert touched.read_text().splitlines() == ["chi2863", "chi2863"]
     finally:
         await store.close()
 

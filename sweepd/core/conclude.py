@@ -12,6 +12,7 @@ from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
 from sweepd.core.node_evidence import (
     NODE_FAULTS,
+    nic_outcome,
     record_evidence,
     reset_nic,
     stored_evidence,
@@ -94,8 +95,10 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     # decision: what it records and says is read back from the store.
     if verdict.klass in NODE_FAULTS and verdict.node:
         await record_evidence(engine, sweep.id, [verdict.node], job_id=job.id)
-    nic = (await reset_nic(engine, sweep.id, verdict.node, job.id)
-           if verdict.klass == FailureClass.NIC and verdict.node else None)
+    nic = None
+    if verdict.klass == FailureClass.NIC and verdict.node:
+        await reset_nic(engine, sweep.id, verdict.node, job.id)
+        nic = await nic_outcome(store, sweep.id, verdict.node, job.id)
     action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy, nic_reset=nic))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)

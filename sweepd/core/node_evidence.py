@@ -144,6 +144,17 @@ def with_evidence(first: str | None, node_evidence: Sequence[str]) -> str | None
     return "\n".join(parts) if parts else None
 
 
+async def nic_outcome(store: Store, sweep_id: int, node: str, job_id: int | None
+                      ) -> bool | None:
+    """The stored outcome of the NIC reset after this job: True every port Active, False
+    not, None no reset was made. What the decision reads (not what the reset returned)."""
+    for e in reversed(await store.events(sweep_id, kind="decision")):
+        if e.job_id == job_id and e.rule in _NIC_RULES and e.reason.startswith(
+                f"NIC reset of {node}:"):
+            return e.rule == NIC_ACTIVE_RULE
+    return None
+
+
 async def reset_nic(engine: EngineParts, sweep_id: int, node: str,
                     job_id: int | None) -> bool | None:
     """Reset the node's NIC stack and read ibstat, where the config allows it and no job
@@ -152,10 +163,9 @@ async def reset_nic(engine: EngineParts, sweep_id: int, node: str,
     r = engine.config.recovery
     if not r.nic_reset:
         return None
-    for e in await engine.store.events(sweep_id, kind="decision"):
-        if e.job_id == job_id and e.rule in _NIC_RULES and e.reason.startswith(
-                f"NIC reset of {node}:"):
-            return e.rule == NIC_ACTIVE_RULE   # done before a restart: its outcome stands
+    done = await nic_outcome(engine.store, sweep_id, node, job_id)
+    if done is not None:
+        return done   # reset before a restart: its outcome stands, the NIC is not reset twice
     try:
         state = (await engine.backend.node_states([node])).get(node, NOT_IN_CLUSTER)
     except ControllerUnreachable as e:
