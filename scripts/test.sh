@@ -2,8 +2,20 @@
 # Set up everything the tests need and run them: Python packages in .venv, Debian's Slurm and
 # munge (as root, when missing), a local Slurm cluster of 8 named nodes, then ruff, mypy and
 # pytest. Exits non-zero on any failure.
+#
+#   scripts/test.sh [--keep-cluster] [pytest args...]
+#
+# The Slurm cluster this script starts is stopped when it ends (pass or fail) unless
+# --keep-cluster is given (or SWEEPD_KEEP_CLUSTER=1). A cluster that was already running
+# when it began is someone else's: it is left running either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+keep=${SWEEPD_KEEP_CLUSTER:-0}
+pytest_args=()
+for arg in "$@"; do
+  if [ "$arg" = "--keep-cluster" ]; then keep=1; else pytest_args+=("$arg"); fi
+done
 
 # (Re)install when the venv is missing or pyproject.toml changed since the last install.
 stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
@@ -25,10 +37,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 bash scripts/slurm-cluster.sh install
+ours=1
+if bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then ours=0; fi
+if [ "$ours" = 1 ] && [ "$keep" != 1 ]; then
+  # On every exit, the test's status kept: the cluster goes with the run that started it.
+  trap 'bash scripts/slurm-cluster.sh stop >/dev/null || true' EXIT
+fi
 bash scripts/slurm-cluster.sh start
 bash scripts/slurm-cluster.sh check
 
 .venv/bin/ruff check .
 .venv/bin/mypy
 # Two workers: the Slurm tests stay on one of them (tests/conftest.py groups them).
-.venv/bin/pytest -q -n 2 --dist loadgroup "$@"
+.venv/bin/pytest -q -n 2 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}

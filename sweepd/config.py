@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
 from sweepd.util.text import escape
@@ -109,12 +109,38 @@ class MetricsConfig(_Section):
                                            '"127.0.0.1:9464"; off by default')
 
 
+class RecoveryConfig(_Section):
+    """The xla-tuning SKILL.md's recovery primitives, run on a node over ssh. Timeouts are
+    wall seconds: they bound a real command, not a policy duration."""
+
+    evidence: bool = Field(True, description="on a node fault, gather scontrol, dmesg and "
+                           "rocm-smi from the node into the event and the stop message")
+    ssh: list[str] | None = Field(None, description='how to run a command on a node, '
+                                  '"{node}" the node, e.g. ["ssh", "-o", "BatchMode=yes", '
+                                  '"{node}"]; unset: the cluster backend\'s (the simulated '
+                                  'cluster\'s fake ssh)')
+    timeout_s: float = Field(30, gt=0, description="each evidence command is killed after this")
+    nic_reset: bool = Field(False, description="after a NIC fault, reset the node's ionic "
+                            "stack between jobs and check ibstat before using it again")
+    nic_reset_command: str = Field(
+        "rmmod ionic_rdma; rmmod ionic; sleep 3; modprobe ionic; modprobe ionic_rdma; sleep 5")
+    nic_reset_timeout_s: float = Field(90, gt=0)
+
+    @field_validator("ssh")
+    @classmethod
+    def _names_node(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not any("{node}" in w for w in value):
+            raise ValueError('must name the node as "{node}", e.g. ["ssh", "{node}"]')
+        return value
+
+
 class Config(_Section):
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)
 
 
 class ConfigError(ValueError):

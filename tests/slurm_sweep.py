@@ -18,6 +18,13 @@ FAST_POLICY = {"policy.hang_timeout_s": 20, "policy.poll_interval_s": 0.5,
                "policy.tail_backoff_max_s": 2, "policy.controller_down_limit_s": 900}
 
 
+def fake_ssh(tmp_path: Path, scenario: Path) -> list[str]:
+    """The nodes' shells: the local cluster's nodes are the scenario's, all on localhost,
+    so the simulated cluster's fake ssh answers for them (dmesg, rocm-smi, ibstat)."""
+    return [*SIM[:-1], "sweepd.sim.fake_ssh", "--scenario", str(scenario), "--state",
+            str(tmp_path / "sim-state"), "{node}"]
+
+
 def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
     state = tmp_path / "sim-state"
     return load_config(None, {
@@ -29,6 +36,7 @@ def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
                               "--state-dir", str(state)],
             "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"],
         },
+        "recovery.ssh": fake_ssh(tmp_path, scenario),
         **FAST_POLICY, **extra,
     })
 
@@ -51,5 +59,6 @@ def submit_sh_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
         "cluster.backend": "slurm",
         "cluster.slurm": {"mode": "submit_sh", "repo": str(submit_sh_repo(tmp_path, scenario)),
                           "slurm_conf": str(slurm_dir() / "slurm.conf")},
+        "recovery.ssh": fake_ssh(tmp_path, scenario),
         **FAST_POLICY, **extra,
     })

@@ -61,6 +61,13 @@ async def test_drained_node_without_resume_rights_stops(tmp_path: Path,
         message = "\n".join(lines)
         assert "chi2881 (dr" in message and "not resumed" in message
         assert "node.unusable" in await _rules(config)
+        # The node's own evidence: the real scheduler's record (its drain reason) and
+        # what its shell (the fake ssh) printed, in the stop message.
+        evidence = message.split("Node evidence:\n", 1)[1]
+        assert evidence.startswith("chi2881:\n  scontrol show node: NodeName=chi2881")
+        assert "DRAIN" in evidence.splitlines()[1] and "Reason=sweepd-test" in evidence
+        assert "  dmesg: 0 recent line(s) matching" in evidence
+        assert "  rocm-smi: temperatures (C): GPU[0] 45" in evidence
     finally:
         _settle("chi2881")
 

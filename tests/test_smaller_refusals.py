@@ -78,7 +78,8 @@ def test_a_config_typo_is_one_line_per_problem_with_the_valid_keys(tmp_path: Pat
     assert any(line.startswith("  daemon.tick_s: Input should be a valid number")
                and "(got 'fast')" in line for line in lines)
     assert any(line.startswith("  polcy: unknown key (did you mean policy?); valid keys in "
-                               "the top level: cluster, daemon, metrics, policy, telegram")
+                               "the top level: cluster, daemon, metrics, policy, recovery, "
+                               "telegram")
                for line in lines)
     assert any(line.startswith("  cluster.slurm.mdoe: unknown key (did you mean mode?)")
                for line in lines)

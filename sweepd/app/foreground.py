@@ -32,10 +32,11 @@ EXIT_FOR_STATE = {SweepState.DONE: EXIT_VERDICT, SweepState.AWAITING_DECISION:
 
 
 async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
-                    resume_id: int | None = None) -> int:
+                    resume_id: int | None = None, kept: bool = True) -> int:
     """Submit `spec` (or pick up sweep `resume_id`) and drive it until it ends or stops.
     Ctrl-C cancels the sweep's jobs (no daemon follows them after we leave); a second
-    Ctrl-C leaves at once, naming the jobs that may still run."""
+    Ctrl-C leaves at once, naming the jobs that may still run. `kept` False: the state
+    directory is removed when the caller is done (a demo's own): no hint to read it again."""
     async with open_parts(config) as parts:
         service = parts.service
         sweep_id = resume_id or int((await service.submit(spec))["id"])
@@ -49,8 +50,14 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
         emit("")
         emit(str(report["markdown"]))
         # No daemon knows this sweep: say how to read it again, without one.
-        emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: read it again with "
-             f"`sweepd report|explain|logs {sweep_id} --state-dir {config.daemon.state_dir}`)")
+        if kept:
+            emit(f"(sweep {sweep_id} is in {config.daemon.state_dir}: read it again with "
+                 f"`sweepd report|explain|logs {sweep_id} --state-dir "
+                 f"{config.daemon.state_dir}`)")
+        else:
+            emit("(this demo's state directory is removed when it ends: give --state-dir "
+                 "DIR to keep it and read the sweep again with `sweepd report|explain|logs "
+                 f"{sweep_id} --state-dir DIR`)")
         return EXIT_FOR_STATE[state]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -62,13 +63,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise SystemExit(f"sweep kind {args.kind} has no demo")
     print(demo.header)
     config = _foreground_config(args, demo.scenario)
+    temporary = args.state_dir is None   # a demo made it for itself: it removes it
     code = 0
-    for spec in demo.specs:
-        code = asyncio.run(foreground.run_sweep(config, spec, say))
-        if code:
-            break
-    if demo.truth:
-        print(asyncio.run(demo.truth(config)))
+    try:
+        for spec in demo.specs:
+            code = asyncio.run(foreground.run_sweep(config, spec, say, kept=not temporary))
+            if code:
+                break
+        if demo.truth:
+            print(asyncio.run(demo.truth(config)))
+    finally:
+        if temporary:
+            shutil.rmtree(config.daemon.state_dir, ignore_errors=True)
     return code
 
 

@@ -78,6 +78,9 @@ def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
 def print_failure(message: str, details: Sequence[Mapping[str, Any]]) -> None:
     """The headline, then one line per field; a message without fields alone (with
     fields, the message's tail repeats them). Bounded whatever the daemon sent."""
+    # A field whose text is the whole message (a refusal about one field) adds nothing:
+    # printing it as well would say the message twice.
+    details = [d for d in details if str(d.get("msg", "")) != message]
     fields = any(d.get("loc") for d in details)
     repeated = fields and any(str(d.get("msg", "")) in message
                               for d in details[:MAX_DETAIL_LINES])
@@ -118,6 +121,12 @@ def print_error(e: ClientError, args: argparse.Namespace | None = None) -> int:
     """One message on stderr (and its field details), or JSON on stdout with --json;
     returns the exit code."""
     return fail(args or argparse.Namespace(), e.message, e.details, exit_code(e))
+
+
+def runs_cell(done: int, most: int | None, ended: bool) -> str:
+    """Runs finished of the most the sweep may take, as `list` and `top` both show it:
+    `4/≤12` while it may go on, `13/13` once ended, `4/?` with no fixed most."""
+    return f"{done}/" + ("?" if most is None else str(most) if ended else f"≤{most}")
 
 
 def summary_line(s: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ from textual.widgets import (
     Static,
 )
 
+from sweepd.cli.output import runs_cell
 from sweepd.util.text import escape
 
 LONG_POLL_S = 25.0        # one progress long-poll; the API caps it at 30 s
@@ -187,7 +188,9 @@ class SweepRow(ListItem):
         self.sweep = sweep
         done, most = progress_of(sweep)
         what = f"{sweep['id']:>4} {sweep['state']:<17} {sweep['kind']:<11} "
-        self.query_one(".what", Label).update(Text(what + f"{done}/{most or '?'}"))
+        ended = bool((sweep.get("progress") or {}).get("ended")) or \
+            sweep.get("state") in STOPPED - {"awaiting_decision"}
+        self.query_one(".what", Label).update(Text(what + runs_cell(done, most, ended)))
         self.query_one(ProgressBar).update(total=most, progress=done)
         self.query_one(Sparkline).data = tgs_series(sweep)
         self.query_one(".latest", Label).update(Text(latest_line(sweep)))
@@ -257,10 +260,11 @@ class TopApp(App[None]):
     NARROW = 120
     CSS = """
     #sweeps { height: 2fr; border: solid $accent; }
-    .row { height: 1; layout: grid; grid-size: 4 1; grid-columns: 40 24 22 1fr; }
+    .row { height: 1; layout: grid; grid-size: 4 1; grid-columns: 44 24 22 1fr; }
+    .what { padding-right: 1; }
     .bar Bar { width: 1fr; }
     .tgs { margin: 0 1; }
-    .-narrow .row { height: 2; grid-size: 3 2; grid-columns: 40 1fr 1fr; }
+    .-narrow .row { height: 2; grid-size: 3 2; grid-columns: 44 1fr 1fr; }
     .-narrow .latest { column-span: 3; }
     #detail { height: 3fr; }
     #title { text-style: bold; }

@@ -32,6 +32,7 @@ from sweepd.cli.output import (
     format_table,
     load_spec,
     print_json,
+    runs_cell,
     say,
     summary_line,
     with_client,
@@ -78,12 +79,11 @@ _JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backe
 def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
     """A sweep's progress in the list's short cells: `4/≤12`, `1q 2r`, `12m`, `≤30m?`."""
     p = s["progress"]
-    most = ("?" if p["runs_most"] is None else str(p["runs_most"]) if p.get("ended")
-            else f"≤{p['runs_most']}")
     jobs = " ".join(f"{p[k]}{k[5]}" for k in ("jobs_queued", "jobs_running") if p[k])
     eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
            else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
-    return {**s, "runs": f"{p['runs_done']}/{most}", "jobs": jobs or None,
+    return {**s, "runs": runs_cell(p["runs_done"], p["runs_most"], bool(p.get("ended"))),
+            "jobs": jobs or None,
             "elapsed": duration(p["elapsed_s"]), "eta": eta}
 
 
@@ -106,6 +106,10 @@ def _since(text: str | None) -> str | None:
 
 
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+# `list --state cancelled`: the sweeps `cancel` ended. They are `aborted` (a cancel is an
+# abort with its own reason, app/service.py), told apart by that reason.
+CANCELLED = "cancelled"
+CANCELLED_REASON = "cancelled by a person"
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -115,8 +119,16 @@ def run_list(args: argparse.Namespace) -> int:
         return fail(args, str(e))
     user = pwd.getpwuid(os.getuid()).pw_name if args.mine else None
 
+    states = list(args.state or [])
+    cancelled_only = CANCELLED in states and str(SweepState.ABORTED) not in states
+    states = list(dict.fromkeys(str(SweepState.ABORTED) if s == CANCELLED else s
+                                for s in states))
+
     def body(client: Client) -> int:
-        sweeps = client.find_sweeps(args.state or [], args.kind or [], since, user)
+        sweeps = client.find_sweeps(states, args.kind or [], since, user)
+        if cancelled_only:   # `cancel` ends a sweep as aborted, with its own reason
+            sweeps = [s for s in sweeps if s["state"] != SweepState.ABORTED
+                      or str(s.get("reason") or "").startswith(CANCELLED_REASON)]
         if args.json:
             print_json(sweeps)
         elif not sweeps:
@@ -379,8 +391,10 @@ def _reconnect_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _list_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state", nargs="+", action="extend", choices=[str(s) for s in SweepState],
-                   help="only sweeps in these states")
+    p.add_argument("--state", nargs="+", action="extend",
+                   choices=[*(str(s) for s in SweepState), CANCELLED],
+                   help="only sweeps in these states (cancelled: the aborted ones `cancel` "
+                        "ended)")
     p.add_argument("--kind", nargs="+", action="extend", choices=sorted(kinds()),
                    help="only sweeps of these kinds")
     p.add_argument("--since", metavar="WHEN",

@@ -135,6 +135,17 @@ class ClusterBackend(Protocol):
         """Return a drained/down node to service; PermissionError where not allowed."""
         ...
 
+    async def show_node(self, node: str) -> str:
+        """The scheduler's full record of one node (`scontrol show node`), as evidence:
+        what the scheduler said, or why it said nothing."""
+        ...
+
+    def node_shell(self) -> list[str]:
+        """The command that runs a shell command on a node (`{node}` is the node; the
+        remote command is added as one word): ssh on a real cluster, the simulated
+        cluster's fake ssh. `recovery.ssh` in the config replaces it."""
+        ...
+
     async def end_note(self, output_dir: Path) -> str | None:
         """What this sweep's submissions (`output_dir`: the sweep's) left outside sweepd's
         own directories, for the person at the sweep's end; None: nothing."""

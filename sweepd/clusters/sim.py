@@ -103,6 +103,19 @@ class SimCluster:
     async def resume_node(self, node: str) -> None:
         raise PermissionError("simulated nodes never drain")
 
+    async def show_node(self, node: str) -> str:
+        state = (await self.node_states([node]))[node]
+        if state == NOT_IN_CLUSTER:
+            return f"Node {node} not found"
+        return (f"NodeName={node} Arch=x86_64 CPUTot=128\n   Gres=gpu:8\n"
+                f"   State={state.upper()} ThreadsPerCore=1\n   Partitions=sim")
+
+    def node_shell(self) -> list[str]:
+        """The fake ssh (`python -m sweepd.sim.fake_ssh`): canned dmesg, rocm-smi and
+        ibstat output per node, from the scenario's `probes` and its faults."""
+        return [sys.executable, "-m", "sweepd.sim.fake_ssh", "--scenario",
+                str(self.scenario_path), "--state", str(self.state_dir), "{node}"]
+
     async def end_note(self, output_dir: Path) -> str | None:
         """The simulated cluster writes nothing outside the sweep's own directories."""
         return None

@@ -705,6 +705,20 @@ class SlurmCluster:
         if res.rc != 0:
             self._raise_for("scontrol", res)
 
+    async def show_node(self, node: str) -> str:
+        res = await self._run(["scontrol", "show", "node", node])
+        if res.rc != 0:
+            text = (res.err or res.out).strip()
+            if _UNREACHABLE.search(text):
+                raise ControllerUnreachable(f"scontrol: {text}")
+            return f"scontrol exited {res.rc}: {text}"
+        return res.out
+
+    def node_shell(self) -> list[str]:
+        # BatchMode: never wait for a password nobody will type; ConnectTimeout: a dead
+        # node answers "unreachable" well before the probe's own time limit.
+        return ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}"]
+
     async def end_note(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(leftover_note, output_dir)
 

@@ -10,6 +10,14 @@ import structlog
 from sweepd.clusters.base import JobStatus
 from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
+from sweepd.core.node_evidence import (
+    NODE_FAULTS,
+    nic_outcome,
+    record_evidence,
+    reset_nic,
+    stored_evidence,
+    with_evidence,
+)
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.registry import kind_of
@@ -83,7 +91,15 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
                                 by_person=[e.node for e in exclusions if not e.job_id],
                                 others_cancelled=verdict.klass == FailureClass.CANCELLED
                                 and others_cancelled(job, all_jobs, engine.clock.now()))
-    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy))
+    # The node's own evidence, and a NIC reset where allowed, are stored before the
+    # decision: what it records and says is read back from the store.
+    if verdict.klass in NODE_FAULTS and verdict.node:
+        await record_evidence(engine, sweep.id, [verdict.node], job_id=job.id)
+    nic = None
+    if verdict.klass == FailureClass.NIC and verdict.node:
+        await reset_nic(engine, sweep.id, verdict.node, job.id)
+        nic = await nic_outcome(store, sweep.id, verdict.node, job.id)
+    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy, nic_reset=nic))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
     # The job's end, the run's result, an exclusion, a stop: all or nothing, so a crash
@@ -96,14 +112,17 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
                   tgs: float | None, mfu: float | None) -> None:
     store = engine.store
     now = engine.clock.now()
+    nodes = [n for n in (verdict.node, action.exclude) if n]
+    evidence = with_evidence(verdict.evidence,
+                             await stored_evidence(store, job.sweep_id, nodes) if nodes else [])
     await store.transition_job(
         job.id, _job_end(action.act, verdict), action.reason, rule=action.rule,
-        evidence=verdict.evidence, ended_at=now, tgs=tgs, mfu=mfu,
+        evidence=evidence, ended_at=now, tgs=tgs, mfu=mfu,
         failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
         failure_line=verdict.evidence, failure_detail=verdict.detail)
     if action.exclude:
         await store.exclude_node(job.sweep_id, action.exclude, job.id, action.reason,
-                                 action.rule, verdict.evidence)
+                                 action.rule, evidence)
     sweep = await store.sweep(job.sweep_id)
     run = await store.run(job.run_id)
     spec = sweep.spec
@@ -122,7 +141,7 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
                                    detail=action.reason)
     elif action.act == Act.RETRY:
         await store.add_event(sweep.id, "decision", action.reason, rule=action.rule,
-                              evidence=verdict.evidence, run_id=run.id, job_id=job.id)
+                              evidence=evidence, run_id=run.id, job_id=job.id)
         await store.add_event(sweep.id, "progress", retry_line(line, action.reason),
                               run_id=run.id, job_id=job.id)
         if action.delay_s:
@@ -134,8 +153,10 @@ async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Actio
         if verdict.klass == FailureClass.CANCELLED:   # no failure: a person's word, asked
             recovery = "none: a cancel outside sweepd is asked about, not run again twice"
             outcome = "waiting for a person: resume runs it again, abort ends the sweep"
+        if "NIC reset of" in (evidence or ""):
+            recovery, outcome = "NIC reset, then ibstat", "the NIC did not come back Active"
         await stop_sweep(engine, sweep, action.reason, rule=action.rule,
-                         evidence=verdict.evidence, failing_nodes=sorted(set(failing)),
+                         evidence=evidence, failing_nodes=sorted(set(failing)),
                          recovery=recovery, outcome=outcome)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from sweepd.core.node_evidence import stored_evidence
 from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
@@ -59,7 +60,9 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         own = kind_of(sweep.kind).stop_state
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
-                               own=own(sweep, runs, jobs) if own else None)
+                               own=own(sweep, runs, jobs) if own else None,
+                               node_evidence=await stored_evidence(store, sweep.id,
+                                                                   failing_nodes))
         files = _stop_files(engine, sweep, runs, jobs)
         note = await end_note(engine, sweep)
         message += "".join(f"\n\n{n}" for n in (files, note) if n)

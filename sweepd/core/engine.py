@@ -576,8 +576,9 @@ class Engine:
         nodes = [n for n in spec.node_list if n in set(_expand(run.nodes)) and n not in excluded]
         need = min(spec.needed_nodes, len(_expand(run.nodes)))
         if len(nodes) < need:
-            await stop_sweep(self, sweep, f"only {len(nodes)} usable nodes left; {spec.model} "
-                             f"needs {need}", rule="nodes.below_minimum", evidence=None,
+            left = f"{len(nodes)} usable node{'' if len(nodes) == 1 else 's'}"
+            await stop_sweep(self, sweep, f"only {left} left; the sweep's min_nodes is "
+                             f"{need}", rule="nodes.below_minimum", evidence=None,
                              failing_nodes=sorted(excluded), recovery="node exclusion",
                              outcome="too few nodes")
             return

@@ -125,6 +125,13 @@ class TimedBackend:
     async def end_note(self, output_dir: Path) -> str | None:
         return await self.inner.end_note(output_dir)
 
+    async def show_node(self, node: str) -> str:
+        out: str = await self._timed("show_node", self.inner.show_node(node))
+        return out
+
+    def node_shell(self) -> list[str]:
+        return self.inner.node_shell()
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         out: Listing = await self._timed("idle_nodes", self.inner.idle_nodes(partition))
         return out

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sweepd.clusters.base import NOT_IN_CLUSTER
 from sweepd.core.control import stop_sweep
+from sweepd.core.node_evidence import record_evidence
 from sweepd.store.rows import Sweep
 from sweepd.util.text import compact_nodes
 
@@ -69,6 +70,7 @@ async def stop_unusable(engine: EngineParts, sweep: Sweep, still: dict[str, str]
     reason = f"pinned node(s) not usable: {listed}"
     if waiting:
         reason, evidence = f"{reason}; {waiting}", f"{evidence}; {waiting}"
+    await record_evidence(engine, sweep.id, sorted(still))   # stored first: the stop reads it
     await stop_sweep(engine, sweep, reason, rule="node.unusable", evidence=evidence,
                      failing_nodes=sorted(still), recovery="; ".join(tried),
                      outcome="still not usable; the pinned list is not changed silently")

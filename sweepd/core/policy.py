@@ -7,7 +7,7 @@ Numbers come from PolicyConfig (defaults: the SKILL.md's).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sweepd.config import PolicyConfig
@@ -58,6 +58,9 @@ class Case:
     prior: Sequence[Verdict]      # earlier attempts of the same run, oldest first
     sweep: SweepFacts
     limits: PolicyConfig
+    # A NIC fault's reset (core/node_evidence): True every port came back Active, False
+    # not, None no reset was made (not allowed, or a job ran on the node).
+    nic_reset: bool | None = None
 
 
 Rule = Callable[[Case], Action]
@@ -76,6 +79,10 @@ def _retry_or_record(case: Case, rule: str, what: str, outcome: str = "fail") ->
                       f"{case.limits.max_retries} retries per job", outcome)
     return Action(Act.RETRY, rule, f"{what}; retry {failed + 1} of "
                   f"{case.limits.max_retries}")
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node{'' if n == 1 else 's'}"
 
 
 def _consecutive(history: Sequence[Verdict], klass: F) -> int:
@@ -122,14 +129,28 @@ def _node_fault(case: Case) -> Action:
     remaining = [n for n in s.pinned if n not in out]
     if len(remaining) < s.min_nodes:
         return Action(Act.STOP, "nodes.below_minimum",
-                      f"excluding {node} leaves {len(remaining)} nodes; the model needs "
-                      f"{s.min_nodes}", exclude=node)
+                      f"excluding {node} leaves {_nodes(len(remaining))}; the sweep's "
+                      f"min_nodes is {s.min_nodes}", exclude=node)
     if _failed_before(case) >= case.limits.max_retries:
         return Action(Act.RECORD, "retries.max", f"{v.klass} on {node}; retries exhausted",
                       exclude=node)
     return Action(Act.RETRY, "fault.exclude_node",
                   f"{v.klass} on {node}: exclude it and retry on the remaining "
                   f"{len(remaining)} nodes", exclude=node)
+
+
+def _nic(case: Case) -> Action:
+    """A NIC fault: retried as any transient; after a NIC reset, the node is used again
+    only if every port came back Active, else it is a node fault (excluded, or a stop)."""
+    node = case.verdict.node
+    if case.nic_reset is None or node is None:
+        return _retry_or_record(case, "nic.retry", "nic")
+    if case.nic_reset:
+        return _retry_or_record(case, "nic.reset_active", f"nic on {node}: after a NIC reset "
+                                "every port is Active again; run again on the same nodes")
+    action = _node_fault(case)
+    return replace(action, reason=f"{action.reason} (its NIC did not come back Active "
+                   "after a reset)")
 
 
 def queued_node_fault(dead: Sequence[str], s: SweepFacts,
@@ -154,7 +175,7 @@ def queued_node_fault(dead: Sequence[str], s: SweepFacts,
     if len(remaining) < s.min_nodes:
         return Action(Act.STOP, "nodes.below_minimum",
                       f"queued for {named}, not usable: excluding it leaves "
-                      f"{len(remaining)} nodes; the model needs {s.min_nodes}"), new
+                      f"{_nodes(len(remaining))}; the sweep's min_nodes is {s.min_nodes}"), new
     return Action(Act.RETRY, "queued.exclude_node",
                   f"queued for {named}, which the scheduler cannot use: exclude it and "
                   f"submit again on the remaining {len(remaining)} nodes", "cancelled"), new
@@ -241,6 +262,7 @@ RULES: dict[F, Rule] = {
     F.GPU_HARDWARE: _node_fault,
     F.ECC: _node_fault,
     F.NODE_CRASH: _node_fault,
+    F.NIC: _nic,
     F.HANG: _hang,
     F.RCCL_FLAKE: _hang,
     F.COORD_TIMEOUT: _coord,

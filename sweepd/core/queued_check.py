@@ -18,6 +18,7 @@ import structlog
 from sweepd.clusters.base import ControllerUnreachable, JobStatus, SchedulerState
 from sweepd.core.control import stop_sweep
 from sweepd.core.node_check import resume_where_allowed, stop_unusable, unusable
+from sweepd.core.node_evidence import record_evidence, stored_evidence, with_evidence
 from sweepd.core.policy import Act, SweepFacts, queued_node_fault
 from sweepd.core.states import JobState, SweepState
 from sweepd.kinds.registry import kind_of
@@ -83,6 +84,9 @@ async def _handle(engine: EngineParts, sweep: Sweep, job: Job, still: dict[str, 
     if action.act == Act.STOP and action.rule == "node.unusable":
         await stop_unusable(engine, sweep, still, tried, waiting=waiting)
         return
+    await record_evidence(engine, sweep.id, sorted(still), job_id=job.id)
+    evidence = with_evidence(evidence, await stored_evidence(engine.store, sweep.id,
+                                                             sorted(still))) or evidence
     async with engine.store.tx():
         for node in exclude:
             await engine.store.exclude_node(sweep.id, node, job.id, action.reason,

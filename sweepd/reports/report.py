@@ -33,7 +33,7 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                if kind_of(sweep.kind).one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
-             f"- Jobs submitted: {len(jobs)}"]
+             f"- Jobs submitted: {_submitted(jobs)}"]
     if exclusions:
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
     lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
@@ -43,6 +43,18 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                   f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",
                   f"    {escape(str(verdict['proposal']))}"]
     return escape("\n".join(lines), keep_newlines=True) + "\n"
+
+
+def _submitted(jobs: Sequence[Job]) -> str:
+    """Jobs that reached the scheduler (they have its id); a job row refused before (or
+    still being submitted) is named apart, never counted as submitted."""
+    sent = sum(1 for j in jobs if j.backend_id)
+    held = len(jobs) - sent
+    return f"{sent}" + (f" ({held} more not accepted by the scheduler)" if held else "")
+
+
+# Lines of one event's evidence `explain` shows after its first.
+EVIDENCE_LINES = 30
 
 
 def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
@@ -62,5 +74,11 @@ def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[s
         reason = escape(e.reason.splitlines()[0] if e.reason else "")
         out.append(f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {reason}")
         if e.evidence:
-            out.append(f"{'':>26}evidence: {escape(e.evidence.splitlines()[0][:300])}")
+            # A node's evidence (scontrol, dmesg, rocm-smi, ibstat) is several lines: they
+            # are what answers "why was this node excluded?", so they are shown, bounded.
+            first, *more = e.evidence.splitlines() or [""]
+            out.append(f"{'':>26}evidence: {escape(first[:300])}")
+            out += [f"{'':>36}{escape(line[:300])}" for line in more[:EVIDENCE_LINES]]
+            if len(more) > EVIDENCE_LINES:
+                out.append(f"{'':>36}… {len(more) - EVIDENCE_LINES} more line(s)")
     return out

@@ -10,10 +10,12 @@ from sweepd.store.rows import Job, Run, Sweep
 
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
-                 nodes_short: int = 0, own: tuple[str, list[str]] | None = None) -> str:
+                 nodes_short: int = 0, own: tuple[str, list[str]] | None = None,
+                 node_evidence: Sequence[str] = ()) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
     be refused, so the message asks for a node back instead). `own`: the kind's title and
-    state lines (Kind.stop_state), in place of the generic ones."""
+    state lines (Kind.stop_state), in place of the generic ones. `node_evidence`: what the
+    failing nodes themselves said (scontrol, dmesg, rocm-smi, a NIC reset), as stored."""
     spec = sweep.spec
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
@@ -30,6 +32,8 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         "Sweep state at stop:",
         f"  - Nodelist: {nodelist}",
     ]
+    if node_evidence:
+        lines[5:5] = ["Node evidence:", *node_evidence, ""]
     lines += own[1] if own else _state(runs, passed, pending)
     lines += [
         "",

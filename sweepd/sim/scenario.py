@@ -92,6 +92,18 @@ class NodeSpec(_Strict):
     nic_speed: float = Field(1.0, gt=0, le=2)
 
 
+class ProbeSpec(_Strict):
+    """What the fake ssh (`sweepd.sim.fake_ssh`) prints for one node; a field left out is
+    made up from the node's faults (docs/scenario.md)."""
+
+    dmesg: str | None = None
+    rocm_smi: str | None = None
+    ibstat: str | None = None          # before any NIC reset
+    nic_recovers: bool = True          # after a reset, every port Active (else as before)
+    unreachable: bool = False          # ssh fails (exit 255) for every command
+    delay_s: float = Field(0, ge=0)    # wall seconds before answering (a slow or hung node)
+
+
 class LinkSpec(_Strict):
     a: str
     b: str
@@ -141,6 +153,7 @@ class Scenario(_Strict):
     models: dict[str, ModelTruthSpec] = Field(default_factory=dict)
     nodes: dict[str, NodeSpec] = Field(default_factory=dict)
     links: list[LinkSpec] = Field(default_factory=list)
+    probes: dict[str, ProbeSpec] = Field(default_factory=dict)
     faults: list[FaultSpec] = Field(default_factory=list)
     commits: dict[str, dict[str, CommitEffect]] = Field(default_factory=dict)
     tuning: TuningSpec | None = None     # XLA/NCCL flag-effect landscapes (sim/tuning.py)
@@ -148,7 +161,7 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _names_exist(self) -> Self:
         known = set(self.cluster.node_list)
-        used = [*self.nodes, *(n for link in self.links for n in (link.a, link.b)),
+        used = [*self.nodes, *self.probes, *(n for link in self.links for n in (link.a, link.b)),
                 *(f.node for f in self.faults if f.node)]
         unknown = sorted({n for n in used if n not in known})
         if unknown:

@@ -11,10 +11,15 @@ from sweepd.reports.plots import png
 
 def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[float],
                     best: float | None, parameter: str, title: str) -> bytes:
+    return png(perf_curve_figure(points, failed, best, parameter, title))
+
+
+def perf_curve_figure(points: Sequence[tuple[float, float]], failed: Sequence[float],
+                      best: float | None, parameter: str, title: str) -> Figure:
     """Steady TGS against the swept value: the measured curve, the values that OOMed or
     failed (shaded from the lowest one above every success: the region that does not fit),
     the optimum."""
-    fig = Figure(figsize=(7.0, 4.0), dpi=100)
+    fig = Figure(figsize=(7.0, 4.6), dpi=100)
     ax = fig.add_subplot()
     pts = sorted(points)
     if pts:
@@ -39,5 +44,8 @@ def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[floa
     ax.set_ylabel("TGS/device")
     ax.set_ylim(0, top * 1.12)
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
-    return png(fig)
+    # Below the axes, not in them: the failed markers sit on the x axis, at the right end
+    # where the OOMs are, exactly where a "lower right" legend covered them.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8,
+              frameon=False)
+    return fig

@@ -1,0 +1,83 @@
+"""`scripts/test.sh` stops the Slurm cluster it started (issue 23 item 8: it left it
+running), keeps it with --keep-cluster, and leaves alone a cluster it did not start.
+
+Run on a copy of the script in a scratch tree whose `slurm-cluster.sh`, `.venv/bin/*`,
+`curl` and `systemd-analyze` are stand-ins that log their calls: no real cluster is touched
+(the shared one keeps running)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "test.sh"
+
+
+def _tree(tmp_path: Path, cluster_running: bool, pytest_rc: int = 0) -> tuple[Path, Path]:
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, root / "scripts" / "test.sh")
+    log = tmp_path / "calls.log"
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    bin_ = root / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    (root / ".venv" / f".installed-test-{stamp}").touch()
+
+    def stub(path: Path, body: str) -> None:
+        path.write_text(f"#!/bin/sh\necho \"$(basename \"$0\") $*\" >> {log}\n{body}\n")
+        path.chmod(0o755)
+
+    stub(root / "scripts" / "slurm-cluster.sh",
+         f'[ "$1" = status ] && exit {0 if cluster_running else 1}\nexit 0')
+    for name in ("python", "ruff", "mypy"):
+        stub(bin_ / name, "exit 0")
+    stub(bin_ / "pytest", f"exit {pytest_rc}")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("curl", "systemd-analyze"):
+        stub(tools / name, "exit 0")
+    return root, log
+
+
+def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> int:
+    path = f"{root.parent / 'tools'}:{os.environ['PATH']}"
+    done = subprocess.run(["bash", str(root / "scripts" / "test.sh"), *args],
+                          env={**os.environ, "PATH": path, **(env or {})},
+                          capture_output=True, text=True, timeout=60)
+    return done.returncode
+
+
+def _cluster_calls(log: Path) -> list[str]:
+    return [line.split()[1] for line in log.read_text().splitlines()
+            if line.startswith("slurm-cluster.sh")]
+
+
+@pytest.mark.parametrize("pytest_rc", [0, 1])
+def test_the_cluster_it_started_is_stopped_at_the_end(tmp_path: Path, pytest_rc: int) -> None:
+    root, log = _tree(tmp_path, cluster_running=False, pytest_rc=pytest_rc)
+    assert _run(root, "-k", "x") == pytest_rc          # the tests' status is kept
+    assert _cluster_calls(log) == ["install", "status", "start", "check", "stop"]
+    assert "pytest -q -n 2 --dist loadgroup -k x" in log.read_text()
+
+
+def test_keep_cluster_leaves_it_running(tmp_path: Path) -> None:
+    root, log = _tree(tmp_path, cluster_running=False)
+    assert _run(root, "--keep-cluster") == 0
+    assert _cluster_calls(log) == ["install", "status", "start", "check"]
+    # The option is the script's, not pytest's.
+    assert "pytest -q -n 2 --dist loadgroup\n" in log.read_text()
+    root, log = _tree(tmp_path / "env", cluster_running=False)
+    assert _run(root, env={"SWEEPD_KEEP_CLUSTER": "1"}) == 0
+    assert "stop" not in _cluster_calls(log)
+
+
+def test_a_cluster_already_running_is_not_stopped(tmp_path: Path) -> None:
+    root, log = _tree(tmp_path, cluster_running=True)
+    assert _run(root) == 0
+    assert _cluster_calls(log) == ["install", "status", "start", "check"]
