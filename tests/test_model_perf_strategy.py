@@ -148,7 +148,7 @@ def test_failed_counts_as_oom_and_unknown_values_are_ignored() -> None:
     probes = [
         Probe(6, Outcome.OK, 1.0),
         Probe(10, Outcome.FAILED, None),
-        Probe(999, Outcome.OK, 9.0),  # not a candidate: ignored
+        Probe(5000, Outcome.OK, 9.0),  # not a candidate: ignored
     ]
     for _ in range(10):
         value = next_value(space, probes)
@@ -380,7 +380,7 @@ def test_the_fitted_line_proves_what_cannot_fit() -> None:
 def test_an_oom_lowers_the_pool_below_what_it_needed() -> None:
     """Batch 39 printed 98 GB total (under the 100 GB pool) and still ran out of memory: the
     next prediction keeps under 98 GB."""
-    probes = [_mem(4, 8.0), _mem(39, 78.0, Outcome.OOM)]
+    probes = [_mem(4, 8.0), _mem(39, 78.0, Outcome.OOM, alloc=2.5)]
     step = next_probe(batch_space(5), probes)
     assert step is not None and step.value == 38
     assert "lowered by the OOM at 39" in step.why

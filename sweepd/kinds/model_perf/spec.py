@@ -26,6 +26,10 @@ class ModelPerfSpec(_Spec):
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     mem_fraction: float | None = Field(default=None, gt=0, le=1)
     max_runs: int = Field(default=12, ge=1, le=200)
+    extend_budget: bool = Field(
+        default=False,
+        description="when max_runs runs out with an unexplored gap beside the best, take "
+                    "up to 4 more runs there instead of stopping to ask")
     toolkit_shape: ModelShape | None = Field(
         default=None,
         description="set by sweepd: the shape the toolkit's configs/<model>.gpu.yml gave at "
