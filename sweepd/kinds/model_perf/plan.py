@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
-from sweepd.kinds.model_perf.estimate import memory_estimate
+from sweepd.kinds.model_perf.estimate import memory_estimate, sharding_of, weight_bytes
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import run_params, swept_value
 from sweepd.kinds.model_perf.search import (
@@ -158,16 +158,24 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # The Memstats were printed by a job on the pinned nodes; param memory per GPU changes
     # with the node count (sharding), so they hold only while all of them are in use.
     same = len(ctx.nodes) == len(spec.node_list)
+    settings = spec.overrides
+    axes = any(k.endswith("_parallelism") for k in settings)
+    sharding = sharding_of(settings, len(ctx.nodes), model.gpus_per_node, model.moe) \
+        if axes or "expert_shard_attention_option" in settings else None
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
-        seq_len=_int(spec.overrides.get("max_target_length")),
-        prior_param_gb=ctx.facts.param_gb if same else None,
+        seq_len=_int(settings.get("max_target_length")),
+        weight_bytes=weight_bytes(settings),
+        prior_param_gb=ctx.facts.param_gb if same else None, sharding=sharding,
     )
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
     source = est.source if est.source == "estimate" else \
         f"memstats of an earlier job on these {len(ctx.nodes)} nodes"
+    if est.source == "estimate" and (sharding is not None or "weight_dtype" in settings):
+        source += (f" ({weight_bytes(settings)} bytes/param"
+                   + (f", sharding {sharding.why}" if sharding else "") + ")")
     why = (f"memory {source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}"
