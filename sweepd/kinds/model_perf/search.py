@@ -439,8 +439,26 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     # Above the highest value that ran first, while it could hold a better TGS: memory
     # decides where the cliff is, and the peak is usually near it. Then unbounded gaps, the
     # highest first (SKILL.md Step 7: after an OOM, probe between the last good value and it).
+    if _below_first(view, gaps):
+        gap = next(g for g in gaps if g.lo < 0)
+        i, why = _probe_in(view, gap, top)
+        return i, (f"{why}: below the one pass first, since {view.name(view.cliff)} above it "
+                   "hung or failed without an allocation size; if TGS falls toward it, the "
+                   "secant settles the gap up to it")
     gap = max(gaps, key=lambda g: (g.lo == max(view.ok), g.bound, g.lo))
     return _probe_in(view, gap, top)
+
+
+def _below_first(view: _View, gaps: Sequence[_Gap]) -> bool:
+    """One pass, below a failure that names no allocation size (a hang: too slow there),
+    with more untried values below it than between it and the failure: whether TGS still
+    rises is unknown, so the run goes below the pass first. If TGS falls toward the
+    failure, the secant through the two settles the whole gap above in one run instead of a
+    bisection toward it; if it rises, the bisection follows."""
+    if len(view.ok) != 1 or not view.cliff_silent or view.cliff >= view.n:
+        return False
+    (only,) = view.ok
+    return only > view.cliff - only and any(g.lo < 0 for g in gaps)
 
 
 def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
