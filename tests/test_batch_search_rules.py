@@ -14,6 +14,7 @@ from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
     batch_space,
+    best,
     memory_fit,
     next_probe,
 )
@@ -163,3 +164,23 @@ def test_an_oom_with_its_allocation_below_a_pass_stands_and_bounds_nothing_below
                            jobs=[_job(runs[1], "2.50GiB")])
     # Values below 12 and between 12 and 16 were searched: the OOM capped nothing there.
     assert any(b < 12 for b in seen) and any(12 < b < 16 for b in seen), seen
+
+
+def _floor_sweep(failure: Outcome) -> list[Probe]:
+    """Peak at 3, a floor at 50 from 6 up, `failure` from 17 up; the search starts at 11."""
+    def run(b: int) -> Probe:
+        if b >= 17:
+            return _line(b, 6.0 * b, failure, alloc=3.0 if failure is Outcome.OOM else None)
+        return _line(b, 6.0 * b, tgs=50.0 + 0.01 * b if b >= 6 else 100.0 - 10 * abs(b - 3))
+    seen = [run(22), run(11)]
+    while (step := next_probe(batch_space(29), seen)) is not None and len(seen) < 12:
+        seen.append(run(int(step.value)))
+    return seen
+
+
+def test_a_flat_floor_under_a_too_slow_value_does_not_settle_the_bottom() -> None:
+    """Past a steep fall TGS sits on a floor; two passes there measure it flat. Under a
+    value too slow to finish its first step that flat secant bounds nothing below: the
+    peak may be there (before: the search stopped on the floor)."""
+    top = best(_floor_sweep(Outcome.SLOW))
+    assert top is not None and top.value == 3

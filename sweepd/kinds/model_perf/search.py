@@ -320,6 +320,7 @@ class _View:
     start_why: str = ""
     cliff_silent: bool = False  # the lowest failure names no allocation size
     blocked: frozenset[int] = frozenset()  # failed below a pass: never probed again
+    cliff_slow: bool = False  # the lowest failure was too slow (hung after it fitted)
 
     @property
     def n(self) -> int:
@@ -344,6 +345,7 @@ class _View:
         above = [(i, p) for i, p in fails if i > top_ok]
         cliff = above[0][0] if above else len(space.candidates)
         silent = bool(above) and all(p.silent for i, p in above if i == cliff)
+        slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
         blocked = frozenset(i for i, _ in fails if i < top_ok)
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
         numeric = all(_numeric(v) for v in space.candidates)
@@ -353,7 +355,7 @@ class _View:
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
-                   space.start_why, silent, blocked)
+                   space.start_why, silent, blocked, slow)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -536,6 +538,11 @@ def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
+        if lo < 0 and view.cliff_slow and tgs[c] - tgs[hi] <= NOISE * max(tgs[c], tgs[hi]):
+            # Below the lowest run, under a value too slow to finish its first step, a
+            # secant that does not rise beyond the noise bounds nothing: the flat stretch
+            # may be the floor of a steep fall (issue 22's curve), the peak below it.
+            return math.inf
         lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if not lines:
         return math.inf
