@@ -1,43 +1,55 @@
-"""How many runs the model perf search needs, against three baselines (not a test).
+"""How many runs and node-hours the model perf search needs, against its peers (not a test).
 
     python bench/probe_efficiency.py [--curves N] [--seed S] [--noise F] [--holdout-seed H]
+                                     [--tpe-curves N] [--smoke]
 
-Ground truth: seeded synthetic clusters. Each has a TGS-vs-batch curve (five families, see
+Ground truth: seeded synthetic clusters. Each has a TGS-vs-batch curve (families, see
 `_tgs`) and a memory model (`_memory`): compiled temp = c + s*b*(1 + q*(b/M - 1/2)) (a
 constant part, a slope, a few % curvature), a fixed part F, a pool L and a runtime
 headroom h the compiled-memory line does not show. A batch fits when F + temp + h <= L; M,
-the largest that fits, is drawn from 4..64. A run OOMs above M, else it gives the true TGS
-times fresh +-1% uniform noise. Every run prints what MaxText prints: the compiled-memory
-line (GB to one decimal) and Memstats' pool; an OOM also names its failed allocation (the
-shortfall plus up to one batch of temp).
+the largest that fits, is drawn from 4..64. A run OOMs above M; where its first step takes
+longer than the hang limit it hangs after the compiled-memory line said it fits (twice:
+the hang rule retries once); else it gives the true TGS times fresh uniform noise (default
+0.8% std). Every run prints what MaxText prints: the compiled-memory line (GB to one
+decimal) and Memstats' pool; an OOM also names its failed allocation.
 
-The memory estimate is M x an error factor. The headline band draws it log-uniformly over
-x0.2..5 (the SKILL.md formula ignores sharding and remat; sweepd's own default scenario has
-it 2.8x low for llama2-70b); the old bands x0.85..1.15 ("memstats prior") and x0.6..1.5
-("formula only") are reported separately. "Found" is judged against the best INTEGER batch
-that fits (the true optimum), from the curve, not a grid.
+Cost: node-hours from the simulator's timing (sweepd/sim/plan.py, llama2-70b on 2 nodes):
+init 150 s, compile 180 s; an OOM at compile costs init + compile, a hang init + compile +
+the hang limit (600 s) per attempt, a pass init + compile + 15 steps. A step at the largest
+fit at peak throughput takes 60 s; step time grows as batch / TGS.
 
-A held-out set (another seed, two curve families and a memory curvature the search was
-not tuned on) is reported on its own.
+The memory estimate is M x an error factor (log-uniform x0.2..5 headline; x0.85..1.15 and
+x0.6..1.5 bands). "Found" is judged against the best INTEGER batch that fits (the true
+optimum). A held-out set (another seed, families and a memory curvature the search was not
+tuned on, including issue 22's steep interior peak far below the cliff with hangs at large
+batches) is reported on its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import random
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, best, next_probe
+from sweepd.kinds.model_perf.search import (
+    Outcome,
+    Probe,
+    SearchSpace,
+    batch_space,
+    best,
+    next_probe,
+)
 
-NOISE = 0.01
+NOISE = 0.008 * math.sqrt(3)  # uniform half-width with a 0.8% std (real run-to-run noise)
 FOUND = 0.01  # = the noise: closer than this, single runs cannot tell two batches apart
 MAX_RUNS = 12  # the spec's default max_runs
 POOL_GB = 178.5  # 192 GiB x 0.93
@@ -45,7 +57,15 @@ ERROR = {"x0.2-5 log-uniform": (0.2, 5.0), "memstats prior x0.85-1.15": (0.85, 1
          "formula only x0.6-1.5": (0.6, 1.5)}
 BANDS = tuple(ERROR)
 FAMILIES = ("saturating", "steep-to-cliff", "interior-peak", "plateau", "pressure-drop")
-HOLDOUT_FAMILIES = ("power-rise", "kernel-switch")
+HOLDOUT_FAMILIES = ("power-rise", "kernel-switch", "steep-interior")
+# The cost model (sweepd/sim/plan.py's timing for llama2-70b on 2 nodes).
+NODES = 2
+INIT_S = 150.0
+COMPILE_S = 180.0
+HANG_S = 600.0  # policy.hang_timeout_s
+STEPS = 15
+STEP_AT_MAX_S = 60.0  # a step at the largest fit at peak throughput
+HANG_ATTEMPTS = 2  # the hang rule retries once
 DEFINITION = (
     "found (1%) = the batch a method reports (its highest measured TGS) has a TRUE TGS within "
     f"{FOUND:.0%} of the best TRUE TGS of any integer batch that fits; exact = it is that "
@@ -82,6 +102,21 @@ class Curve:
     @property
     def peak(self) -> float:
         return max(self.tgs)
+
+    def step_s(self, b: int) -> float:
+        """Seconds per step: tokens over throughput."""
+        rel = max(self.true(b) / self.peak, 1e-6)
+        return STEP_AT_MAX_S * b / self.max_fit / rel
+
+    def hangs(self, b: int) -> bool:
+        """Step 0 (compile + the first step) outlasts the hang limit of silence."""
+        return b <= self.max_fit and self.step_s(b) > HANG_S
+
+    @property
+    def best_batch(self) -> int:
+        """The true optimum among the batches that run (neither OOM nor hang)."""
+        ok = [b for b in range(1, self.max_fit + 1) if not self.hangs(b)]
+        return max(ok or [1], key=self.true)
 
 
 def _memory(rng: random.Random, m: int, curvature: float) -> tuple[Memory, int]:
@@ -122,9 +157,15 @@ def _tgs(rng: random.Random, family: str, m: int) -> list[float]:
         return [rise(b) * (1 - drop if b >= drop_from else 1.0) for b in range(1, m + 1)]
     if family == "power-rise":  # held out: b^a rise, smooth quadratic fall past a peak
         a = rng.uniform(0.15, 0.8)
-        p = rng.uniform(0.3, 1.3) * m
+        top = rng.uniform(0.3, 1.3) * m
         w = rng.uniform(0.0, 0.4)
-        return [min(b, p) ** a * (1 - w * max(0.0, (b - p) / m) ** 2) for b in range(1, m + 1)]
+        return [min(b, top) ** a * (1 - w * max(0.0, (b - top) / m) ** 2)
+                for b in range(1, m + 1)]
+    if family == "steep-interior":  # held out (issue 22): a peak far below the cliff,
+        # a steep fall past it, so slow at large batches that step 0 outlasts the hang limit
+        p = rng.randint(2, max(2, m // 4))
+        return [rise(min(b, p)) * max(0.05, 1 - 0.3 * x - 0.3 * x * x)
+                for b in range(1, m + 1) for x in [max(0.0, (b - p) / p)]]
     # held out, "kernel-switch": rising, with a 2-8% step down or up at a random batch
     s = rng.randint(2, m)
     step = rng.uniform(-0.08, 0.04)
@@ -132,7 +173,8 @@ def _tgs(rng: random.Random, family: str, m: int) -> list[float]:
 
 
 def make_curve(rng: random.Random, family: str, curvature: float = 0.03) -> Curve:
-    mem, m = _memory(rng, rng.randint(4, 64), curvature)
+    low = 16 if family == "steep-interior" else 4  # fits far above its peak
+    mem, m = _memory(rng, rng.randint(low, 64), curvature)
     return Curve(family, m, tuple(_tgs(rng, family, m)), mem)
 
 
@@ -144,28 +186,47 @@ class Cluster:
                  memory_line: bool = True) -> None:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
         self.memory_line = memory_line
+        self.seconds = 0.0  # node-seconds / NODES
+
+    @property
+    def node_hours(self) -> float:
+        return self.seconds * NODES / 3600
 
     def run(self, b: int) -> Probe:
         self.runs += 1
         mem, tgs = self.curve.memory, self.rng.uniform(1 - self.noise, 1 + self.noise)
-        line: dict[str, float | None] = {}
+        temp = fixed = limit = None
         if self.memory_line:
-            line = {"temp_gb": round(mem.temp(b), 1), "fixed_gb": round(mem.fixed, 1),
-                    "limit_gb": POOL_GB}
+            temp, fixed, limit = round(mem.temp(b), 1), round(mem.fixed, 1), POOL_GB
         if b > self.curve.max_fit:
+            self.seconds += INIT_S + COMPILE_S
             short = mem.fixed + mem.temp(b) + mem.headroom - POOL_GB
             alloc = short + self.rng.uniform(0, 1) * mem.slope
-            return Probe(b, Outcome.OOM, None, alloc_gb=round(alloc, 2), **line)
-        return Probe(b, Outcome.OK, self.curve.true(b) * tgs, **line)
+            return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=limit,
+                         alloc_gb=round(alloc, 2))
+        if self.curve.hangs(b):
+            self.seconds += HANG_ATTEMPTS * (INIT_S + COMPILE_S + HANG_S)
+            # Without the memory line, a hang after Memstats reads as a silent OOM.
+            return Probe(b, Outcome.SLOW if self.memory_line else Outcome.FAILED, None,
+                         temp_gb=temp, fixed_gb=fixed, limit_gb=limit)
+        self.seconds += INIT_S + COMPILE_S + STEPS * self.curve.step_s(b)
+        return Probe(b, Outcome.OK, self.curve.true(b) * tgs, temp_gb=temp, fixed_gb=fixed,
+                     limit_gb=limit)
 
 
-def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
-    space = batch_space(estimate)
+def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
+    """The planner's loop: the budget left goes with each step (the last runs close the
+    gaps beside the best)."""
     probes: list[Probe] = []
-    while len(probes) < MAX_RUNS and (step := next_probe(space, probes)) is not None:
+    while len(probes) < MAX_RUNS and (step := next_probe(
+            space, probes, runs_left=MAX_RUNS - len(probes))) is not None:
         assert isinstance(step.value, int)
         probes.append(cluster.run(step.value))
     return probes
+
+
+def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
+    return _search(cluster, batch_space(estimate))
 
 
 def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -181,11 +242,7 @@ def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
     space = batch_space(max(fits), upper=min(ooms) - 1 if ooms else None)
     space = replace(space, start=top.value, start_why="the prior sweep's peak",
                     prior=tuple(first))
-    probes: list[Probe] = []
-    while len(probes) < MAX_RUNS and (step := next_probe(space, probes)) is not None:
-        assert isinstance(step.value, int)
-        probes.append(cluster.run(step.value))
-    return probes
+    return _search(cluster, space)
 
 
 def sweepd_no_line(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -248,12 +305,41 @@ START = 0.75
 
 
 def exhaustive(cluster: Cluster, estimate: int) -> list[Probe]:
-    """Reference ceiling, not a contender: every integer up to the first OOM."""
+    """Reference ceiling, not a contender: every integer up to the first OOM (a hang is
+    no OOM: the batches above it are run too)."""
     probes: list[Probe] = []
     for b in range(1, 4097):
         probes.append(probe := cluster.run(b))
-        if probe.outcome is not Outcome.OK:
+        if probe.outcome is Outcome.OOM:
             break
+    return probes
+
+
+def tpe(cluster: Cluster, estimate: int, budget_h: float, seed: int) -> list[Probe]:
+    """Optuna's TPE sampler on the integer batch in 1..max(16, 2 x the estimate) (the range
+    a person would give it), maximising TGS (a failure scores 0), run until its node-hours
+    reach `budget_h` (the last trial may cross it). 3 random start-up trials, not the
+    default 10: at this budget the default would be a random search."""
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=3))
+    top = min(4096, max(16, 2 * estimate))
+    probes: list[Probe] = []
+    tried: dict[int, float] = {}
+    while cluster.node_hours < budget_h and len(probes) < 4 * MAX_RUNS:
+        trial = study.ask()
+        b = trial.suggest_int("per_device_batch_size", 1, top)
+        if b in tried:  # a repeat costs nothing: TPE would be told the same value
+            study.tell(trial, tried[b])
+            if len(tried) >= top:
+                break
+            continue
+        probe = cluster.run(b)
+        probes.append(probe)
+        tried[b] = probe.tgs if probe.outcome is Outcome.OK and probe.tgs else 0.0
+        study.tell(trial, tried[b])
     return probes
 
 
@@ -282,21 +368,38 @@ class Result:
     runs: int
     found: bool  # true TGS within FOUND of the true integer optimum
     exact: bool  # the optimum itself (or a batch that ties it)
+    hours: float = 0.0  # node-hours to the verdict
 
 
-def evaluate(cases: Sequence[Case], seed: int, noise: float) -> dict[str, list[Result]]:
-    """Each method's result per case; every method sees the same noise stream."""
+def _result(case: Case, cluster: Cluster, probes: Sequence[Probe]) -> Result:
+    chosen = best(probes)
+    true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
+    peak = case.curve.peak
+    return Result(cluster.runs, true >= (1 - FOUND) * peak, true >= peak * (1 - 1e-12),
+                  cluster.node_hours)
+
+
+TPE = "Optuna TPE, sweepd's node-hours"
+
+
+def evaluate(cases: Sequence[Case], seed: int, noise: float,
+             tpe_cases: int = 0) -> dict[str, list[Result]]:
+    """Each method's result per case; every method sees the same noise stream. TPE runs on
+    the first `tpe_cases` cases, each with the node-hours sweepd spent there."""
     results: dict[str, list[Result]] = {}
     for name, method in METHODS.items():
         rng = random.Random(seed + 1)
         results[name] = []
         for case in cases:
             cluster = Cluster(case.curve, rng, noise)
-            chosen = best(method(cluster, case.estimate))
-            true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
-            peak = case.curve.peak
-            results[name].append(Result(cluster.runs, true >= (1 - FOUND) * peak,
-                                        true >= peak * (1 - 1e-12)))
+            results[name].append(_result(case, cluster, method(cluster, case.estimate)))
+    if tpe_cases:
+        rng = random.Random(seed + 1)
+        results[TPE] = []
+        for i, case in enumerate(cases[:tpe_cases]):
+            cluster = Cluster(case.curve, rng, noise)
+            probes = tpe(cluster, case.estimate, results[SWEEPD][i].hours, seed + i)
+            results[TPE].append(_result(case, cluster, probes))
     return results
 
 
@@ -314,50 +417,83 @@ def workload(count: int, seed: int, families: Sequence[str] = FAMILIES,
     return cases
 
 
-HEADER = (f"{'method':28} {'mean':>6} {'p95':>4} {'worst':>5} {'found 1%':>9} {'exact':>7}")
+HEADER = (f"{'method':34} {'mean':>6} {'p95':>4} {'worst':>5} {'found 1%':>9} {'exact':>7} "
+          f"{'node-h':>7}")
 
 
 def row(name: str, results: Sequence[Result]) -> str:
     runs = sorted(r.runs for r in results)
     n = len(runs)
-    return (f"{name:28} {statistics.mean(runs):6.2f} {runs[math.ceil(0.95 * n) - 1]:4d} "
+    return (f"{name:34} {statistics.mean(runs):6.2f} {runs[math.ceil(0.95 * n) - 1]:4d} "
             f"{runs[-1]:5d} {sum(r.found for r in results) / n:9.1%} "
-            f"{sum(r.exact for r in results) / n:7.1%}")
+            f"{sum(r.exact for r in results) / n:7.1%} "
+            f"{statistics.mean(r.hours for r in results):7.2f}")
 
 
 def report(title: str, cases: Sequence[Case], results: dict[str, list[Result]]) -> None:
+    print(f"\n[{title}: all bands, {len(cases)} curves]\n{HEADER}")
+    for name, rs in results.items():
+        print(row(name, rs))
+    if TPE in results:
+        n = len(results[TPE])
+        print(row(f"sweepd on TPE's {n} curves", results[SWEEPD][:n]))
+    lit = statistics.mean(r.hours for r in results["SKILL.md literal"])
+    print(f"sweepd node-hours / SKILL.md literal's: "
+          f"{statistics.mean(r.hours for r in results[SWEEPD]) / lit:.1%}")
     for band in BANDS:
         keep = [c.band == band for c in cases]
         print(f"\n[{title}: estimate {band}, {sum(keep)} curves]\n{HEADER}")
         for name, rs in results.items():
-            print(row(name, [r for r, k in zip(rs, keep, strict=True) if k]))
-    print(f"\n{title}, sweepd by family (all bands): mean runs / p95 / found 1% / exact")
+            if name != TPE:
+                print(row(name, [r for r, k in zip(rs, keep, strict=True) if k]))
+    print(f"\n{title}, sweepd by family (all bands): mean runs / p95 / found 1% / exact / "
+          "node-h")
     for family in sorted({c.curve.family for c in cases}):
         rs = [r for c, r in zip(cases, results[SWEEPD], strict=True) if c.curve.family == family]
         runs = sorted(r.runs for r in rs)
         print(f"  {family:16} {statistics.mean(runs):5.2f} / "
               f"{runs[math.ceil(0.95 * len(runs)) - 1]} / "
               f"{sum(r.found for r in rs) / len(rs):6.1%} / "
-              f"{sum(r.exact for r in rs) / len(rs):6.1%}")
+              f"{sum(r.exact for r in rs) / len(rs):6.1%} / "
+              f"{statistics.mean(r.hours for r in rs):.2f}")
+
+
+@dataclass
+class Args:
+    curves: int = 1500
+    seed: int = 20240601
+    holdout_seed: int = 99173
+    noise: float = NOISE
+    tpe_curves: int = 300
+    smoke: bool = False
+    extra: list[str] = field(default_factory=list)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--curves", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--holdout-seed", type=int, default=99173)
-    parser.add_argument("--noise", type=float, default=NOISE)
-    args = parser.parse_args()
-    print(f"noise +-{args.noise:.2%} per measurement (uniform, fresh each run); "
-          f"max_runs {MAX_RUNS}")
+    parser.add_argument("--noise", type=float, default=NOISE,
+                        help="uniform half-width per run (default: 0.8%% std)")
+    parser.add_argument("--tpe-curves", type=int, default=300,
+                        help="curves per set TPE runs on (it is slow)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few curves through every path (CI)")
+    a = parser.parse_args(namespace=Args())
+    if a.smoke:
+        a.curves, a.tpe_curves = 15, 6
+    print(f"noise +-{a.noise:.2%} per measurement (uniform, std {a.noise / math.sqrt(3):.2%}, "
+          f"fresh each run); max_runs {MAX_RUNS}; node-hours on {NODES} nodes")
     print(DEFINITION)
-    cases = workload(args.curves, args.seed)
-    print(f"\ntuned set: {len(cases)} curves, seed {args.seed}, families {', '.join(FAMILIES)}")
-    report("tuned", cases, evaluate(cases, args.seed, args.noise))
-    held = workload(args.curves, args.holdout_seed, HOLDOUT_FAMILIES, curvature=0.08)
-    print(f"\nheld-out set: {len(held)} curves, seed {args.holdout_seed}, families "
+    cases = workload(a.curves, a.seed)
+    print(f"\ntuned set: {len(cases)} curves, seed {a.seed}, families {', '.join(FAMILIES)}")
+    report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves))
+    held = workload(a.curves, a.holdout_seed, HOLDOUT_FAMILIES, curvature=0.08)
+    print(f"\nheld-out set: {len(held)} curves, seed {a.holdout_seed}, families "
           f"{', '.join(HOLDOUT_FAMILIES)}, memory curvature up to 8%")
-    report("held out", held, evaluate(held, args.holdout_seed, args.noise))
+    report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves))
 
 
 if __name__ == "__main__":

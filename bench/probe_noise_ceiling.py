@@ -86,7 +86,11 @@ def main() -> None:
     parser.add_argument("--curves", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few curves through every path (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.curves, args.draws = 30, 4
     cases = [c for c in workload(args.curves, args.seed) if c.band == BANDS[0]]
     curves = [c.curve for c in cases]
     mean_m = statistics.fmean(c.max_fit for c in curves)

@@ -251,14 +251,19 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=pe.NOISE)
     parser.add_argument("--where", action="store_true",
                         help="where the shipped search's runs go, and its exact misses")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few curves through every path (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.curves = 5
+        where(pe.workload(args.curves, args.seed), args.seed, args.noise)
     tuned = pe.workload(args.curves, args.seed)
     held = pe.workload(args.curves, args.holdout_seed, pe.HOLDOUT_FAMILIES, curvature=0.08)
     if args.where:
         where(tuned, args.seed, args.noise)
         where(held, args.holdout_seed, args.noise)
         return
-    print(f"noise +-{args.noise:.0%}, estimate {BAND}; tuned: mean runs, p95, found 1%, "
+    print(f"noise +-{args.noise:.2%}, estimate {BAND}; tuned: mean runs, p95, found 1%, "
           "exact | held out: the same")
     for name, method, chooser, patch in VARIANTS:
         with patched(**patch):

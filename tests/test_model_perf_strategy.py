@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 
 from sweepd.core.states import RunState, SweepState
-from sweepd.kinds.api import Finished, SweepContext
+from sweepd.kinds.api import Finished, Stop, SweepContext
 from sweepd.kinds.model_perf import report as perf_report
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.plan import plan, probes
+from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan, probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -148,7 +148,7 @@ def test_failed_counts_as_oom_and_unknown_values_are_ignored() -> None:
     probes = [
         Probe(6, Outcome.OK, 1.0),
         Probe(10, Outcome.FAILED, None),
-        Probe(999, Outcome.OK, 9.0),  # not a candidate: ignored
+        Probe(5000, Outcome.OK, 9.0),  # not a candidate: ignored
     ]
     for _ in range(10):
         value = next_value(space, probes)
@@ -253,17 +253,19 @@ def test_an_optimum_measured_on_fewer_nodes_than_pinned_says_so() -> None:
     assert done.verdict["proposal"].endswith("measured on 3N")
 
 
-def test_after_an_exclusion_the_search_starts_over_keeping_only_ooms_from_more_nodes() -> None:
+def test_after_an_exclusion_the_search_starts_over_and_other_node_sets_bound_nothing() -> None:
+    """Results from another node set never bound this one, not even an OOM on more nodes
+    (issue 22: an OOM at 12 after 16 passed ran again on 3 nodes and OOMed again)."""
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                        "values": [4, 8, 12]})
     assert isinstance(spec, ModelPerfSpec)
     runs = [_run(1, 8, "pass", 1000.0), _run(2, 12, "oom", None)]   # on chi[1-4]
     three = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3"], gpu_memory_gib=192,
                          facts=PerfFacts())
-    assert [(p.value, p.outcome) for p in probes(spec, three)] == [(12, Outcome.OOM)]
+    assert probes(spec, three) == []
     again = plan(spec, three)
-    assert isinstance(again, list) and again[0].params.overrides == {"per_device_batch_size": 8}
-    assert "runs on other node counts are not compared" in again[0].reason
+    assert isinstance(again, list)
+    assert "runs on other node sets are not compared and bound nothing here" in again[0].reason
     # A pass on fewer nodes says nothing about more: memory per GPU is lower there.
     small = [_run(1, 8, "pass", 1000.0, nodes="chi[1-3]")]
     four = SweepContext(runs=small, nodes=["chi1", "chi2", "chi3", "chi4"],
@@ -277,12 +279,15 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     assert isinstance(spec, ModelPerfSpec)
     four = ["chi1", "chi2", "chi3", "chi4"]
     rising = [_run(1, 8, "pass", 1000.0), _run(2, 10, "pass", 1100.0)]
-    cut = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
+    # The budget is spent with 12, beside the best, unexplored: the sweep asks.
+    ask = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
                                   facts=PerfFacts()))
-    assert isinstance(cut, Finished) and not cut.verdict["settled"]
-    assert cut.summary.startswith("llama2-70b: best so far per_device_batch_size=10")
-    assert "max_runs (2) ran out before the search settled; per_device_batch_size=12 was next" \
-        in cut.summary
+    assert isinstance(ask, Stop) and ask.rule == BUDGET_STOP
+    assert "12 beside the best (10) is not run" in ask.reason and "Resume" in ask.reason
+    # Resumed, it takes the run there.
+    more = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
+                                   facts=PerfFacts(), acknowledged_stops=[BUDGET_STOP]))
+    assert isinstance(more, list) and more[0].params.overrides == {"per_device_batch_size": 12}
     edge = parse_spec({**spec.model_dump(), "max_runs": 12})
     assert isinstance(edge, ModelPerfSpec)
     top = [*rising, _run(3, 12, "pass", 1200.0)]
@@ -294,8 +299,21 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     # No OOM anywhere: the caveat names what did rule 4 and 6 out.
     assert "not run: 4, 6 (the TGS trend there allows at most" in done.verdict["caveat"]
     assert "OOM" not in done.verdict["caveat"]
-    assert "; not run: 4, 6 (the TGS trend there allows at most" in cut.summary
-    assert "; 12 (max_runs (2) ran out before the search settled)" in cut.summary
+    # extend_budget takes up to 4 more runs without asking; spent too, the verdict is
+    # unsettled and names the gap beside the best.
+    wide = parse_spec({**spec.model_dump(), "extend_budget": True, "max_runs": 1,
+                       "values": [4, 6, 8, 9, 10, 12]})
+    assert isinstance(wide, ModelPerfSpec)
+    five = [_run(1, 8, "pass", 1000.0), _run(2, 9, "pass", 1050.0), _run(3, 4, "pass", 500.0),
+            _run(4, 6, "pass", 750.0), _run(5, 10, "pass", 1100.0)]
+    cut = plan(wide, SweepContext(runs=five, nodes=four, gpu_memory_gib=192,
+                                  facts=PerfFacts()))
+    assert isinstance(cut, Finished) and not cut.verdict["settled"]
+    assert cut.summary.startswith("llama2-70b: best so far per_device_batch_size=10")
+    assert "max_runs (5) ran out before the search settled; per_device_batch_size=12 was next" \
+        in cut.summary
+    assert "12 beside the best (10) is not run" in cut.summary
+    assert "not run: 12 (max_runs (5) ran out before the search settled)" in cut.summary
 
 
 def test_values_not_run_name_what_bounded_them() -> None:
@@ -380,7 +398,7 @@ def test_the_fitted_line_proves_what_cannot_fit() -> None:
 def test_an_oom_lowers_the_pool_below_what_it_needed() -> None:
     """Batch 39 printed 98 GB total (under the 100 GB pool) and still ran out of memory: the
     next prediction keeps under 98 GB."""
-    probes = [_mem(4, 8.0), _mem(39, 78.0, Outcome.OOM)]
+    probes = [_mem(4, 8.0), _mem(39, 78.0, Outcome.OOM, alloc=2.5)]
     step = next_probe(batch_space(5), probes)
     assert step is not None and step.value == 38
     assert "lowered by the OOM at 39" in step.why

@@ -260,4 +260,6 @@ async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
         scheduler_state=job.scheduler_state,
         exit_code=job.summary_exit if job.summary_exit is not None else scheduler_exit, hung=hung,
         cancelled_by_us=cancelled_by_us, log_lost=log_lost(job),
+        compiled_gb=(job.mem_total_gb, job.mem_limit_gb)
+        if job.mem_total_gb is not None and job.mem_limit_gb is not None else None,
     )

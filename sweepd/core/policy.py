@@ -182,9 +182,13 @@ def queued_node_fault(dead: Sequence[str], s: SweepFacts,
 
 
 def _hang(case: Case) -> Action:
-    """batch-sweep hang rules: before Memstats or after step 0, retry once. (A hang between
-    Memstats and step 0 is classified as a silent OOM and never reaches here.)"""
+    """batch-sweep hang rules: before Memstats or after step 0, retry once. A hang between
+    Memstats and step 0 is classified as a silent OOM and never reaches here, unless the
+    compiled-memory line said the program fits: then it is retried once too, and the
+    classifier's detail (which says why this departs from the seed) is the reason."""
+    detail = case.verdict.detail or ""
     where = ("before Memstats (transient RCCL/IB init)" if case.verdict.klass == F.RCCL_FLAKE
+             else detail.removeprefix("hang ") if "compiled-memory line" in detail
              else "after step 0 (RCCL error mid-training)")
     if any(p.klass in (F.HANG, F.RCCL_FLAKE) for p in case.prior):
         return Action(Act.RECORD, "hang.retried_still_hangs",

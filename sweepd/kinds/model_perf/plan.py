@@ -9,17 +9,19 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
-from sweepd.kinds.model_perf.estimate import memory_estimate
+from sweepd.kinds.model_perf.estimate import memory_estimate, sharding_of, weight_bytes
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import run_params, swept_value
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
     SearchSpace,
+    Value,
     batch_space,
     best,
     flat_top,
     next_probe,
+    open_beside_best,
     why_not_run,
 )
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
@@ -41,28 +43,53 @@ def _finished(ctx: SweepContext[PerfFacts]) -> list[Run]:
     return [r for r in ctx.runs if r.state in ("passed", "failed")]
 
 
+BUDGET_STOP = "model_perf.budget_gap"
+EXTRA_RUNS = 4  # runs taken past max_runs (once a person agrees, or extend_budget) to close
+# the gaps beside the best
+
+
+def _counted(ctx: SweepContext[PerfFacts]) -> list[Run]:
+    return [r for r in _finished(ctx) if _comparable(r, len(ctx.nodes))
+            and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+
+
 def probes(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Probe]:
     latest = _latest_jobs(ctx.jobs)
-    runs = [r for r in _finished(ctx) if _comparable(r, len(ctx.nodes))
-            and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
-    spoiled = _below_a_pass(spec, runs)
+    runs = _counted(ctx)
+    spoiled = _below_a_pass(spec, runs, latest)
     return [_probe(spec, r, latest.get(r.id), len(ctx.nodes)) for r in runs
             if r.id not in spoiled]
 
 
-def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run]) -> set[int]:
-    """Failed runs of a batch size below one that ran: memory grows with the batch, so
-    such a failure (a one-off compile hang counted as an OOM, a flake) says nothing about
-    the value and must not cap the search; the value is run again. Failing twice, it
-    stands."""
+def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
+                  latest: dict[int, Job]) -> dict[int, str]:
+    """Failed runs of a batch size below one that passed on these nodes, that name no
+    allocation size (a silent OOM, a one-off compile hang counted as one): memory grows
+    with the batch, so such a failure contradicts the pass and must not cap the search;
+    the value is run again, once, on these nodes (run id -> why). Failing twice, or an
+    OOM that names its allocation, it stands: the search takes it as bounding nothing
+    below the pass, and never runs it again."""
     if spec.parameter != BATCH:
-        return set()
+        return {}
     batch = {r.id: int(swept_value(BATCH, r.params) or 0) for r in runs}
-    top = max((batch[r.id] for r in runs if r.outcome == "pass"), default=None)
+    passed = [batch[r.id] for r in runs if r.outcome == "pass"]
+    top = max(passed, default=None)
     failed = [r for r in runs if r.outcome != "pass"]
-    times = Counter(batch[r.id] for r in failed)
-    return {r.id for r in failed
-            if top is not None and batch[r.id] < top and times[batch[r.id]] < 2}
+    times = Counter(batch[r.id] for r in runs)
+    ok = set(passed)
+    # Spoiled while its re-run is pending, or once the re-run passed (a one-off).
+    return {r.id: (f"{spec.parameter}={batch[r.id]} failed ({r.failure_class or r.outcome}) "
+                   f"without an allocation size below {top}, which passed on these nodes: "
+                   "memory grows with the batch, so the failure contradicts the pass; "
+                   "re-run once on the same nodes (an OOM that names its allocation "
+                   "is never re-run)")
+            for r in failed
+            if top is not None and batch[r.id] < top and _alloc(r, latest.get(r.id)) is None
+            and (times[batch[r.id]] < 2 or batch[r.id] in ok)}
+
+
+def _alloc(run: Run, job: Job | None) -> float | None:
+    return _gb(job.failure_detail) if run.outcome == "oom" and job is not None else None
 
 
 def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
@@ -70,14 +97,23 @@ def _probe(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
     the node count: an OOM carried over from more nodes keeps its outcome only."""
     value = swept_value(spec.parameter, run.params, spec.values)
     assert value is not None   # every run of this kind was planned with its value
-    probe = Probe(value, _OUTCOME.get(run.outcome or "", Outcome.FAILED), run.tgs)
+    outcome = _OUTCOME.get(run.outcome or "", Outcome.FAILED)
+    if job is not None and _too_slow(run, job):
+        outcome = Outcome.SLOW
+    probe = Probe(value, outcome, run.tgs)
     if job is None or run.node_count != nodes:
         return probe
     fixed = (job.mem_total_gb - job.mem_temp_gb
              if job.mem_total_gb is not None and job.mem_temp_gb is not None else None)
-    alloc = _gb(job.failure_detail) if run.outcome == "oom" else None
     return Probe(probe.value, probe.outcome, probe.tgs, temp_gb=job.mem_temp_gb,
-                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=alloc)
+                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=_alloc(run, job))
+
+
+def _too_slow(run: Run, job: Job) -> bool:
+    """Hung (twice: the hang rule retries once) before step 0, after the compiled-memory
+    line said the program fits: the value is too slow, not out of memory."""
+    return (run.outcome == "hang" and job.phase == "compile" and job.mem_total_gb is not None
+            and job.mem_limit_gb is not None and job.mem_total_gb <= job.mem_limit_gb)
 
 
 def _latest_jobs(jobs: Sequence[Job]) -> dict[int, Job]:
@@ -102,9 +138,10 @@ def _gb(detail: str | None) -> float | None:
 
 def _comparable(run: Run, nodes: int) -> bool:
     """TGS per device and memory per GPU both change with the node count, so after an
-    exclusion the search starts over on the nodes left. Only an OOM on more nodes carries
-    over: fewer nodes shard the model less, so that value runs out of memory here too."""
-    return run.node_count == nodes or (run.node_count > nodes and run.outcome == "oom")
+    exclusion the search starts over on the nodes left: results from another node set
+    never bound this one (not even an OOM on more nodes: the nodes left may differ in
+    memory the runtime takes, and a bound carried over is one nobody measured here)."""
+    return run.node_count == nodes
 
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
@@ -121,16 +158,24 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # The Memstats were printed by a job on the pinned nodes; param memory per GPU changes
     # with the node count (sharding), so they hold only while all of them are in use.
     same = len(ctx.nodes) == len(spec.node_list)
+    settings = spec.overrides
+    axes = any(k.endswith("_parallelism") for k in settings)
+    sharding = sharding_of(settings, len(ctx.nodes), model.gpus_per_node, model.moe) \
+        if axes or "expert_shard_attention_option" in settings else None
     est = memory_estimate(
         model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
-        seq_len=_int(spec.overrides.get("max_target_length")),
-        prior_param_gb=ctx.facts.param_gb if same else None,
+        seq_len=_int(settings.get("max_target_length")),
+        weight_bytes=weight_bytes(settings),
+        prior_param_gb=ctx.facts.param_gb if same else None, sharding=sharding,
     )
     space = batch_space(est.max_batch, spec.lower, spec.upper,
                         source=f"the memory estimate (SKILL.md formula, {est.source})")
     source = est.source if est.source == "estimate" else \
         f"memstats of an earlier job on these {len(ctx.nodes)} nodes"
+    if est.source == "estimate" and (sharding is not None or "weight_dtype" in settings):
+        source += (f" ({weight_bytes(settings)} bytes/param"
+                   + (f", sharding {sharding.why}" if sharding else "") + ")")
     why = (f"memory {source}: pool {est.pool_gb:.1f} GB - params {est.param_gb:.1f} GB = "
            f"{est.available_gb:.1f} GB / {est.per_batch_gb:.2f} GB per batch"
            f" -> max ~{est.max_batch}"
@@ -175,27 +220,55 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
-    step = next_probe(space, seen)
+    done = len(_finished(ctx))
+    extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
+    budget = spec.max_runs + (EXTRA_RUNS if extended else 0)
+    rerun = _rerun(spec, ctx)
+    if rerun is not None and done < budget:
+        value, because = rerun
+        return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
+                       params=run_params(spec.parameter, value), nodes=ctx.nodes,
+                       rule="model_perf.contradiction_rerun", reason=because)]
+    step = next_probe(space, seen, runs_left=max(0, budget - done))
     if step is None:
         notes = [n for n in (_edge(space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
-    if len(_finished(ctx)) >= spec.max_runs:
-        cut = f"max_runs ({spec.max_runs}) ran out before the search settled"
+    if done >= budget:
+        gap = open_beside_best(space, seen)
+        cut = f"max_runs ({budget}) ran out before the search settled"
+        if gap is not None and not extended:
+            return Stop(f"{cut}: {gap}. Resume to take up to {EXTRA_RUNS} more runs "
+                        "there (or set extend_budget: true), abort to keep the best so far",
+                        BUDGET_STOP, evidence=f"{spec.parameter}={value} was next")
         left = _not_run(spec, space, seen, cut)
         return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + (f"; {left}" if left else ""), settled=False)
+                       + (f"; {gap}" if gap else "") + (f"; {left}" if left else ""),
+                       settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
             ("" if space.start is not None else f"; {why}")
     if any(r.node_count != len(ctx.nodes) for r in _finished(ctx)):
-        reason += (f"; on {len(ctx.nodes)} nodes: runs on other node counts are not compared, "
-                   "except an OOM on more nodes")
+        reason += (f"; on {len(ctx.nodes)} nodes: runs on other node sets are not compared "
+                   "and bound nothing here")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
+
+
+def _rerun(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Value, str] | None:
+    """A silent failure below a pass on these nodes, not yet re-run: (value, why)."""
+    runs = _counted(ctx)
+    spoiled = _below_a_pass(spec, runs, _latest_jobs(ctx.jobs))
+    times = Counter(swept_value(spec.parameter, r.params, spec.values) for r in runs)
+    for run in runs:
+        value = swept_value(spec.parameter, run.params, spec.values)
+        if run.id in spoiled and times[value] < 2:
+            assert value is not None
+            return value, spoiled[run.id]
+    return None
 
 
 def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:

@@ -58,7 +58,11 @@ MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runti
 class Outcome(StrEnum):
     OK = "ok"
     OOM = "oom"
-    FAILED = "failed"  # hung twice etc.: treated like OOM for direction
+    FAILED = "failed"  # a silent OOM (a compile hang before the memory line) etc.
+    # Hung twice after its compiled-memory line said the program fits: too slow at this
+    # batch. An upper bound from throughput (a larger batch is slower still), never a
+    # lesson for the memory model.
+    SLOW = "slow"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ class Probe:
     fixed_gb: float | None = None  # compiled Total - Temp: params, optimizer state, outputs
     limit_gb: float | None = None  # the pool (Memstats `Using (GB) … / limit`)
     alloc_gb: float | None = None  # the allocation an OOM failed on
+    earlier: bool = False  # an earlier sweep's run, standing in for one not run here
+
+    @property
+    def silent(self) -> bool:
+        """A failure that names no allocation size: where memory ran out is unknown."""
+        return self.outcome is not Outcome.OK and self.alloc_gb is None
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,10 @@ def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
     return None if step is None else step.value
 
 
-def next_probe(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
-    """The next value to run and the bound or prediction that chose it."""
+def next_probe(space: SearchSpace, probes: Sequence[Probe],
+               runs_left: int | None = None) -> Step | None:
+    """The next value to run and the bound or prediction that chose it; `runs_left`: what
+    is left of the run budget (None: unlimited)."""
     tried = {p.value for p in probes}
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)
@@ -129,7 +141,7 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
             and space.candidates.index(top.value) < view.cliff:
         return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
                                f"{top.value}: measure it here")
-    found = _next_index(view)
+    found = _next_index(view, runs_left)
     return None if found is None else Step(space.candidates[found[0]], found[1])
 
 
@@ -143,7 +155,7 @@ def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
     if not ratios:
         return []
     scale = statistics.fmean(ratios)
-    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None)
+    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None, earlier=True)
             for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
 
 
@@ -236,7 +248,10 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
     base = statistics.median(fixed) + intercept
     limit, lowered = min(limits), ""
     for p in probes:  # what an OOM run needed did not fit, whatever the pool says
-        if p.outcome is not Outcome.OK and p.temp_gb is not None and p.fixed_gb is not None:
+        # Only an OOM: a run too slow at its batch (its program fitted) says nothing of
+        # memory, and neither does a failure below a pass (it bounds nothing there).
+        if p.outcome is Outcome.OOM and p.temp_gb is not None and p.fixed_gb is not None \
+                and not _below_pass(p, probes):
             needed = p.temp_gb + p.fixed_gb - OOM_MARGIN_GB
             if needed < limit:
                 limit, lowered = needed, f" (lowered by the OOM at {p.value})"
@@ -245,6 +260,14 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
     why = (f"compiled memory: {shape} = {slope:.2f} GB per batch + {base:.1f} GB fixed, "
            f"pool {limit:.1f} GB{lowered}")
     return MemoryFit(slope, base, limit, len(xs), why)
+
+
+def _below_pass(p: Probe, probes: Sequence[Probe]) -> bool:
+    """A failure at a value below one that passed (on the same nodes): memory grows with
+    the value, so it contradicts the pass and bounds nothing below it."""
+    return _numeric(p.value) and any(
+        q.outcome is Outcome.OK and not q.earlier and _numeric(q.value)
+        and float(q.value) > float(p.value) for q in probes)
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -295,6 +318,9 @@ class _View:
     proven: int  # lowest index memory proves cannot fit (n when it proves nothing)
     start: int | None = None
     start_why: str = ""
+    cliff_silent: bool = False  # the lowest failure names no allocation size
+    blocked: frozenset[int] = frozenset()  # failed below a pass: never probed again
+    cliff_slow: bool = False  # the lowest failure was too slow (hung after it fitted)
 
     @property
     def n(self) -> int:
@@ -311,8 +337,16 @@ class _View:
     def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> _View:
         where = {v: i for i, v in enumerate(space.candidates)}
         known = [(where[p.value], p) for p in probes if p.value in where]
-        fails = [i for i, p in known if p.outcome is not Outcome.OK]
-        cliff = min(fails, default=len(space.candidates))
+        # A failure below a pass contradicts it (memory grows with the value): it bounds
+        # nothing below the pass, and is not run again (plan.py re-runs a silent one once).
+        top_ok = max((i for i, p in known if p.outcome is Outcome.OK and not p.earlier),
+                     default=-1)
+        fails = sorted((i, p) for i, p in known if p.outcome is not Outcome.OK)
+        above = [(i, p) for i, p in fails if i > top_ok]
+        cliff = above[0][0] if above else len(space.candidates)
+        silent = bool(above) and all(p.silent for i, p in above if i == cliff)
+        slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
+        blocked = frozenset(i for i, _ in fails if i < top_ok)
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
         numeric = all(_numeric(v) for v in space.candidates)
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
@@ -321,14 +355,21 @@ class _View:
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
-                   space.start_why)
+                   space.start_why, silent, blocked, slow)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
+        def key(i: int) -> tuple[float, int]:
+            return abs(self.x[i] - target), -i
+
         if hi - lo > 64:  # sorted values: bisect rather than scan thousands of integers
             k = min(max(bisect.bisect_left(self.x, target, lo, hi + 1), lo), hi)
-            lo, hi = max(lo, k - 1), min(hi, k + 1)
-        return min(range(lo, hi + 1), key=lambda i: (abs(self.x[i] - target), -i))
+            near = [i for i in range(max(lo, k - 1), min(hi, k + 1) + 1)
+                    if i not in self.blocked]
+            if near:
+                return min(near, key=key)
+        free = [i for i in range(lo, hi + 1) if i not in self.blocked]
+        return min(free or range(lo, hi + 1), key=key)
 
     def last_at_most(self, target: float) -> int:
         """The highest index whose value is <= target (-1 when none is)."""
@@ -370,20 +411,75 @@ class _Gap:
 Choice = tuple[int, str]
 
 
-def _next_index(view: _View) -> Choice | None:
+def _open_gaps(view: _View) -> list[_Gap]:
+    top = max(view.ok.values())
+    return [g for g in _gaps(view) if g.bound > top * (1 + TOLERANCE)]
+
+
+def _beside_best(view: _View, gaps: Sequence[_Gap]) -> list[_Gap]:
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    return [g for g in gaps if best_i in (g.lo, g.hi)]
+
+
+def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     if view.cliff == 0:
         return None  # even the smallest value fails: nothing fits
     if not view.ok:
         return _descend(view)
     top = max(view.ok.values())
-    gaps = [g for g in _gaps(view) if g.bound > top * (1 + TOLERANCE)]
+    gaps = _open_gaps(view)
     if not gaps:
         return None
+    beside = _beside_best(view, gaps)
+    if runs_left is not None and beside and runs_left <= len(beside):
+        # The budget is nearly spent: the optimum can only be next to the best, so the
+        # last runs close the gaps there before any other.
+        gap = max(beside, key=lambda g: (g.bound, g.lo))
+        i, why = _probe_in(view, gap, top)
+        return i, f"{why}; {runs_left} run{'s' * (runs_left != 1)} left: the gap beside " \
+                  "the best goes first"
     # Above the highest value that ran first, while it could hold a better TGS: memory
     # decides where the cliff is, and the peak is usually near it. Then unbounded gaps, the
     # highest first (SKILL.md Step 7: after an OOM, probe between the last good value and it).
+    if _below_first(view, gaps):
+        gap = next(g for g in gaps if g.lo < 0)
+        i, why = _probe_in(view, gap, top)
+        return i, (f"{why}: below the one pass first, since {view.name(view.cliff)} above it "
+                   "hung or failed without an allocation size; if TGS falls toward it, the "
+                   "secant settles the gap up to it")
     gap = max(gaps, key=lambda g: (g.lo == max(view.ok), g.bound, g.lo))
     return _probe_in(view, gap, top)
+
+
+def _below_first(view: _View, gaps: Sequence[_Gap]) -> bool:
+    """One pass, below a failure that names no allocation size (a hang: too slow there),
+    with more untried values below it than between it and the failure: whether TGS still
+    rises is unknown, so the run goes below the pass first. If TGS falls toward the
+    failure, the secant through the two settles the whole gap above in one run instead of a
+    bisection toward it; if it rises, the bisection follows."""
+    if len(view.ok) != 1 or not view.cliff_silent or view.cliff >= view.n:
+        return False
+    (only,) = view.ok
+    return only > view.cliff - only and any(g.lo < 0 for g in gaps)
+
+
+def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
+    """An unexplored gap beside the best that could still hold a faster value, said as
+    `values lo+1..hi-1 beside the best (b) are not run`; None when there is none."""
+    if not space.ordered:
+        return None
+    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
+    if not view.ok:
+        return None
+    gaps = _beside_best(view, _open_gaps(view))
+    if not gaps:
+        return None
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    spans = [f"{view.name(g.lo + 1)}..{view.name(g.hi - 1)}" if g.hi - g.lo > 2
+             else str(view.name(g.lo + 1)) for g in gaps]
+    return (f"{' and '.join(spans)} beside the best ({view.name(best_i)}) "
+            f"{'is' if len(spans) == 1 and '..' not in spans[0] else 'are'} not run, "
+            "and the TGS trend does not rule out a faster value there")
 
 
 def _descend(view: _View) -> Choice | None:
@@ -398,6 +494,11 @@ def _descend(view: _View) -> Choice | None:
                 f"first probe at ~{START_FRACTION:.0%} of {view.source} "
                 f"(max ~{view.name(view.estimate)})")
     failed = view.name(view.cliff)
+    if view.cliff_silent:
+        mid = view.nearest(0.5 * view.x[view.cliff], 0, view.cliff - 1)
+        if view.pred is None or view.pred >= mid:
+            return mid, (f"~50% of {failed}, which failed without an allocation size (so "
+                         "it says not how far below it the limit is): bisect")
     if view.pred is not None and 0 <= view.pred < view.cliff and view.fit is not None:
         if view.fit.points >= 2:
             return view.pred, f"largest predicted to fit below the OOM at {failed}: " \
@@ -409,7 +510,7 @@ def _descend(view: _View) -> Choice | None:
                    f"{failed} (a one-run line errs high): {view.pred_why}")
     # No memory line: the failure is the best guess at the max, go to ~75% of it; if that
     # failed too the estimate is badly off, so halve rather than creep down.
-    fraction = START_FRACTION if len(view.tried) < 2 else 0.5
+    fraction = START_FRACTION if len(view.tried) < 2 and not view.cliff_silent else 0.5
     return (view.nearest(fraction * view.x[view.cliff], 0, view.cliff - 1),
             f"~{fraction:.0%} of {failed}, the lowest value that failed (no compiled-memory "
             "line to predict from)")
@@ -421,7 +522,7 @@ def _gaps(view: _View) -> list[_Gap]:
     gaps = []
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]
-        if hi - lo > 1:
+        if hi - lo > 1 and any(i not in view.blocked for i in range(lo + 1, hi)):
             gaps.append(_Gap(lo, hi, _bound(view, points, lo, hi)))
     return gaps
 
@@ -437,6 +538,11 @@ def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
+        if lo < 0 and view.cliff_slow and tgs[c] - tgs[hi] <= NOISE * max(tgs[c], tgs[hi]):
+            # Below the lowest run, under a value too slow to finish its first step, a
+            # secant that does not rise beyond the noise bounds nothing: the flat stretch
+            # may be the floor of a steep fall (issue 22's curve), the peak below it.
+            return math.inf
         lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if not lines:
         return math.inf
@@ -499,6 +605,15 @@ def _edge(view: _View, i: int) -> str:
 def _climb(view: _View, gap: _Gap, bound: str) -> Choice:
     """Above the highest value that ran: the predicted max fit, else a geometric climb."""
     lo, hi = gap.lo, gap.hi
+    if view.cliff_silent and hi == view.cliff:
+        # The failure above names no allocation size (a silent OOM, a run too slow at its
+        # batch): nothing says how far below it memory or time allows. Bisect between the
+        # largest pass and it; never walk toward it one value at a time.
+        i = view.nearest((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1)
+        if view.pred is None or view.pred >= i:
+            return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed "
+                       "without an allocation size, so it says not how far below it the "
+                       f"limit is): bisect ({bound})")
     if view.pred is not None and lo < view.pred < hi:
         return view.pred, f"largest predicted to fit: {view.pred_why}"
     if view.pred is not None and view.pred >= hi and hi < view.n:

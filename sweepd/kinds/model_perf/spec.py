@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
+from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
 from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
@@ -26,6 +27,10 @@ class ModelPerfSpec(_Spec):
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     mem_fraction: float | None = Field(default=None, gt=0, le=1)
     max_runs: int = Field(default=12, ge=1, le=200)
+    extend_budget: bool = Field(
+        default=False,
+        description="when max_runs runs out with an unexplored gap beside the best, take "
+                    "up to 4 more runs there instead of stopping to ask")
     toolkit_shape: ModelShape | None = Field(
         default=None,
         description="set by sweepd: the shape the toolkit's configs/<model>.gpu.yml gave at "
@@ -84,6 +89,10 @@ class ModelPerfSpec(_Spec):
                              "memory-guided search")
         if self.values is not None:
             _check_values(self.parameter, self.values)
+        # What the memory estimate reads from the overrides: a typo is one clear line now,
+        # not a planner error later.
+        weight_bytes(self.overrides)
+        sharding_of(self.overrides, len(self.node_list), 8, False)
         if len(self.node_list) < self.needed_nodes:
             raise ValueError(f"{self.model} needs at least {self.needed_nodes} nodes; "
                              f"{len(self.node_list)} pinned (min_nodes overrides that)")
