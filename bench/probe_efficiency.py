@@ -122,9 +122,10 @@ def _tgs(rng: random.Random, family: str, m: int) -> list[float]:
         return [rise(b) * (1 - drop if b >= drop_from else 1.0) for b in range(1, m + 1)]
     if family == "power-rise":  # held out: b^a rise, smooth quadratic fall past a peak
         a = rng.uniform(0.15, 0.8)
-        p = rng.uniform(0.3, 1.3) * m
+        top = rng.uniform(0.3, 1.3) * m
         w = rng.uniform(0.0, 0.4)
-        return [min(b, p) ** a * (1 - w * max(0.0, (b - p) / m) ** 2) for b in range(1, m + 1)]
+        return [min(b, top) ** a * (1 - w * max(0.0, (b - top) / m) ** 2)
+                for b in range(1, m + 1)]
     # held out, "kernel-switch": rising, with a 2-8% step down or up at a random batch
     s = rng.randint(2, m)
     step = rng.uniform(-0.08, 0.04)

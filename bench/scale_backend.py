@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,14 @@ from typing import Any
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sweepd.clusters.base import ClusterBackend, JobRequest, JobStatus, SchedulerState, Submitted
+from sweepd.clusters.base import (
+    ClusterBackend,
+    JobRequest,
+    JobStatus,
+    Listing,
+    SchedulerState,
+    Submitted,
+)
 from sweepd.config import Config, load_config
 from sweepd.core.engine import Engine
 from sweepd.sim.logfmt import header_lines, memstats_lines, mfu_line, step_line
@@ -59,6 +67,10 @@ class ScaleBackend:
     def __init__(self) -> None:
         self.polls = 0
 
+    @property
+    def submit_timeout_s(self) -> float:
+        return 0.0
+
     async def submit(self, request: JobRequest) -> Submitted:
         raise NotImplementedError("the bench seeds its jobs; the daemon must not submit")
 
@@ -69,6 +81,9 @@ class ScaleBackend:
     async def find_by_token(self, token: str) -> Submitted | None:
         return None
 
+    async def live_tokens(self) -> dict[str, str]:
+        return {}
+
     async def cancel(self, backend_id: str) -> None:
         return None
 
@@ -77,6 +92,15 @@ class ScaleBackend:
 
     async def resume_node(self, node: str) -> None:
         return None
+
+    async def end_note(self, output_dir: Path) -> str | None:
+        return None
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        return Listing([], "scale bench: no idle nodes")
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        return Listing([], "scale bench: no other users")
 
     async def close(self) -> None:
         return None
@@ -170,8 +194,10 @@ def _line(k: int) -> tuple[int | None, bytes]:
                   f"{step}, next at {step + 100}\n").encode()
 
 
-def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
-    """Until SIGTERM: line k of job j at start + (k + j/jobs) / rate. Then dump write times."""
+def write_logs(logs: Path, jobs: int, rate: float, times_out: Path,
+               seconds: float | None = None) -> None:
+    """Until SIGTERM (or `seconds`): line k of job j at start + (k + j/jobs) / rate. Then dump
+    write times."""
     stop = False
 
     def on_term(*_: object) -> None:
@@ -190,6 +216,8 @@ def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
     k = 0
     late = 0.0  # worst lag behind schedule, to show the writer kept up
     while not stop:
+        if seconds is not None and time.time() - start >= seconds:
+            break
         _, data = _line(k)
         step = k // LINES_PER_STEP if k % LINES_PER_STEP == 0 else None
         for j, fd in enumerate(fds):
@@ -211,9 +239,35 @@ def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
                                      "written": written}))
 
 
+def smoke() -> int:
+    """Seconds: the backend has every method of the protocol, and a second of writing leaves
+    logs whose rank-0 step lines the daemon's parser reads as steps."""
+    from sweepd.monitor.facts import StepFact
+    from sweepd.monitor.parse import parse_line
+
+    wanted = {n for n in vars(ClusterBackend) if not n.startswith("_")}
+    missing = sorted(n for n in wanted | set(ClusterBackend.__annotations__)
+                     if not hasattr(ScaleBackend(), n))
+    if missing:
+        print(f"ScaleBackend lacks {', '.join(missing)} of ClusterBackend", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="sweepd-scale-smoke-") as tmp:
+        times = Path(tmp) / "written.json"
+        write_logs(Path(tmp) / "logs", 3, 20.0, times, seconds=1.0)
+        written = json.loads(times.read_text())["written"]
+        text = (Path(tmp) / "logs" / log_name(0)).read_text()
+    steps = [line for line in text.splitlines() if line.startswith("0: ")
+             and isinstance(parse_line(line.removeprefix("0: ")), StepFact)]
+    print(f"smoke: {sum(map(len, written))} step lines written to 3 logs, job 0's log parses "
+          f"to {len(steps)} steps")
+    return 0 if written[0] and len(steps) == len(written[0]) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--smoke", action="store_true",
+                   help="check the backend against the protocol and write logs for a second")
+    sub = p.add_subparsers(dest="cmd")
     d = sub.add_parser("daemon")
     d.add_argument("--config", type=Path, required=True)
     d.add_argument("--stats", type=Path, help="write per-pass timings here at exit")
@@ -223,6 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--rate", type=float, default=20.0)
     w.add_argument("--times", type=Path, required=True)
     args = p.parse_args(argv)
+    if args.smoke:
+        return smoke()
+    if args.cmd is None:
+        p.error("a command is required: daemon or writer")
     if args.cmd == "daemon":
         return run_scale_daemon(load_config(args.config), args.stats)
     write_logs(args.logs, args.jobs, args.rate, args.times)

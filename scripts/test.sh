@@ -10,7 +10,7 @@ stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test]'
+  .venv/bin/pip install --quiet -e '.[test,bench]'
   touch "$stamp"
 fi
 
