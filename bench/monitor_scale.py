@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -139,8 +140,12 @@ def _args() -> argparse.Namespace:
     p.add_argument("--keep", type=Path, help="work in this directory and keep it")
     p.add_argument("--profile", type=Path,
                    help="py-spy record the daemon (wall time, all threads): .svg or .txt")
+    p.add_argument("--restart", action="store_true",
+                   help="measure a restart instead: socket answering, first full pass, "
+                        "and a SIGTERM during that pass (the writer keeps writing)")
     p.add_argument("--smoke", action="store_true",
-                   help="a few seconds on 20 jobs: fails unless every step line is stored")
+                   help="a few seconds on 20 jobs: fails unless every step line is stored "
+                        "(with --restart: unless both restarts come up and stop)")
     args = p.parse_args()
     if args.smoke:
         args.jobs, args.rate, args.warmup, args.seconds = 20, 8.0, 1.0, 2.0
@@ -287,10 +292,106 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
     return bool(lat) and missing == 0
 
 
+def _start_daemon(work: Path, config: Path, stats: str) -> subprocess.Popen[bytes]:
+    with (work / "daemon.log").open("ab") as out:
+        return subprocess.Popen([sys.executable, str(HERE / "scale_backend.py"), "daemon",
+                                 "--config", str(config), "--stats", str(work / stats)],
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def _answers(sock: Path) -> bool:
+    """The daemon's socket takes a connection and answers GET /health."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(0.5)
+        try:
+            c.connect(str(sock))
+            c.sendall(b"GET /health HTTP/1.0\r\nHost: sweepd\r\n\r\n")
+            return c.recv(12).startswith(b"HTTP/1.")
+        except OSError:
+            return False
+
+
+def restart(args: argparse.Namespace, work: Path) -> bool:
+    """Seed, let a first daemon adopt every job (all RUNNING), stop it; then (1) start a
+    second daemon on that store and time its socket's first answer and its first pass's end
+    (the pass timings it writes at exit), (2) start a third and SIGTERM it 0.5 s in (inside
+    its first pass at scale) and time its exit."""
+    logs, state = work / "logs", work / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    config, db, sock = _config(work, args), state / "sweepd.db", work / "sweepd.sock"
+    asyncio.run(seed(db, logs, args.jobs))
+    writer = subprocess.Popen([sys.executable, str(HERE / "scale_backend.py"), "writer",
+                               "--logs", str(logs), "--jobs", str(args.jobs), "--rate",
+                               str(args.rate), "--times", str(work / "written.json")])
+    rows: list[tuple[str, str]] = []
+    try:
+        first = _start_daemon(work, config, "passes-1.json")
+        seen = Seen(sqlite3.connect(f"file:{db}?mode=ro", uri=True))
+        t = time.time()
+        _adopted(seen, args.jobs, first, work / "daemon.log")
+        rows.append(("first start: every job RUNNING", f"{time.time() - t:.2f} s"))
+        time.sleep(args.warmup)
+        first.send_signal(signal.SIGTERM)
+        first.wait(120)
+
+        t0 = time.time()
+        second = _start_daemon(work, config, "passes-2.json")
+        while not _answers(sock):
+            if second.poll() is not None or time.time() - t0 > 300:
+                raise SystemExit("the restarted daemon never answered")
+            time.sleep(0.02)
+        ready = time.time() - t0
+        time.sleep(max(2.0, args.seconds / 4))
+        second.send_signal(signal.SIGTERM)
+        second.wait(300)
+        passes = json.loads((work / "passes-2.json").read_text())
+        first_pass = passes[0]
+        begun = first_pass["start"] - t0
+        rows += [("restart: first pass starts after", f"{begun:.2f} s (process start-up)"),
+                 ("restart: socket answers after", f"{ready:.2f} s ({ready - begun:+.2f} s "
+                                                   "after the pass began)"),
+                 ("restart: first pass ends after", f"{first_pass['end'] - t0:.2f} s "
+                  f"({first_pass['wall_s']:.2f} s wall, {first_pass['cpu_s']:.2f} s CPU, "
+                  f"{first_pass.get('db_calls', 0):,.0f} aiosqlite calls)"),
+                 ("restart: later passes", _pass_summary(passes[1:]))]
+
+        third = _start_daemon(work, config, "passes-3.json")
+        started = work / "passes-3.started"
+        while not started.exists() and third.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.1)   # inside the first pass
+        t1 = time.time()
+        third.send_signal(signal.SIGTERM)
+        third.wait(300)
+        rows.append(("SIGTERM 0.1 s into the first pass: exit after",
+                     f"{time.time() - t1:.2f} s (exit code {third.returncode})"))
+    finally:
+        writer.send_signal(signal.SIGTERM)
+        writer.wait(30)
+    rows.insert(0, ("jobs x lines/s", f"{args.jobs} x {args.rate:g}"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print(f"work dir: {work}")
+    return third.returncode == 0
+
+
+def _pass_summary(passes: list[dict[str, float]]) -> str:
+    if not passes:
+        return "-"
+    return (f"{len(passes)}, mean {statistics.fmean(p['wall_s'] for p in passes):.2f} s wall, "
+            f"{statistics.fmean(p.get('db_calls', 0.0) for p in passes):,.0f} aiosqlite calls")
+
+
 def main() -> int:
     args = _args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="sweepd-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.restart:
+        ok = restart(args, work)
+        if args.smoke and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0 if ok else 1
     seen, job_index, window = run(args, work)
     # Exit 1 when a step line written in the window never reached the store: the bench (or
     # the daemon) is broken. Missed targets are a figure, not a failure.

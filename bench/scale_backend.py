@@ -113,6 +113,7 @@ class PassStats:
 
     passes: list[dict[str, float]] = field(default_factory=list)
     current: dict[str, float] = field(default_factory=dict)
+    started: Path | None = None   # written when the first pass starts
 
     def add(self, key: str, value: float) -> None:
         self.current[key] = self.current.get(key, 0.0) + value
@@ -126,7 +127,9 @@ class PassStats:
         run_in_executor = asyncio.BaseEventLoop.run_in_executor
 
         async def timed_step(engine: Engine) -> None:
-            stats.current = {}
+            stats.current = {"start": time.time()}
+            if stats.started is not None and not stats.passes:
+                stats.started.write_text(str(stats.current["start"]))   # the bench waits
             t = time.perf_counter()
             c = time.process_time()
             await step(engine)
@@ -159,6 +162,7 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
 
     stats = PassStats()
     if stats_out is not None:
+        stats.started = stats_out.with_suffix(".started")
         stats.install()
 
     def make_backend(_: Config) -> tuple[ClusterBackend, Clock]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run them: Python packages in .venv, Debian's Slurm and
-# munge (as root, when missing), a local Slurm cluster of 8 named nodes, then ruff, mypy and
+# munge (as root, when missing), two local Slurm clusters of 8 named nodes, then ruff, mypy and
 # pytest. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,16 +19,22 @@ fi
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+# g++: tests/test_bench_smoke.py builds bench/*.cpp.
+command -v g++ >/dev/null || missing+=(g++)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+# Two local clusters (other directory and ports for the second): each test worker runs the
+# Slurm tests of one of them (tests/conftest.py splits them).
 bash scripts/slurm-cluster.sh install
 bash scripts/slurm-cluster.sh start
+bash scripts/slurm-cluster.sh start --cluster 2
 bash scripts/slurm-cluster.sh check
+bash scripts/slurm-cluster.sh check --cluster 2
 
 .venv/bin/ruff check .
 .venv/bin/mypy
-# Two workers: the Slurm tests stay on one of them (tests/conftest.py groups them).
+# Two workers, each with the Slurm tests of one cluster (tests/conftest.py groups them).
 .venv/bin/pytest -q -n 2 --dist loadgroup "$@"
