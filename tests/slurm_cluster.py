@@ -58,11 +58,13 @@ def split_slurm_files(files: list[str]) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def slurm_cluster_of_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In an xdist worker, the cluster of the test's group; elsewhere the default one."""
     global _current
     marker = request.node.get_closest_marker("xdist_group")
     group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
     before = _current
-    _current = GROUPS.get(group, before)
+    if os.environ.get("PYTEST_XDIST_WORKER") and group in GROUPS:
+        _current = GROUPS[group]
     yield
     _current = before
 
