@@ -36,5 +36,6 @@ bash scripts/slurm-cluster.sh check --cluster 2
 
 .venv/bin/ruff check .
 .venv/bin/mypy
-# Two workers, each with the Slurm tests of one cluster (tests/conftest.py groups them).
-.venv/bin/pytest -q -n 2 --dist loadgroup "$@"
+# Four workers on two cores: two run the Slurm tests of one cluster each (tests/conftest.py
+# groups them; mostly waiting on Slurm and the simulated trainer), all four share the rest.
+.venv/bin/pytest -q -n 4 --dist loadgroup "$@"

@@ -37,9 +37,29 @@ def slurm_dir() -> Path:
     return Path(os.environ.get("SWEEPD_SLURM_DIR", "/tmp/sweepd-slurm"))
 
 
-# Seconds each file's Slurm tests take alone (`pytest --durations=0 -n 0`, summed per file;
-# measured on the shared 2-core machine). A file not listed counts as SLURM_S_UNKNOWN.
+# Seconds each file's Slurm tests take alone (`pytest --durations=0 -n 0 -m slurm`, summed
+# per file; measured on the shared 2-core machine, load 7-8). A file not listed counts as
+# SLURM_S_UNKNOWN. Only the balance between the two groups depends on these.
 SLURM_S = {
+    "test_slurm_xla_sweep.py": 236,
+    "test_slurm_xla_crash.py": 119,
+    "test_slurm_faults.py": 115,
+    "test_slurm_crash.py": 104,
+    "test_slurm_submit_crash.py": 97,
+    "test_slurm_kinds.py": 92,
+    "test_slurm_cancel_log.py": 83,
+    "test_slurm_sweeps.py": 53,
+    "test_slurm_cadence.py": 41,
+    "test_slurm_backend.py": 32,
+    "test_slurm_submit_sh.py": 30,
+    "test_slurm_xla.py": 29,
+    "test_slurm_queued_dead.py": 21,
+    "test_cli_views.py": 9,
+    "test_smaller_refusals.py": 9,
+    "test_xla_tuning_train_env.py": 3,
+    "test_xla_tuning_preflight.py": 3,
+    "test_repo_models.py": 3,
+    "test_slurm_duplicates.py": 2,
 }
 SLURM_S_UNKNOWN = 30.0
 
