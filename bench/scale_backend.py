@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import signal
@@ -114,6 +115,7 @@ class PassStats:
     passes: list[dict[str, float]] = field(default_factory=list)
     current: dict[str, float] = field(default_factory=dict)
     started: Path | None = None   # written when the first pass starts
+    profile: cProfile.Profile | None = None   # SWEEPD_BENCH_PROFILE=path: steady passes
 
     def add(self, key: str, value: float) -> None:
         self.current[key] = self.current.get(key, 0.0) + value
@@ -132,7 +134,15 @@ class PassStats:
                 stats.started.write_text(str(stats.current["start"]))   # the bench waits
             t = time.perf_counter()
             c = time.process_time()
+            # Profile the steady passes only (from the 6th): the first ones adopt the jobs.
+            profiling = stats.profile is not None and len(stats.passes) >= 5
+            if profiling:
+                assert stats.profile is not None
+                stats.profile.enable()
             await step(engine)
+            if profiling:
+                assert stats.profile is not None
+                stats.profile.disable()
             stats.add("wall_s", time.perf_counter() - t)
             stats.add("cpu_s", time.process_time() - c)
             stats.current["end"] = time.time()
@@ -163,6 +173,8 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
     stats = PassStats()
     if stats_out is not None:
         stats.started = stats_out.with_suffix(".started")
+        if os.environ.get("SWEEPD_BENCH_PROFILE"):
+            stats.profile = cProfile.Profile()
         stats.install()
 
     def make_backend(_: Config) -> tuple[ClusterBackend, Clock]:
@@ -174,6 +186,8 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
     finally:
         if stats_out is not None:
             stats_out.write_text(json.dumps(stats.passes))
+        if stats.profile is not None:
+            stats.profile.dump_stats(os.environ["SWEEPD_BENCH_PROFILE"])
 
 
 # -- the log writer ----------------------------------------------------------------------

@@ -32,8 +32,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     There are two local clusters (tests/slurm_cluster.py): each test file's Slurm tests go to
     one of two groups, balanced by their measured time, and xdist hands its two largest
     groups (these two) to its two workers first; the other tests fill in around them."""
-    if not config.pluginmanager.hasplugin("xdist") or not config.getoption("numprocesses"):
-        return   # one process (`-n 0`): every Slurm test on one cluster, in file order
+    # Grouped in the xdist controller and in each worker alike (a worker's own options do
+    # not say that it is one); outside a worker the groups change nothing (tests/slurm_cluster.py).
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     # Imported here: pytest_plugins loads (and assertion-rewrites) the module first.
     from tests.slurm_cluster import split_slurm_files
 
