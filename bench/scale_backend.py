@@ -134,8 +134,10 @@ class PassStats:
                 stats.started.write_text(str(stats.current["start"]))   # the bench waits
             t = time.perf_counter()
             c = time.process_time()
-            # Profile the steady passes only (from the 6th): the first ones adopt the jobs.
-            profiling = stats.profile is not None and len(stats.passes) >= 5
+            # Profile the steady passes only (from the 6th: the first ones adopt the jobs), or
+            # from SWEEPD_BENCH_PROFILE_FROM (0: a restart's first pass too).
+            first = int(os.environ.get("SWEEPD_BENCH_PROFILE_FROM", "5"))
+            profiling = stats.profile is not None and len(stats.passes) >= first
             if profiling:
                 assert stats.profile is not None
                 stats.profile.enable()
