@@ -10,6 +10,7 @@ Every single fault is run; every pair of faults that share no node up to N=16 (7
 N=16), a sample of pairs above. About 5 minutes.
 
     python bench/isolation_efficiency.py [--seed 1] [--samples 300] [--every-pair-up-to 16]
+                                         [--smoke]
 """
 
 from __future__ import annotations
@@ -160,12 +161,16 @@ def main() -> None:
                         help="two-fault cases drawn where not every pair is run")
     parser.add_argument("--every-pair-up-to", type=int, default=16,
                         help="run every two-fault case up to this many nodes")
+    parser.add_argument("--smoke", action="store_true",
+                        help="N=8 and 20 sampled two-fault cases: seconds")
     args = parser.parse_args()
+    if args.smoke:
+        args.samples, args.every_pair_up_to = 20, 0
     rng = random.Random(args.seed)
     head = "jobs  max rnds max n-h   exact  local"
     print(f"{'N':>3} {'case':<13} {'cases':>5} {'budget':>6} | sweepd: {head} | "
           f"SKILL.md: {head}")
-    for n in (8, 16, 32, 64):
+    for n in (8,) if args.smoke else (8, 16, 32, 64):
         nodes = [f"n{i:03d}" for i in range(n)]
         budget = math.ceil(math.log2(n)) + 2
         for name, faults in cases(nodes, rng, args.samples, args.every_pair_up_to).items():

@@ -10,7 +10,7 @@ sizes), found by local search (move or swap nodes) from a few random partitions;
 is done when one hypothesis is left. Every hypothesis is run, so the maxima are true worst
 cases of this planner. N=8 takes seconds, N=16 several minutes.
 
-    python bench/isolation_hypotheses.py [--nodes 8] [--whole-first] [--seed 0]
+    python bench/isolation_hypotheses.py [--nodes 8] [--whole-first] [--seed 0] [--smoke]
 """
 
 from __future__ import annotations
@@ -164,13 +164,16 @@ def main() -> None:
     parser.add_argument("--whole-first", action="store_true",
                         help="open with one job on all nodes, as the network sweep does")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="N=4 in about a second")
     args = parser.parse_args()
-    sp = space(args.nodes)
+    sp = space(4 if args.smoke else args.nodes)
     depths = rounds_per_hypothesis(sp, args.whole_first, random.Random(args.seed))
+    if len(depths) != len(sp.first):
+        raise SystemExit(f"{len(sp.first) - len(depths)} hypotheses never told apart")
     by_case: dict[str, list[int]] = defaultdict(list)
     for h, rounds in depths.items():
         by_case[sp.category(h)].append(rounds)
-    print(f"N={args.nodes} {'whole group first' if args.whole_first else 'free first round'}"
+    print(f"N={sp.n} {'whole group first' if args.whole_first else 'free first round'}"
           f", {len(depths)} hypotheses")
     for case in ("all healthy", "one slow NIC", "one bad link", "two faults"):
         got = by_case[case]

@@ -16,6 +16,8 @@
 //
 //   g++ -O2 -std=c++17 -o /tmp/isolation_optimum bench/isolation_optimum.cpp
 //   /tmp/isolation_optimum S D [whole | C]   # "whole": the first round is one job on all nodes
+//   /tmp/isolation_optimum --smoke           # seconds: the model's sizes and "3 3: impossible",
+//                                            # without the symmetry tables (tests/ runs this)
 //
 // Results (docs/benchmarks.md; generating the tables takes about 1 min of each run):
 //   4 4: impossible (1 min)       5 5: possible (17 min)      5 5 2: impossible (10 min)
@@ -98,7 +100,7 @@ static int map_mask(int m, const int* p) {
   return r;
 }
 
-static void make_tables() {
+static void make_tables(bool symmetries = true) {
   make_hypotheses();
   vector<int> groups;
   partitions(0, groups);
@@ -108,6 +110,7 @@ static void make_tables() {
     for (size_t h = 0; h < hyps.size(); h++)
       for (size_t j = 0; j < moves[m].size(); j++)
         if (degraded(hyps[h], moves[m][j])) code[m][h] |= 1 << j;
+  if (!symmetries) return;  // the search stays exact, only slower: no state is merged
   map<array<int, 3>, int> hyp_index;
   for (size_t h = 0; h < hyps.size(); h++) hyp_index[key(hyps[h].nic, hyps[h].l1, hyps[h].l2)] = h;
   map<vector<int>, int> move_index;
@@ -194,7 +197,20 @@ static bool solvable(const Set& S, int c, int s, int d) {
   return result;
 }
 
+// The smoke run: the sizes the header states and a small search, both checked.
+static int smoke() {
+  make_tables(false);
+  Set all;
+  memset(&all, 0, sizeof all);
+  for (size_t h = 0; h < hyps.size(); h++) all.add(h);
+  bool ok = solvable(all, 3, 3, 3);
+  printf("smoke: %zu hypotheses, %zu rounds, 3 3: %s (%lld states searched)\n", hyps.size(),
+         moves.size(), ok ? "POSSIBLE" : "IMPOSSIBLE", searched);
+  return hyps.size() == 443 && moves.size() == 4139 && !ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && string(argv[1]) == "--smoke") return smoke();
   if (argc < 3) {
     fprintf(stderr, "usage: %s SINGLE_ROUNDS DOUBLE_ROUNDS [whole | HEALTHY_ROUNDS]\n", argv[0]);
     return 2;

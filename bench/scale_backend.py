@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +33,14 @@ from typing import Any
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sweepd.clusters.base import ClusterBackend, JobRequest, JobStatus, SchedulerState, Submitted
+from sweepd.clusters.base import (
+    ClusterBackend,
+    JobRequest,
+    JobStatus,
+    Listing,
+    SchedulerState,
+    Submitted,
+)
 from sweepd.config import Config, load_config
 from sweepd.core.engine import Engine
 from sweepd.sim.logfmt import header_lines, memstats_lines, mfu_line, step_line
@@ -59,6 +68,10 @@ class ScaleBackend:
     def __init__(self) -> None:
         self.polls = 0
 
+    @property
+    def submit_timeout_s(self) -> float:
+        return 0.0
+
     async def submit(self, request: JobRequest) -> Submitted:
         raise NotImplementedError("the bench seeds its jobs; the daemon must not submit")
 
@@ -69,6 +82,9 @@ class ScaleBackend:
     async def find_by_token(self, token: str) -> Submitted | None:
         return None
 
+    async def live_tokens(self) -> dict[str, str]:
+        return {}
+
     async def cancel(self, backend_id: str) -> None:
         return None
 
@@ -77,6 +93,21 @@ class ScaleBackend:
 
     async def resume_node(self, node: str) -> None:
         return None
+
+    async def show_node(self, node: str) -> str:
+        return f"NodeName={node} State=IDLE"
+
+    def node_shell(self) -> list[str]:
+        return ["true", "{node}"]
+
+    async def end_note(self, output_dir: Path) -> str | None:
+        return None
+
+    async def idle_nodes(self, partition: str | None) -> Listing:
+        return Listing([], "scale bench: no idle nodes")
+
+    async def others_jobs(self, partition: str | None) -> Listing:
+        return Listing([], "scale bench: no other users")
 
     async def close(self) -> None:
         return None
@@ -89,6 +120,8 @@ class PassStats:
 
     passes: list[dict[str, float]] = field(default_factory=list)
     current: dict[str, float] = field(default_factory=dict)
+    started: Path | None = None   # written when the first pass starts
+    profile: cProfile.Profile | None = None   # SWEEPD_BENCH_PROFILE=path: steady passes
 
     def add(self, key: str, value: float) -> None:
         self.current[key] = self.current.get(key, 0.0) + value
@@ -102,10 +135,22 @@ class PassStats:
         run_in_executor = asyncio.BaseEventLoop.run_in_executor
 
         async def timed_step(engine: Engine) -> None:
-            stats.current = {}
+            stats.current = {"start": time.time()}
+            if stats.started is not None and not stats.passes:
+                stats.started.write_text(str(stats.current["start"]))   # the bench waits
             t = time.perf_counter()
             c = time.process_time()
+            # Profile the steady passes only (from the 6th: the first ones adopt the jobs), or
+            # from SWEEPD_BENCH_PROFILE_FROM (0: a restart's first pass too).
+            first = int(os.environ.get("SWEEPD_BENCH_PROFILE_FROM", "5"))
+            profiling = stats.profile is not None and len(stats.passes) >= first
+            if profiling:
+                assert stats.profile is not None
+                stats.profile.enable()
             await step(engine)
+            if profiling:
+                assert stats.profile is not None
+                stats.profile.disable()
             stats.add("wall_s", time.perf_counter() - t)
             stats.add("cpu_s", time.process_time() - c)
             stats.current["end"] = time.time()
@@ -135,6 +180,9 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
 
     stats = PassStats()
     if stats_out is not None:
+        stats.started = stats_out.with_suffix(".started")
+        if os.environ.get("SWEEPD_BENCH_PROFILE"):
+            stats.profile = cProfile.Profile()
         stats.install()
 
     def make_backend(_: Config) -> tuple[ClusterBackend, Clock]:
@@ -146,6 +194,8 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
     finally:
         if stats_out is not None:
             stats_out.write_text(json.dumps(stats.passes))
+        if stats.profile is not None:
+            stats.profile.dump_stats(os.environ["SWEEPD_BENCH_PROFILE"])
 
 
 # -- the log writer ----------------------------------------------------------------------
@@ -170,8 +220,10 @@ def _line(k: int) -> tuple[int | None, bytes]:
                   f"{step}, next at {step + 100}\n").encode()
 
 
-def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
-    """Until SIGTERM: line k of job j at start + (k + j/jobs) / rate. Then dump write times."""
+def write_logs(logs: Path, jobs: int, rate: float, times_out: Path,
+               seconds: float | None = None) -> None:
+    """Until SIGTERM (or `seconds`): line k of job j at start + (k + j/jobs) / rate. Then dump
+    write times."""
     stop = False
 
     def on_term(*_: object) -> None:
@@ -190,6 +242,8 @@ def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
     k = 0
     late = 0.0  # worst lag behind schedule, to show the writer kept up
     while not stop:
+        if seconds is not None and time.time() - start >= seconds:
+            break
         _, data = _line(k)
         step = k // LINES_PER_STEP if k % LINES_PER_STEP == 0 else None
         for j, fd in enumerate(fds):
@@ -211,9 +265,35 @@ def write_logs(logs: Path, jobs: int, rate: float, times_out: Path) -> None:
                                      "written": written}))
 
 
+def smoke() -> int:
+    """Seconds: the backend has every method of the protocol, and a second of writing leaves
+    logs whose rank-0 step lines the daemon's parser reads as steps."""
+    from sweepd.monitor.facts import StepFact
+    from sweepd.monitor.parse import parse_line
+
+    wanted = {n for n in vars(ClusterBackend) if not n.startswith("_")}
+    missing = sorted(n for n in wanted | set(ClusterBackend.__annotations__)
+                     if not hasattr(ScaleBackend(), n))
+    if missing:
+        print(f"ScaleBackend lacks {', '.join(missing)} of ClusterBackend", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="sweepd-scale-smoke-") as tmp:
+        times = Path(tmp) / "written.json"
+        write_logs(Path(tmp) / "logs", 3, 20.0, times, seconds=1.0)
+        written = json.loads(times.read_text())["written"]
+        text = (Path(tmp) / "logs" / log_name(0)).read_text()
+    steps = [line for line in text.splitlines() if line.startswith("0: ")
+             and isinstance(parse_line(line.removeprefix("0: ")), StepFact)]
+    print(f"smoke: {sum(map(len, written))} step lines written to 3 logs, job 0's log parses "
+          f"to {len(steps)} steps")
+    return 0 if written[0] and len(steps) == len(written[0]) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--smoke", action="store_true",
+                   help="check the backend against the protocol and write logs for a second")
+    sub = p.add_subparsers(dest="cmd")
     d = sub.add_parser("daemon")
     d.add_argument("--config", type=Path, required=True)
     d.add_argument("--stats", type=Path, help="write per-pass timings here at exit")
@@ -223,6 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--rate", type=float, default=20.0)
     w.add_argument("--times", type=Path, required=True)
     args = p.parse_args(argv)
+    if args.smoke:
+        return smoke()
+    if args.cmd is None:
+        p.error("a command is required: daemon or writer")
     if args.cmd == "daemon":
         return run_scale_daemon(load_config(args.config), args.stats)
     write_logs(args.logs, args.jobs, args.rate, args.times)

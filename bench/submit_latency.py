@@ -1,6 +1,6 @@
 """Submit -> first job latency of the daemon (not a test, not part of the package).
 
-    python bench/submit_latency.py [--sweeps 20] [--tick 0.5]
+    python bench/submit_latency.py [--sweeps 20] [--tick 0.5] [--smoke]
 
 Runs the daemon's own parts in this process (`open_parts` + `engine_loop`, the embedded
 simulated cluster, the default tick), submits one model perf sweep at a time through the
@@ -77,7 +77,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=20)
     parser.add_argument("--tick", type=float, default=0.5, help="engine tick (default: 0.5)")
+    parser.add_argument("--smoke", action="store_true", help="two sweeps: seconds")
     args = parser.parse_args()
+    if args.smoke:
+        args.sweeps = 2
     found = sorted(asyncio.run(measure(args.sweeps, args.tick)))
     p90 = found[min(len(found) - 1, int(0.9 * len(found)))]
     print(f"submit -> first job row, {len(found)} sweeps, tick {args.tick:g} s: "

@@ -229,8 +229,8 @@ def table(name: str, rs: list[Ranked], std: float | None, draws: int, seed: int)
         for reps in (1, 2, 4):
             got = [band(r, margin, reps, std or r.noise, max(20, draws // 5), rng) for r in rs]
             f = statistics.fmean(g[0] for g in got)
-            runs = statistics.fmean(g[1] for g in got)
-            cells.append(f"r={reps}: {f:6.1%} ({runs:5.0f})")
+            mean_runs = statistics.fmean(g[1] for g in got)
+            cells.append(f"r={reps}: {f:6.1%} ({mean_runs:5.0f})")
         print(f"  m={margin:.0%} " + ", ".join(cells))
     print(f"  best vs k-1 rivals outside 1 % x r, {label}: found")
     for k in (2, 3, 5, 10):

@@ -3,13 +3,18 @@
 # slurmd per (fake) node, all under one directory with its own munged, config and state.
 #
 #   scripts/slurm-cluster.sh {install|start|check|stop|status} [--nodes N] [--dir DIR]
+#                            [--cluster 1|2]
+#
+# `--cluster 2` is a second, independent cluster beside the first (its own directory,
+# default /tmp/sweepd-slurm2, munged and ports; the same node names): the tests split their
+# Slurm tests over the two, one xdist worker on each (tests/conftest.py).
 #
 # After `start`, point the Slurm client commands at it with the printed
 #   export SLURM_CONF=<dir>/slurm.conf
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 {install|start|check|stop|status} [--nodes N] [--dir DIR]" >&2
+    echo "usage: $0 {install|start|check|stop|status} [--nodes N] [--dir DIR] [--cluster 1|2]" >&2
     exit 2
 }
 
@@ -17,24 +22,33 @@ usage() {
 CMD=$1
 shift
 NODES=8
-DIR=${SWEEPD_SLURM_DIR:-/tmp/sweepd-slurm}
+DIR=
+CLUSTER=1
 while [[ $# -gt 0 ]]; do
     case $1 in
         --nodes) NODES=$2; shift 2 ;;
         --nodes=*) NODES=${1#*=}; shift ;;
         --dir) DIR=$2; shift 2 ;;
         --dir=*) DIR=${1#*=}; shift ;;
+        --cluster) CLUSTER=$2; shift 2 ;;
+        --cluster=*) CLUSTER=${1#*=}; shift ;;
         *) usage ;;
     esac
 done
 [[ $NODES =~ ^[1-9][0-9]*$ ]] || { echo "--nodes must be a positive integer" >&2; exit 2; }
+case $CLUSTER in
+    1) DIR=${DIR:-${SWEEPD_SLURM_DIR:-/tmp/sweepd-slurm}}
+       CTLD_PORT=${SWEEPD_SLURM_PORT:-16817}
+       SLURMD_BASE_PORT=${SWEEPD_SLURMD_BASE_PORT:-17000} ;;
+    2) DIR=${DIR:-${SWEEPD_SLURM2_DIR:-/tmp/sweepd-slurm2}}
+       CTLD_PORT=${SWEEPD_SLURM2_PORT:-16917}
+       SLURMD_BASE_PORT=${SWEEPD_SLURMD2_BASE_PORT:-17100} ;;
+    *) echo "--cluster must be 1 or 2" >&2; exit 2 ;;
+esac
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)   # every path handed to the daemons must be absolute
 CONF=$DIR/slurm.conf
 MUNGE_SOCKET=$DIR/munge/munge.socket
-# Other ports let a second cluster (another --dir) run beside the first.
-CTLD_PORT=${SWEEPD_SLURM_PORT:-16817}
-SLURMD_BASE_PORT=${SWEEPD_SLURMD_BASE_PORT:-17000}
 export SLURM_CONF=$CONF
 
 # Names that look like a real cluster's (so hostlist compression is exercised), else node01..NN.

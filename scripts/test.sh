@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run them: Python packages in .venv, Debian's Slurm and
-# munge (as root, when missing), a local Slurm cluster of 8 named nodes, then ruff, mypy and
+# munge (as root, when missing), two local Slurm clusters of 8 named nodes, then ruff, mypy and
 # pytest. Exits non-zero on any failure.
 #
 #   scripts/test.sh [--keep-cluster] [pytest args...]
@@ -22,7 +22,7 @@ stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test]'
+  .venv/bin/pip install --quiet -e '.[test,bench]'
   touch "$stamp"
 fi
 
@@ -31,22 +31,29 @@ fi
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+# g++: tests/test_bench_smoke.py builds bench/*.cpp.
+command -v g++ >/dev/null || missing+=(g++)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+# Two local clusters (other directory and ports for the second): each test worker runs the
+# Slurm tests of one of them (tests/conftest.py splits them).
 bash scripts/slurm-cluster.sh install
 ours=1
 if bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then ours=0; fi
 if [ "$ours" = 1 ] && [ "$keep" != 1 ]; then
   # On every exit, the test's status kept: the cluster goes with the run that started it.
-  trap 'bash scripts/slurm-cluster.sh stop >/dev/null || true' EXIT
+  trap 'bash scripts/slurm-cluster.sh stop >/dev/null || true; bash scripts/slurm-cluster.sh stop --cluster 2 >/dev/null || true' EXIT
 fi
 bash scripts/slurm-cluster.sh start
+bash scripts/slurm-cluster.sh start --cluster 2
 bash scripts/slurm-cluster.sh check
+bash scripts/slurm-cluster.sh check --cluster 2
 
 .venv/bin/ruff check .
 .venv/bin/mypy
-# Two workers: the Slurm tests stay on one of them (tests/conftest.py groups them).
-.venv/bin/pytest -q -n 2 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}
+# Four workers on two cores: two run the Slurm tests of one cluster each (tests/conftest.py
+# groups them; mostly waiting on Slurm and the simulated trainer), all four share the rest.
+.venv/bin/pytest -q -n 4 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}

@@ -27,14 +27,23 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """There is one local Slurm cluster, and its tests stop its controller, drain its nodes
-    and read its whole queue: under xdist (`--dist loadgroup`) they run one at a time, on
-    one worker, while the other worker runs the rest."""
+    """The Slurm tests stop a cluster's controller, drain its nodes and read its whole queue:
+    under xdist (`--dist loadgroup`) those of one cluster run one at a time, on one worker.
+    There are two local clusters (tests/slurm_cluster.py): each test file's Slurm tests go to
+    one of two groups, balanced by their measured time, and xdist hands its two largest
+    groups (these two) to its two workers first; the other tests fill in around them."""
+    # Grouped in the xdist controller and in each worker alike (a worker's own options do
+    # not say that it is one); outside a worker the groups change nothing (tests/slurm_cluster.py).
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    for item in items:
-        if item.get_closest_marker("slurm") or "slurm_env" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+    # Imported here: pytest_plugins loads (and assertion-rewrites) the module first.
+    from tests.slurm_cluster import split_slurm_files
+
+    slurm = [item for item in items if item.get_closest_marker("slurm")
+             or "slurm_env" in getattr(item, "fixturenames", ())]
+    group = split_slurm_files(sorted({item.path.name for item in slurm}))
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
 
 
 @pytest.fixture(autouse=True)

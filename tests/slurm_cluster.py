@@ -1,13 +1,20 @@
-"""The local real Slurm cluster (scripts/slurm-cluster.sh) as pytest fixtures.
+"""The local real Slurm clusters (scripts/slurm-cluster.sh) as pytest fixtures.
 
-`slurm_env` is session-scoped: it starts the cluster if `check` fails and fails the test,
-never skips it, when the cluster cannot run.
+There are two clusters, alike but for their directory and ports, so that two xdist workers
+can each run Slurm tests: tests/conftest.py puts every Slurm test in the xdist group of one of
+them ("slurm" or "slurm2"), and the autouse fixture below points `slurm_dir()` at that
+group's cluster for the test. Without xdist every test uses cluster 1
+(`SWEEPD_SLURM_CLUSTER=2` picks the other).
+
+`slurm_env` starts the test's cluster if `check` fails (once per cluster and session) and
+fails the test, never skips it, when the cluster cannot run.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +24,69 @@ CLUSTER_SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
 MAXTEXT_FIXTURE = ROOT / "tests" / "fixtures" / "maxtext"
 
 
+# xdist group -> cluster number (scripts/slurm-cluster.sh --cluster N).
+GROUPS = {"slurm": 1, "slurm2": 2}
+_current = int(os.environ.get("SWEEPD_SLURM_CLUSTER", "1"))
+_checked: set[int] = set()
+
+
 def slurm_dir() -> Path:
+    """The directory of the cluster the running test uses."""
+    if _current == 2:
+        return Path(os.environ.get("SWEEPD_SLURM2_DIR", "/tmp/sweepd-slurm2"))
     return Path(os.environ.get("SWEEPD_SLURM_DIR", "/tmp/sweepd-slurm"))
+
+
+# Seconds each file's Slurm tests take alone (`pytest --durations=0 -n 0 -m slurm`, summed
+# per file; measured on the shared 2-core machine, load 7-8). A file not listed counts as
+# SLURM_S_UNKNOWN. Only the balance between the two groups depends on these.
+SLURM_S = {
+    "test_slurm_xla_sweep.py": 236,
+    "test_slurm_xla_crash.py": 119,
+    "test_slurm_faults.py": 115,
+    "test_slurm_crash.py": 104,
+    "test_slurm_submit_crash.py": 97,
+    "test_slurm_kinds.py": 92,
+    "test_slurm_cancel_log.py": 83,
+    "test_slurm_sweeps.py": 53,
+    "test_slurm_cadence.py": 41,
+    "test_slurm_backend.py": 32,
+    "test_slurm_submit_sh.py": 30,
+    "test_slurm_xla.py": 29,
+    "test_slurm_queued_dead.py": 21,
+    "test_cli_views.py": 9,
+    "test_smaller_refusals.py": 9,
+    "test_xla_tuning_train_env.py": 3,
+    "test_xla_tuning_preflight.py": 3,
+    "test_repo_models.py": 3,
+    "test_slurm_duplicates.py": 2,
+}
+SLURM_S_UNKNOWN = 30.0
+
+
+def split_slurm_files(files: list[str]) -> dict[str, str]:
+    """File -> xdist group ("slurm" or "slurm2"): the longest first, each to the group with
+    less time so far, so the two clusters' workers finish their Slurm tests together."""
+    load = dict.fromkeys(GROUPS, 0.0)
+    out: dict[str, str] = {}
+    for name in sorted(files, key=lambda f: (-SLURM_S.get(f, SLURM_S_UNKNOWN), f)):
+        group = min(load, key=lambda g: (load[g], g))
+        out[name] = group
+        load[group] += SLURM_S.get(name, SLURM_S_UNKNOWN)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def slurm_cluster_of_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In an xdist worker, the cluster of the test's group; elsewhere the default one."""
+    global _current
+    marker = request.node.get_closest_marker("xdist_group")
+    group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+    before = _current
+    if os.environ.get("PYTEST_XDIST_WORKER") and group in GROUPS:
+        _current = GROUPS[group]
+    yield
+    _current = before
 
 
 def cluster_env() -> dict[str, str]:
@@ -27,7 +95,7 @@ def cluster_env() -> dict[str, str]:
 
 def run_cluster_script(verb: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(CLUSTER_SCRIPT), verb, "--dir", str(slurm_dir())],
+        [str(CLUSTER_SCRIPT), verb, "--cluster", str(_current), "--dir", str(slurm_dir())],
         capture_output=True, text=True, timeout=timeout, check=False,
         env={**os.environ, **cluster_env()},
     )
@@ -38,8 +106,11 @@ def ensure_cluster() -> dict[str, str]:
     # The stand-in submit.sh pauses 3 s before its post-submit check, as the real one does;
     # tests shorten the pause (its test knob) unless they set it themselves.
     os.environ.setdefault("FAKE_SUBMIT_CHECK_DELAY_S", "0.2")
+    if _current in _checked:
+        return cluster_env()
     check = run_cluster_script("check")
     if check.returncode == 0:
+        _checked.add(_current)
         return cluster_env()
     start = run_cluster_script("start")
     check = run_cluster_script("check") if start.returncode == 0 else check
@@ -50,11 +121,13 @@ def ensure_cluster() -> dict[str, str]:
             f"check rc={check.returncode}\n{check.stdout}{check.stderr}",
             pytrace=False,
         )
+    _checked.add(_current)
     return cluster_env()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def slurm_env() -> dict[str, str]:
+    """Env for the Slurm client commands of this test's cluster, running and checked."""
     return ensure_cluster()
 
 

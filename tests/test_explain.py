@@ -7,6 +7,10 @@ from pathlib import Path
 from sweepd.cli.main import main
 from sweepd.reports.report import explain_lines
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+from tests.test_api import SPEC
+from tests.test_cli_client import Daemon, daemon
+
+__all__ = ["daemon"]   # the fixture, used by name
 
 
 async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
@@ -27,7 +31,15 @@ async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
     assert "run #2 " in text   # the run's number in its sweep, as `show` names it
 
 
-def test_explain_cli_on_unknown_id_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+async def test_explain_cli_on_unknown_id_is_a_clear_error(daemon: Daemon) -> None:
+    sweep_id = int((await daemon.service.submit(SPEC))["id"])
+    code, out, err = await daemon.run("explain", str(sweep_id))   # the daemon answers...
+    assert code == 0 and out
+    code, out, err = await daemon.run("explain", str(sweep_id + 6))   # ...and knows no 7
+    assert (code, out, err) == (2, "", f"sweepd: sweep {sweep_id + 6} not found\n")
+
+
+def test_explain_cli_without_a_daemon_says_it_is_not_running(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     code = main(["explain", "7", "--socket", str(tmp_path / "none.sock")])
     assert code == 1
     assert "not running" in capsys.readouterr().err

@@ -121,14 +121,18 @@ def _running(db: Path) -> bool:
         conn.close()
 
 
-@pytest.mark.timeout(300)   # a minute's outage, then the sweep: slow on a loaded machine
+OUTAGE_S = 20
+
+
+@pytest.mark.timeout(300)   # an outage, then the sweep: slow on a loaded machine
 async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
                                                             slurm_env: dict[str, str]) -> None:
-    # A minute without slurmctld, under the default 15-minute limit: the job ends meanwhile
-    # and its result is taken when the controller answers again.
+    # 20 s without slurmctld, under the default 15-minute limit: the job (a few seconds at
+    # this time scale) ends meanwhile and its result is taken when the controller answers
+    # again. The length is not the point, only that it is under the limit.
     scenario = write_scenario(tmp_path, time_scale=0.01)
     config = direct_config(tmp_path, scenario, **{"policy.controller_down_limit_s": 900})
-    assert await _outage(config, 60) == EXIT_VERDICT
+    assert await _outage(config, OUTAGE_S) == EXIT_VERDICT
     rules = await _rules(config)
     assert "controller.wait" in rules and "controller.down_limit" not in rules
     store = await open_store(config)
@@ -136,10 +140,10 @@ async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
         events = await store.events(1)
     finally:
         await store.close()
-    # Measured from the last answer before the outage: at least the minute it lasted.
+    # Measured from the last answer before the outage: at least as long as it lasted.
     back = [e for e in events if e.rule == "controller.back"]
     assert len(back) == 1 and back[0].evidence
-    assert float(back[0].evidence.removeprefix("down_s: ")) >= 60
+    assert float(back[0].evidence.removeprefix("down_s: ")) >= OUTAGE_S
     # One line to the person when it goes, one when it is back.
     told = [e.reason for e in events if e.kind == "progress" and "controller" in e.reason]
     assert len(told) == 2 and "does not answer" in told[0] and "answers again" in told[1], told
