@@ -24,13 +24,21 @@ from sweepd.clusters.base import (
     JobRequest,
     JobStatus,
     SchedulerState,
+    SpecRefused,
     SubmitRefused,
     Submitted,
 )
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.core.conclude import conclude
-from sweepd.core.control import end_note, end_open_work, release, release_ended, stop_sweep
+from sweepd.core.control import (
+    SPEC_REFUSED,
+    end_note,
+    end_open_work,
+    release,
+    release_ended,
+    stop_sweep,
+)
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
@@ -633,9 +641,12 @@ class Engine:
             log.warning("submit.still_in_flight", job=job.id, error=str(e))
             return
         except SubmitRefused as e:
+            # A refusal the spec causes repeats on every resume: its own rule, so that the
+            # stop message and `resume` say so (core/control.py).
+            rule = SPEC_REFUSED if isinstance(e, SpecRefused) else "submit.refused"
             await self.store.transition_job(job.id, JobState.FAILED, f"submission refused: {e}",
-                                            rule="submit.refused", evidence=str(e))
-            await stop_sweep(self, sweep, f"submission refused: {e}", rule="submit.refused",
+                                            rule=rule, evidence=str(e))
+            await stop_sweep(self, sweep, f"submission refused: {e}", rule=rule,
                              evidence=str(e), failing_nodes=[], recovery="none",
                              outcome="refused before submitting")
             return
