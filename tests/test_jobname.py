@@ -45,7 +45,8 @@ def test_env_settings_and_enable_checkpointing_stay_in_the_name() -> None:
     with pytest.raises(JobNameTooLong) as info:
         fit("llama2-70b", None, args)
     message = str(info.value)
-    assert "what cannot be carried: enable_checkpointing=true, _env_X=" in message
+    assert "what cannot be carried: enable_checkpointing (26 bytes), _env_X (238 bytes)" \
+        in message
     assert "steps=15" not in message.split("what cannot be carried:")[1]
 
 

@@ -615,21 +615,11 @@ class Engine:
     async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
         spec = self.spec_of(sweep)
         params = run.params
-        # The run's own overrides and env (the swept parameter among them) win over the spec's.
-        overrides = {k: str(v) for k, v in spec.overrides.items()}
-        overrides.setdefault("steps", str(spec.steps))
-        overrides.update({k: str(v) for k, v in params.overrides.items()})
-        env = {**spec.env, **params.env}
         ok, workdir = await self._workdir(sweep, params)
         if not ok:
             return
-        request = JobRequest(token=job.token, model=params.model or spec.model,
-                             nodes=_expand(job.nodes),
-                             output_dir=self.outputs / f"sweep-{sweep.id}",
-                             overrides=overrides, env=env, xla_flags=params.xla_flags,
-                             profile=params.profile, profile_env=_profile_env(spec.env, params),
-                             alias=params.alias, tag=params.tag,
-                             commit=params.commit, workdir=workdir)
+        request = job_request(spec, params, token=job.token, nodes=_expand(job.nodes),
+                              output_dir=self.outputs / f"sweep-{sweep.id}", workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
         # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
         deadline = (self.clock.now()
@@ -687,6 +677,21 @@ def _superseded(what: str, row_id: int) -> Iterator[None]:
         yield
     except InvalidTransition as e:
         log.warning("pass.superseded", row=what, id=row_id, error=str(e))
+
+
+def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[str],
+                output_dir: Path, workdir: Path | None = None) -> JobRequest:
+    """What the backend is asked to submit for a run (also what `validate` names)."""
+    # The run's own overrides and env (the swept parameter among them) win over the spec's.
+    overrides = {k: str(v) for k, v in spec.overrides.items()}
+    overrides.setdefault("steps", str(spec.steps))
+    overrides.update({k: str(v) for k, v in params.overrides.items()})
+    return JobRequest(token=token, model=params.model or spec.model, nodes=nodes,
+                      output_dir=output_dir, overrides=overrides,
+                      env={**spec.env, **params.env}, xla_flags=params.xla_flags,
+                      profile=params.profile, profile_env=_profile_env(spec.env, params),
+                      alias=params.alias, tag=params.tag, commit=params.commit,
+                      workdir=workdir)
 
 
 def _profile_env(spec_env: Mapping[str, str], params: RunParams) -> dict[str, str]:

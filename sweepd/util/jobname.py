@@ -91,7 +91,8 @@ def fit(model: str, tag: str | None, passthrough: Sequence[str], *, prefix_len: 
         f"{MAX_JOB_NAME_BYTES}-byte limit (ext4 path segment minus the job-id prefix), and "
         f"still {name_bytes(name) + prefix_len} bytes with every MaxText override carried "
         "outside it; what cannot be carried: "
-        + (", ".join(stuck) if stuck else "the model and tag")
+        + (", ".join(f"{a.partition('=')[0]} ({len(passthrough_part(a).encode()) + 1} bytes)"
+                     for a in stuck) if stuck else "the model and tag")
         + " (env settings and enable_checkpointing ride in the name): shorten them")
 
 
