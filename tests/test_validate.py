@@ -66,6 +66,11 @@ def test_a_spec_key_typo_gets_did_you_mean(tmp_path: Path,
     assert "Field required" not in err   # one mistake, said once
     assert main(["submit", spec]) == 2   # the same answer before any daemon is asked
     assert "did you mean model?" in capsys.readouterr().err
+    # A key of a nested section too (xla-tuning's thresholds).
+    tuning = yaml.safe_load((EXAMPLES / "xla-tuning.yaml").read_text())
+    tuning["thresholds"]["wn"] = tuning["thresholds"].pop("win")
+    assert main(["validate", spec_file(tmp_path, tuning, "t.yaml")]) == 2
+    assert "thresholds.wn: unknown key (did you mean win?)" in capsys.readouterr().err
 
 
 def test_validate_names_what_leaves_the_job_name(capsys: pytest.CaptureFixture[str]) -> None:
