@@ -37,6 +37,10 @@ async def test_submit_sh_carries_what_does_not_fit_in_a_per_job_config(
     # The payload runs through the stand-in _train.sh, which sources configs/<name>.env.sh.
     (repo / "train_cmd").write_text(f"bash {repo}/_train.sh {sys.executable} "
                                     f"{repo}/fake_train.py")
+    # The stand-in's configs are empty; a real one holds the run config.
+    (repo / "configs" / "deepseek3-671b.gpu.yml").write_text(
+        "base_config: base.yml\nmodel_name: deepseek3-671b\nsteps: 15\n"
+        "per_device_batch_size: 4\nsparse_matmul: false\n")
     before = sorted(p.name for p in (repo / "configs").iterdir())
     cluster = SlurmCluster(Settings(mode="submit_sh", repo=repo,
                                     slurm_conf=Path(slurm_env["SLURM_CONF"])))
@@ -58,8 +62,10 @@ async def test_submit_sh_carries_what_does_not_fit_in_a_per_job_config(
     for key, value in SPARSE.items():
         part = f"{key}_{value}"
         assert part in sub.job_name or carried[key] == yaml.safe_load(value), key
+    # The rest is the model's own config.
     assert {k: v for k, v in carried.items() if k not in SPARSE} == \
-        {k: v for k, v in original.items() if k not in SPARSE}
+        {"base_config": "base.yml", "model_name": "deepseek3-671b"}
+    assert original["sparse_matmul"] is False
     status = await wait_state(cluster, sub.backend_id, FINISHED)
     assert status.state is SchedulerState.COMPLETED
     log = sub.log_path.read_text()

@@ -36,11 +36,6 @@ def config_name(model: str, token: str) -> str:
     return f"{model}{SUFFIX}{hashlib.sha1(token.encode()).hexdigest()[:6]}"
 
 
-def extra_bytes() -> int:
-    """What the per-job name adds to the model part of the job name."""
-    return len(SUFFIX) + 6
-
-
 def _value(raw: str) -> Any:
     """A command-line value as MaxText's YAML would hold it (`true` -> True, `7` -> 7)."""
     try:
@@ -63,7 +58,7 @@ def write(repo: Path, model: str, token: str, carried: Sequence[str], sweep_dir:
     configs = repo / "configs"
     source = configs / f"{model}.gpu.yml"
     try:
-        data = yaml.safe_load(source.read_text("utf-8"))
+        data = yaml.safe_load(source.read_text("utf-8")) or {}   # an empty config: {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise CarryError(f"cannot read {source} to carry {', '.join(carried)}: {e}") from e
     if not isinstance(data, dict):
