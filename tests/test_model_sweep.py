@@ -14,6 +14,7 @@ from sweepd.core.states import JOB_ACTIVE, RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, NewRun, Stop, SweepContext
 from sweepd.kinds.model_sweep.kind import gather
 from sweepd.kinds.model_sweep.plan import (
+    ALL_FAIL_RULE,
     FAIL_FAST_RULE,
     Column,
     SweepFacts,
@@ -267,3 +268,55 @@ def test_a_ref_is_shown_with_the_commit_it_was() -> None:
     assert _commit({"commit": "HEAD-1", "sha": sha}) == "HEAD-1 (01234567)"
     assert _commit({"commit": "01234567", "sha": sha}) == "01234567"   # a SHA given as such
     assert _commit({"commit": "cand", "sha": "cand"}) == "cand"   # no repo: a label
+
+
+# -- all models fail -> stop (issue 23 item 7) ----------------------------------------------
+
+def test_a_single_commit_whose_first_two_jobs_fail_the_same_way_stops() -> None:
+    """No baseline column, so 'newly broken' can never fire; the SKILL.md's 'all models
+    fail -> stop' does, once two jobs failed the same way and none passed."""
+    s = spec(commits=["broken"])
+    new = plan(s, ctx())
+    assert isinstance(new, list) and len(new) == 10
+    one = {"llama2-70b 1N @broken": ("config_error", None)}
+    assert plan(s, ctx(as_runs(new, one))) == []                # one failure: not yet
+    two = {**one, "llama2-70b 2N @broken": ("config_error", None)}
+    stop = plan(s, ctx(as_runs(new, two)))
+    assert isinstance(stop, Stop) and stop.rule == ALL_FAIL_RULE
+    assert stop.reason.startswith("all models fail on broken so far: its first 2 jobs "
+                                  "(llama2-70b 1N, llama2-70b 2N) all failed the same way "
+                                  "(config_error) and none passed")
+    assert "stopping before its 8 remaining job(s)" in stop.reason
+    # Two different failures may be two models' own problems: no stop on that alone.
+    mixed = {**one, "llama2-70b 2N @broken": ("oom", None)}
+    assert plan(s, ctx(as_runs(new, mixed))) == []
+    # A pass anywhere on the commit: not all models fail.
+    passing = {**two, "mixtral-8x22b 4N @broken": ("pass", 900.0)}
+    assert plan(s, ctx(as_runs(new, passing))) == []
+    # A person saw the stop and resumed: not asked again.
+    assert plan(s, ctx(as_runs(new, two), acknowledged_stops=[ALL_FAIL_RULE])) == []
+
+
+async def test_a_broken_single_commit_stops_after_its_small_jobs(tmp_path: Path) -> None:
+    """Every model fails on the commit: the sweep stops once the first two small jobs have
+    failed the same way, and the 8-node jobs queued behind them never run."""
+    scenario = write_scenario(tmp_path, time_scale=0.0015, commits={
+        "broken": {m: {"fail": "config_error"} for m in
+                   ["llama2-70b", "mixtral-8x22b", "grok-1", "grok-2", "llama3.1-405b",
+                    "deepseek3-671b", "kimi-k2-1t", "qwen3-480b-a35b"]}})
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, {"kind": "model-sweep", "nodes": NODES, "steps": 8,
+                                     "commits": ["broken"]})
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert code == EXIT_AWAITING_DECISION
+        assert sweep.reason is not None and sweep.reason.startswith("all models fail on broken")
+        runs = await store.runs(sweep.id)
+        ended = [r.label for r in runs if r.state in ("passed", "failed")]
+        assert len(runs) == 10 and 2 <= len(ended) <= 3
+        assert all(" 8N " not in label for label in ended)
+        assert not [j for j in await store.jobs(sweep.id) if j.state in JOB_ACTIVE]
+        assert "STOP]" in "\n".join(lines)
+    finally:
+        await store.close()

@@ -46,11 +46,9 @@ def _spec(**extra: object) -> NetworkSpec:
     return spec
 
 
-def test_spec_needs_two_nodes_and_steady_steps() -> None:
+def test_spec_needs_two_nodes() -> None:
     with pytest.raises(SpecError):
         parse_spec({"kind": "network", "nodes": "chi2832"})
-    with pytest.raises(SpecError):
-        parse_spec({"kind": "network", "nodes": NODES, "steps": 1})
     assert parse_spec({"kind": "network", "nodes": NODES}).steps == 15
 
 
@@ -175,3 +173,58 @@ async def test_sim_node_perf_then_network_names_the_slow_nic(tmp_path: Path) -> 
         assert any("confirm" in line and "chi2867" in line for line in lines)
     finally:
         await store.close()
+
+
+# -- failure-only: the SKILL.md's `-- steps=1` (issue 23 item 7) ----------------------------
+
+def test_steps_1_is_the_failure_only_mode_of_a_network_sweep_only() -> None:
+    spec = parse_spec({"kind": "network", "nodes": NODES, "steps": 1})
+    assert isinstance(spec, NetworkSpec) and spec.failure_only
+    assert spec.default_name().endswith("(failure-only)")
+    assert not _spec().failure_only                 # the default 15 steps measure TGS
+    with pytest.raises(SpecError, match="steps must reach the steady window"):
+        parse_spec({"kind": "node-perf", "nodes": NODES, "steps": 1})
+
+
+async def test_failure_only_passes_a_slow_link_and_says_it_cannot_see_one(
+        tmp_path: Path) -> None:
+    """steps=1 measures no TGS: the whole group trains, so the sweep ends at once with no
+    fault, and says that a slow link needs the steady window."""
+    scenario = write_scenario(tmp_path, links=[{"a": "chi2832", "b": "chi2881",
+                                                "factor": 0.88}])
+    config = sim_config(tmp_path, scenario, hang_timeout_s=HANG_S)
+    code, lines = await run(config, {"kind": "network", "nodes": NODES, "steps": 1})
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        assert sweep.verdict is not None and sweep.verdict["faults"] == []
+        assert sweep.verdict["failure_only"] and sweep.verdict["jobs"] == 1
+        assert sweep.reason is not None and "every group trained" in sweep.reason
+        assert "a slow link or NIC is only seen with the steady window (steps >= 6" \
+            in sweep.reason
+        jobs = await store.jobs(sweep.id)
+        assert len(jobs) == 1 and jobs[0].state == "done"
+        assert "trained (not measured)" in "\n".join(lines)
+    finally:
+        await store.close()
+
+
+def test_failure_only_judges_groups_by_failing_not_by_tgs() -> None:
+    """steps=1: a group that ran (no TGS) is healthy, one whose job failed is degraded,
+    and the search narrows the failing groups as it does slow ones."""
+    spec = _spec(steps=1)
+    first = plan(spec, _ctx([]))
+    assert isinstance(first, list) and len(first) == 1
+    assert "failure-only (steps=1)" in first[0].reason
+    trained = plan(spec, _ctx([_run(1, NODES, None)]))          # passed, nothing measured
+    assert isinstance(trained, Finished) and trained.verdict["faults"] == []
+    assert trained.verdict["absolute"] and trained.verdict["tests"][0]["tgs"] is None
+    assert trained.summary.startswith("network: every group trained (failure-only")
+    failed = _run(1, NODES, None, "failed")
+    halves = plan(spec, _ctx([failed]))
+    assert isinstance(halves, list) and sorted(len(r.nodes) for r in halves) == [4, 4]
+    good, bad = "chi[2832,2863,2867-2868]", "chi[2870,2872,2880-2881]"
+    deeper = plan(spec, _ctx([failed, _run(2, good, None), _run(3, bad, None, "failed")]))
+    assert isinstance(deeper, list) and deeper
+    assert all(set(r.nodes) & set(expand_nodes(bad)) for r in deeper)

@@ -211,7 +211,7 @@ async def test_job_name_over_243_bytes_refused(slurm_env: dict[str, str], tmp_pa
     cluster = make_cluster(slurm_env, mode=mode, repo=MAXTEXT_FIXTURE, command_prefix=prefix)
     with pytest.raises(SubmitRefused, match="243"):
         await cluster.submit(JobRequest(token="long", model="llama2-70b", nodes=["chi2832"],
-                                        output_dir=tmp_path, overrides={"k": "v" * 240}))
+                                        output_dir=tmp_path, env={"K": "v" * 240}))
     assert not log.exists()  # refused before any command ran
 
 

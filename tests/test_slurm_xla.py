@@ -180,11 +180,12 @@ async def test_submit_sh_refusals_write_nothing(slurm_env: dict[str, str],
     original = (repo / "train_env.sh").read_text()
     cluster = submit_sh(slurm_env, repo)
     long_name = "p" + "x" * 99
-    many = {f"k{i}": "v" * 8 for i in range(12)}
+    # Env settings ride in the name (MaxText overrides would be carried outside it).
+    many = {f"K{i}": "v" * 8 for i in range(12)}
     with pytest.raises(SubmitRefused, match=f"shorten the profile's name \\({long_name}\\)"):
         await cluster.submit(JobRequest(
             token=fresh("xlong"), model="llama2-70b", nodes=["chi2832"], output_dir=tmp_path,
-            overrides=many, xla_flags=[PAG], profile=long_name))
+            env=many, xla_flags=[PAG], profile=long_name))
     with pytest.raises(SubmitRefused, match="is not usable as a TUNE_PROFILE"):
         await cluster.submit(profile_request(fresh("xname"), "chi2832", tmp_path, "a b",
                                              [PAG], {}))

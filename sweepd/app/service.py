@@ -14,9 +14,9 @@ from typing import Any
 from sweepd.app import slot
 from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_progress
 from sweepd.app.queries import Queries
-from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
+from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable, SubmitRefused
 from sweepd.core.control import abort, resume
-from sweepd.core.engine import Engine
+from sweepd.core.engine import Engine, job_request
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import (
@@ -251,7 +251,29 @@ class Service(Queries):
                 "nodes": spec.nodes, "node_count": len(spec.node_list),
                 "backend": config.cluster.backend, "node_states": states,
                 "first_plan": plan_dict(first), "preflight": [asdict(c) for c in checks],
+                "job_names": await self._job_names(spec, first),
                 **await self._bounds(spec.kind, spec.model, dumped)}
+
+    async def _job_names(self, spec: SweepSpec, plan: Plan) -> list[dict[str, Any]]:
+        """Each first job's name as the backend would build it, and the overrides it would
+        carry outside the name; a submission the backend would refuse (a name over the
+        toolkit's limit even so, a profile that cannot take effect) refuses the spec now."""
+        backend = getattr(self.engine.backend, "inner", self.engine.backend)
+        name_of = getattr(backend, "name_of", None)
+        if name_of is None or isinstance(plan, (Finished, Stop)):
+            return []
+        out = []
+        for run in plan:
+            request = job_request(spec, run.params, token=SAMPLE_TOKEN, nodes=list(run.nodes),
+                                  output_dir=self.engine.outputs / "validate")
+            try:
+                fitted = await asyncio.to_thread(name_of, request)
+            except SubmitRefused as e:
+                what = f"{run.label}: submission would be refused: {e}"
+                raise SpecError(what, [{"loc": [], "msg": what}]) from None
+            out.append({"label": run.label, "name": fitted.name,
+                        "bytes": len(fitted.name.encode()), "carried": list(fitted.carried)})
+        return out
 
     async def _node_states(self, nodes: list[str]) -> dict[str, list[str]]:
         """State -> the pinned nodes in it, as the scheduler says now ({} if it is down)."""
@@ -302,6 +324,9 @@ class Service(Queries):
 
 
 PROBE_TIMEOUT_S = 10.0
+# A token shaped like the engine's (`sw<sweep>-<8 hex>.<store id>`): `validate` names jobs
+# with it, as long as a real one, so the name's length is the real name's.
+SAMPLE_TOKEN = "sw1-00000000.000000"
 
 
 def version() -> str:

@@ -1,12 +1,17 @@
-"""`report`, `explain` and `logs` on a state directory without a daemon (`--state-dir`).
+"""What the CLI answers without a daemon: `report`, `explain` and `logs` on a state
+directory (`--state-dir`), and `validate`.
 
 The database is opened read-only (SQLite's `mode=ro`, no migration): re-reading a
 `sweepd run`/`demo` result, or a stopped daemon's, can change nothing, and may run while
-a daemon uses the same directory."""
+a daemon uses the same directory. `validate` runs the daemon's own checks on a throwaway
+state directory."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
@@ -14,11 +19,13 @@ from typing import Any, TypeVar
 
 from sweepd.app.queries import Queries
 from sweepd.cli.client import Client, ClientError
+from sweepd.config import Config
 from sweepd.kinds.registry import kind_of
 from sweepd.store.store import NotFound, Store
 
 T = TypeVar("T")
 DB_NAME = "sweepd.db"   # config.DaemonConfig.db_path's name
+DAEMON_CONFIG = Path("/etc/sweepd/sweepd.toml")   # what `sweepd serve` is usually given
 
 
 class OfflineClient(Client):
@@ -77,3 +84,34 @@ class OfflineClient(Client):
             return plot(sweep, await q.store.runs(sweep_id), await q.store.jobs(sweep_id))
 
         return self._query(draw)
+
+
+# -- validate, without a daemon ------------------------------------------------------------
+
+def default_config() -> Path | None:
+    """The config `validate` checks against: $SWEEPD_CONFIG, else the daemon's usual one
+    when it exists; None: the simulated cluster (as `sweepd run`)."""
+    named = os.environ.get("SWEEPD_CONFIG")
+    if named:
+        return Path(named)
+    return DAEMON_CONFIG if DAEMON_CONFIG.is_file() else None
+
+
+def validate_spec(data: Any, config: Config) -> dict[str, Any]:
+    """The daemon's `validate` (parse, the kind's checks, what the spec refers to, the
+    pre-flight, the first plan, each first job's name), run here on a throwaway state
+    directory: nothing is recorded anywhere and nothing is submitted."""
+    from sweepd.app.daemon import open_parts
+
+    scratch = Path(tempfile.mkdtemp(prefix="sweepd-validate-"))
+    config = config.model_copy(update={"daemon": config.daemon.model_copy(
+        update={"state_dir": scratch})})
+
+    async def run() -> dict[str, Any]:
+        async with open_parts(config) as parts:
+            return await parts.service.validate(data)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

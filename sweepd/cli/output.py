@@ -65,12 +65,25 @@ def _line(text: str) -> str:
     return text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}… (cut)"
 
 
+def _detail_lines(detail: Mapping[str, Any]) -> list[str]:
+    """A field's message as lines: one of several lines (a pre-flight's list) prints as
+    lines, never as one line with literal `\n`s cut at the width limit."""
+    where = ".".join(str(p) for p in detail.get("loc") or []) or "spec"
+    first, *rest = str(detail.get("msg", "")).splitlines() or [""]
+    return [f"  {where}: {first}", *(f"    {line.strip()}" for line in rest if line.strip())]
+
+
 def _print_details(details: Sequence[Mapping[str, Any]]) -> None:
-    lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: {d.get('msg', '')}"
-             for d in details[:MAX_DETAIL_LINES + 1]]
     if len(details) > MAX_DETAIL_LINES:
-        lines = [*lines[:MAX_DETAIL_LINES - 1],
-                 f"  … and {len(details) - MAX_DETAIL_LINES + 1} more"]
+        lines = [f"  {'.'.join(str(p) for p in d.get('loc') or []) or 'spec'}: "
+                 f"{str(d.get('msg', '')).splitlines()[0] if d.get('msg') else ''}"
+                 for d in details[:MAX_DETAIL_LINES - 1]]
+        lines.append(f"  … and {len(details) - MAX_DETAIL_LINES + 1} more")
+    else:
+        lines = [line for d in details for line in _detail_lines(d)]
+        if len(lines) > MAX_DETAIL_LINES:   # the lines of a few long messages: bounded too
+            lines = [*lines[:MAX_DETAIL_LINES - 1],
+                     f"  … and {len(lines) - MAX_DETAIL_LINES + 1} more line(s)"]
     for line in lines:
         say(_line(line), err=True)
 

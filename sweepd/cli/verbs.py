@@ -51,7 +51,7 @@ def run_submit(args: argparse.Namespace) -> int:
     except SpecError as e:
         return fail(args, str(e), e.errors)
     if args.dry_run:
-        return cli_views.run_validate(args)
+        return cli_views.run_dry_run(args)
 
     def submit(client: Client) -> int:
         summary = client.submit(spec)

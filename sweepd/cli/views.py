@@ -140,17 +140,24 @@ def run_logs(args: argparse.Namespace) -> int:
 def print_plan(plan: Mapping[str, Any]) -> None:
     from sweepd.cli.output import say
 
+    where = ("" if "config" not in plan else
+             f", config {escape(plan['config'])}" if plan["config"] else ", no config")
     say(f"spec OK: {plan['kind']} sweep \"{escape(plan['name'])}\" on {plan['node_count']} "
-        f"nodes {escape(plan['nodes'])} (cluster backend: {plan['backend']})")
+        f"nodes {escape(plan['nodes'])} (cluster backend: {plan['backend']}{where})")
     states = plan["node_states"]
     say("node states now: " + (", ".join(
         f"{len(nodes)} {state}" + ("" if state in _USABLE else f" ({compact_nodes(nodes)})")
         for state, nodes in sorted(states.items())) or "unknown (the scheduler did not answer)"))
     first = plan["first_plan"]
+    names = {n["label"]: n for n in plan.get("job_names", [])}
     if "runs" in first:
         say(f"first plan ({len(first['runs'])} job(s)):")
         for run in first["runs"]:
             say(f"  {escape(run['label'])} on {escape(run['nodes'])}: {escape(run['reason'])}")
+            named = names.get(run["label"])
+            if named and named["carried"]:
+                say(f"    its job name leaves out (carried, over 243 bytes with them): "
+                    f"{escape(' '.join(named['carried']))}")
     else:
         say(f"first plan: {escape(str(first.get('finished') or first.get('stop')))}")
     most = plan["most_runs"]
@@ -163,7 +170,8 @@ def print_plan(plan: Mapping[str, Any]) -> None:
     say("nothing was submitted")
 
 
-def run_validate(args: argparse.Namespace) -> int:
+def run_dry_run(args: argparse.Namespace) -> int:
+    """`submit --dry-run`: the daemon's own answer (its cluster, its store)."""
     from sweepd.cli.output import fail, load_spec
     from sweepd.kinds.spec import SpecError
 
@@ -181,6 +189,54 @@ def run_validate(args: argparse.Namespace) -> int:
         return 0
 
     return with_source(args, body)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """`validate`: the running daemon's answer when one answers on the socket (its cluster,
+    its earlier jobs) and no --config/--scenario is given; else without a daemon, the
+    daemon's checks against the config's cluster (the simulated one when there is no
+    config) on a throwaway state directory. 0: the spec would be accepted; 2: why not."""
+    from sweepd.cli.client import ClientError
+    from sweepd.cli.offline import default_config, validate_spec
+    from sweepd.cli.output import fail, load_spec, print_error
+    from sweepd.config import ConfigError, load_config
+    from sweepd.kinds.registry import read_spec_file
+    from sweepd.kinds.spec import SpecError
+
+    if args.config is None and args.scenario is None:
+        try:
+            spec = load_spec(args.spec)
+        except SpecError as e:
+            return fail(args, str(e), e.errors)
+        try:
+            with client_for(args) as client:
+                plan = client.validate(spec)
+        except ClientError as e:
+            if e.status != 0:   # the daemon answered: its word
+                return print_error(e, args)
+        else:
+            if args.json:
+                _json(plan)
+            else:
+                print_plan(plan)
+            return 0
+    path = args.config or default_config()
+    try:
+        config = load_config(path, {"cluster.sim": {"scenario": str(args.scenario)}}
+                             if args.scenario else None)
+        plan = validate_spec(read_spec_file(args.spec), config)
+    except SpecError as e:
+        return fail(args, str(e), e.errors)
+    except (ConfigError, ValueError, OSError, RuntimeError) as e:
+        # The cluster could not be set up from the config (a missing command, a bad
+        # setting): a config problem, said in one line.
+        return fail(args, f"cannot check against {path or 'the simulated cluster'}: {e}")
+    plan["config"] = str(path) if path else None
+    if args.json:
+        _json(plan)
+    else:
+        print_plan(plan)
+    return 0
 
 
 # -- models, status ----------------------------------------------------------------------
@@ -370,11 +426,21 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep printing new lines until the job ends")
     p.set_defaults(func=run_logs)
-    p = sub.add_parser("validate", parents=[common], help="check a spec and print its plan",
-                       description="check a spec against the daemon's cluster and print the "
-                                   "plan; nothing is submitted")
+    p = sub.add_parser("validate", parents=[common], help="check a spec and print its plan "
+                       "(no daemon needed)",
+                       description="check a spec as a submission would (the kind's checks, "
+                                   "what it refers to, the pre-flight, the first plan, each "
+                                   "first job's name against submit.sh's 243-byte limit) and "
+                                   "print the plan, without a daemon; nothing is submitted. "
+                                   "Exit 0: it would be accepted; 2: why not, in one line")
     spec = p.add_argument("spec", type=Path, help="sweep spec (YAML or JSON)")
     spec.complete = shtab.FILE  # type: ignore[attr-defined]
+    p.add_argument("--config", type=Path, default=None,
+                   help="the daemon's TOML settings, whose cluster the spec is checked "
+                        "against (default: $SWEEPD_CONFIG, else /etc/sweepd/sweepd.toml if "
+                        "it exists, else the simulated cluster)")
+    p.add_argument("--scenario", type=Path, default=None,
+                   help="the simulated cluster's scenario (as `sweepd run --scenario`)")
     p.set_defaults(func=run_validate)
     for name, func, text in (("models", run_models, "the models sweepd knows, and their "
                               "shapes"),

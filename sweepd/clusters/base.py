@@ -101,6 +101,12 @@ class SubmitRefused(Exception):
     """The scheduler or submit wrapper refused the job; the message says why."""
 
 
+class SpecRefused(SubmitRefused):
+    """A refusal the sweep's spec causes (e.g. a job name over the toolkit's limit even with
+    every override carried outside it): a resume would meet it again, only a changed spec
+    gets past it."""
+
+
 class ClusterBackend(Protocol):
     name: str
 

@@ -30,6 +30,7 @@ from sweepd.clusters.base import (
     JobStatus,
     Listing,
     SchedulerState,
+    SpecRefused,
     SubmitRefused,
     Submitted,
 )
@@ -37,7 +38,7 @@ from sweepd.sim.faults import pick_fault
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.statefiles import atomic_write_json, locked, read_json
 from sweepd.sim.truth import true_outcome
-from sweepd.util.jobname import JobNameTooLong, job_name
+from sweepd.util.jobname import Fitted, JobNameTooLong, fit
 
 FIRST_JOB_ID = 10001
 PENDING, STARTED, CANCELLED = "PENDING", "STARTED", "CANCELLED"
@@ -169,6 +170,16 @@ class SimCluster:
 
     # -- scheduling -------------------------------------------------------------------------
 
+    def name_of(self, request: JobRequest) -> Fitted:
+        """The job's name (its token in the tag): overrides that would make it too long
+        leave it, and the job still gets them all. Refused (SpecRefused) when even that
+        cannot make it fit."""
+        tag = "-".join(p for p in (request.tag, request.token) if p)
+        try:
+            return fit(request.model, tag, _passthrough(request))
+        except JobNameTooLong as exc:
+            raise SpecRefused(str(exc)) from exc
+
     def _submit(self, request: JobRequest) -> Submitted:
         nodes = list(request.nodes)
         known = set(self.scenario.cluster.node_list)
@@ -178,11 +189,8 @@ class SimCluster:
                 f"sbatch: error: invalid node name(s) {', '.join(unknown) or '(none given)'}: "
                 f"the simulated cluster has {self.scenario.cluster.nodes}")
         passthrough = _passthrough(request)
-        tag = "-".join(p for p in (request.tag, request.token) if p)
-        try:
-            name = job_name(request.model, tag, passthrough)
-        except JobNameTooLong as exc:
-            raise SubmitRefused(str(exc)) from exc
+        fitted = self.name_of(request)
+        name = fitted.name
         with locked(self._lock):
             counter = self.state_dir / "next_job_id"
             job_id = str(read_json(counter, FIRST_JOB_ID))
@@ -196,7 +204,7 @@ class SimCluster:
                 "state": PENDING, "pid": None, "pgid": None, "ticks": None, "cancelled": False,
             })
             self._schedule()
-        return Submitted(job_id, name, log)
+        return Submitted(job_id, name, log, prepared=fitted.note)
 
     def _schedule(self) -> None:
         """Start pending jobs whose nodes are free, in submission order (caller holds the lock)."""

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import hostlist
 
+from sweepd.clusters import carried as carry
 from sweepd.clusters.base import (
     NOT_IN_CLUSTER,
     ControllerUnreachable,
@@ -27,13 +28,14 @@ from sweepd.clusters.base import (
     JobStatus,
     Listing,
     SchedulerState,
+    SpecRefused,
     SubmitRefused,
     Submitted,
 )
 from sweepd.clusters.slurm_script import BatchScript, render_batch_script
 from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
 from sweepd.kinds.xla_tuning import train_env
-from sweepd.util.jobname import JobNameTooLong, job_name, passthrough_part
+from sweepd.util.jobname import Fitted, JobNameTooLong, fit, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
 TOKEN_ENV = "SWEEPD_TOKEN"
@@ -443,12 +445,27 @@ class SlurmCluster:
         return [*args, *self.settings.extra_sbatch, "--no-requeue",
                 f"--comment={COMMENT_PREFIX}{request.token}"]
 
+    def name_of(self, request: JobRequest) -> Fitted:
+        """The job name a submission would get, and the overrides that leave it, without
+        submitting or writing anything (`sweepd validate`). Raises SubmitRefused (SpecRefused
+        when the spec causes it) as the submission would."""
+        if self.settings.mode != "submit_sh":
+            try:
+                # sweepd's own script: every override reaches the train command; those
+                # that would make the name too long only leave the name.
+                return fit(request.model, request.tag, passthrough_args(request))
+            except JobNameTooLong as e:
+                raise SpecRefused(str(e)) from e
+        assert self.settings.repo is not None
+        repo = request.workdir or self.settings.repo
+        placed = profile_placement(repo, request) if request.profile is not None else None
+        named, name, _, carried = self._sh_named(request, placed, repo)
+        return Fitted(name, tuple(named), carried)
+
     async def _submit_direct(self, request: JobRequest) -> Submitted:
         passthrough = passthrough_args(request)
-        try:
-            name = job_name(request.model, request.tag, passthrough)
-        except JobNameTooLong as e:
-            raise SubmitRefused(str(e)) from e
+        fitted = self.name_of(request)
+        name = fitted.name
         script = render_batch_script(BatchScript(
             job_name=name, model=request.model, passthrough=passthrough, env=request.env,
             train_command=self.settings.train_command, header_command=self._header_command,
@@ -461,7 +478,7 @@ class SlurmCluster:
         res = await self._run(["sbatch", "-J", name, *self._sbatch_args(request), *chdir,
                                f"--output={out_dir}/%j-{name}.log", str(path)])
         job_id = self._submit_result("sbatch", res)
-        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log")
+        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log", prepared=fitted.note)
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
@@ -477,38 +494,73 @@ class SlurmCluster:
         placed = None
         if request.profile is not None:
             placed = await asyncio.to_thread(profile_placement, repo, request)
-        passthrough, name, prepared = self._sh_named(request, placed)
+        passthrough, name, prepared, carried = self._sh_named(request, placed, repo)
         if placed is not None:
             async with self._train_env_lock:  # read-modify-write of one shared file
                 wrote = await asyncio.to_thread(write_arm, repo, request, placed.arm)
             prepared = f"{wrote}; {prepared}" if prepared else wrote
+        written = None
+        if carried:
+            written = await asyncio.to_thread(self._carry, repo, request, carried)
+            said = (f"overrides {' '.join(carried)} carried in configs/{written.name}.gpu.yml "
+                    f"(the job name would be over 243 bytes with them; a copy: {written.copy})")
+            prepared = f"{prepared}; {said}" if prepared else said
         try:
-            sub = await self._run_submit_sh(request, repo, passthrough, name)
+            spec_request = replace(request, model=written.name) if written else request
+            sub = await self._run_submit_sh(spec_request, repo, passthrough, name)
         except SubmitRefused as e:
             if prepared is None:
                 raise
             raise SubmitRefused(f"{e}\n(before it: {prepared})") from e
+        finally:
+            if written is not None:   # submit.sh froze its copy into the job's artifact
+                await asyncio.to_thread(carry.remove, written)
         return replace(sub, prepared=prepared)
 
-    def _sh_named(self, request: JobRequest, placed: train_env.Placement | None
-                  ) -> tuple[list[str], str, str | None]:
-        """(passthrough, job name, a note). sweepd's token rides in the name when it fits
-        (`_env_SWEEPD_TOKEN=`); it is always in `--comment`, which recovery reads first, so
-        a name that fits only without it goes without it (noted). Else refused, nothing
-        written."""
+    @staticmethod
+    def _carry(repo: Path, request: JobRequest, carried: Sequence[str]) -> carry.Written:
+        model = resolve_model(repo, request.model)
+        if model is None:   # submit.sh would refuse the name; say so before writing
+            raise SubmitRefused(f"!!! Unknown model: {request.model} (no single "
+                                f"configs/*{request.model}*.gpu.yml in {repo})")
+        try:
+            return carry.write(repo, model, request.token, carried, request.output_dir)
+        except (carry.CarryError, OSError) as e:
+            raise SubmitRefused(str(e)) from e
+
+    def _sh_named(self, request: JobRequest, placed: train_env.Placement | None,
+                  repo: Path | None = None
+                  ) -> tuple[list[str], str, str | None, tuple[str, ...]]:
+        """(passthrough, job name, a note, the overrides carried in a per-job config).
+        sweepd's token rides in the name when it fits (`_env_SWEEPD_TOKEN=`); it is always
+        in `--comment`, which recovery reads first, so a name that fits only without it
+        goes without it (noted). A name still too long carries MaxText overrides in a
+        per-job config (clusters/carried.py), longest first, until it fits; when even that
+        cannot make it fit, refused (the spec must change), nothing written."""
         base = self._sh_passthrough(request, placed)
         with_token = [*base, f"_env_{TOKEN_ENV}={request.token}"]
         try:
-            return with_token, job_name(request.model, request.tag, with_token), None
+            return with_token, job_name(request.model, request.tag, with_token), None, ()
         except JobNameTooLong as e:
             too_long = e
+        dropped = (f"sweepd's token in --comment only: with it the job name "
+                   f"would be over the limit ({too_long})")
         try:
-            name = job_name(request.model, request.tag, base)
+            return base, job_name(request.model, request.tag, base), dropped, ()
         except JobNameTooLong:
-            hint = f"; shorten the profile's name ({request.profile})" if placed else ""
-            raise SubmitRefused(f"{too_long}{hint}") from too_long
-        return base, name, (f"sweepd's token in --comment only: with it the job name "
-                            f"would be over the limit ({too_long})")
+            pass
+        model = (resolve_model(repo, request.model) if repo is not None else None) \
+            or request.model
+        shim = carry.config_name(model, request.token)
+        for args, note in ((with_token, None), (base, dropped)):
+            try:
+                fitted = fit(shim, request.tag, args)
+            except JobNameTooLong as e:
+                last = e
+                continue
+            return list(fitted.named), fitted.name, note, fitted.carried
+        hint = f"; shorten the profile's name ({request.profile})" if placed else ""
+        raise SpecRefused(f"{last}{hint}") from last
 
     @staticmethod
     def _sh_passthrough(request: JobRequest, placed: train_env.Placement | None) -> list[str]:

@@ -45,6 +45,10 @@ async def end_open_work(engine: EngineParts, sweep_id: int, reason: str, rule: s
             await engine.store.transition_run(run.id, RunState.CANCELLED, reason, rule=rule)
 
 
+# The stop rule of a submission its spec makes impossible (clusters.base.SpecRefused).
+SPEC_REFUSED = "submit.spec_refused"
+
+
 async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: str,
                      evidence: str | None, failing_nodes: Sequence[str], recovery: str,
                      outcome: str) -> None:
@@ -62,7 +66,8 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
                                own=own(sweep, runs, jobs) if own else None,
                                node_evidence=await stored_evidence(store, sweep.id,
-                                                                   failing_nodes))
+                                                                   failing_nodes),
+                               spec_refused=rule == SPEC_REFUSED)
         files = _stop_files(engine, sweep, runs, jobs)
         note = await end_note(engine, sweep)
         message += "".join(f"\n\n{n}" for n in (files, note) if n)
@@ -108,6 +113,7 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
     if sweep.state != SweepState.AWAITING_DECISION:
         raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
                                 "decision can be resumed")
+    await _not_refused_by_spec(engine, sweep)
     pinned = set(expand_nodes(sweep.spec["nodes"]))
     for key, nodes in (("exclude", exclude), ("readmit", readmit)):
         strangers = sorted(set(nodes) - pinned)
@@ -132,6 +138,21 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
                                         progress=f"sweep {sweep_id} resumed")
     engine.mark(sweep_id)
     engine.notify()
+
+
+async def _not_refused_by_spec(engine: EngineParts, sweep: Sweep) -> None:
+    """A sweep stopped because its spec makes a submission impossible (a job name over the
+    toolkit's limit even with every override carried) would be refused again at once: say
+    so, nothing recorded."""
+    stops = [e for e in await engine.store.events(sweep.id, kind="transition")
+             if e.to_state == SweepState.AWAITING_DECISION]
+    if not stops or stops[-1].rule != SPEC_REFUSED:
+        return
+    what = (f"sweep {sweep.id} stopped because its spec cannot be submitted "
+            f"({stops[-1].evidence or stops[-1].reason}); a resume would be refused the same "
+            "way: correct the spec (`sweepd validate` checks it offline), submit it as a new "
+            f"sweep, and abort this one")
+    raise SpecError(what, [{"loc": [], "msg": what}])
 
 
 def _nodes_short(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> int:

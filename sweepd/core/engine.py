@@ -24,13 +24,21 @@ from sweepd.clusters.base import (
     JobRequest,
     JobStatus,
     SchedulerState,
+    SpecRefused,
     SubmitRefused,
     Submitted,
 )
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.config import Config
 from sweepd.core.conclude import conclude
-from sweepd.core.control import end_note, end_open_work, release, release_ended, stop_sweep
+from sweepd.core.control import (
+    SPEC_REFUSED,
+    end_note,
+    end_open_work,
+    release,
+    release_ended,
+    stop_sweep,
+)
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
 from sweepd.core.node_check import ensure_usable
@@ -608,21 +616,11 @@ class Engine:
     async def _submit(self, sweep: Sweep, run: Run, job: Job) -> None:
         spec = self.spec_of(sweep)
         params = run.params
-        # The run's own overrides and env (the swept parameter among them) win over the spec's.
-        overrides = {k: str(v) for k, v in spec.overrides.items()}
-        overrides.setdefault("steps", str(spec.steps))
-        overrides.update({k: str(v) for k, v in params.overrides.items()})
-        env = {**spec.env, **params.env}
         ok, workdir = await self._workdir(sweep, params)
         if not ok:
             return
-        request = JobRequest(token=job.token, model=params.model or spec.model,
-                             nodes=_expand(job.nodes),
-                             output_dir=self.outputs / f"sweep-{sweep.id}",
-                             overrides=overrides, env=env, xla_flags=params.xla_flags,
-                             profile=params.profile, profile_env=_profile_env(spec.env, params),
-                             alias=params.alias, tag=params.tag,
-                             commit=params.commit, workdir=workdir)
+        request = job_request(spec, params, token=job.token, nodes=_expand(job.nodes),
+                              output_dir=self.outputs / f"sweep-{sweep.id}", workdir=workdir)
         request.output_dir.mkdir(parents=True, exist_ok=True)
         # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
         deadline = (self.clock.now()
@@ -634,9 +632,12 @@ class Engine:
             log.warning("submit.still_in_flight", job=job.id, error=str(e))
             return
         except SubmitRefused as e:
+            # A refusal the spec causes repeats on every resume: its own rule, so that the
+            # stop message and `resume` say so (core/control.py).
+            rule = SPEC_REFUSED if isinstance(e, SpecRefused) else "submit.refused"
             await self.store.transition_job(job.id, JobState.FAILED, f"submission refused: {e}",
-                                            rule="submit.refused", evidence=str(e))
-            await stop_sweep(self, sweep, f"submission refused: {e}", rule="submit.refused",
+                                            rule=rule, evidence=str(e))
+            await stop_sweep(self, sweep, f"submission refused: {e}", rule=rule,
                              evidence=str(e), failing_nodes=[], recovery="none",
                              outcome="refused before submitting")
             return
@@ -677,6 +678,21 @@ def _superseded(what: str, row_id: int) -> Iterator[None]:
         yield
     except InvalidTransition as e:
         log.warning("pass.superseded", row=what, id=row_id, error=str(e))
+
+
+def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[str],
+                output_dir: Path, workdir: Path | None = None) -> JobRequest:
+    """What the backend is asked to submit for a run (also what `validate` names)."""
+    # The run's own overrides and env (the swept parameter among them) win over the spec's.
+    overrides = {k: str(v) for k, v in spec.overrides.items()}
+    overrides.setdefault("steps", str(spec.steps))
+    overrides.update({k: str(v) for k, v in params.overrides.items()})
+    return JobRequest(token=token, model=params.model or spec.model, nodes=nodes,
+                      output_dir=output_dir, overrides=overrides,
+                      env={**spec.env, **params.env}, xla_flags=params.xla_flags,
+                      profile=params.profile, profile_env=_profile_env(spec.env, params),
+                      alias=params.alias, tag=params.tag, commit=params.commit,
+                      workdir=workdir)
 
 
 def _profile_env(spec_env: Mapping[str, str], params: RunParams) -> dict[str, str]:

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from sweepd.kinds.api import FactsT, Plan, SweepContext
-from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined
+from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined, unknown_key
 from sweepd.store.rows import Job, Run, RunParams, Sweep
 
 if TYPE_CHECKING:
@@ -184,8 +184,15 @@ def parse_spec(data: Any, repo: Path | None = None, client: bool = False) -> Swe
     try:
         spec = model.model_validate(data, context={"repo": repo, "client": client})
     except ValidationError as e:
-        errors = [{"loc": list(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
+        errors = [{"loc": list(err["loc"]),
+                   "msg": unknown_key(model, err["loc"]) if err["type"] == "extra_forbidden"
+                   else err["msg"].removeprefix("Value error, ")}
                   for err in e.errors()]
+        # A misspelt required key is one mistake, not two: its "Field required" goes.
+        meant = {m.split("did you mean ", 1)[1].split("?")[0] for m in
+                 (str(x["msg"]) for x in errors) if "did you mean " in m}
+        errors = [x for x in errors if not (x["msg"] == "Field required" and len(x["loc"]) == 1
+                                            and x["loc"][0] in meant)]
         raise SpecError(f"invalid {kind} spec: {joined(errors)}", errors) from None
     return spec
 

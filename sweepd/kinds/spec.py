@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import (
@@ -44,6 +46,22 @@ def control_errors(data: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str,
         for i, value in enumerate(data):
             errors += control_errors(value, (*loc, i))
     return errors
+
+
+def unknown_key(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    """The message for a key the spec does not have: the closest valid one, if any (a
+    typo), and the valid keys where it stands."""
+    section: Any = model
+    for part in loc[:-1]:   # a nested model's keys (most sections are free mappings)
+        field = section.model_fields.get(str(part)) if isinstance(section, type) and \
+            issubclass(section, BaseModel) else None
+        section = field.annotation if field is not None else None
+    if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        return "unknown key"
+    valid = sorted(section.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), valid, 1)
+    return (f"unknown key{f' (did you mean {close[0]}?)' if close else ''}; valid keys: "
+            f"{', '.join(valid)}")
 
 
 def joined(errors: list[dict[str, Any]]) -> str:

@@ -11,11 +11,12 @@ from sweepd.store.rows import Job, Run, Sweep
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
                  nodes_short: int = 0, own: tuple[str, list[str]] | None = None,
-                 node_evidence: Sequence[str] = ()) -> str:
+                 node_evidence: Sequence[str] = (), spec_refused: bool = False) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
     be refused, so the message asks for a node back instead). `own`: the kind's title and
     state lines (Kind.stop_state), in place of the generic ones. `node_evidence`: what the
-    failing nodes themselves said (scontrol, dmesg, rocm-smi, a NIC reset), as stored."""
+    failing nodes themselves said (scontrol, dmesg, rocm-smi, a NIC reset), as stored.
+    `spec_refused`: the spec itself made the submission impossible, so no resume is offered."""
     spec = sweep.spec
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
@@ -38,8 +39,10 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
     lines += [
         "",
         f"Artifacts: {_artifacts(jobs)}",
-        "Awaiting your decision before resuming.",
-        _how_to_answer(sweep.id, nodes_short),
+        *(["The spec itself cannot be submitted: a resume would be refused the same way.",
+            f"Correct the spec (`sweepd validate SPEC` checks it without a daemon), submit it "
+            f"as a new sweep, and end this one: /abort {sweep.id}."] if spec_refused else
+          ["Awaiting your decision before resuming.", _how_to_answer(sweep.id, nodes_short)]),
     ]
     return "\n".join(lines)
 

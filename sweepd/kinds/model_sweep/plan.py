@@ -25,6 +25,10 @@ NO_REGRESSION_PCT = 2.0     # |Δ| within this: no regression
 REGRESSION_PCT = 5.0        # Δ below minus this: a flagged regression
 FAIL_FAST_MODELS = 2        # models newly broken on a commit before the sweep stops
 FAIL_FAST_RULE = "model_sweep.fail_fast"
+# batch-sweep.SKILL.md Step 6, "All models fail -> Stop": the first jobs of a commit all
+# failing the same way, none passing, is the commit (no baseline needed to see it).
+ALL_FAIL_JOBS = 2
+ALL_FAIL_RULE = "model_sweep.all_fail"
 
 
 def key_of(model: str, nodes: int) -> str:
@@ -244,7 +248,9 @@ def plan(spec: ModelSweepSpec, ctx: SweepContext[SweepFacts]) -> Plan:
         return new_runs(spec, commits, layout, kept)
     columns = [*history, *columns_of(None, ctx.runs)]
     if open_runs(ctx.runs):
-        stop = _fail_fast(columns, history, ctx.acknowledged_stops)
+        stop = (_fail_fast(columns, history, ctx.acknowledged_stops)
+                or _all_fail(columns[len(history):], open_runs(ctx.runs),
+                             ctx.acknowledged_stops))
         return stop if stop is not None else []
     return _finish(commits, history, columns)
 
@@ -263,6 +269,31 @@ def _fail_fast(columns: Sequence[Column], history: Sequence[Column],
                        "stopping before the remaining jobs")
             return Stop(summary, FAIL_FAST_RULE, evidence=f"newly broken on {commit}: "
                         f"{', '.join(models)}")
+    return None
+
+
+def _all_fail(fresh: Sequence[Column], left: Sequence[Run], acknowledged: Iterable[str]
+              ) -> Stop | None:
+    """A commit whose first finished jobs (at least two) all failed the same way and none
+    passed: every model fails there, whatever the baseline says (a single commit has none);
+    stop before the rest (the 8-node jobs queued behind) and ask."""
+    if ALL_FAIL_RULE in acknowledged:   # a person saw this stop and resumed: go on
+        return None
+    for col in fresh:
+        results = col.results
+        ways = {_failure(r) for r in results.values()}
+        if len(results) < ALL_FAIL_JOBS or any(passed(r) for r in results.values()) \
+                or len(ways) != 1:
+            continue
+        way = next(iter(ways))
+        keys = sorted(results, key=lambda k: int(k.rsplit(" ", 1)[1].rstrip("N")))
+        pending = [r for r in left if (r.params.tag or r.params.commit) == col.commit]
+        summary = (f"all models fail on {col.commit} so far: its first {len(results)} jobs "
+                   f"({', '.join(keys)}) all failed the same way ({way}) and none passed — "
+                   "the commit looks broken (the SKILL.md: all models fail -> stop); "
+                   f"stopping before its {len(pending)} remaining job(s)")
+        evidence = "; ".join(f"{k}: {way} (job {results[k].get('job') or '?'})" for k in keys)
+        return Stop(summary, ALL_FAIL_RULE, evidence=evidence)
     return None
 
 

@@ -57,8 +57,19 @@ class Judge:
     reference: float | None = None
     tolerance: float = 0.05
     scaling: float = 0.97
+    # Failure-only (the SKILL.md's `-- steps=1`): a group either trains or fails; no TGS
+    # is measured, so a group that ran is healthy and nothing is compared.
+    failure_only: bool = False
+
+    @property
+    def absolute(self) -> bool:
+        """Each group is judged on its own (against a reference, or by failing at all), not
+        only against the other groups."""
+        return self.reference is not None or self.failure_only
 
     def expected(self, size: int, seen: Mapping[Group, float | None]) -> float | None:
+        if self.failure_only:
+            return None
         candidates = [self.reference * self._scale(1, size)] if self.reference else []
         candidates += [tgs * self._scale(len(g), size) for g, tgs in seen.items() if tgs]
         return max(candidates, default=None)
@@ -69,6 +80,8 @@ class Judge:
     def degraded(self, tgs: float | None, expected: float | None) -> bool:
         if tgs is None:
             return True  # the job failed or hung: the group cannot train
+        if self.failure_only:
+            return False
         return expected is not None and tgs < expected * (1 - self.tolerance)
 
 
@@ -347,7 +360,7 @@ def _plan(p: _Proof, judge: Judge) -> tuple[list[tuple[int, str]], list[int]]:
     """The next wave, and the open groups left unresolved when it is empty."""
     if not p.tests:
         return ([(p.all, "whole")] if len(p.nodes) >= 2 else []), []
-    if judge.reference is None and len(p.tests) == 1 and len(p.nodes) >= 4:
+    if not judge.absolute and len(p.tests) == 1 and len(p.nodes) >= 4:
         members = list(range(len(p.nodes)))
         return [(h, "half") for h in _halves(members)], []
     if p.all_degraded():
@@ -384,7 +397,7 @@ def advance(nodes: Sequence[str], results: Mapping[Group, float | None],
         wave = [(frozenset(proof.names(m)), role) for m, role in planned]
         if not wave:
             return Outcome(tuple(proof.faults(unresolved)), tuple(proof.tests), waves,
-                           judge.reference is not None)
+                           judge.absolute)
         missing = [(g, role) for g, role in wave if g not in results]
         if missing:
             return Wanted(missing, tuple(proof.tests), waves)

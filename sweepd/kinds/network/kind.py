@@ -18,6 +18,7 @@ from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
 from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
 from sweepd.kinds.spec import _Spec
+from sweepd.monitor.steady import steady_window
 from sweepd.store.rows import Expected, Run, RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util.hostlists import expand_nodes
@@ -25,7 +26,9 @@ from sweepd.util.hostlists import expand_nodes
 
 class NetworkSpec(_Spec):
     """Group tests judged against an expected TGS (given, from a node perf sweep, or the
-    whole-group baseline). `steps` (default 15) must reach the steady window (steps 5-14)."""
+    whole-group baseline). `steps` (default 15) reaches the steady window (steps 5-14);
+    fewer (the SKILL.md's `-- steps=1`, the cheapest) is the failure-only mode: a group
+    that trains at all is healthy, so a link or NIC that is only slow goes unseen."""
 
     kind: Literal["network"]
     expected_tgs: float | None = Field(
@@ -45,12 +48,34 @@ class NetworkSpec(_Spec):
             raise ValueError("a network sweep needs at least 2 nodes")
         return self
 
+    @model_validator(mode="after")
+    def _reaches_steady(self) -> NetworkSpec:
+        # Replaces the base check: steps short of the steady window are the failure-only
+        # mode here, not a spec that can never be judged.
+        return self
+
+    @property
+    def failure_only(self) -> bool:
+        return self.steps <= steady_window(self.profiler).start
+
     @property
     def needed_nodes(self) -> int:
         return 2
 
     def default_name(self) -> str:
-        return f"network health {self.nodes}"
+        return f"network health {self.nodes}" + (" (failure-only)" if self.failure_only
+                                                 else "")
+
+
+# Said wherever a failure-only sweep's result is: what it cannot see.
+FAILURE_ONLY_NOTE = (
+    "failure-only (steps={steps}): a group that trains at all passes; a slow link or NIC "
+    "is only seen with the steady window (steps >= {need}, the default 15)")
+
+
+def failure_only_note(spec: NetworkSpec) -> str:
+    return FAILURE_ONLY_NOTE.format(steps=spec.steps,
+                                    need=steady_window(spec.profiler).start + 1)
 
 
 @dataclass(frozen=True)
@@ -88,14 +113,19 @@ def _hl(nodes: Sequence[str]) -> str:
     return str(hostlist.collect_hostlist(list(nodes)))
 
 
+# A failure-only group that trained: no TGS was measured (the judge ignores the number).
+TRAINED = 0.0
+
+
 def results_of(runs: Sequence[Run]) -> tuple[dict[Group, float | None], set[Group]]:
-    """Finished groups -> TGS (None: the job failed or hung), and the groups in flight."""
+    """Finished groups -> TGS (None: the job failed or hung; TRAINED: it ran, failure-only
+    with no TGS), and the groups in flight."""
     done: dict[Group, float | None] = {}
     busy: set[Group] = set()
     for r in runs:
         group = frozenset(expand_nodes(r.nodes))
         if r.state == "passed":
-            done[group] = r.tgs
+            done[group] = r.tgs if r.tgs is not None else TRAINED
         elif r.state == "failed":
             done[group] = None
         else:
@@ -126,13 +156,16 @@ def _params(spec: NetworkSpec, ref: float | None, source: str) -> RunParams:
 
 def plan(spec: NetworkSpec, ctx: SweepContext[NetworkFacts]) -> Plan:
     ref, source = reference(spec, ctx.facts, ctx.runs)
-    judge = Judge(ref, spec.tolerance, spec.scaling)
+    if spec.failure_only:
+        ref, source = None, failure_only_note(spec)
+    judge = Judge(ref, spec.tolerance, spec.scaling, failure_only=spec.failure_only)
     done, busy = results_of(ctx.runs)
     step = advance(list(ctx.nodes), done, judge)
     if isinstance(step, Outcome):
         return finish(spec, step, source, ctx.facts.node_perf)
+    mode = f"; {failure_only_note(spec)}" if spec.failure_only else ""
     return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
-                   f"{role} test of {len(g)} nodes (wave {step.rounds + 1})",
+                   f"{role} test of {len(g)} nodes (wave {step.rounds + 1}){mode}",
                    f"network.{role}") for g, role in step.groups if g not in busy]
 
 
@@ -175,9 +208,13 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
     suspects = [n for f in out.faults if f.kind in ("pair", "group") for n in f.nodes]
     keep = [n for n in spec.node_list if n not in {*drop, *split, *suspects}]
     whole_bad = any(t.role == "whole" and t.degraded for t in out.tests)
+    rows = [test_row(t) for t in out.tests]
+    if spec.failure_only:   # nothing was measured: no TGS column to show
+        rows = [{**r, "tgs": None, "delta": None} for r in rows]
     verdict: dict[str, Any] = {
         "expected_source": source, "absolute": out.absolute, "rounds": out.rounds,
-        "jobs": len(out.tests), "tests": [test_row(t) for t in out.tests], "faults": faults,
+        "jobs": len(out.tests), "tests": rows, "faults": faults,
+        "failure_only": spec.failure_only,
         "exclude": drop, "split_links": split, "suspects": suspects,
         "healthy": _hl(keep) if keep else "",
     }
@@ -188,6 +225,8 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
                 else "no group slower than the others (without a reference, faults that "
                 "slow every half alike cannot be seen: set expected_tgs or run a node perf "
                 "sweep first)")
+        if spec.failure_only and not whole_bad:
+            what = f"every group trained ({failure_only_note(spec)})"
         verdict["recommendation"] = what
         return Finished(True, f"network: {what} ({out.rounds} rounds, {len(out.tests)} jobs)",
                         verdict)
@@ -198,7 +237,8 @@ def finish(spec: NetworkSpec, out: Outcome, source: str,
     advice += [f"exclude {', '.join(f.nodes)} until they are checked one by one "
                "(could not tell which is bad)" for f in out.faults if f.kind in ("pair", "group")]
     verdict["recommendation"] = "; ".join(advice) + (f"; usable: -w {_hl(keep)}" if keep else "")
-    summary = "; ".join(diagnoses)
+    summary = "; ".join(diagnoses) + (f"; {failure_only_note(spec)}" if spec.failure_only
+                                       else "")
     return Finished(True, f"network: {summary} ({out.rounds} rounds, {len(out.tests)} jobs)",
                     verdict)
 

@@ -37,6 +37,8 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         tgs = f"{row['tgs']:,.0f}" if row["tgs"] is not None else "failed"
         if row["tgs"] is None and row["status"] not in ("DEGRADED", "healthy"):
             tgs = "—"
+        elif row["tgs"] is None and row["status"] == "healthy":
+            tgs = "trained (not measured)"   # failure-only: steps short of the steady window
         vs = f"{row['delta']:+.1%}" if row["delta"] is not None else "—"
         lines.append(f"| {group} | {row['nodes']} | {row['job'] or '—'} | {tgs} | {vs} | "
                      f"{row['status']} |")
