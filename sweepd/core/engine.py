@@ -621,7 +621,9 @@ class Engine:
                              overrides=overrides, env=env, xla_flags=params.xla_flags,
                              profile=params.profile, profile_env=_profile_env(spec.env, params),
                              alias=params.alias, tag=params.tag,
-                             commit=params.commit, workdir=workdir)
+                             commit=params.commit, workdir=workdir,
+                             partition=getattr(spec, "partition", None),
+                             time_limit=params.time_limit)
         request.output_dir.mkdir(parents=True, exist_ok=True)
         # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
         deadline = (self.clock.now()
