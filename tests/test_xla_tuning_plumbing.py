@@ -36,7 +36,10 @@ from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, sim_config
 from tests.slurm_cluster import MAXTEXT_FIXTURE
+from tests.slurm_sweep import submit_sh_config
 from tests.test_slurm_backend import Settings, make_cluster
+from tests.test_slurm_xla_sweep import SPEC as SLURM_SPEC
+from tests.test_slurm_xla_sweep import scenario as slurm_scenario
 from tests.test_xla_tuning_kind import NODE, end_recorded, params, recorder, spec_of
 from tests.test_xla_tuning_sweep_sim import env_profile, landscape, write_tuning_scenario
 
@@ -213,6 +216,33 @@ async def test_a_resume_runs_the_preflight_again_and_a_foreign_block_refuses_it(
         after = [e for e in await parts.store.events(sid) if e.rule == "preflight.nodes"]
         assert len(after) == len(before) + 1 and after[-1].reason.startswith("on resume: ")
         assert (await parts.store.sweep(sid)).state == SweepState.RUNNING
+
+
+@pytest.mark.slurm
+async def test_on_real_slurm_a_block_left_meanwhile_refuses_the_resume(
+        slurm_env: dict[str, str], tmp_path: Path) -> None:
+    """submit.sh mode: while the sweep waited for a person, someone else's TUNE_PROFILE
+    block appeared in train_env.sh; the resume's pre-flight refuses it, and the sweep stays
+    stopped, nothing recorded."""
+    config = submit_sh_config(tmp_path, slurm_scenario(tmp_path))
+    repo = config.cluster.slurm.repo
+    assert repo is not None
+    async with open_parts(config) as parts:
+        sid = int((await parts.service.submit(SLURM_SPEC))["id"])
+        await parts.store.transition_sweep(sid, SweepState.RUNNING, "started")
+        await parts.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "stopped",
+                                           rule="test.stop", progress="[xla-tuning STOP] x")
+        te.apply(repo / "train_env.sh", te.arm("theirs", (f"--{PAG}=false",)))
+        events = len(await parts.store.events(sid))
+        with pytest.raises(SpecError, match=r"(?s)pre-flight: .*theirs: .*then resume"):
+            await parts.service.resume(sid)
+        assert (await parts.store.sweep(sid)).state == SweepState.AWAITING_DECISION
+        assert len(await parts.store.events(sid)) == events
+        te.clean(repo / "train_env.sh")
+        await parts.service.resume(sid)
+        assert (await parts.store.sweep(sid)).state == SweepState.RUNNING
+        resumed = [e for e in await parts.store.events(sid) if e.rule == "preflight.train_env"]
+        assert resumed[-1].reason.startswith("on resume: ")
 
 
 def test_at_a_resume_the_sweeps_own_arms_pass_and_anothers_refuse(tmp_path: Path) -> None:

@@ -97,6 +97,7 @@ def leftover(path: Path, own: frozenset[str] | None = None) -> Check:
                      + ", ".join(map(str, lines)))
     what = (train_env.describe(text, str(path)) if left else
             f"{path} has a TUNE_PROFILE block sweepd did not write")
+    again = "submit again" if own is None else "resume"
     return Check("preflight.train_env", f"{what}; remove it first (the earlier sweep's "
-                 "report offers the command), then submit again", f"{path} lines "
+                 f"report offers the command), then {again}", f"{path} lines "
                  + ", ".join(map(str, lines)), ok=False)
