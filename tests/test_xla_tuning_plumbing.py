@@ -29,6 +29,7 @@ from sweepd.kinds.xla_tuning import adapter, gather, preflight
 from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.logread import effective
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.sim.hlo import FILE_NAME
 from sweepd.store.rows import RunParams
@@ -307,16 +308,24 @@ def toolkit(tmp_path: Path, pre_exports: bool) -> Path:
         train.write_text(text)
     for name, flags, env in (("pag", (f"--{PAG}=true",), {}),
                              ("nch8", (), {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
-                             ("mem95", (), {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95"})):
+                             ("mem95", (), {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95"}),
+                             ("evidence", (), {"ENABLE_XLA_DUMP": "1"})):
         te.apply(repo / "train_env.sh", te.arm(name, flags, env))
     return repo
 
 
 def job_log(repo: Path, path: Path, profile: str, tgs: float = 1000.0) -> None:
-    """What the job prints: `_train.sh`'s environment (run for real), then 15 steps."""
+    """What the job prints: `_train.sh`'s environment (run for real), then 15 steps. The
+    evidence run's switch also goes as `_env_` (train_env.sh reads it before the arms), and
+    its trainer writes the dump where the flags it got say."""
+    early = ["_env_ENABLE_XLA_DUMP=1"] if profile == "evidence" else []
     out = subprocess.run(["bash", str(repo / "_train.sh"), "--model", "llama2-70b", "--",
-                          "steps=15", f"_env_TUNE_PROFILE={profile}"],
+                          "steps=15", f"_env_TUNE_PROFILE={profile}", *early],
                          capture_output=True, text=True, check=True, cwd=repo).stdout
+    to = effective(out.splitlines()).xla.get("xla_dump_to")
+    if to:
+        Path(to).mkdir(parents=True, exist_ok=True)
+        (Path(to) / FILE_NAME).write_text("HloModule jit_train_step\n")
     steps = [f"completed step: {s}, seconds: 2.000, Tokens/s/device: {tgs:.3f}, loss: 7.0"
              for s in range(15)]
     path.write_text(out + "\n".join(steps) + "\n")
@@ -324,7 +333,8 @@ def job_log(repo: Path, path: Path, profile: str, tgs: float = 1000.0) -> None:
 
 PROFILES = {"pag": params("pag", xla_flags=[f"--{PAG}=true"]),
             "nch8": params("nch8", env={"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
-            "mem95": params("mem95", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95"})}
+            "mem95": params("mem95", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95"}),
+            "evidence": params("evidence", wave="1", env={"ENABLE_XLA_DUMP": "1"})}
 
 
 async def record(store: Store, sweep_id: int, repo: Path, logs: Path, profile: str,
@@ -369,6 +379,14 @@ async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
     assert nch8.detail.startswith("NCCL_NCHANNELS_PER_NET_PEER=4 won over the profile's 8")
     assert "the model's env file does not set NCCL_NCHANNELS_PER_NET_PEER" in nch8.detail
     assert "set later" not in nch8.detail
+    # The evidence run's switch is listed (re-exported after train_env.sh) but was never
+    # read: no dump was written, so it was not applied either.
+    await record(store, rec.sweep_id, repo, tmp_path, "evidence", "7003")
+    ctx = await context(store, rec.sweep_id, facts)
+    evidence = {r.profile: r for r in gather.results(ctx.runs, ctx.jobs)}["evidence"]
+    assert evidence.outcome is Outcome.NOT_APPLIED
+    assert evidence.detail.startswith(
+        "no HLO dump was written, though the listing shows ENABLE_XLA_DUMP=1")
     # Resumed from this stop, the person chose to go on: it is not raised again.
     again = SweepContext(runs=ctx.runs, nodes=ctx.nodes, gpu_memory_gib=192.0, facts=facts,
                          jobs=ctx.jobs, acknowledged_stops=["xla.not_applied"])

@@ -271,18 +271,27 @@ def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
                     deployed: Sequence[Setting] = (), dumped: bool = False) -> Miss | None:
     """Why the profile's values did not win in the job; None when they did, or when the log
     printed no environment at all (a trainer that prints none: nothing to check by; the
-    toolkit's `_train.sh` always prints it). `dumped`: the job wrote the HLO dump, which
-    shows `ENABLE_XLA_DUMP` took effect whatever the listing says."""
-    checked = [s for s in settings if s.layer is not Layer.MAXTEXT
-               and not (dumped and s.key == DUMP_ENV)]
-    if not checked or not facts.printed_env:
+    toolkit's `_train.sh` always prints it). The dump switch (`ENABLE_XLA_DUMP`, the
+    evidence run's) is judged by its artifact: `dumped`, the job wrote the HLO dump, shows
+    it took effect whatever the listing says, and no dump shows it did not, whatever the
+    listing says (re-exported after train_env.sh, it is listed but was never read)."""
+    if not facts.printed_env:
         return None
-    ok, culprit = logread.applied(checked, facts.eff)
-    if ok or culprit is None:
+    wants_dump = any(s.key == DUMP_ENV and s.value.lower() in _TRUTHY for s in settings)
+    checked = [s for s in settings if s.layer is not Layer.MAXTEXT and s.key != DUMP_ENV]
+    ok, culprit = logread.applied(checked, facts.eff) if checked else (True, None)
+    missed = [s for s in checked if not logread.in_effect(s, facts.eff)]
+    if not ok and culprit is not None:
+        first = missed[0]
+    elif wants_dump and not dumped:
+        listed = facts.eff.env.get(DUMP_ENV)
+        culprit = ("no HLO dump was written, though the listing shows "
+                   f"{DUMP_ENV}={listed}" if listed is not None else
+                   f"no HLO dump was written, and {DUMP_ENV} is not set in the job's "
+                   "effective environment")
+        first = next(s for s in settings if s.key == DUMP_ENV)
+    else:
         return None
-    first = next(s for s in checked if not logread.in_effect(s, facts.eff))
-    if first.key == DUMP_ENV:
-        culprit += "; and no HLO dump was written"
     if first.layer is Layer.XLA and facts.eff.xla_text is None:
         return Miss(NO_FLAGS, culprit)
     env_file = {s.key: s for s in deployed}
@@ -290,8 +299,9 @@ def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
     if own is not None and logread.in_effect(own, facts.eff):
         return Miss(ENV_FILE, f"{culprit} (the model's env file sets {own.label}, and it "
                               "is sourced after train_env.sh)")
-    if not any(logread.in_effect(s, facts.eff) for s in checked):
-        where = ("" if own is not None else
+    reached = [s for s in checked if s not in missed]
+    if not reached and (not wants_dump or not dumped):
+        where = ("" if own is not None or first.key == DUMP_ENV else
                  f"; the model's env file does not set {first.key}")
         return Miss(UNREACHED, f"{culprit}: none of the profile's settings reached the job"
                                + where)
