@@ -153,7 +153,7 @@ async def test_the_specs_partition_and_the_runs_time_reach_each_submission(
     assert {r.partition for r in seen} == {"gpu"}
     by_profile = {r.profile: r.time_limit for r in seen}
     assert by_profile.get("baseline") == "45:00"
-    assert by_profile.get("evidence", "50:00") == "50:00"
+    assert by_profile.get("evidence") == "50:00"
 
 
 def test_direct_mode_gives_the_job_its_own_output_path_beside_the_log() -> None:
@@ -200,7 +200,7 @@ async def test_other_users_behind_ssh_are_told_from_the_remote_user(tmp_path: Pa
 
 # --- the pre-flight again at a resume -----------------------------------------------------------
 
-async def test_a_resume_runs_the_preflight_again_and_a_foreign_block_refuses_it(
+async def test_a_resume_runs_the_preflight_again_and_records_it(
         tmp_path: Path) -> None:
     scenario = write_tuning_scenario(tmp_path, landscape())
     config = sim_config(tmp_path, scenario)
