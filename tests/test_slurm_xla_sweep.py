@@ -82,14 +82,18 @@ def flags_of(job: Job) -> dict[str, str]:
 
 
 def job_workspace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Direct mode: the simulated trainer writes the evidence run's HLO dump under
-    `$JOB_WORKSPACE` (else `./outputs` of the job's cwd, the daemon's): keep it in tmp."""
-    monkeypatch.setenv("JOB_WORKSPACE", str(tmp_path / "workspace"))
+    """Direct mode: sbatch runs in the daemon's cwd; keep anything a job writes relative
+    to it (none should: its outputs go beside its log) inside tmp."""
+    elsewhere = tmp_path / "daemon-cwd"
+    elsewhere.mkdir(exist_ok=True)
+    monkeypatch.chdir(elsewhere)
 
 
 async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(
         slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     job_workspace(monkeypatch, tmp_path)
+    monkeypatch.delenv("JOB_WORKSPACE", raising=False)
+    monkeypatch.delenv("OUTPUT_PATH", raising=False)
     config = direct_config(tmp_path, scenario(tmp_path))
     code, lines = await run(config, SPEC)
     text = "\n".join(lines)
@@ -102,7 +106,11 @@ async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(
     rules = [e.rule for e in events if e.kind == "decision" and e.run_id]
     assert "wave1.baseline" in rules and "wave1_5.evidence" in rules
     assert flags_of(waves["pag"])[PAG] == "true"      # appended to the inherited flags
-    assert list((tmp_path / "workspace").glob("*/xla_dump/*after_optimizations.txt"))
+    # The evidence run's HLO dump is in the sweep's own directory, beside the job's log, and
+    # not relative to where sbatch ran (issue 14 left it there).
+    sweep_dir = config.daemon.outputs / "sweep-1"
+    assert list(sweep_dir.glob("*-*/xla_dump/*after_optimizations.txt"))
+    assert not list((tmp_path / "daemon-cwd").rglob("*after_optimizations.txt"))
     assert "evidence: compute" in next(e.reason for e in events if e.rule == "wave.catalog")
     assert PAG not in flags_of(waves["baseline"])
     # The unknown flag's job was submitted once and its profile dropped (never retried).

@@ -32,6 +32,11 @@ from tests.telegram_double import (
 
 PASS = "llama2-70b 8N per_device_batch_size=12 (job 9801): 2,036 TGS/device, 34.9% MFU — PASS"
 FAIL = "llama2-70b 8N per_device_batch_size={} (job 98{:02d}): OOM — FAIL"
+RETRY = ("llama2-70b 8N per_device_batch_size=16 (job 9816): FAILED (NCCL WARN Timeout) — "
+         "RETRY: a collective timeout, run once more")
+# Routine progress (not a result): what the hourly budget holds back.
+ROUTINE = ("sweep 1: the Slurm controller does not answer (last answer {} s ago): waiting up "
+           "to 15 min")
 STOP = ("[model-perf STOP] llama2-70b sweep 1 halted\n\nReason: node chi3 faulted twice\n"
         "Awaiting your decision before resuming.")
 
@@ -141,7 +146,7 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
 async def test_routine_lines_over_the_hourly_limit_are_digested_before_a_result(
         service: Service, double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    fails = [FAIL.format(b, b) for b in (16, 20, 24, 28, 32)]
+    fails = [ROUTINE.format(b) for b in (16, 20, 24, 28, 32)]
     for line in fails:
         await service.store.add_event(sid, "progress", line)
     await deliver(service, double, per_hour=2, clock_at=1_000_000.0)
@@ -154,10 +159,34 @@ async def test_routine_lines_over_the_hourly_limit_are_digested_before_a_result(
     assert texts[2] == fmt.digest_text(fails[2:])  # held lines first, in order
 
 
+async def test_failure_lines_go_at_once_however_many_in_the_hour(
+        service: Service, double: BotApiDouble) -> None:
+    """Issue 21 item 7: the seed says "When a job fails, report it immediately"; failures
+    were routine lines, so past two an hour they waited for an hourly digest."""
+    sid = await running_sweep(service)
+    first = ROUTINE.format(60)
+    await service.store.add_event(sid, "progress", first)   # spends the hour's budget
+    held = ROUTINE.format(120)
+    await service.store.add_event(sid, "progress", held)    # over it: held
+    fails = [FAIL.format(b, b) for b in (16, 20, 24, 28, 32)]
+    for line in [*fails, RETRY]:
+        await service.store.add_event(sid, "progress", line)
+    await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
+    texts = double.texts()
+    # Every failure went out now, each on its own, in order; the held routine line went
+    # first as the digest (the person reads things in the order they happened).
+    assert texts == [first, fmt.digest_text([held]), *fails, RETRY]
+    # Failures do not use up the routine budget: an hour later one routine line goes alone.
+    later = ROUTINE.format(3700)
+    await service.store.add_event(sid, "progress", later)
+    await deliver(service, double, per_hour=1, clock_at=1_003_700.0)
+    assert double.texts()[-1] == later
+
+
 async def test_held_lines_go_as_a_digest_when_the_hour_has_passed(service: Service,
                                                                   double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    fails = [FAIL.format(b, b) for b in (16, 20, 24)]
+    fails = [ROUTINE.format(b) for b in (16, 20, 24)]
     for line in fails:
         await service.store.add_event(sid, "progress", line)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
@@ -193,7 +222,12 @@ async def test_telegram_off_gives_the_log_sink_and_on_without_token_refuses(
 def test_classes() -> None:
     assert fmt.classify(STOP, final=False) == fmt.Klass.STOP
     assert fmt.classify(PASS, final=False) == fmt.Klass.POSITIVE
-    assert fmt.classify(FAIL.format(1, 1), final=False) == fmt.Klass.ROUTINE
+    assert fmt.classify(FAIL.format(1, 1), final=False) == fmt.Klass.FAILURE
+    assert fmt.classify(RETRY, final=False) == fmt.Klass.FAILURE
+    assert fmt.classify(ROUTINE.format(60), final=False) == fmt.Klass.ROUTINE
+    # A cancel outside sweepd is no failure: the run goes again (reports/lines.py).
+    assert fmt.classify("x (job 1): CANCELLED — scancel by root", final=False) \
+        == fmt.Klass.ROUTINE
     assert fmt.classify("best 12", final=True) == fmt.Klass.FINAL
     assert fmt.routine_allowed(1, 2) and not fmt.routine_allowed(2, 2)
     assert fmt.routine_allowed(99, None)
@@ -236,7 +270,7 @@ def test_markdown_escape_round_trips_through_plain() -> None:
 async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service,
                                                                 double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    fails = [FAIL.format(b, b) for b in (16, 20)]
+    fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
         await service.store.add_event(sid, "progress", line)
     await service.abort(sid)   # nothing after it would ever flush a held line
@@ -249,7 +283,7 @@ async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service
 async def test_a_resume_is_answered_at_once_even_over_the_hourly_limit(
         service: Service, double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    fails = [FAIL.format(b, b) for b in (16, 20)]
+    fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
         await service.store.add_event(sid, "progress", line)
     await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "x", progress=STOP)

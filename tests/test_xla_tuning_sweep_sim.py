@@ -106,7 +106,7 @@ async def test_a_confirmed_winner_ends_with_a_proposal_and_bad_profiles_are_drop
     assert len(big) == 1 and big[0].failure_class == "oom"
     assert "GiB" in (big[0].failure_detail or "")
     # Telegram: the kickoff first, each positive result once (sent at once: `— PASS`), the
-    # failures as routine `— FAIL` lines (digested when over the hourly budget), the end.
+    # failures as `— FAIL` lines (sent at once), the end.
     said = swept.progress()
     assert said[0].startswith(f"[xla-tuning] {MODEL} FSDP=8 sweep started on {NODES} "
                               "(nodelist frozen): per_device_batch_size 7 (the spec); "

@@ -29,7 +29,7 @@ from sweepd.kinds.registry import (
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.outbox import Outbox
-from sweepd.store.rows import Event
+from sweepd.store.rows import Event, Run
 from sweepd.util.hostlists import collect_nodes
 from sweepd.util.model_shapes import MODELS
 from sweepd.util.text import compact_nodes
@@ -77,14 +77,16 @@ class Service(Queries):
     async def _resolve_slot(self, spec: SweepSpec) -> tuple[SweepSpec, slot.Chosen | None]:
         return await slot.resolve(self.engine.backend, spec, self._default_partition())
 
-    async def _preflight(self, spec: SweepSpec) -> list[Check]:
-        """The kind's checks at submission; a failed one refuses it, nothing recorded."""
+    async def _preflight(self, spec: SweepSpec, resumed: Sequence[Run] | None = None
+                         ) -> list[Check]:
+        """The kind's checks at submission and at a resume (`resumed`: the sweep's runs); a
+        failed one refuses it, nothing recorded."""
         hook = kind_of(spec.kind).preflight
         if hook is None:
             return []
         partition = getattr(spec, "partition", None) or self._default_partition()
         checks: list[Check] = await hook(spec, PreflightContext(
-            self.engine.backend, gather_context(self.engine.config), partition))
+            self.engine.backend, gather_context(self.engine.config), partition, resumed))
         failed = [c for c in checks if not c.ok]
         if failed:
             what = "pre-flight: " + "; ".join(c.text for c in failed)
@@ -164,7 +166,18 @@ class Service(Queries):
 
     async def resume(self, sweep_id: int, exclude: Sequence[str] = (),
                      readmit: Sequence[str] = ()) -> dict[str, Any]:
+        sweep = await self.store.sweep(sweep_id)
+        checks: list[Check] = []
+        if sweep.state == SweepState.AWAITING_DECISION:
+            # The pre-flight again (xla-tuning.SKILL.md Step 1): the stop may have lasted
+            # hours, and what it checks (train_env.sh, the nodes, other users' jobs) may
+            # have changed meanwhile. A failed check refuses the resume; nothing recorded.
+            checks = await self._preflight(self.engine.spec_of(sweep),
+                                           await self.store.runs(sweep_id))
         await resume(self.engine, sweep_id, exclude, readmit)
+        for check in checks:
+            await self.store.add_event(sweep_id, "decision", f"on resume: {check.text}",
+                                       rule=check.rule, evidence=check.evidence)
         out = await self.summary(sweep_id)
         out["excluded"] = [e.node for e in await self.store.exclusions(sweep_id)]
         return out

@@ -63,6 +63,10 @@ class JobRequest:
     commit: str | None = None
     # Where to submit from (a worktree of `commit`); None: the configured repo.
     workdir: Path | None = None
+    # The spec's partition (sbatch -p); None: the configured one.
+    partition: str | None = None
+    # This job's time limit (sbatch --time, e.g. "45:00"); None: the configured one.
+    time_limit: str | None = None
 
 
 @dataclass(frozen=True)

@@ -360,6 +360,7 @@ class SlurmCluster:
         # holds the token's guard file (clusters/submitguard.py).
         self._guard: Path | None = None
         self._train_env_lock = asyncio.Lock()
+        self._remote_user: str | None = None   # who Slurm sees behind the command prefix
 
     @property
     def submit_timeout_s(self) -> float:
@@ -436,10 +437,14 @@ class SlurmCluster:
     def _sbatch_args(self, request: JobRequest) -> list[str]:
         args = ["-N", str(len(request.nodes)),
                 "-w", hostlist.collect_hostlist(list(request.nodes))]
-        if self.settings.partition:
-            args += ["-p", self.settings.partition]
-        if self.settings.time_limit:
-            args += ["-t", self.settings.time_limit]
+        # The spec's partition and the run's time limit before the configured defaults:
+        # the partition the slot was resolved in is the one the jobs must run in.
+        partition = request.partition or self.settings.partition
+        if partition:
+            args += ["-p", partition]
+        time_limit = request.time_limit or self.settings.time_limit
+        if time_limit:
+            args += ["-t", time_limit]
         # --no-requeue: a job pinned to a node that died would be requeued by Slurm to wait
         # for that node forever; the engine decides retries itself, on evidence.
         return [*args, *self.settings.extra_sbatch, "--no-requeue",
@@ -466,12 +471,12 @@ class SlurmCluster:
         passthrough = passthrough_args(request)
         fitted = self.name_of(request)
         name = fitted.name
+        out_dir = request.output_dir.resolve()
         script = render_batch_script(BatchScript(
             job_name=name, model=request.model, passthrough=passthrough, env=request.env,
             train_command=self.settings.train_command, header_command=self._header_command,
             summary_command=self._summary_command, commit=request.commit,
-            xla_flags=request.xla_flags))
-        out_dir = request.output_dir.resolve()
+            xla_flags=request.xla_flags, output_dir=str(out_dir)))
         path = out_dir / f".sweepd-{request.token}.sbatch"
         await asyncio.to_thread(_write_script, path, script)
         chdir = [f"--chdir={request.workdir}"] if request.workdir else []
@@ -784,13 +789,27 @@ class SlurmCluster:
             {line.strip() for line in res.out.splitlines() if line.strip()})
         return Listing(found, f"{' '.join(argv)}: {hostlist.collect_hostlist(found) or 'none'}")
 
+    async def _user(self) -> str:
+        """The user Slurm's commands run as: behind a `command_prefix` (ssh to a login node,
+        sudo -u) that is the remote one, asked there once; locally, this process's."""
+        if not self.settings.command_prefix:
+            return getpass.getuser()
+        if self._remote_user is None:
+            res = await self._run(["id", "-un"])
+            name = res.out.strip()
+            if res.rc != 0 or not name:
+                raise SlurmCommandError(f"id -un behind {self.settings.command_prefix[0]} "
+                                        f"exited {res.rc}: {(res.err or res.out).strip()}")
+            self._remote_user = name
+        return self._remote_user
+
     async def others_jobs(self, partition: str | None) -> Listing:
         argv = ["squeue", "-h", "-t", "PENDING,RUNNING", "-o", "%i|%u|%T|%N",
                 *_partition_args(partition)]
         res = await self._run(argv)
         if res.rc != 0:
             self._raise_for("squeue", res)
-        me = getpass.getuser()
+        me = await self._user()
         rows = [line.split("|") for line in res.out.splitlines() if line.count("|") == 3]
         return Listing([" ".join(r) for r in rows if r[1] != me],
                        f"{' '.join(argv)} (users other than {me})")

@@ -30,6 +30,8 @@ class BatchScript:
     sbatch_directives: Sequence[str] = field(default_factory=lambda: ["--ntasks-per-node=1"])
     # Appended to the XLA_FLAGS the job inherits (sbatch exports the submitter's).
     xla_flags: Sequence[str] = ()
+    # The directory the log goes to: the job's own outputs go to `<jobid>-<name>/` in it.
+    output_dir: str | None = None
 
 
 def _q(args: Sequence[str]) -> str:
@@ -93,6 +95,17 @@ def _xla_flags(flags: Sequence[str]) -> list[str]:
     return [f'export XLA_FLAGS="${{XLA_FLAGS:-}}"{shlex.quote(" " + " ".join(flags))}']
 
 
+def _output_path(spec: BatchScript) -> list[str]:
+    """`OUTPUT_PATH`, as the toolkit's `_job.sbatch` sets it: the job's directory beside its
+    log (where the evidence run's HLO dump goes, `${OUTPUT_PATH}/xla_dump`). Unset, a
+    trainer falls back to a path relative to the job's cwd, which is wherever sbatch ran;
+    a run's own OUTPUT_PATH (its env) stays."""
+    if spec.output_dir is None or "OUTPUT_PATH" in spec.env:
+        return []
+    return [f'export OUTPUT_PATH={shlex.quote(spec.output_dir)}/"$SLURM_JOB_ID"-'
+            f"{shlex.quote(spec.job_name)}"]
+
+
 def render_batch_script(spec: BatchScript) -> str:
     train = [*spec.train_command]
     commit = f" --commit {shlex.quote(spec.commit)}" if spec.commit else ""
@@ -103,6 +116,7 @@ def render_batch_script(spec: BatchScript) -> str:
         "START=$SECONDS",
         *(f"export {k}={shlex.quote(v)}" for k, v in spec.env.items()),
         *_xla_flags(spec.xla_flags),
+        *_output_path(spec),
         *_header(spec),
         *_summary_fn(spec),
         # srun runs in the background so that scancel's SIGTERM reaches the trap at once

@@ -692,7 +692,8 @@ def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[s
                       env={**spec.env, **params.env}, xla_flags=params.xla_flags,
                       profile=params.profile, profile_env=_profile_env(spec.env, params),
                       alias=params.alias, tag=params.tag, commit=params.commit,
-                      workdir=workdir)
+                      workdir=workdir, partition=getattr(spec, "partition", None),
+                      time_limit=params.time_limit)
 
 
 def _profile_env(spec_env: Mapping[str, str], params: RunParams) -> dict[str, str]:

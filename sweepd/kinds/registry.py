@@ -68,11 +68,14 @@ class Check:
 @dataclass(frozen=True)
 class PreflightContext:
     """What a kind's pre-flight may ask: the cluster backend (`clusters.base.ClusterBackend`),
-    the checkout, the partition jobs go to (None: the scheduler's default)."""
+    the checkout, the partition jobs go to (None: the scheduler's default). `resumed`: the
+    runs of the sweep a person resumes (None: a submission), so that what the sweep itself
+    left (e.g. its arms in train_env.sh) is told from what another left."""
 
     backend: Any
     where: GatherContext
     partition: str | None
+    resumed: Sequence[Run] | None = None
 
 
 async def no_facts(store: Store, spec: SweepSpec, where: GatherContext) -> None:

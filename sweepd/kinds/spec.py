@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import (
@@ -70,6 +70,18 @@ def joined(errors: list[dict[str, Any]]) -> str:
 
 
 Scalar = int | float | str
+
+EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxText's YAML "
+                  "enum check (xla-tuning.SKILL.md); leave it out, the config's "
+                  "`profiler: \"\"` already means no profiler")
+
+
+def refuse_empty_profiler(overrides: Mapping[str, Any]) -> None:
+    """A `profiler=` passthrough fails every job at MaxText's config check: say so at
+    validation, one line, rather than at the first job."""
+    value = overrides.get("profiler")
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(EMPTY_PROFILER)
 
 
 class _Spec(BaseModel):
@@ -143,6 +155,12 @@ class _Spec(BaseModel):
         for key in v:
             if not key or any(c in key for c in " =\n\t"):
                 raise ValueError(f"bad key {key!r}")
+        return v
+
+    @field_validator("overrides")
+    @classmethod
+    def _no_empty_profiler(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        refuse_empty_profiler(v)
         return v
 
     @model_validator(mode="after")

@@ -23,6 +23,9 @@ _PREFIX_ROOM = len("[999/999] ")
 _FENCE_ROOM = len(FENCE + "\n") + len("\n" + FENCE)
 
 _STOP = re.compile(r"^\[[\w.-]+ STOP\]")
+# The engine's result lines (`reports/lines.py`): `… — FAIL`, and a failed attempt that runs
+# again, `… — RETRY: why`.
+_FAILURE = re.compile(r" — (?:FAIL\s*$|RETRY: )")
 _MD_SPECIAL = re.compile(r"([_*`\[])")
 _MD_ESCAPED = re.compile(r"\\([_*`\[])")
 
@@ -30,8 +33,9 @@ _MD_ESCAPED = re.compile(r"\\([_*`\[])")
 class Klass(StrEnum):
     STOP = "stop"          # always at once, with Resume/Abort buttons
     POSITIVE = "positive"  # a passing result, or the answer to a person's action: at once
+    FAILURE = "failure"    # a job's failure (or a failed attempt run again): at once
     FINAL = "final"        # the verdict with the report: always at once
-    ROUTINE = "routine"    # everything else: rate-limited, the rest digested
+    ROUTINE = "routine"    # routine progress: rate-limited, the rest digested
 
 
 def classify(text: str, final: bool) -> Klass:
@@ -41,6 +45,9 @@ def classify(text: str, final: bool) -> Klass:
         return Klass.STOP
     if text.rstrip().endswith("— PASS"):
         return Klass.POSITIVE
+    if _FAILURE.search(text):
+        # The seeds: "When a job fails, report it immediately". Only routine progress waits.
+        return Klass.FAILURE
     return Klass.ROUTINE
 
 

@@ -44,6 +44,9 @@ class RunParams(BaseModel):
     xla_flags: list[str] = Field(default_factory=list)
     profile: str | None = None         # the XLA tuning kind's flag profile name
     wave: str | None = None            # the XLA tuning kind's wave
+    # The job's time limit (sbatch --time, `MM:SS`, `H:MM:SS` or `D-HH:MM:SS`); None: the
+    # configured `time_limit`.
+    time_limit: str | None = Field(default=None, pattern=r"^(\d{1,3}-)?\d{1,4}(:\d{2}){0,2}$")
 
     @field_validator("xla_flags")
     @classmethod

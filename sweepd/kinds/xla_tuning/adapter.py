@@ -25,8 +25,15 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, RunParams, Scalar, Sweep
 from sweepd.util.hostlists import collect_nodes
 
-# Every tuning job: 15 steps (steady window 5-14, 9-14 with the profiler) on synthetic data.
-JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic"}
+# Every tuning job (SKILL.md, "Submission template"): 15 steps (steady window 5-14, 9-14
+# with the profiler) on synthetic data, and a heartbeat timeout long enough that a slow
+# compile or a profiler dump is never taken for a dead rank.
+JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic",
+                                    "jax_distributed_heartbeat_timeout_seconds": 99999}
+# sbatch --time per job (the template's 45:00; the evidence run, with the profiler and the
+# HLO dump, 50:00): a hung job ends on its own even if nobody is watching.
+JOB_TIME = "45:00"
+EVIDENCE_TIME = "50:00"
 # The MaxText override each axis is passed as (SKILL.md, "Submission template").
 AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
                                    Axis.PP: "dcn_pipeline_parallelism",
@@ -65,7 +72,8 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
     """The one place a planned run becomes a run's params: its XLA flags appended to the
     job's inherited XLA_FLAGS (never a replacement), its env vars on top of the spec's, and
     the overrides every tuning job carries (spec, parallelism, config tag, the profile's
-    MaxText settings, then steps=15 dataset_type=synthetic: SKILL.md, always)."""
+    MaxText settings, then steps=15 dataset_type=synthetic and the heartbeat timeout:
+    SKILL.md, always), and the template's time limit."""
     settings = planned.profile.settings
     maxtext: dict[str, Scalar] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
     overrides: dict[str, Scalar] = {
@@ -78,14 +86,15 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
         profile=planned.profile.name, wave=str(planned.wave), tag=planned.tag,
         xla_flags=[s.text for s in settings if s.layer is Layer.XLA],
         env={s.key: s.value for s in settings if s.layer is Layer.ENV},
-        overrides=overrides)
+        overrides=overrides,
+        time_limit=EVIDENCE_TIME if planned.profile.name == EVIDENCE else JOB_TIME)
 
 
 def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
-    stop = preflight(spec, ctx)
+    stop = preflight(spec, ctx) or not_applied_stop(ctx)
     if stop is not None:
         return stop
-    results = gather.results(ctx.runs, ctx.jobs)
+    results = gather.results(ctx.runs, ctx.jobs, deployed=ctx.facts.deployed)
     inp = changeable(spec.inputs(ctx.facts.deployed), ctx.facts.fixed_flags())
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
@@ -178,6 +187,61 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
                     "(never excluded or substituted); readmit it to go on", "nodes.frozen",
                     evidence=", ".join(gone))
     return None
+
+
+# Distinct profiles not applied for one cause before the sweep stops and asks: one is a
+# profile's own conflict; three the same way is the toolkit not applying profiles at all.
+NOT_APPLIED_LIMIT = 3
+NOT_APPLIED_RULE = "xla.not_applied"
+
+
+def not_applied_stop(ctx: SweepContext[XlaFacts]) -> Stop | None:
+    """Issue 23: a toolkit that never applies a profile (its `_train.sh` does not pre-export
+    `_env_` values) had every profile dropped as "not applied" and the sweep ended on an
+    exhausted catalog. After NOT_APPLIED_LIMIT distinct profiles not applied with one cause,
+    the sweep stops and asks, naming the mechanism that failed. Once a person resumed from
+    this stop, it is not raised again (they chose to go on)."""
+    if NOT_APPLIED_RULE in ctx.acknowledged_stops:
+        return None
+    by_cause: dict[str, dict[str, gather.Unapplied]] = {}
+    for u in gather.unapplied(ctx.runs, ctx.jobs, ctx.facts.deployed):
+        by_cause.setdefault(u.miss.cause, {}).setdefault(u.profile, u)
+    for cause, found in by_cause.items():
+        if len(found) < NOT_APPLIED_LIMIT:
+            continue
+        listed = "; ".join(f"{u.profile} (job {u.job_id}): {u.miss.culprit}"
+                           for u in found.values())
+        return Stop(f"{len(found)} profiles not applied, all the same way: "
+                    f"{mechanism(cause, ctx.facts)}. Fix that, then resume (the profiles "
+                    "dropped so far stay dropped; the rest run); or abort",
+                    NOT_APPLIED_RULE, evidence=listed)
+    return None
+
+
+def mechanism(cause: str, facts: XlaFacts) -> str:
+    """What failed between the sweep and its jobs, for each cause `gather.Miss` knows."""
+    submit_sh = facts.sourced_last
+    if cause == gather.UNREACHED:
+        if submit_sh:
+            return ("`_env_TUNE_PROFILE` did not reach `train_env.sh`: the profiles' arms "
+                    "never ran (the toolkit's `_train.sh` must export the `_env_` "
+                    "passthrough, or fill EXTRACTED_ENV_MAP, before it sources "
+                    "train_env.sh)")
+        return ("the profiles' XLA_FLAGS and env vars, exported by sweepd's batch script, "
+                "did not reach the trainer (the train command must keep the environment "
+                "it is started with, appending to XLA_FLAGS, never replacing it)")
+    if cause == gather.ENV_FILE:
+        where = facts.env_file or "configs/<MODEL>.env.sh"
+        if submit_sh:
+            return (f"the model's env file ({where}) sets these after train_env.sh, and the "
+                    "`_env_K=V` passthrough that wins them back did not win (the toolkit's "
+                    "`_train.sh` must re-export the `_env_` values after the env file)")
+        return f"the model's env file ({where}) sets these later, and its values won"
+    if cause == gather.NO_FLAGS:
+        return ("the jobs' logs never printed XLA_FLAGS, so no profile can be checked (the "
+                "train command must print its environment, as the toolkit's `_train.sh` "
+                "does)")
+    return "a later setting won over each profile's value (see each culprit)"
 
 
 def evidence_of(ctx: SweepContext[XlaFacts]) -> Evidence | None:

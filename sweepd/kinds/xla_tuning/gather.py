@@ -40,6 +40,8 @@ _ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
 # Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
 # job's output directory `<jobid>-<job name>/` beside its log; the file to read:
 DUMP_DIR = "xla_dump"
+DUMP_ENV = "ENABLE_XLA_DUMP"   # the evidence run's switch (train_env.sh reads it)
+_TRUTHY = ("1", "y", "yes", "true")
 DUMP_GLOB = "module_*.jit_train_step.*_gpu_after_optimizations.txt"
 _MAX_DUMP_BYTES = 512 * 1024 * 1024  # a larger dump is read up to here
 
@@ -193,8 +195,11 @@ def settings_of(params: RunParams) -> tuple[Setting, ...]:
             *(Setting(k, v, Layer.ENV) for k, v in params.env.items()))
 
 
-def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -> list[Result]:
-    """Every concluded attempt of every run of the sweep, and a pending result per open run."""
+def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log,
+            deployed: Sequence[Setting] = ()) -> list[Result]:
+    """Every concluded attempt of every run of the sweep, and a pending result per open run.
+    `deployed`: what the model's env file sets (the Inventory), to say who won over a
+    profile that was not applied."""
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         by_run.setdefault(j.run_id, []).append(j)
@@ -205,7 +210,7 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
         base = Result(p.profile or run.label, p.tag or "default", Outcome.PENDING,
                       wave=wave_of(p))
         for job in by_run.get(run.id, []):
-            r = attempt(job, base, p, read, queued.get(job.id, 0.0)) \
+            r = attempt(job, base, p, read, queued.get(job.id, 0.0), deployed) \
                 if job.state in _ENDED else None
             if r is not None:
                 out.append(r)
@@ -215,7 +220,7 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log) -
 
 
 def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
-            queue_s: float = 0.0) -> Result | None:
+            queue_s: float = 0.0, deployed: Sequence[Setting] = ()) -> Result | None:
     """One concluded job as a result; None: it says nothing about the flags (cancelled).
     `queue_s`: its share of the sweep's queue time (`queue_shares`)."""
     klass = job.failure_class
@@ -228,9 +233,9 @@ def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
         return replace(r, outcome=Outcome.UNKNOWN_FLAG, detail=job.failure_detail or "?")
     facts = read(job.log_path, params.env)
     if klass is None and job.tgs is not None:
-        culprit = not_applied(settings_of(params), facts)
-        if culprit:
-            return replace(r, outcome=Outcome.NOT_APPLIED, detail=culprit)
+        miss = why_not_applied(settings_of(params), facts, deployed, dumped(job, params, facts))
+        if miss is not None:
+            return replace(r, outcome=Outcome.NOT_APPLIED, detail=miss.culprit)
         return replace(r, outcome=Outcome.OK, tgs=job.tgs, loss=last_loss(facts),
                        step_s=step_seconds(facts, bool(job.profiler)))
     if facts.unknown:  # the image rejected a flag, though the class says otherwise
@@ -239,14 +244,103 @@ def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
     return replace(r, outcome=Outcome.FLAKE, detail=klass or "failed")
 
 
-def not_applied(settings: Sequence[Setting], facts: LogFacts) -> str | None:
-    """The culprit when the profile's values did not win in the job; None when they did,
-    or when the log printed no environment at all (a trainer that prints none: nothing to
-    check by; the toolkit's `_train.sh` always prints it)."""
-    if not settings or not facts.printed_env:
+@dataclass(frozen=True)
+class Miss:
+    """Why a profile's values did not win in its job: the culprit, and its cause (one per
+    mechanism, so that several profiles lost the same way are seen as one failure)."""
+
+    cause: str   # UNREACHED, ENV_FILE, NO_FLAGS or LOST
+    culprit: str
+
+
+# None of the profile's settings reached the job: the way a profile reaches a job failed.
+UNREACHED = "unreached"
+ENV_FILE = "env_file"    # the model's env file's value won (it is sourced later)
+NO_FLAGS = "no_flags"    # the log never printed XLA_FLAGS
+LOST = "lost"            # some settings won, another value won over this one
+
+
+def dumped(job: Job, params: RunParams, facts: LogFacts) -> bool:
+    """An evidence run is judged by its artifact too: the HLO dump it asked for exists."""
+    if params.env.get(DUMP_ENV, "0").lower() not in _TRUTHY:
+        return False
+    return dump_file(job, facts.eff) is not None
+
+
+def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
+                    deployed: Sequence[Setting] = (), dumped: bool = False) -> Miss | None:
+    """Why the profile's values did not win in the job; None when they did, or when the log
+    printed no environment at all (a trainer that prints none: nothing to check by; the
+    toolkit's `_train.sh` always prints it). The dump switch (`ENABLE_XLA_DUMP`, the
+    evidence run's) is judged by its artifact: `dumped`, the job wrote the HLO dump, shows
+    it took effect whatever the listing says, and no dump shows it did not, whatever the
+    listing says (re-exported after train_env.sh, it is listed but was never read)."""
+    if not facts.printed_env:
         return None
-    ok, culprit = logread.applied(settings, facts.eff)
-    return None if ok else culprit
+    wants_dump = any(s.key == DUMP_ENV and s.value.lower() in _TRUTHY for s in settings)
+    checked = [s for s in settings if s.layer is not Layer.MAXTEXT and s.key != DUMP_ENV]
+    ok, culprit = logread.applied(checked, facts.eff) if checked else (True, None)
+    missed = [s for s in checked if not logread.in_effect(s, facts.eff)]
+    if not ok and culprit is not None:
+        first = missed[0]
+    elif wants_dump and not dumped:
+        listed = facts.eff.env.get(DUMP_ENV)
+        culprit = ("no HLO dump was written, though the listing shows "
+                   f"{DUMP_ENV}={listed}" if listed is not None else
+                   f"no HLO dump was written, and {DUMP_ENV} is not set in the job's "
+                   "effective environment")
+        first = next(s for s in settings if s.key == DUMP_ENV)
+    else:
+        return None
+    if first.layer is Layer.XLA and facts.eff.xla_text is None:
+        return Miss(NO_FLAGS, culprit)
+    env_file = {s.key: s for s in deployed}
+    own = env_file.get(first.key)
+    if own is not None and logread.in_effect(own, facts.eff):
+        return Miss(ENV_FILE, f"{culprit} (the model's env file sets {own.label}, and it "
+                              "is sourced after train_env.sh)")
+    reached = [s for s in checked if s not in missed]
+    if not reached and (not wants_dump or not dumped):
+        where = ("" if own is not None or first.key == DUMP_ENV else
+                 f"; the model's env file does not set {first.key}")
+        return Miss(UNREACHED, f"{culprit}: none of the profile's settings reached the job"
+                               + where)
+    return Miss(LOST, culprit)
+
+
+def not_applied(settings: Sequence[Setting], facts: LogFacts,
+                deployed: Sequence[Setting] = (), dumped: bool = False) -> str | None:
+    """The culprit when the profile's values did not win in the job (`why_not_applied`)."""
+    miss = why_not_applied(settings, facts, deployed, dumped)
+    return None if miss is None else miss.culprit
+
+
+@dataclass(frozen=True)
+class Unapplied:
+    """A finished job whose profile was not applied."""
+
+    profile: str
+    job_id: str
+    miss: Miss
+
+
+def unapplied(runs: Sequence[Run], jobs: Sequence[Job], deployed: Sequence[Setting] = (),
+              read: Reader = read_log) -> list[Unapplied]:
+    """Every finished job of the sweep whose profile did not take effect, in job order."""
+    by_id = {r.id: r for r in runs}
+    out: list[Unapplied] = []
+    for job in sorted(jobs, key=lambda j: j.id):
+        run = by_id.get(job.run_id)
+        if run is None or job.state not in _ENDED or job.failure_class is not None \
+                or job.tgs is None:
+            continue
+        facts = read(job.log_path, run.params.env)
+        miss = why_not_applied(settings_of(run.params), facts, deployed,
+                               dumped(job, run.params, facts))
+        if miss is not None:
+            out.append(Unapplied(run.params.profile or run.label,
+                                 job.backend_id or f"#{job.id}", miss))
+    return out
 
 
 def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:

@@ -144,9 +144,16 @@ def applied(settings: Sequence[Setting], eff: Effective) -> tuple[bool, str | No
             return False, f"{s.key} is not set in the job's effective environment " \
                           f"(profile wants {s.value})"
         if not _same(s.value, got):
-            return False, f"{s.key}={got} won over the profile's {s.value} (set later, " \
-                          "e.g. by the model's env file)"
+            # Only what the log shows: who set the winning value is the gather's to say
+            # (it knows what the model's env file sets).
+            return False, f"{s.key}={got} won over the profile's {s.value}"
     return True, None
+
+
+def in_effect(s: Setting, eff: Effective) -> bool:
+    """Does the job's effective state show this XLA/env setting's value?"""
+    got = eff.value(s)
+    return got is not None and _same(s.value, got)
 
 
 # ---- HLO after optimizations ----------------------------------------------------------------

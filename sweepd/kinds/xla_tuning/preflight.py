@@ -1,10 +1,13 @@
-"""xla-tuning.SKILL.md's pre-flight, made once at submission (Kind.preflight) and recorded
-as decisions: the pinned nodes' states, other users' jobs on the partition, and (submit.sh
-mode) `train_env.sh` free of a TUNE_PROFILE block. Only the last refuses: a drained or down
-node is the engine's to handle before each job (`core/node_check.py`: RESUME where allowed,
-else the sweep stops, rule `node.unusable`); other users' jobs are noted, not a stop.
+"""xla-tuning.SKILL.md's pre-flight, made at submission and again at each resume
+(Kind.preflight) and recorded as decisions: the pinned nodes' states, other users' jobs on
+the partition, and (submit.sh mode) `train_env.sh` free of a TUNE_PROFILE block. Only the
+last refuses: a drained or down node is the engine's to handle before each job
+(`core/node_check.py`: RESUME where allowed, else the sweep stops, rule `node.unusable`);
+other users' jobs are noted, not a stop.
 
-A resumed sweep is not checked again: the arms it finds in `train_env.sh` are its own.
+At a resume the arms of the sweep's own profiles are expected in `train_env.sh` (it wrote
+them); any other arm, or a block sweepd did not write, refuses the resume as it would a
+submission.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ SHOWN_JOBS = 10  # the evidence lists this many of the other users' jobs
 async def checks(spec: XlaTuningSpec, ctx: PreflightContext) -> list[Check]:
     out = [await nodes(spec, ctx), await other_users(ctx)]
     if ctx.where.repo is not None:
-        out.append(leftover(ctx.where.repo / "train_env.sh"))
+        own = None if ctx.resumed is None else frozenset(
+            r.params.profile for r in ctx.resumed if r.params.profile)
+        out.append(leftover(ctx.where.repo / "train_env.sh", own))
     return out
 
 
@@ -67,9 +72,10 @@ async def other_users(ctx: PreflightContext) -> Check:
     return Check("preflight.other_users", text, f"{found.evidence}: {shown or 'none'}")
 
 
-def leftover(path: Path) -> Check:
+def leftover(path: Path, own: frozenset[str] | None = None) -> Check:
     """submit.sh mode: `train_env.sh` must hold no TUNE_PROFILE block at a sweep's start (a
-    leftover arm would change what a job of the same profile name runs)."""
+    leftover arm would change what a job of the same profile name runs). `own`: at a resume,
+    the sweep's own profiles, whose arms it wrote itself."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -85,8 +91,13 @@ def leftover(path: Path) -> Check:
              and line.lstrip().startswith("case")]
     if not lines:
         return Check("preflight.train_env", f"{path} holds no TUNE_PROFILE block", str(path))
+    if own is not None and left and all(a.name in own for a in left):
+        return Check("preflight.train_env", f"{path} holds this sweep's own arms only "
+                     f"({', '.join(a.name for a in left)})", f"{path} lines "
+                     + ", ".join(map(str, lines)))
     what = (train_env.describe(text, str(path)) if left else
             f"{path} has a TUNE_PROFILE block sweepd did not write")
+    again = "submit again" if own is None else "resume"
     return Check("preflight.train_env", f"{what}; remove it first (the earlier sweep's "
-                 "report offers the command), then submit again", f"{path} lines "
+                 f"report offers the command), then {again}", f"{path} lines "
                  + ", ".join(map(str, lines)), ok=False)

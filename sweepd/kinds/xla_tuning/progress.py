@@ -4,7 +4,7 @@ positive result, the midpoint; the end is the verdict's summary, which the engin
 Pure: each plan's results in, the lines to say with the plan's first new run out. They are
 said once because a run is planned once: the kickoff with the sweep's first run, positive
 results and the midpoint with the first run of the wave after the one that showed them.
-Routine failures are the engine's own `— FAIL` lines (digested by the notifier).
+Failures are the engine's own `— FAIL` lines (the notifier sends them at once).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweepd.kinds.spec import Scalar, _Spec
+from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import default_catalog
@@ -48,6 +48,12 @@ class ProfileSpec(_Part):
     @classmethod
     def _by_name(cls, v: Any) -> Any:
         return Mechanism[v] if isinstance(v, str) and v in Mechanism.__members__ else v
+
+    @field_validator("settings")
+    @classmethod
+    def _no_empty_profiler(cls, v: dict[str, str]) -> dict[str, str]:
+        refuse_empty_profiler(v)
+        return v
 
     def profile(self) -> Profile:
         settings = tuple(Setting(k, v, layer_of(k)) for k, v in self.settings.items())
@@ -109,6 +115,14 @@ class XlaTuningSpec(_Spec):
             first = next(iter(tags), None) if isinstance(tags, dict) else "default"
             return {**data, "primary_tag": first} if isinstance(first, str) else data
         return data
+
+    @field_validator("config_tags")
+    @classmethod
+    def _tags_no_empty_profiler(cls, v: dict[str, dict[str, Scalar]]
+                                ) -> dict[str, dict[str, Scalar]]:
+        for overrides in v.values():
+            refuse_empty_profiler(overrides)
+        return v
 
     @field_validator("config_tags")
     @classmethod
