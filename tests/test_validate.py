@@ -74,19 +74,22 @@ def test_a_spec_key_typo_gets_did_you_mean(tmp_path: Path,
 
 
 def test_validate_names_what_leaves_the_job_name(capsys: pytest.CaptureFixture[str]) -> None:
-    """The shipped xla-tuning example: the evidence run's profiler settings on top of the
-    sparse config tag make its name too long for submit.sh; validate says which override
-    is carried outside it, and every name fits."""
+    """The shipped xla-tuning example: the evidence run's profiler settings and the seed's
+    heartbeat timeout on top of the sparse config tag make its name too long for submit.sh;
+    validate says which overrides are carried outside it (longest first), and every name
+    fits."""
     assert main(["validate", str(EXAMPLES / "xla-tuning.yaml")]) == 0
     out = capsys.readouterr().out
     assert "its job name leaves out (carried, over 243 bytes with them): " \
            "skip_first_n_steps_for_profiler=10" in out
+    assert "jax_distributed_heartbeat_timeout_seconds=99999" in out
     assert main(["validate", "--json", str(EXAMPLES / "xla-tuning.yaml")]) == 0
     names = json.loads(capsys.readouterr().out)["job_names"]
     assert {n["label"] for n in names} == {"baseline", "baseline@dense", "evidence"}
     assert all(n["bytes"] <= 243 and len(n["name"].encode()) == n["bytes"] for n in names)
     assert [n["carried"] for n in names if n["label"] == "evidence"] == [
-        ["skip_first_n_steps_for_profiler=10"]]
+        ["skip_first_n_steps_for_profiler=10",
+         "jax_distributed_heartbeat_timeout_seconds=99999"]]
 
 
 def test_validate_refuses_what_cannot_be_carried(tmp_path: Path,
