@@ -97,7 +97,9 @@ async def test_direct_mode_passes_every_override_and_only_shortens_the_name(
                                           nodes=["chi2832"], output_dir=tmp_path,
                                           overrides={"steps": "2", "k": "v" * 240}))
     assert len(sub.job_name.encode()) <= 243 and "k_vvv" not in sub.job_name
-    assert sub.prepared is not None and "job name without k=" in sub.prepared
+    # Nothing outside sweepd's directories was written: the note is the name's alone.
+    assert sub.prepared is None
+    assert sub.name_note is not None and "job name without k=" in sub.name_note
     status = await wait_state(cluster, sub.backend_id, FINISHED)
     assert status.state is SchedulerState.COMPLETED
     script = next(tmp_path.glob(".sweepd-*.sbatch")).read_text()

@@ -80,6 +80,9 @@ class Submitted:
     # What the submission changed outside sweepd's own directories (an arm added to the
     # toolkit's train_env.sh): the engine records it as an event.
     prepared: str | None = None
+    # Overrides that left the job name only (direct mode, the simulator: the job still gets
+    # them): the engine records it as an event of its own, as nothing outside was written.
+    name_note: str | None = None
 
 
 @dataclass(frozen=True)

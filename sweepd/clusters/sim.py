@@ -204,7 +204,7 @@ class SimCluster:
                 "state": PENDING, "pid": None, "pgid": None, "ticks": None, "cancelled": False,
             })
             self._schedule()
-        return Submitted(job_id, name, log, prepared=fitted.note)
+        return Submitted(job_id, name, log, name_note=fitted.note)
 
     def _schedule(self) -> None:
         """Start pending jobs whose nodes are free, in submission order (caller holds the lock)."""

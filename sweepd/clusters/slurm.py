@@ -483,7 +483,8 @@ class SlurmCluster:
         res = await self._run(["sbatch", "-J", name, *self._sbatch_args(request), *chdir,
                                f"--output={out_dir}/%j-{name}.log", str(path)])
         job_id = self._submit_result("sbatch", res)
-        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log", prepared=fitted.note)
+        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log",
+                         name_note=fitted.note)
 
     async def _submit_sh(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__

@@ -650,10 +650,11 @@ class Engine:
                 submitted_at=self.clock.now(), profiler=int(spec.profiler))
         except InvalidTransition:
             await self._cancel_late(sweep, job, sub)
-        if sub.prepared:
-            await self.store.add_event(sweep.id, "decision", sub.prepared,
-                                       rule="submit.prepared", run_id=run.id, job_id=job.id,
-                                       evidence=f"token {job.token}")
+        for said, rule in ((sub.prepared, "submit.prepared"), (sub.name_note, "submit.name_fit")):
+            if said:
+                await self.store.add_event(sweep.id, "decision", said, rule=rule,
+                                           run_id=run.id, job_id=job.id,
+                                           evidence=f"token {job.token}")
         self.notify()
 
     async def _cancel_late(self, sweep: Sweep, job: Job, sub: Submitted) -> None:
