@@ -34,3 +34,18 @@ def test_the_demo_ends_on_the_winner_rule_with_wave6_in_the_same_jobs_every_time
     assert verdict == verdict2
     lo, hi = verdict["interval"]  # type: ignore[misc]
     assert lo < verdict["gain"] < hi  # type: ignore[operator]
+
+
+def test_the_spec_says_the_stop_mode_seed_by_default() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+    base = {"kind": "xla-tuning", "model": "deepseek3-671b", "nodes": "n[1-8]",
+            "parallelism": "FSDP=8"}
+    assert XlaTuningSpec.model_validate(base).inputs().stop == "seed"
+    thorough = XlaTuningSpec.model_validate({**base, "stop": "thorough"})
+    assert thorough.inputs().stop == "thorough"
+    with pytest.raises(ValidationError, match="stop"):
+        XlaTuningSpec.model_validate({**base, "stop": "eager"})

@@ -351,6 +351,7 @@ def _winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | N
         return None
     lead = max(wins, key=lambda n: screening(board, n, t))
     name, need = _needs(inp, board, cands, lead, wave)
+    left = pruned(inp, board, cands, lead).left_out
     if need:
         return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
                                                for p, tag, rule, reason in need))
@@ -360,7 +361,7 @@ def _winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | N
     if inp.tags[1:]:
         why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
     return _verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner", why, cands,
-                    recipe=name)
+                    recipe=name, left_out=left)
 
 
 def _seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
@@ -413,7 +414,8 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
 
 
 def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
-             cands: Candidates | None = None, recipe: str | None = None) -> Verdict:
+             cands: Candidates | None = None, recipe: str | None = None,
+             left_out: tuple[str, ...] = ()) -> Verdict:
     """The verdict: its recipe (given, else the best significantly above the bounded bar on
     fresh runs, its useless parts left out), the gain and interval from runs that did not
     select it, and whether it is conditional (what a deployment would still need)."""
@@ -430,7 +432,7 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
             if not board.above(recipe, t, inp.bounded_gain):
                 recipe, left = lead, ()  # the kept part has no fresh evidence of its own
     elif recipe is not None:
-        left = pruned(inp, board, cands, recipe).left_out if "+" in recipe else ()
+        left = left_out
     gain = board.fresh_delta(recipe, t) if recipe else None
     interval = board.interval(recipe, t) if recipe else None
     n = len(board.fresh(recipe, t)) if recipe else 0
@@ -441,7 +443,8 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
         why += ("" if bounded else "; no change: nothing significantly above "
                 f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
                 f"({tried} profiles)")
-        why += _reach_note(inp, board, tried)
+        if kind is VerdictKind.TIMEBOX:
+            why += _reach_note(inp, board, tried)
     else:
         assert gain is not None and interval is not None
         why += (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
