@@ -118,10 +118,13 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
         if done is not None:
             return done
         lead = leader(inp, board, cands)
-        if lead is not None and (board.delta(lead, inp.tags[0]) or 0.0) >= inp.win - WIN_MARGIN:
+        t = inp.tags[0]
+        if lead is not None and ((board.delta(lead, t) or 0.0) - board.se(lead, t)
+                                 >= inp.win - WIN_MARGIN):
             # Good enough may be in hand: what the winner rule needs goes first (the
-            # leader's parts tested, fresh runs of it, the baseline at n=3, Wave 6).
-            need = _needs(inp, board, cands, lead)[1]
+            # leader's parts tested, fresh runs of it, the baseline at n=3; Wave 6 once
+            # it is confirmed, so a leader that falls back costs no cross-tag run).
+            need = _needs(inp, board, cands, lead, wave6=confirmed_win(inp, board, lead))[1]
             if need:
                 return within_budget(inp, board, tuple(
                     Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
@@ -310,8 +313,8 @@ def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
         name = sub
 
 
-def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0
-           ) -> tuple[str, list[Item]]:
+def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,
+           wave6: bool = True) -> tuple[str, list[Item]]:
     """What a verdict naming `name` still needs: its parts tested, then the kept recipe
     confirmed on fresh runs (baseline at BASE_N), then Wave 6 on every other tag."""
     t = inp.tags[0]
@@ -333,7 +336,7 @@ def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 
         out.append((cands._profile(p.name), t, "noise.confirm",
                     f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
                     "that did not select it"))
-    return p.name, out + cands.wave6(p.name)
+    return p.name, out + (cands.wave6(p.name) if wave6 else [])
 
 
 def _verdict_needs(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:

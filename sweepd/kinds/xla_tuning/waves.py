@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import (
+    BASELINE,
+    EVIDENCE,
+    RESTORE,
+    Board,
+    Entry,
+    Fate,
+    Inputs,
+)
 from sweepd.kinds.xla_tuning.catalog import (
     Axis,
     Evidence,
@@ -146,6 +154,12 @@ class Candidates:
                 singles[fam] = e
         ranked = sorted(singles.values(), key=lambda e: -self._d(e.profile))
         leader = best_recipe(self) or (ranked[0].profile if ranked else None)
+        restore = self.board.get(RESTORE, self.primary)
+        if (restore is not None and restore.n and RESTORE not in singles
+                and self._d(RESTORE) > -self.board.se(RESTORE, self.primary)):
+            # The env file's flags were tuned elsewhere (sign flips are systematic): taking
+            # them out is tried on top of the leader unless Wave 1 showed it clearly hurts.
+            ranked.append(restore)
         if leader is None:
             return []
         out: list[Item] = []
