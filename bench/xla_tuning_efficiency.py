@@ -57,7 +57,9 @@ MAX_RUNS = 48  # 8 h at 10 minutes a run
 DEFINITION = (
     "found = the verdict's recipe's TRUE gain within 1 % of the best true recipe (<= 3 flags "
     "of the catalog + restore_default); bias = mean(claimed - true gain) over verdicts that "
-    "name a recipe (points); false win = a >= +5 % claim whose true gain is < +4.5 %; "
+    "name a recipe (points); false win = a '>= +5 %' claim (the planner's: a recipe it says "
+    "is confirmed >= +5 %; a black box's: its best measurement >= +5 %) whose true gain is "
+    "< +4.5 %; "
     "<2%: no change = share of cells whose truth is < +2 % where no recipe is proposed; "
     "in 8h = found with <= 48 runs; cond. = verdicts marked conditional"
 )
@@ -97,7 +99,7 @@ def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex
     t.in8h += hit and claim.runs <= MAX_RUNS
     if claim.proposed and claim.settings:
         t.errors.append(claim.gain - (true_gain - 1))
-    t.false_winner += claim.gain >= 0.05 and true_gain < 1.045
+    t.false_winner += claim.claims_win and true_gain < 1.045
     if best.gain < 1.02:
         t.small += 1
         t.small_nochange += not claim.proposed

@@ -26,6 +26,11 @@ class Claim:
     gain: float = 0.0  # the claimed (measured) gain of the recipe
     conditional: bool = False
     proposed: bool = True  # False: "no change" (nothing beyond noise)
+    win: bool | None = None  # claims ">= +5 %" (None: the gain says it, gain >= 5 %)
+
+    @property
+    def claims_win(self) -> bool:
+        return self.gain >= WIN if self.win is None else self.win
 
 
 def planner(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
@@ -55,7 +60,7 @@ def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: f
     r = replay(inp, land, rng)
     v = r.verdict
     return Claim(str(v.kind), r.settings(inp), len(r.results), v.gain or 0.0, v.conditional,
-                 v.recipe is not None)
+                 v.recipe is not None, v.win)
 
 
 def _space(land: Landscape, cat: Sequence[Profile]) -> list[Profile]:
@@ -76,7 +81,9 @@ def _black_box(land: Landscape, cat: Sequence[Profile], rng: random.Random, budg
     measurement is claimed (what a black-box optimiser reports)."""
     table = {p.name: p for p in _space(land, cat)}
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
-    b = statistics.fmean(base) if base else 1.0
+    if not base:
+        return Claim("bounded", (), 2, proposed=False)  # no baseline: nothing to compare
+    b = statistics.fmean(base)
     runs, best = 2, 0.0
     best_set: tuple[Setting, ...] = ()
     seen: dict[frozenset[str], float] = {}
@@ -141,7 +148,9 @@ def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
     then TOLD every recipe of <= 3 of those m's true gain (stacking free and noise-free)."""
     space = _space(land, cat)
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
-    b = statistics.fmean(base) if base else 1.0
+    if not base:
+        return Claim("bounded", (), len(space) + 2, proposed=False)
+    b = statistics.fmean(base)
     measured = []
     for p in space:
         tgs = _measure(land, p.settings, rng)
@@ -189,7 +198,9 @@ class _Lab:
         self.dead.add(p.name)
 
     def delta(self, name: str) -> float:
-        base = statistics.fmean(self.tgs.get("baseline", [1.0]))
+        if "baseline" not in self.tgs:
+            return -1.0  # baseline-deployed never ran (it OOMs): nothing to compare with
+        base = statistics.fmean(self.tgs["baseline"])
         got = self.tgs.get(name)
         return statistics.fmean(got) / base - 1 if got else -1.0
 

@@ -76,6 +76,7 @@ class Verdict:
     n: int = 0  # the runs behind the gain (fresh: after the one that selected the recipe)
     left_out: tuple[str, ...] = ()  # parts dropped from the stack, each with why
     profiles: int = 0  # distinct profiles tried in Waves 2-4
+    win: bool = False  # the recipe is confirmed >= +5 % (what a ">= +5 %" claim means)
 
 
 Plan = tuple[Planned, ...] | Verdict  # an empty tuple: wait for the runs in flight
@@ -467,8 +468,9 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
         why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
     if missing:
         why += "; conditional: " + "; ".join(missing)
+    win = recipe is not None and confirmed_win(inp, board, recipe)
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
-                   "; ".join(missing), interval, n, left, tried)
+                   "; ".join(missing), interval, n, left, tried, win)
 
 
 def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]

@@ -30,7 +30,7 @@ POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a st
 MAX_N = 3  # runs of one profile before its mean is taken as it is
 BASE_N = 3  # baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased)
 NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up to this
-POINTED = 3  # mechanisms (in the evidence's order) whose flat numeric families get their ends
+POINTED = 1  # mechanisms (in the evidence's order) whose flat numeric families get their ends
 STACKS_PER_WAVE = 2
 SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
