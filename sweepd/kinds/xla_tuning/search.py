@@ -82,7 +82,7 @@ class Verdict:
 Plan = tuple[Planned, ...] | Verdict  # an empty tuple: wait for the runs in flight
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
 # bound >= +4.5 % (a claim whose truth is under +4.5 % is a false winner)
-Z_WIN = 1.645  # one-sided: the winner's lower bound
+Z_WIN = Z_ONE  # one-sided 95 %: the winner's lower bound
 MIN_FRESH = 2  # fresh runs before a recipe's gain counts as confirmed
 PART_Z = 1.0  # a stack's part is kept when the stack beats the stack without it by 1 se
 
