@@ -247,3 +247,14 @@ def generate_facts(rng: random.Random) -> Case:
 
 
 GENERATORS["factsheld"] = generate_facts
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the xla-tuning bench's landscape families")
+    ap.add_argument("--smoke", action="store_true", help="one landscape of each family")
+    ap.parse_args()
+    for fam, gen in GENERATORS.items():
+        land, cat = gen(random.Random(0))
+        print(f"{fam:<10} {land.parallelism:<12} {len(cat)} profiles, noise {land.noise:.2%}")

@@ -309,3 +309,29 @@ def _forward(lab: _Lab, table: dict[str, Profile], ranked: list[str]) -> None:
             lab.run(s)
         if lab.delta(s.name) > lab.delta(leader.name):
             leader = s
+
+
+def _smoke() -> None:
+    """`--smoke`: every method once on the facts file's PP=8 cell (the whole path)."""
+    import argparse
+
+    from sweepd.kinds.xla_tuning.defaults import pp8
+    from sweepd.kinds.xla_tuning.flags import default_catalog
+
+    ap = argparse.ArgumentParser(description="the xla-tuning bench's methods")
+    ap.add_argument("--smoke", action="store_true", help="each method once on PP=8")
+    ap.parse_args()
+    land = pp8()
+    cat = default_catalog(Parallelism.parse(land.parallelism))
+    thorough = planner_thorough(land, cat, random.Random(1))
+    for name, claim in (("seed", planner(land, cat, random.Random(1))),
+                        ("thorough", thorough), ("literal", literal(land, cat, random.Random(1))),
+                        ("exhaustive", exhaustive(land, cat, random.Random(1))),
+                        ("singles", singles_oracle(land, cat, random.Random(1))),
+                        ("tpe", tpe(land, cat, random.Random(1), thorough.runs)),
+                        ("random", random_search(land, cat, random.Random(1), thorough.runs))):
+        print(f"{name:<10} {claim.kind:<9} {claim.runs:3d} runs, claimed {claim.gain:+.2%}")
+
+
+if __name__ == "__main__":
+    _smoke()
