@@ -264,10 +264,16 @@ def screening(board: Board, name: str, tag: str) -> float:
 
 def verdict_leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
     """The recipe a verdict names: of those significantly above the bounded bar on their
-    fresh runs, the one whose selecting run was best."""
+    fresh runs, those a deployment needs nothing more for first (confirmed, parts tested,
+    Wave 6 run), then the one whose selecting run was best."""
     t = inp.tags[0]
     ok = [n for n in _recipes(inp, board, cands) if board.above(n, t, inp.bounded_gain)]
-    return max(ok, key=lambda n: screening(board, n, t), default=None)
+
+    def ready(n: str) -> bool:  # nothing a deployment would still need
+        return not _missing(inp, board, n, len(board.fresh(n, t)),
+                            pruned(inp, board, cands, n).untested)[0]
+
+    return max(ok, key=lambda n: (ready(n), screening(board, n, t)), default=None)
 
 
 def _prospect(inp: Inputs, board: Board, cands: Candidates) -> str | None:
