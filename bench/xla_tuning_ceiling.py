@@ -1,6 +1,7 @@
 """What any xla-tuning search can reach at real run-to-run noise (not a test).
 
     python bench/xla_tuning_ceiling.py [--landscapes N] [--draws D] [--seed S] [--family F]
+                                       [--smoke]
 
 The same landscapes as bench/xla_tuning_efficiency.py (same seeds): the facts file's FSDP=8
 and PP=8 cells and the `tuned`, `heldout` and `fresh` random families. For each landscape
@@ -247,7 +248,11 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--family", action="append", choices=["real", *GENERATORS])
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 landscapes, 3 draws: the whole path in seconds")
     args = ap.parse_args()
+    if args.smoke:
+        args.landscapes, args.draws = 2, 3
     fams = args.family or ["real", *GENERATORS]
     sets: dict[str, list[Ranked]] = {}
     if "real" in fams:

@@ -218,3 +218,43 @@ def generate_fresh(rng: random.Random) -> Case:
 
 
 GENERATORS["fresh"] = generate_fresh
+
+
+# `factsheld`: cells built from the facts file's two real cells (defaults.py), written for
+# issue 21 and run once, for the final figure only (its seed was never looked at while the
+# planner changed). Each cell takes FSDP=8 or PP=8, either tag as the primary, scales every
+# measured effect by 0.4-1.4 (sign kept; 10 % flipped: a sign flip of another config or
+# image), deploys the env file's 1 GiB all-gather flag (and sometimes mem .95) or nothing,
+# and draws the cell's noise (0.5-1.0 %) and flakes (0-5 %).
+def generate_facts(rng: random.Random) -> Case:
+    from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
+    from sweepd.kinds.xla_tuning.flags import AG, GIB, MEM_FRACTION, default_catalog
+
+    land = fsdp8() if rng.random() < 0.5 else pp8()
+    tags = land.tags if rng.random() < 0.5 else tuple(reversed(land.tags))
+
+    def scaled(e: Effect) -> Effect:
+        f = rng.uniform(0.4, 1.4) * (-1 if rng.random() < 0.1 else 1)
+        return Effect(tgs=1 + (e.tgs - 1) * f, mem=e.mem)
+
+    effects = {k: scaled(e) for k, e in land.effects.items()}
+    tag_effects = {t: {k: scaled(e) for k, e in es.items()} for t, es in land.tag_effects.items()}
+    deployed = rng.choice(((), (f"{AG}={GIB}",), (f"{AG}={GIB}", f"{MEM_FRACTION}=.95")))
+    cell = land.model_copy(update={
+        "tags": tags, "effects": effects, "tag_effects": tag_effects, "deployed": deployed,
+        "noise": rng.uniform(0.005, 0.010), "flake_rate": rng.uniform(0.0, 0.05)})
+    return cell, default_catalog(Parallelism.parse(cell.parallelism))
+
+
+GENERATORS["factsheld"] = generate_facts
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the xla-tuning bench's landscape families")
+    ap.add_argument("--smoke", action="store_true", help="one landscape of each family")
+    ap.parse_args()
+    for fam, gen in GENERATORS.items():
+        land, cat = gen(random.Random(0))
+        print(f"{fam:<10} {land.parallelism:<12} {len(cat)} profiles, noise {land.noise:.2%}")

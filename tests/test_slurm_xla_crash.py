@@ -76,7 +76,8 @@ async def test_kill_9_mid_wave_on_slurm_resumes_without_a_duplicate_or_a_lost_pr
     daemon = Daemon(tmp_path, write_slurm_config(tmp_path, mode, land))
     try:
         client = daemon.start()
-        sweep_id = int(client.submit({**SPEC, "profiles": profiles})["id"])
+        # thorough: the winner rule waits for every catalog profile (none may be lost).
+        sweep_id = int(client.submit({**SPEC, "profiles": profiles, "stop": "thorough"})["id"])
         await _until_mid_wave(client, sweep_id)
         daemon.kill()  # SIGKILL: no clean-up of any kind
         planned = {r["label"] for r in _planned(tmp_path)}

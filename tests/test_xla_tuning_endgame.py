@@ -10,7 +10,7 @@ from sweepd.kinds.xla_tuning.waves import Candidates
 
 EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 PAR = Parallelism.parse("FSDP=8")
-INP = Inputs(PAR, default_catalog(PAR), tags=("sparse",))
+INP = Inputs(PAR, default_catalog(PAR), tags=("sparse",), stop="thorough")
 
 
 def _ok(profile: str, tgs: float, wave: int = 2) -> Result:

@@ -410,7 +410,10 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     assert "## Inventory (FSDP=8)" in text and "## Inventory (PP=8)" in text
     assert "## Sign flips vs other parallelisms" in text
     assert "| fast | +8.00% | -5.56% | yes |" in text
-    assert "| slow | +1.00% | +5.00% |  |" in text
+    # slow's FSDP=8 delta is one run of +1 %: within noise, no ground for a sign flip
+    # (issue 21: sign-flip marks only from confirmed deltas).
+    flips = text.split("## Sign flips vs other parallelisms")[1].split("\n## ")[0]
+    assert "| slow |" not in flips
 
 
 # --- the engine on the simulated cluster ---------------------------------------------------

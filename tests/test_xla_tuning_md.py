@@ -88,3 +88,14 @@ def test_a_bounded_cell_proposes_no_change() -> None:
     text = write(bounded)
     assert "No change: nothing beat baseline-deployed beyond noise." in text
     assert "none (structurally bounded at the editable scope)" in text
+
+
+def test_negative_findings_and_sign_flips_rest_only_on_deltas_beyond_noise() -> None:
+    from sweepd.kinds.xla_tuning.tuning_md import Standing
+
+    noisy = Standing("nbuf", "NCCL_BUFFSIZE=16777216", 990.0, 28.0, -0.01, 1, ("5",), se=0.011)
+    real = Standing("dbuf", "x", 970.0, 28.0, -0.03, 2, ("6", "7"), se=0.008)
+    assert not noisy.beyond_noise and not noisy.confirmed
+    assert real.beyond_noise and real.confirmed
+    once = Standing("ovl2", "x", 1040.0, 28.0, 0.04, 1, ("8",), se=0.011)
+    assert once.beyond_noise and not once.confirmed  # one run: no sign flip rests on it

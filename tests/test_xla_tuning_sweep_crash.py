@@ -58,7 +58,9 @@ async def test_kill_9_mid_wave_resumes_without_a_duplicate_or_a_lost_profile(
     daemon = Daemon(tmp_path, write_config(tmp_path, scenario))
     try:
         client = daemon.start()
-        sweep_id = int(client.submit(spec(profiles))["id"])
+        # thorough: every catalog profile is measured before the winner rule (the seed
+        # mode may stop on `fast` first; this test checks that none is lost).
+        sweep_id = int(client.submit(spec(profiles, stop="thorough"))["id"])
         await _until_mid_wave(client, sweep_id)
         daemon.kill()  # SIGKILL: no clean-up of any kind
         before = {r["label"] for r in _planned(tmp_path)}

@@ -259,7 +259,11 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
         summary = f"{v.kind}: {v.recipe} {v.gain or 0:+.2%} vs baseline-deployed ({v.reason})"
     verdict: dict[str, Any] = {
         "kind": str(v.kind), "rule": v.rule, "reason": v.reason, "recipe": v.recipe,
-        "gain": v.gain, "conditional": list(v.conditional), "model": spec.model,
+        "gain": v.gain, "conditional": v.conditional,
+        "conditional_reason": v.conditional_reason, "regressed": list(v.regressed),
+        "interval": list(v.interval) if v.interval else None, "gain_runs": v.n,
+        "left_out": list(v.left_out), "profiles": v.profiles, "win": v.win,
+        "model": spec.model,
         "parallelism": spec.parsed_parallelism().text, "tag": primary,
         "noise": board.noise, "runs": board.runs,
         "batch_source": batch_of(spec, ctx.facts).source,

@@ -3,7 +3,10 @@ and the results so far, as it judges them: per profile, its samples, its fate.
 
 Noise-aware: a profile's delta is its mean TGS over the baseline's mean, with the standard
 error of that difference from the per-run noise and both sample counts, so one lucky run
-never carries a verdict. The per-run noise is the cell's own: the pooled spread of every
+never carries a verdict. Honest: a profile's first run is the one that selected it (a
+screening run, kept for ranking); what a verdict claims and what lets it stop is its
+*fresh* delta, from the runs after that one (`fresh_delta`, `fresh_se`, `interval`), so the
+claim carries no winner's curse. The per-run noise is the cell's own: the pooled spread of every
 profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-facts.md)
 while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md).
 """
@@ -21,6 +24,8 @@ from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting
 BASELINE = "baseline"
 RESTORE = "restore_default"
 EVIDENCE = "evidence"
+Z95 = 1.96  # a verdict's interval
+Z_ONE = 1.645  # one-sided 95 %: "significantly above" a bar
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ class Inputs:
     # by default: a winner elsewhere would be missed (measured: docs/benchmarks.md).
     focus: int = 99
     microbatches: int | None = None  # the config's num_pipeline_microbatches (Wave 5)
+    # `seed`: the SKILL.md's stop rules as written (a confirmed >= +5 % recipe, once Wave 6
+    # shows it regresses no other tag, ends the sweep); `thorough`: the winner rule waits
+    # until the search has plateaued (for a person who wants the best, not good enough).
+    stop: str = "seed"
 
 
 class Outcome(StrEnum):
@@ -125,6 +134,40 @@ class Board:
         n, nb = (e.n if e else 0) or 1, (b.n if b else 0) or 1
         return self.noise * math.sqrt(1 / n + 1 / nb)
 
+    def fresh(self, profile: str, tag: str) -> tuple[float, ...]:
+        """The runs that did not select the profile: all but its first (the screening run
+        that put it forward). The baseline is never selected: all of its runs count."""
+        e = self.get(profile, tag)
+        if e is None:
+            return ()
+        if profile == BASELINE:
+            return e.samples
+        return e.samples[1:]
+
+    def fresh_delta(self, profile: str, tag: str) -> float | None:
+        got, b = self.fresh(profile, tag), self.base(tag)
+        if not got or b is None:
+            return None
+        return statistics.fmean(got) / b.mean - 1
+
+    def fresh_se(self, profile: str, tag: str) -> float:
+        b = self.base(tag)
+        n, nb = len(self.fresh(profile, tag)) or 1, (b.n if b else 0) or 1
+        return self.noise * math.sqrt(1 / n + 1 / nb)
+
+    def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
+        """The fresh delta's interval (95 % by default); None without a fresh run."""
+        d = self.fresh_delta(profile, tag)
+        if d is None:
+            return None
+        half = z * self.fresh_se(profile, tag)
+        return d - half, d + half
+
+    def above(self, profile: str, tag: str, bar: float) -> bool:
+        """Significantly above `bar` on fresh runs (one-sided, Z_ONE)."""
+        d = self.fresh_delta(profile, tag)
+        return d is not None and d - Z_ONE * self.fresh_se(profile, tag) > bar
+
     def measured(self, tag: str) -> list[Entry]:
         skip = {BASELINE, EVIDENCE}
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
@@ -160,7 +203,8 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
 
 
 def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
-    samples = tuple(r.tgs for r in rs if r.outcome is Outcome.OK and r.tgs is not None)
+    oks = [r for r in rs if r.outcome is Outcome.OK and r.tgs is not None]
+    samples = tuple(r.tgs for r in oks if r.tgs is not None)
     flakes = sum(r.outcome is Outcome.FLAKE for r in rs)
     lost = [r for r in rs if r.outcome is Outcome.NOT_APPLIED]
     pending = any(r.outcome is Outcome.PENDING for r in rs)

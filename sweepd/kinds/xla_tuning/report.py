@@ -18,7 +18,15 @@ from typing import Any
 
 from sweepd.kinds.xla_tuning import deploy, gather, tuning_md
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
-from sweepd.kinds.xla_tuning.catalog import Layer, Profile, Setting, stack
+from sweepd.kinds.xla_tuning.catalog import (
+    Axis,
+    Evidence,
+    Layer,
+    Profile,
+    Setting,
+    bubble,
+    stack,
+)
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
@@ -42,6 +50,9 @@ class View:
     # Each profile's settings as its run's params carry them (a profile the spec's table
     # cannot rebuild: restore_default, whose values come from the env file).
     recorded: dict[str, str] | None = None
+    batch: int | None = None  # the per_device_batch_size the runs carried
+    commit: str | None = None  # the commit the runs were submitted from, when recorded
+    evidence: Evidence | None = None  # the evidence run's HLO shares
 
     @property
     def primary(self) -> str:
@@ -54,8 +65,13 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     assert isinstance(spec, XlaTuningSpec)
     results = gather.results(runs, jobs, read)
     t = spec.thresholds
+    batch = next((r.params.overrides.get("per_device_batch_size") for r in runs
+                  if "per_device_batch_size" in r.params.overrides), None)
+    commit = next((r.params.commit for r in runs if r.params.commit), None)
     return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()),
-                restored_keys(runs), recorded_settings(runs))
+                restored_keys(runs), recorded_settings(runs),
+                int(batch) if isinstance(batch, int | float | str) and str(batch).isdigit()
+                else None, commit, gather.evidence(runs, jobs))
 
 
 def recorded_settings(runs: Sequence[Run]) -> dict[str, str]:
@@ -176,7 +192,11 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
               "Parallelism": spec.parsed_parallelism().text,
               "Base config": f"configs/{spec.model}.gpu.yml",
               "Sequence length": str(shape.seq_len), "Steps": str(max(spec.steps, 15)),
-              "per_device_batch_size": str(verdict.get("batch_source", "see the jobs")),
+              "Image": _recorded(runs_env(v, "DOCKER_IMAGE"), "the checkout's container_env.sh "
+                                 "DOCKER_IMAGE (not recorded by the sweep)"),
+              "MaxText branch/commit": _recorded(v.commit, "the checkout's HEAD (not recorded "
+                                                 "by the sweep)"),
+              "per_device_batch_size": _batch(v, verdict),
               "Metric": "steady TGS/device, steps 5-14 (9-14 with the profiler), "
                         f"per-run noise {board.noise:.2%}",
               "Sweep": f"{sweep.id} ({sweep.state})"}
@@ -187,6 +207,22 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
         tuple(_job(r) for r in v.results if r.outcome is not Outcome.PENDING), guard)
 
 
+def _recorded(value: str | None, otherwise: str) -> str:
+    return value if value else otherwise
+
+
+def runs_env(v: View, key: str) -> str | None:
+    return v.spec.env.get(key)
+
+
+def _batch(v: View, verdict: dict[str, Any]) -> str:
+    """The numeric per_device_batch_size the jobs ran with, and where it came from."""
+    value = v.batch
+    source = verdict.get("batch_source")
+    shown = str(value) if value is not None else "as configured (the config's value)"
+    return shown + (f" ({source})" if source else "")
+
+
 def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
     base = v.board.base(row["tag"])
     base_loss = _mean([r.loss for r in v.results if r.profile == BASELINE
@@ -194,7 +230,8 @@ def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
     shift = bool(row["loss"] is not None and base_loss and base is not None
                  and abs(row["loss"] / base_loss - 1) > 2 * v.board.noise)
     return tuning_md.Standing(row["profile"], row["flags"], row["tgs"], row["step_s"],
-                              row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift)
+                              row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift,
+                              row["se"])
 
 
 def _inventory(v: View) -> str:
@@ -208,6 +245,9 @@ def _inventory(v: View) -> str:
 
 
 def _env_effect(v: View) -> str:
+    """Wave 1: baseline-deployed against restore_default, naming exactly what restore_default
+    put back (the measured statement, nothing more)."""
+    put_back = ", ".join(v.restored) or "the env file's settings"
     out = []
     for tag in v.spec.config_tags:
         b, r = v.board.get(BASELINE, tag), v.board.get(RESTORE, tag)
@@ -218,24 +258,49 @@ def _env_effect(v: View) -> str:
                        "restore_default not run (the env file sets no XLA/NCCL flag)")
         else:
             d = r.mean / b.mean - 1
+            se = v.board.se(RESTORE, tag)
+            size = "beyond noise" if abs(d) > 2 * se else "within noise"
             out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}), restore_default "
-                       f"{r.mean:.1f} (n={r.n}): the env file's flags are worth {-d:+.2%} "
-                       f"(± {v.board.se(RESTORE, tag):.2%})")
+                       f"{r.mean:.1f} (n={r.n}): putting {put_back} back to the image's "
+                       f"default moved TGS {d:+.2%} (± {se:.2%}, {size})")
     return "\n".join(out)
 
 
+def _mechanism(part: str, v: View) -> str:
+    """What one part of the recipe changes, from its own settings only."""
+    if part == RESTORE:
+        keys = ", ".join(v.restored) or "the env file's settings"
+        return f"restore_default (puts {keys} back to the image's defaults)"
+    prof = v.table.get(part)
+    if prof is None:
+        return part
+    mechs = sorted({str(m) for m in prof.mechanisms}) or ["an unclassified setting"]
+    return f"{part} ({', '.join(mechs)}: `{' '.join(st.text for st in prof.settings)}`)"
+
+
 def _why(v: View, winner: str | None) -> str:
+    """Why the winning flag wins: what each part changes, the evidence run's figures (each
+    cost's share of the step from its HLO dump, the pipeline bubble on PP) and job ids."""
     evidence = [r.job_id for r in v.results if r.profile == EVIDENCE and r.job_id]
     source = (f"evidence run job {evidence[-1]} (profiler + HLO dump)" if evidence
               else "no evidence run measured")
+    figures = ""
+    if v.evidence is not None:
+        figures = f"; its HLO dump: {v.evidence.describe()}"
+    par = v.spec.parsed_parallelism()
+    stages = par.degree(Axis.PP)
+    if stages > 1:
+        micro = v.spec.overrides.get("num_pipeline_microbatches")
+        m = int(micro) if isinstance(micro, int) else stages
+        figures += (f"; pipeline bubble (S-1)/(M*V+S-1) = {bubble(stages, m):.1%} "
+                    f"(S={stages}, M={m}, V=1)")
     if winner is None:
-        return f"No winner; {source}."
-    try:
-        mechs = sorted(deploy.mechanisms(_parts(v, winner), v.table))
-    except deploy.DeployError:
-        mechs = []
-    return (f"{winner} acts on {', '.join(mechs) or 'an unknown mechanism'}; the catalog was "
-            f"ordered for {v.spec.parsed_parallelism().text} from {source}.")
+        return f"No winner; {source}{figures}."
+    ok = [r.job_id for r in v.results if r.profile == winner and r.tag == v.primary
+          and r.outcome is Outcome.OK]
+    parts = "; ".join(_mechanism(p, v) for p in winner.split("+"))
+    return (f"{winner} changes: {parts}. Measured in jobs {', '.join(ok) or '—'}; the "
+            f"catalog was ordered for {par.text} from {source}{figures}.")
 
 
 def _parts(v: View, winner: str) -> tuple[deploy.Part, ...]:

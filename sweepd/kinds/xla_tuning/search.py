@@ -24,6 +24,7 @@ from enum import StrEnum
 from sweepd.kinds.xla_tuning.board import (
     BASELINE,
     EVIDENCE,
+    Z_ONE,
     Board,
     Fate,
     Inputs,
@@ -32,7 +33,14 @@ from sweepd.kinds.xla_tuning.board import (
 )
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile, Setting, stack
 from sweepd.kinds.xla_tuning.flags import restore_default
-from sweepd.kinds.xla_tuning.waves import Candidates, best_recipe, wave_candidates
+from sweepd.kinds.xla_tuning.waves import (
+    BASE_N,
+    MAX_N,
+    Candidates,
+    Item,
+    best_recipe,
+    wave_candidates,
+)
 
 
 @dataclass(frozen=True)
@@ -56,13 +64,27 @@ class Verdict:
     kind: VerdictKind
     rule: str
     reason: str
-    recipe: str | None  # profile name of the best recipe; None: nothing beat baseline
-    gain: float | None  # its mean delta vs baseline-deployed on the primary tag
-    conditional: tuple[str, ...] = ()  # config tags the recipe regresses (> regress)
+    recipe: str | None  # profile name of the proposed recipe; None: no change
+    gain: float | None  # its delta vs baseline-deployed, from runs that did not select it
+    regressed: tuple[str, ...] = ()  # config tags the recipe regresses (> regress)
+    # A verdict that lacks what a deployment needs (the leader not confirmed, Wave 6 not
+    # run, a part not tested, another tag regressed): `report --apply` refuses it unless
+    # forced. The reason says what is missing.
+    conditional: bool = False
+    conditional_reason: str = ""
+    interval: tuple[float, float] | None = None  # the gain's 95 % interval
+    n: int = 0  # the runs behind the gain (fresh: after the one that selected the recipe)
+    left_out: tuple[str, ...] = ()  # parts dropped from the stack, each with why
+    profiles: int = 0  # distinct profiles tried in Waves 2-4
+    win: bool = False  # the recipe is confirmed >= +5 % (what a ">= +5 %" claim means)
 
 
 Plan = tuple[Planned, ...] | Verdict  # an empty tuple: wait for the runs in flight
-CLEAR_LEAD = 2.0  # at the 8 h stop, a single run this many standard errors ahead is taken
+WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
+# bound >= +4.5 % (a claim whose truth is under +4.5 % is a false winner)
+Z_WIN = Z_ONE  # one-sided 95 %: the winner's lower bound
+MIN_FRESH = 2  # fresh runs before a recipe's gain counts as confirmed
+PART_Z = 1.0  # a stack's part is kept when the stack beats the stack without it by 1 se
 
 EVIDENCE_PROFILE = Profile(EVIDENCE, (
     Setting("profiler", "xplane", Layer.MAXTEXT),
@@ -79,6 +101,10 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     if board.queue_s >= inp.max_queue_s:
         if board.pending:
             return ()  # nothing new; the runs in flight finish (else left on the cluster)
+        cands = Candidates(inp, board, evidence, profiles(inp))
+        done = _winner(inp, board, cands, wave)
+        if isinstance(done, Verdict):
+            return done  # the last wave in made the winner rule: it is that stop, not 8 h
         return _verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
                         f"{board.queue_s / 3600:.1f} h of queue time >= "
                         f"{inp.max_queue_s / 3600:.0f} h")
@@ -89,12 +115,41 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     if first or retries:
         return within_budget(inp, board, (*first, *retries))
     cands = Candidates(inp, board, evidence, profiles(inp))
+    if inp.stop == "seed":
+        done = _seed_winner(inp, board, cands, wave)
+        if done is not None:
+            return done
+        lead = leader(inp, board, cands)
+        t = inp.tags[0]
+        if lead is not None and ((board.delta(lead, t) or 0.0) - board.se(lead, t)
+                                 >= inp.win - WIN_MARGIN):
+            # Good enough may be in hand: what the winner rule needs goes first (the
+            # leader's parts tested, fresh runs of it, the baseline at n=3; Wave 6 once
+            # it is confirmed, so a leader that falls back costs no cross-tag run).
+            need = _needs(inp, board, cands, lead, wave6=confirmed_win(inp, board, lead))[1]
+            if need:
+                return within_budget(inp, board, tuple(
+                    Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
+    need = _verdict_needs(inp, board, cands)
+    if need and _closing(inp, board, len(need)):
+        # The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
+        # tested, Wave 6) goes before anything new, so the timebox verdict has it.
+        return within_budget(inp, board, tuple(
+            Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
+            for p, tag, rule, reason in need))
     fresh = wave_candidates(cands)
     stop = _stop_rule(inp, board, cands, bool(fresh))
     if stop is not None:
         return stop
     return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
                                            for p, tag, rule, reason in fresh))
+
+
+def _closing(inp: Inputs, board: Board, need: int) -> bool:
+    """Less queue time left than the verdict's needs plus one more full wave (at the mean
+    queue time per run so far: the cluster's clock, as the results carry it)."""
+    per_run = board.queue_s / max(1, board.runs)
+    return board.queue_s + (need + inp.wave_size) * per_run >= inp.max_queue_s
 
 
 def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
@@ -168,28 +223,188 @@ def _resolve(table: dict[str, Profile], name: str) -> Profile:
     return stack(tuple(table[part] for part in name.split("+")))
 
 
-def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Verdict | None:
+def confirmed_win(inp: Inputs, board: Board, name: str) -> bool:
+    """>= +5 % on runs that did not select the recipe (at least MIN_FRESH of them, the
+    baseline at BASE_N), its one-sided lower bound above the false-winner line (+4.5 %)."""
+    t = inp.tags[0]
+    d, base = board.fresh_delta(name, t), board.base(t)
+    return (d is not None and base is not None and base.n >= BASE_N
+            and len(board.fresh(name, t)) >= MIN_FRESH and d >= inp.win
+            and d - Z_WIN * board.fresh_se(name, t) >= inp.win - WIN_MARGIN)
+
+
+def _recipes(inp: Inputs, board: Board, cands: Candidates) -> list[str]:
+    return [e.profile for e in board.measured(inp.tags[0])
+            if len(cands._profile(e.profile).settings) <= inp.max_flags]
+
+
+def _score(board: Board, name: str, tag: str) -> float:
+    """Fresh mean less one standard error (well-measured recipes first)."""
+    d = board.fresh_delta(name, tag)
+    return -math.inf if d is None else d - board.fresh_se(name, tag)
+
+
+def leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The leading recipe: above the bounded bar, best by its mean over every run less one
+    standard error. It is what the planner confirms and what a verdict names."""
+    t = inp.tags[0]
+    up = [n for n in _recipes(inp, board, cands) if (board.delta(n, t) or 0) > inp.bounded_gain]
+    return max(up, key=lambda n: (board.delta(n, t) or 0.0) - board.se(n, t), default=None)
+
+
+def screening(board: Board, name: str, tag: str) -> float:
+    """The delta of the run that selected the recipe (its first): what a verdict picks by
+    among recipes that qualify on their fresh runs, so picking one costs its claimed gain
+    no winner's curse (picking by the fresh means would: the best of several is lucky)."""
+    e, b = board.get(name, tag), board.base(tag)
+    if e is None or not e.n or b is None:
+        return -math.inf
+    return e.samples[0] / b.mean - 1
+
+
+def verdict_leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The recipe a verdict names: of those significantly above the bounded bar on their
+    fresh runs, those a deployment needs nothing more for first (confirmed, parts tested,
+    Wave 6 run), then the one whose selecting run was best."""
+    t = inp.tags[0]
+    ok = [n for n in _recipes(inp, board, cands) if board.above(n, t, inp.bounded_gain)]
+
+    def ready(n: str) -> bool:  # nothing a deployment would still need
+        return not _missing(inp, board, n, len(board.fresh(n, t)),
+                            pruned(inp, board, cands, n).untested)[0]
+
+    return max(ok, key=lambda n: (ready(n), screening(board, n, t)), default=None)
+
+
+def _prospect(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The recipe the 8 h plan makes verdict-ready: the leader."""
+    return leader(inp, board, cands)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    name: str  # the recipe with every part that showed no measured help left out
+    left_out: tuple[str, ...]  # each dropped part, with the measurement that dropped it
+    untested: tuple[str, ...]  # stacks without one part that were never run
+
+
+def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
+    """A recipe keeps only parts with measured evidence that they help: for each part, the
+    stack must have measured above the stack without it by PART_Z standard errors. A part
+    that did not is left out (the most useless first, then again); a stack without a part
+    that was never run is `untested` (the planner runs it before the verdict)."""
+    t = inp.tags[0]
+    left: list[str] = []
+    while True:
+        parts = name.split("+")
+        if len(parts) < 2:
+            return Pruned(name, tuple(left), ())
+        untested: list[str] = []
+        worst: tuple[float, str, str] | None = None
+        for part in parts:
+            sub = "+".join(sorted(q for q in parts if q != part))
+            e, s = board.get(name, t), board.get(sub, t)
+            if s is None or (not s.n and s.fate is Fate.OPEN):
+                untested.append(sub)
+                continue
+            if e is None or not e.n or not s.n:
+                continue  # the stack without the part cannot run: the part is needed
+            gap = (board.delta(name, t) or 0.0) - (board.delta(sub, t) or 0.0)
+            se = board.noise * math.sqrt(1 / e.n + 1 / s.n)
+            if gap <= PART_Z * se and (worst is None or gap < worst[0]):
+                worst = (gap, part, sub)
+        if worst is None:
+            return Pruned(name, tuple(left), tuple(untested))
+        gap, part, sub = worst
+        left.append(f"{part} ({name} {board.delta(name, t):+.2%} vs {sub} "
+                    f"{board.delta(sub, t):+.2%} without it: no measured help)")
+        name = sub
+
+
+def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,
+           wave6: bool = True) -> tuple[str, list[Item]]:
+    """What a verdict naming `name` still needs: its parts tested, then the kept recipe
+    confirmed on fresh runs (baseline at BASE_N), then Wave 6 on every other tag."""
+    t = inp.tags[0]
+    p = pruned(inp, board, cands, name)
+    out: list[Item] = []
+    for sub in p.untested:
+        prof = cands._profile(sub)
+        if cands._ok(prof):
+            out.append((prof, t, "verdict.part_check",
+                        f"{name}: is every part worth it? {sub} is the stack without one"))
+    if out:
+        return p.name, out
+    base = board.base(t)
+    if base is not None and base.n < BASE_N:
+        out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
+                    f"baseline n={base.n}: the verdict's gain is judged against its mean"))
+    e = board.get(p.name, t)
+    if e is not None and len(board.fresh(p.name, t)) < MIN_FRESH and e.n < MAX_N + 2:
+        out.append((cands._profile(p.name), t, "noise.confirm",
+                    f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
+                    "that did not select it"))
+    return p.name, out + (cands.wave6(p.name) if wave6 else [])
+
+
+def _verdict_needs(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
+    lead = _prospect(inp, board, cands)
+    return [] if lead is None else _needs(inp, board, cands, lead)[1]
+
+
+def _winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
+    """Stop rule 1: a recipe of 1-3 flags confirmed >= +5 % over baseline-deployed on runs
+    that did not select it, each part with measured help, and Wave 6 run on every other
+    config tag (a regression > 1 % there makes the proposal config-conditional)."""
+    t = inp.tags[0]
+    wins = [n for n in _recipes(inp, board, cands) if confirmed_win(inp, board, n)]
+    if not wins:
+        return None
+    lead = max(wins, key=lambda n: screening(board, n, t))
+    name, need = _needs(inp, board, cands, lead, wave)
+    left = pruned(inp, board, cands, lead).left_out
+    if need:
+        return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
+                                               for p, tag, rule, reason in need))
+    if not confirmed_win(inp, board, name):
+        return None  # the kept recipe fell short of the bar: search on
+    why = f"{name} confirmed >= +{inp.win:.0%} over baseline-deployed"
+    if inp.tags[1:]:
+        why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
+    return _verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner", why, cands,
+                    recipe=name, left_out=left)
+
+
+def _seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
+    return _winner(inp, board, cands, wave)
+
+
+def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan | None:
     primary = inp.tags[0]
-    best = best_recipe(cands)
-    if best is not None and cands.settled(best) and (board.delta(best, primary) or 0) >= inp.win:
-        regressed = _regressed(inp, board, best)
-        if regressed is not None:
-            return _verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner",
-                            f"{best} confirmed >= +{inp.win:.0%} over baseline-deployed",
-                            regressed, recipe=best)
+    wave = max(board.waves, default=0)
+    if inp.stop != "seed":
+        best = best_recipe(cands)
+        if best is not None and cands.settled(best):
+            done = _winner(inp, board, cands, wave)
+            if done is not None:
+                return done
     tried = cands.distinct_tried()
-    top = max((board.delta(e.profile, primary) or 0.0 for e in board.measured(primary)),
-              default=0.0)
-    settled = not (cands.confirmations() or cands.stacks())  # small gains may add up
-    if tried >= inp.bounded_count and top <= inp.bounded_gain and settled:
+    significant = [e.profile for e in board.measured(primary)
+                   if board.above(e.profile, primary, inp.bounded_gain)]
+    settled = not cands.confirmations() and (inp.stop == "seed" or not cands.stacks())
+    if tried >= inp.bounded_count and not significant and settled:
         return _verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
-                        f"{tried} distinct profiles in Waves 2-4, none > "
-                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope")
+                        f"{tried} distinct profiles in Waves 2-4, none significantly above "
+                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope",
+                        cands)
     if not more:
-        kind = VerdictKind.BOUNDED if top <= inp.bounded_gain else VerdictKind.EXHAUSTED
+        need = _verdict_needs(inp, board, cands)
+        if need:
+            return within_budget(inp, board, tuple(
+                Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
+        kind = VerdictKind.EXHAUSTED if significant else VerdictKind.BOUNDED
         return _verdict(inp, board, kind, "stop.catalog_exhausted",
-                        f"catalog exhausted after {tried} distinct profiles; best "
-                        f"{top:+.1%}")
+                        f"catalog exhausted after {tried} distinct profiles", cands)
     return None
 
 
@@ -210,35 +425,96 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
 
 
 def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
-             conditional: tuple[str, ...] = (), recipe: str | None = None) -> Verdict:
-    """The verdict with the best recipe measured at least twice (a timebox, with nothing
-    confirmed yet, falls back to single runs and says so)."""
-    primary = inp.tags[0]
-    measured = board.measured(primary)
-    cands = [e for e in measured if e.n >= 2]
-    if not cands and kind is VerdictKind.TIMEBOX and measured:
-        cands, why = measured, why + "; best so far from single runs"
-    best = max(cands, key=lambda e: board.delta(e.profile, primary) or -1.0, default=None)
-    name = recipe or (best.profile if best else None)
-    gain = board.delta(name, primary) if name else None
-    if gain is None or gain <= 0:
-        name, gain = None, None
-    lead = max(measured, key=lambda e: board.delta(e.profile, primary) or -1.0, default=None)
-    lead_gain = board.delta(lead.profile, primary) if lead else None
-    if (kind is VerdictKind.TIMEBOX and lead and lead_gain is not None and lead.n < 2
-            and name and gain is not None and best is not None
-            and lead_gain - gain > CLEAR_LEAD * board.noise * (1 + 1 / best.n) ** 0.5):
-        # Out of time with a single run far ahead of the confirmed best: the noise cannot
-        # explain the gap, so the run is the better bet (it stays flagged as one run).
-        why += (f"; best so far from one run: {lead.profile} {lead_gain:+.2%} is more than "
-                f"{CLEAR_LEAD:g} standard errors ahead of the confirmed {name} {gain:+.2%}")
-        name, gain = lead.profile, lead_gain
-    elif lead and lead_gain is not None and lead.n < 2 and lead_gain > (gain or 0.0):
-        why += f"; unconfirmed (one run): {lead.profile} {lead_gain:+.2%}"
-    if conditional:
-        why += f"; regresses {', '.join(conditional)} by > {inp.regress:.0%}: config-conditional"
-    return Verdict(kind, rule, why, name, gain, conditional)
+             cands: Candidates | None = None, recipe: str | None = None,
+             left_out: tuple[str, ...] = ()) -> Verdict:
+    """The verdict: its recipe (given, else the best significantly above the bounded bar on
+    fresh runs, its useless parts left out), the gain and interval from runs that did not
+    select it, and whether it is conditional (what a deployment would still need)."""
+    t = inp.tags[0]
+    cands = cands or Candidates(inp, board, None, profiles(inp))
+    tried = cands.distinct_tried()
+    left: tuple[str, ...] = ()
+    untested: tuple[str, ...] = ()
+    if recipe is None and kind is not VerdictKind.BOUNDED:
+        lead = verdict_leader(inp, board, cands)
+        if lead is not None:
+            p = pruned(inp, board, cands, lead)
+            recipe, left, untested = p.name, p.left_out, p.untested
+            if not board.above(recipe, t, inp.bounded_gain):
+                recipe, left = lead, ()  # the kept part has no fresh evidence of its own
+    elif recipe is not None:
+        left = left_out
+    gain = board.fresh_delta(recipe, t) if recipe else None
+    interval = board.interval(recipe, t) if recipe else None
+    n = len(board.fresh(recipe, t)) if recipe else 0
+    missing: list[str] = []
+    regressed: tuple[str, ...] = ()
+    if recipe is None:
+        bounded = kind is VerdictKind.BOUNDED
+        why += ("" if bounded else "; no change: nothing significantly above "
+                f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
+                f"({tried} profiles)")
+        if kind is VerdictKind.TIMEBOX:
+            why += _reach_note(inp, board, tried)
+    else:
+        assert gain is not None and interval is not None
+        why += (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
+                "selected it)")
+        if kind is not VerdictKind.PROPOSAL:
+            why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
+                    else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
+                         f"+{inp.win:.0%}; proposed as such")
+        missing, regressed = _missing(inp, board, recipe, n, untested)
+    if left:
+        why += "; left out: " + "; ".join(left)
+    lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
+                key=lambda e: board.delta(e.profile, t) or -1.0)
+    d1 = board.delta(lead1.profile, t) if lead1 else None
+    if lead1 and d1 is not None and d1 > max(gain or 0.0, inp.bounded_gain):
+        why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
+    if missing:
+        why += "; conditional: " + "; ".join(missing)
+    win = recipe is not None and confirmed_win(inp, board, recipe)
+    return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
+                   "; ".join(missing), interval, n, left, tried, win)
+
+
+def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]
+             ) -> tuple[list[str], tuple[str, ...]]:
+    """What a deployment of the recipe would still need, and the tags it regresses."""
+    missing: list[str] = []
+    if n < MIN_FRESH:
+        missing.append(f"confirmed on {n} fresh run(s), not {MIN_FRESH}")
+    if untested:
+        missing.append("not tested without one part: " + ", ".join(untested))
+    reg = _regressed(inp, board, recipe)
+    if reg is None:
+        todo = [tg for tg in inp.tags[1:] if board.delta(recipe, tg) is None]
+        missing.append(f"Wave 6 not run on {', '.join(todo)}")
+        return missing, ()
+    if reg:
+        missing.append(f"regresses {', '.join(reg)} by > {inp.regress:.0%}: config-conditional")
+    return missing, reg
+
+
+def _reach_note(inp: Inputs, board: Board, tried: int) -> str:
+    """Say when the job length put the bounded rule out of the 8 h budget's reach."""
+    if tried >= inp.bounded_count or not board.runs:
+        return ""
+    per_run = board.queue_s / board.runs
+    if per_run <= 0:
+        return ""
+    cap = int(inp.max_queue_s // per_run)
+    note = (f"; the bounded rule needs {inp.bounded_count} profiles: at "
+            f"~{per_run / 60:.0f} min of queue time per job, {inp.max_queue_s / 3600:g} h "
+            f"holds ~{cap} runs")
+    wave1 = board.runs - sum(e.n + e.flakes for (p, tg), e in board.entries.items()
+                             if e.first_wave >= 2)
+    if cap < inp.bounded_count + max(0, wave1) + BASE_N:
+        note += ": unreachable at this job length"
+    return note
 
 
 __all__ = ["EVIDENCE_PROFILE", "Inputs", "Plan", "Planned", "Verdict",
-           "VerdictKind", "plan"]
+           "VerdictKind", "confirmed_win", "plan", "pruned", "verdict_leader"]

@@ -105,6 +105,10 @@ class XlaTuningSpec(_Spec):
         description="named override sets; the first is the primary")
     profiles: list[ProfileSpec] = Field(default_factory=list, max_length=200)
     catalog: Literal["extend", "replace"] = "extend"
+    # `seed`: the SKILL.md's stop rules (a confirmed >= +5 % recipe with Wave 6 run ends the
+    # sweep); `thorough`: the winner rule waits for the search to plateau (the best, not
+    # good enough).
+    stop: Literal["seed", "thorough"] = "seed"
     thresholds: Thresholds = Field(default_factory=Thresholds)
 
     @model_validator(mode="before")
@@ -211,4 +215,5 @@ class XlaTuningSpec(_Spec):
                       bounded_count=t.bounded_count, regress=t.regress,
                       max_queue_s=t.max_queue_hours * 3600, noise=t.noise,
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
-                      microbatches=int(micro) if isinstance(micro, int) else None)
+                      microbatches=int(micro) if isinstance(micro, int) else None,
+                      stop=self.stop)

@@ -41,6 +41,16 @@ class Standing:
     n: int
     job_ids: tuple[str, ...]
     loss_shift: bool = False  # loss at the last step moved beyond noise
+    se: float = 0.0  # standard error of the delta (0: unknown, every delta counts)
+
+    @property
+    def beyond_noise(self) -> bool:
+        return abs(self.delta) > 2 * self.se
+
+    @property
+    def confirmed(self) -> bool:
+        """Measured more than once and beyond noise: a delta a sign flip may rest on."""
+        return self.n >= 2 and self.beyond_noise
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,8 @@ class Cell:
     guard: str = ""  # e.g. `[[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]` when recipes conflict
 
     def deltas(self) -> dict[str, float]:
-        return {s.profile: round(s.delta, 4) for s in self.board}
+        """The confirmed deltas (the sign-flip table compares only those)."""
+        return {s.profile: round(s.delta, 4) for s in self.board if s.confirmed}
 
 
 def cell_to_json(cell: Cell) -> dict[str, Any]:
@@ -188,9 +199,11 @@ def _leaderboard(cell: Cell) -> list[str]:
 
 
 def _negatives(cell: Cell) -> list[str]:
-    bad = sorted((s for s in cell.board if s.delta < 0), key=lambda s: s.delta)
+    bad = sorted((s for s in cell.board if s.delta < 0 and s.beyond_noise),
+                 key=lambda s: s.delta)  # a loss within noise is no finding
     dropped = [j for j in cell.jobs if j.status not in ("ok", "flake", "pending")]
-    lines = [f"- {s.profile} (`{s.flags}`): {s.delta:+.2%}" for s in bad]
+    lines = [f"- {s.profile} (`{s.flags}`): {s.delta:+.2%} ± {s.se:.2%} (n={s.n})"
+             for s in bad]
     lines += [f"- {j.profile} ({j.job_id}): {j.status}" for j in dropped]
     return lines or ["- none"]
 

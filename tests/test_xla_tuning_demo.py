@@ -1,0 +1,51 @@
+"""`sweepd demo --kind xla-tuning` (issue 21 item 7): it ends on the seed's winner rule with
+Wave 6 run, in fewer than 27 jobs, and the same jobs on every run (item 5)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _demo(state: Path) -> tuple[list[tuple[str, str]], dict[str, object]]:
+    done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--kind", "xla-tuning",
+                           "--state-dir", str(state)], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with sqlite3.connect(state / "sweepd.db") as db:
+        runs = db.execute("SELECT r.label, r.params_json FROM jobs j "
+                          "JOIN runs r ON r.id = j.run_id ORDER BY j.id").fetchall()
+        verdict = db.execute("SELECT verdict_json FROM sweeps").fetchone()[0]
+    return [(str(label), str(params)) for label, params in runs], json.loads(verdict)
+
+
+def test_the_demo_ends_on_the_winner_rule_with_wave6_in_the_same_jobs_every_time(
+        tmp_path: Path) -> None:
+    first, verdict = _demo(tmp_path / "a")
+    again, verdict2 = _demo(tmp_path / "b")
+    assert first == again  # same scenario and seed: the same jobs, in the same order
+    assert len(first) < 27
+    assert verdict["rule"] == "stop.winner" and verdict["kind"] == "proposal"
+    assert verdict["conditional"] is False and verdict["regressed"] == []
+    assert any(label.endswith("@dense") for label, _ in first)  # Wave 6 ran on the other tag
+    assert verdict == verdict2
+    lo, hi = verdict["interval"]  # type: ignore[misc]
+    assert lo < verdict["gain"] < hi  # type: ignore[operator]
+
+
+def test_the_spec_says_the_stop_mode_seed_by_default() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+    base = {"kind": "xla-tuning", "model": "deepseek3-671b", "nodes": "n[1-8]",
+            "parallelism": "FSDP=8"}
+    assert XlaTuningSpec.model_validate(base).inputs().stop == "seed"
+    thorough = XlaTuningSpec.model_validate({**base, "stop": "thorough"})
+    assert thorough.inputs().stop == "thorough"
+    with pytest.raises(ValidationError, match="stop"):
+        XlaTuningSpec.model_validate({**base, "stop": "eager"})
