@@ -122,7 +122,8 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # with the node count (sharding), so they hold only while all of them are in use.
     same = len(ctx.nodes) == len(spec.node_list)
     est = memory_estimate(
-        model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
+        replace(model, gpus_per_node=ctx.gpus_per_node), len(ctx.nodes),
+        spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(spec.overrides.get("max_target_length")),
         prior_param_gb=ctx.facts.param_gb if same else None,
