@@ -51,6 +51,9 @@ class SlurmConfig(_Section):
     # around the training step (default: plain shell lines in the batch script).
     header_command: list[str] | None = None
     summary_command: list[str] | None = None
+    # `sweepd check`: the command that shows the toolkit's image is reachable (the image,
+    # container_env.sh's DOCKER_IMAGE, is appended; run behind `command_prefix`).
+    image_check_command: list[str] = Field(default_factory=lambda: ["ls", "-la"])
 
 
 class ClusterConfig(_Section):
