@@ -194,3 +194,22 @@ def test_a_controller_away_is_waited_for_not_refused(tmp_path: Path) -> None:
         assert daemon.stop(signal.SIGTERM) == 0
         daemon.kill()
     assert (tmp_path / "state" / "sweepd.db").exists()   # a started daemon keeps its state
+
+
+def test_a_foreground_run_checks_slurm_first_too(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path, '[cluster]\nbackend = "slurm"\n[cluster.slurm]\n'
+                             'train_command = ["true"]\n')
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("kind: model-perf\nmodel: llama2-70b\nnodes: chi2832\nvalues: [4]\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    capsys.readouterr()
+    code = main(["run", str(spec), "--config", str(config), "--state-dir",
+                 str(tmp_path / "state")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("sweepd: the Slurm client "
+                                                             "commands are not on PATH")
+    assert not (tmp_path / "state").exists()

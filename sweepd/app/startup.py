@@ -129,6 +129,11 @@ async def check_start(config: Config, env: Mapping[str, str] | None = None) -> l
     ConfigError; returns notes to log (a controller away for the moment)."""
     check_dirs(config)
     check_telegram(config, env)
+    return await check_cluster(config, env)
+
+
+async def check_cluster(config: Config, env: Mapping[str, str] | None = None) -> list[str]:
+    """The scheduler's part of `check_start` (a foreground `run` has no socket or chat)."""
     if config.cluster.backend != "slurm":
         return []
     check_slurm_files(config.cluster.slurm, env)
