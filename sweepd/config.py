@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from sweepd.util.text import escape
@@ -51,13 +58,36 @@ class SlurmConfig(_Section):
     # around the training step (default: plain shell lines in the batch script).
     header_command: list[str] | None = None
     summary_command: list[str] | None = None
+    # `sweepd check`: the command that shows the toolkit's image is reachable (the image,
+    # container_env.sh's DOCKER_IMAGE, is appended; run behind `command_prefix`).
+    image_check_command: list[str] = Field(default_factory=lambda: ["ls", "-la"])
 
 
 class ClusterConfig(_Section):
     backend: Literal["sim", "slurm"] = "sim"
     gpu_memory_gib: float = Field(192, gt=0)
+    gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs per node: the memory "
+                               "estimate shards the weights over nodes x this")
     sim: SimConfig = Field(default_factory=SimConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+    @model_validator(mode="after")
+    def _slurm_mode_complete(self) -> ClusterConfig:
+        """The key each Slurm mode cannot run without, named here rather than as a
+        traceback from the backend."""
+        s = self.slurm
+        if self.backend != "slurm":
+            return self
+        if s.mode == "direct" and not s.train_command:
+            raise ValueError(
+                'direct mode (the default for backend = "slurm") needs '
+                "cluster.slurm.train_command, the command srun runs on every node; or set "
+                'cluster.slurm.mode = "submit_sh" and cluster.slurm.repo (a maxtext-slurm '
+                "checkout)")
+        if s.mode == "submit_sh" and s.repo is None:
+            raise ValueError('mode = "submit_sh" needs cluster.slurm.repo (the maxtext-slurm '
+                             "checkout whose ./submit.sh submits the jobs)")
+        return self
 
 
 class DaemonConfig(_Section):
@@ -152,6 +182,9 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
     if path is not None:
         try:
             data = tomllib.loads(path.read_text("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}): a config is a "
+                              "TOML text file") from None
         except OSError as e:
             raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
         except tomllib.TOMLDecodeError as e:
@@ -162,8 +195,10 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
     try:
         return Config.model_validate(data)
     except ValidationError as e:
-        problems = "\n".join(f"  {_problem(err)}" for err in e.errors())
-        raise ConfigError(f"invalid config{f' {path}' if path else ''}:\n{problems}") from None
+        found = [_problem(err) for err in e.errors()]
+        # One problem: one line; several: one line each.
+        problems = f" {found[0]}" if len(found) == 1 else "".join(f"\n  {p}" for p in found)
+        raise ConfigError(f"invalid config{f' {path}' if path else ''}:{problems}") from None
 
 
 def _section(loc: Sequence[int | str]) -> type[BaseModel] | None:
@@ -189,5 +224,7 @@ def _problem(err: ErrorDetails) -> str:
         where = f"[{'.'.join(map(str, loc[:-1]))}]" if loc[:-1] else "the top level"
         return (f"{key}: unknown key{f' (did you mean {close[0]}?)' if close else ''}; "
                 f"valid keys in {where}: {', '.join(valid)}")
+    if err["type"] == "value_error":   # a rule over several keys: its message names them
+        return f"{key}: {str(err['msg']).removeprefix('Value error, ')}"
     shown = escape(repr(err.get("input")))
     return f"{key}: {err['msg']} (got {shown if len(shown) <= 60 else shown[:60] + '…'})"

@@ -123,7 +123,8 @@ def test_the_daemon_gives_gather_the_checkout_in_submit_sh_mode_only(tmp_path: P
         "mode": "submit_sh", "repo": str(tmp_path)}})
     assert gather_context(sh).repo == tmp_path
     direct = load_config(None, {"cluster.backend": "slurm",
-                                "cluster.slurm": {"repo": str(tmp_path)}})
+                                "cluster.slurm": {"repo": str(tmp_path),
+                                                  "train_command": ["true"]}})
     assert gather_context(direct).repo is None
 
 

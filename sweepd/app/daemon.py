@@ -21,6 +21,7 @@ from aiohttp.web import AppRunner
 
 from sweepd.api.errors import AnotherSweepd
 from sweepd.app.service import Service
+from sweepd.app.startup import check_start
 from sweepd.clusters.factory import make_backend
 from sweepd.config import Config, ConfigError
 from sweepd.core.engine import Engine
@@ -117,10 +118,31 @@ def _beats(*calls: Callable[[], object]) -> Callable[[], None]:
 
 async def serve(config: Config, stop: asyncio.Event,
                 ready: Callable[[], None] | None = None) -> int:
-    from sweepd.api.server import refuse_if_served, start_server
+    from sweepd.api.server import refuse_if_served
+
+    # Config and environment first (commands, slurm.conf, repo, token): a refused start
+    # writes nothing.
+    for note in await check_start(config):
+        log.warning("daemon.controller_away", note=note)
+    refuse_if_served(config.daemon.socket_path)   # before a state directory is made
+    state_dir = config.daemon.state_dir
+    created = not state_dir.exists()
+    started = asyncio.Event()
+    try:
+        return await _serve(config, stop, ready, started)
+    except BaseException:
+        # A start refused after the state directory was made (a port taken, recovery
+        # failed) leaves none behind; once the daemon served, its state is kept.
+        if created and not started.is_set():
+            shutil.rmtree(state_dir, ignore_errors=True)
+        raise
+
+
+async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] | None,
+                 started: asyncio.Event) -> int:
+    from sweepd.api.server import start_server
 
     sd = SdNotify()
-    refuse_if_served(config.daemon.socket_path)   # before a state directory is made
     async with open_parts(config) as parts:
         # Before recovery: a bad token or token file refuses the start (SecretError).
         workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
@@ -140,6 +162,7 @@ async def serve(config: Config, stop: asyncio.Event,
                 await metrics_runner.cleanup()
             await workers.close()
             raise
+        started.set()
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:

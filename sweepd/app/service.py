@@ -257,7 +257,8 @@ class Service(Queries):
         checks = await self._preflight(spec)
         config = self.engine.config
         ctx = SweepContext(runs=[], nodes=spec.node_list,
-                           gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts)
+                           gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts,
+                           gpus_per_node=config.cluster.gpus_per_node)
         first = kind.plan(spec, ctx)
         dumped = spec.model_dump(mode="json")
         return {"kind": spec.kind, "name": spec.name or spec.default_name(),

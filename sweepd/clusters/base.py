@@ -90,6 +90,11 @@ class JobStatus:
     state: SchedulerState
     exit_code: int | None = None
     reason: str | None = None
+    # When the job started and ended, as the scheduler says (wall seconds since the epoch;
+    # None where it does not say): a job's times are the scheduler's, not when sweepd
+    # noticed, which may be hours later after a restart. Not part of a status's identity.
+    start: float | None = field(default=None, compare=False)
+    end: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -152,8 +153,24 @@ def scontrol_exit(raw: str) -> int | None:
     return 128 + int(sig) if sig.isdigit() and int(sig) else int(code)
 
 
+def slurm_time(raw: str) -> float | None:
+    """Slurm's `2026-12-02T00:54:33` (the client's local time) -> epoch seconds; `N/A`,
+    `Unknown`, `None` -> None."""
+    try:
+        return datetime.fromisoformat(raw.strip()).timestamp()
+    except ValueError:
+        return None
+
+
+def _times(state: SchedulerState, start: str, end: str) -> tuple[float | None, float | None]:
+    """A pending job's StartTime is a forecast, a running one's EndTime its time limit:
+    only what has happened is kept."""
+    return (slurm_time(start) if state != SchedulerState.PENDING else None,
+            slurm_time(end) if state.finished else None)
+
+
 def parse_squeue_poll(out: str) -> dict[str, JobStatus]:
-    """Lines of `JobID|State|exit_code|Reason`."""
+    """Lines of `JobID|State|exit_code|Reason[|StartTime|EndTime]`."""
     found: dict[str, JobStatus] = {}
     for line in out.splitlines():
         parts = [p.strip() for p in line.split("|", 3)]
@@ -161,19 +178,35 @@ def parse_squeue_poll(out: str) -> dict[str, JobStatus]:
             continue
         state = map_state(parts[1])
         exit_code = wait_status_exit(parts[2]) if state.finished else None
-        reason = parts[3] if parts[3] not in ("", "None", "(null)") else None
-        found[parts[0]] = JobStatus(state, exit_code, reason)
+        # The times come last: a reason is free text, the two times never hold a `|`.
+        reason_times = parts[3].rsplit("|", 2)
+        raw_reason = reason_times[0].strip()
+        start, end = (_times(state, reason_times[1], reason_times[2])
+                      if len(reason_times) == 3 else (None, None))
+        reason = raw_reason if raw_reason not in ("", "None", "(null)") else None
+        found[parts[0]] = JobStatus(state, exit_code, reason, start=start, end=end)
     return found
 
 
 def parse_scontrol_job(out: str) -> JobStatus | None:
-    fields = dict(re.findall(r"\b(JobState|ExitCode|Reason)=(\S+)", out))
+    fields = dict(re.findall(r"\b(JobState|ExitCode|Reason|StartTime|EndTime)=(\S+)", out))
     if "JobState" not in fields:
         return None
     state = map_state(fields["JobState"])
     exit_code = scontrol_exit(fields.get("ExitCode", "")) if state.finished else None
     reason = fields.get("Reason")
-    return JobStatus(state, exit_code, None if reason in (None, "None") else reason)
+    start, end = _times(state, fields.get("StartTime", ""), fields.get("EndTime", ""))
+    return JobStatus(state, exit_code, None if reason in (None, "None") else reason,
+                     start=start, end=end)
+
+
+def parse_sacct_times(out: str) -> tuple[float | None, float | None]:
+    """`Start|End` from `sacct -X -n -P`: the first line (the allocation)."""
+    for line in out.splitlines():
+        start, sep, end = line.strip().partition("|")
+        if sep:
+            return slurm_time(start), slurm_time(end)
+    return None, None
 
 
 def parse_node_states(out: str) -> dict[str, str]:
@@ -392,16 +425,24 @@ class SlurmCluster:
         """Run one command. A submitting one (`guard_fd`) gets its own process group and
         the guard's descriptor, so it can be recognised and ended after a daemon crash."""
         full, local_cwd = self._argv(argv, cwd)
-        proc = await asyncio.create_subprocess_exec(
-            *full,
-            cwd=local_cwd,
-            env={**os.environ, **self._env},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            pass_fds=() if guard_fd is None else (guard_fd,),
-            start_new_session=guard_fd is not None,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *full,
+                cwd=local_cwd,
+                env={**os.environ, **self._env},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=() if guard_fd is None else (guard_fd,),
+                start_new_session=guard_fd is not None,
+            )
+        except FileNotFoundError:
+            where = local_cwd if local_cwd is not None and not local_cwd.is_dir() else None
+            raise SlurmCommandError(
+                f"cannot run {full[0]}: " + (f"{where} does not exist" if where else
+                                             "command not found on PATH")) from None
+        except PermissionError:
+            raise SlurmCommandError(f"{full[0]}: permission denied") from None
         if guard_fd is not None:
             record_group(guard_fd, proc.pid)
         try:
@@ -670,7 +711,8 @@ class SlurmCluster:
         if not ids:
             return {}
         res = await self._run(["squeue", "--noheader", "--states=all", "-j", ",".join(ids),
-                               "-O", "JobID:|,State:|,exit_code:|,Reason:"])
+                               "-O", "JobID:|,State:|,exit_code:|,Reason:|,StartTime:|,"
+                               "EndTime:"])
         if res.rc != 0 and not _UNKNOWN_JOB.search(res.err):
             self._raise_for("squeue", res)
         found = parse_squeue_poll(res.out) if res.rc == 0 else {}
@@ -686,9 +728,19 @@ class SlurmCluster:
         res = await self._run(["scontrol", "show", "job", job_id])
         if res.rc != 0:
             if _UNKNOWN_JOB.search(res.err):
-                return JobStatus(SchedulerState.GONE)
+                return await self._gone(job_id)
             self._raise_for("scontrol", res)
-        return parse_scontrol_job(res.out) or JobStatus(SchedulerState.GONE)
+        return parse_scontrol_job(res.out) or await self._gone(job_id)
+
+    async def _gone(self, job_id: str) -> JobStatus:
+        """A job the controller has forgotten (MinJobAge passed): its times from accounting
+        where the cluster keeps it; without accounting, none (the log's own times serve)."""
+        try:
+            res = await self._run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "Start,End"])
+        except SlurmCommandError:   # no sacct on this host
+            return JobStatus(SchedulerState.GONE)
+        start, end = parse_sacct_times(res.out) if res.rc == 0 else (None, None)
+        return JobStatus(SchedulerState.GONE, start=start, end=end)
 
     async def _job_record(self, job_id: str) -> tuple[str, Path | None] | None:
         """(job name, expanded StdOut path) from `scontrol show job -o`."""
@@ -776,6 +828,15 @@ class SlurmCluster:
         # BatchMode: never wait for a password nobody will type; ConnectTimeout: a dead
         # node answers "unreachable" well before the probe's own time limit.
         return ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}"]
+
+    async def ping(self) -> None:
+        """Whether the Slurm client can talk to its controller: returns when it answers;
+        ControllerUnreachable when it is configured but away (wait, as for an outage);
+        SlurmCommandError when the client cannot run at all (no configuration source, a
+        bad slurm.conf): a configuration problem, refused at start."""
+        res = await self._run(["sinfo", "-h", "-o", "%P"])
+        if res.rc != 0:
+            self._raise_for("sinfo", res)
 
     async def end_note(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(leftover_note, output_dir)

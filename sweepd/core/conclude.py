@@ -10,6 +10,7 @@ import structlog
 from sweepd.clusters.base import JobStatus
 from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
+from sweepd.core.jobtimes import job_end
 from sweepd.core.node_evidence import (
     NODE_FAULTS,
     nic_outcome,
@@ -107,19 +108,20 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     # The job's end, the run's result, an exclusion, a stop: all or nothing, so a crash
     # can never leave a finished job whose run still looks unattempted.
     async with store.tx():
-        await _record(engine, job, verdict, action, tgs, mfu)
+        await _record(engine, job, status, verdict, action, tgs, mfu)
 
 
-async def _record(engine: EngineParts, job: Job, verdict: Verdict, action: Action,
-                  tgs: float | None, mfu: float | None) -> None:
+async def _record(engine: EngineParts, job: Job, status: JobStatus, verdict: Verdict,
+                  action: Action, tgs: float | None, mfu: float | None) -> None:
     store = engine.store
     now = engine.clock.now()
     nodes = [n for n in (verdict.node, action.exclude) if n]
     evidence = with_evidence(verdict.evidence,
                              await stored_evidence(store, job.sweep_id, nodes) if nodes else [])
+    ended_at, _ = job_end(engine.clock, job, status)
     await store.transition_job(
         job.id, _job_end(action.act, verdict), action.reason, rule=action.rule,
-        evidence=evidence, ended_at=now, tgs=tgs, mfu=mfu,
+        evidence=evidence, ended_at=ended_at, tgs=tgs, mfu=mfu,
         failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
         failure_line=verdict.evidence, failure_detail=verdict.detail)
     if action.exclude:

@@ -559,7 +559,8 @@ class Engine:
                         if e.to_state == SweepState.AWAITING_DECISION and e.rule]
         ctx = SweepContext(runs=runs, nodes=nodes,
                            gpu_memory_gib=self.config.cluster.gpu_memory_gib, facts=facts,
-                           jobs=await self.store.jobs(sweep.id), acknowledged_stops=acknowledged)
+                           jobs=await self.store.jobs(sweep.id), acknowledged_stops=acknowledged,
+                           gpus_per_node=self.config.cluster.gpus_per_node)
         return kind.plan(spec, ctx)
 
     async def _finish(self, sweep: Sweep, decision: Finished) -> None:

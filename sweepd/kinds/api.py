@@ -59,6 +59,7 @@ class SweepContext(Generic[FactsT]):
     jobs: Sequence[Job] = ()      # the sweep's jobs: what each run's log said (e.g. memory)
     # Rules of stops a person already resumed from: the planner must not raise them again.
     acknowledged_stops: Sequence[str] = ()
+    gpus_per_node: int = 8        # the cluster's (cluster.gpus_per_node)
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

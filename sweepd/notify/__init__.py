@@ -12,7 +12,12 @@ from sweepd.config import TelegramConfig
 from sweepd.notify.chat import ChatControl, Operations
 from sweepd.notify.chats import sweep_chats
 from sweepd.notify.logsink import LogSink
-from sweepd.notify.secrets import SecretError, install_redaction, load_credentials
+from sweepd.notify.secrets import (
+    Credentials,
+    SecretError,
+    install_redaction,
+    load_credentials,
+)
 from sweepd.notify.telegram import ReportSource, TelegramNotifier, Timing, make_bot
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import Store
@@ -46,6 +51,19 @@ def timing_of(config: TelegramConfig) -> Timing:
                   read_timeout_s=config.read_timeout_s)
 
 
+def chat_credentials(config: TelegramConfig, env: Mapping[str, str] | None = None
+                     ) -> tuple[Credentials, list[int]]:
+    """The token and the chats (config's first, then the environment's and the file's).
+    Raises SecretError (a ConfigError) when either is missing or the file is unsafe: read
+    before a start writes anything."""
+    creds = load_credentials(os.environ if env is None else env, config.token_file)
+    chat_ids = list(dict.fromkeys([*config.chat_ids, *creds.chat_ids]))
+    if not chat_ids:
+        raise SecretError("Telegram is enabled but no chat id: set telegram.chat_ids, "
+                          "TG_CHAT_ID, or a ChatID line in the token file")
+    return creds, chat_ids
+
+
 def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
                   news: Callable[[], asyncio.Event] | None = None,
                   env: Mapping[str, str] | None = None) -> Workers:
@@ -54,11 +72,7 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
     outbox = Outbox(store)
     if not config.enabled:
         return Workers([("notify", LogSink(outbox, news, config.idle_s).run)])
-    creds = load_credentials(os.environ if env is None else env, config.token_file)
-    chat_ids = list(dict.fromkeys([*config.chat_ids, *creds.chat_ids]))
-    if not chat_ids:
-        raise SecretError("Telegram is enabled but no chat id: set telegram.chat_ids, "
-                          "TG_CHAT_ID, or a ChatID line in the token file")
+    creds, chat_ids = chat_credentials(config, env)
     undo = install_redaction(creds.token)
     timing = timing_of(config)
     bot = make_bot(creds.token, config.base_url, timing, config.poll_timeout_s)

@@ -163,7 +163,8 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     sharding = sharding_of(settings, len(ctx.nodes), model.gpus_per_node, model.moe) \
         if axes or "expert_shard_attention_option" in settings else None
     est = memory_estimate(
-        model, len(ctx.nodes), spec.gpu_memory_gib or ctx.gpu_memory_gib,
+        replace(model, gpus_per_node=ctx.gpus_per_node), len(ctx.nodes),
+        spec.gpu_memory_gib or ctx.gpu_memory_gib,
         spec.mem_fraction or _env_fraction(spec) or 0.93,
         seq_len=_int(settings.get("max_target_length")),
         weight_bytes=weight_bytes(settings),

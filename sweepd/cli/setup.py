@@ -1,0 +1,161 @@
+"""`sweepd init` (a personal config: state and socket in the user's own directories, no
+root needed) and `sweepd check` (the pre-flight for a config)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+from pathlib import Path
+
+from sweepd.cli.output import say
+from sweepd.config import ConfigError, load_config
+from sweepd.util.hostlists import expand_nodes
+
+EXIT_FAILED_CHECK = 1
+
+
+def _xdg(name: str, default: str) -> Path:
+    value = os.environ.get(name)
+    return Path(value) if value and os.path.isabs(value) else Path.home() / default
+
+
+def default_config_path() -> Path:
+    return _xdg("XDG_CONFIG_HOME", ".config") / "sweepd" / "sweepd.toml"
+
+
+def personal_dirs() -> tuple[Path, Path]:
+    """(state directory, socket): XDG's state directory; the socket in the runtime
+    directory when the session has one (it is the user's own, mode 0700), else beside the
+    state."""
+    state = _xdg("XDG_STATE_HOME", ".local/state") / "sweepd"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    socket = Path(runtime) / "sweepd" / "sweepd.sock" if runtime and os.path.isabs(runtime) \
+        else state / "sweepd.sock"
+    return state, socket
+
+
+def _toml(value: object) -> str:
+    """A TOML value: strings and lists of strings (JSON's escapes are TOML's)."""
+    return json.dumps(value if not isinstance(value, Path) else str(value))
+
+
+def config_text(args: argparse.Namespace, state: Path, socket: Path) -> str:
+    lines = ["# Written by `sweepd init`: a personal daemon, no root needed.",
+             "# Start it: sweepd serve --config THIS_FILE; point the CLI at its socket:",
+             f"#   export SWEEPD_SOCKET={socket}",
+             "", "[daemon]", f"state_dir = {_toml(state)}", f"socket = {_toml(socket)}",
+             "", "[cluster]", f"backend = {_toml(args.backend)}"]
+    if args.gpus_per_node is not None:
+        lines.append(f"gpus_per_node = {args.gpus_per_node}")
+    if args.backend == "slurm":
+        lines += ["", "[cluster.slurm]", f"mode = {_toml(args.mode)}"]
+        if args.mode == "submit_sh":
+            lines.append(f"repo = {_toml(args.repo.resolve())}")
+        else:
+            lines.append(f"train_command = {_toml(shlex.split(args.train_command))}")
+        for key in ("slurm_conf", "partition", "time_limit"):
+            value = getattr(args, key)
+            if isinstance(value, Path):
+                value = value.resolve()
+            if value is not None:
+                lines.append(f"{key} = {_toml(value)}")
+    lines += ["", "[telegram]", "enabled = false",
+              "# enabled = true",
+              f"# token_file = {_toml(default_config_path().parent / 'telegram.token')}"
+              "   # mode 0600",
+              "# chat_ids = [123456789]",
+              '# base_url = "https://api.telegram.org/bot"   # a relay, without direct '
+              "internet (or HTTPS_PROXY)", ""]
+    return "\n".join(lines)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path: Path = args.config or default_config_path()
+    if args.backend == "slurm" and args.mode == "submit_sh" and args.repo is None:
+        raise ConfigError("init: --mode submit_sh needs --repo (the maxtext-slurm checkout)")
+    if args.backend == "slurm" and args.mode == "direct" and not args.train_command:
+        raise ConfigError("init: --mode direct needs --train-command (what srun runs on "
+                          "every node)")
+    if path.exists() and not args.force:
+        raise ConfigError(f"init: {path} exists (--force replaces it)")
+    state, socket = personal_dirs()
+    text = config_text(args, args.state_dir or state, socket)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, "utf-8")
+    try:
+        load_config(tmp)   # what was written must load
+    except ConfigError:
+        tmp.unlink()
+        raise
+    tmp.replace(path)
+    say(f"wrote {path}")
+    say(f"next: sweepd check --config {path}")
+    say(f"then: sweepd serve --config {path}   (and export SWEEPD_SOCKET={socket})")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from sweepd.app.check import DryJob, run_checks
+
+    path: Path = args.config or default_config_path()
+    try:
+        config = load_config(path)
+    except ConfigError as e:
+        say(f"FAIL config: {e}")
+        return EXIT_FAILED_CHECK
+    say(f"ok   config: {path}")
+    job = None
+    if args.job:
+        if not args.nodes:
+            raise ConfigError("check: --job needs --nodes (where the dry job runs)")
+        overrides = dict(kv.split("=", 1) for kv in args.override)
+        job = DryJob(args.job, expand_nodes(args.nodes), overrides, args.job_timeout)
+    failed = asyncio.run(run_checks(config, say, job))
+    return EXIT_FAILED_CHECK if failed else 0
+
+
+def _override(text: str) -> str:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected key=value")
+    return text
+
+
+def add_setup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("init", help="write a personal config (no root needed)",
+                       description="Write a config whose state and socket are under your "
+                                   "own directories (XDG), for the simulated cluster or "
+                                   "Slurm (direct or submit.sh mode).")
+    p.add_argument("--config", type=Path, help=f"where to write it (default: "
+                   f"{default_config_path()})")
+    p.add_argument("--backend", choices=["sim", "slurm"], default="sim")
+    p.add_argument("--mode", choices=["direct", "submit_sh"], default="submit_sh",
+                   help="Slurm: submit with the toolkit's ./submit.sh (default) or sweepd's "
+                        "own batch script")
+    p.add_argument("--repo", type=Path, help="submit_sh: the maxtext-slurm checkout")
+    p.add_argument("--train-command", help="direct: the command srun runs on every node")
+    p.add_argument("--slurm-conf", type=Path, help="the cluster's slurm.conf")
+    p.add_argument("--partition")
+    p.add_argument("--time-limit")
+    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--state-dir", type=Path, help="default: $XDG_STATE_HOME/sweepd")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("check", help="the pre-flight for a config: one line per check",
+                       description="Check what a daemon with this config needs: its state "
+                                   "directory, the scheduler, the toolkit repo, the image "
+                                   "container_env.sh names, the chat (a test message) and, "
+                                   "with --job, a short job whose log must have what sweepd "
+                                   "reads. Exit 1 when a check fails.")
+    p.add_argument("--config", type=Path, help=f"default: {default_config_path()}")
+    p.add_argument("--job", metavar="MODEL", help="submit a dry job of this model")
+    p.add_argument("--nodes", help="the dry job's nodes (a hostlist)")
+    p.add_argument("--override", action="append", default=["steps=15"], type=_override,
+                   metavar="KEY=VALUE", help="the dry job's overrides (default steps=15)")
+    p.add_argument("--job-timeout", type=float, default=1800.0,
+                   help="seconds the dry job may take (default 1800)")
+    p.set_defaults(func=cmd_check)
