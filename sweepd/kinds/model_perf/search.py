@@ -159,6 +159,20 @@ def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
             for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
 
 
+def upper_bound(space: SearchSpace, probes: Sequence[Probe]) -> float:
+    """The highest TGS this space could still hold: its best so far or, over a gap not
+    yet run, the concave bound from the secants beside it (inf: nothing bounds it). A
+    two-parameter search compares it with the best of the other settings."""
+    tried = {p.value for p in probes}
+    if not space.ordered:
+        return math.inf if any(c not in tried for c in space.candidates) else \
+            max((p.tgs or 0.0 for p in probes if p.outcome is Outcome.OK), default=0.0)
+    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
+    if not view.ok:
+        return math.inf if view.cliff > 0 else 0.0
+    return max([max(view.ok.values()), *(g.bound for g in _gaps(view))])
+
+
 def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     """Why the best may not be the exact optimum: a measured neighbour within the noise."""
     top = best(probes)
