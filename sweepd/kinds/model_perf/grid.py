@@ -40,6 +40,7 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     Value,
     best,
+    memory_fit,
     next_probe,
     upper_bound,
 )
@@ -154,23 +155,74 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
         step = next_probe(space, own, runs_left)
         return PairStep(s, step.value, step.why) if step else \
             f"settled with {len(own)} runs: its batch search converged"
+    ref_runs = [p for t, p in pairs if t == first]
+    fit = _fits_up_to(own)
+    # The first policy's passes stand in for batches not run here, where this policy's
+    # memory line says they may fit; their memory lines are the other policy's.
     ref = [replace(p, temp_gb=None, fixed_gb=None, limit_gb=None, alloc_gb=None)
-           for t, p in pairs if t == first]
+           for p in ref_runs if float(p.value) <= fit]
     top = best_pair(pairs)
     start = top[1].value if top is not None else None
     space_s = replace(space, prior=tuple(ref), start=start,
                       start_why=f"the best batch so far ({start}, at {parameter}="
                                 f"{top[0] if top else first}): one run there measures this "
                                 "policy's speed against it and its own memory line")
-    if own and top is not None:
-        bound = upper_bound(space_s, own)
+    ratio = _speed(own, ref_runs)
+    if top is not None and ratio is not None:
+        # TGS(policy, batch) ~ its speed x the first policy's curve: what that curve can
+        # still hold up to this policy's largest fit bounds what this policy can reach.
+        bound = ratio * upper_bound(space, ref_runs, fit)
         if bound <= (top[1].tgs or 0.0) * (1 + TOLERANCE):
-            lead = "" if math.isinf(bound) else f" (at most {bound:,.0f} TGS)"
-            return (f"settled with {len(own)} run{'s' * (len(own) != 1)}: scaled by its "
-                    f"measured speed, {parameter}={first}'s curve and its own runs{lead} "
-                    f"cannot beat the best ({top[1].tgs:,.0f} at {parameter}={top[0]}, "
-                    f"batch {top[1].value}) by more than {TOLERANCE:.1%}")
+            return (f"settled with {len(own)} run{'s' * (len(own) != 1)}: at {ratio:.3f}x "
+                    f"the speed of {parameter}={first} and fitting up to ~{fit:.0f}, it "
+                    f"reaches at most {bound:,.0f} TGS, not more than {TOLERANCE:.1%} over "
+                    f"the best ({top[1].tgs:,.0f} at {parameter}={top[0]}, batch "
+                    f"{top[1].value})")
+    if own and ratio is None and math.isfinite(fit):
+        # No pass yet: the first policy's fastest batch that this one's memory line
+        # predicts to fit measures its speed where it matters most.
+        tried = {p.value for p in own}
+        ok = [p for p in ref_runs if p.outcome is Outcome.OK and p.value not in tried
+              and float(p.value) <= fit]
+        pick = best(ok)
+        if pick is not None:
+            return PairStep(s, pick.value, f"{parameter}={first}'s fastest batch that this "
+                            f"policy's compiled-memory line predicts to fit (~{fit:.0f}): "
+                            "it measures this policy's speed against it")
     step = next_probe(space_s, own, runs_left)
     if step is None:
         return f"settled with {len(own)} runs: its batch search converged"
     return PairStep(s, step.value, step.why)
+
+
+def _fits_up_to(own: Sequence[Probe]) -> float:
+    """The largest batch this policy may fit: its memory line's prediction (one run's line
+    through the origin errs high, which only widens the bound), below its lowest failure,
+    at least its largest pass; inf when nothing says."""
+    ok = [float(p.value) for p in own if p.outcome is Outcome.OK]
+    fails = [float(p.value) - 1 for p in own if p.outcome is not Outcome.OK
+             and float(p.value) > max(ok, default=0.0)]
+    fit = memory_fit(own)
+    limit = min([*fails, *([fit.max_fit()] if fit is not None else [])], default=math.inf)
+    return max([limit, *ok])
+
+
+def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> float | None:
+    """This policy's TGS over the first policy's at the same batches (the first's curve
+    read between its runs where this one ran between them), None before a pass."""
+    pts = sorted((float(p.value), p.tgs) for p in ref if p.outcome is Outcome.OK and p.tgs)
+    ratios = []
+    for p in own:
+        if p.outcome is not Outcome.OK or not p.tgs or not pts:
+            continue
+        b = float(p.value)
+        below = [q for q in pts if q[0] <= b]
+        above = [q for q in pts if q[0] >= b]
+        if below and above:
+            (x0, y0), (x1, y1) = below[-1], above[0]
+            # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
+            g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+        else:
+            g = (below or above)[-1 if below else 0][1]
+        ratios.append(p.tgs / g)
+    return max(ratios) if ratios else None
