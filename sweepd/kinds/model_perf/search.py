@@ -362,7 +362,8 @@ class _View:
         # nothing below the pass, and is not run again (plan.py re-runs a silent one once).
         top_ok = max((i for i, p in known if p.outcome is Outcome.OK and not p.earlier),
                      default=-1)
-        fails = sorted((i, p) for i, p in known if p.outcome is not Outcome.OK)
+        fails = sorted(((i, p) for i, p in known if p.outcome is not Outcome.OK),
+                       key=lambda ip: ip[0])
         above = [(i, p) for i, p in fails if i > top_ok]
         cliff = above[0][0] if above else len(space.candidates)
         silent = bool(above) and all(p.silent for i, p in above if i == cliff)
