@@ -258,12 +258,24 @@ def nemo(cluster: Cluster2) -> list[Pair]:
     return pairs
 
 
+def every_combination(cluster: Cluster2) -> list[Pair]:
+    """Reference ceiling, not a contender: every batch of every setting up to its OOM."""
+    pairs: list[Pair] = []
+    for s in cluster.case.settings:
+        for b in range(1, 4097):
+            pairs.append((s.value, probe := cluster.run(s.value, b)))
+            if probe.outcome is Outcome.OOM:
+                break
+    return pairs
+
+
 METHODS: dict[str, Callable[[Cluster2], list[Pair]]] = {
     "sweepd two-parameter": two_param,
     "seed: fix one (SKILL.md literal), sweep other": _fix_one(skill_literal),
     "fix one (sweepd search), sweep other": _fix_one(sweepd),
     "DeepSpeed Autotuner-style": deepspeed,
     "NeMo AutoConfigurator-style": nemo,
+    "every combination once (noise ceiling)": every_combination,
 }
 SEED = "seed: fix one (SKILL.md literal), sweep other"
 

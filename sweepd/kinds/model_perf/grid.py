@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 
 from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.model_perf.search import (
+    MEMORY_MARGIN,
+    NOISE,
     TOLERANCE,
     Outcome,
     Probe,
@@ -125,12 +127,37 @@ def _fraction_step(space: SearchSpace, first: Value, s: Value, pairs: Sequence[P
     seen = carried(s, pairs)
     step = next_probe(space, seen, runs_left)
     mine = sum(1 for t, _ in pairs if t == s)
+    if step is None and not mine and s != first:
+        top = _flat_at_top(seen)
+        if isinstance(top, PairStep):
+            return replace(top, second=s)
     if step is None:
         return (f"settled with {mine} run{'s' * (mine != 1)} of its own: the runs at "
                 "smaller pools (the same program) and the TGS trend leave no batch its "
                 "pool admits that could be faster")
     return PairStep(s, step.value, step.why if s == first else
                     f"{step.why} (the runs at smaller pools count here: the same program)")
+
+
+def _flat_at_top(seen: Sequence[Probe]) -> PairStep | str | None:
+    """The smaller pool's largest pass is within the noise of its best: the trend there
+    cannot say the curve has stopped rising, and this pool admits more. One run at the
+    largest batch its memory line says fits tells (None: nothing to run)."""
+    ok = [p for p in seen if p.outcome is Outcome.OK and p.tgs]
+    top = best(ok)
+    fit = memory_fit(seen)
+    if top is None or fit is None or fit.slope <= 0:
+        return None
+    highest = max(ok, key=lambda p: float(p.value))
+    if (highest.tgs or 0.0) < (1 - 2 * NOISE) * (top.tgs or 0.0):
+        return None
+    likely = math.floor((fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope)
+    tried = {p.value for p in seen}
+    if likely <= float(highest.value) or likely in tried:
+        return None
+    return PairStep("", likely, f"the largest pass at a smaller pool ({highest.value}) is "
+                    f"within {2 * NOISE:.0%} of the best there: the curve may still rise, "
+                    f"and this pool fits up to ~{likely} ({fit.why})")
 
 
 def carried(s: Value, pairs: Sequence[Pair]) -> list[Probe]:
