@@ -11,13 +11,14 @@ from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.grid import next_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.registry import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome, true_peak_batch
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
 
+EXAMPLE = Path(__file__).parent.parent / "examples" / "model-perf" / "two-param.yaml"
 POLICIES = ["minimal_flash", "full", "save_dot_except_mlp"]
 # save_dot_except_mlp keeps more activations (x1.4: the largest fit falls from 14 to 10)
 # and runs 8% faster: the winner is a combination that fixing either knob misses.
@@ -40,7 +41,7 @@ def _true_best(scenario: Path) -> tuple[int, str, float]:
 
 async def test_a_two_parameter_sweep_reaches_the_true_best_combination(
         tmp_path: Path) -> None:
-    scenario = write_scenario(tmp_path, models=MODELS)
+    scenario = write_scenario(tmp_path, time_scale=0.0005, models=MODELS)
     config = sim_config(tmp_path, scenario)
     batch, policy, _ = _true_best(scenario)
     assert policy == "save_dot_except_mlp"  # the scenario is what this test is about
@@ -108,3 +109,18 @@ def test_a_larger_fraction_runs_only_the_batches_its_pool_admits() -> None:
     assert at_098 and all(int(v) > 15 for v in at_098)  # only what 0.93's pool could not
     top = max((p for _, p in pairs if p.tgs), key=lambda p: p.tgs or 0.0)
     assert top.value == 16  # (188.2 - 20) / 10: the largest fit at 0.98
+
+
+async def test_the_shipped_two_parameter_example_names_both_in_its_verdict(
+        tmp_path: Path) -> None:
+    """examples/model-perf/two-param.yaml (beside, not in, the one-example-per-kind set
+    tests/test_examples.py checks) is accepted as it is and runs to a verdict on the
+    simulator that names the batch and the policy."""
+    spec = read_spec_file(EXAMPLE)
+    assert parse_spec(spec).kind == "model-perf"
+    scenario = write_scenario(tmp_path, time_scale=0.0005)
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, spec)
+    assert code == EXIT_VERDICT
+    said = next(line for line in lines if "optimum" in line)
+    assert "per_device_batch_size=" in said and "remat_policy=" in said
