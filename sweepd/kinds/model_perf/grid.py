@@ -236,7 +236,9 @@ def _fits_up_to(own: Sequence[Probe]) -> float:
 
 def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> float | None:
     """This policy's TGS over the first policy's at the same batches (the first's curve
-    read between its runs where this one ran between them), None before a pass."""
+    read between its runs where this one ran between them), None before a pass inside
+    the first policy's runs: outside them, its curve is extrapolated, and a speed read off
+    an extrapolation would settle the policy on a guess."""
     pts = sorted((float(p.value), p.tgs) for p in ref if p.outcome is Outcome.OK and p.tgs)
     ratios = []
     for p in own:
@@ -245,11 +247,10 @@ def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> float | None:
         b = float(p.value)
         below = [q for q in pts if q[0] <= b]
         above = [q for q in pts if q[0] >= b]
-        if below and above:
-            (x0, y0), (x1, y1) = below[-1], above[0]
-            # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
-            g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
-        else:
-            g = (below or above)[-1 if below else 0][1]
+        if not below or not above:
+            continue  # outside the first policy's runs: its curve there is a guess
+        (x0, y0), (x1, y1) = below[-1], above[0]
+        # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
+        g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
         ratios.append(p.tgs / g)
     return max(ratios) if ratios else None
