@@ -194,8 +194,13 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
                       start_why=f"the best batch so far ({start}, at {parameter}="
                                 f"{top[0] if top else first}): one run there measures this "
                                 "policy's speed against it and its own memory line")
-    ratio = _speed(own, ref_runs)
-    if top is not None and ratio is not None:
+    speed = _speed(own, ref_runs)
+    ratio = speed[0] if speed is not None else None
+    # A speed read off the first policy's nearest run (this policy fits only below its
+    # runs) settles nothing until this policy's own largest fit has run: its top is where
+    # its curve and the stand-in part most.
+    guessed = speed is not None and not speed[1] and not _top_run(own, fit)
+    if top is not None and ratio is not None and not guessed:
         # TGS(policy, batch) ~ its speed x the first policy's curve: what that curve can
         # still hold up to this policy's largest fit bounds what this policy can reach.
         bound = ratio * upper_bound(space, ref_runs, fit)
@@ -222,6 +227,11 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
     return PairStep(s, step.value, step.why)
 
 
+def _top_run(own: Sequence[Probe], fit: float) -> bool:
+    """This policy has run at (or one below) the largest batch it may fit."""
+    return any(p.outcome is Outcome.OK and float(p.value) >= math.floor(fit) - 1 for p in own)
+
+
 def _fits_up_to(own: Sequence[Probe]) -> float:
     """The largest batch this policy may fit: its memory line's prediction (one run's line
     through the origin errs high, which only widens the bound), below its lowest failure,
@@ -234,23 +244,24 @@ def _fits_up_to(own: Sequence[Probe]) -> float:
     return max([limit, *ok])
 
 
-def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> float | None:
+def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> tuple[float, bool] | None:
     """This policy's TGS over the first policy's at the same batches (the first's curve
     read between its runs where this one ran between them), None before a pass inside
     the first policy's runs: outside them, its curve is extrapolated, and a speed read off
     an extrapolation would settle the policy on a guess."""
     pts = sorted((float(p.value), p.tgs) for p in ref if p.outcome is Outcome.OK and p.tgs)
-    ratios = []
+    ratios, inside = [], True
     for p in own:
         if p.outcome is not Outcome.OK or not p.tgs or not pts:
             continue
         b = float(p.value)
         below = [q for q in pts if q[0] <= b]
         above = [q for q in pts if q[0] >= b]
-        if not below or not above:
-            continue  # outside the first policy's runs: its curve there is a guess
-        (x0, y0), (x1, y1) = below[-1], above[0]
-        # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
-        g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+        if below and above:
+            (x0, y0), (x1, y1) = below[-1], above[0]
+            # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
+            g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+        else:
+            g, inside = (below or above)[-1 if below else 0][1], False
         ratios.append(p.tgs / g)
-    return max(ratios) if ratios else None
+    return (max(ratios), inside) if ratios else None
