@@ -23,11 +23,16 @@ Methods:
 * seed, fix one sweep the other: the batch searched by batch-sweep.SKILL.md's procedure
   done literally with the knob at its config value, then each other value run at the batch
   found (and the same with sweepd's one-parameter search for the first half);
+* the seed, then its batch search again at the second knob's winning value (one round of
+  coordinate search: what the seed needs to reach a batch the config's value cannot fit);
 * DeepSpeed Autotuner-style: for each value of the knob, grow the micro-batch (doubling)
   until OOM, bisect to the largest fit, keep the fastest run;
 * NeMo AutoConfigurator-style: a grid of batches (powers of two) x every knob value, pruned
   by the memory estimate (the setting's largest fit x the case's estimate error), one short
-  run each, keep the fastest.
+  run each, keep the fastest;
+* every batch of every setting once, up to its OOM: the noise ceiling, not a contender.
+
+Each case has its own noise stream, the same for every method.
 """
 
 from __future__ import annotations
@@ -239,6 +244,17 @@ def _fix_one(first: Callable[[Cluster, int], list[Probe]]) -> Callable[[Cluster2
     return method
 
 
+def _fix_one_twice(cluster: Cluster2) -> list[Pair]:
+    """The seed, then its batch search again (SKILL.md literal) at the second knob's
+    winning value when that is not the config's: one round of coordinate search, the least
+    the seed needs to reach a combination whose batch the config's value does not fit."""
+    pairs = _fix_one(skill_literal)(cluster)
+    top = best_pair(pairs)
+    if top is not None and top[0] != cluster.case.settings[0].value:
+        skill_literal(At(cluster, top[0], pairs), int(top[1].value))
+    return pairs
+
+
 def deepspeed(cluster: Cluster2) -> list[Pair]:
     pairs: list[Pair] = []
     for s in cluster.case.settings:
@@ -273,6 +289,7 @@ METHODS: dict[str, Callable[[Cluster2], list[Pair]]] = {
     "sweepd two-parameter": two_param,
     "seed: fix one (SKILL.md literal), sweep other": _fix_one(skill_literal),
     "fix one (sweepd search), sweep other": _fix_one(sweepd),
+    "seed, then the batch again at the winner": _fix_one_twice,
     "DeepSpeed Autotuner-style": deepspeed,
     "NeMo AutoConfigurator-style": nemo,
     "every combination once (noise ceiling)": every_combination,
@@ -290,10 +307,11 @@ class Result:
 def evaluate(cases: Sequence[Case], seed: int, noise: float) -> dict[str, list[Result]]:
     out: dict[str, list[Result]] = {}
     for name, method in METHODS.items():
-        rng = random.Random(seed + 1)
         out[name] = []
-        for case in cases:
-            cluster = Cluster2(case, rng, noise)
+        for i, case in enumerate(cases):
+            # Each case its own noise stream: a method's extra runs on one case do not
+            # shift the noise every later case sees.
+            cluster = Cluster2(case, random.Random(seed + 1 + i), noise)
             top = best_pair(method(cluster))
             true = case.true(case.setting(top[0]), int(top[1].value)) if top else 0.0
             out[name].append(Result(cluster.runs, true >= (1 - FOUND) * case.optimum,
