@@ -124,3 +124,29 @@ async def test_the_shipped_two_parameter_example_names_both_in_its_verdict(
     assert code == EXIT_VERDICT
     said = next(line for line in lines if "optimum" in line)
     assert "per_device_batch_size=" in said and "remat_policy=" in said
+
+
+async def test_a_fraction_sweep_on_the_simulator_runs_no_smaller_pool(tmp_path: Path) -> None:
+    """The fraction as the second knob: the env setting reaches the jobs, a smaller pool
+    than the config's is never run, and the verdict is the true best batch, at a setting
+    the simulator runs at full speed (above 0.95 it starves RCCL)."""
+    scenario = write_scenario(tmp_path, time_scale=0.0005)
+    config = sim_config(tmp_path, scenario)
+    knob = "_env_XLA_PYTHON_CLIENT_MEM_FRACTION"
+    code, _ = await run(config, perf_spec(second={"parameter": knob,
+                                                       "values": [0.93, 0.85, 0.98]}))
+    assert code == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        runs = await store.runs(sweep.id)
+    finally:
+        await store.close()
+    fractions = {r.params.env["XLA_PYTHON_CLIENT_MEM_FRACTION"] for r in runs}
+    assert "0.85" not in fractions and "0.93" in fractions
+    peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES), {},
+                           {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.93"})
+    verdict = sweep.verdict or {}
+    assert (verdict["best"], verdict["second_best"]) == (peak, 0.93)
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.85: not run: a smaller pool" in verdict["caveat"]
+    assert "configs/llama2-70b.env.sh" in verdict["proposal"]

@@ -8,7 +8,7 @@ from typing import Any
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.grid import Pair, best_pair, next_pair, settled_notes
+from sweepd.kinds.model_perf.grid import Pair, best_pair, is_fraction, next_pair, settled_notes
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
 from sweepd.store.rows import Run
@@ -36,7 +36,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         cut = None if step is None else \
             f"max_runs ({budget}) ran out before the search settled; {name}={step.second}, " \
             f"{spec.parameter}={step.value} was next"
-        return _finish(spec, second, seen, space_notes(spec, second, seen, space), cut)
+        notes = settled_notes(space, second.parameter, second.values, seen)
+        return _finish(spec, second, seen, notes, cut, len(ctx.nodes))
     label = one._label(f"{spec.parameter}={step.value} {name}={step.second}", ctx)
     reason = (f"{'first' if not seen else 'next'} probe {spec.parameter}={step.value} at "
               f"{name}={step.second}: {step.why}" + ("" if seen else f"; {why}"))
@@ -59,14 +60,9 @@ def pairs(spec: ModelPerfSpec, second: SecondKnob, ctx: SweepContext[PerfFacts]
 
 
 def second_value(second: SecondKnob, run: Run) -> Any:
-    value = swept_value(second.parameter, run.params, second.values)
-    # A float fraction comes back as the spec's candidate it was written from.
-    return value
-
-
-def space_notes(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
-                space: Any) -> dict[Any, str]:
-    return settled_notes(space, second.parameter, second.values, seen)
+    """The run's second value, as the spec's candidate it was written from (an
+    environment variable comes back as text)."""
+    return swept_value(second.parameter, run.params, second.values)
 
 
 def _name(second: SecondKnob) -> str:
@@ -74,7 +70,7 @@ def _name(second: SecondKnob) -> str:
 
 
 def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
-            notes: dict[Any, str], cut: str | None) -> Finished:
+            notes: dict[Any, str], cut: str | None, nodes: int) -> Finished:
     name = _name(second)
     top = best_pair(seen)
     if top is None:
@@ -86,10 +82,9 @@ def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
                         *([cut] if cut else [])]) or None
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": probe.value, "tgs": probe.tgs, "runs": len(seen),
-        "second": second.parameter, "second_best": value, "nodes": len(one_nodes(spec)),
+        "second": second.parameter, "second_best": value, "nodes": nodes,
         "settled": cut is None, "caveat": caveat,
-        "proposal": f"{spec.parameter}: {probe.value}, {name}: {value}  "
-                    f"# configs/{spec.model}.gpu.yml",
+        "proposal": _proposal(spec, second, probe.value, value),
     }
     what = "optimum" if cut is None else "best so far"
     return Finished(True, f"{spec.model}: {what} {spec.parameter}={probe.value} with "
@@ -97,5 +92,11 @@ def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
                           + (f"; {caveat}" if caveat else ""), verdict)
 
 
-def one_nodes(spec: ModelPerfSpec) -> list[str]:
-    return list(spec.node_list)
+def _proposal(spec: ModelPerfSpec, second: SecondKnob, batch: Any, value: Any) -> str:
+    """Where each of the two goes: the batch and a remat policy in the model's .gpu.yml, a
+    memory fraction (an environment variable) in its .env.sh."""
+    gpu = f"configs/{spec.model}.gpu.yml"
+    if is_fraction(second.parameter):
+        return (f"{spec.parameter}: {batch}  # {gpu}; {_name(second)}={value}  "
+                f"# configs/{spec.model}.env.sh")
+    return f"{spec.parameter}: {batch}, {second.parameter}: {value}  # {gpu}"
