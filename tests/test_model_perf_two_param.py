@@ -9,7 +9,7 @@ import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.kinds.model_perf import report
-from sweepd.kinds.model_perf.grid import next_pair
+from sweepd.kinds.model_perf.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
 from sweepd.kinds.registry import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
@@ -150,3 +150,32 @@ async def test_a_fraction_sweep_on_the_simulator_runs_no_smaller_pool(tmp_path: 
     assert (verdict["best"], verdict["second_best"]) == (peak, 0.93)
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.85: not run: a smaller pool" in verdict["caveat"]
     assert "configs/llama2-70b.env.sh" in verdict["proposal"]
+
+
+def _run_policy(speed: float, act: float, b: int) -> Probe:
+    """Temp 8 GB per batch (times the policy's activation factor) over 30 GB fixed in a
+    178.5 GB pool; TGS rises with diminishing returns, times the policy's speed."""
+    temp, fixed, pool = 8.0 * act * b, 30.0, 178.5
+    if fixed + temp > pool:
+        return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=pool,
+                     alloc_gb=fixed + temp - pool)
+    return Probe(b, Outcome.OK, speed * 1000.0 * b / (b + 3), temp_gb=temp, fixed_gb=fixed,
+                 limit_gb=pool)
+
+
+def test_a_policy_that_cannot_beat_the_best_is_settled_after_few_runs() -> None:
+    """A slower policy that also fits less: its speed, measured once, times the first
+    policy's curve up to its own largest fit cannot beat the best, so it stops without a
+    batch search of its own, and the verdict's notes say why."""
+    policies = {"full": (1.0, 1.0), "slow": (0.9, 1.5)}
+    space = batch_space(14)
+    pairs: list[tuple[float | int | str, Probe]] = []
+    while (step := next_pair(space, "remat_policy", list(policies), pairs)) is not None:
+        assert isinstance(step.value, int)
+        pairs.append((step.second, _run_policy(*policies[str(step.second)], step.value)))
+        assert len(pairs) < 20
+    assert sum(1 for s, _ in pairs if s == "slow") <= 2
+    top = max((p for _, p in pairs if p.tgs), key=lambda p: p.tgs or 0.0)
+    assert top.value == 18  # (178.5 - 30) / 8: the largest fit of the faster-per-batch one
+    notes = settled_notes(space, "remat_policy", list(policies), pairs)
+    assert "cannot" in notes["slow"] or "at most" in notes["slow"]
