@@ -18,9 +18,13 @@ the others taught:
   temp slope): neither is known before a run. A later policy starts at the best batch so
   far; that one run measures its speed ratio and its own compiled-memory line, and the
   first policy's runs, their TGS scaled by that ratio and their memory lines dropped, stand
-  in for the batches it has not run (SearchSpace.prior). A policy whose bound (its best,
-  or what the TGS trend allows in its gaps) cannot beat the best of every setting by more
-  than TOLERANCE stops there.
+  in for the batches it has not run (SearchSpace.prior). After an OOM there, the first
+  policy's fastest batch its memory line predicts to fit is next. A policy whose bound
+  (its speed x what the first policy's curve can hold up to its own largest fit) cannot
+  beat the best of every setting by more than TOLERANCE stops there; a speed read outside
+  the first policy's runs settles it only once its own largest fit has run.
+* A larger fraction whose smaller pool's top is flat within the noise runs its own
+  largest fit once: the curve may still rise there.
 
 `max_target_length` and `quantization` change what is trained: they stay one-parameter
 sweeps (spec.py refuses them here).
