@@ -85,6 +85,9 @@ class ModelTruthSpec(_Strict):
     peak_batch: int = Field(ge=1)
     peak_tgs: float = Field(gt=0)
     nodes: int | None = Field(None, ge=1)
+    # remat_policy -> (activation memory factor, TGS factor) against minimal_flash, for
+    # this model; a policy left out keeps the built-in one (sweepd/sim/truth.py REMAT).
+    remat: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
 
 class NodeSpec(_Strict):

@@ -132,7 +132,15 @@ def _act_gb(scenario: Scenario, cfg: _Config) -> float:
     a = _attention_share(cfg.shape, cfg.shape.seq_len)
     # XLA inflates allocations to fill a larger pool: extra fraction buys less than it seems.
     inflation = 1 + 2 * max(0.0, cfg.mem_fraction - DEFAULT_MEM_FRACTION)
-    return act_ref * ((1 - a) * s + a * s * s) * REMAT.get(cfg.remat, (1.0, 1.0))[0] * inflation
+    return act_ref * ((1 - a) * s + a * s * s) * _remat(scenario, cfg)[0] * inflation
+
+
+def _remat(scenario: Scenario, cfg: _Config) -> tuple[float, float]:
+    """(activation memory factor, TGS factor) of the config's remat policy: the scenario's
+    for this model, else the built-in table."""
+    spec = scenario.model_truth(cfg.shape.name)
+    given = spec.remat.get(cfg.remat) if spec is not None else None
+    return given if given is not None else REMAT.get(cfg.remat, (1.0, 1.0))
 
 
 def _max_batch(scenario: Scenario, cfg: _Config) -> int:
@@ -145,7 +153,7 @@ def _curve_tgs(scenario: Scenario, cfg: _Config, batch: int) -> float:
     peak_batch = peak_tokens / cfg.seq
     peak = peak_ref * _efficiency(cfg.nodes) / _efficiency(ref_nodes)
     peak *= flops_per_token(cfg.shape, cfg.shape.seq_len) / flops_per_token(cfg.shape, cfg.seq)
-    peak *= REMAT.get(cfg.remat, (1.0, 1.0))[1]
+    peak *= _remat(scenario, cfg)[1]
     if cfg.mem_fraction > 0.95:
         peak *= 0.97     # RCCL starved of memory
     if batch <= peak_batch:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import plan as perf_plan
-from sweepd.kinds.model_perf import report
+from sweepd.kinds.model_perf import plan_two, report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import swept_value
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # What makes two sweeps the same cell: the same model on as many nodes, searching the same
 # parameter with the same config (overrides, env, memory settings).
-_CELL = ("parameter", "overrides", "env", "mem_fraction", "gpu_memory_gib")
+_CELL = ("parameter", "second", "overrides", "env", "mem_fraction", "gpu_memory_gib")
 
 
 async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CONTEXT) -> PerfFacts:
@@ -34,7 +34,10 @@ async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CO
 
 async def _prior(store: Store, spec: ModelPerfSpec, sweeps: list[Sweep]) -> Prior | None:
     """The latest settled sweep of the same cell: where it found the peak and the largest
-    batch that fitted, so this sweep starts from them (perf_plan.search_space)."""
+    batch that fitted, so this sweep starts from them (perf_plan.search_space). Not for a
+    two-parameter sweep: its peak and fit are each setting's own."""
+    if spec.second is not None:
+        return None
     for sweep in reversed(sweeps):
         verdict = sweep.verdict or {}
         if sweep.state != SweepState.DONE or sweep.kind != KIND.name \
@@ -85,5 +88,5 @@ def most_runs(spec: Mapping[str, Any]) -> int:
     return min(cap, len(values)) if isinstance(values, list) else cap
 
 
-KIND = Kind("model-perf", ModelPerfSpec, perf_plan.plan, report.markdown, report.rows,
+KIND = Kind("model-perf", ModelPerfSpec, plan_two.plan, report.markdown, report.rows,
             plot=report.plot, gather=gather, demo=DEMO, most_runs=most_runs)

@@ -17,6 +17,12 @@ def run_params(parameter: str, value: Scalar) -> RunParams:
     return RunParams(overrides={parameter: value})
 
 
+def pair_params(parameter: str, value: Scalar, second: str, other: Scalar) -> RunParams:
+    """A two-parameter run's params: the batch and the second knob's value."""
+    a, b = run_params(parameter, value), run_params(second, other)
+    return RunParams(overrides={**a.overrides, **b.overrides}, env={**a.env, **b.env})
+
+
 def swept_value(parameter: str, params: RunParams, values: Sequence[Any] | None = None
                 ) -> Scalar | None:
     """The value a run was planned with. An environment variable is text: it is the

@@ -335,6 +335,11 @@ def _runs(n: int) -> str:
 
 
 def _env_fraction(spec: ModelPerfSpec) -> float | None:
+    """The config's memory fraction: its env, or the first value of a swept fraction
+    (the search starts at that setting)."""
+    second = spec.second
+    if second is not None and second.parameter.endswith("XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        return float(second.values[0])
     raw = spec.env.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
     try:
         return float(raw) if raw else None

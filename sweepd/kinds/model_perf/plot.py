@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
@@ -46,6 +46,42 @@ def perf_curve_figure(points: Sequence[tuple[float, float]], failed: Sequence[fl
     ax.set_title(title)
     # Below the axes, not in them: the failed markers sit on the x axis, at the right end
     # where the OOMs are, exactly where a "lower right" legend covered them.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8,
+              frameon=False)
+    return fig
+
+
+def perf_grid_plot(curves: Mapping[str, Sequence[tuple[float, float]]],
+                   failed: Mapping[str, Sequence[float]], win: tuple[float, str] | None,
+                   parameter: str, second: str, title: str) -> bytes:
+    return png(perf_grid_figure(curves, failed, win, parameter, second, title))
+
+
+def perf_grid_figure(curves: Mapping[str, Sequence[tuple[float, float]]],
+                     failed: Mapping[str, Sequence[float]], win: tuple[float, str] | None,
+                     parameter: str, second: str, title: str) -> Figure:
+    """A two-parameter sweep: TGS against the batch, one curve per value of the second
+    knob, its failures marked on the axis in the curve's colour, the winner starred."""
+    fig = Figure(figsize=(7.0, 4.6), dpi=100)
+    ax = fig.add_subplot()
+    top = max((y for pts in curves.values() for _, y in pts), default=1.0)
+    for k, (value, pts) in enumerate(curves.items()):
+        colour = f"C{k}"
+        line = sorted(pts)
+        ax.plot([x for x, _ in line], [y for _, y in line], "o-", color=colour,
+                label=f"{second}={value}")
+        if failed.get(value):
+            ax.plot(list(failed[value]), [0.02 * top] * len(failed[value]), "x",
+                    color=colour, markersize=9)
+        if win is not None and win[1] == value:
+            y = dict(line).get(win[0])
+            if y is not None:
+                ax.plot([win[0]], [y], "*", color="#e0a800", markersize=16,
+                        label=f"winner: {parameter}={win[0]:g}, {second}={value}")
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("TGS/device (x: OOM or failed)")
+    ax.set_ylim(0, top * 1.12)
+    ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8,
               frameon=False)
     return fig

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweepd.kinds.model_perf.params import swept_value
-from sweepd.kinds.model_perf.plot import perf_curve_plot
+from sweepd.kinds.model_perf.params import ENV_PREFIX, swept_value
+from sweepd.kinds.model_perf.plot import perf_curve_plot, perf_grid_plot
 from sweepd.kinds.model_perf.spec import BATCH
 from sweepd.store.rows import Job, Run, Scalar, Sweep
 from sweepd.util.hostlists import expand_nodes
@@ -42,14 +42,16 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
             # A compile hang counts as an OOM (SKILL.md), but memory does not shrink with
             # the batch: a larger value that ran says this one may not be memory at all.
             status += f" (yet {top_value} ran: check the log)"
-        elif r.outcome == "pass" and value == best:
+        elif r.outcome == "pass" and value == best and _second(sweep, r) == \
+                (sweep.verdict or {}).get("second_best"):
             status += " ← optimum" if (sweep.verdict or {}).get("settled", True) else \
                 " ← best so far"
         elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
                 best is not None and _after(value, best):
             status += " (regression)"
         job = last_job.get(r.id)
-        out.append({"value": value, "job": job.backend_id if job else None, "tgs": r.tgs,
+        out.append({"value": value, "second": _second(sweep, r),
+                    "job": job.backend_id if job else None, "tgs": r.tgs,
                     "mfu": r.mfu, "outcome": r.outcome, "status": status,
                     "failure_class": r.failure_class, "detail": r.detail})
     return out
@@ -78,7 +80,44 @@ def _after(value: Any, best: Any) -> bool:
         return False
 
 
+def _second(sweep: Sweep, run: Run) -> Scalar | None:
+    second = sweep.spec.get("second") or {}
+    return swept_value(second["parameter"], run.params, second.get("values")) \
+        if second else None
+
+
+def grid_markdown(sweep: Sweep, runs: Sequence[Run]) -> str:
+    """A two-parameter sweep: batch down, the second knob across, TGS (or what failed) in
+    each cell; the winning combination starred."""
+    second = sweep.spec["second"]
+    name = str(second["parameter"]).removeprefix(ENV_PREFIX)
+    columns = list(second["values"])
+    verdict = sweep.verdict or {}
+    cells: dict[tuple[Any, Any], str] = {}
+    for r in _compared(sweep, [r for r in runs if r.state in ("passed", "failed")]):
+        key = (_value(sweep, r), _second(sweep, r))
+        if r.outcome == "pass" and r.tgs is not None:
+            star = " ★" if key == (verdict.get("best"), verdict.get("second_best")) else ""
+            cells[key] = f"{r.tgs:,.0f}{star}"
+        else:
+            cells.setdefault(key, _STATUS.get(r.outcome or "", r.outcome or "?"))
+    batches = sorted({b for b, _ in cells}, key=lambda v: (0, v) if isinstance(v, int | float)
+                     else (1, str(v)))
+    if not batches:
+        return "No run has finished yet."
+    lines = [f"| Batch \\ {name} | " + " | ".join(map(str, columns)) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for b in batches:
+        lines.append(f"| {b} | " + " | ".join(cells.get((b, c), "—") for c in columns) + " |")
+    if verdict.get("best") is not None:
+        lines.append(f"\nWinning combination: per_device_batch_size={verdict['best']}, "
+                     f"{name}={verdict.get('second_best')} (★, TGS/device).")
+    return "\n".join(lines)
+
+
 def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
+    if sweep.spec.get("second"):
+        return grid_markdown(sweep, runs)
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
     head = "Batch" if parameter == "per_device_batch_size" else parameter
     table = rows(sweep, runs, jobs)
@@ -95,8 +134,11 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
 
 
 def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
-    """TGS against the swept value with the OOM region and the optimum (numeric sweeps)."""
+    """TGS against the swept value with the OOM region and the optimum (numeric sweeps);
+    a two-parameter sweep: one curve per value of the second knob."""
     parameter = sweep.spec.get("parameter", "per_device_batch_size")
+    if sweep.spec.get("second"):
+        return _grid_plot(sweep, runs, parameter)
     numeric = [(float(v), r) for r in _compared(sweep, runs)
                if isinstance(v := _value(sweep, r), int | float)]
     points = [(v, r.tgs) for v, r in numeric if r.outcome == "pass" and r.tgs is not None]
@@ -107,3 +149,26 @@ def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None
     title = f"{sweep.spec.get('model')} {_size(sweep, runs)}N: {parameter}"
     return perf_curve_plot(points, failed, float(best) if isinstance(best, int | float) else None,
                            parameter, title)
+
+
+def _grid_plot(sweep: Sweep, runs: Sequence[Run], parameter: str) -> bytes | None:
+    second = sweep.spec["second"]
+    curves: dict[str, list[tuple[float, float]]] = {str(v): [] for v in second["values"]}
+    failed: dict[str, list[float]] = {str(v): [] for v in second["values"]}
+    for r in _compared(sweep, runs):
+        v, s = _value(sweep, r), str(_second(sweep, r))
+        if not isinstance(v, int | float) or s not in curves:
+            continue
+        if r.outcome == "pass" and r.tgs is not None:
+            curves[s].append((float(v), r.tgs))
+        elif r.outcome in ("oom", "fail", "hang"):
+            failed[s].append(float(v))
+    if not any(curves.values()) and not any(failed.values()):
+        return None
+    verdict = sweep.verdict or {}
+    best = verdict.get("best")
+    win = (float(best), str(verdict.get("second_best"))) \
+        if isinstance(best, int | float) else None
+    name = str(second["parameter"]).removeprefix(ENV_PREFIX)
+    title = f"{sweep.spec.get('model')} {_size(sweep, runs)}N: {parameter} x {name}"
+    return perf_grid_plot(curves, failed, win, parameter, name, title)

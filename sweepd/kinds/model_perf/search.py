@@ -159,6 +159,27 @@ def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
             for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
 
 
+def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None = None
+                ) -> float:
+    """The highest TGS this space could still hold at values up to `up_to` (default all):
+    its best so far there or, over a gap not yet run, the concave bound from the secants
+    beside it (inf: nothing bounds it, or `up_to` reaches past where these runs could
+    fit). A two-parameter search compares it with the best of the other settings."""
+    tried = {p.value for p in probes}
+    if not space.ordered:
+        return math.inf if any(c not in tried for c in space.candidates) else \
+            max((p.tgs or 0.0 for p in probes if p.outcome is Outcome.OK), default=0.0)
+    view = _View.of(space, [*probes, *_scaled_prior(space, probes)])
+    k = view.n - 1 if up_to is None else view.last_at_most(up_to)
+    if k < 0:
+        return 0.0
+    if k >= view.ceiling or not view.ok:
+        return math.inf
+    found = [t for i, t in view.ok.items() if i <= k]
+    return max([*found, *(_bound(view, sorted(view.ok), g.lo, g.hi, k) for g in _gaps(view)
+                          if g.lo + 1 <= k)])
+
+
 def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     """Why the best may not be the exact optimum: a measured neighbour within the noise."""
     top = best(probes)
@@ -341,7 +362,8 @@ class _View:
         # nothing below the pass, and is not run again (plan.py re-runs a silent one once).
         top_ok = max((i for i, p in known if p.outcome is Outcome.OK and not p.earlier),
                      default=-1)
-        fails = sorted((i, p) for i, p in known if p.outcome is not Outcome.OK)
+        fails = sorted(((i, p) for i, p in known if p.outcome is not Outcome.OK),
+                       key=lambda ip: ip[0])
         above = [(i, p) for i, p in fails if i > top_ok]
         cliff = above[0][0] if above else len(space.candidates)
         silent = bool(above) and all(p.silent for i, p in above if i == cliff)
@@ -527,8 +549,10 @@ def _gaps(view: _View) -> list[_Gap]:
     return gaps
 
 
-def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
-    """Concave upper bound on TGS over lo < i < hi from the secants beside the gap."""
+def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = None
+           ) -> float:
+    """Concave upper bound on TGS over lo < i < hi (and i <= top) from the secants beside
+    the gap."""
     x, tgs = view.x, view.ok
     lines: list[tuple[float, float, float]] = []  # (anchor value, tgs there, slope)
     k = points.index(lo) if lo in tgs else -1
@@ -557,6 +581,8 @@ def _bound(view: _View, points: list[int], lo: int, hi: int) -> float:
         cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
         k = view.nearest(cross, lo + 1, hi - 1)
         where |= {max(lo + 1, k - 1), k, min(hi - 1, k + 1)}
+    if top is not None:  # concave: the highest point at or below top is the clipped one
+        where = {min(i, top) for i in where if lo + 1 <= top}
     return max(at(i) for i in where)
 
 

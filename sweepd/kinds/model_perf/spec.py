@@ -5,13 +5,51 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
+from sweepd.kinds.model_perf.grid import ONE_PARAMETER, SECOND, is_fraction
+from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
+
+
+class SecondKnob(BaseModel):
+    """A second knob searched with the batch: its values, the config's own value first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    parameter: str
+    values: list[Scalar] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _known(self) -> SecondKnob:
+        name = self.parameter.removeprefix(ENV_PREFIX)
+        if name in ONE_PARAMETER:
+            raise ValueError(f"{name} changes what is trained: it stays a one-parameter "
+                             f"sweep (sweep it as parameter, not second)")
+        if self.parameter not in SECOND:
+            raise ValueError(f"second.parameter must be one of {', '.join(SECOND)} (the "
+                             f"knobs that leave the training unchanged), not {self.parameter}")
+        if len(set(map(str, self.values))) != len(self.values):
+            raise ValueError("second.values names a value twice")
+        if is_fraction(self.parameter) and not all(
+                isinstance(v, int | float) and 0 < v <= 1 for v in self.values):
+            raise ValueError(f"second.values of {self.parameter} are fractions in (0, 1]: "
+                             f"{self.values}")
+        if not is_fraction(self.parameter) and not all(isinstance(v, str) for v in self.values):
+            raise ValueError(f"second.values of {self.parameter} are policy names: "
+                             f"{self.values}")
+        return self
 
 
 class ModelPerfSpec(_Spec):
@@ -26,6 +64,11 @@ class ModelPerfSpec(_Spec):
     upper: int | None = Field(default=None, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     mem_fraction: float | None = Field(default=None, gt=0, le=1)
+    second: SecondKnob | None = Field(
+        default=None,
+        description="a second knob searched with per_device_batch_size: "
+                    "{parameter: remat_policy | _env_XLA_PYTHON_CLIENT_MEM_FRACTION, values: "
+                    "[the config's value first, ...]}")
     max_runs: int = Field(default=12, ge=1, le=200)
     extend_budget: bool = Field(
         default=False,
@@ -89,6 +132,8 @@ class ModelPerfSpec(_Spec):
                              "memory-guided search")
         if self.values is not None:
             _check_values(self.parameter, self.values)
+        if self.second is not None:
+            _check_second(self)
         # What the memory estimate reads from the overrides: a typo is one clear line now,
         # not a planner error later.
         weight_bytes(self.overrides)
@@ -118,7 +163,8 @@ class ModelPerfSpec(_Spec):
             return None
 
     def default_name(self) -> str:
-        return f"{self.model} {len(self.node_list)}N {self.parameter}"
+        second = f" x {self.second.parameter.removeprefix(ENV_PREFIX)}" if self.second else ""
+        return f"{self.model} {len(self.node_list)}N {self.parameter}{second}"
 
 
 def _shape(raw: object) -> ModelShape | None:
@@ -141,3 +187,19 @@ def _check_values(parameter: str, values: list[Scalar]) -> None:
         raise ValueError(f"values mix numbers and text: {values}")
     if parameter == BATCH and not all(isinstance(v, int) and v >= 1 for v in values):
         raise ValueError(f"{BATCH} values must be whole numbers of at least 1: {values}")
+
+
+def _check_second(spec: ModelPerfSpec) -> None:
+    """A second knob goes with the batch search only, and is not also fixed in the config."""
+    second = spec.second
+    assert second is not None
+    if spec.parameter != BATCH:
+        raise ValueError(f"second goes with parameter {BATCH} (the memory-guided search), "
+                         f"not {spec.parameter}")
+    name = second.parameter.removeprefix(ENV_PREFIX)
+    if second.parameter in spec.overrides or name in spec.env:
+        raise ValueError(f"{name} is the second swept parameter; remove it from "
+                         f"{'env' if name in spec.env else 'overrides'}")
+    if is_fraction(second.parameter) and spec.mem_fraction is not None:
+        raise ValueError("mem_fraction is set and XLA_PYTHON_CLIENT_MEM_FRACTION is swept: "
+                         "remove mem_fraction")

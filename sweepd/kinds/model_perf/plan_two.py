@@ -1,0 +1,102 @@
+"""Two-parameter model perf planning: the batch with a second knob (grid.py), from the runs
+so far to the next (batch, second value) or the winning combination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
+from sweepd.kinds.model_perf import plan as one
+from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.grid import Pair, best_pair, is_fraction, next_pair, settled_notes
+from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
+from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
+from sweepd.store.rows import Run
+
+
+def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
+    """The kind's planner: a spec with `second` searches both, else the batch alone."""
+    if spec.second is None:
+        return one.plan(spec, ctx)
+    second = spec.second
+    if open_runs(ctx.runs):
+        return []
+    if len(ctx.nodes) < spec.needed_nodes:
+        return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
+                    f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
+                    "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
+    space, why = one.search_space(spec, ctx)
+    seen = pairs(spec, second, ctx)
+    done = len(one._finished(ctx))
+    extended = spec.extend_budget or one.BUDGET_STOP in ctx.acknowledged_stops
+    budget = spec.max_runs + (one.EXTRA_RUNS if extended else 0)
+    step = next_pair(space, second.parameter, second.values, seen, runs_left=max(0, budget - done))
+    name = _name(second)
+    if step is None or done >= budget:
+        cut = None if step is None else \
+            f"max_runs ({budget}) ran out before the search settled; {name}={step.second}, " \
+            f"{spec.parameter}={step.value} was next"
+        notes = settled_notes(space, second.parameter, second.values, seen)
+        return _finish(spec, second, seen, notes, cut, len(ctx.nodes))
+    label = one._label(f"{spec.parameter}={step.value} {name}={step.second}", ctx)
+    reason = (f"{'first' if not seen else 'next'} probe {spec.parameter}={step.value} at "
+              f"{name}={step.second}: {step.why}" + ("" if seen else f"; {why}"))
+    return [NewRun(label=label, params=pair_params(spec.parameter, step.value,
+                                                   second.parameter, step.second),
+                   nodes=ctx.nodes, rule="model_perf.two_param_probe", reason=reason)]
+
+
+def pairs(spec: ModelPerfSpec, second: SecondKnob, ctx: SweepContext[PerfFacts]
+          ) -> list[Pair]:
+    """Each counted run as (its second value, its probe). No contradiction re-run here:
+    a failure below a pass may be another setting's (less memory), not a contradiction."""
+    latest = one._latest_jobs(ctx.jobs)
+    out: list[Pair] = []
+    for run in one._counted(ctx):
+        value = second_value(second, run)
+        if value is not None:
+            out.append((value, one._probe(spec, run, latest.get(run.id), len(ctx.nodes))))
+    return out
+
+
+def second_value(second: SecondKnob, run: Run) -> Any:
+    """The run's second value, as the spec's candidate it was written from (an
+    environment variable comes back as text)."""
+    return swept_value(second.parameter, run.params, second.values)
+
+
+def _name(second: SecondKnob) -> str:
+    return second.parameter.removeprefix(ENV_PREFIX)
+
+
+def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
+            notes: dict[Any, str], cut: str | None, nodes: int) -> Finished:
+    name = _name(second)
+    top = best_pair(seen)
+    if top is None:
+        return Finished(False, f"{spec.model}: no ({spec.parameter}, {name}) combination ran "
+                               f"successfully ({len(seen)} runs)",
+                        {"parameter": spec.parameter, "second": second.parameter, "best": None})
+    value, probe = top
+    caveat = "; ".join([*(f"{name}={s}: {why}" for s, why in notes.items()),
+                        *([cut] if cut else [])]) or None
+    verdict: dict[str, Any] = {
+        "parameter": spec.parameter, "best": probe.value, "tgs": probe.tgs, "runs": len(seen),
+        "second": second.parameter, "second_best": value, "nodes": nodes,
+        "settled": cut is None, "caveat": caveat,
+        "proposal": _proposal(spec, second, probe.value, value),
+    }
+    what = "optimum" if cut is None else "best so far"
+    return Finished(True, f"{spec.model}: {what} {spec.parameter}={probe.value} with "
+                          f"{name}={value} at {probe.tgs:,.0f} TGS/device ({len(seen)} runs)"
+                          + (f"; {caveat}" if caveat else ""), verdict)
+
+
+def _proposal(spec: ModelPerfSpec, second: SecondKnob, batch: Any, value: Any) -> str:
+    """Where each of the two goes: the batch and a remat policy in the model's .gpu.yml, a
+    memory fraction (an environment variable) in its .env.sh."""
+    gpu = f"configs/{spec.model}.gpu.yml"
+    if is_fraction(second.parameter):
+        return (f"{spec.parameter}: {batch}  # {gpu}; {_name(second)}={value}  "
+                f"# configs/{spec.model}.env.sh")
+    return f"{spec.parameter}: {batch}, {second.parameter}: {value}  # {gpu}"
