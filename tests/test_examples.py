@@ -19,21 +19,27 @@ from tests.simrun import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 TUNING_SCENARIO = DEFAULT_SCENARIO.with_name("tuning_scenario.yaml")
-ALL = sorted(EXAMPLES.glob("*.yaml"))
+# A kind's example is examples/<kind>.yaml; more of one kind go in examples/<kind>/.
+ALL = sorted(EXAMPLES.rglob("*.yaml"))
+
+
+def kind_of(path: Path) -> str:
+    return path.stem if path.parent == EXAMPLES else path.parent.name
 # Cluster seconds -> wall seconds: a 15-minute job in about a tenth of a second.
 TIME_SCALE = 0.0001
 
 
 def test_there_is_an_example_of_every_kind() -> None:
-    assert {p.stem for p in ALL} == set(kinds())
+    assert {p.stem for p in ALL if p.parent == EXAMPLES} == set(kinds())
+    assert {kind_of(p) for p in ALL} == set(kinds())
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_an_example_is_a_valid_spec_of_its_kind(path: Path) -> None:
-    assert load_spec_file(path).kind == path.stem
+    assert load_spec_file(path).kind == kind_of(path)
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +49,7 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith(f"spec OK: {path.stem} sweep") and "nothing was submitted" in out
+    assert out.startswith(f"spec OK: {kind_of(path)} sweep") and "nothing was submitted" in out
 
 
 def fast_scenario(tmp_path: Path, kind: str) -> Path:
@@ -59,7 +65,7 @@ def fast_scenario(tmp_path: Path, kind: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(EXAMPLES)))
 async def test_an_example_runs_to_a_verdict_on_the_simulated_cluster(path: Path,
                                                                      tmp_path: Path) -> None:
     spec = load_spec_file(path)
