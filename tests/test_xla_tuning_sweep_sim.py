@@ -229,6 +229,5 @@ async def test_the_same_scenario_gives_the_same_sweep_however_loaded_the_machine
     assert {**(loaded.sweep.verdict or {}), "inventory": ""} == \
         {**(idle.sweep.verdict or {}), "inventory": ""}
     # Every job's share of the 8 h is its planned time on the cluster's clock.
-    shares = [gather.queue_shares(s.jobs, {j.id: span for j in s.jobs if (
-        span := gather.read_log(j.log_path).span) is not None}) for s in (idle, loaded)]
+    shares = [gather.queue_time(s.jobs) for s in (idle, loaded)]
     assert shares[0] == shares[1] and len(shares[0]) == len(idle.jobs)

@@ -216,8 +216,7 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log,
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         by_run.setdefault(j.run_id, []).append(j)
-    queued = queue_shares(jobs, {j.id: span for j in jobs if j.state in _ENDED
-                                 and (span := read(j.log_path, ()).span) is not None})
+    queued = queue_time(jobs, read)
     out: list[Result] = []
     for run in runs:
         p = run.params
@@ -355,6 +354,13 @@ def unapplied(runs: Sequence[Run], jobs: Sequence[Job], deployed: Sequence[Setti
             out.append(Unapplied(run.params.profile or run.label,
                                  job.backend_id or f"#{job.id}", miss))
     return out
+
+
+def queue_time(jobs: Sequence[Job], read: Reader = read_log) -> dict[int, float]:
+    """Each ended job's share of the sweep's queue time (`queue_shares`), on the cluster's
+    own clock where the job logs print one (the simulator's)."""
+    return queue_shares(jobs, {j.id: span for j in jobs if j.state in _ENDED
+                               and (span := read(j.log_path, ()).span) is not None})
 
 
 def queue_shares(jobs: Sequence[Job],
