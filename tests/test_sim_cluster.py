@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
 )
 from sweepd.clusters.sim import SimCluster
+from sweepd.sim.logfmt import CLUSTER_LINE
 
 HANG = {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": 3}
 
@@ -180,3 +182,31 @@ async def test_controller_down_makes_poll_raise_then_recovers(
     again = await cluster.submit(request(tmp_path, "tok-c2", ["chi2832"]))
     assert (await cluster.poll([again.backend_id]))[again.backend_id].state is not \
         SchedulerState.GONE
+
+
+def cluster_span(log: Path) -> tuple[float, float]:
+    found = [m for line in log.read_text().splitlines() if (m := CLUSTER_LINE.match(line))]
+    assert len(found) == 1, log.read_text()[-600:]
+    return float(found[0][1]), float(found[0][2])
+
+
+async def test_the_cluster_clock_chains_queued_jobs_whatever_the_machine_took(
+        tmp_path: Path, make_cluster: Callable[..., SimCluster]) -> None:
+    """Issue 21 item 5: a job starts on the cluster's clock at its submission (the latest
+    end by then) or when the job it queued behind ended, and ends its planned duration
+    later: never the machine's time, so the gaps the daemon and the machine add vanish."""
+    cluster = make_cluster()
+    subs = [await cluster.submit(request(tmp_path, f"tok-q{i}", ["chi2832"])) for i in range(3)]
+    for sub in subs:
+        await wait_for(cluster, sub.backend_id, finished)
+    await asyncio.sleep(0.2)   # machine time passes: the cluster's clock does not count it
+    later = await cluster.submit(request(tmp_path, "tok-later", ["chi2867"]))
+    await wait_for(cluster, later.backend_id, finished)
+    spans = [cluster_span(s.log_path) for s in [*subs, later]]
+    assert spans[0][0] == 0.0   # the cluster's first job
+    for before, after in itertools.pairwise(spans):
+        assert after[0] == before[1] and after[1] > after[0]
+    # The scheduler starts later jobs from the end the trainer recorded.
+    ends = [float((tmp_path / "state" / "jobs" / f"{s.backend_id}.end").read_text())
+            for s in [*subs, later]]
+    assert [round(e, 3) for e in ends] == [end for _, end in spans]

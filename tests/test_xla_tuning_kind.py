@@ -28,6 +28,7 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
 from sweepd.sim.hlo import FILE_NAME, hlo_text
+from sweepd.sim.logfmt import cluster_line
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
@@ -517,3 +518,22 @@ async def test_queue_time_counts_a_wave_waiting_together_once(store: Store,
     assert sorted(shares.values()) == [0.0, 0.0, 600.0]
     results = gather.results(await store.runs(rec.sweep_id), jobs)
     assert sum(r.queue_s for r in results) == 600.0
+
+
+async def test_queue_time_reads_the_simulated_clusters_clock_where_the_log_prints_it(
+        store: Store, tmp_path: Path) -> None:
+    """Issue 21 item 5: on the simulator each job's JOB SUMMARY prints when it ran on the
+    cluster's own clock; the time rules read that, not when the engine noticed (here the
+    engine's spans say 600 s for the three; the cluster's clock says 3 x 1 h one after
+    another), and a job that never ran there (no line) holds no time."""
+    rec = await recorder(store, tmp_path, spec_of())
+    for p in ("a", "b", "c", "d"):
+        await rec.add((p, params(p)), tgs=1000.0)
+    jobs = sorted(await store.jobs(rec.sweep_id), key=lambda j: j.id)
+    for i, job in enumerate(jobs[:3]):
+        with open(job.log_path or "", "a") as log:
+            log.write(cluster_line(3600.0 * i, 3600.0 * (i + 1)) + "\n")
+    shares = gather.queue_time(jobs)
+    assert [shares.get(j.id) for j in jobs] == [3600.0, 3600.0, 3600.0, None]
+    results = gather.results(await store.runs(rec.sweep_id), jobs)
+    assert sum(r.queue_s for r in results) == 3 * 3600.0

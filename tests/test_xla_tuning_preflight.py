@@ -328,7 +328,7 @@ async def test_a_whole_sweep_on_sim_stops_submitting_at_8_hours(tmp_path: Path) 
                                                   time_scale=0.0002)
     assert code == EXIT_VERDICT
     assert (swept.sweep.verdict or {})["rule"] == "stop.timebox"
-    shares = gather.queue_shares(swept.jobs)
+    shares = gather.queue_time(swept.jobs)   # as the time rules read it
     total, longest = sum(shares.values()), max(shares.values())
     # Runs start only while the budget lasts: past 8 h by less than one run, and no run is
     # submitted only to be cancelled at the stop (before: 10 jobs, 7 of them cancelled).

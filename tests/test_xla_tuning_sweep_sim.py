@@ -5,6 +5,10 @@ OOM drop their profiles at once, and the progress messages go out as the SKILL.m
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +184,50 @@ async def test_a_profile_the_env_file_overrides_is_not_applied_never_measured(
     assert all(j.tgs for j in jobs if j.run_id in {r.id for r in runs
                                                     if r.params.profile == "fast"})
     assert (sweep.verdict or {}).get("recipe") != "fast"
+
+
+@contextmanager
+def machine_loaded(workers: int = 3) -> Iterator[None]:
+    """Busy-loop processes for the block's duration: the trainers run slower than their
+    plans on the machine's clock, as on a loaded CI runner."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(workers)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def what_ran(swept: Swept) -> list[tuple[str, str, float | None]]:
+    labels = {r.id: r.label for r in swept.runs}
+    return [(labels[j.run_id], str(j.state), j.tgs) for j in sorted(swept.jobs,
+                                                                      key=lambda j: j.id)]
+
+
+async def test_the_same_scenario_gives_the_same_sweep_however_loaded_the_machine_is(
+        tmp_path: Path) -> None:
+    """Issue 21 item 5: the time rules read the simulated cluster's clock (each job's
+    planned duration from its start), not when the engine noticed, so a loaded machine
+    changes neither the jobs nor the verdict of an 8 h timeboxed sweep."""
+    land = landscape(base_tgs={"default": 50.0}, step_s_at_base=573.0,
+                     effects={f"{FAST}=true": {"tgs": 1.03}})
+    profiles = [{"name": "fast", "settings": {FAST: "true"}}] + [env_profile(i)
+                                                                 for i in range(20)]
+    (tmp_path / "idle").mkdir()
+    (tmp_path / "loaded").mkdir()
+    code, idle, _ = await sweep_on_sim(tmp_path / "idle", land, spec(profiles),
+                                       time_scale=0.0002)
+    with machine_loaded():
+        code_loaded, loaded, _ = await sweep_on_sim(tmp_path / "loaded", land, spec(profiles),
+                                                    time_scale=0.0002)
+    assert code == code_loaded == EXIT_VERDICT, loaded.progress()[-5:]
+    assert (idle.sweep.verdict or {}).get("rule") == "stop.timebox"
+    assert what_ran(loaded) == what_ran(idle)
+    # The same verdict (its Inventory line names each run's own scenario file).
+    assert {**(loaded.sweep.verdict or {}), "inventory": ""} == \
+        {**(idle.sweep.verdict or {}), "inventory": ""}
+    # Every job's share of the 8 h is its planned time on the cluster's clock.
+    shares = [gather.queue_time(s.jobs) for s in (idle, loaded)]
+    assert shares[0] == shares[1] and len(shares[0]) == len(idle.jobs)

@@ -6,6 +6,12 @@ over the same state dir (a daemon restart) sees and keeps running them. The trai
 its exit code to `jobs/<id>.exit` itself, so it is recorded even when no daemon is alive.
 Liveness is pid + process start time, so a recycled pid is not mistaken for the job.
 Jobs whose nodes are busy wait, first in first out, and start on a later poll().
+
+The cluster keeps its own clock, independent of how fast this machine runs the trainers:
+a job starts at its submission (the latest end among the jobs ended by then) or at the
+end of the jobs it queued behind, and ends its planned duration later (the trainer writes
+that end to `jobs/<id>.end` and prints it in its JOB SUMMARY). So the same scenario and
+seed time every job the same, however loaded the machine is.
 """
 
 from __future__ import annotations
@@ -157,6 +163,29 @@ class SimCluster:
         ids = sorted(int(p.stem) for p in self.jobs_dir.glob("*.json") if p.stem.isdigit())
         return [r for r in (self._load(str(i)) for i in ids) if r is not None]
 
+    def _clock_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.end"
+
+    def _cluster_end(self, job_id: str) -> float | None:
+        """When the job ended on the cluster's clock (None: not ended, or never ran)."""
+        try:
+            return float(self._clock_path(job_id).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _cluster_now(self) -> float:
+        """The cluster's clock now: the latest end of the jobs that have ended."""
+        ends = (self._cluster_end(p.stem) for p in self.jobs_dir.glob("*.end"))
+        return max((e for e in ends if e is not None), default=0.0)
+
+    def _cluster_start(self, record: dict[str, Any]) -> float:
+        """When a starting job starts on the cluster's clock: at its submission, or when
+        the last earlier job on any of its nodes ended (it queued behind that job)."""
+        mine = set(record["nodes"])
+        behind = (self._cluster_end(r["id"]) for r in self._all()
+                  if int(r["id"]) < int(record["id"]) and not mine.isdisjoint(r["nodes"]))
+        return max([float(record.get("after", 0.0)), *(e for e in behind if e is not None)])
+
     def _exit_code(self, job_id: str) -> int | None:
         try:
             return int(self._exit_path(job_id).read_text().strip())
@@ -202,6 +231,7 @@ class SimCluster:
                 "env": dict(request.env), "xla_flags": list(request.xla_flags),
                 "commit": request.commit, "passthrough": passthrough,
                 "state": PENDING, "pid": None, "pgid": None, "ticks": None, "cancelled": False,
+                "after": self._cluster_now(),
             })
             self._schedule()
         return Submitted(job_id, name, log, name_note=fitted.note)
@@ -225,7 +255,9 @@ class SimCluster:
                "--job-id", record["id"], "--job-name", record["job_name"],
                "--nodes", hostlist.collect_hostlist(record["nodes"]),
                "--all-ranks", "--log", record["log"], "--state-dir", str(self.state_dir),
-               "--exit-file", str(self._exit_path(record["id"]))]
+               "--exit-file", str(self._exit_path(record["id"])),
+               "--cluster-start", repr(self._cluster_start(record)),
+               "--clock-file", str(self._clock_path(record["id"]))]
         if record["commit"]:
             cmd += ["--commit", record["commit"]]
         cmd += ["--", *record["passthrough"]]

@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--state-dir", type=Path)
     train.add_argument("--exit-file", type=Path,
                        help="write the exit code here (atomically) when the job ends")
+    train.add_argument("--cluster-start", type=float,
+                       help="when the simulated cluster started the job, on its own clock")
+    train.add_argument("--clock-file", type=Path,
+                       help="write the job's end on the cluster's clock here")
     _job_args(sub.add_parser("header", help="print the log header"), nodes_required=True)
     summary = sub.add_parser("summary", help="print the JOB SUMMARY block")
     _job_args(summary, nodes_required=True)
@@ -97,7 +101,7 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
                                 os.environ, out_dir))
     scale = scenario.cluster.time_scale
     if args.all_ranks:
-        return run_all_ranks(plan, meta, args.log, scale)
+        return run_all_ranks(plan, meta, args.log, scale, args.cluster_start, args.clock_file)
     rank = int(os.environ.get("SLURM_PROCID", "0"))
     return run_one_rank(plan, nodes, rank, scale)
 

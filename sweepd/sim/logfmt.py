@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import hostlist
@@ -43,16 +44,31 @@ def status_text(exit_code: int, failure: str | None) -> str:
 
 
 def summary_lines(job_id: str, job_name: str, model: str, nodes: Sequence[str],
-                  wall_seconds: float, exit_code: int, failure: str | None) -> list[str]:
+                  wall_seconds: float, exit_code: int, failure: str | None,
+                  cluster_start: float | None = None) -> list[str]:
+    # The simulated cluster's own clock (`cluster_line`): when the job ran in cluster time.
+    clock = [] if cluster_start is None else [cluster_line(cluster_start,
+                                                           cluster_start + wall_seconds)]
     return [
         SUMMARY_RULE,
         f"  Job:    {job_id} ({job_name})",
         f"  Model:  {model}",
         f"  Nodes:  {hostlist.collect_hostlist(list(nodes))}",
         f"  Wall:   {wall(wall_seconds)}",
+        *clock,
         f"  Status: {status_text(exit_code, failure)}",
         SUMMARY_END,
     ]
+
+
+# The simulated cluster's clock is not the machine's: a job ran from its start (its
+# submission, or the end of the job it queued behind) for its planned duration, in cluster
+# seconds since the simulated cluster's first job. Only the simulator prints it.
+CLUSTER_LINE = re.compile(r"^\s*Cluster time: ([0-9.]+)s to ([0-9.]+)s$")
+
+
+def cluster_line(start: float, end: float) -> str:
+    return f"  Cluster time: {start:.3f}s to {end:.3f}s"
 
 
 def step_line(step: int, seconds: float, tflops: float, mfu: float, tgs: float,

@@ -21,6 +21,7 @@ from sweepd.sim.faults import pick_fault
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.plan import BANNER, SRUN, Event, Plan, plan_job
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
+from sweepd.sim.statefiles import atomic_write_text
 from sweepd.sim.truth import true_outcome
 from sweepd.sim.tuning import TuningSpec
 from sweepd.util.model_shapes import UnknownModel, resolve_model
@@ -123,8 +124,12 @@ def _write_due(plan: Plan, t: float, written: set[int]) -> None:
             path.write_text(text)
 
 
-def run_all_ranks(plan: Plan, meta: JobMeta, log_path: Path, time_scale: float) -> int:
-    """Write the whole job's log as `srun -l` would; returns the job's exit code."""
+def run_all_ranks(plan: Plan, meta: JobMeta, log_path: Path, time_scale: float,
+                  cluster_start: float | None = None, clock_file: Path | None = None) -> int:
+    """Write the whole job's log as `srun -l` would; returns the job's exit code.
+    `cluster_start`: when the simulated cluster started the job on its own clock; the job
+    ends its planned duration later (however long the machine took), which the summary
+    prints and `clock_file` receives (the scheduler starts the next job from it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a") as handle:
         out = _Writer(handle)
@@ -151,8 +156,10 @@ def run_all_ranks(plan: Plan, meta: JobMeta, log_path: Path, time_scale: float) 
                 out.line(f"srun: error: {host}: task {rank}: Exited with exit code {CANCEL_EXIT}")
             out.line(f"srun: Terminating StepId={meta.job_id}.3")
             code, failure = CANCEL_EXIT, None
+        if clock_file is not None and cluster_start is not None:
+            atomic_write_text(clock_file, f"{cluster_start + wall!r}\n")
         for text in logfmt.summary_lines(meta.job_id, meta.job_name, meta.model, meta.nodes,
-                                         wall, code, failure):
+                                         wall, code, failure, cluster_start):
             out.line(text)
     return code
 

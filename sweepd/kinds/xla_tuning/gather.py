@@ -12,7 +12,7 @@ evidence is the evidence run's HLO dump read by `logread.hlo_evidence`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import fmean
@@ -28,6 +28,7 @@ from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact
 from sweepd.monitor.parse import parse_line
 from sweepd.monitor.steady import steady_window
+from sweepd.sim.logfmt import CLUSTER_LINE
 from sweepd.store.rows import Job, Run, RunParams
 from sweepd.util.hostlists import expand_nodes
 
@@ -111,6 +112,9 @@ class LogFacts:
     eff: logread.Effective = field(default_factory=logread.Effective)
     unknown: tuple[str, ...] = ()
     steps: tuple[StepFact, ...] = ()  # rank 0's, in order
+    # When the job ran on the cluster's own clock (start, end), where the cluster prints it
+    # (the simulated one, whose clock is not the machine's): None elsewhere.
+    span: tuple[float, float] | None = None
 
     @property
     def printed_env(self) -> bool:
@@ -150,7 +154,7 @@ def read_log(path: str | None, keys: Iterable[str] = ()) -> LogFacts:
     if lines is None:
         return LogFacts()
     facts = LogFacts(logread.effective(lines, 0, follow), logread.unknown_flags_in(lines),
-                     _steps(lines))
+                     _steps(lines), _span(lines))
     if len(_LOG_CACHE) >= _LOG_CACHE_MAX:
         _LOG_CACHE.clear()
     _LOG_CACHE[key] = facts
@@ -165,6 +169,15 @@ def _steps(lines: Iterable[str]) -> tuple[StepFact, ...]:
         if isinstance(fact, StepFact) and fact.rank in (None, 0):
             seen.setdefault(fact.step, fact)
     return tuple(seen[k] for k in sorted(seen))
+
+
+def _span(lines: Sequence[str]) -> tuple[float, float] | None:
+    """The simulated cluster's `Cluster time:` line of the JOB SUMMARY (the last one)."""
+    for line in reversed(lines[-40:]):
+        m = CLUSTER_LINE.match(line)
+        if m:
+            return float(m[1]), float(m[2])
+    return None
 
 
 def last_loss(facts: LogFacts) -> float | None:
@@ -203,7 +216,7 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log,
     by_run: dict[int, list[Job]] = {}
     for j in sorted(jobs, key=lambda j: j.id):
         by_run.setdefault(j.run_id, []).append(j)
-    queued = queue_shares(jobs)
+    queued = queue_time(jobs, read)
     out: list[Result] = []
     for run in runs:
         p = run.params
@@ -343,18 +356,34 @@ def unapplied(runs: Sequence[Run], jobs: Sequence[Job], deployed: Sequence[Setti
     return out
 
 
-def queue_shares(jobs: Sequence[Job]) -> dict[int, float]:
+def queue_time(jobs: Sequence[Job], read: Reader = read_log) -> dict[int, float]:
+    """Each ended job's share of the sweep's queue time (`queue_shares`), on the cluster's
+    own clock where the job logs print one (the simulator's)."""
+    return queue_shares(jobs, {j.id: span for j in jobs if j.state in _ENDED
+                               and (span := read(j.log_path, ()).span) is not None})
+
+
+def queue_shares(jobs: Sequence[Job],
+                 clock: Mapping[int, tuple[float, float]] | None = None) -> dict[int, float]:
     """Each ended job's share of the sweep's queue time: the time from its submission to its
     end not already covered by an earlier-submitted job. They add up to the time the sweep
     had a job in the queue (the 8 h timebox), not to the sum of overlapping waits: a wave
-    of 8 jobs submitted together is queued for as long as its last one takes."""
-    timed = sorted((j for j in jobs if j.submitted_at is not None and j.ended_at is not None),
-                   key=lambda j: (j.submitted_at or 0.0, j.id))
+    of 8 jobs submitted together is queued for as long as its last one takes.
+
+    `clock`: job id -> (start, end) on the cluster's own clock, where the cluster keeps one
+    apart from the machine's (the simulated cluster, `LogFacts.span`). Then every time rule
+    reads that clock alone, so a scenario and seed give the same sweep however loaded the
+    machine is; a job it does not time (cancelled while queued) holds no time there."""
+    spans: list[tuple[float, int, float]]
+    if clock:
+        spans = [(a, i, b) for i, (a, b) in clock.items()]
+    else:
+        spans = [(j.submitted_at, j.id, j.ended_at) for j in jobs
+                 if j.submitted_at is not None and j.ended_at is not None]
     out: dict[int, float] = {}
     covered = float("-inf")
-    for j in timed:
-        start, end = j.submitted_at or 0.0, j.ended_at or 0.0
-        out[j.id] = max(0.0, end - max(start, covered))
+    for start, job_id, end in sorted(spans):
+        out[job_id] = max(0.0, end - max(start, covered))
         covered = max(covered, end)
     return out
 
