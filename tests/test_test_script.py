@@ -40,7 +40,7 @@ def _tree(tmp_path: Path, cluster_running: bool, pytest_rc: int = 0) -> tuple[Pa
     stub(bin_ / "pytest", f"exit {pytest_rc}")
     tools = tmp_path / "tools"
     tools.mkdir()
-    for name in ("curl", "systemd-analyze"):
+    for name in ("curl", "systemd-analyze", "g++"):
         stub(tools / name, "exit 0")
     return root, log
 
@@ -54,30 +54,35 @@ def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> int:
 
 
 def _cluster_calls(log: Path) -> list[str]:
-    return [line.split()[1] for line in log.read_text().splitlines()
+    return [line.split(maxsplit=1)[1] for line in log.read_text().splitlines()
             if line.startswith("slurm-cluster.sh")]
+
+
+# Both local clusters (the second on other ports: a second test worker's Slurm tests).
+STARTED = ["install", "status", "start", "start --cluster 2", "check", "check --cluster 2"]
+STOPPED = ["stop", "stop --cluster 2"]
 
 
 @pytest.mark.parametrize("pytest_rc", [0, 1])
 def test_the_cluster_it_started_is_stopped_at_the_end(tmp_path: Path, pytest_rc: int) -> None:
     root, log = _tree(tmp_path, cluster_running=False, pytest_rc=pytest_rc)
     assert _run(root, "-k", "x") == pytest_rc          # the tests' status is kept
-    assert _cluster_calls(log) == ["install", "status", "start", "check", "stop"]
-    assert "pytest -q -n 2 --dist loadgroup -k x" in log.read_text()
+    assert _cluster_calls(log) == STARTED + STOPPED
+    assert "pytest -q -n 4 --dist loadgroup -k x" in log.read_text()
 
 
 def test_keep_cluster_leaves_it_running(tmp_path: Path) -> None:
     root, log = _tree(tmp_path, cluster_running=False)
     assert _run(root, "--keep-cluster") == 0
-    assert _cluster_calls(log) == ["install", "status", "start", "check"]
+    assert _cluster_calls(log) == STARTED
     # The option is the script's, not pytest's.
-    assert "pytest -q -n 2 --dist loadgroup\n" in log.read_text()
+    assert "pytest -q -n 4 --dist loadgroup\n" in log.read_text()
     root, log = _tree(tmp_path / "env", cluster_running=False)
     assert _run(root, env={"SWEEPD_KEEP_CLUSTER": "1"}) == 0
-    assert "stop" not in _cluster_calls(log)
+    assert not set(STOPPED) & set(_cluster_calls(log))
 
 
 def test_a_cluster_already_running_is_not_stopped(tmp_path: Path) -> None:
     root, log = _tree(tmp_path, cluster_running=True)
     assert _run(root) == 0
-    assert _cluster_calls(log) == ["install", "status", "start", "check"]
+    assert _cluster_calls(log) == STARTED
