@@ -2,12 +2,12 @@
 
     python bench/xla_deploy_realizes.py [--landscapes N] [--real N] [--seed S] [--smoke]
 
-For each bench landscape (the facts file's FSDP=8 and PP=8 cells; the `tuned`, `heldout` and
-`fresh` random families of bench/xla_tuning_landscapes.py; and `envfile`: the same random
-cells whose env file also sets the all-gather threshold to 1 GiB, worth -10 % to +2 %, so
-that restore_default is in the catalog and can be part of a recipe), the wave planner runs
-a whole sweep (`replay`, its runs noisy, read-only use of the planner). Its verdict's recipe
-then goes the way a person deploys it:
+For each bench landscape (the facts file's FSDP=8 and PP=8 cells; every random family of
+bench/xla_tuning_landscapes.py's GENERATORS (`tuned`, `heldout`, `fresh`, `factsheld`); and
+`envfile`: `fresh` cells whose env file also sets the all-gather threshold to 1 GiB, worth
+-10 % to +2 %, so that restore_default is in the catalog and can be part of a recipe), the
+wave planner runs a whole sweep (`replay`, its runs noisy, read-only use of the planner).
+Its verdict's recipe then goes the way a person deploys it:
 
 1. the cell's env file is written in one of the toolkit's shapes (the deepseek3-671b
    two-line append, the llama3.1 multi-line export, plain `export`s) with the cell's
@@ -66,6 +66,7 @@ class Tally:
     realized: int = 0  # ... whose settings in effect have the recipe's true gain
     untouched: int = 0  # ... where another parallelism's job runs as before the patch
     restore: int = 0  # ... recipes holding a restore_default part
+    conditional: int = 0  # ... verdicts `--apply` writes only with --force (deployed here too)
     failures: list[str] = field(default_factory=list)
 
 
@@ -130,6 +131,7 @@ def judge(land: Landscape, cat: tuple[Profile, ...], seed: int, work: Path, t: T
     if verdict.recipe is None:
         return
     t.deployed += 1
+    t.conditional += verdict.conditional
     parts = deploy.parts(verdict.recipe, profiles(inp), {})
     t.restore += any(p.name == "restore_default" for p in parts)
     env = work / f"{seed}" / "configs" / f"{MODEL}.env.sh"
@@ -187,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n, real = (3, 1) if args.smoke else (args.landscapes, args.real)
     start = time.monotonic()
     print(f"{'family':<9} {'verdicts':>8} {'deployed':>8} {'realized':>9} {'other par.':>10} "
-          f"{'w/ restore':>10}")
+          f"{'w/ restore':>10} {'conditional':>11}")
     bad = 0
     with tempfile.TemporaryDirectory(prefix="sweepd-deploy-bench-") as tmp:
         for fam, cases in families(n, real, args.seed).items():
@@ -197,13 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                       args.before)
             d = max(1, t.deployed)
             print(f"{fam:<9} {t.verdicts:>8} {t.deployed:>8} {t.realized / d:>9.0%} "
-                  f"{t.untouched / d:>10.0%} {t.restore:>10}")
+                  f"{t.untouched / d:>10.0%} {t.restore:>10} {t.conditional:>11}")
             for f in t.failures[:5]:
                 print(f"  not realized: {f}")
             bad += len(t.failures) + (t.deployed - t.untouched)
     print(f"({time.monotonic() - start:.0f} s; realized = the settings in effect for the "
           "cell's job after the patch have the recipe's true gain, noise-free; other par. = "
-          "a job of another parallelism runs exactly as before the patch)")
+          "a job of another parallelism runs exactly as before the patch; conditional = "
+          "verdicts --apply writes only with --force, deployed here as with it)")
     return 1 if bad and not args.before else 0
 
 

@@ -216,7 +216,9 @@ async def test_restore_default_alone_is_a_real_patch(daemon: Daemon, tmp_path: P
     assert in_effect(env, "PP=8")[AG] == str(GIB)
     md = (tmp_path / f"{MODEL}-tuning.md").read_text()
     assert "No change" not in md and "unknown mechanism" not in md
-    assert "restore_default acts on collective combining" in md
+    # The part's own mechanism and the setting its runs carried (not the recipe's union).
+    why = md.split("## Why the winning flag wins")[1].split("##")[0]
+    assert f"restore_default (collective combining: `--{AG}={8 * GIB}`" in why
     assert f"--{AG}={8 * GIB}" in md.split("## Recommended deployment")[1]
 
 

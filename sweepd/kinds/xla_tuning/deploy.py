@@ -87,17 +87,11 @@ def settings_from_text(text: str) -> tuple[Setting, ...]:
     return tuple(out)
 
 
-def mechanisms(recipe_parts: Sequence[Part], table: Mapping[str, Profile]) -> set[str]:
-    """What the recipe acts on: a catalog part's mechanisms; another part's (restore_default)
-    those of the catalog families that set the same keys."""
-    out: set[str] = set()
-    for p in recipe_parts:
-        if p.name in table:
-            out |= {str(m) for m in table[p.name].mechanisms}
-        else:
-            keys = {s.key for s in p.settings}
-            out |= {str(f.mechanism) for f in FAMILIES if keys & set(f.keys)}
-    return out
+def key_mechanisms(settings: Iterable[Setting]) -> set[str]:
+    """The mechanisms of the catalog families that set these settings' keys (what putting the
+    env file's own settings back acts on: restore_default's profile carries none itself)."""
+    keys = {s.key for s in settings}
+    return {str(f.mechanism) for f in FAMILIES if keys & set(f.keys)}
 
 
 def shell_line(s: Setting) -> str:

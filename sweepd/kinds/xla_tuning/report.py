@@ -269,13 +269,26 @@ def _env_effect(v: View) -> str:
 def _mechanism(part: str, v: View) -> str:
     """What one part of the recipe changes, from its own settings only."""
     if part == RESTORE:
-        keys = ", ".join(v.restored) or "the env file's settings"
-        return f"restore_default (puts {keys} back to the image's defaults)"
+        return _restore_mechanism(v)
     prof = v.table.get(part)
     if prof is None:
         return part
     mechs = sorted({str(m) for m in prof.mechanisms}) or ["an unclassified setting"]
     return f"{part} ({', '.join(mechs)}: `{' '.join(st.text for st in prof.settings)}`)"
+
+
+def _restore_mechanism(v: View) -> str:
+    """restore_default as its runs carried it (`deploy.parts`: the table's profile, else the
+    run's recorded settings) and what those keys act on; never an "unknown mechanism"."""
+    keys = ", ".join(v.restored) or "the env file's settings"
+    try:
+        (part,) = _parts(v, RESTORE)
+    except deploy.DeployError:
+        return f"restore_default (puts {keys} back to the image's defaults)"
+    mechs = sorted(deploy.key_mechanisms(part.settings)) or ["a setting no catalog family sets"]
+    shown = " ".join(st.text for st in part.settings) or "no setting recorded"
+    return (f"restore_default ({', '.join(mechs)}: `{shown}`, putting {keys} back to the "
+            "image's defaults)")
 
 
 def _why(v: View, winner: str | None) -> str:
