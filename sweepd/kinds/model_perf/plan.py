@@ -210,14 +210,21 @@ def _from_prior(spec: ModelPerfSpec, prior: Prior) -> tuple[SearchSpace, str]:
                    prior=prior.probes), why
 
 
+def below_minimum(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Stop | None:
+    """Never shrink the search below the sweep's minimum without asking."""
+    if len(ctx.nodes) >= spec.needed_nodes:
+        return None
+    return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
+                f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
+                "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
+
+
 def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if open_runs(ctx.runs):
         return []
-    if len(ctx.nodes) < spec.needed_nodes:
-        # Never shrink the search below the sweep's minimum without asking.
-        return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
-                    f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
-                    "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
+    short = below_minimum(spec, ctx)
+    if short is not None:
+        return short
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.

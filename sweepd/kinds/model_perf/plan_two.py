@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
+from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.grid import Pair, best_pair, is_fraction, next_pair, settled_notes
@@ -21,10 +21,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     second = spec.second
     if open_runs(ctx.runs):
         return []
-    if len(ctx.nodes) < spec.needed_nodes:
-        return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
-                    f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
-                    "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
+    short = one.below_minimum(spec, ctx)
+    if short is not None:
+        return short
     space, why = one.search_space(spec, ctx)
     seen = pairs(spec, second, ctx)
     done = len(one._finished(ctx))
