@@ -241,3 +241,22 @@ def test_default_scenario_loads() -> None:
     from sweepd.sim.scenario import DEFAULT_SCENARIO
     scenario = load_scenario(DEFAULT_SCENARIO)
     assert len(scenario.cluster.node_list) == 8
+
+
+def test_a_per_job_config_runs_its_model_with_its_overrides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """submit.sh mode carries overrides a job name cannot hold in configs/<model>-oXXXXXX
+    (clusters/carried.py): the simulated trainer reads it from the toolkit's frozen copy, as
+    MaxText reads its config, instead of refusing the name as an unknown model; the command
+    line still wins over it."""
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "configs").mkdir(parents=True)
+    (toolkit / "configs" / "llama2-70b-oabc123.gpu.yml").write_text(
+        "steps: 7\nper_device_batch_size: 10\n")
+    monkeypatch.setenv("MAXTEXT_SLURM_DIR", str(toolkit))
+    scenario = write_scenario(tmp_path)
+    code, lines = train(tmp_path, scenario, model="llama2-70b-oabc123")
+    assert code == 0, [line for line in lines if "!!!" in line]
+    assert sorted(s for s, _ in steps_of(lines)) == list(range(7))
+    code, lines = train(tmp_path, scenario, "steps=5", model="llama2-70b-oabc123", job_id="2")
+    assert code == 0 and sorted(s for s, _ in steps_of(lines)) == list(range(5))

@@ -357,7 +357,14 @@ class Engine:
                 return
             self._tail.pop(job.id, None)
             await self.follower.forget(job.id)
-            await conclude(self, await self.store.job(job.id), status)
+            ended = await self.store.job(job.id)
+            if ended.state == JobState.QUEUED and ended.last_output_at is not None:
+                # It ran unwatched (the daemon was down, or its whole run fell between two
+                # passes): its log says it ran, so the trail says so as a watched run's does
+                # and a restart leaves the same events as an uninterrupted sweep.
+                await self._maybe_running(ended, None, now)
+                ended = await self.store.job(job.id)
+            await conclude(self, ended, status)
             self.mark(job.sweep_id)
             self.notify()
             return

@@ -24,6 +24,7 @@ from pathlib import Path
 import hostlist
 
 from sweepd.sim import logfmt
+from sweepd.sim.runconfig import per_job_config
 from sweepd.sim.scenario import ScenarioError, load_scenario
 from sweepd.sim.statefiles import atomic_write_text
 from sweepd.sim.trainer import JobMeta, build_input, plan_job, run_all_ranks, run_one_rank
@@ -94,7 +95,10 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
         overrides, env = split_passthrough(passthrough)
     except (ScenarioError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
-    meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
+    model = args.model
+    if (config := per_job_config(model, os.environ)) is not None:
+        model, overrides = config.model, {**config.overrides, **overrides}
+    meta = JobMeta(args.job_id, args.job_name, model, nodes, tuple(passthrough))
     state_dir = args.state_dir or default_state_dir(args.scenario)
     out_dir = output_path(args.job_id, args.job_name, args.log, os.environ)
     plan = plan_job(build_input(scenario, state_dir, meta, overrides, env, args.commit,
