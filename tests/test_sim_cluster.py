@@ -23,7 +23,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
 )
 from sweepd.clusters.sim import SimCluster
-from sweepd.sim.logfmt import CLUSTER_LINE
+from sweepd.monitor.parse import CLUSTER_TIME
 
 HANG = {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": 3}
 
@@ -185,7 +185,7 @@ async def test_controller_down_makes_poll_raise_then_recovers(
 
 
 def cluster_span(log: Path) -> tuple[float, float]:
-    found = [m for line in log.read_text().splitlines() if (m := CLUSTER_LINE.match(line))]
+    found = [m for line in log.read_text().splitlines() if (m := CLUSTER_TIME.match(line))]
     assert len(found) == 1, log.read_text()[-600:]
     return float(found[0][1]), float(found[0][2])
 

@@ -42,6 +42,9 @@ _HEADER = re.compile(
     r"^\s*(JOB_ID|JOB_NAME|NNODES|JOB_NODELIST|PASSTHROUGH_ARGS|MODEL_NAME)=(.*)$"
 )
 _SUMMARY_RULE = re.compile(r"^=+ JOB SUMMARY =+$")
+# A JOB SUMMARY's `Cluster time: <start>s to <end>s`: the job's span on the cluster's own
+# clock, printed where that clock is not the machine's (the simulated cluster).
+CLUSTER_TIME = re.compile(r"^\s*Cluster time: ([0-9.]+)s to ([0-9.]+)s$")
 _BANNER = re.compile(
     r"^=+ (?P<stage>\S.*?) (?P<status>BEGIN|END|TIMEOUT|FAILED)"
     r"(?: \((?P<detail>[^)]*)\))? =+$"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import hostlist
@@ -63,10 +62,8 @@ def summary_lines(job_id: str, job_name: str, model: str, nodes: Sequence[str],
 
 # The simulated cluster's clock is not the machine's: a job ran from its start (its
 # submission, or the end of the job it queued behind) for its planned duration, in cluster
-# seconds since the simulated cluster's first job. Only the simulator prints it.
-CLUSTER_LINE = re.compile(r"^\s*Cluster time: ([0-9.]+)s to ([0-9.]+)s$")
-
-
+# seconds since the simulated cluster's first job. Only the simulator prints it; the
+# monitor reads it (`monitor.parse.CLUSTER_TIME`).
 def cluster_line(start: float, end: float) -> str:
     return f"  Cluster time: {start:.3f}s to {end:.3f}s"
 

@@ -26,9 +26,8 @@ from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
 from sweepd.kinds.xla_tuning.train_env import env_file_settings
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact
-from sweepd.monitor.parse import parse_line
+from sweepd.monitor.parse import CLUSTER_TIME, parse_line
 from sweepd.monitor.steady import steady_window
-from sweepd.sim.logfmt import CLUSTER_LINE
 from sweepd.store.rows import Job, Run, RunParams
 from sweepd.util.hostlists import expand_nodes
 
@@ -174,7 +173,7 @@ def _steps(lines: Iterable[str]) -> tuple[StepFact, ...]:
 def _span(lines: Sequence[str]) -> tuple[float, float] | None:
     """The simulated cluster's `Cluster time:` line of the JOB SUMMARY (the last one)."""
     for line in reversed(lines[-40:]):
-        m = CLUSTER_LINE.match(line)
+        m = CLUSTER_TIME.match(line)
         if m:
             return float(m[1]), float(m[2])
     return None
