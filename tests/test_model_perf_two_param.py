@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.config import Config
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
@@ -15,6 +16,7 @@ from sweepd.kinds.registry import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome, true_peak_batch
+from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
 
@@ -24,6 +26,16 @@ POLICIES = ["minimal_flash", "full", "save_dot_except_mlp"]
 # and runs 8% faster: the winner is a combination that fixing either knob misses.
 MODELS = {"llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400,
                          "remat": {"save_dot_except_mlp": [1.4, 1.08], "full": [0.3, 0.78]}}}
+
+
+async def _the_sweep(config: Config) -> tuple[Sweep, list[Run]]:
+    """The one sweep a foreground run left in its store, and its runs."""
+    store = await open_store(config)
+    try:
+        sweep = (await store.sweeps())[0]
+        return sweep, list(await store.runs(sweep.id))
+    finally:
+        await store.close()
 
 
 def _true_best(scenario: Path) -> tuple[int, str, float]:
@@ -48,12 +60,7 @@ async def test_a_two_parameter_sweep_reaches_the_true_best_combination(
     spec = perf_spec(second={"parameter": "remat_policy", "values": POLICIES}, max_runs=24)
     code, lines = await run(config, spec)
     assert code == EXIT_VERDICT
-    store = await open_store(config)
-    try:
-        sweep = (await store.sweeps())[0]
-        runs = await store.runs(sweep.id)
-    finally:
-        await store.close()
+    sweep, runs = await _the_sweep(config)
     verdict = sweep.verdict or {}
     assert (verdict["best"], verdict["second_best"]) == (batch, policy)
     # The verdict names both parameters; fixing the batch or the policy would have missed it.
@@ -136,12 +143,7 @@ async def test_a_fraction_sweep_on_the_simulator_runs_no_smaller_pool(tmp_path: 
     code, _ = await run(config, perf_spec(second={"parameter": knob,
                                                        "values": [0.93, 0.85, 0.98]}))
     assert code == EXIT_VERDICT
-    store = await open_store(config)
-    try:
-        sweep = (await store.sweeps())[0]
-        runs = await store.runs(sweep.id)
-    finally:
-        await store.close()
+    sweep, runs = await _the_sweep(config)
     fractions = {r.params.env["XLA_PYTHON_CLIENT_MEM_FRACTION"] for r in runs}
     assert "0.85" not in fractions and "0.93" in fractions
     peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES), {},
