@@ -248,9 +248,12 @@ def plan(spec: ModelSweepSpec, ctx: SweepContext[SweepFacts]) -> Plan:
         return new_runs(spec, commits, layout, kept)
     columns = [*history, *columns_of(None, ctx.runs)]
     if open_runs(ctx.runs):
+        # All-fail judges only a commit with no column before it: every later one has a
+        # baseline, where fail-fast's "newly broken" decides (else the two rules would race
+        # on which jobs happen to end first).
+        unjudged = columns[:1] if not history else []
         stop = (_fail_fast(columns, history, ctx.acknowledged_stops)
-                or _all_fail(columns[len(history):], open_runs(ctx.runs),
-                             ctx.acknowledged_stops))
+                or _all_fail(unjudged, open_runs(ctx.runs), ctx.acknowledged_stops))
         return stop if stop is not None else []
     return _finish(commits, history, columns)
 
