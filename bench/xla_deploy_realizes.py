@@ -12,7 +12,8 @@ Its verdict's recipe then goes the way a person deploys it:
 1. the cell's env file is written in one of the toolkit's shapes (the deepseek3-671b
    two-line append, the llama3.1 multi-line export, plain `export`s) with the cell's
    deployed settings;
-2. `reports.apply.apply_env_patch` writes the recipe's block into it (as `--apply` does);
+2. `kinds.xla_tuning.hooks_apply.apply_env_patch` writes the recipe's block into it (as
+   `--apply` does);
 3. a real bash sources the patched file as `_train.sh` does, with a job's passthrough
    overrides: the cell's parallelism, and another parallelism.
 
@@ -46,12 +47,12 @@ from sweepd.kinds.xla_tuning.board import Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.defaults import default_landscapes
 from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, default_catalog
+from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
+from sweepd.kinds.xla_tuning.sim.tuning import parallelism_overrides
 from sweepd.kinds.xla_tuning.sourced import source
-from sweepd.reports.apply import apply_env_patch
-from sweepd.sim.tuning import parallelism_overrides
 
 MODEL = "bench-model"
 IMAGE_XLA = " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items() if k.startswith("xla_"))

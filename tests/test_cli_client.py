@@ -214,7 +214,7 @@ async def test_report_apply_writes_one_line_of_the_model_config(daemon: Daemon,
 
 
 def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -> None:
-    from sweepd.reports.apply import ApplyError, apply_to_config
+    from sweepd.kinds.model_perf.hooks import ApplyError, apply_to_config
 
     config = tmp_path / "m.gpu.yml"
     config.write_text("steps: 15")

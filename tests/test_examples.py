@@ -14,11 +14,11 @@ from sweepd.app import foreground
 from sweepd.cli.main import main
 from sweepd.config import load_config
 from sweepd.kinds.registry import kinds, load_spec_file
+from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.sim.scenario import DEFAULT_SCENARIO
 from tests.simrun import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-TUNING_SCENARIO = DEFAULT_SCENARIO.with_name("tuning_scenario.yaml")
 # A kind's example is examples/<kind>.yaml; more of one kind go in examples/<kind>/.
 ALL = sorted(EXAMPLES.rglob("*.yaml"))
 

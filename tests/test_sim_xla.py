@@ -1,4 +1,4 @@
-"""The simulated trainer under a tuning landscape (sim/tuning.py, sim/tuningjob.py): the flags
+"""The simulated trainer under a tuning landscape (kinds/xla_tuning/sim/): the flags
 it prints, the memory line, unknown-flag aborts, OOMs, flakes, steady TGS and the HLO dump."""
 
 from __future__ import annotations
@@ -21,19 +21,20 @@ from sweepd.kinds.xla_tuning.logread import (
     hlo_evidence,
     unknown_flags_in,
 )
-from sweepd.monitor.facts import FailureClass, SignalFact
-from sweepd.monitor.parse import parse_line
-from sweepd.monitor.signatures import match_signature
-from sweepd.sim.__main__ import main
-from sweepd.sim.hlo import FILE_NAME
-from sweepd.sim.scenario import ScenarioError, load_scenario
-from sweepd.sim.tuning import (
+from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
+from sweepd.kinds.xla_tuning.sim.tuning import (
     TUNING_SCENARIO,
     ground_truth,
     parallelism_overrides,
     truth_line,
+    tuning_for,
 )
-from sweepd.sim.tuningjob import IMAGE_XLA_FLAGS, resolve
+from sweepd.kinds.xla_tuning.sim.tuningjob import IMAGE_XLA_FLAGS, resolve
+from sweepd.monitor.facts import FailureClass, SignalFact
+from sweepd.monitor.parse import parse_line
+from sweepd.monitor.signatures import match_signature
+from sweepd.sim.__main__ import main
+from sweepd.sim.scenario import ScenarioError, load_scenario
 
 NODES = "chi[2832,2863]"
 SPARSE = ["sparse_matmul=true", "use_turbo_grouped_gemm=true", "use_deepep_dispatch=true"]
@@ -136,7 +137,7 @@ def test_memory_line_and_steady_tgs_follow_the_landscape(
     assert float(mem[0][4]) == land.argument_gib and float(mem[0][2]) == land.output_gib
     assert f"0: \tUsing (GB) {land.argument_gib:.1f} / {cap:.1f}" in " ".join(lines)
     # The steady window's mean is exactly the run's sample (noise included) ...
-    spec = load_scenario(scenario(tmp_path)).tuning_for("deepseek3-671b")
+    spec = tuning_for(load_scenario(scenario(tmp_path)).section("tuning"), "deepseek3-671b")
     assert spec is not None
     run = resolve(spec, 5, "100", "deepseek3-671b", dict(s.split("=") for s in FSDP + SPARSE), {},
                   {"XLA_FLAGS": settings[0].text})

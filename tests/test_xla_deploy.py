@@ -16,8 +16,8 @@ import pytest
 from sweepd.kinds.xla_tuning import deploy
 from sweepd.kinds.xla_tuning.catalog import Layer, Parallelism, Setting
 from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
+from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch, env_patch_text
 from sweepd.kinds.xla_tuning.sourced import source
-from sweepd.reports.apply import ApplyError, apply_env_patch, env_patch_text
 from tests.test_cli_client import Daemon, daemon
 from tests.test_xla_tuning_report_cli import FSDP, SETTINGS, recorded, use_checkout
 

@@ -19,13 +19,13 @@ from sweepd.kinds.xla_tuning.board import Inputs, build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import pp8
 from sweepd.kinds.xla_tuning.flags import AG, GIB, OVERLAP_LIMIT, default_catalog
+from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
 from sweepd.kinds.xla_tuning.landscape import Landscape
 from sweepd.kinds.xla_tuning.logread import parse_flags
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
-from sweepd.reports.apply import apply_env_patch
+from sweepd.kinds.xla_tuning.sim.tuning import parallelism_overrides
 from sweepd.sim.__main__ import main
-from sweepd.sim.tuning import parallelism_overrides
 
 MODEL = "deepseek3-671b"
 NODES = "n[01-08]"

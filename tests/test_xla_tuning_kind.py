@@ -24,10 +24,10 @@ from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
-from sweepd.sim.hlo import FILE_NAME, hlo_text
 from sweepd.sim.logfmt import cluster_line
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store

@@ -19,7 +19,7 @@ from sweepd.kinds.xla_tuning.logread import (
     unknown_flags,
     unknown_flags_in,
 )
-from sweepd.sim.hlo import hlo_text
+from sweepd.kinds.xla_tuning.sim.hlo import hlo_text
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"
 IMAGE = f"--{AG}=8589934592 --xla_gpu_enable_latency_hiding_scheduler=True"

@@ -30,8 +30,8 @@ from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
-from sweepd.sim.hlo import FILE_NAME
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes

@@ -31,8 +31,8 @@ from sweepd.kinds.xla_tuning import adapter, gather, preflight, search, train_en
 from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
-from sweepd.sim.tuning import TUNING_SCENARIO
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
 from tests import test_xla_tuning_sweep_sim as sim_sweep
@@ -346,7 +346,7 @@ async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "cluster.sim": {"scenario": str(TUNING_SCENARIO)}})
     where = gather_context(config)
-    assert where == GatherContext(scenario=TUNING_SCENARIO)
+    assert where == GatherContext(backend="sim", scenario=TUNING_SCENARIO)
     facts = await gather.facts(store, pp8, where)
     assert [s.label for s in facts.deployed] == [f"{AG}=1073741824"]
     assert "the simulated cluster's tuning landscape for PP=8" in facts.inventory_line()

@@ -3,14 +3,12 @@ reads directly from a `sweepd run`/`demo` state directory without a daemon."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sweepd.app.joblog import NoSuchJob, pick_job, read_log
-from sweepd.kinds.xla_tuning import report as xla_report
+from sweepd.kinds.registry import kinds
 from sweepd.reports.report import explain_lines, report_json, report_markdown
-from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import NotFound, Store
 
 
@@ -24,18 +22,11 @@ class Queries:
         jobs = await self.store.jobs(sweep_id)
         excl = [e.node for e in await self.store.exclusions(sweep_id)]
         data = report_json(sweep, runs, jobs, excl)
-        if sweep.kind == "xla-tuning":
-            data["tuning"] = self._tuning(sweep, runs, jobs)
+        kind = kinds().get(sweep.kind)
+        extras = kind.client.report_extras if kind is not None else None
+        if extras is not None:   # what the kind's client action writes from (ClientHooks)
+            data.update(extras(sweep, runs, jobs, self.toolkit_repo()))
         return {"markdown": report_markdown(sweep, runs, jobs, excl), "json": data}
-
-    def _tuning(self, sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[str, Any]:
-        """What `report --tuning-md` and `--apply` write (the CLI writes both files): the
-        leaderboard, verdict and `<MODEL_TAG>-tuning.md` cell, and the checkout's env file."""
-        tuning = xla_report.report_json(sweep, runs, jobs)
-        repo = self.toolkit_repo()
-        tuning["env_file"] = (str(repo / "configs" / f"{tuning['model']}.env.sh")
-                              if repo is not None else None)
-        return tuning
 
     def toolkit_repo(self) -> Path | None:
         """The submit.sh checkout (a daemon's config knows it; a state directory does not)."""

@@ -20,11 +20,11 @@ from typing import Any
 import shtab
 
 from sweepd.app.progress import duration
-from sweepd.cli import tuning as cli_tuning
 from sweepd.cli import views as cli_views
 from sweepd.cli.client import Client
 from sweepd.cli.output import (
     SOCKET_HELP,
+    THE_CHECKOUT,
     RunFunc,
     cell,
     client_command,
@@ -40,8 +40,6 @@ from sweepd.cli.output import (
 from sweepd.core.states import SweepState
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.spec import SpecError
-from sweepd.reports.apply import ApplyError, apply_to_config
-from sweepd.util import person_commit
 from sweepd.util.text import compact_nodes, escape
 
 
@@ -193,14 +191,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, client: Client) -> int:
     if args.tuning_md is not None or args.apply is not None:
-        report = client.report(args.id)["json"]
-        kind = report["sweep"]["kind"]
-        if kind == cli_tuning.KIND:
-            return cli_tuning.run(args, report)
-        if args.tuning_md is not None:
-            return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md writes an "
-                              f"{cli_tuning.KIND} sweep's <MODEL_TAG>-tuning.md")
-        return _apply(args, report)
+        return _report_action(args, client.report(args.id)["json"])
     if args.plot is not None:
         code = _write_plot(args, client)
         if code:
@@ -210,6 +201,20 @@ def _report(args: argparse.Namespace, client: Client) -> int:
     else:
         say(client.report_markdown(args.id), end="")
     return 0
+
+
+def _report_action(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """`--apply` / `--tuning-md`: the sweep's kind writes what it has (`ClientHooks`)."""
+    kind = report["sweep"]["kind"]
+    hooks = kinds()[kind].client if kind in kinds() else None
+    takes = hooks.flags if hooks is not None and hooks.report_action is not None else set()
+    if args.tuning_md is not None and "tuning_md" not in takes:
+        writers = ", ".join(k for k, v in sorted(kinds().items()) if "tuning_md" in v.client.flags)
+        return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md writes an "
+                          f"{writers} sweep's <MODEL_TAG>-tuning.md")
+    if hooks is None or hooks.report_action is None or "apply" not in takes:
+        return fail(args, f"sweep {args.id} has no optimum to apply")
+    return hooks.report_action(args, report)
 
 
 def _plot_problem(path: Path) -> str | None:
@@ -236,35 +241,6 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
     if problem is not None:
         return fail(args, f"cannot write the plot to {path}: {problem}")
     say(f"plot written to {path}", err=True)
-    return 0
-
-
-def _apply(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
-    verdict = report.get("verdict") or {}
-    if verdict.get("best") is None or "parameter" not in verdict:
-        return fail(args, f"sweep {args.id} has no optimum to apply")
-    if args.apply == cli_tuning.THE_CHECKOUT:
-        return fail(args, f"sweep {args.id}: --apply needs the model's config file here: "
-                          "--apply REPO/configs/MODEL.gpu.yml")
-    model = str(report["sweep"]["spec"].get("model"))
-    if not Path(args.apply).name.startswith(f"{model}."):
-        # An optimum is only valid for the model it was measured on.
-        return fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
-                          f"{model}'s config (expected configs/{model}.gpu.yml)")
-    try:
-        if args.commit:
-            person_commit.branch_of(Path(args.apply))  # refused before anything is written
-        line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
-    except (person_commit.CommitError, ApplyError) as e:
-        return fail(args, str(e))
-    say(f"{args.apply}: {line}")
-    if args.commit:
-        try:
-            where = person_commit.commit(Path(args.apply), f"{model}: {verdict['parameter']} = "
-                                         f"{verdict['best']} from sweepd sweep {args.id}")
-        except person_commit.CommitError as e:
-            return fail(args, str(e))
-        say(f"committed on {where}")
     return 0
 
 
@@ -353,7 +329,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         if name == "report":
             p.add_argument("--plot", type=Path, metavar="FILE.png",
                            help="also write the sweep's plot (PNG) to this file")
-            p.add_argument("--apply", type=Path, nargs="?", const=cli_tuning.THE_CHECKOUT,
+            p.add_argument("--apply", type=Path, nargs="?", const=THE_CHECKOUT,
                            metavar="FILE",
                            help="write the optimum into this model config (one line of "
                                 "MODEL.gpu.yml); xla-tuning: the recipe, guarded by "

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
@@ -23,6 +24,8 @@ from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined, unkn
 from sweepd.store.rows import Job, Run, RunParams, Sweep
 
 if TYPE_CHECKING:
+    import argparse
+
     from sweepd.config import Config
     from sweepd.store.store import Store
 
@@ -34,10 +37,12 @@ Rows = Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]
 @dataclass(frozen=True)
 class GatherContext:
     """What a kind's gather may read beyond the store: the toolkit checkout of submit.sh
-    mode (its `configs/<model>.env.sh`, `train_env.sh`), None on other backends."""
+    mode (its `configs/<model>.env.sh`, `train_env.sh`), None on other backends; the
+    backend's name and, on the simulated cluster, its scenario file (None: its embedded
+    default), which a kind that models its jobs there reads as its stand-in for the checkout."""
 
     repo: Path | None = None
-    # The simulated cluster's scenario, its stand-in for the checkout (None: not sim).
+    backend: str | None = None      # None: called outside the daemon
     scenario: Path | None = None
 
 
@@ -46,12 +51,10 @@ NO_CONTEXT = GatherContext()  # a gather called outside the daemon (tests, tools
 
 def gather_context(config: Config) -> GatherContext:
     """The daemon's gather context: the checkout only where jobs are submitted from it."""
-    if config.cluster.backend == "sim":
-        from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
-        return GatherContext(scenario=config.cluster.sim.scenario or DEFAULT_SCENARIO)
-    slurm = config.cluster.slurm
-    submit_sh = config.cluster.backend == "slurm" and slurm.mode == "submit_sh"
-    return GatherContext(slurm.repo if submit_sh else None)
+    cluster = config.cluster
+    submit_sh = cluster.backend == "slurm" and cluster.slurm.mode == "submit_sh"
+    return GatherContext(cluster.slurm.repo if submit_sh else None, cluster.backend,
+                         cluster.sim.scenario)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,21 @@ class Demo:
     scenario: Path
     specs: list[dict[str, Any]]
     truth: Callable[[Config], Coroutine[Any, Any, str]] | None = None
+
+
+@dataclass(frozen=True)
+class ClientHooks:
+    """What a kind adds to `sweepd report` beyond its table: parts of the JSON report the
+    daemon serves, and what the CLI does with them when a person asks (`--apply`,
+    `--tuning-md`: files written with the person's own permissions)."""
+
+    # Parts of the JSON report beyond the generic ones; takes the toolkit checkout the
+    # daemon submits from (None: none, or a state directory read without a daemon).
+    report_extras: Callable[[Sweep, Sequence[Run], Sequence[Job], Path | None],
+                            dict[str, Any]] | None = None
+    # Run by the CLI on the JSON report for the report flags in `flags`; the exit code.
+    report_action: Callable[[argparse.Namespace, dict[str, Any]], int] | None = None
+    flags: frozenset[str] = frozenset()   # of "apply", "tuning_md"
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,7 @@ class Kind(Generic[SpecT, FactsT]):
     # Files the kind writes for the person at a stop (e.g. a partial deliverable) in the
     # sweep's directory; returns the stop message's line about them (None: nothing written).
     stop_files: Callable[[Sweep, Sequence[Run], Sequence[Job], Path], str | None] | None = None
+    client: ClientHooks = ClientHooks()
 
 
 @cache
@@ -153,6 +172,27 @@ def kinds() -> dict[str, Kind[Any, Any]]:
         kind = importlib.import_module(name).KIND
         found[kind.name] = kind
     return found
+
+
+@cache
+def kind_modules(name: str) -> tuple[ModuleType, ...]:
+    """Each kind's module `name` (e.g. `sim.hook`: what the kind adds to the simulator), of
+    the kinds that have one, without importing their `kind.py`: a simulated job's process
+    asks for its hooks, not for every kind's planner. Only here is a kind imported by name."""
+    import sweepd.kinds as package
+
+    found: list[ModuleType] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.ispkg:
+            continue
+        full = f"{package.__name__}.{info.name}.{name}"
+        try:
+            spec = importlib.util.find_spec(full)
+        except ModuleNotFoundError:   # a parent package of `name` the kind lacks
+            continue
+        if spec is not None:
+            found.append(importlib.import_module(full))
+    return tuple(found)
 
 
 def stored_spec(kind: str, data: dict[str, Any]) -> SweepSpec:

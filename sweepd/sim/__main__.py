@@ -24,11 +24,10 @@ from pathlib import Path
 import hostlist
 
 from sweepd.sim import logfmt
-from sweepd.sim.runconfig import per_job_config
+from sweepd.sim.runconfig import output_path, per_job_config
 from sweepd.sim.scenario import ScenarioError, load_scenario
 from sweepd.sim.statefiles import atomic_write_text
 from sweepd.sim.trainer import JobMeta, build_input, plan_job, run_all_ranks, run_one_rank
-from sweepd.sim.tuningjob import output_path
 
 
 def split_passthrough(args: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:

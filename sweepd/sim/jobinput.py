@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from sweepd.sim.scenario import FaultSpec, Scenario
 from sweepd.sim.truth import Truth
-from sweepd.sim.tuningjob import TuningRun
+
+
+class KindJob(Protocol):
+    """What a kind's own model of its jobs adds to a simulated job (the kind's `sim/hook.py`
+    builds it; e.g. an XLA tuning job's flags, step noise and HLO dump): the simulator asks,
+    it does not know the kind."""
+
+    @property
+    def oom_on_every_rank(self) -> bool:
+        """True: an OOM is the same program on every rank, each failing its first
+        allocation (not one rank's, cascading to the others)."""
+        ...
+
+    def env_lines(self, rank: int) -> Sequence[str]:
+        """What the rank prints of its environment before JAX starts."""
+        ...
+
+    def jitter(self, steps: int, profiling: bool, seed: str) -> list[float] | None:
+        """Per-step relative TGS deviations (None: the cluster's own noise)."""
+        ...
+
+    def dump(self, nodes: int, layers: int, step_s: float | None) -> tuple[Path, str] | None:
+        """A file rank 0 writes after compilation, and its text (None: none)."""
+        ...
+
+    def unknown_flag(self, flag: str) -> tuple[list[str], int] | None:
+        """The lines every rank prints on an unknown flag, and the exit code (None: the
+        simulator's own)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -20,4 +50,4 @@ class JobInput:
     truth: Truth | None             # None when the config could not be read
     fault: FaultSpec | None = None
     error: str | None = None        # a Python error raised at startup
-    tuning: TuningRun | None = None  # set when the model follows the scenario's landscapes
+    kind_job: KindJob | None = None  # set when a kind's sim hook models the job

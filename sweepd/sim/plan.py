@@ -16,7 +16,6 @@ from sweepd.sim.jobinput import JobInput
 from sweepd.sim.scenario import FaultKind
 from sweepd.sim.signatures import Failure, failure_events, hang_events
 from sweepd.sim.truth import Truth
-from sweepd.sim.tuningjob import evidence_hlo, step_jitter
 from sweepd.util.model_shapes import resolve_model
 
 SRUN = -1            # a line srun itself writes (all-ranks mode only)
@@ -141,13 +140,10 @@ def _training_preamble(tl: _Timeline, t0: float) -> None:
 
 
 def _jitter(job: JobInput, steps: int, profiling: bool) -> list[float] | None:
-    """A tuning job's per-step deviations, centred on the steady window the gather reads
-    (steps 9-14 with the profiler, 5-14 without), so that window's mean is the sampled TGS."""
-    if job.tuning is None:
+    """The kind's per-step deviations, when a kind models the job."""
+    if job.kind_job is None:
         return None
-    window = (9, 14) if profiling else (5, 14)
-    seed = f"{job.scenario.cluster.seed}:{job.job_id}:steps"
-    return step_jitter(job.tuning, steps, window, seed)
+    return job.kind_job.jitter(steps, profiling, f"{job.scenario.cluster.seed}:{job.job_id}:steps")
 
 
 def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[float]:
@@ -182,33 +178,32 @@ def _steps(tl: _Timeline, truth: Truth, t: float, compile_s: float) -> list[floa
     return times
 
 
-def _tuning_env(tl: _Timeline, t0: float) -> None:
-    """What each rank prints of its environment before JAX starts (rank 0 also dumps)."""
-    run = tl.job.tuning
+def _kind_env(tl: _Timeline, t0: float) -> None:
+    """What each rank prints of its environment before JAX starts (a kind's job)."""
+    run = tl.job.kind_job
     if run is None:
         return
     for rank in range(len(tl.job.nodes)):
-        lines = run.env_lines[0] if rank == 0 else run.env_lines[1]
-        for i, line in enumerate(lines):
+        for i, line in enumerate(run.env_lines(rank)):
             tl.add(t0 + 1 + 0.01 * i + 0.001 * rank, rank, line)
 
 
 def _dump(tl: _Timeline, t: float) -> None:
-    """An evidence run writes its HLO after compilation, on rank 0."""
-    run = tl.job.tuning
-    if run is None or run.dump_file is None:
+    """A file a kind's job writes after compilation, on rank 0 (e.g. an HLO dump)."""
+    run = tl.job.kind_job
+    if run is None:
         return
     truth = tl.job.truth
     step_s = truth.tokens_per_step / truth.tgs if truth is not None and truth.tgs > 0 else None
-    text = evidence_hlo(run, len(tl.job.nodes), resolve_model(tl.job.model).layers, step_s)
-    if text is not None:
-        tl.files.append((t, run.dump_file, text))
+    written = run.dump(len(tl.job.nodes), resolve_model(tl.job.model).layers, step_s)
+    if written is not None:
+        tl.files.append((t, *written))
 
 
 def _training(tl: _Timeline, t0: float) -> Plan:
     job = tl.job
     tl.add(t0, BANNER, logfmt.banner("Training", "BEGIN", "timeout=none"))
-    _tuning_env(tl, t0)
+    _kind_env(tl, t0)
     fault = job.fault
     kind = fault.kind if fault else None
     if job.error is not None or kind in (FaultKind.CONFIG_ERROR, FaultKind.UNKNOWN_FLAG):

@@ -51,3 +51,13 @@ def per_job_config(model: str, env: Mapping[str, str]) -> RunConfig | None:
     named = data.get("model_name")
     return RunConfig(named if isinstance(named, str) and named else base,
                      {str(k): _text(v) for k, v in data.items() if k not in _STRUCTURE})
+
+
+def output_path(job_id: str, job_name: str, log: Path | None,
+                environ: Mapping[str, str]) -> Path:
+    """Where the toolkit puts a job's outputs: `$OUTPUT_PATH`, else `<jobid>-<name>/` beside
+    the log (or under `$JOB_WORKSPACE`, else `./outputs`)."""
+    if environ.get("OUTPUT_PATH"):
+        return Path(environ["OUTPUT_PATH"])
+    base = log.parent if log is not None else Path(environ.get("JOB_WORKSPACE") or "outputs")
+    return base / f"{job_id}-{job_name}"

@@ -7,14 +7,23 @@ silently producing a healthy cluster.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import hostlist
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
-from sweepd.sim.tuning import TuningSpec
+from sweepd.kinds.registry import kind_modules
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")
@@ -159,7 +168,8 @@ class Scenario(_Strict):
     probes: dict[str, ProbeSpec] = Field(default_factory=dict)
     faults: list[FaultSpec] = Field(default_factory=list)
     commits: dict[str, dict[str, CommitEffect]] = Field(default_factory=dict)
-    tuning: TuningSpec | None = None     # XLA/NCCL flag-effect landscapes (sim/tuning.py)
+    # Beyond these: one section per kind that models its jobs (`sim.hooks`; e.g. `tuning:`,
+    # kinds/xla_tuning/sim/tuning.py), a field of the class `load_scenario` validates with.
 
     @model_validator(mode="after")
     def _names_exist(self) -> Self:
@@ -172,7 +182,8 @@ class Scenario(_Strict):
                              f"({self.cluster.nodes})")
         models = [*self.models, *(f.model for f in self.faults if f.model),
                   *(m for effects in self.commits.values() for m in effects),
-                *([self.tuning.model] if self.tuning else [])]
+                  *(m for hook in _hooks() if (sec := self.section(hook.section)) is not None
+                    for m in hook.models(sec))]
         for name in models:
             try:
                 resolve_model(name)
@@ -189,11 +200,9 @@ class Scenario(_Strict):
                 return spec
         return None
 
-    def tuning_for(self, model: str) -> TuningSpec | None:
-        """The tuning section when this model's jobs follow its landscapes."""
-        if self.tuning is None or resolve_model(self.tuning.model).name != model:
-            return None
-        return self.tuning
+    def section(self, name: str) -> Any:
+        """A kind's section of the scenario (None: absent, or no kind reads it)."""
+        return getattr(self, name, None)
 
     def commit_effect(self, commit: str | None, model: str) -> CommitEffect:
         """Effects keyed by exact ref/id, or by a short SHA prefix of the commit id."""
@@ -211,14 +220,30 @@ class ScenarioError(ValueError):
     pass
 
 
+def _hooks() -> list[Any]:
+    """The kinds' sim hooks (`sim.hooks.SimHook`; read here by their fields alone, as that
+    module reads this one)."""
+    return [m.HOOK for m in kind_modules("sim.hook") if hasattr(m, "HOOK")]
+
+
+@cache
+def _scenario_model() -> type[Scenario]:
+    """The scenario with every kind's section a field of its own (validated, errors named by
+    their place, as the rest is)."""
+    fields: dict[str, Any] = {h.section: (h.spec | None, None) for h in _hooks()}
+    if not fields:
+        return Scenario
+    return create_model("Scenario", __base__=Scenario, **fields)
+
+
 def load_scenario(path: Path) -> Scenario:
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc}") from exc
     try:
-        # Landscape files named in `tuning.landscapes` are read relative to the scenario.
-        return Scenario.model_validate(raw, context={"base_dir": path.parent})
+        # Files a section names (e.g. `tuning.landscapes`) are read relative to the scenario.
+        return _scenario_model().model_validate(raw, context={"base_dir": path.parent})
     except ValidationError as exc:
         # One line per problem, as config errors are: no pydantic dump with its URLs.
         problems = "\n".join(

@@ -67,11 +67,9 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
             f"ValueError: {job.error}"], 1)
     if kind is FaultKind.CONFIG_ERROR:
         return _all_ranks(add, job, t, [f"!!! Unknown model: {job.model}"], 1)
-    if kind is FaultKind.UNKNOWN_FLAG and job.tuning is not None:
-        # Today's XLA names every unknown flag in one quiet-fatal line (exit 1, no trace).
-        return _all_ranks(add, job, t, [
-            f"F1201 17:00:00.000000    4242 parse_flags_from_env.cc:226] Unknown flags in "
-            f"XLA_FLAGS: {_flag(job)}"], 1)
+    if kind is FaultKind.UNKNOWN_FLAG and job.kind_job is not None \
+            and (said := job.kind_job.unknown_flag(_flag(job))) is not None:
+        return _all_ranks(add, job, t, *said)
     if kind is FaultKind.UNKNOWN_FLAG:
         return _all_ranks(add, job, t, [
             f"F0000 00:00:1718000000.000000    4242 parse_flags_from_env.cc:226] "
@@ -103,10 +101,10 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
     alloc = job.truth.alloc_gib if job.truth and job.truth.alloc_gib else 12.5
     oom = (f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
            f"while trying to allocate {alloc:.2f}GiB.")
-    if job.tuning is not None and kind is None:
-        # A profile's temp memory over HBM is the same program on every rank: each one
-        # fails its first allocation. (From one rank only, srun could end the step before
-        # a late-starting rank printed it, and the OOM would read as a node crash.)
+    if job.kind_job is not None and job.kind_job.oom_on_every_rank and kind is None:
+        # The same program on every rank: each one fails its first allocation. (From one
+        # rank only, srun could end the step before a late-starting rank printed it, and
+        # the OOM would read as a node crash.)
         return _all_ranks(add, job, t, [oom], 1)
     add(t, rank, oom)
     return _cascade(add, job, t, rank, 1)

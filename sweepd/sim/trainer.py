@@ -16,14 +16,14 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from sweepd.sim import logfmt, tuningjob
+from sweepd.sim import logfmt
 from sweepd.sim.faults import pick_fault
+from sweepd.sim.hooks import JobPlace, sim_hooks
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.plan import BANNER, SRUN, Event, Plan, plan_job
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
 from sweepd.sim.statefiles import atomic_write_text
 from sweepd.sim.truth import true_outcome
-from sweepd.sim.tuning import TuningSpec
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 CANCEL_EXIT = 143
@@ -61,10 +61,12 @@ def build_input(scenario: Scenario, state_dir: Path, meta: JobMeta, overrides: M
         model = resolve_model(meta.model).name
     except UnknownModel:
         return replace(base, fault=FaultSpec(kind=FaultKind.CONFIG_ERROR))
-    spec = scenario.tuning_for(model)
-    if spec is not None:
-        return _tuning_input(replace(base, model=model), spec, state_dir, env, process_env,
-                             out_dir)
+    place = JobPlace(state_dir, env, process_env, out_dir)
+    for hook in sim_hooks():   # a kind that models this model's jobs decides them
+        section = scenario.section(hook.section)
+        job = None if section is None else hook.job(replace(base, model=model), section, place)
+        if job is not None:
+            return job
     try:
         truth = true_outcome(scenario, model, meta.nodes, overrides, env, commit)
     except ValueError as exc:
@@ -73,22 +75,6 @@ def build_input(scenario: Scenario, state_dir: Path, meta: JobMeta, overrides: M
         return replace(base, model=model, truth=truth, fault=FaultSpec(kind=truth.fail))
     fault = pick_fault(scenario, state_dir, meta.job_id, model, meta.nodes, truth.batch)
     return replace(base, model=model, truth=truth, fault=fault)
-
-
-def _tuning_input(base: JobInput, spec: TuningSpec, state_dir: Path, env: Mapping[str, str],
-                  process_env: Mapping[str, str] | None, out_dir: Path | None) -> JobInput:
-    """A job of the tuning model: the landscape decides its TGS, memory and failure."""
-    sc = base.scenario
-    try:
-        run = tuningjob.resolve(spec, sc.cluster.seed, base.job_id, base.model, base.overrides,
-                                env, process_env, out_dir)
-        truth = tuningjob.truth_of(run, spec, resolve_model(base.model), base.overrides,
-                                   sc.cluster.peak_tflops)
-    except ValueError as exc:
-        return replace(base, error=str(exc))
-    fault = tuningjob.fault_of(run) or pick_fault(sc, state_dir, base.job_id, base.model,
-                                                  base.nodes, truth.batch)
-    return replace(base, truth=truth, fault=fault, tuning=run)
 
 
 def _sleep_until(deadline: float) -> None:

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import SweepContext
+from sweepd.kinds.model_perf import exports, hooks, plan_two, report
 from sweepd.kinds.model_perf import plan as perf_plan
-from sweepd.kinds.model_perf import plan_two, report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
+from sweepd.kinds.registry import NO_CONTEXT, ClientHooks, GatherContext, Kind
 from sweepd.kinds.spec import SpecError
 
 if TYPE_CHECKING:
@@ -88,5 +88,6 @@ def most_runs(spec: Mapping[str, Any]) -> int:
     return min(cap, len(values)) if isinstance(values, list) else cap
 
 
-KIND = Kind("model-perf", ModelPerfSpec, plan_two.plan, report.markdown, report.rows,
-            plot=report.plot, gather=gather, demo=DEMO, most_runs=most_runs)
+KIND = Kind(exports.NAME, ModelPerfSpec, plan_two.plan, report.markdown, report.rows,
+            plot=report.plot, gather=gather, demo=DEMO, most_runs=most_runs,
+            client=ClientHooks(report_action=hooks.apply, flags=frozenset({"apply"})))

@@ -1,6 +1,6 @@
 """`sweepd demo --kind xla-tuning`: an FSDP=8 tuning sweep of deepseek3-671b on the
 simulated cluster's flag-effect landscapes, then the scenario's ground truth (the best
-recipe of at most 3 flags per cell, `sim.tuning.truth_line`) to check the verdict by."""
+recipe of at most 3 flags per cell, `sim/tuning.py truth_line`) to check the verdict by."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ TAGS: dict[str, dict[str, str]] = {"sparse": {"sparse_matmul": "true"}, "dense":
 async def truth_line(config: Config) -> str:
     """What the simulator knew and the sweep had to find out: each cell's best recipe."""
     from sweepd.clusters.factory import default_scenario
+    from sweepd.kinds.xla_tuning.sim.tuning import truth_line as tuning_truth
     from sweepd.sim.scenario import load_scenario
-    from sweepd.sim.tuning import truth_line as tuning_truth
 
-    scenario = load_scenario(config.cluster.sim.scenario or default_scenario())
-    if scenario.tuning is None:
+    tuning = load_scenario(config.cluster.sim.scenario or default_scenario()).section("tuning")
+    if tuning is None:
         return "(the scenario has no tuning section: no ground truth)"
-    return "simulator's " + tuning_truth(scenario.tuning)
+    return "simulator's " + tuning_truth(tuning)
 
 
 DEMO = Demo(

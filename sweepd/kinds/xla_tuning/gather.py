@@ -18,8 +18,9 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING
 
-from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import GatherError
+from sweepd.kinds.model_perf import exports as model_perf
 from sweepd.kinds.xla_tuning import logread
 from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
@@ -29,7 +30,6 @@ from sweepd.monitor.facts import StepFact
 from sweepd.monitor.parse import CLUSTER_TIME, parse_line
 from sweepd.monitor.steady import steady_window
 from sweepd.store.rows import Job, Run, RunParams
-from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
     from sweepd.kinds.registry import GatherContext
@@ -393,8 +393,8 @@ _SIM_INVENTORY: dict[tuple[str, int, str, str], tuple[Setting, ...]] = {}
 def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, ...], str | None]:
     """On the simulated cluster the model's env file is its tuning landscape's `deployed`
     (what its jobs run with as baseline-deployed); read once per scenario file version."""
+    from sweepd.kinds.xla_tuning.sim.tuning import parallelism_overrides, tuning_for
     from sweepd.sim.scenario import load_scenario  # the simulator only when it is the backend
-    from sweepd.sim.tuning import parallelism_overrides
 
     try:
         key = (str(scenario), scenario.stat().st_mtime_ns, spec.model, spec.parallelism)
@@ -402,7 +402,7 @@ def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, .
         return (), None
     if key not in _SIM_INVENTORY:
         try:
-            tuning = load_scenario(scenario).tuning_for(spec.model)
+            tuning = tuning_for(load_scenario(scenario).section("tuning"), spec.model)
             land = None if tuning is None else tuning.landscape_for(
                 parallelism_overrides(spec.parallelism))
         except ValueError:   # no landscape for the parallelism: its jobs will say so
@@ -417,8 +417,9 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
     checkout's `configs/<model>.env.sh`, submit.sh mode) and the latest finished
     model-perf sweep of the same model on as many nodes, whose optimum is the default
     per_device_batch_size (model-perf specs name no parallelism: not compared)."""
-    if where.repo is None and where.scenario is not None:
-        deployed, env_file = sim_inventory(where.scenario, spec)
+    if where.backend == "sim":
+        from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
+        deployed, env_file = sim_inventory(where.scenario or DEFAULT_SCENARIO, spec)
     else:
         deployed, env_file = inventory(where.repo, spec.model)
     prior = await model_perf_prior(store, spec)
@@ -426,16 +427,8 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
 
 
 async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:
-    count = spec.count
-    for sweep in reversed(await store.sweeps([SweepState.DONE])):
-        verdict = sweep.verdict or {}
-        if sweep.kind != "model-perf" or sweep.spec.get("model") != spec.model \
-                or not verdict.get("settled", True) or not isinstance(verdict.get("best"), int):
-            continue
-        nodes = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))
-        if int(nodes) == count:
-            return ModelPerfPrior(sweep.id, int(verdict["best"]))
-    return None
+    found = await model_perf.latest_optimum(store, spec.model, spec.count)
+    return None if found is None else ModelPerfPrior(found.sweep, found.best)
 
 
 # ---- the Wave 1.5 evidence -------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.registry import Kind
-from sweepd.kinds.xla_tuning import adapter, gather, preflight, report
+from sweepd.kinds.registry import ClientHooks, Kind
+from sweepd.kinds.xla_tuning import adapter, gather, hooks_client, preflight, report
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -14,4 +14,6 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
     config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot, demo=DEMO,
-    stop_state=adapter.stop_state, stop_files=report.stop_files, preflight=preflight.checks)
+    stop_state=adapter.stop_state, stop_files=report.stop_files, preflight=preflight.checks,
+    client=ClientHooks(hooks_client.report_extras, hooks_client.run,
+                       frozenset({"apply", "tuning_md"})))

@@ -1,4 +1,5 @@
-"""The scenario's optional `tuning:` section: XLA/NCCL flag-effect landscapes (issue 14).
+"""The scenario's optional `tuning:` section: XLA/NCCL flag-effect landscapes (issue 14); the
+simulator reads it through this kind's sim hook (`hook.py`).
 
     tuning:
       model: deepseek3-671b        # jobs of this model follow the landscapes
@@ -36,6 +37,7 @@ from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
 from sweepd.kinds.xla_tuning.defaults import default_landscapes
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import Landscape, truth
+from sweepd.util.model_shapes import resolve_model
 
 # The override each axis is passed as (xla-tuning.SKILL.md, "Submission template").
 AXIS_OVERRIDES: dict[Axis, str] = {
@@ -136,6 +138,14 @@ class TuningSpec(BaseModel):
             if all(overrides.get(k) == v for k, v in self.tags[tag].items()):
                 return tag
         return land.tags[0]
+
+
+def tuning_for(section: TuningSpec | None, model: str) -> TuningSpec | None:
+    """The scenario's tuning section (`Scenario.section("tuning")`) when the jobs of `model`
+    (resolved) follow its landscapes, else None."""
+    if section is None or resolve_model(section.model).name != model:
+        return None
+    return section
 
 
 def _read_landscape(path: Path) -> dict[str, Any]:

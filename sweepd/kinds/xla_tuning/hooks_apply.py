@@ -1,11 +1,9 @@
-"""`sweepd report ID --apply FILE`: write a sweep's optimum into the model's config file
-(model perf: one line of `<model>.gpu.yml`; xla-tuning: a marked block of `<model>.env.sh`).
+"""`sweepd report ID --apply [FILE]` on an xla-tuning sweep: write the recipe into the
+model's env file, a marked block of `<model>.env.sh` (`hooks_client` calls it).
 
 Only when a person asks, and only through `util.person_files` (locked, re-checked right
-before the write, written in place, left parsing). The gpu.yml edit is one line: the
-parameter's line is replaced (comments, order and every other line kept), or appended when
-the file does not set it yet. The env-file edit is one marked block per model and
-parallelism (`kinds.xla_tuning.deploy`): the recipe exactly, guarded by the cell's exact
+before the write, written in place, left parsing). The edit is one marked block per model
+and parallelism (`kinds.xla_tuning.deploy`): the recipe exactly, guarded by the cell's exact
 parallelism, appended after everything else the file sets (last wins).
 """
 
@@ -15,7 +13,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sweepd.kinds.xla_tuning import deploy
 from sweepd.kinds.xla_tuning.catalog import Parallelism
@@ -24,28 +21,6 @@ from sweepd.util import person_files
 
 class ApplyError(ValueError):
     pass
-
-
-def apply_to_config(path: Path, parameter: str, value: Any) -> str:
-    """Set `parameter: value` in a `<model>.gpu.yml`; returns the line written."""
-    if parameter.startswith("_env_") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", parameter):
-        raise ApplyError(f"{parameter!r} is not a config key (env variables go in the "
-                         "model's .env.sh, not its .gpu.yml)")
-    line = f"{parameter}: {value}"
-    key = re.compile(rf"^{re.escape(parameter)}\s*:.*?(\s+#.*)?$", re.M)
-
-    def change(text: str | None) -> str:
-        assert text is not None  # a missing file is refused before
-        found = key.search(text)
-        if found:
-            return text[:found.start()] + line + (found.group(1) or "") + text[found.end():]
-        return text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
-
-    try:
-        person_files.edit(path, change, check=person_files.yaml_syntax)
-    except person_files.PersonFileError as e:
-        raise ApplyError(str(e)) from None
-    return line
 
 
 def _markers(what: str) -> tuple[str, str]:

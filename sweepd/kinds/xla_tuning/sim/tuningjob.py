@@ -31,10 +31,10 @@ from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, Sample, sample
 from sweepd.kinds.xla_tuning.logread import ENV_PREFIXES, XLA_FLAGS, parse_flags
-from sweepd.sim.hlo import FILE_NAME, hlo_text
+from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
+from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec
 from sweepd.sim.scenario import FaultKind, FaultSpec
 from sweepd.sim.truth import Truth, flops_per_token
-from sweepd.sim.tuning import TuningSpec
 from sweepd.util.model_shapes import ModelShape
 
 IMAGE_XLA_FLAGS = " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items()
@@ -135,16 +135,6 @@ def _env_lines(passthrough: Mapping[str, str], env: Mapping[str, str], xla: str,
     lines.append("Show all environment variables:")
     lines += [f"{k}={shown[k]}" for k in sorted(shown)]
     return tuple(lines)
-
-
-def output_path(job_id: str, job_name: str, log: Path | None,
-                environ: Mapping[str, str]) -> Path:
-    """Where the toolkit puts a job's outputs: `$OUTPUT_PATH`, else `<jobid>-<name>/` beside
-    the log (or under `$JOB_WORKSPACE`, else `./outputs`)."""
-    if environ.get("OUTPUT_PATH"):
-        return Path(environ["OUTPUT_PATH"])
-    base = log.parent if log is not None else Path(environ.get("JOB_WORKSPACE") or "outputs")
-    return base / f"{job_id}-{job_name}"
 
 
 def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Mapping[str, str],

@@ -1,4 +1,5 @@
-"""`sweepd report ID --tuning-md [PATH] [--apply [FILE]]` on an xla-tuning sweep.
+"""`sweepd report ID --tuning-md [PATH] [--apply [FILE]]` on an xla-tuning sweep (the kind's
+client action, `ClientHooks.report_action`; `report_extras` is what the daemon serves for it).
 
 Both files are written here, by the CLI, as model perf's `--apply` is: `<MODEL_TAG>-tuning.md`
 goes where the person runs the command (a file the daemon cannot see: extending it means
@@ -10,17 +11,27 @@ into the checkout the daemon names. The daemon only serves the data (the report'
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.cli.output import fail, print_json, say
+from sweepd.cli.output import THE_CHECKOUT, fail, print_json, say
+from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning import tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.reports.apply import ApplyError, apply_env_patch
+from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
+from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_commit, person_files
 
-KIND = "xla-tuning"
-THE_CHECKOUT = Path()   # `--apply` given without a FILE: the daemon's submit.sh checkout
+
+def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
+                  repo: Path | None) -> dict[str, Any]:
+    """What `report --tuning-md` and `--apply` write (the CLI writes both files): the
+    leaderboard, verdict and `<MODEL_TAG>-tuning.md` cell, and the checkout's env file."""
+    tuning = xla_report.report_json(sweep, runs, jobs)
+    tuning["env_file"] = (str(repo / "configs" / f"{tuning['model']}.env.sh")
+                          if repo is not None else None)
+    return {"tuning": tuning}
 
 
 def run(args: argparse.Namespace, report: dict[str, Any]) -> int:

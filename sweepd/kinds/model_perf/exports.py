@@ -1,0 +1,39 @@
+"""What other kinds may read of model perf's results: typed calls, so that no other kind
+reads its sweeps by their kind's name and verdict keys (the layering test allows another
+kind this module alone)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sweepd.core.states import SweepState
+from sweepd.util.hostlists import expand_nodes
+
+if TYPE_CHECKING:
+    from sweepd.store.store import Store
+
+NAME = "model-perf"   # the kind's name (kind.py registers it)
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """A finished, settled model perf sweep's optimum: an integer best value (the batch size
+    searched by default) and the sweep that found it."""
+
+    sweep: int
+    best: int
+
+
+async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None:
+    """The latest finished model perf sweep of `model` on `nodes` nodes whose verdict is
+    settled with an integer best (None: there is none)."""
+    for sweep in reversed(await store.sweeps([SweepState.DONE])):
+        verdict = sweep.verdict or {}
+        if sweep.kind != NAME or sweep.spec.get("model") != model \
+                or not verdict.get("settled", True) or not isinstance(verdict.get("best"), int):
+            continue
+        count = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))
+        if int(count) == nodes:
+            return Optimum(sweep.id, int(verdict["best"]))
+    return None
