@@ -164,3 +164,12 @@ def test_the_allowed_exceptions_are_still_needed() -> None:
     new one."""
     graph = _graph()
     assert [edge for edge in ALLOWED if edge[1] not in graph.get(edge[0], set())] == []
+
+
+def test_no_kind_imports_the_daemon_the_cli_or_the_api() -> None:
+    """A kind is called by them (a client action prints through the `ClientOutput` the CLI
+    hands it): it never reaches up into `app`, `cli`, `api` or `notify`."""
+    upper = ("app", "cli", "api", "notify")
+    wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items()
+                   if m.startswith("sweepd.kinds.") for t in targets if t.split(".")[1] in upper)
+    assert wrong == []

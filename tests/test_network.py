@@ -13,7 +13,8 @@ import pytest
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, SweepContext
-from sweepd.kinds.network.kind import NetworkFacts, NetworkSpec, gather, plan
+from sweepd.kinds.network.plan import NetworkFacts, gather, plan
+from sweepd.kinds.network.spec import NetworkSpec
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario

@@ -19,7 +19,8 @@ from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.xla_tuning import adapter, gather, report
+from sweepd.kinds.xla_tuning import gather, report
+from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS

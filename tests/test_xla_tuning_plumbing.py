@@ -25,7 +25,8 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import adapter, gather, preflight
+from sweepd.kinds.xla_tuning import gather, preflight
+from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.gather import XlaFacts

@@ -27,7 +27,8 @@ from sweepd.core.states import JobState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import adapter, gather, preflight, search, train_env
+from sweepd.kinds.xla_tuning import gather, preflight, search, train_env
+from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.gather import XlaFacts

@@ -29,9 +29,6 @@ RunFunc = Callable[[argparse.Namespace], int]
 
 # A refusal prints at most this many field lines, each at most this long.
 MAX_DETAIL_LINES = 20
-# `report --apply` given without a FILE: the daemon's submit.sh checkout (a kind's action
-# names the file there).
-THE_CHECKOUT = Path()
 MAX_LINE_CHARS = 400
 
 

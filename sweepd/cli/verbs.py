@@ -24,7 +24,6 @@ from sweepd.cli import views as cli_views
 from sweepd.cli.client import Client
 from sweepd.cli.output import (
     SOCKET_HELP,
-    THE_CHECKOUT,
     RunFunc,
     cell,
     client_command,
@@ -38,7 +37,7 @@ from sweepd.cli.output import (
     with_client,
 )
 from sweepd.core.states import SweepState
-from sweepd.kinds.registry import kinds
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.util.text import compact_nodes, escape
 
@@ -214,7 +213,7 @@ def _report_action(args: argparse.Namespace, report: dict[str, Any]) -> int:
                           f"{writers} sweep's <MODEL_TAG>-tuning.md")
     if hooks is None or hooks.report_action is None or "apply" not in takes:
         return fail(args, f"sweep {args.id} has no optimum to apply")
-    return hooks.report_action(args, report)
+    return hooks.report_action(args, report, ClientOutput(fail, say, print_json))
 
 
 def _plot_problem(path: Path) -> str | None:

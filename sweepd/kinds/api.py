@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from sweepd.store.rows import Job, Run, RunParams
@@ -12,6 +13,16 @@ from sweepd.store.rows import Job, Run, RunParams
 class GatherError(ValueError):
     """What a kind's gather could not find (an earlier sweep the spec names, a commit): a
     submission is refused with it; a sweep already running ends failed with it."""
+
+
+class NodeFaults(StrEnum):
+    """What a hardware fault on a node does to a sweep of the kind (`Kind.node_faults`)."""
+
+    EXCLUDE = "exclude"   # the node is excluded and the run retried elsewhere (multi-node)
+    RECORD = "record"     # the node's own run records it: per-node sweeps judge nodes
+    # Results compare only on the same nodes: the sweep stops for a person (never an
+    # exclusion nor a substitute node).
+    STOP = "stop"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from sweepd.kinds.api import FactsT, Plan, SweepContext
+from sweepd.kinds.api import FactsT, NodeFaults, Plan, SweepContext
 from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined, unknown_key
 from sweepd.store.rows import Job, Run, RunParams, Sweep
 
@@ -97,6 +97,22 @@ class Demo:
     truth: Callable[[Config], Coroutine[Any, Any, str]] | None = None
 
 
+# `report --apply` given without a FILE: the daemon's submit.sh checkout (a kind's action
+# names the file there).
+THE_CHECKOUT = Path()
+
+
+@dataclass(frozen=True)
+class ClientOutput:
+    """How a kind's client action speaks: the CLI's own printing (`cli/output.py`), handed
+    in so that a kind imports nothing of the CLI. `fail` prints one clear refusal (JSON with
+    --json) and returns the exit code; `say(text, err=...)` escapes control characters."""
+
+    fail: Callable[[argparse.Namespace, str], int]
+    say: Callable[..., None]
+    print_json: Callable[[Any], None]
+
+
 @dataclass(frozen=True)
 class ClientHooks:
     """What a kind adds to `sweepd report` beyond its table: parts of the JSON report the
@@ -108,7 +124,7 @@ class ClientHooks:
     report_extras: Callable[[Sweep, Sequence[Run], Sequence[Job], Path | None],
                             dict[str, Any]] | None = None
     # Run by the CLI on the JSON report for the report flags in `flags`; the exit code.
-    report_action: Callable[[argparse.Namespace, dict[str, Any]], int] | None = None
+    report_action: Callable[[argparse.Namespace, dict[str, Any], ClientOutput], int] | None = None
     flags: frozenset[str] = frozenset()   # of "apply", "tuning_md"
 
 
@@ -123,12 +139,9 @@ class Kind(Generic[SpecT, FactsT]):
     # sweep, the checkout's env file), read before every plan; raises GatherError when they
     # cannot be had.
     gather: Callable[[Store, SpecT, GatherContext], Awaitable[FactsT]]
-    # True: a hardware fault excludes the node and retries elsewhere (multi-node sweeps).
-    # False: the node's own run records the fault (per-node sweeps judge nodes).
-    exclude_on_fault: bool = True
-    # True: results compare only on the same nodes; a node fault stops the sweep for a
-    # person instead (never an exclusion nor a substitute).
-    frozen_nodes: bool = False
+    # What a hardware fault on a node does: exclude it and retry elsewhere, record it as
+    # the node's own result, or stop the sweep (a frozen nodelist).
+    node_faults: NodeFaults = NodeFaults.EXCLUDE
     # True: a config error (every node fails the same way) stops the sweep. False: it is
     # the run's own result (a model sweep judges each model; all failing = commit broken).
     config_stops: bool = True
@@ -158,6 +171,17 @@ class Kind(Generic[SpecT, FactsT]):
     # sweep's directory; returns the stop message's line about them (None: nothing written).
     stop_files: Callable[[Sweep, Sequence[Run], Sequence[Job], Path], str | None] | None = None
     client: ClientHooks = ClientHooks()
+
+    # The engine's fault policy reads the node-fault policy as these two facts.
+    @property
+    def exclude_on_fault(self) -> bool:
+        """False: the node's own run records a fault (never excluded for it)."""
+        return self.node_faults is not NodeFaults.RECORD
+
+    @property
+    def frozen_nodes(self) -> bool:
+        """True: a node fault stops the sweep for a person."""
+        return self.node_faults is NodeFaults.STOP
 
 
 @cache

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweepd.cli.output import THE_CHECKOUT, fail, say
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.util import person_commit, person_files
 
 
@@ -44,31 +44,31 @@ def apply_to_config(path: Path, parameter: str, value: Any) -> str:
     return line
 
 
-def apply(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
+def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:
     """`sweepd report ID --apply FILE`: the optimum into the model's config file."""
     verdict = report.get("verdict") or {}
     if verdict.get("best") is None or "parameter" not in verdict:
-        return fail(args, f"sweep {args.id} has no optimum to apply")
+        return io.fail(args, f"sweep {args.id} has no optimum to apply")
     if args.apply == THE_CHECKOUT:
-        return fail(args, f"sweep {args.id}: --apply needs the model's config file here: "
+        return io.fail(args, f"sweep {args.id}: --apply needs the model's config file here: "
                           "--apply REPO/configs/MODEL.gpu.yml")
     model = str(report["sweep"]["spec"].get("model"))
     if not Path(args.apply).name.startswith(f"{model}."):
         # An optimum is only valid for the model it was measured on.
-        return fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
+        return io.fail(args, f"sweep {args.id} measured {model}; {args.apply} is not "
                           f"{model}'s config (expected configs/{model}.gpu.yml)")
     try:
         if args.commit:
             person_commit.branch_of(Path(args.apply))  # refused before anything is written
         line = apply_to_config(args.apply, verdict["parameter"], verdict["best"])
     except (person_commit.CommitError, ApplyError) as e:
-        return fail(args, str(e))
-    say(f"{args.apply}: {line}")
+        return io.fail(args, str(e))
+    io.say(f"{args.apply}: {line}")
     if args.commit:
         try:
             where = person_commit.commit(Path(args.apply), f"{model}: {verdict['parameter']} = "
                                          f"{verdict['best']} from sweepd sweep {args.id}")
         except person_commit.CommitError as e:
-            return fail(args, str(e))
-        say(f"committed on {where}")
+            return io.fail(args, str(e))
+        io.say(f"committed on {where}")
     return 0

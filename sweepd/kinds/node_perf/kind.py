@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sweepd.kinds.api import NodeFaults
+from sweepd.kinds.node_perf import exports, report
 from sweepd.kinds.node_perf import plan as node_perf_plan
-from sweepd.kinds.node_perf import report
 from sweepd.kinds.node_perf.demo import DEMO
 from sweepd.kinds.node_perf.spec import NodePerfSpec
 from sweepd.kinds.registry import Kind, no_facts
@@ -19,7 +20,7 @@ def most_runs(spec: Mapping[str, Any]) -> int:
 
 
 # A fault on a 1-node job is that node's verdict, not a reason to move the job elsewhere.
-KIND = Kind("node-perf", NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
-            gather=no_facts, exclude_on_fault=False, plot=report.plot, demo=DEMO,
+KIND = Kind(exports.NAME, NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
+            gather=no_facts, node_faults=NodeFaults.RECORD, plot=report.plot, demo=DEMO,
             most_runs=most_runs,
             most_node_runs=most_runs)

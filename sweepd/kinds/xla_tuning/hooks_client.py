@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.cli.output import THE_CHECKOUT, fail, print_json, say
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning import tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
@@ -34,23 +34,23 @@ def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     return {"tuning": tuning}
 
 
-def run(args: argparse.Namespace, report: dict[str, Any]) -> int:
+def run(args: argparse.Namespace, report: dict[str, Any], io: ClientOutput) -> int:
     """`report` is the JSON report of an xla-tuning sweep."""
     tuning = report.get("tuning")
     if not isinstance(tuning, dict):
-        return fail(args, f"sweep {args.id}: the daemon's report carries no tuning data "
+        return io.fail(args, f"sweep {args.id}: the daemon's report carries no tuning data "
                           "(a daemon older than this CLI? restart it)")
     out: dict[str, Any] = {}
     if args.tuning_md is not None:
-        code = _write_md(args, tuning, out)
+        code = _write_md(args, tuning, out, io)
         if code:
             return code
     if args.apply is not None:
-        code = _apply(args, tuning, out)
+        code = _apply(args, tuning, out, io)
         if code:
             return code
     if args.json:
-        print_json(out)
+        io.print_json(out)
     return 0
 
 
@@ -61,7 +61,8 @@ def md_path(given: Path, model: str) -> Path:
     return given
 
 
-def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
+def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any],
+              io: ClientOutput) -> int:
     path = md_path(args.tuning_md, str(tuning["model"]))
     cell = tuning_md.cell_from_json(tuning["cell"])
     covered: list[str] = []
@@ -71,18 +72,18 @@ def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, A
         return tuning_md.write_or_extend(existing, cell, str(tuning["guard"]))
 
     if not path.parent.is_dir():
-        return fail(args, f"cannot write {path}: there is no directory {path.parent}")
+        return io.fail(args, f"cannot write {path}: there is no directory {path.parent}")
     try:
         person_files.edit(path, change, create=True)
     except person_files.PersonFileError as e:
-        return fail(args, str(e))
+        return io.fail(args, str(e))
     others = [p for p in covered if p != cell.parallelism]
     how = (f"extended with {cell.parallelism} (sign flips vs {', '.join(others)})" if others
            else f"written ({cell.parallelism})")
     out["tuning_md"] = {"path": str(path), "parallelism": cell.parallelism,
                         "extended": bool(others), "covers": sorted({*others,
                                                                     cell.parallelism})}
-    say(f"{path}: {how}", err=True)
+    io.say(f"{path}: {how}", err=True)
     return 0
 
 
@@ -98,42 +99,43 @@ def conditional_refusal(sweep_id: int, verdict: dict[str, Any]) -> str | None:
             "add --force to write it anyway")
 
 
-def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]) -> int:
+def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any],
+           io: ClientOutput) -> int:
     model, par = str(tuning["model"]), str(tuning["parallelism"])
     verdict = tuning.get("verdict") or {}
     plan = tuning.get("deploy")
     if not isinstance(plan, dict):
         reason = verdict.get("reason") or "the sweep has not finished"
-        return fail(args, f"sweep {args.id} proposes no deployment to apply ({reason})")
+        return io.fail(args, f"sweep {args.id} proposes no deployment to apply ({reason})")
     if "error" in plan:
-        return fail(args, f"sweep {args.id}: the recipe cannot be deployed: {plan['error']}")
+        return io.fail(args, f"sweep {args.id}: the recipe cannot be deployed: {plan['error']}")
     refusal = conditional_refusal(args.id, verdict)
     if refusal and not getattr(args, "force", False):
-        return fail(args, refusal)
+        return io.fail(args, refusal)
     target = _target(args.apply, tuning.get("env_file"))
     if target is None:
-        return fail(args, f"sweep {args.id}: no checkout to apply to (the daemon runs no "
+        return io.fail(args, f"sweep {args.id}: no checkout to apply to (the daemon runs no "
                           "submit.sh repo: cluster.slurm mode = submit_sh and repo); give the "
                           f"file: --apply REPO/configs/{model}.env.sh")
     if target.name != f"{model}.env.sh":
         # A recipe is only valid for the model it was measured on.
-        return fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
+        return io.fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
                           f"file (expected configs/{model}.env.sh)")
     winner = tuning.get("winner")
     if getattr(args, "commit", False):
         try:
             person_commit.branch_of(target)  # refused before anything is written
         except person_commit.CommitError as e:
-            return fail(args, str(e))
+            return io.fail(args, str(e))
     try:
         # One block per model and parallelism: a later sweep's recipe replaces it.
         block = apply_env_patch(target, model, Parallelism.parse(str(plan["parallelism"])), [
             f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed"],
             [str(line) for line in plan["lines"]])
     except (ApplyError, ValueError) as e:
-        return fail(args, str(e))
+        return io.fail(args, str(e))
     out["applied"] = {"path": str(target), "block": block}
-    say(f"{target}: the {par} recipe written (guarded by parallelism):\n{block}",
+    io.say(f"{target}: the {par} recipe written (guarded by parallelism):\n{block}",
         err=bool(args.json))
     if getattr(args, "commit", False):
         message = (f"{model} {par}: XLA recipe {winner} from sweepd sweep {args.id} "
@@ -141,9 +143,9 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         try:
             where = person_commit.commit(target, message)
         except person_commit.CommitError as e:
-            return fail(args, str(e))
+            return io.fail(args, str(e))
         out["committed"] = where
-        say(f"committed on {where}: {message}", err=bool(args.json))
+        io.say(f"committed on {where}: {message}", err=bool(args.json))
     return 0
 
 

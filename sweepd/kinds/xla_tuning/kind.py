@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from sweepd.kinds.api import NodeFaults
 from sweepd.kinds.registry import ClientHooks, Kind
-from sweepd.kinds.xla_tuning import adapter, gather, hooks_client, preflight, report
+from sweepd.kinds.xla_tuning import gather, hooks_client, preflight, report
+from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
-# frozen_nodes: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.
+# NodeFaults.STOP: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.
 # config_stops=False: an unknown flag fails every node the same way, yet it is one
 # profile's result (dropped at once), not the sweep's.
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
-    config_stops=False, frozen_nodes=True, gather=gather.facts, plot=report.plot, demo=DEMO,
-    stop_state=adapter.stop_state, stop_files=report.stop_files, preflight=preflight.checks,
+    config_stops=False, node_faults=NodeFaults.STOP, gather=gather.facts, plot=report.plot,
+    demo=DEMO, stop_state=adapter.stop_state, stop_files=report.stop_files,
+    preflight=preflight.checks,
     client=ClientHooks(hooks_client.report_extras, hooks_client.run,
                        frozenset({"apply", "tuning_md"})))
