@@ -304,3 +304,29 @@ def test_unreadable_settings_fail_the_job_with_a_python_error(tmp_path: Path, ba
     assert code == 1
     assert any(line.startswith("0: ValueError: ") for line in lines)
     assert not steps(lines)
+
+
+def test_the_simulator_finds_the_tuning_section_through_the_kinds_hook(tmp_path: Path) -> None:
+    """The simulator names no kind: the `tuning:` section is the XLA kind's hook's, a field
+    of the scenario with its errors in place and its model checked; an unknown section is
+    still refused (a typo is not a healthy cluster)."""
+    from sweepd.sim.hooks import sim_hooks
+
+    assert [h.section for h in sim_hooks()] == ["tuning"]
+    sc = load_scenario(scenario(tmp_path))
+    assert sc.section("tuning") is sc.tuning and sc.tuning.model == "deepseek3-671b"
+    assert sc.section("no-such-section") is None
+    base = yaml.safe_load(scenario(tmp_path).read_text())
+    for extra, error in [({"tunning": {}}, "tunning: Extra inputs are not permitted"),
+                         ({"tuning": {"model": "gpt-9"}}, "unknown model"),
+                         ({"tuning": {"per_device_batch_size": 0}},
+                          "tuning.per_device_batch_size")]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump({**base, **extra}))
+        with pytest.raises(ScenarioError, match=re.escape(error)):
+            load_scenario(path)
+    # A scenario without the section plans every job with the simulator's own truth.
+    plain = {k: v for k, v in base.items() if k != "tuning"}
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(plain))
+    assert load_scenario(path).section("tuning") is None
