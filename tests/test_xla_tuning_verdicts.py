@@ -5,6 +5,7 @@ only, a flat numeric family's ends, the bounded rule within 8 h)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,16 @@ from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, confirmed_win, plan
+from sweepd.kinds.xla_tuning.search import (
+    Planned,
+    Verdict,
+    VerdictKind,
+    confirmed_win,
+    plan,
+    profiles,
+    pruned,
+)
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 H8 = 8 * 3600.0
@@ -209,3 +219,28 @@ def test_a_claim_clear_of_the_line_is_confirmed_on_two_fresh_runs() -> None:
     step = plan(inp, results, EV)
     assert isinstance(step, tuple)
     assert not any(p.rule.startswith("noise.near_line") for p in step)
+
+
+def test_a_part_half_a_standard_error_above_the_stack_without_it_is_kept() -> None:
+    # ag768M+lhs measured 0.3 points above ag768M, between 0.5 and 1 se: lhs is kept
+    # (before: dropped below 1 se, which on PP=8 dropped restore_default, +1.05 % on top
+    # of hpas+ovl2, in ~17 % of sweeps).
+    inp = _inputs(fsdp8())
+    results = [*_base(), *(_ok("ag768M", 1100.0, 3) for _ in range(3)),
+               *(_ok("ag768M+lhs", 1103.0, 3) for _ in range(3))]
+    board = build(results, inp.noise, inp.max_flakes)
+    se = board.noise * (1 / 3 + 1 / 3) ** 0.5
+    gap = (board.delta("ag768M+lhs", "sparse") or 0) - (board.delta("ag768M", "sparse") or 0)
+    assert 0.5 * se < gap < se
+    cands = Candidates(inp, board, EV, profiles(inp))
+    p = pruned(inp, board, cands, "ag768M+lhs")
+    assert p.name == "ag768M+lhs" and not p.left_out
+
+
+def test_the_win_bounds_widen_to_students_t_at_the_noise_estimates_df() -> None:
+    board = build(_base(), 0.008, 3)
+    assert board.noise_df == 4 + 2  # the prior's 4, the baseline's 3 runs
+    # Cornish-Fisher against the t table: t(0.95, 5) = 2.015, t(0.99, 30) = 2.457.
+    assert replace(board, noise_df=5).t(1.645) == pytest.approx(2.015, abs=0.02)
+    assert replace(board, noise_df=30).t(2.326) == pytest.approx(2.457, abs=0.01)
+    assert replace(board, noise_df=10_000).t(1.645) == pytest.approx(1.645, abs=0.001)
