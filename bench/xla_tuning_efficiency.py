@@ -42,6 +42,7 @@ from xla_tuning_methods import (
     planner,
     planner_thorough,
     random_search,
+    singles_measured,
     singles_oracle,
     tpe,
 )
@@ -106,7 +107,8 @@ def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex
     t.conditional += claim.conditional
 
 
-METHODS = ("seed", "thorough", "exhaustive", "singles", "tpe", "random")
+METHODS = ("seed", "thorough", "exhaustive", "singles", "singles@eq", "singles+stk", "tpe",
+           "random")
 ALONE: dict[str, Method] = {"seed": planner, "thorough": planner_thorough,
                             "exhaustive": exhaustive, "singles": singles_oracle}
 
@@ -116,9 +118,14 @@ def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[
     for i, (land, cat) in enumerate(cases):
         s = seed * 7919 + i  # the same noise stream for each method
         claims = {m: f(land, cat, random.Random(s)) for m, f in ALONE.items() if m in names}
-        if "tpe" in names or "random" in names:
+        if {"tpe", "random", "singles@eq", "singles+stk"} & set(names):
             budget = (claims.get("thorough")
                       or planner_thorough(land, cat, random.Random(s))).runs
+            if "singles@eq" in names:
+                claims["singles@eq"] = singles_oracle(land, cat, random.Random(s),
+                                                      budget=budget)
+            if "singles+stk" in names:
+                claims["singles+stk"] = singles_measured(land, cat, random.Random(s), budget)
             if "tpe" in names:
                 claims["tpe"] = tpe(land, cat, random.Random(s), budget)
             if "random" in names:
