@@ -14,6 +14,10 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
   twice, forward stacking at n=3, the best mean claimed (the denominator of "vs exh.");
 * singles: the oracle that runs every single once, keeps the 5 best distinct flags and is
   TOLD the true gain of every recipe of <= 3 of them (stacking free, no noise);
+* singles@eq: the singles oracle at the thorough planner's run count on that landscape (its
+  singles in the evidence's mechanism order, restore_default first), still told the truth;
+* singles+stk: the same singles made honest: 10 runs kept for the 10 recipes of <= 3 of its
+  5 best singles predicted best, each measured once, the best measurement claimed;
 * tpe: Optuna's TPE sampler over three recipe slots at the thorough planner's run count on
   that landscape, the best measurement claimed;
 * random: recipes of 1-3 profiles drawn uniformly at the same run count, the best claimed.
