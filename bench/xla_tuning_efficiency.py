@@ -1,7 +1,7 @@
 """How right and how honest the xla-tuning verdicts are, and at what run count (not a test).
 
     python bench/xla_tuning_efficiency.py [--landscapes N] [--real N] [--seed S] [--family F]
-                                          [--smoke]
+                                          [--method M] [--smoke]
 
 Methods on the same landscapes, each landscape's methods fed the same noise stream (one
 `random.Random` per landscape and method, seeded alike), 10 minutes of queue time per run
@@ -14,6 +14,10 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
   twice, forward stacking at n=3, the best mean claimed (the denominator of "vs exh.");
 * singles: the oracle that runs every single once, keeps the 5 best distinct flags and is
   TOLD the true gain of every recipe of <= 3 of them (stacking free, no noise);
+* singles@eq: the singles oracle at the thorough planner's run count on that landscape (its
+  singles in the evidence's mechanism order, restore_default first), still told the truth;
+* singles+stk: the same singles made honest: 10 runs kept for the 10 recipes of <= 3 of its
+  5 best singles predicted best, each measured once, the best measurement claimed;
 * tpe: Optuna's TPE sampler over three recipe slots at the thorough planner's run count on
   that landscape, the best measurement claimed;
 * random: recipes of 1-3 profiles drawn uniformly at the same run count, the best claimed.
@@ -42,6 +46,7 @@ from xla_tuning_methods import (
     planner,
     planner_thorough,
     random_search,
+    singles_measured,
     singles_oracle,
     tpe,
 )
@@ -106,20 +111,32 @@ def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex
     t.conditional += claim.conditional
 
 
-def run(cases: list[Case], seed: int) -> dict[str, Tally]:
-    names = ("seed", "thorough", "exhaustive", "singles", "tpe", "random")
+METHODS = ("seed", "thorough", "exhaustive", "singles", "singles@eq", "singles+stk", "tpe",
+           "random")
+ALONE: dict[str, Method] = {"seed": planner, "thorough": planner_thorough,
+                            "exhaustive": exhaustive, "singles": singles_oracle}
+
+
+def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[str, Tally]:
     tallies = {m: Tally() for m in names}
     for i, (land, cat) in enumerate(cases):
         s = seed * 7919 + i  # the same noise stream for each method
-        claims = {"seed": planner(land, cat, random.Random(s)),
-                  "thorough": planner_thorough(land, cat, random.Random(s)),
-                  "exhaustive": exhaustive(land, cat, random.Random(s)),
-                  "singles": singles_oracle(land, cat, random.Random(s))}
-        budget = claims["thorough"].runs
-        claims["tpe"] = tpe(land, cat, random.Random(s), budget)
-        claims["random"] = random_search(land, cat, random.Random(s), budget)
-        for m, claim in claims.items():
-            _judge(land, cat, claim, tallies[m], claims["exhaustive"].runs)
+        claims = {m: f(land, cat, random.Random(s)) for m, f in ALONE.items() if m in names}
+        if {"tpe", "random", "singles@eq", "singles+stk"} & set(names):
+            budget = (claims.get("thorough")
+                      or planner_thorough(land, cat, random.Random(s))).runs
+            if "singles@eq" in names:
+                claims["singles@eq"] = singles_oracle(land, cat, random.Random(s),
+                                                      budget=budget)
+            if "singles+stk" in names:
+                claims["singles+stk"] = singles_measured(land, cat, random.Random(s), budget)
+            if "tpe" in names:
+                claims["tpe"] = tpe(land, cat, random.Random(s), budget)
+            if "random" in names:
+                claims["random"] = random_search(land, cat, random.Random(s), budget)
+        ex = claims["exhaustive"].runs if "exhaustive" in claims else 0
+        for m in names:
+            _judge(land, cat, claims[m], tallies[m], ex)
     return tallies
 
 
@@ -128,10 +145,11 @@ def report(name: str, tallies: dict[str, Tally]) -> None:
     print(f"{'method':<11} {'runs':>6} {'vs exh.':>8} {'found':>7} {'in 8h':>7} {'bias':>7} "
           f"{'false win':>10} {'<2%: no change':>15} {'cond.':>6}")
     for m, t in tallies.items():
-        ratio = sum(t.runs) / max(1, sum(t.exhaustive_runs))
+        ratio = (f"{sum(t.runs) / sum(t.exhaustive_runs):8.0%}" if sum(t.exhaustive_runs)
+                 else "       —")
         bias = f"{100 * statistics.fmean(t.errors):+7.2f}" if t.errors else "      —"
         small = f"{t.small_nochange / t.small:7.1%} ({t.small})" if t.small else "—"
-        print(f"{m:<11} {statistics.fmean(t.runs):6.1f} {ratio:8.0%} {t.found / t.n:7.1%} "
+        print(f"{m:<11} {statistics.fmean(t.runs):6.1f} {ratio} {t.found / t.n:7.1%} "
               f"{t.in8h / t.n:7.1%} {bias} {t.false_winner / t.n:10.1%} {small:>15} "
               f"{t.conditional / t.n:6.1%}")
 
@@ -145,19 +163,22 @@ def main() -> None:
                     help="only these families (repeatable; default: all)")
     ap.add_argument("--smoke", action="store_true",
                     help="1 replay per real cell, 1 landscape per family: the whole path")
+    ap.add_argument("--method", action="append", choices=METHODS,
+                    help="only these methods (repeatable; default: all)")
     args = ap.parse_args()
+    names = tuple(m for m in METHODS if m in (args.method or METHODS))
     if args.smoke:
         args.landscapes, args.real = 1, 1
     fams = args.family or ["real", *GENERATORS]
     print(DEFINITION)
     if "real" in fams:
-        report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed))
+        report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed, names))
     for fam, gen in GENERATORS.items():
         if fam not in fams:
             continue
         rng = random.Random(args.seed * 1000 + SEEDS[fam])
         cases = [gen(rng) for _ in range(args.landscapes)]
-        report(f"random, {fam}", run(cases, args.seed))
+        report(f"random, {fam}", run(cases, args.seed, names))
 
 
 if __name__ == "__main__":

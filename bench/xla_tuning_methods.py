@@ -143,10 +143,19 @@ def random_search(land: Landscape, cat: Sequence[Profile], rng: random.Random,
 
 
 def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
-                   m: int = 5) -> Claim:
+                   m: int = 5, budget: int | None = None) -> Claim:
     """Every single measured once (baseline twice); the m best means of distinct flags kept;
-    then TOLD every recipe of <= 3 of those m's true gain (stacking free and noise-free)."""
+    then TOLD every recipe of <= 3 of those m's true gain (stacking free and noise-free).
+    With a run budget: only the first budget - 2 singles, in the order the evidence's
+    mechanisms give (what the planner knows), restore_default first (the oracle at equal
+    runs)."""
     space = _space(land, cat)
+    if budget is not None:
+        order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
+        ranked = sorted(range(len(space)), key=lambda i: (
+            min((order.index(mm) for mm in space[i].mechanisms if mm in order),
+                default=len(order)) if space[i].mechanisms else -1, i))
+        space = [space[i] for i in ranked][: max(0, budget - 2)]
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
     if not base:
         return Claim("bounded", (), len(space) + 2, proposed=False)
@@ -174,6 +183,53 @@ def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
                 best, best_set = g, settings
     kind = "proposal" if best - 1 >= WIN else "bounded" if best - 1 <= BOUND else "exhausted"
     return Claim(kind, best_set, len(space) + 2, best - 1, proposed=bool(best_set))
+
+
+def singles_measured(land: Landscape, cat: Sequence[Profile], rng: random.Random,
+                     budget: int, stacks: int = 10, m: int = 5) -> Claim:
+    """The singles oracle made honest at a run budget: singles in the evidence's order
+    until `stacks` runs are left, then the `stacks` recipes of <= 3 of the m best singles
+    predicted best (their deltas multiplied) measured once each; the best single
+    measurement among the singles and stacks claimed (no truth told)."""
+    space = _space(land, cat)
+    order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
+    ranked = sorted(range(len(space)), key=lambda i: (
+        min((order.index(mm) for mm in space[i].mechanisms if mm in order),
+            default=len(order)) if space[i].mechanisms else -1, i))
+    space = [space[i] for i in ranked][: max(0, budget - 2 - stacks)]
+    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
+    if not base:
+        return Claim("bounded", (), 2, proposed=False)
+    b = statistics.fmean(base)
+    measured = []
+    for p in space:
+        tgs = _measure(land, p.settings, rng)
+        if tgs is not None:
+            measured.append((tgs / b - 1, p))
+    runs = 2 + len(space)
+    top: list[tuple[float, Profile]] = []
+    keys: set[str] = set()
+    for d, p in sorted(measured, key=lambda dp: -dp[0]):
+        if d > 0 and not p.keys & keys and len(top) < m:
+            top.append((d, p))
+            keys |= p.keys
+    combos = []
+    for k in (2, 3):
+        for combo in itertools.combinations(top, k):
+            settings = tuple(st for _, p in combo for st in p.settings)
+            if len(settings) <= 3:
+                combos.append((math.prod(1 + d for d, _ in combo), settings))
+    best, best_set = max(((d, p.settings) for d, p in measured), default=(0.0, ()),
+                         key=lambda x: x[0])
+    for _, settings in sorted(combos, key=lambda c: -c[0])[:stacks]:
+        runs += 1
+        tgs = _measure(land, settings, rng)
+        if tgs is not None and tgs / b - 1 > best:
+            best, best_set = tgs / b - 1, settings
+    if best <= 0:
+        best_set = ()
+    kind = "proposal" if best >= WIN else "bounded" if best <= BOUND else "exhausted"
+    return Claim(kind, best_set, runs, max(best, 0.0), proposed=bool(best_set))
 
 
 @dataclass

@@ -114,6 +114,16 @@ class Board:
     pending: int
     waves: tuple[int, ...] = field(default=())
     runs: int = 0  # every result, failures included
+    noise_df: int = 0  # degrees of freedom behind `noise` (the prior's PRIOR_DF included)
+
+    def t(self, z: float) -> float:
+        """The normal quantile z widened to Student's t at the noise estimate's degrees of
+        freedom (Cornish-Fisher): a bound on an estimated noise is wider than on a known
+        one (a cell whose repeats happened to agree would otherwise confirm on luck)."""
+        v = self.noise_df
+        if v <= 0:
+            return z
+        return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v * v)
 
     def get(self, profile: str, tag: str) -> Entry | None:
         return self.entries.get((profile, tag))
@@ -178,13 +188,18 @@ PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom o
 
 def pooled_noise(entries: Sequence[Entry], prior: float) -> float:
     """Relative std of one run: pooled over every repeated profile, shrunk to the prior."""
+    ss, df = _repeats(entries)
+    return math.sqrt((PRIOR_DF * prior**2 + ss) / (PRIOR_DF + df))
+
+
+def _repeats(entries: Sequence[Entry]) -> tuple[float, int]:
     ss, df = 0.0, 0
     for e in entries:
         if e.n >= 2:
             m = e.mean
             ss += sum((x / m - 1) ** 2 for x in e.samples)
             df += e.n - 1
-    return math.sqrt((PRIOR_DF * prior**2 + ss) / (PRIOR_DF + df))
+    return ss, df
 
 
 def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
@@ -199,6 +214,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         pending=sum(r.outcome is Outcome.PENDING for r in results),
         waves=tuple(sorted({r.wave for r in results})),
         runs=len(results),
+        noise_df=PRIOR_DF + _repeats(list(entries.values()))[1],
     )
 
 

@@ -29,6 +29,7 @@ LIVE = 0.015  # a family whose first value moved TGS this much either way is sea
 POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
 MAX_N = 3  # runs of one profile before its mean is taken as it is
 BASE_N = 3  # baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased)
+NEAR_BASE_N = 5  # baseline runs behind a claim near the line (search.confirmed_win)
 NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up to this
 # Seed mode: the evidence's first two mechanisms are seeded, stacked and polished before
 # the rest of the catalog (SKILL.md: "after 2-3 waves on the dominant axis, add a few flags
@@ -87,6 +88,7 @@ class Candidates:
         """Noise: a result that would change the verdict is re-run, judged on the mean."""
         best = max((self._d(e.profile) for e in self._candidates() if e.n >= 2), default=0.0)
         out: list[Item] = []
+        near = False  # a fresh mean near the win bar is re-run: the baseline goes further
         for e in self._candidates():
             d, se = self._d(e.profile), self.board.se(e.profile, self.primary)
             why = _rerun_reason(self.inp, e.n, d, se, best)
@@ -95,11 +97,16 @@ class Candidates:
             if (not why and fd is not None and MAX_N <= e.n < NEAR_BAR_N
                     and fd > self.inp.bounded_gain and abs(fd - self.inp.win) < 2 * fse):
                 why = f"fresh {fd:+.2%} within 2 se of the +{self.inp.win:.0%} bar"
+                near = len(self._profile(e.profile).settings) <= self.inp.max_flags
             if why and len(self._profile(e.profile).settings) <= self.inp.max_flags:
                 out.append((self._profile(e.profile), self.primary, "noise.rerun",
                             f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
         base = self.board.base(self.primary)
-        if out and base is not None and base.n < BASE_N:
+        if near and base is not None and base.n < NEAR_BASE_N:
+            out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
+                           f"baseline n={base.n}: a fresh mean near the +{self.inp.win:.0%} "
+                           "bar is judged against its mean"))
+        elif out and base is not None and base.n < BASE_N:
             out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
                            f"baseline n={base.n}: deltas are judged against its mean"))
         return out
