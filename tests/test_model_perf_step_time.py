@@ -44,3 +44,20 @@ def test_the_bound_allows_for_noise_on_its_run() -> None:
     close = [Probe(4, Outcome.OK, 1500.0 * 1.005 * 4 / 11 / 1.01), *RUNS[1:]]
     step = next_probe(batch_space(14), close)
     assert step is not None and 4 < int(step.value) < 12
+
+
+def test_on_a_flat_floor_under_a_too_slow_value_the_bottom_goes_first() -> None:
+    """Issue 22's family: past a steep fall, 13 and 25 measure flat and 37 hung (too slow).
+    Before: the gap between 13 and 25 was bisected (each run there as slow as a pass gets)
+    before the bottom, where the peak is. Now the bottom goes first, and a higher TGS found
+    there settles 14..24 by step time."""
+    floor = [Probe(25, Outcome.OK, 100.0), Probe(37, Outcome.SLOW, None),
+             Probe(13, Outcome.OK, 100.5)]
+    step = next_probe(batch_space(40), floor)
+    assert step is not None and int(step.value) < 13, step
+    assert "below first" in step.why and "floor of a steep fall" in step.why
+    found = [*floor, Probe(6, Outcome.OK, 900.0), Probe(3, Outcome.OK, 1000.0)]
+    seen = list(found)
+    while (step := next_probe(batch_space(40), seen)) is not None and len(seen) < 12:
+        assert not 13 < int(step.value) < 25, step   # the floor's gap is settled
+        seen.append(Probe(step.value, Outcome.OK, 1000.0 - 40 * abs(int(step.value) - 3)))
