@@ -61,3 +61,13 @@ def test_on_a_flat_floor_under_a_too_slow_value_the_bottom_goes_first() -> None:
     while (step := next_probe(batch_space(40), seen)) is not None and len(seen) < 12:
         assert not 13 < int(step.value) < 25, step   # the floor's gap is settled
         seen.append(Probe(step.value, Outcome.OK, 1000.0 - 40 * abs(int(step.value) - 3)))
+
+
+def test_a_flat_floor_below_the_highest_pass_goes_below_before_toward_the_hang() -> None:
+    """The same floor with the higher TGS at 25: before, the gap above the highest pass
+    came first and the search walked toward the hang at 37 (31, 28 hung in turn)."""
+    floor = [Probe(25, Outcome.OK, 100.5), Probe(37, Outcome.SLOW, None),
+             Probe(13, Outcome.OK, 100.0)]
+    step = next_probe(batch_space(40), floor)
+    assert step is not None and int(step.value) < 13, step
+    assert "a pass next to it measured flat" in step.why

@@ -489,30 +489,30 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
                    "hung or failed without an allocation size; if TGS falls toward it, the "
                    "secant settles the gap up to it")
     floor = _on_floor(view)
-    gap = max(gaps, key=lambda g: (g.lo == max(view.ok), g.trend,
-                                   floor and g.lo < 0 and math.isinf(g.bound), g.lo))
+    gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
+                                   g.lo == max(view.ok), g.trend, g.lo))
     i, why = _probe_in(view, gap, top)
     if floor and gap.lo < 0:
-        why += ("; below first: the best and the pass above it measured flat under a value "
+        why += ("; below first: the best and a pass next to it measured flat under a value "
                 "too slow to run (the floor of a steep fall), so the peak can only be below, "
                 "where runs are short; the gaps between them are bounded by step time")
     return i, why
 
 
 def _on_floor(view: _View) -> bool:
-    """Under a value too slow to run, the best and the next pass above it measured flat
-    (within the noise): the floor past a steep fall. Gaps there are unbounded by the trend
-    but bounded by step time, and each run on the floor is the slowest a pass can be; the
-    bottom gap (unbounded either way) goes first, and a higher TGS found there settles the
-    floor's gaps without running them."""
+    """Under a value too slow to run, the best and a pass next to it measured flat (within
+    the noise): the floor past a steep fall. Gaps there (even the one above the highest
+    pass, toward the hang) are unbounded by the trend but bounded by step time, and each
+    run on the floor is the slowest a pass can be; the bottom gap (unbounded either way)
+    goes first, and a higher TGS found there settles the floor's gaps without running
+    them."""
     if not view.cliff_slow:
         return False
     best_i = max(view.ok, key=lambda i: view.ok[i])
     above = [i for i in view.ok if i > best_i]
-    if not above:
-        return False
-    j = min(above)
-    return view.ok[j] >= (1 - NOISE) * view.ok[best_i]
+    below = [i for i in view.ok if i < best_i]
+    near = ([min(above)] if above else []) + ([max(below)] if below else [])
+    return any(view.ok[j] >= (1 - NOISE) * view.ok[best_i] for j in near)
 
 
 def _below_first(view: _View, gaps: Sequence[_Gap]) -> bool:
