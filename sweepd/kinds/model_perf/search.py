@@ -28,7 +28,9 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
 * For the batch, a step never takes less time when it carries more work, so TGS at b is at
   most TGS at a smaller run a times b / a. That line through the origin also bounds a gap
   (it settles one above a run on the floor of a steep fall once a far higher TGS is found
-  below, where no secant does); it only settles gaps, it never reorders the search.
+  below, where no secant does). It settles gaps; the order stays the trend's, except on a
+  flat floor under a value too slow to run (the best and a pass beside it measured flat:
+  the floor past a steep fall), where the bottom gap, unbounded either way, goes first.
 * A best whose measured neighbours are within the run-to-run noise is a flat top: the
   search may stop there and says so (`flat_top`).
 
@@ -444,8 +446,8 @@ class _Gap:
     hi: int  # known index above it (the ceiling, or n at the top)
     bound: float  # highest TGS the gap could hold; inf when nothing bounds it
     # The bound from the secants alone (the TGS trend), without the step-time bound: it
-    # orders the open gaps and picks how to probe one, so the step-time bound only ever
-    # settles a gap, never reorders the search.
+    # orders the open gaps and picks how to probe one, so the step-time bound settles
+    # gaps without reordering the search (bar the flat floor, _on_floor).
     trend: float = math.inf
 
 
