@@ -382,22 +382,26 @@ def _result(case: Case, cluster: Cluster, probes: Sequence[Probe]) -> Result:
 TPE = "Optuna TPE, sweepd's node-hours"
 
 
+def noise_stream(seed: int, i: int) -> random.Random:
+    """Curve i's own noise, the same for every method: a change that alters the runs on
+    one curve leaves every other curve's noise as it was (paired comparisons)."""
+    return random.Random(seed * 100_003 + i)
+
+
 def evaluate(cases: Sequence[Case], seed: int, noise: float,
              tpe_cases: int = 0) -> dict[str, list[Result]]:
-    """Each method's result per case; every method sees the same noise stream. TPE runs on
+    """Each method's result per case; every method sees the same noise on a curve. TPE runs on
     the first `tpe_cases` cases, each with the node-hours sweepd spent there."""
     results: dict[str, list[Result]] = {}
     for name, method in METHODS.items():
-        rng = random.Random(seed + 1)
         results[name] = []
-        for case in cases:
-            cluster = Cluster(case.curve, rng, noise)
+        for i, case in enumerate(cases):
+            cluster = Cluster(case.curve, noise_stream(seed, i), noise)
             results[name].append(_result(case, cluster, method(cluster, case.estimate)))
     if tpe_cases:
-        rng = random.Random(seed + 1)
         results[TPE] = []
         for i, case in enumerate(cases[:tpe_cases]):
-            cluster = Cluster(case.curve, rng, noise)
+            cluster = Cluster(case.curve, noise_stream(seed, i), noise)
             probes = tpe(cluster, case.estimate, results[SWEEPD][i].hours, seed + i)
             results[TPE].append(_result(case, cluster, probes))
     return results

@@ -148,7 +148,9 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     if spec.values is not None:
         ordered = all(isinstance(v, int | float) for v in spec.values)
         values = tuple(sorted(spec.values) if ordered else spec.values)
-        return SearchSpace(values, None, ordered), f"{len(values)} given values"
+        # Given batch sizes are still the work per step (search.SearchSpace.work_grows).
+        return SearchSpace(values, None, ordered, work_grows=spec.parameter == BATCH), \
+            f"{len(values)} given values"
     prior = ctx.facts.prior
     if prior:
         return _from_prior(spec, prior)

@@ -25,6 +25,12 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   unbounded gap is probed a step from the best that the TGS trend should tell apart from
   the noise: the secant through the two then bounds the rest of that side (SKILL.md
   "narrow the range"). Other gaps are bisected, down to neighbours.
+* For the batch, a step never takes less time when it carries more work, so TGS at b is at
+  most TGS at a smaller run a times b / a. That line through the origin also bounds a gap
+  (it settles one above a run on the floor of a steep fall once a far higher TGS is found
+  below, where no secant does). It settles gaps; the order stays the trend's, except on a
+  flat floor under a value too slow to run (the best and a pass beside it measured flat:
+  the floor past a steep fall), where the bottom gap, unbounded either way, goes first.
 * A best whose measured neighbours are within the run-to-run noise is a flat top: the
   search may stop there and says so (`flat_top`).
 
@@ -34,6 +40,7 @@ Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value i
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -52,6 +59,7 @@ STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
 BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
 DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
 OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
+STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 
 
@@ -94,6 +102,9 @@ class SearchSpace:
     # An earlier sweep of the same cell: its runs stand in for values this one has not run,
     # their TGS scaled by how this sweep's runs compare with it at the same values.
     prior: tuple[Probe, ...] = ()
+    # The value is the work in one step (the batch): a step at a larger value never takes
+    # less time, so TGS at b is at most TGS at a smaller run a times b / a.
+    work_grows: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,8 @@ def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
     if top < lower:
         raise ValueError(f"upper {top} < lower {lower}")
     estimate = min(max(estimated_max, lower), top)
-    return SearchSpace(tuple(range(lower, top + 1)), estimate - lower, estimate_source=source)
+    return SearchSpace(tuple(range(lower, top + 1)), estimate - lower, estimate_source=source,
+                       work_grows=True)
 
 
 def best(probes: Sequence[Probe]) -> Probe | None:
@@ -227,6 +239,10 @@ def _ruled_out(view: _View, probes: Sequence[Probe], i: int) -> str | None:
     gap = next((g for g in _gaps(view) if g.lo < i < g.hi), None)
     if gap is None or gap.bound > top * (1 + TOLERANCE):
         return None
+    if gap.trend > top * (1 + TOLERANCE):
+        return (f"a step never takes less time at a larger batch, so TGS there is at most "
+                f"{view.name(gap.lo)}'s times the batch ratio: {gap.bound / top - 1:+.1%} "
+                "over the best")
     return f"the TGS trend there allows at most {gap.bound / top - 1:+.1%} over the best"
 
 
@@ -342,6 +358,7 @@ class _View:
     cliff_silent: bool = False  # the lowest failure names no allocation size
     blocked: frozenset[int] = frozenset()  # failed below a pass: never probed again
     cliff_slow: bool = False  # the lowest failure was too slow (hung after it fitted)
+    work_grows: bool = False  # SearchSpace.work_grows, on a numeric axis
 
     @property
     def n(self) -> int:
@@ -377,7 +394,7 @@ class _View:
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
-                   space.start_why, silent, blocked, slow)
+                   space.start_why, silent, blocked, slow, space.work_grows and numeric)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -428,6 +445,10 @@ class _Gap:
     lo: int  # known index below the gap (-1 at the bottom)
     hi: int  # known index above it (the ceiling, or n at the top)
     bound: float  # highest TGS the gap could hold; inf when nothing bounds it
+    # The bound from the secants alone (the TGS trend), without the step-time bound: it
+    # orders the open gaps and picks how to probe one, so the step-time bound settles
+    # gaps without reordering the search (bar the flat floor, _on_floor).
+    trend: float = math.inf
 
 
 Choice = tuple[int, str]
@@ -456,7 +477,7 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     if runs_left is not None and beside and runs_left <= len(beside):
         # The budget is nearly spent: the optimum can only be next to the best, so the
         # last runs close the gaps there before any other.
-        gap = max(beside, key=lambda g: (g.bound, g.lo))
+        gap = max(beside, key=lambda g: (g.trend, g.lo))
         i, why = _probe_in(view, gap, top)
         return i, f"{why}; {runs_left} run{'s' * (runs_left != 1)} left: the gap beside " \
                   "the best goes first"
@@ -469,8 +490,31 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
         return i, (f"{why}: below the one pass first, since {view.name(view.cliff)} above it "
                    "hung or failed without an allocation size; if TGS falls toward it, the "
                    "secant settles the gap up to it")
-    gap = max(gaps, key=lambda g: (g.lo == max(view.ok), g.bound, g.lo))
-    return _probe_in(view, gap, top)
+    floor = _on_floor(view)
+    gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
+                                   g.lo == max(view.ok), g.trend, g.lo))
+    i, why = _probe_in(view, gap, top)
+    if floor and gap.lo < 0:
+        why += ("; below first: the best and a pass next to it measured flat under a value "
+                "too slow to run (the floor of a steep fall), so the peak can only be below, "
+                "where runs are short; the gaps between them are bounded by step time")
+    return i, why
+
+
+def _on_floor(view: _View) -> bool:
+    """Under a value too slow to run, the best and a pass next to it measured flat (within
+    the noise): the floor past a steep fall. Gaps there (even the one above the highest
+    pass, toward the hang) are unbounded by the trend but bounded by step time, and each
+    run on the floor is the slowest a pass can be; the bottom gap (unbounded either way)
+    goes first, and a higher TGS found there settles the floor's gaps without running
+    them."""
+    if not view.cliff_slow:
+        return False
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    above = [i for i in view.ok if i > best_i]
+    below = [i for i in view.ok if i < best_i]
+    near = ([min(above)] if above else []) + ([max(below)] if below else [])
+    return any(view.ok[j] >= (1 - NOISE) * view.ok[best_i] for j in near)
 
 
 def _below_first(view: _View, gaps: Sequence[_Gap]) -> bool:
@@ -545,12 +589,13 @@ def _gaps(view: _View) -> list[_Gap]:
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]
         if hi - lo > 1 and any(i not in view.blocked for i in range(lo + 1, hi)):
-            gaps.append(_Gap(lo, hi, _bound(view, points, lo, hi)))
+            gaps.append(_Gap(lo, hi, _bound(view, points, lo, hi),
+                             _bound(view, points, lo, hi, step_time=False)))
     return gaps
 
 
-def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = None
-           ) -> float:
+def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = None,
+           step_time: bool = True) -> float:
     """Concave upper bound on TGS over lo < i < hi (and i <= top) from the secants beside
     the gap."""
     x, tgs = view.x, view.ok
@@ -568,6 +613,11 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
             # may be the floor of a steep fall (issue 22's curve), the peak below it.
             return math.inf
         lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
+    if step_time and view.work_grows and lo in tgs and x[lo] > 0:
+        # A step's time never falls as its work grows: TGS at b is at most TGS at lo times
+        # b / lo (a line through the origin; the noise on lo's run allowed for). It bounds
+        # a gap above a run on a floor far below the best, where no secant does.
+        lines.append((0.0, 0.0, tgs[lo] * (1 + STEP_TIME_NOISE) / x[lo]))
     if not lines:
         return math.inf
 
@@ -576,8 +626,9 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
 
     # A minimum of lines peaks at an end or where two lines cross.
     where = {lo + 1, hi - 1}
-    if len(lines) == 2 and lines[0][2] != lines[1][2]:
-        (x0, y0, s0), (x1, y1, s1) = lines
+    for (x0, y0, s0), (x1, y1, s1) in itertools.combinations(lines, 2):
+        if s0 == s1:
+            continue
         cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
         k = view.nearest(cross, lo + 1, hi - 1)
         where |= {max(lo + 1, k - 1), k, min(hi - 1, k + 1)}
@@ -593,14 +644,14 @@ def _probe_in(view: _View, gap: _Gap, top: float) -> Choice:
     if gap.lo == max(view.ok):
         return _climb(view, gap, bound)
     best_i = max(view.ok, key=lambda i: view.ok[i])
-    if math.isinf(gap.bound) and best_i in (gap.lo, gap.hi) and gap.lo >= 0:
+    if math.isinf(gap.trend) and best_i in (gap.lo, gap.hi) and gap.lo >= 0:
         # Next to the best: a step from it that the TGS trend should tell apart from the
         # noise, so the secant through the two bounds the rest of that side.
         i = _step_from(view, best_i, gap)
         return i, (f"{view.name(i)} near the best ({view.name(best_i)}) between "
                    f"{_edge(view, gap.lo)} and {_edge(view, gap.hi)} ({bound}): the secant "
                    "through the two bounds the rest of that side")
-    if math.isinf(gap.bound) and gap.lo < 0:
+    if math.isinf(gap.trend) and gap.lo < 0:
         # Nothing below the lowest good value: a step below it gives a secant that, on the
         # usual rising curve, settles the whole bottom gap in one run.
         i = view.nearest(BOTTOM_STEP * view.x[gap.hi], 0, gap.hi - 1)
