@@ -20,7 +20,7 @@ import pytest
 from sweepd.app.daemon import open_parts
 from sweepd.clusters.base import JobRequest, Listing, Submitted
 from sweepd.clusters.slurm import SlurmCluster
-from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec

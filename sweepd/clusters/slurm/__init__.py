@@ -21,7 +21,6 @@ from typing import Protocol
 
 import hostlist
 
-from sweepd.clusters import carried as carry
 from sweepd.clusters.base import (
     NOT_IN_CLUSTER,
     ControllerUnreachable,
@@ -33,7 +32,8 @@ from sweepd.clusters.base import (
     SubmitRefused,
     Submitted,
 )
-from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.clusters.slurm import carried as carry
+from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
 from sweepd.kinds.xla_tuning import train_env
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit, job_name, passthrough_part
