@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.clusters import train_env as te
 from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
 from sweepd.reports.apply import ApplyError, apply_env_patch, apply_to_config
 from sweepd.util import person_files

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sweepd.app.daemon import open_parts
+from sweepd.clusters import train_env as te
 from sweepd.clusters.base import JobRequest, Listing, Submitted
 from sweepd.clusters.slurm import SlurmCluster
 from sweepd.clusters.slurm.script import BatchScript, render_batch_script
@@ -26,7 +27,6 @@ from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning import adapter, gather, preflight
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.logread import effective

@@ -21,6 +21,7 @@ from typing import Protocol
 
 import hostlist
 
+from sweepd.clusters import train_env
 from sweepd.clusters.base import (
     NOT_IN_CLUSTER,
     ControllerUnreachable,
@@ -35,7 +36,6 @@ from sweepd.clusters.base import (
 from sweepd.clusters.slurm import carried as carry
 from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.clusters.submitguard import end_group, guard_path, hold, record_group
-from sweepd.kinds.xla_tuning import train_env
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit, job_name, passthrough_part
 
 COMMENT_PREFIX = "sweepd:"
@@ -328,7 +328,7 @@ def leftover_note(output_dir: Path) -> str | None:
         notes.append(text)
         if train_env.arms(path.read_text("utf-8")):
             notes.append(f"  remove them (nothing else in the file changes): "
-                         f"python -m sweepd.kinds.xla_tuning.train_env clean {path}")
+                         f"python -m sweepd.clusters.train_env clean {path}")
     return "\n".join(notes) or None
 
 

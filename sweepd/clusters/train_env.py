@@ -1,10 +1,16 @@
-"""submit.sh mode: how a profile reaches its job through the toolkit's `train_env.sh`.
+"""submit.sh mode: how a per-job profile reaches its job through the toolkit's `train_env.sh`.
 
-xla-tuning.SKILL.md ("train_env.sh editing pattern"): two `case "${TUNE_PROFILE}"` blocks at
-the end of `train_env.sh`, the XLA-flags block (its arms append to `TUNE_FLAGS`, then to the
-inherited `XLA_FLAGS`, never composing it from scratch) and, after it and after every NCCL
-export of the file, the post-NCCL block (its arms `export K=V`). A job picks its arm with the
-passthrough `_env_TUNE_PROFILE=<name>`, read early as `${EXTRACTED_ENV_MAP[TUNE_PROFILE]}`.
+A profile is any kind's: a name with the XLA flags and env vars that are its own
+(`JobRequest.profile`, `xla_flags`, `profile_env`); the backend writes it as an arm and the
+job selects it by name. Nothing here knows which kind asked (the XLA tuning kind is the
+first to fill profiles; its pre-flight reads the arms back, its Inventory the env file).
+
+The pattern (xla-tuning.SKILL.md, "train_env.sh editing pattern"): two
+`case "${TUNE_PROFILE}"` blocks at the end of `train_env.sh`, the XLA-flags block (its arms
+append to `TUNE_FLAGS`, then to the inherited `XLA_FLAGS`, never composing it from scratch)
+and, after it and after every NCCL export of the file, the post-NCCL block (its arms
+`export K=V`). A job picks its arm with the passthrough `_env_TUNE_PROFILE=<name>`, read
+early as `${EXTRACTED_ENV_MAP[TUNE_PROFILE]}`.
 Each submission freezes its own copy of the file, so arms are only ever added while jobs are
 pending: an arm of the same name with other content is an error, never an overwrite.
 
@@ -443,12 +449,12 @@ def leftover(path: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m sweepd.kinds.xla_tuning.train_env show|clean PATH`: what sweepd left in a
+    """`python -m sweepd.clusters.train_env show|clean PATH`: what sweepd left in a
     train_env.sh, or its two blocks removed (what a sweep's end message offers; sweepd never
     runs it unasked)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or args[0] not in ("show", "clean"):
-        print("usage: python -m sweepd.kinds.xla_tuning.train_env show|clean PATH",
+        print("usage: python -m sweepd.clusters.train_env show|clean PATH",
               file=sys.stderr)
         return 2
     path = Path(args[1])

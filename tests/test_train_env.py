@@ -1,4 +1,4 @@
-"""submit.sh mode: a profile's arms in the toolkit's train_env.sh (kinds/xla_tuning/train_env.py).
+"""submit.sh mode: a profile's arms in the toolkit's train_env.sh (clusters/train_env.py).
 
 The text functions are checked on their own; what the arms do is checked by real bash: the
 fake toolkit's `_train.sh` (tests/fixtures/maxtext) layers train_env.sh, the per-model env
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.xla_tuning import train_env as te
+from sweepd.clusters import train_env as te
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.logread import applied as logread_applied
 from sweepd.kinds.xla_tuning.logread import effective
