@@ -54,7 +54,7 @@ class JobRequest:
     # of `env` that is the profile's own (the rest is the run's). Backends that can name
     # settings per job use it: submit.sh mode writes `xla_flags` and `profile_env` as the
     # profile's arms into the toolkit's train_env.sh and passes `_env_TUNE_PROFILE=<name>`
-    # instead of them (clusters/train_env.py); direct mode and the simulated cluster pass
+    # instead of them (clusters/train_env/); direct mode and the simulated cluster pass
     # `xla_flags` and all of `env` to the job either way. None: the job has no profile.
     profile: str | None = None
     profile_env: Mapping[str, str] = field(default_factory=dict)

@@ -1,5 +1,5 @@
 """submit.sh mode: a job's per-job profile (`JobRequest.profile`) as an arm in the toolkit's
-`train_env.sh` (clusters/train_env.py), and what a sweep's submissions left there.
+`train_env.sh` (clusters/train_env/), and what a sweep's submissions left there.
 """
 
 from __future__ import annotations
