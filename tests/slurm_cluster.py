@@ -56,7 +56,7 @@ SLURM_S = {
     "test_slurm_queued_dead.py": 21,
     "test_cli_views.py": 9,
     "test_smaller_refusals.py": 9,
-    "test_xla_tuning_train_env.py": 3,
+    "test_train_env.py": 3,
     "test_xla_tuning_preflight.py": 3,
     "test_repo_models.py": 3,
     "test_slurm_duplicates.py": 2,

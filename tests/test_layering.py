@@ -111,12 +111,9 @@ def test_util_imports_nothing_else_of_sweepd() -> None:
 
 KINDS = PACKAGE / "kinds"
 REGISTRY = "sweepd.kinds.registry"
-# Edges that are known and being removed: (importer, imported) with why.
-ALLOWED: dict[tuple[str, str], str] = {
-    # The toolkit's train_env arms are moving into clusters/ (a submit.sh mechanism for any
-    # per-job profile); until then the Slurm backend writes them with the kind's module.
-    ("sweepd.clusters.slurm", "sweepd.kinds.xla_tuning.train_env"): "moving to clusters/",
-}
+# Edges that are known and being removed: (importer, imported) with why. None today: the
+# train_env arms moved into clusters/ (a submit.sh mechanism for any per-job profile).
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _kind_of(module: str) -> str | None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.clusters import train_env as te
 from sweepd.kinds.model_perf.hooks import ApplyError, apply_to_config
 from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
 from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
 from sweepd.util import person_files

@@ -100,12 +100,12 @@ def test_exit_code_decoding() -> None:
 def test_ssh_prefix_quotes_for_the_remote_shell() -> None:
     cluster = SlurmCluster(Settings(command_prefix=["ssh", "login1"],
                                     slurm_conf=Path("/etc/slurm x/slurm.conf")))
-    argv, cwd = cluster._argv(["sbatch", "-w", "chi[1,2]", "--comment=a b"], Path("/r"))
+    argv, cwd = cluster.commands.argv(["sbatch", "-w", "chi[1,2]", "--comment=a b"], Path("/r"))
     assert cwd is None
     assert argv == ["ssh", "login1", "cd /r && env 'SLURM_CONF=/etc/slurm x/slurm.conf' "
                     "sbatch -w 'chi[1,2]' '--comment=a b'"]
     local = SlurmCluster(Settings(command_prefix=["sudo"]))
-    assert local._argv(["squeue"], Path("/r")) == (["sudo", "squeue"], Path("/r"))
+    assert local.commands.argv(["squeue"], Path("/r")) == (["sudo", "squeue"], Path("/r"))
 
 
 # -- against the cluster --------------------------------------------------------------------

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.clusters import train_env as te
 from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import TRAIN_ENV_MARK, SlurmCluster
 from sweepd.core.engine import _profile_env
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.logread import Effective, effective
 from sweepd.store.rows import RunParams
 from tests.slurm_cluster import MAXTEXT_FIXTURE
@@ -131,7 +131,7 @@ async def test_submit_sh_writes_the_arm_and_the_job_runs_it(slurm_env: dict[str,
     assert f"  pag+nch8: {PAG} {DBUF} NCCL_NCHANNELS_PER_NET_PEER=8 NCCL_PROTO=Simple" in lines
     assert f"  dbuf: {DBUF}" in lines
     clean = lines[-1].split(": ", 1)[1]
-    assert clean == f"python -m sweepd.kinds.xla_tuning.train_env clean {repo / 'train_env.sh'}"
+    assert clean == f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}"
     assert (tmp_path / TRAIN_ENV_MARK).read_text() == f"{repo / 'train_env.sh'}\n"
     subprocess.run(clean.split(), check=True, capture_output=True,
                    env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})

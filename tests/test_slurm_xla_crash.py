@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from sweepd.clusters import train_env as te
 from sweepd.clusters.slurm import token_of
-from sweepd.kinds.xla_tuning import train_env as te
 from tests.daemon_proc import Daemon
 from tests.slurm_cluster import cluster_env, slurm_dir
 from tests.slurm_sweep import FAST_POLICY, SIM, submit_sh_repo

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.clusters import train_env as te
 from sweepd.config import Config
 from sweepd.core.states import JobState
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.logread import effective
 from sweepd.store.rows import Event, Job
 from tests.simrun import NODES, open_store, run
@@ -160,7 +160,7 @@ async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict
     # The end: the person is told what is left in train_env.sh and how to remove it.
     assert (f"{repo / 'train_env.sh'} still holds sweepd's two TUNE_PROFILE blocks "
             f"({len(arms)} arms)") in text
-    assert f"python -m sweepd.kinds.xla_tuning.train_env clean {repo / 'train_env.sh'}" in text
+    assert f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}" in text
     assert [e.rule for e in events].count("cluster.leftover") == 1
 
 

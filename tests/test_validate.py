@@ -15,9 +15,9 @@ import yaml
 from sweepd.app.daemon import open_parts
 from sweepd.cli.main import main
 from sweepd.cli.output import fail
+from sweepd.clusters import train_env
 from sweepd.core.control import resume
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import train_env
 from sweepd.kinds.xla_tuning.preflight import leftover
 from tests.simrun import NODES, run, sim_config, write_scenario
 

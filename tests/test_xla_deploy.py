@@ -286,7 +286,7 @@ async def test_apply_commit_commits_the_file_on_a_feature_branch_only(
 def test_the_inventory_reads_a_multi_line_xla_flags_export() -> None:
     """The llama3.1 env files' shape: the flags after the first line were missed, so the
     restore_default profile (and submit.sh mode's fixed flags) left them out."""
-    from sweepd.kinds.xla_tuning.train_env import env_file_settings
+    from sweepd.clusters.train_env import env_file_settings
 
     flags, env = env_file_settings(LLAMA)
     assert flags == {"xla_gpu_autotune_level": "0", "xla_gpu_enable_triton_gemm": "false",

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 
 from sweepd.app.daemon import open_parts
+from sweepd.clusters import train_env as te
 from sweepd.clusters.base import JobRequest, Listing, Submitted
-from sweepd.clusters.slurm import SlurmCluster
-from sweepd.clusters.slurm_script import BatchScript, render_batch_script
+from sweepd.clusters.slurm import SlurmCluster, sbatch_args
+from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning import gather, preflight
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning import train_env as te
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.logread import effective
@@ -106,10 +106,10 @@ def test_sbatch_takes_the_requests_partition_and_time_before_the_configured_ones
     cluster = SlurmCluster(Settings(partition="configured", time_limit="5"))
     request = JobRequest(token="t1", model="m", nodes=["chi1"], output_dir=Path("/o"),
                          partition="asked", time_limit="45:00")
-    args = cluster._sbatch_args(request)
+    args = sbatch_args(cluster.settings, request)
     assert args[args.index("-p") + 1] == "asked" and args[args.index("-t") + 1] == "45:00"
-    plain = cluster._sbatch_args(JobRequest(token="t2", model="m", nodes=["chi1"],
-                                            output_dir=Path("/o")))
+    plain = sbatch_args(cluster.settings, JobRequest(token="t2", model="m", nodes=["chi1"],
+                                                     output_dir=Path("/o")))
     assert plain[plain.index("-p") + 1] == "configured" and plain[plain.index("-t") + 1] == "5"
 
 

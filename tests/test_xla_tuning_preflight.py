@@ -19,6 +19,7 @@ import pytest
 from sweepd.app.daemon import open_parts
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.app.service import Service
+from sweepd.clusters import train_env
 from sweepd.clusters.base import JobRequest
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
@@ -27,7 +28,7 @@ from sweepd.core.states import JobState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import gather, preflight, search, train_env
+from sweepd.kinds.xla_tuning import gather, preflight, search
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS

@@ -50,10 +50,12 @@ class JobRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     # Appended to the XLA_FLAGS the job inherits (its environment's, the model's env file's).
     xla_flags: Sequence[str] = ()
-    # A named flag profile (the XLA tuning kind): submit.sh mode writes `xla_flags` and
-    # `profile_env` as the profile's arms into the toolkit's train_env.sh and passes
-    # `_env_TUNE_PROFILE=<profile>` instead of them. `profile_env` is the part of `env`
-    # that is the profile's own (direct mode exports all of `env` either way).
+    # A per-job profile, which any kind may fill: its name, and in `profile_env` the part
+    # of `env` that is the profile's own (the rest is the run's). Backends that can name
+    # settings per job use it: submit.sh mode writes `xla_flags` and `profile_env` as the
+    # profile's arms into the toolkit's train_env.sh and passes `_env_TUNE_PROFILE=<name>`
+    # instead of them (clusters/train_env/); direct mode and the simulated cluster pass
+    # `xla_flags` and all of `env` to the job either way. None: the job has no profile.
     profile: str | None = None
     profile_env: Mapping[str, str] = field(default_factory=dict)
     # Optional `:alias:tag` parts for submit.sh-style job names.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from sweepd.clusters.carried import model_of
+from sweepd.clusters.slurm.carried import model_of
 
 # Keys that name the config's layering, not settings a job runs with.
 _STRUCTURE = frozenset({"base_config", "model_name"})

@@ -18,13 +18,13 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING
 
+from sweepd.clusters.train_env import env_file_settings
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_perf import exports as model_perf
 from sweepd.kinds.xla_tuning import logread
 from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
-from sweepd.kinds.xla_tuning.train_env import env_file_settings
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact
 from sweepd.monitor.parse import CLUSTER_TIME, parse_line

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sweepd.clusters import train_env
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.core.node_check import UNUSABLE
 from sweepd.kinds.registry import Check, PreflightContext
-from sweepd.kinds.xla_tuning import train_env
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.util.text import compact_nodes
 

@@ -1,4 +1,4 @@
-"""submit.sh mode: a profile's arms in the toolkit's train_env.sh (kinds/xla_tuning/train_env.py).
+"""submit.sh mode: a profile's arms in the toolkit's train_env.sh (clusters/train_env/).
 
 The text functions are checked on their own; what the arms do is checked by real bash: the
 fake toolkit's `_train.sh` (tests/fixtures/maxtext) layers train_env.sh, the per-model env
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.xla_tuning import train_env as te
+from sweepd.clusters import train_env as te
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.logread import applied as logread_applied
 from sweepd.kinds.xla_tuning.logread import effective
@@ -223,6 +223,35 @@ def test_atomic_write_keeps_the_mode_and_the_link(tmp_path: Path) -> None:
     assert "ag512M" in te.leftover(link)
     assert te.clean(link) is True and real.read_text() == fixture_text()
     assert te.clean(link) is False
+
+
+def test_the_offered_command_lists_and_removes_the_blocks(tmp_path: Path) -> None:
+    """The command a sweep's end message offers (`leftover_note`) runs as printed, with no
+    warning from the package it lives in, and gives the file back line for line."""
+    from sweepd.clusters.slurm import TRAIN_ENV_MARK, leftover_note
+
+    path = tmp_path / "train_env.sh"
+    path.write_text(fixture_text())
+    te.apply(path, BOTH)
+    (tmp_path / TRAIN_ENV_MARK).write_text(f"{path}\n")
+    note = leftover_note(tmp_path)
+    assert note is not None
+    clean = note.splitlines()[-1].split(": ", 1)[1].split()
+    assert clean == ["python", "-m", "sweepd.clusters.train_env", "clean", str(path)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-W", "error", *args], capture_output=True,
+                              text=True, timeout=60)
+
+    shown = run("-m", "sweepd.clusters.train_env", "show", str(path))
+    assert shown.returncode == 0 and shown.stderr == ""
+    assert f"  {BOTH.describe()}" in shown.stdout.splitlines()
+    removed = run(*clean[1:])
+    assert (removed.returncode, removed.stderr) == (0, "")
+    assert removed.stdout == f"{path}: sweepd's blocks removed\n"
+    assert path.read_text() == fixture_text()
+    usage = run("-m", "sweepd.clusters.train_env")
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: python -m sweepd.clusters")
 
 
 # ---- real bash: what a job runs with ------------------------------------------------------------
