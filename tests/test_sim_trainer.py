@@ -246,7 +246,7 @@ def test_default_scenario_loads() -> None:
 def test_a_per_job_config_runs_its_model_with_its_overrides(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """submit.sh mode carries overrides a job name cannot hold in configs/<model>-oXXXXXX
-    (clusters/carried.py): the simulated trainer reads it from the toolkit's frozen copy, as
+    (clusters/slurm/carried.py): the simulated trainer reads it from the toolkit's frozen copy, as
     MaxText reads its config, instead of refusing the name as an unknown model; the command
     line still wins over it."""
     toolkit = tmp_path / "toolkit"

@@ -1,7 +1,7 @@
 """The run config a simulated job reads, as MaxText reads `configs/<name>.gpu.yml`.
 
 In submit.sh mode the model argument may name a per-job config sweepd wrote
-(clusters/carried.py): the model's config plus the overrides its job name could not hold.
+(clusters/slurm/carried.py): the model's config plus the overrides its job name could not hold.
 The simulated trainer knows models by their built-in names, so for such a name it reads the
 config from the toolkit's frozen copy ($MAXTEXT_SLURM_DIR/configs) and takes the model and
 those overrides from it, below the command line's (MaxText: the command line wins). Without
