@@ -7,6 +7,7 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -122,6 +123,9 @@ class TelegramConfig(_Section):
     chat_ids: list[int] = Field(default_factory=list,
                                 description="chats obeyed; messages go to the first")
     base_url: str = "https://api.telegram.org/bot"
+    proxy: str | None = Field(None, description='HTTP proxy to reach the Bot API through, e.g. '
+                              '"http://proxy.example.org:3128" (login nodes often have no '
+                              'direct internet); unset: HTTPS_PROXY, else direct')
     routine_per_hour: int | None = Field(2, ge=0, description="None: no limit")
     poll_timeout_s: int = Field(30, ge=0, description="getUpdates long-poll seconds")
     backoff_initial_s: float = Field(1.0, gt=0)
@@ -129,6 +133,24 @@ class TelegramConfig(_Section):
     connect_timeout_s: float = Field(10.0, gt=0)
     read_timeout_s: float = Field(20.0, gt=0)
     idle_s: float = Field(30.0, gt=0, description="outbox re-check period without news")
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, v: str | None) -> str | None:
+        # Refused here, in one line, rather than by the HTTP client when the first message
+        # is sent (which would only leave messages waiting in the outbox).
+        if v is None:
+            return v
+        url = urlsplit(v)
+        try:
+            port = url.port
+        except ValueError:
+            port = -1
+        if url.scheme not in ("http", "https") or not url.hostname or port == -1 \
+                or url.path not in ("", "/") or url.query or url.fragment:
+            raise ValueError(f"{escape(repr(v))} is not a proxy URL: give "
+                             "http(s)://host:port, e.g. http://proxy.example.org:3128")
+        return v
 
 
 class MetricsConfig(_Section):

@@ -272,29 +272,50 @@ def test_a_ref_is_shown_with_the_commit_it_was() -> None:
 
 # -- all models fail -> stop (issue 23 item 7) ----------------------------------------------
 
-def test_a_single_commit_whose_first_two_jobs_fail_the_same_way_stops() -> None:
+def test_a_single_commit_whose_first_jobs_fail_the_same_way_over_two_models_stops() -> None:
     """No baseline column, so 'newly broken' can never fire; the SKILL.md's 'all models
-    fail -> stop' does, once two jobs failed the same way and none passed."""
+    fail -> stop' does, once jobs of two distinct models failed the same way and none
+    passed."""
     s = spec(commits=["broken"])
     new = plan(s, ctx())
     assert isinstance(new, list) and len(new) == 10
     one = {"llama2-70b 1N @broken": ("config_error", None)}
     assert plan(s, ctx(as_runs(new, one))) == []                # one failure: not yet
-    two = {**one, "llama2-70b 2N @broken": ("config_error", None)}
+    # One model's 1N and 2N failing alike is that model's problem, not every model's.
+    same_model = {**one, "llama2-70b 2N @broken": ("config_error", None)}
+    assert plan(s, ctx(as_runs(new, same_model))) == []
+    two = {**same_model, "mixtral-8x22b 4N @broken": ("config_error", None)}
     stop = plan(s, ctx(as_runs(new, two)))
     assert isinstance(stop, Stop) and stop.rule == ALL_FAIL_RULE
-    assert stop.reason.startswith("all models fail on broken so far: its first 2 jobs "
-                                  "(llama2-70b 1N, llama2-70b 2N) all failed the same way "
-                                  "(config_error) and none passed")
-    assert "stopping before its 8 remaining job(s)" in stop.reason
+    assert stop.reason.startswith(
+        "all models fail on broken so far: its first 3 jobs (llama2-70b 1N, llama2-70b 2N, "
+        "mixtral-8x22b 4N), of 2 distinct model(s) (llama2-70b, mixtral-8x22b) of the spec's "
+        "8; the rule needs at least 2, all failed the same way (config_error) and none passed")
+    assert "stopping before its 7 remaining job(s)" in stop.reason
+    assert stop.evidence.startswith("2 distinct model(s) (llama2-70b, mixtral-8x22b) of the "
+                                    "spec's 8; the rule needs at least 2; llama2-70b 1N: "
+                                    "config_error")
     # Two different failures may be two models' own problems: no stop on that alone.
-    mixed = {**one, "llama2-70b 2N @broken": ("oom", None)}
+    mixed = {**one, "mixtral-8x22b 4N @broken": ("oom", None)}
     assert plan(s, ctx(as_runs(new, mixed))) == []
     # A pass anywhere on the commit: not all models fail.
-    passing = {**two, "mixtral-8x22b 4N @broken": ("pass", 900.0)}
+    passing = {**two, "grok-1 8N @broken": ("pass", 900.0)}
     assert plan(s, ctx(as_runs(new, passing))) == []
     # A person saw the stop and resumed: not asked again.
     assert plan(s, ctx(as_runs(new, two), acknowledged_stops=[ALL_FAIL_RULE])) == []
+
+
+def test_a_one_model_spec_stops_on_that_models_jobs() -> None:
+    """Fewer models in the spec than the rule's two: every model of the spec suffices."""
+    s = spec(commits=["broken"], matrix={"llama2-70b": [1, 2, 8]})
+    new = plan(s, ctx())
+    assert isinstance(new, list) and len(new) == 3
+    both = {"llama2-70b 1N @broken": ("config_error", None),
+            "llama2-70b 2N @broken": ("config_error", None)}
+    stop = plan(s, ctx(as_runs(new, both)))
+    assert isinstance(stop, Stop) and stop.rule == ALL_FAIL_RULE
+    assert "of 1 distinct model(s) (llama2-70b) of the spec's 1; the rule needs at least 1" \
+        in stop.reason and "stopping before its 1 remaining job(s)" in stop.reason
 
 
 async def test_a_broken_single_commit_stops_after_its_small_jobs(tmp_path: Path) -> None:

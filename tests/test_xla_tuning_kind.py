@@ -75,7 +75,10 @@ def test_dcn_axes_must_span_the_nodes_and_tp_a_nodes_gpus() -> None:
     assert "DCN axes (FSDP x PP) make 4, not the 8 nodes" in refusal(
         {**SPEC, "parallelism": "FSDP=4"})
     assert "make 8, not the 2 nodes" in refusal({**SPEC, "nodes": "n[01-02]"})
-    assert "TP=3 does not divide the 8 GPUs" in refusal({**SPEC, "parallelism": "FSDP=8,TP=3"})
+    # TP against a node's GPUs is the cluster's (tests/test_tp_per_node.py), not the spec's.
+    assert spec_of(parallelism="FSDP=8,TP=3").cluster_problem(8) == (
+        "parallelism 'FSDP=8,TP=3': TP=3 does not divide the 8 GPUs of a node "
+        "(cluster.gpus_per_node)")
     two = spec_of(nodes="n[01-02]", parallelism="PP=2,TP=8")
     assert two.ranks == 16 and two.needed_nodes == 2
     assert spec_of(nodes="n[01-02]", parallelism="PP=2").ranks == 2

@@ -230,7 +230,7 @@ async def _chat(config: Config, env: Mapping[str, str] | None) -> Line:
         creds, chat_ids = chat_credentials(tg, env)
     except ConfigError as e:
         return Line("chat", False, str(e))
-    bot = make_bot(creds.token, tg.base_url, timing_of(tg))
+    bot = make_bot(creds.token, tg.base_url, timing_of(tg), proxy=tg.proxy)
     try:
         for chat in chat_ids:
             await bot.send_message(chat, "sweepd check: this chat receives sweepd's "
@@ -238,7 +238,7 @@ async def _chat(config: Config, env: Mapping[str, str] | None) -> Line:
     except Exception as e:   # the Bot API's and the network's errors alike: one line
         why = str(e).replace(creds.token.value, "[REDACTED]")
         return Line("chat", False, f"the test message was not delivered ({type(e).__name__}:"
-                    f" {why}); without direct internet set HTTPS_PROXY or telegram.base_url")
+                    f" {why}); without direct internet set telegram.proxy or telegram.base_url")
     finally:
         await bot.shutdown()
     return Line("chat", True, f"test message delivered to {', '.join(map(str, chat_ids))}")

@@ -48,6 +48,7 @@ class Service(Queries):
 
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         spec = parse_spec(data, self.toolkit_repo())  # SpecError with field-level errors
+        self._refuse_misfits(spec)
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         # A slot (partition + node_count) becomes named idle nodes now, frozen in the spec.
         spec, chosen = await self._resolve_slot(spec)
@@ -68,6 +69,13 @@ class Service(Queries):
         self.engine.wake()   # started and planned now, not at the next tick
         self.engine.notify()
         return await self.summary(sweep_id)
+
+    def _refuse_misfits(self, spec: SweepSpec) -> None:
+        """What the spec cannot see alone: does it fit this cluster's nodes (e.g. a TP
+        degree against `cluster.gpus_per_node`)? One line if not."""
+        problem = spec.cluster_problem(self.engine.config.cluster.gpus_per_node)
+        if problem is not None:
+            raise SpecError(problem, [{"loc": [], "msg": problem}])
 
     def _default_partition(self) -> str | None:
         """The configured Slurm partition a spec without one uses (None off Slurm)."""
@@ -248,6 +256,7 @@ class Service(Queries):
         """What a submit would do, without recording anything: the spec checked against
         this cluster, and the kind's first plan on an empty run list."""
         spec = parse_spec(data, self.toolkit_repo())
+        self._refuse_misfits(spec)
         refuse_unknown_chats(spec.chats, self.allowed_chats)
         spec, _ = await self._resolve_slot(spec)   # shown, not recorded
         kind = kind_of(spec.kind)

@@ -187,6 +187,12 @@ class _Spec(BaseModel):
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N"
 
+    def cluster_problem(self, gpus_per_node: int) -> str | None:
+        """Why this spec cannot run on a cluster of `gpus_per_node` GPUs per node (the
+        config's, which the spec alone cannot see), or None; checked at submit and
+        validate."""
+        return None
+
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> _Spec:
         """The spec a sweep was accepted with, from its stored JSON (`model_dump(mode="json")`

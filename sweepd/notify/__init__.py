@@ -75,7 +75,7 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
     creds, chat_ids = chat_credentials(config, env)
     undo = install_redaction(creds.token)
     timing = timing_of(config)
-    bot = make_bot(creds.token, config.base_url, timing, config.poll_timeout_s)
+    bot = make_bot(creds.token, config.base_url, timing, config.poll_timeout_s, config.proxy)
     async def chats_of(sweep_id: int) -> list[int]:
         return sweep_chats((await store.sweep(sweep_id)).spec, chat_ids)
 

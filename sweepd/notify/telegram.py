@@ -64,14 +64,18 @@ DEFAULT_TIMING = Timing()
 
 
 def make_bot(token: Token, base_url: str = DEFAULT_BASE_URL, timing: Timing = DEFAULT_TIMING,
-             poll_timeout_s: float = 0.0) -> Bot:
-    """A real PTB bot; `base_url` points it at a local double in tests."""
+             poll_timeout_s: float = 0.0, proxy: str | None = None) -> Bot:
+    """A real PTB bot; `base_url` points it at a local double in tests. `proxy`
+    (`telegram.proxy`): both the sends and the long poll go through it; None leaves httpx
+    to HTTPS_PROXY from the environment, else a direct connection."""
     request = HTTPXRequest(connect_timeout=timing.connect_timeout_s,
                            read_timeout=timing.read_timeout_s,
-                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s)
+                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s,
+                           proxy=proxy)
     updates = HTTPXRequest(connect_timeout=timing.connect_timeout_s,
                            read_timeout=poll_timeout_s + timing.read_timeout_s,
-                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s)
+                           write_timeout=timing.read_timeout_s, pool_timeout=timing.read_timeout_s,
+                           proxy=proxy)
     return Bot(token.value, base_url=base_url, request=request, get_updates_request=updates)
 
 

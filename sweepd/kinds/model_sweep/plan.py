@@ -26,8 +26,11 @@ REGRESSION_PCT = 5.0        # Δ below minus this: a flagged regression
 FAIL_FAST_MODELS = 2        # models newly broken on a commit before the sweep stops
 FAIL_FAST_RULE = "model_sweep.fail_fast"
 # batch-sweep.SKILL.md Step 6, "All models fail -> Stop": the first jobs of a commit all
-# failing the same way, none passing, is the commit (no baseline needed to see it).
+# failing the same way, none passing, is the commit (no baseline needed to see it). It is
+# about models: one model's 1N and 2N jobs failing alike say nothing of the others, so the
+# failed jobs must span two models (or every model of a spec with fewer).
 ALL_FAIL_JOBS = 2
+ALL_FAIL_MODELS = 2
 ALL_FAIL_RULE = "model_sweep.all_fail"
 
 
@@ -253,7 +256,8 @@ def plan(spec: ModelSweepSpec, ctx: SweepContext[SweepFacts]) -> Plan:
         # on which jobs happen to end first).
         unjudged = columns[:1] if not history else []
         stop = (_fail_fast(columns, history, ctx.acknowledged_stops)
-                or _all_fail(unjudged, open_runs(ctx.runs), ctx.acknowledged_stops))
+                or _all_fail(unjudged, open_runs(ctx.runs), ctx.acknowledged_stops,
+                             len(spec.matrix)))
         return stop if stop is not None else []
     return _finish(commits, history, columns)
 
@@ -275,27 +279,37 @@ def _fail_fast(columns: Sequence[Column], history: Sequence[Column],
     return None
 
 
-def _all_fail(fresh: Sequence[Column], left: Sequence[Run], acknowledged: Iterable[str]
-              ) -> Stop | None:
-    """A commit whose first finished jobs (at least two) all failed the same way and none
-    passed: every model fails there, whatever the baseline says (a single commit has none);
-    stop before the rest (the 8-node jobs queued behind) and ask."""
+def _model_of(key: str) -> str:
+    return key.rsplit(" ", 1)[0]
+
+
+def _all_fail(fresh: Sequence[Column], left: Sequence[Run], acknowledged: Iterable[str],
+              spec_models: int) -> Stop | None:
+    """A commit whose first finished jobs (at least two, of at least two distinct models, or
+    every model of a spec with fewer) all failed the same way and none passed: every model
+    fails there, whatever the baseline says (a single commit has none); stop before the
+    rest (the 8-node jobs queued behind) and ask."""
     if ALL_FAIL_RULE in acknowledged:   # a person saw this stop and resumed: go on
         return None
+    need = min(ALL_FAIL_MODELS, spec_models)
     for col in fresh:
         results = col.results
         ways = {_failure(r) for r in results.values()}
-        if len(results) < ALL_FAIL_JOBS or any(passed(r) for r in results.values()) \
-                or len(ways) != 1:
+        models = sorted({_model_of(k) for k in results})
+        if len(results) < ALL_FAIL_JOBS or len(models) < need \
+                or any(passed(r) for r in results.values()) or len(ways) != 1:
             continue
         way = next(iter(ways))
         keys = sorted(results, key=lambda k: int(k.rsplit(" ", 1)[1].rstrip("N")))
         pending = [r for r in left if (r.params.tag or r.params.commit) == col.commit]
+        span = (f"{len(models)} distinct model(s) ({', '.join(models)}) of the spec's "
+                f"{spec_models}; the rule needs at least {need}")
         summary = (f"all models fail on {col.commit} so far: its first {len(results)} jobs "
-                   f"({', '.join(keys)}) all failed the same way ({way}) and none passed — "
-                   "the commit looks broken (the SKILL.md: all models fail -> stop); "
-                   f"stopping before its {len(pending)} remaining job(s)")
-        evidence = "; ".join(f"{k}: {way} (job {results[k].get('job') or '?'})" for k in keys)
+                   f"({', '.join(keys)}), of {span}, all failed the same way ({way}) and "
+                   "none passed — the commit looks broken (the SKILL.md: all models fail -> "
+                   f"stop); stopping before its {len(pending)} remaining job(s)")
+        evidence = f"{span}; " + "; ".join(
+            f"{k}: {way} (job {results[k].get('job') or '?'})" for k in keys)
         return Stop(summary, ALL_FAIL_RULE, evidence=evidence)
     return None
 

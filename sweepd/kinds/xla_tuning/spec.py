@@ -22,7 +22,6 @@ from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import default_catalog
-from sweepd.util.model_shapes import resolve_model
 
 MICROBATCHES = "num_pipeline_microbatches"
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})
@@ -188,17 +187,23 @@ class XlaTuningSpec(_Spec):
 
     def parsed_parallelism(self) -> Parallelism:
         """The DCN axes (FSDP, PP) span the nodes, TP the GPUs of a node (SKILL.md:
-        `FSDP=N (DCN FSDP only)`; the real cells ran FSDP=8 and PP=8 on 8 nodes x 8 GPUs)."""
+        `FSDP=N (DCN FSDP only)`; the real cells ran FSDP=8 and PP=8 on 8 nodes x 8 GPUs).
+        TP against a node's GPUs is the cluster's to judge (`cluster_problem`)."""
         par = Parallelism.parse(self.parallelism)
         dcn = par.degree(Axis.FSDP) * par.degree(Axis.PP)
         if dcn != self.count:
             raise ValueError(f"parallelism {self.parallelism!r}: its DCN axes (FSDP x PP) "
                              f"make {dcn}, not the {self.count} nodes")
-        gpus = resolve_model(self.model).gpus_per_node
-        if gpus % par.degree(Axis.TP):
-            raise ValueError(f"parallelism {self.parallelism!r}: TP={par.degree(Axis.TP)} "
-                             f"does not divide the {gpus} GPUs of a node")
         return par
+
+    def cluster_problem(self, gpus_per_node: int) -> str | None:
+        """TP is ICI, inside one node: its degree must divide the node's GPUs, which are the
+        cluster's (`cluster.gpus_per_node`), not the model's usual 8."""
+        tp = Parallelism.parse(self.parallelism).degree(Axis.TP)
+        if gpus_per_node % tp:
+            return (f"parallelism {self.parallelism!r}: TP={tp} does not divide the "
+                    f"{gpus_per_node} GPUs of a node (cluster.gpus_per_node)")
+        return None
 
     def default_name(self) -> str:
         return f"{self.model} {self.count}N {self.parsed_parallelism().text} xla-tuning"
