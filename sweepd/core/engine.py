@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import secrets
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -60,6 +61,17 @@ CONTROLLER_DOWN_KEY = "controller_down_since"
 # Wall seconds past a submitting command's own timeout before its attempt counts as over.
 SUBMIT_MARGIN_S = 5.0
 _TOKEN_SWEEP = re.compile(r"^sw(\d+)-")
+# A pass gives the event loop a turn (the socket's requests, a stop signal) at least every
+# this many jobs or sweeps, and every this many seconds of work: a pass over thousands of
+# jobs (a restart's backlog) otherwise holds both until it ends.
+YIELD_EVERY = 100
+YIELD_S = 0.05
+
+
+class PassStopped(BaseException):
+    """A stop request ended the pass between two jobs or sweeps. A BaseException, like a
+    cancellation: no `except Exception` on the way (a sweep's planning) may take it for a
+    defect."""
 
 
 @dataclass
@@ -104,6 +116,12 @@ class Engine:
     _dirty: set[int] | None = field(default=None, init=False)
     # Each sweep's spec, parsed once from the store (as accepted: see `stored_spec`).
     _specs: dict[int, SweepSpec] = field(default_factory=dict, init=False)
+    # The daemon's stop request: set, it ends a pass at its next checkpoint.
+    stopping: asyncio.Event | None = field(default=None, init=False)
+    _since_yield: int = field(default=0, init=False)
+    _yielded_at: float = field(default=0.0, init=False)
+    # Checkpoints where this process's passes gave the loop a turn (for tests and the bench).
+    yields: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock, self.hang_limit())
@@ -159,10 +177,34 @@ class Engine:
         one; a mark before this pass plans is planned by this pass."""
         self.changed.clear()
         self._planning = True
+        self._since_yield, self._yielded_at = 0, time.monotonic()
         try:
             await self._pass()
+        except PassStopped:
+            # What the pass had not reached is the next pass's: every sweep planned again
+            # (as by a new process), every log read again from its stored offset.
+            self._dirty = None
+            await self.follower.retain(set())
+            log.info("pass.stopped")
         finally:
             self._planning = False
+
+    def stop_requested(self) -> bool:
+        return self.stopping is not None and self.stopping.is_set()
+
+    async def checkpoint(self) -> None:
+        """Between two jobs or sweeps of a pass: give the event loop a turn now and then
+        (the socket answers during a long pass), and end the pass on a stop request. Every
+        job or sweep is handled whole or not at all: what is left is the next pass's (a
+        new process's)."""
+        self._since_yield += 1
+        if self._since_yield >= YIELD_EVERY or time.monotonic() - self._yielded_at >= YIELD_S:
+            self._since_yield = 0
+            self.yields += 1
+            await asyncio.sleep(0)
+            self._yielded_at = time.monotonic()
+        if self.stop_requested():
+            raise PassStopped
 
     async def _pass(self) -> None:
         if self._dirty is None:   # a new process: a crash may have come between an end and
@@ -181,6 +223,7 @@ class Engine:
             fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
         now = self.clock.now()
         for job in fresh:
+            await self.checkpoint()
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
             if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
                 with _superseded("job", job.id):
@@ -189,6 +232,7 @@ class Engine:
         await self.flush_cancels()
         try:
             for sweep in await self._sweeps_to_advance():
+                await self.checkpoint()
                 await self._advance_or_stop(sweep)
         except ControllerUnreachable as e:
             await self._controller_down(str(e))
@@ -229,7 +273,7 @@ class Engine:
             tail = self._tail.setdefault(job.id, _TailClock())
             if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
                 due.append(job)
-        chunks = await self.follower.read_chunks(due)
+        chunks = await self.follower.read_chunks(due, self.checkpoint)
         written = [c for c in chunks if c is not None]
         await self.store.record_logs(written)
         observe_stored(due, written)   # line -> stored latency, for /metrics

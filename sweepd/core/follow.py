@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,16 +108,27 @@ class LogFollower:
         if tailer is not None:
             await tailer.close()
 
+    @property
+    def reads(self) -> dict[int, int]:
+        """How many times each followed job's log was read (a log that did not grow since
+        its last read is looked at with one `stat`, not read)."""
+        return {job_id: t.reads for job_id, t in self._tailers.items()}
+
     def behind(self, job_id: int) -> bool:
         """The last read left bytes of the job's log for the next one (one read is bounded):
         a job that has ended is judged only once its log is read to the end."""
         tailer = self._tailers.get(job_id)
         return tailer is not None and tailer.has_more
 
-    async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
+    async def read_chunks(self, jobs: Sequence[Job],
+                          checkpoint: Callable[[], Awaitable[None]] | None = None,
+                          ) -> list[LogChunk | None]:
         """The facts in what is new in each job's log, not yet stored (the engine stores a
         whole pass's chunks in one transaction); None where nothing changed. All the file
-        reads happen in one worker-thread call."""
+        reads happen in one worker-thread call; `checkpoint` is awaited before each log
+        with new lines is parsed (a stop may end the pass there: nothing of it is stored,
+        and the caller drops the tailers, whose offsets moved on, to re-read from the
+        stored ones)."""
         tailers = [self._tailer(job) for job in jobs]
         lines = await asyncio.to_thread(_read_all, tailers)
         # One `lost` per job for the pass: what is told and what is stored agree.
@@ -127,8 +138,12 @@ class LogFollower:
         for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
             if tailer is not None:
                 await self._tell(job, tailer, gone)
-        return [self._chunk(job, t, got, gone) if t is not None else None
-                for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True)]
+        out: list[LogChunk | None] = []
+        for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True):
+            if got and checkpoint is not None:
+                await checkpoint()
+            out.append(self._chunk(job, t, got, gone) if t is not None else None)
+        return out
 
     async def _tell(self, job: Job, tailer: LogTailer, lost: bool) -> None:
         """A log that vanished or cannot be read is news for the person: the job is then

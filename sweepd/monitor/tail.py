@@ -53,6 +53,7 @@ class LogTailer:
         self.restart_reason: str | None = None   # "truncated" / "replaced", last restart
         self.has_more = False              # bytes beyond `offset` were left for next call
         self.last_read_bytes = 0           # bytes read from disk by the last call
+        self.reads = 0                     # calls that read the file (it had grown)
         self._sync_file: BinaryIO | None = None
         self._sync_identity: str | None = None
 
@@ -68,6 +69,7 @@ class LogTailer:
         size = self._open_size()
         if size is None or size <= self.offset or self._sync_file is None:
             return []
+        self.reads += 1
         self._sync_file.seek(self.offset)
         data = self._sync_file.read(self.chunk_bytes)
         self.last_read_bytes = len(data)
