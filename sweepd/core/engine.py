@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -218,16 +218,20 @@ class Engine:
         statuses = await self._poll(jobs)
         if statuses is None:
             return
-        fresh = await self._read_logs(jobs, statuses)
-        if any(j.state == JobState.SUBMITTING for j in jobs):
-            fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
+        await self._read_logs(jobs, statuses)
+        # The jobs as they now are: the logs' facts applied (the store keeps the rows and
+        # applies what it wrote), reconciled ones in their new state. Not a second full
+        # read: only rows written some other way are read again.
+        fresh = await self.store.active_jobs()
         now = self.clock.now()
         for job in fresh:
             await self.checkpoint()
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
             if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
-                with _superseded("job", job.id):
+                try:   # `_superseded`, inline: per job and pass, a context manager costs
                     await self._judge(job, statuses.get(job.backend_id or ""), now)
+                except InvalidTransition as e:
+                    _log_superseded("job", job.id, e)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:
@@ -255,39 +259,40 @@ class Engine:
     async def _sweeps_to_advance(self) -> list[Sweep]:
         """Running sweeps with something new (all of them on a process's first pass), or a
         retry whose waiting period is over."""
-        running = await self.store.sweeps([SweepState.RUNNING])
         due = await self.store.sweeps_with_due_retries(self.clock.now())
         dirty, self._dirty = self._dirty, set()
         self._planning = False
+        if dirty is not None and not dirty and not due:
+            return []   # nothing new: the running sweeps are not even read
+        running = await self.store.sweeps([SweepState.RUNNING])
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
-    async def _read_logs(self, jobs: Sequence[Job],
-                         statuses: dict[str, JobStatus]) -> list[Job]:
-        """Read every due log; store all the facts in one transaction. Returns the jobs as
-        they now are in the store (the stored fields applied, no second query)."""
+    async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
+        """Read every due log; store all the facts in one transaction."""
         now = self.clock.now()
         due = []
         for job in jobs:
             status = statuses.get(job.backend_id or "")
             finished = status is not None and status.state.finished
-            tail = self._tail.setdefault(job.id, _TailClock())
+            tail = self._tail.get(job.id)
+            if tail is None:
+                tail = self._tail[job.id] = _TailClock()
             if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
                 due.append(job)
         chunks = await self.follower.read_chunks(due, self.checkpoint)
         written = [c for c in chunks if c is not None]
         await self.store.record_logs(written)
-        observe_stored(due, written)   # line -> stored latency, for /metrics
-        by_job = {c.job_id: c.fields for c in written}
-        base = self.config.policy.tail_interval_s
+        observe_stored(written)   # line -> stored latency, for /metrics
+        base, most = self.config.policy.tail_interval_s, self.config.policy.tail_backoff_max_s
+        news = False
         for job, chunk in zip(due, chunks, strict=True):
             tail = self._tail[job.id]
             fresh = chunk is not None and "last_output_at" in chunk.fields
-            tail.interval = base if fresh else min(max(tail.interval * 2, base),
-                                                   self.config.policy.tail_backoff_max_s)
+            tail.interval = base if fresh else min(max(tail.interval * 2, base), most)
             tail.next_at = now + tail.interval
-            if fresh:
-                self.notify()
-        return [replace(j, **by_job[j.id]) if j.id in by_job else j for j in jobs]
+            news = news or fresh
+        if news:   # once: a waiting client wakes at the first, and nothing runs in between
+            self.notify()
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
@@ -730,7 +735,11 @@ def _superseded(what: str, row_id: int) -> Iterator[None]:
     try:
         yield
     except InvalidTransition as e:
-        log.warning("pass.superseded", row=what, id=row_id, error=str(e))
+        _log_superseded(what, row_id, e)
+
+
+def _log_superseded(what: str, row_id: int, e: InvalidTransition) -> None:
+    log.warning("pass.superseded", row=what, id=row_id, error=str(e))
 
 
 def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[str],

@@ -79,6 +79,8 @@ class LogChunk:
     fields: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     signals: list[dict[str, Any]] = field(default_factory=list)
+    # The log's mtime when it was read: when its newest line was written (for /metrics).
+    written_at: float | None = None
 
 
 def _other_rank_step(line: str) -> bool:
@@ -136,7 +138,7 @@ class LogFollower:
         lost = [t is not None and _lost(job, t, now, self._grace_s)
                 for job, t in zip(jobs, tailers, strict=True)]
         for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
-            if tailer is not None:
+            if tailer is not None and (gone or tailer.detached):
                 await self._tell(job, tailer, gone)
         out: list[LogChunk | None] = []
         for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True):
@@ -193,6 +195,7 @@ class LogFollower:
         chunk = self._facts(job, lines)
         chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
                             last_output_at=self._clock.now())
+        chunk.written_at = tailer.mtime
         return chunk
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
