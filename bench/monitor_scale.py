@@ -357,6 +357,7 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
                  ("restart: first pass ends after", f"{first_pass['end'] - t0:.2f} s "
                   f"({first_pass['wall_s']:.2f} s wall, {first_pass['cpu_s']:.2f} s CPU, "
                   f"{first_pass.get('db_calls', 0):,.0f} aiosqlite calls)"),
+                 ("restart: every sweep planned after", _all_planned(passes, args.jobs, t0)),
                  ("restart: later passes", _pass_summary(passes[1:]))]
 
         third = _start_daemon(work, config, "passes-3.json")
@@ -378,6 +379,18 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
         print(f"{key:<{width}}  {value}")
     print(f"work dir: {work}")
     return third.returncode == 0
+
+
+def _all_planned(passes: list[dict[str, float]], jobs: int, t0: float) -> str:
+    """When the restarted daemon had planned each of its running sweeps once (a new process
+    plans them all, at most `PLAN_BUDGET_S` of it per pass)."""
+    sweeps = -(-jobs // RUNS_PER_SWEEP)
+    done = 0.0
+    for i, p in enumerate(passes):
+        done += p.get("advanced", 0.0)
+        if done >= sweeps:
+            return f"{p['end'] - t0:.2f} s (end of pass {i + 1}, {sweeps:,} sweeps)"
+    return f"not within the run ({done:,.0f} of {sweeps:,} sweeps)"
 
 
 def _pass_summary(passes: list[dict[str, float]]) -> str:

@@ -15,17 +15,20 @@ import aiohttp
 import pytest
 
 import sweepd.app.daemon as daemon_mod
+import sweepd.core.engine as engine_mod
 import sweepd.core.follow as follow_mod
 from sweepd.app.daemon import serve
 from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
 from sweepd.config import Config, load_config
-from sweepd.core.engine import YIELD_EVERY, Engine
+from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, RunState
 from sweepd.monitor.facts import LineFact
-from sweepd.store.rows import RunParams
+from sweepd.store.rows import RunParams, Sweep
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 
+# Checkpoints every few jobs here (100 in the daemon): the same code on fewer jobs.
+YIELD_EVERY = 10
 STEP = "0: completed step: {n}, seconds: 1.000, TFLOP/s/device: 400.0, Tokens/s/device: 1400.0"
 
 
@@ -91,6 +94,7 @@ def _config(tmp_path: Path) -> Config:
 
 async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_mod, "YIELD_EVERY", YIELD_EVERY)
     jobs = 3 * YIELD_EVERY
     stop = asyncio.Event()
     parsed: list[str] = []
@@ -191,6 +195,7 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM's handler sets the stop event; here the test sets it while the daemon's
     first pass parses a backlog of many logs."""
+    monkeypatch.setattr(engine_mod, "YIELD_EVERY", YIELD_EVERY)
     config = _config(tmp_path)
     config.daemon.state_dir.mkdir(parents=True)
     store = await Store.open(config.daemon.db_path)
@@ -223,3 +228,25 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
         assert all(j.log_offset == 0 for j in await store.active_jobs())
     finally:
         await store.close()
+
+
+async def test_a_new_process_plans_its_sweeps_over_passes_in_order_within_a_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no budget left after the first sweep, each pass plans one sweep, the next one
+    in order, and wakes the loop for the rest; every sweep is planned once."""
+    planned: list[int] = []
+
+    async def advance(engine: Engine, sweep: Sweep) -> None:
+        planned.append(sweep.id)
+
+    monkeypatch.setattr(Engine, "_advance", advance)
+    monkeypatch.setattr(engine_mod, "PLAN_BUDGET_S", 0.0)
+    async with _engine(tmp_path) as engine:
+        ids = [await engine.store.create_sweep("model-perf", f"s{i}", {"kind": "model-perf"})
+               for i in range(3)]
+        per_pass = []
+        for _ in range(4):
+            planned.clear()
+            await engine.step()
+            per_pass.append((list(planned), engine.changed.is_set()))
+        assert per_pass == [([ids[0]], True), ([ids[1]], True), ([ids[2]], False), ([], False)]

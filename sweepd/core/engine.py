@@ -66,6 +66,9 @@ _TOKEN_SWEEP = re.compile(r"^sw(\d+)-")
 # jobs (a restart's backlog) otherwise holds both until it ends.
 YIELD_EVERY = 100
 YIELD_S = 0.05
+# Wall seconds of planning per pass: sweeps left when it is spent are planned by the next
+# pass, in the same order (their jobs are read and judged in between).
+PLAN_BUDGET_S = 0.5
 
 
 class PassStopped(BaseException):
@@ -235,7 +238,15 @@ class Engine:
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:
-            for sweep in await self._sweeps_to_advance():
+            sweeps = await self._sweeps_to_advance()
+            began = time.monotonic()
+            for i, sweep in enumerate(sweeps):
+                if i and time.monotonic() - began >= PLAN_BUDGET_S:
+                    # The rest is the next pass's, at once: a new process plans every running
+                    # sweep, and its first pass would otherwise last as long as all of them.
+                    self._dirty = (self._dirty or set()) | {s.id for s in sweeps[i:]}
+                    self.wake()
+                    break
                 await self.checkpoint()
                 await self._advance_or_stop(sweep)
         except ControllerUnreachable as e:
