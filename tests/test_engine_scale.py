@@ -23,6 +23,7 @@ from sweepd.config import Config, load_config
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, RunState
 from sweepd.monitor.facts import LineFact
+from sweepd.monitor.tail import LogTailer
 from sweepd.store.rows import RunParams, Sweep
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
@@ -250,3 +251,31 @@ async def test_a_new_process_plans_its_sweeps_over_passes_in_order_within_a_budg
             await engine.step()
             per_pass.append((list(planned), engine.changed.is_set()))
         assert per_pass == [([ids[0]], True), ([ids[1]], True), ([ids[2]], False), ([], False)]
+
+
+async def test_a_stop_while_the_logs_are_read_leaves_the_rest_unread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All of a pass's logs are read in one worker thread (a restart's backlog over
+    thousands of logs takes seconds): a stop arriving meanwhile is asked between two logs."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    read: list[Path] = []
+    real = LogTailer.read_lines_sync
+
+    def reading(tailer: LogTailer) -> list[tuple[int, str]]:
+        read.append(tailer.path)
+        if len(read) == 3:   # the stop comes (on the event loop) while the third is read
+            loop.call_soon_threadsafe(stop.set)
+            for _ in range(500):
+                if stop.is_set():
+                    break
+                time.sleep(0.01)
+        return real(tailer)
+
+    monkeypatch.setattr(LogTailer, "read_lines_sync", reading)
+    async with _engine(tmp_path) as engine:
+        await _seed(engine.store, tmp_path / "logs", 8, lines=2)
+        engine.stopping = stop
+        await engine.step()
+        assert stop.is_set() and len(read) == 3   # the five others were not read
+        assert all(j.log_offset == 0 for j in await engine.store.active_jobs())

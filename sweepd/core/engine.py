@@ -290,7 +290,7 @@ class Engine:
                 tail = self._tail[job.id] = _TailClock()
             if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
                 due.append(job)
-        chunks = await self.follower.read_chunks(due, self.checkpoint)
+        chunks = await self.follower.read_chunks(due, self.checkpoint, self.stop_requested)
         written = [c for c in chunks if c is not None]
         await self.store.record_logs(written)
         observe_stored(written)   # line -> stored latency, for /metrics

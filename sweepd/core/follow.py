@@ -34,9 +34,15 @@ from sweepd.util.clock import Clock
 log = structlog.get_logger("sweepd.core.follow")
 
 
-def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]]:
+def _read_all(tailers: Sequence[LogTailer | None],
+              stopped: Callable[[], bool] | None = None) -> list[list[tuple[int, str]]]:
+    """Every log's new lines; once `stopped` says so, no more logs are read (a restart's
+    backlog over thousands of logs takes seconds, and a stop must not wait for it)."""
     out: list[list[tuple[int, str]]] = []
     for tailer in tailers:
+        if stopped is not None and stopped():
+            out.append([])
+            continue
         try:
             out.append(tailer.read_lines_sync() if tailer is not None else [])
         except OSError as e:  # one unreadable log must not stop the others being read
@@ -124,15 +130,19 @@ class LogFollower:
 
     async def read_chunks(self, jobs: Sequence[Job],
                           checkpoint: Callable[[], Awaitable[None]] | None = None,
+                          stopped: Callable[[], bool] | None = None,
                           ) -> list[LogChunk | None]:
         """The facts in what is new in each job's log, not yet stored (the engine stores a
         whole pass's chunks in one transaction); None where nothing changed. All the file
         reads happen in one worker-thread call; `checkpoint` is awaited before each log
         with new lines is parsed (a stop may end the pass there: nothing of it is stored,
         and the caller drops the tailers, whose offsets moved on, to re-read from the
-        stored ones)."""
+        stored ones). `stopped` is asked in the reading thread between two logs: once it
+        says so, the rest is not read, and `checkpoint` ends the pass."""
         tailers = [self._tailer(job) for job in jobs]
-        lines = await asyncio.to_thread(_read_all, tailers)
+        lines = await asyncio.to_thread(_read_all, tailers, stopped)
+        if stopped is not None and stopped() and checkpoint is not None:
+            await checkpoint()
         # One `lost` per job for the pass: what is told and what is stored agree.
         now = self._clock.now()
         lost = [t is not None and _lost(job, t, now, self._grace_s)
