@@ -123,8 +123,6 @@ class Engine:
     stopping: asyncio.Event | None = field(default=None, init=False)
     _since_yield: int = field(default=0, init=False)
     _yielded_at: float = field(default=0.0, init=False)
-    # Checkpoints where this process's passes gave the loop a turn (for tests and the bench).
-    yields: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock, self.hang_limit())
@@ -203,7 +201,6 @@ class Engine:
         self._since_yield += 1
         if self._since_yield >= YIELD_EVERY or time.monotonic() - self._yielded_at >= YIELD_S:
             self._since_yield = 0
-            self.yields += 1
             await asyncio.sleep(0)
             self._yielded_at = time.monotonic()
         if self.stop_requested():
@@ -218,9 +215,11 @@ class Engine:
                                                   "sweep started", rule="engine.start")
                 self.mark(sweep.id)
         jobs = await self.store.active_jobs()
+        await self.checkpoint()   # a stop that came while thousands of rows were read
         statuses = await self._poll(jobs)
         if statuses is None:
             return
+        await self.checkpoint()
         await self._read_logs(jobs, statuses)
         # The jobs as they now are: the logs' facts applied (the store keeps the rows and
         # applies what it wrote), reconciled ones in their new state. Not a second full
