@@ -51,11 +51,11 @@ RUNS_PER_SWEEP = 10  # model-perf sweeps with every run in flight: the strategy 
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-async def seed(db: Path, logs: Path, jobs: int) -> None:
+async def seed(db: Path, logs: Path, jobs: int, per_sweep: int = RUNS_PER_SWEEP) -> None:
     store = await Store.open(db)
     try:
-        for first in range(0, jobs, RUNS_PER_SWEEP):
-            count = min(RUNS_PER_SWEEP, jobs - first)
+        for first in range(0, jobs, per_sweep):
+            count = min(per_sweep, jobs - first)
             nodes = f"bn[{first:04d}-{first + count - 1:04d}]"
             sweep = await store.create_sweep("model-perf", f"scale-{first}", {
                 "kind": "model-perf", "model": "llama2-70b", "nodes": nodes, "values": [1, 2]})
@@ -133,6 +133,9 @@ class Window:
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--jobs", type=int, default=500)
+    p.add_argument("--runs-per-sweep", type=int, default=RUNS_PER_SWEEP,
+                   help="jobs per seeded model-perf sweep (each plan reads every sweep: "
+                        "fewer, larger sweeps keep planning out of a monitor figure)")
     p.add_argument("--rate", type=float, default=20.0, help="lines/s per job")
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
@@ -195,7 +198,7 @@ def run(args: argparse.Namespace, work: Path) -> tuple[Seen, dict[int, int], Win
     state.mkdir(parents=True, exist_ok=True)
     config = _config(work, args)
     db = state / "sweepd.db"
-    asyncio.run(seed(db, logs, args.jobs))
+    asyncio.run(seed(db, logs, args.jobs, args.runs_per_sweep))
     me = [sys.executable, str(HERE / "scale_backend.py")]
     load_before = os.getloadavg()[0]
     writer = subprocess.Popen([*me, "writer", "--logs", str(logs), "--jobs", str(args.jobs),
@@ -323,7 +326,7 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
     logs, state = work / "logs", work / "state"
     state.mkdir(parents=True, exist_ok=True)
     config, db, sock = _config(work, args), state / "sweepd.db", work / "sweepd.sock"
-    asyncio.run(seed(db, logs, args.jobs))
+    asyncio.run(seed(db, logs, args.jobs, args.runs_per_sweep))
     writer = subprocess.Popen([sys.executable, str(HERE / "scale_backend.py"), "writer",
                                "--logs", str(logs), "--jobs", str(args.jobs), "--rate",
                                str(args.rate), "--times", str(work / "written.json")])
@@ -357,6 +360,8 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
                  ("restart: first pass ends after", f"{first_pass['end'] - t0:.2f} s "
                   f"({first_pass['wall_s']:.2f} s wall, {first_pass['cpu_s']:.2f} s CPU, "
                   f"{first_pass.get('db_calls', 0):,.0f} aiosqlite calls)"),
+                 ("restart: every sweep planned after",
+                  _all_planned(passes, -(-args.jobs // args.runs_per_sweep), t0)),
                  ("restart: later passes", _pass_summary(passes[1:]))]
 
         third = _start_daemon(work, config, "passes-3.json")
@@ -378,6 +383,17 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
         print(f"{key:<{width}}  {value}")
     print(f"work dir: {work}")
     return third.returncode == 0
+
+
+def _all_planned(passes: list[dict[str, float]], sweeps: int, t0: float) -> str:
+    """When the restarted daemon had planned each of its running sweeps once (a new process
+    plans them all, at most `PLAN_BUDGET_S` of it per pass)."""
+    done = 0.0
+    for i, p in enumerate(passes):
+        done += p.get("advanced", 0.0)
+        if done >= sweeps:
+            return f"{p['end'] - t0:.2f} s (end of pass {i + 1}, {sweeps:,} sweeps)"
+    return f"not within the run ({done:,.0f} of {sweeps:,} sweeps)"
 
 
 def _pass_summary(passes: list[dict[str, float]]) -> str:

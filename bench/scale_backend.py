@@ -160,6 +160,7 @@ class PassStats:
             t = time.perf_counter()
             await advance(engine, sweep)
             stats.add("advance_s", time.perf_counter() - t)
+            stats.add("advanced", 1)
 
         async def counted_execute(conn: Connection, fn: Any, *a: Any, **k: Any) -> Any:
             stats.add("db_calls", 1)

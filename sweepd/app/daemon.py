@@ -147,21 +147,34 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
         # Before recovery: a bad token or token file refuses the start (SecretError).
         workers = build_workers(config.telegram, parts.store, parts.service, parts.engine.news)
         parts.service.allowed_chats = frozenset(workers.chat_ids)   # what a spec may name
-        # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs, re-tail
-        # running ones from their stored offsets.
-        await parts.engine.step()
+        # The engine takes the daemon's stop request between two jobs or sweeps of a pass.
+        parts.engine.stopping = stop
         # The metrics port before the socket: a start refused for its port never listened
         # on the socket (a client seeing it listen may take the daemon for started).
         metrics_runner: AppRunner | None = None
+        runner: AppRunner | None = None
         try:
             metrics_runner = await _metrics_listener(parts.service, config)
             runner = await start_server(parts.service, config.daemon.socket_path,
                                         config.daemon.max_body_bytes, config.daemon.socket_group)
+            # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs,
+            # re-tail running ones from their stored offsets. The socket answers during it
+            # (a pass gives the loop a turn between jobs): with thousands of jobs it is long.
+            await parts.engine.step()
         except BaseException:
+            if runner is not None:
+                await runner.cleanup()
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await workers.close()
             raise
+        if stop.is_set():   # stopped during recovery: never ready, nothing more to run
+            await runner.cleanup()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
+            await workers.close()
+            log.info("daemon.stopped", during="recovery")
+            return 0
         started.set()
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
@@ -189,7 +202,8 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await runner.cleanup()
+            if runner is not None:
+                await runner.cleanup()
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await workers.close()

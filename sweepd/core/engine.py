@@ -11,9 +11,10 @@ import asyncio
 import json
 import re
 import secrets
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -60,6 +61,20 @@ CONTROLLER_DOWN_KEY = "controller_down_since"
 # Wall seconds past a submitting command's own timeout before its attempt counts as over.
 SUBMIT_MARGIN_S = 5.0
 _TOKEN_SWEEP = re.compile(r"^sw(\d+)-")
+# A pass gives the event loop a turn (the socket's requests, a stop signal) at least every
+# this many jobs or sweeps, and every this many seconds of work: a pass over thousands of
+# jobs (a restart's backlog) otherwise holds both until it ends.
+YIELD_EVERY = 100
+YIELD_S = 0.05
+# Wall seconds of planning per pass: sweeps left when it is spent are planned by the next
+# pass, in the same order (their jobs are read and judged in between).
+PLAN_BUDGET_S = 0.5
+
+
+class PassStopped(BaseException):
+    """A stop request ended the pass between two jobs or sweeps. A BaseException, like a
+    cancellation: no `except Exception` on the way (a sweep's planning) may take it for a
+    defect."""
 
 
 @dataclass
@@ -104,6 +119,10 @@ class Engine:
     _dirty: set[int] | None = field(default=None, init=False)
     # Each sweep's spec, parsed once from the store (as accepted: see `stored_spec`).
     _specs: dict[int, SweepSpec] = field(default_factory=dict, init=False)
+    # The daemon's stop request: set, it ends a pass at its next checkpoint.
+    stopping: asyncio.Event | None = field(default=None, init=False)
+    _since_yield: int = field(default=0, init=False)
+    _yielded_at: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self.follower = LogFollower(self.store, self.clock, self.hang_limit())
@@ -159,10 +178,33 @@ class Engine:
         one; a mark before this pass plans is planned by this pass."""
         self.changed.clear()
         self._planning = True
+        self._since_yield, self._yielded_at = 0, time.monotonic()
         try:
             await self._pass()
+        except PassStopped:
+            # What the pass had not reached is the next pass's: every sweep planned again
+            # (as by a new process), every log read again from its stored offset.
+            self._dirty = None
+            await self.follower.retain(set())
+            log.info("pass.stopped")
         finally:
             self._planning = False
+
+    def stop_requested(self) -> bool:
+        return self.stopping is not None and self.stopping.is_set()
+
+    async def checkpoint(self) -> None:
+        """Between two jobs or sweeps of a pass: give the event loop a turn now and then
+        (the socket answers during a long pass), and end the pass on a stop request. Every
+        job or sweep is handled whole or not at all: what is left is the next pass's (a
+        new process's)."""
+        self._since_yield += 1
+        if self._since_yield >= YIELD_EVERY or time.monotonic() - self._yielded_at >= YIELD_S:
+            self._since_yield = 0
+            await asyncio.sleep(0)
+            self._yielded_at = time.monotonic()
+        if self.stop_requested():
+            raise PassStopped
 
     async def _pass(self) -> None:
         if self._dirty is None:   # a new process: a crash may have come between an end and
@@ -173,22 +215,38 @@ class Engine:
                                                   "sweep started", rule="engine.start")
                 self.mark(sweep.id)
         jobs = await self.store.active_jobs()
+        await self.checkpoint()   # a stop that came while thousands of rows were read
         statuses = await self._poll(jobs)
         if statuses is None:
             return
-        fresh = await self._read_logs(jobs, statuses)
-        if any(j.state == JobState.SUBMITTING for j in jobs):
-            fresh = await self.store.active_jobs()  # reconciled ones changed state meanwhile
+        await self.checkpoint()
+        await self._read_logs(jobs, statuses)
+        # The jobs as they now are: the logs' facts applied (the store keeps the rows and
+        # applies what it wrote), reconciled ones in their new state. Not a second full
+        # read: only rows written some other way are read again.
+        fresh = await self.store.active_jobs()
         now = self.clock.now()
         for job in fresh:
+            await self.checkpoint()
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
             if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
-                with _superseded("job", job.id):
+                try:   # `_superseded`, inline: per job and pass, a context manager costs
                     await self._judge(job, statuses.get(job.backend_id or ""), now)
+                except InvalidTransition as e:
+                    _log_superseded("job", job.id, e)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:
-            for sweep in await self._sweeps_to_advance():
+            sweeps = await self._sweeps_to_advance()
+            began = time.monotonic()
+            for i, sweep in enumerate(sweeps):
+                if i and time.monotonic() - began >= PLAN_BUDGET_S:
+                    # The rest is the next pass's, at once: a new process plans every running
+                    # sweep, and its first pass would otherwise last as long as all of them.
+                    self._dirty = (self._dirty or set()) | {s.id for s in sweeps[i:]}
+                    self.wake()
+                    break
+                await self.checkpoint()
                 await self._advance_or_stop(sweep)
         except ControllerUnreachable as e:
             await self._controller_down(str(e))
@@ -211,39 +269,40 @@ class Engine:
     async def _sweeps_to_advance(self) -> list[Sweep]:
         """Running sweeps with something new (all of them on a process's first pass), or a
         retry whose waiting period is over."""
-        running = await self.store.sweeps([SweepState.RUNNING])
         due = await self.store.sweeps_with_due_retries(self.clock.now())
         dirty, self._dirty = self._dirty, set()
         self._planning = False
+        if dirty is not None and not dirty and not due:
+            return []   # nothing new: the running sweeps are not even read
+        running = await self.store.sweeps([SweepState.RUNNING])
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
-    async def _read_logs(self, jobs: Sequence[Job],
-                         statuses: dict[str, JobStatus]) -> list[Job]:
-        """Read every due log; store all the facts in one transaction. Returns the jobs as
-        they now are in the store (the stored fields applied, no second query)."""
+    async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
+        """Read every due log; store all the facts in one transaction."""
         now = self.clock.now()
         due = []
         for job in jobs:
             status = statuses.get(job.backend_id or "")
             finished = status is not None and status.state.finished
-            tail = self._tail.setdefault(job.id, _TailClock())
+            tail = self._tail.get(job.id)
+            if tail is None:
+                tail = self._tail[job.id] = _TailClock()
             if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
                 due.append(job)
-        chunks = await self.follower.read_chunks(due)
+        chunks = await self.follower.read_chunks(due, self.checkpoint, self.stop_requested)
         written = [c for c in chunks if c is not None]
         await self.store.record_logs(written)
-        observe_stored(due, written)   # line -> stored latency, for /metrics
-        by_job = {c.job_id: c.fields for c in written}
-        base = self.config.policy.tail_interval_s
+        observe_stored(written)   # line -> stored latency, for /metrics
+        base, most = self.config.policy.tail_interval_s, self.config.policy.tail_backoff_max_s
+        news = False
         for job, chunk in zip(due, chunks, strict=True):
             tail = self._tail[job.id]
             fresh = chunk is not None and "last_output_at" in chunk.fields
-            tail.interval = base if fresh else min(max(tail.interval * 2, base),
-                                                   self.config.policy.tail_backoff_max_s)
+            tail.interval = base if fresh else min(max(tail.interval * 2, base), most)
             tail.next_at = now + tail.interval
-            if fresh:
-                self.notify()
-        return [replace(j, **by_job[j.id]) if j.id in by_job else j for j in jobs]
+            news = news or fresh
+        if news:   # once: a waiting client wakes at the first, and nothing runs in between
+            self.notify()
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
@@ -686,7 +745,11 @@ def _superseded(what: str, row_id: int) -> Iterator[None]:
     try:
         yield
     except InvalidTransition as e:
-        log.warning("pass.superseded", row=what, id=row_id, error=str(e))
+        _log_superseded(what, row_id, e)
+
+
+def _log_superseded(what: str, row_id: int, e: InvalidTransition) -> None:
+    log.warning("pass.superseded", row=what, id=row_id, error=str(e))
 
 
 def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[str],

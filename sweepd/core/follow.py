@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,15 @@ from sweepd.util.clock import Clock
 log = structlog.get_logger("sweepd.core.follow")
 
 
-def _read_all(tailers: Sequence[LogTailer | None]) -> list[list[tuple[int, str]]]:
+def _read_all(tailers: Sequence[LogTailer | None],
+              stopped: Callable[[], bool] | None = None) -> list[list[tuple[int, str]]]:
+    """Every log's new lines; once `stopped` says so, no more logs are read (a restart's
+    backlog over thousands of logs takes seconds, and a stop must not wait for it)."""
     out: list[list[tuple[int, str]]] = []
     for tailer in tailers:
+        if stopped is not None and stopped():
+            out.append([])
+            continue
         try:
             out.append(tailer.read_lines_sync() if tailer is not None else [])
         except OSError as e:  # one unreadable log must not stop the others being read
@@ -79,6 +85,8 @@ class LogChunk:
     fields: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     signals: list[dict[str, Any]] = field(default_factory=list)
+    # The log's mtime when it was read: when its newest line was written (for /metrics).
+    written_at: float | None = None
 
 
 def _other_rank_step(line: str) -> bool:
@@ -108,27 +116,46 @@ class LogFollower:
         if tailer is not None:
             await tailer.close()
 
+    @property
+    def reads(self) -> dict[int, int]:
+        """How many times each followed job's log was read (a log that did not grow since
+        its last read is looked at with one `stat`, not read)."""
+        return {job_id: t.reads for job_id, t in self._tailers.items()}
+
     def behind(self, job_id: int) -> bool:
         """The last read left bytes of the job's log for the next one (one read is bounded):
         a job that has ended is judged only once its log is read to the end."""
         tailer = self._tailers.get(job_id)
         return tailer is not None and tailer.has_more
 
-    async def read_chunks(self, jobs: Sequence[Job]) -> list[LogChunk | None]:
+    async def read_chunks(self, jobs: Sequence[Job],
+                          checkpoint: Callable[[], Awaitable[None]] | None = None,
+                          stopped: Callable[[], bool] | None = None,
+                          ) -> list[LogChunk | None]:
         """The facts in what is new in each job's log, not yet stored (the engine stores a
         whole pass's chunks in one transaction); None where nothing changed. All the file
-        reads happen in one worker-thread call."""
+        reads happen in one worker-thread call; `checkpoint` is awaited before each log
+        with new lines is parsed (a stop may end the pass there: nothing of it is stored,
+        and the caller drops the tailers, whose offsets moved on, to re-read from the
+        stored ones). `stopped` is asked in the reading thread between two logs: once it
+        says so, the rest is not read, and `checkpoint` ends the pass."""
         tailers = [self._tailer(job) for job in jobs]
-        lines = await asyncio.to_thread(_read_all, tailers)
+        lines = await asyncio.to_thread(_read_all, tailers, stopped)
+        if stopped is not None and stopped() and checkpoint is not None:
+            await checkpoint()
         # One `lost` per job for the pass: what is told and what is stored agree.
         now = self._clock.now()
         lost = [t is not None and _lost(job, t, now, self._grace_s)
                 for job, t in zip(jobs, tailers, strict=True)]
         for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
-            if tailer is not None:
+            if tailer is not None and (gone or tailer.detached):
                 await self._tell(job, tailer, gone)
-        return [self._chunk(job, t, got, gone) if t is not None else None
-                for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True)]
+        out: list[LogChunk | None] = []
+        for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True):
+            if got and checkpoint is not None:
+                await checkpoint()
+            out.append(self._chunk(job, t, got, gone) if t is not None else None)
+        return out
 
     async def _tell(self, job: Job, tailer: LogTailer, lost: bool) -> None:
         """A log that vanished or cannot be read is news for the person: the job is then
@@ -178,6 +205,7 @@ class LogFollower:
         chunk = self._facts(job, lines)
         chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
                             last_output_at=self._clock.now())
+        chunk.written_at = tailer.mtime
         return chunk
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:

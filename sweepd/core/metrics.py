@@ -9,7 +9,6 @@ line-to-stored latency of log facts.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,18 +48,13 @@ LINE_TO_STORED = Histogram("sweepd_line_to_stored_seconds",
                            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 
 
-def observe_stored(jobs: Sequence[Any], chunks: Sequence[Any]) -> None:
+def observe_stored(chunks: Sequence[Any]) -> None:
     """After a store commit of log facts: how long after the newest line was written.
-    The file's mtime stands for the newest line's time (the trainer writes, then we read)."""
+    The file's mtime when it was read (`written_at`) stands for the newest line's time."""
     now = time.time()
-    paths = {j.id: j.log_path for j in jobs}
     for chunk in chunks:
-        path = paths.get(chunk.job_id)
-        if path and "last_output_at" in chunk.fields:
-            try:
-                LINE_TO_STORED.observe(max(0.0, now - os.stat(path).st_mtime))
-            except OSError:
-                continue
+        if chunk.written_at is not None and "last_output_at" in chunk.fields:
+            LINE_TO_STORED.observe(max(0.0, now - chunk.written_at))
 
 
 @dataclass

@@ -59,7 +59,7 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 def strip_line(raw: str) -> tuple[int | None, str, str]:
     """(rank, line without ANSI/CRLF, same line also without the rank prefix)."""
-    line = _ANSI.sub("", raw).rstrip("\r\n")
+    line = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip("\r\n")
     m = _RANK.match(line)
     if m is None:
         return None, line, line

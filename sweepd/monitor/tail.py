@@ -53,6 +53,8 @@ class LogTailer:
         self.restart_reason: str | None = None   # "truncated" / "replaced", last restart
         self.has_more = False              # bytes beyond `offset` were left for next call
         self.last_read_bytes = 0           # bytes read from disk by the last call
+        self.reads = 0                     # calls that read the file (it had grown)
+        self.mtime: float | None = None    # the file's mtime when last looked at
         self._sync_file: BinaryIO | None = None
         self._sync_identity: str | None = None
 
@@ -68,6 +70,7 @@ class LogTailer:
         size = self._open_size()
         if size is None or size <= self.offset or self._sync_file is None:
             return []
+        self.reads += 1
         self._sync_file.seek(self.offset)
         data = self._sync_file.read(self.chunk_bytes)
         self.last_read_bytes = len(data)
@@ -102,6 +105,7 @@ class LogTailer:
             self._sync_file, self._sync_identity = f, self.identity
             st = fst
         self.lost = self.detached = None
+        self.mtime = st.st_mtime
         return st.st_size
 
     def _unreachable(self, why: str) -> int | None:
@@ -111,7 +115,8 @@ class LogTailer:
             self.lost = why
             return None
         self.detached = why
-        size = os.fstat(self._sync_file.fileno()).st_size
+        fst = os.fstat(self._sync_file.fileno())
+        size, self.mtime = fst.st_size, fst.st_mtime
         if size < self.offset:
             self._check_identity(self.identity or "", size)
         return size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
@@ -69,6 +70,16 @@ class _Row:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    def with_fields(self, changed: Mapping[str, Any]) -> Self:
+        """A copy with these fields changed: `dataclasses.replace` without re-running
+        `__init__` (the rows have no checks there), for the thousands of jobs a pass moves
+        on (their offsets and output times). The names are not checked: the store checks
+        them against its columns before it writes them."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changed)
+        return copy
 
 
 @dataclass(frozen=True)

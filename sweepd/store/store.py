@@ -34,6 +34,11 @@ E = TypeVar("E", bound=StrEnum)
 
 _JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
 _RUN_FIELDS = frozenset({"outcome", "tgs", "mfu", "failure_class", "detail", "not_before"})
+# What a pass's log reading writes to most jobs: applied to the kept active jobs as written
+# (they read back the same), instead of reading the rows again.
+_TAIL_FIELDS = frozenset({"log_offset", "log_identity", "last_output_at", "phase", "last_step"})
+# Rows per `WHERE id IN (...)` read (well under SQLite's limit on bound parameters).
+_IDS_PER_QUERY = 500
 
 
 class LogChunkLike(Protocol):
@@ -57,6 +62,12 @@ class Store:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._owner: asyncio.Task[Any] | None = None
+        # The active jobs as last read, by id, kept between passes: a pass re-reads only
+        # the rows this connection wrote since (`_stale_jobs`), and all of them when
+        # another connection committed (`PRAGMA data_version` moved).
+        self._active: dict[int, Job] | None = None
+        self._stale_jobs: set[int] = set()
+        self._data_version: int | None = None
 
     @classmethod
     async def open(cls, path: Path | str) -> Store:
@@ -352,6 +363,7 @@ class Store:
             await self._event(conn, run.sweep_id, "transition",
                               f"submitting attempt {attempt} of {run.label} on {nodes}",
                               run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
+        self._written([job_id])
         return await self.job(job_id)
 
     async def job(self, job_id: int) -> Job:
@@ -363,10 +375,46 @@ class Store:
         return [Job.from_row(r) for r in rows]
 
     async def active_jobs(self) -> list[Job]:
-        wanted = [str(s) for s in JOB_ACTIVE]
-        marks = ",".join("?" * len(wanted))
-        rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id", wanted)
-        return [Job.from_row(r) for r in rows]
+        """Every job in an active state, by id. Read whole once; after that only the rows
+        written since through this store (and, after another connection's commit, whole
+        again): with thousands of jobs followed, rebuilding every row on every pass cost
+        more than reading the logs."""
+        version = int((await self._all("PRAGMA data_version"))[0][0])
+        if self._active is None or version != self._data_version:
+            self._stale_jobs.clear()
+            wanted = [str(s) for s in JOB_ACTIVE]
+            marks = ",".join("?" * len(wanted))
+            rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
+                                   wanted)
+            self._active = {int(r["id"]): Job.from_row(r) for r in rows}
+            self._data_version = version
+        elif self._stale_jobs:
+            # Taken before the reads: a write meanwhile marks its row for the next call.
+            stale, self._stale_jobs = sorted(self._stale_jobs), set()
+            fresh = {job.id: job for job in await self._jobs_by_ids(stale)}
+            for job_id in stale:
+                job = fresh.get(job_id)
+                if job is not None and job.state in JOB_ACTIVE:
+                    self._active[job_id] = job
+                else:
+                    self._active.pop(job_id, None)
+            self._active = dict(sorted(self._active.items()))
+        return list(self._active.values())
+
+    async def _jobs_by_ids(self, ids: Sequence[int]) -> list[Job]:
+        out: list[Job] = []
+        for i in range(0, len(ids), _IDS_PER_QUERY):
+            part = ids[i:i + _IDS_PER_QUERY]
+            rows = await self._all(f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(part))})"
+                                   " ORDER BY id", part)
+            out += [Job.from_row(r) for r in rows]
+        return out
+
+    def _written(self, job_ids: Iterable[int]) -> None:
+        """These job rows were written (or a write to them was tried): the next
+        `active_jobs` reads them again. Called after the write, never before: a read in
+        between would otherwise take the old row for the new one."""
+        self._stale_jobs.update(job_ids)
 
     async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
         wanted = sorted(set(tokens))
@@ -404,11 +452,14 @@ class Store:
         if unknown:
             raise ValueError(f"not job fields: {sorted(unknown)}")
         job = await self.job(job_id)
-        async with self.tx() as conn:
-            old = await self._guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
-            await self._event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
-                              job_id=job_id, from_state=old, to_state=to, rule=rule,
-                              evidence=evidence)
+        try:
+            async with self.tx() as conn:
+                old = await self._guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
+                await self._event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
+                                  job_id=job_id, from_state=old, to_state=to, rule=rule,
+                                  evidence=evidence)
+        finally:
+            self._written([job_id])
 
     async def update_job(self, job_id: int, **fields: Any) -> None:
         """Progress that is not a state change (offsets, phase, scheduler state)."""
@@ -416,14 +467,34 @@ class Store:
         if unknown or not fields:
             raise ValueError(f"bad job fields: {sorted(unknown) or 'none'}")
         sets = ", ".join(f"{k} = ?" for k in fields)
-        async with self.tx() as conn:
-            await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
+        try:
+            async with self.tx() as conn:
+                await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
+                                   (*fields.values(), job_id))
+        finally:
+            self._written([job_id])
 
     async def record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
         """Facts read from logs, each with its job's new offset, in one transaction: a crash
         can never store facts without their offset (or the reverse)."""
         if not chunks:
             return
+        # Inside a caller's transaction the write may yet be rolled back: read again.
+        nested = self._lock.locked() and self._owner is asyncio.current_task()
+        try:
+            await self._record_logs(chunks)
+        except BaseException:
+            self._written(c.job_id for c in chunks)
+            raise
+        active = self._active if self._active is not None else {}
+        for c in chunks:
+            kept = active.get(c.job_id)
+            if kept is not None and not nested and c.fields.keys() <= _TAIL_FIELDS:
+                active[c.job_id] = kept.with_fields(c.fields)
+            else:
+                self._written([c.job_id])
+
+    async def _record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
         async with self.tx() as conn:
             await conn.executemany(
                 "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"

@@ -1,0 +1,281 @@
+"""A pass over many jobs: the socket answers while it runs, a stop ends it between two
+jobs, and a log that did not change is not read (issue 24's scale points). No timing:
+each test asserts on what happened and in which order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import aiohttp
+import pytest
+
+import sweepd.app.daemon as daemon_mod
+import sweepd.core.engine as engine_mod
+import sweepd.core.follow as follow_mod
+from sweepd.app.daemon import serve
+from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
+from sweepd.config import Config, load_config
+from sweepd.core.engine import Engine
+from sweepd.core.states import JobState, RunState
+from sweepd.monitor.facts import LineFact
+from sweepd.monitor.tail import LogTailer
+from sweepd.store.rows import RunParams, Sweep
+from sweepd.store.store import Store
+from sweepd.util.clock import Clock
+
+# Checkpoints every few jobs here (100 in the daemon): the same code on fewer jobs.
+YIELD_EVERY = 10
+STEP = "0: completed step: {n}, seconds: 1.000, TFLOP/s/device: 400.0, Tokens/s/device: 1400.0"
+
+
+class _Running:
+    """A scheduler that has every job RUNNING (only the logs matter)."""
+
+    name = "running"
+    submit_timeout_s = 0.0
+
+    async def close(self) -> None:
+        return None
+
+    async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
+        return {b: JobStatus(SchedulerState.RUNNING) for b in backend_ids}
+
+    async def live_tokens(self) -> dict[str, str]:
+        return {}
+
+    async def cancel(self, backend_id: str) -> None:
+        raise AssertionError(f"nothing is to be cancelled here ({backend_id})")
+
+
+async def _seed(store: Store, logs: Path, count: int, lines: int) -> list[Path]:
+    """`count` running jobs of model-perf sweeps, each log holding `lines` step lines."""
+    logs.mkdir(exist_ok=True)
+    paths = []
+    sweep = await store.create_sweep("model-perf", "scale", {
+        "kind": "model-perf", "model": "llama2-70b", "nodes": "bn[0000-0009]",
+        "values": [1, 2]})
+    for j in range(count):
+        run = await store.add_run(sweep, f"b={j}", RunParams(overrides={"b": j}), f"bn{j:04d}",
+                                  "seeded")
+        await store.transition_run(run.id, RunState.ACTIVE, "seeded")
+        job = await store.create_job(run, f"tok{j}", f"job-{j}", f"bn{j:04d}")
+        path = logs / f"job-{j}.log"
+        path.write_text("".join(STEP.format(n=n) + "\n" for n in range(lines)))
+        await store.transition_job(job.id, JobState.QUEUED, "seeded", backend_id=str(j),
+                                   log_path=str(path), submitted_at=time.time())
+        await store.transition_job(job.id, JobState.RUNNING, "seeded",
+                                   last_output_at=time.time())
+        paths.append(path)
+    return paths
+
+
+@asynccontextmanager
+async def _engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    config = _config(tmp_path)
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    engine = Engine(store, cast(ClusterBackend, _Running()), Clock(1.0), config)
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        await store.close()
+
+
+def _config(tmp_path: Path) -> Config:
+    return load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
+                              "daemon.socket": str(tmp_path / "sweepd.sock"),
+                              "daemon.tick_s": 0.02})
+
+
+async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_mod, "YIELD_EVERY", YIELD_EVERY)
+    jobs = 3 * YIELD_EVERY
+    stop = asyncio.Event()
+    parsed: list[str] = []
+    armed = [True]   # one stop, in the first pass
+    real_parse = follow_mod.parse_line
+
+    def parse(line: str) -> LineFact | None:
+        if not parsed and not stop.is_set() and armed:
+            # The stop arrives through the event loop, as a signal handler's does.
+            asyncio.get_running_loop().call_soon(stop.set)
+            armed.clear()
+        parsed.append(line)
+        return real_parse(line)
+
+    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    async with _engine(tmp_path) as engine:
+        paths = await _seed(engine.store, tmp_path / "logs", jobs, lines=3)
+        engine.stopping = stop
+        await engine.step()
+        # The stop was taken at the first checkpoint after it came: the pass parsed at most
+        # one checkpoint's worth of the logs, and stored nothing (no offset moved).
+        assert stop.is_set()
+        assert 0 < len(parsed) <= 3 * YIELD_EVERY < 3 * jobs
+        assert all(j.log_offset == 0 and j.last_step is None
+                   for j in await engine.store.active_jobs())
+        # The next pass (no stop) reads every log from its stored offset, all of it.
+        stop.clear()
+        parsed.clear()
+        await engine.step()
+        assert len(parsed) == 3 * jobs
+        stored = await engine.store.active_jobs()
+        assert [j.log_offset for j in stored] == [p.stat().st_size for p in paths]
+        assert {j.last_step for j in stored} == {2}
+
+
+async def test_only_logs_that_changed_are_read_again(tmp_path: Path) -> None:
+    async with _engine(tmp_path) as engine:
+        paths = await _seed(engine.store, tmp_path / "logs", 5, lines=2)
+        await engine.step()
+        first = dict(engine.follower.reads)
+        assert first == {j.id: 1 for j in await engine.store.active_jobs()}
+        with paths[3].open("a") as f:
+            f.write(STEP.format(n=2) + "\n")
+        for _ in range(3):
+            engine._tail.clear()   # every log due now, not after the tail interval
+            await engine.step()
+        changed = [j.id for j in await engine.store.active_jobs()][3]
+        # One more read of the log that grew; none of the four quiet ones.
+        assert engine.follower.reads == {**first, changed: 2}
+        assert (await engine.store.job(changed)).last_step == 2
+
+
+async def test_the_socket_answers_before_the_first_pass_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    real_make = daemon_mod.make_backend
+
+    class Held:
+        """The real backend, whose first stray check (in the first pass) waits for the
+        test: the first pass is under way until the test lets it go."""
+
+        def __init__(self, inner: ClusterBackend) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        async def live_tokens(self) -> dict[str, str]:
+            entered.set()
+            await release.wait()
+            return await self._inner.live_tokens()
+
+    def make(config: Config) -> tuple[ClusterBackend, Any]:
+        inner, clock = real_make(config)
+        return cast(ClusterBackend, Held(inner)), clock
+
+    monkeypatch.setattr(daemon_mod, "make_backend", make)
+    config = _config(tmp_path)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    daemon = asyncio.create_task(serve(config, stop, ready.set))
+    try:
+        await asyncio.wait_for(entered.wait(), 20)
+        connector = aiohttp.UnixConnector(path=str(config.daemon.socket_path))
+        async with aiohttp.ClientSession(connector=connector) as session, \
+                session.get("http://sweepd/health") as answer:
+            assert answer.status == 200 and (await answer.json()) == {"ok": True}
+        # The answer came while the first pass was still waiting on the scheduler.
+        assert not ready.is_set() and not release.is_set()
+        release.set()
+        await asyncio.wait_for(ready.wait(), 20)
+    finally:
+        release.set()
+        stop.set()
+        assert await asyncio.wait_for(daemon, 20) == 0
+
+
+async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_the_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM's handler sets the stop event; here the test sets it while the daemon's
+    first pass parses a backlog of many logs."""
+    monkeypatch.setattr(engine_mod, "YIELD_EVERY", YIELD_EVERY)
+    config = _config(tmp_path)
+    config.daemon.state_dir.mkdir(parents=True)
+    store = await Store.open(config.daemon.db_path)
+    try:
+        await _seed(store, tmp_path / "logs", 2 * YIELD_EVERY, lines=2)
+    finally:
+        await store.close()
+    stop = asyncio.Event()
+    parsed: list[str] = []
+    real_parse = follow_mod.parse_line
+
+    def parse(line: str) -> LineFact | None:
+        if not parsed:   # the stop arrives through the event loop, as SIGTERM's does
+            asyncio.get_running_loop().call_soon(stop.set)
+        parsed.append(line)
+        return real_parse(line)
+
+    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    def make(config: Config) -> tuple[ClusterBackend, Clock]:
+        return cast(ClusterBackend, _Running()), Clock(1.0)
+
+    monkeypatch.setattr(daemon_mod, "make_backend", make)
+    ready = asyncio.Event()
+    assert await asyncio.wait_for(serve(config, stop, ready.set), 20) == 0
+    # It ended inside its first pass: not every log was parsed, none stored, never ready.
+    assert 0 < len(parsed) < 2 * 2 * YIELD_EVERY
+    assert not ready.is_set()
+    store = await Store.open(config.daemon.db_path)
+    try:
+        assert all(j.log_offset == 0 for j in await store.active_jobs())
+    finally:
+        await store.close()
+
+
+async def test_a_new_process_plans_its_sweeps_over_passes_in_order_within_a_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no budget left after the first sweep, each pass plans one sweep, the next one
+    in order, and wakes the loop for the rest; every sweep is planned once."""
+    planned: list[int] = []
+
+    async def advance(engine: Engine, sweep: Sweep) -> None:
+        planned.append(sweep.id)
+
+    monkeypatch.setattr(Engine, "_advance", advance)
+    monkeypatch.setattr(engine_mod, "PLAN_BUDGET_S", 0.0)
+    async with _engine(tmp_path) as engine:
+        ids = [await engine.store.create_sweep("model-perf", f"s{i}", {"kind": "model-perf"})
+               for i in range(3)]
+        per_pass = []
+        for _ in range(4):
+            planned.clear()
+            await engine.step()
+            per_pass.append((list(planned), engine.changed.is_set()))
+        assert per_pass == [([ids[0]], True), ([ids[1]], True), ([ids[2]], False), ([], False)]
+
+
+async def test_a_stop_while_the_logs_are_read_leaves_the_rest_unread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All of a pass's logs are read in one worker thread (a restart's backlog over
+    thousands of logs takes seconds): a stop arriving meanwhile is asked between two logs."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    read: list[Path] = []
+    real = LogTailer.read_lines_sync
+
+    def reading(tailer: LogTailer) -> list[tuple[int, str]]:
+        read.append(tailer.path)
+        if len(read) == 3:   # the stop comes (on the event loop) while the third is read
+            loop.call_soon_threadsafe(stop.set)
+            for _ in range(500):
+                if stop.is_set():
+                    break
+                time.sleep(0.01)
+        return real(tailer)
+
+    monkeypatch.setattr(LogTailer, "read_lines_sync", reading)
+    async with _engine(tmp_path) as engine:
+        await _seed(engine.store, tmp_path / "logs", 8, lines=2)
+        engine.stopping = stop
+        await engine.step()
+        assert stop.is_set() and len(read) == 3   # the five others were not read
+        assert all(j.log_offset == 0 for j in await engine.store.active_jobs())
