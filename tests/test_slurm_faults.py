@@ -21,7 +21,7 @@ from sweepd.store.store import Store
 from tests.daemon_proc import Daemon
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import cluster_env, run_cluster_script, slurm_dir
-from tests.slurm_sweep import FAST_POLICY, SIM, direct_config
+from tests.slurm_sweep import FAST_POLICY, HEADER, SIM, SUMMARY, direct_config
 
 pytestmark = pytest.mark.slurm
 
@@ -214,7 +214,7 @@ def _daemon_toml(tmp_path: Path, scenario: Path) -> Path:
     slurm = {"mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
              "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir",
                                str(tmp_path / "sim-state")],
-             "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"]}
+             "header_command": HEADER, "summary_command": SUMMARY}
     lines = ["[daemon]", f'state_dir = "{tmp_path / "state"}"',
              f'socket = "{tmp_path / "sweepd.sock"}"', "tick_s = 0.1", "",
              "[cluster]", 'backend = "slurm"', "", "[cluster.slurm]",
