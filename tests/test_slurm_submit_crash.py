@@ -116,6 +116,9 @@ def _settled(db: Path, trail: Path) -> bool:
             and all(state != "submitting" for _, _, state in rows))
 
 
+# 20 daemon starts (each imports the whole daemon: seconds on a loaded 2-core machine) and
+# 24 paused submissions one at a time: over the default 120 s there.
+@pytest.mark.timeout(300)
 def test_kill_during_slow_sbatch_submits_once_and_tracks_all(
         tmp_path: Path, slurm_env: dict[str, str]) -> None:
     wrapper, trail = _slow_sbatch(tmp_path)
