@@ -114,6 +114,9 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
+# A batch job is scheduled as soon as it is submitted (the default waits up to 3 s to batch
+# submissions together): most test jobs start on idle nodes, one after another.
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 # Finished jobs stay visible to squeue/scontrol for an hour (sweepd polls them there).
 MinJobAge=3600

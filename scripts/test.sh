@@ -45,6 +45,9 @@ if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
   .venv/bin/pip install --quiet -e '.[test,bench]'
   touch "$stamp"
 fi
+# Byte-compile the project: where PYTHONDONTWRITEBYTECODE is set no process writes it, and
+# every process the tests start (daemons, CLIs, each simulated rank) would compile sweepd anew.
+.venv/bin/python -m compileall -q sweepd >/dev/null
 if [ -n "$apt_pid" ]; then wait "$apt_pid"; fi
 
 # Two local clusters (other directory and ports for the second): each test worker runs the
