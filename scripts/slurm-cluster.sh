@@ -2,7 +2,7 @@
 # A real Slurm cluster on localhost for sweepd's integration tests: one slurmctld and one
 # slurmd per (fake) node, all under one directory with its own munged, config and state.
 #
-#   scripts/slurm-cluster.sh {install|start|check|stop|status} [--nodes N] [--dir DIR]
+#   scripts/slurm-cluster.sh {install|missing|start|check|stop|status} [--nodes N] [--dir DIR]
 #                            [--cluster 1|2]
 #
 # `--cluster 2` is a second, independent cluster beside the first (its own directory,
@@ -14,7 +14,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 {install|start|check|stop|status} [--nodes N] [--dir DIR] [--cluster 1|2]" >&2
+    echo "usage: $0 {install|missing|start|check|stop|status} [--nodes N] [--dir DIR] [--cluster 1|2]" >&2
     exit 2
 }
 
@@ -65,12 +65,19 @@ NAMES=$(node_names)
 
 alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-cmd_install() {
+# The Debian packages of the commands the cluster needs that are not installed (one line).
+cmd_missing() {
     local missing=()
     command -v slurmctld >/dev/null || missing+=(slurmctld)
     command -v slurmd >/dev/null || missing+=(slurmd)
     command -v sbatch >/dev/null || missing+=(slurm-client)
     command -v munged >/dev/null || missing+=(munge)
+    echo "${missing[*]}"
+}
+
+cmd_install() {
+    local missing=()
+    read -r -a missing <<<"$(cmd_missing)"
     if [[ ${#missing[@]} -gt 0 ]]; then
         echo "installing: ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
@@ -107,6 +114,9 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
+# A batch job is scheduled as soon as it is submitted (the default waits up to 3 s to batch
+# submissions together): most test jobs start on idle nodes, one after another.
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 # Finished jobs stay visible to squeue/scontrol for an hour (sweepd polls them there).
 MinJobAge=3600
@@ -240,6 +250,7 @@ cmd_status() {
 
 case $CMD in
     install) cmd_install ;;
+    missing) cmd_missing ;;
     start) cmd_start ;;
     check) cmd_check ;;
     stop) cmd_stop ;;

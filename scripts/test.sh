@@ -17,6 +17,26 @@ for arg in "$@"; do
   if [ "$arg" = "--keep-cluster" ]; then keep=1; else pytest_args+=("$arg"); fi
 done
 
+# Debian packages the tests need (as root, when missing), installed while pip fills the venv:
+# one `apt-get update` for all, without recommends.
+# curl: the socket-permission tests ask the daemon as another user, as a person would.
+# systemd-analyze: a test verifies the unit file. g++: tests/test_bench_smoke.py builds
+# bench/*.cpp. Slurm and munge: scripts/slurm-cluster.sh says which of its own are missing.
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v g++ >/dev/null || missing+=(g++)
+read -r -a slurm_missing <<<"$(bash scripts/slurm-cluster.sh missing)"
+missing+=(${slurm_missing[@]+"${slurm_missing[@]}"})
+apt_pid=
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  ( export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" ) &
+  apt_pid=$!
+fi
+
 # (Re)install when the venv is missing or pyproject.toml changed since the last install.
 stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
@@ -25,21 +45,13 @@ if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
   .venv/bin/pip install --quiet -e '.[test,bench]'
   touch "$stamp"
 fi
-
-# curl: the socket-permission tests ask the daemon as another user, as a person would.
-# systemd-analyze: a test verifies the unit file.
-missing=()
-command -v curl >/dev/null || missing+=(curl)
-command -v systemd-analyze >/dev/null || missing+=(systemd)
-# g++: tests/test_bench_smoke.py builds bench/*.cpp.
-command -v g++ >/dev/null || missing+=(g++)
-if [ ${#missing[@]} -gt 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-fi
+# Byte-compile the project: where PYTHONDONTWRITEBYTECODE is set no process writes it, and
+# every process the tests start (daemons, CLIs, each simulated rank) would compile sweepd anew.
+.venv/bin/python -m compileall -q sweepd >/dev/null
+if [ -n "$apt_pid" ]; then wait "$apt_pid"; fi
 
 # Two local clusters (other directory and ports for the second): each test worker runs the
-# Slurm tests of one of them (tests/conftest.py splits them).
+# Slurm tests of one of them (tests/conftest.py splits them). Both start at once.
 bash scripts/slurm-cluster.sh install
 ours=1
 if bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then ours=0; fi
@@ -47,13 +59,27 @@ if [ "$ours" = 1 ] && [ "$keep" != 1 ]; then
   # On every exit, the test's status kept: the cluster goes with the run that started it.
   trap 'bash scripts/slurm-cluster.sh stop >/dev/null || true; bash scripts/slurm-cluster.sh stop --cluster 2 >/dev/null || true' EXIT
 fi
-bash scripts/slurm-cluster.sh start
-bash scripts/slurm-cluster.sh start --cluster 2
-bash scripts/slurm-cluster.sh check
-bash scripts/slurm-cluster.sh check --cluster 2
+bash scripts/slurm-cluster.sh start & start1=$!
+bash scripts/slurm-cluster.sh start --cluster 2 & start2=$!
+wait "$start1"
+wait "$start2"
 
-.venv/bin/ruff check .
-.venv/bin/mypy
+# While the clusters' nodes register and run their sanity jobs, ruff and mypy check the code.
+logs=$(mktemp -d)
+bash scripts/slurm-cluster.sh check >"$logs/1" 2>&1 & check1=$!
+bash scripts/slurm-cluster.sh check --cluster 2 >"$logs/2" 2>&1 & check2=$!
+lint=0
+.venv/bin/ruff check . || lint=$?
+[ "$lint" != 0 ] || .venv/bin/mypy || lint=$?
+checked=0
+wait "$check1" || checked=$?
+cat "$logs/1"
+wait "$check2" || checked=$?
+cat "$logs/2"
+rm -rf "$logs"
+[ "$checked" = 0 ] || exit "$checked"
+[ "$lint" = 0 ] || exit "$lint"
+
 # Four workers on two cores: two run the Slurm tests of one cluster each (tests/conftest.py
 # groups them; mostly waiting on Slurm and the simulated trainer), all four share the rest.
 .venv/bin/pytest -q -n 4 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}

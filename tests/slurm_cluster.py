@@ -37,29 +37,34 @@ def slurm_dir() -> Path:
     return Path(os.environ.get("SWEEPD_SLURM_DIR", "/tmp/sweepd-slurm"))
 
 
-# Seconds each file's Slurm tests take alone (`pytest --durations=0 -n 0 -m slurm`, summed
-# per file; measured on the shared 2-core machine, load 7-8). A file not listed counts as
-# SLURM_S_UNKNOWN. Only the balance between the two groups depends on these.
+# Seconds each file's Slurm tests take alone (`pytest -n 0 -m slurm --junitxml`, each test's
+# setup + call + teardown summed per file; measured on the shared 2-core machine under a load
+# of 8-10, cluster 2). A file not listed counts as SLURM_S_UNKNOWN (tests/test_slurm_groups.py
+# fails on it). Only the balance between the two groups depends on these.
 SLURM_S = {
-    "test_slurm_xla_sweep.py": 236,
-    "test_slurm_xla_crash.py": 119,
-    "test_slurm_faults.py": 115,
-    "test_slurm_crash.py": 104,
-    "test_slurm_submit_crash.py": 97,
-    "test_slurm_kinds.py": 92,
-    "test_slurm_cancel_log.py": 83,
-    "test_slurm_sweeps.py": 53,
-    "test_slurm_cadence.py": 41,
-    "test_slurm_backend.py": 32,
-    "test_slurm_submit_sh.py": 30,
-    "test_slurm_xla.py": 29,
-    "test_slurm_queued_dead.py": 21,
+    "test_slurm_xla_sweep.py": 220,
+    "test_slurm_crash.py": 150,
+    "test_slurm_submit_crash.py": 140,
+    "test_slurm_xla_crash.py": 115,
+    "test_slurm_faults.py": 102,
+    "test_slurm_cancel_log.py": 66,
+    "test_slurm_kinds.py": 62,
+    "test_slurm_sweeps.py": 61,
+    "test_slurm_cadence.py": 38,
+    "test_slurm_backend.py": 35,
+    "test_slurm_submit_sh.py": 33,
+    "test_job_times.py": 30,
+    "test_first_real_cluster.py": 30,
+    "test_slurm_xla.py": 26,
+    "test_slurm_queued_dead.py": 19,
     "test_cli_views.py": 9,
-    "test_smaller_refusals.py": 9,
+    "test_slurm_carry.py": 5,
+    "test_repo_models.py": 4,
+    "test_smaller_refusals.py": 3,
     "test_train_env.py": 3,
-    "test_xla_tuning_preflight.py": 3,
-    "test_repo_models.py": 3,
-    "test_slurm_duplicates.py": 2,
+    "test_slurm_duplicates.py": 3,
+    "test_xla_tuning_preflight.py": 2,
+    "test_xla_tuning_plumbing.py": 1,
 }
 SLURM_S_UNKNOWN = 30.0
 

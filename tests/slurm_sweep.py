@@ -13,6 +13,10 @@ from sweepd.config import Config, load_config
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_dir
 
 SIM = [sys.executable, "-m", "sweepd.sim"]
+# Each job's log header and JOB SUMMARY block: the simulator's, printed without starting the
+# simulator (tests/sim_log.py; a second or two less per job on a loaded machine).
+HEADER = [sys.executable, str(Path(__file__).with_name("sim_log.py")), "header"]
+SUMMARY = [sys.executable, str(Path(__file__).with_name("sim_log.py")), "summary"]
 # Slurm time is wall time: the policy's durations are set for a fast simulated trainer.
 FAST_POLICY = {"policy.hang_timeout_s": 20, "policy.poll_interval_s": 0.5,
                "policy.tail_backoff_max_s": 2, "policy.controller_down_limit_s": 900}
@@ -34,7 +38,7 @@ def direct_config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
             "mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
             "train_command": [*SIM, "train", "--scenario", str(scenario),
                               "--state-dir", str(state)],
-            "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"],
+            "header_command": HEADER, "summary_command": SUMMARY,
         },
         "recovery.ssh": fake_ssh(tmp_path, scenario),
         **FAST_POLICY, **extra,

@@ -13,7 +13,7 @@ import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
 from tests.simrun import open_store, perf_spec, run, write_scenario
-from tests.slurm_sweep import SIM, direct_config
+from tests.slurm_sweep import SUMMARY, direct_config
 
 pytestmark = pytest.mark.slurm
 
@@ -40,7 +40,7 @@ async def test_cancel_once_and_poll_at_the_period(tmp_path: Path,
     slurm = config.cluster.slurm
     slurm.command_prefix = [str(wrapper)]
     # The summary is printed, then the job goes on for a while: the log says done first.
-    slurm.summary_command = ["sh", "-c", f'"$@"; sleep {LINGER_S}', "summary", *SIM, "summary"]
+    slurm.summary_command = ["sh", "-c", f'"$@"; sleep {LINGER_S}', "summary", *SUMMARY]
     started = time.monotonic()
     code, lines = await run(config, perf_spec(nodes=NODES, values=[4]))
     elapsed = time.monotonic() - started

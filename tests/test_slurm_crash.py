@@ -22,7 +22,7 @@ from sweepd.util.hostlists import expand_nodes
 from tests.daemon_proc import Daemon
 from tests.simrun import perf_spec, run, write_scenario
 from tests.slurm_cluster import slurm_dir
-from tests.slurm_sweep import FAST_POLICY, SIM, direct_config
+from tests.slurm_sweep import FAST_POLICY, HEADER, SIM, SUMMARY, direct_config
 
 pytestmark = pytest.mark.slurm
 
@@ -45,7 +45,7 @@ def _toml(tmp_path: Path, scenario: Path, wrapper: Path) -> Path:
         "mode": "direct", "slurm_conf": str(slurm_dir() / "slurm.conf"),
         "command_prefix": [str(wrapper)],
         "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir", str(state)],
-        "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"],
+        "header_command": HEADER, "summary_command": SUMMARY,
     }
     policy = "\n".join(f"{k.split('.')[1]} = {v}" for k, v in FAST_POLICY.items())
     lines = [
@@ -133,7 +133,7 @@ def _slurm(tmp_path: Path, scenario: Path, wrapper: Path) -> dict[str, Any]:
             "command_prefix": [str(wrapper)],
             "train_command": [*SIM, "train", "--scenario", str(scenario), "--state-dir",
                               str(state)],
-            "header_command": [*SIM, "header"], "summary_command": [*SIM, "summary"]}
+            "header_command": HEADER, "summary_command": SUMMARY}
 
 
 def _job_states(db: Path) -> list[str]:

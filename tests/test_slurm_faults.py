@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,19 @@ def _settle(nodes: str) -> None:
     _scontrol("update", f"NodeName={nodes}", "State=RESUME", check=False)
 
 
+def _config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
+    """The sweeps here print their log header and summary with the simulator itself, not the
+    quick stand-in the other Slurm tests use: how a job meets the controller outage (its
+    step refused, or its end reported late) follows from when it starts, and the outage
+    tests were made for this timing (with the quicker start, the job ends inside the outage,
+    and its nodes, left COMPLETING, are cycled through DOWN: the cluster check then waits
+    ~50 s for them)."""
+    config = direct_config(tmp_path, scenario, **extra)
+    config.cluster.slurm.header_command = [*SIM, "header"]
+    config.cluster.slurm.summary_command = [*SIM, "summary"]
+    return config
+
+
 async def _rules(config: Config) -> list[str]:
     store = await open_store(config)
     try:
@@ -55,7 +69,7 @@ async def test_drained_node_without_resume_rights_stops(tmp_path: Path,
                                                         slurm_env: dict[str, str]) -> None:
     _scontrol("update", "NodeName=chi2881", "State=DRAIN", "Reason=sweepd-test")
     try:
-        config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+        config = _config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
         code, lines = await run(config, perf_spec(nodes=NODES, values=[4]))
         assert code == EXIT_AWAITING_DECISION
         message = "\n".join(lines)
@@ -76,7 +90,7 @@ async def test_drained_node_is_resumed_where_allowed(tmp_path: Path,
                                                      slurm_env: dict[str, str]) -> None:
     _scontrol("update", "NodeName=chi2881", "State=DRAIN", "Reason=sweepd-test")
     try:
-        config = direct_config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
+        config = _config(tmp_path, write_scenario(tmp_path, time_scale=0.003))
         config.cluster.slurm.allow_resume = True
         code, lines = await run(config, perf_spec(nodes=NODES, values=[4]))
         assert code == EXIT_VERDICT, lines
@@ -131,7 +145,7 @@ async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
     # this time scale) ends meanwhile and its result is taken when the controller answers
     # again. The length is not the point, only that it is under the limit.
     scenario = write_scenario(tmp_path, time_scale=0.01)
-    config = direct_config(tmp_path, scenario, **{"policy.controller_down_limit_s": 900})
+    config = _config(tmp_path, scenario, **{"policy.controller_down_limit_s": 900})
     assert await _outage(config, OUTAGE_S) == EXIT_VERDICT
     rules = await _rules(config)
     assert "controller.wait" in rules and "controller.down_limit" not in rules
@@ -153,7 +167,7 @@ async def test_controller_down_past_the_limit_stops(tmp_path: Path,
                                                     slurm_env: dict[str, str]) -> None:
     # The limit scaled down to 6 s so the test stays short; the rule is the same at 900 s.
     scenario = write_scenario(tmp_path, time_scale=0.01)
-    config = direct_config(tmp_path, scenario, **{"policy.controller_down_limit_s": 6})
+    config = _config(tmp_path, scenario, **{"policy.controller_down_limit_s": 6})
     assert await _outage(config, 14) == EXIT_AWAITING_DECISION
     assert "controller.down_limit" in await _rules(config)
 

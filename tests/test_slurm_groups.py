@@ -3,6 +3,7 @@ one group, the groups' measured times balanced, each group on its own cluster di
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from tests import slurm_cluster
 from tests.slurm_cluster import GROUPS, SLURM_S, SLURM_S_UNKNOWN, split_slurm_files
 
 ROOT = Path(__file__).resolve().parents[1]
+# A test asking for the cluster fixture, or a file or test marked `slurm`.
+SLURM_TEST = re.compile(r"slurm_env:\s*dict|^(pytestmark\s*=\s*|@)pytest\.mark\.slurm\b", re.M)
 
 
 def test_every_file_gets_one_of_the_two_groups_and_the_times_balance() -> None:
@@ -28,6 +31,13 @@ def test_the_measured_files_exist() -> None:
     # A renamed or deleted file would leave its time counted for nothing.
     missing = [f for f in SLURM_S if not (ROOT / "tests" / f).exists()]
     assert missing == []
+
+
+def test_every_file_with_slurm_tests_is_measured() -> None:
+    # A file left out counts as SLURM_S_UNKNOWN: a long one would unbalance the two groups.
+    uses = [p.name for p in sorted((ROOT / "tests").glob("test_*.py"))
+            if SLURM_TEST.search(p.read_text())]
+    assert uses and [f for f in uses if f not in SLURM_S] == []
 
 
 def test_the_two_groups_use_two_cluster_directories(monkeypatch: pytest.MonkeyPatch) -> None:

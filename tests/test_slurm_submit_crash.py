@@ -1,6 +1,6 @@
 """A kill -9 while `sbatch` is in flight, and a restart at once, never submits a job twice
 nor leaves one untracked (real Slurm). Every `sbatch` goes through a wrapper that sleeps
-2 s first, as an ssh `command_prefix` or a busy controller would; the daemon is killed
+1.2 s first, as an ssh `command_prefix` or a busy controller would; the daemon is killed
 inside that window 20 times and started again at once; then the queue (squeue --states=all)
 must hold exactly one job per token, each the one the store follows."""
 
@@ -26,18 +26,23 @@ pytestmark = pytest.mark.slurm
 KILLS = 20
 NODES = "chi[2832,2863,2867-2868,2870,2872,2880-2881]"
 SWEEPS = 3   # node-perf: 8 one-node jobs each, all submitted at once: 24 slow sbatch calls
+# The wrapper's pause before `sbatch` runs, and the latest a kill lands after the pause
+# began: the daemon submits one job at a time, so every pause is waited out in turn; the
+# margin between the two covers the test noticing the pause (polled every 0.05 s).
+SBATCH_DELAY_S = 1.2
+KILL_BY_S = 0.95
 
 
 def _slow_sbatch(tmp_path: Path) -> tuple[Path, Path]:
-    """A command prefix: `sbatch` starts 2 s late; each start and end is logged with the
-    daemon's pid (the wrapper's parent)."""
+    """A command prefix: `sbatch` starts SBATCH_DELAY_S late; each start and end is logged
+    with the daemon's pid (the wrapper's parent)."""
     trail = tmp_path / "sbatch.trail"
     wrapper = tmp_path / "slow-sbatch"
     wrapper.write_text(
         "#!/bin/sh\n"
         '[ "$1" = sbatch ] || exec "$@"\n'
         f'echo "start $PPID $$" >> "{trail}"\n'
-        "sleep 2\n"
+        f"sleep {SBATCH_DELAY_S}\n"
         f'echo "exec $PPID $$" >> "{trail}"\n'
         '"$@"\nrc=$?\n'
         f'echo "end $PPID $$" >> "{trail}"\n'
@@ -111,6 +116,9 @@ def _settled(db: Path, trail: Path) -> bool:
             and all(state != "submitting" for _, _, state in rows))
 
 
+# 20 daemon starts (each imports the whole daemon: seconds on a loaded 2-core machine) and
+# 24 paused submissions one at a time: over the default 120 s there.
+@pytest.mark.timeout(300)
 def test_kill_during_slow_sbatch_submits_once_and_tracks_all(
         tmp_path: Path, slurm_env: dict[str, str]) -> None:
     wrapper, trail = _slow_sbatch(tmp_path)
@@ -124,10 +132,10 @@ def test_kill_during_slow_sbatch_submits_once_and_tracks_all(
             client.submit({"kind": "node-perf", "nodes": NODES})
         pid = daemon.proc.pid if daemon.proc else 0
         for _ in range(KILLS):
-            # A submission of this daemon has started; kill it inside the 2 s sleep.
+            # A submission of this daemon has started; kill it inside the wrapper's pause.
             _wait(lambda p=pid: any(k == "start" and pp == p for k, pp, _ in _trail(trail)),
                   "no sbatch started after the restart")
-            time.sleep(rng.uniform(0.1, 1.8))
+            time.sleep(rng.uniform(0.05, KILL_BY_S))
             daemon.stop(signal.SIGKILL)
             marks = _trail(trail)
             started = {w for k, pp, w in marks if k == "start" and pp == pid}

@@ -18,7 +18,7 @@ from sweepd.clusters import train_env as te
 from sweepd.clusters.slurm import token_of
 from tests.daemon_proc import Daemon
 from tests.slurm_cluster import cluster_env, slurm_dir
-from tests.slurm_sweep import FAST_POLICY, SIM, submit_sh_repo
+from tests.slurm_sweep import FAST_POLICY, HEADER, SIM, SUMMARY, submit_sh_repo
 from tests.test_slurm_xla_sweep import PAG, SPEC, neutral, scenario
 from tests.test_xla_tuning_sweep_crash import _planned, _until_ended, _until_mid_wave
 
@@ -35,7 +35,7 @@ def write_slurm_config(tmp_path: Path, mode: str, scenario_path: Path) -> Path:
     if mode == "direct":
         slurm.update(train_command=[*SIM, "train", "--scenario", str(scenario_path),
                                     "--state-dir", str(tmp_path / "sim-state")],
-                     header_command=[*SIM, "header"], summary_command=[*SIM, "summary"])
+                     header_command=HEADER, summary_command=SUMMARY)
     else:
         repo = submit_sh_repo(tmp_path, scenario_path)
         cmd = (repo / "train_cmd").read_text()

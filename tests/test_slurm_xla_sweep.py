@@ -193,7 +193,9 @@ async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(
     format. (Wave 1 is the baseline and the evidence run; the node goes while the second
     runs and nothing is queued.)"""
     job_workspace(monkeypatch, tmp_path)
-    config = direct_config(tmp_path, scenario(tmp_path, time_scale=0.02))
+    # The evidence run lasts ~9 s at this scale (1,114 simulated s): time to see it running
+    # and drain the node before it ends.
+    config = direct_config(tmp_path, scenario(tmp_path, time_scale=0.008))
     sweep = asyncio.create_task(run(config, SPEC))
     try:
         await wait_for(config, sweep, [JobState.DONE, JobState.RUNNING])
