@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
+from sweepd.reports.plots import new_figure, png
 
-from sweepd.reports.plots import png
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def perf_curve_plot(points: Sequence[tuple[float, float]], failed: Sequence[float],
@@ -19,7 +21,7 @@ def perf_curve_figure(points: Sequence[tuple[float, float]], failed: Sequence[fl
     """Steady TGS against the swept value: the measured curve, the values that OOMed or
     failed (shaded from the lowest one above every success: the region that does not fit),
     the optimum."""
-    fig = Figure(figsize=(7.0, 4.6), dpi=100)
+    fig = new_figure(figsize=(7.0, 4.6), dpi=100)
     ax = fig.add_subplot()
     pts = sorted(points)
     if pts:
@@ -62,7 +64,7 @@ def perf_grid_figure(curves: Mapping[str, Sequence[tuple[float, float]]],
                      parameter: str, second: str, title: str) -> Figure:
     """A two-parameter sweep: TGS against the batch, one curve per value of the second
     knob, its failures marked on the axis in the curve's colour, the winner starred."""
-    fig = Figure(figsize=(7.0, 4.6), dpi=100)
+    fig = new_figure(figsize=(7.0, 4.6), dpi=100)
     ax = fig.add_subplot()
     top = max((y for pts in curves.values() for _, y in pts), default=1.0)
     for k, (value, pts) in enumerate(curves.items()):

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matplotlib.figure import Figure
-
-from sweepd.reports.plots import png
+from sweepd.reports.plots import new_figure, png
 
 
 def grouped_bars_plot(groups: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],
                       title: str, ylabel: str = "TGS/device") -> bytes:
     """Bars per group (e.g. model x node count), one bar per series (e.g. commit); a missing
     value (failed) is drawn as an empty slot marked x."""
-    fig = Figure(figsize=(max(6.0, 0.9 * len(groups) + 2), 4.2), dpi=100)
+    fig = new_figure(figsize=(max(6.0, 0.9 * len(groups) + 2), 4.2), dpi=100)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(series))
     for i, (name, values) in enumerate(series):

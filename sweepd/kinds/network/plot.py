@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matplotlib.figure import Figure
-
-from sweepd.reports.plots import png
+from sweepd.reports.plots import new_figure, png
 
 
 def ratio_bars_plot(labels: Sequence[str], ratios: Sequence[float | None], limit: float,
                     title: str) -> bytes:
     """Each group's TGS as a share of what was expected, with the degraded threshold."""
-    fig = Figure(figsize=(7.0, max(3.0, 0.35 * len(labels) + 1.5)), dpi=100)
+    fig = new_figure(figsize=(7.0, max(3.0, 0.35 * len(labels) + 1.5)), dpi=100)
     ax = fig.add_subplot()
     ys = list(range(len(labels)))[::-1]
     colours = ["#6c757d" if r is None else "#d1495b" if r < 1 - limit else "#4c9a2a"

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matplotlib.figure import Figure
-
 from sweepd.kinds.node_perf.plan import DEGRADED_BAND, HEALTHY_BAND
-from sweepd.reports.plots import COLOURS, png
+from sweepd.reports.plots import COLOURS, new_figure, png
 
 
 def node_perf_plot(nodes: Sequence[tuple[str, float | None, str]], median: float | None,
                    title: str = "TGS/device per node") -> bytes:
     """Bars of TGS per node (node, tgs or None, status), the median and the ±2% / -5% bands."""
-    fig = Figure(figsize=(max(6.0, 0.6 * len(nodes) + 2), 4.0), dpi=100)
+    fig = new_figure(figsize=(max(6.0, 0.6 * len(nodes) + 2), 4.0), dpi=100)
     ax = fig.add_subplot()
     names = [n for n, _, _ in nodes]
     values = [t or 0.0 for _, t, _ in nodes]

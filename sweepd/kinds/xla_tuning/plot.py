@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matplotlib.figure import Figure
-
-from sweepd.reports.plots import png
+from sweepd.reports.plots import new_figure, png
 
 
 def delta_bars(bars: Sequence[tuple[str, float, float]], winner: str | None,
                title: str) -> bytes:
     """`bars`: (profile, delta, standard error), fractions; drawn best first."""
     ranked = sorted(bars, key=lambda b: -b[1])
-    fig = Figure(figsize=(7.0, max(2.5, 0.28 * len(ranked) + 1.2)), dpi=100)
+    fig = new_figure(figsize=(7.0, max(2.5, 0.28 * len(ranked) + 1.2)), dpi=100)
     ax = fig.add_subplot()
     ys = list(range(len(ranked)))[::-1]
     colours = ["#e0a800" if p == winner else ("#2a9d8f" if d >= 0 else "#d1495b")
