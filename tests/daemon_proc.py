@@ -41,8 +41,8 @@ class Daemon:
         while time.monotonic() < deadline:
             # Probe with a socket of our own (closed either way) until the daemon listens:
             # a failed connect through the HTTP client would leak its socket object.
-            if self._listening():
-                client.health()
+            # The socket answers during the recovery pass: started means recovered.
+            if self._listening() and client.health().get("recovered"):
                 return client
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")

@@ -181,11 +181,16 @@ async def test_the_socket_answers_before_the_first_pass_ends(
         connector = aiohttp.UnixConnector(path=str(config.daemon.socket_path))
         async with aiohttp.ClientSession(connector=connector) as session, \
                 session.get("http://sweepd/health") as answer:
-            assert answer.status == 200 and (await answer.json()) == {"ok": True}
+            assert answer.status == 200
+            assert (await answer.json()) == {"ok": True, "recovered": False}
         # The answer came while the first pass was still waiting on the scheduler.
         assert not ready.is_set() and not release.is_set()
         release.set()
         await asyncio.wait_for(ready.wait(), 20)
+        connector = aiohttp.UnixConnector(path=str(config.daemon.socket_path))
+        async with aiohttp.ClientSession(connector=connector) as session, \
+                session.get("http://sweepd/health") as answer:
+            assert (await answer.json()) == {"ok": True, "recovered": True}
     finally:
         release.set()
         stop.set()

@@ -107,7 +107,7 @@ def progress_dict(event: Event) -> dict[str, Any]:
 # -- handlers ----------------------------------------------------------------------------
 
 async def health(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
+    return web.json_response({"ok": True, "recovered": _service(request).recovered})
 
 
 async def submit(request: web.Request) -> web.Response:

@@ -176,6 +176,7 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
             log.info("daemon.stopped", during="recovery")
             return 0
         started.set()
+        parts.service.recovered = True
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:

@@ -39,6 +39,9 @@ class Service(Queries):
     # The chats a spec may name (the daemon sets them from its Telegram settings); None:
     # this process sends to no chat, nothing to check.
     allowed_chats: frozenset[int] | None = None
+    # False until the daemon's first (recovery) pass has ended: the socket answers during it,
+    # and /health says which (a client that needs the recovered state waits for True).
+    recovered: bool = False
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine.store)   # report, explain, job_log: read-only, store alone
