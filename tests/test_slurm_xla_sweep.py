@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,9 @@ async def test_direct_mode_runs_wave1_and_a_wave_of_profiles(
     code, lines = await run(config, SPEC)
     text = "\n".join(lines)
     assert code == EXIT_VERDICT, text
-    assert "proposal: pag +" in text
+    # pag wins; restore_default (neutral here) stays in the recipe only when its stack measured
+    # PART_Z se above pag alone, which the run-to-run noise decides either way.
+    assert re.search(r"proposal: pag(\+restore_default)? \+", text), text[-3000:]
     assert "| bad | default | — | 0 | — | — | dropped: unknown flag (--" + BAD + ") |" in text
     events, jobs, labels = await stored(config)
     waves = {labels[j.run_id]: j for j in jobs}
@@ -130,7 +133,9 @@ async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict
     code, lines = await run(config, SPEC)
     text = "\n".join(lines)
     assert code == EXIT_VERDICT, text
-    assert "proposal: pag +" in text
+    # pag wins; restore_default (neutral here) stays in the recipe only when its stack measured
+    # PART_Z se above pag alone, which the run-to-run noise decides either way.
+    assert re.search(r"proposal: pag(\+restore_default)? \+", text), text[-3000:]
     assert "| bad | default | — | 0 | — | — | dropped: unknown flag (--" + BAD + ") |" in text
     # The arms sweepd wrote, read back: only added, the rest of the file untouched.
     left = (repo / "train_env.sh").read_text()
