@@ -1,10 +1,12 @@
 """Model perf's gather: an earlier sweep of the same cell to start from, and the param
-memory an earlier job of the same model printed. Only that model's sweeps are read (the
+memory (GB) the latest job of the same model on the same nodes printed, from a sweep of any
+kind. Only that model's sweeps are read (the
 store selects them by the spec's `model`), so a plan costs the same at 10 sweeps as at
 1,000 of other models."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweepd.core.states import SweepState
@@ -28,18 +30,21 @@ _CELL = ("parameter", "second", "overrides", "env", "mem_fraction", "gpu_memory_
 
 async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CONTEXT) -> PerfFacts:
     """An earlier sweep of the same cell and the param memory an earlier job printed."""
-    return PerfFacts(prior=await prior(store, spec), param_gb=await param_gb(store, spec))
+    # One query (SQLite reads each sweep's spec JSON for it): both facts come from it.
+    same_model = await store.sweeps_of_model(spec.model)
+    return PerfFacts(prior=await prior(store, spec, same_model),
+                     param_gb=await store.latest_mem_used_on(spec.nodes,
+                                                             [s.id for s in same_model]))
 
 
-async def prior(store: Store, spec: ModelPerfSpec) -> Prior | None:
-    """The latest settled sweep of the same cell: where it found the peak and the largest
-    batch that fitted, so this sweep starts from them (perf_plan.search_space). Not for a
-    two-parameter sweep: its peak and fit are each setting's own."""
+async def prior(store: Store, spec: ModelPerfSpec, same_model: Sequence[Sweep]) -> Prior | None:
+    """The latest settled sweep of the same cell (among the sweeps of the spec's model,
+    oldest first): where it found the peak and the largest batch that fitted, so this sweep
+    starts from them (perf_plan.search_space). Not for a two-parameter sweep: its peak and
+    fit are each setting's own."""
     if spec.second is not None:
         return None
-    done = await store.sweeps_of_model(spec.model, kinds=[exports.NAME],
-                                       states=[SweepState.DONE])
-    for sweep in reversed(done):
+    for sweep in reversed(same_model):
         if is_prior(sweep, spec):
             return await prior_of(store, spec, sweep)
     return None
@@ -69,13 +74,6 @@ async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
     return Prior(sweep=sweep.id, peak=verdict["best"], tgs=verdict.get("tgs"),
                  max_fit=max(fits, default=verdict["best"]), oom=min(ooms, default=None),
                  probes=tuple(perf_plan.probes(spec, then)))
-
-
-async def param_gb(store: Store, spec: ModelPerfSpec) -> float | None:
-    """Param memory (GB) the latest job of the same model on the same nodes printed, from a
-    sweep of any kind."""
-    same_model = [s.id for s in await store.sweeps_of_model(spec.model)]
-    return await store.latest_mem_used_on(spec.nodes, same_model)
 
 
 def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
