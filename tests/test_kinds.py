@@ -3,13 +3,25 @@ planner, report, plot and demo live in that folder, and `sweepd demo --kind K` r
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import sweepd.kinds
 from sweepd.kinds.api import NodeFaults
-from sweepd.kinds.registry import Kind, kinds
+from sweepd.kinds.registry import (
+    Budget,
+    ClientHooks,
+    Kind,
+    Report,
+    Stops,
+    Workspace,
+    kinds,
+    no_facts,
+)
 from sweepd.kinds.spec import SweepSpec
 from tests.test_demo import DEMO_EXPECTS
 
@@ -33,7 +45,7 @@ def test_a_kind_keeps_its_spec_planner_report_plot_and_demo_in_its_folder(name: 
     folder = _folder(kind)
     assert issubclass(kind.spec, SweepSpec)
     assert kind.spec.model_fields["kind"].annotation is not None
-    for part in (kind.spec, kind.plan, kind.table, kind.rows, kind.plot):
+    for part in (kind.spec, kind.plan, kind.report.table, kind.report.rows, kind.plot):
         assert part is not None and part.__module__.startswith(folder), (name, part)
     assert kind.demo is not None, f"{name} has no demo"
     assert kind.demo.scenario.is_file()
@@ -62,7 +74,7 @@ def test_every_kind_folder_has_the_same_files_and_the_kind_takes_its_parts_from_
     # The planner is plan.py's, or a planner beside it that plan.py's search feeds
     # (model perf's two-parameter `plan_two`).
     assert kind.plan.__module__.startswith(f"{folder}plan"), kind.plan.__module__
-    assert {kind.table.__module__, kind.rows.__module__} == {f"{folder}report"}
+    assert {kind.report.table.__module__, kind.report.rows.__module__} == {f"{folder}report"}
 
 
 def test_the_node_fault_policy_is_one_choice_each_kind_makes() -> None:
@@ -78,3 +90,62 @@ def test_the_node_fault_policy_is_one_choice_each_kind_makes() -> None:
     assert facts["model-perf"] == (True, False)
     assert facts["node-perf"] == facts["network"] == (False, False)
     assert facts["xla-tuning"] == (True, True)   # as the two flags were before the policy
+
+
+# The Kind record: what every kind must give, and its optional hooks in a few groups, each
+# read by one part of sweepd (progress, the engine's stops, its submit and end, the CLI's
+# report), with the node-fault policy one choice. A hook outside them is a new field here.
+REQUIRED = ("name", "spec", "plan", "report", "gather")
+GROUPS: dict[str, type] = {"node_faults": NodeFaults, "budget": Budget, "stops": Stops,
+                           "workspace": Workspace, "client": ClientHooks}
+SINGLE_HOOKS = ("preflight", "plot", "demo")
+
+
+def test_the_kind_record_is_its_required_parts_and_groups_of_optional_hooks() -> None:
+    fields = dataclasses.fields(Kind)
+    required = [f.name for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    assert required == list(REQUIRED)
+    assert {f.name for f in fields if f.name not in REQUIRED} == {*GROUPS, *SINGLE_HOOKS}
+    # Each group is small: a few hooks read together.
+    assert all(len(dataclasses.fields(g)) <= 3 for g in GROUPS.values()
+               if dataclasses.is_dataclass(g))
+
+
+def _hooks(group: Any) -> list[Callable[..., Any]]:
+    return [v for f in dataclasses.fields(group) if callable(v := getattr(group, f.name))]
+
+
+@pytest.mark.parametrize("name", sorted(kinds()))
+def test_each_kind_gives_the_required_parts_and_its_hooks_in_their_groups(name: str) -> None:
+    kind = kinds()[name]
+    folder = _folder(kind)
+    assert kind.name == name and isinstance(kind.report, Report)
+    assert callable(kind.plan) and callable(kind.report.table) and callable(kind.report.rows)
+    assert kind.gather is no_facts or kind.gather.__module__.startswith(folder), kind.gather
+    for group, record in GROUPS.items():
+        value = getattr(kind, group)
+        assert isinstance(value, record), (name, group, value)
+        if dataclasses.is_dataclass(value):
+            # A group's hooks are the kind's own, from its folder.
+            assert [h for h in _hooks(value) if not h.__module__.startswith(folder)] == []
+
+
+def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> None:
+    """The kinds' hooks moved into the groups unchanged: the budgets, the stops, the
+    checkouts and the client actions are where the readers now look for them."""
+    k = kinds()
+    assert [n for n in sorted(k) if k[n].budget.runs is not None] == [
+        "model-perf", "model-sweep", "node-perf"]
+    assert [n for n in sorted(k) if k[n].budget.node_runs is not None] == [
+        "model-sweep", "node-perf"]
+    assert {n: k[n].config_stops for n in k} == {
+        "model-perf": True, "model-sweep": False, "network": True, "node-perf": True,
+        "xla-tuning": False}
+    assert [n for n in sorted(k) if k[n].stops.state or k[n].stops.files] == ["xla-tuning"]
+    assert [n for n in sorted(k) if k[n].workspace.workdir or k[n].workspace.release] == [
+        "model-sweep"]
+    assert [n for n in sorted(k) if not k[n].report.one_model] == ["model-sweep"]
+    assert [n for n in sorted(k) if k[n].preflight] == ["xla-tuning"]
+    assert {n: k[n].client.flags for n in k if k[n].client.flags} == {
+        "model-perf": frozenset({"apply"}), "xla-tuning": frozenset({"apply", "tuning_md"})}

@@ -256,7 +256,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     sweep = await store.sweep(rec.sweep_id)
     runs, jobs = await store.runs(sweep.id), await store.jobs(sweep.id)
     kind = kinds()["xla-tuning"]
-    assert kind.stop_state is adapter.stop_state
+    assert kind.stops.state is adapter.stop_state
     own = adapter.stop_state(sweep, runs, jobs)
     text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
                         "rule", spec.nodes, runs, jobs, own=own)

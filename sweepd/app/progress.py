@@ -30,15 +30,17 @@ def most_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     """The most runs a sweep of this kind and spec may make (None: no fixed bound, e.g. a
     network sweep's group testing goes on until its faults are isolated): the kind says."""
     found = kinds().get(kind)
-    return found.most_runs(spec) if found and found.most_runs else None
+    bound = found.budget.runs if found else None
+    return bound(spec) if bound else None
 
 
 def most_node_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     """The most node-runs (nodes x runs, summed) a sweep may take: node-hours per job-hour.
     By default each run takes every pinned node; a kind whose runs take fewer says so."""
     found = kinds().get(kind)
-    if found and found.most_node_runs:
-        return found.most_node_runs(spec)
+    bound = found.budget.node_runs if found else None
+    if bound:
+        return bound(spec)
     most = most_runs(kind, spec)
     return None if most is None else most * count_hostlist(str(spec.get("nodes", "")))
 

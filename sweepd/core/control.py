@@ -61,7 +61,7 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         out = [e.node for e in await store.exclusions(sweep.id)]
         nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
                                                         if out else "")
-        own = kind_of(sweep.kind).stop_state
+        own = kind_of(sweep.kind).stops.state
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
                                own=own(sweep, runs, jobs) if own else None,
@@ -81,7 +81,7 @@ def _stop_files(engine: EngineParts, sweep: Sweep, runs: Sequence[Run],
                 jobs: Sequence[Job]) -> str | None:
     """What the kind writes for the person at a stop (xla-tuning: a partial tuning.md).
     A file that cannot be written is said, never raised: the stop stands."""
-    write = kind_of(sweep.kind).stop_files
+    write = kind_of(sweep.kind).stops.files
     if write is None:
         return None
     try:
@@ -179,7 +179,7 @@ def _enough_left(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> 
 async def release(engine: EngineParts, sweep: Sweep) -> None:
     """An ended sweep gives back what its kind made for it (e.g. checkouts of its commits). A
     failure is recorded, never raised: the sweep's verdict stands."""
-    hook = kind_of(sweep.kind).release
+    hook = kind_of(sweep.kind).workspace.release
     if hook is None:
         return
     try:
@@ -197,10 +197,10 @@ async def release(engine: EngineParts, sweep: Sweep) -> None:
 
 async def release_ended(engine: EngineParts) -> None:
     """`release` for every ended sweep that still holds something (only kinds with a
-    `release` hook are asked)."""
+    `workspace.release` hook are asked)."""
     ended = await engine.store.sweeps([SweepState.DONE, SweepState.FAILED, SweepState.ABORTED])
     for sweep in ended:
-        if sweep.kind in kinds() and kinds()[sweep.kind].release is not None:
+        if sweep.kind in kinds() and kinds()[sweep.kind].workspace.release is not None:
             await release(engine, sweep)
 
 

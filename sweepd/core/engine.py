@@ -668,7 +668,7 @@ class Engine:
 
     async def _workdir(self, sweep: Sweep, params: RunParams) -> tuple[bool, Path | None]:
         """(ok, where the run is submitted from); not ok: the sweep was stopped."""
-        hook = kind_of(sweep.kind).workdir
+        hook = kind_of(sweep.kind).workspace.workdir
         if hook is None:
             return True, None
         try:

@@ -1,4 +1,5 @@
-"""Each sweep kind: its spec, its planner, its report table, and how it treats node faults.
+"""Each sweep kind: its spec, its planner, its report, its gather, and its optional hooks in
+groups (budget, stops, workspace, client, preflight, plot, demo).
 
 Kinds live in `sweepd/kinds/`, one folder each whose `kind.py` exports `KIND`; they are
 discovered here, so adding a kind touches no shared file.
@@ -128,51 +129,86 @@ class ClientHooks:
     flags: frozenset[str] = frozenset()   # of "apply", "tuning_md"
 
 
+Plot = Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None]
+Preflight = Callable[[SpecT, PreflightContext], Awaitable[list[Check]]]
+Bound = Callable[[Mapping[str, Any]], int | None]
+
+
 @dataclass(frozen=True)
-class Kind(Generic[SpecT, FactsT]):
-    name: str
-    spec: type[SpecT]
-    plan: Callable[[SpecT, SweepContext[FactsT]], Plan]
+class Report:
+    """What the report, the CLI and the bot show of a sweep: its markdown table, the same
+    rows as JSON, and whether it names one model (False: a sweep of many models)."""
+
     table: Table
     rows: Rows
-    # Facts the planner needs from the store beyond the sweep's own runs (e.g. a prior
-    # sweep, the checkout's env file), read before every plan; raises GatherError when they
-    # cannot be had.
-    gather: Callable[[Store, SpecT, GatherContext], Awaitable[FactsT]]
-    # What a hardware fault on a node does: exclude it and retry elsewhere, record it as
-    # the node's own result, or stop the sweep (a frozen nodelist).
-    node_faults: NodeFaults = NodeFaults.EXCLUDE
+    one_model: bool = True
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The most a sweep of a spec (its stored JSON) may make, for progress and `validate`:
+    runs (None: no fixed bound) and node-runs (None: each run takes every pinned node)."""
+
+    runs: Bound | None = None
+    node_runs: Bound | None = None
+
+
+@dataclass(frozen=True)
+class Stops:
+    """What the engine does at a stop in the kind's own words."""
+
     # True: a config error (every node fails the same way) stops the sweep. False: it is
     # the run's own result (a model sweep judges each model; all failing = commit broken).
-    config_stops: bool = True
-    # The directory to submit a run from (e.g. a worktree of the run's commit); None: the
-    # configured repo. Called before every submission; must be idempotent.
+    on_config_error: bool = True
+    # The stop message's title and "Sweep state at stop" lines (None, or a None answer:
+    # the generic ones).
+    state: Callable[[Sweep, Sequence[Run], Sequence[Job]],
+                    tuple[str, list[str]] | None] | None = None
+    # Files the kind writes for the person at a stop (e.g. a partial deliverable) in the
+    # sweep's directory; returns the stop message's line about them (None: nothing written).
+    files: Callable[[Sweep, Sequence[Run], Sequence[Job], Path], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class Workspace(Generic[SpecT]):
+    """Where the engine submits a run from, and what it removes once the sweep ends."""
+
+    # The directory to submit a run from (e.g. a checkout of the run's commit); None, or a
+    # None answer: the configured repo. Called before every submission; must be idempotent.
     workdir: Callable[[SpecT, RunParams, Path], Awaitable[Path | None]] | None = None
     # Removes what `workdir` made, once the sweep has ended (done, failed or aborted);
     # returns what it removed. Takes the spec and the sweep's directory.
     release: Callable[[SpecT, Path], Awaitable[list[Path]]] | None = None
+
+
+@dataclass(frozen=True)
+class Kind(Generic[SpecT, FactsT]):
+    """What the rest of sweepd asks a kind. Required: its spec, planner, report and gather;
+    the optional hooks come in groups, each read by one part of sweepd."""
+
+    name: str
+    spec: type[SpecT]
+    plan: Callable[[SpecT, SweepContext[FactsT]], Plan]
+    report: Report
+    # Facts the planner needs from the store beyond the sweep's own runs (e.g. a prior
+    # sweep, the checkout's env file), read before every plan; raises GatherError when they
+    # cannot be had (`no_facts`: nothing to read).
+    gather: Callable[[Store, SpecT, GatherContext], Awaitable[FactsT]]
+    # What a hardware fault on a node does: exclude it and retry elsewhere, record it as
+    # the node's own result, or stop the sweep (a frozen nodelist).
+    node_faults: NodeFaults = NodeFaults.EXCLUDE
+    budget: Budget = Budget()                      # app/progress.py, `validate`
+    stops: Stops = Stops()                         # the engine's stop and its fault policy
+    workspace: Workspace[SpecT] = Workspace()      # the engine's submit and a sweep's end
+    # Checks made once, at submission (and at a resume); None: none.
+    preflight: Preflight[SpecT] | None = None
     # A PNG where a picture says more than the table (None: nothing to draw yet).
-    plot: Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None] | None = None
+    plot: Plot | None = None
     # `sweepd demo --kind <name>` on the simulated cluster (None: the kind has no demo).
     demo: Demo | None = None
-    # The most runs a sweep of this spec (stored JSON) may make; None: no fixed bound.
-    most_runs: Callable[[Mapping[str, Any]], int | None] | None = None
-    # The most node-runs; None: each run takes every pinned node.
-    most_node_runs: Callable[[Mapping[str, Any]], int | None] | None = None
-    # False: the sweep runs many models (the report names no one model).
-    one_model: bool = True
-    # Checks made once, at submission (a resumed sweep is not checked again); None: none.
-    preflight: Callable[[SpecT, PreflightContext], Awaitable[list[Check]]] | None = None
-    # The stop message's title and "Sweep state at stop" lines in the kind's own words
-    # (None, or a None answer: the generic ones).
-    stop_state: Callable[[Sweep, Sequence[Run], Sequence[Job]],
-                         tuple[str, list[str]] | None] | None = None
-    # Files the kind writes for the person at a stop (e.g. a partial deliverable) in the
-    # sweep's directory; returns the stop message's line about them (None: nothing written).
-    stop_files: Callable[[Sweep, Sequence[Run], Sequence[Job], Path], str | None] | None = None
-    client: ClientHooks = ClientHooks()
+    client: ClientHooks = ClientHooks()            # `sweepd report`'s extras and actions
 
-    # The engine's fault policy reads the node-fault policy as these two facts.
+    # The engine's fault policy reads the node-fault policy and the stop group as these facts.
     @property
     def exclude_on_fault(self) -> bool:
         """False: the node's own run records a fault (never excluded for it)."""
@@ -182,6 +218,11 @@ class Kind(Generic[SpecT, FactsT]):
     def frozen_nodes(self) -> bool:
         """True: a node fault stops the sweep for a person."""
         return self.node_faults is NodeFaults.STOP
+
+    @property
+    def config_stops(self) -> bool:
+        """True: a config error (every node failing the same way) stops the sweep."""
+        return self.stops.on_config_error
 
 
 @cache

@@ -16,7 +16,7 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         "sweep": {"id": sweep.id, "kind": sweep.kind, "name": sweep.name, "state": sweep.state,
                   "reason": sweep.reason, "spec": sweep.spec},
         "verdict": sweep.verdict,
-        "rows": kind_of(sweep.kind).rows(sweep, runs, jobs),
+        "rows": kind_of(sweep.kind).report.rows(sweep, runs, jobs),
         "excluded_nodes": list(exclusions),
         "jobs": len(jobs),
     }
@@ -30,13 +30,13 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     lines = [f"# Sweep {sweep.id}: {escape(sweep.name)}", "",
              f"- Kind: {sweep.kind}",
              *([f"- Model: {escape(str(spec.get('model')))}"]
-               if kind_of(sweep.kind).one_model else []),
+               if kind_of(sweep.kind).report.one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
              f"- Jobs submitted: {_submitted(jobs)}"]
     if exclusions:
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
-    lines += ["", kind_of(sweep.kind).table(sweep, runs, jobs)]
+    lines += ["", kind_of(sweep.kind).report.table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal"):
         lines += ["", f"Proposed config change (`sweepd report {sweep.id} --apply "

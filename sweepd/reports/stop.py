@@ -14,7 +14,7 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
                  node_evidence: Sequence[str] = (), spec_refused: bool = False) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
     be refused, so the message asks for a node back instead). `own`: the kind's title and
-    state lines (Kind.stop_state), in place of the generic ones. `node_evidence`: what the
+    state lines (Kind.stops.state), in place of the generic ones. `node_evidence`: what the
     failing nodes themselves said (scontrol, dmesg, rocm-smi, a NIC reset), as stored.
     `spec_refused`: the spec itself made the submission impossible, so no resume is offered."""
     spec = sweep.spec

@@ -575,6 +575,15 @@ class Store:
                               rule="person.resume")
 
 
+    # -- a kind's lookup by spec field (model perf's gather) ----------------------------
+
+    async def sweeps_of_model(self, model: str) -> list[Sweep]:
+        """The sweeps (of any kind) whose spec names this model, oldest first: SQLite picks
+        them out, so the rows of other models' sweeps are never built."""
+        rows = await self._all("SELECT * FROM sweeps WHERE json_extract(spec_json, '$.model') = ?"
+                               " ORDER BY id", (model,))
+        return [Sweep.from_row(r) for r in rows]
+
 def _readonly_uri(path: Path) -> str:
     if not path.is_file():
         raise NotFound(f"no sweepd database at {path}")

@@ -12,7 +12,15 @@ from sweepd.kinds.model_sweep import report
 from sweepd.kinds.model_sweep.demo import DEMO
 from sweepd.kinds.model_sweep.plan import Column, SweepFacts, columns_of
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
-from sweepd.kinds.registry import NO_CONTEXT, GatherContext, Kind
+from sweepd.kinds.registry import (
+    NO_CONTEXT,
+    Budget,
+    GatherContext,
+    Kind,
+    Report,
+    Stops,
+    Workspace,
+)
 from sweepd.store.rows import RunParams
 from sweepd.store.store import NotFound, Store
 from sweepd.util import worktrees
@@ -84,7 +92,10 @@ def most_node_runs(spec: Mapping[str, Any]) -> int | None:
     return sum(counts) * len(spec.get("commits") or ["HEAD"])
 
 
-KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan, report.markdown, report.rows,
-            gather=gather, workdir=workdir, release=release, config_stops=False,
-            plot=report.plot, demo=DEMO, most_runs=most_runs, most_node_runs=most_node_runs,
-            one_model=False)
+# Stops(on_config_error=False): every model failing the same way is each model's result
+# (all failing: the commit is broken), not a reason to stop the sweep.
+KIND = Kind("model-sweep", ModelSweepSpec, model_sweep_plan.plan,
+            Report(report.markdown, report.rows, one_model=False), gather,
+            budget=Budget(runs=most_runs, node_runs=most_node_runs),
+            stops=Stops(on_config_error=False), workspace=Workspace(workdir, release),
+            plot=report.plot, demo=DEMO)

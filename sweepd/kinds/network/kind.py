@@ -8,7 +8,7 @@ from sweepd.kinds.network import report
 from sweepd.kinds.network.demo import DEMO
 from sweepd.kinds.network.plan import gather, plan
 from sweepd.kinds.network.spec import NetworkSpec
-from sweepd.kinds.registry import Kind
+from sweepd.kinds.registry import Kind, Report
 
-KIND = Kind("network", NetworkSpec, plan, report.markdown, report.rows,
-            node_faults=NodeFaults.RECORD, gather=gather, plot=report.plot, demo=DEMO)
+KIND = Kind("network", NetworkSpec, plan, Report(report.markdown, report.rows), gather,
+            node_faults=NodeFaults.RECORD, plot=report.plot, demo=DEMO)

@@ -10,7 +10,7 @@ from sweepd.kinds.node_perf import exports, report
 from sweepd.kinds.node_perf import plan as node_perf_plan
 from sweepd.kinds.node_perf.demo import DEMO
 from sweepd.kinds.node_perf.spec import NodePerfSpec
-from sweepd.kinds.registry import Kind, no_facts
+from sweepd.kinds.registry import Budget, Kind, Report, no_facts
 from sweepd.util.hostlists import count_hostlist
 
 
@@ -20,7 +20,6 @@ def most_runs(spec: Mapping[str, Any]) -> int:
 
 
 # A fault on a 1-node job is that node's verdict, not a reason to move the job elsewhere.
-KIND = Kind(exports.NAME, NodePerfSpec, node_perf_plan.plan, report.markdown, report.rows,
-            gather=no_facts, node_faults=NodeFaults.RECORD, plot=report.plot, demo=DEMO,
-            most_runs=most_runs,
-            most_node_runs=most_runs)
+KIND = Kind(exports.NAME, NodePerfSpec, node_perf_plan.plan,
+            Report(report.markdown, report.rows), no_facts, node_faults=NodeFaults.RECORD,
+            budget=Budget(runs=most_runs, node_runs=most_runs), plot=report.plot, demo=DEMO)

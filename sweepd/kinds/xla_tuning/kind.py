@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sweepd.kinds.api import NodeFaults
-from sweepd.kinds.registry import ClientHooks, Kind
+from sweepd.kinds.registry import ClientHooks, Kind, Report, Stops
 from sweepd.kinds.xla_tuning import gather, hooks_client, preflight, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
@@ -11,12 +11,12 @@ from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
 # NodeFaults.STOP: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.
-# config_stops=False: an unknown flag fails every node the same way, yet it is one
-# profile's result (dropped at once), not the sweep's.
+# Stops(on_config_error=False): an unknown flag fails every node the same way, yet it is
+# one profile's result (dropped at once), not the sweep's.
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
-    "xla-tuning", XlaTuningSpec, adapter.plan, report.markdown, report.rows,
-    config_stops=False, node_faults=NodeFaults.STOP, gather=gather.facts, plot=report.plot,
-    demo=DEMO, stop_state=adapter.stop_state, stop_files=report.stop_files,
-    preflight=preflight.checks,
+    "xla-tuning", XlaTuningSpec, adapter.plan, Report(report.markdown, report.rows),
+    gather.facts, node_faults=NodeFaults.STOP,
+    stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
+    preflight=preflight.checks, plot=report.plot, demo=DEMO,
     client=ClientHooks(hooks_client.report_extras, hooks_client.run,
                        frozenset({"apply", "tuning_md"})))

@@ -282,7 +282,7 @@ def _ranked(board: Board, tag: str) -> list[Entry]:
 
 def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
                ) -> tuple[str, list[str]] | None:
-    """Kind.stop_state: xla-tuning.SKILL.md's stop title `[xla-tuning STOP] <MODEL_TAG>
+    """Kind.stops.state: xla-tuning.SKILL.md's stop title `[xla-tuning STOP] <MODEL_TAG>
     <PARALLELISM> sweep halted`, best so far (Δ vs baseline-deployed), top 3 and the
     pending profiles. None (the generic message) for a spec this version cannot read."""
     try:

@@ -388,7 +388,7 @@ def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
 
 def stop_files(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                directory: Path) -> str | None:
-    """Kind.stop_files: the SKILL.md's partial `<MODEL_TAG>-tuning.md` at a stop, from what
+    """Kind.stops.files: the SKILL.md's partial `<MODEL_TAG>-tuning.md` at a stop, from what
     ran so far, in the sweep's directory (the person's copy comes from `report
     --tuning-md`, where they run it)."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,110 @@
+"""Model perf's gather reads only the sweeps of its model (the store selects them by the
+spec's `model`), and finds what reading and parsing every sweep found: the same prior and
+the same param memory, on a store of many sweeps of several models and kinds."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from sweepd.core.states import RunState, SweepState
+from sweepd.kinds.model_perf import gather as perf_gather
+from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
+from sweepd.store.rows import RunParams
+from sweepd.store.store import Store
+
+MODELS = ("llama2-70b", "mixtral-8x22b", "grok-1")
+NODES = ("chi[1-2]", "chi[1-4]")
+
+
+def _spec(model: str, nodes: str, **more: Any) -> ModelPerfSpec:
+    return cast(ModelPerfSpec, parse_spec({"kind": "model-perf", "model": model,
+                                           "nodes": nodes, "min_nodes": 1, **more}))
+
+
+async def _every_sweep_read(store: Store, spec: ModelPerfSpec) -> PerfFacts:
+    """The gather as it was: every sweep read and parsed, the prior the latest that fits,
+    the param memory from every sweep whose stored spec names the model."""
+    sweeps = await store.sweeps()
+    prior = None
+    if spec.second is None:
+        for sweep in reversed(sweeps):
+            if perf_gather.is_prior(sweep, spec):
+                prior = await perf_gather.prior_of(store, spec, sweep)
+                break
+    same_model = [s.id for s in sweeps if s.spec.get("model") == spec.model]
+    return PerfFacts(prior=prior,
+                     param_gb=await store.latest_mem_used_on(spec.nodes, same_model))
+
+
+async def _fill(store: Store) -> dict[str, set[int]]:
+    """Sweeps of three models in every state, of model perf and other kinds; returns the
+    ids of each model's sweeps."""
+    of_model: dict[str, set[int]] = {m: set() for m in MODELS}
+    for i in range(72):
+        model, nodes = MODELS[i % 3], NODES[(i // 3) % 2]
+        remat = {"overrides": {"remat_policy": "full"}} if i % 7 == 0 else {}
+        if i % 6 == 5:   # another kind naming the model: its jobs' memory counts too
+            spec: dict[str, Any] = {"kind": "xla-tuning", "model": model, "nodes": nodes}
+            kind = "xla-tuning"
+        elif i % 6 == 4:   # a model sweep: no top-level model
+            spec, kind = {"kind": "model-sweep", "nodes": nodes, "matrix": {model: [2]}}, \
+                "model-sweep"
+        else:
+            spec = _spec(model, nodes, **remat).model_dump(mode="json")
+            kind = "model-perf"
+        sweep = await store.create_sweep(kind, f"s{i}", spec)
+        if "model" in spec:
+            of_model[model].add(sweep)
+        for v in (2, 4, 8):
+            run = await store.add_run(sweep, f"b{v}", RunParams(
+                overrides={"per_device_batch_size": v}), nodes, "planned")
+            job = await store.create_job(run, f"tok-{sweep}-{v}", "name", nodes)
+            if v == 2 and i % 4 != 3:
+                await store.update_job(job.id, mem_used_gb=30.0 + i + v / 10)
+            await store.transition_run(run.id, RunState.ACTIVE, "submitted")
+            await store.transition_run(run.id, RunState.PASSED if v < 8 else RunState.FAILED,
+                                       "ended", outcome="pass" if v < 8 else "oom",
+                                       tgs=100.0 + i + v)
+        if i % 4 == 0:
+            continue   # still queued
+        if i % 4 == 3:
+            await store.transition_sweep(sweep, SweepState.FAILED, "failed")
+            continue
+        await store.transition_sweep(sweep, SweepState.RUNNING, "started")
+        verdict = {"best": 4, "tgs": 104.0 + i, "settled": i % 4 == 1}
+        await store.transition_sweep(sweep, SweepState.DONE, "done", verdict=verdict)
+    return of_model
+
+
+async def test_the_gather_finds_what_reading_every_sweep_found(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _fill(store)
+    asked = [_spec(m, n, **more) for m in MODELS for n in NODES
+             for more in ({}, {"overrides": {"remat_policy": "full"}})]
+    before = [await _every_sweep_read(store, spec) for spec in asked]
+
+    # The gather now never reads every sweep.
+    async def every_sweep(*_: Any) -> None:
+        raise AssertionError("the gather read every sweep")
+    monkeypatch.setattr(store, "sweeps", every_sweep)
+    after = [await perf_gather.gather(store, spec) for spec in asked]
+    assert after == before
+    # Not a vacuous match: priors and param memory were found, and told apart by cell.
+    assert sum(f.prior is not None for f in after) >= 4
+    # Only model sweeps (whose specs name no one model) ran mixtral on chi[1-4].
+    assert [(s.model, s.nodes) for s, f in zip(asked, after, strict=True)
+            if f.param_gb is None] == [("mixtral-8x22b", "chi[1-4]")] * 2
+    assert len({f.prior.sweep for f in after if f.prior is not None}) >= 4
+
+
+async def test_the_store_returns_only_the_models_sweeps(store: Store) -> None:
+    of_model = await _fill(store)
+    for model, ids in of_model.items():
+        got = await store.sweeps_of_model(model)
+        assert {s.id for s in got} == ids and [s.id for s in got] == sorted(ids)
+        assert all(s.spec["model"] == model for s in got)
+    assert await store.sweeps_of_model("no-such-model") == []
