@@ -22,7 +22,7 @@ from sweepd.core.control import apply_stop, release_ended, stop_sweep
 from sweepd.core.finish import finish
 from sweepd.core.follow import LogFollower
 from sweepd.core.judge import check_hang, judge
-from sweepd.core.metrics import observe_stored
+from sweepd.core.logpass import TailClocks, read_logs
 from sweepd.core.outage import ControllerOutage, OutageEffects
 from sweepd.core.planning import advance
 from sweepd.core.states import JobState, SweepState
@@ -55,21 +55,13 @@ class PassStopped(BaseException):
 
 
 @dataclass
-class _TailClock:
-    """Per-job log polling: prompt while output flows, exponential backoff when silent."""
-
-    next_at: float = 0.0
-    interval: float = 0.0
-
-
-@dataclass
 class Engine:
     store: Store
     backend: ClusterBackend
     clock: Clock
     config: Config
     follower: LogFollower = field(init=False)
-    _tail: dict[int, _TailClock] = field(default_factory=dict, init=False)
+    _tail: TailClocks = field(default_factory=TailClocks, init=False)
     _last_poll: float = field(default=0.0, init=False)
     # The pieces the pass composes: each does one job, and returns what it asks of the
     # engine (scancels, stops, news) for the engine to do.
@@ -254,31 +246,10 @@ class Engine:
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
     async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
-        """Read every due log; store all the facts in one transaction."""
-        now = self.clock.now()
-        due = []
-        for job in jobs:
-            status = statuses.get(job.backend_id or "")
-            finished = status is not None and status.state.finished
-            tail = self._tail.get(job.id)
-            if tail is None:
-                tail = self._tail[job.id] = _TailClock()
-            if job.state != JobState.SUBMITTING and (now >= tail.next_at or finished):
-                due.append(job)
-        chunks = await self.follower.read_chunks(due, self.checkpoint, self.stop_requested)
-        written = [c for c in chunks if c is not None]
-        await self.store.record_logs(written)
-        observe_stored(written)   # line -> stored latency, for /metrics
-        base, most = self.config.policy.tail_interval_s, self.config.policy.tail_backoff_max_s
-        news = False
-        for job, chunk in zip(due, chunks, strict=True):
-            tail = self._tail[job.id]
-            fresh = chunk is not None and "last_output_at" in chunk.fields
-            tail.interval = base if fresh else min(max(tail.interval * 2, base), most)
-            tail.next_at = now + tail.interval
-            news = news or fresh
-        if news:   # once: a waiting client wakes at the first, and nothing runs in between
-            self.notify()
+        if await read_logs(self.store, self.follower, self._tail, self.config.policy,
+                           self.clock.now(), jobs, statuses, self.checkpoint,
+                           self.stop_requested):
+            self.notify()   # once: a waiting client wakes at the first, nothing runs between
 
     async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
         """Scheduler states in one call, when due. None: controller down (wait)."""
@@ -336,7 +307,7 @@ class Engine:
 
     async def _judge(self, job: Job, status: JobStatus | None, now: float) -> None:
         if await judge(self, job, status, now):   # ended: its log clock goes with it
-            self._tail.pop(job.id, None)
+            self._tail.pop(job.id)
 
     async def _check_hang(self, job: Job, now: float) -> None:
         await check_hang(self, job, now)
