@@ -21,7 +21,7 @@ import pytest
 from sweepd.clusters import train_env as te
 from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import TRAIN_ENV_MARK, SlurmCluster
-from sweepd.core.engine import _profile_env
+from sweepd.core.submit import _profile_env
 from sweepd.kinds.xla_tuning.logread import Effective, effective
 from sweepd.store.rows import RunParams
 from tests.slurm_cluster import MAXTEXT_FIXTURE

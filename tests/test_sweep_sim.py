@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_sweep
+from sweepd.core import planning
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, SweepState
 from sweepd.kinds.registry import parse_spec
@@ -163,10 +164,10 @@ async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: P
 
 async def test_a_defect_in_planning_stops_that_sweep_not_the_daemon(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def broken(self: Engine, sweep: Sweep, runs: list[Run]) -> None:
+    async def broken(engine: Engine, sweep: Sweep, runs: list[Run]) -> None:
         raise ValueError("a planner's defect")
 
-    monkeypatch.setattr(Engine, "_plan", broken)
+    monkeypatch.setattr(planning, "plan", broken)
     config = sim_config(tmp_path, write_scenario(tmp_path))
     code, lines = await run(config, perf_spec(values=[4]))
     assert code == EXIT_AWAITING_DECISION, lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
@@ -47,6 +48,26 @@ async def end_open_work(engine: EngineParts, sweep_id: int, reason: str, rule: s
 
 # The stop rule of a submission its spec makes impossible (clusters.base.SpecRefused).
 SPEC_REFUSED = "submit.spec_refused"
+
+
+@dataclass(frozen=True)
+class SweepStop:
+    """An effect a piece of the pass returns: halt this sweep for a person (the engine
+    applies it with `stop_sweep`, the piece needing no engine)."""
+
+    sweep: Sweep
+    reason: str
+    rule: str
+    evidence: str | None
+    failing_nodes: Sequence[str]
+    recovery: str
+    outcome: str
+
+
+async def apply_stop(engine: EngineParts, stop: SweepStop) -> None:
+    await stop_sweep(engine, stop.sweep, stop.reason, rule=stop.rule, evidence=stop.evidence,
+                     failing_nodes=stop.failing_nodes, recovery=stop.recovery,
+                     outcome=stop.outcome)
 
 
 async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: str,

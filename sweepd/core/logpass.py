@@ -1,0 +1,74 @@
+"""A pass's log reading: which logs are due (each job's own cadence: prompt while output
+flows, backing off while it is silent), all of them read in one worker-thread call, and
+their facts stored in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from sweepd.clusters.base import JobStatus
+from sweepd.config import PolicyConfig
+from sweepd.core.follow import LogFollower
+from sweepd.core.metrics import observe_stored
+from sweepd.core.states import JobState
+from sweepd.store.rows import Job
+from sweepd.store.store import Store
+
+
+@dataclass
+class _TailClock:
+    """One job's log polling: when it is next due, and the interval that led there."""
+
+    next_at: float = 0.0
+    interval: float = 0.0
+
+
+class TailClocks:
+    """Every followed job's log cadence, by job id."""
+
+    def __init__(self) -> None:
+        self._clocks: dict[int, _TailClock] = {}
+
+    def due(self, job: Job, now: float, finished: bool) -> bool:
+        tail = self._clocks.get(job.id)
+        if tail is None:
+            tail = self._clocks[job.id] = _TailClock()
+        return job.state != JobState.SUBMITTING and (now >= tail.next_at or finished)
+
+    def read(self, job_id: int, fresh: bool, now: float, policy: PolicyConfig) -> None:
+        """The log was read: due again soon if it had new output, else later and later."""
+        tail = self._clocks[job_id]
+        base, most = policy.tail_interval_s, policy.tail_backoff_max_s
+        tail.interval = base if fresh else min(max(tail.interval * 2, base), most)
+        tail.next_at = now + tail.interval
+
+    def pop(self, job_id: int) -> None:
+        self._clocks.pop(job_id, None)
+
+    def clear(self) -> None:
+        """Every log due at the next pass."""
+        self._clocks.clear()
+
+
+async def read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
+                    policy: PolicyConfig, now: float, jobs: Sequence[Job],
+                    statuses: dict[str, JobStatus], checkpoint: Callable[[], Awaitable[None]],
+                    stopped: Callable[[], bool]) -> bool:
+    """Read every due log; store all the facts in one transaction. True when some job
+    had new output (news for the clients)."""
+    due = []
+    for job in jobs:
+        status = statuses.get(job.backend_id or "")
+        if clocks.due(job, now, status is not None and status.state.finished):
+            due.append(job)
+    chunks = await follower.read_chunks(due, checkpoint, stopped)
+    written = [c for c in chunks if c is not None]
+    await store.record_logs(written)
+    observe_stored(written)   # line -> stored latency, for /metrics
+    news = False
+    for job, chunk in zip(due, chunks, strict=True):
+        fresh = chunk is not None and "last_output_at" in chunk.fields
+        clocks.read(job.id, fresh, now, policy)
+        news = news or fresh
+    return news

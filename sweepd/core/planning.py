@@ -1,0 +1,100 @@
+"""Planning one sweep: start the attempts that are due, ask the kind's strategy for the
+next step (new runs, a verdict, a stop) and act on it. The pass (core/engine.py) says which
+sweeps to plan and when; this is what planning one of them does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from sweepd.core.control import stop_sweep
+from sweepd.core.finish import finish
+from sweepd.core.node_check import ensure_usable
+from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.core.submit import apply
+from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
+from sweepd.kinds.registry import gather_context, kind_of
+from sweepd.store.rows import Run, Sweep
+from sweepd.util.hostlists import collect_nodes, expand_nodes
+
+if TYPE_CHECKING:
+    from sweepd.core.parts import EngineParts
+    from sweepd.core.submit import Submitter
+
+    class Planner(EngineParts, Protocol):
+        """What planning needs of the engine beyond its parts: its submitter."""
+
+        submitter: Submitter
+
+
+async def advance(engine: Planner, sweep: Sweep) -> None:
+    runs = await engine.store.runs(sweep.id)
+    jobs = await engine.store.jobs(sweep.id)
+    busy = {j.run_id for j in jobs if j.state in (JobState.SUBMITTING, JobState.QUEUED,
+                                                   JobState.RUNNING, JobState.HUNG)}
+    now = engine.clock.now()
+    for run in runs:
+        if run.state in (RunState.PENDING, RunState.ACTIVE) and run.id not in busy and \
+                (run.not_before is None or run.not_before <= now):
+            await start_attempt(engine, sweep, run)
+            if (await engine.store.sweep(sweep.id)).state != SweepState.RUNNING:
+                return
+    decision = await plan(engine, sweep, runs)
+    if isinstance(decision, Finished):
+        await finish(engine, sweep, decision)
+        return
+    if isinstance(decision, Stop):
+        await stop_sweep(engine, sweep, decision.reason, rule=decision.rule,
+                         evidence=decision.evidence, failing_nodes=[], recovery="none",
+                         outcome="stopped by the sweep's own rule")
+        return
+    for new in decision:
+        run = await engine.store.add_run(sweep.id, new.label, new.params,
+                                         collect_nodes(list(new.nodes)), new.reason, new.rule)
+        for line in new.progress:
+            await engine.store.add_event(sweep.id, "progress", line, run_id=run.id)
+        await start_attempt(engine, sweep, run)
+
+
+async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
+    """The kind's strategy asked, with the facts its gather finds."""
+    spec = engine.spec_of(sweep)
+    kind = kind_of(sweep.kind)
+    excluded = {e.node for e in await engine.store.exclusions(sweep.id)}
+    nodes = [n for n in spec.node_list if n not in excluded]
+    try:
+        facts = await kind.gather(engine.store, spec, gather_context(engine.config))
+    except GatherError as e:   # what it refers to is gone since it was accepted
+        return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
+    # Stops a person already resumed from: the strategy must not raise them again.
+    acknowledged = [e.rule for e in await engine.store.events(sweep.id, kind="transition")
+                    if e.to_state == SweepState.AWAITING_DECISION and e.rule]
+    ctx = SweepContext(runs=runs, nodes=nodes,
+                       gpu_memory_gib=engine.config.cluster.gpu_memory_gib, facts=facts,
+                       jobs=await engine.store.jobs(sweep.id), acknowledged_stops=acknowledged,
+                       gpus_per_node=engine.config.cluster.gpus_per_node)
+    return kind.plan(spec, ctx)
+
+
+async def start_attempt(engine: Planner, sweep: Sweep, run: Run) -> None:
+    """A new job for the run on its usable nodes, submitted; or the sweep stopped when too
+    few nodes are left."""
+    spec = engine.spec_of(sweep)
+    excluded = {e.node for e in await engine.store.exclusions(sweep.id)}
+    pinned = expand_nodes(run.nodes)
+    nodes = [n for n in spec.node_list if n in set(pinned) and n not in excluded]
+    need = min(spec.needed_nodes, len(pinned))
+    if len(nodes) < need:
+        left = f"{len(nodes)} usable node{'' if len(nodes) == 1 else 's'}"
+        await stop_sweep(engine, sweep, f"only {left} left; the sweep's min_nodes is "
+                         f"{need}", rule="nodes.below_minimum", evidence=None,
+                         failing_nodes=sorted(excluded), recovery="node exclusion",
+                         outcome="too few nodes")
+        return
+    if not await ensure_usable(engine, sweep, nodes):
+        return
+    if run.state == RunState.PENDING:
+        await engine.store.transition_run(run.id, RunState.ACTIVE, "submitting",
+                                          rule="engine.submit")
+    token = await engine.submitter.new_token(sweep.id)
+    job = await engine.store.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
+    await apply(engine, await engine.submitter.submit(sweep, run, job))

@@ -1,0 +1,162 @@
+"""The jobs table and what its logs add: job rows (write-ahead, by token, their
+states and fields), their steps and signals, and a pass's log facts in one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from sweepd.core.states import JOB_TRANSITIONS, JobState
+from sweepd.store.base import StoreBase
+from sweepd.store.rows import Job, Run, SignalRow, StepRow
+
+_JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
+# What a pass's log reading writes to most jobs: applied to the kept active jobs as written
+# (they read back the same), instead of reading the rows again.
+_TAIL_FIELDS = frozenset({"log_offset", "log_identity", "last_output_at", "phase", "last_step"})
+
+
+class LogChunkLike(Protocol):
+    job_id: int
+    fields: dict[str, Any]
+    steps: list[dict[str, Any]]
+    signals: list[dict[str, Any]]
+
+
+class JobsTable(StoreBase):
+    """Jobs, with their steps and signals."""
+
+    async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
+        """Write-ahead: the job row exists (state `submitting`) before the scheduler call.
+        The run's nodes become the job's: a retry after an exclusion runs on fewer nodes,
+        and the run's result must say which ones it was measured on."""
+        async with self.tx() as conn:
+            async with conn.execute(
+                "SELECT coalesce(max(attempt), 0) + 1 FROM jobs WHERE run_id = ?", (run.id,)
+            ) as cur:
+                row = await cur.fetchone()
+            attempt = int(row[0]) if row else 1
+            c = await conn.execute(
+                "INSERT INTO jobs (run_id, sweep_id, attempt, token, job_name, nodes)"
+                " VALUES (?,?,?,?,?,?)",
+                (run.id, run.sweep_id, attempt, token, job_name, nodes),
+            )
+            job_id = int(c.lastrowid or 0)
+            await conn.execute("UPDATE runs SET nodes = ? WHERE id = ?", (nodes, run.id))
+            await self._event(conn, run.sweep_id, "transition",
+                              f"submitting attempt {attempt} of {run.label} on {nodes}",
+                              run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
+        self._written([job_id])
+        return await self.job(job_id)
+
+    async def job(self, job_id: int) -> Job:
+        return Job.from_row(await self._one("SELECT * FROM jobs WHERE id = ?", (job_id,),
+                                            f"job {job_id}"))
+
+    async def jobs(self, sweep_id: int) -> list[Job]:
+        rows = await self._all("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY id", (sweep_id,))
+        return [Job.from_row(r) for r in rows]
+
+    async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
+        wanted = sorted(set(tokens))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = await self._all(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
+        return {str(r["token"]): Job.from_row(r) for r in rows}
+
+    async def transition_job(
+        self, job_id: int, to: JobState, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, **fields: Any,
+    ) -> None:
+        unknown = set(fields) - _JOB_FIELDS
+        if unknown:
+            raise ValueError(f"not job fields: {sorted(unknown)}")
+        job = await self.job(job_id)
+        try:
+            async with self.tx() as conn:
+                old = await self._guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
+                await self._event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
+                                  job_id=job_id, from_state=old, to_state=to, rule=rule,
+                                  evidence=evidence)
+        finally:
+            self._written([job_id])
+
+    async def update_job(self, job_id: int, **fields: Any) -> None:
+        """Progress that is not a state change (offsets, phase, scheduler state)."""
+        unknown = set(fields) - _JOB_FIELDS
+        if unknown or not fields:
+            raise ValueError(f"bad job fields: {sorted(unknown) or 'none'}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        try:
+            async with self.tx() as conn:
+                await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
+                                   (*fields.values(), job_id))
+        finally:
+            self._written([job_id])
+
+    async def record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
+        """Facts read from logs, each with its job's new offset, in one transaction: a crash
+        can never store facts without their offset (or the reverse)."""
+        if not chunks:
+            return
+        # Inside a caller's transaction the write may yet be rolled back: read again.
+        nested = self._lock.locked() and self._owner is asyncio.current_task()
+        try:
+            await self._record_logs(chunks)
+        except BaseException:
+            self._written(c.job_id for c in chunks)
+            raise
+        active = self._active if self._active is not None else {}
+        for c in chunks:
+            kept = active.get(c.job_id)
+            if kept is not None and not nested and c.fields.keys() <= _TAIL_FIELDS:
+                active[c.job_id] = kept.with_fields(c.fields)
+            else:
+                self._written([c.job_id])
+
+    async def _record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
+        async with self.tx() as conn:
+            await conn.executemany(
+                "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(c.job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
+                  s["tgs"], s.get("loss")) for c in chunks for s in c.steps])
+            await conn.executemany(
+                "INSERT OR IGNORE INTO signals"
+                " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
+                [(c.job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
+                  g.get("detail"), g["line"]) for c in chunks for g in c.signals])
+            # Most chunks set the same columns: one UPDATE statement per column set.
+            by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+            for c in chunks:
+                columns = tuple(sorted(c.fields))
+                by_columns.setdefault(columns, []).append(
+                    (*(c.fields[k] for k in columns), c.job_id))
+            for columns, rows in by_columns.items():
+                unknown = set(columns) - _JOB_FIELDS
+                if unknown:
+                    raise ValueError(f"not job fields: {sorted(unknown)}")
+                if columns:
+                    sets = ", ".join(f"{k} = ?" for k in columns)
+                    await conn.executemany(f"UPDATE jobs SET {sets} WHERE id = ?", rows)
+
+    async def steps(self, job_id: int) -> list[StepRow]:
+        rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))
+        return [StepRow.from_row(r) for r in rows]
+
+    async def signals(self, job_id: int) -> list[SignalRow]:
+        rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
+        return [SignalRow.from_row(r) for r in rows]
+
+    async def latest_mem_used_on(self, nodes: str, sweep_ids: Iterable[int]) -> float | None:
+        """The memory (GB) recorded by the latest job of these sweeps that ran on exactly
+        these nodes (a collected hostlist) and recorded one; one row, not every job there."""
+        rows = await self._all(
+            "SELECT mem_used_gb FROM jobs WHERE nodes = ? AND mem_used_gb IS NOT NULL"
+            " AND sweep_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 1",
+            (nodes, json.dumps(sorted(set(sweep_ids)))),
+        )
+        return float(rows[0][0]) if rows else None

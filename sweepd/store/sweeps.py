@@ -1,0 +1,100 @@
+"""The sweeps table: created, read, found, counted and moved between states."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sweepd.core.states import SWEEP_TRANSITIONS, SweepState
+from sweepd.store.base import StoreBase, now_sql
+from sweepd.store.rows import Sweep
+
+
+class SweepsTable(StoreBase):
+    """Sweeps."""
+
+    async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any],
+                           submitted_by: str | None = None) -> int:
+        async with self.tx() as conn:
+            cur = await conn.execute(
+                "INSERT INTO sweeps (kind, name, spec_json, submitted_by) VALUES (?,?,?,?)",
+                (kind, name, json.dumps(spec, sort_keys=True), submitted_by),
+            )
+            sweep_id = int(cur.lastrowid or 0)
+            await self._event(conn, sweep_id, "transition", "sweep submitted",
+                              to_state=SweepState.QUEUED)
+        return sweep_id
+
+    async def sweep(self, sweep_id: int) -> Sweep:
+        return Sweep.from_row(await self._one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,),
+                                              f"sweep {sweep_id}"))
+
+    async def sweeps(self, states: Iterable[SweepState] | None = None) -> list[Sweep]:
+        if states is None:
+            rows = await self._all("SELECT * FROM sweeps ORDER BY id")
+        else:
+            wanted = [str(s) for s in states]
+            marks = ",".join("?" * len(wanted))
+            rows = await self._all(
+                f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
+        return [Sweep.from_row(r) for r in rows]
+
+    async def sweeps_of_model(self, model: str) -> list[Sweep]:
+        """The sweeps (of any kind) whose spec names this model, oldest first: SQLite picks
+        them out, so the rows of other models' sweeps are never built (model perf's gather)."""
+        rows = await self._all("SELECT * FROM sweeps WHERE json_extract(spec_json, '$.model') = ?"
+                               " ORDER BY id", (model,))
+        return [Sweep.from_row(r) for r in rows]
+
+    async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
+                          since: str | None = None, user: str | None = None) -> list[Sweep]:
+        """Sweeps matching every filter given, newest first (`since`: created at or after,
+        an ISO time as the store writes them)."""
+        where, args = ["1 = 1"], []
+        for column, wanted in (("state", states), ("kind", kinds)):
+            if wanted:
+                where.append(f"{column} IN ({','.join('?' * len(wanted))})")
+                args += list(wanted)
+        if since is not None:
+            where.append("created_at >= ?")
+            args.append(since)
+        if user is not None:
+            where.append("submitted_by = ?")
+            args.append(user)
+        rows = await self._all(f"SELECT * FROM sweeps WHERE {' AND '.join(where)}"
+                               " ORDER BY id DESC", args)
+        return [Sweep.from_row(r) for r in rows]
+
+    async def count_by_state(self, table: str) -> dict[str, int]:
+        """How many sweeps (or jobs, or runs) are in each state."""
+        if table not in ("sweeps", "jobs", "runs"):
+            raise ValueError(f"not a table with states: {table}")
+        rows = await self._all(f"SELECT state, count(*) FROM {table} GROUP BY state")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def job_seconds_of(self, kind: str, model: str | None) -> list[float]:
+        """Cluster seconds the ended jobs of earlier sweeps of this kind (and model) took."""
+        rows = await self._all(
+            "SELECT j.ended_at - j.submitted_at FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
+            " WHERE s.kind = ? AND j.state IN ('done', 'failed') AND j.ended_at IS NOT NULL"
+            " AND j.submitted_at IS NOT NULL"
+            " AND (? IS NULL OR json_extract(s.spec_json, '$.model') = ?)",
+            (kind, model, model))
+        return [float(r[0]) for r in rows]
+
+    async def transition_sweep(
+        self, sweep_id: int, to: SweepState, reason: str, *, rule: str | None = None,
+        evidence: str | None = None, verdict: Mapping[str, Any] | None = None,
+        progress: str | None = None,
+    ) -> None:
+        sets: dict[str, Any] = {"reason": reason,
+                                "updated_at": now_sql()}
+        if verdict is not None:
+            sets["verdict_json"] = json.dumps(verdict, sort_keys=True)
+        async with self.tx() as conn:
+            old = await self._guarded(conn, "sweeps", SWEEP_TRANSITIONS, sweep_id, to, sets)
+            await self._event(conn, sweep_id, "transition", reason, from_state=old,
+                              to_state=to, rule=rule, evidence=evidence)
+            if progress:
+                await self._event(conn, sweep_id, "progress", progress)
