@@ -190,7 +190,7 @@ async def test_a_job_dead_before_the_check_is_adopted_and_judged_by_slurm(
     after printing the id: the job exists, so it is adopted and the scheduler's word on it
     (FAILED, exit 1) decides, not a refusal."""
     repo = toolkit(tmp_path)
-    slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "3"})
+    slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "8"})
     token = fresh("prolog")
     sub = await slurm.submit(request(token, "chi2872", tmp_path, env={"FAKE_EXIT": "1"}))
     assert sub.note and sub.note.startswith("submit.sh exited 1; ")
