@@ -59,6 +59,7 @@ from sweepd.kinds.xla_tuning.landscape import Landscape, truth
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
 SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11, "factsheld": 13}  # per family
 MAX_RUNS = 48  # 8 h at 10 minutes a run
+USELESS = 0.003  # a part adding under 0.3 points of true gain does nothing worth a flag
 DEFINITION = (
     "found = the verdict's recipe's TRUE gain within 1 % of the best true recipe (<= 3 flags "
     "of the catalog + restore_default); bias = mean(claimed - true gain) over verdicts that "
@@ -66,7 +67,9 @@ DEFINITION = (
     "is confirmed >= +5 %; a black box's: its best measurement >= +5 %) whose true gain is "
     "< +4.5 %; "
     "<2%: no change = share of cells whose truth is < +2 % where no recipe is proposed; "
-    "in 8h = found with <= 48 runs; cond. = verdicts marked conditional"
+    "in 8h = found with <= 48 runs; cond. = verdicts marked conditional; useless = verdicts "
+    "whose recipe holds a part with a true marginal gain < USELESS (the recipe's true gain "
+    "less the true gain of the recipe without that part)"
 )
 
 
@@ -82,6 +85,7 @@ class Tally:
     small: int = 0  # cells whose truth is < +2 %
     small_nochange: int = 0
     conditional: int = 0
+    useless: int = 0  # verdicts whose recipe holds a part of < USELESS true marginal gain
 
 
 def _real(reps: int) -> list[Case]:
@@ -109,6 +113,20 @@ def _judge(land: Landscape, cat: tuple[Profile, ...], claim: Claim, t: Tally, ex
         t.small += 1
         t.small_nochange += not claim.proposed
     t.conditional += claim.conditional
+    t.useless += _useless(land, claim, true_gain)
+
+
+def _useless(land: Landscape, claim: Claim, true_gain: float) -> bool:
+    """The recipe holds a part whose removal costs < USELESS of true gain (a part whose
+    removal makes the recipe unrunnable is needed)."""
+    if len(claim.parts) < 2:
+        return False
+    for i in range(len(claim.parts)):
+        rest = tuple(s for j, p in enumerate(claim.parts) if j != i for s in p)
+        without = land.gain(rest, land.tags[0])
+        if without is not None and true_gain - without < USELESS:
+            return True
+    return False
 
 
 METHODS = ("seed", "thorough", "exhaustive", "singles", "singles@eq", "singles+stk", "tpe",
@@ -143,7 +161,7 @@ def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[
 def report(name: str, tallies: dict[str, Tally]) -> None:
     print(f"\n{name} ({next(iter(tallies.values())).n} landscapes)")
     print(f"{'method':<11} {'runs':>6} {'vs exh.':>8} {'found':>7} {'in 8h':>7} {'bias':>7} "
-          f"{'false win':>10} {'<2%: no change':>15} {'cond.':>6}")
+          f"{'false win':>10} {'<2%: no change':>15} {'cond.':>6} {'useless':>8}")
     for m, t in tallies.items():
         ratio = (f"{sum(t.runs) / sum(t.exhaustive_runs):8.0%}" if sum(t.exhaustive_runs)
                  else "       —")
@@ -151,7 +169,7 @@ def report(name: str, tallies: dict[str, Tally]) -> None:
         small = f"{t.small_nochange / t.small:7.1%} ({t.small})" if t.small else "—"
         print(f"{m:<11} {statistics.fmean(t.runs):6.1f} {ratio} {t.found / t.n:7.1%} "
               f"{t.in8h / t.n:7.1%} {bias} {t.false_winner / t.n:10.1%} {small:>15} "
-              f"{t.conditional / t.n:6.1%}")
+              f"{t.conditional / t.n:6.1%} {t.useless / t.n:8.1%}")
 
 
 def main() -> None:

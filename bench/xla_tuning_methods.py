@@ -14,6 +14,7 @@ from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting, mecha
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
+from sweepd.kinds.xla_tuning.search import profiles
 
 WAVE, MAX_S, WIN, BOUND, COUNT = 8, 8 * 3600.0, 0.05, 0.02, 25
 
@@ -27,6 +28,7 @@ class Claim:
     conditional: bool = False
     proposed: bool = True  # False: "no change" (nothing beyond noise)
     win: bool | None = None  # claims ">= +5 %" (None: the gain says it, gain >= 5 %)
+    parts: tuple[tuple[Setting, ...], ...] = ()  # the recipe's parts (a stack's), as settings
 
     @property
     def claims_win(self) -> bool:
@@ -59,8 +61,10 @@ def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: f
                  deployed=land.deployed_settings(), win=win, focus=focus, stop=stop)
     r = replay(inp, land, rng)
     v = r.verdict
+    table = profiles(inp)
+    parts = tuple(table[q].settings for q in v.recipe.split("+")) if v.recipe else ()
     return Claim(str(v.kind), r.settings(inp), len(r.results), v.gain or 0.0, v.conditional,
-                 v.recipe is not None, v.win)
+                 v.recipe is not None, v.win, parts)
 
 
 def _space(land: Landscape, cat: Sequence[Profile]) -> list[Profile]:

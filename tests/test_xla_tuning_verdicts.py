@@ -244,3 +244,43 @@ def test_the_win_bounds_widen_to_students_t_at_the_noise_estimates_df() -> None:
     assert replace(board, noise_df=5).t(1.645) == pytest.approx(2.015, abs=0.02)
     assert replace(board, noise_df=30).t(2.326) == pytest.approx(2.457, abs=0.01)
     assert replace(board, noise_df=10_000).t(1.645) == pytest.approx(1.645, abs=0.001)
+
+
+def _ambiguous() -> list[Result]:
+    # ag768M+lhs +10.2 % on its two fresh runs, ag768M alone +10.0 % over 3: lhs's gap is
+    # ~0.4 se, inside the ambiguous zone (0, 1] se.
+    return [*_base(), _ok("lhs", 1010.0), _ok("ag768M", 1100.0), _ok("ag768M", 1098.0, 3),
+            _ok("ag768M", 1102.0, 3), _ok("ag768M", 1100.0, 4, "dense"),
+            _ok("ag768M+lhs", 1106.0, 3), _ok("ag768M+lhs", 1102.0, 4),
+            _ok("ag768M+lhs", 1102.0, 4), _ok("ag768M+lhs", 1102.0, 4, "dense")]
+
+
+def _part_checks(inp: Inputs, results: list[Result]) -> set[str]:
+    step = plan(inp, results, EV)
+    assert isinstance(step, tuple), step  # before: the winner stop, lhs kept on 0.4 se
+    return {p.profile.name for p in step if p.rule == "verdict.part_check"}
+
+
+def test_an_ambiguous_neutral_part_is_tested_and_then_left_out() -> None:
+    inp = _inputs(fsdp8())
+    results = _ambiguous()
+    assert _part_checks(inp, results) == {"ag768M+lhs", "ag768M"}
+    # The re-runs say lhs adds nothing: the stack measures below the stack without it.
+    results += [_ok("ag768M+lhs", 1097.0, 5), _ok("ag768M", 1102.0, 5)]
+    v = plan(inp, results, EV)
+    assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
+    assert v.left_out and v.left_out[0].startswith("lhs (ag768M+lhs +10.03% (3 fresh runs)")
+    assert "no measured help" in v.left_out[0]
+
+
+def test_an_ambiguous_real_part_is_tested_and_kept() -> None:
+    inp = _inputs(fsdp8())
+    results = _ambiguous()
+    assert _part_checks(inp, results) == {"ag768M+lhs", "ag768M"}
+    # The re-runs say lhs helps: the gap leaves the zone above 1 se.
+    results += [_ok("ag768M+lhs", 1110.0, 5), _ok("ag768M", 1096.0, 5)]
+    v = plan(inp, results, EV)
+    assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M+lhs", v
+    assert not v.left_out
+    assert v.tested and v.tested[0].startswith("lhs kept (ag768M+lhs +10.47% (3 fresh runs)")
+    assert "tested: lhs kept" in v.reason

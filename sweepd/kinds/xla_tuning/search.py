@@ -78,6 +78,7 @@ class Verdict:
     left_out: tuple[str, ...] = ()  # parts dropped from the stack, each with why
     profiles: int = 0  # distinct profiles tried in Waves 2-4
     win: bool = False  # the recipe is confirmed >= +5 % (what a ">= +5 %" claim means)
+    tested: tuple[str, ...] = ()  # parts kept after their stack was re-run without them
 
 
 Plan = tuple[Planned, ...] | Verdict  # an empty tuple: wait for the runs in flight
@@ -97,6 +98,13 @@ Z_NEAR = 2.326
 # fell to the stack without it in ~17 % of sweeps at n=4 vs 5 (real cells, seed mode: found
 # 86.5 -> 93 % of 200 replays at 0.5; false winners and bias unchanged or lower).
 PART_Z = 0.5
+# But at 0.5 se a part with no effect is kept whenever noise lifts its stack by 0.5 se (31 %
+# of single comparisons). A gap in (PART_Z_DROP, PART_Z_KEEP] se is ambiguous: the stack and
+# the stack without the part are re-run (each up to PART_N runs) before the verdict; at the
+# cap the PART_Z rule decides.
+PART_Z_KEEP = 1.0
+PART_Z_DROP = 0.0
+PART_N = 4
 T_BOUNDS = True  # the win bounds use Student's t at the noise estimate's df (Board.t)
 
 EVIDENCE_PROFILE = Profile(EVIDENCE, (
@@ -320,21 +328,39 @@ class Pruned:
     name: str  # the recipe with every part that showed no measured help left out
     left_out: tuple[str, ...]  # each dropped part, with the measurement that dropped it
     untested: tuple[str, ...]  # stacks without one part that were never run
+    # Parts whose gap is ambiguous and under the run cap: (stack, stack without the part),
+    # re-run by the planner until the gap leaves the zone or both reach PART_N runs.
+    checking: tuple[tuple[str, str], ...] = ()
+    tested: tuple[str, ...] = ()  # parts decided after re-runs, with the deciding measurement
+
+
+def _part_text(board: Board, t: str, name: str, sub: str, z: float) -> str:
+    s = board.get(sub, t)
+    fresh, ns = len(board.fresh(name, t)), (s.n if s else 0)
+    top = board.fresh_delta(name, t) if fresh else board.delta(name, t)
+    runs = f"{fresh} fresh run{'s' if fresh != 1 else ''}" if fresh else "n=1"
+    return (f"{name} {top or 0.0:+.2%} ({runs}) vs {sub} "
+            f"{board.delta(sub, t) or 0.0:+.2%} (n={ns}) without it: {z:+.1f} se")
 
 
 def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
-    """A recipe keeps only parts with measured evidence that they help: for each part, the
-    stack must have measured above the stack without it by PART_Z standard errors. A part
-    that did not is left out (the most useless first, then again); a stack without a part
+    """A recipe keeps only parts with measured evidence that they help. For each part, the
+    gap between the stack and the stack without it, in standard errors (z): above
+    PART_Z_KEEP the part is kept, at or below PART_Z_DROP it is left out (the most useless
+    first, then again). Between the two the part is ambiguous: the planner re-runs the stack
+    and the stack without it (`checking`) until z leaves the zone or both have PART_N runs;
+    at the cap (or at a stop before it) the part is kept above PART_Z. A stack without a part
     that was never run is `untested` (the planner runs it before the verdict)."""
     t = inp.tags[0]
     left: list[str] = []
+    checking: list[tuple[str, str]] = []
+    tested: list[str] = []
     while True:
         parts = name.split("+")
         if len(parts) < 2:
-            return Pruned(name, tuple(left), ())
+            return Pruned(name, tuple(left), (), tuple(checking), tuple(tested))
         untested: list[str] = []
-        worst: tuple[float, str, str] | None = None
+        worst: tuple[float, str, str, str] | None = None
         for part in parts:
             sub = "+".join(sorted(q for q in parts if q != part))
             e, s = board.get(name, t), board.get(sub, t)
@@ -343,15 +369,33 @@ def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
                 continue
             if e is None or not e.n or not s.n:
                 continue  # the stack without the part cannot run: the part is needed
-            gap = (board.delta(name, t) or 0.0) - (board.delta(sub, t) or 0.0)
-            se = board.noise * math.sqrt(1 / e.n + 1 / s.n)
-            if gap <= PART_Z * se and (worst is None or gap < worst[0]):
-                worst = (gap, part, sub)
+            # The stack on its fresh runs: the run that selected it was the best of many,
+            # and that lucky run alone kept neutral parts at > 1 se (the winner's curse).
+            fresh = len(board.fresh(name, t))
+            top = board.fresh_delta(name, t) if fresh else board.delta(name, t)
+            gap = (top or 0.0) - (board.delta(sub, t) or 0.0)
+            z = gap / (board.noise * math.sqrt(1 / (fresh or e.n) + 1 / s.n))
+            retested = s.n >= 2  # the stack without it re-run: the gap was tested
+            capped = e.n >= PART_N and s.n >= PART_N
+            if PART_Z_DROP < z <= PART_Z_KEEP and not capped:
+                checking.append((name, sub))
+                why = f"ambiguous, not settled before the stop: the {PART_Z} se rule"
+            elif z <= PART_Z_DROP:
+                why = "no measured help"
+            elif PART_Z_DROP < z <= PART_Z_KEEP:
+                why = f"ambiguous at the {PART_N}-run cap: the {PART_Z} se rule"
+            else:
+                why = ""
+            if z <= (PART_Z if why.startswith("ambiguous") else PART_Z_DROP):
+                if worst is None or z < worst[0]:
+                    worst = (z, part, sub, why)
+            elif retested:
+                tested.append(f"{part} kept ({_part_text(board, t, name, sub, z)}"
+                              f"{'; ' + why if why else ''})")
         if worst is None:
-            return Pruned(name, tuple(left), tuple(untested))
-        gap, part, sub = worst
-        left.append(f"{part} ({name} {board.delta(name, t):+.2%} vs {sub} "
-                    f"{board.delta(sub, t):+.2%} without it: no measured help)")
+            return Pruned(name, tuple(left), tuple(untested), tuple(checking), tuple(tested))
+        z, part, sub, why = worst
+        left.append(f"{part} ({_part_text(board, t, name, sub, z)}: {why})")
         name = sub
 
 
@@ -367,6 +411,17 @@ def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 
         if cands._ok(prof):
             out.append((prof, t, "verdict.part_check",
                         f"{name}: is every part worth it? {sub} is the stack without one"))
+    if out:
+        return p.name, out
+    for stk, sub in p.checking:
+        for nm in (stk, sub):
+            e = board.get(nm, t)
+            if e is not None and 0 < e.n < PART_N and not any(o[0].name == nm for o in out):
+                out.append((cands._profile(nm), t, "verdict.part_check",
+                            f"{name}: is every part worth it? {stk} "
+                            f"{board.delta(stk, t) or 0.0:+.2%} vs {sub} "
+                            f"{board.delta(sub, t) or 0.0:+.2%} without one part: ambiguous "
+                            f"(within {PART_Z_KEEP:g} se), re-run"))
     if out:
         return p.name, out
     base = board.base(t)
@@ -406,7 +461,7 @@ def _winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | N
         return None
     lead = max(wins, key=lambda n: screening(board, n, t))
     name, need = _needs(inp, board, cands, lead, wave)
-    left = pruned(inp, board, cands, lead).left_out
+    pr = pruned(inp, board, cands, lead)
     if need:
         return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
                                                for p, tag, rule, reason in need))
@@ -416,7 +471,7 @@ def _winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | N
     if inp.tags[1:]:
         why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
     return _verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner", why, cands,
-                    recipe=name, left_out=left)
+                    recipe=name, left_out=pr.left_out, tested=pr.tested)
 
 
 def _seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
@@ -470,7 +525,7 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
 
 def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
              cands: Candidates | None = None, recipe: str | None = None,
-             left_out: tuple[str, ...] = ()) -> Verdict:
+             left_out: tuple[str, ...] = (), tested: tuple[str, ...] = ()) -> Verdict:
     """The verdict: its recipe (given, else the best significantly above the bounded bar on
     fresh runs, its useless parts left out), the gain and interval from runs that did not
     select it, and whether it is conditional (what a deployment would still need)."""
@@ -483,9 +538,9 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
         lead = verdict_leader(inp, board, cands)
         if lead is not None:
             p = pruned(inp, board, cands, lead)
-            recipe, left, untested = p.name, p.left_out, p.untested
+            recipe, left, untested, tested = p.name, p.left_out, p.untested, p.tested
             if not board.above(recipe, t, inp.bounded_gain):
-                recipe, left = lead, ()  # the kept part has no fresh evidence of its own
+                recipe, left, tested = lead, (), ()  # the kept part: no fresh evidence
     elif recipe is not None:
         left = left_out
     gain = board.fresh_delta(recipe, t) if recipe else None
@@ -512,6 +567,8 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
         missing, regressed = _missing(inp, board, recipe, n, untested)
     if left:
         why += "; left out: " + "; ".join(left)
+    if tested:
+        why += "; tested: " + "; ".join(tested)
     lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
                 key=lambda e: board.delta(e.profile, t) or -1.0)
     d1 = board.delta(lead1.profile, t) if lead1 else None
@@ -521,7 +578,7 @@ def _verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
         why += "; conditional: " + "; ".join(missing)
     win = recipe is not None and confirmed_win(inp, board, recipe)
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
-                   "; ".join(missing), interval, n, left, tried, win)
+                   "; ".join(missing), interval, n, left, tried, win, tested)
 
 
 def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]
