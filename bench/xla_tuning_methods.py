@@ -146,6 +146,27 @@ def random_search(land: Landscape, cat: Sequence[Profile], rng: random.Random,
     return _black_box(land, cat, rng, budget, suggest, lambda _: None)
 
 
+def _in_evidence_order(land: Landscape, space: list[Profile]) -> list[Profile]:
+    """The catalog in the order the evidence's mechanisms give (what the planner knows),
+    profiles without a mechanism (restore_default) first."""
+    order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
+    ranked = sorted(range(len(space)), key=lambda i: (
+        min((order.index(mm) for mm in space[i].mechanisms if mm in order),
+            default=len(order)) if space[i].mechanisms else -1, i))
+    return [space[i] for i in ranked]
+
+
+def _measure_singles(land: Landscape, space: Sequence[Profile], rng: random.Random,
+                     base: float) -> list[tuple[float, Profile]]:
+    """Each profile measured once: its delta over the baseline mean (a failed run: none)."""
+    measured = []
+    for p in space:
+        tgs = _measure(land, p.settings, rng)
+        if tgs is not None:
+            measured.append((tgs / base - 1, p))
+    return measured
+
+
 def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
                    m: int = 5, budget: int | None = None) -> Claim:
     """Every single measured once (baseline twice); the m best means of distinct flags kept;
@@ -155,20 +176,12 @@ def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
     runs)."""
     space = _space(land, cat)
     if budget is not None:
-        order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
-        ranked = sorted(range(len(space)), key=lambda i: (
-            min((order.index(mm) for mm in space[i].mechanisms if mm in order),
-                default=len(order)) if space[i].mechanisms else -1, i))
-        space = [space[i] for i in ranked][: max(0, budget - 2)]
+        space = _in_evidence_order(land, space)[: max(0, budget - 2)]
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
     if not base:
         return Claim("bounded", (), len(space) + 2, proposed=False)
     b = statistics.fmean(base)
-    measured = []
-    for p in space:
-        tgs = _measure(land, p.settings, rng)
-        if tgs is not None:
-            measured.append((tgs / b - 1, p))
+    measured = _measure_singles(land, space, rng, b)
     top: list[Profile] = []
     keys: set[str] = set()
     for d, p in sorted(measured, key=lambda dp: -dp[0]):
@@ -196,20 +209,12 @@ def singles_measured(land: Landscape, cat: Sequence[Profile], rng: random.Random
     predicted best (their deltas multiplied) measured once each; the best single
     measurement among the singles and stacks claimed (no truth told)."""
     space = _space(land, cat)
-    order = mechanism_order(Parallelism.parse(land.parallelism), land.evidence_value())
-    ranked = sorted(range(len(space)), key=lambda i: (
-        min((order.index(mm) for mm in space[i].mechanisms if mm in order),
-            default=len(order)) if space[i].mechanisms else -1, i))
-    space = [space[i] for i in ranked][: max(0, budget - 2 - stacks)]
+    space = _in_evidence_order(land, space)[: max(0, budget - 2 - stacks)]
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
     if not base:
         return Claim("bounded", (), 2, proposed=False)
     b = statistics.fmean(base)
-    measured = []
-    for p in space:
-        tgs = _measure(land, p.settings, rng)
-        if tgs is not None:
-            measured.append((tgs / b - 1, p))
+    measured = _measure_singles(land, space, rng, b)
     runs = 2 + len(space)
     top: list[tuple[float, Profile]] = []
     keys: set[str] = set()

@@ -139,7 +139,7 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
         "model-perf", "model-sweep", "node-perf"]
     assert [n for n in sorted(k) if k[n].budget.node_runs is not None] == [
         "model-sweep", "node-perf"]
-    assert {n: k[n].config_stops for n in k} == {
+    assert {n: k[n].stops.on_config_error for n in k} == {
         "model-perf": True, "model-sweep": False, "network": True, "node-perf": True,
         "xla-tuning": False}
     assert [n for n in sorted(k) if k[n].stops.state or k[n].stops.files] == ["xla-tuning"]

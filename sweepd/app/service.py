@@ -16,8 +16,9 @@ from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds, sweep_
 from sweepd.app.queries import Queries
 from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable, SubmitRefused
 from sweepd.core.control import abort, resume
-from sweepd.core.engine import Engine, job_request
+from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
+from sweepd.core.submit import job_request
 from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
 from sweepd.kinds.registry import (
     Check,

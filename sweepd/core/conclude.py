@@ -89,7 +89,7 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     kind = kind_of(sweep.kind)
     facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
                                 history, exclude_on_fault=kind.exclude_on_fault,
-                                config_stops=kind.config_stops,
+                                config_stops=kind.stops.on_config_error,
                                 frozen_nodes=kind.frozen_nodes,
                                 by_person=[e.node for e in exclusions if not e.job_id],
                                 others_cancelled=verdict.klass == FailureClass.CANCELLED

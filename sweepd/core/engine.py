@@ -28,7 +28,6 @@ from sweepd.core.planning import advance
 from sweepd.core.states import JobState, SweepState
 from sweepd.core.strays import StrayEffects, Strays
 from sweepd.core.submit import Submitter, apply
-from sweepd.core.submit import job_request as job_request  # where `validate` has it from
 from sweepd.kinds.api import Finished
 from sweepd.kinds.registry import stored_spec
 from sweepd.kinds.spec import SweepSpec

@@ -219,11 +219,6 @@ class Kind(Generic[SpecT, FactsT]):
         """True: a node fault stops the sweep for a person."""
         return self.node_faults is NodeFaults.STOP
 
-    @property
-    def config_stops(self) -> bool:
-        """True: a config error (every node failing the same way) stops the sweep."""
-        return self.stops.on_config_error
-
 
 @cache
 def kinds() -> dict[str, Kind[Any, Any]]:
