@@ -16,12 +16,6 @@ class KindJob(Protocol):
     builds it; e.g. an XLA tuning job's flags, step noise and HLO dump): the simulator asks,
     it does not know the kind."""
 
-    @property
-    def oom_on_every_rank(self) -> bool:
-        """True: an OOM is the same program on every rank, each failing its first
-        allocation (not one rank's, cascading to the others)."""
-        ...
-
     def env_lines(self, rank: int) -> Sequence[str]:
         """What the rank prints of its environment before JAX starts."""
         ...

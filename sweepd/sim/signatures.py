@@ -101,10 +101,11 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
     alloc = job.truth.alloc_gib if job.truth and job.truth.alloc_gib else 12.5
     oom = (f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
            f"while trying to allocate {alloc:.2f}GiB.")
-    if job.kind_job is not None and job.kind_job.oom_on_every_rank and kind is None:
-        # The same program on every rank: each one fails its first allocation. (From one
-        # rank only, srun could end the step before a late-starting rank printed it, and
-        # the OOM would read as a node crash.)
+    if kind is None:
+        # Over the memory budget: the same program on every rank, so each one fails its
+        # first allocation. (Printed by one rank only, srun could end the step before a
+        # late-starting rank printed it, and the OOM would read as a node crash.) An
+        # injected OOM fault stays one rank's, cascading to the others.
         return _all_ranks(add, job, t, [oom], 1)
     add(t, rank, oom)
     return _cascade(add, job, t, rank, 1)

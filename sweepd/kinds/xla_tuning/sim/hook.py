@@ -26,7 +26,6 @@ class TuningJob:
     """A tuning job as the timeline asks it (`sim.jobinput.KindJob`)."""
 
     run: tuningjob.TuningRun
-    oom_on_every_rank: bool = True   # a profile's temp memory over HBM: every rank's program
 
     def env_lines(self, rank: int) -> Sequence[str]:
         """Rank 0 also prints the dump lines."""
