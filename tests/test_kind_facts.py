@@ -247,3 +247,26 @@ async def test_model_perfs_gather_reads_the_compiled_memory_the_log_pass_stored(
         facts = await perf_gather.gather(store, spec)
     assert facts.param_gb == 41.5
     assert opened == {}
+
+
+async def test_jobs_that_ended_before_facts_were_kept_are_backfilled_once_at_start(
+        store: Store, tmp_path: Path) -> None:
+    """A store from before schema version 8 has ended jobs without facts: at start each
+    such log is read once and its facts stored, the same as the log pass would have; the
+    next start reads nothing."""
+    rec = await recorder(store, tmp_path, spec_of())
+    await a_recorded_wave(rec)
+    jobs = await store.jobs(rec.sweep_id)
+    kept = {j.id: j.facts for j in jobs}
+    before = await everything_read(store, rec.sweep_id)
+    for job in jobs:   # as a store written before the facts were kept
+        await store.update_job(job.id, facts_json=None)
+    assert all(j.facts == {} for j in await store.jobs(rec.sweep_id))
+    with opens_under(tmp_path) as opened:
+        assert await kind_facts.backfill(store) == len(jobs)
+    assert {j.id: j.facts for j in await store.jobs(rec.sweep_id)} == kept
+    assert await everything_read(store, rec.sweep_id) == before
+    assert sorted(n for p, n in opened.items() if p.endswith(".log")) == [1] * len(jobs)
+    with opens_under(tmp_path) as again:
+        assert await kind_facts.backfill(store) == 0
+    assert again == {}

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweepd.kinds.api import EndedJob, JobFacts
+import structlog
+
+from sweepd.core.states import JobState
+from sweepd.kinds.api import EndedJob, Facts, JobFacts
 from sweepd.kinds.registry import kinds
 from sweepd.store.facts import facts_text
 from sweepd.store.rows import Job
+
+log = structlog.get_logger("sweepd.core.kind_facts")
 
 if TYPE_CHECKING:
     from sweepd.store.store import Store
@@ -66,3 +72,38 @@ async def job_ended(store: Store, kind: str, job: Job) -> Job:
         return job
     await store.store_job_facts(job.id, new)
     return await store.job(job.id)
+
+
+# A job whose conclusion the kind's readers use (a cancelled one says nothing).
+_ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
+
+
+async def backfill(store: Store) -> int:
+    """Facts for jobs that ended before their kind's facts were kept (a store from before
+    schema version 8): each such log read once, whole, and its end facts added, so that
+    every reader finds them in the store as for any other job. Facts are stored even when
+    none are found (`{}`): a job is backfilled once. Returns how many jobs were."""
+    hooked = {name: k.job_facts for name, k in kinds().items() if k.job_facts is not None}
+    jobs = await store.ended_without_facts(sorted(hooked), [str(s) for s in _ENDED])
+    if not jobs:
+        return 0
+    by_sweep = await store.sweep_kinds({j.sweep_id for j in jobs})
+    for job in jobs:
+        hook = hooked[by_sweep[job.sweep_id]]
+        facts = await asyncio.to_thread(_from_whole_log, hook, job.log_path)
+        await store.store_job_facts(job.id, facts)
+        done = await job_ended(store, by_sweep[job.sweep_id], await store.job(job.id))
+        if done.facts_json is None:
+            await store.store_job_facts(job.id, {})
+    log.info("kind_facts.backfilled", jobs=len(jobs))
+    return len(jobs)
+
+
+def _from_whole_log(hook: JobFacts, path: str | None) -> Facts:
+    if not path:
+        return {}
+    try:
+        lines = Path(path).read_text("utf-8", errors="replace").split("\n")
+    except OSError:
+        return {}
+    return hook.lines({}, [line.rstrip("\r") for line in lines]) or {}

@@ -12,10 +12,11 @@ written here, before the job is judged.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sweepd.store.base import StoreBase
+from sweepd.store.rows import Job
 
 
 def facts_text(facts: Mapping[str, Any]) -> str:
@@ -43,3 +44,17 @@ class FactsTable(StoreBase):
         rows = await self._all("SELECT id, kind FROM sweeps WHERE id IN"
                                " (SELECT value FROM json_each(?))", (json.dumps(wanted),))
         return {int(r["id"]): str(r["kind"]) for r in rows}
+
+    async def ended_without_facts(self, kinds: Sequence[str], states: Sequence[str]
+                                  ) -> list[Job]:
+        """Jobs of these kinds' sweeps, in these (ended) states, with no facts stored: those
+        that ended before their kind's facts were kept (a store from before version 8)."""
+        if not kinds:
+            return []
+        rows = await self._all(
+            "SELECT * FROM jobs WHERE facts_json IS NULL"
+            " AND state IN (SELECT value FROM json_each(?))"
+            " AND sweep_id IN (SELECT id FROM sweeps WHERE kind IN"
+            " (SELECT value FROM json_each(?))) ORDER BY id",
+            (json.dumps(list(states)), json.dumps(list(kinds))))
+        return [Job.from_row(r) for r in rows]
