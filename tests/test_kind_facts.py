@@ -221,6 +221,13 @@ def test_past_the_key_limit_only_the_tuned_families_are_kept() -> None:
     assert "V0" in facts["env"] and f"V{jobfacts.MAX_KEYS + 5}" not in facts["env"]
 
 
+def test_no_credential_a_job_printed_is_kept() -> None:
+    lines = ["HF_TOKEN=hf_abc", "WANDB_API_KEY=w1", "AWS_SECRET_ACCESS_KEY=s", "DB_PASSWORD=p",
+             "SSH_KEY=k", "NCCL_PROTO=Simple", "MY_FLAG=1", "KEYBOARD=us"]
+    facts = jobfacts.fold({}, lines) or {}
+    assert facts["env"] == {"NCCL_PROTO": "Simple", "MY_FLAG": "1", "KEYBOARD": "us"}
+
+
 async def test_model_perfs_gather_reads_the_compiled_memory_the_log_pass_stored(
         store: Store, tmp_path: Path) -> None:
     """Model perf's param memory is the Memstats line the log pass stored on the job (the

@@ -5,7 +5,9 @@
   wins; XLA_FLAGS apart, as `xla`), the flags the image rejected (`unknown`, any rank), and
   the simulated cluster's `Cluster time:` span. Every variable is kept, not only the tuned
   families: a profile may set any env var, and which one is known only at the gather (its
-  run's params); a log printing more than MAX_KEYS distinct ones keeps the families only.
+  run's params); a log printing more than MAX_KEYS distinct ones keeps the families only,
+  and a credential's name (`HF_TOKEN`, `WANDB_API_KEY`, …: no profile tunes one) is never
+  kept, so the store holds no secret a job's `printenv` showed.
 - `ended(job)`, once, when the job has ended and before it is judged: from its stored steps
   the last loss and the steady window's mean step time; where its HLO dump is (`dump`: the
   evidence run is judged by it); and for the evidence run the dump's collectives as shares
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
@@ -28,6 +31,7 @@ from sweepd.monitor.steady import steady_window
 from sweepd.store.rows import Job, StepRow
 
 MAX_KEYS = 1024   # distinct variables kept per job beyond the tuned families
+_CREDENTIAL = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(?:^|_)KEY$|API_?KEY", re.IGNORECASE)
 # Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
 # job's output directory `<jobid>-<job name>/` beside its log; the file to read:
 DUMP_DIR = "xla_dump"
@@ -57,7 +61,8 @@ def fold(facts: Mapping[str, Any], lines: Sequence[str]) -> Facts | None:
             continue
         if env is None:
             env = dict(out.get("env") or {})
-        if key in env or len(env) < MAX_KEYS or logread.wanted(key):
+        if logread.wanted(key) or (_CREDENTIAL.search(key) is None
+                                   and (key in env or len(env) < MAX_KEYS)):
             env[key] = value
     if env is not None:
         out["env"] = env
