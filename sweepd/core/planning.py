@@ -17,16 +17,13 @@ from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import collect_nodes, expand_nodes
 
 if TYPE_CHECKING:
-    from sweepd.core.gathered import Gathered
     from sweepd.core.parts import EngineParts
     from sweepd.core.submit import Submitter
 
     class Planner(EngineParts, Protocol):
-        """What planning needs of the engine beyond its parts: its submitter, and the
-        submissions' gathers kept for the first plans."""
+        """What planning needs of the engine beyond its parts: its submitter."""
 
         submitter: Submitter
-        gathered: Gathered
 
 
 async def advance(engine: Planner, sweep: Sweep) -> None:
@@ -41,7 +38,7 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
             await start_attempt(engine, sweep, run)
             if (await engine.store.sweep(sweep.id)).state != SweepState.RUNNING:
                 return
-    decision = await plan(engine, sweep, runs, engine.gathered)
+    decision = await plan(engine, sweep, runs)
     if isinstance(decision, Finished):
         await finish(engine, sweep, decision)
         return
@@ -58,15 +55,14 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
         await start_attempt(engine, sweep, run)
 
 
-async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run],
-               kept: Gathered | None = None) -> Plan:
+async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     """The kind's strategy asked, with the facts its gather finds (at the first plan, those
-    its submission gathered, when `kept` has them)."""
+    its submission gathered, kept in `engine.gathered`)."""
     spec = engine.spec_of(sweep)
     kind = kind_of(sweep.kind)
     excluded = {e.node for e in await engine.store.exclusions(sweep.id)}
     nodes = [n for n in spec.node_list if n not in excluded]
-    found, facts = (False, None) if kept is None else kept.take(sweep.id, engine.clock.now())
+    found, facts = engine.gathered.take(sweep.id, engine.clock.now())
     try:
         if not found:
             facts = await kind.gather(engine.store, spec, gather_context(engine.config))
