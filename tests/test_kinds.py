@@ -98,7 +98,7 @@ def test_the_node_fault_policy_is_one_choice_each_kind_makes() -> None:
 REQUIRED = ("name", "spec", "plan", "report", "gather")
 GROUPS: dict[str, type] = {"node_faults": NodeFaults, "budget": Budget, "stops": Stops,
                            "workspace": Workspace, "client": ClientHooks}
-SINGLE_HOOKS = ("preflight", "plot", "demo")
+SINGLE_HOOKS = ("preflight", "plot", "demo", "job_facts")
 
 
 def test_the_kind_record_is_its_required_parts_and_groups_of_optional_hooks() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION
 from sweepd.config import PolicyConfig
+from sweepd.core.follow import LogFollower
+from sweepd.core.kind_facts import job_ended
 from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
@@ -32,6 +34,7 @@ from sweepd.reports.stop import stop_message
 from sweepd.sim.logfmt import cluster_line
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
+from sweepd.util.clock import Clock
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
@@ -123,7 +126,12 @@ class Recorder:
 
     async def add(self, new: NewRun | tuple[str, RunParams], tgs: float | None = None,
                   klass: str | None = None, detail: str | None = None,
-                  xla_line: str | None = None, loss: float = 7.5, finish: bool = True) -> int:
+                  xla_line: str | None = None, loss: float = 7.5, finish: bool = True,
+                  printed_env: Mapping[str, str] | None = None, extra: Sequence[str] = (),
+                  dump: str | None = None, dump_to: Path | None = None) -> int:
+        """`printed_env`: the env the log lists (default: the profile's); `extra`: lines
+        the log ends with; `dump`: the HLO text the job writes, where the toolkit puts it
+        (or in `dump_to`), while it runs."""
         label, params = (new.label, new.params) if isinstance(new, NewRun) else new
         while label in {r.label for r in await self.store.runs(self.sweep_id)}:
             label += "'"
@@ -136,12 +144,17 @@ class Recorder:
         log = self.logs / f"{self.next_backend}.log"
         flags = " ".join(params.xla_flags)
         lines = [xla_line or f"{IMAGE_LINE} {flags}"]
-        lines += [f"export {k}={v}" for k, v in params.env.items()]
+        env = params.env if printed_env is None else printed_env
+        lines += [f"export {k}={v}" for k, v in env.items()]
         if tgs is not None:
             lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
                       f"Tokens/s/device: {tgs:.3f}, loss: {loss + 1 - s / 15:.3f}"
                       for s in range(15)]
-        log.write_text("\n".join(lines) + "\n")
+        log.write_text("\n".join([*lines, *extra]) + "\n")
+        if dump is not None:
+            where = dump_to or self.logs / f"{self.next_backend}-{job.job_name}" / "xla_dump"
+            where.mkdir(parents=True, exist_ok=True)
+            (where / FILE_NAME).write_text(dump)
         await end_recorded(self.store, run.id, job.id, str(self.next_backend), log, tgs,
                            klass, detail)
         return run.id
@@ -158,16 +171,34 @@ class Recorder:
 
 async def end_recorded(store: Store, run_id: int, job_id: int, backend_id: str, log: Path,
                        tgs: float | None, klass: str | None, detail: str | None) -> None:
-    """A recorded job's life to its end (queued at 1000 s, ended at 1600 s), and its run's."""
+    """A recorded job's life to its end (queued at 1000 s, ended at 1600 s), and its run's,
+    as the engine leaves it: its log read by the log pass (steps and the kind's facts
+    stored with the offset), its end's facts stored before it is judged."""
     await store.transition_job(job_id, JobState.QUEUED, "queued", backend_id=backend_id,
                                log_path=str(log), submitted_at=1000.0)
     await store.transition_job(job_id, JobState.RUNNING, "running")
+    await follow_to_the_end(store, job_id)
+    sweep = await store.sweep((await store.job(job_id)).sweep_id)
+    await job_ended(store, sweep.kind, await store.job(job_id))
     ok = klass is None
     await store.transition_job(job_id, JobState.DONE if ok else JobState.FAILED, "end",
                                ended_at=1600.0, tgs=tgs, failure_class=klass,
                                failure_detail=detail)
     await store.transition_run(run_id, RunState.PASSED if ok else RunState.FAILED, "end",
                                outcome="pass" if ok else "fail", tgs=tgs, failure_class=klass)
+
+
+async def follow_to_the_end(store: Store, job_id: int) -> None:
+    """The engine's log pass over one job's log, read to its end and stored."""
+    follower = LogFollower(store, Clock(), missing_grace_s=1e9)
+    try:
+        while True:
+            chunks = await follower.read_chunks([await store.job(job_id)])
+            await store.record_logs([c for c in chunks if c is not None])
+            if not follower.behind(job_id):
+                return
+    finally:
+        await follower.retain(set())
 
 
 async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorder:
@@ -466,15 +497,10 @@ async def wave2_after_evidence(store: Store, tmp_path: Path, dump: dict[Cost, fl
     dump_to = tmp_path / "elsewhere" / "xla_dump"
     line = f"{IMAGE_LINE} --xla_dump_hlo_as_text --xla_dump_to={dump_to}" if in_log else None
     await rec.add(("baseline", params("baseline", wave="1")), tgs=1000.0)
-    evidence_run = await rec.add(("evidence", params("evidence", wave="1")), tgs=950.0,
-                                 xla_line=line)
+    await rec.add(("evidence", params("evidence", wave="1")), tgs=950.0, xla_line=line,
+                  dump=None if dump is None else hlo_text(dump, 2.1, 8, 80),
+                  dump_to=dump_to if in_log else None)
     await rec.add(("baseline", params("baseline", wave="1")), tgs=1002.0)
-    job = next(j for j in await store.jobs(rec.sweep_id) if j.run_id == evidence_run)
-    if dump is not None:
-        where = dump_to if in_log else (
-            Path(job.log_path or "").parent / f"{job.backend_id}-{job.job_name}" / "xla_dump")
-        where.mkdir(parents=True)
-        (where / FILE_NAME).write_text(hlo_text(dump, 2.1, 8, 80))
     decision = adapter.plan(spec, await rec.context())
     assert isinstance(decision, list) and decision
     return decision
@@ -531,12 +557,10 @@ async def test_queue_time_reads_the_simulated_clusters_clock_where_the_log_print
     engine's spans say 600 s for the three; the cluster's clock says 3 x 1 h one after
     another), and a job that never ran there (no line) holds no time."""
     rec = await recorder(store, tmp_path, spec_of())
-    for p in ("a", "b", "c", "d"):
-        await rec.add((p, params(p)), tgs=1000.0)
+    for i, p in enumerate(("a", "b", "c", "d")):
+        ran = [cluster_line(3600.0 * i, 3600.0 * (i + 1))] if i < 3 else []
+        await rec.add((p, params(p)), tgs=1000.0, extra=ran)
     jobs = sorted(await store.jobs(rec.sweep_id), key=lambda j: j.id)
-    for i, job in enumerate(jobs[:3]):
-        with open(job.log_path or "", "a") as log:
-            log.write(cluster_line(3600.0 * i, 3600.0 * (i + 1)) + "\n")
     shares = gather.queue_time(jobs)
     assert [shares.get(j.id) for j in jobs] == [3600.0, 3600.0, 3600.0, None]
     results = gather.results(await store.runs(rec.sweep_id), jobs)

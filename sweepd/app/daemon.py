@@ -25,6 +25,7 @@ from sweepd.app.startup import check_start
 from sweepd.clusters.factory import make_backend
 from sweepd.config import Config, ConfigError
 from sweepd.core.engine import Engine
+from sweepd.core.kind_facts import backfill
 from sweepd.core.metrics import ENGINE_PASS, TimedBackend
 from sweepd.notify import build_workers
 from sweepd.store.store import Store
@@ -80,6 +81,7 @@ async def open_parts(config: Config) -> AsyncIterator[Parts]:
             opened.push_async_callback(backend.close)
             store = await Store.open(config.daemon.db_path)
             opened.push_async_callback(store.close)
+            await backfill(store)   # kind facts of jobs ended before they were kept
         engine = Engine(store, backend, clock, config)
         opened.push_async_callback(engine.close)
         yield Parts(store, engine, Service(engine))

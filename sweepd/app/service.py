@@ -58,12 +58,14 @@ class Service(Queries):
         spec, chosen = await self._resolve_slot(spec)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
         # sweep a moment after it was accepted.
-        await self._gather(spec)
+        facts = await self._gather(spec)
         await self._refuse_strangers(spec.node_list)
         checks = await self._preflight(spec)
         name = spec.name or spec.default_name()
         sweep_id = await self.store.create_sweep(spec.kind, name, spec.model_dump(mode="json"),
                                                  submitted_by)
+        # Its first plan takes these facts instead of gathering them again.
+        self.engine.gathered.keep(sweep_id, facts, self.engine.clock.now())
         if chosen is not None:
             await self.store.add_event(sweep_id, "decision", chosen.text, rule=slot.RULE,
                                        evidence=chosen.evidence)

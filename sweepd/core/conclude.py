@@ -11,6 +11,7 @@ from sweepd.clusters.base import JobStatus
 from sweepd.core.control import stop_sweep
 from sweepd.core.follow import job_facts
 from sweepd.core.jobtimes import job_end
+from sweepd.core.kind_facts import job_ended
 from sweepd.core.node_evidence import (
     NODE_FAULTS,
     nic_outcome,
@@ -60,7 +61,8 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     sweep = await store.sweep(job.sweep_id)
     spec = engine.spec_of(sweep)
     await store.update_job(job.id, scheduler_state=str(status.state))
-    job = await store.job(job.id)
+    # What the kind keeps from the job's end (its files), stored before it is judged.
+    job = await job_ended(store, sweep.kind, await store.job(job.id))
     hung = job.state == JobState.HUNG
     facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
                             cancelled_by_us=hung, scheduler_exit=status.exit_code)

@@ -21,6 +21,7 @@ from sweepd.config import Config
 from sweepd.core.control import apply_stop, release_ended, stop_sweep
 from sweepd.core.finish import finish
 from sweepd.core.follow import LogFollower
+from sweepd.core.gathered import Gathered
 from sweepd.core.judge import check_hang, judge
 from sweepd.core.logpass import TailClocks, read_logs
 from sweepd.core.outage import ControllerOutage, OutageEffects
@@ -67,6 +68,8 @@ class Engine:
     outage: ControllerOutage = field(init=False)
     strays: Strays = field(init=False)
     submitter: Submitter = field(init=False)
+    # A submission's gather, kept for the sweep's first plan (`core/gathered.py`).
+    gathered: Gathered = field(default_factory=Gathered, init=False)
     # Jobs whose log said "done": polled once at once, then at the normal cadence.
     _early_polled: set[int] = field(default_factory=set, init=False)
     # `changed` wakes the engine loop for a pass at once (a submit, a resume, a finished

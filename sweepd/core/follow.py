@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from sweepd.core.kind_facts import KindFacts
 from sweepd.core.states import JobState
 from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
 from sweepd.monitor.facts import (
@@ -104,6 +105,7 @@ class LogFollower:
         self._grace_s = missing_grace_s
         self._tailers: dict[int, LogTailer] = {}
         self._detached: set[int] = set()   # jobs whose deleted log was already reported
+        self.kind_facts = KindFacts(store)  # what each job's kind wants from its lines
 
     async def retain(self, job_ids: set[int]) -> None:
         """Close the logs of jobs that are no longer followed (ended, cancelled)."""
@@ -141,6 +143,7 @@ class LogFollower:
         says so, the rest is not read, and `checkpoint` ends the pass."""
         tailers = [self._tailer(job) for job in jobs]
         lines = await asyncio.to_thread(_read_all, tailers, stopped)
+        await self.kind_facts.prepare([j for j, got in zip(jobs, lines, strict=True) if got])
         if stopped is not None and stopped() and checkpoint is not None:
             await checkpoint()
         # One `lost` per job for the pass: what is told and what is stored agree.
@@ -203,6 +206,7 @@ class LogFollower:
                                          "log_identity": identity, **back})
             return None
         chunk = self._facts(job, lines)
+        self.kind_facts.fold(job, lines, chunk.fields)
         chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
                             last_output_at=self._clock.now())
         chunk.written_at = tailer.mtime

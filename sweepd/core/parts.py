@@ -8,6 +8,7 @@ from typing import Protocol
 
 from sweepd.clusters.base import ClusterBackend
 from sweepd.config import Config
+from sweepd.core.gathered import Gathered
 from sweepd.kinds.spec import SweepSpec
 from sweepd.store.rows import Sweep
 from sweepd.store.store import Store
@@ -19,6 +20,7 @@ class EngineParts(Protocol):
     backend: ClusterBackend
     clock: Clock
     config: Config
+    gathered: Gathered   # submissions' gathers, kept for each sweep's first plan
 
     @property
     def outputs(self) -> Path:

@@ -56,13 +56,16 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
 
 
 async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
-    """The kind's strategy asked, with the facts its gather finds."""
+    """The kind's strategy asked, with the facts its gather finds (at the first plan, those
+    its submission gathered, kept in `engine.gathered`)."""
     spec = engine.spec_of(sweep)
     kind = kind_of(sweep.kind)
     excluded = {e.node for e in await engine.store.exclusions(sweep.id)}
     nodes = [n for n in spec.node_list if n not in excluded]
+    found, facts = engine.gathered.take(sweep.id, engine.clock.now())
     try:
-        facts = await kind.gather(engine.store, spec, gather_context(engine.config))
+        if not found:
+            facts = await kind.gather(engine.store, spec, gather_context(engine.config))
     except GatherError as e:   # what it refers to is gone since it was accepted
         return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
     # Stops a person already resumed from: the strategy must not raise them again.

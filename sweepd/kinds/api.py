@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from sweepd.store.rows import Job, Run, RunParams
+from sweepd.store.rows import Job, Run, RunParams, StepRow
 
 
 class GatherError(ValueError):
@@ -75,3 +75,35 @@ class SweepContext(Generic[FactsT]):
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:
     return [r for r in runs if r.state in ("pending", "active")]
+
+
+@dataclass(frozen=True)
+class EndedJob:
+    """A job at its end, for `JobFacts.ended`: its row (`job.facts`: what its log gave),
+    its run's params, and its rank-0 steps as the monitor stored them."""
+
+    job: Job
+    params: RunParams
+    steps: Sequence[StepRow]
+
+
+# A job's kind facts: a JSON object (str keys; str, number, bool, None, list, dict values).
+Facts = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What a kind wants from each of its jobs beyond what the monitor stores for every
+    job (steps, signals, memory), extracted once and kept on the job in the store
+    (`Job.facts`), so that its gather, planner and report read the store, never a log.
+
+    `lines(facts so far, new lines)`: the facts with a batch of the job's new log lines
+    folded in, or None when the batch holds nothing new. Pure and cheap (it sees every
+    line of the kind's jobs); the log pass stores its answer in the transaction that
+    moves the log's offset, so a restarted daemon neither loses nor re-reads a line.
+    `ended(job)`: the facts completed once the job has ended and its log is read to the
+    end (e.g. from a file the job wrote, never its log), or None: nothing to add. Called
+    once, in a worker thread, before the job is judged; stored before any plan reads it."""
+
+    lines: Callable[[Mapping[str, Any], Sequence[str]], Facts | None]
+    ended: Callable[[EndedJob], Facts | None] | None = None

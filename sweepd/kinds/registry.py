@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from sweepd.kinds.api import FactsT, NodeFaults, Plan, SweepContext
+from sweepd.kinds.api import FactsT, JobFacts, NodeFaults, Plan, SweepContext
 from sweepd.kinds.spec import SpecError, SweepSpec, control_errors, joined, unknown_key
 from sweepd.store.rows import Job, Run, RunParams, Sweep
 
@@ -207,6 +207,9 @@ class Kind(Generic[SpecT, FactsT]):
     # `sweepd demo --kind <name>` on the simulated cluster (None: the kind has no demo).
     demo: Demo | None = None
     client: ClientHooks = ClientHooks()            # `sweepd report`'s extras and actions
+    # Per-job facts the kind extracts once (log lines as the monitor reads them, files at
+    # the job's end) and keeps on the job in the store: `core/kind_facts.py`.
+    job_facts: JobFacts | None = None
 
     # The engine's fault policy reads the node-fault policy and the stop group as these facts.
     @property

@@ -15,7 +15,8 @@ from sweepd.store.rows import Job, Run, SignalRow, StepRow
 _JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
 # What a pass's log reading writes to most jobs: applied to the kept active jobs as written
 # (they read back the same), instead of reading the rows again.
-_TAIL_FIELDS = frozenset({"log_offset", "log_identity", "last_output_at", "phase", "last_step"})
+_TAIL_FIELDS = frozenset({"log_offset", "log_identity", "last_output_at", "phase", "last_step",
+                          "facts_json"})
 
 
 class LogChunkLike(Protocol):

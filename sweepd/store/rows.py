@@ -169,6 +169,14 @@ class Job(_Row):
     mem_temp_gb: float | None = None
     mem_argument_gb: float | None = None
     mem_host_temp_gb: float | None = None
+    # What the sweep's kind wants from the job (`Kind.job_facts`, migration 8): a JSON
+    # object folded from the log as it is read and completed when the job ends.
+    facts_json: str | None = None
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """The job's stored kind facts ({} when none were stored)."""
+        return dict(json.loads(self.facts_json)) if self.facts_json else {}
 
 
 @dataclass(frozen=True)

@@ -3,32 +3,29 @@
 One result per concluded job attempt (so each RCCL flake counts towards the profile's
 limit), and a pending one while the run is still open. The steady TGS is the job's own,
 as the engine measured it (`monitor/steady`: steps 9-14 with the profiler, 5-14 without);
-the loss is the last step's, read from the job's log. A job that ran but whose printed
-effective flags and env (last wins, `logread.effective`) do not show the profile's values
-is NOT_APPLIED, with the culprit (`logread.applied`), never a measured result. The Wave 1.5
-evidence is the evidence run's HLO dump read by `logread.hlo_evidence`.
+the loss is the last step's. A job that ran but whose printed effective flags and env (last
+wins) do not show the profile's values is NOT_APPLIED, with the culprit
+(`logread.applied`), never a measured result. The Wave 1.5 evidence is the evidence run's
+HLO dump (`logread.hlo_evidence`). All of it is read from the store: each job's facts were
+extracted once, from its log as the monitor read it and from its files when it ended
+(`jobfacts`, kept on the job: `Job.facts`); no log or dump is read here.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import fmean
 from typing import TYPE_CHECKING
 
 from sweepd.clusters.train_env import env_file_settings
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_perf import exports as model_perf
-from sweepd.kinds.xla_tuning import logread
+from sweepd.kinds.xla_tuning import jobfacts, logread
 from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Setting
 from sweepd.monitor.facts import FailureClass as F
-from sweepd.monitor.facts import StepFact
-from sweepd.monitor.parse import CLUSTER_TIME, parse_line
-from sweepd.monitor.steady import steady_window
 from sweepd.store.rows import Job, Run, RunParams
 
 if TYPE_CHECKING:
@@ -37,13 +34,8 @@ if TYPE_CHECKING:
     from sweepd.store.store import Store
 
 _ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
-# Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
-# job's output directory `<jobid>-<job name>/` beside its log; the file to read:
-DUMP_DIR = "xla_dump"
 DUMP_ENV = "ENABLE_XLA_DUMP"   # the evidence run's switch (train_env.sh reads it)
 _TRUTHY = ("1", "y", "yes", "true")
-DUMP_GLOB = "module_*.jit_train_step.*_gpu_after_optimizations.txt"
-_MAX_DUMP_BYTES = 512 * 1024 * 1024  # a larger dump is read up to here
 
 
 @dataclass(frozen=True)
@@ -105,15 +97,19 @@ def inventory(repo: Path | None, model: str) -> tuple[tuple[Setting, ...], str |
 
 @dataclass(frozen=True)
 class LogFacts:
-    """What one job's log printed: its effective XLA flags and env (last wins), the flags
-    the image rejected, rank 0's steps."""
+    """What one job printed and left, as stored on the job (`jobfacts`): its effective XLA
+    flags and env (last wins), the flags the image rejected, the last step's loss and the
+    steady window's mean step time, and where it printed one, its span on the cluster's
+    own clock."""
 
     eff: logread.Effective = field(default_factory=logread.Effective)
     unknown: tuple[str, ...] = ()
-    steps: tuple[StepFact, ...] = ()  # rank 0's, in order
+    loss: float | None = None
+    step_s: float | None = None   # over the steady window of the TGS (steps 5-14 / 9-14)
     # When the job ran on the cluster's own clock (start, end), where the cluster prints it
     # (the simulated one, whose clock is not the machine's): None elsewhere.
     span: tuple[float, float] | None = None
+    dumped: bool = False   # its HLO dump was there when it ended
 
     @property
     def printed_env(self) -> bool:
@@ -121,76 +117,30 @@ class LogFacts:
         return self.eff.xla_text is not None or bool(self.eff.env)
 
 
-def _lines(path: str | None) -> list[str] | None:
-    if not path:
-        return None
-    try:
-        return Path(path).read_text("utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-
-
-_LOG_CACHE: dict[tuple[str, int, int, frozenset[str]], LogFacts] = {}
-_LOG_CACHE_MAX = 4096
-
-
-def read_log(path: str | None, keys: Iterable[str] = ()) -> LogFacts:
-    """A job log's facts (an unreadable log: none). `keys`: env vars to follow besides
-    the NCCL/RCCL/XLA_PYTHON_CLIENT families (a profile's own). Read once per file version
-    (size and mtime): plans run every tick, and an ended job's log no longer changes."""
-    if not path:
+def stored(job: Job, keys: Iterable[str] = ()) -> LogFacts:
+    """A job's facts as the store holds them (none stored: none). `keys`: env vars to
+    follow besides the NCCL/RCCL/XLA_PYTHON_CLIENT families (a profile's own)."""
+    facts = job.facts
+    if not facts:
         return LogFacts()
-    follow = frozenset(keys)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return LogFacts()
-    key = (path, st.st_size, st.st_mtime_ns, follow)
-    cached = _LOG_CACHE.get(key)
-    if cached is not None:
-        return cached
-    lines = _lines(path)
-    if lines is None:
-        return LogFacts()
-    facts = LogFacts(logread.effective(lines, 0, follow), logread.unknown_flags_in(lines),
-                     _steps(lines), _span(lines))
-    if len(_LOG_CACHE) >= _LOG_CACHE_MAX:
-        _LOG_CACHE.clear()
-    _LOG_CACHE[key] = facts
-    return facts
-
-
-def _steps(lines: Iterable[str]) -> tuple[StepFact, ...]:
-    """Rank 0's step lines, each step once (a restarted tail prints some twice)."""
-    seen: dict[int, StepFact] = {}
-    for line in lines:
-        fact = parse_line(line)
-        if isinstance(fact, StepFact) and fact.rank in (None, 0):
-            seen.setdefault(fact.step, fact)
-    return tuple(seen[k] for k in sorted(seen))
-
-
-def _span(lines: Sequence[str]) -> tuple[float, float] | None:
-    """The simulated cluster's `Cluster time:` line of the JOB SUMMARY (the last one)."""
-    for line in reversed(lines[-40:]):
-        m = CLUSTER_TIME.match(line)
-        if m:
-            return float(m[1]), float(m[2])
-    return None
+    span = facts.get("span")
+    return LogFacts(jobfacts.effective_of(facts, tuple(keys)), tuple(facts.get("unknown", ())),
+                    facts.get("loss"), facts.get("step_s"),
+                    (float(span[0]), float(span[1])) if span else None,
+                    facts.get("dump") is not None)
 
 
 def last_loss(facts: LogFacts) -> float | None:
-    return next((s.loss for s in reversed(facts.steps) if s.loss is not None), None)
+    return facts.loss
 
 
-def step_seconds(facts: LogFacts, profiler: bool) -> float | None:
+def step_seconds(facts: LogFacts) -> float | None:
     """Mean step time over the same steady window as the TGS."""
-    window = steady_window(profiler)
-    secs = [s.seconds for s in facts.steps if s.step in window and s.seconds is not None]
-    return fmean(secs) if secs else None
+    return facts.step_s
 
 
-Reader = Callable[[str | None, Iterable[str]], LogFacts]
+# A job's facts with the env vars to follow: `stored`, or a test's own.
+Reader = Callable[[Job, Iterable[str]], LogFacts]
 
 
 def wave_of(params: RunParams) -> int:
@@ -207,7 +157,7 @@ def settings_of(params: RunParams) -> tuple[Setting, ...]:
             *(Setting(k, v, Layer.ENV) for k, v in params.env.items()))
 
 
-def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log,
+def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = stored,
             deployed: Sequence[Setting] = ()) -> list[Result]:
     """Every concluded attempt of every run of the sweep, and a pending result per open run.
     `deployed`: what the model's env file sets (the Inventory), to say who won over a
@@ -231,7 +181,7 @@ def results(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log,
     return out
 
 
-def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
+def attempt(job: Job, base: Result, params: RunParams, read: Reader = stored,
             queue_s: float = 0.0, deployed: Sequence[Setting] = ()) -> Result | None:
     """One concluded job as a result; None: it says nothing about the flags (cancelled).
     `queue_s`: its share of the sweep's queue time (`queue_shares`)."""
@@ -243,13 +193,13 @@ def attempt(job: Job, base: Result, params: RunParams, read: Reader = read_log,
         return replace(r, outcome=Outcome.OOM, detail=job.failure_detail or "OOM")
     if klass == F.UNKNOWN_FLAG:
         return replace(r, outcome=Outcome.UNKNOWN_FLAG, detail=job.failure_detail or "?")
-    facts = read(job.log_path, params.env)
+    facts = read(job, params.env)
     if klass is None and job.tgs is not None:
-        miss = why_not_applied(settings_of(params), facts, deployed, dumped(job, params, facts))
+        miss = why_not_applied(settings_of(params), facts, deployed, dumped(params, facts))
         if miss is not None:
             return replace(r, outcome=Outcome.NOT_APPLIED, detail=miss.culprit)
         return replace(r, outcome=Outcome.OK, tgs=job.tgs, loss=last_loss(facts),
-                       step_s=step_seconds(facts, bool(job.profiler)))
+                       step_s=step_seconds(facts))
     if facts.unknown:  # the image rejected a flag, though the class says otherwise
         return replace(r, outcome=Outcome.UNKNOWN_FLAG, detail=facts.unknown[0])
     # Anything else says nothing about the flags: run again, at most board.max_flakes times.
@@ -272,11 +222,11 @@ NO_FLAGS = "no_flags"    # the log never printed XLA_FLAGS
 LOST = "lost"            # some settings won, another value won over this one
 
 
-def dumped(job: Job, params: RunParams, facts: LogFacts) -> bool:
+def dumped(params: RunParams, facts: LogFacts) -> bool:
     """An evidence run is judged by its artifact too: the HLO dump it asked for exists."""
     if params.env.get(DUMP_ENV, "0").lower() not in _TRUTHY:
         return False
-    return dump_file(job, facts.eff) is not None
+    return facts.dumped
 
 
 def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
@@ -337,7 +287,7 @@ class Unapplied:
 
 
 def unapplied(runs: Sequence[Run], jobs: Sequence[Job], deployed: Sequence[Setting] = (),
-              read: Reader = read_log) -> list[Unapplied]:
+              read: Reader = stored) -> list[Unapplied]:
     """Every finished job of the sweep whose profile did not take effect, in job order."""
     by_id = {r.id: r for r in runs}
     out: list[Unapplied] = []
@@ -346,20 +296,20 @@ def unapplied(runs: Sequence[Run], jobs: Sequence[Job], deployed: Sequence[Setti
         if run is None or job.state not in _ENDED or job.failure_class is not None \
                 or job.tgs is None:
             continue
-        facts = read(job.log_path, run.params.env)
+        facts = read(job, run.params.env)
         miss = why_not_applied(settings_of(run.params), facts, deployed,
-                               dumped(job, run.params, facts))
+                               dumped(run.params, facts))
         if miss is not None:
             out.append(Unapplied(run.params.profile or run.label,
                                  job.backend_id or f"#{job.id}", miss))
     return out
 
 
-def queue_time(jobs: Sequence[Job], read: Reader = read_log) -> dict[int, float]:
+def queue_time(jobs: Sequence[Job], read: Reader = stored) -> dict[int, float]:
     """Each ended job's share of the sweep's queue time (`queue_shares`), on the cluster's
     own clock where the job logs print one (the simulator's)."""
     return queue_shares(jobs, {j.id: span for j in jobs if j.state in _ENDED
-                               and (span := read(j.log_path, ()).span) is not None})
+                               and (span := read(j, ()).span) is not None})
 
 
 def queue_shares(jobs: Sequence[Job],
@@ -433,62 +383,14 @@ async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior 
 
 # ---- the Wave 1.5 evidence -------------------------------------------------------------------
 
-def dump_dirs(job: Job, eff: logread.Effective) -> list[Path]:
-    """Where the job's XLA dump may be: the `--xla_dump_to` its log printed (the effective
-    flags), else the toolkit's `${OUTPUT_PATH}/xla_dump` (the job's directory beside its log)."""
-    out: list[Path] = []
-    base = Path(job.log_path).parent if job.log_path else None
-    to = eff.xla.get("xla_dump_to", "").strip("'\"")
-    if to:
-        given = Path(to)
-        out.append(given if given.is_absolute() or base is None else base / given)
-    if base is not None and job.backend_id:
-        out.append(base / f"{job.backend_id}-{job.job_name}" / DUMP_DIR)
-    return out
-
-
-def dump_file(job: Job, eff: logread.Effective) -> Path | None:
-    """The after-optimizations text of `jit_train_step` (the last one, by name)."""
-    for d in dump_dirs(job, eff):
-        try:
-            found = sorted(d.glob(DUMP_GLOB))
-        except OSError:
-            continue
-        if found:
-            return found[-1]
-    return None
-
-
-_EVIDENCE_CACHE: dict[tuple[str, int, int, float | None], Evidence | None] = {}
-
-
-def _read_evidence(path: Path, step_s: float | None, job: Job) -> Evidence | None:
-    """`logread.hlo_evidence` of a dump, read once per file version (plans run every tick)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    key = (str(path), st.st_mtime_ns, st.st_size, step_s)
-    if key not in _EVIDENCE_CACHE:
-        try:
-            with path.open("r", encoding="utf-8", errors="replace") as f:
-                text = f.read(_MAX_DUMP_BYTES)
-        except OSError:
-            return None
-        ev = logread.hlo_evidence(text, step_s, f"HLO dump of job {job.backend_id or job.id}")
-        _EVIDENCE_CACHE[key] = ev if ev.shares else None
-    return _EVIDENCE_CACHE[key]
-
-
-def evidence(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = read_log
+def evidence(runs: Sequence[Run], jobs: Sequence[Job], read: Reader = stored
              ) -> Evidence | None:
-    """The Wave 1.5 evidence: the HLO dump of the latest evidence run that finished (its
-    steady step time from its log turns bytes into shares of the step); None until then."""
+    """The Wave 1.5 evidence: the HLO dump of the latest evidence run that finished, as read
+    once at its end (its steady step time turns bytes into shares of the step); None until
+    then."""
     ids = {r.id for r in runs if r.params.profile == EVIDENCE}
     done = [j for j in jobs if j.run_id in ids and j.state == JobState.DONE]
     for job in sorted(done, key=lambda j: -j.id):
-        facts = read(job.log_path, ())
-        path = dump_file(job, facts.eff)
-        if path is not None:
-            return _read_evidence(path, step_seconds(facts, bool(job.profiler)), job)
+        if read(job, ()).dumped:
+            return jobfacts.evidence_of(job.facts)
     return None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.api import NodeFaults
+from sweepd.kinds.api import JobFacts, NodeFaults
 from sweepd.kinds.registry import ClientHooks, Kind, Report, Stops
-from sweepd.kinds.xla_tuning import gather, hooks_client, preflight, report
+from sweepd.kinds.xla_tuning import gather, hooks_client, jobfacts, preflight, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.gather import XlaFacts
@@ -19,4 +19,7 @@ KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
     preflight=preflight.checks, plot=report.plot, demo=DEMO,
     client=ClientHooks(hooks_client.report_extras, hooks_client.run,
-                       frozenset({"apply", "tuning_md"})))
+                       frozenset({"apply", "tuning_md"})),
+    # Effective flags and env, unknown flags, the span from the log as it is read; the
+    # HLO dump's evidence once the job ends: kept on the job, read by the gather.
+    job_facts=JobFacts(jobfacts.fold, jobfacts.ended))

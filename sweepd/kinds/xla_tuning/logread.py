@@ -1,10 +1,12 @@
 """What a tuning job's log and HLO dump say: effective flags, unknown flags, collectives.
 
-Pure functions over text (the gather reads the files; the simulator writes them):
+Pure functions over text (`jobfacts` folds a job's log lines through them as the monitor
+reads them and reads its HLO dump once at its end; the simulator writes them):
 
 - `effective(lines)`: the job's effective `XLA_FLAGS` and env vars, resolved last-wins from
   the lines the toolkit prints (`Extracted env: K=V`, `  export K=V`, `[XLA dump]
-  XLA_FLAGS=…`, the `printenv | sort` block after `Show all environment variables:`).
+  XLA_FLAGS=…`, the `printenv | sort` block after `Show all environment variables:`);
+  `assignment(line)` one line's `K=V`, `resolved` the state from the last values kept.
 - `unknown_flags(line)`: the flag names of `Unknown flags in XLA_FLAGS: …` (and the older
   `Unknown flag: …`).
 - `applied(settings, eff)`: did every setting of the profile win? If not, the culprit.
@@ -70,8 +72,30 @@ def _strip_rank(line: str, rank: int | None) -> str | None:
     return line[m.end():]
 
 
-def _wanted(key: str, keys: frozenset[str]) -> bool:
+def wanted(key: str, keys: frozenset[str] = frozenset()) -> bool:
+    """A printed `K=V` a tuning run follows: XLA_FLAGS, the NCCL/RCCL/XLA_PYTHON_CLIENT
+    families, and `keys` (a profile's own env vars)."""
     return key == XLA_FLAGS or key in keys or key.startswith(ENV_PREFIXES)
+
+
+def assignment(raw: str, rank: int | None = 0) -> tuple[str, str] | None:
+    """The `K=V` one line prints (rank `rank`'s, or an unprefixed line), value unquoted."""
+    line = _strip_rank(raw[:_MAX_LINE].rstrip("\r\n"), rank)
+    if line is None:
+        return None
+    m = _ASSIGN.match(line)
+    if m is None:
+        return None
+    return m.group(1), unquote(m.group(2).strip())
+
+
+def resolved(xla_text: str | None, env: Mapping[str, str], keys: Iterable[str] = ()
+             ) -> Effective:
+    """The effective state from the last XLA_FLAGS printed and each env var's last value,
+    keeping the env vars `wanted` with `keys`."""
+    follow = frozenset(keys)
+    return Effective(parse_flags(xla_text or ""),
+                     {k: v for k, v in env.items() if wanted(k, follow)}, xla_text)
 
 
 def effective(lines: Iterable[str], rank: int | None = 0,
@@ -86,17 +110,13 @@ def effective(lines: Iterable[str], rank: int | None = 0,
     env: dict[str, str] = {}
     xla_text: str | None = None
     for raw in lines:
-        line = _strip_rank(raw[:_MAX_LINE].rstrip("\r\n"), rank)
-        if line is None:
+        kv = assignment(raw, rank)
+        if kv is None or not wanted(kv[0], follow):
             continue
-        m = _ASSIGN.match(line)
-        if m is None or not _wanted(m.group(1), follow):
-            continue
-        value = unquote(m.group(2).strip())
-        if m.group(1) == XLA_FLAGS:
-            xla_text = value
+        if kv[0] == XLA_FLAGS:
+            xla_text = kv[1]
         else:
-            env[m.group(1)] = value
+            env[kv[0]] = kv[1]
     return Effective(parse_flags(xla_text or ""), env, xla_text)
 
 

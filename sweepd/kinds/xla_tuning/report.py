@@ -60,7 +60,7 @@ class View:
 
 
 def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-         read: gather.Reader = gather.read_log) -> View:
+         read: gather.Reader = gather.stored) -> View:
     spec = XlaTuningSpec.from_stored(sweep.spec)
     assert isinstance(spec, XlaTuningSpec)
     results = gather.results(runs, jobs, read)
