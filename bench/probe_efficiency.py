@@ -187,6 +187,9 @@ class Cluster:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
         self.memory_line = memory_line
         self.seconds = 0.0  # node-seconds / NODES
+        # Attempts a hang costs: sweepd retries a hang after a memory line that fits once;
+        # SKILL.md's phase table takes a hang after Memstats as a silent OOM, never retried.
+        self.hang_attempts = HANG_ATTEMPTS
 
     @property
     def node_hours(self) -> float:
@@ -205,7 +208,7 @@ class Cluster:
             return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=limit,
                          alloc_gb=round(alloc, 2))
         if self.curve.hangs(b):
-            self.seconds += HANG_ATTEMPTS * (INIT_S + COMPILE_S + HANG_S)
+            self.seconds += self.hang_attempts * (INIT_S + COMPILE_S + HANG_S)
             # Without the memory line, a hang after Memstats reads as a silent OOM.
             return Probe(b, Outcome.SLOW if self.memory_line else Outcome.FAILED, None,
                          temp_gb=temp, fixed_gb=fixed, limit_gb=limit)
@@ -281,7 +284,10 @@ def power_binsearch(cluster: Cluster, estimate: int) -> list[Probe]:
 def skill_literal(cluster: Cluster, estimate: int) -> list[Probe]:
     """batch-sweep.SKILL.md Steps 3 and 7 done literally: 75% of the estimate, then 1.5x
     the first; an OOM is an upper bound and the midpoint below it is next; a higher TGS goes
-    higher (1.5x, or the midpoint below a known OOM); a lower or flat TGS ends the search."""
+    higher (1.5x, or the midpoint below a known OOM); a lower or flat TGS ends the search.
+    A hang after Memstats and before step 0 is the seed's silent OOM: no retry, one attempt
+    paid (Monitoring policy, "Hang phase")."""
+    cluster.hang_attempts = 1
     probes: list[Probe] = []
     b = max(1, round(START * estimate))
     hi: int | None = None
