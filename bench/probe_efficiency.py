@@ -219,9 +219,10 @@ class Cluster:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
         self.memory_line = memory_line
         self.seconds = 0.0  # node-seconds / NODES
-        # Attempts a hang costs: sweepd retries a hang after a memory line that fits once;
-        # SKILL.md's phase table takes a hang after Memstats as a silent OOM, never retried.
-        self.hang_attempts = HANG_ATTEMPTS
+        # Attempts a hang costs, by the method's own hang rule: sweepd retries a hang after
+        # a memory line that fits once (it sets 2); SKILL.md's phase table takes a hang
+        # after Memstats as a silent OOM, never retried, and the peers have no retry rule.
+        self.hang_attempts = 1
 
     @property
     def node_hours(self) -> float:
@@ -261,6 +262,8 @@ def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
 
 
 def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
+    if cluster.memory_line:  # without the line a hang is the seed's silent OOM: no retry
+        cluster.hang_attempts = HANG_ATTEMPTS
     return _search(cluster, batch_space(estimate))
 
 
@@ -319,7 +322,6 @@ def skill_literal(cluster: Cluster, estimate: int) -> list[Probe]:
     higher (1.5x, or the midpoint below a known OOM); a lower or flat TGS ends the search.
     A hang after Memstats and before step 0 is the seed's silent OOM: no retry, one attempt
     paid (Monitoring policy, "Hang phase")."""
-    cluster.hang_attempts = 1
     probes: list[Probe] = []
     b = max(1, round(START * estimate))
     hi: int | None = None

@@ -152,7 +152,9 @@ class Cluster2:
     def node_hours(self) -> float:
         return self.seconds * NODES / 3600
 
-    def run(self, value: Value, b: int, hang_attempts: int = HANG_ATTEMPTS) -> Probe:
+    def run(self, value: Value, b: int, hang_attempts: int = 1) -> Probe:
+        """`hang_attempts`: what a hang costs by the method's own rule (sweepd retries one
+        after a memory line that fits; the seed and the peers do not)."""
         before = self.seconds
         probe = self._run(value, b, hang_attempts)
         if value == self.case.settings[0].value:
@@ -183,7 +185,7 @@ class At(Cluster):
 
     def __init__(self, cluster: Cluster2, value: Value, pairs: list[Pair]) -> None:
         self.cluster, self.value, self.pairs = cluster, value, pairs
-        self.hang_attempts = HANG_ATTEMPTS  # skill_literal sets 1 (no retry of a hang)
+        self.hang_attempts = 1  # sweepd's search sets 2 (it retries a hang once)
 
     def run(self, b: int) -> Probe:
         probe = self.cluster.run(self.value, b, self.hang_attempts)
@@ -234,7 +236,7 @@ def two_param(cluster: Cluster2) -> list[Pair]:
     while len(pairs) < BUDGET and (step := next_pair(
             space, c.knob, values, pairs, runs_left=BUDGET - len(pairs))) is not None:
         assert isinstance(step.value, int)
-        pairs.append((step.second, cluster.run(step.second, step.value)))
+        pairs.append((step.second, cluster.run(step.second, step.value, HANG_ATTEMPTS)))
     return pairs
 
 

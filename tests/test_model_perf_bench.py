@@ -23,36 +23,31 @@ def _curve(family: str, seed: int = 7) -> pe.Curve:
     return pe.make_curve(random.Random(seed), family, 0.08)
 
 
-def _hanging() -> pe.Curve:
-    """A steep-interior curve whose largest batches outlast the hang limit."""
-    for seed in range(200):
-        curve = _curve("steep-interior", seed)
-        if curve.hangs(curve.max_fit):
-            return curve
-    raise AssertionError("no steep-interior curve hangs at its largest fit")
+def _priced(curve: pe.Curve, probes: list[pe.Probe], attempts: int) -> float:
+    """Seconds the cost model charges for `probes`, a hang at `attempts` attempts (without
+    a memory line a hang reads as FAILED, the seed's silent OOM)."""
+    return sum(attempts * (pe.INIT_S + pe.COMPILE_S + pe.HANG_S)
+               if p.outcome in (Outcome.SLOW, Outcome.FAILED)
+               else pe.INIT_S + pe.COMPILE_S if p.outcome is Outcome.OOM
+               else pe.INIT_S + pe.COMPILE_S + pe.STEPS * curve.step_s(int(p.value))
+               for p in probes)
 
 
 def test_a_hang_costs_each_method_what_its_own_hang_rule_runs() -> None:
     """SKILL.md's phase table takes a hang after Memstats as a silent OOM, never retried:
-    the literal procedure pays one attempt. sweepd retries a hang after a memory line that
-    fits once: two. Before, the literal procedure was charged sweepd's retry."""
-    curve = _hanging()
-    per_attempt = pe.INIT_S + pe.COMPILE_S + pe.HANG_S
-    sweepd = pe.Cluster(curve, random.Random(1), 0.0)
-    assert sweepd.run(curve.max_fit).outcome is Outcome.SLOW
-    assert sweepd.seconds == 2 * per_attempt
-    literal = pe.Cluster(curve, random.Random(1), 0.0)
-    pe.skill_literal(literal, curve.max_fit)   # 75% of it first, then what follows
-    hung = [b for b in range(1, curve.max_fit + 1) if curve.hangs(b)]
-    assert literal.hang_attempts == 1 and hung
-    # Every run of the literal procedure, re-priced: a hang at one attempt.
-    again = pe.Cluster(curve, random.Random(1), 0.0)
-    again.hang_attempts = 1
-    probes = pe.skill_literal(again, curve.max_fit)
-    cost = sum(per_attempt if p.outcome is Outcome.SLOW else
-               pe.INIT_S + pe.COMPILE_S + pe.STEPS * curve.step_s(int(p.value))
-               for p in probes)
-    assert abs(again.seconds - cost) < 1e-6
+    the literal procedure pays one attempt, as do the peers (no retry rule). sweepd retries
+    a hang after a memory line that fits once: two. Before, every method was charged
+    sweepd's retry."""
+    hung = {name: 0 for name in pe.METHODS}
+    for case in pe.workload(30, 555, ("steep-interior",), 0.08):
+        for name, method in pe.METHODS.items():
+            cluster = pe.Cluster(case.curve, random.Random(1), pe.NOISE)
+            probes = method(cluster, case.estimate)
+            retries = name in (pe.SWEEPD, "sweepd, after a prior sweep")
+            assert abs(cluster.seconds - _priced(case.curve, probes, 2 if retries else 1)) \
+                < 1e-6, name
+            hung[name] += sum(p.outcome in (Outcome.SLOW, Outcome.FAILED) for p in probes)
+    assert hung[pe.SWEEPD] and hung["SKILL.md literal"], hung   # the test says something
 
 
 def test_the_two_parameter_seed_pays_one_attempt_per_hang_too() -> None:
