@@ -123,8 +123,8 @@ def main() -> None:
     print(f"\nsweeps of {TAIL}+ runs: {len(every)} ({len(every) / n:.1%}); per sweep: runs / "
           "within 10% of the optimum's batch / large passes")
     for family, ts in sorted(tail.items()):
-        runs, near, large = (statistics.mean(t[k] for t in ts) for k in range(3))
-        print(f"  {family:16} {len(ts):4d}  {runs:5.2f} / {near:4.2f} / {large:4.2f}")
+        m_runs, m_near, m_large = (statistics.mean(t[k] for t in ts) for k in range(3))
+        print(f"  {family:16} {len(ts):4d}  {m_runs:5.2f} / {m_near:4.2f} / {m_large:4.2f}")
     print(f"\n{'method':48} {'runs':>5} {'p95':>4} {'found 1%':>9} {'node-h':>7}")
     for name, method in CEILINGS.items():
         results = []
