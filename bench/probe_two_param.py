@@ -186,6 +186,7 @@ class At(Cluster):
     def __init__(self, cluster: Cluster2, value: Value, pairs: list[Pair]) -> None:
         self.cluster, self.value, self.pairs = cluster, value, pairs
         self.hang_attempts = 1  # sweepd's search sets 2 (it retries a hang once)
+        self.memory_line = True  # Cluster2 prints the compiled-memory line
 
     def run(self, b: int) -> Probe:
         probe = self.cluster.run(self.value, b, self.hang_attempts)
