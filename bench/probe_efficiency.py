@@ -22,7 +22,8 @@ The memory estimate is M x an error factor (log-uniform x0.2..5 headline; x0.85.
 x0.6..1.5 bands). "Found" is judged against the best INTEGER batch that fits (the true
 optimum). A held-out set (another seed, families and a memory curvature the search was not
 tuned on, including issue 22's steep interior peak far below the cliff with hangs at large
-batches) is reported on its own.
+batches) is reported on its own, and a fresh held-out set (seed 424242, shapes with valleys
+no version of the search was built on: aligned and double-peak) beside it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ ERROR = {"x0.2-5 log-uniform": (0.2, 5.0), "memstats prior x0.85-1.15": (0.85, 1
 BANDS = tuple(ERROR)
 FAMILIES = ("saturating", "steep-to-cliff", "interior-peak", "plateau", "pressure-drop")
 HOLDOUT_FAMILIES = ("power-rise", "kernel-switch", "steep-interior")
+# A second held-out set (issue 22's "checked on curves you have not seen"): shapes no
+# version of the search was built or tuned on, a new seed, and a wider cliff range (8..96).
+# Both break the concavity the search assumes between its runs.
+FRESH_FAMILIES = ("aligned", "double-peak")
+FRESH_SEED = 424242
+FRESH_CLIFF = (8, 96)
 # The cost model (sweepd/sim/plan.py's timing for llama2-70b on 2 nodes).
 NODES = 2
 INIT_S = 150.0
@@ -161,6 +168,31 @@ def _tgs(rng: random.Random, family: str, m: int) -> list[float]:
         w = rng.uniform(0.0, 0.4)
         return [min(b, top) ** a * (1 - w * max(0.0, (b - top) / m) ** 2)
                 for b in range(1, m + 1)]
+    if family == "aligned":  # fresh: batches a multiple of 4 or 8 run faster (tile
+        # alignment): 1-6% lost off the multiples, on a rise that may fall past a peak
+        a = rng.choice((4, 8))
+        d = rng.uniform(0.01, 0.06)
+        p = rng.randint(2, m)
+        fall = rng.uniform(0.0, 0.02)
+        return [rise(min(b, p)) * (1 - fall * max(0, b - p)) * (1.0 if b % a == 0 else 1 - d)
+                for b in range(1, m + 1)]
+    if family == "double-peak":  # fresh: a first peak, a 3-10% dip, a second rise to a
+        # peak 0.95-1.05x the first (another kernel or schedule takes over)
+        p1 = rng.randint(2, max(2, m // 2))
+        dip = rng.uniform(0.03, 0.10)
+        second = rng.uniform(0.95, 1.05)
+        p2 = rng.randint(p1 + 1, m) if p1 < m else m
+        first = rise(p1)
+        out = []
+        for b in range(1, m + 1):
+            if b <= p1:
+                out.append(rise(b))
+            else:  # dip at the midpoint of p1..p2, then up to `second` x the first peak
+                t = (b - p1) / max(1, p2 - p1)
+                v = first * (1 - dip * math.sin(math.pi * min(t, 1.0))) if t <= 0.5 else \
+                    first * (1 - dip + (second - 1 + dip) * min(1.0, (t - 0.5) * 2))
+                out.append(v if b <= p2 else v * (1 - 0.01 * (b - p2)))
+        return out
     if family == "steep-interior":  # held out (issue 22): a peak far below the cliff,
         # a steep fall past it, so slow at large batches that step 0 outlasts the hang limit
         p = rng.randint(2, max(2, m // 4))
@@ -173,8 +205,9 @@ def _tgs(rng: random.Random, family: str, m: int) -> list[float]:
 
 
 def make_curve(rng: random.Random, family: str, curvature: float = 0.03) -> Curve:
-    low = 16 if family == "steep-interior" else 4  # fits far above its peak
-    mem, m = _memory(rng, rng.randint(low, 64), curvature)
+    low, high = (16, 64) if family == "steep-interior" else \
+        FRESH_CLIFF if family in FRESH_FAMILIES else (4, 64)  # steep: fits far above its peak
+    mem, m = _memory(rng, rng.randint(low, high), curvature)
     return Curve(family, m, tuple(_tgs(rng, family, m)), mem)
 
 
@@ -187,6 +220,10 @@ class Cluster:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
         self.memory_line = memory_line
         self.seconds = 0.0  # node-seconds / NODES
+        # Attempts a hang costs, by the method's own hang rule: sweepd retries a hang after
+        # a memory line that fits once (it sets 2); SKILL.md's phase table takes a hang
+        # after Memstats as a silent OOM, never retried, and the peers have no retry rule.
+        self.hang_attempts = 1
 
     @property
     def node_hours(self) -> float:
@@ -205,7 +242,7 @@ class Cluster:
             return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=limit,
                          alloc_gb=round(alloc, 2))
         if self.curve.hangs(b):
-            self.seconds += HANG_ATTEMPTS * (INIT_S + COMPILE_S + HANG_S)
+            self.seconds += self.hang_attempts * (INIT_S + COMPILE_S + HANG_S)
             # Without the memory line, a hang after Memstats reads as a silent OOM.
             return Probe(b, Outcome.SLOW if self.memory_line else Outcome.FAILED, None,
                          temp_gb=temp, fixed_gb=fixed, limit_gb=limit)
@@ -226,6 +263,8 @@ def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
 
 
 def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
+    if cluster.memory_line:  # without the line a hang is the seed's silent OOM: no retry
+        cluster.hang_attempts = HANG_ATTEMPTS
     return _search(cluster, batch_space(estimate))
 
 
@@ -281,7 +320,9 @@ def power_binsearch(cluster: Cluster, estimate: int) -> list[Probe]:
 def skill_literal(cluster: Cluster, estimate: int) -> list[Probe]:
     """batch-sweep.SKILL.md Steps 3 and 7 done literally: 75% of the estimate, then 1.5x
     the first; an OOM is an upper bound and the midpoint below it is next; a higher TGS goes
-    higher (1.5x, or the midpoint below a known OOM); a lower or flat TGS ends the search."""
+    higher (1.5x, or the midpoint below a known OOM); a lower or flat TGS ends the search.
+    A hang after Memstats and before step 0 is the seed's silent OOM: no retry, one attempt
+    paid (Monitoring policy, "Hang phase")."""
     probes: list[Probe] = []
     b = max(1, round(START * estimate))
     hi: int | None = None
@@ -467,6 +508,7 @@ class Args:
     curves: int = 1500
     seed: int = 20240601
     holdout_seed: int = 99173
+    fresh_seed: int = FRESH_SEED
     noise: float = NOISE
     tpe_curves: int = 300
     smoke: bool = False
@@ -479,6 +521,7 @@ def main() -> None:
     parser.add_argument("--curves", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--holdout-seed", type=int, default=99173)
+    parser.add_argument("--fresh-seed", type=int, default=FRESH_SEED)
     parser.add_argument("--noise", type=float, default=NOISE,
                         help="uniform half-width per run (default: 0.8%% std)")
     parser.add_argument("--tpe-curves", type=int, default=300,
@@ -498,6 +541,11 @@ def main() -> None:
     print(f"\nheld-out set: {len(held)} curves, seed {a.holdout_seed}, families "
           f"{', '.join(HOLDOUT_FAMILIES)}, memory curvature up to 8%")
     report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves))
+    fresh = workload(a.curves, a.fresh_seed, FRESH_FAMILIES, curvature=0.08)
+    print(f"\nfresh held-out set: {len(fresh)} curves, seed {a.fresh_seed}, families "
+          f"{', '.join(FRESH_FAMILIES)} (not built or tuned on), largest fit "
+          f"{FRESH_CLIFF[0]}..{FRESH_CLIFF[1]}")
+    report("fresh held out", fresh, evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves))
 
 
 if __name__ == "__main__":

@@ -146,12 +146,22 @@ class Cluster2:
 
     def __init__(self, case: Case, rng: random.Random, noise: float) -> None:
         self.case, self.rng, self.noise, self.runs, self.seconds = case, rng, noise, 0, 0.0
+        self.config_seconds = 0.0  # of which at the config's setting
 
     @property
     def node_hours(self) -> float:
         return self.seconds * NODES / 3600
 
-    def run(self, value: Value, b: int) -> Probe:
+    def run(self, value: Value, b: int, hang_attempts: int = 1) -> Probe:
+        """`hang_attempts`: what a hang costs by the method's own rule (sweepd retries one
+        after a memory line that fits; the seed and the peers do not)."""
+        before = self.seconds
+        probe = self._run(value, b, hang_attempts)
+        if value == self.case.settings[0].value:
+            self.config_seconds += self.seconds - before
+        return probe
+
+    def _run(self, value: Value, b: int, hang_attempts: int) -> Probe:
         c, s = self.case, self.case.setting(value)
         self.runs += 1
         noise = self.rng.uniform(1 - self.noise, 1 + self.noise)
@@ -163,7 +173,7 @@ class Cluster2:
             return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=s.pool,
                          alloc_gb=round(alloc, 2))
         if c.hangs(s, b):
-            self.seconds += HANG_ATTEMPTS * (INIT_S + COMPILE_S + HANG_S)
+            self.seconds += hang_attempts * (INIT_S + COMPILE_S + HANG_S)
             return Probe(b, Outcome.SLOW, None, temp_gb=temp, fixed_gb=fixed, limit_gb=s.pool)
         self.seconds += INIT_S + COMPILE_S + STEPS * c.step_s(s, b)
         return Probe(b, Outcome.OK, c.true(s, b) * noise, temp_gb=temp, fixed_gb=fixed,
@@ -175,9 +185,11 @@ class At(Cluster):
 
     def __init__(self, cluster: Cluster2, value: Value, pairs: list[Pair]) -> None:
         self.cluster, self.value, self.pairs = cluster, value, pairs
+        self.hang_attempts = 1  # sweepd's search sets 2 (it retries a hang once)
+        self.memory_line = True  # Cluster2 prints the compiled-memory line
 
     def run(self, b: int) -> Probe:
-        probe = self.cluster.run(self.value, b)
+        probe = self.cluster.run(self.value, b, self.hang_attempts)
         self.pairs.append((self.value, probe))
         return probe
 
@@ -225,7 +237,7 @@ def two_param(cluster: Cluster2) -> list[Pair]:
     while len(pairs) < BUDGET and (step := next_pair(
             space, c.knob, values, pairs, runs_left=BUDGET - len(pairs))) is not None:
         assert isinstance(step.value, int)
-        pairs.append((step.second, cluster.run(step.second, step.value)))
+        pairs.append((step.second, cluster.run(step.second, step.value, HANG_ATTEMPTS)))
     return pairs
 
 
@@ -234,12 +246,13 @@ def _fix_one(first: Callable[[Cluster, int], list[Probe]]) -> Callable[[Cluster2
         c = cluster.case
         pairs: list[Pair] = []
         config = c.settings[0].value
-        first(At(cluster, config, pairs), c.estimate)
+        at = At(cluster, config, pairs)
+        first(at, c.estimate)
         top = best_pair(pairs)
         if top is None:
             return pairs
-        for s in c.settings[1:]:
-            pairs.append((s.value, cluster.run(s.value, int(top[1].value))))
+        for s in c.settings[1:]:  # by the first search's hang rule
+            pairs.append((s.value, cluster.run(s.value, int(top[1].value), at.hang_attempts)))
         return pairs
     return method
 
@@ -285,6 +298,23 @@ def every_combination(cluster: Cluster2) -> list[Pair]:
     return pairs
 
 
+ORACLE = "oracle: best combination + 2 neighbours"
+
+
+def oracle(cluster: Cluster2) -> list[Pair]:
+    """A floor, not a method: it knows the best combination and runs only it and the batch
+    on each side at its setting (above that setting's largest fit: its OOM), the least
+    that shows a measured best is a local peak. It runs nothing at the other settings, so
+    no search that checks them spends less."""
+    c = cluster.case
+    top = max(((c.true(s, b), s, b) for s in c.settings for b in range(1, c.max_fit(s) + 1)
+               if c.runs(s, b)), key=lambda t: t[0], default=None)
+    if top is None:
+        return []
+    _, s, b = top
+    return [(s.value, cluster.run(s.value, v)) for v in (b, b - 1, b + 1) if v >= 1]
+
+
 METHODS: dict[str, Callable[[Cluster2], list[Pair]]] = {
     "sweepd two-parameter": two_param,
     "seed: fix one (SKILL.md literal), sweep other": _fix_one(skill_literal),
@@ -293,6 +323,7 @@ METHODS: dict[str, Callable[[Cluster2], list[Pair]]] = {
     "DeepSpeed Autotuner-style": deepspeed,
     "NeMo AutoConfigurator-style": nemo,
     "every combination once (noise ceiling)": every_combination,
+    ORACLE: oracle,
 }
 SEED = "seed: fix one (SKILL.md literal), sweep other"
 
@@ -302,6 +333,7 @@ class Result:
     runs: int
     found: bool
     hours: float
+    config_hours: float = 0.0  # node-hours at the config's setting
 
 
 def evaluate(cases: Sequence[Case], seed: int, noise: float) -> dict[str, list[Result]]:
@@ -315,7 +347,8 @@ def evaluate(cases: Sequence[Case], seed: int, noise: float) -> dict[str, list[R
             top = best_pair(method(cluster))
             true = case.true(case.setting(top[0]), int(top[1].value)) if top else 0.0
             out[name].append(Result(cluster.runs, true >= (1 - FOUND) * case.optimum,
-                                    cluster.node_hours))
+                                    cluster.node_hours,
+                                    cluster.config_seconds * NODES / 3600))
     return out
 
 
@@ -324,7 +357,7 @@ def report(title: str, cases: Sequence[Case], results: dict[str, list[Result]]) 
         keep = [c.knob == knob for c in cases]
         print(f"\n[{title}, {knob.removeprefix('_env_')}: {sum(keep)} cases]")
         print(f"{'method':46} {'runs':>5} {'p95':>4} {'found 1%':>9} {'node-h':>7} "
-              f"{'vs seed':>8}")
+              f"{'vs seed':>8} {'at config':>9}")
         seed_h = statistics.mean(r.hours for r, k in zip(results[SEED], keep, strict=True)
                                  if k)
         for name, rs in results.items():
@@ -334,7 +367,8 @@ def report(title: str, cases: Sequence[Case], results: dict[str, list[Result]]) 
             print(f"{name:46} {statistics.mean(runs):5.2f} "
                   f"{runs[math.ceil(0.95 * len(runs)) - 1]:4d} "
                   f"{sum(r.found for r in mine) / len(mine):9.1%} {hours:7.2f} "
-                  f"{hours / seed_h:8.1%}")
+                  f"{hours / seed_h:8.1%} "
+                  f"{statistics.mean(r.config_hours for r in mine):9.2f}")
 
 
 def main() -> None:

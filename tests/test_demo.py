@@ -24,6 +24,9 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     truth = re.search(r"ground truth .* peak at per_device_batch_size=(\d+)", out)
     assert found and truth, out
     assert found.group(1) == truth.group(1)
+    # Issue 22's bound: the demo reaches its true peak in at most 5 runs.
+    runs = re.search(r"optimum per_device_batch_size=\d+ .*\((\d+) runs\)", out)
+    assert runs and int(runs.group(1)) <= 5, out
     assert f"| {found.group(1)} |" in out and "← optimum" in out
     # The closing hint names a command that reads the result again, without a daemon.
     hint = f"`sweepd report|explain|logs 1 --state-dir {tmp_path}`"

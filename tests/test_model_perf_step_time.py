@@ -71,3 +71,25 @@ def test_a_flat_floor_below_the_highest_pass_goes_below_before_toward_the_hang()
     step = next_probe(batch_space(40), floor)
     assert step is not None and int(step.value) < 13, step
     assert "a pass next to it measured flat" in step.why
+
+
+def test_a_floor_measured_two_percent_apart_is_flat() -> None:
+    """Two runs each carry the noise, so their difference reaches twice it: the floor at 13
+    and 25 measured 1.8% apart (the held-out steep-interior curve at 0.8% noise) is still
+    flat. Before, only 1% counted as flat: the search walked toward the hang at 37 (31 and
+    28 hung, 1 node-hour each) and never ran below 13, where the peak (2) was."""
+    for floor in ([Probe(25, Outcome.OK, 100.0), Probe(37, Outcome.SLOW, None),
+                   Probe(13, Outcome.OK, 101.8)],
+                  [Probe(25, Outcome.OK, 101.8), Probe(37, Outcome.SLOW, None),
+                   Probe(13, Outcome.OK, 100.0)]):
+        step = next_probe(batch_space(40), floor)
+        assert step is not None and int(step.value) < 13, (floor, step)
+        assert "below first" in step.why
+
+
+def test_a_fall_beyond_two_runs_noise_is_not_a_floor() -> None:
+    """3% apart is a trend, not noise: no floor rule, the bottom is bounded by the secant."""
+    falling = [Probe(25, Outcome.OK, 100.0), Probe(37, Outcome.SLOW, None),
+               Probe(13, Outcome.OK, 103.0)]
+    step = next_probe(batch_space(40), falling)
+    assert step is None or "floor of a steep fall" not in step.why

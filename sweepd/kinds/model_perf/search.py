@@ -53,6 +53,9 @@ START_FRACTION = 0.75  # first probe at ~75% of the estimated max (SKILL.md Step
 CLIMB = 1.5  # without a memory line, climb 1.5x (SKILL.md: "second probe at 1.5x the first")
 TOLERANCE = 0.005
 NOISE = 0.01  # run-to-run TGS noise: closer than this, two runs cannot be told apart
+# Two runs measured this far apart may still be level: each carries the noise, so their
+# difference reaches twice it (a floor's two runs read 1.8% apart at 0.8% std noise).
+FLAT = 2 * NOISE
 MAX_BATCH = 4096
 STEP_NOISE = 6.0  # a step from the best aims at a TGS change of this many noise widths
 STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
@@ -503,9 +506,9 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
 
 def _on_floor(view: _View) -> bool:
     """Under a value too slow to run, the best and a pass next to it measured flat (within
-    the noise): the floor past a steep fall. Gaps there (even the one above the highest
-    pass, toward the hang) are unbounded by the trend but bounded by step time, and each
-    run on the floor is the slowest a pass can be; the bottom gap (unbounded either way)
+    two runs' noise, FLAT): the floor past a steep fall. Gaps there (even the one above
+    the highest pass, toward the hang) are unbounded by the trend but bounded by step time,
+    and each run on the floor is the slowest a pass can be; the bottom gap (unbounded either way)
     goes first, and a higher TGS found there settles the floor's gaps without running
     them."""
     if not view.cliff_slow:
@@ -514,7 +517,7 @@ def _on_floor(view: _View) -> bool:
     above = [i for i in view.ok if i > best_i]
     below = [i for i in view.ok if i < best_i]
     near = ([min(above)] if above else []) + ([max(below)] if below else [])
-    return any(view.ok[j] >= (1 - NOISE) * view.ok[best_i] for j in near)
+    return any(view.ok[j] >= (1 - FLAT) * view.ok[best_i] for j in near)
 
 
 def _below_first(view: _View, gaps: Sequence[_Gap]) -> bool:
@@ -607,7 +610,7 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
-        if lo < 0 and view.cliff_slow and tgs[c] - tgs[hi] <= NOISE * max(tgs[c], tgs[hi]):
+        if lo < 0 and view.cliff_slow and tgs[c] - tgs[hi] <= FLAT * max(tgs[c], tgs[hi]):
             # Below the lowest run, under a value too slow to finish its first step, a
             # secant that does not rise beyond the noise bounds nothing: the flat stretch
             # may be the floor of a steep fall (issue 22's curve), the peak below it.
