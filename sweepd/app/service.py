@@ -19,7 +19,7 @@ from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.core.submit import job_request
-from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import (
     Check,
     PreflightContext,
@@ -287,7 +287,7 @@ class Service(Queries):
         toolkit's limit even so, a profile that cannot take effect) refuses the spec now."""
         backend = getattr(self.engine.backend, "inner", self.engine.backend)
         name_of = getattr(backend, "name_of", None)
-        if name_of is None or isinstance(plan, (Finished, Stop)):
+        if name_of is None or isinstance(plan, (Finished, Stop, StartSweep)):
             return []
         out = []
         for run in plan:
@@ -368,6 +368,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         return {"finished": plan.summary, "ok": plan.ok}
     if isinstance(plan, Stop):
         return {"stop": plan.reason, "rule": plan.rule}
+    if isinstance(plan, StartSweep):
+        return {"stage": plan.stage, "sweep": plan.spec}
     return {"runs": [{"label": r.label,
                       "params": r.params.model_dump(mode="json", exclude_defaults=True),
                       "nodes": collect_nodes(list(r.nodes)), "node_count": len(r.nodes),

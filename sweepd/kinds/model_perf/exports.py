@@ -11,6 +11,7 @@ from sweepd.core.states import SweepState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
+    from sweepd.store.rows import Sweep
     from sweepd.store.store import Store
 
 NAME = "model-perf"   # the kind's name (kind.py registers it)
@@ -23,6 +24,7 @@ class Optimum:
 
     sweep: int
     best: int
+    tgs: float | None = None   # its measured TGS/device (None: not recorded)
 
 
 async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None:
@@ -37,3 +39,15 @@ async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None
         if int(count) == nodes:
             return Optimum(sweep.id, int(verdict["best"]))
     return None
+
+
+def optimum_of(sweep: Sweep) -> Optimum | None:
+    """This finished model perf sweep's integer optimum (a campaign's batch stage), settled
+    or not (None: not a model perf sweep, not done, or no integer best)."""
+    verdict = sweep.verdict or {}
+    if sweep.kind != NAME or sweep.state != SweepState.DONE \
+            or not isinstance(verdict.get("best"), int):
+        return None
+    tgs = verdict.get("tgs")
+    return Optimum(sweep.id, int(verdict["best"]),
+                   float(tgs) if isinstance(tgs, int | float) else None)

@@ -1,0 +1,205 @@
+"""The campaign's state machine over its stages' sweeps (pure): the first stage without a
+sweep is started with what the earlier stages found (their typed results), a stage still
+running is waited for, a stage that stopped to ask stops the campaign and asks, and once
+every stage has its result the campaign ends with them. A confirm stage alone runs its
+A/B runs itself (`confirm.plan`).
+
+Stage by stage (the seeds' dependency order):
+  health   node perf on every node of the slot; degraded and unhealthy nodes are excluded
+           with their evidence (the node perf sweep); the first healthy nodes the
+           parallelism needs are frozen for the rest; fewer than it needs: stop and ask
+  batch    model perf on the frozen nodes with the parallelism's overrides
+  flags    xla-tuning at the batch found, on the frozen nodes; a bounded search is a
+           result (no recipe), not a stop
+  confirm  a confirm campaign: baseline-deployed against batch + recipe, interleaved
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweepd.core.states import SweepState
+from sweepd.kinds.api import Finished, Plan, StartSweep, Stop, SweepContext
+from sweepd.kinds.campaign import confirm
+from sweepd.kinds.campaign.gather import CampaignFacts, Child
+from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.util.hostlists import collect_nodes
+
+HEALTHY = ("healthy", "marginal")   # node perf's bands a campaign keeps
+KIND_OF_STAGE = {"health": "node-perf", "batch": "model-perf", "flags": "xla-tuning",
+                 "confirm": "campaign"}
+
+
+def frozen_nodes(spec: CampaignSpec, facts: CampaignFacts) -> list[str] | None:
+    """The nodes every later stage runs on: the first healthy ones the parallelism needs, in
+    the slot's order (the rest are spares). None: too few healthy nodes."""
+    nodes = spec.node_list
+    if facts.health is not None:
+        nodes = [n for n in nodes if facts.health.status.get(n) in HEALTHY]
+    return nodes[:spec.job_nodes] if len(nodes) >= spec.job_nodes else None
+
+
+def excluded(spec: CampaignSpec, facts: CampaignFacts) -> dict[str, str]:
+    """Each node the health stage left out, with its band and delta (the evidence)."""
+    if facts.health is None:
+        return {}
+    out = {}
+    for node in spec.node_list:
+        status = facts.health.status.get(node)
+        if status not in HEALTHY:
+            delta = facts.health.delta.get(node)
+            out[node] = f"{status}" + (f" ({delta:+.1%} vs the median)"
+                                       if isinstance(delta, int | float) else "")
+    return out
+
+
+def candidate(facts: CampaignFacts) -> dict[str, Any]:
+    """The confirm stage's candidate from the batch and flags stages' results."""
+    out: dict[str, Any] = {}
+    if facts.batch is not None:
+        out["batch"] = facts.batch.best
+    if facts.flags is not None and facts.flags.found:
+        out["xla_flags"] = list(facts.flags.xla_flags)
+        out["env"] = dict(facts.flags.env)
+    return out
+
+
+def stage_spec(spec: CampaignSpec, stage: str, facts: CampaignFacts,
+               nodes: list[str]) -> dict[str, Any]:
+    """The stage's sweep spec, as a person would submit it, from the typed results so far."""
+    hours = spec.stage_hours()[stage]
+    base: dict[str, Any] = {"name": f"{spec.name or spec.default_name()}: {stage}"[:80],
+                            "kind": KIND_OF_STAGE[stage], "steps": spec.steps}
+    if spec.env:
+        base["env"] = dict(spec.env)
+    if stage == "health":
+        return {**base, "model": spec.health_model, "nodes": spec.nodes}
+    pinned = collect_nodes(nodes)
+    if stage == "batch":
+        return {**base, "model": spec.model, "nodes": pinned, "min_nodes": len(nodes),
+                "overrides": {**spec.overrides, **spec.parallelism_overrides()},
+                **spec.batch_stage}
+    if stage == "flags":
+        extra: dict[str, Any] = {"per_device_batch_size": facts.batch.best} \
+            if facts.batch is not None else {}
+        thresholds = {"max_queue_hours": round(max(hours, 0.1), 2),
+                      **spec.flags_stage.get("thresholds", {})}
+        return {**base, "model": spec.model, "nodes": pinned, "parallelism": spec.parallelism,
+                "overrides": dict(spec.overrides), **extra, **spec.flags_stage,
+                "thresholds": thresholds}
+    return {**base, "model": spec.model, "nodes": pinned, "parallelism": spec.parallelism,
+            "stages": ["confirm"], "budget_hours": round(max(hours, 0.01), 2),
+            "confirm_runs": spec.confirm_runs, "overrides": dict(spec.overrides),
+            "candidate": candidate(facts)}
+
+
+def _start(spec: CampaignSpec, stage: str, facts: CampaignFacts, nodes: list[str],
+           first: bool) -> StartSweep:
+    hours = spec.stage_hours()
+    lines = []
+    if first:
+        plan_text = ", ".join(f"{s} ~{h:.1f} h" for s, h in hours.items())
+        lines.append(f"campaign {spec.model} {spec.parallelism} on {spec.nodes} "
+                     f"({len(spec.node_list)} nodes, {spec.job_nodes} per job): stages "
+                     f"{plan_text} (budget {spec.budget_hours:g} h)")
+    lines.append(f"stage {stage}: starting ({KIND_OF_STAGE[stage]}; ETA ~{hours[stage]:.1f} h)"
+                 + _inputs(stage, facts, nodes))
+    recipe = list(facts.flags.xla_flags) if facts.flags is not None and facts.flags.found \
+        else None
+    return StartSweep(stage, stage_spec(spec, stage, facts, nodes),
+                      nodes=collect_nodes(nodes) if stage != "health" else None,
+                      batch=facts.batch.best if facts.batch is not None else None,
+                      recipe=recipe, progress=lines)
+
+
+def _inputs(stage: str, facts: CampaignFacts, nodes: list[str]) -> str:
+    if stage == "health":
+        return ""
+    said = [f" on {collect_nodes(nodes)}"]
+    if stage in ("flags", "confirm") and facts.batch is not None:
+        said.append(f"batch {facts.batch.best} (sweep {facts.batch.sweep})")
+    if stage == "confirm" and facts.flags is not None:
+        said.append(f"recipe {' '.join(facts.flags.xla_flags) or 'none'}")
+    return ", ".join(said)
+
+
+def _stopped(stage: str, child: Child, ctx: SweepContext[CampaignFacts]) -> Plan:
+    rule = f"campaign.stage_stopped.{child.id}"
+    if rule in ctx.acknowledged_stops:
+        return []   # the person answered; the stage's sweep waits for its own word
+    return Stop(f"stage {stage} (sweep {child.id}) stopped and asks: {child.reason}. "
+                f"Resume sweep {child.id} to go on with the stage, abort it to skip the "
+                "stage, then resume this campaign; or abort the campaign", rule,
+                evidence=f"sweep {child.id}: {child.reason}")
+
+
+def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
+    if spec.runs_itself:
+        return confirm.plan(spec, ctx)
+    facts = ctx.facts
+    for i, stage in enumerate(spec.stages):
+        nodes = frozen_nodes(spec, facts) if stage != "health" else spec.node_list
+        if nodes is None:
+            return _too_few(spec, facts, ctx)
+        child = facts.children.get(stage)
+        if child is None:
+            return _start(spec, stage, facts, nodes, first=i == 0 and not facts.children)
+        if child.state in (SweepState.QUEUED, SweepState.RUNNING):
+            return []
+        if child.state == SweepState.AWAITING_DECISION:
+            return _stopped(stage, child, ctx)
+        if child.state == SweepState.FAILED and stage == "health":
+            return Finished(False, f"campaign: node health failed (sweep {child.id}): "
+                                   f"{child.reason}", verdict(spec, facts))
+    return Finished(True, summary(spec, facts), verdict(spec, facts))
+
+
+def _too_few(spec: CampaignSpec, facts: CampaignFacts, ctx: SweepContext[CampaignFacts]
+             ) -> Plan:
+    left = [n for n in spec.node_list if n not in excluded(spec, facts)]
+    rule = "campaign.too_few_nodes"
+    if rule in ctx.acknowledged_stops:
+        return Finished(False, "campaign ended: too few healthy nodes", verdict(spec, facts))
+    return Stop(f"only {len(left)} healthy node(s) in the slot ({collect_nodes(left) or 'none'})"
+                f"; {spec.parallelism} needs {spec.job_nodes}. Add nodes (a new campaign), or "
+                "abort", rule, evidence="; ".join(f"{n}: {w}" for n, w in
+                                                   excluded(spec, facts).items()))
+
+
+def summary(spec: CampaignSpec, facts: CampaignFacts) -> str:
+    parts = []
+    if facts.health is not None:
+        ex = excluded(spec, facts)
+        parts.append(f"excluded {', '.join(ex) or 'no node'}")
+    if facts.batch is not None:
+        parts.append(f"batch {facts.batch.best}")
+    if facts.flags is not None:
+        parts.append(f"recipe {' '.join(facts.flags.xla_flags)}" if facts.flags.found
+                     else f"no recipe (xla-tuning {facts.flags.verdict})")
+    if facts.confirm is not None:
+        parts.append(facts.confirm.claim)
+    return f"campaign {spec.model} {spec.parallelism}: " + "; ".join(parts or ["no result"])
+
+
+def verdict(spec: CampaignSpec, facts: CampaignFacts) -> dict[str, Any]:
+    """Each stage's result and the sweep it came from (the report and the plot read it)."""
+    out: dict[str, Any] = {"model": spec.model, "parallelism": spec.parallelism,
+                           "stages": list(spec.stages),
+                           "sweeps": {s: c.id for s, c in facts.children.items()},
+                           "skipped": [s for s, c in facts.children.items()
+                                       if c.state in (SweepState.ABORTED, SweepState.FAILED)]}
+    nodes = frozen_nodes(spec, facts)
+    out["nodes"] = collect_nodes(nodes) if nodes else None
+    if facts.health is not None:
+        out["health"] = {"median": facts.health.median, "excluded": excluded(spec, facts)}
+    if facts.batch is not None:
+        out["batch"] = {"best": facts.batch.best, "tgs": facts.batch.tgs}
+    if facts.flags is not None:
+        f = facts.flags
+        out["flags"] = {"verdict": f.verdict, "profile": f.profile, "xla_flags": list(f.xla_flags),
+                        "env": dict(f.env), "gain": f.gain,
+                        "interval": list(f.interval) if f.interval else None,
+                        "baseline_tgs": f.baseline_tgs, "recipe_tgs": f.recipe_tgs}
+    if facts.confirm is not None:
+        out["confirmed"] = facts.confirm.as_dict()
+    return out
