@@ -246,3 +246,29 @@ async def test_a_campaign_is_due_when_its_latest_stage_ends_or_stops_to_ask(
     await store.transition_sweep(child, SweepState.RUNNING, "resumed")
     await store.transition_sweep(child, SweepState.DONE, "verdict")
     assert await store.campaigns_due() == {parent}
+
+
+def test_each_stage_end_is_said_before_the_next_starts() -> None:
+    facts = CampaignFacts(_done("health"), health=_health("n3"))
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, StartSweep)
+    assert got.progress[0] == "stage health ended (sweep 2): excluded n3"
+    facts = CampaignFacts(_done("health", "batch", "flags"), health=_health(),
+                          batch=Optimum(3, 9), flags=RECIPE)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, StartSweep)
+    assert got.progress[0].startswith("stage flags ended (sweep 4): --xla_gpu_all_gather")
+    assert "+10.00% vs baseline-deployed" in got.progress[0]
+
+
+def test_a_spent_budget_ends_the_campaign_with_what_it_has_stated_as_such() -> None:
+    facts = CampaignFacts(_done("health", "batch"), health=_health("n3"),
+                          batch=Optimum(3, 9, 1190.0), spent_hours=10.5)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, Finished) and got.ok and got.verdict["budget_spent"]
+    assert got.summary.startswith("budget spent (10.5 h of 10 h) before stage flags")
+    assert "batch 9" in got.summary and got.verdict["batch"]["best"] == 9
+    # Within the budget the next stage starts, and says what is left of it.
+    got = plan(_spec(), _ctx(CampaignFacts(facts.children, health=facts.health,
+                                           batch=facts.batch, spent_hours=4.0)))
+    assert isinstance(got, StartSweep) and "6.0 h of the budget left" in got.progress[-1]

@@ -131,9 +131,11 @@ class Service(Queries):
         runs = await self.store.runs(sweep_id)
         # Updated = the latest thing that happened to it (a job, a run), not only its state.
         updated = max(s.updated_at, await self.store.last_event_at(sweep_id) or "")
+        link = await self.store.campaign_of(sweep_id)   # a campaign's stage: its campaign
         return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
                 "reason": s.reason, "created_at": s.created_at, "updated_at": updated,
                 "runs": len(runs), "verdict": s.verdict, "submitted_by": s.submitted_by,
+                "campaign": {"id": link.campaign_id, "stage": link.stage} if link else None,
                 "progress": sweep_progress(s, runs, await self.store.jobs(sweep_id))}
 
     async def list_sweeps(self) -> list[dict[str, Any]]:
@@ -148,6 +150,10 @@ class Service(Queries):
         out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
         out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
+        # A campaign's stages: each a sweep of its own, in the order they started.
+        out["stages"] = [{"stage": c.stage, "sweep": c.child_id,
+                          "state": (await self.store.sweep(c.child_id)).state}
+                         for c in await self.store.campaign_children(sweep_id)]
         return out
 
     async def plot(self, sweep_id: int) -> bytes | None:

@@ -38,6 +38,8 @@ class CampaignFacts:
     batch: Optimum | None = None
     flags: Recipe | None = None
     confirm: Confirmed | None = None
+    # Cluster hours the stages' jobs have taken so far, first submission to last end.
+    spent_hours: float = 0.0
 
 
 def confirmed_of(verdict: Mapping[str, object] | None) -> Confirmed | None:
@@ -50,9 +52,14 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
         return CampaignFacts()   # a submission, or a confirm stage that runs itself
     children: dict[str, Child] = {}
     health, batch, flags, confirm = None, None, None, None
+    starts: list[float] = []
+    ends: list[float] = []
     for link in await store.campaign_children(where.sweep):
         sweep = await store.sweep(link.child_id)
         children[link.stage] = Child(sweep.id, link.stage, sweep.state, sweep.reason)
+        for job in await store.jobs(sweep.id):
+            starts += [job.submitted_at] if job.submitted_at is not None else []
+            ends += [t for t in (job.ended_at, job.last_output_at) if t is not None]
         if sweep.state != SweepState.DONE:
             continue
         if link.stage == "health":
@@ -63,4 +70,5 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
             flags = await recipe_of(store, sweep)
         elif link.stage == "confirm" and sweep.kind == NAME:
             confirm = confirmed_of(sweep.verdict)
-    return CampaignFacts(children, health, batch, flags, confirm)
+    spent = (max(ends) - min(starts)) / 3600 if starts and ends else 0.0
+    return CampaignFacts(children, health, batch, flags, confirm, max(0.0, spent))

@@ -93,16 +93,40 @@ def stage_spec(spec: CampaignSpec, stage: str, facts: CampaignFacts,
             "candidate": candidate(facts)}
 
 
+def _ended(stage: str, facts: CampaignFacts) -> str:
+    """The chat line of a stage's end: its result and the sweep that holds the evidence."""
+    child = facts.children.get(stage)
+    where = f" (sweep {child.id})" if child else ""
+    if child is not None and child.state != SweepState.DONE:
+        return f"stage {stage} ended {child.state} without a result{where}: skipped"
+    if stage == "health" and facts.health is not None:
+        out = [n for n, s in facts.health.status.items() if s not in HEALTHY]
+        return f"stage health ended{where}: " + (f"excluded {', '.join(out)}" if out
+                                                   else "every node healthy")
+    if stage == "batch" and facts.batch is not None:
+        tgs = f" at {facts.batch.tgs:,.0f} TGS/device" if facts.batch.tgs else ""
+        return f"stage batch ended{where}: per_device_batch_size={facts.batch.best}{tgs}"
+    if stage == "flags" and facts.flags is not None:
+        f = facts.flags
+        if not f.found:
+            return f"stage flags ended{where}: {f.verdict}, no recipe (the deployed flags stay)"
+        gain = f" {f.gain:+.2%}" if f.gain is not None else ""
+        return f"stage flags ended{where}: {' '.join(f.xla_flags)}{gain} vs baseline-deployed"
+    return f"stage {stage} ended{where}"
+
+
 def _start(spec: CampaignSpec, stage: str, facts: CampaignFacts, nodes: list[str],
-           first: bool) -> StartSweep:
+           first: bool, ended: str | None = None) -> StartSweep:
     hours = spec.stage_hours()
-    lines = []
+    lines = [ended] if ended else []
     if first:
         plan_text = ", ".join(f"{s} ~{h:.1f} h" for s, h in hours.items())
         lines.append(f"campaign {spec.model} {spec.parallelism} on {spec.nodes} "
                      f"({len(spec.node_list)} nodes, {spec.job_nodes} per job): stages "
                      f"{plan_text} (budget {spec.budget_hours:g} h)")
-    lines.append(f"stage {stage}: starting ({KIND_OF_STAGE[stage]}; ETA ~{hours[stage]:.1f} h)"
+    left = max(0.0, spec.budget_hours - facts.spent_hours)
+    lines.append(f"stage {stage}: starting ({KIND_OF_STAGE[stage]}; ETA ~{hours[stage]:.1f} h, "
+                 f"{left:.1f} h of the budget left)"
                  + _inputs(stage, facts, nodes))
     recipe = list(facts.flags.xla_flags) if facts.flags is not None and facts.flags.found \
         else None
@@ -142,8 +166,14 @@ def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
         if nodes is None:
             return _too_few(spec, facts, ctx)
         child = facts.children.get(stage)
+        if child is None and facts.spent_hours >= spec.budget_hours:
+            return Finished(True, f"budget spent ({facts.spent_hours:.1f} h of "
+                                  f"{spec.budget_hours:g} h) before stage {stage}: the "
+                                  f"campaign ends with what it has: {summary(spec, facts)}",
+                            {**verdict(spec, facts), "budget_spent": True})
         if child is None:
-            return _start(spec, stage, facts, nodes, first=i == 0 and not facts.children)
+            return _start(spec, stage, facts, nodes, first=i == 0 and not facts.children,
+                          ended=_ended(spec.stages[i - 1], facts) if i else None)
         if child.state in (SweepState.QUEUED, SweepState.RUNNING):
             return []
         if child.state == SweepState.AWAITING_DECISION:
