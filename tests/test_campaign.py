@@ -272,3 +272,37 @@ def test_a_spent_budget_ends_the_campaign_with_what_it_has_stated_as_such() -> N
     got = plan(_spec(), _ctx(CampaignFacts(facts.children, health=facts.health,
                                            batch=facts.batch, spent_hours=4.0)))
     assert isinstance(got, StartSweep) and "6.0 h of the budget left" in got.progress[-1]
+
+
+def _sweep(spec: dict[str, Any], verdict: dict[str, Any] | None) -> Any:
+    import json
+
+    from sweepd.store.rows import Sweep
+    return Sweep(id=1, kind="campaign", name="c", spec_json=json.dumps(spec),
+                 state=SweepState.DONE, reason=None,
+                 verdict_json=json.dumps(verdict) if verdict else None,
+                 created_at="", updated_at="")
+
+
+def test_the_report_names_each_stage_its_sweep_and_the_final_claim_and_draws_them() -> None:
+    from sweepd.kinds.campaign import report
+
+    conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
+    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+                          batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, Finished)
+    sweep = _sweep(_spec().model_dump(mode="json"), got.verdict)
+    text = report.markdown(sweep, [], [])
+    assert text.startswith("## deepseek3-671b-campaign.md")
+    assert "| health | 2 | excluded n3 degraded (-7.0% vs the median) |" in text
+    assert "| batch | 3 | per_device_batch_size=9 (1,190 TGS/device) |" in text
+    assert "(interval +8.00% to +12.00%) vs baseline-deployed" in text
+    assert "**Final: confirmed gain +" in text
+    # TGS per stage with intervals: start, batch, flags, confirmed.
+    assert [b.label for b in report.bars_of(got.verdict)] == [
+        "start (baseline-deployed)", "batch stage", "flags stage", "confirmed candidate"]
+    assert [b.interval is not None for b in report.bars_of(got.verdict)] == [
+        True, False, True, True]
+    png = report.plot(sweep, [], [])
+    assert png is not None and png.startswith(b"\x89PNG")
