@@ -306,3 +306,47 @@ def test_the_report_names_each_stage_its_sweep_and_the_final_claim_and_draws_the
         True, False, True, True]
     png = report.plot(sweep, [], [])
     assert png is not None and png.startswith(b"\x89PNG")
+
+
+def _io(said: list[str]) -> Any:
+    import argparse
+
+    from sweepd.kinds.registry import ClientOutput
+
+    def fail(args: argparse.Namespace, text: str) -> int:
+        said.append(f"FAIL {text}")
+        return 2
+    return ClientOutput(fail=fail, say=lambda text, err=False: said.append(text),
+                        print_json=lambda data: None)
+
+
+def test_apply_writes_the_confirmed_batch_and_recipe_into_the_checkout(tmp_path: Path) -> None:
+    import argparse
+    import subprocess
+
+    from sweepd.kinds.campaign import hooks
+
+    configs = tmp_path / "repo" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "deepseek3-671b.gpu.yml").write_text("model_name: deepseek3-671b\n"
+                                                    "per_device_batch_size: 7\n")
+    conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
+    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+                          batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, Finished)
+    said: list[str] = []
+    args = argparse.Namespace(id=1, apply=tmp_path / "repo", json=False)
+    assert hooks.apply(args, {"verdict": got.verdict}, _io(said)) == 0, said
+    yml = (configs / "deepseek3-671b.gpu.yml").read_text()
+    # The batch, with the parallelism it was found at (YAML cannot guard it).
+    assert "per_device_batch_size: 9  # sweepd campaign 1: found at FSDP=8" in yml
+    env = (configs / "deepseek3-671b.env.sh").read_text()
+    assert RECIPE.xla_flags[0] in env and "dcn_fsdp_parallelism" in env   # guarded
+    assert subprocess.run(["bash", "-n", str(configs / "deepseek3-671b.env.sh")]).returncode == 0
+    # Nothing within noise is put forward.
+    noisy = {**got.verdict, "confirmed": confirm.measure([1000.0, 1030.0, 970.0],
+                                                         [1010.0, 1040.0, 980.0]).as_dict()}
+    said.clear()
+    assert hooks.apply(args, {"verdict": noisy}, _io(said)) == 2
+    assert said[0].startswith("FAIL campaign 1 confirmed no gain: nothing to apply (within")

@@ -5,6 +5,7 @@ kind this module alone)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweepd.core.states import SweepState
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from sweepd.store.store import Store
 
 NAME = "model-perf"   # the kind's name (kind.py registers it)
+BATCH = "per_device_batch_size"
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,12 @@ def optimum_of(sweep: Sweep) -> Optimum | None:
     tgs = verdict.get("tgs")
     return Optimum(sweep.id, int(verdict["best"]),
                    float(tgs) if isinstance(tgs, int | float) else None)
+
+
+def write_batch(path: Path, value: int, note: str) -> str:
+    """`per_device_batch_size: value  # note` into a `<model>.gpu.yml` through the person's
+    files' safe edit (model perf's own `--apply`); returns the line written. YAML cannot
+    guard a value by parallelism, so `note` says where it was found. ValueError: refused."""
+    from sweepd.kinds.model_perf.hooks import apply_to_config
+
+    return apply_to_config(path, BATCH, f"{value}  # {note}")

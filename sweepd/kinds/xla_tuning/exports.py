@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweepd.core.states import SweepState
@@ -94,3 +95,19 @@ def sim_true_gain(scenario: Any, overrides: Mapping[str, str], nodes: Sequence[s
     ratio = batch_ratio(scenario, section, section.model, nodes,
                         batch or section.per_device_batch_size, overrides)
     return SimGain(land.gain(settings, tag) or 0.0, ratio)
+
+
+def write_recipe(path: Path, model: str, parallelism: str, note: str,
+                 xla_flags: Sequence[str], env: Mapping[str, str]) -> str:
+    """The recipe into the model's env file as this kind's `--apply` writes it: one block
+    per model and parallelism, guarded by the parallelism, checked with `bash -n`; returns
+    the block. ValueError: refused, nothing written."""
+    from sweepd.kinds.xla_tuning.catalog import Parallelism
+    from sweepd.kinds.xla_tuning.deploy import DeployError, settings_of, shell_line
+    from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+
+    try:
+        lines = [shell_line(s) for s in settings_of(xla_flags, env)]
+    except DeployError as e:
+        raise ValueError(str(e)) from None
+    return apply_env_patch(path, model, Parallelism.parse(parallelism), [f"# {note}"], lines)
