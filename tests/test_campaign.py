@@ -350,3 +350,13 @@ def test_apply_writes_the_confirmed_batch_and_recipe_into_the_checkout(tmp_path:
     said.clear()
     assert hooks.apply(args, {"verdict": noisy}, _io(said)) == 2
     assert said[0].startswith("FAIL campaign 1 confirmed no gain: nothing to apply (within")
+
+
+def test_with_nothing_found_to_change_the_campaign_ends_without_a_confirm_stage() -> None:
+    bounded = Recipe(4, "bounded", None)
+    skipped = {**_done("health", "flags"),
+               "batch": Child(3, "batch", SweepState.ABORTED, "skipped by a person")}
+    got = plan(_spec(), _ctx(CampaignFacts(skipped, health=_health(), flags=bounded)))
+    assert isinstance(got, Finished) and got.ok
+    assert got.summary.endswith("nothing to confirm: the deployed configuration stays")
+    assert got.verdict["skipped"] == ["batch"]

@@ -171,6 +171,11 @@ def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
                                   f"{spec.budget_hours:g} h) before stage {stage}: the "
                                   f"campaign ends with what it has: {summary(spec, facts)}",
                             {**verdict(spec, facts), "budget_spent": True})
+        if child is None and stage == "confirm" and not candidate(facts):
+            # The stages before found nothing to change: baseline against itself proves
+            # nothing, so nothing is run.
+            return Finished(True, f"{summary(spec, facts)}; nothing to confirm: the deployed "
+                                  "configuration stays", verdict(spec, facts))
         if child is None:
             return _start(spec, stage, facts, nodes, first=i == 0 and not facts.children,
                           ended=_ended(spec.stages[i - 1], facts) if i else None)
