@@ -40,8 +40,13 @@ def _ctx(facts: CampaignFacts, runs: list[Run] | None = None,
                         acknowledged_stops=acknowledged)
 
 
+IDS = {"health": 2, "batch": 3, "flags": 4, "confirm": 5, "network": 6}
+
+
 def _done(*stages: str) -> dict[str, Child]:
-    return {s: Child(i + 2, s, SweepState.DONE, "done") for i, s in enumerate(stages)}
+    """These stages' sweeps done (node health's network check with it)."""
+    named = [*stages, *(["network"] if "health" in stages else [])]
+    return {s: Child(IDS[s], s, SweepState.DONE, "done") for s in named}
 
 
 def _health(*slow: str) -> NodeVerdicts:
@@ -136,7 +141,8 @@ def test_every_stage_done_ends_the_campaign_with_each_result() -> None:
     assert got.verdict["health"]["excluded"] == {"n3": "degraded (-7.0% vs the median)"}
     assert got.verdict["batch"]["best"] == 9
     assert got.verdict["confirmed"]["claim"].startswith("confirmed gain +")
-    assert got.verdict["sweeps"] == {"health": 2, "batch": 3, "flags": 4, "confirm": 5}
+    assert got.verdict["sweeps"] == {"health": 2, "network": 6, "batch": 3, "flags": 4,
+                                     "confirm": 5}
 
 
 def test_stages_are_data_a_dropped_stage_is_not_run_and_the_order_is_kept() -> None:
@@ -249,10 +255,13 @@ async def test_a_campaign_is_due_when_its_latest_stage_ends_or_stops_to_ask(
 
 
 def test_each_stage_end_is_said_before_the_next_starts() -> None:
-    facts = CampaignFacts(_done("health"), health=_health("n3"))
+    from sweepd.kinds.network.exports import NetworkVerdict
+
+    facts = CampaignFacts(_done("health"), health=_health("n3"),
+                          network=NetworkVerdict(6, {}, "no network issue"))
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep)
-    assert got.progress[0] == "stage health ended (sweep 2): excluded n3"
+    assert got.progress[0] == "stage health (network) ended (sweep 6): no network issue"
     facts = CampaignFacts(_done("health", "batch", "flags"), health=_health(),
                           batch=Optimum(3, 9), flags=RECIPE)
     got = plan(_spec(), _ctx(facts))
@@ -360,3 +369,31 @@ def test_with_nothing_found_to_change_the_campaign_ends_without_a_confirm_stage(
     assert isinstance(got, Finished) and got.ok
     assert got.summary.endswith("nothing to confirm: the deployed configuration stays")
     assert got.verdict["skipped"] == ["batch"]
+
+
+def test_node_health_checks_the_network_on_the_nodes_node_perf_kept() -> None:
+    from sweepd.kinds.network.exports import NetworkVerdict
+
+    facts = CampaignFacts({"health": Child(2, "health", SweepState.DONE, "done")},
+                          health=_health("n3"))
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, StartSweep) and got.stage == "network"
+    assert got.progress[0] == "stage health ended (sweep 2): excluded n3"
+    assert got.spec["kind"] == "network" and got.spec["nodes"] == "n[1-2,4-9]"
+    assert got.spec["node_perf_sweep"] == 2 and got.spec["model"] == "llama2-70b"
+    # A node the network check excludes is left out too; one more and too few are left.
+    net = NetworkVerdict(6, {"n9": "bad node n9 (its NIC)"})
+    facts = CampaignFacts(_done("health"), health=_health("n3"), network=net)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, Stop) and got.rule == "campaign.too_few_nodes"
+    assert "n9: network: bad node n9 (its NIC)" in (got.evidence or "")
+    ten = NodeVerdicts(2, 2000.0, {**_health("n3").status, "n10": "healthy"}, {})
+    got = plan(_spec(nodes="n[1-10]"), _ctx(CampaignFacts(facts.children, health=ten,
+                                                          network=net)))
+    assert isinstance(got, StartSweep) and got.stage == "batch"
+    assert got.spec["nodes"] == "n[1-2,4-8,10]"
+    # A one-node job has no network to check.
+    one = _spec(parallelism="TP=8", nodes="n[1-4]")
+    got = plan(one, _ctx(CampaignFacts({"health": Child(2, "health", SweepState.DONE, "")},
+                                       health=_health())))
+    assert isinstance(got, StartSweep) and got.stage == "batch"

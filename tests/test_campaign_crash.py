@@ -18,6 +18,8 @@ from tests.daemon_proc import Daemon, write_config
 from tests.test_campaign_demo import EXPECTED_RECIPE
 
 STAGES = ("health", "batch", "flags", "confirm")
+# The stages' sweeps: node health is node perf, then the network check.
+SWEEPS = ("health", "network", "batch", "flags", "confirm")
 ACTIVE = ("submitting", "queued", "running")
 
 
@@ -64,13 +66,13 @@ def test_kill_9_in_each_stage_resumes_the_campaign_where_it_was(tmp_path: Path) 
     assert shown["state"] == "done", shown["reason"]
     # Each stage is one sweep, linked and visible: `show` lists them, a stage names its
     # campaign.
-    assert [s["stage"] for s in shown["stages"]] == list(STAGES)
+    assert [s["stage"] for s in shown["stages"]] == list(SWEEPS)
     assert all(s["state"] == "done" for s in shown["stages"]), shown["stages"]
     assert child["campaign"] == {"id": campaign, "stage": "health"}
     with _db(tmp_path) as db:
         sweeps = db.execute("SELECT count(*) FROM sweeps").fetchone()[0]
         jobs = db.execute("SELECT run_id, attempt, backend_id FROM jobs").fetchall()
-    assert sweeps == 1 + len(STAGES)   # no stage started twice across the restarts
+    assert sweeps == 1 + len(SWEEPS)   # no stage started twice across the restarts
     # No job twice: one job per (run, attempt), each scheduler id once, and every job the
     # simulated cluster ran is one the store knows.
     assert len({(r, a) for r, a, _ in jobs}) == len(jobs)

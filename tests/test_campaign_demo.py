@@ -31,12 +31,14 @@ def test_the_campaign_demo_confirms_the_simulators_joint_truth(tmp_path: Path) -
                                 "WHERE campaign_id = 1").fetchall())
     # Each stage is a sweep of its own kind, linked to the campaign, and ended done.
     assert {s: sweeps[i][0] for s, i in links.items()} == {
-        "health": "node-perf", "batch": "model-perf", "flags": "xla-tuning",
-        "confirm": "campaign"}
+        "health": "node-perf", "network": "network", "batch": "model-perf",
+        "flags": "xla-tuning", "confirm": "campaign"}
     assert all(sweeps[i][1] == "done" for i in [1, *links.values()]), sweeps
     verdict = sweeps[1][2]
-    # The slow node is left out; the spare takes its place in the frozen nodelist.
+    # The slow node is left out (the network check on the rest finds nothing); the spare
+    # takes its place in the frozen nodelist.
     assert list(verdict["health"]["excluded"]) == ["chi2868"]
+    assert verdict["health"]["network"] == "no network issue"
     assert "chi2868" not in verdict["nodes"] and "2890" in verdict["nodes"]
     # The batch stage finds the curve's peak (demo.yaml: peak_batch 9), and the flags stage
     # a recipe, run at that batch.

@@ -19,7 +19,7 @@ from sweepd.kinds.xla_tuning.exports import sim_true_gain
 from sweepd.sim.scenario import load_scenario
 from tests.daemon_proc import Daemon
 from tests.simrun import NODES
-from tests.test_campaign_crash import STAGES, _stage_running, _wait
+from tests.test_campaign_crash import STAGES, SWEEPS, _stage_running, _wait
 from tests.test_slurm_xla_crash import slurm_jobs, write_slurm_config
 
 pytestmark = pytest.mark.slurm
@@ -72,13 +72,13 @@ def test_kill_9_in_each_stage_of_a_campaign_on_slurm(slurm_env: dict[str, str],
     finally:
         daemon.kill()
     assert shown["state"] == "done", shown["reason"]
-    assert [s["stage"] for s in shown["stages"]] == list(STAGES)
+    assert [s["stage"] for s in shown["stages"]] == list(SWEEPS)
     with sqlite3.connect(f"file:{tmp_path / 'state' / 'sweepd.db'}?mode=ro", uri=True) as db:
         sweeps = db.execute("SELECT count(*) FROM sweeps").fetchone()[0]
         ids = [str(r[0]) for r in db.execute("SELECT backend_id FROM jobs")]
         confirm_spec = db.execute("SELECT spec_json FROM sweeps WHERE id = ?",
                                   (shown["stages"][-1]["sweep"],)).fetchone()[0]
-    assert sweeps == 1 + len(STAGES)   # each stage resumed, none started again
+    assert sweeps == 1 + len(SWEEPS)   # each stage resumed, none started again
     # No job twice in Slurm, none there the store does not know, none in the store twice.
     ours = [(jid, tok) for jid, tok in slurm_jobs() if jid > before]
     tokens = [tok for _, tok in ours]

@@ -11,6 +11,7 @@ from sweepd.core.states import SweepState
 from sweepd.kinds.campaign.confirm import Confirmed
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.model_perf.exports import Optimum, optimum_of
+from sweepd.kinds.network.exports import NetworkVerdict, network_verdict
 from sweepd.kinds.node_perf.exports import NodeVerdicts, node_verdicts
 from sweepd.kinds.xla_tuning.exports import Recipe, recipe_of
 
@@ -40,6 +41,7 @@ class CampaignFacts:
     confirm: Confirmed | None = None
     # Cluster hours the stages' jobs have taken so far, first submission to last end.
     spent_hours: float = 0.0
+    network: NetworkVerdict | None = None   # node health's multi-node check
 
 
 def confirmed_of(verdict: Mapping[str, object] | None) -> Confirmed | None:
@@ -51,7 +53,7 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
     if where.sweep is None or spec.runs_itself:
         return CampaignFacts()   # a submission, or a confirm stage that runs itself
     children: dict[str, Child] = {}
-    health, batch, flags, confirm = None, None, None, None
+    health, batch, flags, confirm, network = None, None, None, None, None
     starts: list[float] = []
     ends: list[float] = []
     for link in await store.campaign_children(where.sweep):
@@ -64,6 +66,8 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
             continue
         if link.stage == "health":
             health = node_verdicts(sweep)
+        elif link.stage == "network":
+            network = network_verdict(sweep)
         elif link.stage == "batch":
             batch = optimum_of(sweep)
         elif link.stage == "flags":
@@ -71,4 +75,4 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
         elif link.stage == "confirm" and sweep.kind == NAME:
             confirm = confirmed_of(sweep.verdict)
     spent = (max(ends) - min(starts)) / 3600 if starts and ends else 0.0
-    return CampaignFacts(children, health, batch, flags, confirm, max(0.0, spent))
+    return CampaignFacts(children, health, batch, flags, confirm, max(0.0, spent), network)

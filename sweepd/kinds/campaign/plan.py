@@ -26,30 +26,51 @@ from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.util.hostlists import collect_nodes
 
 HEALTHY = ("healthy", "marginal")   # node perf's bands a campaign keeps
-KIND_OF_STAGE = {"health": "node-perf", "batch": "model-perf", "flags": "xla-tuning",
-                 "confirm": "campaign"}
+KIND_OF_STAGE = {"health": "node-perf", "network": "network", "batch": "model-perf",
+                 "flags": "xla-tuning", "confirm": "campaign"}
+
+
+def steps(spec: CampaignSpec) -> list[tuple[str, str]]:
+    """(stage, step) in order: node health is node perf, then, for jobs of more than one
+    node, the network check on the nodes node perf kept (its whole-group baseline against
+    what the single-node figures predict; isolation only when it is slower)."""
+    out: list[tuple[str, str]] = []
+    for stage in spec.stages:
+        out.append((stage, stage))
+        if stage == "health" and spec.job_nodes > 1:
+            out.append((stage, "network"))
+    return out
+
+
+def healthy_nodes(spec: CampaignSpec, facts: CampaignFacts) -> list[str]:
+    """The slot's nodes node perf and the network check kept, in the slot's order."""
+    nodes = spec.node_list
+    if facts.health is not None:
+        nodes = [n for n in nodes if facts.health.status.get(n) in HEALTHY]
+    if facts.network is not None:
+        nodes = [n for n in nodes if n not in facts.network.excluded]
+    return nodes
 
 
 def frozen_nodes(spec: CampaignSpec, facts: CampaignFacts) -> list[str] | None:
     """The nodes every later stage runs on: the first healthy ones the parallelism needs, in
     the slot's order (the rest are spares). None: too few healthy nodes."""
-    nodes = spec.node_list
-    if facts.health is not None:
-        nodes = [n for n in nodes if facts.health.status.get(n) in HEALTHY]
+    nodes = healthy_nodes(spec, facts)
     return nodes[:spec.job_nodes] if len(nodes) >= spec.job_nodes else None
 
 
 def excluded(spec: CampaignSpec, facts: CampaignFacts) -> dict[str, str]:
     """Each node the health stage left out, with its band and delta (the evidence)."""
-    if facts.health is None:
-        return {}
-    out = {}
-    for node in spec.node_list:
-        status = facts.health.status.get(node)
+    out: dict[str, str] = {}
+    for node in spec.node_list if facts.health is not None else ():
+        status = facts.health.status.get(node) if facts.health else None
         if status not in HEALTHY:
-            delta = facts.health.delta.get(node)
+            delta = facts.health.delta.get(node) if facts.health else None
             out[node] = f"{status}" + (f" ({delta:+.1%} vs the median)"
                                        if isinstance(delta, int | float) else "")
+    if facts.network is not None:
+        out.update({n: f"network: {why}" for n, why in facts.network.excluded.items()
+                    if n not in out})
     return out
 
 
@@ -67,13 +88,17 @@ def candidate(facts: CampaignFacts) -> dict[str, Any]:
 def stage_spec(spec: CampaignSpec, stage: str, facts: CampaignFacts,
                nodes: list[str]) -> dict[str, Any]:
     """The stage's sweep spec, as a person would submit it, from the typed results so far."""
-    hours = spec.stage_hours()[stage]
+    hours = spec.stage_hours()["health" if stage == "network" else stage]
     base: dict[str, Any] = {"name": f"{spec.name or spec.default_name()}: {stage}"[:80],
                             "kind": KIND_OF_STAGE[stage], "steps": spec.steps}
     if spec.env:
         base["env"] = dict(spec.env)
     if stage == "health":
         return {**base, "model": spec.health_model, "nodes": spec.nodes}
+    if stage == "network":
+        return {**base, "kind": "network", "model": spec.health_model,
+                "nodes": collect_nodes(nodes),
+                **({"node_perf_sweep": facts.health.sweep} if facts.health else {})}
     pinned = collect_nodes(nodes)
     if stage == "batch":
         return {**base, "model": spec.model, "nodes": pinned, "min_nodes": len(nodes),
@@ -103,6 +128,11 @@ def _ended(stage: str, facts: CampaignFacts) -> str:
         out = [n for n, s in facts.health.status.items() if s not in HEALTHY]
         return f"stage health ended{where}: " + (f"excluded {', '.join(out)}" if out
                                                    else "every node healthy")
+    if stage == "network" and facts.network is not None:
+        ex = facts.network.excluded
+        return f"stage health (network) ended{where}: " + (
+            "excluded " + "; ".join(f"{n}: {w}" for n, w in ex.items()) if ex
+            else facts.network.recommendation or "no network issue")
     if stage == "batch" and facts.batch is not None:
         tgs = f" at {facts.batch.tgs:,.0f} TGS/device" if facts.batch.tgs else ""
         return f"stage batch ended{where}: per_device_batch_size={facts.batch.best}{tgs}"
@@ -118,9 +148,10 @@ def _ended(stage: str, facts: CampaignFacts) -> str:
 def _start(spec: CampaignSpec, stage: str, facts: CampaignFacts, nodes: list[str],
            first: bool, ended: str | None = None) -> StartSweep:
     hours = spec.stage_hours()
+    hours = {**hours, "network": hours.get("health", 0.0)}
     lines = [ended] if ended else []
     if first:
-        plan_text = ", ".join(f"{s} ~{h:.1f} h" for s, h in hours.items())
+        plan_text = ", ".join(f"{s} ~{h:.1f} h" for s, h in hours.items() if s != "network")
         lines.append(f"campaign {spec.model} {spec.parallelism} on {spec.nodes} "
                      f"({len(spec.node_list)} nodes, {spec.job_nodes} per job): stages "
                      f"{plan_text} (budget {spec.budget_hours:g} h)")
@@ -161,9 +192,11 @@ def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
     if spec.runs_itself:
         return confirm.plan(spec, ctx)
     facts = ctx.facts
-    for i, stage in enumerate(spec.stages):
-        nodes = frozen_nodes(spec, facts) if stage != "health" else spec.node_list
-        if nodes is None:
+    order = steps(spec)
+    for i, (_, stage) in enumerate(order):
+        nodes = (spec.node_list if stage == "health" else healthy_nodes(spec, facts)
+                 if stage == "network" else frozen_nodes(spec, facts))
+        if nodes is None or len(nodes) < spec.job_nodes:
             return _too_few(spec, facts, ctx)
         child = facts.children.get(stage)
         if child is None and facts.spent_hours >= spec.budget_hours:
@@ -178,12 +211,12 @@ def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
                                   "configuration stays", verdict(spec, facts))
         if child is None:
             return _start(spec, stage, facts, nodes, first=i == 0 and not facts.children,
-                          ended=_ended(spec.stages[i - 1], facts) if i else None)
+                          ended=_ended(order[i - 1][1], facts) if i else None)
         if child.state in (SweepState.QUEUED, SweepState.RUNNING):
             return []
         if child.state == SweepState.AWAITING_DECISION:
             return _stopped(stage, child, ctx)
-        if child.state == SweepState.FAILED and stage == "health":
+        if child.state == SweepState.FAILED and stage in ("health", "network"):
             return Finished(False, f"campaign: node health failed (sweep {child.id}): "
                                    f"{child.reason}", verdict(spec, facts))
     return Finished(True, summary(spec, facts), verdict(spec, facts))
@@ -226,7 +259,9 @@ def verdict(spec: CampaignSpec, facts: CampaignFacts) -> dict[str, Any]:
     nodes = frozen_nodes(spec, facts)
     out["nodes"] = collect_nodes(nodes) if nodes else None
     if facts.health is not None:
-        out["health"] = {"median": facts.health.median, "excluded": excluded(spec, facts)}
+        out["health"] = {"median": facts.health.median, "excluded": excluded(spec, facts),
+                         **({"network": facts.network.recommendation}
+                            if facts.network is not None else {})}
     if facts.batch is not None:
         out["batch"] = {"best": facts.batch.best, "tgs": facts.batch.tgs}
     if facts.flags is not None:
