@@ -397,3 +397,33 @@ def test_node_health_checks_the_network_on_the_nodes_node_perf_kept() -> None:
     got = plan(one, _ctx(CampaignFacts({"health": Child(2, "health", SweepState.DONE, "")},
                                        health=_health())))
     assert isinstance(got, StartSweep) and got.stage == "batch"
+
+
+async def test_aborting_a_campaign_aborts_its_stage_under_way(tmp_path: Path) -> None:
+    from sweepd.app.service import Service
+    from sweepd.clusters.factory import make_backend
+    from sweepd.config import load_config
+    from sweepd.core.engine import Engine
+
+    config = load_config(None, {"daemon.state_dir": str(tmp_path)})
+    store = await Store.open(tmp_path / "db.sqlite")
+    backend, clock = make_backend(config)
+    try:
+        service = Service(Engine(store, backend, clock, config))
+        parent = await store.create_sweep("campaign", "c", {"model": "m"})
+        await store.transition_sweep(parent, SweepState.RUNNING, "started")
+        done, _ = await store.start_child(parent, Carried("health"), "node-perf", "h", {}, None)
+        await store.transition_sweep(done, SweepState.RUNNING, "started")
+        await store.transition_sweep(done, SweepState.DONE, "verdict")
+        running, _ = await store.start_child(parent, Carried("batch"), "model-perf", "b", {},
+                                             None)
+        await store.transition_sweep(running, SweepState.RUNNING, "started")
+        await service.abort(parent)
+        assert (await store.sweep(parent)).state == SweepState.ABORTED
+        stage = await store.sweep(running)
+        assert stage.state == SweepState.ABORTED
+        assert stage.reason == f"its campaign (sweep {parent}) was aborted by a person"
+        assert (await store.sweep(done)).state == SweepState.DONE   # an ended stage stays
+    finally:
+        await backend.close()
+        await store.close()

@@ -211,7 +211,16 @@ class Service(Queries):
 
     async def abort(self, sweep_id: int) -> dict[str, Any]:
         await abort(self.engine, sweep_id, "aborted by a person")
+        await self._abort_stages(sweep_id)
         return await self.summary(sweep_id)
+
+    async def _abort_stages(self, campaign_id: int) -> None:
+        """A campaign's stage still under way ends with it: nobody would follow its result."""
+        for link in await self.store.campaign_children(campaign_id):
+            if (await self.store.sweep(link.child_id)).state in (
+                    SweepState.QUEUED, SweepState.RUNNING, SweepState.AWAITING_DECISION):
+                await abort(self.engine, link.child_id,
+                            f"its campaign (sweep {campaign_id}) was aborted by a person")
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]:
         # Say what was cancelled: a sweep awaiting a decision has no job running.
@@ -219,6 +228,7 @@ class Service(Queries):
                   if j.state in JOB_ACTIVE]
         what = f"job(s) {', '.join(active)} cancelled" if active else "no job was running"
         await abort(self.engine, sweep_id, f"cancelled by a person: {what}")
+        await self._abort_stages(sweep_id)
         return await self.summary(sweep_id)
 
     # -- the CLI's read-only views (list filters, status, validate, models) -----------------
