@@ -427,3 +427,39 @@ async def test_aborting_a_campaign_aborts_its_stage_under_way(tmp_path: Path) ->
     finally:
         await backend.close()
         await store.close()
+
+
+async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_refusal(
+        tmp_path: Path) -> None:
+    from sweepd.clusters.factory import make_backend
+    from sweepd.config import load_config
+    from sweepd.core.children import start_child
+    from sweepd.core.engine import Engine
+
+    config = load_config(None, {"daemon.state_dir": str(tmp_path)})
+    store = await Store.open(tmp_path / "db.sqlite")
+    backend, clock = make_backend(config)
+    try:
+        engine = Engine(store, backend, clock, config)
+        spec = _spec().model_dump(mode="json")
+        parent = await store.create_sweep("campaign", "c", spec)
+        await store.transition_sweep(parent, SweepState.RUNNING, "started")
+        bad = StartSweep("batch", {"kind": "model-perf", "model": "deepseek3-671b",
+                                   "nodes": "n[1-8]", "upper": 0})
+        assert await start_child(engine, await store.sweep(parent), bad) is None
+        stopped = await store.sweep(parent)
+        assert stopped.state == SweepState.AWAITING_DECISION
+        assert stopped.reason is not None and stopped.reason.startswith(
+            "stage batch: its sweep's spec was refused: invalid model-perf spec: upper")
+        assert len(await store.sweeps()) == 1   # nothing half made
+        good = StartSweep("health", {"kind": "node-perf", "nodes": "n[1-9]"},
+                          progress=["stage health: starting"])
+        await store.transition_sweep(parent, SweepState.RUNNING, "resumed")
+        child = await start_child(engine, await store.sweep(parent), good)
+        again = await start_child(engine, await store.sweep(parent), good)
+        assert child is not None and again == child   # planned twice, made once
+        said = [e.reason for e in await store.events(parent, kind="progress")]
+        assert said.count("stage health: starting") == 1
+    finally:
+        await backend.close()
+        await store.close()
