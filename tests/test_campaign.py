@@ -463,3 +463,23 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
     finally:
         await backend.close()
         await store.close()
+
+
+def test_tuning_md_writes_the_campaign_report_file(tmp_path: Path) -> None:
+    import argparse
+
+    from sweepd.kinds.campaign import hooks
+
+    conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
+    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+                          batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
+    got = plan(_spec(), _ctx(facts))
+    assert isinstance(got, Finished)
+    sweep = _sweep(_spec().model_dump(mode="json"), got.verdict)
+    report = {"sweep": {"spec": sweep.spec}, "verdict": got.verdict,
+              **hooks.report_extras(sweep, [], [], None)}
+    said: list[str] = []
+    args = argparse.Namespace(id=1, apply=None, tuning_md=tmp_path, json=False)
+    assert hooks.run(args, report, _io(said)) == 0, said
+    text = (tmp_path / "deepseek3-671b-campaign.md").read_text()
+    assert text.startswith("## deepseek3-671b-campaign.md") and "**Final: confirmed gain" in text

@@ -149,4 +149,4 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
     assert [n for n in sorted(k) if k[n].preflight] == ["xla-tuning"]
     assert {n: k[n].client.flags for n in k if k[n].client.flags} == {
         "model-perf": frozenset({"apply"}), "xla-tuning": frozenset({"apply", "tuning_md"}),
-        "campaign": frozenset({"apply"})}
+        "campaign": frozenset({"apply", "tuning_md"})}

@@ -351,7 +351,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                                 metavar="PATH",
                                 help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "
                                      "in the current directory); a file covering another "
-                                     "parallelism is extended, with the sign-flip table")
+                                     "parallelism is extended, with the sign-flip table; "
+                                     "campaign: <MODEL_TAG>-campaign.md")
             md.complete = shtab.FILE  # type: ignore[attr-defined]
         if name == "watch":
             p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "

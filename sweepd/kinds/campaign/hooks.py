@@ -1,4 +1,5 @@
-"""The campaign's client action: `sweepd report ID --apply [REPO]` writes what it confirmed
+"""The campaign's client actions: `sweepd report ID --tuning-md [PATH]` writes the report,
+`<MODEL_TAG>-campaign.md`; `sweepd report ID --apply [REPO]` writes what it confirmed
 into the toolkit checkout: the batch into `configs/<model>.gpu.yml` (a comment naming the
 parallelism it was found at: YAML cannot guard it) and the recipe into
 `configs/<model>.env.sh` guarded by the parallelism, as model perf's and xla-tuning's own
@@ -11,16 +12,47 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweepd.kinds.campaign import report as campaign_report
 from sweepd.kinds.model_perf.exports import write_batch
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.kinds.xla_tuning.exports import write_recipe
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.util import person_files
 
 
 def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                   repo: Path | None) -> dict[str, Any]:
-    """The daemon's submit.sh checkout: where `--apply` without a path writes."""
-    return {"checkout": str(repo) if repo else None}
+    """The daemon's submit.sh checkout (where `--apply` without a path writes) and the
+    campaign's report (what `--tuning-md` writes)."""
+    return {"checkout": str(repo) if repo else None,
+            "campaign_md": campaign_report.markdown(sweep, runs, jobs)}
+
+
+def run(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:
+    if getattr(args, "tuning_md", None) is not None:
+        code = write_md(args, report, io)
+        if code:
+            return code
+    if args.apply is not None:
+        return apply(args, report, io)
+    return 0
+
+
+def write_md(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:
+    """`<MODEL_TAG>-campaign.md` in the directory given (default: the current one), or the
+    file given, through the person's files' safe edit."""
+    model = str((report.get("sweep") or {}).get("spec", {}).get("model"))
+    given = Path(args.tuning_md)
+    path = given / f"{model}-campaign.md" if given == Path() or given.is_dir() else given
+    if not path.parent.is_dir():
+        return io.fail(args, f"cannot write {path}: there is no directory {path.parent}")
+    text = str(report.get("campaign_md") or "")
+    try:
+        person_files.edit(path, lambda old: text + "\n", create=True)
+    except person_files.PersonFileError as e:
+        return io.fail(args, str(e))
+    io.say(f"{path}: written", err=True)
+    return 0
 
 
 def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:

@@ -15,4 +15,4 @@ from sweepd.kinds.registry import ClientHooks, Kind, Report
 KIND: Kind[CampaignSpec, CampaignFacts] = Kind(
     NAME, CampaignSpec, plan.plan, Report(report.markdown, report.rows), gather,
     node_faults=NodeFaults.STOP, plot=report.plot, demo=DEMO,
-    client=ClientHooks(hooks.report_extras, hooks.apply, frozenset({"apply"})))
+    client=ClientHooks(hooks.report_extras, hooks.run, frozenset({"apply", "tuning_md"})))
