@@ -162,7 +162,9 @@ def _start(spec: CampaignSpec, stage: str, facts: CampaignFacts, nodes: list[str
     recipe = list(facts.flags.xla_flags) if facts.flags is not None and facts.flags.found \
         else None
     return StartSweep(stage, stage_spec(spec, stage, facts, nodes),
-                      nodes=collect_nodes(nodes) if stage != "health" else None,
+                      # The frozen nodelist, once node health has found it.
+                      nodes=collect_nodes(nodes) if stage not in ("health", "network")
+                      else None,
                       batch=facts.batch.best if facts.batch is not None else None,
                       recipe=recipe, progress=lines)
 
