@@ -483,3 +483,15 @@ def test_tuning_md_writes_the_campaign_report_file(tmp_path: Path) -> None:
     assert hooks.run(args, report, _io(said)) == 0, said
     text = (tmp_path / "deepseek3-671b-campaign.md").read_text()
     assert text.startswith("## deepseek3-671b-campaign.md") and "**Final: confirmed gain" in text
+
+
+def test_list_names_a_stage_sweeps_campaign() -> None:
+    from sweepd.cli.verbs import _list_row
+
+    progress = {"runs_done": 3, "runs_most": 12, "ended": False, "jobs_queued": 0,
+                "jobs_running": 1, "eta_s": None, "eta_guess": False, "elapsed_s": 60}
+    row = _list_row({"name": "c: batch", "campaign": {"id": 1, "stage": "batch"},
+                     "progress": progress})
+    assert row["name"] == "c: batch [campaign 1: batch]"
+    assert _list_row({"name": "alone", "campaign": None, "progress": progress})["name"] == \
+        "alone"
