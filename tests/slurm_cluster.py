@@ -43,6 +43,7 @@ def slurm_dir() -> Path:
 # fails on it). Only the balance between the two groups depends on these.
 SLURM_S = {
     "test_slurm_xla_sweep.py": 220,
+    "test_slurm_campaign_crash.py": 240,
     "test_slurm_crash.py": 150,
     "test_slurm_submit_crash.py": 140,
     "test_slurm_xla_crash.py": 115,

@@ -45,11 +45,14 @@ DEMO_EXPECTS = {
     # The verdict against the scenario's ground truth (needs the simulator's flag-effect
     # trainer and RunParams' xla_flags: issue 14 items 4 and 5).
     "xla-tuning": r"(?m)^\| \S+ ⭐ .*\n(?s:.*)ground truth",
+    # The whole chain against the simulator's joint truth: tests/test_campaign_demo.py.
+    "campaign": r"\*\*Final: confirmed gain",
 }
 
 
 @pytest.mark.parametrize(("kind", "expect"),
-                         [(k, v) for k, v in DEMO_EXPECTS.items() if k != "model-perf"])
+                         [(k, v) for k, v in DEMO_EXPECTS.items()
+                          if k not in ("model-perf", "campaign")])
 def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, expect: str) -> None:
     done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--kind", kind,
                            "--state-dir", str(tmp_path)],

@@ -83,7 +83,7 @@ def test_the_node_fault_policy_is_one_choice_each_kind_makes() -> None:
     policy = {name: kind.node_faults for name, kind in kinds().items()}
     assert policy == {"model-perf": NodeFaults.EXCLUDE, "model-sweep": NodeFaults.EXCLUDE,
                       "network": NodeFaults.RECORD, "node-perf": NodeFaults.RECORD,
-                      "xla-tuning": NodeFaults.STOP} | {
+                      "xla-tuning": NodeFaults.STOP, "campaign": NodeFaults.STOP} | {
         n: p for n, p in policy.items()
         if n not in ("model-perf", "model-sweep", "network", "node-perf", "xla-tuning")}
     facts = {name: (k.exclude_on_fault, k.frozen_nodes) for name, k in kinds().items()}
@@ -140,12 +140,13 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
     assert [n for n in sorted(k) if k[n].budget.node_runs is not None] == [
         "model-sweep", "node-perf"]
     assert {n: k[n].stops.on_config_error for n in k} == {
-        "model-perf": True, "model-sweep": False, "network": True, "node-perf": True,
-        "xla-tuning": False}
+        "campaign": True, "model-perf": True, "model-sweep": False, "network": True,
+        "node-perf": True, "xla-tuning": False}
     assert [n for n in sorted(k) if k[n].stops.state or k[n].stops.files] == ["xla-tuning"]
     assert [n for n in sorted(k) if k[n].workspace.workdir or k[n].workspace.release] == [
         "model-sweep"]
     assert [n for n in sorted(k) if not k[n].report.one_model] == ["model-sweep"]
     assert [n for n in sorted(k) if k[n].preflight] == ["xla-tuning"]
     assert {n: k[n].client.flags for n in k if k[n].client.flags} == {
-        "model-perf": frozenset({"apply"}), "xla-tuning": frozenset({"apply", "tuning_md"})}
+        "model-perf": frozenset({"apply"}), "xla-tuning": frozenset({"apply", "tuning_md"}),
+        "campaign": frozenset({"apply", "tuning_md"})}

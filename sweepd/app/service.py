@@ -19,7 +19,7 @@ from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.core.submit import job_request
-from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import (
     Check,
     PreflightContext,
@@ -133,9 +133,11 @@ class Service(Queries):
         runs = await self.store.runs(sweep_id)
         # Updated = the latest thing that happened to it (a job, a run), not only its state.
         updated = max(s.updated_at, await self.store.last_event_at(sweep_id) or "")
+        link = await self.store.campaign_of(sweep_id)   # a campaign's stage: its campaign
         return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
                 "reason": s.reason, "created_at": s.created_at, "updated_at": updated,
                 "runs": len(runs), "verdict": s.verdict, "submitted_by": s.submitted_by,
+                "campaign": {"id": link.campaign_id, "stage": link.stage} if link else None,
                 "progress": sweep_progress(s, runs, await self.store.jobs(sweep_id))}
 
     async def list_sweeps(self) -> list[dict[str, Any]]:
@@ -150,6 +152,10 @@ class Service(Queries):
         out["jobs"] = [j.as_dict() for j in await self.store.jobs(sweep_id)]
         out["exclusions"] = [e.as_dict() for e in await self.store.exclusions(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events(sweep_id)]
+        # A campaign's stages: each a sweep of its own, in the order they started.
+        out["stages"] = [{"stage": c.stage, "sweep": c.child_id,
+                          "state": (await self.store.sweep(c.child_id)).state}
+                         for c in await self.store.campaign_children(sweep_id)]
         return out
 
     async def plot(self, sweep_id: int) -> bytes | None:
@@ -207,7 +213,16 @@ class Service(Queries):
 
     async def abort(self, sweep_id: int) -> dict[str, Any]:
         await abort(self.engine, sweep_id, "aborted by a person")
+        await self._abort_stages(sweep_id)
         return await self.summary(sweep_id)
+
+    async def _abort_stages(self, campaign_id: int) -> None:
+        """A campaign's stage still under way ends with it: nobody would follow its result."""
+        for link in await self.store.campaign_children(campaign_id):
+            if (await self.store.sweep(link.child_id)).state in (
+                    SweepState.QUEUED, SweepState.RUNNING, SweepState.AWAITING_DECISION):
+                await abort(self.engine, link.child_id,
+                            f"its campaign (sweep {campaign_id}) was aborted by a person")
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]:
         # Say what was cancelled: a sweep awaiting a decision has no job running.
@@ -215,6 +230,7 @@ class Service(Queries):
                   if j.state in JOB_ACTIVE]
         what = f"job(s) {', '.join(active)} cancelled" if active else "no job was running"
         await abort(self.engine, sweep_id, f"cancelled by a person: {what}")
+        await self._abort_stages(sweep_id)
         return await self.summary(sweep_id)
 
     # -- the CLI's read-only views (list filters, status, validate, models) -----------------
@@ -289,7 +305,7 @@ class Service(Queries):
         toolkit's limit even so, a profile that cannot take effect) refuses the spec now."""
         backend = getattr(self.engine.backend, "inner", self.engine.backend)
         name_of = getattr(backend, "name_of", None)
-        if name_of is None or isinstance(plan, (Finished, Stop)):
+        if name_of is None or isinstance(plan, (Finished, Stop, StartSweep)):
             return []
         out = []
         for run in plan:
@@ -370,6 +386,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         return {"finished": plan.summary, "ok": plan.ok}
     if isinstance(plan, Stop):
         return {"stop": plan.reason, "rule": plan.rule}
+    if isinstance(plan, StartSweep):
+        return {"stage": plan.stage, "sweep": plan.spec}
     return {"runs": [{"label": r.label,
                       "params": r.params.model_dump(mode="json", exclude_defaults=True),
                       "nodes": collect_nodes(list(r.nodes)), "node_count": len(r.nodes),

@@ -79,7 +79,10 @@ def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
     jobs = " ".join(f"{p[k]}{k[5]}" for k in ("jobs_queued", "jobs_running") if p[k])
     eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
            else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
-    return {**s, "runs": runs_cell(p["runs_done"], p["runs_most"], bool(p.get("ended"))),
+    link = s.get("campaign")   # a campaign's stage says which, and of which campaign
+    name = f"{s['name']} [campaign {link['id']}: {link['stage']}]" if link else s["name"]
+    return {**s, "name": name,
+            "runs": runs_cell(p["runs_done"], p["runs_most"], bool(p.get("ended"))),
             "jobs": jobs or None,
             "elapsed": duration(p["elapsed_s"]), "eta": eta}
 
@@ -149,6 +152,11 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     say(f"  created: {s['created_at']}   updated: {s['updated_at']}"
         + (f"   by: {escape(s['submitted_by'])}" if s.get("submitted_by") else ""))
     say(f"  progress: {s['progress']['line']}")
+    if s.get("campaign"):
+        say(f"  campaign: sweep {s['campaign']['id']}, stage {s['campaign']['stage']}")
+    if s.get("stages"):
+        say("  stages: " + ", ".join(f"{c['stage']} = sweep {c['sweep']} ({c['state']})"
+                                     for c in s["stages"]))
     if s["progress"]["eta_s"]:
         say(f"  ETA basis: {s['progress']['eta_basis']}")
     excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
@@ -343,7 +351,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                                 metavar="PATH",
                                 help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "
                                      "in the current directory); a file covering another "
-                                     "parallelism is extended, with the sign-flip table")
+                                     "parallelism is extended, with the sign-flip table; "
+                                     "campaign: <MODEL_TAG>-campaign.md")
             md.complete = shtab.FILE  # type: ignore[attr-defined]
         if name == "watch":
             p.epilog = ("exit codes: 0 done, 3 awaiting a decision, 4 failed or aborted, "

@@ -18,6 +18,7 @@ import structlog
 
 from sweepd.clusters.base import ClusterBackend, ControllerUnreachable, JobStatus
 from sweepd.config import Config
+from sweepd.core.children import due_parents
 from sweepd.core.control import apply_stop, release_ended, stop_sweep
 from sweepd.core.finish import finish
 from sweepd.core.follow import LogFollower
@@ -240,6 +241,7 @@ class Engine:
         """Running sweeps with something new (all of them on a process's first pass), or a
         retry whose waiting period is over."""
         due = await self.store.sweeps_with_due_retries(self.clock.now())
+        due |= await due_parents(self.store)   # a campaign whose stage's sweep ended
         dirty, self._dirty = self._dirty, set()
         self._planning = False
         if dirty is not None and not dirty and not due:

@@ -4,14 +4,16 @@ sweeps to plan and when; this is what planning one of them does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from sweepd.core.children import start_child
 from sweepd.core.control import stop_sweep
 from sweepd.core.finish import finish
 from sweepd.core.node_check import ensure_usable
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.core.submit import apply
-from sweepd.kinds.api import Finished, GatherError, Plan, Stop, SweepContext
+from sweepd.kinds.api import Finished, GatherError, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import gather_context, kind_of
 from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import collect_nodes, expand_nodes
@@ -47,6 +49,9 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
                          evidence=decision.evidence, failing_nodes=[], recovery="none",
                          outcome="stopped by the sweep's own rule")
         return
+    if isinstance(decision, StartSweep):   # a campaign's next stage: a sweep of its own
+        await start_child(engine, sweep, decision)
+        return
     for new in decision:
         run = await engine.store.add_run(sweep.id, new.label, new.params,
                                          collect_nodes(list(new.nodes)), new.reason, new.rule)
@@ -65,7 +70,8 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     found, facts = engine.gathered.take(sweep.id, engine.clock.now())
     try:
         if not found:
-            facts = await kind.gather(engine.store, spec, gather_context(engine.config))
+            facts = await kind.gather(engine.store, spec,
+                                      replace(gather_context(engine.config), sweep=sweep.id))
     except GatherError as e:   # what it refers to is gone since it was accepted
         return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
     # Stops a person already resumed from: the strategy must not raise them again.

@@ -53,7 +53,22 @@ class Stop:
     evidence: str | None = None
 
 
-Plan = list[NewRun] | Finished | Stop
+@dataclass(frozen=True)
+class StartSweep:
+    """A kind that chains sweeps (a campaign) starts its next stage: a normal sweep of
+    another kind (`spec`, as a person would submit it), linked to this sweep under `stage`,
+    with what the chain has found so far recorded beside it (None: unchanged). The engine
+    plans this sweep again once that sweep has ended or stopped to ask."""
+
+    stage: str
+    spec: dict[str, Any]
+    nodes: str | None = None        # the frozen nodelist
+    batch: int | None = None        # the batch found
+    recipe: Sequence[str] | None = None   # the flags found
+    progress: Sequence[str] = ()
+
+
+Plan = list[NewRun] | Finished | Stop | StartSweep
 
 
 # What a kind's gather found in the store for its planner (an earlier sweep, commits' SHAs):

@@ -45,6 +45,9 @@ class GatherContext:
     repo: Path | None = None
     backend: str | None = None      # None: called outside the daemon
     scenario: Path | None = None
+    # The sweep being planned (None: a submission, a validation): a kind whose facts are
+    # its own stages' sweeps (a campaign) finds them by it.
+    sweep: int | None = None
 
 
 NO_CONTEXT = GatherContext()  # a gather called outside the daemon (tests, tools)

@@ -5,15 +5,18 @@ kind this module alone)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweepd.core.states import SweepState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:
+    from sweepd.store.rows import Sweep
     from sweepd.store.store import Store
 
 NAME = "model-perf"   # the kind's name (kind.py registers it)
+BATCH = "per_device_batch_size"
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Optimum:
 
     sweep: int
     best: int
+    tgs: float | None = None   # its measured TGS/device (None: not recorded)
 
 
 async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None:
@@ -37,3 +41,24 @@ async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None
         if int(count) == nodes:
             return Optimum(sweep.id, int(verdict["best"]))
     return None
+
+
+def optimum_of(sweep: Sweep) -> Optimum | None:
+    """This finished model perf sweep's integer optimum (a campaign's batch stage), settled
+    or not (None: not a model perf sweep, not done, or no integer best)."""
+    verdict = sweep.verdict or {}
+    if sweep.kind != NAME or sweep.state != SweepState.DONE \
+            or not isinstance(verdict.get("best"), int):
+        return None
+    tgs = verdict.get("tgs")
+    return Optimum(sweep.id, int(verdict["best"]),
+                   float(tgs) if isinstance(tgs, int | float) else None)
+
+
+def write_batch(path: Path, value: int, note: str) -> str:
+    """`per_device_batch_size: value  # note` into a `<model>.gpu.yml` through the person's
+    files' safe edit (model perf's own `--apply`); returns the line written. YAML cannot
+    guard a value by parallelism, so `note` says where it was found. ValueError: refused."""
+    from sweepd.kinds.model_perf.hooks import apply_to_config
+
+    return apply_to_config(path, BATCH, f"{value}  # {note}")

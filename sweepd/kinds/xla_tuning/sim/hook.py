@@ -4,21 +4,25 @@ memory and failure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sweepd.kinds.xla_tuning.landscape import RunKind
 from sweepd.kinds.xla_tuning.sim import tuningjob
 from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec, tuning_for
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.hooks import JobPlace, SimHook
 from sweepd.sim.jobinput import JobInput
+from sweepd.sim.scenario import Scenario
+from sweepd.sim.truth import Truth, true_outcome
 from sweepd.util.model_shapes import resolve_model
 
 # The steady window the gather reads: steps 9-14 with the profiler, 5-14 without.
 PROFILED_WINDOW = (9, 14)
 WINDOW = (5, 14)
+BATCH = "per_device_batch_size"
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,42 @@ def _job(base: JobInput, section: TuningSpec, place: JobPlace) -> JobInput | Non
                                    sc.cluster.peak_tflops)
     except ValueError as exc:
         return replace(base, error=str(exc))
+    truth = _with_batch_curve(base, section, run, truth)
     fault = tuningjob.fault_of(run) or pick_fault(sc, place.state_dir, base.job_id, base.model,
                                                   base.nodes, truth.batch)
     return replace(base, truth=truth, fault=fault, kind_job=TuningJob(run))
+
+
+def batch_ratio(sc: Scenario, section: TuningSpec, model: str, nodes: Sequence[str],
+                batch: int, overrides: Mapping[str, str] | None = None) -> float:
+    """The model's batch curve at `batch` over its value at the batch the landscapes were
+    measured at (1 without a curve for the model in the scenario's `models:`)."""
+    if sc.model_truth(model) is None:
+        return 1.0
+    at = {**(overrides or {}), BATCH: str(batch)}
+    ref = {**(overrides or {}), BATCH: str(section.per_device_batch_size)}
+    here = true_outcome(sc, model, nodes, at, {}, None).tgs
+    there = true_outcome(sc, model, nodes, ref, {}, None).tgs
+    return here / there if there else 1.0
+
+
+def _with_batch_curve(base: JobInput, section: TuningSpec, run: tuningjob.TuningRun,
+                      truth: Truth) -> Truth:
+    """The joint truth when the scenario also gives the tuning model a batch curve
+    (`models:`, a campaign's scenario): the landscape's TGS at its own batch, times the
+    curve's ratio at the job's batch, times the nodes' speed; the curve's memory (a batch
+    over its largest OOMs). Without a curve the landscape alone decides, as before."""
+    sc = base.scenario
+    if sc.model_truth(base.model) is None or run.outcome.kind is RunKind.OOM:
+        return truth
+    curve = true_outcome(sc, base.model, base.nodes,
+                         {**base.overrides, BATCH: str(truth.batch)}, {}, None)
+    if not curve.fits:
+        return curve
+    tgs = truth.tgs * batch_ratio(sc, section, base.model, base.nodes, truth.batch,
+                                  base.overrides) * curve.factor
+    return replace(curve, tgs=tgs, mfu=truth.mfu * tgs / truth.tgs if truth.tgs else 0.0,
+                   tflops=truth.tflops * tgs / truth.tgs if truth.tgs else 0.0)
 
 
 def _models(section: Any) -> list[str]:

@@ -1,0 +1,78 @@
+"""What a campaign's planner needs from the store: its stages' sweeps and each finished
+stage's typed result, read through the stage kind's `exports` (never its verdict's keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sweepd.core.states import SweepState
+from sweepd.kinds.campaign.confirm import Confirmed
+from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.kinds.model_perf.exports import Optimum, optimum_of
+from sweepd.kinds.network.exports import NetworkVerdict, network_verdict
+from sweepd.kinds.node_perf.exports import NodeVerdicts, node_verdicts
+from sweepd.kinds.xla_tuning.exports import Recipe, recipe_of
+
+if TYPE_CHECKING:
+    from sweepd.kinds.registry import GatherContext
+    from sweepd.store.store import Store
+
+NAME = "campaign"
+
+
+@dataclass(frozen=True)
+class Child:
+    """A stage's sweep as it is now."""
+
+    id: int
+    stage: str
+    state: SweepState
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class CampaignFacts:
+    children: Mapping[str, Child] = field(default_factory=dict)
+    health: NodeVerdicts | None = None
+    batch: Optimum | None = None
+    flags: Recipe | None = None
+    confirm: Confirmed | None = None
+    # Cluster hours the stages' jobs have taken so far, first submission to last end.
+    spent_hours: float = 0.0
+    network: NetworkVerdict | None = None   # node health's multi-node check
+
+
+def confirmed_of(verdict: Mapping[str, object] | None) -> Confirmed | None:
+    found = (verdict or {}).get("confirmed")
+    return Confirmed.from_dict(found) if isinstance(found, dict) else None
+
+
+async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> CampaignFacts:
+    if where.sweep is None or spec.runs_itself:
+        return CampaignFacts()   # a submission, or a confirm stage that runs itself
+    children: dict[str, Child] = {}
+    health, batch, flags, confirm, network = None, None, None, None, None
+    starts: list[float] = []
+    ends: list[float] = []
+    for link in await store.campaign_children(where.sweep):
+        sweep = await store.sweep(link.child_id)
+        children[link.stage] = Child(sweep.id, link.stage, sweep.state, sweep.reason)
+        for job in await store.jobs(sweep.id):
+            starts += [job.submitted_at] if job.submitted_at is not None else []
+            ends += [t for t in (job.ended_at, job.last_output_at) if t is not None]
+        if sweep.state != SweepState.DONE:
+            continue
+        if link.stage == "health":
+            health = node_verdicts(sweep)
+        elif link.stage == "network":
+            network = network_verdict(sweep)
+        elif link.stage == "batch":
+            batch = optimum_of(sweep)
+        elif link.stage == "flags":
+            flags = await recipe_of(store, sweep)
+        elif link.stage == "confirm" and sweep.kind == NAME:
+            confirm = confirmed_of(sweep.verdict)
+    spent = (max(ends) - min(starts)) / 3600 if starts and ends else 0.0
+    return CampaignFacts(children, health, batch, flags, confirm, max(0.0, spent), network)

@@ -1,0 +1,18 @@
+"""Campaign (issue 25): node health -> batch -> XLA flags -> confirm in one spec, each stage
+a normal sweep of its own kind, chained through their typed results."""
+
+from __future__ import annotations
+
+from sweepd.kinds.api import NodeFaults
+from sweepd.kinds.campaign import hooks, plan, report
+from sweepd.kinds.campaign.demo import DEMO
+from sweepd.kinds.campaign.gather import NAME, CampaignFacts, gather
+from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.kinds.registry import ClientHooks, Kind, Report
+
+# NodeFaults.STOP: a confirm stage compares candidate and baseline on the same nodes only;
+# a node fault there stops it for a person (the chain itself runs no job).
+KIND: Kind[CampaignSpec, CampaignFacts] = Kind(
+    NAME, CampaignSpec, plan.plan, Report(report.markdown, report.rows), gather,
+    node_faults=NodeFaults.STOP, plot=report.plot, demo=DEMO,
+    client=ClientHooks(hooks.report_extras, hooks.run, frozenset({"apply", "tuning_md"})))

@@ -1,0 +1,125 @@
+"""The campaign's report (`<MODEL_TAG>-campaign.md`): each stage's result and the sweep
+that holds its evidence, then the confirmed claim (the confirm runs alone); a confirm
+stage's own report is its interleaved runs. The chart: TGS per stage with intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sweepd.kinds.campaign import confirm
+from sweepd.kinds.campaign.plot import Bar, stage_plot
+from sweepd.store.rows import Job, Run, Sweep
+
+
+def _pct(v: Any) -> str:
+    return f"{v:+.2%}" if isinstance(v, int | float) else "—"
+
+
+def _iv(iv: Any) -> str:
+    return f"{iv[0]:+.2%} to {iv[1]:+.2%}" if iv else "—"
+
+
+def _confirm_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    return [{"run": r.label, "arm": "baseline-deployed" if r.label.startswith(confirm.BASE)
+             else "candidate", "state": str(r.state), "tgs": r.tgs,
+             "batch": r.params.overrides.get("per_device_batch_size"),
+             "xla_flags": list(r.params.xla_flags)} for r in runs]
+
+
+def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    if sweep.spec.get("stages") == ["confirm"]:
+        return _confirm_rows(runs)
+    v = sweep.verdict or {}
+    sweeps = v.get("sweeps", {})
+    return [{"stage": s, "sweep": sweeps.get(s), "result": v.get(s) if s != "confirm"
+             else v.get("confirmed")} for s in v.get("stages", sweep.spec.get("stages", []))]
+
+
+def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
+    if sweep.spec.get("stages") == ["confirm"]:
+        return _confirm_markdown(sweep, runs)
+    v = sweep.verdict or {}
+    tag = f"{sweep.spec.get('model')}-campaign.md"
+    lines = [f"## {tag}", "", f"- Parallelism: {sweep.spec.get('parallelism')}",
+             f"- Budget: {sweep.spec.get('budget_hours')} h over "
+             f"{', '.join(sweep.spec.get('stages', []))}",
+             f"- Frozen nodes: {v.get('nodes') or '—'}", "",
+             "| Stage | Sweep | Result |", "|---|---|---|"]
+    sweeps = v.get("sweeps", {})
+    for stage in v.get("stages", sweep.spec.get("stages", [])):
+        ref = f"{sweeps[stage]}" if stage in sweeps else "—"
+        lines.append(f"| {stage} | {ref} | {_result(stage, v)} |")
+    claim = (v.get("confirmed") or {}).get("claim")
+    if claim:
+        lines += ["", f"**Final: {claim}** over the deployed configuration, from the confirm "
+                      "runs alone (interleaved baseline-deployed and candidate)."]
+    if not v:
+        lines += ["", "(in progress: each stage's sweep has its own report)"]
+    return "\n".join(lines)
+
+
+def _result(stage: str, v: dict[str, Any]) -> str:
+    if stage in v.get("skipped", []):
+        return "skipped (its sweep ended without a result)"
+    if stage == "health" and "health" in v:
+        ex = v["health"].get("excluded") or {}
+        return ("excluded " + ", ".join(f"{n} {w}" for n, w in ex.items())) if ex \
+            else "every node healthy"
+    if stage == "batch" and "batch" in v:
+        b = v["batch"]
+        return f"per_device_batch_size={b['best']}" + (
+            f" ({b['tgs']:,.0f} TGS/device)" if b.get("tgs") else "")
+    if stage == "flags" and "flags" in v:
+        f = v["flags"]
+        if not f.get("xla_flags") and not f.get("env"):
+            return f"no recipe ({f.get('verdict')}): the deployed flags stay"
+        return (f"{' '.join(f['xla_flags'])} {_pct(f.get('gain'))} "
+                f"(interval {_iv(f.get('interval'))}) vs baseline-deployed")
+    if stage == "confirm" and "confirmed" in v:
+        return str(v["confirmed"].get("claim"))
+    return "—"
+
+
+def _confirm_markdown(sweep: Sweep, runs: Sequence[Run]) -> str:
+    lines = ["| Run | Arm | Batch | XLA flags | TGS/device | State |", "|---|---|---|---|---|---|"]
+    for r in _confirm_rows(runs):
+        tgs = f"{r['tgs']:,.1f}" if r["tgs"] else "—"
+        lines.append(f"| {r['run']} | {r['arm']} | {r['batch'] or 'config'} | "
+                     f"{' '.join(r['xla_flags']) or '—'} | {tgs} | {r['state']} |")
+    found = confirm.measure(confirm.passed(runs, confirm.BASE),
+                            confirm.passed(runs, confirm.CAND))
+    return "\n".join([*lines, "", f"Claim: {found.claim}"])
+
+
+def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:
+    """TGS per stage with its interval: where the campaign started (baseline-deployed),
+    the batch stage's optimum, the flags stage's recipe, the confirmed candidate."""
+    if sweep.spec.get("stages") == ["confirm"]:
+        found = confirm.measure(confirm.passed(runs, confirm.BASE),
+                                confirm.passed(runs, confirm.CAND))
+        v: dict[str, Any] = {"confirmed": found.as_dict()}
+    else:
+        v = sweep.verdict or {}
+    bars = bars_of(v)
+    return stage_plot(bars, f"{sweep.spec.get('model')} campaign: TGS/device per stage") \
+        if bars else None
+
+
+def bars_of(v: dict[str, Any]) -> list[Bar]:
+    out: list[Bar] = []
+    c = v.get("confirmed") or {}
+    base = c.get("base") or []
+    if base:
+        out.append(Bar.of("start (baseline-deployed)", base))
+    if (v.get("batch") or {}).get("tgs"):
+        out.append(Bar("batch stage", v["batch"]["tgs"], None))
+    f = v.get("flags") or {}
+    if f.get("recipe_tgs") and f.get("baseline_tgs") and f.get("interval"):
+        b = f["baseline_tgs"]
+        out.append(Bar("flags stage", f["recipe_tgs"],
+                       (b * (1 + f["interval"][0]), b * (1 + f["interval"][1]))))
+    cand = c.get("cand") or []
+    if cand:
+        out.append(Bar.of("confirmed candidate", cand))
+    return out

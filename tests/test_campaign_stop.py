@@ -1,0 +1,61 @@
+"""A stage that stops and asks stops its campaign and asks (a real daemon on the simulated
+cluster): the campaign's stop names the stage's sweep; the person resumes that sweep and
+the campaign, and the campaign goes on from the same stage to its verdict; a skipped stage
+(its sweep aborted) is passed over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweepd.kinds.campaign.demo import DEMO, SCENARIO
+from tests.daemon_proc import Daemon, write_config
+from tests.test_campaign_crash import _wait
+
+ENDED = ("done", "failed", "aborted", "awaiting_decision")
+
+
+def _scenario(tmp_path: Path) -> Path:
+    """The demo's, with the model's first two jobs dying in coordination timeouts: two in a
+    row stop the batch stage (`coord.consecutive`)."""
+    raw = yaml.safe_load(SCENARIO.read_text())
+    raw["faults"] = [{"kind": "coord_timeout", "model": "deepseek3-671b", "times": 2}]
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _stage(shown: dict[str, Any], name: str) -> int:
+    return int(next(s["sweep"] for s in shown["stages"] if s["stage"] == name))
+
+
+def test_a_stopped_stage_stops_the_campaign_and_a_resume_goes_on_from_it(
+        tmp_path: Path) -> None:
+    spec = {**DEMO.specs[0], "stages": ["batch", "confirm"]}
+    daemon = Daemon(tmp_path, write_config(tmp_path, _scenario(tmp_path)))
+    try:
+        client = daemon.start()
+        campaign = int(client.submit(spec)["id"])
+        _wait("the campaign's stop", lambda: client.show(campaign)["state"] in ENDED)
+        stopped = client.show(campaign)
+        batch = _stage(stopped, "batch")
+        assert stopped["state"] == "awaiting_decision", stopped["reason"]
+        assert client.show(batch)["state"] == "awaiting_decision"
+        assert stopped["reason"].startswith(f"stage batch (sweep {batch}) stopped and asks: "
+                                            "2 consecutive coordination timeouts")
+        # The person's word: the stage goes on, then the campaign.
+        client.resume(batch)
+        client.resume(campaign)
+        _wait("the campaign's end", lambda: client.show(campaign)["state"] in ENDED)
+        shown = client.show(campaign)
+    finally:
+        daemon.kill()
+    assert shown["state"] == "done", shown["reason"]
+    assert [s["stage"] for s in shown["stages"]] == ["batch", "confirm"]
+    assert _stage(shown, "batch") == batch   # the same stage's sweep, resumed
+    assert shown["verdict"]["batch"]["best"] == 9
+    assert shown["verdict"]["confirmed"]["claim"].startswith("confirmed gain +")
+    stops = [e for e in shown["events"] if e["to_state"] == "awaiting_decision"]
+    assert [e["rule"] for e in stops] == [f"campaign.stage_stopped.{batch}"]   # asked once

@@ -1,0 +1,99 @@
+"""A campaign on the local real Slurm cluster (direct mode, the simulated trainer as the
+payload) with a `kill -9` of the daemon in each stage: started again each time, each stage
+resumes where it was, no job is in Slurm twice or unknown to the store, and the campaign
+reaches the verdict the scenario's truth makes the uninterrupted one reach (the slow node
+out, the batch curve's peak, the one flag that helps, a confirmed gain whose interval holds
+the simulator's true gain)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sweepd.kinds.xla_tuning.exports import sim_true_gain
+from sweepd.sim.scenario import load_scenario
+from tests.daemon_proc import Daemon
+from tests.simrun import NODES
+from tests.test_campaign_crash import STAGES, SWEEPS, _stage_running, _wait
+from tests.test_slurm_xla_crash import slurm_jobs, write_slurm_config
+
+pytestmark = pytest.mark.slurm
+
+SLOT = "chi[2867-2868,2880-2881]"   # FSDP=2 takes two: one spare, one slow node
+PAG = "xla_gpu_enable_pipelined_all_gather"
+SPEC: dict[str, Any] = {
+    "kind": "campaign", "model": "deepseek3-671b", "parallelism": "FSDP=2", "nodes": SLOT,
+    "budget_hours": 12, "batch_stage": {"max_runs": 6},
+    "flags_stage": {"catalog": "replace", "profiles": [
+        {"name": "pag", "settings": {PAG: "true"}},
+        {"name": "nch8", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}]}}
+
+
+def scenario(tmp_path: Path) -> Path:
+    """One FSDP=2 cell (pipelined all-gather +8 %, 8 channels -1 %) times the model's batch
+    curve (peak at 9, the config's 7), chi2868 7 % slow."""
+    landscape = {"parallelism": "FSDP=2", "tags": ["default"], "base_tgs": {"default": 1000.0},
+                 "noise": 0.004, "effects": {f"{PAG}=true": {"tgs": 1.08},
+                                             "NCCL_NCHANNELS_PER_NET_PEER=8": {"tgs": 0.99}}}
+    data = {"cluster": {"nodes": NODES, "gpu": "MI355X", "gpu_memory_gib": 288,
+                        "time_scale": 0.001, "noise": 0.004, "seed": 5},
+            "models": {"deepseek3-671b": {"max_batch": 12, "peak_batch": 9, "peak_tgs": 1300,
+                                          "nodes": 2}},
+            "nodes": {"chi2868": {"speed": 0.93}},
+            "tuning": {"model": "deepseek3-671b", "landscapes": [landscape],
+                       "per_device_batch_size": 7}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_in_each_stage_of_a_campaign_on_slurm(slurm_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    land = scenario(tmp_path)
+    before = max((jid for jid, _ in slurm_jobs()), default=0)
+    daemon = Daemon(tmp_path, write_slurm_config(tmp_path, "direct", land))
+    try:
+        client = daemon.start()
+        campaign = int(client.submit(SPEC)["id"])
+        for stage in STAGES:
+            _wait(f"stage {stage} under way", lambda s=stage: _stage_running(
+                tmp_path, campaign, s), 400)
+            daemon.kill()   # SIGKILL: no clean-up of any kind
+            client = daemon.start()
+        _wait("the campaign's end", lambda: client.show(campaign)["state"] in (
+            "done", "failed", "aborted", "awaiting_decision"), 500)
+        shown = client.show(campaign)
+    finally:
+        daemon.kill()
+    assert shown["state"] == "done", shown["reason"]
+    assert [s["stage"] for s in shown["stages"]] == list(SWEEPS)
+    with sqlite3.connect(f"file:{tmp_path / 'state' / 'sweepd.db'}?mode=ro", uri=True) as db:
+        sweeps = db.execute("SELECT count(*) FROM sweeps").fetchone()[0]
+        ids = [str(r[0]) for r in db.execute("SELECT backend_id FROM jobs")]
+        confirm_spec = db.execute("SELECT spec_json FROM sweeps WHERE id = ?",
+                                  (shown["stages"][-1]["sweep"],)).fetchone()[0]
+    assert sweeps == 1 + len(SWEEPS)   # each stage resumed, none started again
+    # No job twice in Slurm, none there the store does not know, none in the store twice.
+    ours = [(jid, tok) for jid, tok in slurm_jobs() if jid > before]
+    tokens = [tok for _, tok in ours]
+    assert None not in tokens and len(tokens) == len(set(tokens)), ours
+    assert "None" not in ids and len(ids) == len(set(ids))
+    assert sorted(str(jid) for jid, _ in ours) == sorted(ids)
+    # The verdict the scenario's truth gives an uninterrupted campaign.
+    verdict = shown["verdict"]
+    assert list(verdict["health"]["excluded"]) == ["chi2868"]
+    assert verdict["nodes"] == "chi[2867,2880]"
+    assert verdict["batch"]["best"] == 9
+    assert verdict["flags"]["xla_flags"] == [f"--{PAG}=true"]
+    low, high = verdict["confirmed"]["interval"]
+    cand = json.loads(confirm_spec)["candidate"]
+    truth = sim_true_gain(load_scenario(land), {"dcn_fsdp_parallelism": "2"},
+                          ["chi2867", "chi2880"], cand["batch"], cand["xla_flags"], {})
+    assert truth is not None and low <= truth.gain <= high, (low, truth.gain, high)
+    assert low > 0
