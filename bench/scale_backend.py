@@ -42,6 +42,7 @@ from sweepd.clusters.base import (
     Submitted,
 )
 from sweepd.config import Config, load_config
+from sweepd.core import planning
 from sweepd.core.engine import Engine
 from sweepd.sim.logfmt import header_lines, memstats_lines, mfu_line, step_line
 from sweepd.util.clock import Clock
@@ -130,7 +131,7 @@ class PassStats:
         from aiosqlite.core import Connection
 
         stats = self
-        step, advance = Engine.step, Engine._advance
+        step, advance = Engine.step, planning.advance
         execute: Any = Connection._execute
         run_in_executor = asyncio.BaseEventLoop.run_in_executor
 
@@ -171,7 +172,7 @@ class PassStats:
             return run_in_executor(loop, executor, fn, *a)
 
         setattr(Engine, "step", timed_step)  # noqa: B010 - a bench-only patch, on purpose
-        setattr(Engine, "_advance", timed_advance)  # noqa: B010
+        setattr(planning, "advance", timed_advance)  # noqa: B010
         setattr(Connection, "_execute", counted_execute)  # noqa: B010
         setattr(asyncio.BaseEventLoop, "run_in_executor", counted_executor)  # noqa: B010
 

@@ -37,17 +37,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt_pid=$!
 fi
 
-# (Re)install when the venv is missing or pyproject.toml changed since the last install.
+# (Re)install when the venv is missing or pyproject.toml changed since the last install;
+# in the background: the clusters (below) need apt's packages, not the venv, and start
+# meanwhile. The venv's own pip is recent enough for an editable install (no upgrade).
 stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
-if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
-  [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test,bench]'
-  touch "$stamp"
-fi
-# Byte-compile the project: where PYTHONDONTWRITEBYTECODE is set no process writes it, and
-# every process the tests start (daemons, CLIs, each simulated rank) would compile sweepd anew.
-.venv/bin/python -m compileall -q sweepd >/dev/null
+(
+  if [ ! -e "$stamp" ] || ! .venv/bin/python -c 'import sweepd' 2>/dev/null; then
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/pip install --quiet -e '.[test,bench]'
+    touch "$stamp"
+  fi
+  # Byte-compile the project: where PYTHONDONTWRITEBYTECODE is set no process writes it, and
+  # every process the tests start (daemons, CLIs, each simulated rank) would compile sweepd
+  # anew.
+  .venv/bin/python -m compileall -q sweepd >/dev/null
+) & venv_pid=$!
 if [ -n "$apt_pid" ]; then wait "$apt_pid"; fi
 
 # Two local clusters (other directory and ports for the second): each test worker runs the
@@ -63,6 +67,7 @@ bash scripts/slurm-cluster.sh start & start1=$!
 bash scripts/slurm-cluster.sh start --cluster 2 & start2=$!
 wait "$start1"
 wait "$start2"
+wait "$venv_pid"
 
 # While the clusters' nodes register and run their sanity jobs, ruff and mypy check the code.
 logs=$(mktemp -d)

@@ -37,34 +37,35 @@ def slurm_dir() -> Path:
     return Path(os.environ.get("SWEEPD_SLURM_DIR", "/tmp/sweepd-slurm"))
 
 
-# Seconds each file's Slurm tests take alone (`pytest -n 0 -m slurm --junitxml`, each test's
-# setup + call + teardown summed per file; measured on the shared 2-core machine under a load
-# of 8-10, cluster 2). A file not listed counts as SLURM_S_UNKNOWN (tests/test_slurm_groups.py
-# fails on it). Only the balance between the two groups depends on these.
+# Seconds each file's Slurm tests took (each test's setup + call + teardown summed per file,
+# from `--junitxml` of a whole `scripts/test.sh` run: four workers on the shared 2-core
+# machine under a load of 9-10). A file not listed counts as SLURM_S_UNKNOWN
+# (tests/test_slurm_groups.py fails on it). Only the balance between the two groups depends
+# on these.
 SLURM_S = {
-    "test_slurm_xla_sweep.py": 220,
+    "test_slurm_xla_sweep.py": 217,
     "test_slurm_campaign_crash.py": 240,
-    "test_slurm_crash.py": 150,
-    "test_slurm_submit_crash.py": 140,
-    "test_slurm_xla_crash.py": 115,
-    "test_slurm_faults.py": 102,
-    "test_slurm_cancel_log.py": 66,
-    "test_slurm_kinds.py": 62,
-    "test_slurm_sweeps.py": 61,
+    "test_slurm_xla_crash.py": 141,
+    "test_slurm_submit_crash.py": 119,
+    "test_slurm_crash.py": 113,
+    "test_slurm_faults.py": 101,
+    "test_slurm_kinds.py": 74,
+    "test_slurm_cancel_log.py": 68,
+    "test_first_real_cluster.py": 62,
+    "test_slurm_sweeps.py": 40,
     "test_slurm_cadence.py": 38,
-    "test_slurm_backend.py": 35,
-    "test_slurm_submit_sh.py": 33,
-    "test_job_times.py": 30,
-    "test_first_real_cluster.py": 30,
-    "test_slurm_xla.py": 26,
+    "test_job_times.py": 31,
+    "test_slurm_backend.py": 31,
+    "test_slurm_submit_sh.py": 28,
     "test_slurm_queued_dead.py": 19,
-    "test_cli_views.py": 9,
-    "test_slurm_carry.py": 5,
-    "test_repo_models.py": 4,
-    "test_smaller_refusals.py": 3,
-    "test_train_env.py": 3,
+    "test_slurm_xla.py": 17,
+    "test_cli_views.py": 11,
+    "test_repo_models.py": 5,
+    "test_slurm_carry.py": 4,
     "test_slurm_duplicates.py": 3,
-    "test_xla_tuning_preflight.py": 2,
+    "test_smaller_refusals.py": 3,
+    "test_train_env.py": 1,
+    "test_xla_tuning_preflight.py": 1,
     "test_xla_tuning_plumbing.py": 1,
 }
 SLURM_S_UNKNOWN = 30.0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sweepd.app.daemon import open_parts
 from sweepd.clusters.base import JobRequest, JobStatus, SchedulerState, Submitted
+from sweepd.core.finish import finish
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished
 from tests.simrun import perf_spec, sim_config, write_scenario
@@ -65,7 +66,7 @@ async def test_an_abort_while_the_pass_polls_does_not_end_the_pass(tmp_path: Pat
             return {i: JobStatus(SchedulerState.RUNNING) for i in ids}
 
         backend.poll = poll_meanwhile_aborted  # type: ignore[method-assign]
-        parts.engine._last_poll = 0.0   # the poll is due now
+        parts.engine.poll_clock.last = 0.0   # the poll is due now
         await asyncio.wait_for(parts.engine.step(), 30)
         [job] = await parts.store.jobs(sweep_id)
         assert job.state == JobState.CANCELLED, job
@@ -109,7 +110,7 @@ async def test_a_verdict_reached_with_runs_open_leaves_nothing_on_the_cluster(
         await engine.step()
         [job] = await parts.store.jobs(sweep_id)
         assert job.state == JobState.QUEUED and job.backend_id, job
-        await engine._finish(await parts.store.sweep(sweep_id), Finished(True, "verdict"))
+        await finish(engine, await parts.store.sweep(sweep_id), Finished(True, "verdict"))
         [job] = await parts.store.jobs(sweep_id)
         assert job.state == JobState.CANCELLED, job
         assert {r.state for r in await parts.store.runs(sweep_id)} == {RunState.CANCELLED}

@@ -29,15 +29,8 @@ def _table(shown: dict) -> list[tuple[str, str | None, float | None]]:  # type: 
     return [(r["label"], r["outcome"], r["tgs"]) for r in shown["run_list"]]
 
 
-async def test_sigterm_mid_sweep_then_restart_finishes_the_same_sweep(tmp_path: Path) -> None:
-    reference_dir = tmp_path / "reference"
-    reference_dir.mkdir()
-    ref_config = sim_config(reference_dir, write_scenario(reference_dir))
-    code, _ = await run(ref_config, SPEC)
-    assert code == 0
-
-    daemon_dir = tmp_path / "daemon"
-    daemon_dir.mkdir()
+def _interrupted(daemon_dir: Path) -> dict:  # type: ignore[type-arg]
+    """The sweep on a daemon stopped with SIGTERM after two passed runs, then started again."""
     daemon = Daemon(daemon_dir, write_config(daemon_dir, write_scenario(daemon_dir)))
     try:
         client = daemon.start()
@@ -46,13 +39,31 @@ async def test_sigterm_mid_sweep_then_restart_finishes_the_same_sweep(tmp_path: 
         while len([r for r in client.show(sweep_id)["run_list"]
                    if r["state"] == "passed"]) < 2:
             assert time.monotonic() < deadline, "no progress before the stop"
-            await asyncio.sleep(0.05)
+            time.sleep(0.05)
         assert daemon.stop(signal.SIGTERM) == 0  # graceful: exit 0
         assert not (daemon_dir / "sweepd.sock").exists()
         client = daemon.start()
-        shown = _wait(client, sweep_id, {"done", "failed", "awaiting_decision"})
+        return _wait(client, sweep_id, {"done", "failed", "awaiting_decision"})
     finally:
         daemon.kill()
+
+
+async def test_sigterm_mid_sweep_then_restart_finishes_the_same_sweep(tmp_path: Path) -> None:
+    reference_dir = tmp_path / "reference"
+    reference_dir.mkdir()
+    ref_config = sim_config(reference_dir, write_scenario(reference_dir))
+    daemon_dir = tmp_path / "daemon"
+    daemon_dir.mkdir()
+    # The uninterrupted reference (here) and the interrupted daemon's sweep (a thread: its
+    # waits block) at once: the simulated cluster's clock times both alike, however loaded.
+    reference_run = asyncio.create_task(run(ref_config, SPEC))
+    try:
+        shown = await asyncio.to_thread(_interrupted, daemon_dir)
+    except BaseException:
+        reference_run.cancel()
+        raise
+    code, _ = await reference_run
+    assert code == 0
     reference = await _reference(ref_config)
     assert shown["state"] == "done"
     assert _table(shown) == reference["table"]

@@ -17,6 +17,7 @@ import pytest
 import sweepd.app.daemon as daemon_mod
 import sweepd.core.engine as engine_mod
 import sweepd.core.follow as follow_mod
+import sweepd.core.planning as planning_mod
 from sweepd.app.daemon import serve
 from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
 from sweepd.config import Config, load_config
@@ -140,7 +141,7 @@ async def test_only_logs_that_changed_are_read_again(tmp_path: Path) -> None:
         with paths[3].open("a") as f:
             f.write(STEP.format(n=2) + "\n")
         for _ in range(3):
-            engine._tail.clear()   # every log due now, not after the tail interval
+            engine.tail_clocks.clear()   # every log due now, not after the tail interval
             await engine.step()
         changed = [j.id for j in await engine.store.active_jobs()][3]
         # One more read of the log that grew; none of the four quiet ones.
@@ -245,7 +246,7 @@ async def test_a_new_process_plans_its_sweeps_over_passes_in_order_within_a_budg
     async def advance(engine: Engine, sweep: Sweep) -> None:
         planned.append(sweep.id)
 
-    monkeypatch.setattr(Engine, "_advance", advance)
+    monkeypatch.setattr(planning_mod, "advance", advance)
     monkeypatch.setattr(engine_mod, "PLAN_BUDGET_S", 0.0)
     async with _engine(tmp_path) as engine:
         ids = [await engine.store.create_sweep("model-perf", f"s{i}", {"kind": "model-perf"})

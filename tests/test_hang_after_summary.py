@@ -9,6 +9,7 @@ from pathlib import Path
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
 from sweepd.core.engine import Engine
+from sweepd.core.judge import check_hang
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
@@ -39,7 +40,7 @@ async def _judge_after_silence(tmp_path: Path, **fields: object) -> JobState:
         job_id = await _running_job(store, **fields)
         silent = 10 * max(config.policy.hang_timeout_s,
                           config.daemon.hang_floor_wall_s / clock.scale)
-        await engine._check_hang(await store.job(job_id), silent)
+        await check_hang(engine, await store.job(job_id), silent)
         return (await store.job(job_id)).state
     finally:
         await backend.close()

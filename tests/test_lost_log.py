@@ -30,7 +30,9 @@ def _running_job(client: object, sweep_id: int) -> dict | None:  # type: ignore[
 
 
 async def test_a_log_gone_across_a_restart_is_judged_by_the_scheduler(tmp_path: Path) -> None:
-    scenario = write_scenario(tmp_path, time_scale=0.01)
+    # A job of ~13 s: seen at its first step (~5 s in), ~8 s left after the kill, well
+    # over the 3 s hang floor the restarted daemon would wrongly call a hang.
+    scenario = write_scenario(tmp_path, time_scale=0.006)
     config = write_config(tmp_path, scenario, POLICY)
     text = config.read_text().replace("tick_s = 0.02\n", f"tick_s = 0.02\n{FLOOR}")
     config.write_text(text)

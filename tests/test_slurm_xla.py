@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from sweepd.clusters import train_env as te
-from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
+from sweepd.clusters.base import JobProfile, JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import TRAIN_ENV_MARK, SlurmCluster
-from sweepd.core.submit import _profile_env
+from sweepd.core.submit import job_profile
 from sweepd.kinds.xla_tuning.logread import Effective, effective
 from sweepd.store.rows import RunParams
 from tests.slurm_cluster import MAXTEXT_FIXTURE
@@ -53,7 +53,7 @@ def profile_request(token: str, node: str, out: Path, profile: str, flags: list[
                     run_env: dict[str, str] | None = None) -> JobRequest:
     return JobRequest(token=token, model=model, nodes=[node], output_dir=out,
                       overrides={"steps": "2"}, env={**(run_env or {}), **profile_env},
-                      xla_flags=flags, profile=profile, profile_env=profile_env)
+                      xla_flags=flags, profile=JobProfile(profile, profile_env))
 
 
 async def job_effective(cluster: SlurmCluster, job_id: str, log: Path) -> Effective:
@@ -69,9 +69,9 @@ def test_a_profiles_own_env_is_the_runs_beyond_the_specs() -> None:
     spec_env = {"NCCL_DEBUG": "INFO", "NCCL_PROTO": "LL"}
     params = RunParams(profile="p", env={"NCCL_DEBUG": "INFO", "NCCL_PROTO": "Simple",
                                          "NCCL_BUFFSIZE": "16777216"})
-    assert _profile_env(spec_env, params) == {"NCCL_PROTO": "Simple",
-                                              "NCCL_BUFFSIZE": "16777216"}
-    assert _profile_env(spec_env, RunParams(env={"NCCL_PROTO": "Simple"})) == {}
+    assert job_profile(spec_env, params) == JobProfile(
+        "p", {"NCCL_PROTO": "Simple", "NCCL_BUFFSIZE": "16777216"})
+    assert job_profile(spec_env, RunParams(env={"NCCL_PROTO": "Simple"})) is None
 
 
 async def test_submit_sh_writes_the_arm_and_the_job_runs_it(slurm_env: dict[str, str],
@@ -185,7 +185,7 @@ async def test_submit_sh_refusals_write_nothing(slurm_env: dict[str, str],
     with pytest.raises(SubmitRefused, match=f"shorten the profile's name \\({long_name}\\)"):
         await cluster.submit(JobRequest(
             token=fresh("xlong"), model="llama2-70b", nodes=["chi2832"], output_dir=tmp_path,
-            env=many, xla_flags=[PAG], profile=long_name))
+            env=many, xla_flags=[PAG], profile=JobProfile(long_name)))
     with pytest.raises(SubmitRefused, match="is not usable as a TUNE_PROFILE"):
         await cluster.submit(profile_request(fresh("xname"), "chi2832", tmp_path, "a b",
                                              [PAG], {}))
@@ -276,7 +276,7 @@ async def test_a_name_that_fits_only_without_the_token_keeps_it_in_the_comment(
     overrides = {"steps": "2", "pad": "y" * 187}
     sub = await cluster.submit(JobRequest(
         token=token, model="llama2-70b", nodes=["chi2880"], output_dir=tmp_path,
-        overrides=overrides, xla_flags=[PAG], profile="pag"))
+        overrides=overrides, xla_flags=[PAG], profile=JobProfile("pag")))
     assert sub.job_name == f"JAX-llama2-70b-steps_2-pad_{'y' * 187}-_env_TUNE_PROFILE_pag"
     assert len(sub.job_name) <= 243 and token not in sub.job_name
     assert sub.prepared and "sweepd's token in --comment only" in sub.prepared

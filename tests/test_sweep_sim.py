@@ -147,7 +147,9 @@ async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: P
 async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: Path) -> None:
     """Batch 10 faults on one node: the search starts over on the 3 nodes left and runs
     values it had run on 4 again, each as a run of its own."""
-    scenario = write_scenario(tmp_path, [{"kind": "hsa_error", "node": "chi2863", "batch": 10}])
+    # Two searches, one after the other: at half the usual time scale (no hang to time).
+    scenario = write_scenario(tmp_path, [{"kind": "hsa_error", "node": "chi2863", "batch": 10}],
+                              time_scale=0.001)
     config = sim_config(tmp_path, scenario)
     code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
     assert code == EXIT_VERDICT, lines
@@ -224,7 +226,9 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
     config = sim_config(tmp_path, scenario)
     assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
     assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
-    other = perf_spec(overrides={"remat_policy": "full"})   # another config: starts afresh
+    # Another config starts afresh. `minimal` (more activation memory): a search below the
+    # default config's; `full` searched up to batch 55, where steps take hours of cluster time.
+    other = perf_spec(overrides={"remat_policy": "minimal"})
     assert (await run(config, other))[0] == EXIT_VERDICT
     store = await open_store(config)
     try:

@@ -152,7 +152,7 @@ async def test_the_specs_partition_and_the_runs_time_reach_each_submission(
         await parts.engine.step()
     assert seen, "wave 1 submitted nothing"
     assert {r.partition for r in seen} == {"gpu"}
-    by_profile = {r.profile: r.time_limit for r in seen}
+    by_profile = {r.profile and r.profile.name: r.time_limit for r in seen}
     assert by_profile.get("baseline") == "45:00"
     assert by_profile.get("evidence") == "50:00"
 

@@ -38,6 +38,19 @@ class SchedulerState(StrEnum):
 
 
 @dataclass(frozen=True)
+class JobProfile:
+    """A per-job profile, which any kind may fill: its name, and in `env` the part of the
+    request's `env` that is the profile's own (the rest is the run's). Backends that can name
+    settings per job use it: submit.sh mode writes the request's `xla_flags` and this `env`
+    as the profile's arms into the toolkit's train_env.sh and passes
+    `_env_TUNE_PROFILE=<name>` instead of them (clusters/train_env/); direct mode and the
+    simulated cluster pass `xla_flags` and all of `env` to the job either way."""
+
+    name: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class JobRequest:
     """One submission. `token` is unique per job and is carried in the scheduler's job
     record (name or comment) so that recovery after a crash can find the job."""
@@ -50,14 +63,8 @@ class JobRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     # Appended to the XLA_FLAGS the job inherits (its environment's, the model's env file's).
     xla_flags: Sequence[str] = ()
-    # A per-job profile, which any kind may fill: its name, and in `profile_env` the part
-    # of `env` that is the profile's own (the rest is the run's). Backends that can name
-    # settings per job use it: submit.sh mode writes `xla_flags` and `profile_env` as the
-    # profile's arms into the toolkit's train_env.sh and passes `_env_TUNE_PROFILE=<name>`
-    # instead of them (clusters/train_env/); direct mode and the simulated cluster pass
-    # `xla_flags` and all of `env` to the job either way. None: the job has no profile.
-    profile: str | None = None
-    profile_env: Mapping[str, str] = field(default_factory=dict)
+    # The job's profile (`JobProfile`); None: the job has none.
+    profile: JobProfile | None = None
     # Optional `:alias:tag` parts for submit.sh-style job names.
     alias: str | None = None
     tag: str | None = None

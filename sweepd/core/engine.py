@@ -18,19 +18,18 @@ import structlog
 
 from sweepd.clusters.base import ClusterBackend, ControllerUnreachable, JobStatus
 from sweepd.config import Config
+from sweepd.core import planning
 from sweepd.core.children import due_parents
-from sweepd.core.control import apply_stop, release_ended, stop_sweep
-from sweepd.core.finish import finish
+from sweepd.core.control import release_ended, stop_sweep
 from sweepd.core.follow import LogFollower
 from sweepd.core.gathered import Gathered
-from sweepd.core.judge import check_hang, judge
+from sweepd.core.judge import judge
 from sweepd.core.logpass import TailClocks, read_logs
-from sweepd.core.outage import ControllerOutage, OutageEffects
-from sweepd.core.planning import advance
+from sweepd.core.outage import ControllerOutage
+from sweepd.core.poll import PollClock, controller_down, poll
 from sweepd.core.states import JobState, SweepState
-from sweepd.core.strays import StrayEffects, Strays
-from sweepd.core.submit import Submitter, apply
-from sweepd.kinds.api import Finished
+from sweepd.core.strays import Strays
+from sweepd.core.submit import Submitter
 from sweepd.kinds.registry import stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.store.rows import Job, Sweep
@@ -62,8 +61,9 @@ class Engine:
     clock: Clock
     config: Config
     follower: LogFollower = field(init=False)
-    _tail: TailClocks = field(default_factory=TailClocks, init=False)
-    _last_poll: float = field(default=0.0, init=False)
+    # When each job's log is next due, and when the scheduler was last asked.
+    tail_clocks: TailClocks = field(default_factory=TailClocks, init=False)
+    poll_clock: PollClock = field(default_factory=PollClock, init=False)
     # The pieces the pass composes: each does one job, and returns what it asks of the
     # engine (scancels, stops, news) for the engine to do.
     outage: ControllerOutage = field(init=False)
@@ -71,8 +71,6 @@ class Engine:
     submitter: Submitter = field(init=False)
     # A submission's gather, kept for the sweep's first plan (`core/gathered.py`).
     gathered: Gathered = field(default_factory=Gathered, init=False)
-    # Jobs whose log said "done": polled once at once, then at the normal cadence.
-    _early_polled: set[int] = field(default_factory=set, init=False)
     # `changed` wakes the engine loop for a pass at once (a submit, a resume, a finished
     # job: `wake`, `mark`); `news` wakes clients waiting for progress (separate, so a
     # waiting client never delays the engine, and news alone costs no extra pass).
@@ -122,7 +120,7 @@ class Engine:
                 await self.backend.cancel(backend_id)
             except ControllerUnreachable as e:
                 self._to_cancel.insert(0, backend_id)
-                await self._controller_down(str(e))
+                await controller_down(self, str(e))
                 return
 
     def wake(self) -> None:
@@ -187,7 +185,7 @@ class Engine:
                 self.mark(sweep.id)
         jobs = await self.store.active_jobs()
         await self.checkpoint()   # a stop that came while thousands of rows were read
-        statuses = await self._poll(jobs)
+        statuses = await poll(self, self.poll_clock, jobs)
         if statuses is None:
             return
         await self.checkpoint()
@@ -202,7 +200,8 @@ class Engine:
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
             if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
                 try:   # `_superseded`, inline: per job and pass, a context manager costs
-                    await self._judge(job, statuses.get(job.backend_id or ""), now)
+                    if await judge(self, job, statuses.get(job.backend_id or ""), now):
+                        self.tail_clocks.pop(job.id)   # ended: its log clock goes with it
                 except InvalidTransition as e:
                     _log_superseded("job", job.id, e)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
@@ -220,7 +219,7 @@ class Engine:
                 await self.checkpoint()
                 await self._advance_or_stop(sweep)
         except ControllerUnreachable as e:
-            await self._controller_down(str(e))
+            await controller_down(self, str(e))
         await self.flush_cancels()
 
     def spec_of(self, sweep: Sweep) -> SweepSpec:
@@ -250,78 +249,17 @@ class Engine:
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
     async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
-        if await read_logs(self.store, self.follower, self._tail, self.config.policy,
+        if await read_logs(self.store, self.follower, self.tail_clocks, self.config.policy,
                            self.clock.now(), jobs, statuses, self.checkpoint,
                            self.stop_requested):
             self.notify()   # once: a waiting client wakes at the first, nothing runs between
-
-    async def _poll(self, jobs: Sequence[Job]) -> dict[str, JobStatus] | None:
-        """Scheduler states in one call, when due. None: controller down (wait)."""
-        await self.outage.load()
-        now = self.clock.now()
-        ids = [j.backend_id for j in jobs if j.backend_id]
-        submitting = [j for j in jobs if j.state == JobState.SUBMITTING]
-        down = self.outage.down
-        # A job whose log says it is done is polled once at once, not at every pass (its
-        # scheduler state may stay COMPLETING for a while).
-        self._early_polled &= {j.id for j in jobs}
-        early = {j.id for j in jobs if j.summary_status} - self._early_polled
-        due = now - self._last_poll >= self.config.policy.poll_interval_s or (
-            bool(early) and not down)
-        if not due and (down or not submitting):
-            return None if down else {}
-        try:
-            statuses = await self.backend.poll(ids) if ids and due else {}
-            for job in submitting:
-                await apply(self, await self.submitter.reconcile(job, now))
-            asked = bool(ids and due) or bool(submitting)
-            if due and (not asked or self.strays.due(now)):
-                await self._check_strays(now)   # also the probe while the controller is away
-                asked = True
-        except ControllerUnreachable as e:
-            self._last_poll = now   # the next try at the normal cadence
-            await self._controller_down(str(e))
-            return None
-        if due:
-            self._last_poll = now
-            self._early_polled |= early
-        if asked:   # the answer came now, not when the call began (it may have waited)
-            await self._outage_effects(await self.outage.contact(self.clock.now()))
-        return statuses
-
-    async def _check_strays(self, now: float) -> None:
-        effects = StrayEffects()
-        try:
-            await self.strays.check(now, effects)
-        finally:   # what was found before a failed call is acted on all the same
-            self._to_cancel.extend(effects.cancel_later)
-            if effects.notify:
-                self.notify()
-
-    async def _controller_down(self, why: str) -> None:
-        await self._outage_effects(await self.outage.gone(why))
-
-    async def _outage_effects(self, effects: OutageEffects) -> None:
-        if effects.notify:
-            self.notify()
-        for stop in effects.stops:
-            await apply_stop(self, stop)
-
-    # -- following jobs ----------------------------------------------------------------
-
-    async def _judge(self, job: Job, status: JobStatus | None, now: float) -> None:
-        if await judge(self, job, status, now):   # ended: its log clock goes with it
-            self._tail.pop(job.id)
-
-    async def _check_hang(self, job: Job, now: float) -> None:
-        await check_hang(self, job, now)
 
     async def _advance_or_stop(self, sweep: Sweep) -> None:
         """A defect in planning one sweep stops that sweep for a person, with the error as
         evidence; it must not stop the daemon (a restart would meet it again, and every
         other sweep would wait)."""
         try:
-            await self._advance(sweep)
+            await planning.advance(self, sweep)
         except ControllerUnreachable:
             raise
         except Exception as e:
@@ -330,12 +268,6 @@ class Engine:
                 await stop_sweep(self, sweep, f"sweepd could not take the next step: {e}",
                                  rule="engine.plan_failed", evidence=repr(e), failing_nodes=[],
                                  recovery="none", outcome="a defect in sweepd; resume retries")
-
-    async def _advance(self, sweep: Sweep) -> None:
-        await advance(self, sweep)
-
-    async def _finish(self, sweep: Sweep, decision: Finished) -> None:
-        await finish(self, sweep, decision)
 
 
 @contextmanager

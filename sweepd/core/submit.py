@@ -18,6 +18,7 @@ import structlog
 
 from sweepd.clusters.base import (
     ClusterBackend,
+    JobProfile,
     JobRequest,
     SpecRefused,
     SubmitRefused,
@@ -193,15 +194,16 @@ def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[s
     return JobRequest(token=token, model=params.model or spec.model, nodes=nodes,
                       output_dir=output_dir, overrides=overrides,
                       env={**spec.env, **params.env}, xla_flags=params.xla_flags,
-                      profile=params.profile, profile_env=_profile_env(spec.env, params),
+                      profile=job_profile(spec.env, params),
                       alias=params.alias, tag=params.tag, commit=params.commit,
                       workdir=workdir, partition=getattr(spec, "partition", None),
                       time_limit=params.time_limit)
 
 
-def _profile_env(spec_env: Mapping[str, str], params: RunParams) -> dict[str, str]:
-    """A profile's own env vars: the run's env beyond the spec's (the XLA tuning kind's
-    params carry the spec's env too); none for a run without a profile."""
+def job_profile(spec_env: Mapping[str, str], params: RunParams) -> JobProfile | None:
+    """The run's profile, with its own env vars: the run's env beyond the spec's (the XLA
+    tuning kind's params carry the spec's env too); None for a run without a profile."""
     if params.profile is None:
-        return {}
-    return {k: v for k, v in params.env.items() if spec_env.get(k) != v}
+        return None
+    return JobProfile(params.profile,
+                      {k: v for k, v in params.env.items() if spec_env.get(k) != v})

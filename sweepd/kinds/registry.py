@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
@@ -238,27 +237,6 @@ def kinds() -> dict[str, Kind[Any, Any]]:
         kind = importlib.import_module(name).KIND
         found[kind.name] = kind
     return found
-
-
-@cache
-def kind_modules(name: str) -> tuple[ModuleType, ...]:
-    """Each kind's module `name` (e.g. `sim.hook`: what the kind adds to the simulator), of
-    the kinds that have one, without importing their `kind.py`: a simulated job's process
-    asks for its hooks, not for every kind's planner. Only here is a kind imported by name."""
-    import sweepd.kinds as package
-
-    found: list[ModuleType] = []
-    for info in pkgutil.iter_modules(package.__path__):
-        if not info.ispkg:
-            continue
-        full = f"{package.__name__}.{info.name}.{name}"
-        try:
-            spec = importlib.util.find_spec(full)
-        except ModuleNotFoundError:   # a parent package of `name` the kind lacks
-            continue
-        if spec is not None:
-            found.append(importlib.import_module(full))
-    return tuple(found)
 
 
 def stored_spec(kind: str, data: dict[str, Any]) -> SweepSpec:

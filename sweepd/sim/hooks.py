@@ -1,5 +1,6 @@
 """What a kind adds to the simulated cluster: its `kinds/<kind>/sim/hook.py` exports `HOOK`,
-found through the registry (`kind_modules`), so the simulator names no kind.
+found by `kinds.modules.kind_modules` (as the registry finds kinds), so the simulator names
+no kind.
 
 A hook reads one top-level section of the scenario (validated with it, errors and all) and
 may take over a job of a model that section names: it answers the job's truth, fault and
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sweepd.kinds.registry import kind_modules
+from sweepd.kinds.modules import kind_modules
 from sweepd.sim.jobinput import JobInput
 
 

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import yaml
 
-from sweepd.clusters.slurm.carried import model_of
-
 # Keys that name the config's layering, not settings a job runs with.
 _STRUCTURE = frozenset({"base_config", "model_name"})
 
@@ -37,9 +35,15 @@ def _text(value: object) -> str:
 def per_job_config(model: str, env: Mapping[str, str]) -> RunConfig | None:
     """The per-job config `model` names in the job's toolkit copy; None when it is not one
     (a built-in name, no toolkit, or no such file): the model argument is then used as is."""
-    base = model_of(model)
     toolkit = env.get("MAXTEXT_SLURM_DIR")
-    if base is None or not toolkit:
+    if not toolkit:
+        return None
+    # Imported here: it loads the whole Slurm backend package, which a simulated job
+    # outside submit.sh mode (most of them, each its own process) does not need.
+    from sweepd.clusters.slurm.carried import model_of
+
+    base = model_of(model)
+    if base is None:
         return None
     path = Path(toolkit) / "configs" / f"{model}.gpu.yml"
     try:

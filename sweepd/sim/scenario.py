@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweepd.kinds.registry import kind_modules
+from sweepd.kinds.modules import kind_modules
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 DEFAULT_SCENARIO = Path(__file__).with_name("default_scenario.yaml")

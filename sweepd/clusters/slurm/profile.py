@@ -25,7 +25,7 @@ def profile_placement(repo: Path, request: JobRequest) -> train_env.Placement:
     An env var train_env.sh itself reads early (`ENABLE_XLA_DUMP`) is passed as `_env_` too."""
     assert request.profile is not None
     try:
-        arm = train_env.arm(request.profile, request.xla_flags, request.profile_env)
+        arm = train_env.arm(request.profile.name, request.xla_flags, request.profile.env)
     except train_env.TrainEnvError as e:
         raise SubmitRefused(str(e)) from e
     path = repo / "train_env.sh"

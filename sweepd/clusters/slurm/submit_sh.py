@@ -134,16 +134,17 @@ class SubmitShMode:
                 last = e
                 continue
             return list(fitted.named), fitted.name, note, fitted.carried
-        hint = f"; shorten the profile's name ({request.profile})" if placed else ""
+        hint = (f"; shorten the profile's name ({request.profile.name})"
+                if placed and request.profile else "")
         raise SpecRefused(f"{last}{hint}") from last
 
     @staticmethod
     def _passthrough(request: JobRequest, placed: train_env.Placement | None) -> list[str]:
         """The overrides and env, where a profile's own env vars ride in its train_env.sh
         arm (and its flags never in the passthrough: `_env_XLA_FLAGS=` would replace)."""
-        if placed is None:
+        if placed is None or request.profile is None:
             return passthrough_args(request)
-        env = {k: v for k, v in request.env.items() if k not in request.profile_env}
+        env = {k: v for k, v in request.env.items() if k not in request.profile.env}
         return [*(f"{k}={v}" for k, v in request.overrides.items()),
                 *(f"_env_{k}={v}" for k, v in env.items()), *placed.passthrough]
 

@@ -1,7 +1,7 @@
 """submit.sh mode: how a per-job profile reaches its job through the toolkit's `train_env.sh`.
 
 A profile is any kind's: a name with the XLA flags and env vars that are its own
-(`JobRequest.profile`, `xla_flags`, `profile_env`); the backend writes it as an arm and the
+(`JobRequest.profile`, a `JobProfile`, and `xla_flags`); the backend writes it as an arm and the
 job selects it by name. Nothing here knows which kind asked (the XLA tuning kind is the
 first to fill profiles; its pre-flight reads the arms back, its Inventory the env file).
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweepd.kinds.xla_tuning.landscape import RunKind
-from sweepd.kinds.xla_tuning.sim import tuningjob
 from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec, tuning_for
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.hooks import JobPlace, SimHook
@@ -18,6 +17,13 @@ from sweepd.sim.jobinput import JobInput
 from sweepd.sim.scenario import Scenario
 from sweepd.sim.truth import Truth, true_outcome
 from sweepd.util.model_shapes import resolve_model
+
+if TYPE_CHECKING:
+    from sweepd.kinds.xla_tuning.sim import tuningjob
+
+# `tuningjob` (with the log and flag readers it uses) is imported only by a tuning job's
+# process: every simulated job's process loads this hook, and that import was a third of
+# each one's start-up CPU.
 
 # The steady window the gather reads: steps 9-14 with the profiler, 5-14 without.
 PROFILED_WINDOW = (9, 14)
@@ -38,6 +44,8 @@ class TuningJob:
     def jitter(self, steps: int, profiling: bool, seed: str) -> list[float]:
         """Centred on the steady window the gather reads, so that window's mean TGS is the
         sampled TGS."""
+        from sweepd.kinds.xla_tuning.sim import tuningjob
+
         return tuningjob.step_jitter(self.run, steps, PROFILED_WINDOW if profiling else WINDOW,
                                      seed)
 
@@ -45,6 +53,8 @@ class TuningJob:
         """An evidence run writes its HLO after compilation."""
         if self.run.dump_file is None:
             return None
+        from sweepd.kinds.xla_tuning.sim import tuningjob
+
         text = tuningjob.evidence_hlo(self.run, nodes, layers, step_s)
         return None if text is None else (self.run.dump_file, text)
 
@@ -59,6 +69,8 @@ def _job(base: JobInput, section: TuningSpec, place: JobPlace) -> JobInput | Non
     spec = tuning_for(section, base.model)
     if spec is None:
         return None
+    from sweepd.kinds.xla_tuning.sim import tuningjob
+
     sc = base.scenario
     try:
         run = tuningjob.resolve(spec, sc.cluster.seed, base.job_id, base.model, base.overrides,

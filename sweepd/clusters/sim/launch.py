@@ -1,0 +1,91 @@
+"""Starting a simulated job: a detached `python -m sweepd.sim train --all-ranks` process in
+its own session, so it outlives the daemon; the trainer writes its exit code and its end on
+the cluster's clock itself, so they are recorded even when no daemon is alive. A scenario's
+controller outage begins when the first job it hits starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hostlist
+
+import sweepd
+from sweepd.clusters.base import JobRequest
+from sweepd.clusters.sim.records import STARTED, JobRecords, proc_start_ticks
+from sweepd.sim.faults import pick_fault
+from sweepd.sim.scenario import Scenario
+from sweepd.sim.statefiles import atomic_write_json, read_json
+from sweepd.sim.truth import true_outcome
+
+# Detach: the shell backgrounds the trainer and exits, so the trainer is nobody's child here.
+_LAUNCH = 'err=$1; shift; "$@" </dev/null >/dev/null 2>>"$err" & echo $!'
+CONTROLLER_DOWN = "controller_down.json"   # until when (wall clock) the controller is away
+
+
+def passthrough(request: JobRequest) -> list[str]:
+    return [*(f"{k}={v}" for k, v in request.overrides.items()),
+            *(f"_env_{k}={v}" for k, v in request.env.items())]
+
+
+def xla_env(inherited: str, flags: list[str]) -> dict[str, str]:
+    """A run's XLA flags added to the XLA_FLAGS the trainer inherits, as direct mode's
+    batch script does (`export XLA_FLAGS="${XLA_FLAGS:-} ..."`)."""
+    if not flags:
+        return {}
+    return {"XLA_FLAGS": " ".join([inherited, *flags])}
+
+
+def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
+          scenario_path: Path, state_dir: Path) -> None:
+    """Start the job's trainer and record it STARTED with its pid (the caller holds the
+    scheduler lock)."""
+    arm_controller_down(scenario, state_dir, record)
+    Path(record["log"]).parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "sweepd.sim", "train",
+           "--scenario", str(scenario_path), "--model", record["model"],
+           "--job-id", record["id"], "--job-name", record["job_name"],
+           "--nodes", hostlist.collect_hostlist(record["nodes"]),
+           "--all-ranks", "--log", record["log"], "--state-dir", str(state_dir),
+           "--exit-file", str(records.exit_path(record["id"])),
+           "--cluster-start", repr(records.cluster_start(record)),
+           "--clock-file", str(records.clock_path(record["id"]))]
+    if record["commit"]:
+        cmd += ["--commit", record["commit"]]
+    cmd += ["--", *record["passthrough"]]
+    err = records.jobs_dir / f"{record['id']}.stderr"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(sweepd.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    # The run's env (exported first in direct mode) may set XLA_FLAGS: the flags add to it.
+    inherited = record["env"].get("XLA_FLAGS", env.get("XLA_FLAGS", ""))
+    env.update(xla_env(inherited, record.get("xla_flags", [])))
+    launched = subprocess.run(["sh", "-c", _LAUNCH, "sh", str(err), *cmd], env=env,
+                              capture_output=True, text=True, check=True,
+                              start_new_session=True)
+    pid = int(launched.stdout.strip())
+    try:
+        pgid: int | None = os.getpgid(pid)
+    except ProcessLookupError:
+        pgid = None
+    record.update(state=STARTED, pid=pid, pgid=pgid, ticks=proc_start_ticks(pid),
+                  started_at=time.time())
+    records.save(record)
+
+
+def arm_controller_down(scenario: Scenario, state_dir: Path, record: dict[str, Any]) -> None:
+    """A controller_down fault starts its outage when the first job hitting it starts."""
+    try:
+        batch = true_outcome(scenario, record["model"], record["nodes"],
+                             record["overrides"], record["env"], record["commit"]).batch
+        fault = pick_fault(scenario, state_dir, record["id"], record["model"],
+                           record["nodes"], batch, controller=True)
+    except ValueError:       # an unknown model or bad override: the trainer reports it
+        return
+    if fault is not None and fault.seconds is not None:
+        until = time.time() + fault.seconds * scenario.cluster.time_scale
+        path = state_dir / CONTROLLER_DOWN
+        atomic_write_json(path, max(until, float(read_json(path, 0.0))))
