@@ -186,7 +186,8 @@ async def test_tuning_md_on_another_kind_is_refused(daemon: Daemon, tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     code, out, err = await daemon.run("report", str(sid), "--tuning-md")
     assert code == 2 and out == ""
-    assert f"sweep {sid} is a model-perf sweep: --tuning-md writes an xla-tuning" in err
+    assert (f"sweep {sid} is a model-perf sweep: --tuning-md is for campaign or xla-tuning "
+            "sweeps only") in err
     assert list(tmp_path.glob("*-tuning.md")) == []
     code, out, _ = await daemon.run("report", str(sid), "--tuning-md", "--json")
     assert code == 2 and json.loads(out)["exit"] == 2

@@ -80,7 +80,7 @@ def _list_row(s: Mapping[str, Any]) -> dict[str, Any]:
     eta = (None if p["eta_s"] is None else "-" if p["eta_s"] == 0
            else f"≤{duration(p['eta_s'])}{'?' if p['eta_guess'] else ''}")
     link = s.get("campaign")   # a campaign's stage says which, and of which campaign
-    name = f"{s['name']} [campaign {link['id']}: {link['stage']}]" if link else s["name"]
+    name = f"{s['name']} [campaign {link['id']}: {link['stage']}]" if link else s.get("name")
     return {**s, "name": name,
             "runs": runs_cell(p["runs_done"], p["runs_most"], bool(p.get("ended"))),
             "jobs": jobs or None,
@@ -216,9 +216,10 @@ def _report_action(args: argparse.Namespace, report: dict[str, Any]) -> int:
     hooks = kinds()[kind].client if kind in kinds() else None
     takes = hooks.flags if hooks is not None and hooks.report_action is not None else set()
     if args.tuning_md is not None and "tuning_md" not in takes:
-        writers = ", ".join(k for k, v in sorted(kinds().items()) if "tuning_md" in v.client.flags)
-        return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md writes an "
-                          f"{writers} sweep's <MODEL_TAG>-tuning.md")
+        writers = " or ".join(k for k, v in sorted(kinds().items())
+                              if "tuning_md" in v.client.flags)
+        return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md is for {writers} "
+                          "sweeps only (their <MODEL_TAG>-campaign.md or -tuning.md)")
     if hooks is None or hooks.report_action is None or "apply" not in takes:
         return fail(args, f"sweep {args.id} has no optimum to apply")
     return hooks.report_action(args, report, ClientOutput(fail, say, print_json))
