@@ -348,6 +348,12 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
                 raise SystemExit("the restarted daemon never answered")
             time.sleep(0.02)
         ready = time.time() - t0
+        # The first pass runs to its end (however loaded the machine), then a few more.
+        first_done = work / "passes-2.first"
+        while not first_done.exists():
+            if second.poll() is not None or time.time() - t0 > 300:
+                raise SystemExit("the restarted daemon's first pass never ended")
+            time.sleep(0.02)
         time.sleep(max(2.0, args.seconds / 4))
         second.send_signal(signal.SIGTERM)
         second.wait(300)
@@ -359,7 +365,8 @@ def restart(args: argparse.Namespace, work: Path) -> bool:
                                                    "after the pass began)"),
                  ("restart: first pass ends after", f"{first_pass['end'] - t0:.2f} s "
                   f"({first_pass['wall_s']:.2f} s wall, {first_pass['cpu_s']:.2f} s CPU, "
-                  f"{first_pass.get('db_calls', 0):,.0f} aiosqlite calls)"),
+                  f"{first_pass.get('db_calls', 0):,.0f} aiosqlite calls"
+                  f"{', STOPPED before its end' if first_pass.get('stopped') else ''})"),
                  ("restart: every sweep planned after",
                   _all_planned(passes, -(-args.jobs // args.runs_per_sweep), t0)),
                  ("restart: later passes", _pass_summary(passes[1:]))]

@@ -155,7 +155,12 @@ class PassStats:
             stats.add("wall_s", time.perf_counter() - t)
             stats.add("cpu_s", time.process_time() - c)
             stats.current["end"] = time.time()
+            # Ended by the daemon's stop request (the pass did not run to its end).
+            stats.current["stopped"] = float(engine.stop_requested())
             stats.passes.append(stats.current)
+            if stats.started is not None and len(stats.passes) == 1:
+                # The bench waits for the first pass's end before it stops the daemon.
+                stats.started.with_suffix(".first").write_text(json.dumps(stats.current))
 
         async def timed_advance(engine: Engine, sweep: Any) -> None:
             t = time.perf_counter()

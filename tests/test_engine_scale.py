@@ -285,3 +285,39 @@ async def test_a_stop_while_the_logs_are_read_leaves_the_rest_unread(
         await engine.step()
         assert stop.is_set() and len(read) == 3   # the five others were not read
         assert all(j.log_offset == 0 for j in await engine.store.active_jobs())
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+async def test_the_collector_waits_for_a_passs_log_reading_and_is_then_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collecting: bool) -> None:
+    import gc
+
+    seen: list[bool] = []
+    real_parse = follow_mod.parse_line
+
+    def parse(line: str) -> LineFact | None:
+        seen.append(gc.isenabled())
+        return real_parse(line)
+
+    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    was = gc.isenabled()
+    try:
+        async with _engine(tmp_path) as engine:
+            await _seed(engine.store, tmp_path / "logs", 3, lines=2)
+            (gc.enable if collecting else gc.disable)()
+            await engine.step()
+            assert seen and not any(seen)   # no collection while the logs' facts are made
+            assert gc.isenabled() == collecting
+            # A pass that fails while storing leaves the collector as it was, too.
+            for path in (tmp_path / "logs").iterdir():
+                path.write_text(path.read_text() + STEP.format(n=9) + "\n")
+
+            async def fail(chunks: object) -> None:
+                raise RuntimeError("the store failed")
+
+            monkeypatch.setattr(engine.store, "record_logs", fail)
+            with pytest.raises(RuntimeError):
+                await engine.step()
+            assert gc.isenabled() == collecting
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepd.monitor.facts import (
     BannerFact,
@@ -309,3 +311,28 @@ def test_zero_count_ecc_health_line_is_not_a_signal() -> None:
     assert parse_line("0: [INFO] ECC check: 0 uncorrectable errors on chi2832") is None
     bad = parse_line("3: [ERROR] ECC check: 2 uncorrectable ECC errors on GPU 5 (chi2868)")
     assert isinstance(bad, SignalFact) and bad.klass == FailureClass.ECC
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    step=st.integers(0, 10**6),
+    numbers=st.lists(st.one_of(
+        st.floats(-1e6, 1e6, allow_nan=False).map(lambda x: f"{x:.3f}"),
+        st.floats(1e-9, 1e9).map(lambda x: f"{x:e}"),
+        st.integers(-10**9, 10**9).map(str),
+        st.sampled_from(["1.", ".5", "+3", "inf", "1_000", "\u0663.\u0665", "-0", "7e", "nan"])),
+        min_size=5, max_size=5),
+    mfu=st.booleans(),
+)
+def test_maxtexts_step_line_reads_as_the_same_fields_in_any_order(
+        step: int, numbers: list[str], mfu: bool) -> None:
+    # The usual line has a one-match path; the same fields in another order are read by
+    # name. Both must give the same fact, or both none (a field that is not a number).
+    seconds, tflops, mfu_v, tgs, loss = numbers
+    fields = [f"seconds: {seconds}", f"TFLOP/s/device: {tflops}",
+              *([f"MFU: {mfu_v}%"] if mfu else []), f"Tokens/s/device: {tgs}",
+              "total_weights: 31457280", f"loss: {loss}"]
+    usual = f"0: completed step: {step}, " + ", ".join(fields)
+    reordered = f"0: completed step: {step}, " + ", ".join(reversed(fields))
+    assert parse_line(usual) == parse_line(reordered)
+

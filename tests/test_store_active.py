@@ -5,12 +5,13 @@ a full read's, including after writes by another connection (another process).""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import sweepd.store.active as active_mod
 from sweepd.core.states import JobState, RunState
 from sweepd.monitor.facts import Phase
 from sweepd.store.rows import Job, RunParams
@@ -57,14 +58,13 @@ async def test_only_rows_written_since_the_last_read_are_built_again(
     ids = await _jobs(store, 6)
     await store.active_jobs()
     built: list[int] = []
-    real = Job.from_row.__func__  # type: ignore[attr-defined]
+    real = active_mod._jobs
 
-    def counting(cls: type[Job], row: Any) -> Job:
-        built.append(int(row["id"]))
-        job: Job = real(cls, row)
-        return job
+    def counting(rows: Sequence[Any]) -> list[Job]:
+        built.extend(int(row["id"]) for row in rows)
+        return real(rows)
 
-    monkeypatch.setattr(Job, "from_row", classmethod(counting))
+    monkeypatch.setattr(active_mod, "_jobs", counting)
 
     # Nothing written: no row read or built.
     assert [j.id for j in await store.active_jobs()] == ids

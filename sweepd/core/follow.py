@@ -19,6 +19,7 @@ from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
 from sweepd.monitor.facts import (
     CompiledMemoryFact,
     HeaderFact,
+    LineFact,
     MemstatsFact,
     NodeExitFact,
     Phase,
@@ -73,6 +74,9 @@ NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by i
 
 
 _PHASE_RANK = {str(p): i for i, p in enumerate(Phase)}
+# Plain strings of the phases the pass moves most jobs to (the rows hold plain strings).
+_PROLOG, _PREFLIGHT, _TRAINING = str(Phase.PROLOG), str(Phase.PREFLIGHT), str(Phase.TRAINING)
+_TRAINING_RANK = _PHASE_RANK[_TRAINING]
 
 
 def later(a: str, b: Phase) -> str:
@@ -94,6 +98,34 @@ def _other_rank_step(line: str) -> bool:
     """A step line of rank > 0: identical to rank 0's, not worth parsing (cheap check)."""
     head = line[:24]
     return "completed step:" in head and not head.startswith(("0: ", "completed"))
+
+
+def _other_fact(job: Job, out: LogChunk, fact: LineFact, offset: int, line: str, phase: str,
+                node_map: dict[int, str] | None) -> tuple[str, dict[int, str] | None]:
+    """A fact other than a step into the chunk: (the phase, the node map) after it."""
+    if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
+        node_map = node_map_from_nodelist(fact.value)
+        out.fields["node_map_json"] = json.dumps(node_map)
+    elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
+        out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
+        phase = later(phase, Phase.COMPILE)
+    elif isinstance(fact, CompiledMemoryFact) and fact.rank in (None, 0):
+        out.fields.update(mem_total_gb=fact.total_gb, mem_output_gb=fact.output_gb,
+                          mem_temp_gb=fact.temp_gb, mem_argument_gb=fact.argument_gb,
+                          mem_host_temp_gb=fact.host_temp_gb)
+    elif isinstance(fact, SummaryFact):
+        out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
+        phase = later(phase, Phase.SUMMARY)
+    elif isinstance(fact, SignalFact):
+        if node_map is None:
+            node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
+        out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
+                            "detail": fact.detail, "line": fact.text[:2000],
+                            "node": node_map.get(fact.rank) if fact.rank is not None else None})
+    elif isinstance(fact, NodeExitFact):
+        out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
+                            "detail": str(fact.exit_code), "line": line[:2000]})
+    return phase, node_map
 
 
 class LogFollower:
@@ -148,16 +180,24 @@ class LogFollower:
             await checkpoint()
         # One `lost` per job for the pass: what is told and what is stored agree.
         now = self._clock.now()
-        lost = [t is not None and _lost(job, t, now, self._grace_s)
+        lost = [t is not None and bool(t.lost) and _lost(job, t, now, self._grace_s)
                 for job, t in zip(jobs, tailers, strict=True)]
         for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
             if tailer is not None and (gone or tailer.detached):
                 await self._tell(job, tailer, gone)
         out: list[LogChunk | None] = []
         for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True):
-            if got and checkpoint is not None:
-                await checkpoint()
-            out.append(self._chunk(job, t, got, gone) if t is not None else None)
+            if t is None:
+                out.append(None)
+            elif got:
+                if checkpoint is not None:
+                    await checkpoint()
+                out.append(self._chunk(job, t, got, gone, now))
+            # A quiet log (the usual case) is a chunk only when its offset or identity moved.
+            elif gone or t.offset != job.log_offset or t.identity != job.log_identity:
+                out.append(self._chunk(job, t, got, gone, now))
+            else:
+                out.append(None)
         return out
 
     async def _tell(self, job: Job, tailer: LogTailer, lost: bool) -> None:
@@ -195,62 +235,44 @@ class LogFollower:
         return tailer
 
     def _chunk(self, job: Job, tailer: LogTailer, lines: list[tuple[int, str]],
-               lost: bool) -> LogChunk | None:
+               lost: bool, now: float) -> LogChunk | None:
         identity = tailer.stored_identity if lost else tailer.identity
-        # Readable again after being lost: silence is observable from now on.
-        back = {"last_output_at": self._clock.now()} if (
-            is_lost(job.log_identity) and not tailer.lost) else {}
         if not lines:
             if identity != job.log_identity or tailer.offset != job.log_offset:
-                return LogChunk(job.id, {"log_offset": tailer.offset,
-                                         "log_identity": identity, **back})
+                fields: dict[str, Any] = {"log_offset": tailer.offset, "log_identity": identity}
+                if is_lost(job.log_identity) and not tailer.lost:
+                    # Readable again after being lost: silence is observable from now on.
+                    fields["last_output_at"] = now
+                return LogChunk(job.id, fields)
             return None
         chunk = self._facts(job, lines)
         self.kind_facts.fold(job, lines, chunk.fields)
         chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
-                            last_output_at=self._clock.now())
+                            last_output_at=now)
         chunk.written_at = tailer.mtime
         return chunk
 
     def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
-        out = LogChunk(job.id)
+        out = LogChunk(job.id, {}, [], [])
         node_map: dict[int, str] | None = None  # decoded when a signal needs a node
-        phase = job.phase if job.phase != Phase.PROLOG else str(Phase.PREFLIGHT)
+        phase = job.phase if job.phase != _PROLOG else _PREFLIGHT
         last_step = job.last_step
         for offset, line in lines:
             if _other_rank_step(line):
                 continue
             fact = parse_line(line)
-            if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
-                node_map = node_map_from_nodelist(fact.value)
-                out.fields["node_map_json"] = json.dumps(node_map)
-            elif isinstance(fact, StepFact) and fact.rank in (None, 0):
-                out.steps.append({"step": fact.step, "seconds": fact.seconds,
-                                  "tflops": fact.tflops, "mfu": fact.mfu, "tgs": fact.tgs,
-                                  "loss": fact.loss})
-                last_step = max(fact.step, last_step if last_step is not None else -1)
-                phase = later(phase, Phase.TRAINING)
-            elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
-                out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
-                phase = later(phase, Phase.COMPILE)
-            elif isinstance(fact, CompiledMemoryFact) and fact.rank in (None, 0):
-                out.fields.update(mem_total_gb=fact.total_gb, mem_output_gb=fact.output_gb,
-                                  mem_temp_gb=fact.temp_gb, mem_argument_gb=fact.argument_gb,
-                                  mem_host_temp_gb=fact.host_temp_gb)
-            elif isinstance(fact, SummaryFact):
-                out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
-                phase = later(phase, Phase.SUMMARY)
-            elif isinstance(fact, SignalFact):
-                if node_map is None:
-                    node_map = {int(k): v for k, v in
-                                json.loads(job.node_map_json or "{}").items()}
-                out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
-                                    "detail": fact.detail, "line": fact.text[:2000],
-                                    "node": node_map.get(fact.rank)
-                                    if fact.rank is not None else None})
-            elif isinstance(fact, NodeExitFact):
-                out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
-                                    "detail": str(fact.exit_code), "line": line[:2000]})
+            if fact is None:
+                continue   # most lines
+            if isinstance(fact, StepFact):   # the next most: first
+                if fact.rank in (None, 0):
+                    out.steps.append({"step": fact.step, "seconds": fact.seconds,
+                                      "tflops": fact.tflops, "mfu": fact.mfu, "tgs": fact.tgs,
+                                      "loss": fact.loss})
+                    last_step = fact.step if last_step is None else max(fact.step, last_step)
+                    if _PHASE_RANK[phase] < _TRAINING_RANK:
+                        phase = _TRAINING
+            else:
+                phase, node_map = _other_fact(job, out, fact, offset, line, phase, node_map)
         # A hung job's phase is frozen where it hung: the cancel's own output (summary
         # block) must not move it, the hang rules depend on it.
         if job.state != JobState.HUNG:

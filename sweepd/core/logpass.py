@@ -4,6 +4,7 @@ their facts stored in one transaction."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,24 @@ async def read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
                     stopped: Callable[[], bool]) -> bool:
     """Read every due log; store all the facts in one transaction. True when some job
     had new output (news for the clients)."""
+    # The pass's lines, facts and chunks (a few objects per log, thousands of logs) die
+    # when it ends. A collection meanwhile would move them to the old generation, and
+    # its growth sets off full collections over every object the daemon keeps (the
+    # active jobs, their open logs): the collector waits for the pass's end instead.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return await _read_logs(store, follower, clocks, policy, now, jobs, statuses,
+                                checkpoint, stopped)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+async def _read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
+                     policy: PolicyConfig, now: float, jobs: Sequence[Job],
+                     statuses: dict[str, JobStatus], checkpoint: Callable[[], Awaitable[None]],
+                     stopped: Callable[[], bool]) -> bool:
     due = []
     for job in jobs:
         status = statuses.get(job.backend_id or "")

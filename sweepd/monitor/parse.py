@@ -27,7 +27,12 @@ from sweepd.monitor.facts import (
     StepFact,
     SummaryFact,
 )
-from sweepd.monitor.signatures import FAILING_BANNERS, is_false_positive, match_signature
+from sweepd.monitor.signatures import (
+    FAILING_BANNERS,
+    SIGNATURES,
+    is_false_positive,
+    match_signature,
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _RANK = re.compile(r"^ *(\d{1,7}): ")
@@ -55,6 +60,17 @@ _STATUS = re.compile(
 )
 _EXIT_IN_PARENS = re.compile(r"\bexit (-?\d+)\b")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# The rest of a step line as MaxText prints it (maxtext-slurm-facts.md §2; MFU is the
+# toolkit's addition): each number in `_NUMBER`'s syntax, so both readings agree.
+_N = f"({_NUMBER.pattern})"
+_STEP_USUAL = re.compile(
+    rf" seconds: {_N}, TFLOP/s/device: {_N}, (?:MFU: {_N}%, )?Tokens/s/device: {_N}, "
+    rf"total_weights: {_NUMBER.pattern}, loss: {_N}"
+)
+# The signatures' needles less those containing another: a line with none of them matches
+# no signature (`match_signature` tests each row's needle before its pattern).
+_NEEDLES = tuple(sorted(n for n in {s.needle for s in SIGNATURES}
+                        if not any(o != n and o in n for o in {s.needle for s in SIGNATURES})))
 
 
 def strip_line(raw: str) -> tuple[int | None, str, str]:
@@ -70,10 +86,16 @@ def parse_line(raw: str) -> LineFact | None:
     rank, full, body = strip_line(raw)
     if not body.strip():
         return None
-    for parser in (_parse_step, _parse_memstats, _parse_compiled_memory):
-        fact = parser(rank, body)
-        if fact is not None:
-            return fact
+    # Each parser only where its keyword is (the same tests they make first): a monitor
+    # parses every line of thousands of logs, and most lines are none of these.
+    fact: LineFact | None
+    if "completed step:" in body and (fact := _parse_step(rank, body)) is not None:
+        return fact
+    if "Using (GB)" in body and (fact := _parse_memstats(rank, body)) is not None:
+        return fact
+    if "Total memory size:" in body and (
+            fact := _parse_compiled_memory(rank, body)) is not None:
+        return fact
     structured = _parse_structured(full, body)
     if structured is not None:
         return structured
@@ -90,6 +112,13 @@ def _parse_step(rank: int | None, body: str) -> StepFact | None:
     m = _STEP.search(body) if "completed step:" in body else None
     if m is None:
         return None
+    # MaxText's own line, field for field, in one match; anything else is read by name.
+    # Both read the same numbers from such a line (the same number syntax, `float`).
+    if c := _STEP_USUAL.fullmatch(m.group(2)):
+        seconds, tflops, mfu, tgs, loss = c.groups()
+        return StepFact(rank=rank, step=int(m.group(1)), tgs=float(tgs),
+                        seconds=float(seconds), tflops=float(tflops),
+                        mfu=float(mfu) if mfu is not None else None, loss=float(loss))
     fields: dict[str, str] = {}
     for part in m.group(2).split(","):
         key, sep, value = part.partition(":")
@@ -177,6 +206,8 @@ def unquote(value: str) -> str:
 
 
 def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
+    if not any(map(body.lower().__contains__, _NEEDLES)):
+        return None   # the usual line: no row's needle, so no row's pattern is searched
     found = match_signature(body)
     if found is None or is_false_positive(body):
         return None

@@ -105,44 +105,60 @@ class JobsTable(StoreBase):
             return
         # Inside a caller's transaction the write may yet be rolled back: read again.
         nested = self._lock.locked() and self._owner is asyncio.current_task()
+        # Most chunks set the same columns (offset, identity, output time, phase, step):
+        # one UPDATE statement per column set, its rows built once.
+        by_columns: dict[tuple[str, ...], list[LogChunkLike]] = {}
+        for c in chunks:
+            group = by_columns.get(columns := tuple(c.fields))
+            if group is None:
+                by_columns[columns] = [c]
+            else:
+                group.append(c)
         try:
-            await self._record_logs(chunks)
+            await self._record_logs(chunks, by_columns)
         except BaseException:
             self._written(c.job_id for c in chunks)
             raise
         active = self._active if self._active is not None else {}
-        for c in chunks:
-            kept = active.get(c.job_id)
-            if kept is not None and not nested and c.fields.keys() <= _TAIL_FIELDS:
-                active[c.job_id] = kept.with_fields(c.fields)
-            else:
-                self._written([c.job_id])
+        for columns, group in by_columns.items():
+            if nested or not set(columns) <= _TAIL_FIELDS:
+                self._written(c.job_id for c in group)
+                continue
+            for c in group:
+                kept = active.get(c.job_id)
+                if kept is None:
+                    self._written([c.job_id])
+                else:   # the kept row as written: `with_fields`, one dict merge
+                    copy = object.__new__(Job)
+                    object.__setattr__(copy, "__dict__", kept.__dict__ | c.fields)
+                    active[c.job_id] = copy
 
-    async def _record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
+    async def _record_logs(self, chunks: Sequence[LogChunkLike],
+                           by_columns: dict[tuple[str, ...], list[LogChunkLike]]) -> None:
+        for columns in by_columns:
+            unknown = set(columns) - _JOB_FIELDS
+            if unknown:
+                raise ValueError(f"not job fields: {sorted(unknown)}")
         async with self.tx() as conn:
-            await conn.executemany(
-                "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs, loss)"
-                " VALUES (?,?,?,?,?,?,?)",
-                [(c.job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
-                  s["tgs"], s.get("loss")) for c in chunks for s in c.steps])
-            await conn.executemany(
-                "INSERT OR IGNORE INTO signals"
-                " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
-                [(c.job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
-                  g.get("detail"), g["line"]) for c in chunks for g in c.signals])
-            # Most chunks set the same columns: one UPDATE statement per column set.
-            by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-            for c in chunks:
-                columns = tuple(sorted(c.fields))
-                by_columns.setdefault(columns, []).append(
-                    (*(c.fields[k] for k in columns), c.job_id))
-            for columns, rows in by_columns.items():
-                unknown = set(columns) - _JOB_FIELDS
-                if unknown:
-                    raise ValueError(f"not job fields: {sorted(unknown)}")
+            steps = [(c.job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
+                      s["tgs"], s.get("loss")) for c in chunks if c.steps for s in c.steps]
+            if steps:
+                await conn.executemany(
+                    "INSERT OR REPLACE INTO steps (job_id, step, seconds, tflops, mfu, tgs,"
+                    " loss) VALUES (?,?,?,?,?,?,?)", steps)
+            signals = [(c.job_id, g["offset"], g.get("rank"), g.get("node"), g["klass"],
+                        g.get("detail"), g["line"]) for c in chunks if c.signals
+                       for g in c.signals]
+            if signals:
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO signals"
+                    " (job_id, offset, rank, node, klass, detail, line) VALUES (?,?,?,?,?,?,?)",
+                    signals)
+            for columns, group in by_columns.items():
                 if columns:
                     sets = ", ".join(f"{k} = ?" for k in columns)
-                    await conn.executemany(f"UPDATE jobs SET {sets} WHERE id = ?", rows)
+                    await conn.executemany(f"UPDATE jobs SET {sets} WHERE id = ?",
+                                           [(*c.fields.values(), c.job_id) for c in group])
 
     async def steps(self, job_id: int) -> list[StepRow]:
         rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))
