@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from sweepd.kinds.campaign.demo import DEMO, SCENARIO
+from tests.campaign_waits import wait_for
 from tests.daemon_proc import Daemon, write_config
-from tests.test_campaign_crash import _wait
 
 ENDED = ("done", "failed", "aborted", "awaiting_decision")
 
@@ -38,7 +38,7 @@ def test_a_stopped_stage_stops_the_campaign_and_a_resume_goes_on_from_it(
     try:
         client = daemon.start()
         campaign = int(client.submit(spec)["id"])
-        _wait("the campaign's stop", lambda: client.show(campaign)["state"] in ENDED)
+        wait_for("the campaign's stop", lambda: client.show(campaign)["state"] in ENDED)
         stopped = client.show(campaign)
         batch = _stage(stopped, "batch")
         assert stopped["state"] == "awaiting_decision", stopped["reason"]
@@ -48,7 +48,7 @@ def test_a_stopped_stage_stops_the_campaign_and_a_resume_goes_on_from_it(
         # The person's word: the stage goes on, then the campaign.
         client.resume(batch)
         client.resume(campaign)
-        _wait("the campaign's end", lambda: client.show(campaign)["state"] in ENDED)
+        wait_for("the campaign's end", lambda: client.show(campaign)["state"] in ENDED)
         shown = client.show(campaign)
     finally:
         daemon.kill()

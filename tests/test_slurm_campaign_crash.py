@@ -17,9 +17,9 @@ import yaml
 
 from sweepd.kinds.xla_tuning.exports import sim_true_gain
 from sweepd.sim.scenario import load_scenario
+from tests.campaign_waits import STAGES, SWEEPS, stage_running, wait_for
 from tests.daemon_proc import Daemon
 from tests.simrun import NODES
-from tests.test_campaign_crash import STAGES, SWEEPS, _stage_running, _wait
 from tests.test_slurm_xla_crash import slurm_jobs, write_slurm_config
 
 pytestmark = pytest.mark.slurm
@@ -62,11 +62,11 @@ def test_kill_9_in_each_stage_of_a_campaign_on_slurm(slurm_env: dict[str, str],
         client = daemon.start()
         campaign = int(client.submit(SPEC)["id"])
         for stage in STAGES:
-            _wait(f"stage {stage} under way", lambda s=stage: _stage_running(
+            wait_for(f"stage {stage} under way", lambda s=stage: stage_running(
                 tmp_path, campaign, s), 400)
             daemon.kill()   # SIGKILL: no clean-up of any kind
             client = daemon.start()
-        _wait("the campaign's end", lambda: client.show(campaign)["state"] in (
+        wait_for("the campaign's end", lambda: client.show(campaign)["state"] in (
             "done", "failed", "aborted", "awaiting_decision"), 500)
         shown = client.show(campaign)
     finally:
