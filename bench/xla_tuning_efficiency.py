@@ -23,7 +23,9 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
 * random: recipes of 1-3 profiles drawn uniformly at the same run count, the best claimed.
 
 Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the random
-families `tuned`, `heldout`, `fresh` and `factsheld` (bench/xla_tuning_landscapes.py).
+families `tuned`, `heldout`, `fresh` and `factsheld` (bench/xla_tuning_landscapes.py);
+`--family unseen` the family written for the check on landscapes the planner was not tuned
+on (run once, seed 7).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
 from sweepd.kinds.xla_tuning.landscape import Landscape, truth
 
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
-SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11, "factsheld": 13}  # per family
+SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11, "factsheld": 13, "unseen": 17}  # per family
 MAX_RUNS = 48  # 8 h at 10 minutes a run
 USELESS = 0.003  # a part adding under 0.3 points of true gain does nothing worth a flag
 DEFINITION = (
@@ -187,7 +189,8 @@ def main() -> None:
     names = tuple(m for m in METHODS if m in (args.method or METHODS))
     if args.smoke:
         args.landscapes, args.real = 1, 1
-    fams = args.family or ["real", *GENERATORS]
+    # `unseen` runs only when asked for (its one figure: seed 7, bench/xla_tuning_landscapes).
+    fams = args.family or ["real", *(f for f in GENERATORS if f != "unseen")]
     print(DEFINITION)
     if "real" in fams:
         report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed, names))

@@ -47,3 +47,16 @@ def test_the_honest_singles_claim_a_measurement_within_the_budget() -> None:
     assert claim.runs <= 30 and claim.settings
     true = land.gain(claim.settings, land.tags[0])
     assert true is not None and claim.gain != true - 1  # a noisy measurement, not the truth
+
+
+def test_tpe_and_random_search_run_at_the_budget_they_are_given() -> None:
+    # Issue 21's peers: Optuna's TPE sampler and random search at the planner's run count,
+    # each claiming its best single measurement (a noisy one, not the recipe's truth).
+    m = methods()
+    land = pp8()
+    cat = default_catalog(Parallelism.parse(land.parallelism))
+    for search in (m.tpe, m.random_search):
+        claim = search(land, cat, random.Random(1), 30)
+        assert claim.runs == 30 and claim.settings
+        true = land.gain(claim.settings, land.tags[0])
+        assert true is not None and claim.gain != true - 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting
@@ -25,7 +25,14 @@ BASELINE = "baseline"
 RESTORE = "restore_default"
 EVIDENCE = "evidence"
 Z95 = 1.96  # a verdict's interval
-Z_ONE = 1.645  # one-sided 95 %: "significantly above" a bar
+Z_ONE = 1.645
+# one-sided 95 %: "significantly above" a bar
+# The rules of the runs made to measure a recipe's claim once it was put forward: its
+# gain is read from these alone, and nothing that names or keeps it reads them.
+CLAIM_RULES = frozenset({"noise.confirm", "noise.near_line"})
+CLAIM = "noise.confirm"
+SEARCH = "search"  # any other run (a result whose role is known, not a claim run)
+CLAIM_MARK = " (claim)"  # a claim run's label ends so: how the store keeps the role
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,9 @@ class Result:
     wave: int = 0
     job_id: str = ""
     loss: float | None = None
+    # The planner's rule that asked for the run (SEARCH: not a claim run; "": not known,
+    # a store written before roles were kept: the first run selected, the rest are fresh).
+    rule: str = ""
 
 
 class Fate(StrEnum):
@@ -96,6 +106,8 @@ class Entry:
     not_applied: int = 0
     pending: bool = False
     first_wave: int = 0
+    claim: tuple[bool, ...] = ()  # per sample: a run the claim reads
+    held: tuple[bool, ...] = ()  # per sample: a claim run, left out of what ranks recipes
 
     @property
     def n(self) -> int:
@@ -104,6 +116,20 @@ class Entry:
     @property
     def mean(self) -> float:
         return statistics.fmean(self.samples) if self.samples else math.nan
+
+    @property
+    def ranked(self) -> tuple[float, ...]:
+        """The samples the search ranks by: every run but those made for the claim."""
+        if self.profile == BASELINE or not any(self.held):
+            return self.samples
+        return tuple(x for x, c in zip(self.samples, self.held, strict=True) if not c)
+
+    @property
+    def claimed(self) -> tuple[float, ...]:
+        """The runs a verdict's gain is read from."""
+        if self.profile == BASELINE:
+            return self.samples
+        return tuple(x for x, c in zip(self.samples, self.claim, strict=True) if c)
 
 
 @dataclass(frozen=True)
@@ -136,10 +162,24 @@ class Board:
         e, b = self.get(profile, tag), self.base(tag)
         if e is None or not e.n or b is None:
             return None
-        return e.mean / b.mean - 1
+        return statistics.fmean(e.ranked) / b.mean - 1
 
     def se(self, profile: str, tag: str) -> float:
         """Standard error of the delta (relative), from both sample counts."""
+        e, b = self.get(profile, tag), self.base(tag)
+        n, nb = (len(e.ranked) if e else 0) or 1, (b.n if b else 0) or 1
+        return self.noise * math.sqrt(1 / n + 1 / nb)
+
+    def search_delta(self, profile: str, tag: str) -> float | None:
+        """The delta over every run, the claim's runs too: what the search explores by
+        (which values, stacks and families to try next). What a verdict names and keeps
+        reads `delta`, which leaves the claim's runs out."""
+        e, b = self.get(profile, tag), self.base(tag)
+        if e is None or not e.n or b is None:
+            return None
+        return e.mean / b.mean - 1
+
+    def search_se(self, profile: str, tag: str) -> float:
         e, b = self.get(profile, tag), self.base(tag)
         n, nb = (e.n if e else 0) or 1, (b.n if b else 0) or 1
         return self.noise * math.sqrt(1 / n + 1 / nb)
@@ -150,9 +190,19 @@ class Board:
         e = self.get(profile, tag)
         if e is None:
             return ()
-        if profile == BASELINE:
-            return e.samples
-        return e.samples[1:]
+        return e.claimed
+
+    def retest(self, profile: str, tag: str) -> tuple[float, ...]:
+        """The runs after the one that selected the profile that the search may read (its
+        re-runs and part checks; not the claim's): what a part test compares."""
+        e = self.get(profile, tag)
+        return e.ranked[1:] if e is not None else ()
+
+    def retest_delta(self, profile: str, tag: str) -> float | None:
+        got, b = self.retest(profile, tag), self.base(tag)
+        if not got or b is None:
+            return None
+        return statistics.fmean(got) / b.mean - 1
 
     def fresh_delta(self, profile: str, tag: str) -> float | None:
         got, b = self.fresh(profile, tag), self.base(tag)
@@ -181,6 +231,12 @@ class Board:
     def measured(self, tag: str) -> list[Entry]:
         skip = {BASELINE, EVIDENCE}
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
+
+
+def with_roles(results: Sequence[Result], claim_jobs: set[str]) -> list[Result]:
+    """The store's results with their role: a claim run (its job id among `claim_jobs`,
+    the jobs of runs labelled with CLAIM_MARK) or a search run."""
+    return [replace(r, rule=CLAIM if r.job_id in claim_jobs else SEARCH) for r in results]
 
 
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
@@ -221,6 +277,8 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
 def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
     oks = [r for r in rs if r.outcome is Outcome.OK and r.tgs is not None]
     samples = tuple(r.tgs for r in oks if r.tgs is not None)
+    claim = tuple(r.rule in CLAIM_RULES or (not r.rule and i > 0) for i, r in enumerate(oks))
+    held = tuple(r.rule in CLAIM_RULES for r in oks)
     flakes = sum(r.outcome is Outcome.FLAKE for r in rs)
     lost = [r for r in rs if r.outcome is Outcome.NOT_APPLIED]
     pending = any(r.outcome is Outcome.PENDING for r in rs)
@@ -237,4 +295,4 @@ def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
         if len(lost) >= 2:  # retried once with the arms placed to win
             fate = Fate.NOT_APPLIED
     return Entry(key[0], key[1], samples, fate, detail, flakes, len(lost), pending,
-                 min(r.wave for r in rs))
+                 min(r.wave for r in rs), claim, held)

@@ -17,7 +17,18 @@ from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Inputs, build
+from sweepd.kinds.xla_tuning.board import (
+    BASELINE,
+    CLAIM_MARK,
+    CLAIM_RULES,
+    EVIDENCE,
+    Board,
+    Entry,
+    Inputs,
+    Result,
+    build,
+    with_roles,
+)
 from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Profile
 from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
@@ -94,7 +105,8 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     stop = preflight(spec, ctx) or not_applied_stop(ctx)
     if stop is not None:
         return stop
-    results = gather.results(ctx.runs, ctx.jobs, deployed=ctx.facts.deployed)
+    results = roles(gather.results(ctx.runs, ctx.jobs, deployed=ctx.facts.deployed),
+                    ctx.runs, ctx.jobs)
     inp = changeable(spec.inputs(ctx.facts.deployed), ctx.facts.fixed_flags())
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
@@ -156,14 +168,25 @@ def _evidence_note(p: Planned, evidence: Evidence | None) -> str:
 
 def label(p: Planned, primary: str, taken: set[str]) -> str:
     """A run's label, unique in the sweep: the profile (and its tag when not the primary);
-    a repeat is numbered (`fast #2`). The params, not the label, say what ran."""
+    a repeat is numbered (`fast #2`); a run made to measure a recipe's claim ends in
+    CLAIM_MARK (`fast #3 (claim)`: the store keeps its role so). The params, not the
+    label, say what ran."""
     base = p.profile.name if p.tag == primary else f"{p.profile.name}@{p.tag}"
+    mark = CLAIM_MARK if p.rule in CLAIM_RULES else ""
     n = 1
     name = base
-    while name in taken:
+    while name in taken or name + CLAIM_MARK in taken:
         n += 1
         name = f"{base} #{n}"
-    return name
+    return name + mark
+
+
+def roles(results: Sequence[Result], runs: Sequence[Run], jobs: Sequence[Job]
+          ) -> list[Result]:
+    """The results with their role (claim run or not) from their run's label."""
+    claim_runs = {r.id for r in runs if r.label.endswith(CLAIM_MARK)}
+    keys = {j.backend_id or f"#{j.id}" for j in jobs if j.run_id in claim_runs}
+    return with_roles(results, keys)
 
 
 def _batch_note(p: Planned, batch: Batch, facts: XlaFacts) -> str:
@@ -292,7 +315,7 @@ def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
     except (ValueError, KeyError, AssertionError):
         return None
     t = spec.thresholds
-    board = build(gather.results(runs, jobs), t.noise, t.max_flakes)
+    board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes)
     primary = next(iter(spec.config_tags))
     ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
     lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]

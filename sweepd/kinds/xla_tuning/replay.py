@@ -48,7 +48,8 @@ def replay(inp: Inputs, land: Landscape, rng: random.Random, max_calls: int = 50
             s = sample(land, p.profile.settings, p.tag, rng)
             planned.append(p)
             results.append(Result(p.profile.name, p.tag, OUTCOME[s.kind], s.tgs, s.step_s,
-                                  s.detail, RUN_S, p.wave, job_id=str(1000 + len(results))))
+                                  s.detail, RUN_S, p.wave, job_id=str(1000 + len(results)),
+                                  rule=p.rule))
             if p.profile.name == EVIDENCE and s.kind is RunKind.OK:
                 evidence = land.evidence_value()
     raise RuntimeError(f"no verdict after {max_calls} planning passes")

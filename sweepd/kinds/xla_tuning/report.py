@@ -28,6 +28,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     stack,
 )
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.plan import roles
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -63,7 +64,7 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
          read: gather.Reader = gather.stored) -> View:
     spec = XlaTuningSpec.from_stored(sweep.spec)
     assert isinstance(spec, XlaTuningSpec)
-    results = gather.results(runs, jobs, read)
+    results = roles(gather.results(runs, jobs, read), runs, jobs)
     t = spec.thresholds
     batch = next((r.params.overrides.get("per_device_batch_size") for r in runs
                   if "per_device_batch_size" in r.params.overrides), None)

@@ -35,7 +35,6 @@ from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile, Setting, s
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.waves import (
     BASE_N,
-    MAX_N,
     NEAR_BASE_N,
     Candidates,
     Item,
@@ -290,8 +289,10 @@ def leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
     """The leading recipe: above the bounded bar, best by its mean over every run less one
     standard error. It is what the planner confirms and what a verdict names."""
     t = inp.tags[0]
-    up = [n for n in _recipes(inp, board, cands) if (board.delta(n, t) or 0) > inp.bounded_gain]
-    return max(up, key=lambda n: (board.delta(n, t) or 0.0) - board.se(n, t), default=None)
+    up = [n for n in _recipes(inp, board, cands)
+          if (board.search_delta(n, t) or 0) > inp.bounded_gain]
+    return max(up, key=lambda n: (board.search_delta(n, t) or 0.0) - board.search_se(n, t),
+               default=None)
 
 
 def screening(board: Board, name: str, tag: str) -> float:
@@ -336,9 +337,9 @@ class Pruned:
 
 def _part_text(board: Board, t: str, name: str, sub: str, z: float) -> str:
     s = board.get(sub, t)
-    fresh, ns = len(board.fresh(name, t)), (s.n if s else 0)
-    top = board.fresh_delta(name, t) if fresh else board.delta(name, t)
-    runs = f"{fresh} fresh run{'s' if fresh != 1 else ''}" if fresh else "n=1"
+    fresh, ns = len(board.retest(name, t)), (len(s.ranked) if s else 0)
+    top = board.retest_delta(name, t) if fresh else board.delta(name, t)
+    runs = f"{fresh} re-run{'s' if fresh != 1 else ''}" if fresh else "n=1"
     return (f"{name} {top or 0.0:+.2%} ({runs}) vs {sub} "
             f"{board.delta(sub, t) or 0.0:+.2%} (n={ns}) without it: {z:+.1f} se")
 
@@ -371,25 +372,22 @@ def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
                 continue  # the stack without the part cannot run: the part is needed
             # The stack on its fresh runs: the run that selected it was the best of many,
             # and that lucky run alone kept neutral parts at > 1 se (the winner's curse).
-            fresh = len(board.fresh(name, t))
-            top = board.fresh_delta(name, t) if fresh else board.delta(name, t)
+            fresh = len(board.retest(name, t))
+            top = board.retest_delta(name, t) if fresh else board.delta(name, t)
             gap = (top or 0.0) - (board.delta(sub, t) or 0.0)
-            z = gap / (board.noise * math.sqrt(1 / (fresh or e.n) + 1 / s.n))
-            retested = s.n >= 2  # the stack without it re-run: the gap was tested
-            capped = e.n >= PART_N and s.n >= PART_N
-            if PART_Z_DROP < z <= PART_Z_KEEP and not capped:
+            ne, ns = len(e.ranked), len(s.ranked)
+            z = gap / (board.noise * math.sqrt(1 / (fresh or ne) + 1 / ns))
+            retested = ns >= 2  # the stack without it re-run: the gap was tested
+            capped = ne >= PART_N and ns >= PART_N
+            why, check = _part_why(z, bool(fresh), capped)
+            if check:
                 checking.append((name, sub))
-                why = f"ambiguous, not settled before the stop: the {PART_Z} se rule"
-            elif z <= PART_Z_DROP:
-                why = "no measured help"
-            elif PART_Z_DROP < z <= PART_Z_KEEP:
-                why = f"ambiguous at the {PART_N}-run cap: the {PART_Z} se rule"
-            else:
-                why = ""
+                if not fresh:
+                    untested.append(sub)
             if z <= (PART_Z if why.startswith("ambiguous") else PART_Z_DROP):
                 if worst is None or z < worst[0]:
                     worst = (z, part, sub, why)
-            elif retested:
+            elif retested and fresh:
                 tested.append(f"{part} kept ({_part_text(board, t, name, sub, z)}"
                               f"{'; ' + why if why else ''})")
         if worst is None:
@@ -397,6 +395,22 @@ def pruned(inp: Inputs, board: Board, cands: Candidates, name: str) -> Pruned:
         z, part, sub, why = worst
         left.append(f"{part} ({_part_text(board, t, name, sub, z)}: {why})")
         name = sub
+
+
+def _part_why(z: float, retested: bool, capped: bool) -> tuple[str, bool]:
+    """Why a part at z se above the stack without it would be left out ("": kept), and
+    whether the planner re-runs the pair first."""
+    unsettled = f"ambiguous, not settled before the stop: the {PART_Z} se rule"
+    if not retested and z > PART_Z_DROP:
+        # Above the stack without it on the stack's selecting run alone: that run was the
+        # best of many and keeps a neutral part at > 1 se (seed mode's useless parts).
+        # Not tested until the stack is re-run.
+        return (unsettled if z <= PART_Z_KEEP else ""), True
+    if PART_Z_DROP < z <= PART_Z_KEEP:
+        if not capped:
+            return unsettled, True
+        return f"ambiguous at the {PART_N}-run cap: the {PART_Z} se rule", False
+    return ("no measured help" if z <= PART_Z_DROP else ""), False
 
 
 def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,
@@ -414,9 +428,12 @@ def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 
     if out:
         return p.name, out
     for stk, sub in p.checking:
-        for nm in (stk, sub):
+        # A stack measured once is re-run first (its gap read on more than its selecting
+        # run); the stack without the part too once the gap stays ambiguous.
+        for nm in (stk, sub) if board.retest(stk, t) else (stk,):
             e = board.get(nm, t)
-            if e is not None and 0 < e.n < PART_N and not any(o[0].name == nm for o in out):
+            if (e is not None and 0 < len(e.ranked) < PART_N
+                    and not any(o[0].name == nm for o in out)):
                 out.append((cands._profile(nm), t, "verdict.part_check",
                             f"{name}: is every part worth it? {stk} "
                             f"{board.delta(stk, t) or 0.0:+.2%} vs {sub} "
@@ -429,7 +446,7 @@ def _needs(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 
         out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
                     f"baseline n={base.n}: the verdict's gain is judged against its mean"))
     e = board.get(p.name, t)
-    if e is not None and len(board.fresh(p.name, t)) < MIN_FRESH and e.n < MAX_N + 2:
+    if e is not None and len(board.fresh(p.name, t)) < MIN_FRESH:
         out.append((cands._profile(p.name), t, "noise.confirm",
                     f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
                     "that did not select it"))
@@ -487,11 +504,19 @@ def _stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan
             done = _winner(inp, board, cands, wave)
             if done is not None:
                 return done
+            need = _verdict_needs(inp, board, cands)  # the leader measured for its claim
+            if need:
+                return within_budget(inp, board, tuple(
+                    Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
     tried = cands.distinct_tried()
     significant = [e.profile for e in board.measured(primary)
                    if board.above(e.profile, primary, inp.bounded_gain)]
     settled = not cands.confirmations() and (inp.stop == "seed" or not cands.stacks())
     if tried >= inp.bounded_count and not significant and settled:
+        need = _verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
+        if need:
+            return within_budget(inp, board, tuple(
+                Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
         return _verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
                         f"{tried} distinct profiles in Waves 2-4, none significantly above "
                         f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope",

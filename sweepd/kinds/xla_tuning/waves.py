@@ -58,7 +58,7 @@ class Candidates:
                         if e.fate is Fate.UNKNOWN_FLAG}
 
     def _d(self, name: str, tag: str | None = None) -> float:
-        d = self.board.delta(name, tag or self.primary)
+        d = self.board.search_delta(name, tag or self.primary)
         return -math.inf if d is None else d
 
     def _ok(self, p: Profile) -> bool:
@@ -90,16 +90,22 @@ class Candidates:
         out: list[Item] = []
         near = False  # a fresh mean near the win bar is re-run: the baseline goes further
         for e in self._candidates():
-            d, se = self._d(e.profile), self.board.se(e.profile, self.primary)
+            d, se = self._d(e.profile), self.board.search_se(e.profile, self.primary)
             why = _rerun_reason(self.inp, e.n, d, se, best)
+            rule = "noise.rerun"
+            # Near the win bar after MAX_N runs: the next runs measure the claim (a recipe
+            # with no claim run yet is judged on all of its runs).
             fd = self.board.fresh_delta(e.profile, self.primary)
             fse = self.board.fresh_se(e.profile, self.primary)
-            if (not why and fd is not None and MAX_N <= e.n < NEAR_BAR_N
+            if fd is None:
+                fd, fse = d, se
+            if (not why and MAX_N <= e.n < NEAR_BAR_N
                     and fd > self.inp.bounded_gain and abs(fd - self.inp.win) < 2 * fse):
                 why = f"fresh {fd:+.2%} within 2 se of the +{self.inp.win:.0%} bar"
                 near = len(self._profile(e.profile).settings) <= self.inp.max_flags
+                rule = "noise.confirm"
             if why and len(self._profile(e.profile).settings) <= self.inp.max_flags:
-                out.append((self._profile(e.profile), self.primary, "noise.rerun",
+                out.append((self._profile(e.profile), self.primary, rule,
                             f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
         base = self.board.base(self.primary)
         if near and base is not None and base.n < NEAR_BASE_N:
@@ -159,7 +165,7 @@ class Candidates:
         singles: dict[str, Entry] = {}
         for e in self._candidates():
             d = self._d(e.profile)
-            if "+" in e.profile or d < max(POSITIVE, self.board.se(e.profile, self.primary)):
+            if "+" in e.profile or d < max(POSITIVE, self.board.search_se(e.profile, self.primary)):
                 continue
             fam = self._profile(e.profile).family or e.profile
             if fam not in singles or d > self._d(singles[fam].profile):
@@ -168,7 +174,7 @@ class Candidates:
         leader = best_recipe(self) or (ranked[0].profile if ranked else None)
         restore = self.board.get(RESTORE, self.primary)
         if (restore is not None and restore.n and RESTORE not in singles
-                and self._d(RESTORE) > -self.board.se(RESTORE, self.primary)):
+                and self._d(RESTORE) > -self.board.search_se(RESTORE, self.primary)):
             # The env file's flags were tuned elsewhere (sign flips are systematic): taking
             # them out is tried on top of the leader unless Wave 1 showed it clearly hurts.
             ranked.append(restore)

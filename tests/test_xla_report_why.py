@@ -1,0 +1,40 @@
+"""Issue 21, the report the seed asks for: "why the winning flag wins" gives the evidence
+run's figures (each cost's share of the step from its HLO dump; on PP the pipeline bubble)
+and the job ids of the runs that measured the winner."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.board import Outcome, Result, build
+from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
+from sweepd.kinds.xla_tuning.report import View, _why
+from sweepd.kinds.xla_tuning.search import profiles
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+
+def _view(parallelism: str, evidence: Evidence | None) -> View:
+    spec = XlaTuningSpec.model_validate({"kind": "xla-tuning", "model": "deepseek3-671b",
+                                         "nodes": "n[1-8]", "parallelism": parallelism})
+    assert isinstance(spec, XlaTuningSpec)
+    tag = next(iter(spec.config_tags))
+    results = [Result("baseline", tag, Outcome.OK, 1000.0, job_id="11"),
+               Result("evidence", tag, Outcome.OK, 990.0, job_id="12"),
+               Result("hpas", tag, Outcome.OK, 1030.0, job_id="13"),
+               Result("hpas", tag, Outcome.OK, 1032.0, job_id="17")]
+    return View(spec, results, build(results, 0.008, 3), profiles(spec.inputs()),
+                evidence=evidence)
+
+
+def test_why_gives_the_hlo_shares_the_bubble_on_pp_and_the_winners_jobs() -> None:
+    ev = Evidence(((Cost.COLLECTIVE_PERMUTE, 0.31), (Cost.COMPUTE, 0.55),
+                   (Cost.ALL_GATHER, 0.08)), "HLO dump of job 12")
+    why = _why(_view("PP=8", ev), "hpas")
+    assert "Measured in jobs 13, 17" in why
+    assert "evidence run job 12 (profiler + HLO dump)" in why
+    assert "its HLO dump: compute 55%, collective-permute / send-recv 31%" in why, why
+    assert "pipeline bubble (S-1)/(M*V+S-1) = 46.7% (S=8, M=8, V=1)" in why
+
+
+def test_without_pp_or_a_dump_why_claims_neither() -> None:
+    why = _why(_view("FSDP=8", None), "hpas")
+    assert "pipeline bubble" not in why and "its HLO dump" not in why
+    assert "Measured in jobs 13, 17" in why
