@@ -453,7 +453,7 @@ def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
         return 0.0
     top = max(ok.values())
     deepest = 0.0
-    for a, b, c in zip(points, points[1:], points[2:]):
+    for a, b, c in zip(points, points[1:], points[2:], strict=False):
         chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
         deepest = max(deepest, (chord - ok[b]) / top)
     return deepest if deepest > FLAT else 0.0
@@ -522,6 +522,9 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     if not view.ok:
         return _descend(view)
     top = max(view.ok.values())
+    tiles = _aligned_next(view)
+    if tiles is not None:
+        return tiles
     gaps = _open_gaps(view)
     if not gaps:
         return None
@@ -551,6 +554,56 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
                 "too slow to run (the floor of a steep fall), so the peak can only be below, "
                 "where runs are short; the gaps between them are bounded by step time")
     return i, why
+
+
+def _tile(view: _View) -> int | None:
+    """The batch multiple (8, else 4) the runs show running faster than the batches
+    between: a run off the multiples measured beyond two runs' noise (FLAT) below the
+    chord of the two runs either side of it, both multiples (a concave curve never lies
+    below a chord). A run at a multiple that far above the chord of two runs off them
+    counts only once some run lies below a chord (`dip`): a concave curve's kink lies above
+    its chords too. None without that evidence."""
+    if not view.work_grows or len(view.ok) < 3:
+        return None
+    points = sorted(view.ok)
+    top = max(view.ok.values())
+    for size in (8, 4):
+        on = [int(view.x[i]) % size == 0 for i in points]
+        for k in range(1, len(points) - 1):
+            if on[k - 1] != on[k + 1] or on[k] == on[k - 1] or (on[k] and not view.dip):
+                continue
+            a, b, c = points[k - 1], points[k], points[k + 1]
+            chord = view.ok[a] + (view.ok[c] - view.ok[a]) * (view.x[b] - view.x[a]) / \
+                (view.x[c] - view.x[a])
+            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > FLAT * top:
+                return size
+    return None
+
+
+def _aligned_next(view: _View) -> Choice | None:
+    """Once the runs show a batch multiple running faster (tile alignment: _tile), the
+    multiples either side of the best are the likeliest faster batches, whatever the
+    secants through the slower batches between say: run them, nearest the rising side
+    first. A concave bound over the batches off the multiples cannot bound the multiples."""
+    size = _tile(view)
+    if size is None:
+        return None
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    b = int(view.x[best_i])
+    below = b - size if b % size == 0 else b - b % size
+    above = below + (2 * size if b % size == 0 else size)
+    ok_below = [view.ok[i] for i in view.ok if i < best_i]
+    ok_above = [view.ok[i] for i in view.ok if i > best_i]
+    rising_up = max(ok_above, default=0.0) >= max(ok_below, default=0.0)
+    for v in ((above, below) if rising_up else (below, above)):
+        i = view.last_at_most(v)
+        if v < 1 or i < 0 or view.x[i] != v or i >= view.ceiling or i in view.tried \
+                or i in view.blocked:
+            continue
+        return i, (f"{v}, the multiple of {size} next to the best ({b}): runs at multiples "
+                   f"of {size} measured beyond the noise above the batches between them "
+                   "(tile alignment), so the trend through those does not bound it")
+    return None
 
 
 def _on_floor(view: _View) -> bool:
@@ -657,7 +710,7 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
     # Where a run measured beyond the noise below the chord of its neighbours, the curve
     # is not concave: a valley as deep may hide a rise past any secant, so each secant is
     # raised by that depth (the gaps within it of the best are explored, not settled).
-    lift = view.dip * max(tgs.values()) if tgs else 0.0
+    lift = view.dip * max(tgs.values(), default=0.0)
     k = points.index(lo) if lo in tgs else -1
     if k >= 1:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
@@ -765,7 +818,7 @@ def _climb(view: _View, gap: _Gap, bound: str) -> Choice:
                          ALIGN_SLACK * (view.x[hi] - view.x[lo]))
         return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed); "
                    f"no compiled-memory line to predict from ({bound})")
-    i = view.aligned(CLIMB * view.x[lo], lo + 1, hi - 1, ALIGN_SLACK * CLIMB * view.x[lo])
+    i = view.nearest(CLIMB * view.x[lo], lo + 1, hi - 1)
     i = max(i, lo + 1)
     return i, (f"climbing {CLIMB:g}x from {view.name(lo)}: nothing above it has failed and no "
                "compiled-memory line predicts the max")
