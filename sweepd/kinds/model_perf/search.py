@@ -549,6 +549,10 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
                                    g.lo == max(view.ok), g.trend, g.lo))
     i, why = _probe_in(view, gap, top)
+    if view.dip:
+        why += (f"; a run measured {view.dip:.1%} of the best below the chord of the runs "
+                "either side of it (beyond two runs' noise: the curve is not concave), so "
+                "every secant allows that much more")
     if floor and gap.lo < 0:
         why += ("; below first: the best and a pass next to it measured flat under a value "
                 "too slow to run (the floor of a steep fall), so the peak can only be below, "
