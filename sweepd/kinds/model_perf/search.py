@@ -33,6 +33,17 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   the floor past a steep fall), where the bottom gap, unbounded either way, goes first.
 * A best whose measured neighbours are within the run-to-run noise is a flat top: the
   search may stop there and says so (`flat_top`).
+* Concavity is an assumption, checked against the runs: a run measured below the chord of
+  the runs either side of it by more than two runs' noise (FLAT) is a valley, which no
+  concave curve has. Then every secant is raised by that depth, so the gaps within it of
+  the best are explored rather than settled (a second peak past the valley).
+* Tile alignment is a real GPU effect: a batch at a multiple of 8 (or 4) may run a few %
+  faster than its neighbours. A loose target (the first probe, a midpoint, a step below
+  the lowest run) moves to the most aligned batch within 12.5% of it, which costs nothing
+  and measures the faster curve. Once a run off the multiples measures that far below the
+  chord of two multiples either side (or, with a valley seen, a multiple that far above
+  the chord of two runs off them), the multiples either side of the best run next: the
+  secants through the slower batches between them bound nothing there.
 
 Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
 """
