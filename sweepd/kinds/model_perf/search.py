@@ -379,6 +379,7 @@ class _View:
     # of it, where that is beyond two runs' noise (FLAT): evidence that the curve is not
     # concave (a valley, a batch off the tile multiples); 0 without such evidence.
     dip: float = 0.0
+    own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
 
     @property
     def n(self) -> int:
@@ -407,6 +408,9 @@ class _View:
         slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
         blocked = frozenset(i for i, _ in fails if i < top_ok)
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
+        # The valley and tile rules read this sweep's runs only: an earlier sweep acted on
+        # its own evidence, and its runs, scaled to this one's, carry a second noise.
+        own = frozenset(i for i, p in known if not p.earlier)
         numeric = all(_numeric(v) for v in space.candidates)
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
         fit = memory_fit(probes) if numeric else None
@@ -415,7 +419,7 @@ class _View:
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
-                   _dip(x, ok))
+                   _dip(x, {i: t for i, t in ok.items() if i in own}), own)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -578,10 +582,10 @@ def _tile(view: _View) -> int | None:
     below a chord). A run at a multiple that far above the chord of two runs off them
     counts only once some run lies below a chord (`dip`): a concave curve's kink lies above
     its chords too. None without that evidence."""
-    if not view.work_grows or len(view.ok) < 3:
+    points = sorted(i for i in view.ok if i in view.own)
+    if not view.work_grows or len(points) < 3:
         return None
-    points = sorted(view.ok)
-    top = max(view.ok.values())
+    top = max(view.ok[i] for i in points)
     for size in (8, 4):
         on = [int(view.x[i]) % size == 0 for i in points]
         for k in range(1, len(points) - 1):
