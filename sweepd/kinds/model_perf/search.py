@@ -467,6 +467,8 @@ def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
     if len(points) < 3:
         return 0.0
     top = max(ok.values())
+    if top <= 0:
+        return 0.0  # nothing measured any throughput: no share of it to compare
     deepest = 0.0
     for a, b, c in zip(points, points[1:], points[2:], strict=False):
         chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
