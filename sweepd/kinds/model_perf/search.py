@@ -33,6 +33,17 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   the floor past a steep fall), where the bottom gap, unbounded either way, goes first.
 * A best whose measured neighbours are within the run-to-run noise is a flat top: the
   search may stop there and says so (`flat_top`).
+* Concavity is an assumption, checked against the runs: a run measured below the chord of
+  the runs either side of it by more than two runs' noise (FLAT) is a valley, which no
+  concave curve has. Then every secant is raised by that depth, so the gaps within it of
+  the best are explored rather than settled (a second peak past the valley).
+* Tile alignment is a real GPU effect: a batch at a multiple of 8 (or 4) may run a few %
+  faster than its neighbours. A loose target (the first probe, a midpoint, a step below
+  the lowest run) moves to the most aligned batch within 12.5% of it, which costs nothing
+  and measures the faster curve. Once a run off the multiples measures that far below the
+  chord of two multiples either side (or, with a valley seen, a multiple that far above
+  the chord of two runs off them), the multiples either side of the best run next: the
+  secants through the slower batches between them bound nothing there.
 
 Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
 """
@@ -63,6 +74,8 @@ BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
 DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
 OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
 STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
+ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
+ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 
 
@@ -362,6 +375,11 @@ class _View:
     blocked: frozenset[int] = frozenset()  # failed below a pass: never probed again
     cliff_slow: bool = False  # the lowest failure was too slow (hung after it fitted)
     work_grows: bool = False  # SearchSpace.work_grows, on a numeric axis
+    # How far (a share of the best) a run measured below the chord of the runs either side
+    # of it, where that is beyond two runs' noise (FLAT): evidence that the curve is not
+    # concave (a valley, a batch off the tile multiples); 0 without such evidence.
+    dip: float = 0.0
+    own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
 
     @property
     def n(self) -> int:
@@ -390,6 +408,9 @@ class _View:
         slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
         blocked = frozenset(i for i, _ in fails if i < top_ok)
         ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
+        # The valley and tile rules read this sweep's runs only: an earlier sweep acted on
+        # its own evidence, and its runs, scaled to this one's, carry a second noise.
+        own = frozenset(i for i, p in known if not p.earlier)
         numeric = all(_numeric(v) for v in space.candidates)
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
         fit = memory_fit(probes) if numeric else None
@@ -397,7 +418,8 @@ class _View:
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
-                   space.start_why, silent, blocked, slow, space.work_grows and numeric)
+                   space.start_why, silent, blocked, slow, space.work_grows and numeric,
+                   _dip(x, {i: t for i, t in ok.items() if i in own}), own)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -413,9 +435,53 @@ class _View:
         free = [i for i in range(lo, hi + 1) if i not in self.blocked]
         return min(free or range(lo, hi + 1), key=key)
 
+    def aligned(self, target: float, lo: int, hi: int, slack: float) -> int:
+        """The batch in lo..hi within `slack` of target that is the most aligned (a
+        multiple of 8, else 4, else 2; the nearest on a tie): a target this loose loses
+        nothing by moving, and an aligned batch fills the GPU's tiles (it may run faster
+        than its neighbours, which a run off the multiples never shows). Elsewhere: the
+        nearest."""
+        near = self.nearest(target, lo, hi)
+        if not self.work_grows or slack < 1:
+            return near
+        a = max(lo, self.last_at_most(target - slack) + 1)
+        b = min(hi, self.last_at_most(target + slack))
+        pick = [i for i in range(a, b + 1) if i not in self.blocked and i not in self.tried
+                and self.x[i] == int(self.x[i]) and self.x[i] > 0]
+        if near not in self.tried:
+            pick.append(near)
+        return max(pick, key=lambda i: (_alignment(self.x[i]), -abs(self.x[i] - target), i),
+                   default=near)
+
     def last_at_most(self, target: float) -> int:
         """The highest index whose value is <= target (-1 when none is)."""
         return bisect.bisect_right(self.x, target + 1e-9) - 1
+
+
+def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
+    """The deepest a run measured below the chord through the runs either side of it, as
+    a share of the best, when deeper than two runs' noise (else 0). A concave curve lies on
+    or above every chord; a run below one beyond the noise is a valley the secants would
+    bound over."""
+    points = sorted(ok)
+    if len(points) < 3:
+        return 0.0
+    top = max(ok.values())
+    if top <= 0:
+        return 0.0  # nothing measured any throughput: no share of it to compare
+    deepest = 0.0
+    for a, b, c in zip(points, points[1:], points[2:], strict=False):
+        chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
+        deepest = max(deepest, (chord - ok[b]) / top)
+    return deepest if deepest > FLAT else 0.0
+
+
+def _alignment(v: float) -> int:
+    """How aligned a batch is: 3 for a multiple of 8, 2 of 4, 1 of 2, else 0."""
+    n = int(v)
+    if n != v or n <= 0:
+        return 0
+    return min(ALIGN_MAX, (n & -n).bit_length() - 1)
 
 
 def _predict(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str] | None,
@@ -473,6 +539,9 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     if not view.ok:
         return _descend(view)
     top = max(view.ok.values())
+    tiles = _aligned_next(view)
+    if tiles is not None:
+        return tiles
     gaps = _open_gaps(view)
     if not gaps:
         return None
@@ -497,11 +566,65 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
     gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
                                    g.lo == max(view.ok), g.trend, g.lo))
     i, why = _probe_in(view, gap, top)
+    if view.dip:
+        why += (f"; a run measured {view.dip:.1%} of the best below the chord of the runs "
+                "either side of it (beyond two runs' noise: the curve is not concave), so "
+                "every secant allows that much more")
     if floor and gap.lo < 0:
         why += ("; below first: the best and a pass next to it measured flat under a value "
                 "too slow to run (the floor of a steep fall), so the peak can only be below, "
                 "where runs are short; the gaps between them are bounded by step time")
     return i, why
+
+
+def _tile(view: _View) -> int | None:
+    """The batch multiple (8, else 4) the runs show running faster than the batches
+    between: a run off the multiples measured beyond two runs' noise (FLAT) below the
+    chord of the two runs either side of it, both multiples (a concave curve never lies
+    below a chord). A run at a multiple that far above the chord of two runs off them
+    counts only once some run lies below a chord (`dip`): a concave curve's kink lies above
+    its chords too. None without that evidence."""
+    points = sorted(i for i in view.ok if i in view.own)
+    if not view.work_grows or len(points) < 3:
+        return None
+    top = max(view.ok[i] for i in points)
+    for size in (8, 4):
+        on = [int(view.x[i]) % size == 0 for i in points]
+        for k in range(1, len(points) - 1):
+            if on[k - 1] != on[k + 1] or on[k] == on[k - 1] or (on[k] and not view.dip):
+                continue
+            a, b, c = points[k - 1], points[k], points[k + 1]
+            chord = view.ok[a] + (view.ok[c] - view.ok[a]) * (view.x[b] - view.x[a]) / \
+                (view.x[c] - view.x[a])
+            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > FLAT * top:
+                return size
+    return None
+
+
+def _aligned_next(view: _View) -> Choice | None:
+    """Once the runs show a batch multiple running faster (tile alignment: _tile), the
+    multiples either side of the best are the likeliest faster batches, whatever the
+    secants through the slower batches between say: run them, nearest the rising side
+    first. A concave bound over the batches off the multiples cannot bound the multiples."""
+    size = _tile(view)
+    if size is None:
+        return None
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    b = int(view.x[best_i])
+    below = b - size if b % size == 0 else b - b % size
+    above = below + (2 * size if b % size == 0 else size)
+    ok_below = [view.ok[i] for i in view.ok if i < best_i]
+    ok_above = [view.ok[i] for i in view.ok if i > best_i]
+    rising_up = max(ok_above, default=0.0) >= max(ok_below, default=0.0)
+    for v in ((above, below) if rising_up else (below, above)):
+        i = view.last_at_most(v)
+        if v < 1 or i < 0 or view.x[i] != v or i >= view.ceiling or i in view.tried \
+                or i in view.blocked:
+            continue
+        return i, (f"{v}, the multiple of {size} next to the best ({b}): runs at multiples "
+                   f"of {size} measured beyond the noise above the batches between them "
+                   "(tile alignment), so the trend through those does not bound it")
+    return None
 
 
 def _on_floor(view: _View) -> bool:
@@ -559,12 +682,13 @@ def _descend(view: _View) -> Choice | None:
         if view.estimate is None:
             return (view.n - 1) // 2, "first probe: the middle of the given values"
         target = START_FRACTION * view.x[view.estimate]
-        return (view.nearest(target, 0, view.n - 1),
+        return (view.aligned(target, 0, view.n - 1, ALIGN_SLACK * target),
                 f"first probe at ~{START_FRACTION:.0%} of {view.source} "
                 f"(max ~{view.name(view.estimate)})")
     failed = view.name(view.cliff)
     if view.cliff_silent:
-        mid = view.nearest(0.5 * view.x[view.cliff], 0, view.cliff - 1)
+        mid = view.aligned(0.5 * view.x[view.cliff], 0, view.cliff - 1,
+                           ALIGN_SLACK * 0.5 * view.x[view.cliff])
         if view.pred is None or view.pred >= mid:
             return mid, (f"~50% of {failed}, which failed without an allocation size (so "
                          "it says not how far below it the limit is): bisect")
@@ -580,7 +704,8 @@ def _descend(view: _View) -> Choice | None:
     # No memory line: the failure is the best guess at the max, go to ~75% of it; if that
     # failed too the estimate is badly off, so halve rather than creep down.
     fraction = START_FRACTION if len(view.tried) < 2 and not view.cliff_silent else 0.5
-    return (view.nearest(fraction * view.x[view.cliff], 0, view.cliff - 1),
+    return (view.aligned(fraction * view.x[view.cliff], 0, view.cliff - 1,
+                         ALIGN_SLACK * fraction * view.x[view.cliff]),
             f"~{fraction:.0%} of {failed}, the lowest value that failed (no compiled-memory "
             "line to predict from)")
 
@@ -603,10 +728,14 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
     the gap."""
     x, tgs = view.x, view.ok
     lines: list[tuple[float, float, float]] = []  # (anchor value, tgs there, slope)
+    # Where a run measured beyond the noise below the chord of its neighbours, the curve
+    # is not concave: a valley as deep may hide a rise past any secant, so each secant is
+    # raised by that depth (the gaps within it of the best are explored, not settled).
+    lift = view.dip * max(tgs.values(), default=0.0)
     k = points.index(lo) if lo in tgs else -1
     if k >= 1:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
-        lines.append((x[lo], tgs[lo], (tgs[lo] - tgs[a]) / (x[lo] - x[a])))
+        lines.append((x[lo], tgs[lo] + lift, (tgs[lo] - tgs[a]) / (x[lo] - x[a])))
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
@@ -615,7 +744,7 @@ def _bound(view: _View, points: list[int], lo: int, hi: int, top: int | None = N
             # secant that does not rise beyond the noise bounds nothing: the flat stretch
             # may be the floor of a steep fall (issue 22's curve), the peak below it.
             return math.inf
-        lines.append((x[hi], tgs[hi], (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
+        lines.append((x[hi], tgs[hi] + lift, (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if step_time and view.work_grows and lo in tgs and x[lo] > 0:
         # A step's time never falls as its work grows: TGS at b is at most TGS at lo times
         # b / lo (a line through the origin; the noise on lo's run allowed for). It bounds
@@ -657,11 +786,13 @@ def _probe_in(view: _View, gap: _Gap, top: float) -> Choice:
     if math.isinf(gap.trend) and gap.lo < 0:
         # Nothing below the lowest good value: a step below it gives a secant that, on the
         # usual rising curve, settles the whole bottom gap in one run.
-        i = view.nearest(BOTTOM_STEP * view.x[gap.hi], 0, gap.hi - 1)
+        i = view.aligned(BOTTOM_STEP * view.x[gap.hi], 0, gap.hi - 1,
+                         ALIGN_SLACK * BOTTOM_STEP * view.x[gap.hi])
         return i, (f"~{BOTTOM_STEP:.0%} of the lowest value run ({view.name(gap.hi)}; "
                    f"{bound})")
     lower = view.x[gap.lo] if gap.lo >= 0 else view.x[0] - 1
-    i = view.nearest((lower + view.x[gap.hi]) / 2, gap.lo + 1, gap.hi - 1)
+    i = view.aligned((lower + view.x[gap.hi]) / 2, gap.lo + 1, gap.hi - 1,
+                     ALIGN_SLACK * (view.x[gap.hi] - lower))
     return i, f"midpoint of {_edge(view, gap.lo)}..{_edge(view, gap.hi)} ({bound})"
 
 
@@ -689,7 +820,8 @@ def _climb(view: _View, gap: _Gap, bound: str) -> Choice:
         # The failure above names no allocation size (a silent OOM, a run too slow at its
         # batch): nothing says how far below it memory or time allows. Bisect between the
         # largest pass and it; never walk toward it one value at a time.
-        i = view.nearest((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1)
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
         if view.pred is None or view.pred >= i:
             return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed "
                        "without an allocation size, so it says not how far below it the "
@@ -703,7 +835,8 @@ def _climb(view: _View, gap: _Gap, bound: str) -> Choice:
                         f"{'from one run' if view.fit.points < 2 else 'contradicted by a pass'}; "
                         "this run tests it")
     if hi < view.n:  # an OOM above, no memory line: SKILL.md Step 7's midpoint
-        i = view.nearest((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1)
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
         return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed); "
                    f"no compiled-memory line to predict from ({bound})")
     i = view.nearest(CLIMB * view.x[lo], lo + 1, hi - 1)
