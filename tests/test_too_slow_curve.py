@@ -22,7 +22,7 @@ PEAK_AT_7 = {"llama2-70b": {"max_batch": 30, "peak_batch": 7, "peak_tgs": 1400, 
 async def test_a_steep_fall_past_an_interior_peak_reaches_the_peak(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, models=PEAK_AT_7)
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
-                                "daemon.tick_s": 0.02, "daemon.hang_floor_wall_s": 0.5,
+                                "daemon.tick_s": 0.02, "daemon.hang_floor_wall_s": 1.5,
                                 "cluster.sim": {"scenario": str(scenario)}})
     code, lines = await run(config, perf_spec(nodes="chi[2832,2863]"))
     assert code == EXIT_VERDICT, lines
@@ -43,8 +43,12 @@ async def test_a_steep_fall_past_an_interior_peak_reaches_the_peak(tmp_path: Pat
     assert all(b - a > 1 for a, b in itertools.pairwise(failed)), seen
     # Every failure here is a hang after the program fitted: retried once, then 'hang'.
     assert failed and all(r.outcome == "hang" for r in runs if r.outcome != "pass"), seen
-    hung = [j for j in jobs if j.failure_class == "hang"]
-    assert len(hung) == 2 * len(failed)
+    # Each failed run: its job and the one retry, both hung. (A passed run may also hold a
+    # retried hang when a loaded machine slows its first step past the wall floor; it is
+    # judged by its retry, as a person's would be.)
+    for run_ in (r for r in runs if r.outcome != "pass"):
+        tries = [j.failure_class for j in jobs if j.run_id == run_.id]
+        assert tries == ["hang", "hang"], (run_.label, tries)
     reasons = " ".join(e.reason or "" for e in events)
     assert "not a silent compile OOM (the SKILL.md's phase table predates that line)" in reasons
     assert "lowered by" not in reasons   # no lesson for the memory model
