@@ -172,6 +172,8 @@ class SimCluster:
         code = self.records.exit_code(record["id"])
         if code is None and self.records.running(record):
             return JobStatus(SchedulerState.RUNNING)
+        if code is None:   # it may have written its code and ended between the two looks
+            code = self.records.exit_code(record["id"])
         if record["cancelled"]:
             return JobStatus(SchedulerState.CANCELLED, code, "scancel")
         if code is None:
