@@ -293,15 +293,20 @@ def _sweep(spec: dict[str, Any], verdict: dict[str, Any] | None) -> Any:
                  created_at="", updated_at="")
 
 
-def test_the_report_names_each_stage_its_sweep_and_the_final_claim_and_draws_them() -> None:
-    from sweepd.kinds.campaign import report
-
+def _finished_campaign() -> tuple[Finished, Any]:
+    """A campaign whose four stages ended, confirmed: its verdict and its sweep row."""
     conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
     facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Finished)
-    sweep = _sweep(_spec().model_dump(mode="json"), got.verdict)
+    return got, _sweep(_spec().model_dump(mode="json"), got.verdict)
+
+
+def test_the_report_names_each_stage_its_sweep_and_the_final_claim_and_draws_them() -> None:
+    from sweepd.kinds.campaign import report
+
+    got, sweep = _finished_campaign()
     text = report.markdown(sweep, [], [])
     assert text.startswith("## deepseek3-671b-campaign.md")
     assert "| health | 2 | excluded n3 degraded (-7.0% vs the median) |" in text
@@ -470,12 +475,7 @@ def test_tuning_md_writes_the_campaign_report_file(tmp_path: Path) -> None:
 
     from sweepd.kinds.campaign import hooks
 
-    conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
-    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
-                          batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
-    got = plan(_spec(), _ctx(facts))
-    assert isinstance(got, Finished)
-    sweep = _sweep(_spec().model_dump(mode="json"), got.verdict)
+    got, sweep = _finished_campaign()
     report = {"sweep": {"spec": sweep.spec}, "verdict": got.verdict,
               **hooks.report_extras(sweep, [], [], None)}
     said: list[str] = []
