@@ -65,6 +65,7 @@ class BotApiDouble:
     sent: list[Sent] = field(default_factory=list)
     faults: deque[Fault] = field(default_factory=deque)
     reject_parse_mode: bool = False
+    hangs_begun: int = 0    # hung requests so far: a test can act while one is in flight
     port: int = 0
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -140,6 +141,7 @@ class BotApiDouble:
         fault = self._fault_for(method)
         if fault is not None:
             if fault.kind == "hang":
+                self.hangs_begun += 1
                 await asyncio.sleep(self.hang_s)  # the client gives up first; never delivered
                 return _error(504, "Gateway Timeout")
             if fault.kind == "429":
