@@ -99,6 +99,9 @@ class DaemonConfig(_Section):
     tick_s: float = Field(0.5, gt=0, description="wall seconds between engine passes")
     hang_floor_wall_s: float = Field(
         3.0, ge=0, description="least real silence called a hang (matters on a fast sim)")
+    log_appear_wall_s: float = Field(
+        10.0, ge=0, description="least real time a running job's log may take to appear "
+        "before it is called lost (a loaded machine starts processes slowly)")
     max_body_bytes: int = Field(1 << 20, gt=0)
 
     @property

@@ -143,3 +143,16 @@ async def test_a_log_never_there_for_the_hang_limit_is_lost_and_told_once(
     notes = await _lost_notes(store, sweep_id)
     assert len(notes) == 1 and "no log file" in notes[0], notes
     assert is_lost((await store.active_jobs())[0].log_identity)
+
+
+async def test_the_engine_gives_a_log_the_wall_floor_to_appear(tmp_path: Path) -> None:
+    # On a fast simulated cluster the hang limit's 3 s wall floor is a few cluster
+    # minutes; a burst of job starts on a loaded machine took longer than that for a log
+    # to appear, and "its log cannot be read" was told of jobs that were only starting.
+    from tests.telegram_double import service_over
+    async with service_over(tmp_path) as service:
+        engine = service.engine
+        grace = engine.log_appear_limit()
+        assert engine.config.daemon.log_appear_wall_s == 10.0     # the default
+        assert grace >= 10.0 / engine.clock.scale > engine.hang_limit()
+        assert engine.follower._grace_s == grace    # what its follower tells a loss by

@@ -73,8 +73,8 @@ def test_a_config_typo_is_one_line_per_problem_with_the_valid_keys(tmp_path: Pat
     assert lines[0] == f"invalid config {path}:"
     assert len(lines) == 5 and "pydantic" not in str(e.value)
     assert ("  daemon.stat_dir: unknown key (did you mean state_dir?); valid keys in "
-            "[daemon]: hang_floor_wall_s, max_body_bytes, socket, socket_group, state_dir, "
-            "tick_s") in lines
+            "[daemon]: hang_floor_wall_s, log_appear_wall_s, max_body_bytes, socket, "
+            "socket_group, state_dir, tick_s") in lines
     assert any(line.startswith("  daemon.tick_s: Input should be a valid number")
                and "(got 'fast')" in line for line in lines)
     assert any(line.startswith("  polcy: unknown key (did you mean policy?); valid keys in "

@@ -89,7 +89,7 @@ class Engine:
     _yielded_at: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
-        self.follower = LogFollower(self.store, self.clock, self.hang_limit())
+        self.follower = LogFollower(self.store, self.clock, self.log_appear_limit())
         self.outage = ControllerOutage(self.store, self.clock,
                                        self.config.policy.controller_down_limit_s)
         self.strays = Strays(self.store, self.backend)
@@ -102,6 +102,12 @@ class Engine:
         `hang_floor_wall_s` of real time."""
         return max(self.config.policy.hang_timeout_s,
                    self.config.daemon.hang_floor_wall_s / self.clock.scale)
+
+    def log_appear_limit(self) -> float:
+        """Time (cluster seconds) a running job's log may take to appear before it is told
+        as lost: a log not there yet is only a note, so the wall floor is generous (a
+        burst of process starts on a loaded machine takes seconds)."""
+        return max(self.hang_limit(), self.config.daemon.log_appear_wall_s / self.clock.scale)
 
     async def close(self) -> None:
         await self.follower.retain(set())
