@@ -52,7 +52,7 @@ class Sent:
 
 @dataclass
 class Fault:
-    kind: str               # "500" | "429" | "hang" | "400"
+    kind: str               # "500" | "429" | "hang" | "400" | "ok" (answered as usual)
     retry_after: int = 0
     methods: frozenset[str] = DELIVERING
 
@@ -160,7 +160,8 @@ class BotApiDouble:
 
     def _fault_for(self, method: str) -> Fault | None:
         if self.faults and method in self.faults[0].methods:
-            return self.faults.popleft()
+            fault = self.faults.popleft()
+            return None if fault.kind == "ok" else fault
         return None
 
     async def _m_getMe(self, params: dict[str, Any]) -> Any:
