@@ -38,8 +38,7 @@ async def _judge_after_silence(tmp_path: Path, **fields: object) -> JobState:
     try:
         engine = Engine(store, backend, clock, config)
         job_id = await _running_job(store, **fields)
-        silent = 10 * max(config.policy.hang_timeout_s,
-                          config.daemon.hang_floor_wall_s / clock.scale)
+        silent = 10 * engine.hang_limit()
         await check_hang(engine, await store.job(job_id), silent)
         return (await store.job(job_id)).state
     finally:
