@@ -44,9 +44,11 @@ def test_an_installed_wheel_finds_its_migrations_and_migrates_a_store(tmp_path: 
                      if n.startswith("sweepd/migrations/"))
     assert shipped == sorted(p.name for p in (REPO / "migrations").glob("*.sql"))
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv)
+    # No pip of its own (ensurepip is most of a venv's making): this one's pip installs.
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"
-    _run(python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel)
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
+         "--no-index", wheel)
     # Its dependencies come from this interpreter's site-packages, appended after the fresh
     # venv's own (a path in a .pth file: that directory's own .pth files, such as an
     # editable install of this checkout, are not read).

@@ -4,10 +4,13 @@ Wave 6 run, in at most 16 jobs (fewer than 27 asked), and the same jobs on every
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.test_demo import DEMO_EXPECTS
 
 
 def _start(state: Path) -> subprocess.Popen[str]:
@@ -20,10 +23,15 @@ def _result(demo: subprocess.Popen[str],
             state: Path) -> tuple[list[tuple[str, str]], dict[str, object]]:
     out, err = demo.communicate(timeout=240)
     assert demo.returncode == 0, out[-3000:] + err[-3000:]
+    # The leaderboard with its winner, then the simulator's ground truth.
+    assert re.search(DEMO_EXPECTS["xla-tuning"], out), out[-3000:]
     with sqlite3.connect(state / "sweepd.db") as db:
         runs = db.execute("SELECT r.label, r.params_json FROM jobs j "
                           "JOIN runs r ON r.id = j.run_id ORDER BY j.id").fetchall()
         verdict = db.execute("SELECT verdict_json FROM sweeps").fetchone()[0]
+        # Every job's log appeared and was read: none is called unreadable.
+        lost = db.execute("SELECT reason FROM events WHERE rule = 'log.lost'").fetchall()
+    assert lost == [], lost
     return [(str(label), str(params)) for label, params in runs], json.loads(verdict)
 
 
