@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.daemon_proc import Daemon, write_config
-from tests.test_xla_tuning_sweep_crash import _until_ended, _until_mid_wave
 from tests.test_xla_tuning_sweep_sim import (
     FAST,
     env_profile,
@@ -18,6 +17,8 @@ from tests.test_xla_tuning_sweep_sim import (
     spec,
     write_tuning_scenario,
 )
+from tests.xla_waits import until_ended as _until_ended
+from tests.xla_waits import until_mid_wave as _until_mid_wave
 
 
 def _ended_jobs(tmp_path: Path) -> dict[int, dict[str, Any]]:

@@ -20,7 +20,9 @@ from tests.daemon_proc import Daemon
 from tests.slurm_cluster import cluster_env, slurm_dir
 from tests.slurm_sweep import FAST_POLICY, HEADER, SIM, SUMMARY, submit_sh_repo
 from tests.test_slurm_xla_sweep import PAG, SPEC, neutral, scenario
-from tests.test_xla_tuning_sweep_crash import _planned, _until_ended, _until_mid_wave
+from tests.xla_waits import planned as _planned
+from tests.xla_waits import until_ended as _until_ended
+from tests.xla_waits import until_mid_wave as _until_mid_wave
 
 pytestmark = pytest.mark.slurm
 
