@@ -254,3 +254,27 @@ def test_several_parallelisms_are_checked_at_submission() -> None:
     with pytest.raises(SpecError, match=r"batch_stage\.parallelism: the campaign sets it"):
         _spec(batch_stage={"parallelism": "FSDP=8"})
     assert _spec().job_nodes == 8 and _spec().stage_hours()["flags PP=4,FSDP=2"] == 3.0
+
+
+def test_the_stop_message_names_the_campaign_its_parallelism_and_the_stage() -> None:
+    from sweepd.kinds.campaign.stop import stage_of, stop_state
+
+    spec = _spec().model_dump(mode="json")
+    sweep = Sweep(id=4, kind="campaign", name="c", spec_json=json.dumps(spec),
+                  state=SweepState.AWAITING_DECISION,
+                  reason="stage batch PP=4,FSDP=2 (sweep 9) stopped and asks: OOM",
+                  verdict_json=None, created_at="", updated_at="")
+    got = stop_state(sweep, [], [])
+    assert got is not None
+    assert got[0] == ("[campaign STOP] deepseek3-671b FSDP=8 + PP=4,FSDP=2 campaign 4 halted "
+                      "at stage batch PP=4,FSDP=2")
+    assert stage_of("stage health: only 7 healthy node(s) in the slot") == "health"
+    assert stage_of("stage flags: its sweep's spec was refused: x") == "flags"
+    assert stage_of("resumed by a person") is None
+    alone = _spec(parallelism="FSDP=8", stages=["confirm"], candidate={"batch": 9})
+    row = Sweep(id=5, kind="campaign", name="c", spec_json=json.dumps(alone.model_dump(
+        mode="json")), state=SweepState.AWAITING_DECISION, reason="node fault",
+        verdict_json=None, created_at="", updated_at="")
+    title = stop_state(row, [], [])
+    assert title is not None and title[0] == (
+        "[campaign STOP] deepseek3-671b FSDP=8 confirm stage (sweep 5) halted")

@@ -97,7 +97,7 @@ def _too_few(spec: CampaignSpec, facts: CampaignFacts, ctx: SweepContext[Campaig
     if rule in ctx.acknowledged_stops:
         return Finished(False, "campaign ended: too few healthy nodes", verdict(spec, facts))
     largest = max(spec.parallelisms, key=spec.nodes_of)
-    return Stop(f"only {len(left)} healthy node(s) in the slot ({collect_nodes(left) or 'none'})"
-                f"; {largest} needs {spec.job_nodes}. Add nodes (a new campaign), or "
-                "abort", rule, evidence="; ".join(f"{n}: {w}" for n, w in
+    return Stop(f"stage health: only {len(left)} healthy node(s) in the slot "
+                f"({collect_nodes(left) or 'none'}); {largest} needs {spec.job_nodes}. Add "
+                "nodes (a new campaign), or abort", rule, evidence="; ".join(f"{n}: {w}" for n, w in
                                                    excluded(spec, facts).items()))
