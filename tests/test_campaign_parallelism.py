@@ -176,6 +176,15 @@ def test_the_report_and_the_chart_say_which_parallelism_each_result_is_for() -> 
     assert "| flags PP=4,FSDP=2 | 16 | no recipe (bounded): the deployed flags stay |" in text
     assert "**Final at FSDP=8: confirmed gain +" in text
     assert "**Final at PP=4,FSDP=2: confirmed gain +" in text
+    # The patch by parallelism: one gpu.yml batch, the other noted; PP's bounded flags
+    # stage leaves no recipe to write.
+    assert text.endswith(
+        "Patch (`sweepd report 1 --apply`):\n"
+        "- `configs/deepseek3-671b.gpu.yml`: per_device_batch_size: 9, found at FSDP=8 (the "
+        "first confirmed parallelism's; YAML cannot guard it)\n"
+        "- `configs/deepseek3-671b.gpu.yml`: per_device_batch_size: 6, found at PP=4,FSDP=2 "
+        "(noted in the comment: pass it to this parallelism's jobs)\n"
+        f"- `configs/deepseek3-671b.env.sh`: the FSDP=8 recipe, guarded by FSDP=8: {FLAG}")
     labels = [b.label for b in report.bars_of(done.verdict)]
     assert labels == ["FSDP=8: start (baseline-deployed)", "FSDP=8: batch stage",
                       "FSDP=8: flags stage", "FSDP=8: confirmed candidate",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.kinds.campaign import report as campaign_report
-from sweepd.kinds.campaign.results import cells_of
+from sweepd.kinds.campaign.results import cells_of, confirmed_cells
 from sweepd.kinds.model_perf.exports import write_batch
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.kinds.xla_tuning.exports import write_recipe
@@ -58,15 +58,9 @@ def write_md(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutp
     return 0
 
 
-def _confirmed(cell: Mapping[str, Any]) -> bool:
-    interval = (cell.get("confirmed") or {}).get("interval")
-    return isinstance(interval, list) and len(interval) == 2 and float(interval[0]) > 0
-
-
 def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:
     v = report.get("verdict") or {}
-    cells = cells_of(v)
-    good = [c for c in cells if _confirmed(c)]
+    cells, good = cells_of(v), confirmed_cells(dict(v))
     if not good:
         # A verdict is a measured claim: nothing within noise is put forward.
         claims = "; ".join(str((c.get("confirmed") or {}).get("claim") or

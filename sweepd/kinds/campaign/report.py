@@ -10,7 +10,7 @@ from typing import Any
 
 from sweepd.kinds.campaign import confirm
 from sweepd.kinds.campaign.plot import Bar, stage_plot
-from sweepd.kinds.campaign.results import cells_of
+from sweepd.kinds.campaign.results import cells_of, confirmed_cells
 from sweepd.store.rows import Job, Run, Sweep
 
 
@@ -75,9 +75,33 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
         if claim:
             lines += ["", f"**Final{at}: {claim}** over the deployed configuration, from the "
                           "confirm runs alone (interleaved baseline-deployed and candidate)."]
+    lines += _patch(sweep, v)
     if not v:
         lines += ["", "(in progress: each stage's sweep has its own report)"]
     return "\n".join(lines)
+
+
+def _patch(sweep: Sweep, v: dict[str, Any]) -> list[str]:
+    """What `--apply` writes, by parallelism: the gpu.yml batch (one value, YAML cannot
+    guard it) and each recipe, guarded by its parallelism in the env file."""
+    good = confirmed_cells(v)
+    model = sweep.spec.get("model")
+    batches = [(c["parallelism"], c["batch"]["best"]) for c in good
+               if (c.get("batch") or {}).get("best") is not None]
+    out = [f"- `configs/{model}.gpu.yml`: per_device_batch_size: {b}, found at {p}"
+           + (" (the first confirmed parallelism's; YAML cannot guard it)" if i == 0
+              and len(batches) > 1 else "" if i == 0 else
+              " (noted in the comment: pass it to this parallelism's jobs)")
+           for i, (p, b) in enumerate(batches)]
+    for c in good:
+        f = c.get("flags") or {}
+        words = [*f.get("xla_flags", []), *(f"{k}={x}" for k, x in f.get("env", {}).items())]
+        if words:
+            out.append(f"- `configs/{model}.env.sh`: the {c['parallelism']} recipe, guarded "
+                       f"by {c['parallelism']}: {' '.join(words)}")
+    if not out:
+        return []
+    return ["", f"Patch (`sweepd report {sweep.id} --apply`):", *out]
 
 
 def _result(stage: str, v: dict[str, Any], cell: dict[str, Any],

@@ -128,3 +128,14 @@ def cells_of(v: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(cells, list):
         return [c for c in cells if isinstance(c, dict)]
     return [{**v, "keys": {s: s for s in ("batch", "flags", "confirm")}}] if v else []
+
+
+def confirmed_cells(v: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cells whose confirm runs confirmed a gain (the lower end of the interval above
+    zero): the only ones `--apply` writes (nothing within noise is put forward)."""
+    out = []
+    for cell in cells_of(v):
+        interval = (cell.get("confirmed") or {}).get("interval")
+        if isinstance(interval, list) and len(interval) == 2 and float(interval[0]) > 0:
+            out.append(cell)
+    return out
