@@ -287,3 +287,24 @@ def test_the_stop_message_names_the_campaign_its_parallelism_and_the_stage() -> 
     title = stop_state(row, [], [])
     assert title is not None and title[0] == (
         "[campaign STOP] deepseek3-671b FSDP=8 confirm stage (sweep 5) halted")
+
+
+async def test_gather_reads_each_parallelisms_stages_into_its_own_cell(store: Any) -> None:
+    from sweepd.kinds.campaign.gather import gather
+    from sweepd.kinds.registry import GatherContext
+    from sweepd.store.campaigns import Carried
+
+    spec = _spec(stages=["batch", "flags", "confirm"])
+    parent = await store.create_sweep("campaign", "c", spec.model_dump(mode="json"))
+    for key, best in (("batch FSDP=8", 9), ("batch PP=4,FSDP=2", 6)):
+        child, _ = await store.start_child(parent, Carried(key), "model-perf", key, {}, None)
+        await store.transition_sweep(child, SweepState.RUNNING, "started")
+        await store.transition_sweep(child, SweepState.DONE, "verdict",
+                                     verdict={"best": best, "tgs": 1000.0 + best})
+    facts = await gather(store, spec, GatherContext(sweep=parent))
+    assert set(facts.children) == {"batch FSDP=8", "batch PP=4,FSDP=2"}
+    assert {p: c.batch.best for p, c in facts.cells.items() if c.batch} == {
+        "FSDP=8": 9, "PP=4,FSDP=2": 6}
+    got = plan(spec, _ctx(facts))   # each flags stage at its own parallelism's batch
+    assert isinstance(got, StartSweep) and got.stage == "flags FSDP=8"
+    assert got.spec["per_device_batch_size"] == 9
