@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -19,13 +20,31 @@ from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
 from sweepd.kinds.model_perf.grid import ONE_PARAMETER, SECOND, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.spec import Scalar, _Spec
-from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
 # The MaxText override each parallelism axis is passed as (xla-tuning.SKILL.md's template).
-AXIS_OVERRIDES = {Axis.FSDP: "dcn_fsdp_parallelism", Axis.PP: "dcn_pipeline_parallelism",
-                  Axis.TP: "ici_tensor_parallelism"}
+AXIS_OVERRIDES = {"FSDP": "dcn_fsdp_parallelism", "PP": "dcn_pipeline_parallelism",
+                  "TP": "ici_tensor_parallelism"}
+_AXIS = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]{0,3})$")
+
+
+def parse_parallelism(text: str) -> dict[str, int]:
+    """`FSDP=8`, `pp=4, fsdp=2` -> each axis's degree, in the order given (ValueError: one
+    line). A kind reads only its own modules: xla-tuning's parser is not imported here."""
+    axes: dict[str, int] = {}
+    for part in text.replace(" ", "").upper().split(","):
+        m = _AXIS.match(part)
+        if m is None:
+            raise ValueError(f"parallelism {text!r}: {part!r} is not AXIS=N (FSDP, PP, TP)")
+        if m.group(1) in axes:
+            raise ValueError(f"parallelism {text!r}: axis {m.group(1)} given twice")
+        axes[m.group(1)] = int(m.group(2))
+    return axes
+
+
+def parallelism_text(axes: dict[str, int]) -> str:
+    return ",".join(f"{a}={n}" for a, n in axes.items())
 
 
 class SecondKnob(BaseModel):
@@ -124,17 +143,18 @@ class ModelPerfSpec(_Spec):
         degree (a stored spec submitted again) is the same spec."""
         if not isinstance(data, dict) or not isinstance(data.get("parallelism"), str):
             return data
-        par = Parallelism.parse(data["parallelism"])
+        par = parse_parallelism(data["parallelism"])
         given = data.get("overrides") or {}
         if not isinstance(given, dict):
             return data   # the overrides field's own validator says so
-        axes: dict[str, Scalar] = {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
-                                   if par.degree(axis) > 1}
+        # Axes at 1 are left to the config (every override lengthens the job name).
+        axes: dict[str, Scalar] = {AXIS_OVERRIDES[a]: n for a, n in par.items() if n > 1}
         for key, degree in axes.items():
             if key in given and str(given[key]) != str(degree):
                 raise ValueError(f"overrides.{key}={given[key]} contradicts parallelism "
-                                 f"{par.text} ({key}={degree}); give the axis once")
-        return {**data, "parallelism": par.text, "overrides": {**given, **axes}}
+                                 f"{parallelism_text(par)} ({key}={degree}); give the axis "
+                                 "once")
+        return {**data, "parallelism": parallelism_text(par), "overrides": {**given, **axes}}
 
     @classmethod
     def known_model(cls, name: str, context: dict[str, Any]) -> str:
@@ -200,7 +220,7 @@ class ModelPerfSpec(_Spec):
 
     def cluster_problem(self, gpus_per_node: int) -> str | None:
         """TP is ICI, inside one node: its degree must divide the cluster's GPUs per node."""
-        tp = Parallelism.parse(self.parallelism).degree(Axis.TP) if self.parallelism else 1
+        tp = parse_parallelism(self.parallelism).get("TP", 1) if self.parallelism else 1
         if gpus_per_node % tp:
             return (f"parallelism {self.parallelism!r}: TP={tp} does not divide the "
                     f"{gpus_per_node} GPUs of a node (cluster.gpus_per_node)")
@@ -237,14 +257,14 @@ def _check_values(parameter: str, values: list[Scalar]) -> None:
 def _check_parallelism(spec: ModelPerfSpec) -> None:
     """The DCN axes (FSDP x PP) span the nodes: every job runs on all the pinned nodes (no
     spare, no substitution), so they must be that many; min_nodes cannot allow fewer."""
-    par = Parallelism.parse(spec.parallelism or "")
-    dcn = par.degree(Axis.FSDP) * par.degree(Axis.PP)
+    par = parse_parallelism(spec.parallelism or "")
+    dcn = par.get("FSDP", 1) * par.get("PP", 1)
     if dcn != len(spec.node_list):
-        raise ValueError(f"parallelism {par.text}: its DCN axes (FSDP x PP) make {dcn} "
-                         f"nodes, not the {len(spec.node_list)} pinned")
+        raise ValueError(f"parallelism {spec.parallelism}: its DCN axes (FSDP x PP) make "
+                         f"{dcn} nodes, not the {len(spec.node_list)} pinned")
     if spec.min_nodes is not None and spec.min_nodes != dcn:
-        raise ValueError(f"min_nodes {spec.min_nodes}: a {par.text} job takes all {dcn} "
-                         "pinned nodes; leave min_nodes out")
+        raise ValueError(f"min_nodes {spec.min_nodes}: a {spec.parallelism} job takes all "
+                         f"{dcn} pinned nodes; leave min_nodes out")
 
 
 def _check_second(spec: ModelPerfSpec) -> None:
