@@ -1,5 +1,5 @@
 """What the campaign's restart tests read of a running daemon's store: a stage under way,
-and a bounded wait."""
+a bounded wait, and the decisions of a finished campaign's verdict (to compare two runs)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,28 @@ def wait_for(what: str, ok: Any, limit_s: float = 150) -> None:
     while not ok():
         assert time.monotonic() < deadline, f"{what} never happened"
         time.sleep(0.05)
+
+
+def decisions(verdict: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+    """Every decision in a finished campaign's verdict, without the measured figures (TGS,
+    deltas, gains and intervals: their noise is seeded by the Slurm job ids): what two runs
+    of one scenario and seed must agree on exactly. `candidate`: what the confirm stage
+    was given."""
+    health = verdict.get("health") or {}
+
+    def claim(c: dict[str, Any] | None) -> str | None:
+        if not c or not c.get("interval"):
+            return None
+        low, high = c["interval"]
+        return "gain" if low > 0 else "slower" if high < 0 else "within noise"
+
+    return {
+        "stages": verdict["stages"], "skipped": verdict["skipped"], "nodes": verdict["nodes"],
+        # A node's band, not its measured delta ("degraded (-7.1% vs the median)").
+        "excluded": {n: why.split(" (")[0] for n, why in health.get("excluded", {}).items()},
+        "network": health.get("network"), "candidate": candidate,
+        "cells": [{"parallelism": c["parallelism"], "nodes": c["nodes"],
+                   "batch": (c.get("batch") or {}).get("best"),
+                   "flags": {k: (c.get("flags") or {}).get(k)
+                             for k in ("verdict", "profile", "xla_flags", "env")},
+                   "confirmed": claim(c.get("confirmed"))} for c in verdict["cells"]]}

@@ -3,6 +3,7 @@ the confirm stage's interleaving and claim, and the store's campaign tables."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, NewRun, StartSweep, Stop, SweepContext
 from sweepd.kinds.campaign import confirm
-from sweepd.kinds.campaign.gather import CampaignFacts, Child
+from sweepd.kinds.campaign.confirm import Confirmed
+from sweepd.kinds.campaign.gather import CampaignFacts, Cell, Child
 from sweepd.kinds.campaign.plan import plan
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.model_perf.exports import Optimum
@@ -32,6 +34,15 @@ def _spec(**extra: Any) -> CampaignSpec:
                        "nodes": SLOT, "budget_hours": 10, **extra})
     assert isinstance(spec, CampaignSpec)
     return spec
+
+
+def _facts(children: dict[str, Child] | None = None, *, health: NodeVerdicts | None = None,
+           batch: Optimum | None = None, flags: Recipe | None = None,
+           confirm: Confirmed | None = None, par: str = "FSDP=8",
+           **rest: Any) -> CampaignFacts:
+    """Facts of a campaign of one parallelism (`par`): its batch, flags and confirm results."""
+    cells = {par: Cell(batch, flags, confirm)} if batch or flags or confirm else {}
+    return CampaignFacts(children or {}, health=health, cells=cells, **rest)
 
 
 def _ctx(facts: CampaignFacts, runs: list[Run] | None = None,
@@ -68,23 +79,26 @@ def test_the_first_stage_is_node_health_on_every_slot_node_with_the_budget_split
 
 
 def test_a_slow_node_is_left_out_and_a_spare_takes_its_place_for_every_later_stage() -> None:
-    facts = CampaignFacts(_done("health"), health=_health("n3"))
+    facts = _facts(_done("health"), health=_health("n3"))
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep) and got.stage == "batch"
     assert got.spec["kind"] == "model-perf"
     assert got.spec["nodes"] == "n[1-2,4-9]" and got.nodes == "n[1-2,4-9]"
-    assert got.spec["min_nodes"] == 8
-    assert got.spec["overrides"]["dcn_fsdp_parallelism"] == 8
+    # The parallelism goes to model perf's own field, which passes its axes as overrides
+    # and runs every job on all the frozen nodes.
+    assert got.spec["parallelism"] == "FSDP=8" and "min_nodes" not in got.spec
+    batch = parse_spec(got.spec)
+    assert batch.overrides["dcn_fsdp_parallelism"] == 8 and batch.needed_nodes == 8
 
 
 def test_the_batch_found_feeds_the_flags_stage_and_both_feed_confirm() -> None:
-    facts = CampaignFacts(_done("health", "batch"), health=_health("n3"),
+    facts = _facts(_done("health", "batch"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0))
     flags = plan(_spec(), _ctx(facts))
     assert isinstance(flags, StartSweep) and flags.stage == "flags"
     assert flags.spec["per_device_batch_size"] == 9 and flags.batch == 9
     assert flags.spec["parallelism"] == "FSDP=8" and flags.spec["nodes"] == "n[1-2,4-9]"
-    facts = CampaignFacts(_done("health", "batch", "flags"), health=_health("n3"),
+    facts = _facts(_done("health", "batch", "flags"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), flags=RECIPE)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep) and got.stage == "confirm"
@@ -98,7 +112,7 @@ def test_the_batch_found_feeds_the_flags_stage_and_both_feed_confirm() -> None:
 
 def test_a_bounded_flags_stage_is_a_result_without_a_recipe_not_a_stop() -> None:
     bounded = Recipe(4, "bounded", None)
-    facts = CampaignFacts(_done("health", "batch", "flags"), health=_health(),
+    facts = _facts(_done("health", "batch", "flags"), health=_health(),
                           batch=Optimum(3, 9), flags=bounded)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep) and got.spec["candidate"] == {"batch": 9}
@@ -106,7 +120,7 @@ def test_a_bounded_flags_stage_is_a_result_without_a_recipe_not_a_stop() -> None
 
 
 def test_too_few_healthy_nodes_stop_the_campaign_and_ask() -> None:
-    facts = CampaignFacts(_done("health"), health=_health("n3", "n7"))
+    facts = _facts(_done("health"), health=_health("n3", "n7"))
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Stop) and got.rule == "campaign.too_few_nodes"
     assert "only 7 healthy node(s)" in got.reason and "n3: degraded" in (got.evidence or "")
@@ -115,7 +129,7 @@ def test_too_few_healthy_nodes_stop_the_campaign_and_ask() -> None:
 def test_a_stage_that_stops_and_asks_stops_the_campaign_once() -> None:
     children = {**_done("health"),
                 "batch": Child(3, "batch", SweepState.AWAITING_DECISION, "OOM everywhere")}
-    facts = CampaignFacts(children, health=_health())
+    facts = _facts(children, health=_health())
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Stop) and got.rule == "campaign.stage_stopped.3"
     assert "OOM everywhere" in got.reason and "abort it to skip the stage" in got.reason
@@ -125,22 +139,24 @@ def test_a_stage_that_stops_and_asks_stops_the_campaign_once() -> None:
 
 def test_a_running_stage_is_waited_for_and_an_aborted_one_is_skipped() -> None:
     running = {**_done("health"), "batch": Child(3, "batch", SweepState.RUNNING, None)}
-    assert plan(_spec(), _ctx(CampaignFacts(running, health=_health()))) == []
+    assert plan(_spec(), _ctx(_facts(running, health=_health()))) == []
     skipped = {**_done("health"), "batch": Child(3, "batch", SweepState.ABORTED, "by hand")}
-    got = plan(_spec(), _ctx(CampaignFacts(skipped, health=_health())))
+    got = plan(_spec(), _ctx(_facts(skipped, health=_health())))
     assert isinstance(got, StartSweep) and got.stage == "flags"
     assert "per_device_batch_size" not in got.spec   # no batch found: the config's
 
 
 def test_every_stage_done_ends_the_campaign_with_each_result() -> None:
     conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
-    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+    facts = _facts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Finished) and got.ok
     assert got.verdict["health"]["excluded"] == {"n3": "degraded (-7.0% vs the median)"}
-    assert got.verdict["batch"]["best"] == 9
-    assert got.verdict["confirmed"]["claim"].startswith("confirmed gain +")
+    (cell,) = got.verdict["cells"]
+    assert cell["parallelism"] == "FSDP=8" and cell["nodes"] == "n[1-2,4-9]"
+    assert cell["batch"]["best"] == 9
+    assert cell["confirmed"]["claim"].startswith("confirmed gain +")
     assert got.verdict["sweeps"] == {"health": 2, "network": 6, "batch": 3, "flags": 4,
                                      "confirm": 5}
 
@@ -257,12 +273,12 @@ async def test_a_campaign_is_due_when_its_latest_stage_ends_or_stops_to_ask(
 def test_each_stage_end_is_said_before_the_next_starts() -> None:
     from sweepd.kinds.network.exports import NetworkVerdict
 
-    facts = CampaignFacts(_done("health"), health=_health("n3"),
+    facts = _facts(_done("health"), health=_health("n3"),
                           network=NetworkVerdict(6, {}, "no network issue"))
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep)
     assert got.progress[0] == "stage health (network) ended (sweep 6): no network issue"
-    facts = CampaignFacts(_done("health", "batch", "flags"), health=_health(),
+    facts = _facts(_done("health", "batch", "flags"), health=_health(),
                           batch=Optimum(3, 9), flags=RECIPE)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep)
@@ -271,15 +287,14 @@ def test_each_stage_end_is_said_before_the_next_starts() -> None:
 
 
 def test_a_spent_budget_ends_the_campaign_with_what_it_has_stated_as_such() -> None:
-    facts = CampaignFacts(_done("health", "batch"), health=_health("n3"),
+    facts = _facts(_done("health", "batch"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), spent_hours=10.5)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Finished) and got.ok and got.verdict["budget_spent"]
     assert got.summary.startswith("budget spent (10.5 h of 10 h) before stage flags")
-    assert "batch 9" in got.summary and got.verdict["batch"]["best"] == 9
+    assert "batch 9" in got.summary and got.verdict["cells"][0]["batch"]["best"] == 9
     # Within the budget the next stage starts, and says what is left of it.
-    got = plan(_spec(), _ctx(CampaignFacts(facts.children, health=facts.health,
-                                           batch=facts.batch, spent_hours=4.0)))
+    got = plan(_spec(), _ctx(replace(facts, spent_hours=4.0)))
     assert isinstance(got, StartSweep) and "6.0 h of the budget left" in got.progress[-1]
 
 
@@ -296,7 +311,7 @@ def _sweep(spec: dict[str, Any], verdict: dict[str, Any] | None) -> Any:
 def _finished_campaign() -> tuple[Finished, Any]:
     """A campaign whose four stages ended, confirmed: its verdict and its sweep row."""
     conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
-    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+    facts = _facts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Finished)
@@ -345,7 +360,7 @@ def test_apply_writes_the_confirmed_batch_and_recipe_into_the_checkout(tmp_path:
     (configs / "deepseek3-671b.gpu.yml").write_text("model_name: deepseek3-671b\n"
                                                     "per_device_batch_size: 7\n")
     conf = confirm.measure([1000.0, 1004.0, 998.0], [1100.0, 1098.0, 1105.0])
-    facts = CampaignFacts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
+    facts = _facts(_done("health", "batch", "flags", "confirm"), health=_health("n3"),
                           batch=Optimum(3, 9, 1190.0), flags=RECIPE, confirm=conf)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Finished)
@@ -359,8 +374,8 @@ def test_apply_writes_the_confirmed_batch_and_recipe_into_the_checkout(tmp_path:
     assert RECIPE.xla_flags[0] in env and "dcn_fsdp_parallelism" in env   # guarded
     assert subprocess.run(["bash", "-n", str(configs / "deepseek3-671b.env.sh")]).returncode == 0
     # Nothing within noise is put forward.
-    noisy = {**got.verdict, "confirmed": confirm.measure([1000.0, 1030.0, 970.0],
-                                                         [1010.0, 1040.0, 980.0]).as_dict()}
+    within = confirm.measure([1000.0, 1030.0, 970.0], [1010.0, 1040.0, 980.0]).as_dict()
+    noisy = {**got.verdict, "cells": [{**got.verdict["cells"][0], "confirmed": within}]}
     said.clear()
     assert hooks.apply(args, {"verdict": noisy}, _io(said)) == 2
     assert said[0].startswith("FAIL campaign 1 confirmed no gain: nothing to apply (within")
@@ -370,7 +385,7 @@ def test_with_nothing_found_to_change_the_campaign_ends_without_a_confirm_stage(
     bounded = Recipe(4, "bounded", None)
     skipped = {**_done("health", "flags"),
                "batch": Child(3, "batch", SweepState.ABORTED, "skipped by a person")}
-    got = plan(_spec(), _ctx(CampaignFacts(skipped, health=_health(), flags=bounded)))
+    got = plan(_spec(), _ctx(_facts(skipped, health=_health(), flags=bounded)))
     assert isinstance(got, Finished) and got.ok
     assert got.summary.endswith("nothing to confirm: the deployed configuration stays")
     assert got.verdict["skipped"] == ["batch"]
@@ -379,7 +394,7 @@ def test_with_nothing_found_to_change_the_campaign_ends_without_a_confirm_stage(
 def test_node_health_checks_the_network_on_the_nodes_node_perf_kept() -> None:
     from sweepd.kinds.network.exports import NetworkVerdict
 
-    facts = CampaignFacts({"health": Child(2, "health", SweepState.DONE, "done")},
+    facts = _facts({"health": Child(2, "health", SweepState.DONE, "done")},
                           health=_health("n3"))
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, StartSweep) and got.stage == "network"
@@ -388,18 +403,18 @@ def test_node_health_checks_the_network_on_the_nodes_node_perf_kept() -> None:
     assert got.spec["node_perf_sweep"] == 2 and got.spec["model"] == "llama2-70b"
     # A node the network check excludes is left out too; one more and too few are left.
     net = NetworkVerdict(6, {"n9": "bad node n9 (its NIC)"})
-    facts = CampaignFacts(_done("health"), health=_health("n3"), network=net)
+    facts = _facts(_done("health"), health=_health("n3"), network=net)
     got = plan(_spec(), _ctx(facts))
     assert isinstance(got, Stop) and got.rule == "campaign.too_few_nodes"
     assert "n9: network: bad node n9 (its NIC)" in (got.evidence or "")
     ten = NodeVerdicts(2, 2000.0, {**_health("n3").status, "n10": "healthy"}, {})
-    got = plan(_spec(nodes="n[1-10]"), _ctx(CampaignFacts(facts.children, health=ten,
+    got = plan(_spec(nodes="n[1-10]"), _ctx(_facts(facts.children, health=ten,
                                                           network=net)))
     assert isinstance(got, StartSweep) and got.stage == "batch"
     assert got.spec["nodes"] == "n[1-2,4-8,10]"
     # A one-node job has no network to check.
     one = _spec(parallelism="TP=8", nodes="n[1-4]")
-    got = plan(one, _ctx(CampaignFacts({"health": Child(2, "health", SweepState.DONE, "")},
+    got = plan(one, _ctx(_facts({"health": Child(2, "health", SweepState.DONE, "")},
                                        health=_health())))
     assert isinstance(got, StartSweep) and got.stage == "batch"
 

@@ -42,18 +42,20 @@ def test_the_campaign_demo_confirms_the_simulators_joint_truth(tmp_path: Path) -
     assert "chi2868" not in verdict["nodes"] and "2890" in verdict["nodes"]
     # The batch stage finds the curve's peak (demo.yaml: peak_batch 9), and the flags stage
     # a recipe, run at that batch.
-    assert verdict["batch"]["best"] == 9
-    assert verdict["flags"]["xla_flags"] == EXPECTED_RECIPE, verdict["flags"]
+    (cell,) = verdict["cells"]
+    assert cell["parallelism"] == "FSDP=8" and cell["nodes"] == verdict["nodes"]
+    assert cell["batch"]["best"] == 9
+    assert cell["flags"]["xla_flags"] == EXPECTED_RECIPE, cell["flags"]
     assert sweeps[links["flags"]][3]["per_device_batch_size"] == 9
     candidate = sweeps[links["confirm"]][3]["candidate"]
-    assert candidate == {"batch": 9, "xla_flags": verdict["flags"]["xla_flags"],
-                         "env": verdict["flags"]["env"]}
+    assert candidate == {"batch": 9, "xla_flags": cell["flags"]["xla_flags"],
+                         "env": cell["flags"]["env"]}
     # Confirm: A B A B ..., at least three passed runs each, interleaved in time.
     with sqlite3.connect(tmp_path / "sweepd.db") as db:
         labels = [r[0] for r in db.execute("SELECT label FROM runs WHERE sweep_id = ? "
                                            "ORDER BY seq", (links["confirm"],))]
     assert labels[:6] == ["A1", "B1", "A2", "B2", "A3", "B3"]
-    confirmed = verdict["confirmed"]
+    confirmed = cell["confirmed"]
     assert len(confirmed["base"]) >= 3 and len(confirmed["cand"]) >= 3
     # The final claim's interval holds the simulator's true gain of the confirmed candidate.
     truth = re.search(rf"ground truth: the confirmed candidate .* is {PCT} over", out)

@@ -55,7 +55,14 @@ def test_a_stopped_stage_stops_the_campaign_and_a_resume_goes_on_from_it(
     assert shown["state"] == "done", shown["reason"]
     assert [s["stage"] for s in shown["stages"]] == ["batch", "confirm"]
     assert _stage(shown, "batch") == batch   # the same stage's sweep, resumed
-    assert shown["verdict"]["batch"]["best"] == 9
-    assert shown["verdict"]["confirmed"]["claim"].startswith("confirmed gain +")
+    (cell,) = shown["verdict"]["cells"]
+    assert cell["batch"]["best"] == 9
+    assert cell["confirmed"]["claim"].startswith("confirmed gain +")
     stops = [e for e in shown["events"] if e["to_state"] == "awaiting_decision"]
     assert [e["rule"] for e in stops] == [f"campaign.stage_stopped.{batch}"]   # asked once
+    # The stop message is the campaign's own: its title names the campaign, not a sweep.
+    (message,) = [e["reason"] for e in shown["events"]
+                  if e["kind"] == "progress" and "STOP]" in e["reason"]]
+    assert message.startswith(f"[campaign STOP] deepseek3-671b FSDP=8 campaign {campaign} "
+                              "halted"), message
+    assert "  - Stages: batch, confirm" in message

@@ -1,10 +1,11 @@
 """What a campaign's planner needs from the store: its stages' sweeps and each finished
-stage's typed result, read through the stage kind's `exports` (never its verdict's keys)."""
+stage's typed result, read through the stage kind's `exports` (never its verdict's keys);
+batch, flags and confirm by the parallelism they ran at (a cell)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sweepd.core.states import SweepState
@@ -33,15 +34,25 @@ class Child:
 
 
 @dataclass(frozen=True)
-class CampaignFacts:
-    children: Mapping[str, Child] = field(default_factory=dict)
-    health: NodeVerdicts | None = None
+class Cell:
+    """What the stages of one parallelism found: the batch, the recipe, the claim."""
+
     batch: Optimum | None = None
     flags: Recipe | None = None
     confirm: Confirmed | None = None
+
+
+@dataclass(frozen=True)
+class CampaignFacts:
+    children: Mapping[str, Child] = field(default_factory=dict)   # by stage key
+    health: NodeVerdicts | None = None
+    cells: Mapping[str, Cell] = field(default_factory=dict)       # by parallelism
     # Cluster hours the stages' jobs have taken so far, first submission to last end.
     spent_hours: float = 0.0
     network: NetworkVerdict | None = None   # node health's multi-node check
+
+    def cell(self, par: str) -> Cell:
+        return self.cells.get(par, Cell())
 
 
 def confirmed_of(verdict: Mapping[str, object] | None) -> Confirmed | None:
@@ -53,7 +64,8 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
     if where.sweep is None or spec.runs_itself:
         return CampaignFacts()   # a submission, or a confirm stage that runs itself
     children: dict[str, Child] = {}
-    health, batch, flags, confirm, network = None, None, None, None, None
+    health, network = None, None
+    cells: dict[str, Cell] = {}
     starts: list[float] = []
     ends: list[float] = []
     for link in await store.campaign_children(where.sweep):
@@ -64,15 +76,17 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
             ends += [t for t in (job.ended_at, job.last_output_at) if t is not None]
         if sweep.state != SweepState.DONE:
             continue
-        if link.stage == "health":
+        stage, par = spec.cell_of(link.stage)
+        cell = cells.get(par or "", Cell())
+        if stage == "health":
             health = node_verdicts(sweep)
-        elif link.stage == "network":
+        elif stage == "network":
             network = network_verdict(sweep)
-        elif link.stage == "batch":
-            batch = optimum_of(sweep)
-        elif link.stage == "flags":
-            flags = await recipe_of(store, sweep)
-        elif link.stage == "confirm" and sweep.kind == NAME:
-            confirm = confirmed_of(sweep.verdict)
+        elif stage == "batch":
+            cells[par or ""] = replace(cell, batch=optimum_of(sweep))
+        elif stage == "flags":
+            cells[par or ""] = replace(cell, flags=await recipe_of(store, sweep))
+        elif stage == "confirm" and sweep.kind == NAME:
+            cells[par or ""] = replace(cell, confirm=confirmed_of(sweep.verdict))
     spent = (max(ends) - min(starts)) / 3600 if starts and ends else 0.0
-    return CampaignFacts(children, health, batch, flags, confirm, max(0.0, spent), network)
+    return CampaignFacts(children, health, cells, max(0.0, spent), network)

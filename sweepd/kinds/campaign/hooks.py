@@ -3,7 +3,9 @@
 into the toolkit checkout: the batch into `configs/<model>.gpu.yml` (a comment naming the
 parallelism it was found at: YAML cannot guard it) and the recipe into
 `configs/<model>.env.sh` guarded by the parallelism, as model perf's and xla-tuning's own
-`--apply` write them (through their `exports.py`). Only a confirmed gain is applied."""
+`--apply` write them (through their `exports.py`). Only a confirmed gain is applied, each
+parallelism's own: one guarded recipe block per parallelism; the gpu.yml holds one batch,
+the first confirmed parallelism's, its comment noting every confirmed parallelism's batch."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.kinds.campaign import report as campaign_report
+from sweepd.kinds.campaign.results import cells_of, confirmed_cells
 from sweepd.kinds.model_perf.exports import write_batch
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.kinds.xla_tuning.exports import write_recipe
@@ -57,26 +60,26 @@ def write_md(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutp
 
 def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput) -> int:
     v = report.get("verdict") or {}
-    claim = (v.get("confirmed") or {})
-    interval = claim.get("interval")
-    if not interval or interval[0] <= 0:
+    cells, good = cells_of(v), confirmed_cells(dict(v))
+    if not good:
         # A verdict is a measured claim: nothing within noise is put forward.
+        claims = "; ".join(str((c.get("confirmed") or {}).get("claim") or
+                               "no confirm stage result") for c in cells)
         return io.fail(args, f"campaign {args.id} confirmed no gain: nothing to apply "
-                          f"({claim.get('claim') or 'no confirm stage result'})")
+                          f"({claims or 'no confirm stage result'})")
     root = Path(args.apply) if args.apply != THE_CHECKOUT else (
         Path(report["checkout"]) if report.get("checkout") else None)
     if root is None or not (root / "configs").is_dir():
         return io.fail(args, f"campaign {args.id}: --apply needs the toolkit checkout (a "
                           f"directory with configs/): --apply REPO")
-    model, par = str(v["model"]), str(v["parallelism"])
-    note = f"sweepd campaign {args.id}: found at {par}, {claim.get('claim')}"
-    flags = v.get("flags") or {}
+    model = str(v["model"])
     try:
-        if (v.get("batch") or {}).get("best") is not None:
-            line = write_batch(root / "configs" / f"{model}.gpu.yml", int(v["batch"]["best"]),
-                               note)
-            io.say(f"{root / 'configs' / f'{model}.gpu.yml'}: {line}")
-        if flags.get("xla_flags") or flags.get("env"):
+        _batch(args, root, model, good, io)
+        for cell in good:
+            par, flags = str(cell["parallelism"]), cell.get("flags") or {}
+            if not flags.get("xla_flags") and not flags.get("env"):
+                continue
+            note = f"sweepd campaign {args.id}: found at {par}, {cell['confirmed']['claim']}"
             block = write_recipe(root / "configs" / f"{model}.env.sh", model, par, note,
                                  flags.get("xla_flags", []), flags.get("env", {}))
             io.say(f"{root / 'configs' / f'{model}.env.sh'}: the {par} recipe written "
@@ -84,3 +87,22 @@ def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput)
     except ValueError as e:
         return io.fail(args, str(e))
     return 0
+
+
+def _batch(args: argparse.Namespace, root: Path, model: str,
+           good: Sequence[Mapping[str, Any]], io: ClientOutput) -> None:
+    """The first confirmed parallelism's batch into the gpu.yml (it holds one value and
+    cannot guard it by parallelism): its comment says where it was found, and the batch
+    every other confirmed parallelism found, to pass as an override to that one's jobs."""
+    found = [(str(c["parallelism"]), int(c["batch"]["best"]), str(c["confirmed"]["claim"]))
+             for c in good if (c.get("batch") or {}).get("best") is not None]
+    if not found:
+        return
+    (par, value, claim), rest = found[0], found[1:]
+    note = f"sweepd campaign {args.id}: found at {par}, " + (
+        claim if not rest else "; ".join(
+            f"at {p} batch {b}" + (" too" if b == value else
+                                   f": pass per_device_batch_size={b} to its jobs")
+            for p, b, _ in rest))
+    line = write_batch(root / "configs" / f"{model}.gpu.yml", value, note)
+    io.say(f"{root / 'configs' / f'{model}.gpu.yml'}: {line}")

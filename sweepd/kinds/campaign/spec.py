@@ -3,14 +3,17 @@ budget in hours, and the stages to run (default: all four, in the seeds' order).
 
     kind: campaign
     model: deepseek3-671b
-    parallelism: FSDP=8          # the DCN axes (FSDP x PP) give the nodes a job needs
+    parallelism: FSDP=8          # the DCN axes (FSDP x PP) give the nodes a job needs;
+                                 # or several: [FSDP=8, PP=8] (batch, flags, confirm each)
     nodes: chi[2832,2863,...]    # the slot: more nodes than that are spares
     budget_hours: 12
     stages: [health, batch, flags, confirm]
 
 A campaign of the confirm stage alone runs its A/B runs itself (`candidate`: the batch and
 the flags to confirm against baseline-deployed); any other campaign starts each stage as a
-sweep of its own (node perf, model perf, xla-tuning, a confirm campaign).
+sweep of its own (node perf, model perf, xla-tuning, a confirm campaign). With several
+parallelisms, node health runs once and batch, flags and confirm run for each parallelism
+in the order given, each stage's key then naming it (`batch PP=8`).
 """
 
 from __future__ import annotations
@@ -73,13 +76,29 @@ def parse_parallelism(text: str) -> dict[str, int]:
     return axes
 
 
+CELL_STAGES = ("batch", "flags", "confirm")   # run once per parallelism
+
+
+def parallelism_overrides(par: str) -> dict[str, int]:
+    """Each axis of degree > 1 as the MaxText override the template passes."""
+    return {AXIS_OVERRIDES[a]: n for a, n in parse_parallelism(par).items() if n > 1}
+
+
+def _text(par: str) -> str:
+    """A parallelism as the stages name it: `PP=4,FSDP=2` (no spaces, upper case)."""
+    return ",".join(f"{a}={n}" for a, n in parse_parallelism(par.replace(" ", "").upper()
+                                                             ).items())
+
+
 class CampaignSpec(_Spec):
     """From node health to a confirmed configuration: each stage a sweep of its own."""
 
     kind: Literal["campaign"]
     model: str  # required: every stage's model
-    parallelism: str = Field(description="FSDP=8, PP=8, PP=4,FSDP=2 ...: the DCN axes "
-                                         "(FSDP x PP) are the nodes a job takes")
+    parallelism: str | list[str] = Field(
+        description="FSDP=8, PP=8, PP=4,FSDP=2 ...: the DCN axes (FSDP x PP) are the nodes "
+                    "a job takes; a list: batch, flags and confirm for each, in its order, "
+                    "after one node health stage")
     health_model: str = Field(default="llama2-70b",
                               description="the 1-node model node health runs on each node")
     budget_hours: float = Field(gt=0, le=24 * 14)
@@ -93,6 +112,18 @@ class CampaignSpec(_Spec):
     flags_stage: dict[str, Any] = Field(
         default_factory=dict, description="more xla-tuning spec fields (profiles, thresholds)")
 
+    @field_validator("parallelism")
+    @classmethod
+    def _parallelisms(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, str):
+            return _text(v)
+        if not 1 <= len(v) <= 4:
+            raise ValueError("parallelism: one, or a list of 1 to 4")
+        texts = [_text(p) for p in v]
+        if len(set(texts)) != len(texts):
+            raise ValueError("parallelism names a parallelism twice")
+        return texts
+
     @field_validator("stages")
     @classmethod
     def _order(cls, v: list[str]) -> list[str]:
@@ -105,14 +136,20 @@ class CampaignSpec(_Spec):
 
     @model_validator(mode="after")
     def _slot(self) -> CampaignSpec:
-        parse_parallelism(self.parallelism)
-        if len(self.node_list) < self.job_nodes:
-            raise ValueError(f"parallelism {self.parallelism} takes {self.job_nodes} nodes; "
-                             f"the slot has {len(self.node_list)}")
+        for par in self.parallelisms:
+            if len(self.node_list) < self.nodes_of(par):
+                raise ValueError(f"parallelism {par} takes {self.nodes_of(par)} nodes; "
+                                 f"the slot has {len(self.node_list)}")
+            for key, n in self.parallelism_overrides(par).items():
+                if key in self.overrides and str(self.overrides[key]) != str(n):
+                    raise ValueError(f"overrides.{key}={self.overrides[key]} contradicts "
+                                     f"parallelism {par}; the parallelism sets it")
         if self.stages == ["confirm"] and (self.candidate is None or self.candidate.empty):
             raise ValueError("a confirm stage alone needs a candidate (batch, xla_flags or "
                              "env) to put against baseline-deployed")
-        for key in ("kind", "model", "nodes"):
+        if self.candidate is not None and len(self.parallelisms) > 1:
+            raise ValueError("a candidate is confirmed at one parallelism: give one")
+        for key in ("kind", "model", "nodes", "parallelism"):
             for name, extra in (("batch_stage", self.batch_stage),
                                 ("flags_stage", self.flags_stage)):
                 if key in extra:
@@ -120,31 +157,68 @@ class CampaignSpec(_Spec):
         return self
 
     @property
-    def job_nodes(self) -> int:
-        """The nodes one job of the parallelism takes: its DCN axes (FSDP x PP)."""
-        axes = parse_parallelism(self.parallelism)
+    def parallelisms(self) -> list[str]:
+        """The parallelisms in the spec's order (one, or several)."""
+        return [self.parallelism] if isinstance(self.parallelism, str) else list(self.parallelism)
+
+    @property
+    def several(self) -> bool:
+        return len(self.parallelisms) > 1
+
+    @property
+    def shown(self) -> str:
+        """The parallelism(s) as a line says them."""
+        return " + ".join(self.parallelisms)
+
+    @staticmethod
+    def nodes_of(par: str) -> int:
+        """The nodes one job of a parallelism takes: its DCN axes (FSDP x PP)."""
+        axes = parse_parallelism(par)
         return axes.get("FSDP", 1) * axes.get("PP", 1)
+
+    @property
+    def job_nodes(self) -> int:
+        """The healthy nodes the campaign needs: its largest parallelism's job."""
+        return max(self.nodes_of(p) for p in self.parallelisms)
 
     @property
     def needed_nodes(self) -> int:
         return self.job_nodes
+
+    def key(self, stage: str, par: str) -> str:
+        """A stage's key (its link in the store, its name in `list`): the stage, and with
+        several parallelisms the one it is for (`batch PP=8`)."""
+        return f"{stage} {par}" if self.several and stage in CELL_STAGES else stage
+
+    def cell_of(self, key: str) -> tuple[str, str | None]:
+        """(stage, parallelism) of a stage's key; node health's steps have none."""
+        stage, _, par = key.partition(" ")
+        if stage not in CELL_STAGES:
+            return stage, None
+        return stage, par or self.parallelisms[0]
 
     @property
     def runs_itself(self) -> bool:
         """A confirm stage alone: the A/B runs are this sweep's own."""
         return self.stages == ["confirm"]
 
-    def parallelism_overrides(self) -> dict[str, int]:
-        """Each axis of degree > 1 as the MaxText override the template passes."""
-        return {AXIS_OVERRIDES[a]: n for a, n in parse_parallelism(self.parallelism).items()
-                if n > 1}
+    def parallelism_overrides(self, par: str | None = None) -> dict[str, int]:
+        """Each axis of degree > 1 as the MaxText override the template passes (of `par`,
+        default the first parallelism)."""
+        return parallelism_overrides(par or self.parallelisms[0])
 
     def stage_hours(self) -> dict[str, float]:
-        """The budget split over the stages kept, in proportion to their shares."""
+        """The budget split over the stages kept, in proportion to their shares (a stage
+        run per parallelism shares its part among them), by stage key."""
         total = sum(SHARE[s] for s in self.stages)
-        return {s: self.budget_hours * SHARE[s] / total for s in self.stages}
+        out: dict[str, float] = {}
+        for s in self.stages:
+            pars = self.parallelisms if s in CELL_STAGES else [self.parallelisms[0]]
+            for par in pars:
+                out[self.key(s, par)] = self.budget_hours * SHARE[s] / total / len(pars)
+        return out
 
     def default_name(self) -> str:
         if self.runs_itself:
-            return f"{self.model} {self.job_nodes}N {self.parallelism} confirm"
-        return f"{self.model} {self.parallelism} campaign"
+            return f"{self.model} {self.job_nodes}N {self.shown} confirm"
+        return f"{self.model} {self.shown} campaign"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -22,6 +23,28 @@ from sweepd.kinds.spec import Scalar, _Spec
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
+# The MaxText override each parallelism axis is passed as (xla-tuning.SKILL.md's template).
+AXIS_OVERRIDES = {"FSDP": "dcn_fsdp_parallelism", "PP": "dcn_pipeline_parallelism",
+                  "TP": "ici_tensor_parallelism"}
+_AXIS = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]{0,3})$")
+
+
+def parse_parallelism(text: str) -> dict[str, int]:
+    """`FSDP=8`, `pp=4, fsdp=2` -> each axis's degree, in the order given (ValueError: one
+    line). A kind reads only its own modules: xla-tuning's parser is not imported here."""
+    axes: dict[str, int] = {}
+    for part in text.replace(" ", "").upper().split(","):
+        m = _AXIS.match(part)
+        if m is None:
+            raise ValueError(f"parallelism {text!r}: {part!r} is not AXIS=N (FSDP, PP, TP)")
+        if m.group(1) in axes:
+            raise ValueError(f"parallelism {text!r}: axis {m.group(1)} given twice")
+        axes[m.group(1)] = int(m.group(2))
+    return axes
+
+
+def parallelism_text(axes: dict[str, int]) -> str:
+    return ",".join(f"{a}={n}" for a, n in axes.items())
 
 
 class SecondKnob(BaseModel):
@@ -69,6 +92,12 @@ class ModelPerfSpec(_Spec):
         description="a second knob searched with per_device_batch_size: "
                     "{parameter: remat_policy | _env_XLA_PYTHON_CLIENT_MEM_FRACTION, values: "
                     "[the config's value first, ...]}")
+    parallelism: str | None = Field(
+        default=None,
+        description="FSDP=8, PP=4,FSDP=2, TP=8,FSDP=8 ...: each axis above 1 is passed as "
+                    "its MaxText override (dcn_fsdp_parallelism, dcn_pipeline_parallelism, "
+                    "ici_tensor_parallelism) with every job; its DCN axes (FSDP x PP) are "
+                    "the pinned nodes, all of them in every job")
     max_runs: int = Field(default=12, ge=1, le=200)
     extend_budget: bool = Field(
         default=False,
@@ -105,6 +134,28 @@ class ModelPerfSpec(_Spec):
                              f"given ({where}); remove it")
         return {**data, "toolkit_shape": derived}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _parallelism_overrides(cls, data: Any) -> Any:
+        """The parallelism's axes join `overrides`, so they reach every job (and the memory
+        estimate, and the prior-sweep match of the cell) the way any override does. An
+        override that sets an axis to another degree contradicts it: refused. The same
+        degree (a stored spec submitted again) is the same spec."""
+        if not isinstance(data, dict) or not isinstance(data.get("parallelism"), str):
+            return data
+        par = parse_parallelism(data["parallelism"])
+        given = data.get("overrides") or {}
+        if not isinstance(given, dict):
+            return data   # the overrides field's own validator says so
+        # Axes at 1 are left to the config (every override lengthens the job name).
+        axes: dict[str, Scalar] = {AXIS_OVERRIDES[a]: n for a, n in par.items() if n > 1}
+        for key, degree in axes.items():
+            if key in given and str(given[key]) != str(degree):
+                raise ValueError(f"overrides.{key}={given[key]} contradicts parallelism "
+                                 f"{parallelism_text(par)} ({key}={degree}); give the axis "
+                                 "once")
+        return {**data, "parallelism": parallelism_text(par), "overrides": {**given, **axes}}
+
     @classmethod
     def known_model(cls, name: str, context: dict[str, Any]) -> str:
         """A built-in shape or, in submit.sh mode, a model the toolkit repo has a config
@@ -134,6 +185,8 @@ class ModelPerfSpec(_Spec):
             _check_values(self.parameter, self.values)
         if self.second is not None:
             _check_second(self)
+        if self.parallelism is not None:
+            _check_parallelism(self)
         # What the memory estimate reads from the overrides: a typo is one clear line now,
         # not a planner error later.
         weight_bytes(self.overrides)
@@ -146,7 +199,10 @@ class ModelPerfSpec(_Spec):
     @property
     def needed_nodes(self) -> int:
         """`min_nodes`, by default more than half the pinned nodes (and at least the
-        model's own minimum): a search on fewer nodes is not the one that was asked for."""
+        model's own minimum): a search on fewer nodes is not the one that was asked for.
+        With a parallelism, every pinned node: a job on fewer is another parallelism."""
+        if self.parallelism is not None:
+            return len(self.node_list)
         shape = self.known_shape
         return self.min_nodes or max(shape.min_nodes if shape else 1,
                                      len(self.node_list) // 2 + 1)
@@ -162,9 +218,18 @@ class ModelPerfSpec(_Spec):
         except UnknownModel:
             return None
 
+    def cluster_problem(self, gpus_per_node: int) -> str | None:
+        """TP is ICI, inside one node: its degree must divide the cluster's GPUs per node."""
+        tp = parse_parallelism(self.parallelism).get("TP", 1) if self.parallelism else 1
+        if gpus_per_node % tp:
+            return (f"parallelism {self.parallelism!r}: TP={tp} does not divide the "
+                    f"{gpus_per_node} GPUs of a node (cluster.gpus_per_node)")
+        return None
+
     def default_name(self) -> str:
         second = f" x {self.second.parameter.removeprefix(ENV_PREFIX)}" if self.second else ""
-        return f"{self.model} {len(self.node_list)}N {self.parameter}{second}"
+        par = f" {self.parallelism}" if self.parallelism else ""
+        return f"{self.model} {len(self.node_list)}N{par} {self.parameter}{second}"
 
 
 def _shape(raw: object) -> ModelShape | None:
@@ -187,6 +252,19 @@ def _check_values(parameter: str, values: list[Scalar]) -> None:
         raise ValueError(f"values mix numbers and text: {values}")
     if parameter == BATCH and not all(isinstance(v, int) and v >= 1 for v in values):
         raise ValueError(f"{BATCH} values must be whole numbers of at least 1: {values}")
+
+
+def _check_parallelism(spec: ModelPerfSpec) -> None:
+    """The DCN axes (FSDP x PP) span the nodes: every job runs on all the pinned nodes (no
+    spare, no substitution), so they must be that many; min_nodes cannot allow fewer."""
+    par = parse_parallelism(spec.parallelism or "")
+    dcn = par.get("FSDP", 1) * par.get("PP", 1)
+    if dcn != len(spec.node_list):
+        raise ValueError(f"parallelism {spec.parallelism}: its DCN axes (FSDP x PP) make "
+                         f"{dcn} nodes, not the {len(spec.node_list)} pinned")
+    if spec.min_nodes is not None and spec.min_nodes != dcn:
+        raise ValueError(f"min_nodes {spec.min_nodes}: a {spec.parallelism} job takes all "
+                         f"{dcn} pinned nodes; leave min_nodes out")
 
 
 def _check_second(spec: ModelPerfSpec) -> None:
