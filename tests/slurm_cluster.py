@@ -44,7 +44,7 @@ def slurm_dir() -> Path:
 # on these.
 SLURM_S = {
     "test_slurm_xla_sweep.py": 217,
-    "test_slurm_campaign_crash.py": 240,
+    "test_slurm_campaign_crash.py": 400,
     "test_slurm_xla_crash.py": 141,
     "test_slurm_submit_crash.py": 119,
     "test_slurm_crash.py": 113,

@@ -142,7 +142,8 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
     assert {n: k[n].stops.on_config_error for n in k} == {
         "campaign": True, "model-perf": True, "model-sweep": False, "network": True,
         "node-perf": True, "xla-tuning": False}
-    assert [n for n in sorted(k) if k[n].stops.state or k[n].stops.files] == ["xla-tuning"]
+    assert [n for n in sorted(k) if k[n].stops.state or k[n].stops.files] == [
+        "campaign", "xla-tuning"]
     assert [n for n in sorted(k) if k[n].workspace.workdir or k[n].workspace.release] == [
         "model-sweep"]
     assert [n for n in sorted(k) if not k[n].report.one_model] == ["model-sweep"]

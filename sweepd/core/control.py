@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -85,7 +85,7 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         own = kind_of(sweep.kind).stops.state
         message = stop_message(sweep, reason, failing_nodes, recovery, outcome, nodelist,
                                runs, jobs, nodes_short=_nodes_short(engine, sweep, out),
-                               own=own(sweep, runs, jobs) if own else None,
+                               own=own(replace(sweep, reason=reason), runs, jobs) if own else None,
                                node_evidence=await stored_evidence(store, sweep.id,
                                                                    failing_nodes),
                                spec_refused=rule == SPEC_REFUSED)
