@@ -69,7 +69,7 @@ async def test_jobs_submitted_counts_only_what_reached_the_scheduler(tmp_path: P
 
 def test_list_and_top_show_runs_alike() -> None:
     from sweepd.cli.output import runs_cell
-    from sweepd.cli.top import progress_of
+    from sweepd.cli.top_fields import progress_of
 
     ended = {"id": 1, "state": "failed", "kind": "model-perf",
              "progress": {"runs_done": 0, "runs_most": 0, "ended": True, "jobs_queued": 0,
@@ -87,7 +87,8 @@ async def test_top_leaves_a_gap_between_the_runs_and_the_bar() -> None:
     from textual.app import App, ComposeResult
     from textual.widgets import Label, ListView, ProgressBar
 
-    from sweepd.cli.top import SweepRow, TopApp
+    from sweepd.cli.top import TopApp
+    from sweepd.cli.top_widgets import SweepRow
 
     sweep = {"id": 1234, "state": "awaiting_decision", "kind": "xla-tuning",
              "progress": {"runs_done": 13, "runs_most": 13, "ended": True}}
