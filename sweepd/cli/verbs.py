@@ -20,8 +20,8 @@ from typing import Any
 import shtab
 
 from sweepd.app.progress import duration
-from sweepd.cli import views as cli_views
 from sweepd.cli.client import Client
+from sweepd.cli.completion import sweep_id_arg
 from sweepd.cli.output import (
     SOCKET_HELP,
     RunFunc,
@@ -36,6 +36,10 @@ from sweepd.cli.output import (
     summary_line,
     with_client,
 )
+from sweepd.cli.source import with_source
+from sweepd.cli.validate import run_dry_run
+from sweepd.cli.views import add_view_commands, state_dir_verbs
+from sweepd.cli.watch import EXIT_CONNECTION_LOST, RECONNECT_S, watch
 from sweepd.core.states import SweepState
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, kinds
 from sweepd.kinds.spec import SpecError
@@ -48,7 +52,7 @@ def run_submit(args: argparse.Namespace) -> int:
     except SpecError as e:
         return fail(args, str(e), e.errors)
     if args.dry_run:
-        return cli_views.run_dry_run(args)
+        return run_dry_run(args)
 
     def submit(client: Client) -> int:
         summary = client.submit(spec)
@@ -59,7 +63,7 @@ def run_submit(args: argparse.Namespace) -> int:
             say(f"submitted sweep {summary['id']}: {escape(summary['name'])}"
                 + ("" if args.follow else f"; follow it with `sweepd watch {summary['id']}`"),
                 err=True)
-        return cli_views.watch(args, summary["id"]) if args.follow else 0
+        return watch(args, summary["id"]) if args.follow else 0
 
     return with_client(args, submit)
 
@@ -189,11 +193,11 @@ def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:
 
 
 def run_watch(args: argparse.Namespace) -> int:
-    return cli_views.watch(args, args.id)
+    return watch(args, args.id)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    return cli_views.with_source(args, functools.partial(_report, args))
+    return with_source(args, functools.partial(_report, args))
 
 
 def _report(args: argparse.Namespace, client: Client) -> int:
@@ -253,7 +257,7 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    return cli_views.with_source(args, functools.partial(_explain, args))
+    return with_source(args, functools.partial(_explain, args))
 
 
 def _explain(args: argparse.Namespace, client: Client) -> int:
@@ -327,10 +331,10 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     for name, func, helptext in _VERBS:
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
         if name != "list":
-            cli_views.sweep_id_arg(p)
+            sweep_id_arg(p)
         if name == "list":
             _list_args(p)
-        if name in cli_views.state_dir_verbs():
+        if name in state_dir_verbs():
             p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                            help="read this state directory's database (read-only) instead "
                                 "of asking the daemon (a `sweepd run`/`demo` result)")
@@ -365,14 +369,14 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
                            help="excluded nodes to put back in use (e.g. repaired)")
         p.set_defaults(func=func)
-    cli_views.add_view_commands(sub, common)
+    add_view_commands(sub, common)
 
 
 def _reconnect_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reconnect", type=float, default=cli_views.RECONNECT_S, metavar="S",
+    p.add_argument("--reconnect", type=float, default=RECONNECT_S, metavar="S",
                    help="when the daemon goes away (a restart), keep trying this many "
-                        f"seconds, then exit {cli_views.EXIT_CONNECTION_LOST} (default "
-                        f"{cli_views.RECONNECT_S:g})")
+                        f"seconds, then exit {EXIT_CONNECTION_LOST} (default "
+                        f"{RECONNECT_S:g})")
 
 
 def _list_args(p: argparse.ArgumentParser) -> None:
