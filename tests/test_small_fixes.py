@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sweepd.cli import main as cli_main
+from sweepd.cli.listing import _list_row
 from sweepd.cli.output import print_failure
-from sweepd.cli.verbs import _list_row
 from sweepd.config import load_config
 from sweepd.core.policy import Act, Case, SweepFacts, decide, queued_node_fault
 from sweepd.kinds.registry import Demo, kind_of
@@ -169,7 +169,7 @@ def test_the_failed_markers_are_not_under_the_legend() -> None:
 
 def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from sweepd.cli import verbs
+    from sweepd.cli import listing
 
     progress = {"runs_done": 1, "runs_most": 1, "ended": True, "jobs_queued": 0,
                 "jobs_running": 0, "eta_s": None, "eta_guess": False, "elapsed_s": 60}
@@ -186,7 +186,7 @@ def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
             asked.append(states)
             return [s for s in sweeps if s["state"] in states]
 
-    monkeypatch.setattr(verbs, "with_client", lambda _args, body: body(Client()))
+    monkeypatch.setattr(listing, "with_client", lambda _args, body: body(Client()))
     args = cli_main.build_parser().parse_args(["list", "--state", "cancelled"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
