@@ -22,7 +22,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sweepd.kinds.network.isolation import Group, Judge, Outcome, advance
+from sweepd.kinds.network.isolation import advance
+from sweepd.kinds.network.judge import Group, Judge, Outcome
 
 BASE_TGS = 1400.0
 SCALING = 0.97

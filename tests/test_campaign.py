@@ -501,7 +501,7 @@ def test_tuning_md_writes_the_campaign_report_file(tmp_path: Path) -> None:
 
 
 def test_list_names_a_stage_sweeps_campaign() -> None:
-    from sweepd.cli.verbs import _list_row
+    from sweepd.cli.listing import _list_row
 
     progress = {"runs_done": 3, "runs_most": 12, "ended": False, "jobs_queued": 0,
                 "jobs_running": 1, "eta_s": None, "eta_guess": False, "elapsed_s": 60}

@@ -24,8 +24,8 @@ import pytest
 from rich.console import Console
 
 from sweepd.app.progress import slurm_seconds, sweep_progress
+from sweepd.cli.logs import log_text
 from sweepd.cli.main import main
-from sweepd.cli.views import log_text
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store

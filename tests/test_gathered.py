@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sweepd.app import service as service_module
+from sweepd.app import admission as admission_module
 from sweepd.app.daemon import open_parts
 from sweepd.core import planning
 from sweepd.core.gathered import KEEP_S, Gathered
@@ -46,7 +46,7 @@ async def test_the_first_plan_takes_the_submissions_facts_and_later_plans_gather
         return real.plan(spec, ctx)
 
     counting: Kind[Any, Any] = dataclasses.replace(real, gather=gather, plan=plan)
-    for module in (service_module, planning):
+    for module in (admission_module, planning):
         monkeypatch.setattr(module, "kind_of", lambda name: counting)
     async with open_parts(config) as parts:
         sweep_id = (await parts.service.submit(perf_spec()))["id"]

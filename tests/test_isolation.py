@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweepd.kinds.network.isolation import Group, Judge, Outcome, Wanted, advance
+from sweepd.kinds.network.isolation import advance
+from sweepd.kinds.network.judge import Group, Judge, Outcome, Wanted
 
 BASE = 1400.0
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sweepd.cli import main as cli_main
+from sweepd.cli.listing import _list_row
 from sweepd.cli.output import print_failure
-from sweepd.cli.verbs import _list_row
 from sweepd.config import load_config
 from sweepd.core.policy import Act, Case, SweepFacts, decide, queued_node_fault
 from sweepd.kinds.registry import Demo, kind_of
@@ -69,7 +69,7 @@ async def test_jobs_submitted_counts_only_what_reached_the_scheduler(tmp_path: P
 
 def test_list_and_top_show_runs_alike() -> None:
     from sweepd.cli.output import runs_cell
-    from sweepd.cli.top import progress_of
+    from sweepd.cli.top_fields import progress_of
 
     ended = {"id": 1, "state": "failed", "kind": "model-perf",
              "progress": {"runs_done": 0, "runs_most": 0, "ended": True, "jobs_queued": 0,
@@ -87,7 +87,8 @@ async def test_top_leaves_a_gap_between_the_runs_and_the_bar() -> None:
     from textual.app import App, ComposeResult
     from textual.widgets import Label, ListView, ProgressBar
 
-    from sweepd.cli.top import SweepRow, TopApp
+    from sweepd.cli.top import TopApp
+    from sweepd.cli.top_widgets import SweepRow
 
     sweep = {"id": 1234, "state": "awaiting_decision", "kind": "xla-tuning",
              "progress": {"runs_done": 13, "runs_most": 13, "ended": True}}
@@ -168,7 +169,7 @@ def test_the_failed_markers_are_not_under_the_legend() -> None:
 
 def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from sweepd.cli import verbs
+    from sweepd.cli import listing
 
     progress = {"runs_done": 1, "runs_most": 1, "ended": True, "jobs_queued": 0,
                 "jobs_running": 0, "eta_s": None, "eta_guess": False, "elapsed_s": 60}
@@ -185,7 +186,7 @@ def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
             asked.append(states)
             return [s for s in sweeps if s["state"] in states]
 
-    monkeypatch.setattr(verbs, "with_client", lambda _args, body: body(Client()))
+    monkeypatch.setattr(listing, "with_client", lambda _args, body: body(Client()))
     args = cli_main.build_parser().parse_args(["list", "--state", "cancelled"])
     assert args.func(args) == 0
     out = capsys.readouterr().out

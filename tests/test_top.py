@@ -17,7 +17,9 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Label, Markdown, ProgressBar, Sparkline, Static
 
 from sweepd.cli.main import main
-from sweepd.cli.top import Confirm, SweepRow, TextScreen, TopApp, progress_of, progress_text
+from sweepd.cli.top import TopApp
+from sweepd.cli.top_fields import progress_of, progress_text
+from sweepd.cli.top_widgets import Confirm, SweepRow, TextScreen
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 

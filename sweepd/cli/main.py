@@ -15,7 +15,7 @@ import yaml
 
 from sweepd.api.errors import AnotherSweepd
 from sweepd.app import foreground
-from sweepd.app.service import version
+from sweepd.app.health import version
 from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
 from sweepd.kinds.registry import kind_of, kinds, parse_spec, read_spec_file

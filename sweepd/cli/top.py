@@ -4,6 +4,9 @@ It reads the socket API only (no second source of truth): the sweep list, each s
 `show`, and the progress long-poll, which wakes a sweep's row as soon as an event lands.
 A slow re-list finds sweeps submitted meanwhile. Keys open explain / report, and resume
 or abort the selected sweep after a confirmation.
+
+This module is the app: the layout, the followers and the keys. The socket client is
+`top_api`, what a sweep's JSON says is `top_fields`, the rows and screens `top_widgets`.
 """
 
 from __future__ import annotations
@@ -14,242 +17,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import (
-    Button,
-    DataTable,
-    Footer,
-    Header,
-    Label,
-    ListItem,
-    ListView,
-    Markdown,
-    ProgressBar,
-    Sparkline,
-    Static,
-)
+from textual.widgets import DataTable, Footer, Header, Label, ListView, Static
 
-from sweepd.cli.output import runs_cell
+from sweepd.cli.top_api import LONG_POLL_S, Api, ApiError
+from sweepd.cli.top_fields import STOPPED, cell, progress_text, stop_message
+from sweepd.cli.top_widgets import Confirm, SweepChanged, SweepRow, TextScreen
 from sweepd.util.text import escape
 
-LONG_POLL_S = 25.0        # one progress long-poll; the API caps it at 30 s
 LIST_EVERY_S = 5.0        # re-list to find sweeps submitted since
 MAX_SWEEPS = 50           # newest first; older ones are for `sweepd list`
-FINISHED_RUNS = frozenset({"passed", "failed", "cancelled"})
-STOPPED = frozenset({"done", "failed", "aborted", "awaiting_decision"})
 RUN_COLUMNS = (("seq", "#"), ("label", "RUN"), ("state", "STATE"), ("outcome", "OUTCOME"),
                ("tgs", "TGS"), ("mfu", "MFU"), ("failure_class", "FAILURE"))
 JOB_COLUMNS = (("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"),
                ("backend_id", "SLURM ID"), ("state", "STATE"), ("failure_class", "FAILURE"),
                ("nodes", "NODES"))
-
-
-class ApiError(Exception):
-    """The daemon refused a request or could not be reached."""
-
-
-class Api:
-    """The few socket routes the view uses, asynchronously (it runs in textual's loop)."""
-
-    def __init__(self, socket_path: Path) -> None:
-        self.socket_path = socket_path
-        self._http = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(socket_path)),
-                                       base_url="http://sweepd", timeout=LONG_POLL_S + 30)
-
-    async def close(self) -> None:
-        await self._http.aclose()
-
-    async def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, **kw)
-        except httpx.TransportError as e:
-            raise ApiError(f"sweepd is not reachable at {self.socket_path}: {e!r}") from None
-        if response.status_code >= 400:
-            try:
-                message = str(response.json()["error"])
-            except (ValueError, KeyError, TypeError):
-                message = f"HTTP {response.status_code}"
-            raise ApiError(message)
-        return response
-
-    async def sweeps(self) -> list[dict[str, Any]]:
-        return list((await self._call("GET", "/sweeps")).json())
-
-    async def show(self, sweep_id: int) -> dict[str, Any]:
-        return dict((await self._call("GET", f"/sweeps/{sweep_id}")).json())
-
-    async def progress(self, sweep_id: int, after: int, wait_s: float) -> dict[str, Any]:
-        return dict((await self._call("GET", f"/sweeps/{sweep_id}/progress",
-                                      params={"after": after, "wait": wait_s})).json())
-
-    async def explain(self, sweep_id: int) -> list[str]:
-        return list((await self._call("GET", f"/sweeps/{sweep_id}/explain")).json()["lines"])
-
-    async def report(self, sweep_id: int) -> str:
-        return (await self._call("GET", f"/sweeps/{sweep_id}/report.md")).text
-
-    async def act(self, sweep_id: int, verb: str) -> dict[str, Any]:
-        return dict((await self._call("POST", f"/sweeps/{sweep_id}/{verb}")).json())
-
-
-# -- what a sweep's JSON says (the one place that reads its fields) ----------------------
-
-def progress_of(sweep: Mapping[str, Any]) -> tuple[int, int | None]:
-    """Runs finished, and the most runs the sweep may take (None: no fixed most). Reads
-    the API's `progress` object (`runs_done`, `runs_most`) when the daemon sends one, else
-    counts the runs itself (an older daemon)."""
-    given = sweep.get("progress")
-    if isinstance(given, Mapping) and isinstance(given.get("runs_done"), int):
-        most = given.get("runs_most")
-        return int(given["runs_done"]), int(most) if isinstance(most, int) else None
-    runs = sweep.get("run_list") or []
-    done = sum(1 for r in runs if r.get("state") in FINISHED_RUNS)
-    spec = sweep.get("spec") or {}
-    most = spec.get("max_runs")
-    if isinstance(spec.get("values"), list) and isinstance(most, int):
-        most = min(most, len(spec["values"]))   # explicit candidates: at most one run each
-    if sweep.get("state") in STOPPED - {"awaiting_decision"}:
-        most = done   # nothing more will run
-    return done, int(most) if isinstance(most, int) else None
-
-
-def progress_text(sweep: Mapping[str, Any]) -> str:
-    """The daemon's one-line progress (runs, jobs in flight, elapsed, ETA), if it sends it."""
-    given = sweep.get("progress")
-    line = given.get("line") if isinstance(given, Mapping) else None
-    return escape(str(line)) if line else ""
-
-
-def tgs_series(sweep: Mapping[str, Any]) -> list[float]:
-    """Each finished run's TGS, in run order: the sweep's sparkline."""
-    runs = sorted(sweep.get("run_list") or [], key=lambda r: r.get("seq", 0))
-    return [float(r["tgs"]) for r in runs if isinstance(r.get("tgs"), int | float)]
-
-
-def latest_line(sweep: Mapping[str, Any]) -> str:
-    """The newest progress line's first line (a stop message's headline)."""
-    lines = [e["reason"] for e in sweep.get("events") or [] if e.get("kind") == "progress"]
-    return escape(lines[-1].strip().splitlines()[0]) if lines and lines[-1].strip() else ""
-
-
-def stop_message(sweep: Mapping[str, Any]) -> str:
-    """For a sweep awaiting a decision, the message it stopped with (the progress line
-    written with its last move to awaiting_decision); for an ended one, its reason; for
-    one still going, nothing."""
-    if sweep.get("state") not in STOPPED:
-        return ""
-    if sweep.get("state") != "awaiting_decision":
-        return escape(sweep.get("reason") or "", keep_newlines=True)
-    events = sweep.get("events") or []
-    stops = [i for i, e in enumerate(events) if e.get("kind") == "transition"
-             and e.get("to_state") == "awaiting_decision" and e.get("run_id") is None]
-    after = events[stops[-1]:] if stops else events
-    lines = [e["reason"] for e in after if e.get("kind") == "progress"]
-    return escape(lines[0] if lines else sweep.get("reason") or "", keep_newlines=True)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return escape(str(value))
-
-
-# -- widgets -----------------------------------------------------------------------------
-
-class SweepRow(ListItem):
-    """One sweep: id, state and kind; its progress bar; its TGS sparkline; its latest line."""
-
-    def __init__(self, sweep: Mapping[str, Any]) -> None:
-        super().__init__(id=f"sweep-{sweep['id']}")
-        self.sweep_id = int(sweep["id"])
-        self.sweep: Mapping[str, Any] = sweep
-
-    def compose(self) -> ComposeResult:
-        with Container(classes="row"):   # a grid: one line when wide, two when narrow
-            yield Label(classes="what")
-            yield ProgressBar(show_eta=False, classes="bar")
-            yield Sparkline([], summary_function=max, classes="tgs")
-            yield Label(classes="latest")
-
-    def on_mount(self) -> None:
-        self.show(self.sweep)
-
-    def show(self, sweep: Mapping[str, Any]) -> None:
-        self.sweep = sweep
-        done, most = progress_of(sweep)
-        what = f"{sweep['id']:>4} {sweep['state']:<17} {sweep['kind']:<11} "
-        ended = bool((sweep.get("progress") or {}).get("ended")) or \
-            sweep.get("state") in STOPPED - {"awaiting_decision"}
-        self.query_one(".what", Label).update(Text(what + runs_cell(done, most, ended)))
-        self.query_one(ProgressBar).update(total=most, progress=done)
-        self.query_one(Sparkline).data = tgs_series(sweep)
-        self.query_one(".latest", Label).update(Text(latest_line(sweep)))
-
-
-class TextScreen(ModalScreen[None]):
-    """Explain (plain lines) or a report (Markdown), scrollable; Escape or q closes it."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss", "close")]
-
-    def __init__(self, title: str, body: str, markdown: bool) -> None:
-        super().__init__()
-        self.title_text = title
-        self.body = body
-        self.markdown = markdown
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="text"):
-            yield Label(Text(self.title_text), id="text-title")
-            if self.markdown:
-                yield Markdown(self.body, id="text-body")
-            else:   # the daemon's text as it is: no markup read into it
-                yield Static(Text(self.body), id="text-body")
-
-    async def action_dismiss(self, result: None = None) -> None:
-        self.dismiss(result)
-
-
-class Confirm(ModalScreen[bool]):
-    """Yes or no before a resume or an abort."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "yes"),
-                                             Binding("n,escape", "answer(False)", "no")]
-
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="confirm"):
-            # A stop message may be longer than the screen: it scrolls, the buttons stay.
-            with VerticalScroll(id="question-scroll"):
-                yield Label(Text(self.question), id="question")
-            with Horizontal(id="answers"):
-                yield Button("Yes (y)", variant="error", id="yes")
-                yield Button("No (n)", variant="primary", id="no")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
-
-    @on(Button.Pressed)
-    def pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-
-class SweepChanged(Message):
-    def __init__(self, sweep_id: int) -> None:
-        super().__init__()
-        self.sweep_id = sweep_id
 
 
 class TopApp(App[None]):
@@ -424,7 +211,7 @@ class TopApp(App[None]):
             table.clear()
             for item in rows:
                 # Text, not str: a DataTable reads a str cell as markup.
-                table.add_row(*(Text(_cell(item.get(key))) for key, _ in columns))
+                table.add_row(*(Text(cell(item.get(key))) for key, _ in columns))
 
     def _status(self, text: str) -> None:
         with contextlib.suppress(NoMatches):   # the view is closing: nobody to tell

@@ -11,7 +11,8 @@ from typing import Any
 import hostlist
 
 from sweepd.kinds.api import Finished, GatherError, NewRun, Plan, SweepContext
-from sweepd.kinds.network.isolation import Fault, Group, Judge, Outcome, Test, advance
+from sweepd.kinds.network.isolation import advance
+from sweepd.kinds.network.judge import Fault, Group, Judge, Outcome, Test
 from sweepd.kinds.network.spec import NetworkSpec, failure_only_note
 from sweepd.kinds.node_perf import exports as node_perf
 from sweepd.kinds.registry import NO_CONTEXT, GatherContext

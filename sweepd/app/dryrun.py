@@ -1,0 +1,119 @@
+"""`validate` / `submit --dry-run` on the daemon: what a submit would do, recorded nowhere —
+the spec admitted (app/admission.py), the pinned nodes' states now, the kind's first plan
+on an empty run list, each first job's name as the backend would build it, and the most
+runs, jobs and node-hours the sweep may take."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Any
+
+from sweepd.app.admission import Admission
+from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds
+from sweepd.clusters.base import ControllerUnreachable, SubmitRefused
+from sweepd.core.engine import Engine
+from sweepd.core.submit import job_request
+from sweepd.kinds.api import Finished, Plan, StartSweep, Stop, SweepContext
+from sweepd.kinds.registry import kind_of
+from sweepd.kinds.spec import SpecError, SweepSpec
+from sweepd.util.hostlists import collect_nodes
+
+# A token shaped like the engine's (`sw<sweep>-<8 hex>.<store id>`): `validate` names jobs
+# with it, as long as a real one, so the name's length is the real name's.
+SAMPLE_TOKEN = "sw1-00000000.000000"
+
+
+async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict[str, Any]:
+    """The plan a parsed spec would get, checked as a submission would be."""
+    spec, _ = await admission.resolve_slot(spec)   # shown, not recorded
+    kind = kind_of(spec.kind)
+    facts = await admission.gather(spec)
+    await admission.refuse_strangers(spec.node_list)
+    states = await _node_states(engine, spec.node_list)
+    checks = await admission.preflight(spec)
+    config = engine.config
+    ctx = SweepContext(runs=[], nodes=spec.node_list,
+                       gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts,
+                       gpus_per_node=config.cluster.gpus_per_node)
+    first = kind.plan(spec, ctx)
+    dumped = spec.model_dump(mode="json")
+    return {"kind": spec.kind, "name": spec.name or spec.default_name(),
+            "nodes": spec.nodes, "node_count": len(spec.node_list),
+            "backend": config.cluster.backend, "node_states": states,
+            "first_plan": plan_dict(first), "preflight": [asdict(c) for c in checks],
+            "job_names": await _job_names(engine, spec, first),
+            **await _bounds(engine, spec.kind, spec.model, dumped)}
+
+
+async def _job_names(engine: Engine, spec: SweepSpec, plan: Plan
+                     ) -> list[dict[str, Any]]:
+    """Each first job's name as the backend would build it, and the overrides it would
+    carry outside the name; a submission the backend would refuse (a name over the
+    toolkit's limit even so, a profile that cannot take effect) refuses the spec now."""
+    backend = getattr(engine.backend, "inner", engine.backend)
+    name_of = getattr(backend, "name_of", None)
+    if name_of is None or isinstance(plan, (Finished, Stop, StartSweep)):
+        return []
+    out = []
+    for run in plan:
+        request = job_request(spec, run.params, token=SAMPLE_TOKEN, nodes=list(run.nodes),
+                              output_dir=engine.outputs / "validate")
+        try:
+            fitted = await asyncio.to_thread(name_of, request)
+        except SubmitRefused as e:
+            what = f"{run.label}: submission would be refused: {e}"
+            raise SpecError(what, [{"loc": [], "msg": what}]) from None
+        out.append({"label": run.label, "name": fitted.name,
+                    "bytes": len(fitted.name.encode()), "carried": list(fitted.carried)})
+    return out
+
+
+async def _node_states(engine: Engine, nodes: list[str]) -> dict[str, list[str]]:
+    """State -> the pinned nodes in it, as the scheduler says now ({} if it is down)."""
+    try:
+        states = await engine.backend.node_states(nodes)
+    except (ControllerUnreachable, RuntimeError):
+        return {}
+    by_state: dict[str, list[str]] = {}
+    for node in nodes:
+        by_state.setdefault(states.get(node, "unknown"), []).append(node)
+    return by_state
+
+
+async def _bounds(engine: Engine, kind: str, model: str, spec: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """The most runs, jobs (every retry taken) and node-hours a sweep may take."""
+    retries = engine.config.policy.max_retries
+    most = most_runs(kind, spec)
+    node_runs = most_node_runs(kind, spec)
+    limit = engine.config.cluster.slurm.time_limit
+    job_s = slurm_seconds(limit) if limit and engine.config.cluster.backend == \
+        "slurm" else None
+    basis = f"the configured time limit {limit} per job" if job_s else None
+    if job_s is None:
+        past = await engine.store.job_seconds_of(kind, model)
+        if past:
+            job_s = sum(past) / len(past)
+            basis = (f"a guess: {len(past)} earlier {kind} job(s) of {model} took "
+                     f"{job_s / 3600:.2f} h (cluster time) on average")
+    hours = (None if job_s is None or node_runs is None
+             else round(node_runs * (1 + retries) * job_s / 3600, 2))
+    return {"most_runs": most, "most_jobs": None if most is None else most * (1 + retries),
+            "max_retries": retries, "most_node_runs": node_runs, "most_node_hours": hours,
+            "node_hours_basis": basis or "unknown: no time limit configured and no "
+                                         "earlier job of this kind and model"}
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    if isinstance(plan, Finished):
+        return {"finished": plan.summary, "ok": plan.ok}
+    if isinstance(plan, Stop):
+        return {"stop": plan.reason, "rule": plan.rule}
+    if isinstance(plan, StartSweep):
+        return {"stage": plan.stage, "sweep": plan.spec}
+    return {"runs": [{"label": r.label,
+                      "params": r.params.model_dump(mode="json", exclude_defaults=True),
+                      "nodes": collect_nodes(list(r.nodes)), "node_count": len(r.nodes),
+                      "reason": r.reason, "rule": r.rule}
+                     for r in plan]}
