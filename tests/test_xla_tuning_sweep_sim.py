@@ -136,8 +136,8 @@ async def test_25_profiles_none_above_2_percent_is_structurally_bounded(tmp_path
     # The midpoint is said once: half the 25 profiles tried.
     mid = [line for line in swept.progress() if line.startswith("[xla-tuning] midpoint: ")]
     assert len(mid) == 1, mid
-    tried = int(mid[0].split()[2])
-    assert 13 <= tried < 25 and "of 25 profiles tried" in mid[0]
+    half = int(mid[0].split()[2])
+    assert 13 <= half < 25 and "of 25 profiles tried" in mid[0]
     assert not [line for line in swept.progress() if "positive result:" in line]
 
 

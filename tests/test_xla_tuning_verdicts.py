@@ -101,8 +101,8 @@ def test_a_part_with_no_measured_help_is_left_out() -> None:
              _ok("ag768M+lhs", 1101.0, 5)]
     v = plan(_inputs(fsdp8()), runs, EV)
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
-    assert "left out: lhs (ag768M+lhs +10.10% (4 re-runs) vs ag768M +10.00% (n=5) without " \
-        "it: +0.3 se: ambiguous at the 4-run cap: the 0.5 se rule)" in v.reason
+    assert "left out: lhs (ag768M+lhs +10.10% (4 re-runs) vs ag768M +10.00% (4 runs after " \
+        "its first) without it: +0.3 se: ambiguous at the 4-run cap: the 0.5 se rule)" in v.reason
     assert v.left_out and v.left_out[0].startswith("lhs (")
 
 
@@ -273,10 +273,10 @@ def test_an_ambiguous_neutral_part_is_tested_and_then_left_out() -> None:
     results = _ambiguous()
     assert _part_checks(inp, results) == {"ag768M+lhs", "ag768M"}
     # The re-runs say lhs adds nothing: the stack measures below the stack without it.
-    results += [_ok("ag768M+lhs", 1097.0, 5), _ok("ag768M", 1102.0, 5)]
+    results += [_ok("ag768M+lhs", 1095.0, 5), _ok("ag768M", 1102.0, 5)]
     v = plan(inp, results, EV)
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
-    assert v.left_out and v.left_out[0].startswith("lhs (ag768M+lhs +10.03% (3 re-runs)")
+    assert v.left_out and v.left_out[0].startswith("lhs (ag768M+lhs +9.97% (3 re-runs)")
     assert "no measured help" in v.left_out[0]
 
 

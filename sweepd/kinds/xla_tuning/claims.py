@@ -1,0 +1,63 @@
+"""When a recipe's claim is confirmed (stop rule 1's ">= +5 %"), read on the runs made to
+confirm it once it was put forward, never on the run that selected it."""
+
+from __future__ import annotations
+
+import math
+
+from sweepd.kinds.xla_tuning.board import Z_ONE, Board, Inputs
+from sweepd.kinds.xla_tuning.waves import BASE_N, NEAR_BASE_N
+
+WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
+# bound >= +4.5 % (a claim whose truth is under +4.5 % is a false winner)
+Z_WIN = Z_ONE  # one-sided 95 %: the winner's lower bound
+MIN_FRESH = 2  # fresh runs before a recipe's gain counts as confirmed
+# Near the line: a confirmation whose lower bound clears +4.5 % at one-sided 95 % but not at
+# 99 % (Z_CLEAR) is taken only on NEAR_FRESH fresh runs against a baseline of NEAR_BASE_N.
+# Each look at 95 % lets a recipe truly at +4.4 % through ~5 % of the time, and the false
+# winners traced were all there (truth +4.42..+4.46 %, two fresh runs, baseline n=3).
+Z_CLEAR = 2.576
+NEAR_FRESH = 4
+Z_NEAR = 2.326
+T_BOUNDS = True  # the win bounds use Student's t at the noise estimate's df (Board.t)
+
+
+def confirmed_win(inp: Inputs, board: Board, name: str) -> bool:
+    """>= +5 % on runs that did not select the recipe (at least MIN_FRESH of them, the
+    baseline at BASE_N), its one-sided lower bound above the false-winner line (+4.5 %)."""
+    t = inp.tags[0]
+    d, base = board.fresh_delta(name, t), board.base(t)
+    fresh, line = len(board.fresh(name, t)), inp.win - WIN_MARGIN
+    se = board.fresh_se(name, t)
+    if not (d is not None and base is not None and base.n >= BASE_N
+            and fresh >= MIN_FRESH and d >= inp.win and d - _z(board, Z_WIN) * se >= line):
+        return False
+    return (d - _z(board, Z_CLEAR) * se >= line
+            or (fresh >= NEAR_FRESH and base.n >= NEAR_BASE_N
+                and d - _z(board, Z_NEAR) * se >= line))
+
+
+def _z(board: Board, z: float) -> float:
+    return board.t(z) if T_BOUNDS else z
+
+
+def near_line(inp: Inputs, board: Board, name: str) -> bool:
+    """Confirmed at 95 % but not clear at 99 %, before the runs a near claim needs: the
+    recipe is re-run (to NEAR_FRESH fresh runs) and the baseline (to NEAR_BASE_N)."""
+    t = inp.tags[0]
+    d, base = board.fresh_delta(name, t), board.base(t)
+    if d is None or base is None or len(board.fresh(name, t)) < MIN_FRESH or d < inp.win:
+        return False
+    se, line = board.fresh_se(name, t), inp.win - WIN_MARGIN
+    return (d - _z(board, Z_WIN) * se >= line > d - _z(board, Z_CLEAR) * se
+            and not (len(board.fresh(name, t)) >= NEAR_FRESH and base.n >= NEAR_BASE_N))
+
+
+def screening(board: Board, name: str, tag: str) -> float:
+    """The delta of the run that selected the recipe (its first): what a verdict picks by
+    among recipes that qualify on their fresh runs, so picking one costs its claimed gain
+    no winner's curse (picking by the fresh means would: the best of several is lucky)."""
+    e, b = board.get(name, tag), board.base(tag)
+    if e is None or not e.n or b is None:
+        return -math.inf
+    return e.samples[0] / b.mean - 1

@@ -1,0 +1,161 @@
+"""The SKILL.md's stop rules, and what a verdict needs before one may fire: stop rule 1 (a
+recipe confirmed >= +5 % with Wave 6 run), stop rule 2 (bounded: >= 25 profiles, none
+significantly above +2 %), the catalog's end, and stop rule 3 inside a wave (only the runs
+that start before the 8 h budget is spent are submitted)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from sweepd.kinds.xla_tuning.board import BASELINE, Board, Inputs
+from sweepd.kinds.xla_tuning.claims import (
+    MIN_FRESH,
+    NEAR_FRESH,
+    WIN_MARGIN,
+    confirmed_win,
+    near_line,
+    screening,
+)
+from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
+from sweepd.kinds.xla_tuning.planned import Plan, Planned, VerdictKind
+from sweepd.kinds.xla_tuning.verdicts import make_verdict, prospect, recipes
+from sweepd.kinds.xla_tuning.waves import BASE_N, NEAR_BASE_N, Candidates, Item, best_recipe
+
+
+def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
+    """Stop rule 3 inside a wave: the runs of a wave queue one after another on the frozen
+    nodes, so only those that would start before the queue-time budget is spent are
+    submitted (at the mean queue time per run so far); a run started before it finishes.
+    The rest are not planned; the next plan then meets the budget and stops."""
+    if not board.runs or not runs:
+        return runs  # nothing measured yet: no estimate
+    per_run = board.queue_s / board.runs
+    if per_run <= 0:
+        return runs
+    fit = max(1, math.ceil((inp.max_queue_s - board.queue_s) / per_run))
+    if fit >= len(runs):
+        return runs
+    note = (f"; wave cut to {fit} of {len(runs)} runs: {board.queue_s / 3600:.1f} h of queue "
+            f"time + ~{per_run / 3600:.1f} h per run reaches {inp.max_queue_s / 3600:.0f} h "
+            "(stop.timebox)")
+    return tuple(replace(p, reason=p.reason + note) for p in runs[:fit])
+
+
+def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,
+           wave6: bool = True) -> tuple[str, list[Item]]:
+    """What a verdict naming `name` still needs: its parts tested, then the kept recipe
+    confirmed on fresh runs (baseline at BASE_N), then Wave 6 on every other tag."""
+    t = inp.tags[0]
+    p = pruned(inp, board, cands, name)
+    out: list[Item] = []
+    for sub in p.untested:
+        prof = cands._profile(sub)
+        if cands._ok(prof):
+            out.append((prof, t, "verdict.part_check",
+                        f"{name}: is every part worth it? {sub} is the stack without one"))
+    if out:
+        return p.name, out
+    for stk, sub in p.checking:
+        # A stack measured once is re-run first (its gap read on more than its selecting
+        # run); the stack without the part too once the gap stays ambiguous.
+        for nm in (stk, sub) if board.retest(stk, t) else (stk,):
+            e = board.get(nm, t)
+            if (e is not None and 0 < len(e.ranked) < PART_N
+                    and not any(o[0].name == nm for o in out)):
+                out.append((cands._profile(nm), t, "verdict.part_check",
+                            f"{name}: is every part worth it? {stk} "
+                            f"{board.delta(stk, t) or 0.0:+.2%} vs {sub} "
+                            f"{board.delta(sub, t) or 0.0:+.2%} without one part: ambiguous "
+                            f"(within {PART_Z_KEEP:g} se), re-run"))
+    if out:
+        return p.name, out
+    base = board.base(t)
+    if base is not None and base.n < BASE_N:
+        out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
+                    f"baseline n={base.n}: the verdict's gain is judged against its mean"))
+    e = board.get(p.name, t)
+    if e is not None and len(board.fresh(p.name, t)) < MIN_FRESH:
+        out.append((cands._profile(p.name), t, "noise.confirm",
+                    f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
+                    "that did not select it"))
+    elif e is not None and near_line(inp, board, p.name):
+        fd = board.fresh_delta(p.name, t) or 0.0
+        why = (f"{p.name} fresh {fd:+.2%}: its lower bound clears +{inp.win - WIN_MARGIN:.1%} "
+               f"at 95 % but not at 99 %")
+        if base is not None and base.n < NEAR_BASE_N:
+            out.append((cands.table[BASELINE], t, "noise.near_line_baseline",
+                        f"baseline n={base.n}: {why}"))
+        if len(board.fresh(p.name, t)) < NEAR_FRESH:
+            out.append((cands._profile(p.name), t, "noise.near_line",
+                        f"{why}: another fresh run"))
+    return p.name, out + (cands.wave6(p.name) if wave6 else [])
+
+
+def verdict_needs(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
+    lead = prospect(inp, board, cands)
+    return [] if lead is None else needs_for(inp, board, cands, lead)[1]
+
+
+def winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
+    """Stop rule 1: a recipe of 1-3 flags confirmed >= +5 % over baseline-deployed on runs
+    that did not select it, each part with measured help, and Wave 6 run on every other
+    config tag (a regression > 1 % there makes the proposal config-conditional)."""
+    t = inp.tags[0]
+    wins = [n for n in recipes(inp, board, cands) if confirmed_win(inp, board, n)]
+    if not wins:
+        return None
+    lead = max(wins, key=lambda n: screening(board, n, t))
+    name, need = needs_for(inp, board, cands, lead, wave)
+    pr = pruned(inp, board, cands, lead)
+    if need:
+        return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
+                                               for p, tag, rule, reason in need))
+    if not confirmed_win(inp, board, name):
+        return None  # the kept recipe fell short of the bar: search on
+    why = f"{name} confirmed >= +{inp.win:.0%} over baseline-deployed"
+    if inp.tags[1:]:
+        why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
+    return make_verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner", why, cands,
+                    recipe=name, left_out=pr.left_out, tested=pr.tested)
+
+
+def seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
+    return winner(inp, board, cands, wave)
+
+
+def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan | None:
+    primary = inp.tags[0]
+    wave = max(board.waves, default=0)
+    if inp.stop != "seed":
+        best = best_recipe(cands)
+        if best is not None and cands.settled(best):
+            done = winner(inp, board, cands, wave)
+            if done is not None:
+                return done
+            need = verdict_needs(inp, board, cands)  # the leader measured for its claim
+            if need:
+                return within_budget(inp, board, tuple(
+                    Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
+    tried = cands.distinct_tried()
+    significant = [e.profile for e in board.measured(primary)
+                   if board.above(e.profile, primary, inp.bounded_gain)]
+    settled = not cands.confirmations() and (inp.stop == "seed" or not cands.stacks())
+    if tried >= inp.bounded_count and not significant and settled:
+        need = verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
+        if need:
+            return within_budget(inp, board, tuple(
+                Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
+        return make_verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
+                        f"{tried} distinct profiles in Waves 2-4, none significantly above "
+                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope",
+                        cands)
+    if not more:
+        need = verdict_needs(inp, board, cands)
+        if need:
+            return within_budget(inp, board, tuple(
+                Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
+        kind = VerdictKind.EXHAUSTED if significant else VerdictKind.BOUNDED
+        return make_verdict(inp, board, kind, "stop.catalog_exhausted",
+                        f"catalog exhausted after {tried} distinct profiles", cands)
+    return None

@@ -1,0 +1,155 @@
+"""The verdict: which recipe it names (the leader the planner confirms, the recipe a stop
+names), its gain and interval from runs that did not select it, and whether it is
+conditional (what a deployment would still need)."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.claims import MIN_FRESH, confirmed_win, screening
+from sweepd.kinds.xla_tuning.parts import pruned
+from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
+from sweepd.kinds.xla_tuning.waves import BASE_N, Candidates
+
+
+def recipes(inp: Inputs, board: Board, cands: Candidates) -> list[str]:
+    return [e.profile for e in board.measured(inp.tags[0])
+            if len(cands._profile(e.profile).settings) <= inp.max_flags]
+
+
+def leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The leading recipe: above the bounded bar, best by its mean over every run less one
+    standard error. It is what the planner confirms and what a verdict names."""
+    t = inp.tags[0]
+    up = [n for n in recipes(inp, board, cands)
+          if (board.search_delta(n, t) or 0) > inp.bounded_gain]
+    return max(up, key=lambda n: (board.search_delta(n, t) or 0.0) - board.search_se(n, t),
+               default=None)
+
+
+def verdict_leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The recipe a verdict names: of those significantly above the bounded bar on their
+    fresh runs, those a deployment needs nothing more for first (confirmed, parts tested,
+    Wave 6 run), then the one whose selecting run was best."""
+    t = inp.tags[0]
+    ok = [n for n in recipes(inp, board, cands) if board.above(n, t, inp.bounded_gain)]
+
+    def ready(n: str) -> bool:  # nothing a deployment would still need
+        return not _missing(inp, board, n, len(board.fresh(n, t)),
+                            pruned(inp, board, cands, n).untested)[0]
+
+    return max(ok, key=lambda n: (ready(n), screening(board, n, t)), default=None)
+
+
+def prospect(inp: Inputs, board: Board, cands: Candidates) -> str | None:
+    """The recipe the 8 h plan makes verdict-ready: the leader."""
+    return leader(inp, board, cands)
+
+
+def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
+             cands: Candidates | None = None, recipe: str | None = None,
+             left_out: tuple[str, ...] = (), tested: tuple[str, ...] = ()) -> Verdict:
+    """The verdict: its recipe (given, else the best significantly above the bounded bar on
+    fresh runs, its useless parts left out), the gain and interval from runs that did not
+    select it, and whether it is conditional (what a deployment would still need)."""
+    t = inp.tags[0]
+    cands = cands or Candidates(inp, board, None, profiles(inp))
+    tried = cands.distinct_tried()
+    left: tuple[str, ...] = ()
+    untested: tuple[str, ...] = ()
+    if recipe is None and kind is not VerdictKind.BOUNDED:
+        lead = verdict_leader(inp, board, cands)
+        if lead is not None:
+            p = pruned(inp, board, cands, lead)
+            recipe, left, untested, tested = p.name, p.left_out, p.untested, p.tested
+            if not board.above(recipe, t, inp.bounded_gain):
+                recipe, left, tested = lead, (), ()  # the kept part: no fresh evidence
+    elif recipe is not None:
+        left = left_out
+    gain = board.fresh_delta(recipe, t) if recipe else None
+    interval = board.interval(recipe, t) if recipe else None
+    n = len(board.fresh(recipe, t)) if recipe else 0
+    missing: list[str] = []
+    regressed: tuple[str, ...] = ()
+    if recipe is None:
+        bounded = kind is VerdictKind.BOUNDED
+        why += ("" if bounded else "; no change: nothing significantly above "
+                f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
+                f"({tried} profiles)")
+        if kind is VerdictKind.TIMEBOX:
+            why += _reach_note(inp, board, tried)
+    else:
+        assert gain is not None and interval is not None
+        why += (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
+                "selected it)")
+        if kind is not VerdictKind.PROPOSAL:
+            why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
+                    else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
+                         f"+{inp.win:.0%}; proposed as such")
+        missing, regressed = _missing(inp, board, recipe, n, untested)
+    if left:
+        why += "; left out: " + "; ".join(left)
+    if tested:
+        why += "; tested: " + "; ".join(tested)
+    lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
+                key=lambda e: board.delta(e.profile, t) or -1.0)
+    d1 = board.delta(lead1.profile, t) if lead1 else None
+    if lead1 and d1 is not None and d1 > max(gain or 0.0, inp.bounded_gain):
+        why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
+    if missing:
+        why += "; conditional: " + "; ".join(missing)
+    win = recipe is not None and confirmed_win(inp, board, recipe)
+    return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
+                   "; ".join(missing), interval, n, left, tried, win, tested)
+
+
+def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]
+             ) -> tuple[list[str], tuple[str, ...]]:
+    """What a deployment of the recipe would still need, and the tags it regresses."""
+    missing: list[str] = []
+    if n < MIN_FRESH:
+        missing.append(f"confirmed on {n} fresh run(s), not {MIN_FRESH}")
+    if untested:
+        missing.append("not tested without one part: " + ", ".join(untested))
+    reg = _regressed(inp, board, recipe)
+    if reg is None:
+        todo = [tg for tg in inp.tags[1:] if board.delta(recipe, tg) is None]
+        missing.append(f"Wave 6 not run on {', '.join(todo)}")
+        return missing, ()
+    if reg:
+        missing.append(f"regresses {', '.join(reg)} by > {inp.regress:.0%}: config-conditional")
+    return missing, reg
+
+
+def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
+    """Tags the recipe regresses; None while Wave 6 still has runs to do."""
+    out = []
+    for tag in inp.tags[1:]:
+        d = board.delta(best, tag)
+        e = board.get(best, tag)
+        if d is None or e is None:
+            if e is not None and e.fate is not Fate.OPEN:
+                out.append(tag)  # the recipe cannot run there at all
+                continue
+            return None
+        if d < -inp.regress:
+            out.append(tag)
+    return tuple(out)
+
+
+def _reach_note(inp: Inputs, board: Board, tried: int) -> str:
+    """Say when the job length put the bounded rule out of the 8 h budget's reach."""
+    if tried >= inp.bounded_count or not board.runs:
+        return ""
+    per_run = board.queue_s / board.runs
+    if per_run <= 0:
+        return ""
+    cap = int(inp.max_queue_s // per_run)
+    note = (f"; the bounded rule needs {inp.bounded_count} profiles: at "
+            f"~{per_run / 60:.0f} min of queue time per job, {inp.max_queue_s / 3600:g} h "
+            f"holds ~{cap} runs")
+    wave1 = board.runs - sum(e.n + e.flakes for (p, tg), e in board.entries.items()
+                             if e.first_wave >= 2)
+    if cap < inp.bounded_count + max(0, wave1) + BASE_N:
+        note += ": unreachable at this job length"
+    return note
