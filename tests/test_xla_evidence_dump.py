@@ -48,10 +48,6 @@ async def test_the_evidence_runs_hlo_dump_lands_in_the_sweeps_directory(
     assert not list(Path.cwd().glob(f"outputs/{job_id}*"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the simulated cluster starts the trainer with the daemon's whole environment "
-    "(sweepd/clusters/sim/launch.py) and does not export the sweep's OUTPUT_PATH over it as "
-    "direct mode's batch script does: the dump lands in the stray OUTPUT_PATH"))
 async def test_a_stray_output_path_in_the_daemons_environment_does_not_move_the_dump(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A person's shell may carry OUTPUT_PATH from an earlier job; direct mode's batch script

@@ -60,6 +60,11 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
     err = records.jobs_dir / f"{record['id']}.stderr"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(sweepd.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    # Direct mode's batch script exports the job's OUTPUT_PATH (the run's own, else the
+    # job's directory beside its log) over whatever the daemon's shell carried.
+    env.pop("OUTPUT_PATH", None)
+    if record["env"].get("OUTPUT_PATH"):
+        env["OUTPUT_PATH"] = str(record["env"]["OUTPUT_PATH"])
     # The run's env (exported first in direct mode) may set XLA_FLAGS: the flags add to it.
     inherited = record["env"].get("XLA_FLAGS", env.get("XLA_FLAGS", ""))
     env.update(xla_env(inherited, record.get("xla_flags", [])))
