@@ -76,6 +76,8 @@ OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usabl
 STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
 ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
 ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
+LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
+LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 
 
@@ -121,6 +123,9 @@ class SearchSpace:
     # The value is the work in one step (the batch): a step at a larger value never takes
     # less time, so TGS at b is at most TGS at a smaller run a times b / a.
     work_grows: bool = False
+    # The curve may have a second peak below the runs (another kernel or schedule taking
+    # over at small batches: a valley between two peaks). Off by default: see _ladder.
+    multi_peak: bool = False
 
 
 @dataclass(frozen=True)
@@ -380,6 +385,7 @@ class _View:
     # concave (a valley, a batch off the tile multiples); 0 without such evidence.
     dip: float = 0.0
     own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
+    multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
 
     @property
     def n(self) -> int:
@@ -419,7 +425,8 @@ class _View:
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
-                   _dip(x, {i: t for i, t in ok.items() if i in own}), own)
+                   _dip(x, {i: t for i, t in ok.items() if i in own}), own,
+                   space.multi_peak and space.work_grows and numeric)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -544,7 +551,7 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
         return tiles
     gaps = _open_gaps(view)
     if not gaps:
-        return None
+        return _ladder(view)
     beside = _beside_best(view, gaps)
     if runs_left is not None and beside and runs_left <= len(beside):
         # The budget is nearly spent: the optimum can only be next to the best, so the
@@ -575,6 +582,30 @@ def _next_index(view: _View, runs_left: int | None = None) -> Choice | None:
                 "too slow to run (the floor of a steep fall), so the peak can only be below, "
                 "where runs are short; the gaps between them are bounded by step time")
     return i, why
+
+
+def _ladder(view: _View) -> Choice | None:
+    """multi_peak: the search would stop, its gaps settled by the concave bound; but a
+    second peak below the runs, past a valley, lies under every secant through them (the
+    runs on the upper peak's slope are concave within the noise, so no valley shows). So
+    before stopping, halve below the lowest run (LADDER_STEP) while it is at least
+    LADDER_FLOOR, whatever the secants say. A run there that measures above the trend is
+    a new best or a valley (_dip), and the usual rules explore it. A departure from
+    SKILL.md, whose narrowing assumes one peak (a lower TGS ends the search): on a curve
+    with two it reports the peak its probes started on, which may be the lower one."""
+    if not view.multi_peak:
+        return None
+    low = min(view.ok)
+    if view.x[low] < LADDER_FLOOR:
+        return None
+    target = LADDER_STEP * view.x[low]
+    i = view.aligned(target, 0, low - 1, ALIGN_SLACK * target) if low > 0 else -1
+    if i < 0 or i in view.tried or i in view.blocked:
+        return None
+    return i, (f"~{LADDER_STEP:.0%} of the lowest run ({view.name(low)}), whatever the TGS "
+               "trend says: the spec says the curve may have a second peak (multi_peak), "
+               "which a valley would hide below every secant through the runs; SKILL.md's "
+               "narrowing assumes one peak and would stop here")
 
 
 def _tile(view: _View) -> int | None:
