@@ -116,3 +116,15 @@ def test_the_plan_passes_the_specs_multi_peak_to_the_search() -> None:
     on, _ = search_space(_WithOption.model_construct(**fields, multi_peak=True), ctx)
     off, _ = search_space(ModelPerfSpec.model_construct(**fields), ctx)
     assert on.multi_peak and not off.multi_peak
+
+
+def test_multi_peak_stops_halving_once_the_lowest_run_is_far_below_the_best() -> None:
+    """A lowest run more than 15% below the best is on the rise below any peak (deeper
+    than a valley the ladder looks through): no further halving. Within 15% it halves."""
+    space = replace(batch_space(30, upper=30), multi_peak=True)
+    ran = {b: 1000.0 - abs(b - 20) for b in (12, 16, 18, 19, 20, 21, 22, 24)}
+    step = next_probe(space, [Probe(b, Outcome.OK, t) for b, t in ran.items()])
+    assert step is not None and "multi_peak" in step.why and int(step.value) == 6
+    far = {**ran, 12: 800.0}
+    step = next_probe(space, [Probe(b, Outcome.OK, t) for b, t in far.items()])
+    assert step is None or "multi_peak" not in step.why

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sweepd.kinds.model_perf.search.bounds import Choice, Gap
-from sweepd.kinds.model_perf.search.space import ALIGN_SLACK, FLAT, LADDER_FLOOR, LADDER_STEP
+from sweepd.kinds.model_perf.search.space import (
+    ALIGN_SLACK,
+    FLAT,
+    LADDER_DEPTH,
+    LADDER_FLOOR,
+    LADDER_STEP,
+)
 from sweepd.kinds.model_perf.search.view import View
 
 
@@ -16,14 +22,19 @@ def ladder(view: View) -> Choice | None:
     second peak below the runs, past a valley, lies under every secant through them (the
     runs on the upper peak's slope are concave within the noise, so no valley shows). So
     before stopping, halve below the lowest run (LADDER_STEP) while it is at least
-    LADDER_FLOOR, whatever the secants say. A run there that measures above the trend is
-    a new best or a valley (_dip), and the usual rules explore it. A departure from
-    SKILL.md, whose narrowing assumes one peak (a lower TGS ends the search): on a curve
-    with two it reports the peak its probes started on, which may be the lower one."""
+    LADDER_FLOOR and measured within LADDER_DEPTH of the best, whatever the secants say.
+    A run there that measures above the trend is a new best or a valley (_dip), and the
+    usual rules explore it. A departure from SKILL.md, whose narrowing assumes one peak (a
+    lower TGS ends the search): on a curve with two it reports the peak its probes started
+    on, which may be the lower one."""
     if not view.multi_peak:
         return None
     low = min(view.ok)
     if view.x[low] < LADDER_FLOOR:
+        return None
+    if view.ok[low] < (1 - LADDER_DEPTH) * max(view.ok.values()):
+        # Deeper below the best than a valley the ladder looks through: the lowest run is
+        # on the rise below any peak, where TGS only falls further down.
         return None
     target = LADDER_STEP * view.x[low]
     i = view.aligned(target, 0, low - 1, ALIGN_SLACK * target) if low > 0 else -1

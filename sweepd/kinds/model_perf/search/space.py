@@ -27,6 +27,7 @@ ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this 
 ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
 LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
 LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
+LADDER_DEPTH = 0.15  # ... and measured within this share of the best (else: on the rise)
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 
 
