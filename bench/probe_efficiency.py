@@ -268,6 +268,14 @@ def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
     return _search(cluster, batch_space(estimate))
 
 
+def sweepd_multi_peak(cluster: Cluster, estimate: int) -> list[Probe]:
+    """sweepd with the spec's multi_peak option: before stopping, halve below the lowest
+    run down to 8 (search._ladder), for a second peak a valley hides below the runs."""
+    if cluster.memory_line:
+        cluster.hang_attempts = HANG_ATTEMPTS
+    return _search(cluster, replace(batch_space(estimate), multi_peak=True))
+
+
 def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
     """A second sweep of the same cell: the first one (its own noise, not counted) gives
     the peak, the largest fit and the OOM above it, as perf_plan._from_prior uses them."""
@@ -389,6 +397,7 @@ SWEEPD = "sweepd"
 METHODS: dict[str, Method] = {
     SWEEPD: sweepd,
     "sweepd, no memory line": sweepd_no_line,
+    "sweepd, multi_peak option": sweepd_multi_peak,
     "sweepd, after a prior sweep": sweepd_prior,
     "SKILL.md literal": skill_literal,
     "linear scan": linear_scan,

@@ -2,7 +2,7 @@
 fewer runs could find at best (not a test).
 
     python bench/probe_misses.py [--curves N] [--held-out | --dev | --fresh | --fresh-dev]
-                                 [--smoke]
+                                 [--multi-peak] [--smoke]
 
 Same curves, noise and cost model as probe_efficiency.py. For sweepd:
 
@@ -98,8 +98,12 @@ def main() -> None:
                        help=f"the fresh held-out set ({pe.FRESH_SEED})")
     which.add_argument("--fresh-dev", action="store_true",
                        help="the fresh families on their development seed (777)")
+    parser.add_argument("--multi-peak", action="store_true",
+                        help="sweepd with the spec's multi_peak option")
     parser.add_argument("--smoke", action="store_true")
     a = parser.parse_args()
+    search = pe.sweepd_multi_peak if a.multi_peak else pe.sweepd
+    ceilings = {**CEILINGS, "sweepd": search}
     n = 15 if a.smoke else a.curves
     seed, families, curvature = (99173, pe.HOLDOUT_FAMILIES, 0.08) if a.held_out else \
         (555, pe.HOLDOUT_FAMILIES, 0.08) if a.dev else \
@@ -113,7 +117,7 @@ def main() -> None:
     for i, case in enumerate(cases):
         curve = case.curve
         cluster = pe.Cluster(curve, pe.noise_stream(seed, i), pe.NOISE)
-        probes = pe.sweepd(cluster, case.estimate)
+        probes = search(cluster, case.estimate)
         if not _found(curve, probes):
             kind = _miss(curve, probes)
             misses[kind] += 1
@@ -137,7 +141,7 @@ def main() -> None:
         m_runs, m_near, m_large = (statistics.mean(t[k] for t in ts) for k in range(3))
         print(f"  {family:16} {len(ts):4d}  {m_runs:5.2f} / {m_near:4.2f} / {m_large:4.2f}")
     print(f"\n{'method':48} {'runs':>5} {'p95':>4} {'found 1%':>9} {'node-h':>7}")
-    for name, method in CEILINGS.items():
+    for name, method in ceilings.items():
         results = []
         for i, case in enumerate(cases):
             cluster = pe.Cluster(case.curve, pe.noise_stream(seed, i), pe.NOISE)

@@ -26,7 +26,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import probe_efficiency as pe
 
 import sweepd.kinds.model_perf.search as mp
+import sweepd.kinds.model_perf.search.bounds as mp_bounds
+import sweepd.kinds.model_perf.search.choose as mp_choose
+import sweepd.kinds.model_perf.search.memory as mp_memory
+import sweepd.kinds.model_perf.search.shapes as mp_shapes
+import sweepd.kinds.model_perf.search.space as mp_space
+import sweepd.kinds.model_perf.search.view as mp_view
 from sweepd.kinds.model_perf.search import Outcome, Probe, best
+
+# The search's modules: a constant or a rule is patched wherever a module holds it (each
+# module that imported a name holds its own binding).
+MODULES = (mp, mp_bounds, mp_choose, mp_memory, mp_shapes, mp_space, mp_view)
 
 BAND = pe.BANDS[0]  # x0.2-5 log-uniform
 Chooser = Callable[[Sequence[Probe]], Probe | None]
@@ -132,28 +142,28 @@ def highest_mean(probes: Sequence[Probe]) -> Probe | None:
 
 @contextlib.contextmanager
 def patched(**values: object) -> Iterator[None]:
-    old = {k: getattr(mp, k) for k in values}
-    for k, v in values.items():
-        setattr(mp, k, v)
+    old = [(m, k, getattr(m, k)) for k in values for m in MODULES if hasattr(m, k)]
+    for m, k, _ in old:
+        setattr(m, k, values[k])
     try:
         yield
     finally:
-        for k, v in old.items():
-            setattr(mp, k, v)
+        for m, k, v in old:
+            setattr(m, k, v)
 
 
 def rise_settles(rise: float) -> Callable[[object], list[object]]:
     """The gap just below the highest value run is taken as settled when TGS rose across it
     by more than `rise` noise widths (no interior peak assumed there)."""
-    original = mp._gaps
+    original = mp_bounds.all_gaps
 
-    def gaps(view: mp._View) -> list[mp._Gap]:
+    def gaps(view: mp_view.View) -> list[mp_bounds.Gap]:
         out = []
         for g in original(view):
             top = max(view.ok)
             if g.lo >= 0 and g.hi == top and view.ok[top] >= max(view.ok.values()) \
                     and view.ok[top] > view.ok[g.lo] * (1 + rise * mp.NOISE):
-                g = mp._Gap(g.lo, g.hi, view.ok[top])
+                g = mp_bounds.Gap(g.lo, g.hi, view.ok[top])
             out.append(g)
         return out
     return gaps  # type: ignore[return-value]
@@ -162,7 +172,7 @@ def rise_settles(rise: float) -> Callable[[object], list[object]]:
 def constant_share(share: float) -> Callable[[list[float], list[float]], tuple[float, float]]:
     """One run's memory line takes `share` of its temp as constant, not none: a higher
     predicted max, at the risk of an OOM."""
-    original = mp._line
+    original = mp_memory._line
 
     def line(xs: list[float], ys: list[float]) -> tuple[float, float]:
         if len(xs) == 1:
@@ -184,9 +194,9 @@ VARIANTS: list[Variant] = [
     ("first probe at 50% of the estimate", pe.sweepd, best, {"START_FRACTION": 0.5}),
     ("no 1% memory margin", pe.sweepd, best, {"MEMORY_MARGIN": 0.0}),
     ("rise > 1 noise settles the gap below the top", pe.sweepd, best,
-     {"_gaps": rise_settles(1.0)}),
+     {"all_gaps": rise_settles(1.0)}),
     ("rise > 4 noise settles the gap below the top", pe.sweepd, best,
-     {"_gaps": rise_settles(4.0)}),
+     {"all_gaps": rise_settles(4.0)}),
     ("one run's line takes 15% of temp as constant", pe.sweepd, best,
      {"_line": constant_share(0.15)}),
     ("one run's line takes 30% of temp as constant", pe.sweepd, best,

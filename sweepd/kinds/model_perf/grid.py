@@ -3,7 +3,7 @@ training itself unchanged (batch-sweep.SKILL.md "batch x mem_fraction: fix one a
 the other, document which combination won").
 
 The second knob moves the largest batch that fits, so the two are searched together, one
-memory-aware batch search (search.py) per value of the second knob, each starting from what
+memory-aware batch search (the search package) per value of the second knob, each starting from what
 the others taught:
 
 * `XLA_PYTHON_CLIENT_MEM_FRACTION` only sizes the pool XLA allocates from: the compiled

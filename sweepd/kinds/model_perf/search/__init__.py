@@ -1,0 +1,221 @@
+"""Model perf sweep: which value of one parameter gives the highest steady-state TGS.
+
+Pure decisions (batch-sweep.SKILL.md "Model perf sweep", Steps 3 and 7): given the probes so
+far, name the next value to run and why, or None when the sweep has converged.
+
+Ordered spaces (every integer batch size by default, or a spec's `values`) are searched as
+a curve that rises, peaks and may fall, cut off by an OOM cliff:
+
+* Memory is learnt from every run. MaxText prints the compiled memory after compilation
+  (`Total memory size: …, Temp size: …, Argument size: …`); temp grows about linearly with
+  the batch. One run's line predicts the largest batch that fits (temp through the origin,
+  which over-states the slope when temp has a constant part, so the prediction is low if
+  anything); two runs fit the line. A pass at b proves memory for b; an OOM lowers the
+  usable pool below what that run needed, and its failed allocation (at least the shortfall)
+  bounds the largest fit from below.
+* The first probe is at ~75% of the estimated max (SKILL.md Step 3), the second at the
+  predicted max fit. Without any memory line the climb is geometric (>= 1.5x, SKILL.md's
+  "second probe at 1.5x the first"), never one value at a time.
+* Everything at or above the lowest OOM/FAILED value, or above the largest value the fitted
+  line proves cannot fit, is never probed.
+* Between known points TGS is assumed concave (it rises with diminishing returns, then
+  falls to communication or memory pressure). The secant through two neighbouring probes,
+  extended, bounds how high TGS can be in an unprobed gap. A gap whose bound cannot beat
+  the best by more than TOLERANCE is settled without running it. Next to the best, an
+  unbounded gap is probed a step from the best that the TGS trend should tell apart from
+  the noise: the secant through the two then bounds the rest of that side (SKILL.md
+  "narrow the range"). Other gaps are bisected, down to neighbours.
+* For the batch, a step never takes less time when it carries more work, so TGS at b is at
+  most TGS at a smaller run a times b / a. That line through the origin also bounds a gap
+  (it settles one above a run on the floor of a steep fall once a far higher TGS is found
+  below, where no secant does). It settles gaps; the order stays the trend's, except on a
+  flat floor under a value too slow to run (the best and a pass beside it measured flat:
+  the floor past a steep fall), where the bottom gap, unbounded either way, goes first.
+* A best whose measured neighbours are within the run-to-run noise is a flat top: the
+  search may stop there and says so (`flat_top`).
+* Concavity is an assumption, checked against the runs: a run measured below the chord of
+  the runs either side of it by more than two runs' noise (FLAT) is a valley, which no
+  concave curve has. Then every secant is raised by that depth, so the gaps within it of
+  the best are explored rather than settled (a second peak past the valley).
+* Tile alignment is a real GPU effect: a batch at a multiple of 8 (or 4) may run a few %
+  faster than its neighbours. A loose target (the first probe, a midpoint, a step below
+  the lowest run) moves to the most aligned batch within 12.5% of it, which costs nothing
+  and measures the faster curve. Once a run off the multiples measures that far below the
+  chord of two multiples either side (or, with a valley seen, a multiple that far above
+  the chord of two runs off them), the multiples either side of the best run next: the
+  secants through the slower batches between them bound nothing there.
+
+* A second peak below the runs (the spec's `multi_peak`, off by default: a departure from
+  SKILL.md's single-peak narrowing): before stopping, halve below the lowest run down to 8,
+  whatever the secants say; a run there above the trend is explored by the rules above.
+
+Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
+
+The package: `space` (what is searched and what ran, the constants), `memory` (the
+compiled-memory line), `view` (the runs on the candidates' axis), `bounds` (the gaps and
+their concave and step-time bounds), `shapes` (tile alignment, the floor past a steep fall,
+a pass below a silent failure, a second peak), `choose` (the next run and its reason), and
+here the public questions: the next probe, the bound left, why a value was not run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bound, open_gaps
+from sweepd.kinds.model_perf.search.choose import next_index
+from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit
+from sweepd.kinds.model_perf.search.space import (
+    FLAT,
+    MEMORY_MARGIN,
+    NOISE,
+    TOLERANCE,
+    Outcome,
+    Probe,
+    SearchSpace,
+    Step,
+    Value,
+    batch_space,
+    best,
+)
+from sweepd.kinds.model_perf.search.view import View
+
+__all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "TOLERANCE", "MemoryFit", "Outcome", "Probe",
+           "SearchSpace", "Step", "Value", "batch_space", "best", "flat_top", "memory_fit",
+           "next_probe", "next_value", "open_beside_best", "upper_bound", "why_not_run"]
+
+
+def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
+    """The next value to run, or None when the search has converged."""
+    step = next_probe(space, probes)
+    return None if step is None else step.value
+
+
+def next_probe(space: SearchSpace, probes: Sequence[Probe],
+               runs_left: int | None = None) -> Step | None:
+    """The next value to run and the bound or prediction that chose it; `runs_left`: what
+    is left of the run budget (None: unlimited)."""
+    tried = {p.value for p in probes}
+    if not space.ordered:
+        value = next((c for c in space.candidates if c not in tried), None)
+        return None if value is None else Step(value, "categorical: every value is tried")
+    seen = [*probes, *_scaled_prior(space, probes)]
+    view = View.of(space, seen)
+    top = best(seen)
+    if top is not None and top.value not in tried and top.value in space.candidates \
+            and space.candidates.index(top.value) < view.cliff:
+        return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
+                               f"{top.value}: measure it here")
+    found = next_index(view, runs_left)
+    return None if found is None else Step(space.candidates[found[0]], found[1])
+
+
+def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
+    """The earlier sweep's runs at values this one has not run, once this sweep has run one
+    of its values: TGS scaled by the ratio at the values both ran (the nodes or the day
+    may be a little faster or slower), memory as it was (the same config)."""
+    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
+    ratios = [mine[p.value] / p.tgs for p in space.prior
+              if p.value in mine and p.outcome is Outcome.OK and p.tgs]
+    if not ratios:
+        return []
+    scale = statistics.fmean(ratios)
+    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None, earlier=True)
+            for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
+
+
+def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None = None
+                ) -> float:
+    """The highest TGS this space could still hold at values up to `up_to` (default all):
+    its best so far there or, over a gap not yet run, the concave bound from the secants
+    beside it (inf: nothing bounds it, or `up_to` reaches past where these runs could
+    fit). A two-parameter search compares it with the best of the other settings."""
+    tried = {p.value for p in probes}
+    if not space.ordered:
+        return math.inf if any(c not in tried for c in space.candidates) else \
+            max((p.tgs or 0.0 for p in probes if p.outcome is Outcome.OK), default=0.0)
+    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    k = view.n - 1 if up_to is None else view.last_at_most(up_to)
+    if k < 0:
+        return 0.0
+    if k >= view.ceiling or not view.ok:
+        return math.inf
+    found = [t for i, t in view.ok.items() if i <= k]
+    return max([*found, *(gap_bound(view, sorted(view.ok), g.lo, g.hi, k) for g in all_gaps(view)
+                          if g.lo + 1 <= k)])
+
+
+def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
+    """Why the best may not be the exact optimum: a measured neighbour within the noise."""
+    top = best(probes)
+    if top is None or not space.ordered or top.value not in space.candidates:
+        return None
+    i = space.candidates.index(top.value)
+    near = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None
+            and p.value in space.candidates and abs(space.candidates.index(p.value) - i) == 1
+            and p.tgs >= (1 - NOISE) * (top.tgs or 0.0)]
+    if not near:
+        return None
+    names = ", ".join(str(p.value) for p in near)
+    return (f"flat top: {names} measured within {NOISE:.0%} (the run-to-run noise) of "
+            f"{top.value}, so either may be the faster")
+
+
+def why_not_run(space: SearchSpace, probes: Sequence[Probe],
+                values: Sequence[Value]) -> dict[Value, str | None]:
+    """What ruled out each of `values` that no probe ran: the failure or OOM at or below
+    it, the compiled-memory line, the TGS trend, or an earlier sweep's run of it. None:
+    nothing did (the search would still have run it)."""
+    tried = {p.value for p in probes}
+    left = [v for v in values if v not in tried]
+    if not space.ordered:
+        return dict.fromkeys(left)
+    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    where = {v: i for i, v in enumerate(space.candidates)}
+    return {v: _ruled_out(view, probes, where[v]) if v in where else None for v in left}
+
+
+def _ruled_out(view: View, probes: Sequence[Probe], i: int) -> str | None:
+    if i in view.ok:
+        return "the earlier sweep ran it"
+    if i >= view.cliff:
+        at = view.name(view.cliff)
+        oom = any(p.value == at and p.outcome is Outcome.OOM for p in probes)
+        return f"at or above the OOM at {at}" if oom else \
+            f"at or above the failed run at {at} (taken as its limit, like an OOM)"
+    if i >= view.proven and view.fit is not None:
+        return (f"the compiled-memory line predicts it does not fit (largest fit "
+                f"~{view.fit.max_fit():.1f})")
+    if not view.ok:
+        return None
+    top = max(view.ok.values())
+    gap = next((g for g in all_gaps(view) if g.lo < i < g.hi), None)
+    if gap is None or gap.bound > top * (1 + TOLERANCE):
+        return None
+    if gap.trend > top * (1 + TOLERANCE):
+        return (f"a step never takes less time at a larger batch, so TGS there is at most "
+                f"{view.name(gap.lo)}'s times the batch ratio: {gap.bound / top - 1:+.1%} "
+                "over the best")
+    return f"the TGS trend there allows at most {gap.bound / top - 1:+.1%} over the best"
+
+
+def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
+    """An unexplored gap beside the best that could still hold a faster value, said as
+    `values lo+1..hi-1 beside the best (b) are not run`; None when there is none."""
+    if not space.ordered:
+        return None
+    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    if not view.ok:
+        return None
+    gaps = beside_best(view, open_gaps(view))
+    if not gaps:
+        return None
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    spans = [f"{view.name(g.lo + 1)}..{view.name(g.hi - 1)}" if g.hi - g.lo > 2
+             else str(view.name(g.lo + 1)) for g in gaps]
+    return (f"{' and '.join(spans)} beside the best ({view.name(best_i)}) "
+            f"{'is' if len(spans) == 1 and '..' not in spans[0] else 'are'} not run, "
+            "and the TGS trend does not rule out a faster value there")

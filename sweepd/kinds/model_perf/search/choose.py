@@ -1,0 +1,176 @@
+"""The next run: from the gaps still open and the memory line, where to probe and why (the
+reason `explain` shows)."""
+
+from __future__ import annotations
+
+import math
+
+from sweepd.kinds.model_perf.search.bounds import Choice, Gap, beside_best, open_gaps
+from sweepd.kinds.model_perf.search.shapes import aligned_next, below_first, ladder, on_floor
+from sweepd.kinds.model_perf.search.space import (
+    ALIGN_SLACK,
+    BOTTOM_STEP,
+    CLIMB,
+    DESCENT_AIM,
+    NOISE,
+    START_FRACTION,
+    STEP_NOISE,
+    STEP_SHARE,
+)
+from sweepd.kinds.model_perf.search.view import View
+
+
+def next_index(view: View, runs_left: int | None = None) -> Choice | None:
+    if view.cliff == 0:
+        return None  # even the smallest value fails: nothing fits
+    if not view.ok:
+        return descend(view)
+    top = max(view.ok.values())
+    tiles = aligned_next(view)
+    if tiles is not None:
+        return tiles
+    gaps = open_gaps(view)
+    if not gaps:
+        return ladder(view)
+    beside = beside_best(view, gaps)
+    if runs_left is not None and beside and runs_left <= len(beside):
+        # The budget is nearly spent: the optimum can only be next to the best, so the
+        # last runs close the gaps there before any other.
+        gap = max(beside, key=lambda g: (g.trend, g.lo))
+        i, why = _probe_in(view, gap, top)
+        return i, f"{why}; {runs_left} run{'s' * (runs_left != 1)} left: the gap beside " \
+                  "the best goes first"
+    # Above the highest value that ran first, while it could hold a better TGS: memory
+    # decides where the cliff is, and the peak is usually near it. Then unbounded gaps, the
+    # highest first (SKILL.md Step 7: after an OOM, probe between the last good value and it).
+    if below_first(view, gaps):
+        gap = next(g for g in gaps if g.lo < 0)
+        i, why = _probe_in(view, gap, top)
+        return i, (f"{why}: below the one pass first, since {view.name(view.cliff)} above it "
+                   "hung or failed without an allocation size; if TGS falls toward it, the "
+                   "secant settles the gap up to it")
+    floor = on_floor(view)
+    gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
+                                   g.lo == max(view.ok), g.trend, g.lo))
+    i, why = _probe_in(view, gap, top)
+    if view.dip:
+        why += (f"; a run measured {view.dip:.1%} of the best below the chord of the runs "
+                "either side of it (beyond two runs' noise: the curve is not concave), so "
+                "every secant allows that much more")
+    if floor and gap.lo < 0:
+        why += ("; below first: the best and a pass next to it measured flat under a value "
+                "too slow to run (the floor of a steep fall), so the peak can only be below, "
+                "where runs are short; the gaps between them are bounded by step time")
+    return i, why
+
+
+def descend(view: View) -> Choice | None:
+    """No value has run yet: start at ~75% of the estimate, or below the lowest failure."""
+    if not view.tried:
+        if view.start is not None:
+            return view.start, view.start_why
+        if view.estimate is None:
+            return (view.n - 1) // 2, "first probe: the middle of the given values"
+        target = START_FRACTION * view.x[view.estimate]
+        return (view.aligned(target, 0, view.n - 1, ALIGN_SLACK * target),
+                f"first probe at ~{START_FRACTION:.0%} of {view.source} "
+                f"(max ~{view.name(view.estimate)})")
+    failed = view.name(view.cliff)
+    if view.cliff_silent:
+        mid = view.aligned(0.5 * view.x[view.cliff], 0, view.cliff - 1,
+                           ALIGN_SLACK * 0.5 * view.x[view.cliff])
+        if view.pred is None or view.pred >= mid:
+            return mid, (f"~50% of {failed}, which failed without an allocation size (so "
+                         "it says not how far below it the limit is): bisect")
+    if view.pred is not None and 0 <= view.pred < view.cliff and view.fit is not None:
+        if view.fit.points >= 2:
+            return view.pred, f"largest predicted to fit below the OOM at {failed}: " \
+                              f"{view.pred_why}"
+        # One OOM's line through the origin over-states what fits when temp has a constant
+        # part: aim a little under it, so the run is likely to pass and measure TGS too.
+        i = view.nearest(DESCENT_AIM * view.x[view.pred], 0, view.pred)
+        return i, (f"~{DESCENT_AIM:.0%} of the largest predicted to fit below the OOM at "
+                   f"{failed} (a one-run line errs high): {view.pred_why}")
+    # No memory line: the failure is the best guess at the max, go to ~75% of it; if that
+    # failed too the estimate is badly off, so halve rather than creep down.
+    fraction = START_FRACTION if len(view.tried) < 2 and not view.cliff_silent else 0.5
+    return (view.aligned(fraction * view.x[view.cliff], 0, view.cliff - 1,
+                         ALIGN_SLACK * fraction * view.x[view.cliff]),
+            f"~{fraction:.0%} of {failed}, the lowest value that failed (no compiled-memory "
+            "line to predict from)")
+
+
+def _probe_in(view: View, gap: Gap, top: float) -> Choice:
+    """Where to run inside a gap worth exploring, and why."""
+    bound = "nothing bounds it" if math.isinf(gap.bound) else \
+        f"the TGS trend allows up to {gap.bound / top - 1:+.1%} over the best"
+    if gap.lo == max(view.ok):
+        return _climb(view, gap, bound)
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    if math.isinf(gap.trend) and best_i in (gap.lo, gap.hi) and gap.lo >= 0:
+        # Next to the best: a step from it that the TGS trend should tell apart from the
+        # noise, so the secant through the two bounds the rest of that side.
+        i = _step_from(view, best_i, gap)
+        return i, (f"{view.name(i)} near the best ({view.name(best_i)}) between "
+                   f"{_edge(view, gap.lo)} and {_edge(view, gap.hi)} ({bound}): the secant "
+                   "through the two bounds the rest of that side")
+    if math.isinf(gap.trend) and gap.lo < 0:
+        # Nothing below the lowest good value: a step below it gives a secant that, on the
+        # usual rising curve, settles the whole bottom gap in one run.
+        i = view.aligned(BOTTOM_STEP * view.x[gap.hi], 0, gap.hi - 1,
+                         ALIGN_SLACK * BOTTOM_STEP * view.x[gap.hi])
+        return i, (f"~{BOTTOM_STEP:.0%} of the lowest value run ({view.name(gap.hi)}; "
+                   f"{bound})")
+    lower = view.x[gap.lo] if gap.lo >= 0 else view.x[0] - 1
+    i = view.aligned((lower + view.x[gap.hi]) / 2, gap.lo + 1, gap.hi - 1,
+                     ALIGN_SLACK * (view.x[gap.hi] - lower))
+    return i, f"midpoint of {_edge(view, gap.lo)}..{_edge(view, gap.hi)} ({bound})"
+
+
+def _step_from(view: View, best_i: int, gap: Gap) -> int:
+    """The value beside the best whose TGS should differ from it by about twice the
+    noise, going by the slope between the gap's two ends (at least the next value)."""
+    other = gap.hi if best_i == gap.lo else gap.lo
+    top = view.ok[best_i]
+    slope = abs(view.ok.get(other, top) - top) / max(1e-9, abs(view.x[other] - view.x[best_i]))
+    span = abs(view.x[other] - view.x[best_i])
+    d = min(STEP_NOISE * NOISE * top / max(slope, 1e-12), STEP_SHARE * span)
+    target = view.x[best_i] + (d if other > best_i else -d)
+    lo, hi = gap.lo + 1, gap.hi - 1
+    return view.nearest(target, lo, hi)
+
+
+def _edge(view: View, i: int) -> str:
+    return "the bottom" if i < 0 else str(view.name(i)) if i < view.n else "the top"
+
+
+def _climb(view: View, gap: Gap, bound: str) -> Choice:
+    """Above the highest value that ran: the predicted max fit, else a geometric climb."""
+    lo, hi = gap.lo, gap.hi
+    if view.cliff_silent and hi == view.cliff:
+        # The failure above names no allocation size (a silent OOM, a run too slow at its
+        # batch): nothing says how far below it memory or time allows. Bisect between the
+        # largest pass and it; never walk toward it one value at a time.
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
+        if view.pred is None or view.pred >= i:
+            return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed "
+                       "without an allocation size, so it says not how far below it the "
+                       f"limit is): bisect ({bound})")
+    if view.pred is not None and lo < view.pred < hi:
+        return view.pred, f"largest predicted to fit: {view.pred_why}"
+    if view.pred is not None and view.pred >= hi and hi < view.n:
+        return hi - 1, (f"largest below the failure at {view.name(hi)}: {view.pred_why}")
+    if view.fit is not None and view.pred is not None and view.pred <= lo:
+        return lo + 1, (f"one above {view.name(lo)}: {view.pred_why}, but that line is "
+                        f"{'from one run' if view.fit.points < 2 else 'contradicted by a pass'}; "
+                        "this run tests it")
+    if hi < view.n:  # an OOM above, no memory line: SKILL.md Step 7's midpoint
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
+        return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed); "
+                   f"no compiled-memory line to predict from ({bound})")
+    i = view.nearest(CLIMB * view.x[lo], lo + 1, hi - 1)
+    i = max(i, lo + 1)
+    return i, (f"climbing {CLIMB:g}x from {view.name(lo)}: nothing above it has failed and no "
+               "compiled-memory line predicts the max")

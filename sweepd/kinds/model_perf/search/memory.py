@@ -1,0 +1,124 @@
+"""Memory learnt from the runs' compiled-memory lines: the line of temp against the value,
+the pool an OOM lowers, and the largest value it predicts fits (or proves cannot)."""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sweepd.kinds.model_perf.search.space import (
+    MEMORY_MARGIN,
+    OOM_MARGIN_GB,
+    Outcome,
+    Probe,
+    is_numeric,
+)
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Compiled memory as a line in the value: need(v) = base + slope * v, against `limit`."""
+
+    slope: float  # GB per unit of the value
+    base: float  # GB at value 0: the fixed part plus temp's constant
+    limit: float  # GB usable: the pool, lowered below what any OOM run needed
+    points: int  # distinct values with a temp size
+    why: str
+
+    def max_fit(self) -> float:
+        return (self.limit - self.base) / self.slope
+
+
+def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
+    """The line through the runs' compiled temp sizes, or None without a line and a pool."""
+    temps: dict[float, list[float]] = {}
+    for p in probes:
+        if p.temp_gb is not None and is_numeric(p.value) and float(p.value) > 0:
+            temps.setdefault(float(p.value), []).append(p.temp_gb)
+    fixed = [p.fixed_gb for p in probes if p.fixed_gb is not None]
+    limits = [p.limit_gb for p in probes if p.limit_gb is not None]
+    if not temps or not fixed or not limits:
+        return None
+    xs = sorted(temps)
+    ys = [statistics.fmean(temps[x]) for x in xs]
+    slope, intercept = _line(xs, ys)
+    if slope <= 0:
+        return None
+    base = statistics.median(fixed) + intercept
+    limit, lowered = min(limits), ""
+    for p in probes:  # what an OOM run needed did not fit, whatever the pool says
+        # Only an OOM: a run too slow at its batch (its program fitted) says nothing of
+        # memory, and neither does a failure below a pass (it bounds nothing there).
+        if p.outcome is Outcome.OOM and p.temp_gb is not None and p.fixed_gb is not None \
+                and not _below_pass(p, probes):
+            needed = p.temp_gb + p.fixed_gb - OOM_MARGIN_GB
+            if needed < limit:
+                limit, lowered = needed, f" (lowered by the OOM at {p.value})"
+    shape = (f"temp {ys[0]:.1f} GB at {_fmt(xs[0])}, through 0" if len(xs) == 1 else
+             f"temp fitted over {len(xs)} runs ({', '.join(_fmt(x) for x in xs)})")
+    why = (f"compiled memory: {shape} = {slope:.2f} GB per batch + {base:.1f} GB fixed, "
+           f"pool {limit:.1f} GB{lowered}")
+    return MemoryFit(slope, base, limit, len(xs), why)
+
+
+def _below_pass(p: Probe, probes: Sequence[Probe]) -> bool:
+    """A failure at a value below one that passed (on the same nodes): memory grows with
+    the value, so it contradicts the pass and bounds nothing below it."""
+    return is_numeric(p.value) and any(
+        q.outcome is Outcome.OK and not q.earlier and is_numeric(q.value)
+        and float(q.value) > float(p.value) for q in probes)
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares; one point: through the origin (temp is mostly activations)."""
+    if len(xs) == 1:
+        return ys[0] / xs[0], 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def alloc_floor(probes: Sequence[Probe], fit: MemoryFit | None) -> tuple[float, str] | None:
+    """An OOM that failed allocating X GB was at most X short: the largest fit is at least
+    its value less X / slope. Only with a fitted slope: one run's line through the origin
+    over-states the slope, and with it this floor."""
+    if fit is None or fit.points < 2:
+        return None
+    floors = [(float(p.value) - p.alloc_gb / fit.slope, p) for p in probes
+              if p.outcome is Outcome.OOM and p.alloc_gb is not None and is_numeric(p.value)]
+    if not floors:
+        return None
+    x, p = max(floors, key=lambda f: f[0])
+    return x, f"the OOM at {p.value} failed allocating {p.alloc_gb:.1f} GB"
+
+
+def predict(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str] | None,
+             top_ok: int) -> tuple[int | None, str, int]:
+    """(index memory predicts is the largest fit, why, lowest index it proves cannot fit)."""
+    n = len(x)
+    if fit is None:
+        return None, "", n
+    limit = fit.max_fit()
+    # Aim a margin under the pool: allocator fragmentation and buffers outside the compiled
+    # program OOM a batch whose total is just under it. Past the margin, up to the pool,
+    # the TGS trend decides whether one more value is worth a run.
+    likely = (fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope
+    pred = bisect.bisect_right(x, likely + 1e-9) - 1
+    can = bisect.bisect_right(x, limit + 1e-9) - 1
+    why = f"{fit.why} -> largest fit ~{likely:.1f} ({MEMORY_MARGIN:.0%} under the pool)"
+    trusted = fit.points >= 2 and can >= top_ok
+    if floor is not None and floor[0] > limit:
+        pred, trusted = bisect.bisect_right(x, floor[0] + 1e-9) - 1, False
+        why += f"; but {floor[1]}, so it fits up to ~{floor[0]:.1f}"
+    # With two or more points the line is measured, not assumed, so the value past the
+    # prediction needs more than the pool: it cannot fit. Unless a pass above says the line
+    # over-states memory.
+    proven = can + 1 if trusted else n
+    return pred, why, min(proven, n)

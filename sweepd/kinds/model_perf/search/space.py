@@ -1,0 +1,107 @@
+"""What a batch search is over and what it has seen: the values (SearchSpace), the runs
+(Probe, Outcome), a chosen step (Step), and the constants every rule reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+Value = int | float | str
+
+START_FRACTION = 0.75  # first probe at ~75% of the estimated max (SKILL.md Step 3)
+CLIMB = 1.5  # without a memory line, climb 1.5x (SKILL.md: "second probe at 1.5x the first")
+TOLERANCE = 0.005
+NOISE = 0.01  # run-to-run TGS noise: closer than this, two runs cannot be told apart
+# Two runs measured this far apart may still be level: each carries the noise, so their
+# difference reaches twice it (a floor's two runs read 1.8% apart at 0.8% std noise).
+FLAT = 2 * NOISE
+MAX_BATCH = 4096
+STEP_NOISE = 6.0  # a step from the best aims at a TGS change of this many noise widths
+STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
+BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
+DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
+OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
+STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
+ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
+ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
+LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
+LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
+LADDER_DEPTH = 0.15  # ... and measured within this share of the best (else: on the rise)
+MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    OOM = "oom"
+    FAILED = "failed"  # a silent OOM (a compile hang before the memory line) etc.
+    # Hung twice after its compiled-memory line said the program fits: too slow at this
+    # batch. An upper bound from throughput (a larger batch is slower still), never a
+    # lesson for the memory model.
+    SLOW = "slow"
+
+
+@dataclass(frozen=True)
+class Probe:
+    value: Value
+    outcome: Outcome
+    tgs: float | None
+    # What the run's log said about memory (GB as printed); None when it did not say.
+    temp_gb: float | None = None  # compiled Temp size: grows with the batch
+    fixed_gb: float | None = None  # compiled Total - Temp: params, optimizer state, outputs
+    limit_gb: float | None = None  # the pool (Memstats `Using (GB) … / limit`)
+    alloc_gb: float | None = None  # the allocation an OOM failed on
+    earlier: bool = False  # an earlier sweep's run, standing in for one not run here
+
+    @property
+    def silent(self) -> bool:
+        """A failure that names no allocation size: where memory ran out is unknown."""
+        return self.outcome is not Outcome.OK and self.alloc_gb is None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    candidates: tuple[Value, ...]
+    estimate_index: int | None
+    ordered: bool = True
+    estimate_source: str = "the memory estimate"  # named in the first probe's reason
+    start: Value | None = None  # the first probe, when an earlier sweep says where to start
+    start_why: str = ""
+    # An earlier sweep of the same cell: its runs stand in for values this one has not run,
+    # their TGS scaled by how this sweep's runs compare with it at the same values.
+    prior: tuple[Probe, ...] = ()
+    # The value is the work in one step (the batch): a step at a larger value never takes
+    # less time, so TGS at b is at most TGS at a smaller run a times b / a.
+    work_grows: bool = False
+    # The curve may have a second peak below the runs (another kernel or schedule taking
+    # over at small batches: a valley between two peaks). Off by default: see ladder.
+    multi_peak: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    value: Value
+    why: str  # the bound or prediction that chose it (shown by `explain`)
+
+
+def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
+                source: str = "the memory estimate") -> SearchSpace:
+    """Every integer batch size in lower..upper (default up to MAX_BATCH): the true optimum
+    is an integer, and the search skips what memory and the curve rule out, so a coarser
+    grid would only hide the peak."""
+    top = MAX_BATCH if upper is None else upper
+    if top < lower:
+        raise ValueError(f"upper {top} < lower {lower}")
+    estimate = min(max(estimated_max, lower), top)
+    return SearchSpace(tuple(range(lower, top + 1)), estimate - lower, estimate_source=source,
+                       work_grows=True)
+
+
+def best(probes: Sequence[Probe]) -> Probe | None:
+    """The OK probe with the highest TGS (earliest on a tie), or None if nothing ran."""
+    ok = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None]
+    return max(ok, key=lambda p: p.tgs or 0.0, default=None)
+
+
+def is_numeric(value: Value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

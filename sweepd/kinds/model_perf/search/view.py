@@ -1,0 +1,151 @@
+"""The runs mapped onto the candidate values (View): which passed and how fast, where the
+lowest failure is, what memory predicts, and whether the curve showed a valley."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sweepd.kinds.model_perf.search.memory import MemoryFit, alloc_floor, memory_fit, predict
+from sweepd.kinds.model_perf.search.space import (
+    ALIGN_MAX,
+    FLAT,
+    Outcome,
+    Probe,
+    SearchSpace,
+    Value,
+    is_numeric,
+)
+
+
+@dataclass(frozen=True)
+class View:
+    """Probes mapped onto candidate indices; `x` places each candidate on its value axis."""
+
+    x: tuple[float, ...]  # numeric value of each candidate (its index if not numeric)
+    ok: dict[int, float]  # index -> measured TGS, only below the cliff
+    cliff: int  # lowest failing index; n when nothing failed
+    tried: frozenset[int]
+    estimate: int | None
+    source: str
+    values: tuple[Value, ...]
+    fit: MemoryFit | None
+    pred: int | None  # index of the largest candidate memory predicts to fit (-1: none)
+    pred_why: str
+    proven: int  # lowest index memory proves cannot fit (n when it proves nothing)
+    start: int | None = None
+    start_why: str = ""
+    cliff_silent: bool = False  # the lowest failure names no allocation size
+    blocked: frozenset[int] = frozenset()  # failed below a pass: never probed again
+    cliff_slow: bool = False  # the lowest failure was too slow (hung after it fitted)
+    work_grows: bool = False  # SearchSpace.work_grows, on a numeric axis
+    # How far (a share of the best) a run measured below the chord of the runs either side
+    # of it, where that is beyond two runs' noise (FLAT): evidence that the curve is not
+    # concave (a valley, a batch off the tile multiples); 0 without such evidence.
+    dip: float = 0.0
+    own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
+    multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
+
+    @property
+    def n(self) -> int:
+        return len(self.x)
+
+    @property
+    def ceiling(self) -> int:
+        return min(self.cliff, self.proven)
+
+    def name(self, i: int) -> Value:
+        return self.values[i]
+
+    @classmethod
+    def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> View:
+        where = {v: i for i, v in enumerate(space.candidates)}
+        known = [(where[p.value], p) for p in probes if p.value in where]
+        # A failure below a pass contradicts it (memory grows with the value): it bounds
+        # nothing below the pass, and is not run again (plan.py re-runs a silent one once).
+        top_ok = max((i for i, p in known if p.outcome is Outcome.OK and not p.earlier),
+                     default=-1)
+        fails = sorted(((i, p) for i, p in known if p.outcome is not Outcome.OK),
+                       key=lambda ip: ip[0])
+        above = [(i, p) for i, p in fails if i > top_ok]
+        cliff = above[0][0] if above else len(space.candidates)
+        silent = bool(above) and all(p.silent for i, p in above if i == cliff)
+        slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
+        blocked = frozenset(i for i, _ in fails if i < top_ok)
+        ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
+        # The valley and tile rules read this sweep's runs only: an earlier sweep acted on
+        # its own evidence, and its runs, scaled to this one's, carry a second noise.
+        own = frozenset(i for i, p in known if not p.earlier)
+        numeric = all(is_numeric(v) for v in space.candidates)
+        x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
+        fit = memory_fit(probes) if numeric else None
+        pred, why, proven = predict(x, fit, alloc_floor(probes, fit), max(ok, default=-1))
+        return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
+                   space.estimate_source, space.candidates, fit, pred, why, proven,
+                   where.get(space.start) if space.start is not None else None,
+                   space.start_why, silent, blocked, slow, space.work_grows and numeric,
+                   _dip(x, {i: t for i, t in ok.items() if i in own}), own,
+                   space.multi_peak and space.work_grows and numeric)
+
+    def nearest(self, target: float, lo: int, hi: int) -> int:
+        """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
+        def key(i: int) -> tuple[float, int]:
+            return abs(self.x[i] - target), -i
+
+        if hi - lo > 64:  # sorted values: bisect rather than scan thousands of integers
+            k = min(max(bisect.bisect_left(self.x, target, lo, hi + 1), lo), hi)
+            near = [i for i in range(max(lo, k - 1), min(hi, k + 1) + 1)
+                    if i not in self.blocked]
+            if near:
+                return min(near, key=key)
+        free = [i for i in range(lo, hi + 1) if i not in self.blocked]
+        return min(free or range(lo, hi + 1), key=key)
+
+    def aligned(self, target: float, lo: int, hi: int, slack: float) -> int:
+        """The batch in lo..hi within `slack` of target that is the most aligned (a
+        multiple of 8, else 4, else 2; the nearest on a tie): a target this loose loses
+        nothing by moving, and an aligned batch fills the GPU's tiles (it may run faster
+        than its neighbours, which a run off the multiples never shows). Elsewhere: the
+        nearest."""
+        near = self.nearest(target, lo, hi)
+        if not self.work_grows or slack < 1:
+            return near
+        a = max(lo, self.last_at_most(target - slack) + 1)
+        b = min(hi, self.last_at_most(target + slack))
+        pick = [i for i in range(a, b + 1) if i not in self.blocked and i not in self.tried
+                and self.x[i] == int(self.x[i]) and self.x[i] > 0]
+        if near not in self.tried:
+            pick.append(near)
+        return max(pick, key=lambda i: (_alignment(self.x[i]), -abs(self.x[i] - target), i),
+                   default=near)
+
+    def last_at_most(self, target: float) -> int:
+        """The highest index whose value is <= target (-1 when none is)."""
+        return bisect.bisect_right(self.x, target + 1e-9) - 1
+
+
+def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
+    """The deepest a run measured below the chord through the runs either side of it, as
+    a share of the best, when deeper than two runs' noise (else 0). A concave curve lies on
+    or above every chord; a run below one beyond the noise is a valley the secants would
+    bound over."""
+    points = sorted(ok)
+    if len(points) < 3:
+        return 0.0
+    top = max(ok.values())
+    if top <= 0:
+        return 0.0  # nothing measured any throughput: no share of it to compare
+    deepest = 0.0
+    for a, b, c in zip(points, points[1:], points[2:], strict=False):
+        chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
+        deepest = max(deepest, (chord - ok[b]) / top)
+    return deepest if deepest > FLAT else 0.0
+
+
+def _alignment(v: float) -> int:
+    """How aligned a batch is: 3 for a multiple of 8, 2 of 4, 1 of 2, else 0."""
+    n = int(v)
+    if n != v or n <= 0:
+        return 0
+    return min(ALIGN_MAX, (n & -n).bit_length() - 1)
