@@ -102,19 +102,13 @@ def test_multi_peak_halves_while_the_lowest_run_is_at_least_eight() -> None:
     assert next_probe(batch_space(30, upper=30), probes) is None
 
 
-class _WithOption(ModelPerfSpec):
-    """A spec carrying the option (spec.py's field; the plan reads it with a default)."""
-
-    multi_peak: bool = False
-
-
 def test_the_plan_passes_the_specs_multi_peak_to_the_search() -> None:
-    fields = dict(kind="model-perf", model="qwen3-14b", nodes="chi[1-2]",
+    fields = dict(kind="model-perf", model="llama2-70b", nodes="chi[1-2]",
                   parameter="per_device_batch_size", values=None, lower=1, upper=None,
                   gpu_memory_gib=None, mem_fraction=None, max_runs=12, overrides={}, env={})
     ctx = SweepContext(runs=[], nodes=["chi1", "chi2"], gpu_memory_gib=192, facts=PerfFacts())
-    on, _ = search_space(_WithOption.model_construct(**fields, multi_peak=True), ctx)
-    off, _ = search_space(ModelPerfSpec.model_construct(**fields), ctx)
+    on, _ = search_space(ModelPerfSpec.model_validate({**fields, "multi_peak": True}), ctx)
+    off, _ = search_space(ModelPerfSpec.model_validate(fields), ctx)
     assert on.multi_peak and not off.multi_peak
 
 

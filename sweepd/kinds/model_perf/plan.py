@@ -146,9 +146,9 @@ def _comparable(run: Run, nodes: int) -> bool:
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
     space, why = _space(spec, ctx)
-    # The spec's `multi_peak` (a departure from SKILL.md's single-peak narrowing, so off
-    # by default: search._ladder). Read with a default so a spec without it stays valid.
-    return replace(space, multi_peak=bool(getattr(spec, "multi_peak", False))), why
+    # The spec's `multi_peak`: a departure from SKILL.md's single-peak narrowing, so off
+    # by default (search/shapes.py's ladder).
+    return replace(space, multi_peak=spec.multi_peak), why
 
 
 def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:

@@ -99,6 +99,12 @@ class ModelPerfSpec(_Spec):
                     "ici_tensor_parallelism) with every job; its DCN axes (FSDP x PP) are "
                     "the pinned nodes, all of them in every job")
     max_runs: int = Field(default=12, ge=1, le=200)
+    multi_peak: bool = Field(
+        default=False,
+        description="the TGS curve may have a second peak below the runs (another kernel or "
+                    "schedule at small batches): before stopping, halve below the lowest run "
+                    "down to batch 8 while it measures within 15% of the best (a departure "
+                    "from SKILL.md's single-peak narrowing; about +0.6-0.8 runs)")
     extend_budget: bool = Field(
         default=False,
         description="when max_runs runs out with an unexplored gap beside the best, take "
