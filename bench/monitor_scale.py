@@ -259,20 +259,24 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
            w: Window) -> bool:
     written = json.loads((work / "written.json").read_text())
     lat: list[float] = []
+    rows: list[tuple[int, int, float, float | None]] = []   # job, step, written, seen
     missing = 0
     for job_id, j in job_index.items():
         for step, at in enumerate(written["written"][j]):
             if w.t0 <= at < w.t1:
                 got = seen.at.get((job_id, step))
+                rows.append((job_id, step, at, got))
                 if got is None:
                     missing += 1
                 else:
                     lat.append(got - at)
+    # Every measured step line's times, to see which lines waited (and when).
+    (work / "latencies.json").write_text(json.dumps(rows))
     span = w.t1 - w.t0
     busy = w.daemon_cpu_s / span
     p99 = pct(lat, 0.99) if lat else float("inf")
     tail = args.tail_interval_s
-    rows = [
+    table = [
         ("jobs x lines/s", f"{args.jobs} x {args.rate:g} = {args.jobs * args.rate:,.0f} lines/s"),
         ("config", f"tick_s={args.tick_s:g}, poll_interval_s={args.poll_interval_s:g} "
                    f"(tail every {tail:g} s)"),
@@ -290,8 +294,8 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
         ("load average (1 min)", f"before {w.load_before:.2f}, end of window {w.load_end:.2f} "
                                  f"({os.cpu_count()} cores)"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
+    width = max(len(k) for k, _ in table)
+    for key, value in table:
         print(f"{key:<{width}}  {value}")
     ok = p99 < 1.0 and busy < 0.50 and w.rss_peak_kb < 300 * 1024
     print(f"targets (p99 < 1 s, CPU < 50%, RSS < 300 MB): {'met' if ok else 'MISSED'}")

@@ -1,0 +1,194 @@
+"""What one engine pass costs at scale, in one process (a benchmark, not a test).
+
+    python bench/pass_cost.py WORK [--passes 10] [--grow 1.0] [--profile out.prof] [--parts]
+    python bench/pass_cost.py --smoke
+
+WORK is a directory `bench/monitor_scale.py --keep WORK` left (its store, its logs): the
+store is copied, the logs are appended to in place. Before each pass a `--grow` fraction of
+the logs get one line of the writer's cycle (as the bench's writer does between two passes);
+then one `Engine.step()` runs, timed (CPU of the whole process, wall). The writing is not
+timed. No daemon, no socket, no other process: a figure that load moves less than the
+daemon's, for comparing two versions of the pass back to back. `--smoke` seeds 20 jobs of
+its own and times 3 passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import inspect
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scale_backend import ScaleBackend, _line, _preamble, log_name  # this script's directory
+
+from sweepd.config import Config, DaemonConfig
+from sweepd.core.engine import Engine
+from sweepd.store.store import Store
+from sweepd.util.clock import Clock
+
+
+class Parts:
+    """Main-thread CPU (ms) spent in a few of the pass's parts, summed over the timed passes
+    (a patch of the modules' names, this process only). The worker threads' share (file
+    reads, SQLite) is the whole process's CPU minus the main thread's."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self.on = False
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+        parts = self
+
+        if inspect.iscoroutinefunction(inner):
+            async def timed_async(*a: Any, **k: Any) -> Any:
+                t = time.thread_time()
+                try:
+                    return await inner(*a, **k)
+                finally:
+                    parts.add(label, time.thread_time() - t)
+            setattr(owner, name, timed_async)
+        else:
+            def timed(*a: Any, **k: Any) -> Any:
+                t = time.thread_time()
+                try:
+                    return inner(*a, **k)
+                finally:
+                    parts.add(label, time.thread_time() - t)
+            setattr(owner, name, timed)
+
+    def add(self, label: str, s: float) -> None:
+        if self.on:
+            self.ms[label] = self.ms.get(label, 0.0) + s * 1000
+
+    def install(self) -> None:
+        from sweepd.core import engine, follow, logpass
+
+        self.wrap(Store, "active_jobs", "active_jobs")
+        self.wrap(engine, "poll", "poll")
+        self.wrap(engine, "read_logs", "read_logs (all of the log part)")
+        self.wrap(follow.LogFollower, "read_chunks", "  read_chunks (chunks, parse)")
+        self.wrap(follow.LogFollower, "_facts", "    _facts (parse)")
+        self.wrap(Store, "record_logs", "  record_logs (main thread)")
+        self.wrap(logpass, "observe_stored", "  observe_stored")
+        self.wrap(engine, "judge", "judge (every call)")
+        self.wrap(follow.LogFollower, "retain", "retain")
+
+
+def _grow(logs: Path, jobs: int, k: int) -> None:
+    """Line k of the writer's cycle appended to the first `jobs` logs (each opened and
+    closed: the engine keeps every log open, and the two together pass the fd limit)."""
+    _, data = _line(k)
+    for j in range(jobs):
+        fd = os.open(logs / log_name(j), os.O_WRONLY | os.O_APPEND)
+        os.write(fd, data)
+        os.close(fd)
+
+
+async def measure(work: Path, passes: int, grow: float, profile: Path | None,
+                  parts: Parts | None) -> bool:
+    """True when every timed pass read every log that grew (and only those)."""
+    tmp = Path(tempfile.mkdtemp(prefix="sweepd-pass-cost-"))
+    try:
+        for name in ("sweepd.db", "sweepd.db-wal", "sweepd.db-shm"):
+            if (work / "state" / name).exists():
+                shutil.copy(work / "state" / name, tmp / name)
+        store = await Store.open(tmp / "sweepd.db")
+        config = Config(daemon=DaemonConfig(state_dir=tmp, socket=tmp / "s.sock"))
+        engine = Engine(store, ScaleBackend(), Clock(1.0), config)
+        jobs = len(list((work / "logs").iterdir()))
+        await engine.step()   # the first pass: adopt, read the backlog, plan every sweep
+        while engine.changed.is_set():
+            await engine.step()
+        prof = cProfile.Profile() if profile else None
+        if parts:
+            parts.on = True
+        main_cpu = 0.0
+        cpu: list[float] = []
+        wall: list[float] = []
+        complete = True
+        for k in range(passes):
+            step = int(jobs * grow)
+            _grow(work / "logs", step, 1000 + k)
+            # Every log due, as in the bench's steady state (the warm-up passes found no
+            # new lines and backed the logs off).
+            engine.tail_clocks.clear()
+            reads = sum(engine.follower.reads.values())
+            c, t, m = time.process_time(), time.perf_counter(), time.thread_time()
+            if prof:
+                prof.enable()
+            await engine.step()
+            if prof:
+                prof.disable()
+            cpu.append(time.process_time() - c)
+            main_cpu += time.thread_time() - m
+            wall.append(time.perf_counter() - t)
+            reads = sum(engine.follower.reads.values()) - reads
+            complete = complete and reads == step
+            print(f"pass {k}: {cpu[-1] * 1000:.0f} ms CPU, {wall[-1] * 1000:.0f} ms wall, "
+                  f"{step} logs grew, {reads} read", flush=True)
+        print(f"least: {min(cpu) * 1000:.0f} ms CPU; "
+              f"median: {statistics.median(cpu) * 1000:.0f} ms CPU, "
+              f"{statistics.median(wall) * 1000:.0f} ms wall per pass "
+              f"(load {os.getloadavg()[0]:.2f})")
+        if parts:
+            n = len(cpu)
+            print(f"per pass: process {sum(cpu) / n * 1000:.0f} ms CPU, main thread "
+                  f"{main_cpu / n * 1000:.0f} ms")
+            for label, ms in parts.ms.items():
+                print(f"  {label:<36} {ms / n:7.1f} ms")
+        if prof and profile:
+            prof.dump_stats(profile)
+        await engine.close()
+        await store.close()
+        return complete
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _smoke_work(work: Path, jobs: int) -> None:
+    """What `monitor_scale.py --keep` leaves, small: a seeded store and the jobs' logs."""
+    from monitor_scale import seed
+
+    (work / "state").mkdir(parents=True)
+    (work / "logs").mkdir()
+    for j in range(jobs):
+        (work / "logs" / log_name(j)).write_bytes(_preamble(j))
+    asyncio.run(seed(work / "state" / "sweepd.db", work / "logs", jobs))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("work", type=Path, nargs="?")
+    p.add_argument("--smoke", action="store_true", help="20 jobs of its own, 3 passes")
+    p.add_argument("--passes", type=int, default=10)
+    p.add_argument("--grow", type=float, default=1.0, help="fraction of logs grown per pass")
+    p.add_argument("--profile", type=Path, help="cProfile the timed passes into this file")
+    p.add_argument("--parts", action="store_true",
+                   help="main-thread CPU of the pass's parts (patches a few functions)")
+    args = p.parse_args()
+    parts = Parts() if args.parts or args.smoke else None
+    if parts:
+        parts.install()
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="sweepd-pass-cost-smoke-") as tmp:
+            _smoke_work(Path(tmp), 20)
+            return 0 if asyncio.run(measure(Path(tmp), 3, args.grow, None, parts)) else 1
+    if args.work is None:
+        p.error("WORK (a monitor_scale.py --keep directory) is required")
+    return 0 if asyncio.run(measure(args.work, args.passes, args.grow, args.profile,
+                                    parts)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
