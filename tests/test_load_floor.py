@@ -19,10 +19,12 @@ def _loadavg(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
     monkeypatch.setattr(load, "_last", (-10.0, 1.0))   # forget the last reading
 
 
-def test_crowding_is_runnable_work_per_core_at_least_one(
+def test_crowding_is_runnable_work_per_two_cores_at_least_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     _loadavg(monkeypatch, 10.0)
-    assert load.crowding() == 5.0
+    assert load.crowding() == 2.5
+    _loadavg(monkeypatch, 4.0)       # a test run's usual load on 2 cores: the plain floor
+    assert load.crowding() == 1.0
     _loadavg(monkeypatch, 0.3)
     assert load.crowding() == 1.0
 
@@ -36,5 +38,5 @@ async def test_the_hang_floor_stretches_with_the_load(
         assert floor > engine.config.policy.hang_timeout_s   # the floor decides on a sim
         _loadavg(monkeypatch, 1.0)
         assert engine.hang_limit() == pytest.approx(floor)
-        _loadavg(monkeypatch, 8.0)
+        _loadavg(monkeypatch, 16.0)
         assert engine.hang_limit() == pytest.approx(4 * floor)

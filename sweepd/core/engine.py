@@ -100,7 +100,7 @@ class Engine:
     def hang_limit(self) -> float:
         """Silence (cluster seconds) after which a running job is hung. Process start-up
         and machine load are not sped up on a simulated cluster: never less than
-        `hang_floor_wall_s` of real time, stretched by how crowded the CPUs are (at load
+        `hang_floor_wall_s` of real time, stretched when the CPUs are crowded (at load
         10 on 2 cores a simulated job's start outlasted the 3 s floor and was retried)."""
         floor_wall = self.config.daemon.hang_floor_wall_s * crowding()
         return max(self.config.policy.hang_timeout_s, floor_wall / self.clock.scale)
