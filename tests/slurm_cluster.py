@@ -38,23 +38,24 @@ def slurm_dir() -> Path:
 
 
 # Seconds each file's Slurm tests took (each test's setup + call + teardown summed per file,
-# from `--junitxml` of a whole `scripts/test.sh` run: four workers on the shared 2-core
-# machine under a load of 9-10). A file not listed counts as SLURM_S_UNKNOWN
+# the longest from `--durations` of a whole `scripts/test.sh` run on a quiet 2-core
+# machine, the rest from an earlier `--junitxml` run under a load of 9-10). A file not
+# listed counts as SLURM_S_UNKNOWN
 # (tests/test_slurm_groups.py fails on it). Only the balance between the two groups depends
 # on these.
 SLURM_S = {
-    "test_slurm_xla_sweep.py": 217,
-    "test_slurm_campaign_crash.py": 400,
-    "test_slurm_xla_crash.py": 141,
-    "test_slurm_submit_crash.py": 119,
-    "test_slurm_crash.py": 113,
-    "test_slurm_faults.py": 101,
-    "test_slurm_kinds.py": 74,
-    "test_slurm_cancel_log.py": 68,
-    "test_first_real_cluster.py": 62,
+    "test_slurm_xla_sweep.py": 260,
+    "test_slurm_campaign_crash.py": 200,
+    "test_slurm_xla_crash.py": 150,
+    "test_slurm_submit_crash.py": 115,
+    "test_slurm_crash.py": 90,
+    "test_slurm_faults.py": 100,
+    "test_slurm_kinds.py": 75,
+    "test_slurm_cancel_log.py": 40,
+    "test_first_real_cluster.py": 40,
     "test_slurm_sweeps.py": 40,
-    "test_slurm_cadence.py": 38,
-    "test_job_times.py": 31,
+    "test_slurm_cadence.py": 35,
+    "test_job_times.py": 30,
     "test_slurm_backend.py": 31,
     "test_slurm_submit_sh.py": 28,
     "test_slurm_queued_dead.py": 19,

@@ -31,7 +31,7 @@ def config(double: BotApiDouble) -> TelegramConfig:
     return TelegramConfig(enabled=True, token_file=None, chat_ids=[CHAT, TEAM],
                           base_url=double.base_url, routine_per_hour=None, poll_timeout_s=0,
                           backoff_initial_s=0.01, backoff_max_s=0.05, idle_s=0.05,
-                          connect_timeout_s=0.4, read_timeout_s=0.4)
+                          connect_timeout_s=5.0, read_timeout_s=1.0)
 
 
 @pytest.fixture
