@@ -197,3 +197,26 @@ def test_list_state_cancelled_shows_the_sweeps_cancel_ended(
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert asked[-1] == ["aborted"] and "s3" in out and "s2" in out
+
+
+async def test_a_campaign_report_counts_its_stage_sweeps_jobs(tmp_path: Path) -> None:
+    from sweepd.app.queries import Queries
+    from sweepd.store.campaigns import Carried
+
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        parent = await store.create_sweep("campaign", "c", {"model": "llama2-70b",
+                                                            "nodes": "chi[1-2]"})
+        for stage, ids in (("health", ("201",)), ("batch", ("202", "203"))):
+            child, _ = await store.start_child(parent, Carried(stage), "model-perf", stage,
+                                               {"model": "llama2-70b"}, None)
+            run = await store.add_run(child, "x", RunParams(), "chi[1-2]", stage)
+            for i, backend_id in enumerate(ids):
+                job = await store.create_job(run, f"{stage}{i}", "JAX-x", "chi[1-2]")
+                await store.update_job(job.id, backend_id=backend_id)
+        got = await Queries(store).report(parent)
+        # The campaign submits nothing itself: its stages' three jobs are what it cost.
+        assert "- Jobs submitted: 0 of its own, 3 by its stage sweeps\n" in got["markdown"]
+        assert got["json"]["stage_jobs"] == 3 and got["json"]["jobs"] == 0
+    finally:
+        await store.close()

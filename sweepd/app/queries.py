@@ -21,12 +21,14 @@ class Queries:
         runs = await self.store.runs(sweep_id)
         jobs = await self.store.jobs(sweep_id)
         excl = [e.node for e in await self.store.exclusions(sweep_id)]
-        data = report_json(sweep, runs, jobs, excl)
+        stage_jobs = [j for c in await self.store.campaign_children(sweep_id)
+                      for j in await self.store.jobs(c.child_id)]
+        data = report_json(sweep, runs, jobs, excl, stage_jobs)
         kind = kinds().get(sweep.kind)
         extras = kind.client.report_extras if kind is not None else None
         if extras is not None:   # what the kind's client action writes from (ClientHooks)
             data.update(extras(sweep, runs, jobs, self.toolkit_repo()))
-        return {"markdown": report_markdown(sweep, runs, jobs, excl), "json": data}
+        return {"markdown": report_markdown(sweep, runs, jobs, excl, stage_jobs), "json": data}
 
     def toolkit_repo(self) -> Path | None:
         """The submit.sh checkout (a daemon's config knows it; a state directory does not)."""

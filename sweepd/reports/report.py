@@ -11,7 +11,8 @@ from sweepd.util.text import escape
 
 
 def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-                exclusions: Sequence[str]) -> dict[str, Any]:
+                exclusions: Sequence[str], stage_jobs: Sequence[Job] = ()) -> dict[str, Any]:
+    """`stage_jobs`: a campaign's stage sweeps' jobs (it submits none of its own)."""
     return {
         "sweep": {"id": sweep.id, "kind": sweep.kind, "name": sweep.name, "state": sweep.state,
                   "reason": sweep.reason, "spec": sweep.spec},
@@ -19,11 +20,12 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         "rows": kind_of(sweep.kind).report.rows(sweep, runs, jobs),
         "excluded_nodes": list(exclusions),
         "jobs": len(jobs),
+        **({"stage_jobs": len(stage_jobs)} if stage_jobs else {}),
     }
 
 
 def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-                    exclusions: Sequence[str]) -> str:
+                    exclusions: Sequence[str], stage_jobs: Sequence[Job] = ()) -> str:
     spec = sweep.spec
     # Values from a spec, a scheduler or a log: one line each, control characters escaped
     # (a newline would break the Markdown; an escape sequence, a reader's terminal).
@@ -33,7 +35,9 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                if kind_of(sweep.kind).report.one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
-             f"- Jobs submitted: {_submitted(jobs)}"]
+             f"- Jobs submitted: {_submitted(jobs)}"
+             + (f" of its own, {_submitted(stage_jobs)} by its stage sweeps" if stage_jobs
+                else "")]
     if exclusions:
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
     lines += ["", kind_of(sweep.kind).report.table(sweep, runs, jobs)]

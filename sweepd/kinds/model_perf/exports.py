@@ -29,18 +29,41 @@ class Optimum:
     tgs: float | None = None   # its measured TGS/device (None: not recorded)
 
 
-async def latest_optimum(store: Store, model: str, nodes: int) -> Optimum | None:
+async def latest_optimum(store: Store, model: str, nodes: int,
+                         parallelism: str | None = None) -> Optimum | None:
     """The latest finished model perf sweep of `model` on `nodes` nodes whose verdict is
-    settled with an integer best (None: there is none)."""
+    settled with an integer best (None: there is none). Given a parallelism, a sweep that
+    ran the same one comes first, one that named none (the config's own axes) next; one of
+    another parallelism never counts: its memory and speed are another cell's."""
+    want = _axes(parallelism)
+    unnamed: Optimum | None = None
     for sweep in reversed(await store.sweeps([SweepState.DONE])):
         verdict = sweep.verdict or {}
         if sweep.kind != NAME or sweep.spec.get("model") != model \
                 or not verdict.get("settled", True) or not isinstance(verdict.get("best"), int):
             continue
         count = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))
-        if int(count) == nodes:
-            return Optimum(sweep.id, int(verdict["best"]))
-    return None
+        if int(count) != nodes:
+            continue
+        found = Optimum(sweep.id, int(verdict["best"]))
+        ran = _axes(sweep.spec.get("parallelism"))
+        if want is None or ran == want:
+            return found
+        if ran is None and unnamed is None:
+            unnamed = found
+    return unnamed
+
+
+def _axes(text: object) -> frozenset[tuple[str, int]] | None:
+    """A parallelism's axes whatever their order or case (None: none named)."""
+    from sweepd.kinds.model_perf.spec import parse_parallelism
+
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return frozenset(parse_parallelism(text).items())
+    except ValueError:  # not a model perf parallelism: matches nothing model perf ran
+        return frozenset({(text, 0)})
 
 
 def optimum_of(sweep: Sweep) -> Optimum | None:
