@@ -510,3 +510,24 @@ def test_list_names_a_stage_sweeps_campaign() -> None:
     assert row["name"] == "c: batch [campaign 1: batch]"
     assert _list_row({"name": "alone", "campaign": None, "progress": progress})["name"] == \
         "alone"
+
+
+async def test_a_resume_in_the_same_millisecond_as_the_stop_is_still_an_answer(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every transition at one instant (a fast machine): the order of the transitions, not
+    their timestamps, says whether the stage stopped after the campaign was resumed."""
+    import sweepd.store.sweeps as sweeps_module
+
+    monkeypatch.setattr(sweeps_module, "now_sql", lambda: "2026-12-02T10:00:00.000Z")
+    parent = await store.create_sweep("campaign", "c", {})
+    await store.transition_sweep(parent, SweepState.RUNNING, "started")
+    child, _ = await store.start_child(parent, Carried("health"), "node-perf", "h", {}, None)
+    await store.transition_sweep(child, SweepState.RUNNING, "started")
+    await store.transition_sweep(child, SweepState.AWAITING_DECISION, "asks")
+    assert await store.campaigns_due() == {parent}
+    await store.transition_sweep(parent, SweepState.AWAITING_DECISION, "stage asks")
+    await store.transition_sweep(parent, SweepState.RUNNING, "resumed by a person")
+    assert await store.campaigns_due() == set()
+    await store.transition_sweep(child, SweepState.RUNNING, "resumed")
+    await store.transition_sweep(child, SweepState.AWAITING_DECISION, "asks again")
+    assert await store.campaigns_due() == {parent}

@@ -110,7 +110,11 @@ class CampaignsTable(SweepsTable):
             " JOIN sweeps p ON p.id = c.campaign_id JOIN sweeps s ON s.id = c.child_id"
             " WHERE p.state = ? AND c.child_id = (SELECT max(child_id) FROM campaign_children"
             "  WHERE campaign_id = c.campaign_id)"
-            " AND (s.state IN (?,?,?) OR (s.state = ? AND s.updated_at >= p.updated_at))",
+            " AND (s.state IN (?,?,?) OR (s.state = ? AND"
+            # Which changed state last, by the transitions' event ids: two transitions in
+            # the same millisecond share an updated_at (a resume read as a new stop).
+            "  (SELECT max(id) FROM events WHERE sweep_id = s.id AND kind = 'transition') >"
+            "  (SELECT max(id) FROM events WHERE sweep_id = p.id AND kind = 'transition')))",
             (SweepState.RUNNING, SweepState.DONE, SweepState.FAILED, SweepState.ABORTED,
              SweepState.AWAITING_DECISION))
         return {int(r[0]) for r in rows}
