@@ -78,7 +78,7 @@ class Parts:
         self.wrap(engine, "poll", "poll")
         self.wrap(engine, "read_logs", "read_logs (all of the log part)")
         self.wrap(follow.LogFollower, "read_chunks", "  read_chunks (chunks, parse)")
-        self.wrap(follow.LogFollower, "_facts", "    _facts (parse)")
+        self.wrap(follow, "facts_of", "    facts_of (parse)")
         self.wrap(Store, "record_logs", "  record_logs (main thread)")
         self.wrap(logpass, "observe_stored", "  observe_stored")
         self.wrap(engine, "judge", "judge (every call)")

@@ -278,7 +278,7 @@ def sweepd_multi_peak(cluster: Cluster, estimate: int) -> list[Probe]:
 
 def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
     """A second sweep of the same cell: the first one (its own noise, not counted) gives
-    the peak, the largest fit and the OOM above it, as perf_plan._from_prior uses them."""
+    the peak, the largest fit and the OOM above it, as search_space._from_prior uses them."""
     first = sweepd(Cluster(cluster.curve, random.Random(cluster.curve.max_fit), cluster.noise),
                    estimate)
     top = best(first)

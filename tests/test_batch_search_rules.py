@@ -9,7 +9,8 @@ from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.plan import plan, probes
+from sweepd.kinds.model_perf.plan import plan
+from sweepd.kinds.model_perf.probes import probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,

@@ -16,7 +16,7 @@ import pytest
 
 import sweepd.app.daemon as daemon_mod
 import sweepd.core.engine as engine_mod
-import sweepd.core.follow as follow_mod
+import sweepd.core.log_facts as log_facts_mod
 import sweepd.core.planning as planning_mod
 from sweepd.app.daemon import serve
 from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
@@ -101,7 +101,7 @@ async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_
     stop = asyncio.Event()
     parsed: list[str] = []
     armed = [True]   # one stop, in the first pass
-    real_parse = follow_mod.parse_line
+    real_parse = log_facts_mod.parse_line
 
     def parse(line: str) -> LineFact | None:
         if not parsed and not stop.is_set() and armed:
@@ -111,7 +111,7 @@ async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_
         parsed.append(line)
         return real_parse(line)
 
-    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    monkeypatch.setattr(log_facts_mod, "parse_line", parse)
     async with _engine(tmp_path) as engine:
         paths = await _seed(engine.store, tmp_path / "logs", jobs, lines=3)
         engine.stopping = stop
@@ -212,7 +212,7 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
         await store.close()
     stop = asyncio.Event()
     parsed: list[str] = []
-    real_parse = follow_mod.parse_line
+    real_parse = log_facts_mod.parse_line
 
     def parse(line: str) -> LineFact | None:
         if not parsed:   # the stop arrives through the event loop, as SIGTERM's does
@@ -220,7 +220,7 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
         parsed.append(line)
         return real_parse(line)
 
-    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    monkeypatch.setattr(log_facts_mod, "parse_line", parse)
     def make(config: Config) -> tuple[ClusterBackend, Clock]:
         return cast(ClusterBackend, _Running()), Clock(1.0)
 
@@ -293,13 +293,13 @@ async def test_the_collector_waits_for_a_passs_log_reading_and_is_then_as_it_was
     import gc
 
     seen: list[bool] = []
-    real_parse = follow_mod.parse_line
+    real_parse = log_facts_mod.parse_line
 
     def parse(line: str) -> LineFact | None:
         seen.append(gc.isenabled())
         return real_parse(line)
 
-    monkeypatch.setattr(follow_mod, "parse_line", parse)
+    monkeypatch.setattr(log_facts_mod, "parse_line", parse)
     was = gc.isenabled()
     try:
         async with _engine(tmp_path) as engine:

@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -26,6 +25,7 @@ from sweepd.kinds.model_perf.search import (
     best,
     next_probe,
 )
+from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 
 LARGEST_FIT = 39

@@ -9,7 +9,8 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, Stop, SweepContext
 from sweepd.kinds.model_perf import report as perf_report
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan, probes
+from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan
+from sweepd.kinds.model_perf.probes import probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,

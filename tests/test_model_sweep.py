@@ -12,17 +12,10 @@ import pytest
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.core.states import JOB_ACTIVE, RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, NewRun, Stop, SweepContext
+from sweepd.kinds.model_sweep.compare import Column, evaluate, judge
 from sweepd.kinds.model_sweep.kind import gather
-from sweepd.kinds.model_sweep.plan import (
-    ALL_FAIL_RULE,
-    FAIL_FAST_RULE,
-    Column,
-    SweepFacts,
-    evaluate,
-    judge,
-    node_layout,
-    plan,
-)
+from sweepd.kinds.model_sweep.matrix import node_layout
+from sweepd.kinds.model_sweep.plan import ALL_FAIL_RULE, FAIL_FAST_RULE, SweepFacts, plan
 from sweepd.kinds.model_sweep.report import _commit, evaluation
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import parse_spec

@@ -10,8 +10,8 @@ from sweepd.app.service import Service
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.plan import search_space
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
+from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.kinds.registry import parse_spec
 from sweepd.store.rows import RunParams

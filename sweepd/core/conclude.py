@@ -9,7 +9,6 @@ import structlog
 
 from sweepd.clusters.base import JobStatus
 from sweepd.core.control import stop_sweep
-from sweepd.core.follow import job_facts
 from sweepd.core.jobtimes import job_end
 from sweepd.core.kind_facts import job_ended
 from sweepd.core.node_evidence import (
@@ -22,6 +21,7 @@ from sweepd.core.node_evidence import (
 )
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
+from sweepd.core.stored_facts import job_facts
 from sweepd.kinds.registry import kind_of
 from sweepd.monitor.classify import classify
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict

@@ -1,33 +1,19 @@
-"""Following one job's log: read new lines, turn them into facts, store facts and offset
-together. The tailer of each job is kept between passes; its offset lives in the store,
-so a restarted daemon resumes where it was."""
+"""Following one job's log: read new lines, turn them into facts (`core/log_facts.py`), store
+facts and offset together. The tailer of each job is kept between passes; its offset lives
+in the store, so a restarted daemon resumes where it was."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from sweepd.core.kind_facts import KindFacts
+from sweepd.core.log_facts import LogChunk, facts_of
 from sweepd.core.states import JobState
-from sweepd.monitor.classify import JobFacts, node_map_from_nodelist
-from sweepd.monitor.facts import (
-    CompiledMemoryFact,
-    HeaderFact,
-    LineFact,
-    MemstatsFact,
-    NodeExitFact,
-    Phase,
-    SignalFact,
-    StepFact,
-    SummaryFact,
-)
-from sweepd.monitor.parse import parse_line
 from sweepd.monitor.tail import NOT_THERE, LogTailer, is_lost
 from sweepd.store.rows import Job
 from sweepd.store.store import Store
@@ -68,64 +54,6 @@ def _lost(job: Job, tailer: LogTailer, now: float, grace_s: float) -> bool:
     if tailer.lost != NOT_THERE or job.last_output_at is None:
         return True
     return now - job.last_output_at >= grace_s
-
-
-NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
-
-
-_PHASE_RANK = {str(p): i for i, p in enumerate(Phase)}
-# Plain strings of the phases the pass moves most jobs to (the rows hold plain strings).
-_PROLOG, _PREFLIGHT, _TRAINING = str(Phase.PROLOG), str(Phase.PREFLIGHT), str(Phase.TRAINING)
-_TRAINING_RANK = _PHASE_RANK[_TRAINING]
-
-
-def later(a: str, b: Phase) -> str:
-    """The further of two phases: a job never goes back."""
-    return a if _PHASE_RANK[a] >= _PHASE_RANK[b] else str(b)
-
-
-@dataclass
-class LogChunk:
-    job_id: int
-    fields: dict[str, Any] = field(default_factory=dict)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    signals: list[dict[str, Any]] = field(default_factory=list)
-    # The log's mtime when it was read: when its newest line was written (for /metrics).
-    written_at: float | None = None
-
-
-def _other_rank_step(line: str) -> bool:
-    """A step line of rank > 0: identical to rank 0's, not worth parsing (cheap check)."""
-    head = line[:24]
-    return "completed step:" in head and not head.startswith(("0: ", "completed"))
-
-
-def _other_fact(job: Job, out: LogChunk, fact: LineFact, offset: int, line: str, phase: str,
-                node_map: dict[int, str] | None) -> tuple[str, dict[int, str] | None]:
-    """A fact other than a step into the chunk: (the phase, the node map) after it."""
-    if isinstance(fact, HeaderFact) and fact.key == "JOB_NODELIST":
-        node_map = node_map_from_nodelist(fact.value)
-        out.fields["node_map_json"] = json.dumps(node_map)
-    elif isinstance(fact, MemstatsFact) and fact.rank in (None, 0):
-        out.fields.update(mem_used_gb=fact.used_gb, mem_limit_gb=fact.limit_gb)
-        phase = later(phase, Phase.COMPILE)
-    elif isinstance(fact, CompiledMemoryFact) and fact.rank in (None, 0):
-        out.fields.update(mem_total_gb=fact.total_gb, mem_output_gb=fact.output_gb,
-                          mem_temp_gb=fact.temp_gb, mem_argument_gb=fact.argument_gb,
-                          mem_host_temp_gb=fact.host_temp_gb)
-    elif isinstance(fact, SummaryFact):
-        out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
-        phase = later(phase, Phase.SUMMARY)
-    elif isinstance(fact, SignalFact):
-        if node_map is None:
-            node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
-        out.signals.append({"offset": offset, "rank": fact.rank, "klass": fact.klass,
-                            "detail": fact.detail, "line": fact.text[:2000],
-                            "node": node_map.get(fact.rank) if fact.rank is not None else None})
-    elif isinstance(fact, NodeExitFact):
-        out.signals.append({"offset": offset, "klass": NODE_EXIT, "node": fact.host,
-                            "detail": str(fact.exit_code), "line": line[:2000]})
-    return phase, node_map
 
 
 class LogFollower:
@@ -245,75 +173,9 @@ class LogFollower:
                     fields["last_output_at"] = now
                 return LogChunk(job.id, fields)
             return None
-        chunk = self._facts(job, lines)
+        chunk = facts_of(job, lines)
         self.kind_facts.fold(job, lines, chunk.fields)
         chunk.fields.update(log_offset=tailer.offset, log_identity=identity,
                             last_output_at=now)
         chunk.written_at = tailer.mtime
         return chunk
-
-    def _facts(self, job: Job, lines: list[tuple[int, str]]) -> LogChunk:
-        out = LogChunk(job.id, {}, [], [])
-        node_map: dict[int, str] | None = None  # decoded when a signal needs a node
-        phase = job.phase if job.phase != _PROLOG else _PREFLIGHT
-        last_step = job.last_step
-        for offset, line in lines:
-            if _other_rank_step(line):
-                continue
-            fact = parse_line(line)
-            if fact is None:
-                continue   # most lines
-            if isinstance(fact, StepFact):   # the next most: first
-                if fact.rank in (None, 0):
-                    out.steps.append({"step": fact.step, "seconds": fact.seconds,
-                                      "tflops": fact.tflops, "mfu": fact.mfu, "tgs": fact.tgs,
-                                      "loss": fact.loss})
-                    last_step = fact.step if last_step is None else max(fact.step, last_step)
-                    if _PHASE_RANK[phase] < _TRAINING_RANK:
-                        phase = _TRAINING
-            else:
-                phase, node_map = _other_fact(job, out, fact, offset, line, phase, node_map)
-        # A hung job's phase is frozen where it hung: the cancel's own output (summary
-        # block) must not move it, the hang rules depend on it.
-        if job.state != JobState.HUNG:
-            out.fields["phase"] = phase
-        out.fields["last_step"] = last_step
-        return out
-
-
-def log_lost(job: Job) -> bool:
-    """No log could be read for the job's end: marked lost when last read, or never seen
-    and not there now."""
-    if is_lost(job.log_identity):
-        return True
-    if not job.log_path:
-        return False
-    return job.log_identity is None and not Path(job.log_path).is_file()
-
-
-async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
-                    cancelled_by_us: bool, scheduler_exit: int | None = None) -> JobFacts:
-    """Everything classification needs, read back from the store (never from memory)."""
-    from sweepd.monitor.facts import FailureClass
-
-    signals = []
-    exits = []
-    for s in await store.signals(job.id):
-        if s.klass == NODE_EXIT:
-            exits.append(NodeExitFact(host=s.node or "?", exit_code=int(s.detail or 0)))
-        else:
-            signals.append((s.offset, SignalFact(rank=s.rank, klass=FailureClass(s.klass),
-                                                 text=s.line, detail=s.detail)))
-    summary = None
-    if job.summary_status is not None:
-        summary = SummaryFact(status=job.summary_status, exit_code=job.summary_exit, detail="")
-    node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}
-    return JobFacts(
-        signals=signals, node_map=node_map, phase=Phase(job.phase), last_step=job.last_step,
-        expected_steps=expected_steps, summary=summary, node_exits=exits,
-        scheduler_state=job.scheduler_state,
-        exit_code=job.summary_exit if job.summary_exit is not None else scheduler_exit, hung=hung,
-        cancelled_by_us=cancelled_by_us, log_lost=log_lost(job),
-        compiled_gb=(job.mem_total_gb, job.mem_limit_gb)
-        if job.mem_total_gb is not None and job.mem_limit_gb is not None else None,
-    )

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from sweepd.core.states import SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import exports
-from sweepd.kinds.model_perf import plan as perf_plan
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.params import swept_value
+from sweepd.kinds.model_perf.probes import probes
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import NO_CONTEXT, GatherContext
 from sweepd.kinds.spec import SpecError
@@ -40,7 +40,7 @@ async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CO
 async def prior(store: Store, spec: ModelPerfSpec, same_model: Sequence[Sweep]) -> Prior | None:
     """The latest settled sweep of the same cell (among the sweeps of the spec's model,
     oldest first): where it found the peak and the largest batch that fitted, so this sweep
-    starts from them (perf_plan.search_space). Not for a two-parameter sweep: its peak and
+    starts from them (search_space.py). Not for a two-parameter sweep: its peak and
     fit are each setting's own."""
     if spec.second is not None:
         return None
@@ -73,7 +73,7 @@ async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
                         facts=PerfFacts(), jobs=await store.jobs(sweep.id))
     return Prior(sweep=sweep.id, peak=verdict["best"], tgs=verdict.get("tgs"),
                  max_fit=max(fits, default=verdict["best"]), oom=min(ooms, default=None),
-                 probes=tuple(perf_plan.probes(spec, then)))
+                 probes=tuple(probes(spec, then)))
 
 
 def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:

@@ -10,6 +10,8 @@ from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.grid import Pair, best_pair, is_fraction, next_pair, settled_notes
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
+from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
+from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
 from sweepd.store.rows import Run
 
@@ -24,9 +26,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     short = one.below_minimum(spec, ctx)
     if short is not None:
         return short
-    space, why = one.search_space(spec, ctx)
+    space, why = search_space(spec, ctx)
     seen = pairs(spec, second, ctx)
-    done = len(one._finished(ctx))
+    done = len(finished_runs(ctx))
     extended = spec.extend_budget or one.BUDGET_STOP in ctx.acknowledged_stops
     budget = spec.max_runs + (one.EXTRA_RUNS if extended else 0)
     step = next_pair(space, second.parameter, second.values, seen, runs_left=max(0, budget - done))
@@ -49,12 +51,12 @@ def pairs(spec: ModelPerfSpec, second: SecondKnob, ctx: SweepContext[PerfFacts]
           ) -> list[Pair]:
     """Each counted run as (its second value, its probe). No contradiction re-run here:
     a failure below a pass may be another setting's (less memory), not a contradiction."""
-    latest = one._latest_jobs(ctx.jobs)
+    latest = latest_jobs(ctx.jobs)
     out: list[Pair] = []
-    for run in one._counted(ctx):
+    for run in counted_runs(ctx):
         value = second_value(second, run)
         if value is not None:
-            out.append((value, one._probe(spec, run, latest.get(run.id), len(ctx.nodes))))
+            out.append((value, probe_of(spec, run, latest.get(run.id), len(ctx.nodes))))
     return out
 
 

@@ -9,8 +9,9 @@ from typing import Any
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.model_sweep import plan as model_sweep_plan
 from sweepd.kinds.model_sweep import report
+from sweepd.kinds.model_sweep.compare import Column, columns_of
 from sweepd.kinds.model_sweep.demo import DEMO
-from sweepd.kinds.model_sweep.plan import Column, SweepFacts, columns_of
+from sweepd.kinds.model_sweep.plan import SweepFacts
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 from sweepd.kinds.registry import (
     NO_CONTEXT,

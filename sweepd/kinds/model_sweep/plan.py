@@ -7,22 +7,28 @@ the kind) in; new runs, a fail-fast stop, or the verdict out (batch-sweep.SKILL.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import hostlist
 
-from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
-from sweepd.store.rows import Job, Run, RunParams
+from sweepd.kinds.api import Finished, Plan, Stop, SweepContext, open_runs
+from sweepd.kinds.model_sweep.compare import (
+    Column,
+    broken,
+    columns_of,
+    evaluate,
+    failure_of,
+    newly_broken,
+    passed,
+)
+from sweepd.kinds.model_sweep.matrix import Commit, commits_of, new_runs, node_layout
+from sweepd.store.rows import Run
 
 if TYPE_CHECKING:
     from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 
-NO_REGRESSION_PCT = 2.0     # |Δ| within this: no regression
-REGRESSION_PCT = 5.0        # Δ below minus this: a flagged regression
 FAIL_FAST_MODELS = 2        # models newly broken on a commit before the sweep stops
 FAIL_FAST_RULE = "model_sweep.fail_fast"
 # batch-sweep.SKILL.md Step 6, "All models fail -> Stop": the first jobs of a commit all
@@ -32,204 +38,6 @@ FAIL_FAST_RULE = "model_sweep.fail_fast"
 ALL_FAIL_JOBS = 2
 ALL_FAIL_MODELS = 2
 ALL_FAIL_RULE = "model_sweep.all_fail"
-
-
-def key_of(model: str, nodes: int) -> str:
-    return f"{model} {nodes}N"
-
-
-@dataclass(frozen=True)
-class Commit:
-    ref: str      # as the user gave it
-    commit: str   # what the job runs: the SHA when a repo resolved it, else the ref
-    tag: str      # job-name tag and column label
-
-
-@dataclass(frozen=True)
-class Column:
-    """One commit's results in one sweep: a row of every per-model table."""
-
-    sweep: int | None
-    commit: str                       # the tag, for display
-    sha: str
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> result
-    nodes: dict[str, str] = field(default_factory=dict)                # key -> hostlist
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Column:
-        return cls(d.get("sweep"), str(d["commit"]), str(d["sha"]), dict(d.get("results", {})),
-                   dict(d.get("nodes", {})))
-
-
-def _tag(ref: str, sha: str) -> str:
-    if re.fullmatch(r"[0-9a-f]{7,40}", ref) and sha.startswith(ref):
-        return sha[:8]
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", ref).strip("-")
-    return clean[:40] or sha[:8]
-
-
-def commits_of(refs: Sequence[str], shas: Mapping[str, str]) -> list[Commit]:
-    """Without a repo (the simulated cluster) a commit is just its label."""
-    out = [Commit(r, shas.get(r, r), _tag(r, shas.get(r, r))) for r in refs]
-    if len({c.tag for c in out}) < len(out):  # e.g. `a/b` and `a-b`: tell them apart
-        out = [Commit(c.ref, c.commit, f"{c.tag}-{c.commit[:8]}") for c in out]
-    return out
-
-
-def node_layout(matrix: Mapping[str, Sequence[int]], pinned: Sequence[str],
-                prior: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[str]]:
-    """Node list per model x node count. Sub-full counts get disjoint blocks aligned to their
-    size (1N=[n1], 2N=[n3,n4], 4N=[n5..n8] on 8 nodes, as in the SKILL.md) so they run in
-    parallel; the full count uses every node. A list an earlier sweep used is kept when it is
-    still pinned, since hardware variance between nodes invalidates TGS comparisons."""
-    full = len(pinned)
-    taken: set[int] = set()
-    block: dict[int, list[str]] = {}
-    for n in sorted({n for counts in matrix.values() for n in counts}):
-        start = next((s for s in range(0, full - n + 1, n)
-                      if n < full and taken.isdisjoint(range(s, s + n))), 0)
-        if n < full and taken.isdisjoint(range(start, start + n)):
-            taken.update(range(start, start + n))
-        block[n] = list(pinned[start:start + n])
-    layout: dict[str, list[str]] = {}
-    for model, counts in matrix.items():
-        for n in counts:
-            key = key_of(model, n)
-            kept = list((prior or {}).get(key, ()))
-            layout[key] = kept if len(kept) == n and set(kept) <= set(pinned) else block[n]
-    return layout
-
-
-# -- results ------------------------------------------------------------------------------
-
-def _result(run: Run, job: Job | None) -> dict[str, Any]:
-    return {"job": job.backend_id if job else None, "tgs": run.tgs, "mfu": run.mfu,
-            "outcome": run.outcome, "failure_class": run.failure_class, "detail": run.detail}
-
-
-def _key_of_run(run: Run) -> str:
-    return key_of(str(run.params.model), run.node_count)
-
-
-def columns_of(sweep_id: int | None, runs: Sequence[Run], jobs: Sequence[Job] = ()
-               ) -> list[Column]:
-    """One column per commit of a sweep, in submission order; finished runs only."""
-    last_job = {j.run_id: j for j in jobs}  # in id order: the last attempt wins
-    cols: dict[str, Column] = {}
-    for run in sorted(runs, key=lambda r: r.seq):
-        params = run.params
-        tag = params.tag or params.commit or "?"
-        col = cols.setdefault(tag, Column(sweep_id, tag, params.commit or tag))
-        key = _key_of_run(run)
-        col.nodes[key] = run.nodes
-        if run.state in ("passed", "failed"):
-            col.results[key] = _result(run, last_job.get(run.id))
-    return list(cols.values())
-
-
-def passed(result: Mapping[str, Any] | None) -> bool:
-    return result is not None and result.get("outcome") == "pass" and result.get("tgs") is not None
-
-
-def delta_pct(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None) -> float | None:
-    if not (passed(prev) and passed(cur)) or not prev or not cur or not prev["tgs"]:
-        return None
-    return (float(cur["tgs"]) / float(prev["tgs"]) - 1.0) * 100.0
-
-
-def judge(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None) -> str:
-    """The SKILL.md's multi-sweep evaluation of one model x node count between two sweeps."""
-    if cur is None:
-        return "not run"
-    if not passed(cur):
-        if prev is None:
-            return "FAIL"
-        return "pre-existing failure" if not passed(prev) else "NEW BREAKAGE"
-    if prev is None:
-        return "PASS"
-    if not passed(prev):
-        return "fixed"
-    d = delta_pct(prev, cur)
-    assert d is not None
-    if d < -REGRESSION_PCT:
-        return "REGRESSION"
-    if abs(d) <= NO_REGRESSION_PCT:
-        return "no regression"
-    return "faster" if d > 0 else "slower (within 5%)"
-
-
-def broken(col: Column) -> bool:
-    """Every model failed on this commit: the commit itself is broken."""
-    return bool(col.results) and not any(passed(r) for r in col.results.values())
-
-
-def evaluate(columns: Sequence[Column], since: int = 0) -> dict[str, Any]:
-    """Findings over adjacent pairs of columns, oldest first, for the columns from `since`
-    on: an earlier sweep's columns are compared with, not judged again."""
-    found: dict[str, list[dict[str, Any]]] = {
-        "regressions": [], "new_breakage": [], "pre_existing": [], "fixed": [], "failures": []}
-    where = {"REGRESSION": "regressions", "NEW BREAKAGE": "new_breakage",
-             "pre-existing failure": "pre_existing", "fixed": "fixed", "FAIL": "failures"}
-    for i, col in enumerate(columns):
-        if i < since:
-            continue
-        prev = columns[i - 1] if i else None
-        for key, cur in col.results.items():
-            before = prev.results.get(key) if prev else None
-            verdict = judge(before, cur)
-            if verdict in where:
-                found[where[verdict]].append({
-                    "key": key, "sweep": col.sweep, "commit": col.commit,
-                    "delta_pct": delta_pct(before, cur), "failure": _failure(cur)})
-    return {**found, "broken_commits": [c.commit for c in columns[since:] if broken(c)]}
-
-
-def _failure(result: Mapping[str, Any]) -> str | None:
-    if passed(result):
-        return None
-    return str(result.get("failure_class") or result.get("outcome") or "failed")
-
-
-def newly_broken(columns: Sequence[Column]) -> dict[str, list[str]]:
-    """Per commit, the models that failed there but passed in the column before it."""
-    out: dict[str, list[str]] = {}
-    for prev, col in pairwise(columns):
-        models = sorted({key.rsplit(" ", 1)[0] for key, r in col.results.items()
-                         if not passed(r) and passed(prev.results.get(key))})
-        if models:
-            out[col.commit] = models
-    return out
-
-
-# -- the plan -----------------------------------------------------------------------------
-
-def new_runs(spec: ModelSweepSpec, commits: Sequence[Commit], layout: Mapping[str, list[str]],
-             kept: Iterable[str]) -> list[NewRun]:
-    """Sub-full jobs first, each commit's run of a key next to the other's, so that disjoint
-    subsets run at once, full-size jobs queue behind, and pairs land early for fail-fast."""
-    full = len(spec.node_list)
-    kept = set(kept)
-    keys = sorted(((m, n) for m, counts in spec.matrix.items() for n in counts),
-                  key=lambda mn: mn[1] == full)
-    out = []
-    for model, n in keys:
-        key = key_of(model, n)
-        nodes = layout[key]
-        why = ("the node list of the earlier sweep, for comparable TGS" if key in kept else
-               "all pinned nodes" if n == full else f"a {n}-node block disjoint from the "
-               "other sub-full jobs, so they run in parallel")
-        for c in commits:
-            out.append(NewRun(
-                label=f"{key} @{c.tag}",
-                params=RunParams(model=model, commit=c.commit, tag=c.tag,
-                                 overrides={"steps": spec.steps, "dataset_type": "synthetic"}),
-                nodes=nodes, rule="model_sweep.matrix",
-                reason=f"{key} at {c.ref}" + (f" ({c.commit[:12]})" if c.commit != c.ref else "")
-                + f" on {hostlist.collect_hostlist(nodes)}: {why}"))
-    return out
 
 
 @dataclass(frozen=True)
@@ -294,7 +102,7 @@ def _all_fail(fresh: Sequence[Column], left: Sequence[Run], acknowledged: Iterab
     need = min(ALL_FAIL_MODELS, spec_models)
     for col in fresh:
         results = col.results
-        ways = {_failure(r) for r in results.values()}
+        ways = {failure_of(r) for r in results.values()}
         models = sorted({_model_of(k) for k in results})
         if len(results) < ALL_FAIL_JOBS or len(models) < need \
                 or any(passed(r) for r in results.values()) or len(ways) != 1:

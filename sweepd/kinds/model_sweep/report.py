@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from sweepd.kinds.model_sweep.plan import (
+from sweepd.kinds.model_sweep.compare import (
     Column,
     broken,
     columns_of,
     delta_pct,
     evaluate,
     judge,
-    key_of,
     passed,
 )
+from sweepd.kinds.model_sweep.matrix import key_of
 from sweepd.kinds.model_sweep.plot import grouped_bars_plot
 from sweepd.store.rows import Job, Run, Sweep
 

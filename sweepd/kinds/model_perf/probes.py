@@ -1,0 +1,140 @@
+"""The runs so far as the search's probes: which runs count, what each says about its value
+(with what its latest job's log said about memory), and which failure contradicts a pass and
+is run again."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from sweepd.kinds.api import SweepContext
+from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.params import swept_value
+from sweepd.kinds.model_perf.search import Outcome, Probe, Value
+from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
+from sweepd.monitor.facts import FailureClass
+from sweepd.store.rows import Job, Run
+
+_OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
+# Failures of a node, of the infrastructure or a person's cancel say nothing about the
+# value: such a run must not become the search's upper bound (the value is tried again, on
+# the nodes left). docs/architecture.md "Failure classes" has the whole table.
+NOT_ABOUT_THE_VALUE = frozenset({
+    FailureClass.GPU_HARDWARE, FailureClass.ECC, FailureClass.NODE_CRASH, FailureClass.NIC,
+    FailureClass.NO_GPU, FailureClass.PULL, FailureClass.CHECKOUT_OUTAGE,
+    FailureClass.CONTROLLER_DOWN, FailureClass.CANCELLED, FailureClass.LOG_LOST,
+})
+
+
+def finished_runs(ctx: SweepContext[PerfFacts]) -> list[Run]:
+    return [r for r in ctx.runs if r.state in ("passed", "failed")]
+
+
+def counted_runs(ctx: SweepContext[PerfFacts]) -> list[Run]:
+    return [r for r in finished_runs(ctx) if _comparable(r, len(ctx.nodes))
+            and (r.outcome == "pass" or r.failure_class not in NOT_ABOUT_THE_VALUE)]
+
+
+def probes(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Probe]:
+    latest = latest_jobs(ctx.jobs)
+    runs = counted_runs(ctx)
+    spoiled = _below_a_pass(spec, runs, latest)
+    return [probe_of(spec, r, latest.get(r.id), len(ctx.nodes)) for r in runs
+            if r.id not in spoiled]
+
+
+def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
+                  latest: dict[int, Job]) -> dict[int, str]:
+    """Failed runs of a batch size below one that passed on these nodes, that name no
+    allocation size (a silent OOM, a one-off compile hang counted as one): memory grows
+    with the batch, so such a failure contradicts the pass and must not cap the search;
+    the value is run again, once, on these nodes (run id -> why). Failing twice, or an
+    OOM that names its allocation, it stands: the search takes it as bounding nothing
+    below the pass, and never runs it again."""
+    if spec.parameter != BATCH:
+        return {}
+    batch = {r.id: int(swept_value(BATCH, r.params) or 0) for r in runs}
+    passed = [batch[r.id] for r in runs if r.outcome == "pass"]
+    top = max(passed, default=None)
+    failed = [r for r in runs if r.outcome != "pass"]
+    times = Counter(batch[r.id] for r in runs)
+    ok = set(passed)
+    # Spoiled while its re-run is pending, or once the re-run passed (a one-off).
+    return {r.id: (f"{spec.parameter}={batch[r.id]} failed ({r.failure_class or r.outcome}) "
+                   f"without an allocation size below {top}, which passed on these nodes: "
+                   "memory grows with the batch, so the failure contradicts the pass; "
+                   "re-run once on the same nodes (an OOM that names its allocation "
+                   "is never re-run)")
+            for r in failed
+            if top is not None and batch[r.id] < top and _alloc(r, latest.get(r.id)) is None
+            and (times[batch[r.id]] < 2 or batch[r.id] in ok)}
+
+
+def rerun(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Value, str] | None:
+    """A silent failure below a pass on these nodes, not yet re-run: (value, why)."""
+    runs = counted_runs(ctx)
+    spoiled = _below_a_pass(spec, runs, latest_jobs(ctx.jobs))
+    times = Counter(swept_value(spec.parameter, r.params, spec.values) for r in runs)
+    for run in runs:
+        value = swept_value(spec.parameter, run.params, spec.values)
+        if run.id in spoiled and times[value] < 2:
+            assert value is not None
+            return value, spoiled[run.id]
+    return None
+
+
+def _alloc(run: Run, job: Job | None) -> float | None:
+    return _gb(job.failure_detail) if run.outcome == "oom" and job is not None else None
+
+
+def probe_of(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Probe:
+    """The run's result with what its log said about memory. Memory per GPU changes with
+    the node count: an OOM carried over from more nodes keeps its outcome only."""
+    value = swept_value(spec.parameter, run.params, spec.values)
+    assert value is not None   # every run of this kind was planned with its value
+    outcome = _OUTCOME.get(run.outcome or "", Outcome.FAILED)
+    if job is not None and _too_slow(run, job):
+        outcome = Outcome.SLOW
+    probe = Probe(value, outcome, run.tgs)
+    if job is None or run.node_count != nodes:
+        return probe
+    fixed = (job.mem_total_gb - job.mem_temp_gb
+             if job.mem_total_gb is not None and job.mem_temp_gb is not None else None)
+    return Probe(probe.value, probe.outcome, probe.tgs, temp_gb=job.mem_temp_gb,
+                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=_alloc(run, job))
+
+
+def _too_slow(run: Run, job: Job) -> bool:
+    """Hung (twice: the hang rule retries once) before step 0, after the compiled-memory
+    line said the program fits: the value is too slow, not out of memory."""
+    return (run.outcome == "hang" and job.phase == "compile" and job.mem_total_gb is not None
+            and job.mem_limit_gb is not None and job.mem_total_gb <= job.mem_limit_gb)
+
+
+def latest_jobs(jobs: Sequence[Job]) -> dict[int, Job]:
+    """Each run's latest attempt: the one its outcome came from."""
+    latest: dict[int, Job] = {}
+    for job in sorted(jobs, key=lambda j: (j.attempt, j.id)):
+        latest[job.run_id] = job
+    return latest
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)?\s*$")
+_SCALE = {"KB": 1e-6, "KiB": 1e-6, "MB": 1e-3, "MiB": 1e-3, "GB": 1.0, "GiB": 1.0,
+          "TB": 1e3, "TiB": 1e3, "B": 1e-9, "bytes": 1e-9}
+
+
+def _gb(detail: str | None) -> float | None:
+    """An OOM's failed allocation (`12.50GiB`) in GB; GiB and GB are not told apart, as
+    Memstats and the compiled-memory line print GB for the same unit."""
+    m = _SIZE.match(detail or "")
+    return float(m.group(1)) * _SCALE[m.group(2) or "B"] if m else None
+
+
+def _comparable(run: Run, nodes: int) -> bool:
+    """TGS per device and memory per GPU both change with the node count, so after an
+    exclusion the search starts over on the nodes left: results from another node set
+    never bound this one (not even an OOM on more nodes: the nodes left may differ in
+    memory the runtime takes, and a bound carried over is one nobody measured here)."""
+    return run.node_count == nodes
