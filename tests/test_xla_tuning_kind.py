@@ -21,12 +21,12 @@ from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.xla_tuning import gather, report
+from sweepd.kinds.xla_tuning import gather, logread, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.gather import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.planner_facts import ModelPerfPrior, XlaFacts
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
@@ -354,7 +354,7 @@ async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path)
 def test_the_log_reader_knows_both_unknown_flag_lines() -> None:
     lines = ["parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: --xla_a=1 --xla_b=2",
              "Unknown flag: --xla_c"]
-    assert gather.logread.unknown_flags_in(lines) == ("xla_a", "xla_b", "xla_c")
+    assert logread.unknown_flags_in(lines) == ("xla_a", "xla_b", "xla_c")
 
 
 async def test_the_planner_drops_an_unknown_flag_at_once_and_retries_a_flake(

@@ -26,11 +26,11 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import gather, preflight
+from sweepd.kinds.xla_tuning import applied, gather, inventory, preflight
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome
-from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams
@@ -412,13 +412,13 @@ async def test_a_value_the_env_file_sets_is_named_as_the_env_files(store: Store,
     # passthrough that wins it back, its .97 wins over the arm's .95.
     (repo / "configs" / "llama2-70b.env.sh").write_text(
         "export XLA_PYTHON_CLIENT_MEM_FRACTION=.97\n")
-    deployed, env_file = gather.inventory(repo, "llama2-70b")
+    deployed, env_file = inventory.inventory(repo, "llama2-70b")
     rec = await recorder(store, tmp_path, spec_of(nodes=NODE))
     await record(store, rec.sweep_id, repo, tmp_path, "mem95", "7200")
     ctx = await context(store, rec.sweep_id, XlaFacts(deployed=deployed, env_file=env_file,
                                                       sourced_last=True))
     [miss] = gather.unapplied(ctx.runs, ctx.jobs, deployed)
-    assert miss.miss.cause == gather.ENV_FILE
+    assert miss.miss.cause == applied.ENV_FILE
     assert "the model's env file sets XLA_PYTHON_CLIENT_MEM_FRACTION=.97" in miss.miss.culprit
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext
-from sweepd.kinds.xla_tuning import gather, progress
+from sweepd.kinds.xla_tuning import applied, gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import (
     BASELINE,
@@ -30,7 +30,7 @@ from sweepd.kinds.xla_tuning.board import (
     with_roles,
 )
 from sweepd.kinds.xla_tuning.catalog import Axis, Evidence, Layer, Profile
-from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, RunParams, Scalar, Sweep
@@ -242,9 +242,9 @@ def not_applied_stop(ctx: SweepContext[XlaFacts]) -> Stop | None:
 
 
 def mechanism(cause: str, facts: XlaFacts) -> str:
-    """What failed between the sweep and its jobs, for each cause `gather.Miss` knows."""
+    """What failed between the sweep and its jobs, for each cause `applied.Miss` knows."""
     submit_sh = facts.sourced_last
-    if cause == gather.UNREACHED:
+    if cause == applied.UNREACHED:
         if submit_sh:
             return ("`_env_TUNE_PROFILE` did not reach `train_env.sh`: the profiles' arms "
                     "never ran (the toolkit's `_train.sh` must export the `_env_` "
@@ -253,14 +253,14 @@ def mechanism(cause: str, facts: XlaFacts) -> str:
         return ("the profiles' XLA_FLAGS and env vars, exported by sweepd's batch script, "
                 "did not reach the trainer (the train command must keep the environment "
                 "it is started with, appending to XLA_FLAGS, never replacing it)")
-    if cause == gather.ENV_FILE:
+    if cause == applied.ENV_FILE:
         where = facts.env_file or "configs/<MODEL>.env.sh"
         if submit_sh:
             return (f"the model's env file ({where}) sets these after train_env.sh, and the "
                     "`_env_K=V` passthrough that wins them back did not win (the toolkit's "
                     "`_train.sh` must re-export the `_env_` values after the env file)")
         return f"the model's env file ({where}) sets these later, and its values won"
-    if cause == gather.NO_FLAGS:
+    if cause == applied.NO_FLAGS:
         return ("the jobs' logs never printed XLA_FLAGS, so no profile can be checked (the "
                 "train command must print its environment, as the toolkit's `_train.sh` "
                 "does)")

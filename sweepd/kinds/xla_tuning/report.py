@@ -16,7 +16,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from sweepd.kinds.xla_tuning import deploy, gather, tuning_md
+from sweepd.kinds.xla_tuning import deploy, gather, logfacts, tuning_md
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Board, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import (
     Axis,
@@ -61,7 +61,7 @@ class View:
 
 
 def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-         read: gather.Reader = gather.stored) -> View:
+         read: logfacts.Reader = logfacts.stored) -> View:
     spec = XlaTuningSpec.from_stored(sweep.spec)
     assert isinstance(spec, XlaTuningSpec)
     results = roles(gather.results(runs, jobs, read), runs, jobs)
