@@ -28,7 +28,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     stack,
 )
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.plan import roles
+from sweepd.kinds.xla_tuning.labels import roles
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
