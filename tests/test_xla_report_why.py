@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
-from sweepd.kinds.xla_tuning.report import View, _why
+from sweepd.kinds.xla_tuning.report_sections import _why
+from sweepd.kinds.xla_tuning.report_view import View
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 

@@ -21,12 +21,13 @@ from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.xla_tuning import gather, report
+from sweepd.kinds.xla_tuning import gather, logread, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.gather import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.planner_facts import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.run_params import Batch, batch_of
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
@@ -241,10 +242,10 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
 
 def test_the_batch_size_says_where_it_came_from() -> None:
     prior = XlaFacts(ModelPerfPrior(3, 6))
-    assert adapter.batch_of(spec_of(per_device_batch_size=4), prior).source == "the spec"
-    assert adapter.batch_of(spec_of(), XlaFacts()).source.startswith("the config's value")
-    assert adapter.batch_of(spec_of(), XlaFacts()).value is None
-    assert adapter.batch_of(spec_of(), prior) == adapter.Batch(6, "model-perf sweep 3's optimum")
+    assert batch_of(spec_of(per_device_batch_size=4), prior).source == "the spec"
+    assert batch_of(spec_of(), XlaFacts()).source.startswith("the config's value")
+    assert batch_of(spec_of(), XlaFacts()).value is None
+    assert batch_of(spec_of(), prior) == Batch(6, "model-perf sweep 3's optimum")
 
 
 async def test_a_sweep_runs_to_a_proposal_through_the_adapter(store: Store, tmp_path: Path) -> None:
@@ -354,7 +355,7 @@ async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path)
 def test_the_log_reader_knows_both_unknown_flag_lines() -> None:
     lines = ["parse_flags_from_env.cc:226] Unknown flags in XLA_FLAGS: --xla_a=1 --xla_b=2",
              "Unknown flag: --xla_c"]
-    assert gather.logread.unknown_flags_in(lines) == ("xla_a", "xla_b", "xla_c")
+    assert logread.unknown_flags_in(lines) == ("xla_a", "xla_b", "xla_c")
 
 
 async def test_the_planner_drops_an_unknown_flag_at_once_and_retries_a_flake(

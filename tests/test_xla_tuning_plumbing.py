@@ -26,11 +26,11 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import gather, preflight
+from sweepd.kinds.xla_tuning import applied, gather, inventory, plan_checks, preflight
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome
-from sweepd.kinds.xla_tuning.gather import XlaFacts
 from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams
@@ -365,7 +365,7 @@ async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
                      sourced_last=True)
     for i, profile in enumerate(("pag", "nch8")):
         await record(store, rec.sweep_id, repo, tmp_path, profile, str(7000 + i))
-    assert adapter.not_applied_stop(await context(store, rec.sweep_id, facts)) is None
+    assert plan_checks.not_applied_stop(await context(store, rec.sweep_id, facts)) is None
     await record(store, rec.sweep_id, repo, tmp_path, "mem95", "7002")
     ctx = await context(store, rec.sweep_id, facts)
     stop = adapter.plan(spec, ctx)
@@ -391,7 +391,7 @@ async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
     # Resumed from this stop, the person chose to go on: it is not raised again.
     again = SweepContext(runs=ctx.runs, nodes=ctx.nodes, gpu_memory_gib=192.0, facts=facts,
                          jobs=ctx.jobs, acknowledged_stops=["xla.not_applied"])
-    assert adapter.not_applied_stop(again) is None
+    assert plan_checks.not_applied_stop(again) is None
 
 
 async def test_the_same_profiles_through_a_toolkit_that_pre_exports_are_applied(
@@ -412,13 +412,13 @@ async def test_a_value_the_env_file_sets_is_named_as_the_env_files(store: Store,
     # passthrough that wins it back, its .97 wins over the arm's .95.
     (repo / "configs" / "llama2-70b.env.sh").write_text(
         "export XLA_PYTHON_CLIENT_MEM_FRACTION=.97\n")
-    deployed, env_file = gather.inventory(repo, "llama2-70b")
+    deployed, env_file = inventory.inventory(repo, "llama2-70b")
     rec = await recorder(store, tmp_path, spec_of(nodes=NODE))
     await record(store, rec.sweep_id, repo, tmp_path, "mem95", "7200")
     ctx = await context(store, rec.sweep_id, XlaFacts(deployed=deployed, env_file=env_file,
                                                       sourced_last=True))
     [miss] = gather.unapplied(ctx.runs, ctx.jobs, deployed)
-    assert miss.miss.cause == gather.ENV_FILE
+    assert miss.miss.cause == applied.ENV_FILE
     assert "the model's env file sets XLA_PYTHON_CLIENT_MEM_FRACTION=.97" in miss.miss.culprit
 
 

@@ -28,11 +28,11 @@ from sweepd.core.states import JobState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import gather, preflight, search
+from sweepd.kinds.xla_tuning import gather, planner_facts, preflight, search
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.board import Outcome, Result
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.store import Store
@@ -80,21 +80,21 @@ async def test_the_inventory_is_read_from_the_checkouts_env_file(store: Store,
                                                                  checkout: Path) -> None:
     """The toolkit's form (`XLA_FLAGS="..."` then `export XLA_FLAGS`, a trailing comment on
     an export): `adapter.inventory` read neither (no flag, `.97  # more HBM...`)."""
-    facts = await gather.facts(store, spec_of(), GatherContext(checkout))
+    facts = await planner_facts.facts(store, spec_of(), GatherContext(checkout))
     assert [s.label for s in facts.deployed] == [f"{AG}=1073741824", f"{MEM}=.97"]
     assert facts.env_file == str(checkout / "configs" / f"{MODEL}.env.sh")
     # No checkout (sim, direct mode): nothing read, and the line says so.
-    none = await gather.facts(store, spec_of(), GatherContext(None))
+    none = await planner_facts.facts(store, spec_of(), GatherContext(None))
     assert none.deployed == () and "no env file read" in none.inventory_line()
     # A model without an env file runs as the image has it: nothing to restore.
     (checkout / "configs" / f"{MODEL}.env.sh").unlink()
-    absent = await gather.facts(store, spec_of(), GatherContext(checkout))
+    absent = await planner_facts.facts(store, spec_of(), GatherContext(checkout))
     assert absent.deployed == () and "(absent)" in (absent.env_file or "")
 
 
 async def test_wave1_restores_the_inventory_to_the_image_defaults_and_records_it(
         store: Store, checkout: Path) -> None:
-    facts = await gather.facts(store, spec_of(), GatherContext(checkout))
+    facts = await planner_facts.facts(store, spec_of(), GatherContext(checkout))
     planned = adapter.plan(spec_of(), context(facts))
     assert isinstance(planned, list)
     by_label = {n.label: n for n in planned}
@@ -349,14 +349,14 @@ async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
                                 "cluster.sim": {"scenario": str(TUNING_SCENARIO)}})
     where = gather_context(config)
     assert where == GatherContext(backend="sim", scenario=TUNING_SCENARIO)
-    facts = await gather.facts(store, pp8, where)
+    facts = await planner_facts.facts(store, pp8, where)
     assert [s.label for s in facts.deployed] == [f"{AG}=1073741824"]
     assert "the simulated cluster's tuning landscape for PP=8" in facts.inventory_line()
     planned = adapter.plan(pp8, context(facts))
     assert isinstance(planned, list)
     assert "restore_default" in [n.label for n in planned]
     # The FSDP=8 cell deploys nothing: no restore_default run (the demo's cell).
-    assert (await gather.facts(store, spec_of(), where)).deployed == ()
+    assert (await planner_facts.facts(store, spec_of(), where)).deployed == ()
 
 
 async def test_the_daemon_resolves_a_slot_through_its_timed_backend(tmp_path: Path) -> None:

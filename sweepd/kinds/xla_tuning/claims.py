@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from sweepd.kinds.xla_tuning.board import Z_ONE, Board, Inputs
-from sweepd.kinds.xla_tuning.waves import BASE_N, NEAR_BASE_N
+from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
 # bound >= +4.5 % (a claim whose truth is under +4.5 % is a false winner)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sweepd.kinds.api import JobFacts, NodeFaults
 from sweepd.kinds.registry import ClientHooks, Kind, Report, Stops
-from sweepd.kinds.xla_tuning import gather, hooks_client, jobfacts, preflight, report
+from sweepd.kinds.xla_tuning import hooks_client, jobfacts, planner_facts, preflight, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
-from sweepd.kinds.xla_tuning.gather import XlaFacts
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
 # NodeFaults.STOP: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.
@@ -15,7 +15,7 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 # one profile's result (dropped at once), not the sweep's.
 KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     "xla-tuning", XlaTuningSpec, adapter.plan, Report(report.markdown, report.rows),
-    gather.facts, node_faults=NodeFaults.STOP,
+    planner_facts.facts, node_faults=NodeFaults.STOP,
     stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
     preflight=preflight.checks, plot=report.plot, demo=DEMO,
     client=ClientHooks(hooks_client.report_extras, hooks_client.run,

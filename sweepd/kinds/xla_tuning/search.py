@@ -14,7 +14,8 @@ Every planned run and every verdict carries its rule and its evidence.
 This module is the loop; its parts: `claims.py` (when a claim is confirmed), `parts.py`
 (whether each part of a stack earns its place), `verdicts.py` (the recipe a verdict names,
 its gain and what it still lacks), `stops.py` (the stop rules and what a verdict needs
-first), `planned.py` (what the planner hands out).
+first), `planned.py` (what the planner hands out), `next_wave.py` (a wave filled in the
+order above).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs, Result, build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
 from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.next_wave import wave_candidates
 from sweepd.kinds.xla_tuning.parts import Pruned, pruned
 from sweepd.kinds.xla_tuning.planned import (
     BASELINE_PROFILE,
@@ -44,7 +46,7 @@ from sweepd.kinds.xla_tuning.stops import (
     within_budget,
 )
 from sweepd.kinds.xla_tuning.verdicts import leader, make_verdict, verdict_leader
-from sweepd.kinds.xla_tuning.waves import Candidates, wave_candidates
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> Plan:

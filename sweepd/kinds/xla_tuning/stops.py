@@ -20,7 +20,8 @@ from sweepd.kinds.xla_tuning.claims import (
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
 from sweepd.kinds.xla_tuning.planned import Plan, Planned, VerdictKind
 from sweepd.kinds.xla_tuning.verdicts import make_verdict, prospect, recipes
-from sweepd.kinds.xla_tuning.waves import BASE_N, NEAR_BASE_N, Candidates, Item, best_recipe
+from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
+from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
 
 
 def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:

@@ -8,7 +8,8 @@ from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
 from sweepd.kinds.xla_tuning.claims import MIN_FRESH, confirmed_win, screening
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
-from sweepd.kinds.xla_tuning.waves import BASE_N, Candidates
+from sweepd.kinds.xla_tuning.wave_rules import BASE_N
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def recipes(inp: Inputs, board: Board, cands: Candidates) -> list[str]:

@@ -1,10 +1,12 @@
-"""What the next wave may hold, each with its rule and reason (see search.py for the order)."""
+"""What the next wave may hold, each with its rule and reason (see search.py for the order,
+`next_wave.py` for a wave filled in it; the numbers behind each rule are `wave_rules.py`'s)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from sweepd.kinds.xla_tuning import wave_rules as rules
 from sweepd.kinds.xla_tuning.board import (
     BASELINE,
     EVIDENCE,
@@ -25,23 +27,6 @@ from sweepd.kinds.xla_tuning.catalog import (
 )
 
 Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
-LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
-POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
-MAX_N = 3  # runs of one profile before its mean is taken as it is
-BASE_N = 3  # baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased)
-NEAR_BASE_N = 5  # baseline runs behind a claim near the line (search.confirmed_win)
-NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up to this
-# Seed mode: the evidence's first two mechanisms are seeded, stacked and polished before
-# the rest of the catalog (SKILL.md: "after 2-3 waves on the dominant axis, add a few flags
-# from the secondary axis"); nothing is dropped, only ordered. PP=8's real cell: found
-# 33 % -> 63 % of 30 replays at 46.5 -> 35.9 runs; FSDP=8 unchanged (100 %).
-SEED_FOCUS = 2
-POINTED = 1  # mechanisms (in the evidence's order) whose flat numeric families get their ends
-STACKS_PER_WAVE = 2
-SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
-CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
-SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
-POLISH = 4  # endgame runs on the leader's neighbours and additions, per wave
 
 
 @dataclass
@@ -91,7 +76,7 @@ class Candidates:
         near = False  # a fresh mean near the win bar is re-run: the baseline goes further
         for e in self._candidates():
             d, se = self._d(e.profile), self.board.search_se(e.profile, self.primary)
-            why = _rerun_reason(self.inp, e.n, d, se, best)
+            why = rules.rerun_reason(self.inp, e.n, d, se, best)
             rule = "noise.rerun"
             # Near the win bar after MAX_N runs: the next runs measure the claim (a recipe
             # with no claim run yet is judged on all of its runs).
@@ -99,7 +84,7 @@ class Candidates:
             fse = self.board.fresh_se(e.profile, self.primary)
             if fd is None:
                 fd, fse = d, se
-            if (not why and MAX_N <= e.n < NEAR_BAR_N
+            if (not why and rules.MAX_N <= e.n < rules.NEAR_BAR_N
                     and fd > self.inp.bounded_gain and abs(fd - self.inp.win) < 2 * fse):
                 why = f"fresh {fd:+.2%} within 2 se of the +{self.inp.win:.0%} bar"
                 near = len(self._profile(e.profile).settings) <= self.inp.max_flags
@@ -108,11 +93,11 @@ class Candidates:
                 out.append((self._profile(e.profile), self.primary, rule,
                             f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
         base = self.board.base(self.primary)
-        if near and base is not None and base.n < NEAR_BASE_N:
+        if near and base is not None and base.n < rules.NEAR_BASE_N:
             out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
                            f"baseline n={base.n}: a fresh mean near the +{self.inp.win:.0%} "
                            "bar is judged against its mean"))
-        elif out and base is not None and base.n < BASE_N:
+        elif out and base is not None and base.n < rules.BASE_N:
             out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
                            f"baseline n={base.n}: deltas are judged against its mean"))
         return out
@@ -131,10 +116,10 @@ class Candidates:
             if len(members) < 2 or not done:
                 continue
             top = max(done, key=lambda p: self._d(p.name))
-            if max(abs(self._d(p.name)) for p in done) < LIVE:
+            if max(abs(self._d(p.name)) for p in done) < rules.LIVE:
                 out += self._ends(fam, members)
                 continue
-            if len(done) >= SETTLED_FAMILY and self._d(top.name) < 2 * POSITIVE:
+            if len(done) >= rules.SETTLED_FAMILY and self._d(top.name) < 2 * rules.POSITIVE:
                 continue
             for i in (top.position - 1, top.position + 1):
                 if 0 <= i < len(members) and self._ok(members[i]):
@@ -149,7 +134,7 @@ class Candidates:
         overlap limit 4 measured ~0 %, its limit 2 is the winner's core)."""
         if self.evidence is None or len(members) < 3:
             return []
-        if not members[0].mechanisms & set(self.order[:POINTED]):
+        if not members[0].mechanisms & set(self.order[:rules.POINTED]):
             return []
         return [(p, self.primary, "wave.numeric_ends",
                  f"{fam}: flat at its tried value, in a mechanism the evidence points at "
@@ -165,7 +150,8 @@ class Candidates:
         singles: dict[str, Entry] = {}
         for e in self._candidates():
             d = self._d(e.profile)
-            if "+" in e.profile or d < max(POSITIVE, self.board.search_se(e.profile, self.primary)):
+            if "+" in e.profile or d < max(rules.POSITIVE,
+                                           self.board.search_se(e.profile, self.primary)):
                 continue
             fam = self._profile(e.profile).family or e.profile
             if fam not in singles or d > self._d(singles[fam].profile):
@@ -187,7 +173,7 @@ class Candidates:
                 pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
                 out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
                             f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
-        return out[:STACKS_PER_WAVE]
+        return out[:rules.STACKS_PER_WAVE]
 
     def _on_top(self, leader: str, single: str) -> Profile | None:
         """The leader with one more single stacked on it, if they set different flags, stay
@@ -216,13 +202,14 @@ class Candidates:
                     out.append((s, self.primary, "wave.polish_value",
                                 f"{leader} with {part.name} -> {nb.name}"))
         singles = sorted((e for e in self._candidates() if "+" not in e.profile
-                          and self._d(e.profile) > POSITIVE), key=lambda e: -self._d(e.profile))
+                          and self._d(e.profile) > rules.POSITIVE),
+                         key=lambda e: -self._d(e.profile))
         for e in singles:
             stack = self._on_top(leader, e.profile)
             if stack is not None:
                 out.append((stack, self.primary, "wave.polish_add",
                             f"{leader} + {e.profile} ({self._d(e.profile):+.2%} alone)"))
-        return out[:POLISH]
+        return out[:rules.POLISH]
 
     def _neighbours(self, part: Profile) -> list[Profile]:
         if not part.family or part.name not in self.table:
@@ -232,7 +219,8 @@ class Candidates:
 
     def seeds(self, focus_only: bool) -> list[Item]:
         """The first value of every untried family, mechanisms in the evidence's order."""
-        focus = self.inp.focus if self.inp.stop != "seed" else min(self.inp.focus, SEED_FOCUS)
+        focus = (self.inp.focus if self.inp.stop != "seed"
+                 else min(self.inp.focus, rules.SEED_FOCUS))
         mechs = self.order[:focus] if focus_only else self.order
         out: list[Item] = []
         for rank, mech in enumerate(mechs):
@@ -244,7 +232,7 @@ class Candidates:
                     fams.setdefault(p.family or p.name, []).append(p)
             for fam, members in fams.items():
                 members.sort(key=lambda p: p.position)
-                for seed in (members[i] for i in seed_positions(len(members))):
+                for seed in (members[i] for i in rules.seed_positions(len(members))):
                     if self._ok(seed):
                         out.append((seed, self.primary, "wave.catalog",
                                     f"{mech} (mechanism #{rank + 1} for "
@@ -307,50 +295,4 @@ def best_recipe(c: Candidates) -> str | None:
     return top.profile if top is not None and c._d(top.profile) > 0 else None
 
 
-def wave_candidates(c: Candidates) -> list[Item]:
-    """The next wave, at most wave_size runs, in the module docstring's order."""
-    best = best_recipe(c)
-    confirm = c.confirmations()
-    if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
-        return confirm[: c.inp.wave_size]
-    items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
-    items = items or c.polish()  # the endgame, once the catalog's search has plateaued
-    if not items and best is not None and c._d(best) >= c.inp.win:
-        items = c.wave5(best) or c.wave6(best)
-    elif not items:
-        items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
-    seen: set[tuple[str, str]] = set()
-    out: list[Item] = []
-    for it in items:
-        if (it[0].name, it[1]) not in seen:
-            seen.add((it[0].name, it[1]))
-            out.append(it)
-    return out[: c.inp.wave_size]
-
-
-def seed_positions(n: int) -> tuple[int, ...]:
-    """Where a family of n values is first tried: the middle (numeric neighbours follow when
-    it moved TGS); from SEED_TWO_FROM values on, a quarter in from each end."""
-    if n < SEED_TWO_FROM:
-        return (n // 2,)
-    return (n // 4, (3 * n) // 4)
-
-
-def _rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
-    """Why a result must be measured again before it can count, or "" if it need not.
-
-    Only a result that would change the verdict is re-run: the first one above the bounded
-    bar, one within CONTENDER of the best confirmed, one within 2 se of the win bar.
-    """
-    if n >= MAX_N:
-        return ""
-    if n == 1 and d > inp.bounded_gain and best <= inp.bounded_gain:
-        return f"above +{inp.bounded_gain:.0%} in one run: would change the verdict"
-    if n == 1 and d > 2 * POSITIVE and d >= best - CONTENDER:
-        return f"{best - d:+.2%} from the best confirmed: a contender"
-    if abs(d - inp.win) < 2 * se and d > inp.bounded_gain and best < inp.win:
-        return f"within 2 se of the +{inp.win:.0%} bar"
-    return ""
-
-
-__all__ = ["Candidates", "best_recipe", "wave_candidates"]
+__all__ = ["Candidates", "best_recipe"]

@@ -1,0 +1,27 @@
+"""The next wave: every rule's candidates in the order search.py's docstring gives, each
+profile and config tag once, at most wave_size runs."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
+
+
+def wave_candidates(c: Candidates) -> list[Item]:
+    """The next wave, at most wave_size runs, in search.py's order."""
+    best = best_recipe(c)
+    confirm = c.confirmations()
+    if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
+        return confirm[: c.inp.wave_size]
+    items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
+    items = items or c.polish()  # the endgame, once the catalog's search has plateaued
+    if not items and best is not None and c._d(best) >= c.inp.win:
+        items = c.wave5(best) or c.wave6(best)
+    elif not items:
+        items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
+    seen: set[tuple[str, str]] = set()
+    out: list[Item] = []
+    for it in items:
+        if (it[0].name, it[1]) not in seen:
+            seen.add((it[0].name, it[1]))
+            out.append(it)
+    return out[: c.inp.wave_size]

@@ -1,0 +1,70 @@
+"""What the planner reads beyond the sweep's own runs (Kind.gather): the Inventory
+(`inventory.py`) and the latest finished model-perf sweep's optimum, as `XlaFacts`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sweepd.kinds.model_perf import exports as model_perf
+from sweepd.kinds.xla_tuning.catalog import Layer, Setting
+from sweepd.kinds.xla_tuning.inventory import inventory, sim_inventory
+
+if TYPE_CHECKING:
+    from sweepd.kinds.registry import GatherContext
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+    from sweepd.store.store import Store
+
+
+@dataclass(frozen=True)
+class ModelPerfPrior:
+    """The latest finished model-perf sweep of the model on as many nodes: its optimum."""
+
+    sweep: int
+    best: int
+
+
+@dataclass(frozen=True)
+class XlaFacts:
+    """What the planner reads beyond the sweep's own runs (Kind.gather)."""
+
+    model_perf: ModelPerfPrior | None = None  # the default per_device_batch_size
+    # The Inventory: what the model's env file sets (restore_default puts it back).
+    deployed: tuple[Setting, ...] = ()
+    # Where the Inventory was read (None: no checkout, nothing read).
+    env_file: str | None = None
+    # submit.sh mode: the env file is sourced after train_env.sh, so an XLA flag it sets
+    # cannot be changed by a profile's arm (train_env.placement would refuse the run).
+    sourced_last: bool = False
+
+    def fixed_flags(self) -> frozenset[str]:
+        """XLA flags no profile can change here (their arms would lose to the env file)."""
+        if not self.sourced_last:
+            return frozenset()
+        return frozenset(s.key for s in self.deployed if s.layer is Layer.XLA)
+
+    def inventory_line(self) -> str:
+        """The Inventory as recorded with the sweep's first run."""
+        if self.env_file is None:
+            return "Inventory: no toolkit checkout (not submit.sh mode): no env file read"
+        sets = ", ".join(s.label for s in self.deployed) or "no XLA flag or NCCL/XLA env var"
+        return f"Inventory: {self.env_file} sets {sets}"
+
+
+async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaFacts:
+    """What the planner needs beyond the sweep's own runs (Kind.gather): the Inventory (the
+    checkout's `configs/<model>.env.sh`, submit.sh mode) and the latest finished
+    model-perf sweep of the same model on as many nodes, whose optimum is the default
+    per_device_batch_size (model-perf specs name no parallelism: not compared)."""
+    if where.backend == "sim":
+        from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
+        deployed, env_file = sim_inventory(where.scenario or DEFAULT_SCENARIO, spec)
+    else:
+        deployed, env_file = inventory(where.repo, spec.model)
+    prior = await model_perf_prior(store, spec)
+    return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None)
+
+
+async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:
+    found = await model_perf.latest_optimum(store, spec.model, spec.count)
+    return None if found is None else ModelPerfPrior(found.sweep, found.best)

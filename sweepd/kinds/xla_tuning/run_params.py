@@ -1,0 +1,77 @@
+"""A planned run as its run's params (`RunParams`): the overrides every tuning job carries,
+the cell's parallelism, the per_device_batch_size and where it came from, the time limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sweepd.kinds.xla_tuning.board import EVIDENCE
+from sweepd.kinds.xla_tuning.catalog import Axis, Layer
+from sweepd.kinds.xla_tuning.planned import Planned
+from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.store.rows import RunParams, Scalar
+
+# Every tuning job (SKILL.md, "Submission template"): 15 steps (steady window 5-14, 9-14
+# with the profiler) on synthetic data, and a heartbeat timeout long enough that a slow
+# compile or a profiler dump is never taken for a dead rank.
+JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic",
+                                    "jax_distributed_heartbeat_timeout_seconds": 99999}
+# sbatch --time per job (the template's 45:00; the evidence run, with the profiler and the
+# HLO dump, 50:00): a hung job ends on its own even if nobody is watching.
+JOB_TIME = "45:00"
+EVIDENCE_TIME = "50:00"
+# The MaxText override each axis is passed as (SKILL.md, "Submission template").
+AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
+                                   Axis.PP: "dcn_pipeline_parallelism",
+                                   Axis.TP: "ici_tensor_parallelism"}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The per_device_batch_size the jobs run with, and where it came from."""
+
+    value: int | None
+    source: str
+
+
+def batch_of(spec: XlaTuningSpec, facts: XlaFacts) -> Batch:
+    if spec.per_device_batch_size is not None:
+        return Batch(spec.per_device_batch_size, "the spec")
+    prior = facts.model_perf
+    if prior is not None:
+        return Batch(prior.best, f"model-perf sweep {prior.sweep}'s optimum")
+    return Batch(None, "the config's value (no finished model-perf sweep of this model on "
+                       f"{spec.count} nodes)")
+
+
+def parallelism_overrides(spec: XlaTuningSpec) -> dict[str, Scalar]:
+    """The MaxText overrides that set the cell's parallelism: each axis the parallelism
+    uses (degree > 1). Axes at 1 are left to the config, as every override lengthens the
+    job name submit.sh builds (<= 243 bytes); a config that sets another axis > 1 needs
+    that axis at 1 in the spec's `overrides`."""
+    par = spec.parsed_parallelism()
+    return {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
+            if par.degree(axis) > 1}
+
+
+def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams:
+    """The one place a planned run becomes a run's params: its XLA flags appended to the
+    job's inherited XLA_FLAGS (never a replacement), its env vars on top of the spec's, and
+    the overrides every tuning job carries (spec, parallelism, config tag, the profile's
+    MaxText settings, then steps=15 dataset_type=synthetic and the heartbeat timeout:
+    SKILL.md, always), and the template's time limit."""
+    settings = planned.profile.settings
+    maxtext: dict[str, Scalar] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
+    overrides: dict[str, Scalar] = {
+        **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[planned.tag],
+        **maxtext, **JOB_OVERRIDES}
+    overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
+    if batch.value is not None:
+        overrides["per_device_batch_size"] = batch.value
+    return RunParams(
+        profile=planned.profile.name, wave=str(planned.wave), tag=planned.tag,
+        xla_flags=[s.text for s in settings if s.layer is Layer.XLA],
+        env={s.key: s.value for s in settings if s.layer is Layer.ENV},
+        overrides=overrides,
+        time_limit=EVIDENCE_TIME if planned.profile.name == EVIDENCE else JOB_TIME)

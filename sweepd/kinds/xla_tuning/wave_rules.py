@@ -1,0 +1,50 @@
+"""The wave planner's numbers (how far a result must move to count, how often a profile
+and the baseline are run, how many of each kind a wave holds) and the two rules read straight
+off them: when a result is re-run, where a family is first tried."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.board import Inputs
+
+LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
+POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
+MAX_N = 3  # runs of one profile before its mean is taken as it is
+BASE_N = 3  # baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased)
+NEAR_BASE_N = 5  # baseline runs behind a claim near the line (search.confirmed_win)
+NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up to this
+# Seed mode: the evidence's first two mechanisms are seeded, stacked and polished before
+# the rest of the catalog (SKILL.md: "after 2-3 waves on the dominant axis, add a few flags
+# from the secondary axis"); nothing is dropped, only ordered. PP=8's real cell: found
+# 33 % -> 63 % of 30 replays at 46.5 -> 35.9 runs; FSDP=8 unchanged (100 %).
+SEED_FOCUS = 2
+POINTED = 1  # mechanisms (in the evidence's order) whose flat numeric families get their ends
+STACKS_PER_WAVE = 2
+SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
+CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
+SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
+POLISH = 4  # endgame runs on the leader's neighbours and additions, per wave
+
+
+def seed_positions(n: int) -> tuple[int, ...]:
+    """Where a family of n values is first tried: the middle (numeric neighbours follow when
+    it moved TGS); from SEED_TWO_FROM values on, a quarter in from each end."""
+    if n < SEED_TWO_FROM:
+        return (n // 2,)
+    return (n // 4, (3 * n) // 4)
+
+
+def rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
+    """Why a result must be measured again before it can count, or "" if it need not.
+
+    Only a result that would change the verdict is re-run: the first one above the bounded
+    bar, one within CONTENDER of the best confirmed, one within 2 se of the win bar.
+    """
+    if n >= MAX_N:
+        return ""
+    if n == 1 and d > inp.bounded_gain and best <= inp.bounded_gain:
+        return f"above +{inp.bounded_gain:.0%} in one run: would change the verdict"
+    if n == 1 and d > 2 * POSITIVE and d >= best - CONTENDER:
+        return f"{best - d:+.2%} from the best confirmed: a contender"
+    if abs(d - inp.win) < 2 * se and d > inp.bounded_gain and best < inp.win:
+        return f"within 2 se of the +{inp.win:.0%} bar"
+    return ""
