@@ -43,3 +43,15 @@ async def test_no_parallelism_asked_takes_the_latest_as_before(store: Store) -> 
     found = await latest_optimum(store, "llama2-70b", 2)
     assert found is not None and found.sweep == latest
     assert await latest_optimum(store, "llama2-70b", 8) is None
+
+
+async def test_an_xla_tuning_sweep_takes_the_batch_of_its_own_parallelism(store: Store) -> None:
+    from sweepd.kinds.xla_tuning.planner_facts import model_perf_prior
+    from tests.test_xla_tuning_kind import spec_of
+
+    spec = spec_of()
+    nodes = ",".join(f"n{i}" for i in range(1, spec.count + 1))
+    own = await done(store, 5, nodes=nodes, parallelism=spec.parallelism)
+    await done(store, 11, nodes=nodes, parallelism="TP=8")   # later, another cell
+    prior = await model_perf_prior(store, spec)
+    assert prior is not None and (prior.sweep, prior.best) == (own, 5)

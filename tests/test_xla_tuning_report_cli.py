@@ -332,22 +332,6 @@ async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
         (tmp_path / "llama2-70b-tuning.md").read_text()
 
 
-def test_a_setting_reaches_the_env_file_only_as_one_plain_word() -> None:
-    """Every job of the checkout sources the file: a spec's free-text value cannot run."""
-    from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-    from sweepd.kinds.xla_tuning.report import shell_line
-
-    assert shell_line(Setting("xla_gpu_x", "true")) == \
-        'export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_x=true"'
-    assert shell_line(Setting("NCCL_X", "1; touch /tmp/owned", Layer.ENV)) == \
-        "export NCCL_X='1; touch /tmp/owned'"
-    for bad in ('1" ; touch /tmp/owned; "', "$(id)", "a b", "`id`"):
-        line = shell_line(Setting("xla_gpu_x", bad))
-        assert line.startswith("# not written, not one plain shell word: ") and "\n" not in line
-    assert shell_line(Setting("remat", "full\nrm -rf ~", Layer.MAXTEXT)) == \
-        "# MaxText override (configs/<model>.gpu.yml, not this file): remat=full\\nrm -rf ~"
-
-
 async def test_the_header_and_why_say_only_what_was_measured(
         daemon: Daemon, tmp_path: Path) -> None:
     sid = await recorded(daemon.store, tmp_path, FSDP)

@@ -85,10 +85,3 @@ def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
         return Miss(UNREACHED, f"{culprit}: none of the profile's settings reached the job"
                                + where)
     return Miss(LOST, culprit)
-
-
-def not_applied(settings: Sequence[Setting], facts: LogFacts,
-                deployed: Sequence[Setting] = (), dumped: bool = False) -> str | None:
-    """The culprit when the profile's values did not win in the job (`why_not_applied`)."""
-    miss = why_not_applied(settings, facts, deployed, dumped)
-    return None if miss is None else miss.culprit

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModelPerfPrior:
-    """The latest finished model-perf sweep of the model on as many nodes: its optimum."""
+    """The latest finished model-perf sweep of the same cell (latest_optimum): its optimum."""
 
     sweep: int
     best: int
@@ -54,8 +54,9 @@ class XlaFacts:
 async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaFacts:
     """What the planner needs beyond the sweep's own runs (Kind.gather): the Inventory (the
     checkout's `configs/<model>.env.sh`, submit.sh mode) and the latest finished
-    model-perf sweep of the same model on as many nodes, whose optimum is the default
-    per_device_batch_size (model-perf specs name no parallelism: not compared)."""
+    model-perf sweep of the same cell (model, node count and parallelism; one of the
+    config's own axes when none ran this parallelism), whose optimum is the default
+    per_device_batch_size."""
     if where.backend == "sim":
         from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
         deployed, env_file = sim_inventory(where.scenario or DEFAULT_SCENARIO, spec)
@@ -66,5 +67,5 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
 
 
 async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:
-    found = await model_perf.latest_optimum(store, spec.model, spec.count)
+    found = await model_perf.latest_optimum(store, spec.model, spec.count, spec.parallelism)
     return None if found is None else ModelPerfPrior(found.sweep, found.best)

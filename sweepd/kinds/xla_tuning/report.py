@@ -5,20 +5,16 @@ store, as the planner saw it); the tuning.md cell's sections are `report_section
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sweepd.kinds.xla_tuning import tuning_md
 from sweepd.kinds.xla_tuning.board import EVIDENCE
-from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.report_sections import cell, deployment, guard_for
 from sweepd.kinds.xla_tuning.report_view import leaderboard, view
 from sweepd.store.rows import Job, Run, Sweep
-from sweepd.util.text import escape
 
 
 def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[str, Any]]:
@@ -72,23 +68,6 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> dict[
             "guard": guard, "env_patch": c.patch if c.winner else "",
             "deploy": deployment(v, c.winner),
             "jobs": [j.__dict__ for j in c.jobs], "cell": tuning_md.cell_to_json(c)}
-
-
-# Every job of the checkout sources the env file: a value that is not one plain word is
-# never written into it (a spec's setting is free text), only named in a comment.
-_XLA_WORD = re.compile(r"--[A-Za-z0-9_]+=[A-Za-z0-9_.,:+/=-]*")
-_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
-
-
-def shell_line(s: Setting) -> str:
-    """One setting as a line of `configs/<model>.env.sh`."""
-    if s.layer is Layer.XLA and _XLA_WORD.fullmatch(s.text):
-        return f'export XLA_FLAGS="${{XLA_FLAGS}} {s.text}"'
-    if s.layer is Layer.ENV and _ENV_KEY.fullmatch(s.key):
-        return f"export {s.key}={shlex.quote(s.value)}"
-    if s.layer is Layer.MAXTEXT:
-        return f"# MaxText override (configs/<model>.gpu.yml, not this file): {escape(s.label)}"
-    return f"# not written, not one plain shell word: {escape(s.label)!r}"
 
 
 def write_tuning_md(directory: Path, sweep: Sweep, runs: Sequence[Run],
