@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -82,6 +83,40 @@ def refuse_empty_profiler(overrides: Mapping[str, Any]) -> None:
     value = overrides.get("profiler")
     if isinstance(value, str) and not value.strip():
         raise ValueError(EMPTY_PROFILER)
+
+
+# A parallelism part: an axis and its degree (the DCN axes FSDP x PP, TP within a node).
+_AXIS = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]*)$")
+
+
+class AxisError(ValueError):
+    """A parallelism refused: `part` (as written) is not AXIS=N, or `twice` is an axis given
+    twice. The message is the shared wording; a kind may word it its own way from these."""
+
+    def __init__(self, text: str, part: str = "", twice: str = "") -> None:
+        self.part, self.twice = part, twice
+        super().__init__(f"parallelism {text!r}: axis {twice} given twice" if twice else
+                         f"parallelism {text!r}: {part!r} is not AXIS=N (FSDP, PP, TP)")
+
+
+def parse_axes(text: str, max_digits: int | None = None, loose: bool = True) -> dict[str, int]:
+    """`FSDP=8`, `pp=4, fsdp=2` -> each axis's degree, in the order given; AxisError (one
+    line) otherwise, or for a degree of more than `max_digits`. `loose`: spaces and case do
+    not matter (else each part is matched as given)."""
+    axes: dict[str, int] = {}
+    for part in (text.replace(" ", "") if loose else text).split(","):
+        m = _AXIS.match(part.upper() if loose else part)
+        if m is None or (max_digits is not None and len(m.group(2)) > max_digits):
+            raise AxisError(text, part=part)
+        if m.group(1) in axes:
+            raise AxisError(text, twice=m.group(1))
+        axes[m.group(1)] = int(m.group(2))
+    return axes
+
+
+def axes_text(axes: Mapping[str, int]) -> str:
+    """A parallelism as every kind writes it: `PP=4,FSDP=2` (no spaces, upper case)."""
+    return ",".join(f"{a}={n}" for a, n in axes.items())
 
 
 class _Spec(BaseModel):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sweepd.kinds.spec import _Spec
+from sweepd.kinds.spec import AxisError, _Spec, axes_text, parse_axes
 
 Stage = Literal["health", "batch", "flags", "confirm"]
 ORDER: tuple[str, ...] = ("health", "batch", "flags", "confirm")
@@ -34,7 +34,6 @@ SHARE = {"health": 0.1, "batch": 0.25, "flags": 0.5, "confirm": 0.15}
 # The MaxText override each parallelism axis is passed as (xla-tuning.SKILL.md's template).
 AXIS_OVERRIDES = {"FSDP": "dcn_fsdp_parallelism", "PP": "dcn_pipeline_parallelism",
                   "TP": "ici_tensor_parallelism"}
-_AXIS = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]{0,3})$")
 
 
 class Candidate(BaseModel):
@@ -64,16 +63,15 @@ def _all_stages() -> list[Stage]:
 
 
 def parse_parallelism(text: str) -> dict[str, int]:
-    """`FSDP=8`, `PP=4,FSDP=2`, `TP=8,FSDP=8` -> each axis's degree (ValueError: one line)."""
-    axes: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",")):
-        m = _AXIS.match(part)
-        if m is None:
-            raise ValueError(f"parallelism {text!r}: each part is FSDP=N, PP=N or TP=N")
-        if m.group(1) in axes:
-            raise ValueError(f"parallelism {text!r}: {m.group(1)} is given twice")
-        axes[m.group(1)] = int(m.group(2))
-    return axes
+    """`FSDP=8`, `PP=4,FSDP=2`, `TP=8,FSDP=8` -> each axis's degree, each up to 9999
+    (ValueError: one line). Upper case, no spaces inside a part: the spec's text is
+    normalised first (`_text`)."""
+    try:
+        return parse_axes(",".join(p.strip() for p in text.split(",")), max_digits=4,
+                          loose=False)
+    except AxisError as e:
+        raise ValueError(f"parallelism {text!r}: {e.twice} is given twice" if e.twice else
+                         f"parallelism {text!r}: each part is FSDP=N, PP=N or TP=N") from e
 
 
 CELL_STAGES = ("batch", "flags", "confirm")   # run once per parallelism
@@ -86,8 +84,7 @@ def parallelism_overrides(par: str) -> dict[str, int]:
 
 def _text(par: str) -> str:
     """A parallelism as the stages name it: `PP=4,FSDP=2` (no spaces, upper case)."""
-    return ",".join(f"{a}={n}" for a, n in parse_parallelism(par.replace(" ", "").upper()
-                                                             ).items())
+    return axes_text(parse_parallelism(par.replace(" ", "").upper()))
 
 
 class CampaignSpec(_Spec):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -19,32 +18,19 @@ from pydantic import (
 from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
 from sweepd.kinds.model_perf.grid import ONE_PARAMETER, SECOND, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
-from sweepd.kinds.spec import Scalar, _Spec
+from sweepd.kinds.spec import Scalar, _Spec, axes_text, parse_axes
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
 # The MaxText override each parallelism axis is passed as (xla-tuning.SKILL.md's template).
 AXIS_OVERRIDES = {"FSDP": "dcn_fsdp_parallelism", "PP": "dcn_pipeline_parallelism",
                   "TP": "ici_tensor_parallelism"}
-_AXIS = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]{0,3})$")
 
 
 def parse_parallelism(text: str) -> dict[str, int]:
-    """`FSDP=8`, `pp=4, fsdp=2` -> each axis's degree, in the order given (ValueError: one
-    line). A kind reads only its own modules: xla-tuning's parser is not imported here."""
-    axes: dict[str, int] = {}
-    for part in text.replace(" ", "").upper().split(","):
-        m = _AXIS.match(part)
-        if m is None:
-            raise ValueError(f"parallelism {text!r}: {part!r} is not AXIS=N (FSDP, PP, TP)")
-        if m.group(1) in axes:
-            raise ValueError(f"parallelism {text!r}: axis {m.group(1)} given twice")
-        axes[m.group(1)] = int(m.group(2))
-    return axes
-
-
-def parallelism_text(axes: dict[str, int]) -> str:
-    return ",".join(f"{a}={n}" for a, n in axes.items())
+    """`FSDP=8`, `pp=4, fsdp=2` -> each axis's degree, in the order given, each up to 9999
+    (ValueError: one line)."""
+    return parse_axes(text, max_digits=4)
 
 
 class SecondKnob(BaseModel):
@@ -158,9 +144,9 @@ class ModelPerfSpec(_Spec):
         for key, degree in axes.items():
             if key in given and str(given[key]) != str(degree):
                 raise ValueError(f"overrides.{key}={given[key]} contradicts parallelism "
-                                 f"{parallelism_text(par)} ({key}={degree}); give the axis "
+                                 f"{axes_text(par)} ({key}={degree}); give the axis "
                                  "once")
-        return {**data, "parallelism": parallelism_text(par), "overrides": {**given, **axes}}
+        return {**data, "parallelism": axes_text(par), "overrides": {**given, **axes}}
 
     @classmethod
     def known_model(cls, name: str, context: dict[str, Any]) -> str:

@@ -8,9 +8,10 @@ order, so the planner can search along it instead of running every value.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+from sweepd.kinds.spec import axes_text, parse_axes
 
 
 class Axis(StrEnum):
@@ -66,7 +67,6 @@ DOMINANT_COST: dict[Axis, tuple[Cost, ...]] = {
     Axis.PP: (Cost.COLLECTIVE_PERMUTE, Cost.BUBBLE),
     Axis.TP: (Cost.ICI_COLLECTIVES,),
 }
-_AXIS_RE = re.compile(r"^(FSDP|PP|TP)=([1-9][0-9]*)$")
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,7 @@ class Parallelism:
     @classmethod
     def parse(cls, text: str, ranks: int | None = None) -> Parallelism:
         """`FSDP=8`, `PP=4,FSDP=2`; with `ranks`, the axes must multiply to it."""
-        axes: list[tuple[Axis, int]] = []
-        for part in text.replace(" ", "").split(","):
-            m = _AXIS_RE.match(part.upper())
-            if m is None:
-                raise ValueError(f"parallelism {text!r}: {part!r} is not AXIS=N (FSDP, PP, TP)")
-            if any(a == m.group(1) for a, _ in axes):
-                raise ValueError(f"parallelism {text!r}: axis {m.group(1)} given twice")
-            axes.append((Axis(m.group(1)), int(m.group(2))))
-        made = cls(tuple(axes))
+        made = cls(tuple((Axis(a), n) for a, n in parse_axes(text).items()))
         if ranks is not None and made.ranks != ranks:
             raise ValueError(f"parallelism {text!r} multiplies to {made.ranks}, not {ranks} ranks")
         return made
@@ -95,7 +87,7 @@ class Parallelism:
 
     @property
     def text(self) -> str:
-        return ",".join(f"{a}={n}" for a, n in self.axes)
+        return axes_text(dict(self.axes))
 
     def degree(self, axis: Axis) -> int:
         return next((n for a, n in self.axes if a is axis), 1)

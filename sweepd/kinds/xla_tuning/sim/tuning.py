@@ -33,6 +33,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from sweepd.kinds.spec import axes_text
 from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
 from sweepd.kinds.xla_tuning.defaults import default_landscapes
 from sweepd.kinds.xla_tuning.flags import default_catalog
@@ -163,7 +164,7 @@ def _live(par: Parallelism) -> frozenset[tuple[Axis, int]]:
 
 
 def _text_of(axes: frozenset[tuple[Axis, int]]) -> str:
-    return ",".join(f"{a}={n}" for a, n in sorted(axes)) or "none"
+    return axes_text(dict(sorted(axes))) or "none"
 
 
 def job_parallelism(overrides: Mapping[str, str]) -> frozenset[tuple[Axis, int]] | None:
