@@ -24,6 +24,7 @@ from sweepd.clusters.base import (
 )
 from sweepd.clusters.sim import SimCluster
 from sweepd.monitor.parse import CLUSTER_TIME
+from sweepd.sim import logfmt
 
 HANG = {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": 3}
 
@@ -68,6 +69,15 @@ async def wait_for(cluster: SimCluster, job_id: str,
             return status
         await asyncio.sleep(0.02)
     raise AssertionError(f"job {job_id} stuck at {status}")
+
+
+async def past_header(log: Path) -> None:
+    header = len(logfmt.header_lines("1", "j", "m", ["n"], []))
+    for _ in range(3000):
+        if log.exists() and len(log.read_text().splitlines()) > header:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{log}: no line past the header")
 
 
 def finished(status: JobStatus) -> bool:
@@ -125,6 +135,9 @@ async def test_busy_nodes_queue_fifo_and_cancel(tmp_path: Path,
     also_waiting = await cluster.submit(request(tmp_path, "tok-w2", ["chi2863"]))
     free = await cluster.submit(request(tmp_path, "tok-f", ["chi2867"]))
     await wait_for(cluster, hung.backend_id, lambda s: s.state is SchedulerState.RUNNING)
+    # The trainer takes SIGTERM as a cancel once its log is past the header (a cancel
+    # while the process still starts ends it with no exit code, which a loaded machine hit).
+    await past_header(hung.log_path)
     assert await cluster.node_states(["chi2832", "chi2867", "chi2868"]) in (
         {"chi2832": "alloc", "chi2867": "alloc", "chi2868": "idle"},
         {"chi2832": "alloc", "chi2867": "idle", "chi2868": "idle"})
