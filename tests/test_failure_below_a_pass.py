@@ -26,3 +26,39 @@ async def test_a_one_off_failure_below_a_pass_does_not_cap_the_search(tmp_path: 
     finally:
         await store.close()
     assert verdict["best"] == 13, (verdict, [(r.label, r.outcome) for r in runs])
+
+
+async def _sweep(tmp_path: Path, times: int | None) -> tuple[dict[str, object], list[str]]:
+    """A compile hang at the first probe (4), above every pass so far: SKILL.md calls it a
+    silent OOM and never retries it, yet the passes' compiled memory says 4 fits with room
+    (the truth: 16 fits, the peak is 10)."""
+    fault: dict[str, object] = {"kind": "hang", "phase": "compile", "model": "llama2-70b",
+                                "batch": 4}
+    if times is not None:
+        fault["times"] = times
+    scenario = write_scenario(tmp_path, faults=[fault], models={
+        "llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400}})
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweep(1)).verdict
+        rules = [e.rule or "" for e in await store.events(1)]
+    finally:
+        await store.close()
+    assert verdict is not None
+    return verdict, rules
+
+
+async def test_a_silent_failure_the_memory_line_says_fits_is_run_again(tmp_path: Path) -> None:
+    verdict, rules = await _sweep(tmp_path, times=1)
+    assert verdict["best"] == 10, verdict
+    assert "model_perf.contradiction_rerun" in rules
+
+
+async def test_one_that_fails_again_stands_and_the_verdict_says_so(tmp_path: Path) -> None:
+    verdict, rules = await _sweep(tmp_path, times=None)
+    assert verdict["best"] == 3 and rules.count("model_perf.contradiction_rerun") == 1
+    assert "4 failed twice without an allocation size where the passes' compiled memory " \
+           "says it fits" in str(verdict["caveat"]), verdict

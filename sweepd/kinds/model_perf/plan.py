@@ -7,7 +7,7 @@ from typing import Any
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
-from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun
+from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
     Probe,
     SearchSpace,
@@ -55,7 +55,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     step = next_probe(space, seen, runs_left=max(0, budget - done))
     if step is None:
         notes = [n for n in (_edge(space, seen), flat_top(space, seen),
-                             _not_run(spec, space, seen), _from_earlier(ctx)) if n]
+                             _not_run(spec, space, seen), standing(spec, ctx),
+                             _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if done >= budget:

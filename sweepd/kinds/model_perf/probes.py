@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import swept_value
-from sweepd.kinds.model_perf.search import Outcome, Probe, Value
+from sweepd.kinds.model_perf.search import MEMORY_MARGIN, Outcome, Probe, Value, memory_fit
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
 from sweepd.store.rows import Job, Run
@@ -46,29 +46,96 @@ def probes(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Probe]:
 
 def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
                   latest: dict[int, Job]) -> dict[int, str]:
-    """Failed runs of a batch size below one that passed on these nodes, that name no
-    allocation size (a silent OOM, a one-off compile hang counted as one): memory grows
-    with the batch, so such a failure contradicts the pass and must not cap the search;
-    the value is run again, once, on these nodes (run id -> why). Failing twice, or an
-    OOM that names its allocation, it stands: the search takes it as bounding nothing
-    below the pass, and never runs it again."""
+    """Failed runs that name no allocation size (a silent OOM, a one-off compile hang
+    counted as one) at a batch size below one that passed on these nodes, or one the
+    passes' compiled-memory lines say fits with the margin to spare: memory grows with
+    the batch, so such a failure contradicts what was measured and must not cap the
+    search; the value is run again, once, on these nodes (run id -> why). A departure
+    from SKILL.md's "a compile hang is a silent OOM, never retried", written before
+    MaxText printed the compiled memory. Failing twice, or an OOM that names its
+    allocation, it stands (`standing`) and is never run again."""
     if spec.parameter != BATCH:
         return {}
     batch = {r.id: int(swept_value(BATCH, r.params) or 0) for r in runs}
     passed = [batch[r.id] for r in runs if r.outcome == "pass"]
     top = max(passed, default=None)
+    fits = _fits(spec, [r for r in runs if r.outcome == "pass"], latest)
     failed = [r for r in runs if r.outcome != "pass"]
     times = Counter(batch[r.id] for r in runs)
     ok = set(passed)
-    # Spoiled while its re-run is pending, or once the re-run passed (a one-off).
-    return {r.id: (f"{spec.parameter}={batch[r.id]} failed ({r.failure_class or r.outcome}) "
-                   f"without an allocation size below {top}, which passed on these nodes: "
-                   "memory grows with the batch, so the failure contradicts the pass; "
-                   "re-run once on the same nodes (an OOM that names its allocation "
-                   "is never re-run)")
-            for r in failed
-            if top is not None and batch[r.id] < top and _alloc(r, latest.get(r.id)) is None
-            and (times[batch[r.id]] < 2 or batch[r.id] in ok)}
+    out: dict[int, str] = {}
+    for r in failed:
+        b = batch[r.id]
+        if _alloc(r, latest.get(r.id)) is not None or (times[b] >= 2 and b not in ok):
+            continue   # it names its allocation, or failed again: it stands
+        what = f"{spec.parameter}={b} failed ({r.failure_class or r.outcome}) without an " \
+               "allocation size"
+        if top is not None and b < top:
+            out[r.id] = (f"{what} below {top}, which passed on these nodes: memory grows "
+                         "with the batch, so the failure contradicts the pass; re-run once "
+                         "on the same nodes (an OOM that names its allocation is never "
+                         "re-run)")
+        elif _silent_oom(r, latest.get(r.id)) and (room := fits(b)) is not None:
+            out[r.id] = (f"{what} where {room}: the failure contradicts the memory the "
+                         "runs measured; re-run once on the same nodes (SKILL.md takes a "
+                         "compile hang for a silent OOM, never retried; it predates the "
+                         "compiled-memory line)")
+    return out
+
+
+def _silent_oom(run: Run, job: Job | None) -> bool:
+    """Counted as an OOM before its own log said anything of memory (a compile hang before
+    the compiled-memory line): a hang after that line is the hang rule's (too slow)."""
+    return run.outcome == "oom" and (job is None or job.mem_total_gb is None)
+
+
+def _fits(spec: ModelPerfSpec, passes: Sequence[Run], latest: dict[int, Job]
+          ) -> Callable[[int], str | None]:
+    """What the passes' compiled-memory lines say of a batch: a sentence when it fits with
+    MEMORY_MARGIN to spare (one run's line goes through the origin, which over-states
+    memory), else None."""
+    fit = memory_fit([probe_of(spec, r, latest.get(r.id), r.node_count) for r in passes])
+
+    def room(b: int) -> str | None:
+        if fit is None:
+            return None
+        need = fit.base + fit.slope * b
+        if need > fit.limit * (1 - MEMORY_MARGIN):
+            return None
+        return (f"the passes' compiled memory predicts it needs ~{need:.0f} of the "
+                f"{fit.limit:.0f} GB pool ({fit.why})")
+    return room
+
+
+def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
+    """The verdict's caveat for failures that contradict a pass and stand (an OOM that
+    named its allocation, or a silent one that failed again): the value stays unmeasured,
+    and may be faster than the best."""
+    if spec.parameter != BATCH:
+        return None
+    runs = counted_runs(ctx)
+    latest = latest_jobs(ctx.jobs)
+    passed = [int(swept_value(BATCH, r.params) or 0) for r in runs if r.outcome == "pass"]
+    top = max(passed, default=0)
+    spoiled = _below_a_pass(spec, runs, latest)
+    fits = _fits(spec, [r for r in runs if r.outcome == "pass"], latest)
+    ok = set(passed)
+    stood = [(b, r) for r in runs if r.outcome != "pass" and r.id not in spoiled
+             and (b := int(swept_value(BATCH, r.params) or 0)) not in ok]
+    below = sorted({b for b, _ in stood if b < top})
+    above = sorted({b for b, r in stood if b > top and _silent_oom(r, latest.get(r.id))
+                    and fits(b) is not None})
+    notes = []
+    if below:
+        notes.append(f"{', '.join(map(str, below))} failed below {top}, which passed: the "
+                     "failure stands (an OOM that names its allocation is never re-run, a "
+                     "silent one failed twice), so it was not measured and may be faster")
+    if above:
+        notes.append(f"{', '.join(map(str, above))} failed twice without an allocation "
+                     f"size where the passes' compiled memory says it fits: taken as the "
+                     f"limit, so nothing above {above[0]} was run; the memory line says "
+                     "larger values fit and may be faster")
+    return "; ".join(notes) or None
 
 
 def rerun(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Value, str] | None:

@@ -16,7 +16,10 @@ def wave_candidates(c: Candidates) -> list[Item]:
     items = items or c.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.wave5(best) or c.wave6(best)
-    elif not items:
+    # A leader whose search delta passed the bar but whose fresh runs did not confirm it is
+    # no winner: with Waves 5 and 6 empty the other mechanisms come next, never a false
+    # "catalog exhausted" with whole mechanisms untried.
+    if not items:
         items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
     seen: set[tuple[str, str]] = set()
     out: list[Item] = []

@@ -4,6 +4,7 @@ env-file patch `--apply` writes and the job list."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.xla_tuning import deploy, tuning_md
@@ -23,7 +24,7 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
     spec, board, primary = v.spec, v.board, v.primary
     verdict = sweep.verdict or {}
     winner = verdict.get("recipe") if isinstance(verdict.get("recipe"), str) else None
-    standing = [_standing(v, r) for r in leaderboard(v)
+    standing = [_claimed(_standing(v, r), winner, verdict) for r in leaderboard(v)
                 if r["tag"] == primary and r["n"] and r["profile"] != EVIDENCE]
     shape = resolve_model(spec.model)
     header = {"Date": sweep.created_at, "Hardware": f"{spec.count} nodes x "
@@ -71,6 +72,19 @@ def _standing(v: View, row: dict[str, Any]) -> tuning_md.Standing:
     return tuning_md.Standing(row["profile"], row["flags"], row["tgs"], row["step_s"],
                               row["delta"] or 0.0, row["n"], tuple(row["job_ids"]), shift,
                               row["se"])
+
+
+def _claimed(s: tuning_md.Standing, winner: str | None,
+             verdict: dict[str, Any]) -> tuning_md.Standing:
+    """The verdict's recipe shows the verdict's gain: the mean of the runs that ranked it
+    first (the board's delta) is biased high, the claim's runs are not."""
+    gain, interval, n = verdict.get("gain"), verdict.get("interval"), verdict.get("gain_runs")
+    if s.profile != winner or not isinstance(gain, int | float):
+        return s
+    iv = (f", 95 % interval {interval[0]:+.2%} to {interval[1]:+.2%}"
+          if isinstance(interval, list) and len(interval) == 2 else "")
+    runs = f" from {n} runs that did not select it" if isinstance(n, int) else ""
+    return replace(s, delta=float(gain), claim=f" (the claim{runs}{iv})")
 
 
 def _inventory(v: View) -> str:

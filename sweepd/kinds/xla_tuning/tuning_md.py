@@ -42,6 +42,9 @@ class Standing:
     job_ids: tuple[str, ...]
     loss_shift: bool = False  # loss at the last step moved beyond noise
     se: float = 0.0  # standard error of the delta (0: unknown, every delta counts)
+    # The verdict's recipe: its delta is the claim, from the runs that did not select it
+    # (the runs that ranked it first read high: the winner's curse); this says so.
+    claim: str = ""
 
     @property
     def beyond_noise(self) -> bool:
@@ -157,7 +160,7 @@ def _tldr_row(cell: Cell) -> str:
     if best is None:
         return f"| {cell.parallelism} | {cell.tag} | none ({cell.verdict}) | — | — | — |"
     return (f"| {cell.parallelism} | {cell.tag} | `{best.flags}` ⭐ | {best.tgs:.1f} | "
-            f"{best.delta:+.2%} | {', '.join(best.job_ids)} |")
+            f"{best.delta:+.2%}{best.claim} | {', '.join(best.job_ids)} |")
 
 
 def _why_line(cell: Cell) -> str:
@@ -187,7 +190,7 @@ def _row(rank: int, s: Standing, winner: str | None) -> str:
     loss = " (loss moved)" if s.loss_shift else ""
     step = f"{s.step_s:.2f}" if s.step_s is not None else "—"
     return (f"| {rank} | {s.profile}{star} ({', '.join(s.job_ids)}) | `{s.flags}` | "
-            f"{s.tgs:.1f} | {step} | {s.delta:+.2%}{loss} | {s.n} |")
+            f"{s.tgs:.1f} | {step} | {s.delta:+.2%}{s.claim}{loss} | {s.n} |")
 
 
 def _leaderboard(cell: Cell) -> list[str]:
