@@ -220,3 +220,22 @@ async def test_a_campaign_report_counts_its_stage_sweeps_jobs(tmp_path: Path) ->
         assert got["json"]["stage_jobs"] == 3 and got["json"]["jobs"] == 0
     finally:
         await store.close()
+
+
+def test_a_best_at_the_lower_edge_of_the_range_says_so() -> None:
+    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.search import Outcome, Probe
+    from sweepd.kinds.model_perf.search.space import batch_space
+    from sweepd.kinds.model_perf.spec import ModelPerfSpec
+
+    def spec(**extra: Any) -> ModelPerfSpec:
+        return ModelPerfSpec.model_validate({"kind": "model-perf", "model": "llama2-70b",
+                                             "nodes": "chi[2832,2863]", **extra})
+
+    seen = [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OK, 850.0)]
+    cut = batch_space(16, lower=12, upper=16)
+    assert _edge(spec(lower=12, upper=16), cut, seen) == (
+        "it is the lowest value searched (lower: 12), so a lower one may be faster")
+    # From 1 up there is nothing lower to try; a best inside the range says nothing.
+    assert _edge(spec(), batch_space(16), [Probe(1, Outcome.OK, 900.0)]) is None
+    assert _edge(spec(lower=12, upper=16), cut, [*seen, Probe(13, Outcome.OK, 950.0)]) is None

@@ -54,7 +54,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                        rule="model_perf.contradiction_rerun", reason=because)]
     step = next_probe(space, seen, runs_left=max(0, budget - done))
     if step is None:
-        notes = [n for n in (_edge(space, seen), flat_top(space, seen),
+        notes = [n for n in (_edge(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
@@ -82,12 +82,18 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
-def _edge(space: SearchSpace, seen: list[Probe]) -> str | None:
-    """The best is the highest value there was to try: the curve may still be rising."""
+def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
+    """The best is the highest value there was to try (the curve may still be rising), or
+    the lowest of a range cut above 1 (`lower`: it may still be falling below it)."""
     top = best(seen)
-    if top is None or not space.ordered or top.value != space.candidates[-1]:
+    if top is None or not space.ordered:
         return None
-    return "it is the highest value searched, so a higher one may be faster"
+    if top.value == space.candidates[-1]:
+        return "it is the highest value searched, so a higher one may be faster"
+    if top.value == space.candidates[0] and spec.values is None and spec.lower > 1:
+        return f"it is the lowest value searched (lower: {spec.lower}), so a lower one " \
+               "may be faster"
+    return None
 
 
 def _from_earlier(ctx: SweepContext[PerfFacts]) -> str | None:
