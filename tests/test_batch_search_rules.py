@@ -186,3 +186,17 @@ def test_a_flat_floor_under_a_too_slow_value_does_not_settle_the_bottom() -> Non
     peak may be there (before: the search stopped on the floor)."""
     top = best(_floor_sweep(Outcome.SLOW))
     assert top is not None and top.value == 3
+
+
+def test_runs_flat_over_twice_their_range_do_not_settle_what_lies_below() -> None:
+    """Peak at 1, then a fall to a floor from 4 up: every run lands on the floor and
+    measures the same. A concave curve is flat over [4, 10] only on a plateau at its top;
+    the floor of a fall looks the same, so the gap below the lowest run is tried (before:
+    "optimum 16" at 5 % of the peak's TGS, settled)."""
+    def run(b: int) -> Probe:
+        return _line(b, 6.0 * b, tgs=1300.0 if b == 1 else 700.0 if b == 2 else 66.0)
+    seen = [run(4), run(16), run(10)]
+    while (step := next_probe(batch_space(29), seen)) is not None and len(seen) < 12:
+        seen.append(run(int(step.value)))
+    top = best(seen)
+    assert top is not None and top.value == 1, [p.value for p in seen]

@@ -65,10 +65,14 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
-        if lo < 0 and view.cliff_slow and tgs[c] - tgs[hi] <= FLAT * max(tgs[c], tgs[hi]):
-            # Below the lowest run, under a value too slow to finish its first step, a
-            # secant that does not rise beyond the noise bounds nothing: the flat stretch
-            # may be the floor of a steep fall (issue 22's curve), the peak below it.
+        if lo < 0 and (view.cliff_slow or x[c] >= 2 * x[hi]) \
+                and tgs[c] - tgs[hi] <= FLAT * max(tgs[c], tgs[hi]):
+            # Below the lowest run, under a value too slow to finish its first step or
+            # along a stretch of twice its value, a secant that does not rise beyond the
+            # noise bounds nothing: the flat stretch may be the floor of a steep fall
+            # (issue 22's curve; a peak at 1 whose fall ends on a floor by 4), the peak
+            # below it. A concave rise is that flat only on a plateau, where one small run
+            # below settles it.
             return math.inf
         lines.append((x[hi], tgs[hi] + lift, (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
     if step_time and view.work_grows and lo in tgs and x[lo] > 0:
