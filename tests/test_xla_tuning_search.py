@@ -240,3 +240,15 @@ def test_a_leader_its_fresh_runs_do_not_confirm_leaves_the_other_mechanisms_to_t
                 for s in range(12)]
     assert all(v.kind is not VerdictKind.EXHAUSTED for v in verdicts), verdicts
     assert sum(v.recipe == "nch8" for v in verdicts) >= 8, [v.recipe for v in verdicts]
+
+
+def test_a_deployed_setting_restore_default_cannot_reset_is_named_in_the_verdict() -> None:
+    """The env file sets a flag with no known image default and an NCCL variable: a
+    flag cannot be taken out of XLA_FLAGS by appending, so restore_default leaves them and
+    their removal is never measured; the verdict says so rather than "bounded"."""
+    land = Landscape.from_yaml(LEADER_HIDES_NCCL.replace(
+        "effects:", "deployed: [xla_gpu_enable_while_loop_double_buffering=true, "
+                    "NCCL_PROTO=Simple]\neffects:"))
+    v = replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(1)).verdict
+    assert ("not measured: removing the env file's "
+            "xla_gpu_enable_while_loop_double_buffering=true, NCCL_PROTO=Simple") in v.reason

@@ -121,6 +121,13 @@ def default_catalog(par: Parallelism, microbatches: int | None = None) -> tuple[
     return tuple(out)
 
 
+def unrestorable(deployed: tuple[Setting, ...]) -> tuple[Setting, ...]:
+    """What the env file sets that restore_default cannot put back: no image default is
+    known to append (a flag cannot be taken out of XLA_FLAGS by appending), so removing
+    it is never measured."""
+    return tuple(s for s in deployed if s.key not in IMAGE_DEFAULTS)
+
+
 def restore_default(deployed: tuple[Setting, ...]) -> Profile | None:
     """Every flag the env file sets put back to the image default (last-wins append)."""
     back = tuple(Setting(s.key, IMAGE_DEFAULTS[s.key], s.layer) for s in deployed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
 from sweepd.kinds.xla_tuning.claims import MIN_FRESH, confirmed_win, screening
+from sweepd.kinds.xla_tuning.flags import unrestorable
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N
@@ -99,6 +100,11 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
     if missing:
         why += "; conditional: " + "; ".join(missing)
+    kept = unrestorable(inp.deployed)
+    if kept:
+        why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
+                + " (no image default to restore: restore_default left "
+                + ("it" if len(kept) == 1 else "them") + ")")
     win = recipe is not None and confirmed_win(inp, board, recipe)
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
                    "; ".join(missing), interval, n, left, tried, win, tested)
