@@ -239,3 +239,21 @@ def test_a_best_at_the_lower_edge_of_the_range_says_so() -> None:
     # From 1 up there is nothing lower to try; a best inside the range says nothing.
     assert _edge(spec(), batch_space(16), [Probe(1, Outcome.OK, 900.0)]) is None
     assert _edge(spec(lower=12, upper=16), cut, [*seen, Probe(13, Outcome.OK, 950.0)]) is None
+
+
+def test_a_best_below_a_failed_given_value_names_the_batches_never_given() -> None:
+    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.search import Outcome, Probe
+    from sweepd.kinds.model_perf.search.space import SearchSpace
+    from sweepd.kinds.model_perf.spec import ModelPerfSpec
+
+    spec = ModelPerfSpec.model_validate({"kind": "model-perf", "model": "llama2-70b",
+                                         "nodes": "chi[2832,2863]", "values": [1, 2, 64]})
+    space = SearchSpace(candidates=(1, 2, 64), estimate_index=None)
+    seen = [Probe(1, Outcome.OK, 500.0), Probe(2, Outcome.OK, 900.0),
+            Probe(64, Outcome.OOM, None)]
+    assert _edge(spec, space, seen) == ("the next value given, 64, failed (oom); 3-63 were "
+                                        "not among the values, so a batch there may fit "
+                                        "and be faster")
+    # Adjacent values leave nothing between; a pass above says nothing of the kind.
+    assert _edge(spec, space, [*seen[:2], Probe(64, Outcome.OK, 800.0)]) is None

@@ -9,6 +9,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
+    Outcome,
     Probe,
     SearchSpace,
     best,
@@ -18,7 +19,7 @@ from sweepd.kinds.model_perf.search import (
     why_not_run,
 )
 from sweepd.kinds.model_perf.search_space import search_space
-from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 
 BUDGET_STOP = "model_perf.budget_gap"
 EXTRA_RUNS = 4  # runs taken past max_runs (once a person agrees, or extend_budget) to close
@@ -93,7 +94,22 @@ def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | N
     if top.value == space.candidates[0] and spec.values is None and spec.lower > 1:
         return f"it is the lowest value searched (lower: {spec.lower}), so a lower one " \
                "may be faster"
-    return None
+    return _given_gap_above(spec, space, seen, top)
+
+
+def _given_gap_above(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
+                     top: Probe) -> str | None:
+    """Given integer values: the best is the last that ran and the next given value failed
+    with batches between them never given. A larger batch that fits may be faster."""
+    if spec.values is None or spec.parameter != BATCH or not isinstance(top.value, int):
+        return None
+    i = space.candidates.index(top.value)
+    nxt = space.candidates[i + 1]
+    failed = [p for p in seen if p.value == nxt and p.outcome is not Outcome.OK]
+    if not failed or not isinstance(nxt, int) or nxt - top.value < 2:
+        return None
+    return (f"the next value given, {nxt}, failed ({failed[0].outcome}); {top.value + 1}-"
+            f"{nxt - 1} were not among the values, so a batch there may fit and be faster")
 
 
 def _from_earlier(ctx: SweepContext[PerfFacts]) -> str | None:
