@@ -257,3 +257,24 @@ def test_a_best_below_a_failed_given_value_names_the_batches_never_given() -> No
                                         "and be faster")
     # Adjacent values leave nothing between; a pass above says nothing of the kind.
     assert _edge(spec, space, [*seen[:2], Probe(64, Outcome.OK, 800.0)]) is None
+
+
+def test_a_best_at_the_largest_batch_run_says_memory_ruled_out_the_next() -> None:
+    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.search import Outcome, Probe
+    from sweepd.kinds.model_perf.search.space import batch_space
+    from sweepd.kinds.model_perf.spec import ModelPerfSpec
+
+    spec = ModelPerfSpec.model_validate({"kind": "model-perf", "model": "llama2-70b",
+                                         "nodes": "chi[2832,2863]"})
+
+    def run(b: int, tgs: float) -> Probe:   # 12 GB a batch + 4 GB fixed, a 178.6 GB pool
+        return Probe(b, Outcome.OK, tgs, temp_gb=12.0 * b, fixed_gb=4.0, limit_gb=178.6)
+
+    seen = [run(10, 1000.0), run(14, 1100.0)]
+    assert _edge(spec, batch_space(40), seen) == (
+        "nothing above 14 was run: the compiled memory predicts 15 needs ~184 of the 179 GB "
+        "pool")
+    # A run above the best (its OOM, or a slower pass) says it; so does a best below.
+    assert _edge(spec, batch_space(40), [*seen, Probe(15, Outcome.OOM, None)]) is None
+    assert _edge(spec, batch_space(40), [run(6, 1000.0), run(8, 1100.0)]) is None

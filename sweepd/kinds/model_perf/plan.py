@@ -9,11 +9,13 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
+    MEMORY_MARGIN,
     Outcome,
     Probe,
     SearchSpace,
     best,
     flat_top,
+    memory_fit,
     next_probe,
     open_beside_best,
     why_not_run,
@@ -94,7 +96,24 @@ def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | N
     if top.value == space.candidates[0] and spec.values is None and spec.lower > 1:
         return f"it is the lowest value searched (lower: {spec.lower}), so a lower one " \
                "may be faster"
-    return _given_gap_above(spec, space, seen, top)
+    return _given_gap_above(spec, space, seen, top) or _memory_edge(spec, seen, top)
+
+
+def _memory_edge(spec: ModelPerfSpec, seen: list[Probe], top: Probe) -> str | None:
+    """The best is the largest batch that ran and the next was never run: the compiled-
+    memory line ruled it out (no run of it failed), which is a prediction, not a run."""
+    if spec.parameter != BATCH or spec.values is not None or not isinstance(top.value, int):
+        return None
+    if any(isinstance(p.value, int) and p.value > top.value for p in seen):
+        return None
+    fit = memory_fit(seen)
+    if fit is None:
+        return None
+    need = fit.base + fit.slope * (top.value + 1)
+    if need <= fit.limit * (1 - MEMORY_MARGIN):
+        return None   # memory did not rule it out: something else did, and says so
+    return (f"nothing above {top.value} was run: the compiled memory predicts "
+            f"{top.value + 1} needs ~{need:.0f} of the {fit.limit:.0f} GB pool")
 
 
 def _given_gap_above(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
