@@ -6,29 +6,40 @@ trying 13, the true peak."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sweepd.app.foreground import EXIT_VERDICT
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 
 
-async def test_a_one_off_failure_below_a_pass_does_not_cap_the_search(tmp_path: Path) -> None:
-    faults = [{"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": 12,
-               "times": 1}]
-    scenario = write_scenario(tmp_path, faults=faults, models={
-        "llama2-70b": {"max_batch": 14, "peak_batch": 13, "peak_tgs": 1400}})
+async def sweep(tmp_path: Path, fault: dict[str, object], peak: int,
+                nodes: str) -> tuple[dict[str, Any], list[str], list[tuple[str, str | None]]]:
+    """One model perf sweep on the simulated cluster (largest fit 14) with `fault`: its
+    verdict, the rules of its events, and each run's label and outcome."""
+    scenario = write_scenario(tmp_path, faults=[fault], models={
+        "llama2-70b": {"max_batch": 14, "peak_batch": peak, "peak_tgs": 1400}})
     config = sim_config(tmp_path, scenario)
-    code, lines = await run(config, perf_spec(nodes="chi[2832,2867-2868]"))
+    code, lines = await run(config, perf_spec(nodes=nodes))
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
         verdict = (await store.sweep(1)).verdict
-        runs = await store.runs(1)
+        rules = [e.rule or "" for e in await store.events(1)]
+        runs = [(r.label, r.outcome) for r in await store.runs(1)]
     finally:
         await store.close()
-    assert verdict["best"] == 13, (verdict, [(r.label, r.outcome) for r in runs])
+    assert verdict is not None
+    return verdict, rules, runs
 
 
-async def _sweep(tmp_path: Path, times: int | None) -> tuple[dict[str, object], list[str]]:
+async def test_a_one_off_failure_below_a_pass_does_not_cap_the_search(tmp_path: Path) -> None:
+    fault: dict[str, object] = {"kind": "hang", "phase": "compile", "model": "llama2-70b",
+                                "batch": 12, "times": 1}
+    verdict, _, runs = await sweep(tmp_path, fault, peak=13, nodes="chi[2832,2867-2868]")
+    assert verdict["best"] == 13, (verdict, runs)
+
+
+async def _hang_at_4(tmp_path: Path, times: int | None) -> tuple[dict[str, Any], list[str]]:
     """A compile hang at the first probe (4), above every pass so far: SKILL.md calls it a
     silent OOM and never retries it, yet the passes' compiled memory says 4 fits with room
     (the truth: 16 fits, the peak is 10)."""
@@ -36,29 +47,18 @@ async def _sweep(tmp_path: Path, times: int | None) -> tuple[dict[str, object], 
                                 "batch": 4}
     if times is not None:
         fault["times"] = times
-    scenario = write_scenario(tmp_path, faults=[fault], models={
-        "llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400}})
-    config = sim_config(tmp_path, scenario)
-    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
-    assert code == EXIT_VERDICT, lines
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-        rules = [e.rule or "" for e in await store.events(1)]
-    finally:
-        await store.close()
-    assert verdict is not None
+    verdict, rules, _ = await sweep(tmp_path, fault, peak=10, nodes="chi[2832,2863,2867-2868]")
     return verdict, rules
 
 
 async def test_a_silent_failure_the_memory_line_says_fits_is_run_again(tmp_path: Path) -> None:
-    verdict, rules = await _sweep(tmp_path, times=1)
+    verdict, rules = await _hang_at_4(tmp_path, times=1)
     assert verdict["best"] == 10, verdict
     assert "model_perf.contradiction_rerun" in rules
 
 
 async def test_one_that_fails_again_stands_and_the_verdict_says_so(tmp_path: Path) -> None:
-    verdict, rules = await _sweep(tmp_path, times=None)
+    verdict, rules = await _hang_at_4(tmp_path, times=None)
     assert verdict["best"] == 3 and rules.count("model_perf.contradiction_rerun") == 1
     assert "4 failed twice without an allocation size where the passes' compiled memory " \
            "says it fits" in str(verdict["caveat"]), verdict

@@ -209,12 +209,20 @@ def test_near_the_8h_stop_the_leaders_are_confirmed_before_anything_new() -> Non
     assert "unconfirmed" not in v.reason and "confirmed >= +5%" in v.reason
 
 
-LEADER_HIDES_NCCL = """
+# One FSDP=8 cell, one tag, at the facts file's noise: what each landscape below shares.
+CELL = """
 parallelism: FSDP=8
 tags: [default]
 base_tgs: {default: 1000.0}
 noise: 0.008
 flake_rate: 0.02
+"""
+EVIDENCE = """
+evidence: {"all-gather (DCN)": 0.42, "reduce-scatter (DCN)": 0.18, compute: 0.35,
+           "all-to-all": 0.05}
+"""
+
+LEADER_HIDES_NCCL = CELL + """
 effects:
   xla_gpu_all_gather_combine_threshold_bytes=805306368: {tgs: 1.05}
   xla_gpu_all_gather_combine_threshold_bytes=1073741824: {tgs: 1.048}
@@ -225,9 +233,7 @@ effects:
 interactions:
   - members: [NCCL_NCHANNELS_PER_NET_PEER=8, xla_gpu_all_gather_combine_threshold_bytes]
     tgs: 0.96
-evidence: {"all-gather (DCN)": 0.42, "reduce-scatter (DCN)": 0.18, compute: 0.35,
-           "all-to-all": 0.05}
-"""
+""" + EVIDENCE
 
 
 def test_a_leader_its_fresh_runs_do_not_confirm_leaves_the_other_mechanisms_to_try() -> None:
@@ -254,12 +260,7 @@ def test_a_deployed_setting_restore_default_cannot_reset_is_named_in_the_verdict
             "xla_gpu_enable_while_loop_double_buffering=true, NCCL_PROTO=Simple") in v.reason
 
 
-PAIR_ONLY = """
-parallelism: FSDP=8
-tags: [default]
-base_tgs: {default: 1000.0}
-noise: 0.008
-flake_rate: 0.02
+PAIR_ONLY = CELL + """
 effects:
   xla_gpu_enable_highest_priority_async_stream=true: {tgs: 1.012}
   NCCL_NCHANNELS_PER_NET_PEER=8: {tgs: 1.012}
@@ -267,9 +268,7 @@ effects:
 interactions:
   - members: [xla_gpu_enable_highest_priority_async_stream=true, NCCL_NCHANNELS_PER_NET_PEER=8]
     tgs: 1.04
-evidence: {"all-gather (DCN)": 0.42, "reduce-scatter (DCN)": 0.18, compute: 0.35,
-           "all-to-all": 0.05}
-"""
+""" + EVIDENCE
 
 
 def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> None:
