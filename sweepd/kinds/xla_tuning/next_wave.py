@@ -21,6 +21,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
     # "catalog exhausted" with whole mechanisms untried.
     if not items:
         items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
+    if not items:
+        items = c.pairs()
     seen: set[tuple[str, str]] = set()
     out: list[Item] = []
     for it in items:

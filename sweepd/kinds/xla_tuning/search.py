@@ -9,7 +9,9 @@ value per family not yet tried, in mechanism order (`waves.py`). Once that has p
 the endgame polishes the leading recipe: each numeric part moved to its neighbour values,
 each single that measured >= +0.5 % added on top. Wave 5 (PP) tries pipeline shapes on top
 of the best recipe after that; Wave 6 runs the winning recipe on every other config tag.
-Every planned run and every verdict carries its rule and its evidence.
+A catalog spent short of the bounded rule's 25 profiles is filled with pairs of its fastest
+singles (`Candidates.pairs`) before the sweep may end. Every planned run and every verdict
+carries its rule and its evidence.
 
 This module is the loop; its parts: `claims.py` (when a claim is confirmed), `parts.py`
 (whether each part of a stack earns its place), `verdicts.py` (the recipe a verdict names,

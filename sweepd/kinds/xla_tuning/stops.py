@@ -160,6 +160,9 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
         kind = VerdictKind.EXHAUSTED if significant else VerdictKind.BOUNDED
+        short = (f" (short of the bounded rule's {inp.bounded_count}: the catalog and the "
+                 "pairs of its fastest singles hold no more for this cell)"
+                 if tried < inp.bounded_count else "")
         return make_verdict(inp, board, kind, "stop.catalog_exhausted",
-                        f"catalog exhausted after {tried} distinct profiles", cands)
+                        f"catalog exhausted after {tried} distinct profiles{short}", cands)
     return None

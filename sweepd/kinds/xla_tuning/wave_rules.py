@@ -23,6 +23,7 @@ SEED_TWO_FROM = 99  # families this long get two first values (off: measured no 
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
 POLISH = 4  # endgame runs on the leader's neighbours and additions, per wave
+PAIR_SINGLES = 5  # the catalog spent short of the bounded count: pairs of this many best singles
 
 
 def seed_positions(n: int) -> tuple[int, ...]:

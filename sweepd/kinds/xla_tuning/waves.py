@@ -211,6 +211,36 @@ class Candidates:
                             f"{leader} + {e.profile} ({self._d(e.profile):+.2%} alone)"))
         return out[:rules.POLISH]
 
+    def pairs(self) -> list[Item]:
+        """The catalog spent short of the seed's bounded count (SKILL.md: "tested >= 25
+        distinct profiles"; "a single flag (or 2-3 flag stack)"): pairs of the singles that
+        measured fastest, the best predicted first, until the count is reached. Singles too
+        small to clear the noise alone can be large together (a pair of +1.2 % singles gave
+        +6.5 %: "catalog exhausted after 21 profiles" was called bounded without it)."""
+        left = self.inp.bounded_count - self.distinct_tried()
+        if left <= 0:
+            return []
+        best: dict[str, Entry] = {}
+        for e in self._candidates():
+            fam = self._profile(e.profile).family or e.profile
+            if ("+" not in e.profile and e.profile != RESTORE and self._d(e.profile) > 0
+                    and (fam not in best or self._d(e.profile) > self._d(best[fam].profile))):
+                best[fam] = e
+        top = sorted(best.values(), key=lambda e: -self._d(e.profile))[:rules.PAIR_SINGLES]
+        out: list[tuple[float, Item]] = []
+        for i, a in enumerate(top):
+            for b in top[i + 1:]:
+                s = self._on_top(a.profile, b.profile)
+                if s is not None:
+                    pred = (1 + self._d(a.profile)) * (1 + self._d(b.profile)) - 1
+                    out.append((pred, (s, self.primary, "wave.pair_fill",
+                                       f"{a.profile} {self._d(a.profile):+.2%} + {b.profile} "
+                                       f"{self._d(b.profile):+.2%}: {pred:+.2%} if they add "
+                                       f"up; {left} profiles short of the bounded rule's "
+                                       f"{self.inp.bounded_count}")))
+        out.sort(key=lambda x: -x[0])
+        return [it for _, it in out[:left]]
+
     def _neighbours(self, part: Profile) -> list[Profile]:
         if not part.family or part.name not in self.table:
             return []
