@@ -564,7 +564,8 @@ async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
     code, out, _ = await daemon.run("logs", str(sid), "j5", "--json")
     assert code == 2 and "scheduler job 5 is not one" in json.loads(out)["error"]
     follow = asyncio.create_task(daemon.run("logs", str(sid), "j10018", "-f"))
-    await asyncio.sleep(0.3)
+    # Time for the follower's first request at CI load (0.3 s was too short at load 8).
+    await asyncio.sleep(2.0)
     assert not follow.done()   # queued: the follower waits for the job to start
     log.write_text("\x1b[1;32mstarted\x1b[0m\n")
     await daemon.store.transition_job(job.id, JobState.RUNNING, "r")
