@@ -13,8 +13,12 @@ The guard: the toolkit exports no parallelism variable (the published tuning fil
 `_train.sh` sources the env file in the shell that holds `PASSTHROUGH_ARGS`. So the block
 reads each axis the way MaxText will: the job's last `key=N` passthrough override, else the
 model's `configs/<model>.gpu.yml`, else 1; and applies only when all three match the cell
-(FSDP=8 and TP=8 are different cells). A MaxText part (Wave 5's pipeline shape) is put in
-front of the job's own overrides, so a person's explicit override still wins.
+(FSDP=8 and TP=8 are different cells). It also applies only when the file is sourced under
+the measured model's name (`${BASH_SOURCE[0]}`'s base name, which `_train.sh` builds from the
+model): an env file that is a link to a file shared by several models carries the block in
+the shared file, and another model sourcing it gets none of the recipe. A MaxText part
+(Wave 5's pipeline shape) is put in front of the job's own overrides, so a person's explicit
+override still wins.
 
 Pure text: `block` renders, `settings_of` reads a run's params back into settings.
 """
@@ -143,6 +147,7 @@ def guard(model: str, par: Parallelism) -> list[str]:
         "    done",
         f'    {GUARD_VAR}+="${{_sweepd_val:-1}} "',
         "done",
+        model_line(model),
         f'if [[ "${GUARD_VAR}" == "{axis_values(par)} " ]]; then',
     ]
 
@@ -155,8 +160,41 @@ def guarded(model: str, par: Parallelism, lines: Sequence[str]) -> list[str]:
             f"unset {GUARD_VAR} _sweepd_key _sweepd_val _sweepd_arg"]
 
 
-def is_guarded(lines: Sequence[str]) -> bool:
-    return any(ln.startswith(f'{GUARD_VAR}=""') for ln in lines)
+def model_line(model: str) -> str:
+    """The guard's model condition: sourced under another name, the parallelism matches
+    nothing (kept apart from the `if` so the condition reads as the report names it)."""
+    return (f'[[ "${{BASH_SOURCE[0]##*/}}" == "{model}.env.sh" ]] || '
+            f'{GUARD_VAR}="not {model}.env.sh"')
+
+
+def is_guarded(lines: Sequence[str], model: str | None = None) -> bool:
+    """The block carries the parallelism guard (and, given `model`, the model's condition:
+    blocks written before it had none)."""
+    par = any(ln.startswith(f'{GUARD_VAR}=""') for ln in lines)
+    return par and (model is None or model_line(model) in lines)
+
+
+_SHELL_XLA = re.compile(r'export XLA_FLAGS="\$\{XLA_FLAGS:\+\$XLA_FLAGS \}(.*)"')
+_SHELL_MAXTEXT = re.compile(r'PASSTHROUGH_ARGS=\((\S+) ')
+
+
+def settings_of_lines(lines: Iterable[str]) -> tuple[Setting, ...]:
+    """`body`'s lines read back into the settings they set (`shell_line`'s three shapes),
+    what a job of the cell must run with once the file is sourced."""
+    out = []
+    for line in lines:
+        line = line.strip()
+        if m := _SHELL_XLA.fullmatch(line):
+            key, _, value = m.group(1).removeprefix("--").partition("=")
+            out.append(Setting(key, value, Layer.XLA))
+        elif m := _SHELL_MAXTEXT.match(line):
+            key, _, value = m.group(1).partition("=")
+            out.append(Setting(key, value, Layer.MAXTEXT))
+        elif line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            words = shlex.split(value)
+            out.append(Setting(key, words[0] if words else "", Layer.ENV))
+    return tuple(out)
 
 
 def guard_text(par: Parallelism) -> str:

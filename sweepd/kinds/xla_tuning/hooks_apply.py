@@ -10,11 +10,12 @@ parallelism, appended after everything else the file sets (last wins).
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweepd.kinds.xla_tuning import deploy
+from sweepd.kinds.xla_tuning import deploy, sourced
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.util import person_files
 
@@ -59,10 +60,22 @@ def _blocks(lines: Sequence[str], path: Path) -> list[_Block]:
 
 def _unwrap(inner: list[str]) -> tuple[list[str], list[str]]:
     """An older block's (comments, settings): its lines without an `if ...; then`/`fi`
-    wrapper (the PP-only guard earlier versions wrote), dedented."""
+    wrapper (the PP-only guard earlier versions wrote, or the parallelism guard without the
+    model's condition, whose own comment lines are dropped: `guarded` writes them again),
+    dedented."""
     comments = []
     while inner and inner[0].startswith("#"):
-        comments.append(inner.pop(0))
+        line = inner.pop(0)
+        if line.startswith("# only for jobs of exactly"):
+            if inner and inner[0].startswith("# passthrough override"):
+                inner.pop(0)
+            continue
+        comments.append(line)
+    if inner and inner[0].startswith(f'{deploy.GUARD_VAR}=""'):
+        start = next((i for i, ln in enumerate(inner) if ln.startswith("if [[ ")), None)
+        end = max((i for i, ln in enumerate(inner) if ln == "fi"), default=None)
+        if start is not None and end is not None and start < end:
+            inner = inner[start:end + 1]
     if inner and inner[0].startswith("if ") and inner[-1] == "fi":
         inner = [ln[4:] if ln.startswith("    ") else ln for ln in inner[1:-1]]
     return comments, inner
@@ -73,7 +86,7 @@ def _reguard(lines: list[str], b: _Block, path: Path) -> list[str]:
     parallelism now that the file holds more than one (its settings unchanged)."""
     inner = lines[b.start + 1:b.end]
     m = _WHAT.match(b.what)
-    if deploy.is_guarded(inner) or m is None:
+    if m is None or deploy.is_guarded(inner, m.group(1)):
         return inner
     try:
         par = Parallelism.parse(m.group(2))
@@ -116,18 +129,61 @@ def env_patch_text(text: str | None, path: Path, model: str, par: Parallelism,
 
 
 def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence[str],
-                    lines: Sequence[str], create: bool = True) -> str:
+                    lines: Sequence[str], create: bool = True, *, force: bool = False,
+                    jobs: Sequence[sourced.Job] | None = None) -> str:
     """Write the cell's block into a `configs/<model>.env.sh` (see `env_patch_text`);
     the result must parse (`bash -n`): every job of the checkout sources it. A missing
-    file is created when its directory exists (`create`). Returns the block written."""
+    file is created when its directory exists (`create`); a read-only one is refused unless
+    `force`. Then the written file is proven (`sourced.prove`: sourced as the cell's `jobs`
+    would, default `sourced.cell_jobs`, the recipe is in effect), else put back as it was.
+    Returns the block written."""
     if create and not path.parent.is_dir():
         raise ApplyError(f"cannot write {path}: there is no directory {path.parent}")
+    _refuse_read_only(path, force)
     try:
-        person_files.edit(path, lambda old: env_patch_text(old, path, model, par, comments,
-                                                           lines),
-                          check=person_files.bash_syntax, create=create)
+        done = person_files.edit(path, lambda old: env_patch_text(old, path, model, par,
+                                                                  comments, lines),
+                                 check=person_files.bash_syntax, create=create)
     except person_files.PersonFileError as e:
         raise ApplyError(str(e)) from None
     begin, end = _markers(f"xla-tuning {model} {par.text}")
-    text = path.read_text("utf-8").splitlines()
-    return "\n".join(text[text.index(begin):text.index(end) + 1])
+    text = done.new.splitlines()
+    at = (text.index(begin), text.index(end))
+    why = sourced.prove(path, text, at, model, par, lines,
+                      jobs if jobs is not None else sourced.cell_jobs(path, model, par))
+    if why is not None:
+        raise ApplyError(f"{path}: the {par.text} recipe would not take effect: {why}; "
+                         + _restore(path, done))
+    return "\n".join(text[at[0]:at[1] + 1])
+
+
+def _refuse_read_only(path: Path, force: bool) -> None:
+    """sweepd may run as root, who can write a file its owner made read-only: that mode is
+    the person's word that the file is not to be changed."""
+    real = path.resolve()
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        return
+    if mode & stat.S_IWUSR or force:
+        return
+    link = f" (a link to {real})" if path.is_symlink() else ""
+    raise ApplyError(f"{path}{link} is read-only (mode {stat.S_IMODE(mode):04o}): nothing "
+                     "written; make it writable, or add --force to write it anyway")
+
+
+def _restore(path: Path, done: person_files.Edit) -> str:
+    """The file back as it was before the write, byte for byte, in place (owner, mode and
+    links kept); one created by this apply is removed."""
+    if done.old is None:
+        path.unlink(missing_ok=True)
+        return "the file it created is removed"
+    old = done.old
+    try:
+        back = person_files.edit(path, lambda cur: old if cur == done.new else cur or "",
+                                 check=lambda _text: None)
+    except person_files.PersonFileError as e:
+        return f"putting the file back failed ({e}): restore it by hand"
+    if back.new != old:
+        return "the file changed since it was written, so it was not put back: check it"
+    return "the file is put back as it was"

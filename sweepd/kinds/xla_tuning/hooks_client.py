@@ -17,9 +17,11 @@ from typing import Any
 
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
 from sweepd.kinds.xla_tuning import report as xla_report
-from sweepd.kinds.xla_tuning import tuning_md
+from sweepd.kinds.xla_tuning import sourced, tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
+from sweepd.kinds.xla_tuning.run_params import JOB_OVERRIDES, parallelism_overrides
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_commit, person_files
 
@@ -31,7 +33,21 @@ def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     tuning = xla_report.report_json(sweep, runs, jobs)
     tuning["env_file"] = (str(repo / "configs" / f"{tuning['model']}.env.sh")
                           if repo is not None else None)
+    tuning["job_overrides"] = _job_overrides(sweep)
     return {"tuning": tuning}
+
+
+def _job_overrides(sweep: Sweep) -> dict[str, str] | None:
+    """The MaxText overrides the cell's jobs passed (the primary tag's, as `run_params`
+    builds them): `--apply` sources the patched file with them, as those jobs did."""
+    try:
+        spec = XlaTuningSpec.from_stored(sweep.spec)
+        assert isinstance(spec, XlaTuningSpec)
+        tag = spec.config_tags[next(iter(spec.config_tags))]
+        over = {**spec.overrides, **parallelism_overrides(spec), **tag, **JOB_OVERRIDES}
+    except (ValueError, KeyError, AssertionError, StopIteration):
+        return None
+    return {k: str(v) for k, v in over.items()}
 
 
 def run(args: argparse.Namespace, report: dict[str, Any], io: ClientOutput) -> int:
@@ -92,9 +108,17 @@ def conditional_refusal(sweep_id: int, verdict: dict[str, Any]) -> str | None:
     cond = verdict.get("conditional")
     if not cond:
         return None
-    why = (f"it regresses config tag {', '.join(map(str, cond))} by more than the limit"
-           if isinstance(cond, list) else "its confirmation or Wave 6 was not done before "
-           "the sweep stopped")
+    # The verdict's `conditional` is a bool; the regressing tags are `regressed`, the rest
+    # of what it lacks is `conditional_reason` (a list in `conditional`: older verdicts).
+    regressed = verdict.get("regressed") or (cond if isinstance(cond, list) else [])
+    reason = str(verdict.get("conditional_reason") or "")
+    if regressed:
+        why = (f"it regresses config tag {', '.join(map(str, regressed))} by more than the "
+               "limit")
+    elif reason:
+        why = reason
+    else:
+        why = "its confirmation or Wave 6 was not done before the sweep stopped"
     return (f"sweep {sweep_id}'s verdict is conditional ({why}): --apply refuses it; "
             "add --force to write it anyway")
 
@@ -128,15 +152,25 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         except person_commit.CommitError as e:
             return io.fail(args, str(e))
     try:
+        cell = Parallelism.parse(str(plan["parallelism"]))
+        over = tuning.get("job_overrides")
+        jobs = sourced.cell_jobs(target, model, cell, over if isinstance(over, dict) else None)
         # One block per model and parallelism: a later sweep's recipe replaces it.
-        block = apply_env_patch(target, model, Parallelism.parse(str(plan["parallelism"])), [
+        block = apply_env_patch(target, model, cell, [
             f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed"],
-            [str(line) for line in plan["lines"]])
+            [str(line) for line in plan["lines"]], force=bool(getattr(args, "force", False)),
+            jobs=jobs)
     except (ApplyError, ValueError) as e:
         return io.fail(args, str(e))
-    out["applied"] = {"path": str(target), "block": block}
-    io.say(f"{target}: the {par} recipe written (guarded by parallelism):\n{block}",
-        err=bool(args.json))
+    out["applied"] = {"path": str(target), "block": block,
+                      "proven_for": [j.name for j in jobs]}
+    io.say(f"{target}: the {par} recipe written (guarded by parallelism and model), in "
+           f"effect when sourced as {', '.join(j.name for j in jobs)}:\n{block}",
+           err=bool(args.json))
+    shared = _shared(target, model)
+    if shared:
+        out["applied"]["shared"] = shared
+        io.say(shared, err=bool(args.json))
     if getattr(args, "commit", False):
         message = (f"{model} {par}: XLA recipe {winner} from sweepd sweep {args.id} "
                    f"({verdict.get('kind', 'verdict')}: {_gain(tuning)} vs baseline-deployed)")
@@ -147,6 +181,19 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         out["committed"] = where
         io.say(f"committed on {where}: {message}", err=bool(args.json))
     return 0
+
+
+def _shared(target: Path, model: str) -> str | None:
+    """A link's target may be every model's env file: say so (the block is written there,
+    and applies only when sourced as this model's)."""
+    if not target.is_symlink():
+        return None
+    real = target.resolve()
+    others = sorted(str(p) for p in target.parent.glob("*.env.sh")
+                    if p not in (target, real) and p.resolve() == real)
+    return (f"{target} is a link to {real}: the block is in that file"
+            + (f", shared with {', '.join(others)}" if others else "")
+            + f"; it applies only to jobs that source it as {model}.env.sh")
 
 
 def _target(given: Path, env_file: object) -> Path | None:
