@@ -181,10 +181,12 @@ def _names(step: object) -> set[str]:
 
 def test_the_timebox_names_a_deployable_recipe_before_an_incomplete_one() -> None:
     # Both significantly above +2 %: nch8 has Wave 6 done, ag768M (better first run) not.
+    # (nch8 reads +3 % on dense: one run at 0 % against a one-run baseline no longer rules
+    # out a -1 % regression, so it would be re-run.)
     v = _timeboxed([*_base(), _ok("ag768M", 1045.0), _ok("ag768M", 1040.0, 3),
                     _ok("ag768M", 1040.0, 4), _ok("nch8", 1043.0, 2),
                     _ok("nch8", 1039.0, 3), _ok("nch8", 1040.0, 4),
-                    _ok("nch8", 1000.0, 4, "dense")])
+                    _ok("nch8", 1030.0, 4, "dense")])
     assert v.recipe == "nch8" and not v.conditional
 
 

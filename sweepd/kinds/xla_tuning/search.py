@@ -8,7 +8,9 @@ family whose first value showed an effect, stacks of confirmed winners, then one
 value per family not yet tried, in mechanism order (`waves.py`). Once that has plateaued,
 the endgame polishes the leading recipe: each numeric part moved to its neighbour values,
 each single that measured >= +0.5 % added on top. Wave 5 (PP) tries pipeline shapes on top
-of the best recipe after that; Wave 6 runs the winning recipe on every other config tag.
+of the best recipe after that (and before any bounded verdict); Wave 6 runs the winning
+recipe on every other config tag, re-run with that tag's baseline until its delta clears
+-1 % either way (else "unresolved", a conditional verdict).
 A catalog spent short of the bounded rule's 25 profiles is filled with pairs of its fastest
 singles (`Candidates.pairs`) before the sweep may end. Every planned run and every verdict
 carries its rule and its evidence.

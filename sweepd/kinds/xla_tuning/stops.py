@@ -9,6 +9,7 @@ import math
 from dataclasses import replace
 
 from sweepd.kinds.xla_tuning.board import BASELINE, Board, Inputs
+from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
     NEAR_FRESH,
@@ -125,6 +126,16 @@ def seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan
     return winner(inp, board, cands, wave)
 
 
+def shapes_due(cands: Candidates) -> list[Item]:
+    """Wave 5's pipeline shapes that have not run in any form (alone or on a recipe) on the
+    primary tag: none on a cell without PP."""
+    ran = {part for (name, tag) in cands.board.entries if tag == cands.primary
+           for part in name.split("+")}
+    return [it for it in cands.wave5(best_recipe(cands))
+            if not any(part in ran for part in it[0].name.split("+")
+                       if Mechanism.PIPELINE in cands._profile(part).mechanisms)]
+
+
 def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan | None:
     primary = inp.tags[0]
     wave = max(board.waves, default=0)
@@ -145,6 +156,14 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     # SKILL.md's "25 profiles, none above +2 %" fired with a pair of +1.2 % singles
     # unstacked whose pair gave +6.5 % (a false "structurally bounded").
     settled = not cands.confirmations() and not cands.stacks()
+    shapes = shapes_due(cands)
+    if shapes and ((tried >= inp.bounded_count and not significant and settled) or not more):
+        # PP: Wave 5 follows Waves 2-4's plateau (SKILL.md), and the bounded count leaves
+        # pipeline shapes out: a cell whose only gain is a shape (PP=2,FSDP=4, +7 % at
+        # mb8) was called bounded before Wave 5 ran in 16 of 30 replays.
+        return within_budget(inp, board, tuple(
+            Planned(p, tag, wave + 1, rule, reason + "; before a bounded verdict")
+            for p, tag, rule, reason in shapes[:inp.wave_size]))
     if tried >= inp.bounded_count and not significant and settled:
         need = verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
         if need:

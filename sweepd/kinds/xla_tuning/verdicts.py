@@ -5,7 +5,14 @@ conditional (what a deployment would still need)."""
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
-from sweepd.kinds.xla_tuning.claims import MIN_FRESH, confirmed_win, screening
+from sweepd.kinds.xla_tuning.catalog import Profile
+from sweepd.kinds.xla_tuning.claims import (
+    MIN_FRESH,
+    confirmed_win,
+    cross_tag,
+    screening,
+    tag_interval,
+)
 from sweepd.kinds.xla_tuning.flags import unrestorable
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
@@ -100,6 +107,7 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
     if missing:
         why += "; conditional: " + "; ".join(missing)
+    why += untried_note(inp, board, recipe)
     kept = unrestorable(inp.deployed)
     if kept:
         why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
@@ -120,9 +128,18 @@ def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str
         missing.append("not tested without one part: " + ", ".join(untested))
     reg = _regressed(inp, board, recipe)
     if reg is None:
-        todo = [tg for tg in inp.tags[1:] if board.delta(recipe, tg) is None]
-        missing.append(f"Wave 6 not run on {', '.join(todo)}")
+        for state, said in (("open", "not run"), ("rerun", "not finished")):
+            todo = [tg for tg in inp.tags[1:] if cross_tag(inp, board, recipe, tg) == state]
+            if todo:
+                missing.append(f"Wave 6 {said} on {', '.join(todo)}")
         return missing, ()
+    for tg in inp.tags[1:]:
+        if cross_tag(inp, board, recipe, tg) == "unresolved":
+            d, lo, hi = tag_interval(board, recipe, tg)
+            missing.append(f"Wave 6 unresolved on {tg}: {d:+.2%} (95 % interval {lo:+.2%} to "
+                           f"{hi:+.2%}) after {board.get(recipe, tg).n} runs "  # type: ignore[union-attr]
+                           f"and {board.base(tg).n} of its baseline: a regression "  # type: ignore[union-attr]
+                           f"> {inp.regress:.0%} not ruled out")
     if reg:
         missing.append(f"regresses {', '.join(reg)} by > {inp.regress:.0%}: config-conditional")
     return missing, reg
@@ -132,16 +149,57 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
     """Tags the recipe regresses; None while Wave 6 still has runs to do."""
     out = []
     for tag in inp.tags[1:]:
-        d = board.delta(best, tag)
         e = board.get(best, tag)
-        if d is None or e is None:
-            if e is not None and e.fate is not Fate.OPEN:
-                out.append(tag)  # the recipe cannot run there at all
-                continue
+        state = cross_tag(inp, board, best, tag)
+        if state == "open" and e is not None and e.fate is not Fate.OPEN and not e.n:
+            out.append(tag)  # the recipe cannot run there at all
+        elif state in ("open", "rerun"):
             return None
-        if d < -inp.regress:
+        elif state == "regress":
             out.append(tag)
     return tuple(out)
+
+
+def _ran(inp: Inputs, board: Board) -> set[str]:
+    """Every profile run on the primary tag, alone or as part of a stack."""
+    return {part for (name, tag) in board.entries if tag == inp.tags[0]
+            for part in name.split("+")}
+
+
+def untried_note(inp: Inputs, board: Board, recipe: str | None = None) -> str:
+    """What of the catalog a verdict without a recipe never ran: how many profiles, the
+    mechanisms and families never tried, the numeric families tried at one value only. A
+    negative finding is only as wide as what was run. Any verdict says when no catalog
+    profile ran at all (restore_default alone can win in Wave 1)."""
+    ran = _ran(inp, board)
+    never = [p for p in inp.catalog if p.name not in ran]
+    if len(never) == len(inp.catalog):
+        return (f"; no catalog profile tried: all {len(never)} never run, the verdict rests "
+                "on Wave 1 alone")
+    if not never or recipe is not None:
+        return ""
+    fams: dict[str, list[Profile]] = {}
+    for p in inp.catalog:
+        fams.setdefault(p.family or p.name, []).append(p)
+    cold = {f: ms for f, ms in fams.items() if not any(m.name in ran for m in ms)}
+    mechs: dict[str, list[str]] = {}
+    for ms in cold.values():
+        for m in sorted(ms[0].mechanisms):
+            mechs.setdefault(m, []).append("+".join(sorted(ms[0].keys)))
+    dead = {m for m in mechs
+            if not any(m in p.mechanisms for p in inp.catalog if p.name in ran)}
+    parts = [f"not run: {len(never)} profiles"]
+    if dead:
+        parts.append("mechanisms " + ", ".join(f"{m} ({', '.join(mechs[m])})"
+                                               for m in mechs if m in dead))
+    rest = [k for m, keys in mechs.items() if m not in dead for k in keys]
+    if rest:
+        parts.append("families " + ", ".join(dict.fromkeys(rest)))
+    once = [f"{'+'.join(sorted(ms[0].keys))} ({tried[0]} only)" for ms in fams.values()
+            if len(ms) > 1 and len(tried := [m.name for m in ms if m.name in ran]) == 1]
+    if once:
+        parts.append("families tried at one value: " + ", ".join(once))
+    return "; " + "; ".join(parts)
 
 
 def _reach_note(inp: Inputs, board: Board, tried: int) -> str:
