@@ -200,3 +200,32 @@ def test_runs_flat_over_twice_their_range_do_not_settle_what_lies_below() -> Non
         seen.append(run(int(step.value)))
     top = best(seen)
     assert top is not None and top.value == 1, [p.value for p in seen]
+
+
+def test_a_secant_through_two_runs_one_batch_apart_settles_nothing_far_below() -> None:
+    """Red-team case: 399 and 400 (the memory's top) read 1220 and 1234 by noise while the
+    peak sat at 300. Their secant, extended down to 5, put every batch below at most
+    -2.2 % under the best, and the sweep stopped on 400 (13 % slow). Widened by the noise
+    on its two runs past their own span, the line bounds nothing that far away."""
+    space = batch_space(400, upper=400)
+    ran = [Probe(4, Outcome.OK, 400.0), Probe(399, Outcome.OK, 1220.0),
+           Probe(400, Outcome.OK, 1234.0), Probe(401, Outcome.OOM, None, alloc_gb=2.0)]
+    step = next_probe(space, ran)
+    assert step is not None and 4 < int(step.value) < 399, step
+
+
+def test_a_steep_secant_still_settles_the_gap_below_it() -> None:
+    """The widening is the noise's, not a blanket doubt: a fall of 10 % a batch measured
+    on runs 2 apart still rules out the batches far above them."""
+    space = batch_space(30, upper=30)
+    ran = [Probe(b, Outcome.OK, 1000.0 - 100 * abs(b - 10)) for b in (6, 8, 10, 12, 14)]
+    assert next_probe(space, ran) is None
+
+
+def test_a_flat_top_names_runs_within_the_noise_that_are_not_beside_the_best() -> None:
+    from sweepd.kinds.model_perf.search import flat_top
+    space = batch_space(400, upper=400)
+    ran = [Probe(b, Outcome.OK, t) for b, t in
+           ((200, 1200.0), (296, 1379.0), (308, 1380.0), (320, 1384.0), (340, 1300.0))]
+    note = flat_top(space, ran)
+    assert note is not None and note.startswith("flat top: 296, 308 measured within 1%"), note

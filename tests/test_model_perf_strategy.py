@@ -89,7 +89,9 @@ def test_generated_curves_converge_to_the_true_peak_without_noise(with_memory: b
         runs.append(len(probes))
     # The compiled-memory line finds the cliff in a run or two; without it the climb and
     # the descent are geometric, and cost more.
-    assert sum(runs) / len(runs) < (6 if with_memory else 8)  # every integer: ~34
+    # Secants are widened by the noise they cannot see here (bounds._secant): a noise-free
+    # curve pays ~1 run for it (5.x -> 6.8 with memory, 7.x -> 8.3 without).
+    assert sum(runs) / len(runs) < (7 if with_memory else 9)  # every integer: ~34
 
 
 def test_exact_argmax_on_a_sharp_interior_peak() -> None:

@@ -125,6 +125,8 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
     below = sorted({b for b, _ in stood if b < top})
     above = sorted({b for b, r in stood if b > top and _silent_oom(r, latest.get(r.id))
                     and fits(b) is not None})
+    own = sorted({b for b, r in stood if b > top and r.outcome == "oom"
+                  and _own_line_fits(latest.get(r.id)) and fits(b) is not None})
     notes = []
     if below:
         notes.append(f"{', '.join(map(str, below))} failed below {top}, which passed: the "
@@ -135,7 +137,20 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
                      f"size where the passes' compiled memory says it fits: taken as the "
                      f"limit, so nothing above {above[0]} was run; the memory line says "
                      "larger values fit and may be faster")
+    if own:
+        notes.append(f"{', '.join(map(str, own))} ran out of memory though its own "
+                     "compiled-memory line and the passes' fit the pool with the margin to "
+                     "spare: a one-off is possible, and an "
+                     "OOM is never re-run (SKILL.md), so it was not measured and may be "
+                     "faster")
     return "; ".join(notes) or None
+
+
+def _own_line_fits(job: Job | None) -> bool:
+    """An OOM whose own log printed a compiled memory within the pool: the program fit,
+    and the allocation that failed came on top of it (fragmentation, a runtime buffer)."""
+    return (job is not None and job.mem_total_gb is not None
+            and job.mem_limit_gb is not None and job.mem_total_gb <= job.mem_limit_gb)
 
 
 def rerun(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Value, str] | None:

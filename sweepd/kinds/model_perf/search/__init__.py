@@ -149,17 +149,19 @@ def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None
 
 
 def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
-    """Why the best may not be the exact optimum: a measured neighbour within the noise."""
+    """Why the best may not be the exact optimum: another run measured within the noise,
+    beside it or not (on a wide range 296 and 308 read within 0.4 % of 320, the truth's
+    peak at 300 between them)."""
     top = best(probes)
     if top is None or not space.ordered or top.value not in space.candidates:
         return None
-    i = space.candidates.index(top.value)
-    near = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None
-            and p.value in space.candidates and abs(space.candidates.index(p.value) - i) == 1
-            and p.tgs >= (1 - NOISE) * (top.tgs or 0.0)]
+    near = sorted((p for p in probes if p.outcome is Outcome.OK and p.tgs is not None
+                   and p.value in space.candidates and p.value != top.value
+                   and p.tgs >= (1 - NOISE) * (top.tgs or 0.0)),
+                  key=lambda p: space.candidates.index(p.value))
     if not near:
         return None
-    names = ", ".join(str(p.value) for p in near)
+    names = ", ".join(dict.fromkeys(str(p.value) for p in near))
     return (f"flat top: {names} measured within {NOISE:.0%} (the run-to-run noise) of "
             f"{top.value}, so either may be the faster")
 

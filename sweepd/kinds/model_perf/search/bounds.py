@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweepd.kinds.model_perf.search.space import FLAT, STEP_TIME_NOISE, TOLERANCE
+from sweepd.kinds.model_perf.search.space import FLAT, SECANT_NOISE, STEP_TIME_NOISE, TOLERANCE
 from sweepd.kinds.model_perf.search.view import View
 
 
@@ -53,7 +53,9 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     """Concave upper bound on TGS over lo < i < hi (and i <= top) from the secants beside
     the gap."""
     x, tgs = view.x, view.ok
-    lines: list[tuple[float, float, float]] = []  # (anchor value, tgs there, slope)
+    # Each bound: the highest of its lines (a secant widened far from its runs), the
+    # gap's bound the lowest of those.
+    lines: list[tuple[_Line, ...]] = []
     # Where a run measured beyond the noise below the chord of its neighbours, the curve
     # is not concave: a valley as deep may hide a rise past any secant, so each secant is
     # raised by that depth (the gaps within it of the best are explored, not settled).
@@ -61,7 +63,8 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     k = points.index(lo) if lo in tgs else -1
     if k >= 1:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
-        lines.append((x[lo], tgs[lo] + lift, (tgs[lo] - tgs[a]) / (x[lo] - x[a])))
+        lines.append(_secant(x[lo], tgs[lo] + lift, (tgs[lo] - tgs[a]) / (x[lo] - x[a]),
+                             x[lo] - x[a]))
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
@@ -74,21 +77,23 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
             # below it. A concave rise is that flat only on a plateau, where one small run
             # below settles it.
             return math.inf
-        lines.append((x[hi], tgs[hi] + lift, (tgs[c] - tgs[hi]) / (x[c] - x[hi])))
+        lines.append(_secant(x[hi], tgs[hi] + lift, (tgs[c] - tgs[hi]) / (x[c] - x[hi]),
+                             x[hi] - x[c]))
     if step_time and view.work_grows and lo in tgs and x[lo] > 0:
         # A step's time never falls as its work grows: TGS at b is at most TGS at lo times
         # b / lo (a line through the origin; the noise on lo's run allowed for). It bounds
         # a gap above a run on a floor far below the best, where no secant does.
-        lines.append((0.0, 0.0, tgs[lo] * (1 + STEP_TIME_NOISE) / x[lo]))
+        lines.append(((0.0, 0.0, tgs[lo] * (1 + STEP_TIME_NOISE) / x[lo]),))
     if not lines:
         return math.inf
 
     def at(i: int) -> float:
-        return min(y + s * (x[i] - x0) for x0, y, s in lines)
+        return min(max(y + s * (x[i] - x0) for x0, y, s in bound) for bound in lines)
 
-    # A minimum of lines peaks at an end or where two lines cross.
+    # A minimum of maxima of lines peaks at an end or where two lines cross.
     where = {lo + 1, hi - 1}
-    for (x0, y0, s0), (x1, y1, s1) in itertools.combinations(lines, 2):
+    every = [line for bound in lines for line in bound]
+    for (x0, y0, s0), (x1, y1, s1) in itertools.combinations(every, 2):
         if s0 == s1:
             continue
         cross = (y1 - y0 + s0 * x0 - s1 * x1) / (s0 - s1)
@@ -97,3 +102,21 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     if top is not None:  # concave: the highest point at or below top is the clipped one
         where = {min(i, top) for i in where if lo + 1 <= top}
     return max(at(i) for i in where)
+
+
+
+_Line = tuple[float, float, float]  # (anchor value, tgs there, slope)
+
+
+def _secant(x0: float, y0: float, slope: float, span: float) -> tuple[_Line, ...]:
+    """A secant through two runs `span` apart (negative: extended downward from x0),
+    trusted as far again from x0 as its runs are apart, and past that widened by the
+    noise on its runs: their difference may be off by FLAT of the TGS, so the slope by
+    that over the span (SECANT_NOISE of it). Batches 399 and 400 read 1220 and 1234 by
+    noise; their line, extended to 5, "settled" the gap that held the peak at 300."""
+    line = (x0, y0, slope)
+    if SECANT_NOISE <= 0:
+        return (line,)
+    widen = SECANT_NOISE * FLAT * y0 / abs(span)
+    turn = x0 + span
+    return line, (turn, y0 + slope * span, slope + (widen if span > 0 else -widen))

@@ -22,6 +22,7 @@ STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
 BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
 DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
 OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
+SECANT_NOISE = 1.0  # a secant's slope is widened by this many FLATs of TGS over its span
 STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
 ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
 ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
