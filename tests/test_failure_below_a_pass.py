@@ -62,3 +62,40 @@ async def test_one_that_fails_again_stands_and_the_verdict_says_so(tmp_path: Pat
     assert verdict["best"] == 3 and rules.count("model_perf.contradiction_rerun") == 1
     assert "4 failed twice without an allocation size where the passes' compiled memory " \
            "says it fits" in str(verdict["caveat"]), verdict
+
+
+
+async def _at_the_top(tmp_path: Path, faults: list[dict[str, object]]
+                      ) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
+    """The red-team cell: on 4 nodes the largest fit is 18 and the peak is there."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    scenario = write_scenario(tmp_path, faults=faults, models={"llama2-70b": {
+        "max_batch": 18, "peak_batch": 18, "peak_tgs": 1400, "nodes": 4}})
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweep(1)).verdict
+        runs = [(r.label, r.outcome) for r in await store.runs(1)]
+    finally:
+        await store.close()
+    assert verdict is not None
+    return verdict, runs
+
+
+async def test_a_one_off_oom_at_the_largest_fit_is_named_in_the_verdict(tmp_path: Path) -> None:
+    """The peak at the largest fit (18), one OOM there that the memory did not call for.
+    SKILL.md never re-runs an OOM, so 17 wins (3 % slow); the verdict said nothing. It
+    now says 18 may be a one-off."""
+    fault: dict[str, object] = {"kind": "oom", "model": "llama2-70b", "batch": 18, "times": 1}
+    verdict, runs = await _at_the_top(tmp_path, [fault])
+    assert ("per_device_batch_size=18", "oom") in runs, runs
+    assert "18 ran out of memory though its own compiled-memory line" in \
+        str(verdict.get("caveat")), (verdict, runs)
+
+
+async def test_no_one_off_is_named_without_an_oom(tmp_path: Path) -> None:
+    verdict, runs = await _at_the_top(tmp_path, [])
+    assert verdict["best"] == 18, runs
+    assert "ran out of memory though" not in str(verdict.get("caveat")), verdict
