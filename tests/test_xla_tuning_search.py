@@ -285,3 +285,27 @@ def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> No
     short = [v.reason for v in verdicts if v.kind is VerdictKind.BOUNDED
              and not v.reason.startswith(("25 ", "26 ", "27 ", "28 ", "29 ", "3"))]
     assert not short, short
+
+
+OVL = "xla_gpu_experimental_parallel_collective_overlap_limit"
+OVERLAP_AT_ITS_END = CELL.replace("flake_rate: 0.02", "flake_rate: 0.0") + f"""
+effects:
+  {OVL}=2: {{tgs: 1.065}}
+  {OVL}=4: {{tgs: 1.0}}
+  {OVL}=8: {{tgs: 0.995}}
+  xla_gpu_enable_while_loop_double_buffering=true: {{tgs: 0.996}}
+  xla_gpu_enable_highest_priority_async_stream=true: {{tgs: 1.002}}
+  NCCL_NCHANNELS_PER_NET_PEER=8: {{tgs: 1.004}}
+  NCCL_PROTO=Simple: {{tgs: 0.988}}
+""" + EVIDENCE
+
+
+def test_a_flat_family_run_at_one_value_has_its_ends_tried_before_bounded() -> None:
+    """Red-team cell: the overlap limit (the fourth mechanism here) run at 4 only read
+    flat; its end 2 (+6.5 %) was never run and the sweep ended "structurally bounded"
+    (11 of 12 seeds), filling the count with pairs of noise-level singles. The ends of a
+    family run at one value now come first in the fill."""
+    land = Landscape.from_yaml(OVERLAP_AT_ITS_END)
+    recipes = [replay(_inputs(land, max_queue_s=48 * 3600.0), land,
+                      random.Random(1000 + s)).verdict.recipe for s in range(12)]
+    assert sum("ovl2" in (r or "").split("+") for r in recipes) >= 6, recipes
