@@ -11,12 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PCT = r"([+-]\d+\.\d+)%"
 # The recipe the scenario's FSDP=8 landscape makes the flags stage find (the kill -9 test
 # checks that an interrupted campaign finds the same).
 EXPECTED_RECIPE = ["--xla_gpu_all_gather_combine_threshold_bytes=805306368"]
 
 
+# Five stages' sweeps in one process: ~100 s at four test workers' load (the default 120 s
+# limit is reached on a loaded machine); the subprocess's own limit is 300 s.
+@pytest.mark.timeout(300)
 def test_the_campaign_demo_confirms_the_simulators_joint_truth(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "sweepd", "demo", "--kind", "campaign",
                            "--state-dir", str(tmp_path)],
