@@ -147,8 +147,8 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
 
 
 def _own_line_fits(job: Job | None) -> bool:
-    """An OOM whose own log printed a compiled memory within the pool: the program fit,
-    and the allocation that failed came on top of it (fragmentation, a runtime buffer)."""
+    """The job's own log printed a compiled memory within the pool: the program fit (an
+    OOM's failed allocation came on top of it: fragmentation, a runtime buffer)."""
     return (job is not None and job.mem_total_gb is not None
             and job.mem_limit_gb is not None and job.mem_total_gb <= job.mem_limit_gb)
 
@@ -190,8 +190,7 @@ def probe_of(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Prob
 def _too_slow(run: Run, job: Job) -> bool:
     """Hung (twice: the hang rule retries once) before step 0, after the compiled-memory
     line said the program fits: the value is too slow, not out of memory."""
-    return (run.outcome == "hang" and job.phase == "compile" and job.mem_total_gb is not None
-            and job.mem_limit_gb is not None and job.mem_total_gb <= job.mem_limit_gb)
+    return run.outcome == "hang" and job.phase == "compile" and _own_line_fits(job)
 
 
 def latest_jobs(jobs: Sequence[Job]) -> dict[int, Job]:

@@ -231,6 +231,10 @@ class Board:
         d = self.fresh_delta(profile, tag)
         return d is not None and d - Z_ONE * self.fresh_se(profile, tag) > bar
 
+    def parts_run(self, tag: str) -> set[str]:
+        """Every profile run on `tag`, alone or as a part of a stack."""
+        return {part for (name, t) in self.entries if t == tag for part in name.split("+")}
+
     def measured(self, tag: str) -> list[Entry]:
         skip = {BASELINE, EVIDENCE}
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from sweepd.kinds.xla_tuning.board import Z_ONE, Board, Inputs
+from sweepd.kinds.xla_tuning.board import Z95, Z_ONE, Board, Inputs
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
@@ -61,7 +61,7 @@ def cross_tag(inp: Inputs, board: Board, name: str, tag: str) -> str:
 def tag_interval(board: Board, name: str, tag: str) -> tuple[float, float, float]:
     """The recipe's delta on a tag and its two-sided 95 % interval (Student's t)."""
     d = board.delta(name, tag) or 0.0
-    half = board.t(1.96) * board.se(name, tag)
+    half = board.t(Z95) * board.se(name, tag)
     return d, d - half, d + half
 
 

@@ -129,8 +129,7 @@ def seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan
 def shapes_due(cands: Candidates) -> list[Item]:
     """Wave 5's pipeline shapes that have not run in any form (alone or on a recipe) on the
     primary tag: none on a cell without PP."""
-    ran = {part for (name, tag) in cands.board.entries if tag == cands.primary
-           for part in name.split("+")}
+    ran = cands.board.parts_run(cands.primary)
     return [it for it in cands.wave5(best_recipe(cands))
             if not any(part in ran for part in it[0].name.split("+")
                        if Mechanism.PIPELINE in cands._profile(part).mechanisms)]

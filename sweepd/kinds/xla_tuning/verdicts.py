@@ -160,18 +160,12 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def _ran(inp: Inputs, board: Board) -> set[str]:
-    """Every profile run on the primary tag, alone or as part of a stack."""
-    return {part for (name, tag) in board.entries if tag == inp.tags[0]
-            for part in name.split("+")}
-
-
 def untried_note(inp: Inputs, board: Board, recipe: str | None = None) -> str:
     """What of the catalog a verdict without a recipe never ran: how many profiles, the
     mechanisms and families never tried, the numeric families tried at one value only. A
     negative finding is only as wide as what was run. Any verdict says when no catalog
     profile ran at all (restore_default alone can win in Wave 1)."""
-    ran = _ran(inp, board)
+    ran = board.parts_run(inp.tags[0])
     never = [p for p in inp.catalog if p.name not in ran]
     if len(never) == len(inp.catalog):
         return (f"; no catalog profile tried: all {len(never)} never run, the verdict rests "

@@ -106,12 +106,7 @@ class Candidates:
     def refinements(self) -> list[Item]:
         """Numeric families: the untried neighbours of the family's best value so far."""
         out: list[Item] = []
-        families: dict[str, list[Profile]] = {}
-        for p in self.table.values():
-            if p.family and Mechanism.PIPELINE not in p.mechanisms:
-                families.setdefault(p.family, []).append(p)
-        for fam, members in families.items():
-            members.sort(key=lambda p: p.position)
+        for fam, members in self._numeric_families().items():
             done = [p for p in members if self.board.get(p.name, self.primary) is not None
                     and self.board.get(p.name, self.primary).n]  # type: ignore[union-attr]
             if len(members) < 2 or not done:
@@ -128,6 +123,16 @@ class Candidates:
                                 f"{fam}: best so far {top.name} {self._d(top.name):+.2%}; "
                                 f"trying its neighbour"))
         return out
+
+    def _numeric_families(self) -> dict[str, list[Profile]]:
+        """The catalog's numeric families (pipeline shapes are Wave 5's), by position."""
+        families: dict[str, list[Profile]] = {}
+        for p in self.table.values():
+            if p.family and Mechanism.PIPELINE not in p.mechanisms:
+                families.setdefault(p.family, []).append(p)
+        for members in families.values():
+            members.sort(key=lambda p: p.position)
+        return families
 
     def _ends(self, fam: str, members: list[Profile]) -> list[Item]:
         """A flat numeric family in a mechanism the evidence points at is not left on one
@@ -248,13 +253,8 @@ class Candidates:
         may sit at one extreme only; a family's ends are tried up front only in the
         mechanism the evidence points at, so an overlap limit of 2 worth +6.5 % in the
         fourth was left while pairs of noise-level singles filled the count)."""
-        families: dict[str, list[Profile]] = {}
-        for p in self.table.values():
-            if p.family and Mechanism.PIPELINE not in p.mechanisms:
-                families.setdefault(p.family, []).append(p)
         out: list[Item] = []
-        for fam, members in families.items():
-            members.sort(key=lambda p: p.position)
+        for fam, members in self._numeric_families().items():
             done = [p for p in members if not self._ok(p)]
             if len(done) != 1 or abs(self._d(done[0].name)) >= rules.LIVE:
                 continue
