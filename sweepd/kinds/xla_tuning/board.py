@@ -8,7 +8,10 @@ screening run, kept for ranking); what a verdict claims and what lets it stop is
 *fresh* delta, from the runs after that one (`fresh_delta`, `fresh_se`, `interval`), so the
 claim carries no winner's curse. The per-run noise is the cell's own: the pooled spread of every
 profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-facts.md)
-while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md).
+while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md). A claim's bounds
+never shrink it below the cell's measured spread and widen to Student's t at the repeats'
+own degrees of freedom (`claim_noise`, `claim_t`): a noisy cluster runs at 2-2.5 %, and
+the prior read as data there let a +4.2 % recipe through as "confirmed >= +5 %".
 """
 
 from __future__ import annotations
@@ -141,15 +144,27 @@ class Board:
     waves: tuple[int, ...] = field(default=())
     runs: int = 0  # every result, failures included
     noise_df: int = 0  # degrees of freedom behind `noise` (the prior's PRIOR_DF included)
+    spread: float = 0.0  # the cell's own pooled spread (relative std), no prior; 0: none
+    spread_df: int = 0  # its degrees of freedom: the repeats' alone
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
-        freedom (Cornish-Fisher): a bound on an estimated noise is wider than on a known
-        one (a cell whose repeats happened to agree would otherwise confirm on luck)."""
-        v = self.noise_df
-        if v <= 0:
-            return z
-        return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v * v)
+        freedom: a bound on an estimated noise is wider than on a known one (a cell whose
+        repeats happened to agree would otherwise confirm on luck)."""
+        return student_t(z, self.noise_df)
+
+    @property
+    def claim_noise(self) -> float:
+        """The per-run noise a claim's bounds read: the prior-shrunk estimate, never below
+        the cell's measured spread (the prior is a floor for a cell that measured quieter,
+        not a pull down on one that measured noisier: 2-2.5 % clusters were read at ~1.5 %
+        while few repeats existed)."""
+        return max(self.noise, self.spread)
+
+    def claim_t(self, z: float) -> float:
+        """z widened to Student's t at the repeats' own degrees of freedom (the prior's left
+        out: it is not data on this cell, whose noise may be three times it)."""
+        return student_t(z, self.spread_df)
 
     def get(self, profile: str, tag: str) -> Entry | None:
         return self.entries.get((profile, tag))
@@ -213,17 +228,17 @@ class Board:
     def fresh_se(self, profile: str, tag: str) -> float:
         b = self.base(tag)
         n, nb = len(self.fresh(profile, tag)) or 1, (b.n if b else 0) or 1
-        return self.noise * math.sqrt(1 / n + 1 / nb)
+        return self.claim_noise * math.sqrt(1 / n + 1 / nb)
 
     def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
         """The fresh delta's interval (95 % by default); None without a fresh run. Its
-        quantile is Student's t at the pooled noise's degrees of freedom, as the win rule's:
-        at 1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 %
-        of truths at 2-2.5 % noise."""
+        quantile is Student's t at the repeats' degrees of freedom, as the win rule's: at
+        1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 % of
+        truths at 2-2.5 % noise."""
         d = self.fresh_delta(profile, tag)
         if d is None:
             return None
-        half = self.t(z) * self.fresh_se(profile, tag)
+        half = self.claim_t(z) * self.fresh_se(profile, tag)
         return d - half, d + half
 
     def above(self, profile: str, tag: str, bar: float) -> bool:
@@ -249,6 +264,16 @@ def with_roles(results: Sequence[Result], claim_jobs: set[str]) -> list[Result]:
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
 
 
+def student_t(z: float, v: int) -> float:
+    """The normal quantile z as Student's t at v degrees of freedom (Cornish-Fisher, four
+    terms: within 1 % of the table from v = 3 at z <= 2.576); v <= 0: z itself."""
+    if v <= 0:
+        return z
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
 def pooled_noise(entries: Sequence[Entry], prior: float) -> float:
     """Relative std of one run: pooled over every repeated profile, shrunk to the prior."""
     ss, df = _repeats(entries)
@@ -270,6 +295,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
     for r in results:
         grouped.setdefault((r.profile, r.tag), []).append(r)
     entries = {key: _entry(key, rs, max_flakes) for key, rs in grouped.items()}
+    ss, df = _repeats(list(entries.values()))
     return Board(
         entries,
         pooled_noise(list(entries.values()), noise),
@@ -277,7 +303,9 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         pending=sum(r.outcome is Outcome.PENDING for r in results),
         waves=tuple(sorted({r.wave for r in results})),
         runs=len(results),
-        noise_df=PRIOR_DF + _repeats(list(entries.values()))[1],
+        noise_df=PRIOR_DF + df,
+        spread=math.sqrt(ss / df) if df else 0.0,
+        spread_df=df,
     )
 
 

@@ -1,0 +1,166 @@
+"""How often the planner's "confirmed >= +5 %" claim is false, at the cell's real noise (not a
+test).
+
+    python bench/xla_false_wins.py [--sweeps N] [--seed S] [--candidates K] [--smoke]
+
+Each case is a landscape whose truly best recipe (<= 3 flags of a random catalog,
+bench/xla_tuning_landscapes.py's `_catalog`) is worth exactly a given gain: K near-bar flags
+(the best at that gain, the others 0.3-1.5 points under it, in the mechanisms the evidence
+points at, as the red team's `many4` cells), the rest of the catalog worth 0 to -0.4 % or
+clearly harmful, and any stack of two near-bar flags worth a little less than the better
+one (they share a bottleneck), so nothing beats the truth. The run-to-run noise of the cell
+is 0.8 % (the facts file's typical), 1.5, 2.0 or 2.5 % (noisy clusters); the planner's
+prior stays at the facts file's 0.8 % (it is not told). Each sweep is `replay`ed in seed
+mode (the default stop rules) to its verdict.
+
+Figures per (truth, noise): *confirmed*: sweeps whose verdict says "confirmed >= +5 %"
+(`Verdict.win`); below +5 % truth that is a false confirm (the one-sided level is 5 %), at
++6 / +8 % it is the power; *bias*: mean(claimed - true gain) in points over the verdicts
+that name a recipe, and over the confirmed ones; *runs*: mean runs per sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from xla_tuning_landscapes import Case, _catalog, _evidence
+
+from sweepd.kinds.xla_tuning.board import Inputs
+from sweepd.kinds.xla_tuning.catalog import COST_MECHANISMS, Cost, Mechanism, Parallelism, Profile
+from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
+from sweepd.kinds.xla_tuning.planned import VerdictKind
+from sweepd.kinds.xla_tuning.replay import replay
+
+TRUTHS = (0.040, 0.042, 0.046, 0.060, 0.080)
+NOISES = (0.008, 0.015, 0.020, 0.025)
+WIN = 0.05
+
+
+def cell(rng: random.Random, gain: float, noise: float, candidates: int,
+         spread: float = 0.015, shipped: bool = False) -> Case:
+    """A landscape whose best recipe is worth `gain` exactly (see the module's docstring)."""
+    par = Parallelism.parse(rng.choice(("FSDP=8", "TP=8")))
+    # The shipped catalog less its pipeline shapes and its two-flag family (one label, one
+    # effect: the truth stays what the cell says).
+    cat = (tuple(p for p in default_catalog(par)
+                 if Mechanism.PIPELINE not in p.mechanisms and len(p.settings) == 1)
+           if shipped else _catalog(rng, par))
+    fams: dict[str, list[Profile]] = {}
+    for p in cat:
+        fams.setdefault(p.family or p.name, []).append(p)
+    evidence = _evidence(rng)
+    lead = max(evidence, key=lambda c: (c is not Cost.COMPUTE, evidence[c]))
+    hot = set(COST_MECHANISMS[lead])
+    effects: dict[str, Effect] = {}
+    for members in fams.values():
+        harm = rng.random() < 0.25
+        for p in members:
+            d = -rng.uniform(0.01, 0.06) if harm else -rng.uniform(0.0, 0.004)
+            effects[p.settings[0].label] = Effect(tgs=1 + d)
+    pointed = [f for f, ps in fams.items() if ps[0].mechanisms & hot]
+    rest = [f for f in fams if f not in pointed]
+    rng.shuffle(pointed)
+    rng.shuffle(rest)
+    near = (pointed + rest)[:candidates]
+    peaks = [gain] + [gain - rng.uniform(0.0, spread) for _ in near[1:]]
+    for fam, peak in zip(near, peaks, strict=True):
+        members = fams[fam]
+        at = rng.randrange(len(members))
+        for i, p in enumerate(members):
+            d = peak if i == at else peak * rng.uniform(0.2, 0.8)
+            effects[p.settings[0].label] = Effect(tgs=1 + d)
+    keys = [fams[f][0].settings[0].key for f in near]
+    inter = tuple(Interaction(members=(keys[i], keys[j]),
+                              tgs=0.995 / (1 + min(peaks[i], peaks[j])))
+                  for i in range(len(keys)) for j in range(i + 1, len(keys)))
+    land = Landscape(parallelism=par.text, tags=("default",), base_tgs={"default": 1000.0},
+                     effects=effects, interactions=inter, noise=noise, flake_rate=0.0,
+                     evidence=evidence)
+    best = truth(land, cat)
+    assert abs(best.gain - 1 - gain) < 1e-9, (best, gain)
+    return land, cat
+
+
+@dataclass
+class Tally:
+    n: int = 0
+    confirmed: int = 0
+    runs: list[int] = field(default_factory=list)
+    errors: list[float] = field(default_factory=list)  # claimed - true, recipe verdicts
+    confirmed_errors: list[float] = field(default_factory=list)
+
+
+def sweep(land: Landscape, cat: Case, rng: random.Random, t: Tally) -> None:
+    _, profiles = cat
+    inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN)
+    r = replay(inp, land, rng)
+    v = r.verdict
+    t.n += 1
+    t.runs.append(len(r.results))
+    if v.recipe is None or v.gain is None:
+        return
+    true_gain = (land.gain(r.settings(inp), land.tags[0]) or 0.0) - 1
+    t.errors.append(v.gain - true_gain)
+    if v.win and v.kind is VerdictKind.PROPOSAL:
+        t.confirmed += 1
+        t.confirmed_errors.append(v.gain - true_gain)
+
+
+def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
+        truths: tuple[float, ...] = TRUTHS, noises: tuple[float, ...] = NOISES
+        ) -> dict[tuple[float, float], Tally]:
+    out: dict[tuple[float, float], Tally] = {}
+    for gain in truths:
+        for noise in noises:
+            t = out.setdefault((gain, noise), Tally())
+            for i in range(sweeps):
+                s = seed * 100_003 + i  # the same landscapes and noise stream per case
+                case = cell(random.Random(s), gain, noise, candidates, spread, shipped)
+                sweep(case[0], case, random.Random(s + 1), t)
+    return out
+
+
+def _pts(xs: list[float]) -> str:
+    return f"{100 * statistics.fmean(xs):+6.2f}" if xs else "     —"
+
+
+def report(tallies: dict[tuple[float, float], Tally]) -> None:
+    print(f"{'truth':>6} {'noise':>6} {'sweeps':>6} {'confirmed':>10} {'':>6} "
+          f"{'bias all':>9} {'bias conf.':>10} {'runs':>6}")
+    for (gain, noise), t in tallies.items():
+        what = "false" if gain < WIN else "power"
+        print(f"{gain:+6.1%} {noise:6.1%} {t.n:6d} {t.confirmed / t.n:10.1%} {what:>6} "
+              f"{_pts(t.errors):>9} {_pts(t.confirmed_errors):>10} "
+              f"{statistics.fmean(t.runs):6.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sweeps", type=int, default=200, help="sweeps per (truth, noise)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--candidates", type=int, default=4, help="near-bar flags per cell")
+    ap.add_argument("--spread", type=float, default=0.015,
+                    help="the other near-bar flags sit 0 to this much under the truth")
+    ap.add_argument("--shipped", action="store_true",
+                    help="the shipped catalog (default_catalog) instead of a random one")
+    ap.add_argument("--truth", type=float, action="append", help="only these truths")
+    ap.add_argument("--noise", type=float, action="append", help="only these noises")
+    ap.add_argument("--smoke", action="store_true", help="2 sweeps per case: the whole path")
+    args = ap.parse_args()
+    if args.smoke:
+        args.sweeps = 2
+    report(run(args.sweeps, args.seed, args.candidates, args.spread, args.shipped,
+               tuple(args.truth or TRUTHS), tuple(args.noise or NOISES)))
+
+
+if __name__ == "__main__":
+    main()
