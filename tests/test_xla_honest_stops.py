@@ -104,15 +104,15 @@ def test_a_verdict_with_no_catalog_profile_tried_says_so() -> None:
             "on Wave 1 alone") in step.reason
 
 
-def test_the_claims_interval_uses_student_t_at_the_repeats_df() -> None:
+def test_the_claims_interval_uses_student_t_at_the_pooled_noises_df() -> None:
     results = [Result("baseline", "default", Outcome.OK, x, wave=1) for x in (1000.0, 1010.0)]
     results += [Result("ag1G", "default", Outcome.OK, x, wave=2, rule=r)
                 for x, r in ((1050.0, "search"), (1040.0, "noise.confirm"))]
     board = build(results, 0.008, 3)
     lo, hi = board.interval("ag1G", "default")  # type: ignore[misc]
     half = (hi - lo) / 2
-    assert math.isclose(half, board.claim_t(1.96) * board.fresh_se("ag1G", "default"))
-    assert half > 1.96 * board.fresh_se("ag1G", "default") * 1.1  # df 2 (the prior's left out)
+    assert math.isclose(half, board.t(1.96) * board.fresh_se("ag1G", "default"))
+    assert half > 1.96 * board.fresh_se("ag1G", "default") * 1.1  # df 5: t ~2.57
 
 
 REGRESS_SMALL = _land("FSDP=8", ("sparse", "dense"), _ag(

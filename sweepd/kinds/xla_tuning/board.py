@@ -9,9 +9,8 @@ screening run, kept for ranking); what a verdict claims and what lets it stop is
 claim carries no winner's curse. The per-run noise is the cell's own: the pooled spread of every
 profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-facts.md)
 while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md). A claim's bounds
-never shrink it below the cell's measured spread and widen to Student's t at the repeats'
-own degrees of freedom (`claim_noise`, `claim_t`): a noisy cluster runs at 2-2.5 %, and
-the prior read as data there let a +4.2 % recipe through as "confirmed >= +5 %".
+never shrink it below the cell's measured spread (`claim_noise`): a noisy cluster runs at
+2-2.5 %, and the prior pulled its estimate down to ~1.5 % while few repeats existed.
 """
 
 from __future__ import annotations
@@ -145,13 +144,15 @@ class Board:
     runs: int = 0  # every result, failures included
     noise_df: int = 0  # degrees of freedom behind `noise` (the prior's PRIOR_DF included)
     spread: float = 0.0  # the cell's own pooled spread (relative std), no prior; 0: none
-    spread_df: int = 0  # its degrees of freedom: the repeats' alone
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
-        freedom: a bound on an estimated noise is wider than on a known one (a cell whose
-        repeats happened to agree would otherwise confirm on luck)."""
-        return student_t(z, self.noise_df)
+        freedom (Cornish-Fisher): a bound on an estimated noise is wider than on a known
+        one (a cell whose repeats happened to agree would otherwise confirm on luck)."""
+        v = self.noise_df
+        if v <= 0:
+            return z
+        return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v * v)
 
     @property
     def claim_noise(self) -> float:
@@ -160,11 +161,6 @@ class Board:
         not a pull down on one that measured noisier: 2-2.5 % clusters were read at ~1.5 %
         while few repeats existed)."""
         return max(self.noise, self.spread)
-
-    def claim_t(self, z: float) -> float:
-        """z widened to Student's t at the repeats' own degrees of freedom (the prior's left
-        out: it is not data on this cell, whose noise may be three times it)."""
-        return student_t(z, self.spread_df)
 
     def get(self, profile: str, tag: str) -> Entry | None:
         return self.entries.get((profile, tag))
@@ -232,13 +228,13 @@ class Board:
 
     def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
         """The fresh delta's interval (95 % by default); None without a fresh run. Its
-        quantile is Student's t at the repeats' degrees of freedom, as the win rule's: at
-        1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 % of
-        truths at 2-2.5 % noise."""
+        quantile is Student's t at the pooled noise's degrees of freedom, as the win rule's:
+        at 1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 %
+        of truths at 2-2.5 % noise."""
         d = self.fresh_delta(profile, tag)
         if d is None:
             return None
-        half = self.claim_t(z) * self.fresh_se(profile, tag)
+        half = self.t(z) * self.fresh_se(profile, tag)
         return d - half, d + half
 
     def above(self, profile: str, tag: str, bar: float) -> bool:
@@ -262,16 +258,6 @@ def with_roles(results: Sequence[Result], claim_jobs: set[str]) -> list[Result]:
 
 
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
-
-
-def student_t(z: float, v: int) -> float:
-    """The normal quantile z as Student's t at v degrees of freedom (Cornish-Fisher, four
-    terms: within 1 % of the table from v = 3 at z <= 2.576); v <= 0: z itself."""
-    if v <= 0:
-        return z
-    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
 
 
 def pooled_noise(entries: Sequence[Entry], prior: float) -> float:
@@ -305,7 +291,6 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         runs=len(results),
         noise_df=PRIOR_DF + df,
         spread=math.sqrt(ss / df) if df else 0.0,
-        spread_df=df,
     )
 
 

@@ -19,7 +19,7 @@ MIN_FRESH = 2  # fresh runs before a recipe's gain counts as confirmed
 Z_CLEAR = 2.576
 NEAR_FRESH = 4
 Z_NEAR = 2.326
-T_BOUNDS = True  # the win bounds use Student's t at the repeats' df (Board.claim_t)
+T_BOUNDS = True  # the win bounds use Student's t at the noise estimate's df (Board.t)
 
 
 def confirmed_win(inp: Inputs, board: Board, name: str) -> bool:
@@ -50,7 +50,7 @@ def cross_tag(inp: Inputs, board: Board, name: str, tag: str) -> str:
     e, b = board.get(name, tag), board.base(tag)
     if d is None or e is None or b is None:
         return "open"
-    half = board.t(Z_ONE) * board.se(name, tag)
+    half = _z(board, Z_ONE) * board.se(name, tag)
     if d - half > -inp.regress:
         return "ok"
     if d + half < -inp.regress:
@@ -66,7 +66,7 @@ def tag_interval(board: Board, name: str, tag: str) -> tuple[float, float, float
 
 
 def _z(board: Board, z: float) -> float:
-    return board.claim_t(z) if T_BOUNDS else z
+    return board.t(z) if T_BOUNDS else z
 
 
 def near_line(inp: Inputs, board: Board, name: str) -> bool:
