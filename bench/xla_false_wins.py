@@ -1,11 +1,13 @@
 """How often the planner's "confirmed >= +5 %" claim is false, at the cell's real noise (not a
 test).
 
-    python bench/xla_false_wins.py [--sweeps N] [--seed S] [--candidates K] [--smoke]
+    python bench/xla_false_wins.py [--sweeps N] [--seed S] [--candidates K] [--spread X]
+                                   [--shipped] [--truth G ...] [--noise N ...] [--smoke]
 
 Each case is a landscape whose truly best recipe (<= 3 flags of a random catalog,
-bench/xla_tuning_landscapes.py's `_catalog`) is worth exactly a given gain: K near-bar flags
-(the best at that gain, the others 0.3-1.5 points under it, in the mechanisms the evidence
+bench/xla_tuning_landscapes.py's `_catalog`, or with --shipped the shipped one less its
+pipeline shapes and two-flag family) is worth exactly a given gain: K near-bar flags (the
+best at that gain, the others 0 to --spread under it, in the mechanisms the evidence
 points at, as the red team's `many4` cells), the rest of the catalog worth 0 to -0.4 % or
 clearly harmful, and any stack of two near-bar flags worth a little less than the better
 one (they share a bottleneck), so nothing beats the truth. The run-to-run noise of the cell
