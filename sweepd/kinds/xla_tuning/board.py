@@ -10,7 +10,7 @@ claim carries no winner's curse. The per-run noise is the cell's own: the pooled
 profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-facts.md)
 while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md). A claim's bounds
 never shrink it below the cell's measured spread (`claim_noise`): a noisy cluster runs at
-2-2.5 %, and the prior pulled its estimate down to ~1.5 % while few repeats existed.
+2-2.5 %, and the prior pulled its estimate down to 0.6-1.5 % while few repeats existed.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class Board:
     def claim_noise(self) -> float:
         """The per-run noise a claim's bounds read: the prior-shrunk estimate, never below
         the cell's measured spread (the prior is a floor for a cell that measured quieter,
-        not a pull down on one that measured noisier: 2-2.5 % clusters were read at ~1.5 %
+        not a pull down on one that measured noisier: 2-2.5 % clusters were read at 0.6-1.5 %
         while few repeats existed)."""
         return max(self.noise, self.spread)
 
