@@ -101,8 +101,8 @@ class Tally:
     confirmed_errors: list[float] = field(default_factory=list)
 
 
-def sweep(land: Landscape, cat: Case, rng: random.Random, t: Tally) -> None:
-    _, profiles = cat
+def sweep(case: Case, rng: random.Random, t: Tally) -> None:
+    land, profiles = case
     inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN)
     r = replay(inp, land, rng)
     v = r.verdict
@@ -127,7 +127,7 @@ def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
             for i in range(sweeps):
                 s = seed * 100_003 + i  # the same landscapes and noise stream per case
                 case = cell(random.Random(s), gain, noise, candidates, spread, shipped)
-                sweep(case[0], case, random.Random(s + 1), t)
+                sweep(case, random.Random(s + 1), t)
     return out
 
 

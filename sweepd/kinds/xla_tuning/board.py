@@ -260,9 +260,9 @@ def with_roles(results: Sequence[Result], claim_jobs: set[str]) -> list[Result]:
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
 
 
-def pooled_noise(entries: Sequence[Entry], prior: float) -> float:
-    """Relative std of one run: pooled over every repeated profile, shrunk to the prior."""
-    ss, df = _repeats(entries)
+def pooled_noise(ss: float, df: int, prior: float) -> float:
+    """Relative std of one run: pooled over every repeated profile (`_repeats`), shrunk to
+    the prior."""
     return math.sqrt((PRIOR_DF * prior**2 + ss) / (PRIOR_DF + df))
 
 
@@ -284,7 +284,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
     ss, df = _repeats(list(entries.values()))
     return Board(
         entries,
-        pooled_noise(list(entries.values()), noise),
+        pooled_noise(ss, df, noise),
         queue_s=sum(r.queue_s for r in results),
         pending=sum(r.outcome is Outcome.PENDING for r in results),
         waves=tuple(sorted({r.wave for r in results})),
