@@ -17,7 +17,7 @@ def write_config(tmp_path: Path, scenario: Path, extra: str = "") -> Path:
     config = tmp_path / "sweepd.toml"
     config.write_text(
         f'[daemon]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "sweepd.sock"}"\n'
-        f'tick_s = 0.02\n\n[cluster.sim]\nscenario = "{scenario}"\n{extra}'
+        f'tick_s = 0.1\n\n[cluster.sim]\nscenario = "{scenario}"\n{extra}'
     )
     return config
 

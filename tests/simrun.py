@@ -30,7 +30,7 @@ def write_scenario(tmp_path: Path, faults: list[dict[str, Any]] | None = None,
 
 def sim_config(tmp_path: Path, scenario: Path, **policy: Any) -> Config:
     overrides: dict[str, Any] = {"daemon.state_dir": str(tmp_path / "state"),
-                                 "daemon.tick_s": 0.02,
+                                 "daemon.tick_s": 0.1,
                                  "cluster.sim": {"scenario": str(scenario)}}
     overrides.update({f"policy.{k}": v for k, v in policy.items()})
     return load_config(None, overrides)

@@ -91,7 +91,7 @@ async def _engine(tmp_path: Path) -> AsyncIterator[Engine]:
 def _config(tmp_path: Path) -> Config:
     return load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                               "daemon.socket": str(tmp_path / "sweepd.sock"),
-                              "daemon.tick_s": 0.02})
+                              "daemon.tick_s": 0.1})
 
 
 async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_it(

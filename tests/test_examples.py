@@ -86,7 +86,7 @@ async def test_an_example_runs_to_a_verdict_on_the_simulated_cluster(path: Path,
     if spec.kind == "campaign":
         spec = spec.model_copy(update={"budget_hours": CAMPAIGN_BUDGET_H})
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
-                                "daemon.tick_s": 0.02,
+                                "daemon.tick_s": 0.1,
                                 "cluster.sim": {"scenario": str(fast_scenario(tmp_path,
                                                                               spec.kind))}})
     code, lines = await run(config, spec.model_dump(mode="json"))

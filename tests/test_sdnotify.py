@@ -86,7 +86,7 @@ async def test_daemon_says_ready_pings_and_says_stopping(
     monkeypatch.delenv("WATCHDOG_PID", raising=False)
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "daemon.socket": str(tmp_path / "sweepd.sock"),
-                                "daemon.tick_s": 0.02})
+                                "daemon.tick_s": 0.1})
     stop = asyncio.Event()
     ready = asyncio.Event()
     daemon = asyncio.create_task(serve(config, stop, ready.set))

@@ -30,7 +30,7 @@ async def test_a_steep_fall_past_an_interior_peak_reaches_the_peak(
     monkeypatch.setattr(engine_module, "crowding", lambda: 1.0)
     scenario = write_scenario(tmp_path, models=PEAK_AT_7)
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
-                                "daemon.tick_s": 0.02, "daemon.hang_floor_wall_s": 1.5,
+                                "daemon.tick_s": 0.1, "daemon.hang_floor_wall_s": 1.5,
                                 "cluster.sim": {"scenario": str(scenario)}})
     code, lines = await run(config, perf_spec(nodes="chi[2832,2863]"))
     assert code == EXIT_VERDICT, lines

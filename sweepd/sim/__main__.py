@@ -24,25 +24,9 @@ from pathlib import Path
 import hostlist
 
 from sweepd.sim import logfmt
-from sweepd.sim.runconfig import output_path, per_job_config
 from sweepd.sim.scenario import ScenarioError, load_scenario
 from sweepd.sim.statefiles import atomic_write_text
-from sweepd.sim.trainer import JobMeta, build_input, plan_job, run_all_ranks, run_one_rank
-
-
-def split_passthrough(args: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """`key=value` -> MaxText overrides, `_env_K=V` -> environment."""
-    overrides: dict[str, str] = {}
-    env: dict[str, str] = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or not key:
-            raise ValueError(f"passthrough argument {arg!r} is not key=value")
-        if key.startswith("_env_"):
-            env[key.removeprefix("_env_")] = value
-        else:
-            overrides[key] = value
-    return overrides, env
+from sweepd.sim.trainer import JobMeta, plan_command, run_all_ranks, run_one_rank
 
 
 def default_state_dir(scenario: Path) -> Path:
@@ -91,17 +75,11 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
     nodes = tuple(hostlist.expand_hostlist(nodelist))
     try:
         scenario = load_scenario(args.scenario)
-        overrides, env = split_passthrough(passthrough)
+        meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
+        state_dir = args.state_dir or default_state_dir(args.scenario)
+        plan, meta = plan_command(scenario, state_dir, meta, args.commit, os.environ, args.log)
     except (ScenarioError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
-    model = args.model
-    if (config := per_job_config(model, os.environ)) is not None:
-        model, overrides = config.model, {**config.overrides, **overrides}
-    meta = JobMeta(args.job_id, args.job_name, model, nodes, tuple(passthrough))
-    state_dir = args.state_dir or default_state_dir(args.scenario)
-    out_dir = output_path(args.job_id, args.job_name, args.log, os.environ)
-    plan = plan_job(build_input(scenario, state_dir, meta, overrides, env, args.commit,
-                                os.environ, out_dir))
     scale = scenario.cluster.time_scale
     if args.all_ranks:
         return run_all_ranks(plan, meta, args.log, scale, args.cluster_start, args.clock_file)

@@ -15,30 +15,11 @@ from sweepd.sim import logfmt
 from sweepd.sim.jobinput import JobInput
 from sweepd.sim.scenario import FaultKind
 from sweepd.sim.signatures import Failure, failure_events, hang_events
+from sweepd.sim.timeline import BANNER, SRUN, Event, Plan
 from sweepd.sim.truth import Truth
 from sweepd.util.model_shapes import resolve_model
 
-SRUN = -1            # a line srun itself writes (all-ranks mode only)
-BANNER = None        # a line the batch script writes (unprefixed)
 TEARDOWN_S = 10.0
-
-
-@dataclass(frozen=True)
-class Event:
-    t: float             # cluster seconds since the job started
-    rank: int | None     # None: batch-script line; SRUN: srun's own line
-    text: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    events: list[Event]
-    end_t: float
-    exit_code: int                 # the job's exit code (root cause first)
-    failure: str | None            # `<stage> failed` for the summary
-    rank_exits: dict[int, int]
-    hang: bool = False
-    files: tuple[tuple[float, Path, str], ...] = ()   # (time, path, text) rank 0 writes
 
 
 @dataclass

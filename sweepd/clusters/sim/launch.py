@@ -18,8 +18,11 @@ import sweepd
 from sweepd.clusters.base import JobRequest
 from sweepd.clusters.sim.records import STARTED, JobRecords, proc_start_ticks
 from sweepd.sim.faults import pick_fault
-from sweepd.sim.scenario import Scenario
+from sweepd.sim.player import JobMeta, job_file
+from sweepd.sim.scenario import Scenario, load_scenario
 from sweepd.sim.statefiles import atomic_write_json, read_json
+from sweepd.sim.timeline import to_json
+from sweepd.sim.trainer import plan_command
 from sweepd.sim.truth import true_outcome
 
 # Detach: the shell backgrounds the trainer and exits, so the trainer is nobody's child here.
@@ -46,17 +49,6 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
     scheduler lock)."""
     arm_controller_down(scenario, state_dir, record)
     Path(record["log"]).parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "sweepd.sim", "train",
-           "--scenario", str(scenario_path), "--model", record["model"],
-           "--job-id", record["id"], "--job-name", record["job_name"],
-           "--nodes", hostlist.collect_hostlist(record["nodes"]),
-           "--all-ranks", "--log", record["log"], "--state-dir", str(state_dir),
-           "--exit-file", str(records.exit_path(record["id"])),
-           "--cluster-start", repr(records.cluster_start(record)),
-           "--clock-file", str(records.clock_path(record["id"]))]
-    if record["commit"]:
-        cmd += ["--commit", record["commit"]]
-    cmd += ["--", *record["passthrough"]]
     err = records.jobs_dir / f"{record['id']}.stderr"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(sweepd.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
@@ -68,6 +60,8 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
     # The run's env (exported first in direct mode) may set XLA_FLAGS: the flags add to it.
     inherited = record["env"].get("XLA_FLAGS", env.get("XLA_FLAGS", ""))
     env.update(xla_env(inherited, record.get("xla_flags", [])))
+    cmd = (_player(records, record, scenario_path, state_dir, env)
+           or _trainer(record, records, scenario_path, state_dir))
     launched = subprocess.run(["sh", "-c", _LAUNCH, "sh", str(err), *cmd], env=env,
                               capture_output=True, text=True, check=True,
                               start_new_session=True)
@@ -79,6 +73,47 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
     record.update(state=STARTED, pid=pid, pgid=pgid, ticks=proc_start_ticks(pid),
                   started_at=time.time())
     records.save(record)
+
+
+def _trainer(record: dict[str, Any], records: JobRecords, scenario_path: Path,
+             state_dir: Path) -> list[str]:
+    """The trainer command line: it plans the job itself (and reports what it cannot)."""
+    cmd = [sys.executable, "-m", "sweepd.sim", "train",
+           "--scenario", str(scenario_path), "--model", record["model"],
+           "--job-id", record["id"], "--job-name", record["job_name"],
+           "--nodes", hostlist.collect_hostlist(record["nodes"]),
+           "--all-ranks", "--log", record["log"], "--state-dir", str(state_dir),
+           "--exit-file", str(records.exit_path(record["id"])),
+           "--cluster-start", repr(records.cluster_start(record)),
+           "--clock-file", str(records.clock_path(record["id"]))]
+    if record["commit"]:
+        cmd += ["--commit", record["commit"]]
+    cmd += ["--", *record["passthrough"]]
+    return cmd
+
+
+def _player(records: JobRecords, record: dict[str, Any], scenario_path: Path,
+            state_dir: Path, env: dict[str, str]) -> list[str] | None:
+    """The job planned here, as the trainer would plan it in `env`, and a player of it: a
+    trainer's start spends most of its CPU importing the scenario's models, and the tests
+    start some thousand jobs. None when it cannot be planned here (a scenario that no
+    longer loads, a malformed argument): the trainer then runs and says why, as before."""
+    # The node order the trainer gets: its --nodes hostlist, expanded.
+    nodes = hostlist.expand_hostlist(hostlist.collect_hostlist(record["nodes"]))
+    meta = JobMeta(record["id"], record["job_name"], record["model"], tuple(nodes),
+                   tuple(record["passthrough"]))
+    log = Path(record["log"])
+    try:
+        scenario = load_scenario(scenario_path)   # as the trainer would read it, now
+        plan, meta = plan_command(scenario, state_dir, meta, record["commit"], env, log)
+    except Exception:   # whatever stops planning here, the trainer meets and reports
+        return None
+    path = records.jobs_dir / f"{record['id']}.plan"
+    atomic_write_json(path, job_file(to_json(plan), meta, log, scenario.cluster.time_scale,
+                                     records.cluster_start(record),
+                                     records.clock_path(record["id"]),
+                                     records.exit_path(record["id"])))
+    return [sys.executable, "-m", "sweepd.sim.player", str(path)]
 
 
 def arm_controller_down(scenario: Scenario, state_dir: Path, record: dict[str, Any]) -> None:
