@@ -3,18 +3,18 @@
 # slurmd per (fake) node, all under one directory with its own munged, config and state.
 #
 #   scripts/slurm-cluster.sh {install|missing|start|check|stop|status} [--nodes N] [--dir DIR]
-#                            [--cluster 1|2]
+#                            [--cluster 1|2|3]
 #
-# `--cluster 2` is a second, independent cluster beside the first (its own directory,
-# default /tmp/sweepd-slurm2, munged and ports; the same node names): the tests split their
-# Slurm tests over the two, one xdist worker on each (tests/conftest.py).
+# `--cluster 2` and `--cluster 3` are independent clusters beside the first (their own
+# directories, default /tmp/sweepd-slurm2 and 3, munged and ports; the same node names): the
+# tests split their Slurm tests over the three, one xdist worker on each (tests/conftest.py).
 #
 # After `start`, point the Slurm client commands at it with the printed
 #   export SLURM_CONF=<dir>/slurm.conf
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 {install|missing|start|check|stop|status} [--nodes N] [--dir DIR] [--cluster 1|2]" >&2
+    echo "usage: $0 {install|missing|start|check|stop|status} [--nodes N] [--dir DIR] [--cluster 1|2|3]" >&2
     exit 2
 }
 
@@ -43,7 +43,10 @@ case $CLUSTER in
     2) DIR=${DIR:-${SWEEPD_SLURM2_DIR:-/tmp/sweepd-slurm2}}
        CTLD_PORT=${SWEEPD_SLURM2_PORT:-16917}
        SLURMD_BASE_PORT=${SWEEPD_SLURMD2_BASE_PORT:-17100} ;;
-    *) echo "--cluster must be 1 or 2" >&2; exit 2 ;;
+    3) DIR=${DIR:-${SWEEPD_SLURM3_DIR:-/tmp/sweepd-slurm3}}
+       CTLD_PORT=${SWEEPD_SLURM3_PORT:-17017}
+       SLURMD_BASE_PORT=${SWEEPD_SLURMD3_BASE_PORT:-17200} ;;
+    *) echo "--cluster must be 1, 2 or 3" >&2; exit 2 ;;
 esac
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)   # every path handed to the daemons must be absolute

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run them: Python packages in .venv, Debian's Slurm and
-# munge (as root, when missing), two local Slurm clusters of 8 named nodes, then ruff, mypy and
+# munge (as root, when missing), three local Slurm clusters of 8 named nodes, then ruff, mypy and
 # pytest. Exits non-zero on any failure.
 #
 #   scripts/test.sh [--keep-cluster] [pytest args...]
@@ -54,37 +54,40 @@ stamp=".venv/.installed-test-$(sha256sum pyproject.toml | cut -c1-16)"
 ) & venv_pid=$!
 if [ -n "$apt_pid" ]; then wait "$apt_pid"; fi
 
-# Two local clusters (other directory and ports for the second): each test worker runs the
-# Slurm tests of one of them (tests/conftest.py splits them). Both start at once.
+# Three local clusters (other directories and ports for the second and third): each of three
+# test workers runs the Slurm tests of one of them (tests/conftest.py splits them). All start
+# at once.
 bash scripts/slurm-cluster.sh install
+CLUSTERS=(1 2 3)
 ours=1
 if bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then ours=0; fi
 if [ "$ours" = 1 ] && [ "$keep" != 1 ]; then
-  # On every exit, the test's status kept: the cluster goes with the run that started it.
-  trap 'bash scripts/slurm-cluster.sh stop >/dev/null || true; bash scripts/slurm-cluster.sh stop --cluster 2 >/dev/null || true' EXIT
+  # On every exit, the test's status kept: the clusters go with the run that started them.
+  trap 'for c in "${CLUSTERS[@]}"; do bash scripts/slurm-cluster.sh stop --cluster "$c" >/dev/null || true; done' EXIT
 fi
-bash scripts/slurm-cluster.sh start & start1=$!
-bash scripts/slurm-cluster.sh start --cluster 2 & start2=$!
-wait "$start1"
-wait "$start2"
+pids=()
+for c in "${CLUSTERS[@]}"; do bash scripts/slurm-cluster.sh start --cluster "$c" & pids+=($!); done
+for pid in "${pids[@]}"; do wait "$pid"; done
 wait "$venv_pid"
 
 # While the clusters' nodes register and run their sanity jobs, ruff and mypy check the code.
 logs=$(mktemp -d)
-bash scripts/slurm-cluster.sh check >"$logs/1" 2>&1 & check1=$!
-bash scripts/slurm-cluster.sh check --cluster 2 >"$logs/2" 2>&1 & check2=$!
+pids=()
+for c in "${CLUSTERS[@]}"; do
+  bash scripts/slurm-cluster.sh check --cluster "$c" >"$logs/$c" 2>&1 & pids+=($!)
+done
 lint=0
 .venv/bin/ruff check . || lint=$?
 [ "$lint" != 0 ] || .venv/bin/mypy || lint=$?
 checked=0
-wait "$check1" || checked=$?
-cat "$logs/1"
-wait "$check2" || checked=$?
-cat "$logs/2"
+for i in "${!CLUSTERS[@]}"; do
+  wait "${pids[$i]}" || checked=$?
+  cat "$logs/${CLUSTERS[$i]}"
+done
 rm -rf "$logs"
 [ "$checked" = 0 ] || exit "$checked"
 [ "$lint" = 0 ] || exit "$lint"
 
-# Four workers on two cores: two run the Slurm tests of one cluster each (tests/conftest.py
-# groups them; mostly waiting on Slurm and the simulated trainer), all four share the rest.
-.venv/bin/pytest -q -n 4 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}
+# Six workers on two cores: three run the Slurm tests of one cluster each (tests/conftest.py
+# groups them; mostly waiting on Slurm and the simulated trainer), all six share the rest.
+.venv/bin/pytest -q -n 6 --dist loadgroup ${pytest_args[@]+"${pytest_args[@]}"}

@@ -29,9 +29,9 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The Slurm tests stop a cluster's controller, drain its nodes and read its whole queue:
     under xdist (`--dist loadgroup`) those of one cluster run one at a time, on one worker.
-    There are two local clusters (tests/slurm_cluster.py): each test file's Slurm tests go to
-    one of two groups, balanced by their measured time, and xdist hands its two largest
-    groups (these two) to its two workers first; the other tests fill in around them."""
+    There are three local clusters (tests/slurm_cluster.py): each test file's Slurm tests go
+    to one of three groups, balanced by their measured time, and xdist hands its largest
+    groups (these three) to three workers first; the other tests fill in around them."""
     # Grouped in the xdist controller and in each worker alike (a worker's own options do
     # not say that it is one); outside a worker the groups change nothing (tests/slurm_cluster.py).
     if not config.pluginmanager.hasplugin("xdist"):

@@ -1,10 +1,10 @@
 """The local real Slurm clusters (scripts/slurm-cluster.sh) as pytest fixtures.
 
-There are two clusters, alike but for their directory and ports, so that two xdist workers
-can each run Slurm tests: tests/conftest.py puts every Slurm test in the xdist group of one of
-them ("slurm" or "slurm2"), and the autouse fixture below points `slurm_dir()` at that
-group's cluster for the test. Without xdist every test uses cluster 1
-(`SWEEPD_SLURM_CLUSTER=2` picks the other).
+There are three clusters, alike but for their directory and ports, so that three xdist
+workers can each run Slurm tests: tests/conftest.py puts every Slurm test in the xdist group
+of one of them ("slurm", "slurm2" or "slurm3"), and the autouse fixture below points
+`slurm_dir()` at that group's cluster for the test. Without xdist every test uses cluster 1
+(`SWEEPD_SLURM_CLUSTER=2` or `3` picks another).
 
 `slurm_env` starts the test's cluster if `check` fails (once per cluster and session) and
 fails the test, never skips it, when the cluster cannot run.
@@ -25,56 +25,57 @@ MAXTEXT_FIXTURE = ROOT / "tests" / "fixtures" / "maxtext"
 
 
 # xdist group -> cluster number (scripts/slurm-cluster.sh --cluster N).
-GROUPS = {"slurm": 1, "slurm2": 2}
+GROUPS = {"slurm": 1, "slurm2": 2, "slurm3": 3}
 _current = int(os.environ.get("SWEEPD_SLURM_CLUSTER", "1"))
 _checked: set[int] = set()
 
 
 def slurm_dir() -> Path:
     """The directory of the cluster the running test uses."""
-    if _current == 2:
-        return Path(os.environ.get("SWEEPD_SLURM2_DIR", "/tmp/sweepd-slurm2"))
+    if _current in (2, 3):
+        return Path(os.environ.get(f"SWEEPD_SLURM{_current}_DIR", f"/tmp/sweepd-slurm{_current}"))
     return Path(os.environ.get("SWEEPD_SLURM_DIR", "/tmp/sweepd-slurm"))
 
 
-# Seconds each file's Slurm tests took (each test's setup + call + teardown summed per file,
-# the longest from `--durations` of a whole `scripts/test.sh` run on a quiet 2-core
-# machine, the rest from an earlier `--junitxml` run under a load of 9-10). A file not
+# Seconds each file's Slurm tests took (each test's setup + call + teardown summed per file:
+# the mean of two whole `scripts/test.sh --junitxml` runs on the 2-core machine, its Slurm
+# tests on two clusters; a file's time varies by up to half between runs). A file not
 # listed counts as SLURM_S_UNKNOWN
-# (tests/test_slurm_groups.py fails on it). Only the balance between the two groups depends
+# (tests/test_slurm_groups.py fails on it). Only the balance between the groups depends
 # on these.
 SLURM_S = {
-    "test_slurm_xla_sweep.py": 260,
-    "test_slurm_campaign_crash.py": 200,
-    "test_slurm_xla_crash.py": 150,
-    "test_slurm_submit_crash.py": 115,
-    "test_slurm_crash.py": 90,
-    "test_slurm_faults.py": 100,
-    "test_slurm_kinds.py": 75,
-    "test_slurm_cancel_log.py": 40,
-    "test_first_real_cluster.py": 40,
-    "test_slurm_sweeps.py": 40,
-    "test_slurm_cadence.py": 35,
-    "test_job_times.py": 30,
-    "test_slurm_backend.py": 31,
-    "test_slurm_submit_sh.py": 28,
-    "test_slurm_queued_dead.py": 19,
-    "test_slurm_xla.py": 17,
-    "test_cli_views.py": 11,
-    "test_repo_models.py": 5,
-    "test_slurm_carry.py": 4,
-    "test_slurm_duplicates.py": 3,
-    "test_smaller_refusals.py": 3,
-    "test_train_env.py": 1,
+    "test_slurm_xla_sweep.py": 214,
+    "test_slurm_campaign_crash.py": 169,
+    "test_slurm_xla_crash.py": 127,
+    "test_slurm_faults.py": 119,
+    "test_slurm_crash.py": 77,
+    "test_slurm_submit_crash.py": 62,
+    "test_slurm_cancel_log.py": 62,
+    "test_slurm_kinds.py": 55,
+    "test_slurm_cadence.py": 36,
+    "test_slurm_sweeps.py": 34,
+    "test_first_real_cluster.py": 27,
+    "test_slurm_submit_sh.py": 25,
+    "test_slurm_backend.py": 21,
+    "test_job_times.py": 21,
+    "test_slurm_queued_dead.py": 15,
+    "test_slurm_xla.py": 10,
+    "test_cli_views.py": 9,
+    "test_repo_models.py": 3,
+    "test_smaller_refusals.py": 2,
+    "test_slurm_duplicates.py": 2,
+    "test_slurm_carry.py": 2,
     "test_xla_tuning_preflight.py": 1,
+    "test_train_env.py": 1,
     "test_xla_tuning_plumbing.py": 1,
 }
 SLURM_S_UNKNOWN = 30.0
 
 
 def split_slurm_files(files: list[str]) -> dict[str, str]:
-    """File -> xdist group ("slurm" or "slurm2"): the longest first, each to the group with
-    less time so far, so the two clusters' workers finish their Slurm tests together."""
+    """File -> xdist group ("slurm", "slurm2" or "slurm3"): the longest first, each to the
+    group with the least time so far, so the clusters' workers finish their Slurm tests
+    together."""
     load = dict.fromkeys(GROUPS, 0.0)
     out: dict[str, str] = {}
     for name in sorted(files, key=lambda f: (-SLURM_S.get(f, SLURM_S_UNKNOWN), f)):

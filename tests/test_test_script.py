@@ -54,22 +54,22 @@ def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> int:
 
 
 def _cluster_calls(log: Path) -> list[str]:
-    """The script's calls in order, but for the two clusters' `start`s (and `check`s), made
-    at once: each pair in a fixed order."""
+    """The script's calls in order, but for the clusters' `start`s (and `check`s), made at
+    once: each run of them in a fixed order."""
     calls = [line.split(maxsplit=1)[1] for line in log.read_text().splitlines()
              if line.startswith("slurm-cluster.sh")]
     for verb in ("start", "check"):
-        pair = [verb, f"{verb} --cluster 2"]
-        at = next((i for i, call in enumerate(calls) if call in pair), None)
-        if at is not None and sorted(calls[at:at + 2]) == pair:
-            calls[at:at + 2] = pair
+        run = [f"{verb} --cluster {c}" for c in (1, 2, 3)]
+        at = next((i for i, call in enumerate(calls) if call in run), None)
+        if at is not None and sorted(calls[at:at + 3]) == run:
+            calls[at:at + 3] = run
     return calls
 
 
-# Both local clusters (the second on other ports: a second test worker's Slurm tests).
-STARTED = ["missing", "install", "status", "start", "start --cluster 2", "check",
-           "check --cluster 2"]
-STOPPED = ["stop", "stop --cluster 2"]
+# The three local clusters (the others on other ports: each a test worker's Slurm tests).
+STARTED = ["missing", "install", "status", *(f"start --cluster {c}" for c in (1, 2, 3)),
+           *(f"check --cluster {c}" for c in (1, 2, 3))]
+STOPPED = [f"stop --cluster {c}" for c in (1, 2, 3)]
 
 
 @pytest.mark.parametrize("pytest_rc", [0, 1])
@@ -77,7 +77,7 @@ def test_the_cluster_it_started_is_stopped_at_the_end(tmp_path: Path, pytest_rc:
     root, log = _tree(tmp_path, cluster_running=False, pytest_rc=pytest_rc)
     assert _run(root, "-k", "x") == pytest_rc          # the tests' status is kept
     assert _cluster_calls(log) == STARTED + STOPPED
-    assert "pytest -q -n 4 --dist loadgroup -k x" in log.read_text()
+    assert "pytest -q -n 6 --dist loadgroup -k x" in log.read_text()
 
 
 def test_keep_cluster_leaves_it_running(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_keep_cluster_leaves_it_running(tmp_path: Path) -> None:
     assert _run(root, "--keep-cluster") == 0
     assert _cluster_calls(log) == STARTED
     # The option is the script's, not pytest's.
-    assert "pytest -q -n 4 --dist loadgroup\n" in log.read_text()
+    assert "pytest -q -n 6 --dist loadgroup\n" in log.read_text()
     root, log = _tree(tmp_path / "env", cluster_running=False)
     assert _run(root, env={"SWEEPD_KEEP_CLUSTER": "1"}) == 0
     assert not set(STOPPED) & set(_cluster_calls(log))

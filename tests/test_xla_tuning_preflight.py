@@ -193,6 +193,19 @@ def _hold(nodes: str) -> str:
     return out.strip().split(";")[0]
 
 
+async def _all_idle(count: int = 8) -> None:
+    """Until the cluster's nodes are all idle: an earlier test's jobs on this cluster may
+    still be completing, and this test counts idle nodes."""
+    for _ in range(300):
+        out = subprocess.run(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"],
+                             capture_output=True, env={**os.environ, **cluster_env()},
+                             text=True, timeout=30).stdout
+        if len(set(out.split())) == count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the cluster's nodes never were all idle: {out!r}")
+
+
 async def _running(job_id: str) -> None:
     for _ in range(300):
         out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
@@ -211,6 +224,7 @@ async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
     store = await Store.open(config.daemon.db_path)
     backend, clock = make_backend(config)
     service = Service(Engine(store, backend, clock, config))
+    await _all_idle()
     held = _hold("chi[2832,2863]")
     try:
         await _running(held)
