@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
-from sweepd.kinds.xla_tuning.report_sections import _why
+from sweepd.kinds.xla_tuning.report_sections import _env_effect, _why
 from sweepd.kinds.xla_tuning.report_view import View
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -39,3 +39,18 @@ def test_without_pp_or_a_dump_why_claims_neither() -> None:
     why = _why(_view("FSDP=8", None), "hpas")
     assert "pipeline bubble" not in why and "its HLO dump" not in why
     assert "Measured in jobs 13, 17" in why
+
+
+def test_wave1_says_restore_default_ran_out_of_memory_not_that_it_never_ran() -> None:
+    base = _view("PP=8", None)
+    tag = base.primary
+    oom = Result("restore_default", tag, Outcome.OOM, detail="allocation of 3.1 GiB")
+    results = [*base.results, oom]
+    view = View(base.spec, results, build(results, 0.008, 3), base.table,
+                restored=("XLA_PYTHON_CLIENT_MEM_FRACTION",))
+    text = _env_effect(view)
+    assert "restore_default not run" not in text
+    assert ("restore_default (putting XLA_PYTHON_CLIENT_MEM_FRACTION back to the image's "
+            "default) dropped: OOM (allocation of 3.1 GiB)") in text
+    never = View(base.spec, base.results, base.board, base.table)
+    assert "restore_default not run" in _env_effect(never)

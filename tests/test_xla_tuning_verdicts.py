@@ -295,3 +295,18 @@ def test_an_ambiguous_real_part_is_tested_and_kept() -> None:
     assert not v.left_out
     assert v.tested and v.tested[0].startswith("lhs kept (ag768M+lhs +10.47% (3 re-runs)")
     assert "tested: lhs kept" in v.reason
+
+
+def test_a_restore_default_that_ran_out_of_memory_is_said_in_the_verdict() -> None:
+    # The env file's memory fraction is what lets the job fit: restore_default (its image
+    # default) OOMs. The verdict rests on the env file as deployed, and says so.
+    oom = Result("restore_default", "sparse", Outcome.OOM, detail="allocation of 3.1 GiB",
+                 wave=1)
+    inp = _inputs(pp8())
+    v = _timeboxed([*_base(), oom, _ok("ag768M", 1004.0), _ok("ag768M", 1003.0, 3)], inp)
+    assert ("restore_default (the env file's settings put back to the image's defaults) "
+            "dropped: OOM (allocation of 3.1 GiB): the env file's settings stay as deployed"
+            in v.reason)
+    measured = _timeboxed([*_base(), _ok("restore_default", 1001.0, 1),
+                           _ok("ag768M", 1004.0), _ok("ag768M", 1003.0, 3)], inp)
+    assert "restore_default" not in measured.reason

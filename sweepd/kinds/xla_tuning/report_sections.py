@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.xla_tuning import deploy, tuning_md
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Outcome, Result
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Fate, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Axis, bubble
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.report_view import View, leaderboard, mean_of
@@ -106,9 +106,14 @@ def _env_effect(v: View) -> str:
         b, r = v.board.get(BASELINE, tag), v.board.get(RESTORE, tag)
         if b is None or not b.n:
             out.append(f"- {tag}: baseline-deployed not measured")
-        elif r is None or not r.n:
+        elif r is None:
             out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}); "
                        "restore_default not run (the env file sets no XLA/NCCL flag)")
+        elif not r.n:
+            why = f"{r.fate.value} ({r.detail})" if r.detail else r.fate.value
+            out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}); "
+                       f"restore_default (putting {put_back} back to the image's default) "
+                       f"{'not measured yet' if r.fate is Fate.OPEN else why}")
         else:
             d = r.mean / b.mean - 1
             se = v.board.se(RESTORE, tag)
