@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -262,3 +263,33 @@ def test_a_per_job_config_runs_its_model_with_its_overrides(
     assert sorted(s for s, _ in steps_of(lines)) == list(range(7))
     code, lines = train(tmp_path, scenario, "steps=5", model="llama2-70b-oabc123", job_id="2")
     assert code == 0 and sorted(s for s, _ in steps_of(lines)) == list(range(5))
+
+
+def _rank(scenario: Path, state: Path, rank: int, monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    monkeypatch.setenv("SLURM_PROCID", str(rank))
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "chi[2832,2863]")
+    code = main(["train", "--scenario", str(scenario), "--model", "llama2-70b", "--job-id",
+                 "5", "--job-name", "JAX-llama2-70b", "--state-dir", str(state), "--",
+                 "per_device_batch_size=9"])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_a_jobs_ranks_share_the_plan_its_first_rank_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = write_scenario(tmp_path, faults=[{"kind": "hsa_error", "node": "chi2863"}])
+    alone = _rank(scenario, tmp_path / "alone", 1, monkeypatch, capsys)   # planned itself
+    assert alone[0] == 134
+    state = tmp_path / "shared"
+    _rank(scenario, state, 0, monkeypatch, capsys)   # plans, and leaves the plan
+    good = scenario.read_text()
+    scenario.write_text("cluster: [broken]\n")   # rank 1 no longer reads it: rank 0's plan
+    assert _rank(scenario, state, 1, monkeypatch, capsys) == alone
+    # A plan older than a job's ranks' start is an earlier job's (a cluster numbering its
+    # jobs from 1 again): planned anew, here from the broken scenario.
+    (plan,) = (state / "plans").glob("*.plan")
+    os.utime(plan, (time.time() - 3600, time.time() - 3600))
+    with pytest.raises(SystemExit, match="invalid scenario"):
+        _rank(scenario, state, 1, monkeypatch, capsys)
+    scenario.write_text(good)

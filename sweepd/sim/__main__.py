@@ -8,7 +8,9 @@
             [--failure TEXT]
 
 Without --all-ranks, train is one rank under `srun -l`: rank from SLURM_PROCID, node list
-from SLURM_JOB_NODELIST when --nodes is absent.
+from SLURM_JOB_NODELIST when --nodes is absent. The job's ranks share one plan: the first to
+take the job's lock plans it and leaves it in the state directory, the others play it without
+importing the scenario (most of a rank's CPU).
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import hostlist
 
 from sweepd.sim import logfmt
-from sweepd.sim.scenario import ScenarioError, load_scenario
-from sweepd.sim.statefiles import atomic_write_text
-from sweepd.sim.trainer import JobMeta, plan_command, run_all_ranks, run_one_rank
+from sweepd.sim.player import JobMeta, run_all_ranks, run_one_rank
+from sweepd.sim.statefiles import atomic_write_json, atomic_write_text, locked, read_json
+from sweepd.sim.timeline import Plan, from_json, to_json
 
 
 def default_state_dir(scenario: Path) -> Path:
@@ -66,13 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
-    if args.all_ranks and args.log is None:
-        raise SystemExit("--all-ranks needs --log FILE")
-    nodelist = args.nodes or os.environ.get("SLURM_JOB_NODELIST")
-    if not nodelist:
-        raise SystemExit("--nodes is required outside Slurm (no SLURM_JOB_NODELIST)")
-    nodes = tuple(hostlist.expand_hostlist(nodelist))
+def _plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[str]
+          ) -> tuple[Plan, JobMeta, float]:
+    """The job's plan, its meta (the model a per-job config names) and the time scale."""
+    from sweepd.sim.scenario import ScenarioError, load_scenario  # the costly imports
+    from sweepd.sim.trainer import plan_command
+
     try:
         scenario = load_scenario(args.scenario)
         meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
@@ -80,9 +82,42 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
         plan, meta = plan_command(scenario, state_dir, meta, args.commit, os.environ, args.log)
     except (ScenarioError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
-    scale = scenario.cluster.time_scale
+    return plan, meta, scenario.cluster.time_scale
+
+
+FRESH_PLAN_S = 300.0   # a job's ranks start together: an older plan is an earlier job's
+
+
+def _shared_plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[str]
+                 ) -> tuple[Plan, float]:
+    """One plan for all of a job's ranks. Keyed by the job (its id, restart count, name,
+    nodes and arguments), and taken only when fresh: a cluster started again numbers its
+    jobs from 1 again, into the same default state directory."""
+    state_dir = args.state_dir or default_state_dir(args.scenario)
+    job = "\0".join([args.job_name, *nodes, *passthrough]).encode()
+    key = (f"{args.job_id}-{os.environ.get('SLURM_RESTART_COUNT', '0')}-"
+           f"{hashlib.sha1(job).hexdigest()[:12]}")
+    path = state_dir / "plans" / f"{key}.plan"
+    with locked(state_dir / "plans" / f"{key}.lock"):
+        shared = read_json(path)
+        if shared is not None and time.time() - path.stat().st_mtime < FRESH_PLAN_S:
+            return from_json(shared["plan"]), shared["time_scale"]
+        plan, _, scale = _plan(args, nodes, passthrough)
+        atomic_write_json(path, {"plan": to_json(plan), "time_scale": scale})
+    return plan, scale
+
+
+def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
+    if args.all_ranks and args.log is None:
+        raise SystemExit("--all-ranks needs --log FILE")
+    nodelist = args.nodes or os.environ.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        raise SystemExit("--nodes is required outside Slurm (no SLURM_JOB_NODELIST)")
+    nodes = tuple(hostlist.expand_hostlist(nodelist))
     if args.all_ranks:
+        plan, meta, scale = _plan(args, nodes, passthrough)
         return run_all_ranks(plan, meta, args.log, scale, args.cluster_start, args.clock_file)
+    plan, scale = _shared_plan(args, nodes, passthrough)
     rank = int(os.environ.get("SLURM_PROCID", "0"))
     return run_one_rank(plan, nodes, rank, scale)
 
