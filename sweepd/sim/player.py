@@ -144,7 +144,6 @@ def run_one_rank(plan: Plan, nodes: Sequence[str], rank: int, time_scale: float)
         return CANCEL_EXIT
 
 
-
 def job_file(plan: dict[str, Any], meta: JobMeta, log: Path, time_scale: float,
              cluster_start: float | None, clock_file: Path | None,
              exit_file: Path | None) -> dict[str, Any]:

@@ -103,16 +103,17 @@ def _player(records: JobRecords, record: dict[str, Any], scenario_path: Path,
     meta = JobMeta(record["id"], record["job_name"], record["model"], tuple(nodes),
                    tuple(record["passthrough"]))
     log = Path(record["log"])
+    path = records.jobs_dir / f"{record['id']}.plan"
     try:
         scenario = load_scenario(scenario_path)   # as the trainer would read it, now
         plan, meta = plan_command(scenario, state_dir, meta, record["commit"], env, log)
+        atomic_write_json(path, job_file(to_json(plan), meta, log,
+                                         scenario.cluster.time_scale,
+                                         records.cluster_start(record),
+                                         records.clock_path(record["id"]),
+                                         records.exit_path(record["id"])))
     except Exception:   # whatever stops planning here, the trainer meets and reports
         return None
-    path = records.jobs_dir / f"{record['id']}.plan"
-    atomic_write_json(path, job_file(to_json(plan), meta, log, scenario.cluster.time_scale,
-                                     records.cluster_start(record),
-                                     records.clock_path(record["id"]),
-                                     records.exit_path(record["id"])))
     return [sys.executable, "-m", "sweepd.sim.player", str(path)]
 
 
