@@ -44,7 +44,7 @@ case $CLUSTER in
        CTLD_PORT=${SWEEPD_SLURM2_PORT:-16917}
        SLURMD_BASE_PORT=${SWEEPD_SLURMD2_BASE_PORT:-17100} ;;
     3) DIR=${DIR:-${SWEEPD_SLURM3_DIR:-/tmp/sweepd-slurm3}}
-       CTLD_PORT=${SWEEPD_SLURM3_PORT:-17017}
+       CTLD_PORT=${SWEEPD_SLURM3_PORT:-16717}
        SLURMD_BASE_PORT=${SWEEPD_SLURMD3_BASE_PORT:-17200} ;;
     *) echo "--cluster must be 1, 2 or 3" >&2; exit 2 ;;
 esac

@@ -59,15 +59,20 @@ if [ -n "$apt_pid" ]; then wait "$apt_pid"; fi
 # at once.
 bash scripts/slurm-cluster.sh install
 CLUSTERS=(1 2 3)
-ours=1
-if bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then ours=0; fi
-if [ "$ours" = 1 ] && [ "$keep" != 1 ]; then
+# A cluster already running when this began is someone else's: left running either way.
+ours=()
+for c in "${CLUSTERS[@]}"; do
+  bash scripts/slurm-cluster.sh status --cluster "$c" >/dev/null 2>&1 || ours+=("$c")
+done
+if [ ${#ours[@]} -gt 0 ] && [ "$keep" != 1 ]; then
   # On every exit, the test's status kept: the clusters go with the run that started them.
-  trap 'for c in "${CLUSTERS[@]}"; do bash scripts/slurm-cluster.sh stop --cluster "$c" >/dev/null || true; done' EXIT
+  trap 'for c in "${ours[@]}"; do bash scripts/slurm-cluster.sh stop --cluster "$c" >/dev/null || true; done' EXIT
 fi
 pids=()
 for c in "${CLUSTERS[@]}"; do bash scripts/slurm-cluster.sh start --cluster "$c" & pids+=($!); done
-for pid in "${pids[@]}"; do wait "$pid"; done
+started=0
+for pid in "${pids[@]}"; do wait "$pid" || started=$?; done   # all of them, then the status
+[ "$started" = 0 ] || exit "$started"
 wait "$venv_pid"
 
 # While the clusters' nodes register and run their sanity jobs, ruff and mypy check the code.

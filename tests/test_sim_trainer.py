@@ -286,6 +286,12 @@ def test_a_jobs_ranks_share_the_plan_its_first_rank_made(
     good = scenario.read_text()
     scenario.write_text("cluster: [broken]\n")   # rank 1 no longer reads it: rank 0's plan
     assert _rank(scenario, state, 1, monkeypatch, capsys) == alone
+    # Another job with the same id (another cluster's numbering, within minutes) whose
+    # environment differs does not take this one's plan: it plans, here from the broken file.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_latency_hiding_scheduler=false")
+    with pytest.raises(SystemExit, match="invalid scenario"):
+        _rank(scenario, state, 1, monkeypatch, capsys)
+    monkeypatch.delenv("XLA_FLAGS")
     # A plan older than a job's ranks' start is an earlier job's (a cluster numbering its
     # jobs from 1 again): planned anew, here from the broken scenario.
     (plan,) = (state / "plans").glob("*.plan")

@@ -18,7 +18,11 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "test.sh"
 
 
-def _tree(tmp_path: Path, cluster_running: bool, pytest_rc: int = 0) -> tuple[Path, Path]:
+def _tree(tmp_path: Path, cluster_running: bool | tuple[int, ...], pytest_rc: int = 0
+          ) -> tuple[Path, Path]:
+    """`cluster_running`: all three clusters, none, or these (their numbers)."""
+    running = ((1, 2, 3) if cluster_running is True else () if cluster_running is False
+               else cluster_running)
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, root / "scripts" / "test.sh")
@@ -33,8 +37,10 @@ def _tree(tmp_path: Path, cluster_running: bool, pytest_rc: int = 0) -> tuple[Pa
         path.write_text(f"#!/bin/sh\necho \"$(basename \"$0\") $*\" >> {log}\n{body}\n")
         path.chmod(0o755)
 
+    up = " ".join(map(str, running))
     stub(root / "scripts" / "slurm-cluster.sh",
-         f'[ "$1" = status ] && exit {0 if cluster_running else 1}\nexit 0')
+         f'if [ "$1" = status ]; then case " {up} " in *" $3 "*) exit 0 ;; esac; exit 1; fi\n'
+         'exit 0')
     for name in ("python", "ruff", "mypy"):
         stub(bin_ / name, "exit 0")
     stub(bin_ / "pytest", f"exit {pytest_rc}")
@@ -67,7 +73,8 @@ def _cluster_calls(log: Path) -> list[str]:
 
 
 # The three local clusters (the others on other ports: each a test worker's Slurm tests).
-STARTED = ["missing", "install", "status", *(f"start --cluster {c}" for c in (1, 2, 3)),
+STARTED = ["missing", "install", *(f"status --cluster {c}" for c in (1, 2, 3)),
+           *(f"start --cluster {c}" for c in (1, 2, 3)),
            *(f"check --cluster {c}" for c in (1, 2, 3))]
 STOPPED = [f"stop --cluster {c}" for c in (1, 2, 3)]
 
@@ -95,3 +102,11 @@ def test_a_cluster_already_running_is_not_stopped(tmp_path: Path) -> None:
     root, log = _tree(tmp_path, cluster_running=True)
     assert _run(root) == 0
     assert _cluster_calls(log) == STARTED
+
+
+def test_only_the_clusters_it_started_are_stopped(tmp_path: Path) -> None:
+    # Cluster 1 was up (a test run's own `slurm_env` may start it): it stays up; 2 and 3
+    # were started here, and go.
+    root, log = _tree(tmp_path, cluster_running=(1,))
+    assert _run(root) == 0
+    assert _cluster_calls(log) == [*STARTED, "stop --cluster 2", "stop --cluster 3"]

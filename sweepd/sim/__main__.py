@@ -88,15 +88,21 @@ def _plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[st
 FRESH_PLAN_S = 300.0   # a job's ranks start together: an older plan is an earlier job's
 
 
-def _shared_plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[str]
-                 ) -> tuple[Plan, float]:
-    """One plan for all of a job's ranks. Keyed by the job (its id, restart count, name,
-    nodes and arguments), and taken only when fresh: a cluster started again numbers its
-    jobs from 1 again, into the same default state directory."""
+# The environment a rank of a job sees alike but for these: its own rank and place.
+_PER_RANK = ("SLURM", "PMI", "PMIX", "OMPI", "HOSTNAME")
+
+
+def _shared_plan(args: argparse.Namespace, argv: list[str], nodes: tuple[str, ...],
+                 passthrough: list[str]) -> tuple[Plan, float]:
+    """One plan for all of a job's ranks. Keyed by the job: its id and restart count, its
+    whole command line and the environment planning may read (all but each rank's own
+    variables; a rank that saw another would plan itself, not take a wrong plan). Taken only
+    when fresh: a cluster started again numbers its jobs from 1 again."""
     state_dir = args.state_dir or default_state_dir(args.scenario)
-    job = "\0".join([args.job_name, *nodes, *passthrough]).encode()
+    env = sorted((k, v) for k, v in os.environ.items() if not k.startswith(_PER_RANK))
+    job = "\0".join([*argv, *nodes, *(f"{k}={v}" for k, v in env)]).encode()
     key = (f"{args.job_id}-{os.environ.get('SLURM_RESTART_COUNT', '0')}-"
-           f"{hashlib.sha1(job).hexdigest()[:12]}")
+           f"{hashlib.sha1(job).hexdigest()[:16]}")
     path = state_dir / "plans" / f"{key}.plan"
     with locked(state_dir / "plans" / f"{key}.lock"):
         shared = read_json(path)
@@ -107,7 +113,7 @@ def _shared_plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: 
     return plan, scale
 
 
-def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
+def _train(args: argparse.Namespace, argv: list[str], passthrough: list[str]) -> int:
     if args.all_ranks and args.log is None:
         raise SystemExit("--all-ranks needs --log FILE")
     nodelist = args.nodes or os.environ.get("SLURM_JOB_NODELIST")
@@ -117,7 +123,7 @@ def _train(args: argparse.Namespace, passthrough: list[str]) -> int:
     if args.all_ranks:
         plan, meta, scale = _plan(args, nodes, passthrough)
         return run_all_ranks(plan, meta, args.log, scale, args.cluster_start, args.clock_file)
-    plan, scale = _shared_plan(args, nodes, passthrough)
+    plan, scale = _shared_plan(args, argv, nodes, passthrough)
     rank = int(os.environ.get("SLURM_PROCID", "0"))
     return run_one_rank(plan, nodes, rank, scale)
 
@@ -137,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         code = 1
         try:
-            code = _train(args, passthrough)
+            code = _train(args, argv, passthrough)
         finally:
             if args.exit_file is not None:
                 atomic_write_text(args.exit_file, f"{code}\n")

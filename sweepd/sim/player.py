@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         raise SystemExit("usage: python -m sweepd.sim.player JOB_FILE")
-    job = json.loads(Path(args[0]).read_text())
+    job = json.loads(Path(args[0]).read_text())   # unreadable: the job dies without a code
     exit_file = job["exit_file"] and Path(job["exit_file"])
     code = 1
     try:

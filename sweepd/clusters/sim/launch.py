@@ -1,5 +1,6 @@
-"""Starting a simulated job: a detached `python -m sweepd.sim train --all-ranks` process in
-its own session, so it outlives the daemon; the trainer writes its exit code and its end on
+"""Starting a simulated job: a detached process in its own session, so it outlives the
+daemon: the job planned here and `python -m sweepd.sim.player` playing it (else `python -m
+sweepd.sim train --all-ranks`, which plans it itself). It writes its exit code and its end on
 the cluster's clock itself, so they are recorded even when no daemon is alive. A scenario's
 controller outage begins when the first job it hits starts."""
 

@@ -113,21 +113,23 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
                 + " (no image default to restore: restore_default left "
                 + ("it" if len(kept) == 1 else "them") + ")")
-    why += restore_dropped(board, t)
+    why += "".join(restore_dropped(board, tag, tag != t) for tag in inp.tags)
     win = recipe is not None and confirmed_win(inp, board, recipe)
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
                    "; ".join(missing), interval, n, left, tried, win, tested)
 
 
-def restore_dropped(board: Board, tag: str) -> str:
-    """restore_default dropped without a measurement (an OOM: the env file's values are what
-    let the job fit): said, since the verdict then rests on the env file as deployed."""
+def restore_dropped(board: Board, tag: str, named: bool = False) -> str:
+    """restore_default dropped without a measurement on `tag` (an OOM: the env file's values
+    are what let the job fit): said, since the verdict then rests on the env file as
+    deployed. `named`: the tag is said (another than the primary)."""
     entry = board.get(RESTORE, tag)
     if entry is None or entry.n or entry.fate in (Fate.OPEN, Fate.MEASURED):
         return ""
     detail = f" ({entry.detail})" if entry.detail else ""
-    return (f"; restore_default (the env file's settings put back to the image's defaults) "
-            f"{entry.fate.value}{detail}: the env file's settings stay as deployed")
+    where = f" on {tag}" if named else ""
+    return (f"; restore_default (the env file's settings put back to the image's defaults)"
+            f"{where} {entry.fate.value}{detail}: the env file's settings stay as deployed")
 
 
 def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]
