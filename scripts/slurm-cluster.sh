@@ -227,6 +227,8 @@ stop_pidfile() {
 cmd_stop() {
     local f
     shopt -s nullglob
+    # Every slurmd is asked at once (each takes a second or two to go), then each is waited for.
+    for f in "$DIR"/run/slurmd-*.pid; do kill "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
     for f in "$DIR"/run/slurmd-*.pid; do stop_pidfile "$f"; done
     stop_pidfile "$DIR/run/slurmctld.pid"
     stop_pidfile "$DIR/run/munged.pid"
