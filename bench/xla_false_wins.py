@@ -99,11 +99,13 @@ class Tally:
     runs: list[int] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)  # claimed - true, recipe verdicts
     confirmed_errors: list[float] = field(default_factory=list)
+    covered: list[bool] = field(default_factory=list)  # the interval holds the true gain
 
 
-def sweep(case: Case, rng: random.Random, t: Tally) -> None:
+def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int) -> None:
     land, profiles = case
-    inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN)
+    inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN,
+                 report_runs=report_runs)
     r = replay(inp, land, rng)
     v = r.verdict
     t.n += 1
@@ -112,14 +114,16 @@ def sweep(case: Case, rng: random.Random, t: Tally) -> None:
         return
     true_gain = (land.gain(r.settings(inp), land.tags[0]) or 0.0) - 1
     t.errors.append(v.gain - true_gain)
+    if v.interval is not None:
+        t.covered.append(v.interval[0] <= true_gain <= v.interval[1])
     if v.win and v.kind is VerdictKind.PROPOSAL:
         t.confirmed += 1
         t.confirmed_errors.append(v.gain - true_gain)
 
 
 def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
-        truths: tuple[float, ...] = TRUTHS, noises: tuple[float, ...] = NOISES
-        ) -> dict[tuple[float, float], Tally]:
+        truths: tuple[float, ...] = TRUTHS, noises: tuple[float, ...] = NOISES,
+        report_runs: int = 2) -> dict[tuple[float, float], Tally]:
     out: dict[tuple[float, float], Tally] = {}
     for gain in truths:
         for noise in noises:
@@ -127,7 +131,7 @@ def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
             for i in range(sweeps):
                 s = seed * 100_003 + i  # the same landscapes and noise stream per case
                 case = cell(random.Random(s), gain, noise, candidates, spread, shipped)
-                sweep(case, random.Random(s + 1), t)
+                sweep(case, random.Random(s + 1), t, report_runs)
     return out
 
 
@@ -137,12 +141,16 @@ def _pts(xs: list[float]) -> str:
 
 def report(tallies: dict[tuple[float, float], Tally]) -> None:
     print(f"{'truth':>6} {'noise':>6} {'sweeps':>6} {'confirmed':>10} {'':>6} "
-          f"{'bias all':>9} {'bias conf.':>10} {'runs':>6}")
+          f"{'bias all':>9} {'bias conf.':>10} {'covered':>8} {'runs':>6}")
     for (gain, noise), t in tallies.items():
         what = "false" if gain < WIN else "power"
         print(f"{gain:+6.1%} {noise:6.1%} {t.n:6d} {t.confirmed / t.n:10.1%} {what:>6} "
-              f"{_pts(t.errors):>9} {_pts(t.confirmed_errors):>10} "
+              f"{_pts(t.errors):>9} {_pts(t.confirmed_errors):>10} {_share(t.covered):>8} "
               f"{statistics.fmean(t.runs):6.1f}")
+
+
+def _share(xs: list[bool]) -> str:
+    return f"{sum(xs) / len(xs):.0%}" if xs else "—"
 
 
 def main() -> None:
@@ -156,12 +164,15 @@ def main() -> None:
                     help="the shipped catalog (default_catalog) instead of a random one")
     ap.add_argument("--truth", type=float, action="append", help="only these truths")
     ap.add_argument("--noise", type=float, action="append", help="only these noises")
+    ap.add_argument("--report-runs", type=int, default=2,
+                    help="runs each of the recipe and the baseline after a proposal is "
+                         "decided, its gain read from them (0: from the deciding runs)")
     ap.add_argument("--smoke", action="store_true", help="2 sweeps per case: the whole path")
     args = ap.parse_args()
     if args.smoke:
         args.sweeps = 2
     report(run(args.sweeps, args.seed, args.candidates, args.spread, args.shipped,
-               tuple(args.truth or TRUTHS), tuple(args.noise or NOISES)))
+               tuple(args.truth or TRUTHS), tuple(args.noise or NOISES), args.report_runs))
 
 
 if __name__ == "__main__":

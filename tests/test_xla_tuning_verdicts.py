@@ -100,7 +100,7 @@ def test_a_part_with_no_measured_help_is_left_out() -> None:
     assert {p.profile.name for p in step if p.rule == "verdict.part_check"} >= {"ag768M"}
     runs += [_ok("ag768M", 1100.0, 5), _ok("ag768M+lhs", 1101.0, 5), _ok("ag768M", 1100.0, 5),
              _ok("ag768M+lhs", 1101.0, 5)]
-    v = plan(_inputs(fsdp8()), runs, EV)
+    v = plan(_inputs(fsdp8(), report_runs=0), runs, EV)  # the parts, not the report block
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
     assert "left out: lhs (ag768M+lhs +10.10% (4 re-runs) vs ag768M +10.00% (4 runs after " \
         "its first) without it: +0.3 se: ambiguous at the 4-run cap: the 0.5 se rule)" in v.reason
@@ -278,7 +278,7 @@ def test_an_ambiguous_neutral_part_is_tested_and_then_left_out() -> None:
     assert _part_checks(inp, results) == {"ag768M+lhs", "ag768M"}
     # The re-runs say lhs adds nothing: the stack measures below the stack without it.
     results += [_ok("ag768M+lhs", 1095.0, 5), _ok("ag768M", 1102.0, 5)]
-    v = plan(inp, results, EV)
+    v = plan(replace(inp, report_runs=0), results, EV)  # the parts, not the report block
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
     assert v.left_out and v.left_out[0].startswith("lhs (ag768M+lhs +9.97% (3 re-runs)")
     assert "no measured help" in v.left_out[0]
@@ -290,7 +290,7 @@ def test_an_ambiguous_real_part_is_tested_and_kept() -> None:
     assert _part_checks(inp, results) == {"ag768M+lhs", "ag768M"}
     # The re-runs say lhs helps: the gap leaves the zone above 1 se.
     results += [_ok("ag768M+lhs", 1110.0, 5), _ok("ag768M", 1096.0, 5)]
-    v = plan(inp, results, EV)
+    v = plan(replace(inp, report_runs=0), results, EV)  # the parts, not the report block
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M+lhs", v
     assert not v.left_out
     assert v.tested and v.tested[0].startswith("lhs kept (ag768M+lhs +10.47% (3 re-runs)")

@@ -35,6 +35,11 @@ CLAIM_RULES = frozenset({"noise.confirm", "noise.near_line"})
 CLAIM = "noise.confirm"
 SEARCH = "search"  # any other run (a result whose role is known, not a claim run)
 CLAIM_MARK = " (claim)"  # a claim run's label ends so: how the store keeps the role
+# The runs made after a proposal was decided, of its recipe and of the baseline, to report
+# its gain on runs that decided nothing (the runs that confirmed it also decided when to
+# stop, and read high: `Board.reports`); nothing the search or a stop rule reads holds them.
+REPORT = "claim.report"
+REPORT_MARK = " (report)"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class Inputs:
     # shows it regresses no other tag, ends the sweep); `thorough`: the winner rule waits
     # until the search has plateaued (for a person who wants the best, not good enough).
     stop: str = "seed"
+    # Runs each of a proposal's recipe and of the baseline made after it was decided, its
+    # gain reported from them alone (0: from the runs that confirmed it, as the SKILL.md).
+    report_runs: int = 2
 
 
 class Outcome(StrEnum):
@@ -144,6 +152,9 @@ class Board:
     runs: int = 0  # every result, failures included
     noise_df: int = 0  # degrees of freedom behind `noise` (the prior's PRIOR_DF included)
     spread: float = 0.0  # the cell's own pooled spread (relative std), no prior; 0: none
+    # The runs made after a proposal was decided (rule REPORT), by (profile, tag): apart
+    # from `entries`, so that nothing which decides reads them.
+    reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
@@ -242,6 +253,30 @@ class Board:
         d = self.fresh_delta(profile, tag)
         return d is not None and d - Z_ONE * self.fresh_se(profile, tag) > bar
 
+    def reported(self, profile: str, tag: str) -> tuple[float, ...]:
+        e = self.reports.get((profile, tag))
+        return e.samples if e is not None else ()
+
+    def report_delta(self, profile: str, tag: str) -> float | None:
+        """The gain on the runs made after the decision, against the baseline's runs made
+        beside them."""
+        got, base = self.reported(profile, tag), self.reported(BASELINE, tag)
+        if not got or not base:
+            return None
+        return statistics.fmean(got) / statistics.fmean(base) - 1
+
+    def report_se(self, profile: str, tag: str) -> float:
+        n, nb = len(self.reported(profile, tag)) or 1, len(self.reported(BASELINE, tag)) or 1
+        return self.claim_noise * math.sqrt(1 / n + 1 / nb)
+
+    def report_interval(self, profile: str, tag: str, z: float = Z95
+                        ) -> tuple[float, float] | None:
+        d = self.report_delta(profile, tag)
+        if d is None:
+            return None
+        half = self.t(z) * self.report_se(profile, tag)
+        return d - half, d + half
+
     def parts_run(self, tag: str) -> set[str]:
         """Every profile run on `tag`, alone or as a part of a stack."""
         return {part for (name, t) in self.entries if t == tag for part in name.split("+")}
@@ -251,10 +286,12 @@ class Board:
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
 
 
-def with_roles(results: Sequence[Result], claim_jobs: set[str]) -> list[Result]:
+def with_roles(results: Sequence[Result], claim_jobs: set[str],
+               report_jobs: frozenset[str] = frozenset()) -> list[Result]:
     """The store's results with their role: a claim run (its job id among `claim_jobs`,
-    the jobs of runs labelled with CLAIM_MARK) or a search run."""
-    return [replace(r, rule=CLAIM if r.job_id in claim_jobs else SEARCH) for r in results]
+    the jobs of runs labelled with CLAIM_MARK), a report run (REPORT_MARK) or a search run."""
+    return [replace(r, rule=REPORT if r.job_id in report_jobs
+                    else CLAIM if r.job_id in claim_jobs else SEARCH) for r in results]
 
 
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
@@ -278,8 +315,9 @@ def _repeats(entries: Sequence[Entry]) -> tuple[float, int]:
 
 def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
     grouped: dict[tuple[str, str], list[Result]] = {}
+    reported: dict[tuple[str, str], list[Result]] = {}
     for r in results:
-        grouped.setdefault((r.profile, r.tag), []).append(r)
+        (reported if r.rule == REPORT else grouped).setdefault((r.profile, r.tag), []).append(r)
     entries = {key: _entry(key, rs, max_flakes) for key, rs in grouped.items()}
     ss, df = _repeats(list(entries.values()))
     return Board(
@@ -291,6 +329,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         runs=len(results),
         noise_df=PRIOR_DF + df,
         spread=math.sqrt(ss / df) if df else 0.0,
+        reports={key: _entry(key, rs, max_flakes) for key, rs in reported.items()},
     )
 
 

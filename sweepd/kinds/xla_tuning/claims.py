@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from sweepd.kinds.xla_tuning.board import Z95, Z_ONE, Board, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, Z95, Z_ONE, Board, Fate, Inputs
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
@@ -89,3 +89,37 @@ def screening(board: Board, name: str, tag: str) -> float:
     if e is None or not e.n or b is None:
         return -math.inf
     return e.samples[0] / b.mean - 1
+
+
+def report_due(inp: Inputs, board: Board, name: str) -> list[str]:
+    """The runs still due of the block made after a proposal was decided (`report_runs`
+    each of the recipe and the baseline, alternated so that drift over the block falls on
+    both): the profile of each, in order. Empty once the block is measured, or when a run
+    of it cannot be (dropped, or out of flake retries): the verdict then says so."""
+    t, n = inp.tags[0], inp.report_runs
+    due: dict[str, int] = {}
+    for prof in (name, BASELINE):
+        e = board.reports.get((prof, t))
+        if e is not None and (e.pending or e.fate not in (Fate.OPEN, Fate.MEASURED)):
+            return []
+        due[prof] = max(0, n - (e.n if e is not None else 0))
+    out: list[str] = []
+    for i in range(max(due.values(), default=0)):
+        out += [prof for prof in (name, BASELINE) if due[prof] > i]
+    return out
+
+
+def reported(inp: Inputs, board: Board, name: str) -> bool:
+    """The block made after the decision is measured in full."""
+    t = inp.tags[0]
+    return inp.report_runs > 0 and all(
+        len(board.reported(prof, t)) >= inp.report_runs for prof in (name, BASELINE))
+
+
+def report_holds(inp: Inputs, board: Board, name: str) -> bool:
+    """The runs made after the decision still put the recipe significantly above the
+    bounded bar (one-sided 95 %): else it is within the noise of a small gain, and the
+    proposal is not put forward as such."""
+    t = inp.tags[0]
+    d = board.report_delta(name, t)
+    return d is not None and d - _z(board, Z_ONE) * board.report_se(name, t) > inp.bounded_gain

@@ -60,7 +60,7 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
         if board.pending:
             return ()  # nothing new; the runs in flight finish (else left on the cluster)
         cands = Candidates(inp, board, evidence, profiles(inp))
-        done = winner(inp, board, cands, wave)
+        done = winner(inp, board, cands, wave, report=False)
         if isinstance(done, Verdict):
             return done  # the last wave in made the winner rule: it is that stop, not 8 h
         return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",

@@ -72,6 +72,10 @@ class Thresholds(_Part):
     wave_size: int = Field(default=8, ge=1, le=50)
     max_flakes: int = Field(default=3, ge=1, le=10)
     max_flags: int = Field(default=3, ge=1, le=6)
+    # A proposal's gain is reported from this many runs each of its recipe and of the
+    # baseline made after it was decided (0: from the runs that confirmed it, as the
+    # SKILL.md; they also decided when to stop and read high at a noisy cell).
+    report_runs: int = Field(default=2, ge=0, le=10)
 
 
 def _default_tags() -> dict[str, dict[str, Scalar]]:
@@ -221,4 +225,4 @@ class XlaTuningSpec(_Spec):
                       max_queue_s=t.max_queue_hours * 3600, noise=t.noise,
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
-                      stop=self.stop)
+                      stop=self.stop, report_runs=t.report_runs)

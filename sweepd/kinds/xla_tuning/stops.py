@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.board import BASELINE, Board, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, REPORT, Board, Inputs
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -16,6 +16,7 @@ from sweepd.kinds.xla_tuning.claims import (
     WIN_MARGIN,
     confirmed_win,
     near_line,
+    report_due,
     screening,
 )
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
@@ -99,10 +100,14 @@ def verdict_needs(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
     return [] if lead is None else needs_for(inp, board, cands, lead)[1]
 
 
-def winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:
+def winner(inp: Inputs, board: Board, cands: Candidates, wave: int,
+           report: bool = True) -> Plan | None:
     """Stop rule 1: a recipe of 1-3 flags confirmed >= +5 % over baseline-deployed on runs
     that did not select it, each part with measured help, and Wave 6 run on every other
-    config tag (a regression > 1 % there makes the proposal config-conditional)."""
+    config tag (a regression > 1 % there makes the proposal config-conditional). Then,
+    before the verdict, the runs its gain is reported from (`report_runs` each of the
+    recipe and the baseline, which decide nothing); not when `report` is off (the budget
+    is spent: the verdict says its gain is read on the runs that decided it)."""
     t = inp.tags[0]
     wins = [n for n in recipes(inp, board, cands) if confirmed_win(inp, board, n)]
     if not wins:
@@ -115,6 +120,15 @@ def winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | No
                                                for p, tag, rule, reason in need))
     if not confirmed_win(inp, board, name):
         return None  # the kept recipe fell short of the bar: search on
+    due = report_due(inp, board, name) if report else []
+    if due:
+        table = {name: cands._profile(name), BASELINE: cands.table[BASELINE]}
+        return within_budget(inp, board, tuple(
+            Planned(table[prof], t, wave + 1, REPORT,
+                    f"{name} decided (confirmed >= +{inp.win:.0%}): its gain is reported from "
+                    f"{inp.report_runs} runs each of it and of the baseline made now, which "
+                    "decide nothing (the runs that confirmed it also decided when to stop)")
+            for prof in due))
     why = f"{name} confirmed >= +{inp.win:.0%} over baseline-deployed"
     if inp.tags[1:]:
         why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"

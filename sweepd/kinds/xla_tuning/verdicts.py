@@ -4,12 +4,14 @@ conditional (what a deployment would still need)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board import RESTORE, Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, RESTORE, Board, Fate, Inputs
 from sweepd.kinds.xla_tuning.catalog import Profile
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
     confirmed_win,
     cross_tag,
+    report_holds,
+    reported,
     screening,
     tag_interval,
 )
@@ -74,9 +76,9 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 recipe, left, tested = lead, (), ()  # the kept part: no fresh evidence
     elif recipe is not None:
         left = left_out
-    gain = board.fresh_delta(recipe, t) if recipe else None
-    interval = board.interval(recipe, t) if recipe else None
-    n = len(board.fresh(recipe, t)) if recipe else 0
+    gain: float | None = None
+    interval: tuple[float, float] | None = None
+    n, held = 0, True
     missing: list[str] = []
     regressed: tuple[str, ...] = ()
     if recipe is None:
@@ -87,24 +89,21 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         if kind is VerdictKind.TIMEBOX:
             why += _reach_note(inp, board, tried)
     else:
-        assert gain is not None and interval is not None
-        why += (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
-                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
-                "selected it)")
+        gain, interval, n, said, held = _claim(inp, board, kind, recipe)
+        why += said
         if kind is not VerdictKind.PROPOSAL:
             why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
                     else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
                          f"+{inp.win:.0%}; proposed as such")
         missing, regressed = _missing(inp, board, recipe, n, untested)
+        if not held:
+            missing.insert(0, f"the runs made after it was decided put it at {gain:+.2%}, "
+                              f"not significantly above +{inp.bounded_gain:.0%}")
     if left:
         why += "; left out: " + "; ".join(left)
     if tested:
         why += "; tested: " + "; ".join(tested)
-    lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
-                key=lambda e: board.delta(e.profile, t) or -1.0)
-    d1 = board.delta(lead1.profile, t) if lead1 else None
-    if lead1 and d1 is not None and d1 > max(gain or 0.0, inp.bounded_gain):
-        why += f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
+    why += _one_run_note(inp, board, gain)
     if missing:
         why += "; conditional: " + "; ".join(missing)
     why += untried_note(inp, board, recipe)
@@ -114,9 +113,47 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 + " (no image default to restore: restore_default left "
                 + ("it" if len(kept) == 1 else "them") + ")")
     why += "".join(restore_dropped(board, tag, tag != t) for tag in inp.tags)
-    win = recipe is not None and confirmed_win(inp, board, recipe)
+    win = recipe is not None and confirmed_win(inp, board, recipe) and held
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
                    "; ".join(missing), interval, n, left, tried, win, tested)
+
+
+def _one_run_note(inp: Inputs, board: Board, gain: float | None) -> str:
+    """A profile above the verdict's gain on its one run is said, not counted."""
+    t = inp.tags[0]
+    lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
+                key=lambda e: board.delta(e.profile, t) or -1.0)
+    d1 = board.delta(lead1.profile, t) if lead1 else None
+    if lead1 and d1 is not None and d1 > max(gain or 0.0, inp.bounded_gain):
+        return f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
+    return ""
+
+
+def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
+           ) -> tuple[float, tuple[float, float], int, str, bool]:
+    """The recipe's gain, its interval, the runs behind it, how the verdict says it, and
+    whether it holds: from the block made after a proposal was decided when there is one
+    (the runs that decided it read high by that choice), else its fresh runs."""
+    t = inp.tags[0]
+    gain, interval = board.fresh_delta(recipe, t), board.interval(recipe, t)
+    n = len(board.fresh(recipe, t))
+    assert gain is not None and interval is not None
+    if not reported(inp, board, recipe):
+        said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
+                "selected it")
+        said += (", which also decided the stop: not re-measured after it)"
+                 if kind is VerdictKind.PROPOSAL and inp.report_runs else ")")
+        return gain, interval, n, said, True
+    decided = gain
+    gain, interval = board.report_delta(recipe, t), board.report_interval(recipe, t)
+    assert gain is not None and interval is not None
+    n, nb = len(board.reported(recipe, t)), len(board.reported(BASELINE, t))
+    said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+            f"{interval[1]:+.2%}, from {n} runs of it and {nb} of the baseline made after "
+            f"it was decided, which decided nothing; the runs that decided it read "
+            f"{decided:+.2%})")
+    return gain, interval, n, said, report_holds(inp, board, recipe)
 
 
 def restore_dropped(board: Board, tag: str, named: bool = False) -> str:
