@@ -412,8 +412,9 @@ async def test_a_value_the_env_file_sets_is_named_as_the_env_files(store: Store,
     # passthrough that wins it back, its .97 wins over the arm's .95.
     (repo / "configs" / "llama2-70b.env.sh").write_text(
         "export XLA_PYTHON_CLIENT_MEM_FRACTION=.97\n")
-    deployed, env_file = inventory.inventory(repo, "llama2-70b")
-    rec = await recorder(store, tmp_path, spec_of(nodes=NODE))
+    spec = spec_of(nodes=NODE)
+    deployed, env_file = inventory.inventory(repo, spec)
+    rec = await recorder(store, tmp_path, spec)
     await record(store, rec.sweep_id, repo, tmp_path, "mem95", "7200")
     ctx = await context(store, rec.sweep_id, XlaFacts(deployed=deployed, env_file=env_file,
                                                       sourced_last=True))

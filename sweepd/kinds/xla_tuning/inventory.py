@@ -1,15 +1,19 @@
-"""The Inventory: what the model's env file sets (restore_default puts it back), read from
-the checkout's `configs/<model>.env.sh` (submit.sh mode), or on the simulated cluster from its
-tuning landscape's `deployed`."""
+"""The Inventory: what the model's env file sets for the sweep's jobs (restore_default puts
+it back), read from the checkout's `configs/<model>.env.sh` (submit.sh mode) sourced by a real
+bash as the toolkit sources it for a job of the primary config tag (its guards read that
+job's overrides), or on the simulated cluster from its tuning landscape's `deployed`."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweepd.clusters.train_env import env_file_settings
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
+from sweepd.kinds.xla_tuning.run_params import job_overrides
+from sweepd.kinds.xla_tuning.sourced import SourceError, source
 
 if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -17,23 +21,64 @@ if TYPE_CHECKING:
 # The env vars of a model's env file the Inventory keeps (the rest is not tuned here).
 _TUNED_ENV = ("NCCL_", "RCCL_", "XLA_PYTHON_")
 
+Read = tuple[tuple[Setting, ...], str]
+# Per env file version and passthrough: a gather each pass spawns no bash for an unchanged file.
+_INVENTORY: dict[tuple[str, int, int, tuple[str, ...]], Read] = {}
+_INVENTORY_MAX = 256
 
-def inventory(repo: Path | None, model: str) -> tuple[tuple[Setting, ...], str | None]:
-    """What the checkout's `configs/<model>.env.sh` sets (last wins), and its path; a missing
-    file sets nothing (the model runs as the image has it). No checkout: (), None."""
+
+def inventory(repo: Path | None, spec: XlaTuningSpec) -> tuple[tuple[Setting, ...], str | None]:
+    """What the checkout's `configs/<model>.env.sh` leaves in effect for a job of the sweep's
+    primary config tag, and its path (with a note when it could only be read line by line);
+    a missing file sets nothing (the model runs as the image has it). No checkout: (), None."""
     if repo is None:
         return (), None
-    path = repo / "configs" / f"{model}.env.sh"
+    path = repo / "configs" / f"{spec.model}.env.sh"
     try:
-        text = path.read_text("utf-8", errors="replace")
+        st = path.stat()
     except FileNotFoundError:
         return (), f"{path} (absent)"
     except OSError as e:
         raise GatherError(f"cannot read the model's env file {path}: {e.strerror}") from None
+    passthrough = job_passthrough(spec)
+    key = (str(path), st.st_mtime_ns, st.st_size, passthrough)
+    if key not in _INVENTORY:
+        if len(_INVENTORY) >= _INVENTORY_MAX:
+            _INVENTORY.clear()
+        _INVENTORY[key] = _read(path, passthrough)
+    return _INVENTORY[key]
+
+
+def job_passthrough(spec: XlaTuningSpec) -> tuple[str, ...]:
+    """The `key=value` overrides a job of the primary config tag passes (its PASSTHROUGH_ARGS
+    as the env file's guards read them; the batch size is left out, it needs the facts)."""
+    primary = next(iter(spec.config_tags))
+    return tuple(f"{k}={v}" for k, v in job_overrides(spec, primary).items())
+
+
+def _read(path: Path, passthrough: tuple[str, ...]) -> Read:
+    """Sourced as the job would; a file that fails when sourced (its jobs would fail too, or
+    bash is missing here) is read line by line instead, last wins, and the path says so."""
+    try:
+        settings = source(path, passthrough).settings()
+        return _tuned(settings), str(path)
+    except (SourceError, subprocess.TimeoutExpired, OSError) as e:
+        why = str(e).replace(f"sourcing {path} failed ", "")
+        note = f"sourcing it failed{'' if why.startswith('(') else ':'} {why}"
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError as e:
+        raise GatherError(f"cannot read the model's env file {path}: {e.strerror}") from None
     flags, env = env_file_settings(text)
-    out = [Setting(k, v, Layer.XLA) for k, v in flags.items()]
-    out += [Setting(k, v, Layer.ENV) for k, v in env.items() if k.startswith(_TUNED_ENV)]
-    return tuple(out), str(path)
+    settings = tuple([Setting(k, v, Layer.XLA) for k, v in flags.items()]
+                     + [Setting(k, v, Layer.ENV) for k, v in env.items()])
+    return _tuned(settings), f"{path} ({note}; read line by line)"
+
+
+def _tuned(settings: tuple[Setting, ...]) -> tuple[Setting, ...]:
+    """XLA flags and the tuned env vars (no MaxText override, no other env var)."""
+    return tuple(s for s in settings if s.layer is Layer.XLA
+                 or (s.layer is Layer.ENV and s.key.startswith(_TUNED_ENV)))
 
 
 _SIM_INVENTORY: dict[tuple[str, int, str, str], tuple[Setting, ...]] = {}

@@ -61,7 +61,7 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
         from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
         deployed, env_file = sim_inventory(where.scenario or DEFAULT_SCENARIO, spec)
     else:
-        deployed, env_file = inventory(where.repo, spec.model)
+        deployed, env_file = inventory(where.repo, spec)
     prior = await model_perf_prior(store, spec)
     return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None)
 

@@ -3,14 +3,18 @@ the cell's parallelism, the per_device_batch_size and where it came from, the ti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sweepd.kinds.xla_tuning.board import EVIDENCE
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer
 from sweepd.kinds.xla_tuning.planned import Planned
-from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams, Scalar
+
+if TYPE_CHECKING:  # the facts' Inventory reads the job overrides built here
+    from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 
 # Every tuning job (SKILL.md, "Submission template"): 15 steps (steady window 5-14, 9-14
 # with the profiler) on synthetic data, and a heartbeat timeout long enough that a slow
@@ -63,10 +67,7 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
     SKILL.md, always), and the template's time limit."""
     settings = planned.profile.settings
     maxtext: dict[str, Scalar] = {s.key: s.value for s in settings if s.layer is Layer.MAXTEXT}
-    overrides: dict[str, Scalar] = {
-        **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[planned.tag],
-        **maxtext, **JOB_OVERRIDES}
-    overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
+    overrides = job_overrides(spec, planned.tag, maxtext)
     if batch.value is not None:
         overrides["per_device_batch_size"] = batch.value
     return RunParams(
@@ -75,3 +76,14 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
         env={s.key: s.value for s in settings if s.layer is Layer.ENV},
         overrides=overrides,
         time_limit=EVIDENCE_TIME if planned.profile.name == EVIDENCE else JOB_TIME)
+
+
+def job_overrides(spec: XlaTuningSpec, tag: str, maxtext: Mapping[str, Scalar] | None = None
+                  ) -> dict[str, Scalar]:
+    """The MaxText overrides a job of the config tag carries (bar the batch size): the
+    spec's, the parallelism's, the tag's, a profile's `maxtext`, then the tuning job's own."""
+    overrides: dict[str, Scalar] = {
+        **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[tag],
+        **(maxtext or {}), **JOB_OVERRIDES}
+    overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
+    return overrides

@@ -1,0 +1,88 @@
+"""The Inventory in submit.sh mode: the model's env file as the sweep's jobs see it (sourced by
+bash with the primary config tag's overrides), not a line-by-line reading that skips its
+guards and keeps the last assignment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweepd.kinds.xla_tuning import inventory as inv
+from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+MODEL = "llama2-70b"
+AG = "xla_gpu_all_gather_combine_threshold_bytes"
+NCCL = "NCCL_NCHANNELS_PER_NET_PEER"
+# PP=8 keeps FSDP's old winner off: the else branch is what any other parallelism runs with.
+GUARDED = """\
+if [[ " ${PASSTHROUGH_ARGS[*]:-} " == *" dcn_pipeline_parallelism=8 "* ]]; then
+    export NCCL_NCHANNELS_PER_NET_PEER=8
+    export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_all_gather_combine_threshold_bytes=1073741824"
+else
+    export XLA_FLAGS="${XLA_FLAGS} --xla_gpu_all_gather_combine_threshold_bytes=8589934592"
+fi
+"""
+
+
+def spec_of(parallelism: str, **more: Any) -> XlaTuningSpec:
+    return XlaTuningSpec.model_validate({"kind": "xla-tuning", "model": MODEL,
+                                         "nodes": "n[01-08]", "parallelism": parallelism,
+                                         **more})
+
+
+def checkout(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / f"{MODEL}.env.sh").write_text(text)
+    return tmp_path
+
+
+def deployed(repo: Path, spec: XlaTuningSpec) -> dict[str, str]:
+    settings, _ = inv.inventory(repo, spec)
+    return {s.key: s.value for s in settings}
+
+
+def test_a_guarded_env_file_is_read_for_the_sweeps_parallelism(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, GUARDED)
+    assert deployed(repo, spec_of("PP=8")) == {AG: "1073741824", NCCL: "8"}
+    assert deployed(repo, spec_of("FSDP=8")) == {AG: "8589934592"}
+
+
+def test_restore_default_covers_the_flag_a_guard_sets_for_the_sweep(tmp_path: Path) -> None:
+    settings, _ = inv.inventory(checkout(tmp_path, GUARDED), spec_of("PP=8"))
+    restore = restore_default(settings)
+    assert restore is not None
+    assert {s.key: s.value for s in restore.settings} == {AG: "8589934592", NCCL: "4"}
+
+
+def test_the_primary_config_tags_overrides_reach_the_guard(tmp_path: Path) -> None:
+    """A guard on a tag's override reads the primary tag's (the first), not another's."""
+    repo = checkout(tmp_path, GUARDED)
+    tags = {"pp": {"dcn_pipeline_parallelism": 8}, "other": {}}
+    assert NCCL in deployed(repo, spec_of("FSDP=8", config_tags=tags))
+    assert NCCL not in deployed(repo, spec_of("FSDP=8", config_tags=tags, primary_tag="other"))
+
+
+def test_the_inventory_is_cached_per_file_version(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = checkout(tmp_path, GUARDED)
+    calls = []
+    real = inv.source
+    monkeypatch.setattr(inv, "source", lambda *a: calls.append(a) or real(*a))
+    spec = spec_of("PP=8")
+    first = inv.inventory(repo, spec)
+    assert inv.inventory(repo, spec) == first and len(calls) == 1
+    (repo / "configs" / f"{MODEL}.env.sh").write_text(GUARDED + "export NCCL_ALGO=Ring\n")
+    assert ("NCCL_ALGO", "Ring") in [(s.key, s.value) for s in inv.inventory(repo, spec)[0]]
+    assert len(calls) == 2
+
+
+def test_a_file_that_fails_when_sourced_is_read_line_by_line_and_says_so(
+        tmp_path: Path) -> None:
+    repo = checkout(tmp_path, f"export {NCCL}=2\nexit 1\n")
+    settings, where = inv.inventory(repo, spec_of("FSDP=8"))
+    assert [s.label for s in settings] == [f"{NCCL}=2"]
+    path = repo / "configs" / f"{MODEL}.env.sh"
+    assert where == f"{path} (sourcing it failed (exit 1): no message; read line by line)"
