@@ -148,3 +148,16 @@ def test_wave6_never_calls_a_small_regression_unconditional() -> None:
     props = [v for v in verdicts if v.recipe]
     assert props and all(v.conditional for v in props), [v.reason for v in props]
     assert all("dense" in v.conditional_reason for v in props)
+
+
+def test_a_bounded_verdict_names_the_family_values_it_never_ran() -> None:
+    """A red-team cell: the all-gather threshold helps only at its end value (256 MiB,
+    +8 %), every other value -2 %. The family's slope from 768 MiB leads to its neighbours,
+    never to 256 MiB, and "structurally bounded" fired (45 of 100 seeds) saying nothing of
+    the values never run: a negative finding holds only for the values run."""
+    land = _land("FSDP=8", ("default",), _ag({256: 1.08, 384: 0.98, 512: 0.98, 768: 0.98,
+                                              1024: 0.98, 2048: 0.98, 4096: 0.98}))
+    v = replay(_inputs(land), land, random.Random(0)).verdict
+    assert v.kind is VerdictKind.BOUNDED and v.recipe is None, v
+    assert "family values not run: xla_gpu_all_gather_combine_threshold_bytes (ag256M, " \
+        "ag384M, ag2G, ag4G)" in v.reason

@@ -213,9 +213,10 @@ def _regressed(inp: Inputs, board: Board, best: str) -> tuple[str, ...] | None:
 
 def untried_note(inp: Inputs, board: Board, recipe: str | None = None) -> str:
     """What of the catalog a verdict without a recipe never ran: how many profiles, the
-    mechanisms and families never tried, the numeric families tried at one value only. A
-    negative finding is only as wide as what was run. Any verdict says when no catalog
-    profile ran at all (restore_default alone can win in Wave 1)."""
+    mechanisms and families never tried, the numeric families tried at one value only, and
+    the values of the others never run. A negative finding is only as wide as what was
+    run. Any verdict says when no catalog profile ran at all (restore_default alone can
+    win in Wave 1)."""
     ran = board.parts_run(inp.tags[0])
     never = [p for p in inp.catalog if p.name not in ran]
     if len(never) == len(inp.catalog):
@@ -244,6 +245,13 @@ def untried_note(inp: Inputs, board: Board, recipe: str | None = None) -> str:
             if len(ms) > 1 and len(tried := [m.name for m in ms if m.name in ran]) == 1]
     if once:
         parts.append("families tried at one value: " + ", ".join(once))
+    # A value between or beyond those run may hold an effect the ones run did not show
+    # (a threshold that helps at 512 MiB alone): a negative finding holds for those run.
+    partly = [f"{'+'.join(sorted(ms[0].keys))} "
+              f"({', '.join(m.name for m in ms if m.name not in ran)})"
+              for ms in fams.values() if 1 < sum(m.name in ran for m in ms) < len(ms)]
+    if partly:
+        parts.append("family values not run: " + ", ".join(partly))
     return "; " + "; ".join(parts)
 
 
