@@ -47,6 +47,7 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     batch_space,
     best,
+    best_mean,
     next_probe,
 )
 
@@ -422,7 +423,7 @@ class Result:
 
 
 def _result(case: Case, cluster: Cluster, probes: Sequence[Probe]) -> Result:
-    chosen = best(probes)
+    chosen = best_mean(probes)
     true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
     peak = case.curve.peak
     return Result(cluster.runs, true >= (1 - FOUND) * peak, true >= peak * (1 - 1e-12),

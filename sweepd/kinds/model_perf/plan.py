@@ -13,7 +13,7 @@ from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
     SearchSpace,
-    best,
+    best_mean,
     flat_top,
     memory_fit,
     next_probe,
@@ -88,7 +88,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
 def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
     """The best is the highest value there was to try (the curve may still be rising), or
     the lowest of a range cut above 1 (`lower`: it may still be falling below it)."""
-    top = best(seen)
+    top = best_mean(seen)
     if top is None or not space.ordered:
         return None
     if top.value == space.candidates[-1]:
@@ -161,7 +161,7 @@ def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],
             caveat: str | None, settled: bool = True) -> Finished:
-    top = best(seen)
+    top = best_mean(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
                                f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})
