@@ -12,6 +12,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan
 from sweepd.kinds.model_perf.probes import probes
 from sweepd.kinds.model_perf.search import (
+    PRIOR_DRIFT,
     Outcome,
     Probe,
     SearchSpace,
@@ -22,6 +23,8 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     next_probe,
     next_value,
+    prior_mismatch,
+    upper_bound,
     why_not_run,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -464,12 +467,39 @@ def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> N
                     prior=earlier)
     first = next_probe(space, [])
     assert first is not None and (first.value, first.why) == (12, "at the earlier peak")
-    # 10% slower today at 12: 16 is still the highest, scaled, so it is measured here.
-    step = next_probe(space, [Probe(12, Outcome.OK, 900.0)])
+    # 3% slower today at 12 (node variance): 16 is still the highest, scaled, so it is
+    # measured here.
+    step = next_probe(space, [Probe(12, Outcome.OK, 970.0)])
     assert step is not None and step.value == 16 and "measure it here" in step.why
     # But not when this sweep already ran out of memory below it.
-    step = next_probe(space, [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OOM, None)])
+    step = next_probe(space, [Probe(12, Outcome.OK, 970.0), Probe(14, Outcome.OOM, None)])
     assert step is None or int(step.value) < 14
+
+
+def test_an_earlier_sweeps_curve_that_does_not_hold_here_is_not_used() -> None:
+    """One shared value is all that says the two curves have one shape: the earlier peak
+    measured 0.685x (the peak moved to 30) is not a slower day, and scaling the earlier
+    curve by it would settle every gap after one run."""
+    earlier = tuple(Probe(b, Outcome.OK, t) for b, t in
+                    ((8, 1200.0), (12, 1350.0), (16, 1401.0), (24, 1300.0), (40, 900.0)))
+    space = replace(batch_space(40, upper=40), start=16, start_why="at the earlier peak",
+                    prior=earlier)
+    moved = [Probe(16, Outcome.OK, 960.0)]
+    off = prior_mismatch(space, moved)
+    assert off is not None and off.ratios == ((16, 960.0 / 1401.0),)
+    assert next_probe(space, moved) == next_probe(replace(space, prior=()), moved)
+    assert next_probe(space, moved) is not None
+    assert upper_bound(space, moved) == upper_bound(replace(space, prior=()), moved)
+    # Within the noise and node variance (PRIOR_DRIFT), the earlier curve stands in.
+    slower = [Probe(16, Outcome.OK, 1401.0 * (1 - PRIOR_DRIFT + 0.005))]
+    assert prior_mismatch(space, slower) is None
+    assert next_probe(space, slower) != next_probe(replace(space, prior=()), slower)
+    # Each ratio near 1, but not one scale: the shape changed between them.
+    bent = [Probe(16, Outcome.OK, 1401.0 * 0.97), Probe(24, Outcome.OK, 1300.0 * 1.03)]
+    off = prior_mismatch(space, bent)
+    assert off is not None and [v for v, _ in off.ratios] == [16, 24]
+    # Another policy's curve (grid.py) differs in speed by design: its ratio is the speed.
+    assert prior_mismatch(replace(space, prior_drift=None), moved) is None
 
 
 def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:

@@ -13,7 +13,7 @@ from sweepd.core.states import JobState, SweepState
 from sweepd.kinds.registry import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
-from sweepd.sim.truth import true_max_batch, true_peak_batch
+from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
 from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
@@ -246,5 +246,47 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         third_reasons = [e.reason for e in await store.events(third.id)
                          if e.rule == "model_perf.upper_bound_probe"]
         assert "memory estimate" in third_reasons[0]
+    finally:
+        await store.close()
+
+
+async def test_a_later_sweep_whose_curve_moved_searches_afresh(tmp_path: Path) -> None:
+    """The peak moved from 16 to 30 between two sweeps of the same cell: the earlier peak,
+    run again, measures far below what the first sweep measured there. That is not a
+    slower day: the first sweep's curve is not used, the search finds the new peak, and
+    the verdict says why."""
+    def curve(peak: int) -> dict[str, object]:
+        return {"llama2-70b": {"max_batch": 40, "peak_batch": peak, "peak_tgs": 1400}}
+    first_scenario = write_scenario(tmp_path, time_scale=0.0005, models=curve(16))
+    (tmp_path / "moved").mkdir()
+    moved = write_scenario(tmp_path / "moved", time_scale=0.0005, models=curve(30))
+    assert (await run(sim_config(tmp_path, first_scenario), perf_spec()))[0] == EXIT_VERDICT
+    config = sim_config(tmp_path, moved)
+    assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
+    store = await open_store(config)
+    try:
+        first, second = await store.sweeps()
+        assert first.verdict is not None and first.verdict["best"] == 16
+        assert second.verdict is not None and second.verdict["settled"]
+        truth, nodes = load_scenario(moved), expand_nodes(NODES)
+
+        def true_tgs(batch: int) -> float:
+            return true_outcome(truth, "llama2-70b", nodes,
+                                {"per_device_batch_size": str(batch)}, {}, None).tgs
+
+        peak = true_peak_batch(truth, "llama2-70b", nodes)
+        assert true_tgs(int(second.verdict["best"])) >= 0.99 * true_tgs(peak)
+        runs = await store.runs(second.id)
+        assert runs[0].params.overrides["per_device_batch_size"] == 16 and len(runs) > 1
+        said = (f"sweep #{first.id}'s curve does not hold here: per_device_batch_size=16 "
+                "measured 0.")
+        caveat = second.verdict["caveat"] or ""
+        assert said in caveat and "its runs are not used" in caveat
+        assert f"judged by sweep #{first.id}'s runs" not in caveat
+        reasons = [e.reason for e in await store.events(second.id)
+                   if e.rule == "model_perf.upper_bound_probe"]
+        assert said in reasons[1] and not any(said in r for r in reasons[2:])
+        # Nothing is lost: the first sweep's runs are all still in the store.
+        assert len(await store.runs(first.id)) == first.verdict["runs"]
     finally:
         await store.close()

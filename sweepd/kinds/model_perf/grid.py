@@ -194,7 +194,8 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
            for p in ref_runs if float(p.value) <= fit]
     top = best_pair(pairs)
     start = top[1].value if top is not None else None
-    space_s = replace(space, prior=tuple(ref), start=start,
+    # Another policy's curve at its own speed: the ratio measures that speed (prior_drift).
+    space_s = replace(space, prior=tuple(ref), prior_drift=None, start=start,
                       start_why=f"the best batch so far ({start}, at {parameter}="
                                 f"{top[0] if top else first}): one run there measures this "
                                 "policy's speed against it and its own memory line")

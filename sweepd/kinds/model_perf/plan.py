@@ -10,7 +10,9 @@ from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
     MEMORY_MARGIN,
+    PRIOR_SHAPE,
     Outcome,
+    PriorMismatch,
     Probe,
     SearchSpace,
     best_mean,
@@ -18,6 +20,7 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     next_probe,
     open_beside_best,
+    prior_mismatch,
     why_not_run,
 )
 from sweepd.kinds.model_perf.search_space import search_space
@@ -59,7 +62,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if step is None:
         notes = [n for n in (_edge(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(ctx)) if n]
+                             _from_earlier(spec, space, seen, ctx)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if done >= budget:
@@ -70,13 +73,17 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                         "there (or set extend_budget: true), abort to keep the best so far",
                         BUDGET_STOP, evidence=f"{spec.parameter}={value} was next")
         left = _not_run(spec, space, seen, cut)
+        dropped = _prior_dropped(spec, space, seen, ctx)
         return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + (f"; {gap}" if gap else "") + (f"; {left}" if left else ""),
+                       + "".join(f"; {n}" for n in (gap, left, dropped) if n),
                        settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
             ("" if space.start is not None else f"; {why}")
+    dropped = _prior_dropped(spec, space, seen, ctx)
+    if dropped is not None and _prior_dropped(spec, space, seen[:-1], ctx) is None:
+        reason += f"; {dropped}"   # said when the last run showed it, and in the verdict
     if any(r.node_count != len(ctx.nodes) for r in finished_runs(ctx)):
         reason += (f"; on {len(ctx.nodes)} nodes: runs on other node sets are not compared "
                    "and bound nothing here")
@@ -131,10 +138,37 @@ def _given_gap_above(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
             f"{nxt - 1} were not among the values, so a batch there may fit and be faster")
 
 
-def _from_earlier(ctx: SweepContext[PerfFacts]) -> str | None:
+def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
+                  ctx: SweepContext[PerfFacts]) -> str | None:
     prior = ctx.facts.prior
-    return (f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS "
-            "scaled by the values both sweeps ran") if prior else None
+    if prior is None:
+        return None
+    return _prior_dropped(spec, space, seen, ctx) or (
+        f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS scaled "
+        "by the values both sweeps ran")
+
+
+def _prior_dropped(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
+                   ctx: SweepContext[PerfFacts]) -> str | None:
+    """The earlier sweep's curve does not hold here (`prior_mismatch`): what showed it. Its
+    runs stay in the store; only this search does not use them."""
+    prior = ctx.facts.prior
+    off = prior_mismatch(space, seen) if prior is not None else None
+    if prior is None or off is None:
+        return None
+    return (f"sweep #{prior.sweep}'s curve does not hold here: {_ratios(spec, off)} what "
+            f"sweep #{prior.sweep} measured ({_beyond(space, off)}); its runs are not used")
+
+
+def _ratios(spec: ModelPerfSpec, off: PriorMismatch) -> str:
+    return " and ".join(f"{spec.parameter}={v} measured {r:.3f}x" for v, r in off.ratios)
+
+
+def _beyond(space: SearchSpace, off: PriorMismatch) -> str:
+    if len(off.ratios) == 1:
+        return (f"more than the {space.prior_drift or 0:.0%} that run-to-run noise and node "
+                "variance explain")
+    return f"not one scale: more than {PRIOR_SHAPE:.0%} apart, four runs' noise"
 
 
 def _label(base: str, ctx: SweepContext[PerfFacts]) -> str:

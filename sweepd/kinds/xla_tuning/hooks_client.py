@@ -20,7 +20,7 @@ from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning import sourced, tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
-from sweepd.kinds.xla_tuning.run_params import JOB_OVERRIDES, parallelism_overrides
+from sweepd.kinds.xla_tuning.job_overrides import JOB_OVERRIDES, parallelism_overrides
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_commit, person_files

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sweepd.clusters.train_env import env_file_settings
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-from sweepd.kinds.xla_tuning.run_params import job_overrides
+from sweepd.kinds.xla_tuning.job_overrides import job_overrides
 from sweepd.kinds.xla_tuning.sourced import SourceError, source
 
 if TYPE_CHECKING:

@@ -3,32 +3,31 @@ the cell's parallelism, the per_device_batch_size and where it came from, the ti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sweepd.kinds.xla_tuning.board import EVIDENCE
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer
+from sweepd.kinds.xla_tuning.catalog import Layer
+from sweepd.kinds.xla_tuning.job_overrides import (  # re-exported: where they were
+    AXIS_OVERRIDES,
+    JOB_OVERRIDES,
+    job_overrides,
+    parallelism_overrides,
+)
 from sweepd.kinds.xla_tuning.planned import Planned
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams, Scalar
 
-if TYPE_CHECKING:  # the facts' Inventory reads the job overrides built here
+if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 
-# Every tuning job (SKILL.md, "Submission template"): 15 steps (steady window 5-14, 9-14
-# with the profiler) on synthetic data, and a heartbeat timeout long enough that a slow
-# compile or a profiler dump is never taken for a dead rank.
-JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic",
-                                    "jax_distributed_heartbeat_timeout_seconds": 99999}
+__all__ = ["AXIS_OVERRIDES", "JOB_OVERRIDES", "Batch", "batch_of", "job_overrides",
+           "parallelism_overrides", "run_params"]
+
 # sbatch --time per job (the template's 45:00; the evidence run, with the profiler and the
 # HLO dump, 50:00): a hung job ends on its own even if nobody is watching.
 JOB_TIME = "45:00"
 EVIDENCE_TIME = "50:00"
-# The MaxText override each axis is passed as (SKILL.md, "Submission template").
-AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
-                                   Axis.PP: "dcn_pipeline_parallelism",
-                                   Axis.TP: "ici_tensor_parallelism"}
 
 
 @dataclass(frozen=True)
@@ -49,16 +48,6 @@ def batch_of(spec: XlaTuningSpec, facts: XlaFacts) -> Batch:
                        f"{spec.count} nodes)")
 
 
-def parallelism_overrides(spec: XlaTuningSpec) -> dict[str, Scalar]:
-    """The MaxText overrides that set the cell's parallelism: each axis the parallelism
-    uses (degree > 1). Axes at 1 are left to the config, as every override lengthens the
-    job name submit.sh builds (<= 243 bytes); a config that sets another axis > 1 needs
-    that axis at 1 in the spec's `overrides`."""
-    par = spec.parsed_parallelism()
-    return {key: par.degree(axis) for axis, key in AXIS_OVERRIDES.items()
-            if par.degree(axis) > 1}
-
-
 def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams:
     """The one place a planned run becomes a run's params: its XLA flags appended to the
     job's inherited XLA_FLAGS (never a replacement), its env vars on top of the spec's, and
@@ -76,14 +65,3 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
         env={s.key: s.value for s in settings if s.layer is Layer.ENV},
         overrides=overrides,
         time_limit=EVIDENCE_TIME if planned.profile.name == EVIDENCE else JOB_TIME)
-
-
-def job_overrides(spec: XlaTuningSpec, tag: str, maxtext: Mapping[str, Scalar] | None = None
-                  ) -> dict[str, Scalar]:
-    """The MaxText overrides a job of the config tag carries (bar the batch size): the
-    spec's, the parallelism's, the tag's, a profile's `maxtext`, then the tuning job's own."""
-    overrides: dict[str, Scalar] = {
-        **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[tag],
-        **(maxtext or {}), **JOB_OVERRIDES}
-    overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
-    return overrides

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from sweepd.kinds.xla_tuning import deploy
 from sweepd.kinds.xla_tuning.catalog import Layer, Parallelism, Setting
+from sweepd.kinds.xla_tuning.job_overrides import JOB_OVERRIDES
 from sweepd.kinds.xla_tuning.logread import parse_flags
-from sweepd.kinds.xla_tuning.run_params import JOB_OVERRIDES
 
 _SEP = "\0--sweepd-passthrough--\0"
 _SCRIPT = f"""

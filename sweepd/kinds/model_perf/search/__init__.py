@@ -49,6 +49,11 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   SKILL.md's single-peak narrowing): before stopping, halve below the lowest run down to 8,
   whatever the secants say; a run there above the trend is explored by the rules above.
 
+* An earlier sweep of the same cell (SearchSpace.prior): its runs stand in for values not
+  run here, scaled by the ratio at the values both ran, while that ratio is within the
+  noise and node variance (PRIOR_DRIFT) and the ratios agree (PRIOR_SHAPE). Beyond, its
+  curve is not this one's up to a scale, and the search goes on as without it.
+
 Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value is tried.
 
 The package: `space` (what is searched and what ran, the constants), `memory` (the
@@ -63,7 +68,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bound, open_gaps
 from sweepd.kinds.model_perf.search.choose import next_index
@@ -73,6 +78,8 @@ from sweepd.kinds.model_perf.search.space import (
     FLAT,
     MEMORY_MARGIN,
     NOISE,
+    PRIOR_DRIFT,
+    PRIOR_SHAPE,
     TOLERANCE,
     Outcome,
     Probe,
@@ -86,10 +93,10 @@ from sweepd.kinds.model_perf.search.space import (
 )
 from sweepd.kinds.model_perf.search.view import View
 
-__all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "TOLERANCE", "MemoryFit", "Outcome", "Probe",
-           "SearchSpace", "Step", "Value", "batch_space", "best", "best_mean", "flat_top",
-           "memory_fit", "next_probe", "next_value", "open_beside_best", "upper_bound",
-           "why_not_run"]
+__all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLERANCE",
+           "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Step", "Value",
+           "batch_space", "best", "best_mean", "flat_top", "memory_fit", "next_probe",
+           "next_value", "open_beside_best", "prior_mismatch", "upper_bound", "why_not_run"]
 
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
@@ -119,16 +126,51 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     return Step(space.candidates[found[0]], found[1])
 
 
+@dataclass(frozen=True)
+class PriorMismatch:
+    """This sweep's runs and the earlier sweep's at the values both ran are not one curve
+    up to a scale: (value, this sweep's TGS / the earlier one's) for the value whose ratio
+    is beyond the drift, or for the two whose ratios disagree."""
+
+    ratios: tuple[tuple[Value, float], ...]
+
+
+def prior_mismatch(space: SearchSpace, probes: Sequence[Probe]) -> PriorMismatch | None:
+    """Why the earlier sweep's runs no longer stand in, or None while they do. One shared
+    value is the only evidence that the two curves have one shape: a ratio there beyond
+    what noise and node variance explain (`space.prior_drift`), or two ratios that differ
+    by more than the noise (PRIOR_SHAPE), and the curve has changed. The first evidence in
+    this sweep's run order is named (it stays the same as the sweep goes on)."""
+    if space.prior_drift is None:
+        return None
+    ratios = _prior_ratios(space, probes)
+    for k, (value, ratio) in enumerate(ratios):
+        if abs(ratio - 1) > space.prior_drift:
+            return PriorMismatch(((value, ratio),))
+        for other, before in ratios[:k]:
+            if max(ratio, before) / min(ratio, before) - 1 > PRIOR_SHAPE:
+                return PriorMismatch(((other, before), (value, ratio)))
+    return None
+
+
+def _prior_ratios(space: SearchSpace, probes: Sequence[Probe]) -> list[tuple[Value, float]]:
+    """This sweep's TGS over the earlier one's at each value both ran, in this sweep's run
+    order."""
+    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
+    return [(v, tgs / p.tgs) for v, tgs in mine.items() for p in space.prior
+            if p.value == v and p.outcome is Outcome.OK and p.tgs]
+
+
 def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
     """The earlier sweep's runs at values this one has not run, once this sweep has run one
     of its values: TGS scaled by the ratio at the values both ran (the nodes or the day
-    may be a little faster or slower), memory as it was (the same config)."""
-    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
-    ratios = [mine[p.value] / p.tgs for p in space.prior
-              if p.value in mine and p.outcome is Outcome.OK and p.tgs]
-    if not ratios:
+    may be a little faster or slower), memory as it was (the same config). None once
+    they show another curve (`prior_mismatch`): the search goes on as without them."""
+    ratios = _prior_ratios(space, probes)
+    if not ratios or prior_mismatch(space, probes) is not None:
         return []
-    scale = statistics.fmean(ratios)
+    mine = {p.value for p in probes if p.outcome is Outcome.OK and p.tgs}
+    scale = statistics.fmean(r for _, r in ratios)
     return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None, earlier=True)
             for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
 

@@ -31,6 +31,16 @@ LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
 LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
 LADDER_DEPTH = 0.15  # ... and measured within this share of the best (else: on the rise)
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
+# An earlier sweep of the same cell, run again at one of its values, reads within two runs'
+# noise (FLAT) and the hardware variance between node lists of one size (a cell is the node
+# count, not the nodes: 1-3 %, xla-tuning.SKILL.md). Farther off, its curve is not this one's
+# up to a scale (the code or the cluster changed): its runs no longer stand in.
+NODE_VARIANCE = 0.03
+PRIOR_DRIFT = FLAT + NODE_VARIANCE
+# Two values both sweeps ran share the nodes and the day, so their ratios differ by the
+# noise alone: each ratio carries two runs' (FLAT), their quotient four. Farther apart, the
+# curve changed shape.
+PRIOR_SHAPE = 2 * FLAT
 
 
 class Outcome(StrEnum):
@@ -72,6 +82,11 @@ class SearchSpace:
     # An earlier sweep of the same cell: its runs stand in for values this one has not run,
     # their TGS scaled by how this sweep's runs compare with it at the same values.
     prior: tuple[Probe, ...] = ()
+    # How far this sweep may read from the prior at a value both ran before the prior's
+    # curve no longer holds (`PRIOR_DRIFT`, and the ratios must agree within PRIOR_SHAPE).
+    # None: the prior is another setting's runs (grid.py: another remat policy), its speed
+    # differs by design and is what the ratio measures.
+    prior_drift: float | None = PRIOR_DRIFT
     # The value is the work in one step (the batch): a step at a larger value never takes
     # less time, so TGS at b is at most TGS at a smaller run a times b / a.
     work_grows: bool = False
