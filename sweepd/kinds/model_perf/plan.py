@@ -10,6 +10,7 @@ from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
     MEMORY_MARGIN,
+    NOISE,
     PRIOR_SHAPE,
     Outcome,
     PriorMismatch,
@@ -62,7 +63,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if step is None:
         notes = [n for n in (_edge(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(spec, space, seen, ctx)) if n]
+                             _from_earlier(spec, space, seen, ctx), _noise(space)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if done >= budget:
@@ -90,6 +91,15 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
+
+
+def _noise(space: SearchSpace) -> str | None:
+    """The runs' steps showed more noise than the rules assume: said, with what it changed."""
+    if space.noise <= NOISE:
+        return None
+    return (f"the runs' steady steps put the run-to-run noise at {space.noise:.1%} (the "
+            f"rules assume {NOISE:.0%}): two runs are told apart, and a gap settled, only "
+            "beyond it, and the best and a rival within it are run again")
 
 
 def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
