@@ -41,12 +41,14 @@ from pathlib import Path
 # Runnable from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sweepd.kinds.model_perf.search import NOISE as RULE_NOISE
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
     SearchSpace,
     batch_space,
     best,
+    best_mean,
     next_probe,
 )
 
@@ -265,7 +267,13 @@ def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
 def sweepd(cluster: Cluster, estimate: int) -> list[Probe]:
     if cluster.memory_line:  # without the line a hang is the seed's silent OOM: no retry
         cluster.hang_attempts = HANG_ATTEMPTS
-    return _search(cluster, batch_space(estimate))
+    return _search(cluster, _told(cluster, batch_space(estimate)))
+
+
+def _told(cluster: Cluster, space: SearchSpace) -> SearchSpace:
+    """The run-to-run noise as the kind reads it from the runs' steady steps (their
+    standard error; here the cluster's own std), never below the rules' default."""
+    return replace(space, noise=max(RULE_NOISE, cluster.noise / math.sqrt(3)))
 
 
 def sweepd_multi_peak(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -273,7 +281,7 @@ def sweepd_multi_peak(cluster: Cluster, estimate: int) -> list[Probe]:
     run down to 8 (search._ladder), for a second peak a valley hides below the runs."""
     if cluster.memory_line:
         cluster.hang_attempts = HANG_ATTEMPTS
-    return _search(cluster, replace(batch_space(estimate), multi_peak=True))
+    return _search(cluster, _told(cluster, replace(batch_space(estimate), multi_peak=True)))
 
 
 def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -422,7 +430,7 @@ class Result:
 
 
 def _result(case: Case, cluster: Cluster, probes: Sequence[Probe]) -> Result:
-    chosen = best(probes)
+    chosen = best_mean(probes)
     true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
     peak = case.curve.peak
     return Result(cluster.runs, true >= (1 - FOUND) * peak, true >= peak * (1 - 1e-12),

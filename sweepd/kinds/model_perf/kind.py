@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sweepd.kinds.model_perf import exports, hooks, plan_two, report
+from sweepd.kinds.api import JobFacts
+from sweepd.kinds.model_perf import exports, hooks, jobfacts, plan_two, report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.gather import gather
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -21,4 +22,5 @@ def most_runs(spec: Mapping[str, Any]) -> int:
 
 KIND = Kind(exports.NAME, ModelPerfSpec, plan_two.plan, Report(report.markdown, report.rows),
             gather, budget=Budget(runs=most_runs), plot=report.plot, demo=DEMO,
-            client=ClientHooks(report_action=hooks.apply, flags=frozenset({"apply"})))
+            client=ClientHooks(report_action=hooks.apply, flags=frozenset({"apply"})),
+            job_facts=JobFacts(jobfacts.lines, jobfacts.ended))

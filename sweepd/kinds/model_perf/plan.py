@@ -10,12 +10,13 @@ from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
     MEMORY_MARGIN,
+    NOISE,
     PRIOR_SHAPE,
     Outcome,
     PriorMismatch,
     Probe,
     SearchSpace,
-    best,
+    best_mean,
     flat_top,
     memory_fit,
     next_probe,
@@ -62,7 +63,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if step is None:
         notes = [n for n in (_edge(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(spec, space, seen, ctx)) if n]
+                             _from_earlier(spec, space, seen, ctx), _noise(space)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None)
     value = step.value
     if done >= budget:
@@ -92,10 +93,19 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
+def _noise(space: SearchSpace) -> str | None:
+    """The runs' steps showed more noise than the rules assume: said, with what it changed."""
+    if space.noise <= NOISE:
+        return None
+    return (f"the runs' steady steps put the run-to-run noise at {space.noise:.1%} (the "
+            f"rules assume {NOISE:.0%}): two runs are told apart, and a gap settled, only "
+            "beyond it, and the best and a rival within it are run again")
+
+
 def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
     """The best is the highest value there was to try (the curve may still be rising), or
     the lowest of a range cut above 1 (`lower`: it may still be falling below it)."""
-    top = best(seen)
+    top = best_mean(seen)
     if top is None or not space.ordered:
         return None
     if top.value == space.candidates[-1]:
@@ -195,7 +205,7 @@ def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],
             caveat: str | None, settled: bool = True) -> Finished:
-    top = best(seen)
+    top = best_mean(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
                                f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})

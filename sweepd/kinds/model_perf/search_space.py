@@ -9,6 +9,7 @@ from dataclasses import replace
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.estimate import memory_estimate, sharding_of, weight_bytes
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
+from sweepd.kinds.model_perf.jobfacts import run_noise
 from sweepd.kinds.model_perf.search import SearchSpace, batch_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 
@@ -16,8 +17,8 @@ from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
     space, why = _space(spec, ctx)
     # The spec's `multi_peak`: a departure from SKILL.md's single-peak narrowing, so off
-    # by default (search/shapes.py's ladder).
-    return replace(space, multi_peak=spec.multi_peak), why
+    # by default (search/shapes.py's ladder). The noise: what the runs' steps show.
+    return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx)), why
 
 
 def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:

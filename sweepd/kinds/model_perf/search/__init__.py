@@ -73,6 +73,7 @@ from dataclasses import dataclass, replace
 from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bound, open_gaps
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit
+from sweepd.kinds.model_perf.search.repeat import repeat_top
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
     MEMORY_MARGIN,
@@ -87,13 +88,15 @@ from sweepd.kinds.model_perf.search.space import (
     Value,
     batch_space,
     best,
+    best_mean,
+    means,
 )
 from sweepd.kinds.model_perf.search.view import View
 
 __all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLERANCE",
            "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Step", "Value",
-           "batch_space", "best", "flat_top", "memory_fit", "next_probe", "next_value",
-           "open_beside_best", "prior_mismatch", "upper_bound", "why_not_run"]
+           "batch_space", "best", "best_mean", "flat_top", "memory_fit", "next_probe",
+           "next_value", "open_beside_best", "prior_mismatch", "upper_bound", "why_not_run"]
 
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
@@ -118,7 +121,9 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
         return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
                                f"{top.value}: measure it here")
     found = next_index(view, runs_left)
-    return None if found is None else Step(space.candidates[found[0]], found[1])
+    if found is None:
+        return repeat_top(space, probes, runs_left)
+    return Step(space.candidates[found[0]], found[1])
 
 
 @dataclass(frozen=True)
@@ -195,17 +200,19 @@ def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     """Why the best may not be the exact optimum: another run measured within the noise,
     beside it or not (on a wide range 296 and 308 read within 0.4 % of 320, the truth's
     peak at 300 between them)."""
-    top = best(probes)
+    top = best_mean(probes)
     if top is None or not space.ordered or top.value not in space.candidates:
         return None
-    near = sorted((p for p in probes if p.outcome is Outcome.OK and p.tgs is not None
-                   and p.value in space.candidates and p.value != top.value
-                   and p.tgs >= (1 - NOISE) * (top.tgs or 0.0)),
+    runs = means(probes)
+    mean = {v: statistics.fmean(p.tgs or 0.0 for p in ps) for v, ps in runs.items()}
+    near = sorted((ps[-1] for v, ps in runs.items() if v in space.candidates
+                   and v != top.value and mean[v] >= (1 - space.noise) * (top.tgs or 0.0)),
                   key=lambda p: space.candidates.index(p.value))
     if not near:
         return None
     names = ", ".join(dict.fromkeys(str(p.value) for p in near))
-    return (f"flat top: {names} measured within {NOISE:.0%} (the run-to-run noise) of "
+    noise = f"{space.noise:.1%}".replace(".0%", "%")
+    return (f"flat top: {names} measured within {noise} (the run-to-run noise) of "
             f"{top.value}, so either may be the faster")
 
 
@@ -238,9 +245,9 @@ def _ruled_out(view: View, probes: Sequence[Probe], i: int) -> str | None:
         return None
     top = max(view.ok.values())
     gap = next((g for g in all_gaps(view) if g.lo < i < g.hi), None)
-    if gap is None or gap.bound > top * (1 + TOLERANCE):
+    if gap is None or gap.bound > top * (1 + view.tolerance):
         return None
-    if gap.trend > top * (1 + TOLERANCE):
+    if gap.trend > top * (1 + view.tolerance):
         return (f"a step never takes less time at a larger batch, so TGS there is at most "
                 f"{view.name(gap.lo)}'s times the batch ratio: {gap.bound / top - 1:+.1%} "
                 "over the best")

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweepd.kinds.model_perf.search.space import FLAT, SECANT_NOISE, STEP_TIME_NOISE, TOLERANCE
+from sweepd.kinds.model_perf.search.space import SECANT_NOISE, STEP_TIME_NOISE
 from sweepd.kinds.model_perf.search.view import View
 
 
@@ -28,7 +28,7 @@ Choice = tuple[int, str]
 
 def open_gaps(view: View) -> list[Gap]:
     top = max(view.ok.values())
-    return [g for g in all_gaps(view) if g.bound > top * (1 + TOLERANCE)]
+    return [g for g in all_gaps(view) if g.bound > top * (1 + view.tolerance)]
 
 
 def beside_best(view: View, gaps: Sequence[Gap]) -> list[Gap]:
@@ -64,12 +64,12 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     if k >= 1:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
         lines.append(_secant(x[lo], tgs[lo] + lift, (tgs[lo] - tgs[a]) / (x[lo] - x[a]),
-                             x[lo] - x[a]))
+                             x[lo] - x[a], view.flat))
     j = points.index(hi) if hi in tgs else -1
     if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
         if lo < 0 and (view.cliff_slow or x[c] >= 2 * x[hi]) \
-                and tgs[c] - tgs[hi] <= FLAT * max(tgs[c], tgs[hi]):
+                and tgs[c] - tgs[hi] <= view.flat * max(tgs[c], tgs[hi]):
             # Below the lowest run, under a value too slow to finish its first step or
             # along a stretch of twice its value, a secant that does not rise beyond the
             # noise bounds nothing: the flat stretch may be the floor of a steep fall
@@ -78,7 +78,7 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
             # below settles it.
             return math.inf
         lines.append(_secant(x[hi], tgs[hi] + lift, (tgs[c] - tgs[hi]) / (x[c] - x[hi]),
-                             x[hi] - x[c]))
+                             x[hi] - x[c], view.flat))
     if step_time and view.work_grows and lo in tgs and x[lo] > 0:
         # A step's time never falls as its work grows: TGS at b is at most TGS at lo times
         # b / lo (a line through the origin; the noise on lo's run allowed for). It bounds
@@ -108,15 +108,16 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
 _Line = tuple[float, float, float]  # (anchor value, tgs there, slope)
 
 
-def _secant(x0: float, y0: float, slope: float, span: float) -> tuple[_Line, ...]:
+def _secant(x0: float, y0: float, slope: float, span: float, flat: float
+            ) -> tuple[_Line, ...]:
     """A secant through two runs `span` apart (negative: extended downward from x0),
     trusted as far again from x0 as its runs are apart, and past that widened by the
-    noise on its runs: their difference may be off by FLAT of the TGS, so the slope by
+    noise on its runs: their difference may be off by `flat` of the TGS, so the slope by
     that over the span (SECANT_NOISE of it). Batches 399 and 400 read 1220 and 1234 by
     noise; their line, extended to 5, "settled" the gap that held the peak at 300."""
     line = (x0, y0, slope)
     if SECANT_NOISE <= 0:
         return (line,)
-    widen = SECANT_NOISE * FLAT * y0 / abs(span)
+    widen = SECANT_NOISE * flat * y0 / abs(span)
     turn = x0 + span
     return line, (turn, y0 + slope * span, slope + (widen if span > 0 else -widen))

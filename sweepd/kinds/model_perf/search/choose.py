@@ -12,7 +12,6 @@ from sweepd.kinds.model_perf.search.space import (
     BOTTOM_STEP,
     CLIMB,
     DESCENT_AIM,
-    NOISE,
     START_FRACTION,
     STEP_NOISE,
     STEP_SHARE,
@@ -134,7 +133,7 @@ def _step_from(view: View, best_i: int, gap: Gap) -> int:
     top = view.ok[best_i]
     slope = abs(view.ok.get(other, top) - top) / max(1e-9, abs(view.x[other] - view.x[best_i]))
     span = abs(view.x[other] - view.x[best_i])
-    d = min(STEP_NOISE * NOISE * top / max(slope, 1e-12), STEP_SHARE * span)
+    d = min(STEP_NOISE * view.flat / 2 * top / max(slope, 1e-12), STEP_SHARE * span)
     target = view.x[best_i] + (d if other > best_i else -d)
     lo, hi = gap.lo + 1, gap.hi - 1
     return view.nearest(target, lo, hi)

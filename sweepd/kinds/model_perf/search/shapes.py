@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from sweepd.kinds.model_perf.search.bounds import Choice, Gap
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_SLACK,
-    FLAT,
     LADDER_DEPTH,
     LADDER_FLOOR,
     LADDER_STEP,
@@ -65,7 +64,7 @@ def _tile(view: View) -> int | None:
             a, b, c = points[k - 1], points[k], points[k + 1]
             chord = view.ok[a] + (view.ok[c] - view.ok[a]) * (view.x[b] - view.x[a]) / \
                 (view.x[c] - view.x[a])
-            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > FLAT * top:
+            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > view.flat * top:
                 return size
     return None
 
@@ -109,7 +108,7 @@ def on_floor(view: View) -> bool:
     above = [i for i in view.ok if i > best_i]
     below = [i for i in view.ok if i < best_i]
     near = ([min(above)] if above else []) + ([max(below)] if below else [])
-    return any(view.ok[j] >= (1 - FLAT) * view.ok[best_i] for j in near)
+    return any(view.ok[j] >= (1 - view.flat) * view.ok[best_i] for j in near)
 
 
 def below_first(view: View, gaps: Sequence[Gap]) -> bool:

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 Value = int | float | str
@@ -92,6 +93,21 @@ class SearchSpace:
     # The curve may have a second peak below the runs (another kernel or schedule taking
     # over at small batches: a valley between two peaks). Off by default: see ladder.
     multi_peak: bool = False
+    # The run-to-run TGS noise (relative std) the rules allow for: NOISE, or more where the
+    # runs' own steps show them noisier (the kind reads it from each passed run's steady
+    # steps). Two runs' noise (FLAT) scales with it, and a gap is settled only when its
+    # bound falls that much more below the best (a best read high by the noise).
+    noise: float = NOISE
+
+    @property
+    def flat(self) -> float:
+        return 2 * self.noise
+
+    @property
+    def tolerance(self) -> float:
+        """How far above the best a gap's bound may reach and still be settled: TOLERANCE
+        at the default noise, less by the noise beyond it."""
+        return TOLERANCE - max(0.0, self.noise - NOISE)
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,29 @@ def best(probes: Sequence[Probe]) -> Probe | None:
     """The OK probe with the highest TGS (earliest on a tie), or None if nothing ran."""
     ok = [p for p in probes if p.outcome is Outcome.OK and p.tgs is not None]
     return max(ok, key=lambda p: p.tgs or 0.0, default=None)
+
+
+def best_mean(probes: Sequence[Probe]) -> Probe | None:
+    """One setting's runs: the value whose OK runs have the highest mean TGS (earliest on
+    a tie), as its latest probe with that mean; None if nothing ran. A value is run more
+    than once only where the noise is larger than the rules assume (`repeat`)."""
+    runs = means(probes)
+    if not runs:
+        return None
+    top = max(runs.values(), key=lambda ps: statistics.fmean(p.tgs or 0.0 for p in ps))
+    if len(top) == 1:
+        return top[0]
+    return replace(top[-1], tgs=statistics.fmean(p.tgs or 0.0 for p in top))
+
+
+def means(probes: Sequence[Probe]) -> dict[Value, list[Probe]]:
+    """The OK probes of each value, in the order the values first ran: a value run again
+    (the noise made its neighbours read alike) counts as the mean of its runs."""
+    out: dict[Value, list[Probe]] = {}
+    for p in probes:
+        if p.outcome is Outcome.OK and p.tgs is not None:
+            out.setdefault(p.value, []).append(p)
+    return out
 
 
 def is_numeric(value: Value) -> bool:

@@ -4,13 +4,15 @@ lowest failure is, what memory predicts, and whether the curve showed a valley."
 from __future__ import annotations
 
 import bisect
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweepd.kinds.model_perf.search.memory import MemoryFit, alloc_floor, memory_fit, predict
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_MAX,
-    FLAT,
+    NOISE,
+    TOLERANCE,
     Outcome,
     Probe,
     SearchSpace,
@@ -46,6 +48,8 @@ class View:
     dip: float = 0.0
     own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
     multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
+    flat: float = 2 * NOISE  # SearchSpace.flat: two runs' noise
+    tolerance: float = TOLERANCE  # SearchSpace.tolerance: a gap above the best by this is open
 
     @property
     def n(self) -> int:
@@ -73,7 +77,11 @@ class View:
         silent = bool(above) and all(p.silent for i, p in above if i == cliff)
         slow = any(p.outcome is Outcome.SLOW for i, p in above if i == cliff)
         blocked = frozenset(i for i, _ in fails if i < top_ok)
-        ok = {i: p.tgs or 0.0 for i, p in known if p.outcome is Outcome.OK and i < cliff}
+        runs: dict[int, list[float]] = {}
+        for i, p in known:
+            if p.outcome is Outcome.OK and i < cliff:
+                runs.setdefault(i, []).append(p.tgs or 0.0)
+        ok = {i: statistics.fmean(ts) for i, ts in runs.items()}  # a value run again: its mean
         # The valley and tile rules read this sweep's runs only: an earlier sweep acted on
         # its own evidence, and its runs, scaled to this one's, carry a second noise.
         own = frozenset(i for i, p in known if not p.earlier)
@@ -85,8 +93,9 @@ class View:
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
-                   _dip(x, {i: t for i, t in ok.items() if i in own}), own,
-                   space.multi_peak and space.work_grows and numeric)
+                   _dip(x, {i: t for i, t in ok.items() if i in own}, space.flat), own,
+                   space.multi_peak and space.work_grows and numeric, space.flat,
+                   space.tolerance)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -125,7 +134,7 @@ class View:
         return bisect.bisect_right(self.x, target + 1e-9) - 1
 
 
-def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
+def _dip(x: tuple[float, ...], ok: dict[int, float], flat: float) -> float:
     """The deepest a run measured below the chord through the runs either side of it, as
     a share of the best, when deeper than two runs' noise (else 0). A concave curve lies on
     or above every chord; a run below one beyond the noise is a valley the secants would
@@ -140,7 +149,7 @@ def _dip(x: tuple[float, ...], ok: dict[int, float]) -> float:
     for a, b, c in zip(points, points[1:], points[2:], strict=False):
         chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
         deepest = max(deepest, (chord - ok[b]) / top)
-    return deepest if deepest > FLAT else 0.0
+    return deepest if deepest > flat else 0.0
 
 
 def _alignment(v: float) -> int:

@@ -1,0 +1,53 @@
+"""What a model perf job's steps say about the run-to-run noise, kept on the job at its end
+(`Kind.job_facts`; `Job.facts`), and the noise the search allows for, read from them.
+
+A run's TGS is the mean of its steady steps; the spread of those steps says how far that
+mean may be off (its standard error): a run of 10 steps at 6 % step-to-step spread reads its
+TGS to ~1.9 %, where the search's rules assume ~1 % (`search.NOISE`). Node-to-node or
+day-to-day drift adds to it, which the steps cannot show: the figure is a floor.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sweepd.kinds.api import EndedJob, Facts, SweepContext
+from sweepd.kinds.model_perf.search import NOISE
+from sweepd.monitor.steady import steady_window
+
+MIN_STEPS = 4  # fewer steady steps say nothing about their spread
+MIN_RUNS = 2  # passed runs whose steps are read before the noise moves from NOISE
+
+
+def lines(facts: Mapping[str, Any], new: Sequence[str]) -> Facts | None:
+    """Nothing from the log's lines: the steps the monitor stores are enough."""
+    return None
+
+
+def ended(e: EndedJob) -> Facts | None:
+    """The standard error of the run's steady-state TGS, relative (`run_noise`)."""
+    if "run_noise" in e.job.facts:
+        return None
+    window = steady_window(bool(e.job.profiler))
+    tgs = [s.tgs for s in e.steps if s.step in window and s.tgs > 0]
+    if len(tgs) < MIN_STEPS:
+        return None
+    spread = statistics.stdev(tgs) / statistics.fmean(tgs)
+    return {**e.job.facts, "run_noise": spread / math.sqrt(len(tgs))}
+
+
+def run_noise(ctx: SweepContext[Any]) -> float:
+    """The noise the search allows for: the median of the passed runs' `run_noise` (their
+    latest jobs), never below NOISE; NOISE until MIN_RUNS runs have it."""
+    passed = {r.id for r in ctx.runs if r.outcome == "pass"}
+    latest: dict[int, Any] = {}
+    for job in sorted(ctx.jobs, key=lambda j: (j.attempt, j.id)):
+        latest[job.run_id] = job
+    read = [float(j.facts["run_noise"]) for rid, j in latest.items()
+            if rid in passed and isinstance(j.facts.get("run_noise"), int | float)]
+    if len(read) < MIN_RUNS:
+        return NOISE
+    return max(NOISE, statistics.median(read))
