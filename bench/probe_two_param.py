@@ -185,6 +185,7 @@ class At(Cluster):
 
     def __init__(self, cluster: Cluster2, value: Value, pairs: list[Pair]) -> None:
         self.cluster, self.value, self.pairs = cluster, value, pairs
+        self.noise = cluster.noise  # the one-parameter search is told it (as the kind reads it)
         self.hang_attempts = 1  # sweepd's search sets 2 (it retries a hang once)
         self.memory_line = True  # Cluster2 prints the compiled-memory line
 
