@@ -8,7 +8,7 @@ import math
 import random
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board import REPORT, Inputs, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8
 from sweepd.kinds.xla_tuning.flags import default_catalog
@@ -161,3 +161,24 @@ def test_a_bounded_verdict_names_the_family_values_it_never_ran() -> None:
     assert v.kind is VerdictKind.BOUNDED and v.recipe is None, v
     assert "family values not run: xla_gpu_all_gather_combine_threshold_bytes (ag256M, " \
         "ag384M, ag2G, ag4G)" in v.reason
+
+
+def test_a_catalog_spent_with_a_leader_reports_its_gain_from_runs_that_decided_nothing() -> None:
+    """A verdict that names a recipe without the winner rule (the catalog spent, a leader
+    significantly above +2 %) chose it among the others on the same runs it read its gain
+    from: the block that decides nothing runs before it too (tests/test_xla_claims.py has
+    the winner rule's)."""
+    land = _land("FSDP=8", ("default",), {"NCCL_NCHANNELS_PER_NET_PEER=8": 1.035})
+    small = ("hpas", "lhs", "nch8", "qps8", "mem95")
+    inp = replace(_inputs(land), catalog=tuple(p for p in _inputs(land).catalog
+                                               if p.name in small))
+    r = replay(inp, land, random.Random(0))
+    v = r.verdict
+    assert v.kind is VerdictKind.EXHAUSTED and v.recipe == "nch8", v
+    assert [p.profile.name for p in r.planned if p.rule == REPORT] == ["nch8", "baseline"] * 2
+    assert "from 2 runs of it and 2 of the baseline made after it was decided" in v.reason
+    assert v.n == 2 and not v.conditional
+    # A block that reads the gain within the noise of +2 %: not put forward as such.
+    low = replay(inp, land, random.Random(2)).verdict
+    assert low.kind is VerdictKind.EXHAUSTED and low.recipe == "nch8" and low.conditional
+    assert "not significantly above +2%" in low.conditional_reason

@@ -56,6 +56,19 @@ def prospect(inp: Inputs, board: Board, cands: Candidates) -> str | None:
     return leader(inp, board, cands)
 
 
+def named_recipe(inp: Inputs, board: Board, cands: Candidates
+                 ) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+    """The recipe a verdict without a given one names (the verdict leader, its useless
+    parts left out), with the parts left out, untested and tested; None: no change."""
+    lead = verdict_leader(inp, board, cands)
+    if lead is None:
+        return None
+    p = pruned(inp, board, cands, lead)
+    if not board.above(p.name, inp.tags[0], inp.bounded_gain):
+        return lead, (), p.untested, ()  # the kept part: no fresh evidence
+    return p.name, p.left_out, p.untested, p.tested
+
+
 def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
              cands: Candidates | None = None, recipe: str | None = None,
              left_out: tuple[str, ...] = (), tested: tuple[str, ...] = ()) -> Verdict:
@@ -68,12 +81,9 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
     left: tuple[str, ...] = ()
     untested: tuple[str, ...] = ()
     if recipe is None and kind is not VerdictKind.BOUNDED:
-        lead = verdict_leader(inp, board, cands)
-        if lead is not None:
-            p = pruned(inp, board, cands, lead)
-            recipe, left, untested, tested = p.name, p.left_out, p.untested, p.tested
-            if not board.above(recipe, t, inp.bounded_gain):
-                recipe, left, tested = lead, (), ()  # the kept part: no fresh evidence
+        named = named_recipe(inp, board, cands)
+        if named is not None:
+            recipe, left, untested, tested = named
     elif recipe is not None:
         left = left_out
     gain: float | None = None
