@@ -43,6 +43,7 @@ from sweepd.kinds.xla_tuning.planned import (
 )
 from sweepd.kinds.xla_tuning.stops import (
     needs_for,
+    report_block,
     seed_winner,
     stop_rule,
     verdict_needs,
@@ -88,19 +89,31 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
             if need:
                 return within_budget(inp, board, tuple(
                     Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
-    need = verdict_needs(inp, board, cands)
-    if need and _closing(inp, board, len(need)):
-        # The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
-        # tested, Wave 6) goes before anything new, so the timebox verdict has it.
-        return within_budget(inp, board, tuple(
-            Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in need))
+    closing = _before_the_stop(inp, board, cands, wave)
+    if closing:
+        return closing
     fresh = wave_candidates(cands)
     stop = stop_rule(inp, board, cands, bool(fresh))
     if stop is not None:
         return stop
     return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
                                            for p, tag, rule, reason in fresh))
+
+
+def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
+                     ) -> tuple[Planned, ...] | None:
+    """The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
+    tested, Wave 6) goes before anything new, so the timebox verdict has it; once it has,
+    the recipe it would name is measured once more on runs that decide nothing, and the
+    timebox verdict reads its gain there."""
+    need = verdict_needs(inp, board, cands)
+    if need and _closing(inp, board, len(need)):
+        return within_budget(inp, board, tuple(
+            Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
+            for p, tag, rule, reason in need))
+    if not need and _closing(inp, board, 2 * inp.report_runs):
+        return report_block(inp, board, cands, wave)
+    return None
 
 
 def _closing(inp: Inputs, board: Board, need: int) -> bool:

@@ -136,11 +136,12 @@ def winner(inp: Inputs, board: Board, cands: Candidates, wave: int,
                     recipe=name, left_out=pr.left_out, tested=pr.tested)
 
 
-def _report_block(inp: Inputs, board: Board, cands: Candidates, wave: int
+def report_block(inp: Inputs, board: Board, cands: Candidates, wave: int
                   ) -> tuple[Planned, ...] | None:
     """Before a verdict that names a recipe without the winner rule (the catalog spent
-    with a leader significantly above +2 %): the runs its gain is reported from, as the
-    winner rule's (the runs that put it forward also chose it among the others)."""
+    with a leader significantly above +2 %, or the 8 h stop a block away): the runs its
+    gain is reported from, as the winner rule's (the runs that put it forward also chose
+    it among the others)."""
     named = named_recipe(inp, board, cands)
     due = report_due(inp, board, named[0]) if named is not None else []
     if named is None or not due:
@@ -148,7 +149,7 @@ def _report_block(inp: Inputs, board: Board, cands: Candidates, wave: int
     table = {named[0]: cands._profile(named[0]), BASELINE: cands.table[BASELINE]}
     return within_budget(inp, board, tuple(
         Planned(table[prof], inp.tags[0], wave + 1, REPORT,
-                f"{named[0]} named by the verdict (the catalog is spent): its gain is "
+                f"{named[0]} named by the verdict: its gain is "
                 f"reported from {inp.report_runs} runs each of it and of the baseline made "
                 "now, which decide nothing")
         for prof in due))
@@ -210,7 +211,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
         kind = VerdictKind.EXHAUSTED if significant else VerdictKind.BOUNDED
-        block = _report_block(inp, board, cands, wave) if significant else None
+        block = report_block(inp, board, cands, wave) if significant else None
         if block:
             return block
         short = (f" (short of the bounded rule's {inp.bounded_count}: the catalog and the "
