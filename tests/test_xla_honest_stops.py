@@ -182,3 +182,15 @@ def test_a_catalog_spent_with_a_leader_reports_its_gain_from_runs_that_decided_n
     low = replay(inp, land, random.Random(2)).verdict
     assert low.kind is VerdictKind.EXHAUSTED and low.recipe == "nch8" and low.conditional
     assert "not significantly above +2%" in low.conditional_reason
+
+
+def test_a_timebox_verdict_reads_its_gain_on_the_block_run_before_the_stop() -> None:
+    """With the 8 h stop (here 6 h) a block away, the recipe the timebox verdict would name
+    is measured on runs that decide nothing first, and the verdict reads its gain there."""
+    land = _land("FSDP=8", ("default",), {"NCCL_NCHANNELS_PER_NET_PEER=8": 1.035})
+    inp = replace(_inputs(land), max_queue_s=6 * 3600)
+    r = replay(inp, land, random.Random(1))
+    v = r.verdict
+    assert v.kind is VerdictKind.TIMEBOX and v.recipe == "nch8", v
+    assert sum(p.rule == REPORT for p in r.planned) == 4
+    assert "from 2 runs of it and 2 of the baseline made after it was decided" in v.reason
