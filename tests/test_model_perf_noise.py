@@ -89,3 +89,22 @@ async def test_a_noisy_cell_finds_its_peak_and_says_the_noise(tmp_path: Path) ->
     assert len(read) >= 2 and all(0.01 < n < 0.04 for n in read), read
     assert sweep.verdict is not None and sweep.verdict["best"] == 28, sweep.verdict
     assert "run-to-run noise at" in str(sweep.verdict["caveat"])
+
+
+def test_a_repeat_that_failed_counts_toward_the_values_runs() -> None:
+    """A re-run that OOMs or hangs is a run of the value too: it is not proposed again on
+    every pass until max_runs is spent."""
+    failed = [*PROBES, Probe(30, Outcome.OOM, None)]
+    step = next_probe(NOISY, failed, runs_left=2)
+    assert step is None or step.value != 30, step
+
+
+def test_a_two_parameter_verdict_ranks_a_value_run_again_by_its_mean() -> None:
+    from sweepd.kinds.model_perf.grid import best_pair
+
+    pairs = [("full", Probe(10, Outcome.OK, 1000.0)), ("minimal", Probe(12, Outcome.OK, 990.0)),
+             ("full", Probe(10, Outcome.OK, 960.0))]
+    top = best_pair(pairs)
+    assert top is not None and top[0] == "minimal" and top[1].value == 12  # 10's mean: 980
+    single = best_pair(pairs[:2])
+    assert single is not None and single[1] is pairs[0][1]

@@ -124,3 +124,15 @@ def test_a_part_kept_on_the_stacks_selecting_run_alone_is_re_run_first() -> None
     assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX, v
     if v.recipe is not None and "lhs" in v.recipe.split("+"):
         assert v.conditional and "not tested without one part: ag768M" in v.conditional_reason
+
+
+def test_a_one_run_block_reports_without_making_the_proposal_conditional() -> None:
+    """`report_runs: 1`: what a deployment needs reads the confirming runs (2 here), not the
+    block's one; before, every such verdict said "confirmed on 1 fresh run(s), not 2"."""
+    confirmed = [*_reruns(), _r("ag768M", 1100.0, "noise.confirm", 5),
+                 _r("ag768M", 1100.0, "noise.confirm", 5)]
+    inp = replace(_inputs(), report_runs=1)
+    block = [_r("ag768M", 1080.0, REPORT, 6), _r("baseline", 1000.0, REPORT, 6)]
+    v = plan(inp, [*confirmed, *block], EV)
+    assert isinstance(v, Verdict) and v.recipe == "ag768M" and v.n == 1, v
+    assert v.gain == pytest.approx(0.08) and not v.conditional and v.win, v.conditional_reason

@@ -86,3 +86,27 @@ def test_a_file_that_fails_when_sourced_is_read_line_by_line_and_says_so(
     assert [s.label for s in settings] == [f"{NCCL}=2"]
     path = repo / "configs" / f"{MODEL}.env.sh"
     assert where == f"{path} (sourcing it failed (exit 1): no message; read line by line)"
+
+
+def test_a_flag_only_another_cells_guard_sets_is_still_not_tuned_here(tmp_path: Path) -> None:
+    """The submission's check (`train_env.placement`) reads every line of the file, guards
+    or not: a catalog flag set only inside another parallelism's block (an earlier
+    `--apply`) would lose there and the run be refused, stopping the sweep. So the catalog
+    leaves out every flag on the file's lines, while the Inventory holds what this
+    sweep's jobs get."""
+    from sweepd.clusters.train_env import Arm, placement
+    from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+
+    p2p = "xla_gpu_enable_pipelined_p2p"
+    text = GUARDED + (
+        'if [[ " ${PASSTHROUGH_ARGS[*]:-} " == *" dcn_pipeline_parallelism=2 "* ]]; then\n'
+        f'    export XLA_FLAGS="${{XLA_FLAGS}} --{p2p}=true"\nfi\n')
+    repo = checkout(tmp_path, text)
+    spec = spec_of("FSDP=8")
+    settings, where = inv.inventory(repo, spec)
+    assert p2p not in {s.key for s in settings}   # this sweep's jobs do not get it
+    lost = placement(Arm("p2p", (f"--{p2p}=true",), ()), text).lost
+    assert [o.key for o in lost] == [p2p]   # but a profile of it would be refused at submit
+    facts = XlaFacts(None, settings, where, sourced_last=True,
+                     file_flags=inv.flags_on_its_lines(repo, MODEL))
+    assert p2p in facts.fixed_flags() and AG in facts.fixed_flags()

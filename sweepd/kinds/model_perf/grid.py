@@ -33,6 +33,7 @@ sweeps (spec.py refuses them here).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -72,9 +73,19 @@ def is_fraction(parameter: str) -> bool:
 
 
 def best_pair(pairs: Sequence[Pair]) -> Pair | None:
-    """The run with the highest TGS over every setting, with its setting."""
-    top = best([p for _, p in pairs])
-    return next(((s, p) for s, p in pairs if p is top), None)
+    """The (setting, value) whose runs have the highest mean TGS over every setting (a
+    value is run again only where the noise exceeds the rules': `search.repeat`), as its
+    latest run with that mean; the earliest on a tie."""
+    runs: dict[tuple[Value, Value], list[Probe]] = {}
+    for s, p in pairs:
+        if p.outcome is Outcome.OK and p.tgs is not None:
+            runs.setdefault((s, p.value), []).append(p)
+    if not runs:
+        return None
+    (s, _), top = max(runs.items(), key=lambda kv: statistics.fmean(p.tgs or 0.0 for p in kv[1]))
+    if len(top) == 1:
+        return s, top[0]
+    return s, replace(top[-1], tgs=statistics.fmean(p.tgs or 0.0 for p in top))
 
 
 def next_pair(space: SearchSpace, parameter: str, values: Sequence[Value],

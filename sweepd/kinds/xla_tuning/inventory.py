@@ -104,3 +104,17 @@ def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, .
         _SIM_INVENTORY[key] = () if land is None else land.deployed_settings()
     where = f"the simulated cluster's tuning landscape for {spec.parallelism} ({scenario})"
     return _SIM_INVENTORY[key], where
+
+
+def flags_on_its_lines(repo: Path | None, model: str) -> frozenset[str]:
+    """Every XLA flag the model's env file sets on any of its lines, whatever guards them:
+    what the submission's check reads (`train_env.placement`: an arm's flag the file also
+    sets loses to it), so the catalog leaves them all out in submit.sh mode. The Inventory
+    (what restore_default puts back) is what the file sets for this sweep's jobs."""
+    if repo is None:
+        return frozenset()
+    try:
+        text = (repo / "configs" / f"{model}.env.sh").read_text("utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(env_file_settings(text)[0])

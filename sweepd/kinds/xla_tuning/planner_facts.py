@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from sweepd.kinds.model_perf import exports as model_perf
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-from sweepd.kinds.xla_tuning.inventory import inventory, sim_inventory
+from sweepd.kinds.xla_tuning.inventory import flags_on_its_lines, inventory, sim_inventory
 
 if TYPE_CHECKING:
     from sweepd.kinds.registry import GatherContext
@@ -36,12 +36,16 @@ class XlaFacts:
     # submit.sh mode: the env file is sourced after train_env.sh, so an XLA flag it sets
     # cannot be changed by a profile's arm (train_env.placement would refuse the run).
     sourced_last: bool = False
+    # The XLA flags on any line of the env file, guarded or not: what placement reads.
+    file_flags: frozenset[str] = frozenset()
 
     def fixed_flags(self) -> frozenset[str]:
-        """XLA flags no profile can change here (their arms would lose to the env file)."""
+        """XLA flags no profile can change here (their arms would lose to the env file):
+        those it sets for these jobs, and those on its other lines, which the
+        submission's check reads as set (else a profile of one is refused at submit)."""
         if not self.sourced_last:
             return frozenset()
-        return frozenset(s.key for s in self.deployed if s.layer is Layer.XLA)
+        return frozenset(s.key for s in self.deployed if s.layer is Layer.XLA) | self.file_flags
 
     def inventory_line(self) -> str:
         """The Inventory as recorded with the sweep's first run."""
@@ -63,7 +67,8 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
     else:
         deployed, env_file = inventory(where.repo, spec)
     prior = await model_perf_prior(store, spec)
-    return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None)
+    return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None,
+                    file_flags=flags_on_its_lines(where.repo, spec.model))
 
 
 async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:

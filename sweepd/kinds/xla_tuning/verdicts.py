@@ -105,7 +105,9 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
             why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
                     else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
                          f"+{inp.win:.0%}; proposed as such")
-        missing, regressed = _missing(inp, board, recipe, n, untested)
+        # What a deployment needs reads the confirming runs; the block only reports.
+        missing, regressed = _missing(inp, board, recipe, len(board.fresh(recipe, t)),
+                                      untested)
         if not held:
             missing.insert(0, f"the runs made after it was decided put it at {gain:+.2%}, "
                               f"not significantly above +{inp.bounded_gain:.0%}")

@@ -30,7 +30,8 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
         return None
     rival = max(rivals, key=lambda v: mean[v])
     pick = min((top, rival), key=lambda v: (len(runs[v]), -mean[v]))
-    if len(runs[pick]) >= MAX_RUNS_OF_A_VALUE:
+    tries = sum(p.value == pick and not p.earlier for p in probes)  # a failed one counts
+    if tries >= MAX_RUNS_OF_A_VALUE:
         return None
     noise = f"{space.noise:.1%}"
     return Step(pick, f"{top} and {rival} measured {mean[rival] / mean[top] - 1:+.1%} apart, "
