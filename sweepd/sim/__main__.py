@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[str]
-          ) -> tuple[Plan, JobMeta, float]:
+def _plan(args: argparse.Namespace, state_dir: Path, nodes: tuple[str, ...],
+          passthrough: list[str]) -> tuple[Plan, JobMeta, float]:
     """The job's plan, its meta (the model a per-job config names) and the time scale."""
     from sweepd.sim.scenario import ScenarioError, load_scenario  # the costly imports
     from sweepd.sim.trainer import plan_command
@@ -78,7 +78,6 @@ def _plan(args: argparse.Namespace, nodes: tuple[str, ...], passthrough: list[st
     try:
         scenario = load_scenario(args.scenario)
         meta = JobMeta(args.job_id, args.job_name, args.model, nodes, tuple(passthrough))
-        state_dir = args.state_dir or default_state_dir(args.scenario)
         plan, meta = plan_command(scenario, state_dir, meta, args.commit, os.environ, args.log)
     except (ScenarioError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
@@ -108,7 +107,7 @@ def _shared_plan(args: argparse.Namespace, argv: list[str], nodes: tuple[str, ..
         shared = read_json(path)
         if shared is not None and time.time() - path.stat().st_mtime < FRESH_PLAN_S:
             return from_json(shared["plan"]), shared["time_scale"]
-        plan, _, scale = _plan(args, nodes, passthrough)
+        plan, _, scale = _plan(args, state_dir, nodes, passthrough)
         atomic_write_json(path, {"plan": to_json(plan), "time_scale": scale})
     return plan, scale
 
@@ -121,7 +120,8 @@ def _train(args: argparse.Namespace, argv: list[str], passthrough: list[str]) ->
         raise SystemExit("--nodes is required outside Slurm (no SLURM_JOB_NODELIST)")
     nodes = tuple(hostlist.expand_hostlist(nodelist))
     if args.all_ranks:
-        plan, meta, scale = _plan(args, nodes, passthrough)
+        plan, meta, scale = _plan(args, args.state_dir or default_state_dir(args.scenario),
+                                  nodes, passthrough)
         return run_all_ranks(plan, meta, args.log, scale, args.cluster_start, args.clock_file)
     plan, scale = _shared_plan(args, argv, nodes, passthrough)
     rank = int(os.environ.get("SLURM_PROCID", "0"))

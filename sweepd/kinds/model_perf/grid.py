@@ -33,7 +33,6 @@ sweeps (spec.py refuses them here).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -47,6 +46,7 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     Value,
     best,
+    best_mean,
     memory_fit,
     next_probe,
     upper_bound,
@@ -76,16 +76,11 @@ def best_pair(pairs: Sequence[Pair]) -> Pair | None:
     """The (setting, value) whose runs have the highest mean TGS over every setting (a
     value is run again only where the noise exceeds the rules': `search.repeat`), as its
     latest run with that mean; the earliest on a tie."""
-    runs: dict[tuple[Value, Value], list[Probe]] = {}
+    by: dict[Value, list[Probe]] = {}
     for s, p in pairs:
-        if p.outcome is Outcome.OK and p.tgs is not None:
-            runs.setdefault((s, p.value), []).append(p)
-    if not runs:
-        return None
-    (s, _), top = max(runs.items(), key=lambda kv: statistics.fmean(p.tgs or 0.0 for p in kv[1]))
-    if len(top) == 1:
-        return s, top[0]
-    return s, replace(top[-1], tgs=statistics.fmean(p.tgs or 0.0 for p in top))
+        by.setdefault(s, []).append(p)
+    tops = [(s, top) for s, ps in by.items() if (top := best_mean(ps)) is not None]
+    return max(tops, key=lambda st: st[1].tgs or 0.0, default=None)
 
 
 def next_pair(space: SearchSpace, parameter: str, values: Sequence[Value],

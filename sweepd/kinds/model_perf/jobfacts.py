@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweepd.kinds.api import EndedJob, Facts, SweepContext
+from sweepd.kinds.model_perf.probes import latest_jobs
 from sweepd.kinds.model_perf.search import NOISE
 from sweepd.monitor.steady import steady_window
 
@@ -43,10 +44,7 @@ def run_noise(ctx: SweepContext[Any]) -> float:
     """The noise the search allows for: the median of the passed runs' `run_noise` (their
     latest jobs), never below NOISE; NOISE until MIN_RUNS runs have it."""
     passed = {r.id for r in ctx.runs if r.outcome == "pass"}
-    latest: dict[int, Any] = {}
-    for job in sorted(ctx.jobs, key=lambda j: (j.attempt, j.id)):
-        latest[job.run_id] = job
-    read = [float(j.facts["run_noise"]) for rid, j in latest.items()
+    read = [float(j.facts["run_noise"]) for rid, j in latest_jobs(ctx.jobs).items()
             if rid in passed and isinstance(j.facts.get("run_noise"), int | float)]
     if len(read) < MIN_RUNS:
         return NOISE

@@ -106,15 +106,26 @@ def sim_inventory(scenario: Path, spec: XlaTuningSpec) -> tuple[tuple[Setting, .
     return _SIM_INVENTORY[key], where
 
 
+_FILE_FLAGS: dict[tuple[str, int, int], frozenset[str]] = {}
+
+
 def flags_on_its_lines(repo: Path | None, model: str) -> frozenset[str]:
     """Every XLA flag the model's env file sets on any of its lines, whatever guards them:
     what the submission's check reads (`train_env.placement`: an arm's flag the file also
     sets loses to it), so the catalog leaves them all out in submit.sh mode. The Inventory
-    (what restore_default puts back) is what the file sets for this sweep's jobs."""
+    (what restore_default puts back) is what the file sets for this sweep's jobs. Read once
+    per file version."""
     if repo is None:
         return frozenset()
+    path = repo / "configs" / f"{model}.env.sh"
     try:
-        text = (repo / "configs" / f"{model}.env.sh").read_text("utf-8", errors="replace")
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        if key not in _FILE_FLAGS:
+            if len(_FILE_FLAGS) >= _INVENTORY_MAX:
+                _FILE_FLAGS.clear()
+            text = path.read_text("utf-8", errors="replace")
+            _FILE_FLAGS[key] = frozenset(env_file_settings(text)[0])
     except OSError:
         return frozenset()
-    return frozenset(env_file_settings(text)[0])
+    return _FILE_FLAGS[key]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,8 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
         from sweepd.sim.scenario import DEFAULT_SCENARIO  # the simulator only when used
         deployed, env_file = sim_inventory(where.scenario or DEFAULT_SCENARIO, spec)
     else:
-        deployed, env_file = inventory(where.repo, spec)
+        # Sourcing the env file runs bash (once per file version): off the event loop.
+        deployed, env_file = await asyncio.to_thread(inventory, where.repo, spec)
     prior = await model_perf_prior(store, spec)
     return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None,
                     file_flags=flags_on_its_lines(where.repo, spec.model))

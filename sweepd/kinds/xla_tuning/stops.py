@@ -120,15 +120,13 @@ def winner(inp: Inputs, board: Board, cands: Candidates, wave: int,
                                                for p, tag, rule, reason in need))
     if not confirmed_win(inp, board, name):
         return None  # the kept recipe fell short of the bar: search on
-    due = report_due(inp, board, name) if report else []
-    if due:
-        table = {name: cands._profile(name), BASELINE: cands.table[BASELINE]}
-        return within_budget(inp, board, tuple(
-            Planned(table[prof], t, wave + 1, REPORT,
-                    f"{name} decided (confirmed >= +{inp.win:.0%}): its gain is reported from "
-                    f"{inp.report_runs} runs each of it and of the baseline made now, which "
-                    "decide nothing (the runs that confirmed it also decided when to stop)")
-            for prof in due))
+    block = _block(inp, board, cands, name, wave,
+                   f"{name} decided (confirmed >= +{inp.win:.0%}): its gain is reported from "
+                   f"{inp.report_runs} runs each of it and of the baseline made now, which "
+                   "decide nothing (the runs that confirmed it also decided when to stop)"
+                   ) if report else None
+    if block:
+        return block
     why = f"{name} confirmed >= +{inp.win:.0%} over baseline-deployed"
     if inp.tags[1:]:
         why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
@@ -143,16 +141,23 @@ def report_block(inp: Inputs, board: Board, cands: Candidates, wave: int
     gain is reported from, as the winner rule's (the runs that put it forward also chose
     it among the others)."""
     named = named_recipe(inp, board, cands)
-    due = report_due(inp, board, named[0]) if named is not None else []
-    if named is None or not due:
+    if named is None:
         return None
-    table = {named[0]: cands._profile(named[0]), BASELINE: cands.table[BASELINE]}
+    return _block(inp, board, cands, named[0], wave,
+                  f"{named[0]} named by the verdict: its gain is reported from "
+                  f"{inp.report_runs} runs each of it and of the baseline made now, which "
+                  "decide nothing")
+
+
+def _block(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int, why: str
+           ) -> tuple[Planned, ...] | None:
+    """The report block's runs still due for `name` (None: none are), within the budget."""
+    due = report_due(inp, board, name)
+    if not due:
+        return None
+    table = {name: cands._profile(name), BASELINE: cands.table[BASELINE]}
     return within_budget(inp, board, tuple(
-        Planned(table[prof], inp.tags[0], wave + 1, REPORT,
-                f"{named[0]} named by the verdict: its gain is "
-                f"reported from {inp.report_runs} runs each of it and of the baseline made "
-                "now, which decide nothing")
-        for prof in due))
+        Planned(table[prof], inp.tags[0], wave + 1, REPORT, why) for prof in due))
 
 
 def seed_winner(inp: Inputs, board: Board, cands: Candidates, wave: int) -> Plan | None:

@@ -89,6 +89,7 @@ from sweepd.kinds.model_perf.search.space import (
     batch_space,
     best,
     best_mean,
+    mean_tgs,
     means,
 )
 from sweepd.kinds.model_perf.search.view import View
@@ -204,7 +205,7 @@ def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     if top is None or not space.ordered or top.value not in space.candidates:
         return None
     runs = means(probes)
-    mean = {v: statistics.fmean(p.tgs or 0.0 for p in ps) for v, ps in runs.items()}
+    mean = {v: mean_tgs(ps) for v, ps in runs.items()}
     near = sorted((ps[-1] for v, ps in runs.items() if v in space.candidates
                    and v != top.value and mean[v] >= (1 - space.noise) * (top.tgs or 0.0)),
                   key=lambda p: space.candidates.index(p.value))

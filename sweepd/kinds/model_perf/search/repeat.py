@@ -6,10 +6,9 @@ SKILL.md's procedure and what the rules are built on."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
-from sweepd.kinds.model_perf.search.space import NOISE, Probe, SearchSpace, Step, means
+from sweepd.kinds.model_perf.search.space import NOISE, Probe, SearchSpace, Step, mean_tgs, means
 
 MAX_RUNS_OF_A_VALUE = 2
 
@@ -21,7 +20,7 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
         return None
     runs = {v: ps for v, ps in means([p for p in probes if not p.earlier]).items()
             if v in space.candidates}
-    mean = {v: statistics.fmean(p.tgs or 0.0 for p in ps) for v, ps in runs.items()}
+    mean = {v: mean_tgs(ps) for v, ps in runs.items()}
     if len(mean) < 2:
         return None
     top = max(mean, key=lambda v: mean[v])

@@ -142,10 +142,8 @@ def best_mean(probes: Sequence[Probe]) -> Probe | None:
     runs = means(probes)
     if not runs:
         return None
-    top = max(runs.values(), key=lambda ps: statistics.fmean(p.tgs or 0.0 for p in ps))
-    if len(top) == 1:
-        return top[0]
-    return replace(top[-1], tgs=statistics.fmean(p.tgs or 0.0 for p in top))
+    top = max(runs.values(), key=mean_tgs)
+    return top[0] if len(top) == 1 else replace(top[-1], tgs=mean_tgs(top))
 
 
 def means(probes: Sequence[Probe]) -> dict[Value, list[Probe]]:
@@ -156,6 +154,10 @@ def means(probes: Sequence[Probe]) -> dict[Value, list[Probe]]:
         if p.outcome is Outcome.OK and p.tgs is not None:
             out.setdefault(p.value, []).append(p)
     return out
+
+
+def mean_tgs(runs: Sequence[Probe]) -> float:
+    return statistics.fmean(p.tgs or 0.0 for p in runs)
 
 
 def is_numeric(value: Value) -> bool:
