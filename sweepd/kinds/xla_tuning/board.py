@@ -68,6 +68,9 @@ class Inputs:
     # Runs each of a proposal's recipe and of the baseline made after it was decided, its
     # gain reported from them alone (0: from the runs that confirmed it, as the SKILL.md).
     report_runs: int = 2
+    # The numeric families' untried values run in the time a bounded verdict would leave
+    # unused, before it (False: the SKILL.md's bounded rule as it comes; `family_gaps.py`).
+    family_gaps: bool = True
 
 
 class Outcome(StrEnum):

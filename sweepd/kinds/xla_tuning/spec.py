@@ -76,6 +76,9 @@ class Thresholds(_Part):
     # baseline made after it was decided (0: from the runs that confirmed it, as the
     # SKILL.md; they also decided when to stop and read high at a noisy cell).
     report_runs: int = Field(default=2, ge=0, le=10)
+    # Before a bounded verdict, the numeric families' values never run are run in the
+    # queue time it would leave unused (false: the SKILL.md's rule as it comes).
+    family_gaps: bool = True
 
 
 def _default_tags() -> dict[str, dict[str, Scalar]]:
@@ -225,4 +228,5 @@ class XlaTuningSpec(_Spec):
                       max_queue_s=t.max_queue_hours * 3600, noise=t.noise,
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
-                      stop=self.stop, report_runs=t.report_runs)
+                      stop=self.stop, report_runs=t.report_runs,
+                      family_gaps=t.family_gaps)

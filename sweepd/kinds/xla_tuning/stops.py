@@ -19,6 +19,7 @@ from sweepd.kinds.xla_tuning.claims import (
     report_due,
     screening,
 )
+from sweepd.kinds.xla_tuning.family_gaps import before_bounded
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
 from sweepd.kinds.xla_tuning.planned import Plan, Planned, VerdictKind
 from sweepd.kinds.xla_tuning.verdicts import make_verdict, named_recipe, prospect, recipes
@@ -203,13 +204,14 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
             for p, tag, rule, reason in shapes[:inp.wave_size]))
     if tried >= inp.bounded_count and not significant and settled:
         need = verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
+        need = need or before_bounded(inp, board, cands)
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
         return make_verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
                         f"{tried} distinct profiles in Waves 2-4, none significantly above "
-                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope",
-                        cands)
+                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope"
+                        + _gaps_note(inp, tried), cands)
     if not more:
         need = verdict_needs(inp, board, cands)
         if need:
@@ -225,3 +227,14 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
         return make_verdict(inp, board, kind, "stop.catalog_exhausted",
                         f"catalog exhausted after {tried} distinct profiles{short}", cands)
     return None
+
+
+def _gaps_note(inp: Inputs, tried: int) -> str:
+    """Which bounded rule applied: the SKILL.md's as it came, or with the time left spent
+    on the numeric families' values first (`family_gaps`)."""
+    if not inp.family_gaps:
+        return " (the SKILL.md's rule as it comes: family_gaps off)"
+    if tried <= inp.bounded_count:
+        return ""
+    return (f" (the SKILL.md's {inp.bounded_count} reached, the catalog's other values were "
+            "run in the queue time left first: family_gaps)")

@@ -26,6 +26,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     stack,
 )
 from sweepd.kinds.xla_tuning.claims import WAVE6_N, cross_tag
+from sweepd.kinds.xla_tuning.family_gaps import untried_values
 
 Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 
@@ -246,7 +247,8 @@ class Candidates:
                                        f"up; {left} profiles short of the bounded rule's "
                                        f"{self.inp.bounded_count}")))
         out.sort(key=lambda x: -x[0])
-        return [*ends, *(it for _, it in out)][:left]
+        gaps = untried_values(self, rules.POINTED) if self.inp.family_gaps else []
+        return [*ends, *gaps, *(it for _, it in out)][:left]
 
     def _flat_ends(self, left: int) -> list[Item]:
         """Numeric families run at one value that read flat: their ends first (an effect
