@@ -9,6 +9,8 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
 
 * seed: the planner (`search.plan` through `replay`) with the SKILL.md's stop rules, the
   default (`stop: seed`);
+* seed-rule: seed mode with the SKILL.md's bounded rule as it comes (`family_gaps` off:
+  the sweep may end at 25 profiles with numeric family values never run);
 * thorough: the planner with the winner rule read at the plateau (`stop: thorough`);
 * exhaustive: every catalog profile once (baseline twice), the top 3 families' best re-run
   twice, forward stacking at n=3, the best mean claimed (the denominator of "vs exh.");
@@ -46,6 +48,7 @@ from xla_tuning_methods import (
     Claim,
     exhaustive,
     planner,
+    planner_seed_rule,
     planner_thorough,
     random_search,
     singles_measured,
@@ -59,7 +62,8 @@ from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
 from sweepd.kinds.xla_tuning.landscape import Landscape, truth
 
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
-SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11, "factsheld": 13, "unseen": 17}  # per family
+# per family
+SEEDS = {"tuned": 5, "heldout": 7, "fresh": 11, "factsheld": 13, "unseen": 17, "lone": 19}
 MAX_RUNS = 48  # 8 h at 10 minutes a run
 USELESS = 0.003  # a part adding under 0.3 points of true gain does nothing worth a flag
 DEFINITION = (
@@ -131,10 +135,11 @@ def _useless(land: Landscape, claim: Claim, true_gain: float) -> bool:
     return False
 
 
-METHODS = ("seed", "thorough", "exhaustive", "singles", "singles@eq", "singles+stk", "tpe",
-           "random")
-ALONE: dict[str, Method] = {"seed": planner, "thorough": planner_thorough,
-                            "exhaustive": exhaustive, "singles": singles_oracle}
+METHODS = ("seed", "seed-rule", "thorough", "exhaustive", "singles", "singles@eq",
+           "singles+stk", "tpe", "random")
+ALONE: dict[str, Method] = {"seed": planner, "seed-rule": planner_seed_rule,
+                            "thorough": planner_thorough, "exhaustive": exhaustive,
+                            "singles": singles_oracle}
 
 
 def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[str, Tally]:

@@ -304,6 +304,34 @@ def generate_unseen(rng: random.Random) -> Case:
 GENERATORS["unseen"] = generate_unseen
 
 
+# `lone`: the red-team shape behind `family_gaps` (so tuned on, not held out): the shipped
+# catalog on FSDP=8, PP=8 or TP=8; every flag within noise (-0.6..+0.4 %); one numeric
+# family's single value helps on its own (+3.5..+8 %, at an end or inside), its other
+# values falling away from it by up to 3 % over the family, so the local slope from the
+# value first tried leads away from it.
+def generate_lone(rng: random.Random) -> Case:
+    from sweepd.kinds.xla_tuning.flags import default_catalog
+
+    par = Parallelism.parse(rng.choice(("FSDP=8", "PP=8", "TP=8")))
+    cat = tuple(p for p in default_catalog(par) if Mechanism.PIPELINE not in p.mechanisms)
+    effects = {s.label: Effect(tgs=1 + rng.uniform(-0.006, 0.004))
+               for p in cat for s in p.settings}
+    fams = [ms for ms in _families(cat).values() if len(ms) > 1]
+    fam = rng.choice(fams)
+    at, gain, slope = rng.randrange(len(fam)), rng.uniform(0.035, 0.08), rng.uniform(0, 0.03)
+    for i, p in enumerate(fam):
+        d = gain if i == at else -slope * abs(i - at) / (len(fam) - 1)
+        effects[p.settings[0].label] = Effect(tgs=1 + d + rng.uniform(-0.003, 0.003))
+    land = Landscape(
+        parallelism=par.text, tags=("sparse", "dense"),
+        base_tgs={"sparse": 1000.0, "dense": 1100.0}, effects=effects,
+        noise=rng.uniform(0.005, 0.010), evidence=_evidence(rng))
+    return land, cat
+
+
+GENERATORS["lone"] = generate_lone
+
+
 if __name__ == "__main__":
     import argparse
 

@@ -44,6 +44,12 @@ def planner_thorough(land: Landscape, cat: Sequence[Profile], rng: random.Random
     return _planner(land, cat, rng, WIN, stop="thorough")
 
 
+def planner_seed_rule(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
+    """Seed mode with the SKILL.md's bounded rule as it comes (`family_gaps` off): the
+    sweep may end at 25 profiles with numeric family values never run."""
+    return _planner(land, cat, rng, WIN, family_gaps=False)
+
+
 def planner_eager(land: Landscape, cat: Sequence[Profile], rng: random.Random) -> Claim:
     """The winner rule read eagerly: a confirmed +5 % recipe ends the sweep once its own
     refinements and stacks are done, before the rest of the catalog is seeded (focus=0)."""
@@ -56,9 +62,10 @@ def planner_nostop(land: Landscape, cat: Sequence[Profile], rng: random.Random) 
 
 
 def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float,
-             focus: int = 99, stop: str = "seed") -> Claim:
+             focus: int = 99, stop: str = "seed", family_gaps: bool = True) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
-                 deployed=land.deployed_settings(), win=win, focus=focus, stop=stop)
+                 deployed=land.deployed_settings(), win=win, focus=focus, stop=stop,
+                 family_gaps=family_gaps)
     r = replay(inp, land, rng)
     v = r.verdict
     table = profiles(inp)

@@ -8,7 +8,9 @@ team: a combine threshold worth +3.5-8 % alone at an interior value, found in 36
 cells). The bounded verdict is a claim about the whole editable scope; the SKILL.md's
 rule (>= 25 profiles, none above +2 %) ends the sweep well inside 8 h, so the time left
 goes to those values first: the evidence's mechanisms in order, in each family the value
-farthest from any value run (a bisection of the widest gap). What does not fit before the
+farthest from any value run (a bisection of the widest gap). A catalog spent short of the
+25 profiles also takes the first mechanism's gaps, after the ends of flat families and
+the pairs of the fastest singles (`Candidates.pairs`). What does not fit before the
 8 h stop is named in the verdict ("family values not run"), and the bounded rule still
 fires inside 8 h.
 """
@@ -23,6 +25,10 @@ from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile
 
 if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.waves import Candidates, Item
+
+# What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
+# after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.
+SPARE_RUNS = 4
 
 
 def untried_values(cands: Candidates, mechanisms: int) -> list[Item]:
@@ -45,13 +51,13 @@ def untried_values(cands: Candidates, mechanisms: int) -> list[Item]:
 
 
 def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
-    """The runs a bounded verdict waits for, cut to what starts and ends before the 8 h
-    stop with a run to spare (so the verdict is still the bounded rule's, not the
-    timebox's): first values of mechanisms never seeded, then family values."""
+    """The runs a bounded verdict waits for, cut to what ends before the 8 h stop with
+    SPARE_RUNS to spare (so the verdict is still the bounded rule's, not the timebox's):
+    first values of mechanisms never seeded, then family values."""
     if not inp.family_gaps:
         return []
     per_run = board.queue_s / max(1, board.runs)
-    fit = (math.floor((inp.max_queue_s - board.queue_s) / per_run) - 4 if per_run > 0
+    fit = (math.floor((inp.max_queue_s - board.queue_s) / per_run) - SPARE_RUNS if per_run > 0
            else inp.wave_size)
     if fit <= 0:
         return []

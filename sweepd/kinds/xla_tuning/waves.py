@@ -227,13 +227,18 @@ class Candidates:
         left = self.inp.bounded_count - self.distinct_tried()
         if left <= 0:
             return []
+        gaps = untried_values(self, rules.POINTED) if self.inp.family_gaps else []
+        short = f"{left} profiles short of the bounded rule's {self.inp.bounded_count}"
+        return [*self._flat_ends(left), *self.top_pairs(short), *gaps][:left]
+
+    def top_pairs(self, why: str) -> list[Item]:
+        """Pairs of the five fastest singles of distinct families, best predicted first."""
         best: dict[str, Entry] = {}
         for e in self._candidates():
             fam = self._profile(e.profile).family or e.profile
             if ("+" not in e.profile and e.profile != RESTORE and self._d(e.profile) > 0
                     and (fam not in best or self._d(e.profile) > self._d(best[fam].profile))):
                 best[fam] = e
-        ends = self._flat_ends(left)
         top = sorted(best.values(), key=lambda e: -self._d(e.profile))[:rules.PAIR_SINGLES]
         out: list[tuple[float, Item]] = []
         for i, a in enumerate(top):
@@ -244,11 +249,9 @@ class Candidates:
                     out.append((pred, (s, self.primary, "wave.pair_fill",
                                        f"{a.profile} {self._d(a.profile):+.2%} + {b.profile} "
                                        f"{self._d(b.profile):+.2%}: {pred:+.2%} if they add "
-                                       f"up; {left} profiles short of the bounded rule's "
-                                       f"{self.inp.bounded_count}")))
+                                       f"up; {why}")))
         out.sort(key=lambda x: -x[0])
-        gaps = untried_values(self, rules.POINTED) if self.inp.family_gaps else []
-        return [*ends, *gaps, *(it for _, it in out)][:left]
+        return [it for _, it in out]
 
     def _flat_ends(self, left: int) -> list[Item]:
         """Numeric families run at one value that read flat: their ends first (an effect
