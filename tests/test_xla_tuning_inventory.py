@@ -88,6 +88,30 @@ def test_a_file_that_fails_when_sourced_is_read_line_by_line_and_says_so(
     assert where == f"{path} (sourcing it failed (exit 1): no message; read line by line)"
 
 
+def test_a_sourcing_that_timed_out_is_tried_again_next_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy machine's timeout says nothing of the file: it is not kept for the file's
+    version (it was, so the line-by-line reading, guards unread, stayed until the file
+    changed); a file bash rejects is (its jobs fail the same way every time)."""
+    import subprocess
+
+    repo = checkout(tmp_path, GUARDED)
+    real, calls = inv.source, []
+
+    def slow_once(*a: Any) -> Any:
+        calls.append(a)
+        if len(calls) == 1:
+            raise subprocess.TimeoutExpired("bash", 30.0)
+        return real(*a)
+
+    monkeypatch.setattr(inv, "source", slow_once)
+    spec = spec_of("PP=8")
+    _, where = inv.inventory(repo, spec)
+    assert where is not None and "read line by line" in where
+    assert deployed(repo, spec) == {AG: "1073741824", NCCL: "8"} and len(calls) == 2
+    assert deployed(repo, spec) == {AG: "1073741824", NCCL: "8"} and len(calls) == 2
+
+
 def test_a_flag_only_another_cells_guard_sets_is_still_not_tuned_here(tmp_path: Path) -> None:
     """The submission's check (`train_env.placement`) reads every line of the file, guards
     or not: a catalog flag set only inside another parallelism's block (an earlier

@@ -42,11 +42,14 @@ def inventory(repo: Path | None, spec: XlaTuningSpec) -> tuple[tuple[Setting, ..
         raise GatherError(f"cannot read the model's env file {path}: {e.strerror}") from None
     passthrough = job_passthrough(spec)
     key = (str(path), st.st_mtime_ns, st.st_size, passthrough)
-    if key not in _INVENTORY:
+    if key in _INVENTORY:
+        return _INVENTORY[key]
+    read, lasting = _read(path, passthrough)
+    if lasting:  # a timeout or a bash that could not start is tried again next pass
         if len(_INVENTORY) >= _INVENTORY_MAX:
             _INVENTORY.clear()
-        _INVENTORY[key] = _read(path, passthrough)
-    return _INVENTORY[key]
+        _INVENTORY[key] = read
+    return read
 
 
 def job_passthrough(spec: XlaTuningSpec) -> tuple[str, ...]:
@@ -56,13 +59,17 @@ def job_passthrough(spec: XlaTuningSpec) -> tuple[str, ...]:
     return tuple(f"{k}={v}" for k, v in job_overrides(spec, primary).items())
 
 
-def _read(path: Path, passthrough: tuple[str, ...]) -> Read:
+def _read(path: Path, passthrough: tuple[str, ...]) -> tuple[Read, bool]:
     """Sourced as the job would; a file that fails when sourced (its jobs would fail too, or
-    bash is missing here) is read line by line instead, last wins, and the path says so."""
+    bash is missing here) is read line by line instead, last wins, and the path says so.
+    The flag: whether the reading holds for this file version (a file bash rejects does;
+    a timeout or a bash that could not start may not)."""
+    lasting = True
     try:
         settings = source(path, passthrough).settings()
-        return _tuned(settings), str(path)
+        return (_tuned(settings), str(path)), True
     except (SourceError, subprocess.TimeoutExpired, OSError) as e:
+        lasting = isinstance(e, SourceError)
         why = str(e).replace(f"sourcing {path} failed ", "")
         note = f"sourcing it failed{'' if why.startswith('(') else ':'} {why}"
     try:
@@ -72,7 +79,7 @@ def _read(path: Path, passthrough: tuple[str, ...]) -> Read:
     flags, env = env_file_settings(text)
     settings = tuple([Setting(k, v, Layer.XLA) for k, v in flags.items()]
                      + [Setting(k, v, Layer.ENV) for k, v in env.items()])
-    return _tuned(settings), f"{path} ({note}; read line by line)"
+    return (_tuned(settings), f"{path} ({note}; read line by line)"), lasting
 
 
 def _tuned(settings: tuple[Setting, ...]) -> tuple[Setting, ...]:
