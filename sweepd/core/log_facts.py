@@ -1,6 +1,6 @@
 """What a job's new log lines say, as a LogChunk: its steps, signals, memory and node map,
-the phase it reached and its last step. Pure: the reading, offsets and lost logs are
-`core/follow.py`'s."""
+the phase it reached, its last step and its span on the cluster's own clock where its log
+prints one. Pure: the reading, offsets and lost logs are `core/follow.py`'s."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from sweepd.core.states import JobState
 from sweepd.monitor.classify import node_map_from_nodelist
 from sweepd.monitor.facts import (
+    ClusterTimeFact,
     CompiledMemoryFact,
     HeaderFact,
     LineFact,
@@ -70,6 +71,9 @@ def _other_fact(job: Job, out: LogChunk, fact: LineFact, offset: int, line: str,
     elif isinstance(fact, SummaryFact):
         out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
         phase = later(phase, Phase.SUMMARY)
+    elif isinstance(fact, ClusterTimeFact):
+        # Every kind's job: its span on the cluster's own clock (`core/jobtimes.span_of`).
+        out.fields.update(span_start=fact.start, span_end=fact.end)
     elif isinstance(fact, SignalFact):
         if node_map is None:
             node_map = {int(k): v for k, v in json.loads(job.node_map_json or "{}").items()}

@@ -102,6 +102,16 @@ class SummaryFact:
 
 
 @dataclass(frozen=True)
+class ClusterTimeFact:
+    """When the job ran on the cluster's own clock, in its seconds (a JOB SUMMARY's
+    `Cluster time: <start>s to <end>s`, printed where that clock is not the machine's: the
+    simulated cluster's)."""
+
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
 class SignalFact:
     """A line that matches a failure signature (false positives already filtered)."""
 
@@ -113,7 +123,7 @@ class SignalFact:
 
 LineFact = (
     StepFact | MemstatsFact | CompiledMemoryFact | HeaderFact | BannerFact | NodeExitFact
-    | SummaryFact | SignalFact
+    | SummaryFact | ClusterTimeFact | SignalFact
 )
 
 

@@ -18,6 +18,7 @@ import re
 
 from sweepd.monitor.facts import (
     BannerFact,
+    ClusterTimeFact,
     CompiledMemoryFact,
     HeaderFact,
     LineFact,
@@ -49,7 +50,8 @@ _HEADER = re.compile(
 _SUMMARY_RULE = re.compile(r"^=+ JOB SUMMARY =+$")
 # A JOB SUMMARY's `Cluster time: <start>s to <end>s`: the job's span on the cluster's own
 # clock, printed where that clock is not the machine's (the simulated cluster).
-CLUSTER_TIME = re.compile(r"^\s*Cluster time: ([0-9.]+)s to ([0-9.]+)s$")
+_SECONDS = r"([0-9]{1,15}(?:\.[0-9]{1,9})?)s"   # a number `float` reads (the parse never raises)
+CLUSTER_TIME = re.compile(rf"^\s*Cluster time: {_SECONDS} to {_SECONDS}$")
 _BANNER = re.compile(
     r"^=+ (?P<stage>\S.*?) (?P<status>BEGIN|END|TIMEOUT|FAILED)"
     r"(?: \((?P<detail>[^)]*)\))? =+$"
@@ -163,7 +165,8 @@ def _parse_compiled_memory(rank: int | None, body: str) -> CompiledMemoryFact | 
 
 
 def _parse_structured(full: str, body: str) -> LineFact | None:
-    """Header, banner, NODE_EXIT and summary lines: the toolkit's own prints."""
+    """Header, banner, NODE_EXIT and summary lines: the toolkit's own prints (and the
+    simulated cluster's `Cluster time:` in its summary)."""
     stripped = body.strip()
     if stripped.startswith("="):
         if _SUMMARY_RULE.match(stripped):
@@ -176,6 +179,8 @@ def _parse_structured(full: str, body: str) -> LineFact | None:
         return NodeExitFact(host=m.group(1), exit_code=int(m.group(2)))
     if "Status:" in body and (m := _STATUS.match(body)):
         return _summary(m)
+    if "Cluster time:" in body and (m := CLUSTER_TIME.match(body)):
+        return ClusterTimeFact(start=float(m.group(1)), end=float(m.group(2)))
     return None
 
 

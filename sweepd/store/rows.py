@@ -172,6 +172,10 @@ class Job(_Row):
     # What the sweep's kind wants from the job (`Kind.job_facts`, migration 8): a JSON
     # object folded from the log as it is read and completed when the job ends.
     facts_json: str | None = None
+    # When the job ran on the cluster's own clock, where its log printed it (migration 10:
+    # the simulated cluster's `Cluster time:`); None elsewhere (`core/jobtimes.span_of`).
+    span_start: float | None = None
+    span_end: float | None = None
 
     @property
     def facts(self) -> dict[str, Any]:

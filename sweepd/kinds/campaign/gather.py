@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sweepd.core.states import SweepState
 from sweepd.kinds.campaign.confirm import Confirmed
 from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.kinds.campaign.spent import spent_hours
 from sweepd.kinds.model_perf.exports import Optimum, optimum_of
 from sweepd.kinds.network.exports import NetworkVerdict, network_verdict
 from sweepd.kinds.node_perf.exports import NodeVerdicts, node_verdicts
@@ -18,6 +19,7 @@ from sweepd.kinds.xla_tuning.exports import Recipe, recipe_of
 
 if TYPE_CHECKING:
     from sweepd.kinds.registry import GatherContext
+    from sweepd.store.rows import Job
     from sweepd.store.store import Store
 
 NAME = "campaign"
@@ -47,7 +49,8 @@ class CampaignFacts:
     children: Mapping[str, Child] = field(default_factory=dict)   # by stage key
     health: NodeVerdicts | None = None
     cells: Mapping[str, Cell] = field(default_factory=dict)       # by parallelism
-    # Cluster hours the stages' jobs have taken so far, first submission to last end.
+    # Hours the stages' jobs have taken so far on the cluster's clock, the first one's start
+    # to the last one's end (`spent.spent_hours`).
     spent_hours: float = 0.0
     network: NetworkVerdict | None = None   # node health's multi-node check
 
@@ -66,14 +69,11 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
     children: dict[str, Child] = {}
     health, network = None, None
     cells: dict[str, Cell] = {}
-    starts: list[float] = []
-    ends: list[float] = []
+    jobs: list[Job] = []
     for link in await store.campaign_children(where.sweep):
         sweep = await store.sweep(link.child_id)
         children[link.stage] = Child(sweep.id, link.stage, sweep.state, sweep.reason)
-        for job in await store.jobs(sweep.id):
-            starts += [job.submitted_at] if job.submitted_at is not None else []
-            ends += [t for t in (job.ended_at, job.last_output_at) if t is not None]
+        jobs += await store.jobs(sweep.id)
         if sweep.state != SweepState.DONE:
             continue
         stage, par = spec.cell_of(link.stage)
@@ -88,5 +88,4 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
             cells[par or ""] = replace(cell, flags=await recipe_of(store, sweep))
         elif stage == "confirm" and sweep.kind == NAME:
             cells[par or ""] = replace(cell, confirm=confirmed_of(sweep.verdict))
-    spent = (max(ends) - min(starts)) / 3600 if starts and ends else 0.0
-    return CampaignFacts(children, health, cells, max(0.0, spent), network)
+    return CampaignFacts(children, health, cells, spent_hours(jobs), network)

@@ -52,6 +52,11 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
             for key, ref, result in _table(sweep)]
 
 
+def _spent(verdict: dict[str, Any]) -> str:
+    spent = verdict.get("spent_hours")
+    return "" if spent is None else f"; {spent:.1f} h spent on the cluster's clock"
+
+
 def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     if sweep.spec.get("stages") == ["confirm"]:
         return _confirm_markdown(sweep, runs)
@@ -62,7 +67,7 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     lines = [f"## {tag}", "",
              f"- Parallelism: {' + '.join(par) if isinstance(par, list) else par}",
              f"- Budget: {sweep.spec.get('budget_hours')} h over "
-             f"{', '.join(sweep.spec.get('stages', []))}",
+             f"{', '.join(sweep.spec.get('stages', []))}" + _spent(v),
              f"- Frozen nodes: {v.get('nodes') or '—'}"]
     several = len(cells) > 1
     lines += [f"  - {c['parallelism']}: {c.get('nodes') or '—'}" for c in cells if several]

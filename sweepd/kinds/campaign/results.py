@@ -91,7 +91,9 @@ def verdict(spec: CampaignSpec, facts: CampaignFacts) -> dict[str, Any]:
                            "stages": list(spec.stages),
                            "sweeps": {s: c.id for s, c in facts.children.items()},
                            "skipped": [s for s, c in facts.children.items()
-                                       if c.state in (SweepState.ABORTED, SweepState.FAILED)]}
+                                       if c.state in (SweepState.ABORTED, SweepState.FAILED)],
+                           # Of the budget, on the cluster's clock (`spent.spent_hours`).
+                           "spent_hours": round(facts.spent_hours, 3)}
     nodes = frozen_nodes(spec, facts)
     out["nodes"] = collect_nodes(nodes) if nodes else None
     if facts.health is not None:
