@@ -282,7 +282,7 @@ def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> No
                 for s in range(12)]
     recipes = [v.recipe for v in verdicts]
     assert recipes.count("hpas+nch8") >= 4, recipes
-    short = [v.reason for v in verdicts if v.kind is VerdictKind.BOUNDED
+    short = [v.reason for v in verdicts if v.rule == "stop.bounded"
              and int(v.reason.split()[0]) < 25]
     assert not short, short
 

@@ -155,6 +155,27 @@ def test_the_bounded_rule_fires_within_8h_at_10_minute_jobs() -> None:
     assert rules == {"stop.bounded"}
 
 
+def test_the_8h_stop_reads_the_bounded_rule_on_what_was_run() -> None:
+    """25 profiles, none significantly above +2 %: the SKILL.md's bounded rule is met
+    even when the stop cuts off a re-run a last run set off (a contender within noise).
+    It was a "timebox" verdict (a flat cell: 19-26 of 100 seeds); the rule is named, and
+    what the stop cut off is said. Short of 25 profiles it stays the timebox's."""
+    inp = _inputs(fsdp8())
+    table = profiles(inp)
+    singles = [p for p in table if "+" not in p and p not in ("baseline", "evidence")
+               and p != "restore_default" and p != "lhs"][:26]
+    flat = [_ok(p, 1000.0 + (i % 3)) for i, p in enumerate(singles[:25])]
+    contender = [_ok(singles[25], 1012.0, 4)]   # one run at +1.2 %: re-run as a contender
+    results = [*_base(), *flat, *contender, _ok("lhs", 1000.0, 5, queue_s=H8)]
+    v = plan(inp, results, EV)
+    assert isinstance(v, Verdict) and v.kind is VerdictKind.BOUNDED, v
+    assert v.rule == "stop.bounded" and v.recipe is None
+    assert v.reason.startswith("27 distinct profiles")
+    assert f"read at the 8 h stop, which came before {singles[25]} could run" in v.reason
+    few = [*_base(), *flat[:20], _ok("lhs", 1000.0, 5, queue_s=H8)]
+    assert _timeboxed(few).kind is VerdictKind.TIMEBOX
+
+
 def test_the_timebox_says_when_the_job_length_put_the_bounded_rule_out_of_reach() -> None:
     slow = [*_base(queue_s=1800.0)] + [_ok(n, 1000.0, 2, queue_s=1800.0)
                                        for n in ("ag1G", "rs1G", "dbuf")]

@@ -68,8 +68,9 @@ class Inputs:
     # Runs each of a proposal's recipe and of the baseline made after it was decided, its
     # gain reported from them alone (0: from the runs that confirmed it, as the SKILL.md).
     report_runs: int = 2
-    # The numeric families' untried values run in the time a bounded verdict would leave
-    # unused, before it (False: the SKILL.md's bounded rule as it comes; `family_gaps.py`).
+    # What of the catalog the search left unrun (first values of mechanisms never seeded,
+    # then the numeric families' untried values) runs in the queue time a bounded verdict
+    # would leave unused, before it (False: the SKILL.md's rule as it comes; `family_gaps.py`).
     family_gaps: bool = True
 
 
@@ -255,6 +256,11 @@ class Board:
         """Significantly above `bar` on fresh runs (one-sided, Z_ONE)."""
         d = self.fresh_delta(profile, tag)
         return d is not None and d - Z_ONE * self.fresh_se(profile, tag) > bar
+
+    @property
+    def per_run(self) -> float:
+        """Mean queue time per run so far (the cluster's clock, as the results carry it)."""
+        return self.queue_s / max(1, self.runs)
 
     def reported(self, profile: str, tag: str) -> tuple[float, ...]:
         e = self.reports.get((profile, tag))

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 # What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
 # after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.
 SPARE_RUNS = 4
+GAP_RULE = "wave.family_gap"
 
 
-def untried_values(cands: Candidates, mechanisms: int) -> list[Item]:
+def untried_values(cands: Candidates, mechanisms: int, why: str = "") -> list[Item]:
     """The untried values of the numeric families in the evidence's first `mechanisms`,
     mechanism by mechanism, the widest gap first."""
     pointed = [m for m in cands.order if m is not Mechanism.PIPELINE][:mechanisms]
@@ -44,8 +45,8 @@ def untried_values(cands: Candidates, mechanisms: int) -> list[Item]:
         for p in members:
             if cands._ok(p):
                 gap = min(abs(p.position - q) for q in run)
-                out.append((rank, -gap, (p, cands.primary, "wave.family_gap",
-                                         _reason(fam, members, p, run))))
+                out.append((rank, -gap, (p, cands.primary, GAP_RULE,
+                                         _reason(fam, members, p, run, why))))
     out.sort(key=lambda x: (x[0], x[1]))
     return [it for _, _, it in out]
 
@@ -56,17 +57,35 @@ def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
     first values of mechanisms never seeded, then family values."""
     if not inp.family_gaps:
         return []
-    per_run = board.queue_s / max(1, board.runs)
-    fit = (math.floor((inp.max_queue_s - board.queue_s) / per_run) - SPARE_RUNS if per_run > 0
-           else inp.wave_size)
-    if fit <= 0:
-        return []
-    items = cands.seeds(focus_only=False) or untried_values(cands, len(cands.order))
-    return items[:min(fit, inp.wave_size)]
+    fit = _fit(inp, board)
+    return left_to_run(cands)[:min(fit, inp.wave_size)] if fit > 0 else []
 
 
-def _reason(fam: str, members: list[Profile], p: Profile, run: list[int]) -> str:
+def left_to_run(cands: Candidates) -> list[Item]:
+    """What of the catalog a bounded verdict would leave unrun, in the order it is run."""
+    return cands.seeds(focus_only=False) or untried_values(cands, len(cands.order))
+
+
+def _fit(inp: Inputs, board: Board) -> int:
+    if board.per_run <= 0:
+        return inp.wave_size
+    return math.floor((inp.max_queue_s - board.queue_s) / board.per_run) - SPARE_RUNS
+
+
+def bounded_note(inp: Inputs, cands: Candidates) -> str:
+    """Which bounded rule applied, said from what is left unrun: the SKILL.md's as it
+    comes, or with the catalog's unrun values run first while the time held them."""
+    if not inp.family_gaps:
+        return " (the SKILL.md's rule as it comes: family_gaps off)"
+    if left_to_run(cands):
+        return (f" (family_gaps: the queue time before the 8 h stop, less {SPARE_RUNS} spare "
+                "runs, did not hold every value the search left unrun: what is left is "
+                "named below)")
+    return " (family_gaps: every value of the catalog run)"
+
+
+def _reason(fam: str, members: list[Profile], p: Profile, run: list[int], why: str) -> str:
     ran = ", ".join(m.name for m in members if m.position in run)
     return (f"{fam} run at {ran}; {p.name} not yet: a value may help on its own where its "
-            "neighbours do not, so it runs before a bounded verdict, in time the sweep "
-            "would leave unused")
+            "neighbours do not; " + (why or "run before a bounded verdict, in queue time the "
+                                      "sweep would leave unused"))

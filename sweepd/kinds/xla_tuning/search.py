@@ -42,6 +42,7 @@ from sweepd.kinds.xla_tuning.planned import (
     profiles,
 )
 from sweepd.kinds.xla_tuning.stops import (
+    bounded_at_the_stop,
     needs_for,
     report_block,
     seed_winner,
@@ -64,6 +65,9 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
         done = winner(inp, board, cands, wave, report=False)
         if isinstance(done, Verdict):
             return done  # the last wave in made the winner rule: it is that stop, not 8 h
+        bounded = bounded_at_the_stop(inp, board, cands)
+        if bounded is not None:
+            return bounded
         return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
                         f"{board.queue_s / 3600:.1f} h of queue time >= "
                         f"{inp.max_queue_s / 3600:.0f} h")
@@ -119,8 +123,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
 def _closing(inp: Inputs, board: Board, need: int) -> bool:
     """Less queue time left than the verdict's needs plus one more full wave (at the mean
     queue time per run so far: the cluster's clock, as the results carry it)."""
-    per_run = board.queue_s / max(1, board.runs)
-    return board.queue_s + (need + inp.wave_size) * per_run >= inp.max_queue_s
+    return board.queue_s + (need + inp.wave_size) * board.per_run >= inp.max_queue_s
 
 
 def _wave1(inp: Inputs, board: Board) -> tuple[Planned, ...]:

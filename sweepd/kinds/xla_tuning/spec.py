@@ -76,8 +76,9 @@ class Thresholds(_Part):
     # baseline made after it was decided (0: from the runs that confirmed it, as the
     # SKILL.md; they also decided when to stop and read high at a noisy cell).
     report_runs: int = Field(default=2, ge=0, le=10)
-    # Before a bounded verdict, the numeric families' values never run are run in the
-    # queue time it would leave unused (false: the SKILL.md's rule as it comes).
+    # Before a bounded verdict, what of the catalog the search left unrun (mechanisms never
+    # seeded, numeric family values) runs in the queue time it would leave unused (false:
+    # the SKILL.md's rule as it comes).
     family_gaps: bool = True
 
 

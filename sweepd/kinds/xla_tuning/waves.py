@@ -227,8 +227,8 @@ class Candidates:
         left = self.inp.bounded_count - self.distinct_tried()
         if left <= 0:
             return []
-        gaps = untried_values(self, rules.POINTED) if self.inp.family_gaps else []
         short = f"{left} profiles short of the bounded rule's {self.inp.bounded_count}"
+        gaps = untried_values(self, rules.POINTED, short) if self.inp.family_gaps else []
         return [*self._flat_ends(left), *self.top_pairs(short), *gaps][:left]
 
     def top_pairs(self, why: str) -> list[Item]:
@@ -340,7 +340,7 @@ class Candidates:
 
     def closing(self) -> bool:
         """Less queue time left than one more full wave would take (at the mean run so far)."""
-        mean = self.board.queue_s / max(1, self.board.runs)
+        mean = self.board.per_run
         return self.board.queue_s + self.inp.wave_size * mean >= self.inp.max_queue_s
 
     def plateaued(self) -> bool:
