@@ -1,7 +1,7 @@
 """How many runs and node-hours the model perf search needs, against its peers (not a test).
 
     python bench/probe_efficiency.py [--curves N] [--seed S] [--noise F] [--holdout-seed H]
-                                     [--tpe-curves N] [--smoke]
+                                     [--tpe-curves N] [--flaky-oom P] [--smoke]
 
 Ground truth: seeded synthetic clusters. Each has a TGS-vs-batch curve (families, see
 `_tgs`) and a memory model (`_memory`): compiled temp = c + s*b*(1 + q*(b/M - 1/2)) (a
@@ -11,7 +11,10 @@ the largest that fits, is drawn from 4..64. A run OOMs above M; where its first 
 longer than the hang limit it hangs after the compiled-memory line said it fits (twice:
 the hang rule retries once); else it gives the true TGS times fresh uniform noise (default
 0.8% std). Every run prints what MaxText prints: the compiled-memory line (GB to one
-decimal) and Memstats' pool; an OOM also names its failed allocation.
+decimal) and Memstats' pool; an OOM also names its failed allocation. `--flaky-oom P`:
+the first run of a batch that fits OOMs with probability P (the same batches for every
+method; a one-off, as a flaky node or allocator gives: its compiled-memory line as usual,
+a 12.5 GB failed allocation).
 
 Cost: node-hours from the simulator's timing (sweepd/sim/plan.py, llama2-70b on 2 nodes):
 init 150 s, compile 180 s; an OOM at compile costs init + compile, a hang init + compile +
@@ -75,6 +78,7 @@ HANG_S = 600.0  # policy.hang_timeout_s
 STEPS = 15
 STEP_AT_MAX_S = 60.0  # a step at the largest fit at peak throughput
 HANG_ATTEMPTS = 2  # the hang rule retries once
+FLAKY_ALLOC_GB = 12.5  # the failed allocation a one-off OOM names (the simulator's)
 DEFINITION = (
     "found (1%) = the batch a method reports (its highest measured TGS) has a TRUE TGS within "
     f"{FOUND:.0%} of the best TRUE TGS of any integer batch that fits; exact = it is that "
@@ -218,9 +222,12 @@ class Cluster:
     reports its compiled memory as MaxText prints it."""
 
     def __init__(self, curve: Curve, rng: random.Random, noise: float,
-                 memory_line: bool = True) -> None:
+                 memory_line: bool = True, flaky: float = 0.0, flaky_key: str = "") -> None:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
         self.memory_line = memory_line
+        # --flaky-oom: a batch's first run OOMs with this probability, drawn per batch from
+        # `flaky_key`, so every method meets the same flaky batches.
+        self.flaky, self.flaky_key, self.ran = flaky, flaky_key, set[int]()
         self.seconds = 0.0  # node-seconds / NODES
         # Attempts a hang costs, by the method's own hang rule: sweepd retries a hang after
         # a memory line that fits once (it sets 2); SKILL.md's phase table takes a hang
@@ -237,6 +244,10 @@ class Cluster:
         temp = fixed = limit = None
         if self.memory_line:
             temp, fixed, limit = round(mem.temp(b), 1), round(mem.fixed, 1), POOL_GB
+        if self._one_off(b):
+            self.seconds += INIT_S + COMPILE_S
+            return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=limit,
+                         alloc_gb=FLAKY_ALLOC_GB)
         if b > self.curve.max_fit:
             self.seconds += INIT_S + COMPILE_S
             short = mem.fixed + mem.temp(b) + mem.headroom - POOL_GB
@@ -251,6 +262,13 @@ class Cluster:
         self.seconds += INIT_S + COMPILE_S + STEPS * self.curve.step_s(b)
         return Probe(b, Outcome.OK, self.curve.true(b) * tgs, temp_gb=temp, fixed_gb=fixed,
                      limit_gb=limit)
+
+    def _one_off(self, b: int) -> bool:
+        """--flaky-oom: the first run of a batch that fits, where its draw falls under P."""
+        first = b not in self.ran
+        self.ran.add(b)
+        return first and self.flaky > 0 and b <= self.curve.max_fit and \
+            random.Random(f"{self.flaky_key}:{b}").random() < self.flaky
 
 
 def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
@@ -447,19 +465,21 @@ def noise_stream(seed: int, i: int) -> random.Random:
 
 
 def evaluate(cases: Sequence[Case], seed: int, noise: float,
-             tpe_cases: int = 0) -> dict[str, list[Result]]:
+             tpe_cases: int = 0, flaky: float = 0.0) -> dict[str, list[Result]]:
     """Each method's result per case; every method sees the same noise on a curve. TPE runs on
     the first `tpe_cases` cases, each with the node-hours sweepd spent there."""
     results: dict[str, list[Result]] = {}
     for name, method in METHODS.items():
         results[name] = []
         for i, case in enumerate(cases):
-            cluster = Cluster(case.curve, noise_stream(seed, i), noise)
+            cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
+                              flaky_key=f"{seed}:{i}")
             results[name].append(_result(case, cluster, method(cluster, case.estimate)))
     if tpe_cases:
         results[TPE] = []
         for i, case in enumerate(cases[:tpe_cases]):
-            cluster = Cluster(case.curve, noise_stream(seed, i), noise)
+            cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
+                              flaky_key=f"{seed}:{i}")
             probes = tpe(cluster, case.estimate, results[SWEEPD][i].hours, seed + i)
             results[TPE].append(_result(case, cluster, probes))
     return results
@@ -528,6 +548,7 @@ class Args:
     fresh_seed: int = FRESH_SEED
     noise: float = NOISE
     tpe_curves: int = 300
+    flaky_oom: float = 0.0
     smoke: bool = False
     extra: list[str] = field(default_factory=list)
 
@@ -543,26 +564,31 @@ def main() -> None:
                         help="uniform half-width per run (default: 0.8%% std)")
     parser.add_argument("--tpe-curves", type=int, default=300,
                         help="curves per set TPE runs on (it is slow)")
+    parser.add_argument("--flaky-oom", type=float, default=0.0,
+                        help="a batch's first run OOMs with this probability (a one-off)")
     parser.add_argument("--smoke", action="store_true",
                         help="a few curves through every path (CI)")
     a = parser.parse_args(namespace=Args())
     if a.smoke:
         a.curves, a.tpe_curves = 15, 6
     print(f"noise +-{a.noise:.2%} per measurement (uniform, std {a.noise / math.sqrt(3):.2%}, "
-          f"fresh each run); max_runs {MAX_RUNS}; node-hours on {NODES} nodes")
+          f"fresh each run); max_runs {MAX_RUNS}; node-hours on {NODES} nodes"
+          + (f"; a batch's first run OOMs with probability {a.flaky_oom:g} (one-off)"
+             if a.flaky_oom else ""))
     print(DEFINITION)
     cases = workload(a.curves, a.seed)
     print(f"\ntuned set: {len(cases)} curves, seed {a.seed}, families {', '.join(FAMILIES)}")
-    report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves))
+    report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves, a.flaky_oom))
     held = workload(a.curves, a.holdout_seed, HOLDOUT_FAMILIES, curvature=0.08)
     print(f"\nheld-out set: {len(held)} curves, seed {a.holdout_seed}, families "
           f"{', '.join(HOLDOUT_FAMILIES)}, memory curvature up to 8%")
-    report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves))
+    report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves, a.flaky_oom))
     fresh = workload(a.curves, a.fresh_seed, FRESH_FAMILIES, curvature=0.08)
     print(f"\nfresh held-out set: {len(fresh)} curves, seed {a.fresh_seed}, families "
           f"{', '.join(FRESH_FAMILIES)} (not built or tuned on), largest fit "
           f"{FRESH_CLIFF[0]}..{FRESH_CLIFF[1]}")
-    report("fresh held out", fresh, evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves))
+    report("fresh held out", fresh,
+           evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves, a.flaky_oom))
 
 
 if __name__ == "__main__":

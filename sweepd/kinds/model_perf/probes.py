@@ -12,6 +12,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import swept_value
 from sweepd.kinds.model_perf.search import MEMORY_MARGIN, Outcome, Probe, Value, memory_fit
+from sweepd.kinds.model_perf.search.memory import one_offs
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
 from sweepd.store.rows import Job, Run
@@ -120,7 +121,11 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
     spoiled = _below_a_pass(spec, runs, latest)
     fits = _fits(spec, [r for r in runs if r.outcome == "pass"], latest)
     ok = set(passed)
-    stood = [(b, r) for r in runs if r.outcome != "pass" and r.id not in spoiled
+    kept = [r for r in runs if r.id not in spoiled]
+    off = [kept[k] for k in sorted(one_offs(
+        [probe_of(spec, r, latest.get(r.id), len(ctx.nodes)) for r in kept]))]
+    off_ids = {r.id for r in off}
+    stood = [(b, r) for r in kept if r.outcome != "pass" and r.id not in off_ids
              and (b := int(swept_value(BATCH, r.params) or 0)) not in ok]
     below = sorted({b for b, _ in stood if b < top})
     above = sorted({b for b, r in stood if b > top and _silent_oom(r, latest.get(r.id))
@@ -143,7 +148,22 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
                      "spare: a one-off is possible, and an "
                      "OOM is never re-run (SKILL.md), so it was not measured and may be "
                      "faster")
+    if off:
+        notes.append(_one_offs_note([int(swept_value(BATCH, r.params) or 0) for r in off], ok))
     return "; ".join(notes) or None
+
+
+def _one_offs_note(values: Sequence[int], ok: set[int]) -> str:
+    """OOMs taken as one-offs (search.memory.one_offs): said, for they point at a flaky
+    node, allocator or process, with the values the search did not run again."""
+    again = [b for b in dict.fromkeys(values) if b not in ok]
+    left = (f"; {', '.join(map(str, again))} not run again (the search did not need "
+            f"{'it' if len(again) == 1 else 'them'})" if again else "")
+    return (f"{len(values)} OOMs ({', '.join(map(str, values))}) came where their own "
+            "compiled-memory lines and the passes' fit the pool with the margin to spare: "
+            "taken as one-offs, not the limit (a flaky node, allocator or process; SKILL.md "
+            "takes an OOM as deterministic), each value run again where the search needed "
+            f"it{left}")
 
 
 def _own_line_fits(job: Job | None) -> bool:

@@ -13,6 +13,13 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   anything); two runs fit the line. A pass at b proves memory for b; an OOM lowers the
   usable pool below what that run needed, and its failed allocation (at least the shortfall)
   bounds the largest fit from below.
+* An OOM whose own compiled-memory line and the passes' put it MEMORY_MARGIN under the pool
+  contradicts the memory measured. One alone stands (SKILL.md: never re-run an OOM) and
+  lowers the pool, as any OOM. A second shows the OOMs are flaky, not the limit: each such
+  OOM is a one-off (`memory.one_offs`), bounds nothing and lowers no pool, and its value
+  may run again; lowering the pool by each walked the search down one value a run. An OOM
+  that repeats at its value makes every one stand again, and the climb then bisects
+  toward the lowest of them rather than walk.
 * The first probe is at ~75% of the estimated max (SKILL.md Step 3), the second at the
   predicted max fit. Without any memory line the climb is geometric (>= 1.5x, SKILL.md's
   "second probe at 1.5x the first"), never one value at a time.
@@ -72,7 +79,7 @@ from dataclasses import dataclass, replace
 
 from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bound, open_gaps
 from sweepd.kinds.model_perf.search.choose import next_index
-from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit
+from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
 from sweepd.kinds.model_perf.search.repeat import repeat_top
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
@@ -124,7 +131,24 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     found = next_index(view, runs_left)
     if found is None:
         return repeat_top(space, probes, runs_left)
-    return Step(space.candidates[found[0]], found[1])
+    value = space.candidates[found[0]]
+    return Step(value, found[1] + _one_off_note(probes, value))
+
+
+def _one_off_note(probes: Sequence[Probe], value: Value) -> str:
+    """Said where one-off OOMs (memory.one_offs) decided the step: the value runs again
+    after one, or the last run was one and bounds nothing."""
+    off = one_offs(probes)
+    if not off:
+        return ""
+    others = len(off) - 1
+    why = (f"and {others} other OOM{'s' * (others != 1)} came where their own compiled-memory "
+           "lines and the passes' fit the pool with the margin to spare: more than one, so "
+           "they are taken as one-offs (flaky), not the limit")
+    if any(probes[k].value == value for k in off):
+        return f"; {value} runs again: its OOM {why} (an OOM that repeats stands)"
+    last = len(probes) - 1
+    return f"; the OOM at {probes[last].value} {why}, and bound nothing" if last in off else ""
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,16 @@ def _climb(view: View, gap: Gap, bound: str) -> Choice:
             return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed "
                        "without an allocation size, so it says not how far below it the "
                        f"limit is): bisect ({bound})")
+    if view.cliff_contradicts and hi == view.cliff:
+        # OOMs where the memory measured says the batch fits, and one repeated: the memory
+        # line no longer says where the limit is, and lowering the pool by each OOM walks
+        # toward it one value at a time. Bisect, as for a failure without a size.
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
+        return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (ran out of "
+                   "memory where its own compiled-memory line and the passes' fit the pool "
+                   "with the margin to spare, as another OOM did, and an OOM repeated: the "
+                   f"memory line says not where the limit is): bisect ({bound})")
     if view.pred is not None and lo < view.pred < hi:
         return view.pred, f"largest predicted to fit: {view.pred_why}"
     if view.pred is not None and view.pred >= hi and hi < view.n:

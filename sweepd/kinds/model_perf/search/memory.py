@@ -1,10 +1,12 @@
 """Memory learnt from the runs' compiled-memory lines: the line of temp against the value,
-the pool an OOM lowers, and the largest value it predicts fits (or proves cannot)."""
+the pool an OOM lowers, the largest value it predicts fits (or proves cannot), and the OOMs
+that contradict it (one-offs, once two do)."""
 
 from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,11 +50,13 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
         return None
     base = statistics.median(fixed) + intercept
     limit, lowered = min(limits), ""
-    for p in probes:  # what an OOM run needed did not fit, whatever the pool says
+    off = one_offs(probes)
+    for k, p in enumerate(probes):  # what an OOM run needed did not fit, whatever the pool says
         # Only an OOM: a run too slow at its batch (its program fitted) says nothing of
-        # memory, and neither does a failure below a pass (it bounds nothing there).
+        # memory, and neither does a failure below a pass (it bounds nothing there), nor a
+        # one-off (the memory measured says it fits, and so did another OOM's).
         if p.outcome is Outcome.OOM and p.temp_gb is not None and p.fixed_gb is not None \
-                and not _below_pass(p, probes):
+                and not _below_pass(p, probes) and k not in off:
             needed = p.temp_gb + p.fixed_gb - OOM_MARGIN_GB
             if needed < limit:
                 limit, lowered = needed, f" (lowered by the OOM at {p.value})"
@@ -61,6 +65,40 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
     why = (f"compiled memory: {shape} = {slope:.2f} GB per batch + {base:.1f} GB fixed, "
            f"pool {limit:.1f} GB{lowered}")
     return MemoryFit(slope, base, limit, len(xs), why)
+
+
+def contradicting(probes: Sequence[Probe]) -> list[int]:
+    """The OOMs (indices in `probes`) the memory measured says fit: the run's own
+    compiled-memory line and the passes' line both put it MEMORY_MARGIN under the pool.
+    The margin is what a program that fits leaves for buffers outside it (fragmentation,
+    the runtime): an OOM within it may be the limit, one beyond it is not what the pool
+    explains."""
+    if not any(p.outcome is Outcome.OOM for p in probes):
+        return []
+    passes = memory_fit([p for p in probes if p.outcome is Outcome.OK])
+    if passes is None:
+        return []
+    return [k for k, p in enumerate(probes)
+            if p.outcome is Outcome.OOM and is_numeric(p.value) and p.temp_gb is not None
+            and p.fixed_gb is not None and p.limit_gb is not None
+            and p.temp_gb + p.fixed_gb <= p.limit_gb * (1 - MEMORY_MARGIN)
+            and passes.base + passes.slope * float(p.value) <= passes.limit * (1 - MEMORY_MARGIN)]
+
+
+def one_offs(probes: Sequence[Probe]) -> frozenset[int]:
+    """OOMs (indices in `probes`) taken as one-offs rather than the limit: once two OOMs
+    contradict the memory measured (`contradicting`), such OOMs are flaky (a node, the
+    allocator, another process), not the deterministic limit SKILL.md takes an OOM for.
+    One alone is the default: it stands, lowers the pool, and is never run again. A
+    one-off bounds nothing and lowers no pool, and its value may run again; an OOM that
+    repeats at its value shows the OOMs are the limit after all, and every one stands."""
+    hits = contradicting(probes)
+    if len(hits) < 2:
+        return frozenset()
+    times = Counter(p.value for p in probes if p.outcome is Outcome.OOM)
+    if any(times[probes[k].value] >= 2 for k in hits):
+        return frozenset()
+    return frozenset(hits)
 
 
 def _below_pass(p: Probe, probes: Sequence[Probe]) -> bool:

@@ -8,7 +8,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweepd.kinds.model_perf.search.memory import MemoryFit, alloc_floor, memory_fit, predict
+from sweepd.kinds.model_perf.search.memory import (
+    MemoryFit,
+    alloc_floor,
+    contradicting,
+    memory_fit,
+    one_offs,
+    predict,
+)
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_MAX,
     NOISE,
@@ -50,6 +57,10 @@ class View:
     multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
     flat: float = 2 * NOISE  # SearchSpace.flat: two runs' noise
     tolerance: float = TOLERANCE  # SearchSpace.tolerance: a gap above the best by this is open
+    # The lowest failure is an OOM the memory measured says fits, and another OOM did too
+    # (`memory.contradicting`), yet they stand (one repeated): how far below it the limit
+    # is, the memory line cannot say.
+    cliff_contradicts: bool = False
 
     @property
     def n(self) -> int:
@@ -65,6 +76,9 @@ class View:
     @classmethod
     def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> View:
         where = {v: i for i, v in enumerate(space.candidates)}
+        # One-off OOMs (memory.one_offs) bound nothing: their values are as if not run.
+        off = one_offs(probes)
+        probes = [p for k, p in enumerate(probes) if k not in off]
         known = [(where[p.value], p) for p in probes if p.value in where]
         # A failure below a pass contradicts it (memory grows with the value): it bounds
         # nothing below the pass, and is not run again (plan.py re-runs a silent one once).
@@ -95,7 +109,7 @@ class View:
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
                    _dip(x, {i: t for i, t in ok.items() if i in own}, space.flat), own,
                    space.multi_peak and space.work_grows and numeric, space.flat,
-                   space.tolerance)
+                   space.tolerance, _contradicts(probes, where, cliff))
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -132,6 +146,12 @@ class View:
     def last_at_most(self, target: float) -> int:
         """The highest index whose value is <= target (-1 when none is)."""
         return bisect.bisect_right(self.x, target + 1e-9) - 1
+
+
+def _contradicts(probes: Sequence[Probe], where: dict[Value, int], cliff: int) -> bool:
+    """The lowest failure is one of two or more OOMs the memory measured says fit."""
+    hits = contradicting(probes)
+    return len(hits) >= 2 and any(where.get(probes[k].value) == cliff for k in hits)
 
 
 def _dip(x: tuple[float, ...], ok: dict[int, float], flat: float) -> float:
