@@ -171,7 +171,7 @@ def test_a_family_value_that_helps_alone_is_run_before_a_bounded_verdict() -> No
     """The same cell with the default `family_gaps`: the SKILL.md's 25 profiles leave most
     of the 8 h unused, and the family values never run go first in that time. Over 100
     seeds: bounded 49 -> 0, the +8 % threshold (ag256M, or agrs256M which sets it too)
-    named in 51 -> 100, at 27.2 -> 32.3 runs."""
+    named in 51 -> 100, at 27.2 -> 33.0 runs."""
     land = _land("FSDP=8", ("default",), _ag(AG_AT_ITS_END))
     runs = [replay(_inputs(land), land, random.Random(s)) for s in range(12)]
     assert not [r.verdict for r in runs if r.verdict.kind is VerdictKind.BOUNDED]
