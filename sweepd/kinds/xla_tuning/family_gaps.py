@@ -21,7 +21,6 @@ import math
 from typing import TYPE_CHECKING
 
 from sweepd.kinds.xla_tuning.board import Board, Inputs
-from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile
 
 if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.waves import Candidates, Item
@@ -29,26 +28,6 @@ if TYPE_CHECKING:
 # What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
 # after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.
 SPARE_RUNS = 4
-GAP_RULE = "wave.family_gap"
-
-
-def untried_values(cands: Candidates, mechanisms: int, why: str = "") -> list[Item]:
-    """The untried values of the numeric families in the evidence's first `mechanisms`,
-    mechanism by mechanism, the widest gap first."""
-    pointed = [m for m in cands.order if m is not Mechanism.PIPELINE][:mechanisms]
-    out: list[tuple[int, int, Item]] = []
-    for fam, members in cands._numeric_families().items():
-        rank = next((i for i, m in enumerate(pointed) if m in members[0].mechanisms), None)
-        run = [p.position for p in members if not cands._ok(p)]
-        if rank is None or not run:
-            continue
-        for p in members:
-            if cands._ok(p):
-                gap = min(abs(p.position - q) for q in run)
-                out.append((rank, -gap, (p, cands.primary, GAP_RULE,
-                                         _reason(fam, members, p, run, why))))
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [it for _, _, it in out]
 
 
 def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
@@ -63,7 +42,7 @@ def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
 
 def left_to_run(cands: Candidates) -> list[Item]:
     """What of the catalog a bounded verdict would leave unrun, in the order it is run."""
-    return cands.seeds(focus_only=False) or untried_values(cands, len(cands.order))
+    return cands.seeds(focus_only=False) or cands.untried_values(len(cands.order))
 
 
 def _fit(inp: Inputs, board: Board) -> int:
@@ -82,10 +61,3 @@ def bounded_note(inp: Inputs, cands: Candidates) -> str:
                 "runs, did not hold every value the search left unrun: what is left is "
                 "named below)")
     return " (family_gaps: every value of the catalog run)"
-
-
-def _reason(fam: str, members: list[Profile], p: Profile, run: list[int], why: str) -> str:
-    ran = ", ".join(m.name for m in members if m.position in run)
-    return (f"{fam} run at {ran}; {p.name} not yet: a value may help on its own where its "
-            "neighbours do not; " + (why or "run before a bounded verdict, in queue time the "
-                                      "sweep would leave unused"))

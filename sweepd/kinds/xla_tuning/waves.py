@@ -26,7 +26,6 @@ from sweepd.kinds.xla_tuning.catalog import (
     stack,
 )
 from sweepd.kinds.xla_tuning.claims import WAVE6_N, cross_tag
-from sweepd.kinds.xla_tuning.family_gaps import untried_values
 
 Item = tuple[Profile, str, str, str]  # profile, config tag, rule, reason
 
@@ -228,7 +227,7 @@ class Candidates:
         if left <= 0:
             return []
         short = f"{left} profiles short of the bounded rule's {self.inp.bounded_count}"
-        gaps = untried_values(self, rules.POINTED, short) if self.inp.family_gaps else []
+        gaps = self.untried_values(rules.POINTED, short) if self.inp.family_gaps else []
         return [*self._flat_ends(left), *self.top_pairs(short), *gaps][:left]
 
     def top_pairs(self, why: str) -> list[Item]:
@@ -252,6 +251,28 @@ class Candidates:
                                        f"up; {why}")))
         out.sort(key=lambda x: -x[0])
         return [it for _, it in out]
+
+    def untried_values(self, mechanisms: int, why: str = "") -> list[Item]:
+        """The untried values of the numeric families in the evidence's first `mechanisms`,
+        mechanism by mechanism, in each the value farthest from any value run first (a
+        value may help on its own between flat or falling neighbours: `family_gaps.py`)."""
+        pointed = [m for m in self.order if m is not Mechanism.PIPELINE][:mechanisms]
+        out: list[tuple[int, int, Item]] = []
+        for fam, members in self._numeric_families().items():
+            rank = next((i for i, m in enumerate(pointed) if m in members[0].mechanisms), None)
+            run = [p.position for p in members if not self._ok(p)]
+            if rank is None or not run:
+                continue
+            ran = ", ".join(m.name for m in members if m.position in run)
+            for p in members:
+                if self._ok(p):
+                    gap = min(abs(p.position - q) for q in run)
+                    out.append((rank, -gap, (p, self.primary, "wave.family_gap", (
+                        f"{fam} run at {ran}; {p.name} not yet: a value may help on its own "
+                        "where its neighbours do not; " + (why or "run before a bounded "
+                        "verdict, in queue time the sweep would leave unused")))))
+        out.sort(key=lambda x: (x[0], x[1]))
+        return [it for _, _, it in out]
 
     def _flat_ends(self, left: int) -> list[Item]:
         """Numeric families run at one value that read flat: their ends first (an effect
