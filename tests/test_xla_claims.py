@@ -108,6 +108,26 @@ def test_a_decided_proposal_reports_its_gain_from_runs_that_decided_nothing() ->
         v.conditional_reason
 
 
+def test_a_block_below_the_win_line_takes_back_the_win_but_not_the_proposal() -> None:
+    """A red-team cell: a recipe truly at +4.2 % was confirmed on a lucky +7 % at its
+    fifth look; its block read +4.3 % (significantly above +2 %) and the verdict still
+    claimed ">= +5 %", a false winner. The block's own reading now has to be at or above
+    the +4.5 % line the win rule guards for the claim to stand; the proposal stays."""
+    confirmed = [*_reruns(), _r("ag768M", 1100.0, "noise.confirm", 5),
+                 _r("ag768M", 1100.0, "noise.confirm", 5)]
+    block = [_r("ag768M", 1053.0, REPORT, 6), _r("baseline", 1010.0, REPORT, 6),
+             _r("ag768M", 1033.0, REPORT, 6), _r("baseline", 990.0, REPORT, 6)]
+    v = plan(_inputs(), [*confirmed, *block], EV)
+    assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
+    assert v.gain == pytest.approx(0.043) and not v.win and not v.conditional
+    assert "not put forward as >= +5%: the runs made after it was decided read it below " \
+        "+4.5%" in v.reason
+    above = [_r("ag768M", 1061.0, REPORT, 6), _r("baseline", 1010.0, REPORT, 6),
+             _r("ag768M", 1030.0, REPORT, 6), _r("baseline", 990.0, REPORT, 6)]
+    v = plan(_inputs(), [*confirmed, *above], EV)
+    assert isinstance(v, Verdict) and v.gain == pytest.approx(0.0455) and v.win
+
+
 def test_a_part_kept_on_the_stacks_selecting_run_alone_is_re_run_first() -> None:
     # ag768M+lhs measured once, +13 %, 3 se above ag768M alone (+11 %, n=3): that one run
     # was the best of a wave. Before: lhs was kept on it (> 1 se) and never tested.

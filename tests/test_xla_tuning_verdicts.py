@@ -58,12 +58,22 @@ def test_the_claimed_gain_leaves_out_the_run_that_selected_the_recipe() -> None:
     # Selected on a lucky +9 % run; the two runs after it say +6 %: the claim is +6 %
     # (before: the mean of all three, +7 %, the winner's curse). (A +15 % selecting run
     # puts the cell's measured spread at 3.4 %, where +6 % is not significantly above +2 %.)
-    v = _timeboxed([*_base(), _ok("ag768M", 1090.0), _ok("ag768M", 1060.0, 3),
-                    _ok("ag768M", 1060.0, 4), _ok("ag768M", 1060.0, 4, "dense")])
+    # (report_runs 0: the SKILL.md's reading; with the block due and not run, the timebox
+    # verdict is conditional, below.)
+    results = [*_base(), _ok("ag768M", 1090.0), _ok("ag768M", 1060.0, 3),
+               _ok("ag768M", 1060.0, 4), _ok("ag768M", 1060.0, 4, "dense")]
+    v = _timeboxed(results, replace(_inputs(fsdp8()), report_runs=0))
     assert v.recipe == "ag768M" and v.gain == pytest.approx(0.06) and v.n == 2
     assert v.interval is not None and v.interval[0] < 0.06 < v.interval[1]
     assert "95 % interval" in v.reason and "2 runs after the one that selected it" in v.reason
     assert not v.conditional
+    # The block that measures a recipe apart is due (report_runs 2) and the 8 h stop came
+    # first: its gain was read on the runs that put it forward, look after look (a flat
+    # cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): conditional, said why.
+    v = _timeboxed(results)
+    assert v.recipe == "ag768M" and v.conditional
+    assert "the 8 h stop came before the runs that would measure it apart" in \
+        v.conditional_reason
 
 
 def test_one_lucky_run_above_2_percent_does_not_make_a_proposal() -> None:
@@ -209,7 +219,7 @@ def test_the_timebox_names_a_deployable_recipe_before_an_incomplete_one() -> Non
     v = _timeboxed([*_base(), _ok("ag768M", 1045.0), _ok("ag768M", 1040.0, 3),
                     _ok("ag768M", 1040.0, 4), _ok("nch8", 1043.0, 2),
                     _ok("nch8", 1039.0, 3), _ok("nch8", 1040.0, 4),
-                    _ok("nch8", 1030.0, 4, "dense")])
+                    _ok("nch8", 1030.0, 4, "dense")], replace(_inputs(fsdp8()), report_runs=0))
     assert v.recipe == "nch8" and not v.conditional
 
 

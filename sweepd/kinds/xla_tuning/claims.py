@@ -116,6 +116,14 @@ def reported(inp: Inputs, board: Board, name: str) -> bool:
         len(board.reported(prof, t)) >= inp.report_runs for prof in (name, BASELINE))
 
 
+def report_backs_win(inp: Inputs, board: Board, name: str) -> bool:
+    """The block made after the decision does not read the recipe below the line the win
+    rule guards (+4.5 %): a recipe truly at +4.2 % was confirmed on a lucky +7 % from its
+    fifth look, its block read +4.3 %, and the verdict still said ">= +5 %"."""
+    d = board.report_delta(name, inp.tags[0])
+    return not reported(inp, board, name) or (d is not None and d >= inp.win - WIN_MARGIN)
+
+
 def report_holds(inp: Inputs, board: Board, name: str) -> bool:
     """The runs made after the decision still put the recipe significantly above the
     bounded bar (one-sided 95 %): else it is within the noise of a small gain, and the
