@@ -315,7 +315,9 @@ def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
     space = batch_space(max(fits), upper=min(ooms) - 1 if ooms else None)
     space = replace(space, start=top.value, start_why="the prior sweep's peak",
                     prior=tuple(first))
-    return _search(cluster, space)
+    if cluster.memory_line:  # sweepd's own hang rule, as `sweepd` sets it
+        cluster.hang_attempts = HANG_ATTEMPTS
+    return _search(cluster, _told(cluster, space))
 
 
 def sweepd_no_line(cluster: Cluster, estimate: int) -> list[Probe]:

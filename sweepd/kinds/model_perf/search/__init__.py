@@ -192,12 +192,22 @@ def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
     may be a little faster or slower), memory as it was (the same config). None once
     they show another curve (`prior_mismatch`): the search goes on as without them."""
     ratios = _prior_ratios(space, probes)
-    if not ratios or prior_mismatch(space, probes) is not None:
+    if not ratios or prior_mismatch(space, probes) is not None or _held_back(space, ratios):
         return []
     mine = {p.value for p in probes if p.outcome is Outcome.OK and p.tgs}
     scale = statistics.fmean(r for _, r in ratios)
     return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None, earlier=True)
             for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
+
+
+def _held_back(space: SearchSpace, ratios: Sequence[tuple[Value, float]]) -> bool:
+    """One shared value read off the earlier sweep by more than two runs' noise (FLAT):
+    the level moved, and one ratio cannot tell a level from a shape (a peak moved 30 -> 28
+    or 30 -> 32 read 0.96-0.98 at the old peak and the old curve settled the sweep there,
+    2.3-3.8 % slow). Its runs wait for a second shared value whose ratio agrees
+    (PRIOR_SHAPE); within FLAT one run still lets them stand in (the same cell again)."""
+    return (space.prior_drift is not None and len(ratios) == 1
+            and abs(ratios[0][1] - 1) > space.flat)
 
 
 def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None = None
