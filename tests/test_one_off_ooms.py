@@ -139,3 +139,23 @@ def test_a_one_off_oom_at_the_best_leaves_its_rival_to_run_again() -> None:
               Probe(23, Outcome.OK, 1323.0), Probe(12, Outcome.OK, 1200.0)]
     step = repeat_top(space, probes, runs_left=5)
     assert step is not None and step.value == 23, step
+
+
+async def test_given_values_that_skip_the_peak_say_the_batches_between(tmp_path: Path) -> None:
+    """Red team: values [8, 16, 32, 40] on a curve peaking at 22 (17 % above 16): the
+    verdict, right among the values given, said nothing of the batches never given."""
+    cluster = {"nodes": NODES, "gpu": "MI300X", "gpu_memory_gib": 192, "time_scale": 0.0005,
+               "noise": 0.003, "seed": 3}
+    scenario = write_scenario(tmp_path, cluster=cluster, models={
+        "llama2-70b": {"max_batch": 40, "peak_batch": 22, "peak_tgs": 1400, "nodes": 4}})
+    config = sim_config(tmp_path, scenario)
+    await run(config, perf_spec(nodes=FOUR, values=[8, 16, 32, 40]))
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweep(1)).verdict
+    finally:
+        await store.close()
+    assert verdict is not None and verdict["best"] in (16, 32), verdict
+    lo, hi = (9, 15) if verdict["best"] == 16 else (17, 31)
+    assert f"batches {lo}-{hi}" in str(verdict["caveat"]), verdict
+    assert "were not among the values given: the peak may lie there" in str(verdict["caveat"])
