@@ -60,8 +60,8 @@ async def test_a_silent_failure_the_memory_line_says_fits_is_run_again(tmp_path:
 async def test_one_that_fails_again_stands_and_the_verdict_says_so(tmp_path: Path) -> None:
     verdict, rules = await _hang_at_4(tmp_path, times=None)
     assert verdict["best"] == 3 and rules.count("model_perf.contradiction_rerun") == 1
-    assert "4 failed twice without an allocation size where the passes' compiled memory " \
-           "says it fits" in str(verdict["caveat"]), verdict
+    assert "4 failed without an allocation size where the passes' compiled memory says " \
+           "it fits (each twice)" in str(verdict["caveat"]), verdict
 
 
 
@@ -99,3 +99,29 @@ async def test_no_one_off_is_named_without_an_oom(tmp_path: Path) -> None:
     verdict, runs = await _at_the_top(tmp_path, [])
     assert verdict["best"] == 18, runs
     assert "ran out of memory though" not in str(verdict.get("caveat")), verdict
+
+
+async def test_once_a_silent_failure_stood_another_above_the_passes_stands_at_once(
+        tmp_path: Path) -> None:
+    """Red team: persistent compile hangs from 35 up, every batch: each new value was
+    re-run once though the memory line had already proved wrong up there (10 runs; a
+    plateau case spent 5 of its 12 runs so and ran out). The first that fails twice
+    shows the line wrong; the next stands at once, and the verdict says which."""
+    scenario = write_scenario(tmp_path, faults=[
+        {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": b}
+        for b in range(12, 41)], models={
+        "llama2-70b": {"max_batch": 40, "peak_batch": 11, "peak_tgs": 1400}})
+    config = sim_config(tmp_path, scenario)
+    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweep(1)).verdict
+        rules = [e.rule or "" for e in await store.events(1)]
+        runs = [(r.label, r.outcome) for r in await store.runs(1)]
+    finally:
+        await store.close()
+    assert verdict is not None and verdict["best"] == 11, (verdict, runs)
+    assert rules.count("model_perf.contradiction_rerun") == 1, runs
+    assert "once: another had failed twice, so the line was wrong up there" in \
+        str(verdict["caveat"]), verdict

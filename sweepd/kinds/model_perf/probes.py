@@ -64,6 +64,11 @@ def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
     failed = [r for r in runs if r.outcome != "pass"]
     times = Counter(batch[r.id] for r in runs)
     ok = set(passed)
+    # A silent failure that repeated where the memory line said "fits" shows the line
+    # wrong up there: another silent failure is then no contradiction of it, and stands
+    # at once (persistent compile hangs from 203 up were each re-run once: 5 of a sweep's
+    # 12 runs). One below a pass is still re-run: a pass is a measurement, not a line.
+    stood = any(times[batch[r.id]] >= 2 and batch[r.id] not in ok for r in failed)
     out: dict[int, str] = {}
     for r in failed:
         b = batch[r.id]
@@ -76,7 +81,8 @@ def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
                          "with the batch, so the failure contradicts the pass; re-run once "
                          "on the same nodes (an OOM that names its allocation is never "
                          "re-run)")
-        elif _silent_oom(r, latest.get(r.id)) and (room := fits(b)) is not None:
+        elif (_silent_oom(r, latest.get(r.id)) and not stood
+              and (room := fits(b)) is not None):
             out[r.id] = (f"{what} where {room}: the failure contradicts the memory the "
                          "runs measured; re-run once on the same nodes (SKILL.md takes a "
                          "compile hang for a silent OOM, never retried; it predates the "
@@ -138,10 +144,15 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
                      "failure stands (an OOM that names its allocation is never re-run, a "
                      "silent one failed twice), so it was not measured and may be faster")
     if above:
-        notes.append(f"{', '.join(map(str, above))} failed twice without an allocation "
-                     f"size where the passes' compiled memory says it fits: taken as the "
-                     f"limit, so nothing above {above[0]} was run; the memory line says "
-                     "larger values fit and may be faster")
+        twice = Counter(int(swept_value(BATCH, r.params) or 0) for r in runs)
+        once = [b for b in above if twice[b] < 2]
+        notes.append(f"{', '.join(map(str, above))} failed without an allocation size "
+                     "where the passes' compiled memory says it fits (" + (
+                         "each twice" if not once else
+                         f"{', '.join(map(str, once))} once: another had failed twice, so "
+                         "the line was wrong up there") + f"): taken as the limit, so "
+                     f"nothing above {above[0]} was run; the memory line says larger values "
+                     "fit and may be faster")
     if own:
         notes.append(f"{', '.join(map(str, own))} ran out of memory though its own "
                      "compiled-memory line and the passes' fit the pool with the margin to "
