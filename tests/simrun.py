@@ -48,3 +48,17 @@ async def run(config: Config, spec: dict[str, Any]) -> tuple[int, list[str]]:
 
 async def open_store(config: Config) -> Store:
     return await Store.open(config.daemon.db_path)
+
+
+async def recorded(config: Config, sweep: int = 1
+                   ) -> tuple[dict[str, Any] | None, list[str], list[tuple[str, str | None]]]:
+    """A finished sweep as stored: its verdict, the rules of its events, and each run's
+    label and outcome."""
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweep(sweep)).verdict
+        rules = [e.rule or "" for e in await store.events(sweep)]
+        runs = [(r.label, r.outcome) for r in await store.runs(sweep)]
+    finally:
+        await store.close()
+    return verdict, rules, runs

@@ -9,25 +9,24 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.app.foreground import EXIT_VERDICT
-from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+from tests.simrun import perf_spec, recorded, run, sim_config, write_scenario
 
 
 async def sweep(tmp_path: Path, fault: dict[str, object], peak: int,
                 nodes: str) -> tuple[dict[str, Any], list[str], list[tuple[str, str | None]]]:
     """One model perf sweep on the simulated cluster (largest fit 14) with `fault`: its
     verdict, the rules of its events, and each run's label and outcome."""
-    scenario = write_scenario(tmp_path, faults=[fault], models={
-        "llama2-70b": {"max_batch": 14, "peak_batch": peak, "peak_tgs": 1400}})
+    return await _run(tmp_path, [fault], {"max_batch": 14, "peak_batch": peak,
+                                          "peak_tgs": 1400}, nodes)
+
+
+async def _run(tmp_path: Path, faults: list[dict[str, object]], model: dict[str, int],
+               nodes: str) -> tuple[dict[str, Any], list[str], list[tuple[str, str | None]]]:
+    scenario = write_scenario(tmp_path, faults=faults, models={"llama2-70b": model})
     config = sim_config(tmp_path, scenario)
     code, lines = await run(config, perf_spec(nodes=nodes))
     assert code == EXIT_VERDICT, lines
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-        rules = [e.rule or "" for e in await store.events(1)]
-        runs = [(r.label, r.outcome) for r in await store.runs(1)]
-    finally:
-        await store.close()
+    verdict, rules, runs = await recorded(config)
     assert verdict is not None
     return verdict, rules, runs
 
@@ -69,18 +68,9 @@ async def _at_the_top(tmp_path: Path, faults: list[dict[str, object]]
                       ) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
     """The red-team cell: on 4 nodes the largest fit is 18 and the peak is there."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    scenario = write_scenario(tmp_path, faults=faults, models={"llama2-70b": {
-        "max_batch": 18, "peak_batch": 18, "peak_tgs": 1400, "nodes": 4}})
-    config = sim_config(tmp_path, scenario)
-    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
-    assert code == EXIT_VERDICT, lines
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-        runs = [(r.label, r.outcome) for r in await store.runs(1)]
-    finally:
-        await store.close()
-    assert verdict is not None
+    verdict, _, runs = await _run(tmp_path, faults, {
+        "max_batch": 18, "peak_batch": 18, "peak_tgs": 1400, "nodes": 4},
+        "chi[2832,2863,2867-2868]")
     return verdict, runs
 
 
@@ -107,20 +97,10 @@ async def test_once_a_silent_failure_stood_another_above_the_passes_stands_at_on
     re-run once though the memory line had already proved wrong up there (10 runs; a
     plateau case spent 5 of its 12 runs so and ran out). The first that fails twice
     shows the line wrong; the next stands at once, and the verdict says which."""
-    scenario = write_scenario(tmp_path, faults=[
+    verdict, rules, runs = await _run(tmp_path, [
         {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": b}
-        for b in range(12, 41)], models={
-        "llama2-70b": {"max_batch": 40, "peak_batch": 11, "peak_tgs": 1400}})
-    config = sim_config(tmp_path, scenario)
-    code, lines = await run(config, perf_spec(nodes="chi[2832,2863,2867-2868]"))
-    assert code == EXIT_VERDICT, lines
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-        rules = [e.rule or "" for e in await store.events(1)]
-        runs = [(r.label, r.outcome) for r in await store.runs(1)]
-    finally:
-        await store.close()
+        for b in range(12, 41)], {"max_batch": 40, "peak_batch": 11, "peak_tgs": 1400},
+        "chi[2832,2863,2867-2868]")
     assert verdict is not None and verdict["best"] == 11, (verdict, runs)
     assert rules.count("model_perf.contradiction_rerun") == 1, runs
     assert "once: another had failed twice, so the line was wrong up there" in \

@@ -13,7 +13,7 @@ from typing import Any
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, memory_fit, next_probe
 from sweepd.kinds.model_perf.search.memory import contradicting, one_offs
-from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
+from tests.simrun import NODES, perf_spec, recorded, run, sim_config, write_scenario
 
 FOUR = "chi[2832,2863,2867-2868]"
 
@@ -30,12 +30,7 @@ async def _sweep(tmp_path: Path, model: dict[str, int], oom_once_at: range, nois
                               models={"llama2-70b": {**model, "nodes": 4}})
     config = sim_config(tmp_path, scenario)
     code, _ = await run(config, perf_spec(nodes=FOUR))
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-        runs = [(r.label, r.outcome) for r in await store.runs(1)]
-    finally:
-        await store.close()
+    verdict, _, runs = await recorded(config)
     return code, verdict, runs
 
 
@@ -150,11 +145,7 @@ async def test_given_values_that_skip_the_peak_say_the_batches_between(tmp_path:
         "llama2-70b": {"max_batch": 40, "peak_batch": 22, "peak_tgs": 1400, "nodes": 4}})
     config = sim_config(tmp_path, scenario)
     await run(config, perf_spec(nodes=FOUR, values=[8, 16, 32, 40]))
-    store = await open_store(config)
-    try:
-        verdict = (await store.sweep(1)).verdict
-    finally:
-        await store.close()
+    verdict, _, _ = await recorded(config)
     assert verdict is not None and verdict["best"] in (16, 32), verdict
     lo, hi = (9, 15) if verdict["best"] == 16 else (17, 31)
     assert f"batches {lo}-{hi}" in str(verdict["caveat"]), verdict

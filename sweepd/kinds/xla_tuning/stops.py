@@ -34,7 +34,7 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
     The rest are not planned; the next plan then meets the budget and stops."""
     if not board.runs or not runs:
         return runs  # nothing measured yet: no estimate
-    per_run = board.queue_s / board.runs
+    per_run = board.per_run
     if per_run <= 0:
         return runs
     fit = max(1, math.ceil((inp.max_queue_s - board.queue_s) / per_run))

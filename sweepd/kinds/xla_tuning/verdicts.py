@@ -110,7 +110,9 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         # What a deployment needs reads the confirming runs; the block only reports.
         missing, regressed = _missing(inp, board, recipe, len(board.fresh(recipe, t)),
                                       untested)
-        missing[:0] = _unmeasured(inp, board, kind, recipe, gain, held)
+        if not held:
+            missing.insert(0, f"the runs made after it was decided put it at {gain:+.2%}, "
+                              f"not significantly above +{inp.bounded_gain:.0%}")
     if left:
         why += "; left out: " + "; ".join(left)
     if tested:
@@ -132,15 +134,6 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 f"read it below +{inp.win - WIN_MARGIN:.1%}")
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
                    "; ".join(missing), interval, n, left, tried, win, tested)
-
-
-def _unmeasured(inp: Inputs, board: Board, kind: VerdictKind, recipe: str, gain: float,
-                held: bool) -> list[str]:
-    """What the runs made after the decision say against putting the recipe forward."""
-    if not held:
-        return [f"the runs made after it was decided put it at {gain:+.2%}, not "
-                f"significantly above +{inp.bounded_gain:.0%}"]
-    return []
 
 
 def _one_run_note(inp: Inputs, board: Board, gain: float | None) -> str:
@@ -169,10 +162,13 @@ def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
                 "selected it")
         # Without the block the gain is read on the runs that kept it in front, look after
         # look (a flat cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): said.
-        said += (", which also decided the stop: not re-measured after it)"
-                 if kind is VerdictKind.PROPOSAL and inp.report_runs
-                 else ", which also put it forward: the 8 h stop came before the runs that "
-                      "would measure it apart)" if inp.report_runs else ")")
+        if not inp.report_runs:
+            said += ")"
+        elif kind is VerdictKind.PROPOSAL:
+            said += ", which also decided the stop: not re-measured after it)"
+        else:
+            said += (", which also put it forward: the 8 h stop came before the runs that "
+                     "would measure it apart)")
         return gain, interval, n, said, True
     decided = gain
     gain, interval = board.report_delta(recipe, t), board.report_interval(recipe, t)
@@ -288,7 +284,7 @@ def _reach_note(inp: Inputs, board: Board, tried: int) -> str:
     """Say when the job length put the bounded rule out of the 8 h budget's reach."""
     if tried >= inp.bounded_count or not board.runs:
         return ""
-    per_run = board.queue_s / board.runs
+    per_run = board.per_run
     if per_run <= 0:
         return ""
     cap = int(inp.max_queue_s // per_run)
