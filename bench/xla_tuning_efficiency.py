@@ -20,6 +20,8 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
   singles in the evidence's mechanism order, restore_default first), still told the truth;
 * singles+stk: the same singles made honest: 10 runs kept for the 10 recipes of <= 3 of its
   5 best singles predicted best, each measured once, the best measurement claimed;
+* singles+conf: singles+stk with an honest claim at the same runs: 4 fewer singles, the
+  best measurement re-run twice beside two new baseline runs, its gain read on those;
 * tpe: Optuna's TPE sampler over three recipe slots at the thorough planner's run count on
   that landscape, the best measurement claimed;
 * random: recipes of 1-3 profiles drawn uniformly at the same run count, the best claimed.
@@ -51,6 +53,7 @@ from xla_tuning_methods import (
     planner_seed_rule,
     planner_thorough,
     random_search,
+    singles_confirmed,
     singles_measured,
     singles_oracle,
     tpe,
@@ -136,7 +139,7 @@ def _useless(land: Landscape, claim: Claim, true_gain: float) -> bool:
 
 
 METHODS = ("seed", "seed-rule", "thorough", "exhaustive", "singles", "singles@eq",
-           "singles+stk", "tpe", "random")
+           "singles+stk", "singles+conf", "tpe", "random")
 ALONE: dict[str, Method] = {"seed": planner, "seed-rule": planner_seed_rule,
                             "thorough": planner_thorough, "exhaustive": exhaustive,
                             "singles": singles_oracle}
@@ -147,7 +150,7 @@ def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[
     for i, (land, cat) in enumerate(cases):
         s = seed * 7919 + i  # the same noise stream for each method
         claims = {m: f(land, cat, random.Random(s)) for m, f in ALONE.items() if m in names}
-        if {"tpe", "random", "singles@eq", "singles+stk"} & set(names):
+        if {"tpe", "random", "singles@eq", "singles+stk", "singles+conf"} & set(names):
             budget = (claims.get("thorough")
                       or planner_thorough(land, cat, random.Random(s))).runs
             if "singles@eq" in names:
@@ -155,6 +158,8 @@ def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[
                                                       budget=budget)
             if "singles+stk" in names:
                 claims["singles+stk"] = singles_measured(land, cat, random.Random(s), budget)
+            if "singles+conf" in names:
+                claims["singles+conf"] = singles_confirmed(land, cat, random.Random(s), budget)
             if "tpe" in names:
                 claims["tpe"] = tpe(land, cat, random.Random(s), budget)
             if "random" in names:

@@ -215,8 +215,21 @@ def singles_measured(land: Landscape, cat: Sequence[Profile], rng: random.Random
     until `stacks` runs are left, then the `stacks` recipes of <= 3 of the m best singles
     predicted best (their deltas multiplied) measured once each; the best single
     measurement among the singles and stacks claimed (no truth told)."""
+    return _singles_stacks(land, cat, rng, budget, stacks, m, confirm=0)
+
+
+def singles_confirmed(land: Landscape, cat: Sequence[Profile], rng: random.Random,
+                      budget: int, stacks: int = 10, m: int = 5) -> Claim:
+    """singles+stk with an honest claim at the same budget: 4 fewer singles, and the best
+    measurement re-run twice beside two new baseline runs; its gain read on those alone
+    (no part tests, no Wave 6, no report block: what the planner's verdict adds)."""
+    return _singles_stacks(land, cat, rng, budget, stacks, m, confirm=2)
+
+
+def _singles_stacks(land: Landscape, cat: Sequence[Profile], rng: random.Random, budget: int,
+                    stacks: int, m: int, confirm: int) -> Claim:
     space = _space(land, cat)
-    space = _in_evidence_order(land, space)[: max(0, budget - 2 - stacks)]
+    space = _in_evidence_order(land, space)[: max(0, budget - 2 - stacks - 2 * confirm)]
     base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
     if not base:
         return Claim("bounded", (), 2, proposed=False)
@@ -242,6 +255,11 @@ def singles_measured(land: Landscape, cat: Sequence[Profile], rng: random.Random
         tgs = _measure(land, settings, rng)
         if tgs is not None and tgs / b - 1 > best:
             best, best_set = tgs / b - 1, settings
+    if confirm and best > 0:
+        fresh = [x for x in (_measure(land, best_set, rng) for _ in range(confirm)) if x]
+        again = [x for x in (_measure(land, (), rng) for _ in range(confirm)) if x]
+        runs += 2 * confirm
+        best = statistics.fmean(fresh) / statistics.fmean(again or base) - 1 if fresh else 0.0
     if best <= 0:
         best_set = ()
     kind = "proposal" if best >= WIN else "bounded" if best <= BOUND else "exhausted"

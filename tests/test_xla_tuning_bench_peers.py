@@ -60,3 +60,15 @@ def test_tpe_and_random_search_run_at_the_budget_they_are_given() -> None:
         assert claim.runs == 30 and claim.settings
         true = land.gain(claim.settings, land.tags[0])
         assert true is not None and claim.gain != true - 1
+
+
+def test_the_confirmed_singles_claim_the_runs_made_after_the_choice() -> None:
+    # singles+conf: the same budget as singles+stk, its claim read on two re-runs of the
+    # chosen recipe beside two new baseline runs, so it differs from the selecting run.
+    m = methods()
+    land = pp8()
+    cat = default_catalog(Parallelism.parse(land.parallelism))
+    picked = m.singles_measured(land, cat, random.Random(1), budget=30)
+    confirmed = m.singles_confirmed(land, cat, random.Random(1), budget=30)
+    assert confirmed.runs <= 30 and confirmed.settings
+    assert confirmed.gain != picked.gain
