@@ -262,3 +262,20 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     again = [it for it in cands.confirmations() if it[0].name == "dbuf"]
     assert again and "above the +2% bar, not significantly" in again[0][3]
     assert again[0][2] == "noise.confirm"
+
+
+def test_a_flag_that_runs_out_of_memory_alone_is_tried_beside_the_memory_fraction() -> None:
+    """Red team: pipelined all-gather is +7 % but its compiled temp memory is 9 % larger,
+    over the capacity at the default memory fraction and under it at .95. It was dropped
+    on its OOM and the cell called bounded (60 of 60 seeds). Before a bounded verdict it
+    now runs once on top of mem95, and the sweep names that stack."""
+    pag = "xla_gpu_enable_pipelined_all_gather=true"
+    land = _land("FSDP=8", ("default",), {pag: 1.07})
+    land = land.model_copy(update={"effects": {**land.effects, pag: Effect(tgs=1.07, mem=1.09)},
+                                   "flake_rate": 0.0})
+    runs = [replay(_inputs(land), land, random.Random(s)) for s in range(6)]
+    beside = [p for r in runs for p in r.planned if p.rule == "wave.oom_beside_memory"]
+    assert beside and all(p.profile.name == "mem95+pag" for p in beside)
+    assert "ran out of memory alone" in beside[0].reason
+    assert sum(r.verdict.recipe == "mem95+pag" for r in runs) >= 5, \
+        [r.verdict.recipe for r in runs]
