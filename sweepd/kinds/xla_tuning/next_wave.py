@@ -3,6 +3,7 @@ profile and config tag once, at most wave_size runs."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
 
 
@@ -10,7 +11,7 @@ def wave_candidates(c: Candidates) -> list[Item]:
     """The next wave, at most wave_size runs, in search.py's order."""
     best = best_recipe(c)
     confirm = c.confirmations()
-    if confirm and c.closing():  # the 8 h stop is a wave away: confirm what leads first
+    if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads first
         return confirm[: c.inp.wave_size]
     items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     items = items or c.polish()  # the endgame, once the catalog's search has plateaued

@@ -52,6 +52,7 @@ from sweepd.kinds.xla_tuning.stops import (
     within_budget,
 )
 from sweepd.kinds.xla_tuning.verdicts import leader, make_verdict, verdict_leader
+from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates
 
 
@@ -111,19 +112,13 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     the recipe it would name is measured once more on runs that decide nothing, and the
     timebox verdict reads its gain there."""
     need = verdict_needs(inp, board, cands)
-    if need and _closing(inp, board, len(need)):
+    if need and closing(inp, board, len(need)):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
             for p, tag, rule, reason in need))
-    if not need and _closing(inp, board, 2 * inp.report_runs):
+    if not need and closing(inp, board, 2 * inp.report_runs):
         return report_block(inp, board, cands, wave)
     return None
-
-
-def _closing(inp: Inputs, board: Board, need: int) -> bool:
-    """Less queue time left than the verdict's needs plus one more full wave (at the mean
-    queue time per run so far: the cluster's clock, as the results carry it)."""
-    return board.queue_s + (need + inp.wave_size) * board.per_run >= inp.max_queue_s
 
 
 def _wave1(inp: Inputs, board: Board) -> tuple[Planned, ...]:

@@ -4,7 +4,7 @@ off them: when a result is re-run, where a family is first tried."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board import Inputs
+from sweepd.kinds.xla_tuning.board import Board, Inputs
 
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
 POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
@@ -49,3 +49,9 @@ def rerun_reason(inp: Inputs, n: int, d: float, se: float, best: float) -> str:
     if abs(d - inp.win) < 2 * se and d > inp.bounded_gain and best < inp.win:
         return f"within 2 se of the +{inp.win:.0%} bar"
     return ""
+
+
+def closing(inp: Inputs, board: Board, need: int = 0) -> bool:
+    """Less queue time left than `need` runs plus one more full wave (at the mean queue time
+    per run so far: the cluster's clock, as the results carry it)."""
+    return board.queue_s + (need + inp.wave_size) * board.per_run >= inp.max_queue_s

@@ -367,11 +367,6 @@ class Candidates:
                     out.append((self.table[BASELINE], tag, "wave6.recheck_baseline", why))
         return out
 
-    def closing(self) -> bool:
-        """Less queue time left than one more full wave would take (at the mean run so far)."""
-        mean = self.board.per_run
-        return self.board.queue_s + self.inp.wave_size * mean >= self.inp.max_queue_s
-
     def plateaued(self) -> bool:
         return not (self.confirmations() or self.refinements() or self.stacks()
                     or self.seeds(focus_only=True) or self.polish())
