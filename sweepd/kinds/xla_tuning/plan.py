@@ -35,7 +35,8 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
-        return finished(spec, decided, build(results, inp.noise, inp.max_flakes), ctx)
+        board = build(results, inp.noise, inp.max_flakes, inp.drift_trend)
+        return finished(spec, decided, board, ctx)
     batch = batch_of(spec, ctx.facts)
     taken = {r.label for r in ctx.runs}
     out = []
