@@ -148,7 +148,8 @@ def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
     except (ValueError, KeyError, AssertionError):
         return None
     t = spec.thresholds
-    board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes)
+    board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes,
+                  t.drift_trend)
     primary = next(iter(spec.config_tags))
     ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
     lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]
