@@ -1,7 +1,7 @@
 """How right and how honest the xla-tuning verdicts are, and at what run count (not a test).
 
     python bench/xla_tuning_efficiency.py [--landscapes N] [--real N] [--seed S] [--family F]
-                                          [--method M] [--smoke]
+                                          [--method M] [--drift D] [--smoke]
 
 Methods on the same landscapes, each landscape's methods fed the same noise stream (one
 `random.Random` per landscape and method, seeded alike), 10 minutes of queue time per run
@@ -25,6 +25,10 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
 * tpe: Optuna's TPE sampler over three recipe slots at the thorough planner's run count on
   that landscape, the best measurement claimed;
 * random: recipes of 1-3 profiles drawn uniformly at the same run count, the best claimed.
+
+`--drift D`: every landscape's throughput drifts by D (relative, + faster) over 8 h of
+queue time, linear from the sweep's start (a real cluster's thermals and neighbours; the
+simulator's cells are still by default).
 
 Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the random
 families `tuned`, `heldout`, `fresh` and `factsheld` (bench/xla_tuning_landscapes.py);
@@ -145,9 +149,11 @@ ALONE: dict[str, Method] = {"seed": planner, "seed-rule": planner_seed_rule,
                             "singles": singles_oracle}
 
 
-def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS) -> dict[str, Tally]:
+def run(cases: list[Case], seed: int, names: tuple[str, ...] = METHODS,
+        drift: float = 0.0) -> dict[str, Tally]:
     tallies = {m: Tally() for m in names}
-    for i, (land, cat) in enumerate(cases):
+    for i, (still, cat) in enumerate(cases):
+        land = still.model_copy(update={"drift": drift}) if drift else still
         s = seed * 7919 + i  # the same noise stream for each method
         claims = {m: f(land, cat, random.Random(s)) for m, f in ALONE.items() if m in names}
         if {"tpe", "random", "singles@eq", "singles+stk", "singles+conf"} & set(names):
@@ -195,6 +201,8 @@ def main() -> None:
                     help="1 replay per real cell, 1 landscape per family: the whole path")
     ap.add_argument("--method", action="append", choices=METHODS,
                     help="only these methods (repeatable; default: all)")
+    ap.add_argument("--drift", type=float, default=0.0,
+                    help="relative drift of every run's TGS over 8 h of queue time")
     args = ap.parse_args()
     names = tuple(m for m in METHODS if m in (args.method or METHODS))
     if args.smoke:
@@ -203,13 +211,14 @@ def main() -> None:
     fams = args.family or ["real", *(f for f in GENERATORS if f != "unseen")]
     print(DEFINITION)
     if "real" in fams:
-        report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed, names))
+        report("facts file: FSDP=8 and PP=8", run(_real(args.real), args.seed, names,
+                                                          args.drift))
     for fam, gen in GENERATORS.items():
         if fam not in fams:
             continue
         rng = random.Random(args.seed * 1000 + SEEDS[fam])
         cases = [gen(rng) for _ in range(args.landscapes)]
-        report(f"random, {fam}", run(cases, args.seed, names))
+        report(f"random, {fam}", run(cases, args.seed, names, args.drift))
 
 
 if __name__ == "__main__":

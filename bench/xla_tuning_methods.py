@@ -79,8 +79,9 @@ def _space(land: Landscape, cat: Sequence[Profile]) -> list[Profile]:
     return [*cat, *([restore] if restore else [])]
 
 
-def _measure(land: Landscape, settings: tuple[Setting, ...], rng: random.Random) -> float | None:
-    s = sample(land, settings, land.tags[0], rng)
+def _measure(land: Landscape, settings: tuple[Setting, ...], rng: random.Random,
+             runs_before: int = 0) -> float | None:
+    s = sample(land, settings, land.tags[0], rng, at_s=RUN_S * runs_before)
     return s.tgs if s.kind is RunKind.OK else None
 
 
@@ -91,7 +92,7 @@ def _black_box(land: Landscape, cat: Sequence[Profile], rng: random.Random, budg
     two baseline runs, then one run per distinct valid recipe suggested; the best single
     measurement is claimed (what a black-box optimiser reports)."""
     table = {p.name: p for p in _space(land, cat)}
-    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
+    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng, 1)) if x is not None]
     if not base:
         return Claim("bounded", (), 2, proposed=False)  # no baseline: nothing to compare
     b = statistics.fmean(base)
@@ -111,8 +112,8 @@ def _black_box(land: Landscape, cat: Sequence[Profile], rng: random.Random, budg
         if key in seen:
             tell(seen[key])
             continue
+        tgs = _measure(land, settings, rng, runs)
         runs += 1
-        tgs = _measure(land, settings, rng)
         d = tgs / b - 1 if tgs is not None else -0.2
         seen[key] = d
         tell(d)
@@ -184,7 +185,7 @@ def singles_oracle(land: Landscape, cat: Sequence[Profile], rng: random.Random,
     space = _space(land, cat)
     if budget is not None:
         space = _in_evidence_order(land, space)[: max(0, budget - 2)]
-    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
+    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng, 1)) if x is not None]
     if not base:
         return Claim("bounded", (), len(space) + 2, proposed=False)
     b = statistics.fmean(base)
@@ -230,7 +231,7 @@ def _singles_stacks(land: Landscape, cat: Sequence[Profile], rng: random.Random,
                     stacks: int, m: int, confirm: int) -> Claim:
     space = _space(land, cat)
     space = _in_evidence_order(land, space)[: max(0, budget - 2 - stacks - 2 * confirm)]
-    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng)) if x is not None]
+    base = [x for x in (_measure(land, (), rng), _measure(land, (), rng, 1)) if x is not None]
     if not base:
         return Claim("bounded", (), 2, proposed=False)
     b = statistics.fmean(base)
@@ -251,8 +252,8 @@ def _singles_stacks(land: Landscape, cat: Sequence[Profile], rng: random.Random,
     best, best_set = max(((d, p.settings) for d, p in measured), default=(0.0, ()),
                          key=lambda x: x[0])
     for _, settings in sorted(combos, key=lambda c: -c[0])[:stacks]:
+        tgs = _measure(land, settings, rng, runs)
         runs += 1
-        tgs = _measure(land, settings, rng)
         if tgs is not None and tgs / b - 1 > best:
             best, best_set = tgs / b - 1, settings
     if confirm and best > 0:
@@ -278,8 +279,9 @@ class _Lab:
 
     def run(self, p: Profile) -> None:
         for _ in range(3):
+            s = sample(self.land, p.settings, self.land.tags[0], self.rng,
+                       at_s=RUN_S * self.runs)
             self.runs += 1
-            s = sample(self.land, p.settings, self.land.tags[0], self.rng)
             if s.kind is RunKind.OK and s.tgs is not None:
                 self.tgs.setdefault(p.name, []).append(s.tgs)
                 return

@@ -11,6 +11,14 @@ profile measured more than once, shrunk towards the prior (~0.8 %, xla-tuning-fa
 while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md). A claim's bounds
 never shrink it below the cell's measured spread (`claim_noise`): a noisy cluster runs at
 2-2.5 %, and the prior pulled its estimate down to 0.6-1.5 % while few repeats existed.
+
+Drift-aware (`Inputs.drift_trend`): a real cluster drifts (thermals, neighbours, file-system
+load) while the baseline runs mostly early and a recipe's claim runs late, so the baseline's
+mean over the sweep is not its level beside the claim (a 2 % rise over 8 h read a +4.6 %
+recipe ">= +5 %" in 13 % of sweeps). With the trend on, a claim's runs are read against the
+least-squares line through the baseline's runs over the sweep's clock, at the claim runs'
+mean time, and its standard error carries that line's (`base_level`); the planner runs the
+baseline beside each claim's runs, so the line is read where it was measured.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ CLAIM_MARK = " (claim)"  # a claim run's label ends so: how the store keeps the 
 # stop, and read high: `Board.reports`); nothing the search or a stop rule reads holds them.
 REPORT = "claim.report"
 REPORT_MARK = " (report)"
+# Claims read against the baseline's line over time, not its mean (off: the whole-sweep mean;
+# measured: docs/benchmarks.md).
+DRIFT_TREND = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,9 @@ class Inputs:
     # then the numeric families' untried values) runs in the queue time a bounded verdict
     # would leave unused, before it (False: the SKILL.md's rule as it comes; `family_gaps.py`).
     family_gaps: bool = True
+    # A claim is read against the baseline's trend over the sweep and the baseline is run
+    # beside its claim runs (`Board.base_level`); False: against the baseline's mean.
+    drift_trend: bool = DRIFT_TREND
 
 
 class Outcome(StrEnum):
@@ -122,6 +136,7 @@ class Entry:
     first_wave: int = 0
     claim: tuple[bool, ...] = ()  # per sample: a run the claim reads
     held: tuple[bool, ...] = ()  # per sample: a claim run, left out of what ranks recipes
+    at: tuple[float, ...] = ()  # per sample: when it ran (runs submitted before it)
 
     @property
     def n(self) -> int:
@@ -145,6 +160,13 @@ class Entry:
             return self.samples
         return tuple(x for x, c in zip(self.samples, self.claim, strict=True) if c)
 
+    @property
+    def claimed_at(self) -> tuple[float, ...]:
+        """When each of `claimed` ran."""
+        if self.profile == BASELINE or not self.at:
+            return self.at
+        return tuple(x for x, c in zip(self.at, self.claim, strict=True) if c)
+
 
 @dataclass(frozen=True)
 class Board:
@@ -159,6 +181,24 @@ class Board:
     # The runs made after a proposal was decided (rule REPORT), by (profile, tag): apart
     # from `entries`, so that nothing which decides reads them.
     reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
+    trend: bool = DRIFT_TREND  # claims read against the baseline's line over time
+
+    def base_level(self, tag: str, at: Sequence[float]) -> tuple[float, float] | None:
+        """The baseline's level at the mean of the times `at` and the variance of that level
+        relative to one run's (1/n for a mean of n): its mean, or with `trend` on and its
+        runs spread over time, the least-squares line through them read there."""
+        b = self.base(tag)
+        if b is None:
+            return None
+        if not self.trend or not at or len(b.at) != b.n:
+            return b.mean, 1 / b.n
+        tb = statistics.fmean(b.at)
+        sxx = sum((x - tb) ** 2 for x in b.at)
+        if sxx <= 0:
+            return b.mean, 1 / b.n
+        slope = sum((x - tb) * y for x, y in zip(b.at, b.samples, strict=True)) / sxx
+        gap = statistics.fmean(at) - tb
+        return b.mean + slope * gap, 1 / b.n + gap * gap / sxx
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
@@ -230,16 +270,21 @@ class Board:
             return None
         return statistics.fmean(got) / b.mean - 1
 
+    def fresh_at(self, profile: str, tag: str) -> tuple[float, ...]:
+        e = self.get(profile, tag)
+        return e.claimed_at if e is not None else ()
+
     def fresh_delta(self, profile: str, tag: str) -> float | None:
-        got, b = self.fresh(profile, tag), self.base(tag)
-        if not got or b is None:
+        got = self.fresh(profile, tag)
+        level = self.base_level(tag, self.fresh_at(profile, tag))
+        if not got or level is None or level[0] <= 0:
             return None
-        return statistics.fmean(got) / b.mean - 1
+        return statistics.fmean(got) / level[0] - 1
 
     def fresh_se(self, profile: str, tag: str) -> float:
-        b = self.base(tag)
-        n, nb = len(self.fresh(profile, tag)) or 1, (b.n if b else 0) or 1
-        return self.claim_noise * math.sqrt(1 / n + 1 / nb)
+        n = len(self.fresh(profile, tag)) or 1
+        level = self.base_level(tag, self.fresh_at(profile, tag))
+        return self.claim_noise * math.sqrt(1 / n + (level[1] if level else 1.0))
 
     def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
         """The fresh delta's interval (95 % by default); None without a fresh run. Its
@@ -322,11 +367,14 @@ def _repeats(entries: Sequence[Entry]) -> tuple[float, int]:
     return ss, df
 
 
-def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
-    grouped: dict[tuple[str, str], list[Result]] = {}
-    reported: dict[tuple[str, str], list[Result]] = {}
-    for r in results:
-        (reported if r.rule == REPORT else grouped).setdefault((r.profile, r.tag), []).append(r)
+def build(results: Sequence[Result], noise: float, max_flakes: int,
+          trend: bool = DRIFT_TREND) -> Board:
+    """The board of `results`, in the order they were submitted (the sweep's clock)."""
+    grouped: dict[tuple[str, str], list[tuple[int, Result]]] = {}
+    reported: dict[tuple[str, str], list[tuple[int, Result]]] = {}
+    for i, r in enumerate(results):
+        (reported if r.rule == REPORT else grouped).setdefault((r.profile, r.tag), []).append(
+            (i, r))
     entries = {key: _entry(key, rs, max_flakes) for key, rs in grouped.items()}
     ss, df = _repeats(list(entries.values()))
     return Board(
@@ -339,10 +387,13 @@ def build(results: Sequence[Result], noise: float, max_flakes: int) -> Board:
         noise_df=PRIOR_DF + df,
         spread=math.sqrt(ss / df) if df else 0.0,
         reports={key: _entry(key, rs, max_flakes) for key, rs in reported.items()},
+        trend=trend,
     )
 
 
-def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
+def _entry(key: tuple[str, str], timed: list[tuple[int, Result]], max_flakes: int) -> Entry:
+    rs = [r for _, r in timed]
+    at = tuple(float(i) for i, r in timed if r.outcome is Outcome.OK and r.tgs is not None)
     oks = [r for r in rs if r.outcome is Outcome.OK and r.tgs is not None]
     samples = tuple(r.tgs for r in oks if r.tgs is not None)
     claim = tuple(r.rule in CLAIM_RULES or (not r.rule and i > 0) for i, r in enumerate(oks))
@@ -363,4 +414,4 @@ def _entry(key: tuple[str, str], rs: list[Result], max_flakes: int) -> Entry:
         if len(lost) >= 2:  # retried once with the arms placed to win
             fate = Fate.NOT_APPLIED
     return Entry(key[0], key[1], samples, fate, detail, flakes, len(lost), pending,
-                 min(r.wave for r in rs), claim, held)
+                 min(r.wave for r in rs), claim, held, at)

@@ -56,6 +56,10 @@ class Landscape(BaseModel):
     output_gib: float = 0.4
     noise: float = 0.008  # relative std of one run's steady TGS
     flake_rate: float = 0.0  # chance a run dies of an RCCL flake / coordination timeout
+    # Relative change of every run's TGS per DRIFT_S of the sweep's queue time, linear from
+    # its start (thermals, neighbours, file-system load): a real cluster drifts, so a recipe
+    # run late and a baseline run early differ by more than their flags (0: a still cluster).
+    drift: float = 0.0
     evidence: dict[Cost, float] = Field(default_factory=dict)  # what Wave 1.5 shows
 
     def deployed_settings(self) -> tuple[Setting, ...]:
@@ -114,6 +118,9 @@ class Landscape(BaseModel):
         return Evidence(tuple(self.evidence.items()), source="simulated evidence run")
 
 
+DRIFT_S = 8 * 3600.0  # the span `Landscape.drift` is given over (the 8 h stop rule)
+
+
 class RunKind(StrEnum):
     OK = "ok"
     OOM = "oom"
@@ -129,8 +136,10 @@ class Sample:
     detail: str = ""  # the unknown flag, or the failed allocation
 
 
-def sample(land: Landscape, settings: Sequence[Setting], tag: str, rng: random.Random) -> Sample:
-    """One simulated run: the log's outcome and its steady TGS with noise."""
+def sample(land: Landscape, settings: Sequence[Setting], tag: str, rng: random.Random,
+           at_s: float = 0.0) -> Sample:
+    """One simulated run, started `at_s` seconds of queue time into the sweep: the log's
+    outcome and its steady TGS with noise (and the landscape's drift by then)."""
     bad = land.rejected(settings)
     if bad:
         return Sample(RunKind.UNKNOWN_FLAG, detail=bad)
@@ -140,6 +149,8 @@ def sample(land: Landscape, settings: Sequence[Setting], tag: str, rng: random.R
     if temp + land.argument_gib + land.output_gib > cap:
         return Sample(RunKind.OOM, detail=f"{temp:.1f}GiB")
     tgs = land.tgs(settings, tag) * (1 + rng.gauss(0.0, land.noise))
+    if land.drift:
+        tgs *= 1 + land.drift * at_s / DRIFT_S
     step = land.step_s_at_base * land.base_tgs[land.tags[0]] / tgs
     return Sample(RunKind.OK, tgs=tgs, step_s=step)
 

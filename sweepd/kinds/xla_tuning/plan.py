@@ -35,7 +35,8 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
-        return finished(spec, decided, build(results, inp.noise, inp.max_flakes), ctx)
+        board = build(results, inp.noise, inp.max_flakes, inp.drift_trend)
+        return finished(spec, decided, board, ctx)
     batch = batch_of(spec, ctx.facts)
     taken = {r.label for r in ctx.runs}
     out = []
@@ -147,7 +148,8 @@ def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
     except (ValueError, KeyError, AssertionError):
         return None
     t = spec.thresholds
-    board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes)
+    board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes,
+                  t.drift_trend)
     primary = next(iter(spec.config_tags))
     ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
     lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]

@@ -1,6 +1,7 @@
 """A whole sweep played against a flag-effect landscape: the planner's loop without a cluster.
 
-Each planned run is sampled from the landscape at once (noise, flakes, OOM, unknown flags);
+Each planned run is sampled from the landscape at once (noise, flakes, OOM, unknown flags),
+at the queue time the runs before it took (RUN_S each: the landscape's drift by then);
 the evidence run yields the landscape's evidence. Used by the benchmark, the tests and,
 later, the demo's ground-truth check.
 """
@@ -45,7 +46,7 @@ def replay(inp: Inputs, land: Landscape, rng: random.Random, max_calls: int = 50
         if not step:
             raise RuntimeError("planner waits with nothing in flight")
         for p in step:
-            s = sample(land, p.profile.settings, p.tag, rng)
+            s = sample(land, p.profile.settings, p.tag, rng, at_s=RUN_S * len(results))
             planned.append(p)
             results.append(Result(p.profile.name, p.tag, OUTCOME[s.kind], s.tgs, s.step_s,
                                   s.detail, RUN_S, p.wave, job_id=str(1000 + len(results)),

@@ -52,7 +52,8 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     batch = next((r.params.overrides.get("per_device_batch_size") for r in runs
                   if "per_device_batch_size" in r.params.overrides), None)
     commit = next((r.params.commit for r in runs if r.params.commit), None)
-    return View(spec, results, build(results, t.noise, t.max_flakes), profiles(spec.inputs()),
+    return View(spec, results, build(results, t.noise, t.max_flakes, t.drift_trend),
+                profiles(spec.inputs()),
                 restored_keys(runs), recorded_settings(runs),
                 int(batch) if isinstance(batch, int | float | str) and str(batch).isdigit()
                 else None, commit, gather.evidence(runs, jobs))

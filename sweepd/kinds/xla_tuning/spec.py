@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, DRIFT_TREND, EVIDENCE, RESTORE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import default_catalog
 
@@ -80,6 +80,9 @@ class Thresholds(_Part):
     # seeded, numeric family values) runs in the queue time it would leave unused (false:
     # the SKILL.md's rule as it comes).
     family_gaps: bool = True
+    # A claim read against the baseline's line over time, the baseline run beside its claim
+    # runs (a cluster that drifts over the sweep; false: against the baseline's mean).
+    drift_trend: bool = DRIFT_TREND
 
 
 def _default_tags() -> dict[str, dict[str, Scalar]]:
@@ -230,4 +233,4 @@ class XlaTuningSpec(_Spec):
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
                       stop=self.stop, report_runs=t.report_runs,
-                      family_gaps=t.family_gaps)
+                      family_gaps=t.family_gaps, drift_trend=t.drift_trend)

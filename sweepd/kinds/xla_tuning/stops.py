@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.board import BASELINE, REPORT, Board, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, CLAIM_RULES, REPORT, Board, Inputs
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -22,7 +22,13 @@ from sweepd.kinds.xla_tuning.claims import (
 )
 from sweepd.kinds.xla_tuning.family_gaps import before_bounded, bounded_note
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
-from sweepd.kinds.xla_tuning.planned import Plan, Planned, Verdict, VerdictKind
+from sweepd.kinds.xla_tuning.planned import (
+    BASELINE_PROFILE,
+    Plan,
+    Planned,
+    Verdict,
+    VerdictKind,
+)
 from sweepd.kinds.xla_tuning.verdicts import make_verdict, named_recipe, prospect, recipes
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
@@ -33,6 +39,7 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
     nodes, so only those that would start before the queue-time budget is spent are
     submitted (at the mean queue time per run so far); a run started before it finishes.
     The rest are not planned; the next plan then meets the budget and stops."""
+    runs = beside_claims(inp, runs)
     if not board.runs or not runs:
         return runs  # nothing measured yet: no estimate
     per_run = board.per_run
@@ -45,6 +52,21 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
             f"time + ~{per_run / 3600:.1f} h per run reaches {inp.max_queue_s / 3600:.0f} h "
             "(stop.timebox)")
     return tuple(replace(p, reason=p.reason + note) for p in runs[:fit])
+
+
+def beside_claims(inp: Inputs, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
+    """With the drift trend on, a wave that measures a claim on the primary tag runs the
+    baseline too, just before its first claim run: the claim is read against the baseline's
+    line where the baseline was measured, not extrapolated from its early runs."""
+    t = inp.tags[0]
+    at = next((i for i, p in enumerate(runs) if p.tag == t and p.rule in CLAIM_RULES), None)
+    if (not inp.drift_trend or at is None
+            or any(p.tag == t and p.profile.name == BASELINE for p in runs)):
+        return runs
+    beside = Planned(BASELINE_PROFILE, t, runs[at].wave, "noise.beside_claim",
+                     "the baseline beside the claim's runs: a cluster that drifts is read "
+                     "where the claim is")
+    return (*runs[:at], beside, *runs[at:])
 
 
 def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,

@@ -1,0 +1,105 @@
+"""A cluster that drifts: the landscape's drift over the sweep's queue time, and claims read
+against the baseline's line over time beside them (`Inputs.drift_trend`), not its mean."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sweepd.kinds.xla_tuning.board import CLAIM, SEARCH, Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.catalog import Parallelism
+from sweepd.kinds.xla_tuning.claims import confirmed_win
+from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.replay import RUN_S, replay
+
+NCH8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
+
+
+def _land(gain: float, drift: float, noise: float = 0.008) -> Landscape:
+    return Landscape(parallelism="FSDP=8", base_tgs={"default": 1000.0}, noise=noise,
+                     effects={NCH8: Effect(tgs=gain)}, drift=drift)
+
+
+def test_a_landscape_is_still_by_default_and_drifts_linearly_over_the_sweep() -> None:
+    assert Landscape(parallelism="FSDP=8", base_tgs={"default": 1000.0}).drift == 0.0
+    still, rising = _land(1.0, 0.0, noise=0.0), _land(1.0, 0.04, noise=0.0)
+    rng = random.Random(1)
+    assert sample(still, (), "default", rng, at_s=DRIFT_S).tgs == 1000.0
+    assert sample(rising, (), "default", rng).tgs == 1000.0  # at the sweep's start
+    half = sample(rising, (), "default", rng, at_s=DRIFT_S / 2)
+    assert half.kind is RunKind.OK and half.tgs == pytest.approx(1020.0)
+    assert half.step_s == pytest.approx(28.0 / 1.02)  # the step time follows the TGS
+    falling = sample(_land(1.0, -0.04, noise=0.0), (), "default", rng, at_s=DRIFT_S)
+    assert falling.tgs == pytest.approx(960.0)
+
+
+def test_a_still_landscape_draws_the_same_runs_as_before_the_drift() -> None:
+    """drift 0: every run's TGS as drawn before the landscape knew time (the bench's figures
+    stay byte-identical)."""
+    land = _land(1.05, 0.0)
+    a, b = random.Random(7), random.Random(7)
+    assert [sample(land, (), "default", a, at_s=k * RUN_S).tgs for k in range(10)] == \
+        [sample(land, (), "default", b).tgs for _ in range(10)]
+
+
+def test_replay_samples_each_run_at_its_queue_time() -> None:
+    land = _land(1.0, 0.04, noise=0.0)
+    par = Parallelism.parse(land.parallelism)
+    inp = Inputs(par, default_catalog(par), tags=land.tags)
+    played = replay(inp, land, random.Random(3))
+    for k, r in enumerate(played.results):
+        if r.profile == "baseline" and r.tgs is not None:
+            assert r.tgs == pytest.approx(1000.0 * (1 + 0.04 * k * RUN_S / DRIFT_S))
+
+
+def _ok(profile: str, tgs: float, rule: str = SEARCH) -> Result:
+    return Result(profile, "default", Outcome.OK, tgs, 28.0, queue_s=RUN_S, wave=1, rule=rule)
+
+
+def _rising(step: float) -> list[Result]:
+    """A recipe truly +4.2 % on a cluster whose TGS rises `step` per run: the baseline runs
+    early (runs 0-2), the recipe's claim runs late (runs 20-21), the runs between elsewhere."""
+    out = [_ok("baseline", 1000.0 * (1 + step * k)) for k in range(3)]
+    out.append(_ok("nch8", 1042.0 * (1 + step * 3)))  # the run that selected it
+    out += [_ok("filler", 1000.0 * (1 + step * k)) for k in range(4, 19)]
+    out.append(_ok("baseline", 1000.0 * (1 + step * 19)))  # run beside the claim
+    out += [_ok("nch8", 1042.0 * (1 + step * k), CLAIM) for k in (20, 21)]
+    return out
+
+
+def test_a_claim_is_read_against_the_baseline_beside_it_not_its_early_mean() -> None:
+    """TGS rising 2.5 % over the 22 runs reads a +4.2 % recipe at ~+6 % against the
+    baseline's mean (confirmed ">= +5 %": a false winner); against the baseline's line read
+    at the claim's runs it is +4.2 %, not confirmed."""
+    par = Parallelism.parse("FSDP=8")
+    results = _rising(0.025 / 21)
+    mean = build(results, 0.008, 3, trend=False)
+    line = build(results, 0.008, 3, trend=True)
+    assert (mean.fresh_delta("nch8", "default") or 0.0) > 0.055
+    assert line.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
+    assert line.fresh_se("nch8", "default") > mean.fresh_se("nch8", "default")
+    inp = Inputs(par, default_catalog(par), drift_trend=True)
+    assert not confirmed_win(inp, line, "nch8")
+    still = build(_rising(0.0), 0.008, 3, trend=True)  # no drift: the line is flat
+    assert still.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
+
+
+def test_with_the_trend_a_drifting_cluster_makes_no_false_win_nor_a_flat_proposal() -> None:
+    """TGS rising 4 % over 8 h: a recipe truly +4.2 % is never claimed ">= +5 %" and a flat
+    cell (+0.3 %) proposes nothing, over seeds; the planner runs the baseline beside the
+    claim's runs. Read against the baseline's mean, seed 13 claimed the +4.2 % recipe and
+    seeds 3 and 5 proposed a recipe on the flat cell."""
+    for gain, seeds in ((1.042, range(14)), (1.003, range(6))):
+        land = _land(gain, 0.04)
+        par = Parallelism.parse(land.parallelism)
+        inp = Inputs(par, default_catalog(par), tags=land.tags, drift_trend=True)
+        for seed in seeds:
+            played = replay(inp, land, random.Random(seed))
+            assert not played.verdict.win, (gain, seed, played.verdict.why)
+            if gain < 1.02:
+                assert played.verdict.recipe is None, (seed, played.verdict.why)
+            rules = [p.rule for p in played.planned]
+            if any(r == CLAIM for r in rules):
+                assert "noise.beside_claim" in rules or rules.count("noise.rerun_baseline")
