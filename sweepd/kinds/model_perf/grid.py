@@ -216,21 +216,22 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
     if apart is not None:
         return _own_search(space, s, own, runs_left, apart)
     if top is not None and ratio is not None and not guessed:
-        # One speed holds at every batch only if the policy's curve has the first one's
-        # shape; keeping more (or less) activations may move its peak with its memory. So
-        # the speed is read again where its own memory puts its peak before it bounds.
-        peak = _own_peak(space, own, ref_runs, fit)
-        if peak is not None:
-            return PairStep(s, peak, f"{parameter}={first}'s best batch "
-                            f"({_ref_best(ref_runs)}) scaled by what this policy fits "
-                            f"(~{fit:.0f} of ~{_fits_up_to(ref_runs):.0f}): where memory "
-                            "pressure would put its own peak; one run there tests whether "
-                            f"its speed of {ratio:.3f}x holds at every batch before it "
-                            "bounds the policy")
         # TGS(policy, batch) ~ its speed x the first policy's curve: what that curve can
         # still hold up to this policy's largest fit bounds what this policy can reach.
         bound = ratio * upper_bound(space, ref_runs, fit)
         if bound <= (top[1].tgs or 0.0) * (1 + TOLERANCE):
+            # One speed holds at every batch only if the policy's curve has the first one's
+            # shape; keeping more (or less) activations may move its peak with its memory. So
+            # the speed is read again where its own memory puts its peak before it bounds.
+            peak = _own_peak(space, own, ref_runs, fit)
+            if peak is not None:
+                return PairStep(s, peak, f"{parameter}={first}'s best batch "
+                                f"({_ref_best(ref_runs)}) scaled by what this policy fits "
+                                f"(~{fit:.0f} of ~{_fits_up_to(ref_runs):.0f}): where memory "
+                                "pressure would put its own peak; one run there tests whether "
+                                f"its speed of {ratio:.3f}x holds at every batch before it "
+                                "bounds the policy (SKILL.md's 'fix one, sweep the other' "
+                                "would judge it by its run at the best batch alone)")
             where = sorted({str(p.value) for p in own if p.outcome is Outcome.OK and p.tgs})
             return (f"settled with {len(own)} run{'s' * (len(own) != 1)}: at {ratio:.3f}x "
                     f"the speed of {parameter}={first}"
@@ -315,8 +316,8 @@ def _own_search(space: SearchSpace, s: Value, own: list[Probe], runs_left: int |
     if step is None:
         return (f"settled with {len(own)} runs: {apart}, so its own batch search ran "
                 "(no other policy's runs standing in) and converged")
-    return PairStep(s, step.value, f"{step.why} ({apart}: its own batch search, no other "
-                    "policy's runs standing in)")
+    return PairStep(s, step.value, f"{step.why} ({apart}: its own batch search, SKILL.md "
+                    "Steps 3-7 at this setting, no other policy's runs standing in)")
 
 
 def _top_run(own: Sequence[Probe], fit: float) -> bool:
