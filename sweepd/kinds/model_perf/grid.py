@@ -291,15 +291,14 @@ def _shape_apart(space: SearchSpace, own: Sequence[Probe], ref_runs: Sequence[Pr
                  ) -> str | None:
     """This policy's speed against the first policy, read at two of its batches, differs
     by more than four runs' noise (PRIOR_SHAPE, scaled by the noise measured): its curve
-    has its own shape, and one speed bounds nothing. A reading outside the first policy's
-    runs (its curve held flat there) counts only where it reads high."""
-    reads = _ratios(own, ref_runs)
-    inside = [(b, r) for b, r, ok in reads if ok]
-    if not inside:
+    has its own shape, and one speed bounds nothing. Only readings inside the first
+    policy's runs count: outside them its curve is held flat, and a rising curve held flat
+    reads a policy run above it fast."""
+    inside = [(b, r) for b, r, ok in _ratios(own, ref_runs) if ok]
+    if len(inside) < 2:
         return None
     low = min(inside, key=lambda br: br[1])
-    high = max([*inside, *((b, r) for b, r, ok in reads if not ok and r > low[1])],
-               key=lambda br: br[1])
+    high = max(inside, key=lambda br: br[1])
     allowed = PRIOR_SHAPE * max(1.0, space.noise / NOISE)
     if high[1] <= low[1] * (1 + allowed):
         return None
