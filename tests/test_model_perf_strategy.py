@@ -527,3 +527,57 @@ def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:
                                        facts=PerfFacts(param_gb=2.0)))
     assert isinstance(on_three, list)
     assert "memstats" not in on_three[0].reason and "memory estimate:" in on_three[0].reason
+
+
+def test_a_memory_line_a_little_under_the_pool_does_not_walk_the_edge_one_batch_a_run() -> None:
+    """Red team n02: the compiled-memory line with its 1 % margin predicts ~438 where 440
+    fits; every pass above it said "one more", and the search ran 439, 440, 441 (each
+    worth a batch's TGS, inside the noise) and ran out of runs short of the peak at 400.
+    The gaps below go first; their trend settles the top without the walk."""
+    def memory(b: Value) -> dict[str, float]:
+        return {"temp_gb": 0.3875 * float(b), "fixed_gb": 7.0, "limit_gb": 178.6}
+
+    def curve(b: Value) -> float | None:
+        x = float(b)
+        if 7.0 + 0.3875 * x > 177.7:  # the runtime's own buffers: 440 fits, 441 does not
+            return None
+        if x <= 400:
+            return 1400 * (x / 400) ** 0.6
+        d = (x - 400) / 400
+        return 1400 * (1 - 0.3 * d - 0.3 * d * d)
+
+    def run(b: Value) -> Probe:
+        tgs = curve(b)
+        mem = memory(b)
+        if tgs is None:
+            need = mem["fixed_gb"] + mem["temp_gb"] - 177.7 + 0.2
+            return Probe(b, Outcome.OOM, None, alloc_gb=need, **mem)
+        return Probe(b, Outcome.OK, tgs, **mem)
+
+    space = batch_space(5)
+    probes: list[Probe] = []
+    while len(probes) < 12 and (value := next_value(space, probes)) is not None:
+        probes.append(run(value))
+    ran = {p.value for p in probes}
+    assert len(ran & {439, 440, 441}) <= 1, sorted(ran)
+    top = best(probes)
+    assert top is not None and (curve(top.value) or 0.0) >= 0.99 * 1400
+
+
+def test_a_budget_cut_with_a_rival_within_the_noise_asks_before_it_finishes() -> None:
+    """Red team n02: the runs ran out with no untried gap beside the best, but runs either
+    side measured within the noise of it (the true peak between them); it finished with
+    the best so far 3.2 % slow. A rival the noise cannot tell apart asks, as a gap does."""
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [4, 8, 10, 12, 16, 20], "max_runs": 3})
+    assert isinstance(spec, ModelPerfSpec)
+    four = ["chi1", "chi2", "chi3", "chi4"]
+    runs = [_run(1, 8, "pass", 1000.0), _run(2, 10, "pass", 1100.0),
+            _run(3, 12, "pass", 1095.0)]
+    ask = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
+                                  facts=PerfFacts()))
+    assert isinstance(ask, Stop) and ask.rule == BUDGET_STOP
+    assert "flat top: 12 measured within 1%" in ask.reason and "Resume" in ask.reason
+    more = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
+                                   facts=PerfFacts(), acknowledged_stops=[BUDGET_STOP]))
+    assert isinstance(more, list)

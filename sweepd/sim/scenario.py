@@ -97,6 +97,10 @@ class ModelTruthSpec(_Strict):
     # remat_policy -> (activation memory factor, TGS factor) against minimal_flash, for
     # this model; a policy left out keeps the built-in one (sweepd/sim/truth.py REMAT).
     remat: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # remat_policy -> the batch its TGS curve peaks at (memory pressure moves the peak: a
+    # policy keeping more activations may peak at a smaller batch). Off by default: every
+    # policy's curve is the default's shape scaled by its TGS factor.
+    remat_peak: dict[str, int] = Field(default_factory=dict)
 
 
 class NodeSpec(_Strict):

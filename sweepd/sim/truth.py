@@ -151,6 +151,10 @@ def _curve_tgs(scenario: Scenario, cfg: _Config, batch: int) -> float:
     """TGS of the config on perfect nodes: concave up to the peak, smooth decline after."""
     _, peak_tokens, peak_ref, ref_nodes = _reference(scenario, cfg.shape)
     peak_batch = peak_tokens / cfg.seq
+    spec = scenario.model_truth(cfg.shape.name)
+    moved = spec.remat_peak.get(cfg.remat) if spec is not None else None
+    if spec is not None and moved is not None:  # its own curve: the default's, stretched
+        peak_batch *= moved / spec.peak_batch
     peak = peak_ref * _efficiency(cfg.nodes) / _efficiency(ref_nodes)
     peak *= flops_per_token(cfg.shape, cfg.shape.seq_len) / flops_per_token(cfg.shape, cfg.seq)
     peak *= _remat(scenario, cfg)[1]

@@ -22,7 +22,13 @@ the others taught:
   policy's fastest batch its memory line predicts to fit is next. A policy whose bound
   (its speed x what the first policy's curve can hold up to its own largest fit) cannot
   beat the best of every setting by more than TOLERANCE stops there; a speed read outside
-  the first policy's runs settles it only once its own largest fit has run.
+  the first policy's runs settles it only once its own largest fit has run. One speed
+  holds at every batch only if the policy's curve has the first one's shape, and keeping
+  more activations may move its peak: before the bound dismisses a policy its speed is
+  read again at its own likely peak (the first policy's best batch scaled by the two
+  largest fits). Two readings more than PRIOR_SHAPE apart (scaled by the noise) mean its
+  curve has its own shape: it gets its own batch search, no other policy's runs standing
+  in (red team t12, t13: a policy peaking at 14, read once at 24, was dismissed at 0.66x).
 * A larger fraction whose smaller pool's top is flat within the noise runs its own
   largest fit once: the curve may still rise there.
 
@@ -40,6 +46,7 @@ from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.model_perf.search import (
     MEMORY_MARGIN,
     NOISE,
+    PRIOR_SHAPE,
     TOLERANCE,
     Outcome,
     Probe,
@@ -211,13 +218,32 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
     # runs) settles nothing until this policy's own largest fit has run: its top is where
     # its curve and the stand-in part most.
     guessed = speed is not None and not speed[1] and not _top_run(own, fit)
+    apart = _shape_apart(space, own, ref_runs)
+    if apart is not None:
+        return _own_search(space, s, own, runs_left, apart)
     if top is not None and ratio is not None and not guessed:
         # TGS(policy, batch) ~ its speed x the first policy's curve: what that curve can
         # still hold up to this policy's largest fit bounds what this policy can reach.
         bound = ratio * upper_bound(space, ref_runs, fit)
         if bound <= (top[1].tgs or 0.0) * (1 + TOLERANCE):
+            # One speed holds at every batch only if the policy's curve has the first one's
+            # shape; keeping more (or less) activations may move its peak with its memory. So
+            # the speed is read again where its own memory puts its peak before it bounds.
+            peak = _own_peak(space, own, ref_runs, fit)
+            if peak is not None:
+                return PairStep(s, peak, f"{parameter}={first}'s best batch "
+                                f"({_ref_best(ref_runs)}) scaled by what this policy fits "
+                                f"(~{fit:.0f} of ~{_fits_up_to(ref_runs):.0f}): where memory "
+                                "pressure would put its own peak; one run there tests whether "
+                                f"its speed of {ratio:.3f}x holds at every batch before it "
+                                "bounds the policy (SKILL.md's 'fix one, sweep the other' "
+                                "would judge it by its run at the best batch alone)")
+            where = sorted({str(p.value) for p in own if p.outcome is Outcome.OK and p.tgs})
             return (f"settled with {len(own)} run{'s' * (len(own) != 1)}: at {ratio:.3f}x "
-                    f"the speed of {parameter}={first} and fitting up to ~{fit:.0f}, it "
+                    f"the speed of {parameter}={first}"
+                    + (f" (read at {' and '.join(where)}, its own likely peak, alike)"
+                       if len(where) > 1 else "")
+                    + f" and fitting up to ~{fit:.0f}, it "
                     f"reaches at most {bound:,.0f} TGS, not more than {TOLERANCE:.1%} over "
                     f"the best ({top[1].tgs:,.0f} at {parameter}={top[0]}, batch "
                     f"{top[1].value})")
@@ -236,6 +262,74 @@ def _remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
     if step is None:
         return f"settled with {len(own)} runs: its batch search converged"
     return PairStep(s, step.value, step.why)
+
+
+def _ref_best(ref_runs: Sequence[Probe]) -> Value | None:
+    top = best_mean(ref_runs)
+    return top.value if top is not None else None
+
+
+def _own_peak(space: SearchSpace, own: Sequence[Probe], ref_runs: Sequence[Probe],
+              fit: float) -> int | None:
+    """The batch to run this policy at next when its speed, read so far where its curve
+    may differ, would settle it: the first policy's best batch scaled by the two largest
+    fits (memory pressure sets where a curve turns), unless a run of its own is already
+    within a tenth of it (or one batch). None: nothing to run there (no memory says it,
+    or it ran, or it failed)."""
+    ref_best = _ref_best(ref_runs)
+    ref_fit = _fits_up_to(ref_runs)
+    if not isinstance(ref_best, int) or not math.isfinite(fit) or not math.isfinite(ref_fit) \
+            or ref_fit <= 0:
+        return None
+    target = ref_best * fit / ref_fit
+    ints = [v for v in space.candidates if isinstance(v, int) and v <= fit]
+    if not ints:
+        return None
+    pick = min(ints, key=lambda v: abs(v - target))
+    if any(p.value == pick for p in own) or any(
+            p.outcome is Outcome.OK and abs(float(p.value) - pick) <= max(1.0, 0.1 * pick)
+            for p in own):
+        return None
+    return pick
+
+
+def _shape_apart(space: SearchSpace, own: Sequence[Probe], ref_runs: Sequence[Probe]
+                 ) -> str | None:
+    """This policy's speed against the first policy, read at two of its batches, differs
+    by more than four runs' noise (PRIOR_SHAPE, scaled by the noise measured): its curve
+    has its own shape, and one speed bounds nothing. Between the first policy's runs its
+    curve is known only within the chord (below: a concave curve) and the secants' bound
+    (above), so a reading's speed is a range; only ranges apart count. Only readings
+    inside the first policy's runs count: outside them its curve is held flat."""
+    reads = [(b, r) for b, r, ok in _ratios(own, ref_runs) if ok]
+    if len(reads) < 2:
+        return None
+    tgs = {float(p.value): p.tgs or 0.0 for p in own if p.outcome is Outcome.OK}
+    # The slowest this policy can be at b: its TGS over the most the first curve holds there.
+    low = [(b, tgs[b] / top) for b, _ in reads
+           if math.isfinite(top := upper_bound(space, ref_runs, b)) and top > 0]
+    if not low:
+        return None
+    slow = max(low, key=lambda br: br[1])
+    fast = min(reads, key=lambda br: br[1])
+    allowed = PRIOR_SHAPE * max(1.0, space.noise / NOISE)
+    if slow[1] <= fast[1] * (1 + allowed):
+        return None
+    return (f"its speed read at least {slow[1]:.3f}x at batch {slow[0]:g} and at most "
+            f"{fast[1]:.3f}x at {fast[0]:g}, more than {allowed:.0%} (four runs' noise) "
+            "apart: its curve has its own shape")
+
+
+def _own_search(space: SearchSpace, s: Value, own: list[Probe], runs_left: int | None,
+                apart: str) -> PairStep | str:
+    """The policy's own batch search: no other policy's runs stand in (SKILL.md Step 7,
+    the batch with the highest TGS, searched at this setting as at the first)."""
+    step = next_probe(replace(space, prior=(), prior_drift=None, start=None), own, runs_left)
+    if step is None:
+        return (f"settled with {len(own)} runs: {apart}, so its own batch search ran "
+                "(no other policy's runs standing in) and converged")
+    return PairStep(s, step.value, f"{step.why} ({apart}: its own batch search, SKILL.md "
+                    "Steps 3-7 at this setting, no other policy's runs standing in)")
 
 
 def _top_run(own: Sequence[Probe], fit: float) -> bool:
@@ -260,8 +354,17 @@ def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> tuple[float, bool] | N
     read between its runs where this one ran between them), None before a pass inside
     the first policy's runs: outside them, its curve is extrapolated, and a speed read off
     an extrapolation would settle the policy on a guess."""
+    reads = _ratios(own, ref)
+    if not reads:
+        return None
+    return max(r for _, r, _ in reads), all(ok for _, _, ok in reads)
+
+
+def _ratios(own: Sequence[Probe], ref: Sequence[Probe]) -> list[tuple[float, float, bool]]:
+    """(batch, this policy's TGS over the first policy's there, read inside its runs) for
+    each pass of this policy; outside the first policy's runs its nearest run stands in."""
     pts = sorted((float(p.value), p.tgs) for p in ref if p.outcome is Outcome.OK and p.tgs)
-    ratios, inside = [], True
+    out = []
     for p in own:
         if p.outcome is not Outcome.OK or not p.tgs or not pts:
             continue
@@ -272,7 +375,7 @@ def _speed(own: Sequence[Probe], ref: Sequence[Probe]) -> tuple[float, bool] | N
             (x0, y0), (x1, y1) = below[-1], above[0]
             # A chord under a concave curve reads it low: the ratio errs high, the bound wide.
             g = y0 if x1 == x0 else y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+            out.append((b, p.tgs / g, True))
         else:
-            g, inside = (below or above)[-1 if below else 0][1], False
-        ratios.append(p.tgs / g)
-    return (max(ratios), inside) if ratios else None
+            out.append((b, p.tgs / (below or above)[-1 if below else 0][1], False))
+    return out

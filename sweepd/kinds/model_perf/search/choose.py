@@ -48,6 +48,13 @@ def next_index(view: View, runs_left: int | None = None) -> Choice | None:
         return i, (f"{why}: below the one pass first, since {view.name(view.cliff)} above it "
                    "hung or failed without an allocation size; if TGS falls toward it, the "
                    "secant settles the gap up to it")
+    creep = [g for g in gaps if _creeps(view, g)]
+    if creep and len(gaps) > len(creep):
+        # Above the largest pass the memory line, contradicted by passes, can only say
+        # "one more": climbing there one batch a run gains at most a batch's TGS each (red
+        # team n02: 438, 439, 440, 441, then out of runs short of the peak at 400). The
+        # gaps below go first; their runs put a trend on the top that may settle it.
+        gaps = [g for g in gaps if g not in creep]
     floor = on_floor(view)
     gap = max(gaps, key=lambda g: (floor and g.lo < 0 and math.isinf(g.bound),
                                    g.lo == max(view.ok), g.trend, g.lo))
@@ -141,6 +148,16 @@ def _step_from(view: View, best_i: int, gap: Gap) -> int:
 
 def _edge(view: View, i: int) -> str:
     return "the bottom" if i < 0 else str(view.name(i)) if i < view.n else "the top"
+
+
+def _creeps(view: View, gap: Gap) -> bool:
+    """The gap above the largest pass would be probed one value above it (`_climb`'s
+    test of a memory line that passes contradict)."""
+    lo, hi = gap.lo, gap.hi
+    if not view.ok or lo != max(view.ok) or view.fit is None or view.fit.points < 2 \
+            or view.pred is None or view.pred > lo or hi - lo <= 2:
+        return False
+    return not ((view.cliff_silent or view.cliff_contradicts) and hi == view.cliff)
 
 
 def _climb(view: View, gap: Gap, bound: str) -> Choice:
