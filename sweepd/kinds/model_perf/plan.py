@@ -119,7 +119,9 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     cut = (f"max_runs ({budget}) ran out before the runs told the best from its rivals at "
            f"this noise: {step.why}")
     if not extended:
-        return Stop(f"{cut}. Resume to take up to {EXTRA_RUNS} more runs (or set "
+        rivals = flat_top(space, seen)   # the verdict's notes say it otherwise
+        said = f"{cut}; {rivals}" if rivals else cut
+        return Stop(f"{said}. Resume to take up to {EXTRA_RUNS} more runs (or set "
                     "extend_budget: true), abort to keep the best so far", BUDGET_STOP,
                     evidence=f"{spec.parameter}={step.value} was next")
     return cut
