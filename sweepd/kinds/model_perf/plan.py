@@ -18,11 +18,13 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     best_mean,
     flat_top,
+    means,
     memory_fit,
     next_probe,
     open_beside_best,
     prior_mismatch,
     why_not_run,
+    with_run_noise,
 )
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
@@ -49,6 +51,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return short
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
+    space = with_run_noise(space, seen)
     # Every finished run counts against max_runs, also one a node fault spoiled.
     done = len(finished_runs(ctx))
     extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
@@ -59,13 +62,16 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
                        params=run_params(spec.parameter, value), nodes=ctx.nodes,
                        rule="model_perf.contradiction_rerun", reason=because)]
-    step = next_probe(space, seen, runs_left=max(0, budget - done))
+    step = next_probe(space, seen, runs_left=max(0, budget - done), thorough=True)
     if step is None:
-        notes = [n for n in (_edge(spec, space, seen), _between_given(spec, space, seen),
+        unsure = _unsure(spec, space, seen, done, budget, extended)
+        if isinstance(unsure, Stop):
+            return unsure
+        notes = [n for n in (unsure, _edge(spec, space, seen), _between_given(spec, space, seen),
                              flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(spec, space, seen, ctx), _noise(space)) if n]
-        return _finish(spec, seen, ctx, "; ".join(notes) or None)
+                             _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
+        return _finish(spec, seen, ctx, "; ".join(notes) or None, settled=unsure is None)
     value = step.value
     if done >= budget:
         gap = open_beside_best(space, seen)
@@ -100,13 +106,44 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
 
 
-def _noise(space: SearchSpace) -> str | None:
-    """The runs' steps showed more noise than the rules assume: said, with what it changed."""
+def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: int,
+            budget: int, extended: bool) -> Stop | str | None:
+    """The budget ran out with a run for the noise still to make (`search.repeat`). At a
+    noise above NOISE the best and its rivals within it stand on single runs, so the sweep
+    asks for more runs (as for a gap beside the best), then ends unsettled; at the default
+    noise the best's second run was not made, which is said."""
+    if done < budget:
+        return None
+    step = next_probe(space, seen, runs_left=None, thorough=True)
+    if step is None or not step.repeat:
+        return None
+    if space.noise <= NOISE:
+        return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
+                "between runs, which the steps cannot show, was not measured")
+    cut = (f"max_runs ({budget}) ran out before the runs told the best from its rivals at "
+           f"this noise: {step.why}")
+    if not extended:
+        rivals = flat_top(space, seen)   # the verdict's notes say it otherwise
+        said = f"{cut}; {rivals}" if rivals else cut
+        return Stop(f"{said}. Resume to take up to {EXTRA_RUNS} more runs (or set "
+                    "extend_budget: true), abort to keep the best so far", BUDGET_STOP,
+                    evidence=f"{spec.parameter}={step.value} was next")
+    return cut
+
+
+def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:
+    """More noise than the rules assume, from the runs' steps or from two runs of one
+    value: said, with what it changed (the values run again, if any were)."""
     if space.noise <= NOISE:
         return None
-    return (f"the runs' steady steps put the run-to-run noise at {space.noise:.1%} (the "
-            f"rules assume {NOISE:.0%}): two runs are told apart, and a gap settled, only "
-            "beyond it, and the best and a rival within it are run again")
+    told = ("two runs of one value measured" if space.noise_between
+            else "the runs' steady steps put")
+    again = [str(v) for v, ps in means(seen).items() if len(ps) > 1]
+    ran = (f", and {', '.join(again)} ran again (the verdict rests on the means)" if again
+           else ", though the budget left no run to repeat")
+    return (f"{told} the run-to-run noise at {space.noise:.1%} (the rules assume "
+            f"{NOISE:.0%}): two runs are told apart, and a gap settled, only beyond it"
+            + ran)
 
 
 def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:

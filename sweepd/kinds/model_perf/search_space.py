@@ -17,8 +17,10 @@ from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
     space, why = _space(spec, ctx)
     # The spec's `multi_peak`: a departure from SKILL.md's single-peak narrowing, so off
-    # by default (search/shapes.py's ladder). The noise: what the runs' steps show.
-    return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx)), why
+    # by default (search/shapes.py's ladder). The noise: what the runs' steps show; with
+    # `measure_noise` (off by default, one run more) also what two runs of the best show.
+    return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx),
+                   measure_noise=spec.measure_noise), why
 
 
 def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:

@@ -91,6 +91,13 @@ class ModelPerfSpec(_Spec):
                     "schedule at small batches): before stopping, halve below the lowest run "
                     "down to batch 8 while it measures within 15% of the best (a departure "
                     "from SKILL.md's single-peak narrowing; about +0.6-0.8 runs)")
+    measure_noise: bool = Field(
+        default=False,
+        description="before the verdict, run the best again: two runs of one value measure "
+                    "the run-to-run noise a run's steps cannot show (placement, clocks, "
+                    "another tenant offset every step alike); beyond 2 % apart, the search "
+                    "goes on at that noise (a departure from SKILL.md's one run a value; "
+                    "about +1.5 runs)")
     extend_budget: bool = Field(
         default=False,
         description="when max_runs runs out with an unexplored gap beside the best, take "

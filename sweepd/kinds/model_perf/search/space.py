@@ -98,6 +98,11 @@ class SearchSpace:
     # steps). Two runs' noise (FLAT) scales with it, and a gap is settled only when its
     # bound falls that much more below the best (a best read high by the noise).
     noise: float = NOISE
+    # The noise was measured between runs of one value (`repeat.with_run_noise`), beyond
+    # what the steps showed.
+    noise_between: bool = False
+    # The spec's `measure_noise`: before the verdict the best runs again (`repeat`).
+    measure_noise: bool = False
 
     @property
     def flat(self) -> float:
@@ -114,6 +119,7 @@ class SearchSpace:
 class Step:
     value: Value
     why: str  # the bound or prediction that chose it (shown by `explain`)
+    repeat: bool = False  # a run for the noise (`repeat`), not for the curve
 
 
 def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
