@@ -10,10 +10,18 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, memory_fit, next_probe
 from sweepd.kinds.model_perf.search.memory import contradicting, one_offs
-from tests.simrun import NODES, perf_spec, recorded, run, sim_config, write_scenario
+from tests.simrun import (
+    NODES,
+    open_store,
+    perf_spec,
+    recorded,
+    run,
+    sim_config,
+    write_scenario,
+)
 
 FOUR = "chi[2832,2863,2867-2868]"
 
@@ -112,13 +120,18 @@ def test_an_oom_that_repeats_stands_and_the_search_bisects_below_it() -> None:
 async def test_a_cut_verdict_names_a_run_within_the_noise_of_its_best(tmp_path: Path) -> None:
     """Red team: one-off OOMs at 18..24 and 6 % cluster noise; the 12 runs ran out with 21
     best and 20 (the true peak) 0.14 % below it, and the verdict named only the next
-    probe. A budget-cut verdict now says the flat top too, as a settled one does."""
-    _, verdict, runs = await _sweep(
+    probe. A budget cut with a rival within the noise of the best now stops and asks (as
+    an untried gap beside the best does), naming the flat top."""
+    code, verdict, runs = await _sweep(
         tmp_path, {"max_batch": 24, "peak_batch": 20, "peak_tgs": 1400}, range(18, 25), 0.06,
         seed=101)
-    assert verdict is not None and not verdict["settled"], (verdict, runs)
-    caveat = str(verdict["caveat"])
-    assert "ran out before the search settled" in caveat and "flat top: 20" in caveat, caveat
+    assert code == EXIT_AWAITING_DECISION and verdict is None, (code, verdict, runs)
+    store = await open_store(sim_config(tmp_path, tmp_path / "scenario.yaml"))
+    try:
+        reason = str((await store.sweep(1)).reason)
+    finally:
+        await store.close()
+    assert "ran out before the search settled" in reason and "flat top: 20" in reason, reason
 
 
 def test_a_one_off_oom_at_the_best_leaves_its_rival_to_run_again() -> None:
