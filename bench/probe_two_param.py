@@ -227,13 +227,17 @@ def make_case(rng: random.Random, family: str, knob: str, curvature: float,
     return Case(family, knob, mem, tuple(_tgs(rng, family, big)), settings, error)
 
 
+def _error(rng: random.Random, i: int, families: int) -> float:
+    """The i-th case's estimate error: log-uniform in its band (the bands taken in turn)."""
+    lo, hi = ERROR[BANDS[(i // families) % len(BANDS)]]
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
 def workload(count: int, seed: int, families: Sequence[str], curvature: float) -> list[Case]:
     rng = random.Random(seed)
     cases = []
     for i in range(count):
-        band = BANDS[(i // len(families)) % len(BANDS)]
-        lo, hi = ERROR[band]
-        error = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        error = _error(rng, i, len(families))
         knob = tuple(KNOBS)[i % 2]
         cases.append(make_case(rng, families[(i // 2) % len(families)], knob, curvature, error))
     return cases
@@ -246,9 +250,7 @@ def shifted_workload(count: int, seed: int, curvature: float) -> list[Case]:
     rng = random.Random(seed)
     cases = []
     for i in range(count):
-        band = BANDS[(i // len(FAMILIES)) % len(BANDS)]
-        lo, hi = ERROR[band]
-        error = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        error = _error(rng, i, len(FAMILIES))
         cases.append(make_case(rng, FAMILIES[i % len(FAMILIES)], "remat_policy", curvature,
                                error, shift=True))
     return cases

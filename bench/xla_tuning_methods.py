@@ -165,11 +165,12 @@ def _in_evidence_order(land: Landscape, space: list[Profile]) -> list[Profile]:
 
 
 def _measure_singles(land: Landscape, space: Sequence[Profile], rng: random.Random,
-                     base: float) -> list[tuple[float, Profile]]:
-    """Each profile measured once: its delta over the baseline mean (a failed run: none)."""
+                     base: float, runs_before: int = 2) -> list[tuple[float, Profile]]:
+    """Each profile measured once, after `runs_before` runs (the baseline pair): its delta
+    over the baseline mean (a failed run: none)."""
     measured = []
-    for p in space:
-        tgs = _measure(land, p.settings, rng)
+    for i, p in enumerate(space):
+        tgs = _measure(land, p.settings, rng, runs_before + i)
         if tgs is not None:
             measured.append((tgs / base - 1, p))
     return measured
@@ -257,8 +258,10 @@ def _singles_stacks(land: Landscape, cat: Sequence[Profile], rng: random.Random,
         if tgs is not None and tgs / b - 1 > best:
             best, best_set = tgs / b - 1, settings
     if confirm and best > 0:
-        fresh = [x for x in (_measure(land, best_set, rng) for _ in range(confirm)) if x]
-        again = [x for x in (_measure(land, (), rng) for _ in range(confirm)) if x]
+        fresh = [x for k in range(confirm)
+                 if (x := _measure(land, best_set, rng, runs + k)) is not None]
+        again = [x for k in range(confirm)
+                 if (x := _measure(land, (), rng, runs + confirm + k)) is not None]
         runs += 2 * confirm
         best = statistics.fmean(fresh) / statistics.fmean(again or base) - 1 if fresh else 0.0
     if best <= 0:

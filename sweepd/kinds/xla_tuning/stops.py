@@ -29,7 +29,13 @@ from sweepd.kinds.xla_tuning.planned import (
     Verdict,
     VerdictKind,
 )
-from sweepd.kinds.xla_tuning.verdicts import make_verdict, named_recipe, prospect, recipes
+from sweepd.kinds.xla_tuning.verdicts import (
+    make_verdict,
+    named_recipe,
+    one_run_lead,
+    prospect,
+    recipes,
+)
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
 
@@ -282,9 +288,8 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
 def _one_run_contender(inp: Inputs, board: Board) -> bool:
     """A profile run once that read above the bounded bar (a +7 % reading at 1.5 % noise
     was left unconfirmed and the cell called bounded)."""
-    t = inp.tags[0]
-    return any(e.n == 1 and (board.delta(e.profile, t) or 0.0) > inp.bounded_gain
-               for e in board.measured(t))
+    lead = one_run_lead(inp, board)
+    return lead is not None and lead[1] > inp.bounded_gain
 
 
 def _unseeded(cands: Candidates) -> bool:

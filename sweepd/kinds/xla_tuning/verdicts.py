@@ -150,13 +150,19 @@ def _win(inp: Inputs, board: Board, recipe: str | None, gain: float | None, held
 
 def _one_run_note(inp: Inputs, board: Board, gain: float | None) -> str:
     """A profile above the verdict's gain on its one run is said, not counted."""
+    lead = one_run_lead(inp, board)
+    if lead is not None and lead[1] > max(gain or 0.0, inp.bounded_gain):
+        return f"; unconfirmed (one run, not counted): {lead[0]} {lead[1]:+.2%}"
+    return ""
+
+
+def one_run_lead(inp: Inputs, board: Board) -> tuple[str, float] | None:
+    """The fastest profile run only once on the primary tag, and its delta."""
     t = inp.tags[0]
     lead1 = max((e for e in board.measured(t) if e.n == 1), default=None,
                 key=lambda e: board.delta(e.profile, t) or -1.0)
     d1 = board.delta(lead1.profile, t) if lead1 else None
-    if lead1 and d1 is not None and d1 > max(gain or 0.0, inp.bounded_gain):
-        return f"; unconfirmed (one run, not counted): {lead1.profile} {d1:+.2%}"
-    return ""
+    return (lead1.profile, d1) if lead1 is not None and d1 is not None else None
 
 
 def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
