@@ -76,7 +76,8 @@ from probe_efficiency import (
     sweepd,
 )
 
-from sweepd.kinds.model_perf.grid import Pair, best_pair, next_pair
+from sweepd.kinds.model_perf.grid import next_pair
+from sweepd.kinds.model_perf.pairs import Pair, best_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, Value, batch_space
 
 FOUND = 0.01

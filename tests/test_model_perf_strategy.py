@@ -508,7 +508,7 @@ def test_an_earlier_sweeps_curve_that_does_not_hold_here_is_not_used() -> None:
     bent = [Probe(16, Outcome.OK, 1401.0 * 0.97), Probe(24, Outcome.OK, 1300.0 * 1.03)]
     off = prior_mismatch(space, bent)
     assert off is not None and [v for v, _ in off.ratios] == [16, 24]
-    # Another policy's curve (grid.py) differs in speed by design: its ratio is the speed.
+    # Another policy's curve (remat_step.py) differs in speed by design: its ratio is the speed.
     assert prior_mismatch(replace(space, prior_drift=None), moved) is None
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.grid import Pair, best_pair, is_fraction, next_pair, settled_notes
+from sweepd.kinds.model_perf.grid import next_pair, settled_notes
+from sweepd.kinds.model_perf.pairs import Pair, best_pair, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
 from sweepd.kinds.model_perf.search_space import search_space
