@@ -2,7 +2,8 @@
 test).
 
     python bench/xla_false_wins.py [--sweeps N] [--seed S] [--candidates K] [--spread X]
-                                   [--shipped] [--truth G ...] [--noise N ...] [--smoke]
+                                   [--shipped] [--truth G ...] [--noise N ...] [--drift D]
+                                   [--drift-read mean|line|trend] [--smoke]
 
 Each case is a landscape whose truly best recipe (<= 3 flags of a random catalog,
 bench/xla_tuning_landscapes.py's `_catalog`, or with --shipped the shipped one less its
@@ -37,6 +38,8 @@ from xla_tuning_landscapes import Case, _catalog, _evidence
 
 from sweepd.kinds.xla_tuning.board import Inputs
 from sweepd.kinds.xla_tuning.catalog import COST_MECHANISMS, Cost, Mechanism, Parallelism, Profile
+from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
 from sweepd.kinds.xla_tuning.planned import VerdictKind
@@ -102,10 +105,11 @@ class Tally:
     covered: list[bool] = field(default_factory=list)  # the interval holds the true gain
 
 
-def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int) -> None:
+def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int,
+          drift_read: DriftRead = DRIFT_DEFAULT) -> None:
     land, profiles = case
     inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN,
-                 report_runs=report_runs)
+                 report_runs=report_runs, drift=drift_read)
     r = replay(inp, land, rng)
     v = r.verdict
     t.n += 1
@@ -123,15 +127,17 @@ def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int) -> None:
 
 def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
         truths: tuple[float, ...] = TRUTHS, noises: tuple[float, ...] = NOISES,
-        report_runs: int = 2) -> dict[tuple[float, float], Tally]:
+        report_runs: int = 2, drift: float = 0.0, drift_read: DriftRead = DRIFT_DEFAULT
+        ) -> dict[tuple[float, float], Tally]:
     out: dict[tuple[float, float], Tally] = {}
     for gain in truths:
         for noise in noises:
             t = out.setdefault((gain, noise), Tally())
             for i in range(sweeps):
                 s = seed * 100_003 + i  # the same landscapes and noise stream per case
-                case = cell(random.Random(s), gain, noise, candidates, spread, shipped)
-                sweep(case, random.Random(s + 1), t, report_runs)
+                land, cat = cell(random.Random(s), gain, noise, candidates, spread, shipped)
+                case = (land.model_copy(update={"drift": drift}) if drift else land, cat)
+                sweep(case, random.Random(s + 1), t, report_runs, drift_read)
     return out
 
 
@@ -167,12 +173,18 @@ def main() -> None:
     ap.add_argument("--report-runs", type=int, default=2,
                     help="runs each of the recipe and the baseline after a proposal is "
                          "decided, its gain read from them (0: from the deciding runs)")
+    ap.add_argument("--drift", type=float, default=0.0,
+                    help="relative drift of every run's TGS over 8 h of queue time")
+    ap.add_argument("--drift-read", choices=[r.value for r in DriftRead],
+                    default=DRIFT_DEFAULT.value,
+                    help="how the planner's claims read the baseline (thresholds.drift)")
     ap.add_argument("--smoke", action="store_true", help="2 sweeps per case: the whole path")
     args = ap.parse_args()
     if args.smoke:
         args.sweeps = 2
     report(run(args.sweeps, args.seed, args.candidates, args.spread, args.shipped,
-               tuple(args.truth or TRUTHS), tuple(args.noise or NOISES), args.report_runs))
+               tuple(args.truth or TRUTHS), tuple(args.noise or NOISES), args.report_runs,
+               args.drift, DriftRead(args.drift_read)))
 
 
 if __name__ == "__main__":

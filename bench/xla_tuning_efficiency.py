@@ -1,7 +1,8 @@
 """How right and how honest the xla-tuning verdicts are, and at what run count (not a test).
 
     python bench/xla_tuning_efficiency.py [--landscapes N] [--real N] [--seed S] [--family F]
-                                          [--method M] [--drift D] [--smoke]
+                                          [--method M] [--drift D]
+                                          [--drift-read mean|line|trend] [--smoke]
 
 Methods on the same landscapes, each landscape's methods fed the same noise stream (one
 `random.Random` per landscape and method, seeded alike), 10 minutes of queue time per run
@@ -28,7 +29,8 @@ Methods on the same landscapes, each landscape's methods fed the same noise stre
 
 `--drift D`: every landscape's throughput drifts by D (relative, + faster) over 8 h of
 queue time, linear from the sweep's start (a real cluster's thermals and neighbours; the
-simulator's cells are still by default).
+simulator's cells are still by default). `--drift-read R`: how the planner's claims read
+the baseline beside them (`thresholds.drift`; default the daemon's, `trend`).
 
 Landscapes: the facts file's FSDP=8 and PP=8 (each replayed --real times), the random
 families `tuned`, `heldout`, `fresh` and `factsheld` (bench/xla_tuning_landscapes.py);
@@ -51,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import GENERATORS, Case
 from xla_tuning_methods import (
+    DRIFT_READ,
     Claim,
     exhaustive,
     planner,
@@ -65,6 +68,8 @@ from xla_tuning_methods import (
 
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
 from sweepd.kinds.xla_tuning.landscape import Landscape, truth
 
@@ -203,7 +208,11 @@ def main() -> None:
                     help="only these methods (repeatable; default: all)")
     ap.add_argument("--drift", type=float, default=0.0,
                     help="relative drift of every run's TGS over 8 h of queue time")
+    ap.add_argument("--drift-read", choices=[r.value for r in DriftRead],
+                    default=DRIFT_DEFAULT.value,
+                    help="how the planner's claims read the baseline (thresholds.drift)")
     args = ap.parse_args()
+    DRIFT_READ[0] = DriftRead(args.drift_read)
     names = tuple(m for m in METHODS if m in (args.method or METHODS))
     if args.smoke:
         args.landscapes, args.real = 1, 1

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sweepd.kinds.xla_tuning.board import Inputs
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting, mechanism_order, stack
+from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
@@ -61,11 +62,15 @@ def planner_nostop(land: Landscape, cat: Sequence[Profile], rng: random.Random) 
     return _planner(land, cat, rng, math.inf)
 
 
+# How the planner's claims read the baseline (`--drift-read`; the daemon's default).
+DRIFT_READ = [DRIFT_DEFAULT]
+
+
 def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float,
              focus: int = 99, stop: str = "seed", family_gaps: bool = True) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
                  deployed=land.deployed_settings(), win=win, focus=focus, stop=stop,
-                 family_gaps=family_gaps)
+                 family_gaps=family_gaps, drift=DRIFT_READ[0])
     r = replay(inp, land, rng)
     v = r.verdict
     table = profiles(inp)

@@ -1,5 +1,5 @@
 """A cluster that drifts: the landscape's drift over the sweep's queue time, and claims read
-against the baseline's line over time beside them (`Inputs.drift_trend`), not its mean."""
+against the baseline's level beside them (`Inputs.drift`, `drift.py`), not its mean."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from sweepd.kinds.xla_tuning.board import CLAIM, SEARCH, Inputs, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.claims import confirmed_win
+from sweepd.kinds.xla_tuning.drift import DriftRead, level
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
@@ -75,26 +76,29 @@ def test_a_claim_is_read_against_the_baseline_beside_it_not_its_early_mean() -> 
     at the claim's runs it is +4.2 %, not confirmed."""
     par = Parallelism.parse("FSDP=8")
     results = _rising(0.025 / 21)
-    mean = build(results, 0.008, 3, trend=False)
-    line = build(results, 0.008, 3, trend=True)
+    mean = build(results, 0.008, 3, drift=DriftRead.MEAN)
+    line = build(results, 0.008, 3, drift=DriftRead.LINE)
     assert (mean.fresh_delta("nch8", "default") or 0.0) > 0.055
     assert line.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
     assert line.fresh_se("nch8", "default") > mean.fresh_se("nch8", "default")
-    inp = Inputs(par, default_catalog(par), drift_trend=True)
+    inp = Inputs(par, default_catalog(par), drift=DriftRead.LINE)
     assert not confirmed_win(inp, line, "nch8")
-    still = build(_rising(0.0), 0.008, 3, trend=True)  # no drift: the line is flat
+    still = build(_rising(0.0), 0.008, 3, drift=DriftRead.LINE)  # no drift: the line is flat
     assert still.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
 
 
-def test_with_the_trend_a_drifting_cluster_makes_no_false_win_nor_a_flat_proposal() -> None:
+@pytest.mark.parametrize("read", [DriftRead.TREND, DriftRead.LINE])
+def test_a_drifting_cluster_makes_no_false_win_nor_a_flat_proposal(read: DriftRead) -> None:
     """TGS rising 4 % over 8 h: a recipe truly +4.2 % is never claimed ">= +5 %" and a flat
-    cell (+0.3 %) proposes nothing, over seeds; the planner runs the baseline beside the
-    claim's runs. Read against the baseline's mean, seed 13 claimed the +4.2 % recipe and
-    seeds 3 and 5 proposed a recipe on the flat cell."""
+    cell (+0.3 %) proposes nothing, over seeds, by default (the trend) as with the line; the
+    planner runs the baseline beside the claim's runs. Read against the baseline's mean
+    (the default before the trend), seed 13 claimed the +4.2 % recipe and seeds 3 and 5
+    proposed a recipe on the flat cell."""
+    assert Inputs(Parallelism.parse("FSDP=8"), ()).drift is DriftRead.TREND
     for gain, seeds in ((1.042, range(14)), (1.003, range(6))):
         land = _land(gain, 0.04)
         par = Parallelism.parse(land.parallelism)
-        inp = Inputs(par, default_catalog(par), tags=land.tags, drift_trend=True)
+        inp = Inputs(par, default_catalog(par), tags=land.tags, drift=read)
         for seed in seeds:
             played = replay(inp, land, random.Random(seed))
             assert not played.verdict.win, (gain, seed, played.verdict.why)
@@ -103,3 +107,39 @@ def test_with_the_trend_a_drifting_cluster_makes_no_false_win_nor_a_flat_proposa
             rules = [p.rule for p in played.planned]
             if any(r == CLAIM for r in rules):
                 assert "noise.beside_claim" in rules or rules.count("noise.rerun_baseline")
+
+
+def test_the_trend_keeps_of_the_baselines_slope_what_its_runs_can_show() -> None:
+    """A claim read at run 40. Three early baseline runs (0.8 % noise, no drift) show a
+    slope that is all noise: the line extrapolates it 4 % down with a variance 2,000 times
+    the mean's, the trend keeps under 1 % of it (within 0.05 % of the mean), its variance
+    the prior's drift over the 38 runs since, not the fit's. Six runs spread over the
+    sweep, rising 4 % per 8 h: the trend follows most of the rise (the line all of it), and
+    lies between the mean and the line."""
+    early, noisy = (0.0, 1.0, 2.0), (1008.0, 992.0, 1006.0)
+    mean, line, trend = (level(noisy, early, (40.0,), r, 0.008, RUN_S) for r in DriftRead)
+    assert mean == (pytest.approx(1002.0), pytest.approx(1 / 3))
+    assert line[0] == pytest.approx(963.0) and line[1] > 2000 * mean[1]
+    assert abs(trend[0] - mean[0]) < 0.5
+    assert mean[1] < trend[1] < line[1] / 100  # the prior's drift over 38 runs, not the fit's
+    spread = (0.0, 1.0, 2.0, 14.0, 27.0, 33.0)
+    rising = tuple(1000.0 * (1 + 0.04 * k * RUN_S / 28800) for k in spread)
+    mean_r, line_r, trend_r = (level(rising, spread, (40.0,), r, 0.008, RUN_S)[0]
+                               for r in DriftRead)
+    truth = 1000.0 * (1 + 0.04 * 40 * RUN_S / 28800)
+    assert line_r == pytest.approx(truth)
+    assert mean_r < trend_r < line_r
+    assert truth - trend_r < 0.3 * (truth - mean_r)
+
+
+def test_the_spec_reads_the_trend_by_default_and_the_earlier_spelling_as_line_or_mean() -> None:
+    from sweepd.kinds.xla_tuning.spec import Thresholds
+
+    assert Thresholds().drift == "trend"
+    assert Thresholds.model_validate({"drift_trend": True}).drift == "line"
+    assert Thresholds.model_validate({"drift_trend": False}).drift == "mean"
+    assert Thresholds.model_validate({"drift": "mean"}).drift == "mean"
+    with pytest.raises(ValueError, match="drift"):
+        Thresholds.model_validate({"drift": "sideways"})
+    with pytest.raises(ValueError, match="drift_trend must be true or false"):
+        Thresholds.model_validate({"drift_trend": "yes"})

@@ -11,6 +11,7 @@ from dataclasses import replace
 from sweepd.kinds.xla_tuning.board import REPORT, Inputs, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
@@ -207,7 +208,10 @@ def test_a_timebox_verdict_reads_its_gain_on_the_block_run_before_the_stop() -> 
     """With the 8 h stop (here 6 h) a block away, the recipe the timebox verdict would name
     is measured on runs that decide nothing first, and the verdict reads its gain there."""
     land = _land("FSDP=8", ("default",), {"NCCL_NCHANNELS_PER_NET_PEER=8": 1.035})
-    inp = replace(_inputs(land), max_queue_s=6 * 3600)
+    # Built on the baseline's mean (a still cell); read by the trend, +3.5 % at 6 h is not
+    # significantly above +2 % in these seeds (the prior's drift widens a claim run hours
+    # after the baseline's runs: docs/benchmarks.md, "Drift").
+    inp = replace(_inputs(land), max_queue_s=6 * 3600, drift=DriftRead.MEAN)
     r = replay(inp, land, random.Random(1))
     v = r.verdict
     assert v.kind is VerdictKind.TIMEBOX and v.recipe == "nch8", v

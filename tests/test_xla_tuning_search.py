@@ -9,6 +9,7 @@ import pytest
 from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
@@ -287,8 +288,8 @@ def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> No
     the catalog spent at 21 profiles, 4 seeds ended "catalog exhausted" as bounded, short
     of the seed's 25: pairs of the fastest singles now fill the count (4 of 12)."""
     land = Landscape.from_yaml(PAIR_ONLY)
-    verdicts = [replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(s)).verdict
-                for s in range(12)]
+    inp = _inputs(land, max_queue_s=48 * 3600.0, drift=DriftRead.MEAN)  # seeds built on it
+    verdicts = [replay(inp, land, random.Random(s)).verdict for s in range(12)]
     recipes = [v.recipe for v in verdicts]
     assert recipes.count("hpas+nch8") >= 4, recipes
     short = [v.reason for v in verdicts if v.rule == "stop.bounded"

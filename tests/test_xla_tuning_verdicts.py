@@ -12,6 +12,7 @@ import pytest
 from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import AG, default_catalog
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
@@ -47,7 +48,10 @@ def _base(n: int = 3, queue_s: float = 600.0) -> list[Result]:
 
 
 def _timeboxed(results: list[Result], inp: Inputs | None = None) -> Verdict:
-    inp = inp or _inputs(fsdp8())
+    # The baseline read by its mean: the last run spends the whole 8 h at once, a clock on
+    # which the drift prior would make every claim hours away from its baseline (the
+    # trend's reading on a sweep's clock: tests/test_xla_drift.py).
+    inp = inp or _inputs(fsdp8(), drift=DriftRead.MEAN)
     results = [*results, _ok("lhs", 1000.0, 5, queue_s=H8)]
     v = plan(inp, results, EV)
     assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX, v
@@ -66,7 +70,10 @@ def test_the_claimed_gain_leaves_out_the_run_that_selected_the_recipe() -> None:
     assert v.recipe == "ag768M" and v.gain == pytest.approx(0.06) and v.n == 2
     assert v.interval is not None and v.interval[0] < 0.06 < v.interval[1]
     assert "95 % interval" in v.reason and "2 runs after the one that selected it" in v.reason
+    assert "against the baseline's trend over the sweep (drift: trend)" in v.reason
     assert not v.conditional
+    mean = _timeboxed(results, replace(_inputs(fsdp8()), report_runs=0, drift=DriftRead.MEAN))
+    assert mean.recipe == "ag768M" and "drift:" not in mean.reason  # the SKILL.md's reading
     # The block that measures a recipe apart is due (report_runs 2) and the 8 h stop came
     # first: its gain was read on the runs that put it forward, look after look (a flat
     # cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): the verdict says so.
@@ -255,9 +262,9 @@ def test_a_claim_near_the_line_waits_for_more_fresh_runs_and_baseline() -> None:
     # clears +4.5 % (before: confirmed, and a recipe truly at +4.4 % passes ~5 % of such
     # looks, the false winners traced) but its 99.5 % bound does not: not yet confirmed;
     # the baseline goes to 5 runs and the recipe to 4 fresh ones.
-    inp = _inputs(fsdp8())
+    inp = _inputs(fsdp8(), drift=DriftRead.MEAN)  # the arithmetic on the baseline's mean
     results = _near([1058.0, 1058.0], [1000.0, 992.0, 1008.0])
-    board = build(results, inp.noise, inp.max_flakes)
+    board = build(results, inp.noise, inp.max_flakes, inp.drift)
     assert board.fresh_delta("ag768M", "sparse") == pytest.approx(0.058)
     assert not confirmed_win(inp, board, "ag768M")
     step = plan(inp, results, EV)
@@ -267,10 +274,10 @@ def test_a_claim_near_the_line_waits_for_more_fresh_runs_and_baseline() -> None:
     assert ("ag768M", "noise.near_line") in rules
     # With them, the same +5.8 % is confirmed (its 99 % bound clears +4.5 %).
     more = _near([1058.0] * 4, [1000.0, 992.0, 1008.0, 1000.0, 1000.0])
-    assert confirmed_win(inp, build(more, inp.noise, inp.max_flakes), "ag768M")
+    assert confirmed_win(inp, build(more, inp.noise, inp.max_flakes, inp.drift), "ag768M")
     # A recipe that is only near the line on the wrong side stays unconfirmed with them.
     short = _near([1052.0] * 4, [1000.0, 992.0, 1008.0, 1000.0, 1000.0])
-    assert not confirmed_win(inp, build(short, inp.noise, inp.max_flakes), "ag768M")
+    assert not confirmed_win(inp, build(short, inp.noise, inp.max_flakes, inp.drift), "ag768M")
 
 
 def test_a_claim_clear_of_the_line_is_confirmed_on_two_fresh_runs() -> None:

@@ -12,13 +12,8 @@ while few repeats exist (a pinned nodelist runs at 0.3-1 %, SKILL.md). A claim's
 never shrink it below the cell's measured spread (`claim_noise`): a noisy cluster runs at
 2-2.5 %, and the prior pulled its estimate down to 0.6-1.5 % while few repeats existed.
 
-Drift-aware (`Inputs.drift_trend`): a real cluster drifts (thermals, neighbours, file-system
-load) while the baseline runs mostly early and a recipe's claim runs late, so the baseline's
-mean over the sweep is not its level beside the claim (a 2 % rise over 8 h read a +4.6 %
-recipe ">= +5 %" in 13 % of sweeps). With the trend on, a claim's runs are read against the
-least-squares line through the baseline's runs over the sweep's clock, at the claim runs'
-mean time, and its standard error carries that line's (`base_level`); the planner runs the
-baseline beside each claim's runs, so the line is read where it was measured.
+Drift-aware (`Inputs.drift`, `drift.py`): a claim's runs are read against the baseline's
+level where they ran, not its mean over the sweep (`base_level`).
 """
 
 from __future__ import annotations
@@ -30,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.drift import DriftRead, level
 
 BASELINE = "baseline"
 RESTORE = "restore_default"
@@ -48,9 +45,6 @@ CLAIM_MARK = " (claim)"  # a claim run's label ends so: how the store keeps the 
 # stop, and read high: `Board.reports`); nothing the search or a stop rule reads holds them.
 REPORT = "claim.report"
 REPORT_MARK = " (report)"
-# Claims read against the baseline's line over time, not its mean (off: the whole-sweep mean;
-# measured: docs/benchmarks.md).
-DRIFT_TREND = False
 
 
 @dataclass(frozen=True)
@@ -83,9 +77,9 @@ class Inputs:
     # then the numeric families' untried values) runs in the queue time a bounded verdict
     # would leave unused, before it (False: the SKILL.md's rule as it comes; `family_gaps.py`).
     family_gaps: bool = True
-    # A claim is read against the baseline's trend over the sweep and the baseline is run
-    # beside its claim runs (`Board.base_level`); False: against the baseline's mean.
-    drift_trend: bool = DRIFT_TREND
+    # How a claim reads the baseline beside it (`drift.py`); but for `mean`, the baseline
+    # runs beside the claim's runs.
+    drift: DriftRead = DRIFT_DEFAULT
 
 
 class Outcome(StrEnum):
@@ -181,24 +175,15 @@ class Board:
     # The runs made after a proposal was decided (rule REPORT), by (profile, tag): apart
     # from `entries`, so that nothing which decides reads them.
     reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
-    trend: bool = DRIFT_TREND  # claims read against the baseline's line over time
+    drift: DriftRead = DRIFT_DEFAULT  # how a claim reads the baseline beside it
 
     def base_level(self, tag: str, at: Sequence[float]) -> tuple[float, float] | None:
         """The baseline's level at the mean of the times `at` and the variance of that level
-        relative to one run's (1/n for a mean of n): its mean, or with `trend` on and its
-        runs spread over time, the least-squares line through them read there."""
+        relative to one run's (1/n for a mean of n), read as `drift` says."""
         b = self.base(tag)
         if b is None:
             return None
-        if not self.trend or not at or len(b.at) != b.n:
-            return b.mean, 1 / b.n
-        tb = statistics.fmean(b.at)
-        sxx = sum((x - tb) ** 2 for x in b.at)
-        if sxx <= 0:
-            return b.mean, 1 / b.n
-        slope = sum((x - tb) * y for x, y in zip(b.at, b.samples, strict=True)) / sxx
-        gap = statistics.fmean(at) - tb
-        return b.mean + slope * gap, 1 / b.n + gap * gap / sxx
+        return level(b.samples, b.at, at, self.drift, self.claim_noise, self.per_run)
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
@@ -368,7 +353,7 @@ def _repeats(entries: Sequence[Entry]) -> tuple[float, int]:
 
 
 def build(results: Sequence[Result], noise: float, max_flakes: int,
-          trend: bool = DRIFT_TREND) -> Board:
+          drift: DriftRead = DRIFT_DEFAULT) -> Board:
     """The board of `results`, in the order they were submitted (the sweep's clock)."""
     grouped: dict[tuple[str, str], list[tuple[int, Result]]] = {}
     reported: dict[tuple[str, str], list[tuple[int, Result]]] = {}
@@ -387,7 +372,7 @@ def build(results: Sequence[Result], noise: float, max_flakes: int,
         noise_df=PRIOR_DF + df,
         spread=math.sqrt(ss / df) if df else 0.0,
         reports={key: _entry(key, rs, max_flakes) for key, rs in reported.items()},
-        trend=trend,
+        drift=drift,
     )
 
 

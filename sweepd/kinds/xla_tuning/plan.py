@@ -16,6 +16,7 @@ from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Inputs, build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.labels import label, roles
 from sweepd.kinds.xla_tuning.plan_checks import not_applied_stop, preflight
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
@@ -35,7 +36,7 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
-        board = build(results, inp.noise, inp.max_flakes, inp.drift_trend)
+        board = build(results, inp.noise, inp.max_flakes, inp.drift)
         return finished(spec, decided, board, ctx)
     batch = batch_of(spec, ctx.facts)
     taken = {r.label for r in ctx.runs}
@@ -149,7 +150,7 @@ def stop_state(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
         return None
     t = spec.thresholds
     board = build(roles(gather.results(runs, jobs), runs, jobs), t.noise, t.max_flakes,
-                  t.drift_trend)
+                  DriftRead(t.drift))
     primary = next(iter(spec.config_tags))
     ranked = [e for e in _ranked(board, primary) if e.profile != BASELINE]
     lines = [f"  - Profiles tested so far: {len(ranked)} (top 3 below)"]

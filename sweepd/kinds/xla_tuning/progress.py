@@ -60,7 +60,7 @@ def midpoint(inp: Inputs, results: Sequence[Result], board: Board,
     the bounded profile count, or half the queue time)."""
     last = max(board.waves, default=0)
     before = build([r for r in results if r.wave < last], inp.noise, inp.max_flakes,
-                   inp.drift_trend)
+                   inp.drift)
     if not _past_midpoint(inp, board) or _past_midpoint(inp, before):
         return None
     primary = inp.tags[0]
@@ -82,7 +82,7 @@ def lines(inp: Inputs, results: Sequence[Result], decided: Sequence[Planned],
     plan; else, when a new wave starts, its predecessor's positive results and the midpoint."""
     if first is not None:
         return (first,)
-    board = build(results, inp.noise, inp.max_flakes, inp.drift_trend)
+    board = build(results, inp.noise, inp.max_flakes, inp.drift)
     last = max(board.waves, default=0)
     if not decided or max(p.wave for p in decided) <= last:
         return ()  # a retry or the rest of a wave under way: nothing new to say

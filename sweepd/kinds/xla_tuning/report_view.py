@@ -17,6 +17,7 @@ from typing import Any
 from sweepd.kinds.xla_tuning import gather, logfacts
 from sweepd.kinds.xla_tuning.board import RESTORE, Board, Outcome, Result, build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.labels import roles
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -52,7 +53,7 @@ def view(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     batch = next((r.params.overrides.get("per_device_batch_size") for r in runs
                   if "per_device_batch_size" in r.params.overrides), None)
     commit = next((r.params.commit for r in runs if r.params.commit), None)
-    return View(spec, results, build(results, t.noise, t.max_flakes, t.drift_trend),
+    return View(spec, results, build(results, t.noise, t.max_flakes, DriftRead(t.drift)),
                 profiles(spec.inputs()),
                 restored_keys(runs), recorded_settings(runs),
                 int(batch) if isinstance(batch, int | float | str) and str(batch).isdigit()

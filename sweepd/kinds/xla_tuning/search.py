@@ -57,7 +57,7 @@ from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> Plan:
-    board = build(results, inp.noise, inp.max_flakes, inp.drift_trend)
+    board = build(results, inp.noise, inp.max_flakes, inp.drift)
     wave = max(board.waves, default=0)
     if board.queue_s >= inp.max_queue_s:
         if board.pending:

@@ -19,8 +19,10 @@ from pydantic import (
 )
 
 from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
-from sweepd.kinds.xla_tuning.board import BASELINE, DRIFT_TREND, EVIDENCE, RESTORE, Inputs
+from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 
 MICROBATCHES = "num_pipeline_microbatches"
@@ -80,9 +82,22 @@ class Thresholds(_Part):
     # seeded, numeric family values) runs in the queue time it would leave unused (false:
     # the SKILL.md's rule as it comes).
     family_gaps: bool = True
-    # A claim read against the baseline's line over time, the baseline run beside its claim
-    # runs (a cluster that drifts over the sweep; false: against the baseline's mean).
-    drift_trend: bool = DRIFT_TREND
+    # How a claim reads the baseline beside it on a cluster that may drift (`drift.py`):
+    # `trend` (its runs' trend over the sweep, shrunk toward none), `line` (that trend
+    # unshrunk), `mean` (the sweep's mean, as the SKILL.md).
+    drift: Literal["mean", "line", "trend"] = DRIFT_DEFAULT.value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_spelling(cls, data: Any) -> Any:
+        """`drift_trend: true | false`, the option's first spelling, is `drift: line | mean`."""
+        if isinstance(data, dict) and "drift_trend" in data:
+            data = dict(data)
+            old = data.pop("drift_trend")
+            if not isinstance(old, bool):
+                raise ValueError("drift_trend must be true or false (now: drift: line | mean)")
+            data.setdefault("drift", "line" if old else "mean")
+        return data
 
 
 def _default_tags() -> dict[str, dict[str, Scalar]]:
@@ -233,4 +248,4 @@ class XlaTuningSpec(_Spec):
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
                       stop=self.stop, report_runs=t.report_runs,
-                      family_gaps=t.family_gaps, drift_trend=t.drift_trend)
+                      family_gaps=t.family_gaps, drift=DriftRead(t.drift))

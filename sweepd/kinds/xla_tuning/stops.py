@@ -20,6 +20,7 @@ from sweepd.kinds.xla_tuning.claims import (
     report_due,
     screening,
 )
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.family_gaps import before_bounded, bounded_note
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
 from sweepd.kinds.xla_tuning.planned import (
@@ -61,12 +62,12 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
 
 
 def beside_claims(inp: Inputs, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
-    """With the drift trend on, a wave that measures a claim on the primary tag runs the
-    baseline too, just before its first claim run: the claim is read against the baseline's
-    line where the baseline was measured, not extrapolated from its early runs."""
+    """Unless the baseline is read by its mean, a wave that measures a claim on the primary
+    tag runs the baseline too, just before its first claim run: the claim is read against
+    the baseline's level where it was measured, not extrapolated from its early runs."""
     t = inp.tags[0]
     at = next((i for i, p in enumerate(runs) if p.tag == t and p.rule in CLAIM_RULES), None)
-    if (not inp.drift_trend or at is None
+    if (inp.drift is DriftRead.MEAN or at is None
             or any(p.tag == t and p.profile.name == BASELINE for p in runs)):
         return runs
     beside = Planned(BASELINE_PROFILE, t, runs[at].wave, "noise.beside_claim",

@@ -17,6 +17,7 @@ from sweepd.kinds.xla_tuning.claims import (
     screening,
     tag_interval,
 )
+from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import unrestorable
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
@@ -165,6 +166,13 @@ def one_run_lead(inp: Inputs, board: Board) -> tuple[str, float] | None:
     return (lead1.profile, d1) if lead1 is not None and d1 is not None else None
 
 
+def _drift_said(inp: Inputs) -> str:
+    """How the baseline beside the claim was read, unless as the SKILL.md reads it."""
+    if inp.drift is DriftRead.MEAN:
+        return ""
+    return f", against the baseline's {inp.drift.value} over the sweep (drift: {inp.drift})"
+
+
 def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
            ) -> tuple[float, tuple[float, float], int, str, bool]:
     """The recipe's gain, its interval, the runs behind it, how the verdict says it, and
@@ -177,7 +185,7 @@ def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
     if not reported(inp, board, recipe):
         said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
                 f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
-                "selected it")
+                f"selected it{_drift_said(inp)}")
         # Without the block the gain is read on the runs that kept it in front, look after
         # look (a flat cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): said.
         if not inp.report_runs:

@@ -84,7 +84,7 @@ class SearchSpace:
     prior: tuple[Probe, ...] = ()
     # How far this sweep may read from the prior at a value both ran before the prior's
     # curve no longer holds (`PRIOR_DRIFT`, and the ratios must agree within PRIOR_SHAPE).
-    # None: the prior is another setting's runs (grid.py: another remat policy), its speed
+    # None: the prior is another setting's runs (remat_step.py: another remat policy), its speed
     # differs by design and is what the ratio measures.
     prior_drift: float | None = PRIOR_DRIFT
     # The value is the work in one step (the batch): a step at a larger value never takes
