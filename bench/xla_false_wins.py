@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import Case, _catalog, _evidence
 
-from sweepd.kinds.xla_tuning.board import Inputs
 from sweepd.kinds.xla_tuning.catalog import COST_MECHANISMS, Cost, Mechanism, Parallelism, Profile
 from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
 from sweepd.kinds.xla_tuning.planned import VerdictKind
 from sweepd.kinds.xla_tuning.replay import replay

@@ -9,10 +9,10 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sweepd.kinds.xla_tuning.board import Inputs
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting, mechanism_order, stack
 from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
 from sweepd.kinds.xla_tuning.search import profiles

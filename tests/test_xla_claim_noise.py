@@ -8,10 +8,12 @@ import math
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.claims import confirmed_win
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import Outcome, Result
 
 PRIOR = 0.008
 

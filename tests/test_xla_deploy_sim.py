@@ -15,11 +15,12 @@ import pytest
 import yaml
 
 from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.board import Inputs, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import pp8
 from sweepd.kinds.xla_tuning.flags import AG, GIB, OVERLAP_LIMIT, default_catalog
 from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Landscape
 from sweepd.kinds.xla_tuning.logread import parse_flags
 from sweepd.kinds.xla_tuning.replay import replay

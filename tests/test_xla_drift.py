@@ -7,13 +7,15 @@ import random
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import CLAIM, SEARCH, Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.claims import confirmed_win
 from sweepd.kinds.xla_tuning.drift import DriftRead, level
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
+from sweepd.kinds.xla_tuning.results import CLAIM, SEARCH, Outcome, Result
 
 NCH8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
 

@@ -8,13 +8,15 @@ import math
 import random
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.board import REPORT, Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"

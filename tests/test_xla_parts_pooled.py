@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import Board, Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Landscape
+from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import Pruned, profiles, pruned
 from sweepd.kinds.xla_tuning.waves import Candidates
 

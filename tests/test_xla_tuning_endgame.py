@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import plan, profiles
 from sweepd.kinds.xla_tuning.waves import Candidates
 

@@ -23,10 +23,10 @@ from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning import gather, logread, report
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.planner_facts import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.results import Outcome
 from sweepd.kinds.xla_tuning.run_params import Batch, batch_of
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec

@@ -28,9 +28,9 @@ from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning import applied, gather, inventory, plan_checks, preflight
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning.board import Outcome
 from sweepd.kinds.xla_tuning.logread import effective
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.results import Outcome
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams

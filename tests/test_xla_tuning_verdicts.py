@@ -9,13 +9,15 @@ from dataclasses import replace
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import AG, default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import (
     Planned,
     Verdict,

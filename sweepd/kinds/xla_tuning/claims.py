@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from sweepd.kinds.xla_tuning.board import BASELINE, Z95, Z_ONE, Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import Z95, Z_ONE, Board
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import BASELINE, Fate
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
 
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower

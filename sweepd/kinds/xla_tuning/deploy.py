@@ -30,9 +30,9 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.board import RESTORE
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import FAMILIES
+from sweepd.kinds.xla_tuning.results import RESTORE
 
 # MaxText's parallelism overrides, in the order the guard compares them.
 AXIS_KEYS: tuple[tuple[str, Axis], ...] = (("dcn_fsdp_parallelism", Axis.FSDP),

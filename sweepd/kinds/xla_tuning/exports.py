@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweepd.core.states import SweepState
-from sweepd.kinds.xla_tuning.board import BASELINE
+from sweepd.kinds.xla_tuning.results import BASELINE
 
 if TYPE_CHECKING:
     from sweepd.store.rows import Sweep

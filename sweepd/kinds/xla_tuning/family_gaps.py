@@ -20,11 +20,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.flags import MEM_FRACTION
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import Fate
 
 if TYPE_CHECKING:
-    from sweepd.kinds.xla_tuning.waves import Candidates, Item
+    from sweepd.kinds.xla_tuning.candidates_base import Item
+    from sweepd.kinds.xla_tuning.waves import Candidates
 
 # What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
 # after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.

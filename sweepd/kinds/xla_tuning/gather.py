@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.xla_tuning import jobfacts
 from sweepd.kinds.xla_tuning.applied import Miss, dumped, settings_of, why_not_applied
-from sweepd.kinds.xla_tuning.board import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Evidence, Setting
 from sweepd.kinds.xla_tuning.logfacts import Reader, last_loss, step_seconds, stored
+from sweepd.kinds.xla_tuning.results import EVIDENCE, Outcome, Result
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.store.rows import Job, Run, RunParams
 

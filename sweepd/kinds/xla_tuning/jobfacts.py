@@ -24,8 +24,8 @@ from typing import Any
 
 from sweepd.kinds.api import EndedJob, Facts
 from sweepd.kinds.xla_tuning import logread
-from sweepd.kinds.xla_tuning.board import EVIDENCE
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
+from sweepd.kinds.xla_tuning.results import EVIDENCE
 from sweepd.monitor.parse import CLUSTER_TIME
 from sweepd.monitor.steady import steady_window
 from sweepd.store.rows import Job, StepRow

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweepd.kinds.xla_tuning.board import (
+from sweepd.kinds.xla_tuning.planned import Planned
+from sweepd.kinds.xla_tuning.results import (
     CLAIM_MARK,
     CLAIM_RULES,
     REPORT,
@@ -14,7 +15,6 @@ from sweepd.kinds.xla_tuning.board import (
     Result,
     with_roles,
 )
-from sweepd.kinds.xla_tuning.planned import Planned
 from sweepd.store.rows import Job, Run
 
 

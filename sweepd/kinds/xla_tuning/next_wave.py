@@ -3,8 +3,9 @@ profile and config tag once, at most wave_size runs."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.wave_rules import closing
-from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def wave_candidates(c: Candidates) -> list[Item]:

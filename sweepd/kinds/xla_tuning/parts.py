@@ -8,7 +8,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import Fate
 from sweepd.kinds.xla_tuning.waves import Candidates
 
 # A stack's part is kept when the stack beats the stack without it by PART_Z se. At 1 se a

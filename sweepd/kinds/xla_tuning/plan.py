@@ -14,12 +14,15 @@ from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import search as wave_search
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Entry, Inputs, build
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile
 from sweepd.kinds.xla_tuning.drift import DriftRead
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.labels import label, roles
 from sweepd.kinds.xla_tuning.plan_checks import not_applied_stop, preflight
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, Entry
 from sweepd.kinds.xla_tuning.run_params import Batch, batch_of, run_params
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec

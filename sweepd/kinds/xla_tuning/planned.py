@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Layer, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE
 
 
 @dataclass(frozen=True)

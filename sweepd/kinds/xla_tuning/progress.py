@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, Board, Inputs, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.board_build import build
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned
 
 HEAD = "[xla-tuning]"

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.kinds.xla_tuning import tuning_md
-from sweepd.kinds.xla_tuning.board import EVIDENCE
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.report_sections import cell, deployment, guard_for
 from sweepd.kinds.xla_tuning.report_view import leaderboard, view
+from sweepd.kinds.xla_tuning.results import EVIDENCE
 from sweepd.store.rows import Job, Run, Sweep
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.xla_tuning import deploy, tuning_md
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Fate, Outcome, Result
 from sweepd.kinds.xla_tuning.catalog import Axis, bubble
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.report_view import View, leaderboard, mean_of
+from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, RESTORE, Fate, Outcome, Result
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Sweep
 from sweepd.util.model_shapes import resolve_model

@@ -15,10 +15,12 @@ from statistics import fmean
 from typing import Any
 
 from sweepd.kinds.xla_tuning import gather, logfacts
-from sweepd.kinds.xla_tuning.board import RESTORE, Board, Outcome, Result, build
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.labels import roles
+from sweepd.kinds.xla_tuning.results import RESTORE, Outcome, Result
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sweepd.kinds.xla_tuning.board import EVIDENCE
 from sweepd.kinds.xla_tuning.catalog import Layer
 from sweepd.kinds.xla_tuning.job_overrides import (  # re-exported: where they were
     AXIS_OVERRIDES,
@@ -15,6 +14,7 @@ from sweepd.kinds.xla_tuning.job_overrides import (  # re-exported: where they w
     parallelism_overrides,
 )
 from sweepd.kinds.xla_tuning.planned import Planned
+from sweepd.kinds.xla_tuning.results import EVIDENCE
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams, Scalar
 

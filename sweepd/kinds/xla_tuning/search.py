@@ -5,7 +5,7 @@ evidence orders the mechanisms. Then each wave (<= wave_size runs, planned once 
 wave has finished, as the SKILL.md pauses to review) is filled in this order: re-runs of
 results that would change the verdict, the neighbours of the best value of every numeric
 family whose first value showed an effect, stacks of confirmed winners, then one first
-value per family not yet tried, in mechanism order (`waves.py`). Once that has plateaued,
+value per family not yet tried, in mechanism order (`search_steps.py`). Once that has plateaued,
 the endgame polishes the leading recipe: each numeric part moved to its neighbour values,
 each single that measured >= +0.5 % added on top. Wave 5 (PP) tries pipeline shapes on top
 of the best recipe after that (and before any bounded verdict); Wave 6 runs the winning
@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweepd.kinds.xla_tuning.board import Board, Fate, Inputs, Result, build
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
 from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.next_wave import wave_candidates
 from sweepd.kinds.xla_tuning.parts import Pruned, pruned
 from sweepd.kinds.xla_tuning.planned import (
@@ -41,6 +43,7 @@ from sweepd.kinds.xla_tuning.planned import (
     VerdictKind,
     profiles,
 )
+from sweepd.kinds.xla_tuning.results import Fate, Result
 from sweepd.kinds.xla_tuning.stops import (
     bounded_at_the_stop,
     needs_for,

@@ -19,11 +19,12 @@ from pydantic import (
 )
 
 from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
-from sweepd.kinds.xla_tuning.board import BASELINE, EVIDENCE, RESTORE, Inputs
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, RESTORE
 
 MICROBATCHES = "num_pipeline_microbatches"
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.board import BASELINE, CLAIM_RULES, REPORT, Board, Inputs
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -22,6 +23,7 @@ from sweepd.kinds.xla_tuning.claims import (
 )
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.family_gaps import before_bounded, bounded_note
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.parts import PART_N, PART_Z_KEEP, pruned
 from sweepd.kinds.xla_tuning.planned import (
     BASELINE_PROFILE,
@@ -30,6 +32,7 @@ from sweepd.kinds.xla_tuning.planned import (
     Verdict,
     VerdictKind,
 )
+from sweepd.kinds.xla_tuning.results import BASELINE, CLAIM_RULES, REPORT
 from sweepd.kinds.xla_tuning.verdicts import (
     make_verdict,
     named_recipe,
@@ -38,7 +41,7 @@ from sweepd.kinds.xla_tuning.verdicts import (
     recipes,
 )
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N, NEAR_BASE_N
-from sweepd.kinds.xla_tuning.waves import Candidates, Item, best_recipe
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:

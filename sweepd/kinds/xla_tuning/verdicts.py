@@ -4,7 +4,7 @@ conditional (what a deployment would still need)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board import BASELINE, RESTORE, Board, Fate, Inputs
+from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.catalog import Profile
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -19,8 +19,10 @@ from sweepd.kinds.xla_tuning.claims import (
 )
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import unrestorable
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
+from sweepd.kinds.xla_tuning.results import BASELINE, RESTORE, Fate
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N
 from sweepd.kinds.xla_tuning.waves import Candidates
 

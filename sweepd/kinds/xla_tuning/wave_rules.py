@@ -4,7 +4,8 @@ off them: when a result is re-run, where a family is first tried."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board import Board, Inputs
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.inputs import Inputs
 
 LIVE = 0.015  # a family whose first value moved TGS this much either way is searched along
 POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack

@@ -1,0 +1,51 @@
+"""The waves after the search: Wave 5 (PP only: pipeline shapes on top of the best recipe,
+bubble predicted) and Wave 6 (the winning recipe on every other config tag)."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.candidates_base import CandidatesBase, Item
+from sweepd.kinds.xla_tuning.catalog import Axis, Mechanism, bubble
+from sweepd.kinds.xla_tuning.claims import WAVE6_N, cross_tag
+from sweepd.kinds.xla_tuning.results import BASELINE
+
+
+class LaterWaves(CandidatesBase):
+    def wave5(self, best: str | None) -> list[Item]:
+        """PP only: pipeline shapes on top of the best recipe, bubble predicted first."""
+        stages = self.inp.parallelism.degree(Axis.PP)
+        m0 = self.inp.microbatches or stages
+        base = self._profile(best) if best and self._d(best) > 0 else None
+        out: list[Item] = []
+        for p in self.inp.catalog:
+            if Mechanism.PIPELINE not in p.mechanisms:
+                continue
+            run = p
+            if (base is not None and not base.keys & p.keys
+                    and len(base.settings) + len(p.settings) <= self.inp.max_flags):
+                run = self._profile("+".join(sorted([*base.name.split("+"), p.name])))
+            if not self._ok(run):
+                continue
+            s = p.settings[0]
+            m, v = (int(s.value), 1) if "microbatch" in s.key else (m0, int(s.value))
+            out.append((run, self.primary, "wave5.pipeline_shape",
+                        f"bubble {bubble(stages, m0):.1%} -> {bubble(stages, m, v):.1%} "
+                        f"predicted (S={stages}, M={m}, V={v})"))
+        return out
+
+    def wave6(self, best: str) -> list[Item]:
+        """The winning recipe on every other config tag, then it and that tag's baseline
+        re-run until its delta clears the -1 % line either way (`claims.cross_tag`)."""
+        out: list[Item] = []
+        for tag in self.inp.tags[1:]:
+            e, b = self.board.get(best, tag), self.board.base(tag)
+            if e is None:
+                out.append((self._profile(best), tag, "wave6.cross_tag",
+                            f"{best} must not regress {tag} by > {self.inp.regress:.0%}"))
+            elif b is not None and cross_tag(self.inp, self.board, best, tag) == "rerun":
+                why = (f"{best} {self._d(best, tag):+.2%} on {tag} over n={e.n} vs baseline "
+                       f"n={b.n}: not clear of -{self.inp.regress:.0%} either way, re-run")
+                if len(e.ranked) < WAVE6_N:
+                    out.append((self._profile(best), tag, "wave6.recheck", why))
+                if b.n < WAVE6_N:
+                    out.append((self.table[BASELINE], tag, "wave6.recheck_baseline", why))
+        return out
