@@ -4,12 +4,14 @@ against the baseline's level beside them (`Inputs.drift`, `drift.py`), not its m
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.claims import confirmed_win
+from sweepd.kinds.xla_tuning.defaults import fsdp8
 from sweepd.kinds.xla_tuning.drift import DriftRead, level
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -145,3 +147,33 @@ def test_the_spec_reads_the_trend_by_default_and_the_earlier_spelling_as_line_or
         Thresholds.model_validate({"drift": "sideways"})
     with pytest.raises(ValueError, match="drift_trend must be true or false"):
         Thresholds.model_validate({"drift_trend": "yes"})
+
+
+def test_wave6_runs_the_other_tags_baseline_beside_the_recipe_on_a_drifting_cluster() -> None:
+    """A +7 % flag that costs dense 1.5 %, on a cluster rising 4 % over 8 h: dense's Wave 1
+    baseline is hours older than the recipe's Wave 6 run, so the drift hid the regression
+    (read clean in 9 of 30 seeds). Its baseline now runs beside the recipe's first run on
+    dense: at most 3 of 30 read clean. The mean's reading (the SKILL.md's) runs no such
+    baseline."""
+    nch8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
+    land = Landscape(parallelism="FSDP=8", tags=("sparse", "dense"),
+                     base_tgs={"sparse": 1000.0, "dense": 1100.0},
+                     effects={nch8: Effect(tgs=1.07)},
+                     tag_effects={"dense": {nch8: Effect(tgs=0.985)}},
+                     noise=0.008, flake_rate=0.0, evidence=fsdp8().evidence, drift=0.04)
+    par = Parallelism.parse(land.parallelism)
+    inp = Inputs(par, default_catalog(par), tags=land.tags)
+    clean = 0
+    for seed in range(30):
+        played = replay(inp, land, random.Random(seed))
+        v = played.verdict
+        if v.recipe and "nch8" in v.recipe.split("+") and not (v.conditional or v.regressed):
+            clean += 1
+        w6 = [i for i, p in enumerate(played.planned) if p.rule == "wave6.cross_tag"]
+        if w6 and w6[0] + 1 < len(played.planned):  # not cut by the 8 h stop
+            beside = played.planned[w6[0] + 1]
+            assert (beside.profile.name, beside.tag, beside.rule) == \
+                ("baseline", "dense", "wave6.beside_baseline")
+    assert clean <= 3, clean
+    mean = replay(replace(inp, drift=DriftRead.MEAN), land, random.Random(0))
+    assert not any(p.rule == "wave6.beside_baseline" for p in mean.planned)
