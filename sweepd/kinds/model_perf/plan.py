@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
+from sweepd.kinds.model_perf.comparable import slowed_stop
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
@@ -51,6 +53,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return short
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
+    slowed = slowed_stop(spec, ctx, space, seen)
+    if isinstance(slowed, Stop):
+        return slowed
     space = with_run_noise(space, seen)
     # Every finished run counts against max_runs, also one a node fault spoiled.
     done = len(finished_runs(ctx))
@@ -62,16 +67,19 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
                        params=run_params(spec.parameter, value), nodes=ctx.nodes,
                        rule="model_perf.contradiction_rerun", reason=because)]
+    if slowed is not None:   # resumed past the stop: the runs read as one curve, as before
+        space = replace(space, check_slowdown=False)
     step = next_probe(space, seen, runs_left=max(0, budget - done), thorough=True)
     if step is None:
         unsure = _unsure(spec, space, seen, done, budget, extended)
         if isinstance(unsure, Stop):
             return unsure
-        notes = [n for n in (unsure, _edge(spec, space, seen), _between_given(spec, space, seen),
-                             flat_top(space, seen),
+        notes = [n for n in (slowed, unsure, _edge(spec, space, seen),
+                             _between_given(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
-        return _finish(spec, seen, ctx, "; ".join(notes) or None, settled=unsure is None)
+        return _finish(spec, seen, ctx, "; ".join(notes) or None,
+                       settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:
         gap = open_beside_best(space, seen)
@@ -103,7 +111,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    "and bound nothing here")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
-                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
+                   nodes=ctx.nodes, rule=f"model_perf.{step.rule or 'upper_bound_probe'}",
+                   reason=reason)]
 
 
 def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: int,
@@ -117,6 +126,9 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     step = next_probe(space, seen, runs_left=None, thorough=True)
     if step is None or not step.repeat:
         return None
+    if step.rule is not None:
+        return (f"max_runs ({budget}) ran out before the best ran again to check that the "
+                "runs stayed comparable (check_slowdown)")
     if space.noise <= NOISE:
         return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
                 "between runs, which the steps cannot show, was not measured")
