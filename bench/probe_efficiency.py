@@ -319,10 +319,9 @@ def sweepd_measure_noise(cluster: Cluster, estimate: int) -> list[Probe]:
 
 
 def sweepd_check_slowdown(cluster: Cluster, estimate: int) -> list[Probe]:
-    """sweepd with the spec's check_slowdown option: a value run again reading lower beyond
-    two runs' noise ends the search without a verdict (it asks: `Result.asked`), and the best
-    runs again where a later run could hide a faster value behind a slowdown
-    (search/slowed.py)."""
+    """sweepd with the spec's check_slowdown option: the best runs again before the verdict
+    where a later run could hide a faster value behind a slowdown, and values run again are
+    read for one at any noise (search/slowed.py; a confirmed drop asks: `Result.asked`)."""
     if cluster.memory_line:
         cluster.hang_attempts = HANG_ATTEMPTS
     return _search(cluster, _told(cluster, replace(batch_space(estimate), check_slowdown=True)))
@@ -478,14 +477,15 @@ class Result:
     asked: bool = False  # no verdict: the runs read as if the nodes slowed (check_slowdown)
 
 
-def _result(case: Case, cluster: Cluster, probes: Sequence[Probe], asks: bool = False
-            ) -> Result:
-    """`asks`: the method stops to ask when its runs read as if the nodes slowed."""
+def _result(case: Case, cluster: Cluster, probes: Sequence[Probe], asks: bool = False,
+            checks: bool = False) -> Result:
+    """`asks`: the method (sweepd's search) stops to ask when its runs show that the nodes
+    slowed (search/slowed.py: at a noise above 1 %, or with `checks`, check_slowdown)."""
     chosen = best_mean(probes)
     true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
     peak = case.curve.peak
-    asked = asks and slowdown(replace(_told(cluster, batch_space(1)), check_slowdown=True),
-                              probes) is not None
+    asked = slowdown(replace(_told(cluster, batch_space(1)), check_slowdown=checks),
+                     probes) is not None if asks else False
     return Result(cluster.runs, true >= (1 - FOUND) * peak, true >= peak * (1 - 1e-12),
                   cluster.node_hours, asked)
 
@@ -511,7 +511,8 @@ def evaluate(cases: Sequence[Case], seed: int, noise: float,
             cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
                               flaky_key=f"{seed}:{i}", slow=slow)
             results[name].append(_result(case, cluster, method(cluster, case.estimate),
-                                         asks=method is sweepd_check_slowdown))
+                                         asks=name.startswith(SWEEPD),
+                                         checks=method is sweepd_check_slowdown))
     if tpe_cases:
         results[TPE] = []
         for i, case in enumerate(cases[:tpe_cases]):

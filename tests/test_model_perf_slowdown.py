@@ -1,14 +1,14 @@
-"""Runs that are not comparable: a node slowed mid-sweep (the spec's check_slowdown). A
-value run again reading lower beyond the noise of two runs' difference ends the search
-without a verdict; the best runs again where a later run could hide a faster value behind
-a slowdown."""
+"""Runs that are not comparable: a node slowed mid-sweep (`search.slowed`). A value run
+again reading lower beyond the noise of two runs' difference, confirmed by one more run,
+ends the search without a verdict; with the spec's check_slowdown the best runs again
+where a later run could hide a faster value behind a slowdown."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, next_probe, slowdown
-from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, slow_bar
+from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, pending, slow_bar
 
 CHECKED = replace(batch_space(40), check_slowdown=True)
 
@@ -17,22 +17,49 @@ def _runs(*runs: tuple[int, float]) -> list[Probe]:
     return [Probe(v, Outcome.OK, t) for v, t in runs]
 
 
-def test_a_value_run_again_lower_beyond_the_bar_is_a_slowdown_named_by_its_runs() -> None:
+def test_a_drop_beyond_the_bar_runs_an_earlier_value_again_which_confirms_it() -> None:
     assert 0.028 < slow_bar(CHECKED) < 0.029  # FLAT x sqrt(2) at the default 1 % noise
-    runs = _runs((20, 1100.0), (24, 1000.0), (22, 1020.0), (20, 1060.0))
-    found = slowdown(CHECKED, runs)
-    assert found is not None and (found.value, found.first, found.again) == (20, 0, 3)
-    assert -0.037 < found.drop < -0.036
-    assert next_probe(CHECKED, runs, runs_left=5, thorough=True) is None
+    runs = _runs((16, 1000.0), (20, 1100.0), (24, 1000.0), (22, 1020.0), (20, 1060.0))
+    assert slowdown(CHECKED, runs) is None   # one drop (-3.6 %) is not enough
+    step = next_probe(CHECKED, runs, runs_left=5, thorough=True)
+    # 16 ran before 20's first run: its two runs span the whole drop.
+    assert step is not None and step.value == 16 and step.rule == "slowdown_confirm"
+    confirmed = [*runs, Probe(16, Outcome.OK, 960.0)]   # -4 %: beyond two runs' noise
+    found = slowdown(CHECKED, confirmed)
+    assert found is not None and found.shown.value == 20 and found.confirmed.value == 16
+    # The readings fell after 20's first run (probe 1) and by its second (probe 4).
+    assert (found.since, found.until) == (2, 4) and -0.037 < found.shown.drop < -0.036
+    assert next_probe(CHECKED, confirmed, runs_left=4, thorough=True) is None
+    # 16 read as before: the drop was the noise, and the search goes on as it would.
+    answered = [*runs, Probe(16, Outcome.OK, 995.0)]
+    assert slowdown(CHECKED, answered) is None and pending(CHECKED, answered) is None
+    going = next_probe(CHECKED, answered, runs_left=4, thorough=True)
+    assert going is None or going.rule != "slowdown_confirm"
+
+
+def test_with_no_earlier_value_the_value_itself_runs_a_third_time() -> None:
+    runs = _runs((20, 1100.0), (24, 1000.0), (20, 1060.0))
+    step = next_probe(CHECKED, runs, runs_left=3, thorough=True)
+    assert step is not None and step.value == 20 and step.rule == "slowdown_confirm"
+    found = slowdown(CHECKED, [*runs, Probe(20, Outcome.OK, 1050.0)])
+    assert found is not None and (found.since, found.until) == (1, 2)
+    assert slowdown(CHECKED, [*runs, Probe(20, Outcome.OK, 1090.0)]) is None
 
 
 def test_a_drop_within_the_bar_a_rise_or_the_check_off_is_no_slowdown() -> None:
     within = _runs((20, 1100.0), (24, 1000.0), (20, 1075.0))   # -2.3 %
     rise = _runs((20, 1100.0), (24, 1000.0), (20, 1150.0))
-    assert slowdown(CHECKED, within) is None and slowdown(CHECKED, rise) is None
-    dropped = _runs((20, 1100.0), (24, 1000.0), (20, 1000.0))
-    assert slowdown(batch_space(40), dropped) is None   # off by default
-    assert slowdown(replace(CHECKED, noise=0.04), dropped) is None   # -9 % within 11.3 %
+    for runs in (within, rise):
+        assert pending(CHECKED, runs) is None
+        step = next_probe(CHECKED, runs, runs_left=3, thorough=True)
+        assert step is None or step.rule is None
+    dropped = _runs((20, 1100.0), (24, 1000.0), (20, 1000.0), (20, 1000.0))
+    assert slowdown(batch_space(40), dropped) is None   # off at the default noise
+    assert slowdown(replace(CHECKED, slowdown_seen=True), dropped) is None   # resumed past it
+    assert slowdown(CHECKED, dropped) is not None
+    # Above NOISE the runs made again anyway are read for it, at that noise's bar.
+    assert slowdown(replace(batch_space(40), noise=0.02), dropped) is not None
+    assert slowdown(replace(batch_space(40), noise=0.04), dropped) is None   # within 11.3 %
 
 
 def test_the_settled_best_runs_again_when_a_later_run_reads_close_to_it() -> None:

@@ -6,6 +6,7 @@ stops to ask (model_perf.nodes_slowed) instead of claiming an optimum from mixed
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,11 @@ async def test_with_check_slowdown_the_sweep_asks_naming_where_the_readings_fell
         tmp_path: Path) -> None:
     code, verdict, reason, rules = await _sweep(tmp_path, check_slowdown=True)
     assert code == EXIT_AWAITING_DECISION and verdict is None, (code, verdict, reason)
-    assert "model_perf.slowdown_check" in rules and "model_perf.nodes_slowed" in rules
+    # The best ran again (the check), read 7 % lower, a value run before it ran again
+    # (the confirmation) and read lower too: then the sweep asked.
+    assert rules.index("model_perf.slowdown_check") < rules.index("model_perf.slowdown_confirm") \
+        < rules.index("model_perf.nodes_slowed"), rules
     assert reason.startswith("the nodes slowed:") and "No optimum is claimed" in reason
-    # The readings fell between the best's first run and its re-run: named by their runs.
-    assert "the readings fell from" in reason and "run " in reason, reason
+    # The runs at one of which the readings fell: the node slowed from the 5th job on.
+    fell = re.search(r"the readings fell at one of runs (\d+)-(\d+)", reason)
+    assert fell is not None and int(fell[1]) <= 5 <= int(fell[2]), reason

@@ -1,7 +1,7 @@
 """The runs must be comparable before a verdict rests on them: a value run again that read
-lower beyond two runs' noise says the nodes slowed mid-sweep (`search.slowed`, the spec's
-check_slowdown). The sweep then names the runs between which the readings fell and asks,
-rather than claim an optimum from runs before and after the slowdown."""
+lower beyond the noise, confirmed by one more run, says the nodes slowed mid-sweep
+(`search.slowed`). The sweep then names the runs at one of which the readings fell and
+asks, rather than claim an optimum from runs before and after the slowdown."""
 
 from __future__ import annotations
 
@@ -9,20 +9,24 @@ from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.probes import latest_jobs, probe_runs
 from sweepd.kinds.model_perf.search import Probe, SearchSpace, Slowdown, slowdown
-from sweepd.kinds.model_perf.search.slowed import slow_bar
+from sweepd.kinds.model_perf.search.slowed import Pair, pending, slow_bar
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 
 SLOWED_STOP = "model_perf.nodes_slowed"
 
 
 def slowed_stop(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], space: SearchSpace,
-                seen: list[Probe]) -> Stop | str | None:
+                seen: list[Probe], runs_left: int) -> Stop | str | None:
     """`space` with the noise the runs' steps show (not what two runs of one value did:
     the drop would raise it and hide itself). A Stop that asks; once a person resumed, the
-    caveat the verdict carries; None while every value run again agrees."""
+    caveat the verdict carries; a drop no run was left to confirm, said; else None."""
     found = slowdown(space, seen)
     if found is None:
-        return None
+        left = pending(space, seen) if runs_left < 1 else None
+        return None if left is None else (
+            f"{_read(spec, ctx, left)}, beyond the noise of two runs' difference "
+            f"({slow_bar(space):.1%}); no run was left to tell a node that slowed from the "
+            "noise")
     said = _said(spec, ctx, space, found)
     if SLOWED_STOP in ctx.acknowledged_stops:
         return (f"{said}; a person resumed the sweep, so its runs were read as one curve "
@@ -33,28 +37,34 @@ def slowed_stop(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], space: Search
                 SLOWED_STOP, evidence=_evidence(spec, ctx, seen, found))
 
 
+def _read(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], pair: Pair) -> str:
+    runs = probe_runs(spec, ctx)
+    return (f"{spec.parameter}={pair.value} read {pair.drop:+.1%} on run "
+            f"{runs[pair.again].seq} against its run {runs[pair.first].seq}")
+
+
 def _said(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], space: SearchSpace,
           found: Slowdown) -> str:
     runs = probe_runs(spec, ctx)
-    first, again = runs[found.first], runs[found.again]
-    between = runs[found.first + 1:found.again + 1]
-    fell = f"run {again.seq}" if len(between) == 1 else \
-        f"one of runs {between[0].seq}-{again.seq} (no run between shows which)"
-    return (f"the nodes slowed: {spec.parameter}={found.value} read {found.drop:+.1%} on "
-            f"run {again.seq} against its run {first.seq}, beyond the noise of two runs' "
-            f"difference ({slow_bar(space):.1%}); the readings fell at {fell}, so the runs "
-            "before and after are not one curve (a node throttling or a degraded GPU slows "
-            "every job after it)")
+    a, b = runs[found.since].seq, runs[found.until].seq
+    fell = f"run {b}" if a == b else f"one of runs {a}-{b} (no run between shows which)"
+    return (f"the nodes slowed: {_read(spec, ctx, found.shown)}, beyond the noise of two "
+            f"runs' difference ({slow_bar(space):.1%}), and {_read(spec, ctx, found.confirmed)}"
+            f"; the readings fell at {fell}, so the runs before and after are not one "
+            "curve (a node throttling or a degraded GPU slows every job after it)")
 
 
 def _evidence(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], seen: list[Probe],
               found: Slowdown) -> str:
     runs = probe_runs(spec, ctx)
     jobs = latest_jobs(ctx.jobs)
+    start = min(found.shown.first, found.confirmed.first)
+    end = max(found.shown.again, found.confirmed.again)
     parts = []
-    for k in range(found.first, found.again + 1):
+    for k in range(start, end + 1):
         job = jobs.get(runs[k].id)
         tgs = seen[k].tgs
-        parts.append(f"{runs[k].label}: {'-' if tgs is None else f'{tgs:,.0f}'} TGS"
+        parts.append(f"run {runs[k].seq} {runs[k].label}: "
+                     f"{'-' if tgs is None else f'{tgs:,.0f}'} TGS"
                      + (f" (job {job.backend_id})" if job and job.backend_id else ""))
     return "; ".join(parts)

@@ -53,23 +53,25 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return short
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
-    slowed = slowed_stop(spec, ctx, space, seen)
-    if isinstance(slowed, Stop):
-        return slowed
-    space = with_run_noise(space, seen)
     # Every finished run counts against max_runs, also one a node fault spoiled.
     done = len(finished_runs(ctx))
     extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
     budget = spec.max_runs + (EXTRA_RUNS if extended else 0)
+    # A slowdown is read at the noise the steps show (two runs' drop would raise it).
+    slowed = slowed_stop(spec, ctx, space, seen, runs_left=budget - done)
+    if isinstance(slowed, Stop):
+        return slowed
+    if slowed is not None:   # resumed past the stop (or no run left): read as one curve
+        space = replace(space, slowdown_seen=True)
+    steps_told = space
+    space = with_run_noise(space, seen)
     again = rerun(spec, ctx)
     if again is not None and done < budget:
         value, because = again
         return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
                        params=run_params(spec.parameter, value), nodes=ctx.nodes,
                        rule="model_perf.contradiction_rerun", reason=because)]
-    if slowed is not None:   # resumed past the stop: the runs read as one curve, as before
-        space = replace(space, check_slowdown=False)
-    step = next_probe(space, seen, runs_left=max(0, budget - done), thorough=True)
+    step = next_probe(steps_told, seen, runs_left=max(0, budget - done), thorough=True)
     if step is None:
         unsure = _unsure(spec, space, seen, done, budget, extended)
         if isinstance(unsure, Stop):
@@ -126,9 +128,9 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     step = next_probe(space, seen, runs_left=None, thorough=True)
     if step is None or not step.repeat:
         return None
-    if step.rule is not None:
-        return (f"max_runs ({budget}) ran out before the best ran again to check that the "
-                "runs stayed comparable (check_slowdown)")
+    if step.rule is not None:   # a check that the runs stayed comparable (`search.slowed`)
+        return (f"max_runs ({budget}) ran out before {step.value} ran again to check that "
+                "the runs stayed comparable")
     if space.noise <= NOISE:
         return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
                 "between runs, which the steps cannot show, was not measured")

@@ -81,7 +81,7 @@ from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bou
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
 from sweepd.kinds.model_perf.search.repeat import repeat_top, with_run_noise
-from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, slowdown
+from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
     MEMORY_MARGIN,
@@ -121,11 +121,15 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     is left of the run budget (None: unlimited). `thorough` (a one-parameter sweep): at a
     noise above NOISE, every rival within two runs' noise of the best runs again and the
     values beside it run (`repeat`), and the noise two runs of one value measured counts.
-    None too once a value run again read lower beyond the noise (`slowed`, the spec's
-    check_slowdown): the runs are not one curve, and no step on them is taken."""
-    if slowdown(space, probes) is not None:
-        return None
+    A thorough search also reads its values run again for a slowdown (`slowed`): a drop
+    beyond the noise is confirmed by one more run, and once confirmed the runs are not one
+    curve: None, no step on them is taken (plan.py asks)."""
     if thorough:
+        if slowdown(space, probes) is not None:
+            return None
+        confirm = confirm_run(space, probes) if runs_left is None or runs_left >= 1 else None
+        if confirm is not None:
+            return confirm
         space = with_run_noise(space, probes)
     tried = {p.value for p in probes}
     if not space.ordered:
@@ -140,7 +144,8 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
                                f"{top.value}: measure it here")
     found = next_index(view, runs_left)
     if found is None:
-        check = check_run(space, probes) if runs_left is None or runs_left >= 1 else None
+        check = check_run(space, probes) if thorough and (runs_left is None or runs_left >= 1) \
+            else None
         return check or repeat_top(space, probes, runs_left, thorough)
     value = space.candidates[found[0]]
     return Step(value, found[1] + _one_off_note(probes, value))

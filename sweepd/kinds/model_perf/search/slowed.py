@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweepd.kinds.model_perf.search.space import (
+    NOISE,
     Outcome,
     Probe,
     SearchSpace,
@@ -40,9 +41,9 @@ BAR = math.sqrt(2)
 
 
 @dataclass(frozen=True)
-class Slowdown:
-    """`value` ran as probe `first` and again as probe `again`, reading `drop` (a share,
-    negative) lower: the readings fell at a run after `first` and no later than `again`."""
+class Pair:
+    """`value` ran as probe `first` and again as probe `again`, reading `drop` (a share)
+    off: a slowdown, if it is one, began at a run after `first` and no later than `again`."""
 
     value: Value
     first: int
@@ -50,33 +51,126 @@ class Slowdown:
     drop: float
 
 
+@dataclass(frozen=True)
+class Slowdown:
+    """The drop that showed it, the run that confirmed it, and the probes (`since` ..
+    `until`, both included) at one of which the readings fell: where the two windows
+    overlap."""
+
+    shown: Pair
+    confirmed: Pair
+    since: int
+    until: int
+
+
 def slow_bar(space: SearchSpace) -> float:
     """How far (a share) a value run again must read below an earlier run of it to say the
-    nodes slowed: FLAT x sqrt(2), at the noise the runs' steps show (`BAR`)."""
+    nodes may have slowed: FLAT x sqrt(2), at the noise the runs' steps show (`BAR`)."""
     return space.flat * BAR
 
 
+def watching(space: SearchSpace) -> bool:
+    """Values run again are read for a slowdown: the spec asks (check_slowdown), or the
+    noise is above NOISE, where the best and its rivals run again anyway (`repeat`), so the
+    check costs no run there (bar one to confirm a drop). Off once a person resumed past
+    the stop (`slowdown_seen`)."""
+    return not space.slowdown_seen and (space.check_slowdown or space.noise > NOISE)
+
+
 def slowdown(space: SearchSpace, probes: Sequence[Probe]) -> Slowdown | None:
-    """The first value (in run order of its re-run) whose later run reads below an earlier
-    run of it by more than `slow_bar`; None when every value run again agrees."""
-    if not space.check_slowdown:
+    """A drop beyond `slow_bar` confirmed by a second one: another value whose runs
+    straddle part of the same stretch read lower beyond two runs' noise (FLAT), or the
+    value a third time read below its first run beyond the bar (noise seldom repeats; a
+    slowdown does). One drop alone is not enough: over a sweep's pairs at 1.3 % noise it
+    came by chance in 3.7 % of the bench's sweeps where nothing slowed."""
+    if not watching(space):
         return None
-    seen: dict[Value, list[tuple[int, float]]] = {}
-    for k, p in enumerate(probes):
-        if p.earlier or p.outcome is not Outcome.OK or not p.tgs:
-            continue
-        for i, before in seen.get(p.value, []):
-            if p.tgs / before - 1 < -slow_bar(space):
-                return Slowdown(p.value, i, k, p.tgs / before - 1)
-        seen.setdefault(p.value, []).append((k, p.tgs))
+    pairs = _pairs(probes)
+    for shown in _drops(space, pairs):
+        for other in pairs:
+            if _confirms(space, shown, other):
+                return Slowdown(shown, other, max(shown.first, other.first) + 1,
+                                min(shown.again, other.again))
     return None
+
+
+def confirm_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
+    """A drop neither confirmed nor answered yet: the run that tells. Another value run
+    before the drop's first run (the latest such), whose two runs then span the whole
+    drop: a slowdown there reads it lower too; else the value a third time."""
+    if not watching(space):
+        return None
+    pairs = _pairs(probes)
+    for shown in _drops(space, pairs):
+        if any(_answers(space, shown, other) for other in pairs if other is not shown):
+            continue
+        before = [k for k, p in enumerate(probes[:shown.first]) if _counts(p)
+                  and p.value != shown.value]
+        value = probes[before[-1]].value if before else shown.value
+        return Step(value, f"{shown.value} read {shown.drop:+.1%} on its run again, beyond the "
+                           f"noise of two runs' difference ({slow_bar(space):.1%}): a node that "
+                           "slowed (throttling, a degraded GPU) would read every later run "
+                           f"lower, so {value}, "
+                           + ("run before it, runs again: a slowdown reads it lower too, "
+                              if value != shown.value else "run again, reads low again if "
+                              "it was, ")
+                           + "and the noise does not repeat", repeat=True,
+                    rule="slowdown_confirm")
+    return None
+
+
+def pending(space: SearchSpace, probes: Sequence[Probe]) -> Pair | None:
+    """A drop beyond the bar that no run confirmed or answered (the budget ran out)."""
+    if not watching(space) or slowdown(space, probes) is not None:
+        return None
+    pairs = _pairs(probes)
+    return next((d for d in _drops(space, pairs)
+                 if not any(_answers(space, d, o) for o in pairs if o is not d)), None)
+
+
+def _counts(p: Probe) -> bool:
+    return not p.earlier and p.outcome is Outcome.OK and bool(p.tgs)
+
+
+def _pairs(probes: Sequence[Probe]) -> list[Pair]:
+    """Every later run of a value against every earlier one, in the later run's order."""
+    out = []
+    for k, p in enumerate(probes):
+        if _counts(p):
+            out += [Pair(p.value, i, k, (p.tgs or 0.0) / (q.tgs or 1.0) - 1)
+                    for i, q in enumerate(probes[:k]) if _counts(q) and q.value == p.value]
+    return out
+
+
+def _drops(space: SearchSpace, pairs: Sequence[Pair]) -> list[Pair]:
+    return [p for p in pairs if p.drop < -slow_bar(space)]
+
+
+def _confirms(space: SearchSpace, shown: Pair, other: Pair) -> bool:
+    """`other` reads a drop over a stretch that shares runs with `shown`'s."""
+    if other is shown or other.again <= shown.first or other.first >= shown.again:
+        return False
+    if other.value == shown.value:
+        return other.first == shown.first and other.again > shown.again and \
+            other.drop < -slow_bar(space)
+    return other.drop < -space.flat
+
+
+def _answers(space: SearchSpace, shown: Pair, other: Pair) -> bool:
+    """`other` confirms the drop, or spans all of it without one: a slowdown within its
+    stretch would have read it lower, so the drop was the noise."""
+    if _confirms(space, shown, other):
+        return True
+    if other.value == shown.value:
+        return other.first == shown.first and other.again > shown.again
+    return other.first <= shown.first and other.again >= shown.again
 
 
 def check_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
     """The search has settled: the best runs again when a later run, read as much as
     SLOW_MAX low, could be faster than it (the verdict compares runs from before and after
     a possible slowdown); None when the check is off or nothing turns on it."""
-    if not space.check_slowdown:
+    if not space.check_slowdown or space.slowdown_seen:
         return None
     own = [p for p in probes if not p.earlier]
     runs = means(own)

@@ -106,6 +106,8 @@ class SearchSpace:
     # The spec's `check_slowdown`: a value run again reading lower than before says the
     # nodes slowed, and the best runs again where that could change the verdict (`slowed`).
     check_slowdown: bool = False
+    # A person resumed past a slowdown the runs showed: they are read as one curve again.
+    slowdown_seen: bool = False
 
     @property
     def flat(self) -> float:
