@@ -57,14 +57,12 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     done = len(finished_runs(ctx))
     extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
     budget = spec.max_runs + (EXTRA_RUNS if extended else 0)
-    # A slowdown is read at the noise the steps show (two runs' drop would raise it).
-    slowed = slowed_stop(spec, ctx, space, seen, runs_left=budget - done)
+    slowed = slowed_stop(spec, ctx, space, seen, runs_left=budget - done)  # the steps' noise
     if isinstance(slowed, Stop):
         return slowed
-    if slowed is not None:   # resumed past the stop (or no run left): read as one curve
-        space = replace(space, slowdown_seen=True)
-    steps_told = space
-    space = with_run_noise(space, seen)
+    # Resumed past the stop, or no run left to confirm a drop: the runs read as one curve.
+    steps_told = replace(space, slowdown_seen=True) if slowed is not None else space
+    space = with_run_noise(steps_told, seen)
     again = rerun(spec, ctx)
     if again is not None and done < budget:
         value, because = again
@@ -99,8 +97,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         # A run within the noise of the best is said here too (20 read 0.14 % below the
         # best 21 and was the true peak; the cut verdict named only the next probe).
         return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + "".join(f"; {n}" for n in (gap, flat_top(space, seen), left, dropped)
-                                 if n), settled=False)
+                       + "".join(f"; {n}" for n in (slowed, gap, flat_top(space, seen), left,
+                                                    dropped) if n), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \

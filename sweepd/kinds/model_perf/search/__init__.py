@@ -66,8 +66,10 @@ Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value i
 The package: `space` (what is searched and what ran, the constants), `memory` (the
 compiled-memory line), `view` (the runs on the candidates' axis), `bounds` (the gaps and
 their concave and step-time bounds), `shapes` (tile alignment, the floor past a steep fall,
-a pass below a silent failure, a second peak), `choose` (the next run and its reason), and
-here the public questions: the next probe, the bound left, why a value was not run.
+a pass below a silent failure, a second peak), `choose` (the next run and its reason),
+`repeat` (runs made again for the noise), `slowed` (runs that are not comparable: the nodes
+slowed mid-sweep), and here the public questions: the next probe, the bound left, why a
+value was not run.
 """
 
 from __future__ import annotations
