@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sweepd.core.states import RunState
+from sweepd.kinds.api import Plan, Stop, SweepContext
+from sweepd.kinds.model_perf.comparable import SLOWED_STOP
+from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, next_probe, slowdown
 from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, pending, slow_bar
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.registry import parse_spec
+from sweepd.store.rows import Run, RunParams
 
 CHECKED = replace(batch_space(40), check_slowdown=True)
 
@@ -90,3 +98,38 @@ def test_the_search_makes_the_check_run_once_it_has_settled() -> None:
     assert next_probe(CHECKED, runs, runs_left=0, thorough=True) is None
     same = [*runs, Probe(20, Outcome.OK, 1290.0)]
     assert next_probe(CHECKED, same, runs_left=3, thorough=True) is None
+
+
+def _run(seq: int, batch: int, tgs: float) -> Run:
+    return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
+               params_json=RunParams(overrides={"per_device_batch_size": batch}).to_json(),
+               nodes="chi[1-4]", state=RunState.PASSED, outcome="pass", tgs=tgs, mfu=None,
+               failure_class=None, detail=None, not_before=None)
+
+
+def _plan(runs: list[Run], acknowledged: tuple[str, ...] = ()) -> Plan:
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
+                       "values": [8, 12, 16], "check_slowdown": True})
+    assert isinstance(spec, ModelPerfSpec)
+    return plan(spec, SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3", "chi4"],
+                                   gpu_memory_gib=192, facts=PerfFacts(),
+                                   acknowledged_stops=acknowledged))
+
+
+def test_the_plan_confirms_a_drop_then_asks_naming_the_runs_then_goes_on_if_resumed() -> None:
+    runs = [_run(1, 12, 1200.0), _run(2, 8, 1000.0),
+            _run(3, 16, 1100.0), _run(4, 12, 1150.0)]
+    confirm = _plan(runs)
+    # 12 ran first: nothing ran before it to span the drop, so 12 runs a third time.
+    assert isinstance(confirm, list) and confirm[0].rule == "model_perf.slowdown_confirm"
+    assert confirm[0].params.overrides == {"per_device_batch_size": 12}
+    assert "12 read -4.2% on its run again" in confirm[0].reason
+    slowed = [*runs, _run(5, 8, 950.0)]   # 8 read 5 % lower too
+    stop = _plan(slowed)
+    assert isinstance(stop, Stop) and stop.rule == SLOWED_STOP
+    # 8's runs (2, 5) and 12's (1, 4) both span runs 3-4: the readings fell at one of them.
+    assert "the readings fell at one of runs 3-4" in stop.reason
+    assert "No optimum is claimed" in stop.reason and "run 4 b=12: 1,150 TGS" in str(
+        stop.evidence)
+    resumed = _plan(slowed, (SLOWED_STOP,))
+    assert isinstance(resumed, list) and resumed[0].rule == "model_perf.upper_bound_probe"
