@@ -42,7 +42,8 @@ from sweepd.kinds.model_perf.search.space import (
 SLOW_MAX = 0.10  # the largest slowdown looked for (a degraded GPU, thermal throttling)
 # A drop is a slowdown beyond this many of two runs' noise (FLAT): the difference of two
 # runs carries both runs' noise, sqrt(2) x one run's, so FLAT x sqrt(2) is two standard
-# deviations of it. At FLAT alone, 5 % of the bench's sweeps where nothing slowed asked.
+# deviations of it. At FLAT alone, one drop (unconfirmed) asked in 5 % of the bench's
+# check_slowdown sweeps where nothing slowed.
 BAR = math.sqrt(2)
 
 
@@ -113,14 +114,13 @@ def confirm_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
         before = [k for k, p in enumerate(probes[:shown.first]) if _counts(p)
                   and p.value != shown.value]
         value = probes[before[-1]].value if before else shown.value
+        how = (f"so {value}, run before it, runs again: a slowdown reads it lower too"
+               if value != shown.value else
+               f"so {value} runs a third time: a slowdown reads it low again")
         return Step(value, f"{shown.value} read {shown.drop:+.1%} on its run again, beyond the "
                            f"noise of two runs' difference ({slow_bar(space):.1%}): a node that "
                            "slowed (throttling, a degraded GPU) would read every later run "
-                           f"lower, so {value}, "
-                           + ("run before it, runs again: a slowdown reads it lower too, "
-                              if value != shown.value else "run again, reads low again if "
-                              "it was, ")
-                           + "and the noise does not repeat", repeat=True,
+                           f"lower, {how}, and the noise does not repeat", repeat=True,
                     rule="slowdown_confirm")
     return None
 
