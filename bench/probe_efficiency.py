@@ -1,7 +1,8 @@
 """How many runs and node-hours the model perf search needs, against its peers (not a test).
 
     python bench/probe_efficiency.py [--curves N] [--seed S] [--noise F] [--holdout-seed H]
-                                     [--tpe-curves N] [--flaky-oom P] [--smoke]
+                                     [--tpe-curves N] [--flaky-oom P] [--slow-from K --slow F]
+                                     [--smoke]
 
 Ground truth: seeded synthetic clusters. Each has a TGS-vs-batch curve (families, see
 `_tgs`) and a memory model (`_memory`): compiled temp = c + s*b*(1 + q*(b/M - 1/2)) (a
@@ -14,7 +15,8 @@ the hang rule retries once); else it gives the true TGS times fresh uniform nois
 decimal) and Memstats' pool; an OOM also names its failed allocation. `--flaky-oom P`:
 the first run of a batch that fits OOMs with probability P (the same batches for every
 method; a one-off, as a flaky node or allocator gives: its compiled-memory line as usual,
-a 12.5 GB failed allocation).
+a 12.5 GB failed allocation). `--slow-from K --slow F`: the nodes slow from the sweep's K-th
+run on (thermal throttling, a degraded GPU): every run from it reads F x its TGS.
 
 Cost: node-hours from the simulator's timing (sweepd/sim/plan.py, llama2-70b on 2 nodes):
 init 150 s, compile 180 s; an OOM at compile costs init + compile, a hang init + compile +
@@ -53,6 +55,7 @@ from sweepd.kinds.model_perf.search import (
     best,
     best_mean,
     next_probe,
+    slowdown,
 )
 
 NOISE = 0.008 * math.sqrt(3)  # uniform half-width with a 0.8% std (real run-to-run noise)
@@ -222,8 +225,10 @@ class Cluster:
     reports its compiled memory as MaxText prints it."""
 
     def __init__(self, curve: Curve, rng: random.Random, noise: float,
-                 memory_line: bool = True, flaky: float = 0.0, flaky_key: str = "") -> None:
+                 memory_line: bool = True, flaky: float = 0.0, flaky_key: str = "",
+                 slow: tuple[int, float] | None = None) -> None:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
+        self.slow = slow  # --slow-from K --slow F: from the K-th run on, TGS x F
         self.memory_line = memory_line
         # --flaky-oom: a batch's first run OOMs with this probability, drawn per batch from
         # `flaky_key`, so every method meets the same flaky batches.
@@ -260,6 +265,8 @@ class Cluster:
             return Probe(b, Outcome.SLOW if self.memory_line else Outcome.FAILED, None,
                          temp_gb=temp, fixed_gb=fixed, limit_gb=limit)
         self.seconds += INIT_S + COMPILE_S + STEPS * self.curve.step_s(b)
+        if self.slow is not None and self.runs >= self.slow[0]:
+            tgs *= self.slow[1]
         return Probe(b, Outcome.OK, self.curve.true(b) * tgs, temp_gb=temp, fixed_gb=fixed,
                      limit_gb=limit)
 
@@ -309,6 +316,15 @@ def sweepd_measure_noise(cluster: Cluster, estimate: int) -> list[Probe]:
     if cluster.memory_line:
         cluster.hang_attempts = HANG_ATTEMPTS
     return _search(cluster, _told(cluster, replace(batch_space(estimate), measure_noise=True)))
+
+
+def sweepd_check_slowdown(cluster: Cluster, estimate: int) -> list[Probe]:
+    """sweepd with the spec's check_slowdown option: the best runs again before the verdict
+    where a later run could hide a faster value behind a slowdown, and values run again are
+    read for one at any noise (search/slowed.py; a confirmed drop asks: `Result.asked`)."""
+    if cluster.memory_line:
+        cluster.hang_attempts = HANG_ATTEMPTS
+    return _search(cluster, _told(cluster, replace(batch_space(estimate), check_slowdown=True)))
 
 
 def sweepd_prior(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -436,6 +452,7 @@ METHODS: dict[str, Method] = {
     "sweepd, no memory line": sweepd_no_line,
     "sweepd, multi_peak option": sweepd_multi_peak,
     "sweepd, measure_noise option": sweepd_measure_noise,
+    "sweepd, check_slowdown option": sweepd_check_slowdown,
     "sweepd, after a prior sweep": sweepd_prior,
     "SKILL.md literal": skill_literal,
     "linear scan": linear_scan,
@@ -457,14 +474,20 @@ class Result:
     found: bool  # true TGS within FOUND of the true integer optimum
     exact: bool  # the optimum itself (or a batch that ties it)
     hours: float = 0.0  # node-hours to the verdict
+    asked: bool = False  # no verdict: the runs read as if the nodes slowed (check_slowdown)
 
 
-def _result(case: Case, cluster: Cluster, probes: Sequence[Probe]) -> Result:
+def _result(case: Case, cluster: Cluster, probes: Sequence[Probe], asks: bool = False,
+            checks: bool = False) -> Result:
+    """`asks`: the method (sweepd's search) stops to ask when its runs show that the nodes
+    slowed (search/slowed.py: at a noise above 1 %, or with `checks`, check_slowdown)."""
     chosen = best_mean(probes)
     true = case.curve.true(int(chosen.value)) if chosen is not None else 0.0
     peak = case.curve.peak
+    asked = slowdown(replace(_told(cluster, batch_space(1)), check_slowdown=checks),
+                     probes) is not None if asks else False
     return Result(cluster.runs, true >= (1 - FOUND) * peak, true >= peak * (1 - 1e-12),
-                  cluster.node_hours)
+                  cluster.node_hours, asked)
 
 
 TPE = "Optuna TPE, sweepd's node-hours"
@@ -477,7 +500,8 @@ def noise_stream(seed: int, i: int) -> random.Random:
 
 
 def evaluate(cases: Sequence[Case], seed: int, noise: float,
-             tpe_cases: int = 0, flaky: float = 0.0) -> dict[str, list[Result]]:
+             tpe_cases: int = 0, flaky: float = 0.0, slow: tuple[int, float] | None = None
+             ) -> dict[str, list[Result]]:
     """Each method's result per case; every method sees the same noise on a curve. TPE runs on
     the first `tpe_cases` cases, each with the node-hours sweepd spent there."""
     results: dict[str, list[Result]] = {}
@@ -485,13 +509,15 @@ def evaluate(cases: Sequence[Case], seed: int, noise: float,
         results[name] = []
         for i, case in enumerate(cases):
             cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
-                              flaky_key=f"{seed}:{i}")
-            results[name].append(_result(case, cluster, method(cluster, case.estimate)))
+                              flaky_key=f"{seed}:{i}", slow=slow)
+            results[name].append(_result(case, cluster, method(cluster, case.estimate),
+                                         asks=name.startswith(SWEEPD),
+                                         checks=method is sweepd_check_slowdown))
     if tpe_cases:
         results[TPE] = []
         for i, case in enumerate(cases[:tpe_cases]):
             cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
-                              flaky_key=f"{seed}:{i}")
+                              flaky_key=f"{seed}:{i}", slow=slow)
             probes = tpe(cluster, case.estimate, results[SWEEPD][i].hours, seed + i)
             results[TPE].append(_result(case, cluster, probes))
     return results
@@ -521,7 +547,10 @@ def row(name: str, results: Sequence[Result]) -> str:
     return (f"{name:34} {statistics.mean(runs):6.2f} {runs[math.ceil(0.95 * n) - 1]:4d} "
             f"{runs[-1]:5d} {sum(r.found for r in results) / n:9.1%} "
             f"{sum(r.exact for r in results) / n:7.1%} "
-            f"{statistics.mean(r.hours for r in results):7.2f}")
+            f"{statistics.mean(r.hours for r in results):7.2f}"
+            + (f"  asked {sum(r.asked for r in results) / n:.1%}, wrong "
+               f"{sum(not r.found and not r.asked for r in results) / n:.1%}"
+               if any(r.asked for r in results) else ""))
 
 
 def report(title: str, cases: Sequence[Case], results: dict[str, list[Result]]) -> None:
@@ -561,6 +590,8 @@ class Args:
     noise: float = NOISE
     tpe_curves: int = 300
     flaky_oom: float = 0.0
+    slow_from: int | None = None
+    slow: float = 0.93
     smoke: bool = False
     extra: list[str] = field(default_factory=list)
 
@@ -578,6 +609,11 @@ def main() -> None:
                         help="curves per set TPE runs on (it is slow)")
     parser.add_argument("--flaky-oom", type=float, default=0.0,
                         help="a batch's first run OOMs with this probability (a one-off)")
+    parser.add_argument("--slow-from", type=int, default=None,
+                        help="the nodes slow from each sweep's K-th run on (every run from it "
+                             "reads --slow x its TGS)")
+    parser.add_argument("--slow", type=float, default=0.93,
+                        help="the speed of the runs from --slow-from on (default 0.93)")
     parser.add_argument("--smoke", action="store_true",
                         help="a few curves through every path (CI)")
     a = parser.parse_args(namespace=Args())
@@ -586,21 +622,27 @@ def main() -> None:
     print(f"noise +-{a.noise:.2%} per measurement (uniform, std {a.noise / math.sqrt(3):.2%}, "
           f"fresh each run); max_runs {MAX_RUNS}; node-hours on {NODES} nodes"
           + (f"; a batch's first run OOMs with probability {a.flaky_oom:g} (one-off)"
-             if a.flaky_oom else ""))
+             if a.flaky_oom else "")
+          + (f"; the nodes slow to {a.slow:g}x from each sweep's run {a.slow_from} on"
+             if a.slow_from else ""))
     print(DEFINITION)
+    slow = (a.slow_from, a.slow) if a.slow_from else None
     cases = workload(a.curves, a.seed)
     print(f"\ntuned set: {len(cases)} curves, seed {a.seed}, families {', '.join(FAMILIES)}")
-    report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves, a.flaky_oom))
+    report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves, a.flaky_oom,
+                                            slow))
     held = workload(a.curves, a.holdout_seed, HOLDOUT_FAMILIES, curvature=0.08)
     print(f"\nheld-out set: {len(held)} curves, seed {a.holdout_seed}, families "
           f"{', '.join(HOLDOUT_FAMILIES)}, memory curvature up to 8%")
-    report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves, a.flaky_oom))
+    report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves,
+                                               a.flaky_oom, slow))
     fresh = workload(a.curves, a.fresh_seed, FRESH_FAMILIES, curvature=0.08)
     print(f"\nfresh held-out set: {len(fresh)} curves, seed {a.fresh_seed}, families "
           f"{', '.join(FRESH_FAMILIES)} (not built or tuned on), largest fit "
           f"{FRESH_CLIFF[0]}..{FRESH_CLIFF[1]}")
     report("fresh held out", fresh,
-           evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves, a.flaky_oom))
+           evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves, a.flaky_oom,
+                    slow))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ def test_a_hang_costs_each_method_what_its_own_hang_rule_runs() -> None:
             cluster = pe.Cluster(case.curve, random.Random(1), pe.NOISE)
             probes = method(cluster, case.estimate)
             retries = name in (pe.SWEEPD, "sweepd, after a prior sweep",
-                               "sweepd, multi_peak option", "sweepd, measure_noise option")
+                               "sweepd, multi_peak option", "sweepd, measure_noise option",
+                               "sweepd, check_slowdown option")
             assert abs(cluster.seconds - _priced(case.curve, probes, 2 if retries else 1)) \
                 < 1e-6, name
             hung[name] += sum(p.outcome in (Outcome.SLOW, Outcome.FAILED) for p in probes)
@@ -102,3 +103,14 @@ def test_the_two_dimensional_oracle_runs_the_best_combination_and_its_neighbours
         assert top is not None and len({s for s, _ in pairs}) == 1
         assert abs(c.true(c.setting(top[0]), int(top[1].value)) - c.optimum) < 1e-9
         assert len(pairs) == (3 if int(pairs[0][1].value) > 1 else 2)
+
+
+def test_slow_from_reads_every_run_from_the_kth_on_that_much_lower() -> None:
+    """--slow-from K --slow F: the nodes slow from a sweep's K-th run on (OOMs count)."""
+    curve = _curve("interior-peak")
+    b = curve.best_batch
+    steady, slowed = (pe.Cluster(curve, random.Random(2), 0.0, slow=s)
+                      for s in (None, (3, 0.9)))
+    before = [steady.run(b).tgs for _ in range(4)]
+    after = [slowed.run(b).tgs for _ in range(4)]
+    assert after[:2] == before[:2] and after[2:] == [0.9 * t for t in before[2:] if t]

@@ -106,6 +106,17 @@ class ModelTruthSpec(_Strict):
 class NodeSpec(_Strict):
     speed: float = Field(1.0, gt=0, le=2)
     nic_speed: float = Field(1.0, gt=0, le=2)
+    # A node that slows mid-sweep (thermal throttling, a degraded GPU): its `slows_from_job`-th
+    # job (1-based, counted per node across processes: sim/slowing.py) and every later one
+    # run at `slowed_speed` instead of `speed`.
+    slows_from_job: int | None = Field(None, ge=1)
+    slowed_speed: float | None = Field(None, gt=0, le=2)
+
+    @model_validator(mode="after")
+    def _slowing_whole(self) -> Self:
+        if (self.slows_from_job is None) != (self.slowed_speed is None):
+            raise ValueError("'slows_from_job' and 'slowed_speed' go together")
+        return self
 
 
 class ProbeSpec(_Strict):

@@ -18,6 +18,7 @@ from sweepd.sim.plan import plan_job
 from sweepd.sim.player import JobMeta, run_all_ranks, run_one_rank
 from sweepd.sim.runconfig import output_path, per_job_config
 from sweepd.sim.scenario import FaultKind, FaultSpec, Scenario
+from sweepd.sim.slowing import at_job
 from sweepd.sim.timeline import Plan
 from sweepd.sim.truth import true_outcome
 from sweepd.util.model_shapes import UnknownModel, resolve_model
@@ -60,7 +61,9 @@ def build_input(scenario: Scenario, state_dir: Path, meta: JobMeta, overrides: M
     """Ask the truth and the fault table what happens to this job.
 
     `process_env` is the job's own environment (XLA_FLAGS sweepd appended, NCCL_* ...; default
-    os.environ), `out_dir` its output directory (the XLA dump goes under it)."""
+    os.environ), `out_dir` its output directory (the XLA dump goes under it). A node that
+    slows mid-sweep (`slows_from_job`) has its speed as of this job's number on it."""
+    scenario = at_job(scenario, state_dir, meta.job_id, meta.nodes)
     base = JobInput(scenario=scenario, model=meta.model, job_id=meta.job_id, nodes=meta.nodes,
                     overrides=overrides, truth=None)
     try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
+from sweepd.kinds.model_perf.comparable import slowed_stop
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
@@ -51,27 +53,33 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return short
     space, why = search_space(spec, ctx)
     seen = probes(spec, ctx)
-    space = with_run_noise(space, seen)
     # Every finished run counts against max_runs, also one a node fault spoiled.
     done = len(finished_runs(ctx))
     extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
     budget = spec.max_runs + (EXTRA_RUNS if extended else 0)
+    slowed = slowed_stop(spec, ctx, space, seen, runs_left=budget - done)  # the steps' noise
+    if isinstance(slowed, Stop):
+        return slowed
+    # Resumed past the stop, or no run left to confirm a drop: the runs read as one curve.
+    steps_told = replace(space, slowdown_seen=True) if slowed is not None else space
+    space = with_run_noise(steps_told, seen)
     again = rerun(spec, ctx)
     if again is not None and done < budget:
         value, because = again
         return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
                        params=run_params(spec.parameter, value), nodes=ctx.nodes,
                        rule="model_perf.contradiction_rerun", reason=because)]
-    step = next_probe(space, seen, runs_left=max(0, budget - done), thorough=True)
+    step = next_probe(steps_told, seen, runs_left=max(0, budget - done), thorough=True)
     if step is None:
         unsure = _unsure(spec, space, seen, done, budget, extended)
         if isinstance(unsure, Stop):
             return unsure
-        notes = [n for n in (unsure, _edge(spec, space, seen), _between_given(spec, space, seen),
-                             flat_top(space, seen),
+        notes = [n for n in (slowed, unsure, _edge(spec, space, seen),
+                             _between_given(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
-        return _finish(spec, seen, ctx, "; ".join(notes) or None, settled=unsure is None)
+        return _finish(spec, seen, ctx, "; ".join(notes) or None,
+                       settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:
         gap = open_beside_best(space, seen)
@@ -89,8 +97,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         # A run within the noise of the best is said here too (20 read 0.14 % below the
         # best 21 and was the true peak; the cut verdict named only the next probe).
         return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + "".join(f"; {n}" for n in (gap, flat_top(space, seen), left, dropped)
-                                 if n), settled=False)
+                       + "".join(f"; {n}" for n in (slowed, gap, flat_top(space, seen), left,
+                                                    dropped) if n), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
@@ -103,7 +111,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    "and bound nothing here")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
-                   nodes=ctx.nodes, rule="model_perf.upper_bound_probe", reason=reason)]
+                   nodes=ctx.nodes, rule=f"model_perf.{step.rule or 'upper_bound_probe'}",
+                   reason=reason)]
 
 
 def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: int,
@@ -117,6 +126,9 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     step = next_probe(space, seen, runs_left=None, thorough=True)
     if step is None or not step.repeat:
         return None
+    if step.rule is not None:   # a check that the runs stayed comparable (`search.slowed`)
+        return (f"max_runs ({budget}) ran out before {step.value} ran again to check that "
+                "the runs stayed comparable")
     if space.noise <= NOISE:
         return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
                 "between runs, which the steps cannot show, was not measured")

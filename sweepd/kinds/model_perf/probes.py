@@ -39,10 +39,14 @@ def counted_runs(ctx: SweepContext[PerfFacts]) -> list[Run]:
 
 def probes(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Probe]:
     latest = latest_jobs(ctx.jobs)
+    return [probe_of(spec, r, latest.get(r.id), len(ctx.nodes)) for r in probe_runs(spec, ctx)]
+
+
+def probe_runs(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> list[Run]:
+    """The runs `probes` reads, in its order: the k-th probe is the k-th of these."""
     runs = counted_runs(ctx)
-    spoiled = _below_a_pass(spec, runs, latest)
-    return [probe_of(spec, r, latest.get(r.id), len(ctx.nodes)) for r in runs
-            if r.id not in spoiled]
+    spoiled = _below_a_pass(spec, runs, latest_jobs(ctx.jobs))
+    return [r for r in runs if r.id not in spoiled]
 
 
 def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],

@@ -20,7 +20,8 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # by default (search/shapes.py's ladder). The noise: what the runs' steps show; with
     # `measure_noise` (off by default, one run more) also what two runs of the best show.
     return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx),
-                   measure_noise=spec.measure_noise), why
+                   measure_noise=spec.measure_noise,
+                   check_slowdown=spec.check_slowdown), why
 
 
 def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:

@@ -98,6 +98,15 @@ class ModelPerfSpec(_Spec):
                     "another tenant offset every step alike); beyond 2 % apart, the search "
                     "goes on at that noise (a departure from SKILL.md's one run a value; "
                     "about +1.5 runs)")
+    check_slowdown: bool = Field(
+        default=False,
+        description="check that the runs stay comparable (a node throttling or a degraded "
+                    "GPU slows every job after it) at any noise: before the verdict the best "
+                    "runs again where a later run reads within 10% of it; a value run again "
+                    "that reads lower beyond the noise, confirmed by one more run, stops the "
+                    "sweep to ask (model_perf.nodes_slowed) instead of claiming an optimum "
+                    "from mixed runs. Without it, runs made again anyway (noise above 1%) "
+                    "are read so (a departure from SKILL.md's one run a value; about +1 run)")
     extend_budget: bool = Field(
         default=False,
         description="when max_runs runs out with an unexplored gap beside the best, take "

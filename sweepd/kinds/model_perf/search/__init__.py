@@ -66,8 +66,10 @@ Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value i
 The package: `space` (what is searched and what ran, the constants), `memory` (the
 compiled-memory line), `view` (the runs on the candidates' axis), `bounds` (the gaps and
 their concave and step-time bounds), `shapes` (tile alignment, the floor past a steep fall,
-a pass below a silent failure, a second peak), `choose` (the next run and its reason), and
-here the public questions: the next probe, the bound left, why a value was not run.
+a pass below a silent failure, a second peak), `choose` (the next run and its reason),
+`repeat` (runs made again for the noise), `slowed` (runs that are not comparable: the nodes
+slowed mid-sweep), and here the public questions: the next probe, the bound left, why a
+value was not run.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bou
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
 from sweepd.kinds.model_perf.search.repeat import repeat_top, with_run_noise
+from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
     MEMORY_MARGIN,
@@ -102,10 +105,10 @@ from sweepd.kinds.model_perf.search.space import (
 from sweepd.kinds.model_perf.search.view import View
 
 __all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLERANCE",
-           "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Step", "Value",
-           "batch_space", "best", "best_mean", "flat_top", "means", "memory_fit", "next_probe",
-           "next_value", "open_beside_best", "prior_mismatch", "upper_bound", "why_not_run",
-           "with_run_noise"]
+           "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Slowdown", "Step",
+           "Value", "batch_space", "best", "best_mean", "flat_top", "means", "memory_fit",
+           "next_probe", "next_value", "open_beside_best", "prior_mismatch", "slowdown",
+           "upper_bound", "why_not_run", "with_run_noise"]
 
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
@@ -119,8 +122,16 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     """The next value to run and the bound or prediction that chose it; `runs_left`: what
     is left of the run budget (None: unlimited). `thorough` (a one-parameter sweep): at a
     noise above NOISE, every rival within two runs' noise of the best runs again and the
-    values beside it run (`repeat`), and the noise two runs of one value measured counts."""
+    values beside it run (`repeat`), and the noise two runs of one value measured counts.
+    A thorough search also reads its values run again for a slowdown (`slowed`): a drop
+    beyond the noise is confirmed by one more run, and once confirmed the runs are not one
+    curve: None, no step on them is taken (plan.py asks)."""
     if thorough:
+        if slowdown(space, probes) is not None:
+            return None
+        confirm = confirm_run(space, probes) if runs_left is None or runs_left >= 1 else None
+        if confirm is not None:
+            return confirm
         space = with_run_noise(space, probes)
     tried = {p.value for p in probes}
     if not space.ordered:
@@ -135,7 +146,9 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
                                f"{top.value}: measure it here")
     found = next_index(view, runs_left)
     if found is None:
-        return repeat_top(space, probes, runs_left, thorough)
+        check = check_run(space, probes) if thorough and (runs_left is None or runs_left >= 1) \
+            else None
+        return check or repeat_top(space, probes, runs_left, thorough)
     value = space.candidates[found[0]]
     return Step(value, found[1] + _one_off_note(probes, value))
 

@@ -103,6 +103,11 @@ class SearchSpace:
     noise_between: bool = False
     # The spec's `measure_noise`: before the verdict the best runs again (`repeat`).
     measure_noise: bool = False
+    # The spec's `check_slowdown`: a value run again reading lower than before says the
+    # nodes slowed, and the best runs again where that could change the verdict (`slowed`).
+    check_slowdown: bool = False
+    # A person resumed past a slowdown the runs showed: they are read as one curve again.
+    slowdown_seen: bool = False
 
     @property
     def flat(self) -> float:
@@ -120,6 +125,7 @@ class Step:
     value: Value
     why: str  # the bound or prediction that chose it (shown by `explain`)
     repeat: bool = False  # a run for the noise (`repeat`), not for the curve
+    rule: str | None = None  # the plan's rule for a step that is neither (`slowed`)
 
 
 def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
