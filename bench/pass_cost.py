@@ -33,6 +33,8 @@ from scale_backend import ScaleBackend, _line, _preamble, log_name  # this scrip
 
 from sweepd.config import Config, DaemonConfig
 from sweepd.core.engine import Engine
+from sweepd.store.active import ActiveJobs
+from sweepd.store.jobs import JobsTable
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 
@@ -74,12 +76,12 @@ class Parts:
     def install(self) -> None:
         from sweepd.core import engine, follow, logpass
 
-        self.wrap(Store, "active_jobs", "active_jobs")
+        self.wrap(ActiveJobs, "active_jobs", "active_jobs")
         self.wrap(engine, "poll", "poll")
         self.wrap(engine, "read_logs", "read_logs (all of the log part)")
         self.wrap(follow.LogFollower, "read_chunks", "  read_chunks (chunks, parse)")
         self.wrap(follow, "facts_of", "    facts_of (parse)")
-        self.wrap(Store, "record_logs", "  record_logs (main thread)")
+        self.wrap(JobsTable, "record_logs", "  record_logs (main thread)")
         self.wrap(logpass, "observe_stored", "  observe_stored")
         self.wrap(engine, "judge", "judge (every call)")
         self.wrap(follow.LogFollower, "retain", "retain")

@@ -54,7 +54,7 @@ async def lines(service: Service, n: int, start: int = 0) -> tuple[int, list[str
     sid = int((await service.submit(SPEC))["id"]) if start == 0 else 1
     out = [f"run {i} (job {9800 + i}): FAILED — RETRY: rccl flake" for i in range(start, start + n)]
     for line in out:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     service.engine.notify()
     return sid, out
 
@@ -82,7 +82,7 @@ async def test_429_waits_the_retry_after_it_was_given(service: Service,
         await until(all_sent(double, 2))
     assert 7.0 in sleeps.asked
     assert double.texts() == expected
-    rows = await service.store._all("SELECT attempts, last_error FROM deliveries ORDER BY id")
+    rows = await service.store.base.rows("SELECT attempts, last_error FROM deliveries ORDER BY id")
     assert rows[0]["attempts"] == 2 and "RetryAfter" in rows[0]["last_error"]
 
 
@@ -93,7 +93,7 @@ async def test_a_hung_request_times_out_and_is_retried(service: Service,
     async with worker(service, double):
         await until(all_sent(double, 2))
     assert double.texts() == expected
-    rows = await service.store._all("SELECT last_error FROM deliveries ORDER BY id")
+    rows = await service.store.base.rows("SELECT last_error FROM deliveries ORDER BY id")
     assert "TimedOut" in rows[0]["last_error"]
 
 
@@ -107,8 +107,8 @@ async def test_api_down_for_a_while_loses_and_doubles_nothing(service: Service,
         rows_failed = await _wait_failed(service.store)
         assert rows_failed > 0
         # The sweep's own writes are not held up by the outage.
-        await service.store.transition_sweep(1, SweepState.RUNNING, "started",
-                                             progress="sweep 1 running")
+        await service.store.sweeps.transition_sweep(1, SweepState.RUNNING, "started",
+                                                    progress="sweep 1 running")
         await double.start()  # back on the same port
         await until(all_sent(double, 6))
     assert double.texts() == [*first, *more, "sweep 1 running"]
@@ -116,10 +116,10 @@ async def test_api_down_for_a_while_loses_and_doubles_nothing(service: Service,
 
 async def _wait_failed(store: Store) -> int:
     async def failed() -> bool:
-        rows = await store._all("SELECT count(*) FROM deliveries WHERE last_error IS NOT NULL")
+        rows = await store.base.rows("SELECT count(*) FROM deliveries WHERE last_error IS NOT NULL")
         return int(rows[0][0]) > 0
     await until(failed)
-    rows = await store._all("SELECT count(*) FROM deliveries WHERE last_error IS NOT NULL")
+    rows = await store.base.rows("SELECT count(*) FROM deliveries WHERE last_error IS NOT NULL")
     return int(rows[0][0])
 
 
@@ -159,7 +159,8 @@ async def test_killed_right_after_each_confirmation_never_sends_twice(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     assert double.texts() == expected
-    rows = await service.store._all("SELECT count(*) FROM deliveries WHERE delivered_at IS NULL")
+    rows = await service.store.base.rows(
+        "SELECT count(*) FROM deliveries WHERE delivered_at IS NULL")
     assert rows[0][0] == 0
 
 
@@ -170,7 +171,8 @@ async def test_a_chunk_refused_for_good_is_recorded_and_skipped(service: Service
     async with worker(service, double):
         await until(all_sent(double, 1))
     assert double.texts() == expected[1:]
-    rows = await service.store._all("SELECT message_id, last_error FROM deliveries ORDER BY id")
+    rows = await service.store.base.rows(
+        "SELECT message_id, last_error FROM deliveries ORDER BY id")
     assert rows[0]["message_id"] is None and "chat not found" in rows[0]["last_error"].lower()
 
 
@@ -195,11 +197,11 @@ async def test_upgrade_to_v2_does_not_queue_the_history(tmp_path: Path) -> None:
     try:
         outbox = Outbox(store)
         assert await outbox.pending() == []
-        await store.add_event(1, "progress", "new")
+        await store.events.add_event(1, "progress", "new")
         assert [i.text for i in await outbox.pending()] == ["new"]
-        columns = {r[1] for r in await store._all("PRAGMA table_info(deliveries)")}
+        columns = {r[1] for r in await store.base.rows("PRAGMA table_info(deliveries)")}
         assert {"event_id", "chunk", "of", "message_id", "delivered_at", "attempts",
                 "last_error"} <= columns
-        assert await store._all("SELECT * FROM daemon_state WHERE key = 'outbox.after_event'")
+        assert await store.base.rows("SELECT * FROM daemon_state WHERE key = 'outbox.after_event'")
     finally:
         await store.close()

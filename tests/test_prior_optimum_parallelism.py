@@ -11,11 +11,11 @@ from sweepd.store.store import Store
 
 
 async def done(store: Store, best: int, nodes: str = "n[1-2]", **spec: Any) -> int:
-    sid = await store.create_sweep("model-perf", f"b{best}",
-                                   {"model": "llama2-70b", "nodes": nodes, **spec})
-    await store.transition_sweep(sid, SweepState.RUNNING, "started")
-    await store.transition_sweep(sid, SweepState.DONE, "verdict",
-                                 verdict={"best": best, "settled": True})
+    sid = await store.sweeps.create_sweep("model-perf", f"b{best}",
+                                          {"model": "llama2-70b", "nodes": nodes, **spec})
+    await store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
+    await store.sweeps.transition_sweep(sid, SweepState.DONE, "verdict",
+                                        verdict={"best": best, "settled": True})
     return sid
 
 

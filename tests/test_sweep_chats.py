@@ -57,8 +57,8 @@ async def delivering(workers: Workers, double: BotApiDouble, texts: list[str]) -
 
 async def sweep_saying(service: Service, text: str, **spec: Any) -> int:
     sid = int((await service.submit({**SPEC, **spec}))["id"])
-    await service.store.transition_sweep(sid, SweepState.RUNNING, "started")
-    await service.store.add_event(sid, "progress", text)
+    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
+    await service.store.events.add_event(sid, "progress", text)
     return sid
 
 
@@ -74,7 +74,7 @@ async def test_each_sweep_speaks_in_its_own_chats(service: Service, double: BotA
     assert [t for t in double.texts(CHAT) if "chat" in t or "team" in t] == [
         "default chat", "both chats"]
     # Each chat's copy is confirmed on its own (so a restart resends only what is missing).
-    rows = await service.store._all(
+    rows = await service.store.base.rows(
         "SELECT d.chunk, d.of, d.message_id FROM deliveries d JOIN events e"
         " ON e.id = d.event_id WHERE e.sweep_id = ? AND e.reason = 'both chats'", (both,))
     assert [(r[0], r[1]) for r in rows] == [(1, 2), (2, 2)] and all(r[2] for r in rows)
@@ -94,8 +94,8 @@ async def test_a_failed_copy_is_resent_to_that_chat_only(service: Service,
     assert values["sweepd_delivery_failures_total"] == 1
     assert values["sweepd_delivery_refused_total"] == 0
     # The stop message's buttons reach the team chat too.
-    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
-                                         progress="[model-perf STOP] halted")
+    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+                                                progress="[model-perf STOP] halted")
     await delivering(workers, double, ["[model-perf STOP] halted"])
     await until(lambda: len([s for s in double.sent if s.reply_markup]) == 2)
     assert {s.chat_id for s in double.sent if s.reply_markup} == {CHAT, TEAM}

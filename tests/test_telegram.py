@@ -57,7 +57,7 @@ async def deliver(service: Service, double: BotApiDouble, per_hour: int | None =
 
 async def running_sweep(service: Service) -> int:
     sid = int((await service.submit(SPEC))["id"])
-    await service.store.transition_sweep(sid, SweepState.RUNNING, "started")
+    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
     return sid
 
 
@@ -66,7 +66,7 @@ async def test_progress_lines_go_in_order_as_plain_text(service: Service,
     sid = await running_sweep(service)
     lines = [FAIL.format(16, 2), PASS, f"sweep {sid} resumed"]
     for line in lines:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     await deliver(service, double)
     assert double.texts(CHAT) == lines
     assert all(s.parse_mode is None and s.reply_markup is None for s in double.sent)
@@ -77,8 +77,8 @@ async def test_progress_lines_go_in_order_as_plain_text(service: Service,
 async def test_stop_message_carries_resume_and_abort_buttons(service: Service,
                                                             double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
-                                         progress=STOP)
+    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+                                                progress=STOP)
     await deliver(service, double)
     [sent] = double.sent
     assert sent.text == STOP
@@ -92,7 +92,7 @@ async def test_long_message_is_split_into_numbered_chunks(service: Service,
                                                           double: BotApiDouble) -> None:
     sid = await running_sweep(service)
     body = "\n".join(f"line {i:04d} " + "x" * 80 for i in range(100))  # ~9,000 chars
-    await service.store.add_event(sid, "progress", body)
+    await service.store.events.add_event(sid, "progress", body)
     await deliver(service, double)
     texts = double.texts()
     assert [t[:6] for t in texts] == ["[1/3] ", "[2/3] ", "[3/3] "]
@@ -103,15 +103,15 @@ async def test_long_message_is_split_into_numbered_chunks(service: Service,
 async def test_final_report_is_monospace_and_falls_back_to_plain(service: Service,
                                                                  double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    run = await service.store.add_run(sid, "per_device_batch_size=12",
-                                      RunParams(overrides={"per_device_batch_size": 12}),
-                                      SPEC["nodes"], "plan")
-    await service.store.transition_run(run.id, RunState.ACTIVE, "submitted")
-    await service.store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass",
-                                       tgs=2036.0, mfu=30.0)
+    run = await service.store.runs.add_run(sid, "per_device_batch_size=12",
+                                           RunParams(overrides={"per_device_batch_size": 12}),
+                                           SPEC["nodes"], "plan")
+    await service.store.runs.transition_run(run.id, RunState.ACTIVE, "submitted")
+    await service.store.runs.transition_run(run.id, RunState.PASSED, "ok", outcome="pass",
+                                            tgs=2036.0, mfu=30.0)
     summary = "best per_device_batch_size=12 at 2,036 TGS/device"
-    await service.store.transition_sweep(sid, SweepState.DONE, summary, verdict={},
-                                         progress=summary)
+    await service.store.sweeps.transition_sweep(sid, SweepState.DONE, summary, verdict={},
+                                                progress=summary)
     double.reject_parse_mode = True  # Telegram refuses the Markdown: the chunk goes plain
     await deliver(service, double)
     rejected = [c for c in double.methods("sendMessage") if c.get("parse_mode")]
@@ -128,14 +128,15 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
     sid = await running_sweep(service)
     store = service.store
     for bs, tgs in ((8, 1800.0), (12, 2036.0)):
-        run = await store.add_run(sid, f"per_device_batch_size={bs}",
-                                  RunParams(overrides={"per_device_batch_size": bs}),
-                                  SPEC["nodes"], "plan")
-        await store.transition_run(run.id, RunState.ACTIVE, "submitted")
-        await store.transition_run(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
-                                   mfu=30.0)
+        run = await store.runs.add_run(sid, f"per_device_batch_size={bs}",
+                                       RunParams(overrides={"per_device_batch_size": bs}),
+                                       SPEC["nodes"], "plan")
+        await store.runs.transition_run(run.id, RunState.ACTIVE, "submitted")
+        await store.runs.transition_run(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
+                                        mfu=30.0)
     assert await service.plot(sid) is not None
-    await store.transition_sweep(sid, SweepState.DONE, "best 12", verdict={}, progress="best 12")
+    await store.sweeps.transition_sweep(sid, SweepState.DONE, "best 12", verdict={},
+                                        progress="best 12")
     await deliver(service, double)
     assert [s.method for s in double.sent][-2:] == ["sendMessage", "sendPhoto"]
     assert "caption" not in double.methods("sendPhoto")[0]   # the verdict is not repeated
@@ -148,11 +149,12 @@ async def test_routine_lines_over_the_hourly_limit_are_digested_before_a_result(
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20, 24, 28, 32)]
     for line in fails:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     await deliver(service, double, per_hour=2, clock_at=1_000_000.0)
     assert double.texts() == fails[:2]  # the other three are held
-    await service.store.add_event(sid, "progress", PASS)  # a positive result goes at once
-    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "x", progress=STOP)
+    await service.store.events.add_event(sid, "progress", PASS)  # a positive result goes at once
+    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "x",
+                                                progress=STOP)
     await deliver(service, double, per_hour=2, clock_at=1_000_010.0)
     texts = double.texts()
     assert texts[:2] == fails[:2] and texts[3:] == [PASS, STOP]
@@ -165,12 +167,12 @@ async def test_failure_lines_go_at_once_however_many_in_the_hour(
     were routine lines, so past two an hour they waited for an hourly digest."""
     sid = await running_sweep(service)
     first = ROUTINE.format(60)
-    await service.store.add_event(sid, "progress", first)   # spends the hour's budget
+    await service.store.events.add_event(sid, "progress", first)   # spends the hour's budget
     held = ROUTINE.format(120)
-    await service.store.add_event(sid, "progress", held)    # over it: held
+    await service.store.events.add_event(sid, "progress", held)    # over it: held
     fails = [FAIL.format(b, b) for b in (16, 20, 24, 28, 32)]
     for line in [*fails, RETRY]:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     texts = double.texts()
     # Every failure went out now, each on its own, in order; the held routine line went
@@ -178,7 +180,7 @@ async def test_failure_lines_go_at_once_however_many_in_the_hour(
     assert texts == [first, fmt.digest_text([held]), *fails, RETRY]
     # Failures do not use up the routine budget: an hour later one routine line goes alone.
     later = ROUTINE.format(3700)
-    await service.store.add_event(sid, "progress", later)
+    await service.store.events.add_event(sid, "progress", later)
     await deliver(service, double, per_hour=1, clock_at=1_003_700.0)
     assert double.texts()[-1] == later
 
@@ -188,7 +190,7 @@ async def test_held_lines_go_as_a_digest_when_the_hour_has_passed(service: Servi
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20, 24)]
     for line in fails:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     assert double.texts() == fails[:1]
     await deliver(service, double, per_hour=1, clock_at=1_000_100.0)
@@ -199,7 +201,7 @@ async def test_held_lines_go_as_a_digest_when_the_hour_has_passed(service: Servi
 
 async def test_without_telegram_messages_go_to_the_structured_log(service: Service) -> None:
     sid = await running_sweep(service)
-    await service.store.add_event(sid, "progress", PASS)
+    await service.store.events.add_event(sid, "progress", PASS)
     sink = LogSink(Outbox(service.store))
     with capture_logs() as logs:
         assert await sink.deliver_pending() == 1
@@ -272,7 +274,7 @@ async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
-        await service.store.add_event(sid, "progress", line)
+        await service.store.events.add_event(sid, "progress", line)
     await service.abort(sid)   # nothing after it would ever flush a held line
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     texts = double.texts()
@@ -285,8 +287,9 @@ async def test_a_resume_is_answered_at_once_even_over_the_hourly_limit(
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
-        await service.store.add_event(sid, "progress", line)
-    await service.store.transition_sweep(sid, SweepState.AWAITING_DECISION, "x", progress=STOP)
+        await service.store.events.add_event(sid, "progress", line)
+    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "x",
+                                                progress=STOP)
     await service.resume(sid)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     texts = double.texts()

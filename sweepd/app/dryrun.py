@@ -92,7 +92,7 @@ async def _bounds(engine: Engine, kind: str, model: str, spec: dict[str, Any]
         "slurm" else None
     basis = f"the configured time limit {limit} per job" if job_s else None
     if job_s is None:
-        past = await engine.store.job_seconds_of(kind, model)
+        past = await engine.store.sweeps.job_seconds_of(kind, model)
         if past:
             job_s = sum(past) / len(past)
             basis = (f"a guess: {len(past)} earlier {kind} job(s) of {model} took "

@@ -77,11 +77,11 @@ class OfflineClient(Client):
 
     def plot(self, sweep_id: int) -> bytes | None:
         async def draw(q: Queries) -> bytes | None:
-            sweep = await q.store.sweep(sweep_id)
+            sweep = await q.store.sweeps.sweep(sweep_id)
             plot = kind_of(sweep.kind).plot
             if plot is None:
                 return None
-            return plot(sweep, await q.store.runs(sweep_id), await q.store.jobs(sweep_id))
+            return plot(sweep, await q.store.runs.runs(sweep_id), await q.store.jobs.jobs(sweep_id))
 
         return self._query(draw)
 

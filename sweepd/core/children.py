@@ -46,15 +46,15 @@ async def start_child(engine: EngineParts, parent: Sweep, decision: StartSweep) 
         return None
     name = spec.name or spec.default_name()
     carried = Carried(decision.stage, decision.nodes, decision.batch, decision.recipe)
-    child, made = await engine.store.start_child(parent.id, carried, spec.kind, name,
-                                                 spec.model_dump(mode="json"),
-                                                 parent.submitted_by)
+    child, made = await engine.store.campaigns.start_child(parent.id, carried, spec.kind, name,
+                                                           spec.model_dump(mode="json"),
+                                                           parent.submitted_by)
     if made:
         for line in decision.progress:
-            await engine.store.add_event(parent.id, "progress", line)
+            await engine.store.events.add_event(parent.id, "progress", line)
         for check in checks:   # as a person's submission records its pre-flight
-            await engine.store.add_event(child, "decision", check.text, rule=check.rule,
-                                         evidence=check.evidence)
+            await engine.store.events.add_event(child, "decision", check.text, rule=check.rule,
+                                                evidence=check.evidence)
     engine.mark(child)
     engine.notify()
     return child
@@ -79,4 +79,4 @@ async def _preflight(engine: EngineParts, spec: SweepSpec) -> list[Check]:
 
 async def due_parents(store: Store) -> set[int]:
     """Running parents whose latest stage's sweep has ended or stopped to ask since."""
-    return await store.campaigns_due()
+    return await store.campaigns.campaigns_due()

@@ -186,12 +186,12 @@ class Engine:
     async def _pass(self) -> None:
         if self._dirty is None:   # a new process: a crash may have come between an end and
             await release_ended(self)   # its clean-up
-        for sweep in await self.store.sweeps([SweepState.QUEUED]):
+        for sweep in await self.store.sweeps.sweeps([SweepState.QUEUED]):
             with _superseded("sweep", sweep.id):
-                await self.store.transition_sweep(sweep.id, SweepState.RUNNING,
-                                                  "sweep started", rule="engine.start")
+                await self.store.sweeps.transition_sweep(sweep.id, SweepState.RUNNING,
+                                                         "sweep started", rule="engine.start")
                 self.mark(sweep.id)
-        jobs = await self.store.active_jobs()
+        jobs = await self.store.active.active_jobs()
         await self.checkpoint()   # a stop that came while thousands of rows were read
         statuses = await poll(self, self.poll_clock, jobs)
         if statuses is None:
@@ -201,7 +201,7 @@ class Engine:
         # The jobs as they now are: the logs' facts applied (the store keeps the rows and
         # applies what it wrote), reconciled ones in their new state. Not a second full
         # read: only rows written some other way are read again.
-        fresh = await self.store.active_jobs()
+        fresh = await self.store.active.active_jobs()
         now = self.clock.now()
         for job in fresh:
             await self.checkpoint()
@@ -247,13 +247,13 @@ class Engine:
     async def _sweeps_to_advance(self) -> list[Sweep]:
         """Running sweeps with something new (all of them on a process's first pass), or a
         retry whose waiting period is over."""
-        due = await self.store.sweeps_with_due_retries(self.clock.now())
+        due = await self.store.runs.sweeps_with_due_retries(self.clock.now())
         due |= await due_parents(self.store)   # a campaign whose stage's sweep ended
         dirty, self._dirty = self._dirty, set()
         self._planning = False
         if dirty is not None and not dirty and not due:
             return []   # nothing new: the running sweeps are not even read
-        running = await self.store.sweeps([SweepState.RUNNING])
+        running = await self.store.sweeps.sweeps([SweepState.RUNNING])
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
     async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
@@ -272,7 +272,7 @@ class Engine:
             raise
         except Exception as e:
             log.exception("sweep.plan_failed", sweep=sweep.id)
-            if (await self.store.sweep(sweep.id)).state == SweepState.RUNNING:
+            if (await self.store.sweeps.sweep(sweep.id)).state == SweepState.RUNNING:
                 await stop_sweep(self, sweep, f"sweepd could not take the next step: {e}",
                                  rule="engine.plan_failed", evidence=repr(e), failing_nodes=[],
                                  recovery="none", outcome="a defect in sweepd; resume retries")

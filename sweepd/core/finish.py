@@ -23,10 +23,9 @@ async def finish(engine: EngineParts, sweep: Sweep, decision: Finished) -> None:
         await end_open_work(engine, sweep.id, "not needed: the sweep reached its verdict",
                             "strategy.verdict")
         note = await end_note(engine, sweep)
-        await engine.store.transition_sweep(sweep.id, to, decision.summary,
-                                            rule="strategy.verdict", verdict=decision.verdict,
-                                            progress=decision.summary
-                                            + (f"\n\n{note}" if note else ""))
+        await engine.store.sweeps.transition_sweep(
+            sweep.id, to, decision.summary, rule="strategy.verdict", verdict=decision.verdict,
+            progress=decision.summary + (f"\n\n{note}" if note else ""))
     await engine.flush_cancels()
     await release(engine, sweep)
     engine.notify()

@@ -45,7 +45,7 @@ class KindFacts:
         """Know the extractor of every job's sweep: one query for sweeps not seen yet."""
         new = {j.sweep_id for j in jobs} - self._hooks.keys()
         if new:
-            found = await self._store.sweep_kinds(new)
+            found = await self._store.facts.sweep_kinds(new)
             self._hooks.update({s: hook_of(found.get(s)) for s in new})
 
     def fold(self, job: Job, lines: Sequence[tuple[int, str]], fields: dict[str, Any]) -> None:
@@ -65,13 +65,13 @@ async def job_ended(store: Store, kind: str, job: Job) -> Job:
     hook = hook_of(kind)
     if hook is None or hook.ended is None:
         return job
-    run = await store.run(job.run_id)
-    ended = EndedJob(job, run.params, await store.steps(job.id))
+    run = await store.runs.run(job.run_id)
+    ended = EndedJob(job, run.params, await store.jobs.steps(job.id))
     new = await asyncio.to_thread(hook.ended, ended)
     if new is None:
         return job
-    await store.store_job_facts(job.id, new)
-    return await store.job(job.id)
+    await store.facts.store_job_facts(job.id, new)
+    return await store.jobs.job(job.id)
 
 
 # A job whose conclusion the kind's readers use (a cancelled one says nothing).
@@ -84,17 +84,17 @@ async def backfill(store: Store) -> int:
     every reader finds them in the store as for any other job. Facts are stored even when
     none are found (`{}`): a job is backfilled once. Returns how many jobs were."""
     hooked = {name: k.job_facts for name, k in kinds().items() if k.job_facts is not None}
-    jobs = await store.ended_without_facts(sorted(hooked), [str(s) for s in _ENDED])
+    jobs = await store.facts.ended_without_facts(sorted(hooked), [str(s) for s in _ENDED])
     if not jobs:
         return 0
-    by_sweep = await store.sweep_kinds({j.sweep_id for j in jobs})
+    by_sweep = await store.facts.sweep_kinds({j.sweep_id for j in jobs})
     for job in jobs:
         hook = hooked[by_sweep[job.sweep_id]]
         facts = await asyncio.to_thread(_from_whole_log, hook, job.log_path)
-        await store.store_job_facts(job.id, facts)
-        done = await job_ended(store, by_sweep[job.sweep_id], await store.job(job.id))
+        await store.facts.store_job_facts(job.id, facts)
+        done = await job_ended(store, by_sweep[job.sweep_id], await store.jobs.job(job.id))
         if done.facts_json is None:
-            await store.store_job_facts(job.id, {})
+            await store.facts.store_job_facts(job.id, {})
     log.info("kind_facts.backfilled", jobs=len(jobs))
     return len(jobs)
 

@@ -83,7 +83,7 @@ async def _read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
             due.append(job)
     chunks = await follower.read_chunks(due, checkpoint, stopped)
     written = [c for c in chunks if c is not None]
-    await store.record_logs(written)
+    await store.jobs.record_logs(written)
     observe_stored(written)   # line -> stored latency, for /metrics
     news = False
     for job, chunk in zip(due, chunks, strict=True):

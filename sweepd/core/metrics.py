@@ -183,7 +183,7 @@ class Snapshot:
 
 async def snapshot(store: Store, backend: object | None) -> Snapshot:
     async with store.tx():   # one consistent read
-        rows = {name: [tuple(r) for r in await store._all(sql)]
+        rows = {name: [tuple(r) for r in await store.base.rows(sql)]
                 for name, sql in _QUERIES.items()}
     backlog = len(await Outbox(store).pending(BACKLOG_LIMIT))
     reachable = backend.reachable if isinstance(backend, TimedBackend) else None

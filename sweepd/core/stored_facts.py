@@ -30,7 +30,7 @@ async def job_facts(store: Store, job: Job, *, expected_steps: int, hung: bool,
     """Everything classification needs, read back from the store (never from memory)."""
     signals = []
     exits = []
-    for s in await store.signals(job.id):
+    for s in await store.jobs.signals(job.id):
         if s.klass == NODE_EXIT:
             exits.append(NodeExitFact(host=s.node or "?", exit_code=int(s.detail or 0)))
         else:

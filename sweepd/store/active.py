@@ -14,26 +14,33 @@ from sweepd.store.rows import Job
 _IDS_PER_QUERY = 500
 
 
-class ActiveJobs(StoreBase):
+class ActiveJobs:
     """The active jobs, kept between passes."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self._base = base
+        # The active jobs as last read, by id, kept between passes: a pass re-reads only
+        # the rows this connection wrote since (the base's marks), and all of them when
+        # another connection committed (`PRAGMA data_version` moved).
+        self._active: dict[int, Job] | None = None
+        self._data_version: int | None = None
 
     async def active_jobs(self) -> list[Job]:
         """Every job in an active state, by id. Read whole once; after that only the rows
         written since through this store (and, after another connection's commit, whole
         again): with thousands of jobs followed, rebuilding every row on every pass cost
         more than reading the logs."""
-        version = int((await self._all("PRAGMA data_version"))[0][0])
+        version = int((await self._base.rows("PRAGMA data_version"))[0][0])
         if self._active is None or version != self._data_version:
-            self._stale_jobs.clear()
+            self._base.take_written()
             wanted = [str(s) for s in JOB_ACTIVE]
             marks = ",".join("?" * len(wanted))
-            rows = await self._all(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
-                                   wanted)
+            rows = await self._base.rows(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
+                                         wanted)
             self._active = {job.id: job for job in _jobs(rows)}
             self._data_version = version
-        elif self._stale_jobs:
+        elif stale := self._base.take_written():
             # Taken before the reads: a write meanwhile marks its row for the next call.
-            stale, self._stale_jobs = sorted(self._stale_jobs), set()
             fresh = {job.id: job for job in await self._jobs_by_ids(stale)}
             for job_id in stale:
                 job = fresh.get(job_id)
@@ -44,12 +51,24 @@ class ActiveJobs(StoreBase):
             self._active = dict(sorted(self._active.items()))
         return list(self._active.values())
 
+    def as_written(self, job_id: int, fields: dict[str, Any]) -> bool:
+        """The kept row of this job updated to these fields just written (they read back
+        the same), instead of reading it again; False when the job is not kept."""
+        active = self._active
+        if active is None or (kept := active.get(job_id)) is None:
+            return False
+        copy = object.__new__(Job)   # `with_fields` without its checks: one dict merge
+        object.__setattr__(copy, "__dict__", kept.__dict__ | fields)
+        active[job_id] = copy
+        return True
+
     async def _jobs_by_ids(self, ids: Sequence[int]) -> list[Job]:
         out: list[Job] = []
         for i in range(0, len(ids), _IDS_PER_QUERY):
             part = ids[i:i + _IDS_PER_QUERY]
-            rows = await self._all(f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(part))})"
-                                   " ORDER BY id", part)
+            marks = ",".join("?" * len(part))
+            rows = await self._base.rows(f"SELECT * FROM jobs WHERE id IN ({marks}) ORDER BY id",
+                                         part)
             out += _jobs(rows)
         return out
 

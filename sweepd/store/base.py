@@ -1,6 +1,6 @@
 """The store's ground floor: the one connection, its transactions, the guarded state
-transitions and the event row every change writes. The tables' modules (sweeps, runs,
-jobs, the kept active jobs, events, exclusions) are built on it; `store.Store` joins them.
+transitions, the event row every change writes and the marks on the job rows written. Each
+table (`store.Store`'s attributes) is an object holding this one base, not a subclass of it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import aiosqlite
 
 from sweepd.core.states import sources
 from sweepd.store.migrate import latest_version, migrate
-from sweepd.store.rows import Job
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -33,18 +32,16 @@ class NotFound(KeyError):
 
 class StoreBase:
     """The connection and what every table's writes share: transactions, guarded
-    transitions, the event row, the marks that keep the active jobs fresh."""
+    transitions, the event row, the marks that keep the active jobs fresh. The tables call
+    it; nothing outside `sweepd.store` should (but for a raw read, `rows`)."""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._owner: asyncio.Task[Any] | None = None
-        # The active jobs as last read, by id, kept between passes: a pass re-reads only
-        # the rows this connection wrote since (`_stale_jobs`), and all of them when
-        # another connection committed (`PRAGMA data_version` moved).
-        self._active: dict[int, Job] | None = None
+        # The job rows this connection wrote since the kept active jobs (`active.py`) last
+        # read them: the next read takes these again.
         self._stale_jobs: set[int] = set()
-        self._data_version: int | None = None
 
     @classmethod
     async def open(cls, path: Path | str) -> Self:
@@ -101,7 +98,12 @@ class StoreBase:
             finally:
                 self._owner = None
 
-    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+    def in_own_tx(self) -> bool:
+        """Whether the current task holds the open write transaction (its writes may yet be
+        rolled back)."""
+        return self._lock.locked() and self._owner is asyncio.current_task()
+
+    async def rows(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         if self._lock.locked() and self._owner is not asyncio.current_task():
             # Another task's transaction is open on the shared connection: a read now would
             # see its writes before they commit (a `watch` could be handed an event that a
@@ -114,15 +116,14 @@ class StoreBase:
         async with self._conn.execute(sql, args) as cur:
             return list(await cur.fetchall())
 
-    async def _one(self, sql: str, args: Sequence[Any], what: str) -> aiosqlite.Row:
-        rows = await self._all(sql, args)
+    async def one(self, sql: str, args: Sequence[Any], what: str) -> aiosqlite.Row:
+        rows = await self.rows(sql, args)
         if not rows:
             raise NotFound(f"{what} not found")
         return rows[0]
 
-
     @staticmethod
-    async def _event(
+    async def event(
         conn: aiosqlite.Connection,
         sweep_id: int,
         kind: str,
@@ -141,8 +142,7 @@ class StoreBase:
             (sweep_id, run_id, job_id, kind, from_state, to_state, rule, reason, evidence),
         )
 
-
-    async def _guarded(
+    async def guarded(
         self, conn: aiosqlite.Connection, table: str, transitions: Mapping[E, frozenset[E]],
         row_id: int, to: E, sets: Mapping[str, Any],
     ) -> str:
@@ -161,11 +161,16 @@ class StoreBase:
             raise InvalidTransition(f"{table[:-1]} {row_id}: {row[0]} -> {to} is not allowed")
         return str(row[0])
 
-    def _written(self, job_ids: Iterable[int]) -> None:
+    def written(self, job_ids: Iterable[int]) -> None:
         """These job rows were written (or a write to them was tried): the next
         `active_jobs` reads them again. Called after the write, never before: a read in
         between would otherwise take the old row for the new one."""
         self._stale_jobs.update(job_ids)
+
+    def take_written(self) -> list[int]:
+        """The job rows marked written since the last call, by id; the marks are cleared."""
+        stale, self._stale_jobs = sorted(self._stale_jobs), set()
+        return stale
 
 
 def _readonly_uri(path: Path) -> str:

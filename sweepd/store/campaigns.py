@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweepd.core.states import SweepState
-from sweepd.store.base import now_sql
+from sweepd.store.base import StoreBase, now_sql
 from sweepd.store.rows import _Row
 from sweepd.store.sweeps import SweepsTable
 
@@ -51,22 +51,26 @@ class Carried:
     recipe: Sequence[str] | None = None
 
 
-class CampaignsTable(SweepsTable):
+class CampaignsTable:
     """Campaigns and their stages' sweeps (a stage's sweep is made here, with its link)."""
+
+    def __init__(self, base: StoreBase, sweeps: SweepsTable) -> None:
+        self._base = base
+        self._sweeps = sweeps   # a stage's sweep is created in the campaign's transaction
 
     async def start_child(self, campaign_id: int, carried: Carried, kind: str, name: str,
                           spec: Mapping[str, Any], submitted_by: str | None) -> tuple[int, bool]:
         """The stage's sweep (queued), linked to its campaign, with the campaign's row
         updated, in one transaction. (its id, True) when made now; (the id, False) when
         the stage already had one (a restart planning the same step again)."""
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             async with conn.execute(
                     "SELECT child_id FROM campaign_children WHERE campaign_id = ? AND stage = ?",
                     (campaign_id, carried.stage)) as cur:
                 row = await cur.fetchone()
             if row is not None:
                 return int(row[0]), False
-            child = await self.create_sweep(kind, name, spec, submitted_by)
+            child = await self._sweeps.create_sweep(kind, name, spec, submitted_by)
             await conn.execute("INSERT INTO campaign_children (child_id, campaign_id, stage) "
                                "VALUES (?,?,?)", (child, campaign_id, carried.stage))
             recipe = None if carried.recipe is None else json.dumps(list(carried.recipe))
@@ -78,34 +82,34 @@ class CampaignsTable(SweepsTable):
                 " recipe_json = coalesce(excluded.recipe_json, recipe_json),"
                 " updated_at = excluded.updated_at",
                 (campaign_id, carried.stage, carried.nodes, carried.batch, recipe, now_sql()))
-            await self._event(conn, campaign_id, "decision",
-                              f"stage {carried.stage}: sweep {child} started",
-                              rule="campaign.stage_started")
-            await self._event(conn, child, "decision",
-                              f"stage {carried.stage} of campaign {campaign_id}",
-                              rule="campaign.child")
+            await self._base.event(conn, campaign_id, "decision",
+                                   f"stage {carried.stage}: sweep {child} started",
+                                   rule="campaign.stage_started")
+            await self._base.event(conn, child, "decision",
+                                   f"stage {carried.stage} of campaign {campaign_id}",
+                                   rule="campaign.child")
         return child, True
 
     async def campaign(self, sweep_id: int) -> CampaignRow | None:
-        rows = await self._all("SELECT * FROM campaigns WHERE sweep_id = ?", (sweep_id,))
+        rows = await self._base.rows("SELECT * FROM campaigns WHERE sweep_id = ?", (sweep_id,))
         return CampaignRow.from_row(rows[0]) if rows else None
 
     async def campaign_children(self, campaign_id: int) -> list[ChildRow]:
         """The campaign's stage sweeps, in the order they were started."""
-        rows = await self._all("SELECT * FROM campaign_children WHERE campaign_id = ?"
-                               " ORDER BY child_id", (campaign_id,))
+        rows = await self._base.rows("SELECT * FROM campaign_children WHERE campaign_id = ?"
+                                     " ORDER BY child_id", (campaign_id,))
         return [ChildRow.from_row(r) for r in rows]
 
     async def campaign_of(self, sweep_id: int) -> ChildRow | None:
         """The link of a stage's sweep to its campaign (None: not a stage of one)."""
-        rows = await self._all("SELECT * FROM campaign_children WHERE child_id = ?",
-                               (sweep_id,))
+        rows = await self._base.rows("SELECT * FROM campaign_children WHERE child_id = ?",
+                                     (sweep_id,))
         return ChildRow.from_row(rows[0]) if rows else None
 
     async def campaigns_due(self) -> set[int]:
         """Running campaigns whose latest stage sweep has ended, or has stopped to ask since
         the campaign last changed state: each needs its next step planned."""
-        rows = await self._all(
+        rows = await self._base.rows(
             "SELECT c.campaign_id FROM campaign_children c"
             " JOIN sweeps p ON p.id = c.campaign_id JOIN sweeps s ON s.id = c.child_id"
             " WHERE p.state = ? AND c.child_id = (SELECT max(child_id) FROM campaign_children"

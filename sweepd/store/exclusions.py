@@ -9,32 +9,35 @@ from sweepd.store.base import StoreBase
 from sweepd.store.rows import Exclusion
 
 
-class ExclusionsTable(StoreBase):
+class ExclusionsTable:
     """Node exclusions."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self._base = base
 
     async def exclusions(self, sweep_id: int, active_only: bool = True) -> list[Exclusion]:
         sql = "SELECT * FROM exclusions WHERE sweep_id = ?" + (" AND active = 1" if active_only
                                                                  else "")
-        return [Exclusion.from_row(r) for r in await self._all(sql + " ORDER BY rowid",
+        return [Exclusion.from_row(r) for r in await self._base.rows(sql + " ORDER BY rowid",
                                                                 (sweep_id,))]
 
     async def exclude_node(
         self, sweep_id: int, node: str, job_id: int | None, reason: str, rule: str,
         evidence: str | None,
     ) -> None:
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             await conn.execute(
                 "INSERT INTO exclusions (sweep_id, node, job_id, reason) VALUES (?,?,?,?)"
                 " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1, reason = excluded.reason,"
                 " job_id = excluded.job_id",
                 (sweep_id, node, job_id, reason),
             )
-            await self._event(conn, sweep_id, "decision", f"exclude {node}: {reason}",
-                              job_id=job_id, rule=rule, evidence=evidence)
+            await self._base.event(conn, sweep_id, "decision", f"exclude {node}: {reason}",
+                                   job_id=job_id, rule=rule, evidence=evidence)
 
     async def set_exclusions(self, sweep_id: int, nodes: Sequence[str], reason: str) -> None:
         """A person's answer to a stop: exactly these nodes stay excluded."""
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             await conn.execute("UPDATE exclusions SET active = 0 WHERE sweep_id = ?", (sweep_id,))
             for node in nodes:
                 await conn.execute(
@@ -42,6 +45,6 @@ class ExclusionsTable(StoreBase):
                     " ON CONFLICT (sweep_id, node) DO UPDATE SET active = 1",
                     (sweep_id, node, reason),
                 )
-            await self._event(conn, sweep_id, "decision",
-                              f"exclusions set to [{', '.join(nodes)}]: {reason}",
-                              rule="person.resume")
+            await self._base.event(conn, sweep_id, "decision",
+                                   f"exclusions set to [{', '.join(nodes)}]: {reason}",
+                                   rule="person.resume")

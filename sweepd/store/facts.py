@@ -24,25 +24,28 @@ def facts_text(facts: Mapping[str, Any]) -> str:
     return json.dumps(facts, sort_keys=True, separators=(",", ":"))
 
 
-class FactsTable(StoreBase):
+class FactsTable:
     """Kind facts per job, and which kind each sweep is (to find a job's extractor)."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self._base = base
 
     async def store_job_facts(self, job_id: int, facts: Mapping[str, Any]) -> None:
         """The job's facts as a whole (the caller folded them with what was stored)."""
         try:
-            async with self.tx() as conn:
+            async with self._base.tx() as conn:
                 await conn.execute("UPDATE jobs SET facts_json = ? WHERE id = ?",
                                    (facts_text(facts), job_id))
         finally:
-            self._written([job_id])
+            self._base.written([job_id])
 
     async def sweep_kinds(self, sweep_ids: Iterable[int]) -> dict[int, str]:
         """Each sweep's kind, in one query (a kind never changes once a sweep exists)."""
         wanted = sorted(set(sweep_ids))
         if not wanted:
             return {}
-        rows = await self._all("SELECT id, kind FROM sweeps WHERE id IN"
-                               " (SELECT value FROM json_each(?))", (json.dumps(wanted),))
+        rows = await self._base.rows("SELECT id, kind FROM sweeps WHERE id IN"
+                                     " (SELECT value FROM json_each(?))", (json.dumps(wanted),))
         return {int(r["id"]): str(r["kind"]) for r in rows}
 
     async def ended_without_facts(self, kinds: Sequence[str], states: Sequence[str]
@@ -51,7 +54,7 @@ class FactsTable(StoreBase):
         that ended before their kind's facts were kept (a store from before version 8)."""
         if not kinds:
             return []
-        rows = await self._all(
+        rows = await self._base.rows(
             "SELECT * FROM jobs WHERE facts_json IS NULL"
             " AND state IN (SELECT value FROM json_each(?))"
             " AND sweep_id IN (SELECT id FROM sweeps WHERE kind IN"

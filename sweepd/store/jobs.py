@@ -3,12 +3,12 @@ states and fields), their steps and signals, and a pass's log facts in one trans
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from sweepd.core.states import JOB_TRANSITIONS, JobState
+from sweepd.store.active import ActiveJobs
 from sweepd.store.base import StoreBase
 from sweepd.store.rows import Job, Run, SignalRow, StepRow
 
@@ -26,14 +26,18 @@ class LogChunkLike(Protocol):
     signals: list[dict[str, Any]]
 
 
-class JobsTable(StoreBase):
+class JobsTable:
     """Jobs, with their steps and signals."""
+
+    def __init__(self, base: StoreBase, active: ActiveJobs) -> None:
+        self._base = base
+        self._active = active   # a pass's log facts update its kept rows as written
 
     async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
         """Write-ahead: the job row exists (state `submitting`) before the scheduler call.
         The run's nodes become the job's: a retry after an exclusion runs on fewer nodes,
         and the run's result must say which ones it was measured on."""
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             async with conn.execute(
                 "SELECT coalesce(max(attempt), 0) + 1 FROM jobs WHERE run_id = ?", (run.id,)
             ) as cur:
@@ -46,18 +50,19 @@ class JobsTable(StoreBase):
             )
             job_id = int(c.lastrowid or 0)
             await conn.execute("UPDATE runs SET nodes = ? WHERE id = ?", (nodes, run.id))
-            await self._event(conn, run.sweep_id, "transition",
-                              f"submitting attempt {attempt} of {run.label} on {nodes}",
-                              run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
-        self._written([job_id])
+            await self._base.event(conn, run.sweep_id, "transition",
+                                   f"submitting attempt {attempt} of {run.label} on {nodes}",
+                                   run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
+        self._base.written([job_id])
         return await self.job(job_id)
 
     async def job(self, job_id: int) -> Job:
-        return Job.from_row(await self._one("SELECT * FROM jobs WHERE id = ?", (job_id,),
-                                            f"job {job_id}"))
+        return Job.from_row(await self._base.one("SELECT * FROM jobs WHERE id = ?", (job_id,),
+                                                 f"job {job_id}"))
 
     async def jobs(self, sweep_id: int) -> list[Job]:
-        rows = await self._all("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY id", (sweep_id,))
+        rows = await self._base.rows("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY id",
+                                     (sweep_id,))
         return [Job.from_row(r) for r in rows]
 
     async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
@@ -65,7 +70,7 @@ class JobsTable(StoreBase):
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        rows = await self._all(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
+        rows = await self._base.rows(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
         return {str(r["token"]): Job.from_row(r) for r in rows}
 
     async def transition_job(
@@ -77,13 +82,13 @@ class JobsTable(StoreBase):
             raise ValueError(f"not job fields: {sorted(unknown)}")
         job = await self.job(job_id)
         try:
-            async with self.tx() as conn:
-                old = await self._guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
-                await self._event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
-                                  job_id=job_id, from_state=old, to_state=to, rule=rule,
-                                  evidence=evidence)
+            async with self._base.tx() as conn:
+                old = await self._base.guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
+                await self._base.event(conn, job.sweep_id, "transition", reason, run_id=job.run_id,
+                                       job_id=job_id, from_state=old, to_state=to, rule=rule,
+                                       evidence=evidence)
         finally:
-            self._written([job_id])
+            self._base.written([job_id])
 
     async def update_job(self, job_id: int, **fields: Any) -> None:
         """Progress that is not a state change (offsets, phase, scheduler state)."""
@@ -92,11 +97,11 @@ class JobsTable(StoreBase):
             raise ValueError(f"bad job fields: {sorted(unknown) or 'none'}")
         sets = ", ".join(f"{k} = ?" for k in fields)
         try:
-            async with self.tx() as conn:
+            async with self._base.tx() as conn:
                 await conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?",
                                    (*fields.values(), job_id))
         finally:
-            self._written([job_id])
+            self._base.written([job_id])
 
     async def record_logs(self, chunks: Sequence[LogChunkLike]) -> None:
         """Facts read from logs, each with its job's new offset, in one transaction: a crash
@@ -104,7 +109,7 @@ class JobsTable(StoreBase):
         if not chunks:
             return
         # Inside a caller's transaction the write may yet be rolled back: read again.
-        nested = self._lock.locked() and self._owner is asyncio.current_task()
+        nested = self._base.in_own_tx()
         # Most chunks set the same columns (offset, identity, output time, phase, step):
         # one UPDATE statement per column set, its rows built once.
         by_columns: dict[tuple[str, ...], list[LogChunkLike]] = {}
@@ -117,21 +122,15 @@ class JobsTable(StoreBase):
         try:
             await self._record_logs(chunks, by_columns)
         except BaseException:
-            self._written(c.job_id for c in chunks)
+            self._base.written(c.job_id for c in chunks)
             raise
-        active = self._active if self._active is not None else {}
         for columns, group in by_columns.items():
             if nested or not set(columns) <= _TAIL_FIELDS:
-                self._written(c.job_id for c in group)
+                self._base.written(c.job_id for c in group)
                 continue
             for c in group:
-                kept = active.get(c.job_id)
-                if kept is None:
-                    self._written([c.job_id])
-                else:   # the kept row as written: `with_fields`, one dict merge
-                    copy = object.__new__(Job)
-                    object.__setattr__(copy, "__dict__", kept.__dict__ | c.fields)
-                    active[c.job_id] = copy
+                if not self._active.as_written(c.job_id, c.fields):
+                    self._base.written([c.job_id])
 
     async def _record_logs(self, chunks: Sequence[LogChunkLike],
                            by_columns: dict[tuple[str, ...], list[LogChunkLike]]) -> None:
@@ -139,7 +138,7 @@ class JobsTable(StoreBase):
             unknown = set(columns) - _JOB_FIELDS
             if unknown:
                 raise ValueError(f"not job fields: {sorted(unknown)}")
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             steps = [(c.job_id, s["step"], s.get("seconds"), s.get("tflops"), s.get("mfu"),
                       s["tgs"], s.get("loss")) for c in chunks if c.steps for s in c.steps]
             if steps:
@@ -161,17 +160,19 @@ class JobsTable(StoreBase):
                                            [(*c.fields.values(), c.job_id) for c in group])
 
     async def steps(self, job_id: int) -> list[StepRow]:
-        rows = await self._all("SELECT * FROM steps WHERE job_id = ? ORDER BY step", (job_id,))
+        rows = await self._base.rows("SELECT * FROM steps WHERE job_id = ? ORDER BY step",
+                                     (job_id,))
         return [StepRow.from_row(r) for r in rows]
 
     async def signals(self, job_id: int) -> list[SignalRow]:
-        rows = await self._all("SELECT * FROM signals WHERE job_id = ? ORDER BY offset", (job_id,))
+        rows = await self._base.rows("SELECT * FROM signals WHERE job_id = ? ORDER BY offset",
+                                     (job_id,))
         return [SignalRow.from_row(r) for r in rows]
 
     async def latest_mem_used_on(self, nodes: str, sweep_ids: Iterable[int]) -> float | None:
         """The memory (GB) recorded by the latest job of these sweeps that ran on exactly
         these nodes (a collected hostlist) and recorded one; one row, not every job there."""
-        rows = await self._all(
+        rows = await self._base.rows(
             "SELECT mem_used_gb FROM jobs WHERE nodes = ? AND mem_used_gb IS NOT NULL"
             " AND sweep_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 1",
             (nodes, json.dumps(sorted(set(sweep_ids)))),

@@ -105,12 +105,12 @@ class Outbox:
     async def pending(self, limit: int = 100) -> list[Item]:
         async with self.store.tx():
             after = int(await self._state("outbox.after_event") or 0)
-            rows = await self.store._all(_PENDING, (after, limit))
+            rows = await self.store.base.rows(_PENDING, (after, limit))
         return [Item(r["kind"], r["id"], r["sweep_id"], r["text"], r["position"]) for r in rows]
 
     async def chunks(self, item: Item) -> list[Chunk]:
         column, key = self._key(item)
-        rows = await self.store._all(
+        rows = await self.store.base.rows(
             f"SELECT * FROM deliveries WHERE {column} = ? AND kind <> 'held' ORDER BY chunk",
             (key,))
         return [Chunk.from_row(r) for r in rows]
@@ -162,7 +162,7 @@ class Outbox:
         if sweep_id is not None:
             sql += " AND e.sweep_id = ?"
             args.append(sweep_id)
-        rows = await self.store._all(sql + " ORDER BY e.id", args)
+        rows = await self.store.base.rows(sql + " ORDER BY e.id", args)
         return [Held(r[0], r[1], r[2]) for r in rows]
 
     async def make_digest(self, sweep_id: int, body: str, held: Sequence[Held],
@@ -181,7 +181,7 @@ class Outbox:
         return Item("digest", digest_id, sweep_id, body, after * 2 + 1)
 
     async def routine_sent_since(self, since: float) -> int:
-        rows = await self.store._all(
+        rows = await self.store.base.rows(
             "SELECT count(*) FROM deliveries WHERE routine = 1 AND chunk = 1"
             " AND delivered_at >= ?", (since,))
         return int(rows[0][0])
@@ -191,7 +191,7 @@ class Outbox:
     async def occasion(self, event_id: int) -> Occasion:
         """What a progress line reports, read off the event written just before it:
         transition_sweep writes the transition, then its progress line, in one transaction."""
-        rows = await self.store._all(
+        rows = await self.store.base.rows(
             "SELECT kind, run_id, job_id, to_state, rule FROM events WHERE id < ? AND sweep_id ="
             " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",
             (event_id, event_id))
@@ -206,7 +206,7 @@ class Outbox:
     # -- small persistent state (the getUpdates offset, the watermark) -------------------
 
     async def _state(self, key: str) -> str | None:
-        rows = await self.store._all("SELECT value FROM daemon_state WHERE key = ?", (key,))
+        rows = await self.store.base.rows("SELECT value FROM daemon_state WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
     async def get_state(self, key: str) -> str | None:

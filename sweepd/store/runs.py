@@ -11,14 +11,17 @@ from sweepd.store.rows import Run, RunParams
 _RUN_FIELDS = frozenset({"outcome", "tgs", "mfu", "failure_class", "detail", "not_before"})
 
 
-class RunsTable(StoreBase):
+class RunsTable:
     """Runs."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self._base = base
 
     async def add_run(
         self, sweep_id: int, label: str, params: RunParams, nodes: str, reason: str,
         rule: str | None = None,
     ) -> Run:
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             async with conn.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM runs WHERE sweep_id = ?", (sweep_id,)
             ) as cur:
@@ -29,16 +32,17 @@ class RunsTable(StoreBase):
                 (sweep_id, seq, label, params.to_json(), nodes),
             )
             run_id = int(c.lastrowid or 0)
-            await self._event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,
-                              to_state=RunState.PENDING)
+            await self._base.event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,
+                                   to_state=RunState.PENDING)
         return await self.run(run_id)
 
     async def run(self, run_id: int) -> Run:
-        return Run.from_row(await self._one("SELECT * FROM runs WHERE id = ?", (run_id,),
-                                            f"run {run_id}"))
+        return Run.from_row(await self._base.one("SELECT * FROM runs WHERE id = ?", (run_id,),
+                                                 f"run {run_id}"))
 
     async def runs(self, sweep_id: int) -> list[Run]:
-        rows = await self._all("SELECT * FROM runs WHERE sweep_id = ? ORDER BY seq", (sweep_id,))
+        rows = await self._base.rows("SELECT * FROM runs WHERE sweep_id = ? ORDER BY seq",
+                                     (sweep_id,))
         return [Run.from_row(r) for r in rows]
 
     async def transition_run(
@@ -49,19 +53,19 @@ class RunsTable(StoreBase):
         if unknown:
             raise ValueError(f"not run fields: {sorted(unknown)}")
         run = await self.run(run_id)
-        async with self.tx() as conn:
-            old = await self._guarded(conn, "runs", RUN_TRANSITIONS, run_id, to, fields)
-            await self._event(conn, run.sweep_id, "transition", reason, run_id=run_id,
-                              from_state=old, to_state=to, rule=rule, evidence=evidence)
+        async with self._base.tx() as conn:
+            old = await self._base.guarded(conn, "runs", RUN_TRANSITIONS, run_id, to, fields)
+            await self._base.event(conn, run.sweep_id, "transition", reason, run_id=run_id,
+                                   from_state=old, to_state=to, rule=rule, evidence=evidence)
             if progress:
-                await self._event(conn, run.sweep_id, "progress", progress, run_id=run_id)
+                await self._base.event(conn, run.sweep_id, "progress", progress, run_id=run_id)
 
     async def sweeps_with_due_retries(self, now: float) -> set[int]:
-        rows = await self._all(
+        rows = await self._base.rows(
             "SELECT DISTINCT sweep_id FROM runs WHERE not_before IS NOT NULL"
             " AND not_before <= ? AND state IN ('pending', 'active')", (now,))
         return {int(r[0]) for r in rows}
 
     async def update_run_not_before(self, run_id: int, at: float) -> None:
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             await conn.execute("UPDATE runs SET not_before = ? WHERE id = ?", (at, run_id))

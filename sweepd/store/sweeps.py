@@ -11,40 +11,44 @@ from sweepd.store.base import StoreBase, now_sql
 from sweepd.store.rows import Sweep
 
 
-class SweepsTable(StoreBase):
+class SweepsTable:
     """Sweeps."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self._base = base
 
     async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any],
                            submitted_by: str | None = None) -> int:
-        async with self.tx() as conn:
+        async with self._base.tx() as conn:
             cur = await conn.execute(
                 "INSERT INTO sweeps (kind, name, spec_json, submitted_by) VALUES (?,?,?,?)",
                 (kind, name, json.dumps(spec, sort_keys=True), submitted_by),
             )
             sweep_id = int(cur.lastrowid or 0)
-            await self._event(conn, sweep_id, "transition", "sweep submitted",
-                              to_state=SweepState.QUEUED)
+            await self._base.event(conn, sweep_id, "transition", "sweep submitted",
+                                   to_state=SweepState.QUEUED)
         return sweep_id
 
     async def sweep(self, sweep_id: int) -> Sweep:
-        return Sweep.from_row(await self._one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,),
-                                              f"sweep {sweep_id}"))
+        return Sweep.from_row(await self._base.one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,),
+                                                   f"sweep {sweep_id}"))
 
     async def sweeps(self, states: Iterable[SweepState] | None = None) -> list[Sweep]:
         if states is None:
-            rows = await self._all("SELECT * FROM sweeps ORDER BY id")
+            rows = await self._base.rows("SELECT * FROM sweeps ORDER BY id")
         else:
             wanted = [str(s) for s in states]
             marks = ",".join("?" * len(wanted))
-            rows = await self._all(
+            rows = await self._base.rows(
                 f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Sweep.from_row(r) for r in rows]
 
     async def sweeps_of_model(self, model: str) -> list[Sweep]:
         """The sweeps (of any kind) whose spec names this model, oldest first: SQLite picks
         them out, so the rows of other models' sweeps are never built (model perf's gather)."""
-        rows = await self._all("SELECT * FROM sweeps WHERE json_extract(spec_json, '$.model') = ?"
-                               " ORDER BY id", (model,))
+        rows = await self._base.rows(
+            "SELECT * FROM sweeps WHERE json_extract(spec_json, '$.model') = ? ORDER BY id",
+            (model,))
         return [Sweep.from_row(r) for r in rows]
 
     async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
@@ -62,20 +66,20 @@ class SweepsTable(StoreBase):
         if user is not None:
             where.append("submitted_by = ?")
             args.append(user)
-        rows = await self._all(f"SELECT * FROM sweeps WHERE {' AND '.join(where)}"
-                               " ORDER BY id DESC", args)
+        rows = await self._base.rows(f"SELECT * FROM sweeps WHERE {' AND '.join(where)}"
+                                     " ORDER BY id DESC", args)
         return [Sweep.from_row(r) for r in rows]
 
     async def count_by_state(self, table: str) -> dict[str, int]:
         """How many sweeps (or jobs, or runs) are in each state."""
         if table not in ("sweeps", "jobs", "runs"):
             raise ValueError(f"not a table with states: {table}")
-        rows = await self._all(f"SELECT state, count(*) FROM {table} GROUP BY state")
+        rows = await self._base.rows(f"SELECT state, count(*) FROM {table} GROUP BY state")
         return {str(r[0]): int(r[1]) for r in rows}
 
     async def job_seconds_of(self, kind: str, model: str | None) -> list[float]:
         """Cluster seconds the ended jobs of earlier sweeps of this kind (and model) took."""
-        rows = await self._all(
+        rows = await self._base.rows(
             "SELECT j.ended_at - j.submitted_at FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
             " WHERE s.kind = ? AND j.state IN ('done', 'failed') AND j.ended_at IS NOT NULL"
             " AND j.submitted_at IS NOT NULL"
@@ -92,9 +96,9 @@ class SweepsTable(StoreBase):
                                 "updated_at": now_sql()}
         if verdict is not None:
             sets["verdict_json"] = json.dumps(verdict, sort_keys=True)
-        async with self.tx() as conn:
-            old = await self._guarded(conn, "sweeps", SWEEP_TRANSITIONS, sweep_id, to, sets)
-            await self._event(conn, sweep_id, "transition", reason, from_state=old,
-                              to_state=to, rule=rule, evidence=evidence)
+        async with self._base.tx() as conn:
+            old = await self._base.guarded(conn, "sweeps", SWEEP_TRANSITIONS, sweep_id, to, sets)
+            await self._base.event(conn, sweep_id, "transition", reason, from_state=old,
+                                   to_state=to, rule=rule, evidence=evidence)
             if progress:
-                await self._event(conn, sweep_id, "progress", progress)
+                await self._base.event(conn, sweep_id, "progress", progress)
