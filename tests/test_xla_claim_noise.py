@@ -40,11 +40,11 @@ def test_a_noisy_cells_spread_is_not_shrunk_for_the_claim() -> None:
     assert not confirmed_win(_inputs(), board, "ag1G")
     assert board.spread > 0.02 and board.noise < board.spread  # the prior pulls it down
     assert board.claim_noise == board.spread
-    assert board.fresh_se("ag1G", "default") == pytest.approx(
+    assert board.claim.se("ag1G", "default") == pytest.approx(
         board.spread * math.sqrt(1 / 4 + 1 / 5))
     # Before: +8.2 % on 4 fresh runs against a baseline of 5 was "confirmed >= +5 %", its
     # 99 % lower bound read at the shrunk noise (~1.9 %); at the cell's own 2.2 % it is not.
-    d, se = board.fresh_delta("ag1G", "default"), math.sqrt(1 / 4 + 1 / 5)
+    d, se = board.claim.delta("ag1G", "default"), math.sqrt(1 / 4 + 1 / 5)
     assert d == pytest.approx(0.082)
     assert d - board.t(2.326) * board.noise * se >= 0.045
     assert d - board.t(2.326) * board.claim_noise * se < 0.045

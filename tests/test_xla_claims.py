@@ -47,8 +47,8 @@ def test_the_claim_reads_only_the_runs_made_to_confirm_it() -> None:
                    _r("ag768M+lhs", 1110.0, "verdict.part_check", 4),
                    _r("ag768M+lhs", 1050.0, "noise.confirm", 5),
                    _r("ag768M+lhs", 1060.0, "noise.confirm", 6)], 0.008, 3)
-    assert board.fresh("ag768M+lhs", "sparse") == (1050.0, 1060.0)
-    assert board.fresh_delta("ag768M+lhs", "sparse") == pytest.approx(0.055)
+    assert board.claim.fresh("ag768M+lhs", "sparse") == (1050.0, 1060.0)
+    assert board.claim.delta("ag768M+lhs", "sparse") == pytest.approx(0.055)
     # What names and keeps a recipe leaves the claim's runs out; the search reads them all.
     assert board.delta("ag768M+lhs", "sparse") == pytest.approx(0.12667, abs=1e-4)
     assert board.retest("ag768M+lhs", "sparse") == (1120.0, 1110.0)
@@ -56,7 +56,7 @@ def test_the_claim_reads_only_the_runs_made_to_confirm_it() -> None:
     # A run whose rule is not known (a store written before the rule was read) counts as
     # before: its first run selected it, the rest are fresh.
     old = build([*_base(), _r("ag768M", 1150.0, ""), _r("ag768M", 1050.0, "", 3)], 0.008, 3)
-    assert old.fresh("ag768M", "sparse") == (1050.0,)
+    assert old.claim.fresh("ag768M", "sparse") == (1050.0,)
     assert old.delta("ag768M", "sparse") == pytest.approx(0.10)
 
 

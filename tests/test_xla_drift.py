@@ -82,13 +82,13 @@ def test_a_claim_is_read_against_the_baseline_beside_it_not_its_early_mean() -> 
     results = _rising(0.025 / 21)
     mean = build(results, 0.008, 3, drift=DriftRead.MEAN)
     line = build(results, 0.008, 3, drift=DriftRead.LINE)
-    assert (mean.fresh_delta("nch8", "default") or 0.0) > 0.055
-    assert line.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
-    assert line.fresh_se("nch8", "default") > mean.fresh_se("nch8", "default")
+    assert (mean.claim.delta("nch8", "default") or 0.0) > 0.055
+    assert line.claim.delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
+    assert line.claim.se("nch8", "default") > mean.claim.se("nch8", "default")
     inp = Inputs(par, default_catalog(par), drift=DriftRead.LINE)
     assert not confirmed_win(inp, line, "nch8")
     still = build(_rising(0.0), 0.008, 3, drift=DriftRead.LINE)  # no drift: the line is flat
-    assert still.fresh_delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
+    assert still.claim.delta("nch8", "default") == pytest.approx(0.042, abs=1e-9)
 
 
 @pytest.mark.parametrize("read", [DriftRead.TREND, DriftRead.LINE])

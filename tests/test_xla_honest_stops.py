@@ -116,10 +116,10 @@ def test_the_claims_interval_uses_student_t_at_the_pooled_noises_df() -> None:
     results += [Result("ag1G", "default", Outcome.OK, x, wave=2, rule=r)
                 for x, r in ((1050.0, "search"), (1040.0, "noise.confirm"))]
     board = build(results, 0.008, 3)
-    lo, hi = board.interval("ag1G", "default")  # type: ignore[misc]
+    lo, hi = board.claim.interval("ag1G", "default")  # type: ignore[misc]
     half = (hi - lo) / 2
-    assert math.isclose(half, board.t(1.96) * board.fresh_se("ag1G", "default"))
-    assert half > 1.96 * board.fresh_se("ag1G", "default") * 1.1  # df 5: t ~2.57
+    assert math.isclose(half, board.t(1.96) * board.claim.se("ag1G", "default"))
+    assert half > 1.96 * board.claim.se("ag1G", "default") * 1.1  # df 5: t ~2.57
 
 
 REGRESS_SMALL = _land("FSDP=8", ("sparse", "dense"), _ag(
@@ -263,7 +263,7 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     results = [*BASE3, _ok("dbuf", 1030.0), _ok("dbuf", 1022.0, 3, "noise.confirm"),
                _ok("dbuf", 1022.0, 3, "noise.confirm")]
     board = build(results, inp.noise, inp.max_flakes)
-    assert not board.above("dbuf", "default", inp.bounded_gain)
+    assert not board.claim.above("dbuf", "default", inp.bounded_gain)
     cands = Candidates(inp, board, None, profiles(inp))
     again = [it for it in cands.confirmations() if it[0].name == "dbuf"]
     assert again and "above the +2% bar, not significantly" in again[0][3]

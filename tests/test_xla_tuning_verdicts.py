@@ -267,7 +267,7 @@ def test_a_claim_near_the_line_waits_for_more_fresh_runs_and_baseline() -> None:
     inp = _inputs(fsdp8(), drift=DriftRead.MEAN)  # the arithmetic on the baseline's mean
     results = _near([1058.0, 1058.0], [1000.0, 992.0, 1008.0])
     board = build(results, inp.noise, inp.max_flakes, inp.drift)
-    assert board.fresh_delta("ag768M", "sparse") == pytest.approx(0.058)
+    assert board.claim.delta("ag768M", "sparse") == pytest.approx(0.058)
     assert not confirmed_win(inp, board, "ag768M")
     step = plan(inp, results, EV)
     assert isinstance(step, tuple)

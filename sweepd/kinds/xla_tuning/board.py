@@ -4,14 +4,15 @@ readings of them (a profile's delta over the baseline, its standard error, its i
 Noise-aware: a profile's delta is its mean TGS over the baseline's mean, with the standard
 error of that difference from the per-run noise and both sample counts, so one lucky run
 never carries a verdict. Honest: what a verdict claims and what lets it stop is a profile's
-*fresh* delta, from the runs after the one that selected it (`fresh_delta`, `fresh_se`,
-`interval`), so the claim carries no winner's curse. A claim's bounds never shrink it below
-the cell's measured spread (`claim_noise`): a noisy cluster runs at 2-2.5 %, and the prior
-pulled its estimate down to 0.6-1.5 % while few repeats existed. How the board is built and
-its noise pooled: `board_build.py`.
+*fresh* delta, from the runs after the one that selected it (`board.claim`: `ClaimReadings`'
+`fresh`, `delta`, `se`, `interval`), so the claim carries no winner's curse. A claim's bounds
+never shrink it below the cell's measured spread (`claim_noise`): a noisy cluster runs at
+2-2.5 %, and the prior pulled its estimate down to 0.6-1.5 % while few repeats existed. The
+runs made after a proposal was decided are read apart (`board.report`: `ReportReadings`).
+How the board is built and its noise pooled: `board_build.py`.
 
 Drift-aware (`Inputs.drift`, `drift.py`): a claim's runs are read against the baseline's
-level where they ran, not its mean over the sweep (`base_level`).
+level where they ran, not its mean over the sweep (`ClaimReadings.base_level`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ Z_ONE = 1.645
 
 @dataclass(frozen=True)
 class Board:
+    """The entries per (profile, tag) and the cell's noise: the lookups and the search's
+    readings (`delta` leaves the claim's runs out, `search_delta` reads every run); a
+    claim's readings are `claim`'s, the report block's `report`'s."""
+
     entries: dict[tuple[str, str], Entry]
     noise: float
     queue_s: float
@@ -45,13 +50,15 @@ class Board:
     reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
     drift: DriftRead = DRIFT_DEFAULT  # how a claim reads the baseline beside it
 
-    def base_level(self, tag: str, at: Sequence[float]) -> tuple[float, float] | None:
-        """The baseline's level at the mean of the times `at` and the variance of that level
-        relative to one run's (1/n for a mean of n), read as `drift` says."""
-        b = self.base(tag)
-        if b is None:
-            return None
-        return level(b.samples, b.at, at, self.drift, self.claim_noise, self.per_run)
+    @property
+    def claim(self) -> ClaimReadings:
+        """What a claim reads: a profile's fresh runs against the baseline beside them."""
+        return ClaimReadings(self)
+
+    @property
+    def report(self) -> ReportReadings:
+        """What the report block reads: the runs made after the decision (`reports`)."""
+        return ReportReadings(self)
 
     def t(self, z: float) -> float:
         """The normal quantile z widened to Student's t at the noise estimate's degrees of
@@ -103,14 +110,6 @@ class Board:
         n, nb = (e.n if e else 0) or 1, (b.n if b else 0) or 1
         return self.noise * math.sqrt(1 / n + 1 / nb)
 
-    def fresh(self, profile: str, tag: str) -> tuple[float, ...]:
-        """The runs that did not select the profile: all but its first (the screening run
-        that put it forward). The baseline is never selected: all of its runs count."""
-        e = self.get(profile, tag)
-        if e is None:
-            return ()
-        return e.claimed
-
     def retest(self, profile: str, tag: str) -> tuple[float, ...]:
         """The runs after the one that selected the profile that the search may read (its
         re-runs and part checks; not the claim's): what a part test compares."""
@@ -123,66 +122,10 @@ class Board:
             return None
         return statistics.fmean(got) / b.mean - 1
 
-    def fresh_at(self, profile: str, tag: str) -> tuple[float, ...]:
-        e = self.get(profile, tag)
-        return e.claimed_at if e is not None else ()
-
-    def fresh_delta(self, profile: str, tag: str) -> float | None:
-        got = self.fresh(profile, tag)
-        level = self.base_level(tag, self.fresh_at(profile, tag))
-        if not got or level is None or level[0] <= 0:
-            return None
-        return statistics.fmean(got) / level[0] - 1
-
-    def fresh_se(self, profile: str, tag: str) -> float:
-        n = len(self.fresh(profile, tag)) or 1
-        level = self.base_level(tag, self.fresh_at(profile, tag))
-        return self.claim_noise * math.sqrt(1 / n + (level[1] if level else 1.0))
-
-    def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
-        """The fresh delta's interval (95 % by default); None without a fresh run. Its
-        quantile is Student's t at the pooled noise's degrees of freedom, as the win rule's:
-        at 1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 %
-        of truths at 2-2.5 % noise."""
-        d = self.fresh_delta(profile, tag)
-        if d is None:
-            return None
-        half = self.t(z) * self.fresh_se(profile, tag)
-        return d - half, d + half
-
-    def above(self, profile: str, tag: str, bar: float) -> bool:
-        """Significantly above `bar` on fresh runs (one-sided, Z_ONE)."""
-        d = self.fresh_delta(profile, tag)
-        return d is not None and d - Z_ONE * self.fresh_se(profile, tag) > bar
-
     @property
     def per_run(self) -> float:
         """Mean queue time per run so far (the cluster's clock, as the results carry it)."""
         return self.queue_s / max(1, self.runs)
-
-    def reported(self, profile: str, tag: str) -> tuple[float, ...]:
-        e = self.reports.get((profile, tag))
-        return e.samples if e is not None else ()
-
-    def report_delta(self, profile: str, tag: str) -> float | None:
-        """The gain on the runs made after the decision, against the baseline's runs made
-        beside them."""
-        got, base = self.reported(profile, tag), self.reported(BASELINE, tag)
-        if not got or not base:
-            return None
-        return statistics.fmean(got) / statistics.fmean(base) - 1
-
-    def report_se(self, profile: str, tag: str) -> float:
-        n, nb = len(self.reported(profile, tag)) or 1, len(self.reported(BASELINE, tag)) or 1
-        return self.claim_noise * math.sqrt(1 / n + 1 / nb)
-
-    def report_interval(self, profile: str, tag: str, z: float = Z95
-                        ) -> tuple[float, float] | None:
-        d = self.report_delta(profile, tag)
-        if d is None:
-            return None
-        half = self.t(z) * self.report_se(profile, tag)
-        return d - half, d + half
 
     def parts_run(self, tag: str) -> set[str]:
         """Every profile run on `tag`, alone or as a part of a stack."""
@@ -192,3 +135,92 @@ class Board:
         skip = {BASELINE, EVIDENCE}
         return [e for (p, t), e in self.entries.items() if t == tag and e.n and p not in skip]
 
+
+@dataclass(frozen=True)
+class ClaimReadings:
+    """A claim's readings (`board.claim`): a profile's fresh runs, those after the one that
+    selected it, against the baseline's level where they ran; what a verdict claims and
+    what lets it stop."""
+
+    board: Board
+
+    def base_level(self, tag: str, at: Sequence[float]) -> tuple[float, float] | None:
+        """The baseline's level at the mean of the times `at` and the variance of that level
+        relative to one run's (1/n for a mean of n), read as `drift` says."""
+        board = self.board
+        b = board.base(tag)
+        if b is None:
+            return None
+        return level(b.samples, b.at, at, board.drift, board.claim_noise, board.per_run)
+
+    def fresh(self, profile: str, tag: str) -> tuple[float, ...]:
+        """The runs that did not select the profile: all but its first (the screening run
+        that put it forward). The baseline is never selected: all of its runs count."""
+        e = self.board.get(profile, tag)
+        if e is None:
+            return ()
+        return e.claimed
+
+    def fresh_at(self, profile: str, tag: str) -> tuple[float, ...]:
+        e = self.board.get(profile, tag)
+        return e.claimed_at if e is not None else ()
+
+    def delta(self, profile: str, tag: str) -> float | None:
+        """The fresh delta: the fresh runs' mean over the baseline's level beside them."""
+        got = self.fresh(profile, tag)
+        level = self.base_level(tag, self.fresh_at(profile, tag))
+        if not got or level is None or level[0] <= 0:
+            return None
+        return statistics.fmean(got) / level[0] - 1
+
+    def se(self, profile: str, tag: str) -> float:
+        n = len(self.fresh(profile, tag)) or 1
+        level = self.base_level(tag, self.fresh_at(profile, tag))
+        return self.board.claim_noise * math.sqrt(1 / n + (level[1] if level else 1.0))
+
+    def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
+        """The fresh delta's interval (95 % by default); None without a fresh run. Its
+        quantile is Student's t at the pooled noise's degrees of freedom, as the win rule's:
+        at 1.96 with few repeats and the noise shrunk toward the prior, it covered 82-91 %
+        of truths at 2-2.5 % noise."""
+        d = self.delta(profile, tag)
+        if d is None:
+            return None
+        half = self.board.t(z) * self.se(profile, tag)
+        return d - half, d + half
+
+    def above(self, profile: str, tag: str, bar: float) -> bool:
+        """Significantly above `bar` on fresh runs (one-sided, Z_ONE)."""
+        d = self.delta(profile, tag)
+        return d is not None and d - Z_ONE * self.se(profile, tag) > bar
+
+
+@dataclass(frozen=True)
+class ReportReadings:
+    """The report block's readings (`board.report`): the runs of a recipe and of the
+    baseline made after a proposal was decided, which decided nothing."""
+
+    board: Board
+
+    def runs(self, profile: str, tag: str) -> tuple[float, ...]:
+        e = self.board.reports.get((profile, tag))
+        return e.samples if e is not None else ()
+
+    def delta(self, profile: str, tag: str) -> float | None:
+        """The gain on the runs made after the decision, against the baseline's runs made
+        beside them."""
+        got, base = self.runs(profile, tag), self.runs(BASELINE, tag)
+        if not got or not base:
+            return None
+        return statistics.fmean(got) / statistics.fmean(base) - 1
+
+    def se(self, profile: str, tag: str) -> float:
+        n, nb = len(self.runs(profile, tag)) or 1, len(self.runs(BASELINE, tag)) or 1
+        return self.board.claim_noise * math.sqrt(1 / n + 1 / nb)
+
+    def interval(self, profile: str, tag: str, z: float = Z95) -> tuple[float, float] | None:
+        d = self.delta(profile, tag)
+        if d is None:
+            return None
+        half = self.board.t(z) * self.se(profile, tag)
+        return d - half, d + half

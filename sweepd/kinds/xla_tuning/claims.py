@@ -28,9 +28,9 @@ def confirmed_win(inp: Inputs, board: Board, name: str) -> bool:
     """>= +5 % on runs that did not select the recipe (at least MIN_FRESH of them, the
     baseline at BASE_N), its one-sided lower bound above the false-winner line (+4.5 %)."""
     t = inp.tags[0]
-    d, base = board.fresh_delta(name, t), board.base(t)
-    fresh, line = len(board.fresh(name, t)), inp.win - WIN_MARGIN
-    se = board.fresh_se(name, t)
+    d, base = board.claim.delta(name, t), board.base(t)
+    fresh, line = len(board.claim.fresh(name, t)), inp.win - WIN_MARGIN
+    se = board.claim.se(name, t)
     if not (d is not None and base is not None and base.n >= BASE_N
             and fresh >= MIN_FRESH and d >= inp.win and d - _z(board, Z_WIN) * se >= line):
         return False
@@ -75,12 +75,12 @@ def near_line(inp: Inputs, board: Board, name: str) -> bool:
     """Confirmed at 95 % but not clear at 99 %, before the runs a near claim needs: the
     recipe is re-run (to NEAR_FRESH fresh runs) and the baseline (to NEAR_BASE_N)."""
     t = inp.tags[0]
-    d, base = board.fresh_delta(name, t), board.base(t)
-    if d is None or base is None or len(board.fresh(name, t)) < MIN_FRESH or d < inp.win:
+    d, base = board.claim.delta(name, t), board.base(t)
+    if d is None or base is None or len(board.claim.fresh(name, t)) < MIN_FRESH or d < inp.win:
         return False
-    se, line = board.fresh_se(name, t), inp.win - WIN_MARGIN
+    se, line = board.claim.se(name, t), inp.win - WIN_MARGIN
     return (d - _z(board, Z_WIN) * se >= line > d - _z(board, Z_CLEAR) * se
-            and not (len(board.fresh(name, t)) >= NEAR_FRESH and base.n >= NEAR_BASE_N))
+            and not (len(board.claim.fresh(name, t)) >= NEAR_FRESH and base.n >= NEAR_BASE_N))
 
 
 def screening(board: Board, name: str, tag: str) -> float:
@@ -115,14 +115,14 @@ def reported(inp: Inputs, board: Board, name: str) -> bool:
     """The block made after the decision is measured in full."""
     t = inp.tags[0]
     return inp.report_runs > 0 and all(
-        len(board.reported(prof, t)) >= inp.report_runs for prof in (name, BASELINE))
+        len(board.report.runs(prof, t)) >= inp.report_runs for prof in (name, BASELINE))
 
 
 def report_backs_win(inp: Inputs, board: Board, name: str) -> bool:
     """The block made after the decision does not read the recipe below the line the win
     rule guards (+4.5 %): a recipe truly at +4.2 % was confirmed on a lucky +7 % from its
     fifth look, its block read +4.3 %, and the verdict still said ">= +5 %"."""
-    d = board.report_delta(name, inp.tags[0])
+    d = board.report.delta(name, inp.tags[0])
     return not reported(inp, board, name) or (d is not None and d >= inp.win - WIN_MARGIN)
 
 
@@ -131,5 +131,5 @@ def report_holds(inp: Inputs, board: Board, name: str) -> bool:
     bounded bar (one-sided 95 %): else it is within the noise of a small gain, and the
     proposal is not put forward as such."""
     t = inp.tags[0]
-    d = board.report_delta(name, t)
-    return d is not None and d - _z(board, Z_ONE) * board.report_se(name, t) > inp.bounded_gain
+    d = board.report.delta(name, t)
+    return d is not None and d - _z(board, Z_ONE) * board.report.se(name, t) > inp.bounded_gain

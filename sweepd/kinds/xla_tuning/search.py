@@ -45,7 +45,6 @@ from sweepd.kinds.xla_tuning.planned import (
 )
 from sweepd.kinds.xla_tuning.results import Fate, Result
 from sweepd.kinds.xla_tuning.stops import (
-    bounded_at_the_stop,
     needs_for,
     report_block,
     seed_winner,
@@ -54,6 +53,7 @@ from sweepd.kinds.xla_tuning.stops import (
     winner,
     within_budget,
 )
+from sweepd.kinds.xla_tuning.timebox_bounded import bounded_at_the_stop
 from sweepd.kinds.xla_tuning.verdicts import leader, make_verdict, verdict_leader
 from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates

@@ -23,8 +23,8 @@ class SearchSteps(CandidatesBase):
             rule = "noise.rerun"
             # Near the win bar after MAX_N runs: the next runs measure the claim (a recipe
             # with no claim run yet is judged on all of its runs).
-            fd = self.board.fresh_delta(e.profile, self.primary)
-            fse = self.board.fresh_se(e.profile, self.primary)
+            fd = self.board.claim.delta(e.profile, self.primary)
+            fse = self.board.claim.se(e.profile, self.primary)
             if fd is None:
                 fd, fse = d, se
             if (not why and rules.MAX_N <= e.n < rules.NEAR_BAR_N
@@ -34,7 +34,7 @@ class SearchSteps(CandidatesBase):
                 rule = "noise.confirm"
             elif (not why and rules.MAX_N <= e.n < rules.NEAR_BAR_N
                   and fd > self.inp.bounded_gain
-                  and not self.board.above(e.profile, self.primary, self.inp.bounded_gain)):
+                  and not self.board.claim.above(e.profile, self.primary, self.inp.bounded_gain)):
                 # "Bounded" would otherwise read "not shown above +2 %" as "shown below":
                 # a true +3.3 % read +2.2 % on two fresh runs and the cell was bounded.
                 why = (f"fresh {fd:+.2%} above the +{self.inp.bounded_gain:.0%} bar, not "

@@ -1,7 +1,8 @@
 """The SKILL.md's stop rules, and what a verdict needs before one may fire: stop rule 1 (a
 recipe confirmed >= +5 % with Wave 6 run), stop rule 2 (bounded: >= 25 profiles, none
 significantly above +2 %), the catalog's end, and stop rule 3 inside a wave (only the runs
-that start before the 8 h budget is spent are submitted)."""
+that start before the 8 h budget is spent are submitted). The bounded rule read at the 8 h
+stop itself: `timebox_bounded.py`."""
 
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ from sweepd.kinds.xla_tuning.results import BASELINE, CLAIM_RULES, REPORT
 from sweepd.kinds.xla_tuning.verdicts import (
     make_verdict,
     named_recipe,
-    one_run_lead,
     prospect,
     recipes,
 )
@@ -112,18 +112,18 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
         out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
                     f"baseline n={base.n}: the verdict's gain is judged against its mean"))
     e = board.get(p.name, t)
-    if e is not None and len(board.fresh(p.name, t)) < MIN_FRESH:
+    if e is not None and len(board.claim.fresh(p.name, t)) < MIN_FRESH:
         out.append((cands._profile(p.name), t, "noise.confirm",
                     f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
                     "that did not select it"))
     elif e is not None and near_line(inp, board, p.name):
-        fd = board.fresh_delta(p.name, t) or 0.0
+        fd = board.claim.delta(p.name, t) or 0.0
         why = (f"{p.name} fresh {fd:+.2%}: its lower bound clears +{inp.win - WIN_MARGIN:.1%} "
                f"at 95 % but not at 99 %")
         if base is not None and base.n < NEAR_BASE_N:
             out.append((cands.table[BASELINE], t, "noise.near_line_baseline",
                         f"baseline n={base.n}: {why}"))
-        if len(board.fresh(p.name, t)) < NEAR_FRESH:
+        if len(board.claim.fresh(p.name, t)) < NEAR_FRESH:
             out.append((cands._profile(p.name), t, "noise.near_line",
                         f"{why}: another fresh run"))
     return p.name, out + (cands.wave6(p.name) if wave6 else [])
@@ -232,7 +232,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
                     Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
     tried = cands.distinct_tried()
     significant = [e.profile for e in board.measured(primary)
-                   if board.above(e.profile, primary, inp.bounded_gain)]
+                   if board.claim.above(e.profile, primary, inp.bounded_gain)]
     # Bounded only once the stacks the singles call for have run, in seed mode too: the
     # SKILL.md's "25 profiles, none above +2 %" fired with a pair of +1.2 % singles
     # unstacked whose pair gave +6.5 % (a false "structurally bounded").
@@ -251,7 +251,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
-        return _bounded(inp, board, cands, tried, "")
+        return bounded_verdict(inp, board, cands, tried, "")
     if not more:
         need = verdict_needs(inp, board, cands)
         if need:
@@ -269,43 +269,10 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     return None
 
 
-def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict | None:
-    """At the 8 h stop, the SKILL.md's bounded rule read on what was run (>= 25 profiles,
-    none significantly above +2 %; on PP, Wave 5 run): a sweep whose last runs set off a
-    re-run or a stack the stop then cut off met the rule all the same (a flat cell whose
-    family values read a contender by noise ended on the timebox in 26 of 100 seeds)."""
-    primary = inp.tags[0]
-    tried = cands.distinct_tried()
-    if (tried < inp.bounded_count or shapes_due(cands)
-            or any(board.above(e.profile, primary, inp.bounded_gain)
-                   for e in board.measured(primary))
-            or _one_run_contender(inp, board) or _unseeded(cands)):
-        # A contender the stop cut off before its re-run, or a mechanism never run: the
-        # scope is not shown bounded, only "no change so far" (the timebox verdict).
-        return None
-    cut = dict.fromkeys(it[0].name for it in (*cands.confirmations(), *cands.stacks()))
-    why = (f"; read at the {inp.max_queue_s / 3600:g} h stop, which came before "
-           + ", ".join(cut) + " could run" if cut else "")
-    return _bounded(inp, board, cands, tried, why)
-
-
-def _one_run_contender(inp: Inputs, board: Board) -> bool:
-    """A profile run once that read above the bounded bar (a +7 % reading at 1.5 % noise
-    was left unconfirmed and the cell called bounded)."""
-    lead = one_run_lead(inp, board)
-    return lead is not None and lead[1] > inp.bounded_gain
-
-
-def _unseeded(cands: Candidates) -> bool:
-    """A mechanism of the cell none of whose profiles ran on the primary tag (the +7 %
-    NCCL flag's mechanism was never reached when flakes ate the time)."""
-    ran = cands.board.parts_run(cands.primary)
-    return any(not any(p.name in ran for p in cands.inp.catalog if m in p.mechanisms)
-               for m in cands.order if m is not Mechanism.PIPELINE
-               and any(m in p.mechanisms for p in cands.inp.catalog))
-
-
-def _bounded(inp: Inputs, board: Board, cands: Candidates, tried: int, why: str) -> Verdict:
+def bounded_verdict(inp: Inputs, board: Board, cands: Candidates, tried: int, why: str
+                    ) -> Verdict:
+    """Stop rule 2's verdict (`why`: what the stop adds), with what of the catalog never
+    ran (`bounded_note`)."""
     return make_verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
                         f"{tried} distinct profiles in Waves 2-4, none significantly above "
                         f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope"

@@ -1,6 +1,6 @@
 """The verdict: which recipe it names (the leader the planner confirms, the recipe a stop
-names), its gain and interval from runs that did not select it, and whether it is
-conditional (what a deployment would still need)."""
+names), its gain and interval from runs that did not select it (worded in
+`verdict_claim.py`), and whether it is conditional (what a deployment would still need)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,17 @@ from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.catalog import Profile
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
-    WIN_MARGIN,
     confirmed_win,
     cross_tag,
-    report_backs_win,
-    report_holds,
-    reported,
     screening,
     tag_interval,
 )
-from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import unrestorable
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
-from sweepd.kinds.xla_tuning.results import BASELINE, RESTORE, Fate
+from sweepd.kinds.xla_tuning.results import RESTORE, Fate
+from sweepd.kinds.xla_tuning.verdict_claim import gain_said, win_said
 from sweepd.kinds.xla_tuning.wave_rules import BASE_N
 from sweepd.kinds.xla_tuning.waves import Candidates
 
@@ -47,10 +43,10 @@ def verdict_leader(inp: Inputs, board: Board, cands: Candidates) -> str | None:
     fresh runs, those a deployment needs nothing more for first (confirmed, parts tested,
     Wave 6 run), then the one whose selecting run was best."""
     t = inp.tags[0]
-    ok = [n for n in recipes(inp, board, cands) if board.above(n, t, inp.bounded_gain)]
+    ok = [n for n in recipes(inp, board, cands) if board.claim.above(n, t, inp.bounded_gain)]
 
     def ready(n: str) -> bool:  # nothing a deployment would still need
-        return not _missing(inp, board, n, len(board.fresh(n, t)),
+        return not _missing(inp, board, n, len(board.claim.fresh(n, t)),
                             pruned(inp, board, cands, n).untested)[0]
 
     return max(ok, key=lambda n: (ready(n), screening(board, n, t)), default=None)
@@ -69,7 +65,7 @@ def named_recipe(inp: Inputs, board: Board, cands: Candidates
     if lead is None:
         return None
     p = pruned(inp, board, cands, lead)
-    if not board.above(p.name, inp.tags[0], inp.bounded_gain):
+    if not board.claim.above(p.name, inp.tags[0], inp.bounded_gain):
         return lead, (), p.untested, ()  # the kept part: no fresh evidence
     return p.name, p.left_out, p.untested, p.tested
 
@@ -104,14 +100,14 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
         if kind is VerdictKind.TIMEBOX:
             why += _reach_note(inp, board, tried)
     else:
-        gain, interval, n, said, held = _claim(inp, board, kind, recipe)
+        gain, interval, n, said, held = gain_said(inp, board, kind, recipe)
         why += said
         if kind is not VerdictKind.PROPOSAL:
             why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
                     else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
                          f"+{inp.win:.0%}; proposed as such")
         # What a deployment needs reads the confirming runs; the block only reports.
-        missing, regressed = _missing(inp, board, recipe, len(board.fresh(recipe, t)),
+        missing, regressed = _missing(inp, board, recipe, len(board.claim.fresh(recipe, t)),
                                       untested)
         if not held:
             missing.insert(0, f"the runs made after it was decided put it at {gain:+.2%}, "
@@ -130,25 +126,10 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 + " (no image default to restore: restore_default left "
                 + ("it" if len(kept) == 1 else "them") + ")")
     why += "".join(restore_dropped(board, tag, tag != t) for tag in inp.tags)
-    win, said = _win(inp, board, recipe, gain, held)
+    win, said = win_said(inp, board, recipe, gain, held)
     why += said
     return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
                    "; ".join(missing), interval, n, left, tried, win, tested)
-
-
-def _win(inp: Inputs, board: Board, recipe: str | None, gain: float | None, held: bool
-         ) -> tuple[bool, str]:
-    """Whether the verdict claims ">= +5 %", and what it says of the block's reading."""
-    if recipe is None or not (confirmed_win(inp, board, recipe) and held):
-        return False, ""
-    if not report_backs_win(inp, board, recipe):
-        return False, (f"; not put forward as >= +{inp.win:.0%}: the runs made after it was "
-                       f"decided read it below +{inp.win - WIN_MARGIN:.1%}")
-    if gain is not None and gain < inp.win:
-        # "Confirmed >= +5 %" beside a reported +4.90 % reads as a contradiction: said.
-        return True, (f"; the runs made after it was decided read it at {gain:+.2%}, within "
-                      f"noise of the +{inp.win:.0%} line (not below +{inp.win - WIN_MARGIN:.1%})")
-    return True, ""
 
 
 def _one_run_note(inp: Inputs, board: Board, gain: float | None) -> str:
@@ -166,47 +147,6 @@ def one_run_lead(inp: Inputs, board: Board) -> tuple[str, float] | None:
                 key=lambda e: board.delta(e.profile, t) or -1.0)
     d1 = board.delta(lead1.profile, t) if lead1 else None
     return (lead1.profile, d1) if lead1 is not None and d1 is not None else None
-
-
-def _drift_said(inp: Inputs) -> str:
-    """How the baseline beside the claim was read, unless as the SKILL.md reads it."""
-    if inp.drift is DriftRead.MEAN:
-        return ""
-    return f", against the baseline's {inp.drift.value} over the sweep (drift: {inp.drift})"
-
-
-def _claim(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
-           ) -> tuple[float, tuple[float, float], int, str, bool]:
-    """The recipe's gain, its interval, the runs behind it, how the verdict says it, and
-    whether it holds: from the block made after a proposal was decided when there is one
-    (the runs that decided it read high by that choice), else its fresh runs."""
-    t = inp.tags[0]
-    gain, interval = board.fresh_delta(recipe, t), board.interval(recipe, t)
-    n = len(board.fresh(recipe, t))
-    assert gain is not None and interval is not None
-    if not reported(inp, board, recipe):
-        said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
-                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
-                f"selected it{_drift_said(inp)}")
-        # Without the block the gain is read on the runs that kept it in front, look after
-        # look (a flat cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): said.
-        if not inp.report_runs:
-            said += ")"
-        elif kind is VerdictKind.PROPOSAL:
-            said += ", which also decided the stop: not re-measured after it)"
-        else:
-            said += (", which also put it forward: the 8 h stop came before the runs that "
-                     "would measure it apart)")
-        return gain, interval, n, said, True
-    decided = gain
-    gain, interval = board.report_delta(recipe, t), board.report_interval(recipe, t)
-    assert gain is not None and interval is not None
-    n, nb = len(board.reported(recipe, t)), len(board.reported(BASELINE, t))
-    said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
-            f"{interval[1]:+.2%}, from {n} runs of it and {nb} of the baseline made after "
-            f"it was decided, which decided nothing; the runs that decided it read "
-            f"{decided:+.2%})")
-    return gain, interval, n, said, report_holds(inp, board, recipe)
 
 
 def restore_dropped(board: Board, tag: str, named: bool = False) -> str:

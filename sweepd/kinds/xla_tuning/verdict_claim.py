@@ -1,0 +1,74 @@
+"""How a verdict states its recipe's claim: the gain, its interval and the runs behind it,
+read from the report block's runs when there are (made after the decision, which decided
+nothing), else from the recipe's fresh runs, and whether it says ">= +5 %"."""
+
+from __future__ import annotations
+
+from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.claims import (
+    WIN_MARGIN,
+    confirmed_win,
+    report_backs_win,
+    report_holds,
+    reported,
+)
+from sweepd.kinds.xla_tuning.drift import DriftRead
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.planned import VerdictKind
+from sweepd.kinds.xla_tuning.results import BASELINE
+
+
+def gain_said(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
+              ) -> tuple[float, tuple[float, float], int, str, bool]:
+    """The recipe's gain, its interval, the runs behind it, how the verdict says it, and
+    whether it holds: from the block made after a proposal was decided when there is one
+    (the runs that decided it read high by that choice), else its fresh runs."""
+    t = inp.tags[0]
+    gain, interval = board.claim.delta(recipe, t), board.claim.interval(recipe, t)
+    n = len(board.claim.fresh(recipe, t))
+    assert gain is not None and interval is not None
+    if not reported(inp, board, recipe):
+        said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
+                f"selected it{_drift_said(inp)}")
+        # Without the block the gain is read on the runs that kept it in front, look after
+        # look (a flat cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): said.
+        if not inp.report_runs:
+            said += ")"
+        elif kind is VerdictKind.PROPOSAL:
+            said += ", which also decided the stop: not re-measured after it)"
+        else:
+            said += (", which also put it forward: the 8 h stop came before the runs that "
+                     "would measure it apart)")
+        return gain, interval, n, said, True
+    decided = gain
+    gain, interval = board.report.delta(recipe, t), board.report.interval(recipe, t)
+    assert gain is not None and interval is not None
+    n, nb = len(board.report.runs(recipe, t)), len(board.report.runs(BASELINE, t))
+    said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
+            f"{interval[1]:+.2%}, from {n} runs of it and {nb} of the baseline made after "
+            f"it was decided, which decided nothing; the runs that decided it read "
+            f"{decided:+.2%})")
+    return gain, interval, n, said, report_holds(inp, board, recipe)
+
+
+def win_said(inp: Inputs, board: Board, recipe: str | None, gain: float | None, held: bool
+             ) -> tuple[bool, str]:
+    """Whether the verdict claims ">= +5 %", and what it says of the block's reading."""
+    if recipe is None or not (confirmed_win(inp, board, recipe) and held):
+        return False, ""
+    if not report_backs_win(inp, board, recipe):
+        return False, (f"; not put forward as >= +{inp.win:.0%}: the runs made after it was "
+                       f"decided read it below +{inp.win - WIN_MARGIN:.1%}")
+    if gain is not None and gain < inp.win:
+        # "Confirmed >= +5 %" beside a reported +4.90 % reads as a contradiction: said.
+        return True, (f"; the runs made after it was decided read it at {gain:+.2%}, within "
+                      f"noise of the +{inp.win:.0%} line (not below +{inp.win - WIN_MARGIN:.1%})")
+    return True, ""
+
+
+def _drift_said(inp: Inputs) -> str:
+    """How the baseline beside the claim was read, unless as the SKILL.md reads it."""
+    if inp.drift is DriftRead.MEAN:
+        return ""
+    return f", against the baseline's {inp.drift.value} over the sweep (drift: {inp.drift})"
