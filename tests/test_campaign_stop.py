@@ -38,18 +38,18 @@ def test_a_stopped_stage_stops_the_campaign_and_a_resume_goes_on_from_it(
     try:
         client = daemon.start()
         campaign = int(client.submit(spec)["id"])
-        wait_for("the campaign's stop", lambda: client.show(campaign)["state"] in ENDED)
-        stopped = client.show(campaign)
+        wait_for("the campaign's stop", lambda: client.reads.show(campaign)["state"] in ENDED)
+        stopped = client.reads.show(campaign)
         batch = _stage(stopped, "batch")
         assert stopped["state"] == "awaiting_decision", stopped["reason"]
-        assert client.show(batch)["state"] == "awaiting_decision"
+        assert client.reads.show(batch)["state"] == "awaiting_decision"
         assert stopped["reason"].startswith(f"stage batch (sweep {batch}) stopped and asks: "
                                             "2 consecutive coordination timeouts")
         # The person's word: the stage goes on, then the campaign.
-        client.resume(batch)
-        client.resume(campaign)
-        wait_for("the campaign's end", lambda: client.show(campaign)["state"] in ENDED)
-        shown = client.show(campaign)
+        client.controls.resume(batch)
+        client.controls.resume(campaign)
+        wait_for("the campaign's end", lambda: client.reads.show(campaign)["state"] in ENDED)
+        shown = client.reads.show(campaign)
     finally:
         daemon.kill()
     assert shown["state"] == "done", shown["reason"]

@@ -427,7 +427,7 @@ def test_watch_resumes_after_a_daemon_restart_without_gap_or_repeat(tmp_path: Pa
         time.sleep(0.5)   # the watcher finds the daemon gone and keeps trying
         client = proc.start()
         out, err = _rest(watcher)
-        shown = client.show(sid)
+        shown = client.reads.show(sid)
         assert client.status()["last_pass_ago_s"] is not None   # the daemon's engine passes
     finally:
         proc.kill()

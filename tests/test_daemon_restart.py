@@ -18,7 +18,7 @@ SPEC = perf_spec()
 def _wait(client: Client, sweep_id: int, until: set[str], timeout: float = 90) -> dict:  # type: ignore[type-arg]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        shown = client.show(sweep_id)
+        shown = client.reads.show(sweep_id)
         if shown["state"] in until:
             return shown
         time.sleep(0.1)
@@ -36,7 +36,7 @@ def _interrupted(daemon_dir: Path) -> dict:  # type: ignore[type-arg]
         client = daemon.start()
         sweep_id = int(client.submit(SPEC)["id"])
         deadline = time.monotonic() + 60
-        while len([r for r in client.show(sweep_id)["run_list"]
+        while len([r for r in client.reads.show(sweep_id)["run_list"]
                    if r["state"] == "passed"]) < 2:
             assert time.monotonic() < deadline, "no progress before the stop"
             time.sleep(0.05)

@@ -155,7 +155,7 @@ async def test_a_job_that_ended_while_the_daemon_was_down_keeps_slurms_end(
         await asyncio.sleep(4)
         restarted = time.time()
         client = daemon.start()
-        while client.show(sweep)["state"] not in ("done", "failed", "awaiting_decision"):
+        while client.reads.show(sweep)["state"] not in ("done", "failed", "awaiting_decision"):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.2)
     finally:

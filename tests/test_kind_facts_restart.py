@@ -49,7 +49,7 @@ async def test_a_restart_with_the_ended_jobs_logs_deleted_reads_their_facts_from
             Path(job["log_path"]).unlink()
         client = daemon.start()
         shown = _until_ended(client, sweep_id)
-        rows = client.report(sweep_id)["json"]["rows"]
+        rows = client.reads.report(sweep_id)["json"]["rows"]
     finally:
         daemon.kill()
     assert shown["state"] == "done", shown["reason"]

@@ -24,7 +24,7 @@ FLOOR = "hang_floor_wall_s = 3\n"
 
 
 def _running_job(client: object, sweep_id: int) -> dict | None:  # type: ignore[type-arg]
-    jobs = client.show(sweep_id)["jobs"]  # type: ignore[attr-defined]
+    jobs = client.reads.show(sweep_id)["jobs"]  # type: ignore[attr-defined]
     return next((j for j in jobs if j["state"] == "running" and j["last_step"] is not None),
                 None)
 
@@ -50,7 +50,7 @@ async def test_a_log_gone_across_a_restart_is_judged_by_the_scheduler(tmp_path: 
         log.mkdir()      # not even a file to find later
         client = daemon.start()
         deadline = time.monotonic() + 120
-        while (shown := client.show(sweep_id))["state"] not in ("done", "failed",
+        while (shown := client.reads.show(sweep_id))["state"] not in ("done", "failed",
                                                                 "awaiting_decision"):
             assert time.monotonic() < deadline, shown["state"]
             await asyncio.sleep(0.1)

@@ -41,7 +41,7 @@ def scrape_socket(path: Path) -> str:
 
 def wait_state(client: Client, sweep_id: int, states: set[str]) -> None:
     deadline = time.monotonic() + 90
-    while client.show(sweep_id)["state"] not in states:
+    while client.reads.show(sweep_id)["state"] not in states:
         assert time.monotonic() < deadline, "the sweep did not get there"
         time.sleep(0.1)
 
@@ -70,7 +70,7 @@ def test_metrics_on_socket_and_tcp_match_the_store(
         tmp_path: Path, stopped_daemon: tuple[Daemon, Client, int, int]) -> None:
     daemon, client, sweep_id, port = stopped_daemon
     try:
-        assert client.show(sweep_id)["state"] == "awaiting_decision"
+        assert client.reads.show(sweep_id)["state"] == "awaiting_decision"
         got = parse(scrape_socket(daemon.socket))
         db = tmp_path / "state" / "sweepd.db"
         assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "awaiting_decision")))] \
@@ -179,7 +179,8 @@ def test_an_unreachable_controller_shows(tmp_path: Path) -> None:
         client = daemon.start()
         sweep_id = int(client.submit(perf_spec(values=[8]))["id"])
         deadline = time.monotonic() + 60
-        while not any(e["rule"] == "controller.wait" for e in client.show(sweep_id)["events"]):
+        while not any(e["rule"] == "controller.wait"
+                      for e in client.reads.show(sweep_id)["events"]):
             assert time.monotonic() < deadline, "the outage never began"
             time.sleep(0.1)
         got = parse(scrape_socket(daemon.socket))

@@ -74,9 +74,9 @@ def run_campaign(where: Path, land: Path, kill: bool) -> dict[str, Any]:
                 where, campaign, s), 400)
             daemon.kill()   # SIGKILL: no clean-up of any kind
             client = daemon.start()
-        wait_for("the campaign's end", lambda: client.show(campaign)["state"] in (
+        wait_for("the campaign's end", lambda: client.reads.show(campaign)["state"] in (
             "done", "failed", "aborted", "awaiting_decision"), 500)
-        shown: dict[str, Any] = client.show(campaign)
+        shown: dict[str, Any] = client.reads.show(campaign)
     finally:
         daemon.kill()
     assert shown["state"] == "done", shown["reason"]

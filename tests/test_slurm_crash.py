@@ -111,7 +111,7 @@ async def test_sigkill_at_random_moments_loses_and_doubles_nothing(
             states_at_kill.update(_job_states(db))
             client = daemon.start()
         deadline = time.monotonic() + 180
-        while client.show(sweep_id)["state"] not in ("done", "failed", "awaiting_decision"):
+        while client.reads.show(sweep_id)["state"] not in ("done", "failed", "awaiting_decision"):
             assert time.monotonic() < deadline, "the sweep did not finish after the crashes"
             await asyncio.sleep(0.2)
     finally:

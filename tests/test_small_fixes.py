@@ -223,7 +223,7 @@ async def test_a_campaign_report_counts_its_stage_sweeps_jobs(tmp_path: Path) ->
 
 
 def test_a_best_at_the_lower_edge_of_the_range_says_so() -> None:
-    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.edges import best_at_edge
     from sweepd.kinds.model_perf.search import Outcome, Probe
     from sweepd.kinds.model_perf.search.space import batch_space
     from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -234,15 +234,16 @@ def test_a_best_at_the_lower_edge_of_the_range_says_so() -> None:
 
     seen = [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OK, 850.0)]
     cut = batch_space(16, lower=12, upper=16)
-    assert _edge(spec(lower=12, upper=16), cut, seen) == (
+    assert best_at_edge(spec(lower=12, upper=16), cut, seen) == (
         "it is the lowest value searched (lower: 12), so a lower one may be faster")
     # From 1 up there is nothing lower to try; a best inside the range says nothing.
-    assert _edge(spec(), batch_space(16), [Probe(1, Outcome.OK, 900.0)]) is None
-    assert _edge(spec(lower=12, upper=16), cut, [*seen, Probe(13, Outcome.OK, 950.0)]) is None
+    assert best_at_edge(spec(), batch_space(16), [Probe(1, Outcome.OK, 900.0)]) is None
+    assert best_at_edge(spec(lower=12, upper=16), cut,
+                        [*seen, Probe(13, Outcome.OK, 950.0)]) is None
 
 
 def test_a_best_below_a_failed_given_value_names_the_batches_never_given() -> None:
-    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.edges import best_at_edge
     from sweepd.kinds.model_perf.search import Outcome, Probe
     from sweepd.kinds.model_perf.search.space import SearchSpace
     from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -252,15 +253,15 @@ def test_a_best_below_a_failed_given_value_names_the_batches_never_given() -> No
     space = SearchSpace(candidates=(1, 2, 64), estimate_index=None)
     seen = [Probe(1, Outcome.OK, 500.0), Probe(2, Outcome.OK, 900.0),
             Probe(64, Outcome.OOM, None)]
-    assert _edge(spec, space, seen) == ("the next value given, 64, failed (oom); 3-63 were "
-                                        "not among the values, so a batch there may fit "
-                                        "and be faster")
+    assert best_at_edge(spec, space, seen) == ("the next value given, 64, failed (oom); 3-63 were "
+                                               "not among the values, so a batch there may fit "
+                                               "and be faster")
     # Adjacent values leave nothing between; a pass above says nothing of the kind.
-    assert _edge(spec, space, [*seen[:2], Probe(64, Outcome.OK, 800.0)]) is None
+    assert best_at_edge(spec, space, [*seen[:2], Probe(64, Outcome.OK, 800.0)]) is None
 
 
 def test_a_best_at_the_largest_batch_run_says_memory_ruled_out_the_next() -> None:
-    from sweepd.kinds.model_perf.plan import _edge
+    from sweepd.kinds.model_perf.edges import best_at_edge
     from sweepd.kinds.model_perf.search import Outcome, Probe
     from sweepd.kinds.model_perf.search.space import batch_space
     from sweepd.kinds.model_perf.spec import ModelPerfSpec
@@ -272,9 +273,9 @@ def test_a_best_at_the_largest_batch_run_says_memory_ruled_out_the_next() -> Non
         return Probe(b, Outcome.OK, tgs, temp_gb=12.0 * b, fixed_gb=4.0, limit_gb=178.6)
 
     seen = [run(10, 1000.0), run(14, 1100.0)]
-    assert _edge(spec, batch_space(40), seen) == (
+    assert best_at_edge(spec, batch_space(40), seen) == (
         "nothing above 14 was run: the compiled memory predicts 15 needs ~184 of the 179 GB "
         "pool")
     # A run above the best (its OOM, or a slower pass) says it; so does a best below.
-    assert _edge(spec, batch_space(40), [*seen, Probe(15, Outcome.OOM, None)]) is None
-    assert _edge(spec, batch_space(40), [run(6, 1000.0), run(8, 1100.0)]) is None
+    assert best_at_edge(spec, batch_space(40), [*seen, Probe(15, Outcome.OOM, None)]) is None
+    assert best_at_edge(spec, batch_space(40), [run(6, 1000.0), run(8, 1100.0)]) is None

@@ -76,7 +76,7 @@ async def test_a_sweep_submitted_while_watching_moves_to_done(clean: Daemon) -> 
         sweep_id = int(client.submit(perf_spec(values=[4, 8], name="[b]tags[/b] stay text"))["id"])
         await until(pilot, lambda: row(app, sweep_id) is not None, "the new sweep")
         await until(pilot, lambda: state_of(app, sweep_id) == "done", "the sweep done")
-        shown = client.show(sweep_id)
+        shown = client.reads.show(sweep_id)
         r = row(app, sweep_id)
         assert r is not None
         bar = r.query_one(ProgressBar)
@@ -107,7 +107,7 @@ async def test_stop_message_explain_report_resume_and_abort(faulty: Daemon) -> N
                     "the stop")
         stop = str(app.query_one("#stop", Static).render())
         assert stop and "exclu" in stop.lower()
-        shown = client.show(sweep_id)
+        shown = client.reads.show(sweep_id)
         assert stop in [e["reason"] for e in shown["events"] if e["kind"] == "progress"]
 
         await pilot.press("e")
@@ -126,19 +126,19 @@ async def test_stop_message_explain_report_resume_and_abort(faulty: Daemon) -> N
         assert "Resume sweep" in str(app.screen.query_one("#question", Label).render())
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, Confirm), "the view")
-        assert client.show(sweep_id)["state"] == "awaiting_decision"
+        assert client.reads.show(sweep_id)["state"] == "awaiting_decision"
         await pilot.press("u")
         await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
         await pilot.press("y")
         await until(pilot, lambda: any((e.get("rule") or "").startswith("person.resume")
-                                       for e in client.show(sweep_id)["events"]),
+                                       for e in client.reads.show(sweep_id)["events"]),
                     "the resume")
         # Abort, confirmed with the button.
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
         await pilot.click("#yes")
         await until(pilot, lambda: state_of(app, sweep_id) == "aborted", "the abort")
-        assert client.show(sweep_id)["state"] == "aborted"
+        assert client.reads.show(sweep_id)["state"] == "aborted"
         await pilot.press("q")
 
 
@@ -214,5 +214,5 @@ async def test_an_80_by_24_terminal_keeps_the_latest_line_and_the_whole_dialog(
             assert region.area and screen.contains_region(region), (button, region)
         await pilot.click("#no")
         await until(pilot, lambda: not isinstance(app.screen, Confirm), "the view")
-        assert client.show(sweep_id)["state"] == "awaiting_decision"
+        assert client.reads.show(sweep_id)["state"] == "awaiting_decision"
         await pilot.press("q")

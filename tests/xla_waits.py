@@ -23,7 +23,7 @@ def _wave2(shown: dict[str, Any]) -> tuple[int, int]:
 async def until_mid_wave(client: Client, sweep_id: int) -> None:
     deadline = time.monotonic() + 120
     while True:
-        done, open_ = _wave2(client.show(sweep_id))
+        done, open_ = _wave2(client.reads.show(sweep_id))
         if done >= 2 and open_ >= 2:
             return
         assert time.monotonic() < deadline, "Wave 2 never got under way"
@@ -33,7 +33,7 @@ async def until_mid_wave(client: Client, sweep_id: int) -> None:
 def until_ended(client: Client, sweep_id: int) -> dict[str, Any]:
     deadline = time.monotonic() + 180
     while True:
-        shown = client.show(sweep_id)
+        shown = client.reads.show(sweep_id)
         if shown["state"] in ENDED:
             return dict(shown)
         assert time.monotonic() < deadline, f"sweep still {shown['state']}"

@@ -1,4 +1,6 @@
-"""A synchronous client of the daemon's Unix-socket API (what the CLI verbs use)."""
+"""A synchronous client of the daemon's Unix-socket API (what the CLI verbs use): the
+daemon-wide routes on `Client`, one sweep's reads on `client.reads` (`SweepReads`) and its
+controls on `client.controls` (`SweepControls`)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ class Client:
         self.socket_path = socket_path
         self._http = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)),
                                   base_url="http://sweepd", timeout=timeout_s)
+        self.reads = SweepReads(self)
+        self.controls = SweepControls(self)
 
     def close(self) -> None:
         self._http.close()
@@ -70,56 +74,7 @@ class Client:
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._request(method, path, **kwargs).json()
 
-    # -- the routes ----------------------------------------------------------------------
-
-    def health(self) -> dict[str, Any]:
-        return dict(self._json("GET", "/health"))
-
-    def submit(self, spec: Any) -> dict[str, Any]:
-        return dict(self._json("POST", "/sweeps", json=spec))
-
-    def list_sweeps(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", "/sweeps"))
-
-    def show(self, sweep_id: int) -> dict[str, Any]:
-        return dict(self._json("GET", f"/sweeps/{sweep_id}"))
-
-    def report(self, sweep_id: int) -> dict[str, Any]:
-        return dict(self._json("GET", f"/sweeps/{sweep_id}/report"))
-
-    def report_markdown(self, sweep_id: int) -> str:
-        return self._request("GET", f"/sweeps/{sweep_id}/report.md").text
-
-    def plot(self, sweep_id: int) -> bytes | None:
-        """The sweep's PNG, or None when its kind draws none (yet)."""
-        try:
-            return self._request("GET", f"/sweeps/{sweep_id}/plot.png").content
-        except ClientError as e:
-            if e.status == 404 and "no plot" in e.message:
-                return None
-            raise
-
-    def explain(self, sweep_id: int) -> dict[str, Any]:
-        return dict(self._json("GET", f"/sweeps/{sweep_id}/explain"))
-
-    def cancel(self, sweep_id: int) -> dict[str, Any]:
-        return dict(self._json("POST", f"/sweeps/{sweep_id}/cancel"))
-
-    def abort(self, sweep_id: int) -> dict[str, Any]:
-        return dict(self._json("POST", f"/sweeps/{sweep_id}/abort"))
-
-    def resume(self, sweep_id: int, exclude: Sequence[str] = (),
-               readmit: Sequence[str] = ()) -> dict[str, Any]:
-        body = {"exclude": list(exclude), "readmit": list(readmit)}
-        return dict(self._json("POST", f"/sweeps/{sweep_id}/resume", json=body))
-
-    def progress(self, sweep_id: int, after: int = 0, wait_s: float = 0.0) -> dict[str, Any]:
-        return dict(self._json("GET", f"/sweeps/{sweep_id}/progress",
-                               params={"after": after, "wait": wait_s},
-                               timeout=wait_s + DEFAULT_TIMEOUT_S))
-
-    def stream(self, sweep_id: int, after: int = 0) -> Iterator[dict[str, Any]]:
-        """Progress lines as they land; ends when the sweep stops or ends."""
+    def _stream(self, sweep_id: int, after: int) -> Iterator[dict[str, Any]]:
         if not self.socket_path.exists():
             raise _not_running(self.socket_path)
         # No read timeout: a sweep may print nothing for a long while.
@@ -138,7 +93,16 @@ class Client:
             raise ClientError(0, f"lost the connection to sweepd at {self.socket_path}: "
                                  f"{e!r}") from None
 
-    # -- the CLI's views -----------------------------------------------------------------
+    # -- the daemon-wide routes ----------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/health"))
+
+    def submit(self, spec: Any) -> dict[str, Any]:
+        return dict(self._json("POST", "/sweeps", json=spec))
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/sweeps"))
 
     def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
                     since: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
@@ -154,13 +118,6 @@ class Client:
             params["user"] = user
         return list(self._json("GET", "/sweeps", params=params))
 
-    def job_log(self, sweep_id: int, which: str | None = None, offset: int = 0
-                ) -> dict[str, Any]:
-        params: dict[str, Any] = {"offset": offset}
-        if which:
-            params["job"] = which
-        return dict(self._json("GET", f"/sweeps/{sweep_id}/log", params=params))
-
     def status(self) -> dict[str, Any]:
         return dict(self._json("GET", "/status"))
 
@@ -169,3 +126,66 @@ class Client:
 
     def validate(self, spec: Any) -> dict[str, Any]:
         return dict(self._json("POST", "/validate", json=spec))
+
+
+class SweepReads:
+    """One sweep's read-only routes: what `show`, `report`, `explain`, `logs` and `watch`
+    read (the ones `OfflineClient` also answers from a state directory)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client   # the connection (and its refusals) these routes go through
+
+    def show(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}"))
+
+    def report(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}/report"))
+
+    def report_markdown(self, sweep_id: int) -> str:
+        return self._client._request("GET", f"/sweeps/{sweep_id}/report.md").text
+
+    def plot(self, sweep_id: int) -> bytes | None:
+        """The sweep's PNG, or None when its kind draws none (yet)."""
+        try:
+            return self._client._request("GET", f"/sweeps/{sweep_id}/plot.png").content
+        except ClientError as e:
+            if e.status == 404 and "no plot" in e.message:
+                return None
+            raise
+
+    def explain(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}/explain"))
+
+    def progress(self, sweep_id: int, after: int = 0, wait_s: float = 0.0) -> dict[str, Any]:
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}/progress",
+                                       params={"after": after, "wait": wait_s},
+                                       timeout=wait_s + DEFAULT_TIMEOUT_S))
+
+    def stream(self, sweep_id: int, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Progress lines as they land; ends when the sweep stops or ends."""
+        return self._client._stream(sweep_id, after)
+
+    def job_log(self, sweep_id: int, which: str | None = None, offset: int = 0
+                ) -> dict[str, Any]:
+        params: dict[str, Any] = {"offset": offset}
+        if which:
+            params["job"] = which
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}/log", params=params))
+
+
+class SweepControls:
+    """What a person does to one sweep: cancel, abort, resume."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def cancel(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._client._json("POST", f"/sweeps/{sweep_id}/cancel"))
+
+    def abort(self, sweep_id: int) -> dict[str, Any]:
+        return dict(self._client._json("POST", f"/sweeps/{sweep_id}/abort"))
+
+    def resume(self, sweep_id: int, exclude: Sequence[str] = (),
+               readmit: Sequence[str] = ()) -> dict[str, Any]:
+        body = {"exclude": list(exclude), "readmit": list(readmit)}
+        return dict(self._client._json("POST", f"/sweeps/{sweep_id}/resume", json=body))

@@ -70,7 +70,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
     def body(client: Client) -> int:
         console = _console()
-        chunk = client.job_log(args.id, args.job, 0)
+        chunk = client.reads.job_log(args.id, args.job, 0)
         if not args.json:
             say(_log_header(args, chunk), err=True)
         waiting = False
@@ -91,6 +91,6 @@ def run_logs(args: argparse.Namespace) -> int:
             if not chunk.get("more"):
                 time.sleep(LOG_POLL_S)
             # By sweepd's own job number: the job the first answer named, whatever its id.
-            chunk = client.job_log(args.id, f"id:{chunk['job']}", chunk["next_offset"])
+            chunk = client.reads.job_log(args.id, f"id:{chunk['job']}", chunk["next_offset"])
 
     return with_source(args, body)

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sweepd.app.queries import Queries
-from sweepd.cli.client import Client, ClientError
+from sweepd.cli.client import Client, ClientError, SweepControls, SweepReads
 from sweepd.config import Config
 from sweepd.kinds.registry import kind_of
 from sweepd.store.store import NotFound, Store
@@ -34,6 +34,8 @@ class OfflineClient(Client):
     def __init__(self, state_dir: Path) -> None:  # no socket, no HTTP client
         self.state_dir = state_dir
         self.socket_path = state_dir / DB_NAME
+        self.reads = OfflineSweepReads(self)
+        self.controls = SweepControls(self)   # each refused by `_request`
 
     def close(self) -> None:
         pass
@@ -62,18 +64,26 @@ class OfflineClient(Client):
         raise ClientError(400, f"{method} {path} needs the daemon: only report, explain and "
                                "logs read a state directory")
 
+
+class OfflineSweepReads(SweepReads):
+    """The sweep reads a state directory answers; the others refused as `_request` does."""
+
+    def __init__(self, client: OfflineClient) -> None:
+        super().__init__(client)
+        self._offline = client
+
     def report(self, sweep_id: int) -> dict[str, Any]:
-        return self._query(lambda q: q.report(sweep_id))
+        return self._offline._query(lambda q: q.report(sweep_id))
 
     def report_markdown(self, sweep_id: int) -> str:
         return str(self.report(sweep_id)["markdown"])
 
     def explain(self, sweep_id: int) -> dict[str, Any]:
-        return self._query(lambda q: q.explain(sweep_id))
+        return self._offline._query(lambda q: q.explain(sweep_id))
 
     def job_log(self, sweep_id: int, which: str | None = None, offset: int = 0
                 ) -> dict[str, Any]:
-        return self._query(lambda q: q.job_log(sweep_id, which, offset))
+        return self._offline._query(lambda q: q.job_log(sweep_id, which, offset))
 
     def plot(self, sweep_id: int) -> bytes | None:
         async def draw(q: Queries) -> bytes | None:
@@ -83,7 +93,7 @@ class OfflineClient(Client):
                 return None
             return plot(sweep, await q.store.runs.runs(sweep_id), await q.store.jobs.jobs(sweep_id))
 
-        return self._query(draw)
+        return self._offline._query(draw)
 
 
 # -- validate, without a daemon ------------------------------------------------------------

@@ -23,15 +23,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, client: Client) -> int:
     if args.tuning_md is not None or args.apply is not None:
-        return _report_action(args, client.report(args.id)["json"])
+        return _report_action(args, client.reads.report(args.id)["json"])
     if args.plot is not None:
         code = _write_plot(args, client)
         if code:
             return code
     if args.json:
-        print_json(client.report(args.id)["json"])
+        print_json(client.reads.report(args.id)["json"])
     else:
-        say(client.report_markdown(args.id), end="")
+        say(client.reads.report_markdown(args.id), end="")
     return 0
 
 
@@ -63,7 +63,7 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
     path: Path = args.plot
     problem = _plot_problem(path)
     if problem is None:
-        png = client.plot(args.id)
+        png = client.reads.plot(args.id)
         if png is None:
             say(f"sweep {args.id}: nothing to plot", err=True)
             return 0

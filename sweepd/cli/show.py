@@ -19,7 +19,7 @@ _JOB_COLUMNS = [("id", "JOB"), ("run_seq", "RUN #"), ("attempt", "TRY"), ("backe
 
 @client_command
 def run_show(args: argparse.Namespace, client: Client) -> int:
-    s = client.show(args.id)
+    s = client.reads.show(args.id)
     if args.json:
         print_json(s)
         return 0

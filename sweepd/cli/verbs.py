@@ -71,7 +71,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace, client: Client) -> int:
-    out = client.explain(args.id)
+    out = client.reads.explain(args.id)
     if args.json:
         print_json(out)
     else:
@@ -89,17 +89,17 @@ def _print_summary(args: argparse.Namespace, summary: Mapping[str, Any]) -> int:
 
 @client_command
 def run_cancel(args: argparse.Namespace, client: Client) -> int:
-    return _print_summary(args, client.cancel(args.id))
+    return _print_summary(args, client.controls.cancel(args.id))
 
 
 @client_command
 def run_abort(args: argparse.Namespace, client: Client) -> int:
-    return _print_summary(args, client.abort(args.id))
+    return _print_summary(args, client.controls.abort(args.id))
 
 
 @client_command
 def run_resume(args: argparse.Namespace, client: Client) -> int:
-    summary = client.resume(args.id, args.exclude or [], args.readmit or [])
+    summary = client.controls.resume(args.id, args.exclude or [], args.readmit or [])
     if not args.json and summary.get("excluded"):
         say(f"excluded nodes: {compact_nodes(summary['excluded'])}", err=True)
     return _print_summary(args, summary)

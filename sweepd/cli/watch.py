@@ -41,7 +41,7 @@ class Watcher:
 
         # The daemon may go between receiving the event and printing it: `last` moves only
         # once it is printed, so a reconnect fetches it again (no gap).
-        progress = client.show(self.sweep_id)["progress"]
+        progress = client.reads.show(self.sweep_id)["progress"]
         if self.args.json:
             print(json.dumps({**event, "progress": progress}, sort_keys=True), flush=True)
         else:
@@ -57,10 +57,10 @@ class Watcher:
         try:
             with Client(self.socket) as client:
                 if self.shown is None:   # what the sweep had before this watch began
-                    self.shown = _progress_key(client.show(self.sweep_id)["progress"])
-                for event in client.stream(self.sweep_id, self.last):
+                    self.shown = _progress_key(client.reads.show(self.sweep_id)["progress"])
+                for event in client.reads.stream(self.sweep_id, self.last):
                     self._event(client, event)
-                return client.show(self.sweep_id)
+                return client.reads.show(self.sweep_id)
         except ClientError as e:
             if e.status != 0 or self.shown is None:   # never reached: not a restart
                 raise

@@ -7,21 +7,19 @@ from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf.comparable import slowed_stop
+from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
-    MEMORY_MARGIN,
     NOISE,
     PRIOR_SHAPE,
-    Outcome,
     PriorMismatch,
     Probe,
     SearchSpace,
     best_mean,
     flat_top,
     means,
-    memory_fit,
     next_probe,
     open_beside_best,
     prior_mismatch,
@@ -29,7 +27,7 @@ from sweepd.kinds.model_perf.search import (
     with_run_noise,
 )
 from sweepd.kinds.model_perf.search_space import search_space
-from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
+from sweepd.kinds.model_perf.spec import ModelPerfSpec
 
 BUDGET_STOP = "model_perf.budget_gap"
 EXTRA_RUNS = 4  # runs taken past max_runs (once a person agrees, or extend_budget) to close
@@ -74,8 +72,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         unsure = _unsure(spec, space, seen, done, budget, extended)
         if isinstance(unsure, Stop):
             return unsure
-        notes = [n for n in (slowed, unsure, _edge(spec, space, seen),
-                             _between_given(spec, space, seen), flat_top(space, seen),
+        notes = [n for n in (slowed, unsure, best_at_edge(spec, space, seen),
+                             ungiven_beside_best(spec, space, seen), flat_top(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None,
@@ -156,73 +154,6 @@ def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:
     return (f"{told} the run-to-run noise at {space.noise:.1%} (the rules assume "
             f"{NOISE:.0%}): two runs are told apart, and a gap settled, only beyond it"
             + ran)
-
-
-def _edge(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
-    """The best is the highest value there was to try (the curve may still be rising), or
-    the lowest of a range cut above 1 (`lower`: it may still be falling below it)."""
-    top = best_mean(seen)
-    if top is None or not space.ordered:
-        return None
-    if top.value == space.candidates[-1]:
-        return "it is the highest value searched, so a higher one may be faster"
-    if top.value == space.candidates[0] and spec.values is None and spec.lower > 1:
-        return f"it is the lowest value searched (lower: {spec.lower}), so a lower one " \
-               "may be faster"
-    return _given_gap_above(spec, space, seen, top) or _memory_edge(spec, seen, top)
-
-
-def _memory_edge(spec: ModelPerfSpec, seen: list[Probe], top: Probe) -> str | None:
-    """The best is the largest batch that ran and the next was never run: the compiled-
-    memory line ruled it out (no run of it failed), which is a prediction, not a run."""
-    if spec.parameter != BATCH or spec.values is not None or not isinstance(top.value, int):
-        return None
-    if any(isinstance(p.value, int) and p.value > top.value for p in seen):
-        return None
-    fit = memory_fit(seen)
-    if fit is None:
-        return None
-    need = fit.base + fit.slope * (top.value + 1)
-    if need <= fit.limit * (1 - MEMORY_MARGIN):
-        return None   # memory did not rule it out: something else did, and says so
-    return (f"nothing above {top.value} was run: the compiled memory predicts "
-            f"{top.value + 1} needs ~{need:.0f} of the {fit.limit:.0f} GB pool")
-
-
-def _given_gap_above(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
-                     top: Probe) -> str | None:
-    """Given integer values: the best is the last that ran and the next given value failed
-    with batches between them never given. A larger batch that fits may be faster."""
-    if spec.values is None or spec.parameter != BATCH or not isinstance(top.value, int):
-        return None
-    i = space.candidates.index(top.value)
-    nxt = space.candidates[i + 1]
-    failed = [p for p in seen if p.value == nxt and p.outcome is not Outcome.OK]
-    if not failed or not isinstance(nxt, int) or nxt - top.value < 2:
-        return None
-    return (f"the next value given, {nxt}, failed ({failed[0].outcome}); {top.value + 1}-"
-            f"{nxt - 1} were not among the values, so a batch there may fit and be faster")
-
-
-def _between_given(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
-    """Given integer batch values: the batches between the best and the given values either
-    side were never given, so the peak may lie there (values [8, 16, 32, 40] measured 16
-    best; the curve peaked at 22, 17 % faster, and the verdict said nothing of it)."""
-    top = best_mean(seen)
-    if spec.values is None or spec.parameter != BATCH or top is None \
-            or not isinstance(top.value, int):
-        return None
-    ran = sorted(int(p.value) for p in seen
-                 if p.outcome is Outcome.OK and isinstance(p.value, int))
-    i = ran.index(top.value)
-    spans = [f"{a + 1}-{b - 1}" if b - a > 2 else str(a + 1)
-             for a, b in ((ran[i - 1], top.value) if i else (0, 0),
-                          (top.value, ran[i + 1]) if i + 1 < len(ran) else (0, 0))
-             if b - a >= 2]
-    if not spans:
-        return None
-    return (f"batches {' and '.join(spans)}, beside the best, were not among the values "
-            "given: the peak may lie there")
 
 
 def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],

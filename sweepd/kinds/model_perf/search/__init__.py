@@ -68,20 +68,19 @@ compiled-memory line), `view` (the runs on the candidates' axis), `bounds` (the 
 their concave and step-time bounds), `shapes` (tile alignment, the floor past a steep fall,
 a pass below a silent failure, a second peak), `choose` (the next run and its reason),
 `repeat` (runs made again for the noise), `slowed` (runs that are not comparable: the nodes
-slowed mid-sweep), and here the public questions: the next probe, the bound left, why a
-value was not run.
+slowed mid-sweep), `prior` (an earlier sweep's runs standing in, and why they stop), and
+here the public questions: the next probe, the bound left, why a value was not run.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bound, open_gaps
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
+from sweepd.kinds.model_perf.search.prior import PriorMismatch, prior_mismatch, scaled_prior
 from sweepd.kinds.model_perf.search.repeat import repeat_top, with_run_noise
 from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
@@ -137,7 +136,7 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)
         return None if value is None else Step(value, "categorical: every value is tried")
-    seen = [*probes, *_scaled_prior(space, probes)]
+    seen = [*probes, *scaled_prior(space, probes)]
     view = View.of(space, seen)
     top = best(seen)
     if top is not None and top.value not in tried and top.value in space.candidates \
@@ -169,65 +168,6 @@ def _one_off_note(probes: Sequence[Probe], value: Value) -> str:
     return f"; the OOM at {probes[last].value} {why}, and bound nothing" if last in off else ""
 
 
-@dataclass(frozen=True)
-class PriorMismatch:
-    """This sweep's runs and the earlier sweep's at the values both ran are not one curve
-    up to a scale: (value, this sweep's TGS / the earlier one's) for the value whose ratio
-    is beyond the drift, or for the two whose ratios disagree."""
-
-    ratios: tuple[tuple[Value, float], ...]
-
-
-def prior_mismatch(space: SearchSpace, probes: Sequence[Probe]) -> PriorMismatch | None:
-    """Why the earlier sweep's runs no longer stand in, or None while they do. One shared
-    value is the only evidence that the two curves have one shape: a ratio there beyond
-    what noise and node variance explain (`space.prior_drift`), or two ratios that differ
-    by more than the noise (PRIOR_SHAPE), and the curve has changed. The first evidence in
-    this sweep's run order is named (it stays the same as the sweep goes on)."""
-    if space.prior_drift is None:
-        return None
-    ratios = _prior_ratios(space, probes)
-    for k, (value, ratio) in enumerate(ratios):
-        if abs(ratio - 1) > space.prior_drift:
-            return PriorMismatch(((value, ratio),))
-        for other, before in ratios[:k]:
-            if max(ratio, before) / min(ratio, before) - 1 > PRIOR_SHAPE:
-                return PriorMismatch(((other, before), (value, ratio)))
-    return None
-
-
-def _prior_ratios(space: SearchSpace, probes: Sequence[Probe]) -> list[tuple[Value, float]]:
-    """This sweep's TGS over the earlier one's at each value both ran, in this sweep's run
-    order."""
-    mine = {p.value: p.tgs for p in probes if p.outcome is Outcome.OK and p.tgs}
-    return [(v, tgs / p.tgs) for v, tgs in mine.items() for p in space.prior
-            if p.value == v and p.outcome is Outcome.OK and p.tgs]
-
-
-def _scaled_prior(space: SearchSpace, probes: Sequence[Probe]) -> list[Probe]:
-    """The earlier sweep's runs at values this one has not run, once this sweep has run one
-    of its values: TGS scaled by the ratio at the values both ran (the nodes or the day
-    may be a little faster or slower), memory as it was (the same config). None once
-    they show another curve (`prior_mismatch`): the search goes on as without them."""
-    ratios = _prior_ratios(space, probes)
-    if not ratios or prior_mismatch(space, probes) is not None or _held_back(space, ratios):
-        return []
-    mine = {p.value for p in probes if p.outcome is Outcome.OK and p.tgs}
-    scale = statistics.fmean(r for _, r in ratios)
-    return [replace(p, tgs=p.tgs * scale if p.tgs is not None else None, earlier=True)
-            for p in space.prior if p.value not in mine and p.outcome is Outcome.OK]
-
-
-def _held_back(space: SearchSpace, ratios: Sequence[tuple[Value, float]]) -> bool:
-    """One shared value read off the earlier sweep by more than two runs' noise (FLAT):
-    the level moved, and one ratio cannot tell a level from a shape (a peak moved 30 -> 28
-    or 30 -> 32 read 0.96-0.98 at the old peak and the old curve settled the sweep there,
-    2.3-3.8 % slow). Its runs wait for a second shared value whose ratio agrees
-    (PRIOR_SHAPE); within FLAT one run still lets them stand in (the same cell again)."""
-    return (space.prior_drift is not None and len(ratios) == 1
-            and abs(ratios[0][1] - 1) > space.flat)
-
-
 def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None = None
                 ) -> float:
     """The highest TGS this space could still hold at values up to `up_to` (default all):
@@ -238,7 +178,7 @@ def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None
     if not space.ordered:
         return math.inf if any(c not in tried for c in space.candidates) else \
             max((p.tgs or 0.0 for p in probes if p.outcome is Outcome.OK), default=0.0)
-    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    view = View.of(space, [*probes, *scaled_prior(space, probes)])
     k = view.n - 1 if up_to is None else view.last_at_most(up_to)
     if k < 0:
         return 0.0
@@ -281,7 +221,7 @@ def why_not_run(space: SearchSpace, probes: Sequence[Probe],
     left = [v for v in values if v not in tried]
     if not space.ordered:
         return dict.fromkeys(left)
-    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    view = View.of(space, [*probes, *scaled_prior(space, probes)])
     where = {v: i for i, v in enumerate(space.candidates)}
     return {v: _ruled_out(view, probes, where[v]) if v in where else None for v in left}
 
@@ -315,7 +255,7 @@ def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     `values lo+1..hi-1 beside the best (b) are not run`; None when there is none."""
     if not space.ordered:
         return None
-    view = View.of(space, [*probes, *_scaled_prior(space, probes)])
+    view = View.of(space, [*probes, *scaled_prior(space, probes)])
     if not view.ok:
         return None
     gaps = beside_best(view, open_gaps(view))
