@@ -57,15 +57,15 @@ async def seed(db: Path, logs: Path, jobs: int, per_sweep: int = RUNS_PER_SWEEP)
         for first in range(0, jobs, per_sweep):
             count = min(per_sweep, jobs - first)
             nodes = f"bn[{first:04d}-{first + count - 1:04d}]"
-            sweep = await store.sweeps.create_sweep("model-perf", f"scale-{first}", {
+            sweep = await store.sweeps.create("model-perf", f"scale-{first}", {
                 "kind": "model-perf", "model": "llama2-70b", "nodes": nodes, "values": [1, 2]})
             for j in range(first, first + count):
-                run = await store.runs.add_run(sweep, f"per_device_batch_size={j}",
+                run = await store.runs.add(sweep, f"per_device_batch_size={j}",
                                                RunParams(overrides={"per_device_batch_size": j}),
                                                f"bn{j:04d}", "seeded")
-                await store.runs.transition_run(run.id, RunState.ACTIVE, "seeded")
-                job = await store.jobs.create_job(run, f"scale{j}", f"bench-{j}", f"bn{j:04d}")
-                await store.jobs.transition_job(job.id, JobState.QUEUED, "seeded",
+                await store.runs.transition(run.id, RunState.ACTIVE, "seeded")
+                job = await store.jobs.create(run, f"scale{j}", f"bench-{j}", f"bn{j:04d}")
+                await store.jobs.transition(job.id, JobState.QUEUED, "seeded",
                                                 backend_id=backend_id(j),
                                                 log_path=str(logs / log_name(j)),
                                                 submitted_at=time.time())

@@ -76,7 +76,7 @@ class Parts:
     def install(self) -> None:
         from sweepd.core import engine, follow, logpass
 
-        self.wrap(ActiveJobs, "active_jobs", "active_jobs")
+        self.wrap(ActiveJobs, "jobs", "active_jobs")
         self.wrap(engine, "poll", "poll")
         self.wrap(engine, "read_logs", "read_logs (all of the log part)")
         self.wrap(follow.LogFollower, "read_chunks", "  read_chunks (chunks, parse)")

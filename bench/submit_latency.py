@@ -37,13 +37,13 @@ POLL_S = 0.002
 
 async def _first_job(store: Store, sweep_id: int) -> None:
     # Polled from outside, as a client would see it; no engine event is waited on.
-    while not await store.jobs.jobs(sweep_id):  # noqa: ASYNC110
+    while not await store.jobs.of_sweep(sweep_id):  # noqa: ASYNC110
         await asyncio.sleep(POLL_S)
 
 
 async def _submitted(store: Store, sweep_id: int) -> None:
     # An abort while the job's sbatch is under way would race the submission's own record.
-    while any(j.state == JobState.SUBMITTING for j in await store.jobs.jobs(sweep_id)):  # noqa: ASYNC110
+    while any(j.state == JobState.SUBMITTING for j in await store.jobs.of_sweep(sweep_id)):  # noqa: ASYNC110
         await asyncio.sleep(POLL_S)
 
 

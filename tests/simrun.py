@@ -56,9 +56,9 @@ async def recorded(config: Config, sweep: int = 1
     label and outcome."""
     store = await open_store(config)
     try:
-        verdict = (await store.sweeps.sweep(sweep)).verdict
-        rules = [e.rule or "" for e in await store.events.events(sweep)]
-        runs = [(r.label, r.outcome) for r in await store.runs.runs(sweep)]
+        verdict = (await store.sweeps.get(sweep)).verdict
+        rules = [e.rule or "" for e in await store.events.of_sweep(sweep)]
+        runs = [(r.label, r.outcome) for r in await store.runs.of_sweep(sweep)]
     finally:
         await store.close()
     return verdict, rules, runs

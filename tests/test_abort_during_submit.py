@@ -34,8 +34,8 @@ async def test_an_abort_during_a_submission_cancels_the_job_it_made(tmp_path: Pa
         await parts.service.abort(sweep_id)
         go_on.set()
         await asyncio.wait_for(step, 30)   # no InvalidTransition out of the pass
-        [job] = await parts.store.jobs.jobs(sweep_id)
-        events = await parts.store.events.events(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
+        events = await parts.store.events.of_sweep(sweep_id)
         assert job.state == JobState.CANCELLED and job.backend_id, job
         assert "submit.late_cancel" in [e.rule for e in events]
         # The scheduler ends the job (a cancel takes effect asynchronously).
@@ -56,7 +56,7 @@ async def test_an_abort_while_the_pass_polls_does_not_end_the_pass(tmp_path: Pat
         backend = parts.engine.backend
         sweep_id = int((await parts.service.submit(perf_spec(values=[4])))["id"])
         await parts.engine.step()
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.state == JobState.QUEUED and job.backend_id, job
         real_poll = backend.poll
 
@@ -68,10 +68,10 @@ async def test_an_abort_while_the_pass_polls_does_not_end_the_pass(tmp_path: Pat
         backend.poll = poll_meanwhile_aborted  # type: ignore[method-assign]
         parts.engine.poll_clock.last = 0.0   # the poll is due now
         await asyncio.wait_for(parts.engine.step(), 30)
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.state == JobState.CANCELLED, job
-        assert (await parts.store.sweeps.sweep(sweep_id)).state == "aborted"
-        events = await parts.store.events.events(sweep_id)
+        assert (await parts.store.sweeps.get(sweep_id)).state == "aborted"
+        events = await parts.store.events.of_sweep(sweep_id)
         assert "scheduler.running" not in [e.rule for e in events]
 
 
@@ -108,13 +108,13 @@ async def test_a_verdict_reached_with_runs_open_leaves_nothing_on_the_cluster(
         engine = parts.engine
         sweep_id = int((await parts.service.submit(perf_spec(values=[4, 8])))["id"])
         await engine.step()
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.state == JobState.QUEUED and job.backend_id, job
-        await finish(engine, await parts.store.sweeps.sweep(sweep_id), Finished(True, "verdict"))
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        await finish(engine, await parts.store.sweeps.get(sweep_id), Finished(True, "verdict"))
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.state == JobState.CANCELLED, job
-        assert {r.state for r in await parts.store.runs.runs(sweep_id)} == {RunState.CANCELLED}
-        assert (await parts.store.sweeps.sweep(sweep_id)).state == "done"
+        assert {r.state for r in await parts.store.runs.of_sweep(sweep_id)} == {RunState.CANCELLED}
+        assert (await parts.store.sweeps.get(sweep_id)).state == "done"
         for _ in range(300):   # the scheduler was told (a cancel takes effect asynchronously)
             status = (await engine.backend.poll([job.backend_id]))[job.backend_id]
             if status.state.finished:

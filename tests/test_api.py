@@ -236,31 +236,31 @@ async def test_resume_of_queued_sweep_is_409(api: Api) -> None:
 
 async def test_resume_sets_exclusions(api: Api) -> None:
     sweep_id = await submit(api)
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started")
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
+    await api.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume", json={"exclude": 3})
     assert status == 422 and body["details"][0]["loc"] == ["exclude"]
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi2863", "zzz9"]})   # not a node of ours
     assert status == 422 and "zzz9" in body["error"]
-    assert (await api.store.sweeps.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
-    assert await api.store.exclusions.exclusions(sweep_id) == []
+    assert (await api.store.sweeps.get(sweep_id)).state == SweepState.AWAITING_DECISION
+    assert await api.store.exclusions.of_sweep(sweep_id) == []
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi[2863,2867]"]})
     assert status == 200 and body["state"] == "running"
-    excluded = await api.store.exclusions.exclusions(sweep_id)
+    excluded = await api.store.exclusions.of_sweep(sweep_id)
     assert [e.node for e in excluded] == ["chi2863", "chi2867"]
     # A later stop: `exclude` adds (a node a fault excluded never returns by accident) and
     # only `readmit` puts one back.
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    await api.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi2870"]})
     assert status == 200 and body["excluded"] == ["chi2863", "chi2867", "chi2870"]
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    await api.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"readmit": ["chi2863", "chi2880"]})   # 2880: a typo
     assert status == 422 and "has not excluded chi2880" in body["error"], body
-    assert (await api.store.sweeps.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
+    assert (await api.store.sweeps.get(sweep_id)).state == SweepState.AWAITING_DECISION
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"readmit": ["chi2863"]})
     assert status == 200 and body["excluded"] == ["chi2867", "chi2870"]
@@ -276,7 +276,7 @@ async def test_abort_then_abort_again(api: Api) -> None:
 
 async def test_progress_long_poll_returns_events_after(api: Api) -> None:
     sweep_id = await submit(api)
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started",
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started",
                                             progress="first line")
     status, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after=0")
     assert status == 200 and [e["reason"] for e in body["events"]] == ["first line"]
@@ -284,7 +284,7 @@ async def test_progress_long_poll_returns_events_after(api: Api) -> None:
 
     async def later() -> None:
         await asyncio.sleep(0.05)
-        await api.store.events.add_event(sweep_id, "progress", "second line")
+        await api.store.events.add(sweep_id, "progress", "second line")
         api.service.engine.changed.set()
 
     task = asyncio.create_task(later())
@@ -303,7 +303,7 @@ async def test_progress_never_sends_a_line_of_a_transaction_still_open(api: Api)
     # pass is cancelled: rolled back). A watcher sent that line would resume after its id,
     # and the line written again after the restart reuses the id: a gap.
     sweep_id = await submit(api)
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="one")
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started", progress="one")
     _, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after=0")
     last = body["last"]
     opened, stop = asyncio.Event(), asyncio.Event()
@@ -311,7 +311,7 @@ async def test_progress_never_sends_a_line_of_a_transaction_still_open(api: Api)
     async def pass_cancelled() -> None:
         with contextlib.suppress(RuntimeError):
             async with api.store.tx():
-                await api.store.events.add_event(sweep_id, "progress", "never committed")
+                await api.store.events.add(sweep_id, "progress", "never committed")
                 opened.set()
                 await stop.wait()
                 raise RuntimeError("the daemon stopped mid-pass")
@@ -325,18 +325,18 @@ async def test_progress_never_sends_a_line_of_a_transaction_still_open(api: Api)
     stop.set()
     await engine
     assert [e.reason for e in await read] == []
-    await api.store.events.add_event(sweep_id, "progress", "two")
+    await api.store.events.add(sweep_id, "progress", "two")
     _, body = await api.call("GET", f"/sweeps/{sweep_id}/progress?after={last}")
     assert [e["reason"] for e in body["events"]] == ["two"]
 
 
 async def test_stream_ends_when_sweep_stops(api: Api) -> None:
     sweep_id = await submit(api)
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started", progress="one")
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started", progress="one")
 
     async def finish() -> None:
         await asyncio.sleep(0.05)
-        await api.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop",
+        await api.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop",
                                                 progress="stopped: decide")
         api.service.engine.changed.set()
 
@@ -401,10 +401,10 @@ async def test_stale_socket_file_is_replaced(tmp_path: Path) -> None:
 
 async def test_updated_moves_with_what_happens_to_a_running_sweep(api: Api) -> None:
     sweep_id = await submit(api)
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
     _, before = await api.call("GET", f"/sweeps/{sweep_id}")
     await asyncio.sleep(0.01)   # the store's clock has millisecond steps
-    await api.store.runs.add_run(sweep_id, "b=4",
+    await api.store.runs.add(sweep_id, "b=4",
                                  RunParams(overrides={"per_device_batch_size": 4}), NODES, "probe")
     _, after = await api.call("GET", f"/sweeps/{sweep_id}")
     assert after["state"] == "running" and after["updated_at"] > before["updated_at"]

@@ -228,46 +228,46 @@ def test_the_claim_interval_is_wide_with_few_runs_and_says_within_noise() -> Non
 
 async def test_a_stage_sweep_is_made_once_with_its_link_and_the_campaign_row(
         store: Store, tmp_path: Path) -> None:
-    parent = await store.sweeps.create_sweep("campaign", "c", {"model": "m"})
+    parent = await store.sweeps.create("campaign", "c", {"model": "m"})
     spec = {"kind": "node-perf", "nodes": SLOT}
     child, made = await store.campaigns.start_child(parent, Carried("health"), "node-perf", "h",
                                                     spec, "alice")
     again, made_again = await store.campaigns.start_child(parent, Carried("health"), "node-perf",
                                                           "h", spec, "alice")
     assert made and not made_again and again == child
-    assert len(await store.sweeps.sweeps()) == 2
-    link = await store.campaigns.campaign_of(child)
+    assert len(await store.sweeps.all()) == 2
+    link = await store.campaigns.parent_of(child)
     assert link is not None and (link.campaign_id, link.stage) == (parent, "health")
-    assert (await store.sweeps.sweep(child)).submitted_by == "alice"
+    assert (await store.sweeps.get(child)).submitted_by == "alice"
     batch, _ = await store.campaigns.start_child(
         parent, Carried("batch", nodes="n[1-8]", batch=None), "model-perf", "b", spec, None)
     await store.campaigns.start_child(parent, Carried("flags", batch=9, recipe=["--a=1"]),
                                       "xla-tuning", "f", spec, None)
-    row = await store.campaigns.campaign(parent)
+    row = await store.campaigns.get(parent)
     assert row is not None and (row.stage, row.nodes, row.batch, row.recipe) == (
         "flags", "n[1-8]", 9, ["--a=1"])
-    assert [c.stage for c in await store.campaigns.campaign_children(parent)] == [
+    assert [c.stage for c in await store.campaigns.children(parent)] == [
         "health", "batch", "flags"]
-    assert batch in {c.child_id for c in await store.campaigns.campaign_children(parent)}
+    assert batch in {c.child_id for c in await store.campaigns.children(parent)}
 
 
 async def test_a_campaign_is_due_when_its_latest_stage_ends_or_stops_to_ask(
         store: Store) -> None:
-    parent = await store.sweeps.create_sweep("campaign", "c", {})
-    await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "started")
+    parent = await store.sweeps.create("campaign", "c", {})
+    await store.sweeps.transition(parent, SweepState.RUNNING, "started")
     child, _ = await store.campaigns.start_child(parent, Carried("health"), "node-perf", "h", {},
                                                  None)
     assert await store.campaigns.campaigns_due() == set()          # queued: nothing to do
-    await store.sweeps.transition_sweep(child, SweepState.RUNNING, "started")
+    await store.sweeps.transition(child, SweepState.RUNNING, "started")
     assert await store.campaigns.campaigns_due() == set()
-    await store.sweeps.transition_sweep(child, SweepState.AWAITING_DECISION, "asks")
+    await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks")
     assert await store.campaigns.campaigns_due() == {parent}       # the campaign must stop too
-    await store.sweeps.transition_sweep(parent, SweepState.AWAITING_DECISION, "stage asks")
+    await store.sweeps.transition(parent, SweepState.AWAITING_DECISION, "stage asks")
     assert await store.campaigns.campaigns_due() == set()          # not running
-    await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "resumed by a person")
+    await store.sweeps.transition(parent, SweepState.RUNNING, "resumed by a person")
     assert await store.campaigns.campaigns_due() == set()          # answered: waits for the stage
-    await store.sweeps.transition_sweep(child, SweepState.RUNNING, "resumed")
-    await store.sweeps.transition_sweep(child, SweepState.DONE, "verdict")
+    await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
+    await store.sweeps.transition(child, SweepState.DONE, "verdict")
     assert await store.campaigns.campaigns_due() == {parent}
 
 
@@ -431,21 +431,21 @@ async def test_aborting_a_campaign_aborts_its_stage_under_way(tmp_path: Path) ->
     backend, clock = make_backend(config)
     try:
         service = Service(Engine(store, backend, clock, config))
-        parent = await store.sweeps.create_sweep("campaign", "c", {"model": "m"})
-        await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "started")
+        parent = await store.sweeps.create("campaign", "c", {"model": "m"})
+        await store.sweeps.transition(parent, SweepState.RUNNING, "started")
         done, _ = await store.campaigns.start_child(parent, Carried("health"), "node-perf", "h",
                                                     {}, None)
-        await store.sweeps.transition_sweep(done, SweepState.RUNNING, "started")
-        await store.sweeps.transition_sweep(done, SweepState.DONE, "verdict")
+        await store.sweeps.transition(done, SweepState.RUNNING, "started")
+        await store.sweeps.transition(done, SweepState.DONE, "verdict")
         running, _ = await store.campaigns.start_child(parent, Carried("batch"), "model-perf", "b",
                                                        {}, None)
-        await store.sweeps.transition_sweep(running, SweepState.RUNNING, "started")
+        await store.sweeps.transition(running, SweepState.RUNNING, "started")
         await service.abort(parent)
-        assert (await store.sweeps.sweep(parent)).state == SweepState.ABORTED
-        stage = await store.sweeps.sweep(running)
+        assert (await store.sweeps.get(parent)).state == SweepState.ABORTED
+        stage = await store.sweeps.get(running)
         assert stage.state == SweepState.ABORTED
         assert stage.reason == f"its campaign (sweep {parent}) was aborted by a person"
-        assert (await store.sweeps.sweep(done)).state == SweepState.DONE   # an ended stage stays
+        assert (await store.sweeps.get(done)).state == SweepState.DONE   # an ended stage stays
     finally:
         await backend.close()
         await store.close()
@@ -464,23 +464,23 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
     try:
         engine = Engine(store, backend, clock, config)
         spec = _spec().model_dump(mode="json")
-        parent = await store.sweeps.create_sweep("campaign", "c", spec)
-        await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "started")
+        parent = await store.sweeps.create("campaign", "c", spec)
+        await store.sweeps.transition(parent, SweepState.RUNNING, "started")
         bad = StartSweep("batch", {"kind": "model-perf", "model": "deepseek3-671b",
                                    "nodes": "n[1-8]", "upper": 0})
-        assert await start_child(engine, await store.sweeps.sweep(parent), bad) is None
-        stopped = await store.sweeps.sweep(parent)
+        assert await start_child(engine, await store.sweeps.get(parent), bad) is None
+        stopped = await store.sweeps.get(parent)
         assert stopped.state == SweepState.AWAITING_DECISION
         assert stopped.reason is not None and stopped.reason.startswith(
             "stage batch: its sweep's spec was refused: invalid model-perf spec: upper")
-        assert len(await store.sweeps.sweeps()) == 1   # nothing half made
+        assert len(await store.sweeps.all()) == 1   # nothing half made
         good = StartSweep("health", {"kind": "node-perf", "nodes": "n[1-9]"},
                           progress=["stage health: starting"])
-        await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "resumed")
-        child = await start_child(engine, await store.sweeps.sweep(parent), good)
-        again = await start_child(engine, await store.sweeps.sweep(parent), good)
+        await store.sweeps.transition(parent, SweepState.RUNNING, "resumed")
+        child = await start_child(engine, await store.sweeps.get(parent), good)
+        again = await start_child(engine, await store.sweeps.get(parent), good)
         assert child is not None and again == child   # planned twice, made once
-        said = [e.reason for e in await store.events.events(parent, kind="progress")]
+        said = [e.reason for e in await store.events.of_sweep(parent, kind="progress")]
         assert said.count("stage health: starting") == 1
     finally:
         await backend.close()
@@ -521,16 +521,16 @@ async def test_a_resume_in_the_same_millisecond_as_the_stop_is_still_an_answer(
     import sweepd.store.sweeps as sweeps_module
 
     monkeypatch.setattr(sweeps_module, "now_sql", lambda: "2026-12-02T10:00:00.000Z")
-    parent = await store.sweeps.create_sweep("campaign", "c", {})
-    await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "started")
+    parent = await store.sweeps.create("campaign", "c", {})
+    await store.sweeps.transition(parent, SweepState.RUNNING, "started")
     child, _ = await store.campaigns.start_child(parent, Carried("health"), "node-perf", "h", {},
                                                  None)
-    await store.sweeps.transition_sweep(child, SweepState.RUNNING, "started")
-    await store.sweeps.transition_sweep(child, SweepState.AWAITING_DECISION, "asks")
+    await store.sweeps.transition(child, SweepState.RUNNING, "started")
+    await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks")
     assert await store.campaigns.campaigns_due() == {parent}
-    await store.sweeps.transition_sweep(parent, SweepState.AWAITING_DECISION, "stage asks")
-    await store.sweeps.transition_sweep(parent, SweepState.RUNNING, "resumed by a person")
+    await store.sweeps.transition(parent, SweepState.AWAITING_DECISION, "stage asks")
+    await store.sweeps.transition(parent, SweepState.RUNNING, "resumed by a person")
     assert await store.campaigns.campaigns_due() == set()
-    await store.sweeps.transition_sweep(child, SweepState.RUNNING, "resumed")
-    await store.sweeps.transition_sweep(child, SweepState.AWAITING_DECISION, "asks again")
+    await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
+    await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks again")
     assert await store.campaigns.campaigns_due() == {parent}

@@ -114,12 +114,12 @@ async def _budgeted_campaign(tmp_path: Path, time_scale: float) -> dict[str, Any
     # What a restarted daemon reads: the store alone.
     store = await open_store(config)
     try:
-        campaign = await store.sweeps.sweep(1)
+        campaign = await store.sweeps.get(1)
         parsed = parse_spec(campaign.spec)
         assert isinstance(parsed, CampaignSpec)
         facts = await gather(store, parsed, GatherContext(sweep=campaign.id))
-        jobs = [j for link in await store.campaigns.campaign_children(campaign.id)
-                for j in await store.jobs.jobs(link.child_id)]
+        jobs = [j for link in await store.campaigns.children(campaign.id)
+                for j in await store.jobs.of_sweep(link.child_id)]
     finally:
         await store.close()
     # The spans the jobs' logs printed, read here apart from the monitor.

@@ -74,11 +74,11 @@ async def test_the_batch_stages_parallelism_reaches_its_job_on_the_simulated_clu
     assert isinstance(got, StartSweep) and got.stage == "batch"
     stage = parse_spec(got.spec)
     async with open_parts(config) as parts:
-        sid = await parts.store.sweeps.create_sweep(stage.kind, "batch",
+        sid = await parts.store.sweeps.create(stage.kind, "batch",
                                                     stage.model_dump(mode="json"))
         for _ in range(50):
             await parts.engine.step()
-            jobs = [j for j in await parts.store.jobs.jobs(sid) if j.backend_id]
+            jobs = [j for j in await parts.store.jobs.of_sweep(sid) if j.backend_id]
             if jobs:
                 break
         assert jobs, "the batch stage submitted no job"
@@ -296,12 +296,12 @@ async def test_gather_reads_each_parallelisms_stages_into_its_own_cell(store: An
     from sweepd.store.campaigns import Carried
 
     spec = _spec(stages=["batch", "flags", "confirm"])
-    parent = await store.sweeps.create_sweep("campaign", "c", spec.model_dump(mode="json"))
+    parent = await store.sweeps.create("campaign", "c", spec.model_dump(mode="json"))
     for key, best in (("batch FSDP=8", 9), ("batch PP=4,FSDP=2", 6)):
         child, _ = await store.campaigns.start_child(parent, Carried(key), "model-perf", key, {},
                                                      None)
-        await store.sweeps.transition_sweep(child, SweepState.RUNNING, "started")
-        await store.sweeps.transition_sweep(child, SweepState.DONE, "verdict",
+        await store.sweeps.transition(child, SweepState.RUNNING, "started")
+        await store.sweeps.transition(child, SweepState.DONE, "verdict",
                                             verdict={"best": best, "tgs": 1000.0 + best})
     facts = await gather(store, spec, GatherContext(sweep=parent))
     assert set(facts.children) == {"batch FSDP=8", "batch PP=4,FSDP=2"}

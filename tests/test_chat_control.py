@@ -34,8 +34,8 @@ async def poll(service: Service, double: BotApiDouble) -> int:
 
 async def stopped_sweep(service: Service) -> int:
     sid = int((await service.submit(SPEC))["id"])
-    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+    await service.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await service.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "node fault",
                                                 progress="[model-perf STOP] halted")
     return sid
 
@@ -134,7 +134,7 @@ async def test_resume_from_the_chat_can_exclude_nodes(service: Service,
     refused, resumed = double.texts()
     assert refused.startswith(f"Cannot resume sweep {sid}:") and "zzz9" in refused
     assert resumed.startswith(f"resume: #{sid} ")
-    excluded = await service.store.exclusions.exclusions(sid)
+    excluded = await service.store.exclusions.of_sweep(sid)
     assert [e.node for e in excluded] == ["chi2863", "chi2867"]
 
 
@@ -143,7 +143,7 @@ async def test_a_resume_button_under_an_older_stop_does_not_resume_a_later_one(
     sid = await stopped_sweep(service)
     first = await service.current_stop(sid)
     await service.resume(sid)                       # answered from the CLI: buttons stay
-    await service.store.sweeps.transition_sweep(
+    await service.store.sweeps.transition(
         sid, SweepState.AWAITING_DECISION, "unhealthy",
         progress="[model-perf STOP] the cluster is unhealthy")
     assert first is not None and await service.current_stop(sid) != first

@@ -122,14 +122,14 @@ async def test_unknown_id_and_refused_operations_exit_2(daemon: Daemon) -> None:
 
 async def test_resume_with_exclusions(daemon: Daemon) -> None:
     sweep_id = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started")
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop")
+    await daemon.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop")
     code, out, _ = await daemon.run("resume", str(sweep_id), "--exclude", "chi2867",
                                     "chi[2870,2872]", "--json")
     assert code == 0 and json.loads(out)["state"] == "running"
-    excluded = [e.node for e in await daemon.store.exclusions.exclusions(sweep_id)]
+    excluded = [e.node for e in await daemon.store.exclusions.of_sweep(sweep_id)]
     assert excluded == ["chi2867", "chi2870", "chi2872"]
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop")
+    await daemon.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop")
     code, _, err = await daemon.run("resume", str(sweep_id), "--readmit", "chi2880")
     assert code == 2
     assert "has not excluded chi2880; excluded: chi[2867,2870,2872]" in err   # whole
@@ -153,9 +153,9 @@ async def test_report_and_explain(daemon: Daemon) -> None:
 async def test_watch_exit_code_follows_the_end_state(daemon: Daemon, end: SweepState,
                                                      code: int) -> None:
     sweep_id = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started",
+    await daemon.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started",
                                                progress="a")
-    await daemon.store.sweeps.transition_sweep(sweep_id, end, "the end", progress="b")
+    await daemon.store.sweeps.transition(sweep_id, end, "the end", progress="b")
     got, out, _ = await daemon.run("watch", str(sweep_id))
     assert got == code
     a, b, last = out.splitlines()
@@ -168,7 +168,7 @@ async def test_watch_exit_code_follows_the_end_state(daemon: Daemon, end: SweepS
 
 async def test_watch_prints_lines_as_they_land(daemon: Daemon) -> None:
     sweep_id = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started",
+    await daemon.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started",
                                                progress="batch 1 submitted")
     watch = asyncio.create_task(daemon.run("watch", str(sweep_id), "--json"))
     # Wait until the watcher is following (its stream is open) before the sweep moves on.
@@ -199,8 +199,8 @@ async def test_report_apply_writes_one_line_of_the_model_config(daemon: Daemon,
                       "steps: 15\n")
     code, _, err = await daemon.run("report", str(sweep_id), "--apply", str(config))
     assert code == 2 and "no optimum" in err  # nothing to apply yet
-    await daemon.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "test")
-    await daemon.store.sweeps.transition_sweep(
+    await daemon.store.sweeps.transition(sweep_id, SweepState.RUNNING, "test")
+    await daemon.store.sweeps.transition(
         sweep_id, SweepState.DONE, "test",
         verdict={"parameter": "per_device_batch_size", "best": 12, "tgs": 1400.0})
     other = tmp_path / "grok-1.gpu.yml"
@@ -230,14 +230,14 @@ def test_apply_appends_a_missing_key_and_refuses_env_variables(tmp_path: Path) -
 async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) -> None:
     first = int((await daemon.service.submit(SPEC))["id"])
     for b in (4, 8):   # the first sweep's runs take the store's run ids 1 and 2
-        await daemon.store.runs.add_run(first, f"b={b}",
+        await daemon.store.runs.add(first, f"b={b}",
                                         RunParams(overrides={"per_device_batch_size": b}), NODES,
                                         "test")
     second = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.runs.add_run(second, "b=16",
+    run = await daemon.store.runs.add(second, "b=16",
                                           RunParams(overrides={"per_device_batch_size": 16}), NODES,
                                           "test")
-    await daemon.store.jobs.create_job(run, "tok", "job-name", NODES)
+    await daemon.store.jobs.create(run, "tok", "job-name", NODES)
     assert run.id == 3 and run.seq == 1
     code, out, _ = await daemon.run("show", str(second))
     jobs = out.split("\njobs:\n")[1].splitlines()
@@ -247,14 +247,14 @@ async def test_show_names_a_jobs_run_by_its_number_in_the_sweep(daemon: Daemon) 
 
 async def test_show_prints_the_verdict_and_runs_for_a_person(daemon: Daemon) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.runs.add_run(sid, "b=12",
+    run = await daemon.store.runs.add(sid, "b=12",
                                           RunParams(overrides={"per_device_batch_size": 12}), NODES,
                                           "test")
-    await daemon.store.runs.transition_run(run.id, RunState.ACTIVE, "submitting")
-    await daemon.store.runs.transition_run(run.id, RunState.PASSED, "ran", outcome="pass",
+    await daemon.store.runs.transition(run.id, RunState.ACTIVE, "submitting")
+    await daemon.store.runs.transition(run.id, RunState.PASSED, "ran", outcome="pass",
                                            tgs=2036.4567, mfu=41.0)
-    await daemon.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await daemon.store.sweeps.transition_sweep(
+    await daemon.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(
         sid, SweepState.DONE, "optimum", verdict={"best": 12, "tgs": 2036.4567,
                                                   "faults": [{"kind": "node"}]})
     code, out, _ = await daemon.run("show", str(sid))
@@ -278,16 +278,16 @@ async def test_global_flags_before_or_after_the_verb(daemon: Daemon, tmp_path: P
 
 async def test_cancel_says_what_it_cancelled(daemon: Daemon) -> None:
     waiting = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(waiting, SweepState.RUNNING, "started")
-    await daemon.store.sweeps.transition_sweep(waiting, SweepState.AWAITING_DECISION, "stop")
+    await daemon.store.sweeps.transition(waiting, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(waiting, SweepState.AWAITING_DECISION, "stop")
     code, out, _ = await daemon.run("cancel", str(waiting))
     assert code == 0
     assert out == f"sweep {waiting}: aborted (cancelled by a person: no job was running)\n"
     busy = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.runs.add_run(busy, "b=1",
+    run = await daemon.store.runs.add(busy, "b=1",
                                           RunParams(overrides={"per_device_batch_size": 1}), NODES,
                                           "t")
-    await daemon.store.jobs.create_job(run, "tok", "name", NODES)   # submitting: no scheduler id
+    await daemon.store.jobs.create(run, "tok", "name", NODES)   # submitting: no scheduler id
     code, out, _ = await daemon.run("cancel", str(busy))
     assert out == f"sweep {busy}: aborted (cancelled by a person: job(s) sweepd job 1 " \
                   "cancelled)\n"

@@ -42,16 +42,16 @@ ME = pwd.getpwuid(os.getuid()).pw_name
 async def _finished_job(store: Store, sweep_id: int, seq_label: str, took: float,
                         log: Path | None = None, failure_line: str | None = None) -> None:
     """A run with one job that ran `took` cluster seconds and ended."""
-    run = await store.runs.add_run(sweep_id, seq_label,
+    run = await store.runs.add(sweep_id, seq_label,
                                    RunParams(overrides={"per_device_batch_size": 1}), NODES, "t")
-    job = await store.jobs.create_job(run, f"tok-{seq_label}", "name", NODES)
-    await store.jobs.transition_job(job.id, JobState.QUEUED, "q", backend_id=f"b{job.id}",
+    job = await store.jobs.create(run, f"tok-{seq_label}", "name", NODES)
+    await store.jobs.transition(job.id, JobState.QUEUED, "q", backend_id=f"b{job.id}",
                                     submitted_at=1000.0, log_path=str(log) if log else None)
-    await store.jobs.transition_job(job.id, JobState.RUNNING, "r")
-    await store.jobs.transition_job(job.id, JobState.FAILED if failure_line else JobState.DONE,
+    await store.jobs.transition(job.id, JobState.RUNNING, "r")
+    await store.jobs.transition(job.id, JobState.FAILED if failure_line else JobState.DONE,
                                     "ended", ended_at=1000.0 + took, failure_line=failure_line)
-    await store.runs.transition_run(run.id, RunState.ACTIVE, "a")
-    await store.runs.transition_run(run.id, RunState.PASSED, "p", outcome="pass", tgs=1000.0)
+    await store.runs.transition(run.id, RunState.ACTIVE, "a")
+    await store.runs.transition(run.id, RunState.PASSED, "p", outcome="pass", tgs=1000.0)
 
 
 # -- progress ----------------------------------------------------------------------------
@@ -60,12 +60,12 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
                                                         ) -> None:
     code, out, _ = await daemon.run("submit", write_spec(tmp_path, GOOD_YAML))
     sid = int(out)
-    await daemon.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(sid, SweepState.RUNNING, "started")
     await _finished_job(daemon.store, sid, "b=1", 600)
-    run = await daemon.store.runs.add_run(sid, "b=2",
+    run = await daemon.store.runs.add(sid, "b=2",
                                           RunParams(overrides={"per_device_batch_size": 2}), NODES,
                                           "t")
-    await daemon.store.jobs.create_job(run, "tok-2", "name", NODES)   # submitting: queued now
+    await daemon.store.jobs.create(run, "tok-2", "name", NODES)   # submitting: queued now
     code, out, _ = await daemon.run("show", str(sid), "--json")
     shown = json.loads(out)
     assert shown["run_list"][1]["params"]["overrides"] == {"per_device_batch_size": 2}
@@ -88,12 +88,12 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
 
 
 async def test_eta_counts_runs_that_run_together(store: Store) -> None:
-    sid = await store.sweeps.create_sweep("node-perf", "n", {"nodes": NODES})
-    await store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
+    sid = await store.sweeps.create("node-perf", "n", {"nodes": NODES})
+    await store.sweeps.transition(sid, SweepState.RUNNING, "started")
     for node in range(8):   # the first wave: 8 one-node jobs at once, 300 s each
         await _finished_job(store, sid, f"node={node}", 300)
-    p = sweep_progress(await store.sweeps.sweep(sid), await store.runs.runs(sid),
-                       await store.jobs.jobs(sid))
+    p = sweep_progress(await store.sweeps.get(sid), await store.runs.of_sweep(sid),
+                       await store.jobs.of_sweep(sid))
     # At most 8 confirming runs left, 8 at a time: one more wave, not eight.
     assert (p["runs_most"], p["runs_done"], p["eta_s"], p["eta_guess"]) == (16, 8, 300, False)
 
@@ -119,7 +119,7 @@ async def test_list_filters_newest_first_with_the_submitter(daemon: Daemon, tmp_
     for spec in (perf, nodes, perf):
         assert (await daemon.run("submit", spec))[0] == 0
     await daemon.service.submit(SPEC)   # not over the socket: no submitter
-    await daemon.store.sweeps.transition_sweep(3, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(3, SweepState.RUNNING, "started")
 
     async def ids(*argv: str) -> list[int]:
         code, out, err = await daemon.run("list", *argv, "--json")
@@ -160,13 +160,13 @@ async def test_validate_prints_the_plan_and_records_nothing(daemon: Daemon, tmp_
     assert plan["most_jobs"] == 36 and plan["most_node_runs"] == 96
     assert plan["first_plan"]["runs"][0]["params"] == {
         "overrides": {"per_device_batch_size": 4}}
-    assert await daemon.store.sweeps.sweeps() == []
+    assert await daemon.store.sweeps.all() == []
     stranger = write_spec(tmp_path, "kind: node-perf\nnodes: 'zzz[1-3]'\n", "x.yaml")
     code, out, _ = await daemon.run("validate", stranger, "--json")
     assert code == 2 and "not nodes of this cluster: zzz[1-3]" in json.loads(out)["error"]
     code, _, err = await daemon.run("validate", write_spec(tmp_path, "kind: x\n", "y.yaml"))
     assert code == 2 and "unknown sweep kind" in err
-    assert await daemon.store.sweeps.sweeps() == []
+    assert await daemon.store.sweeps.all() == []
 
 
 async def test_validate_node_hours_from_earlier_jobs(daemon: Daemon, tmp_path: Path) -> None:
@@ -202,7 +202,7 @@ async def test_models_and_the_repos_configs_in_submit_sh_mode(daemon: Daemon, tm
 async def test_status(daemon: Daemon) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
     await _finished_job(daemon.store, sid, "b=1", 60)
-    await daemon.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started", progress="hello")
+    await daemon.store.sweeps.transition(sid, SweepState.RUNNING, "started", progress="hello")
     code, out, _ = await daemon.run("status")
     lines = out.splitlines()
     assert code == 0 and lines[0].startswith("sweepd 0.1.0, up ")
@@ -282,22 +282,22 @@ def test_a_logs_tabs_are_shown_as_tabs_its_other_controls_escaped() -> None:
 
 async def test_logs_follow_until_the_job_ends(daemon: Daemon, tmp_path: Path) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.runs.add_run(sid, "b=1",
+    run = await daemon.store.runs.add(sid, "b=1",
                                           RunParams(overrides={"per_device_batch_size": 1}), NODES,
                                           "t")
-    job = await daemon.store.jobs.create_job(run, "tok", "name", NODES)
+    job = await daemon.store.jobs.create(run, "tok", "name", NODES)
     log = tmp_path / "job.log"
     log.write_text("first\n")
-    await daemon.store.jobs.transition_job(job.id, JobState.QUEUED, "q", backend_id="b1",
+    await daemon.store.jobs.transition(job.id, JobState.QUEUED, "q", backend_id="b1",
                                            log_path=str(log))
-    await daemon.store.jobs.transition_job(job.id, JobState.RUNNING, "r")
+    await daemon.store.jobs.transition(job.id, JobState.RUNNING, "r")
     follow = asyncio.create_task(daemon.run("logs", str(sid), "-f"))
     await asyncio.sleep(0.2)
     with log.open("a") as f:
         f.write("second\nthird, not yet ended")
     await asyncio.sleep(0.2)
     assert not follow.done()   # the job still runs: the follower waits for more
-    await daemon.store.jobs.transition_job(job.id, JobState.DONE, "ended", ended_at=2.0)
+    await daemon.store.jobs.transition(job.id, JobState.DONE, "ended", ended_at=2.0)
     code, out, _ = await follow
     assert code == 0 and out.splitlines() == ["first", "second", "third, not yet ended"]
 
@@ -309,7 +309,7 @@ async def test_report_explain_and_logs_read_a_state_directory(
     state = tmp_path / "state"
     state.mkdir()
     store = await Store.open(state / "sweepd.db")
-    sid = await store.sweeps.create_sweep("model-perf", "offline", {**SPEC, "max_runs": 12})
+    sid = await store.sweeps.create("model-perf", "offline", {**SPEC, "max_runs": 12})
     log = tmp_path / "job.log"
     log.write_text("\n".join(LOG) + "\n")
     await _finished_job(store, sid, "b=1", 60, log, failure_line=LOG[3])
@@ -345,7 +345,7 @@ async def test_report_explain_and_logs_read_a_state_directory(
     readonly = await Store.open_readonly(state / "sweepd.db")
     try:
         with pytest.raises(aiosqlite.OperationalError, match="readonly"):
-            await readonly.events.add_event(sid, "note", "must not land")
+            await readonly.events.add(sid, "note", "must not land")
     finally:
         await readonly.close()
 
@@ -462,10 +462,10 @@ async def test_submit_follow_watches_until_the_sweep_ends(daemon: Daemon, tmp_pa
                                                           ) -> None:
     follow = asyncio.create_task(daemon.run("submit", write_spec(tmp_path, GOOD_YAML),
                                             "--follow"))
-    while not await daemon.store.sweeps.sweeps():
+    while not await daemon.store.sweeps.all():
         await asyncio.sleep(0.02)
-    await daemon.store.sweeps.transition_sweep(1, SweepState.RUNNING, "started", progress="go")
-    await daemon.store.sweeps.transition_sweep(1, SweepState.DONE, "the end", progress="done!")
+    await daemon.store.sweeps.transition(1, SweepState.RUNNING, "started", progress="go")
+    await daemon.store.sweeps.transition(1, SweepState.DONE, "the end", progress="done!")
     code, out, err = await follow
     assert code == 0 and out.splitlines()[:3] == ["1", "go", "done!"]
     assert out.splitlines()[3].startswith("sweep 1: done (the end) · no run ran · ")
@@ -519,22 +519,22 @@ async def test_status_says_whether_slurmctld_answers(slurm_env: dict[str, str], 
 
 async def test_stopped_sweeps_show_complete_runs_and_no_eta(daemon: Daemon) -> None:
     done = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(done, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(done, SweepState.RUNNING, "started")
     for label in ("b=1", "b=2"):   # two at once, 60 cluster seconds each
         await _finished_job(daemon.store, done, label, 60)
     p = (await daemon.service.summary(done))["progress"]
     # Between two jobs: the line must not say that nothing will run.
     assert p["line"] == "run 2 of ≤ 12 · 1m elapsed, ETA ≤ 5m (cluster time, a guess)"
-    await daemon.store.sweeps.transition_sweep(done, SweepState.AWAITING_DECISION, "stop")
+    await daemon.store.sweeps.transition(done, SweepState.AWAITING_DECISION, "stop")
     p = (await daemon.service.summary(done))["progress"]
     assert p["eta_s"] == 0 and p["line"] == "run 2 of ≤ 12 · 1m elapsed (cluster time)"
-    await daemon.store.sweeps.transition_sweep(done, SweepState.RUNNING, "resumed")
-    await daemon.store.sweeps.transition_sweep(done, SweepState.DONE, "verdict")
+    await daemon.store.sweeps.transition(done, SweepState.RUNNING, "resumed")
+    await daemon.store.sweeps.transition(done, SweepState.DONE, "verdict")
     never = int((await daemon.service.submit(SPEC))["id"])
-    run = await daemon.store.runs.add_run(never, "b=1",
+    run = await daemon.store.runs.add(never, "b=1",
                                           RunParams(overrides={"per_device_batch_size": 1}), NODES,
                                           "t")
-    await daemon.store.jobs.create_job(run, "tok-never", "name", NODES)
+    await daemon.store.jobs.create(run, "tok-never", "name", NODES)
     assert (await daemon.run("abort", str(never)))[0] == 0
     code, out, _ = await daemon.run("show", str(done))
     assert "  progress: 2 runs ran, all ended · 1m elapsed (cluster time)\n" in out
@@ -552,12 +552,12 @@ async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
                                                                  tmp_path: Path) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
     await _finished_job(daemon.store, sid, "b=1", 60)   # sweepd job 1, run #1
-    run = await daemon.store.runs.add_run(sid, "b=2",
+    run = await daemon.store.runs.add(sid, "b=2",
                                           RunParams(overrides={"per_device_batch_size": 2}), NODES,
                                           "t")
-    job = await daemon.store.jobs.create_job(run, "tok-2", "name", NODES)
+    job = await daemon.store.jobs.create(run, "tok-2", "name", NODES)
     log = tmp_path / "queued.log"
-    await daemon.store.jobs.transition_job(job.id, JobState.QUEUED, "q", backend_id="10018",
+    await daemon.store.jobs.transition(job.id, JobState.QUEUED, "q", backend_id="10018",
                                            submitted_at=1.0, log_path=str(log))
     for which in ("10018", "j10018", "2"):   # the scheduler's id, or run #2
         code, out, err = await daemon.run("logs", str(sid), which)
@@ -573,8 +573,8 @@ async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
     await asyncio.sleep(2.0)
     assert not follow.done()   # queued: the follower waits for the job to start
     log.write_text("\x1b[1;32mstarted\x1b[0m\n")
-    await daemon.store.jobs.transition_job(job.id, JobState.RUNNING, "r")
-    await daemon.store.jobs.transition_job(job.id, JobState.DONE, "ended", ended_at=9.0)
+    await daemon.store.jobs.transition(job.id, JobState.RUNNING, "r")
+    await daemon.store.jobs.transition(job.id, JobState.DONE, "ended", ended_at=9.0)
     code, out, err = await follow
     # Off a terminal the log's colours are dropped, not printed as `\x1b[1;32m`.
     assert code == 0 and out == "started\n" and "waiting for it to start" in err

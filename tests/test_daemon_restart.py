@@ -81,9 +81,9 @@ async def _reference(config) -> dict:  # type: ignore[no-untyped-def,type-arg]
 
     store = await Store.open(config.daemon.db_path)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs = await store.runs.runs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        runs = await store.runs.of_sweep(sweep.id)
         return {"table": [(r.label, r.outcome, r.tgs) for r in runs], "verdict": sweep.verdict,
-                "jobs": len(await store.jobs.jobs(sweep.id))}
+                "jobs": len(await store.jobs.of_sweep(sweep.id))}
     finally:
         await store.close()

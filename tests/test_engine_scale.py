@@ -57,19 +57,19 @@ async def _seed(store: Store, logs: Path, count: int, lines: int) -> list[Path]:
     """`count` running jobs of model-perf sweeps, each log holding `lines` step lines."""
     logs.mkdir(exist_ok=True)
     paths = []
-    sweep = await store.sweeps.create_sweep("model-perf", "scale", {
+    sweep = await store.sweeps.create("model-perf", "scale", {
         "kind": "model-perf", "model": "llama2-70b", "nodes": "bn[0000-0009]",
         "values": [1, 2]})
     for j in range(count):
-        run = await store.runs.add_run(sweep, f"b={j}", RunParams(overrides={"b": j}), f"bn{j:04d}",
+        run = await store.runs.add(sweep, f"b={j}", RunParams(overrides={"b": j}), f"bn{j:04d}",
                                        "seeded")
-        await store.runs.transition_run(run.id, RunState.ACTIVE, "seeded")
-        job = await store.jobs.create_job(run, f"tok{j}", f"job-{j}", f"bn{j:04d}")
+        await store.runs.transition(run.id, RunState.ACTIVE, "seeded")
+        job = await store.jobs.create(run, f"tok{j}", f"job-{j}", f"bn{j:04d}")
         path = logs / f"job-{j}.log"
         path.write_text("".join(STEP.format(n=n) + "\n" for n in range(lines)))
-        await store.jobs.transition_job(job.id, JobState.QUEUED, "seeded", backend_id=str(j),
+        await store.jobs.transition(job.id, JobState.QUEUED, "seeded", backend_id=str(j),
                                         log_path=str(path), submitted_at=time.time())
-        await store.jobs.transition_job(job.id, JobState.RUNNING, "seeded",
+        await store.jobs.transition(job.id, JobState.RUNNING, "seeded",
                                         last_output_at=time.time())
         paths.append(path)
     return paths
@@ -121,13 +121,13 @@ async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_
         assert stop.is_set()
         assert 0 < len(parsed) <= 3 * YIELD_EVERY < 3 * jobs
         assert all(j.log_offset == 0 and j.last_step is None
-                   for j in await engine.store.active.active_jobs())
+                   for j in await engine.store.active.jobs())
         # The next pass (no stop) reads every log from its stored offset, all of it.
         stop.clear()
         parsed.clear()
         await engine.step()
         assert len(parsed) == 3 * jobs
-        stored = await engine.store.active.active_jobs()
+        stored = await engine.store.active.jobs()
         assert [j.log_offset for j in stored] == [p.stat().st_size for p in paths]
         assert {j.last_step for j in stored} == {2}
 
@@ -137,16 +137,16 @@ async def test_only_logs_that_changed_are_read_again(tmp_path: Path) -> None:
         paths = await _seed(engine.store, tmp_path / "logs", 5, lines=2)
         await engine.step()
         first = dict(engine.follower.reads)
-        assert first == {j.id: 1 for j in await engine.store.active.active_jobs()}
+        assert first == {j.id: 1 for j in await engine.store.active.jobs()}
         with paths[3].open("a") as f:
             f.write(STEP.format(n=2) + "\n")
         for _ in range(3):
             engine.tail_clocks.clear()   # every log due now, not after the tail interval
             await engine.step()
-        changed = [j.id for j in await engine.store.active.active_jobs()][3]
+        changed = [j.id for j in await engine.store.active.jobs()][3]
         # One more read of the log that grew; none of the four quiet ones.
         assert engine.follower.reads == {**first, changed: 2}
-        assert (await engine.store.jobs.job(changed)).last_step == 2
+        assert (await engine.store.jobs.get(changed)).last_step == 2
 
 
 async def test_the_socket_answers_before_the_first_pass_ends(
@@ -232,7 +232,7 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
     assert not ready.is_set()
     store = await Store.open(config.daemon.db_path)
     try:
-        assert all(j.log_offset == 0 for j in await store.active.active_jobs())
+        assert all(j.log_offset == 0 for j in await store.active.jobs())
     finally:
         await store.close()
 
@@ -249,7 +249,7 @@ async def test_a_new_process_plans_its_sweeps_over_passes_in_order_within_a_budg
     monkeypatch.setattr(planning_mod, "advance", advance)
     monkeypatch.setattr(engine_mod, "PLAN_BUDGET_S", 0.0)
     async with _engine(tmp_path) as engine:
-        ids = [await engine.store.sweeps.create_sweep("model-perf", f"s{i}", {"kind": "model-perf"})
+        ids = [await engine.store.sweeps.create("model-perf", f"s{i}", {"kind": "model-perf"})
                for i in range(3)]
         per_pass = []
         for _ in range(4):
@@ -284,7 +284,7 @@ async def test_a_stop_while_the_logs_are_read_leaves_the_rest_unread(
         engine.stopping = stop
         await engine.step()
         assert stop.is_set() and len(read) == 3   # the five others were not read
-        assert all(j.log_offset == 0 for j in await engine.store.active.active_jobs())
+        assert all(j.log_offset == 0 for j in await engine.store.active.jobs())
 
 
 @pytest.mark.parametrize("collecting", [True, False])

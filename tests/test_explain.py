@@ -20,8 +20,8 @@ async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
     await run(config, perf_spec(values=[4, 64]))
     store = await open_store(config)
     try:
-        lines = explain_lines(await store.events.events(1),
-                              {r.id: r.seq for r in await store.runs.runs(1)})
+        lines = explain_lines(await store.events.of_sweep(1),
+                              {r.id: r.seq for r in await store.runs.of_sweep(1)})
     finally:
         await store.close()
     text = "\n".join(lines)
@@ -54,7 +54,7 @@ async def test_a_retry_is_explained_once(tmp_path: Path) -> None:
     await run(config, perf_spec(values=[4]))
     store = await open_store(config)
     try:
-        events = await store.events.events(1)
+        events = await store.events.of_sweep(1)
     finally:
         await store.close()
     retry = [e for e in events if e.rule == "hang.retry_once"]

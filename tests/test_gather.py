@@ -25,16 +25,16 @@ async def test_a_gather_error_refuses_the_submission(tmp_path: Path) -> None:
     async with open_parts(sim_config(tmp_path, write_scenario(tmp_path))) as parts:
         with pytest.raises(SpecError, match="node_perf_sweep 999 does not exist"):
             await parts.service.submit(SPEC)
-        assert await parts.store.sweeps.sweeps() == []
+        assert await parts.store.sweeps.all() == []
 
 
 async def test_a_gather_error_in_flight_ends_the_sweep_failed_with_it(tmp_path: Path) -> None:
     async with open_parts(sim_config(tmp_path, write_scenario(tmp_path))) as parts:
         # Accepted once (the sweep it named existed then), recorded as the store keeps it.
         spec = parse_spec(SPEC).model_dump(mode="json")
-        sweep_id = await parts.store.sweeps.create_sweep("network", "net", spec, None)
+        sweep_id = await parts.store.sweeps.create("network", "net", spec, None)
         await parts.engine.step()
-        sweep = await parts.store.sweeps.sweep(sweep_id)
+        sweep = await parts.store.sweeps.get(sweep_id)
     assert sweep.state == SweepState.FAILED
     assert sweep.reason == "network cannot plan: node_perf_sweep 999 does not exist"
 
@@ -48,11 +48,11 @@ async def test_model_perf_gather_reads_the_param_memory_of_the_same_model_on_the
     assert (await model_perf_gather(store, spec)).param_gb is None
 
     async def job(model: str, nodes: str, mem: float | None) -> None:
-        sweep = await store.sweeps.create_sweep("model-perf", model,
+        sweep = await store.sweeps.create("model-perf", model,
                                                 {"model": model, "nodes": nodes})
-        run = await store.runs.add_run(sweep, "r", RunParams(), nodes, "t")
-        made = await store.jobs.create_job(run, f"tok-{sweep}", "name", nodes)
-        await store.jobs.update_job(made.id, mem_used_gb=mem)
+        run = await store.runs.add(sweep, "r", RunParams(), nodes, "t")
+        made = await store.jobs.create(run, f"tok-{sweep}", "name", nodes)
+        await store.jobs.update(made.id, mem_used_gb=mem)
 
     await job("llama2-70b", "chi[1-2]", 41.2)
     await job("llama2-70b", "chi[1-2]", 40.5)     # the latest of the cell wins

@@ -54,6 +54,6 @@ async def test_the_first_plan_takes_the_submissions_facts_and_later_plans_gather
         await parts.engine.step()                       # the sweep's first plan
         assert len(gathered) == 1 and planned_with == [gathered[0]]
         assert planned_with[0] is gathered[0]
-        sweep = await parts.store.sweeps.sweep(sweep_id)
-        await planning.plan(parts.engine, sweep, await parts.store.runs.runs(sweep_id))
+        sweep = await parts.store.sweeps.get(sweep_id)
+        await planning.plan(parts.engine, sweep, await parts.store.runs.of_sweep(sweep_id))
         assert len(gathered) == 2 and planned_with[-1] is gathered[1]

@@ -17,16 +17,16 @@ from tests.simrun import perf_spec
 
 
 async def _running_job(store: Store, **fields: object) -> int:
-    sweep_id = await store.sweeps.create_sweep("model-perf", "t", perf_spec(values=[4]))
-    await store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started", rule="test")
-    run = await store.runs.add_run(sweep_id, "per_device_batch_size=4",
+    sweep_id = await store.sweeps.create("model-perf", "t", perf_spec(values=[4]))
+    await store.sweeps.transition(sweep_id, SweepState.RUNNING, "started", rule="test")
+    run = await store.runs.add(sweep_id, "per_device_batch_size=4",
                                    RunParams(overrides={"per_device_batch_size": 4}),
                                    "chi2832", "test", "test")
-    await store.runs.transition_run(run.id, RunState.ACTIVE, "submitting", rule="test")
-    job = await store.jobs.create_job(run, "tok", job_name="JAX-llama2-70b", nodes="chi2832")
-    await store.jobs.transition_job(job.id, JobState.QUEUED, "submitted", rule="test",
+    await store.runs.transition(run.id, RunState.ACTIVE, "submitting", rule="test")
+    job = await store.jobs.create(run, "tok", job_name="JAX-llama2-70b", nodes="chi2832")
+    await store.jobs.transition(job.id, JobState.QUEUED, "submitted", rule="test",
                                     backend_id="1")
-    await store.jobs.transition_job(job.id, JobState.RUNNING, "runs", rule="test",
+    await store.jobs.transition(job.id, JobState.RUNNING, "runs", rule="test",
                                     last_output_at=0.0, phase="summary", last_step=14, **fields)
     return job.id
 
@@ -39,8 +39,8 @@ async def _judge_after_silence(tmp_path: Path, **fields: object) -> JobState:
         engine = Engine(store, backend, clock, config)
         job_id = await _running_job(store, **fields)
         silent = 10 * engine.hang_limit()
-        await check_hang(engine, await store.jobs.job(job_id), silent)
-        return (await store.jobs.job(job_id)).state
+        await check_hang(engine, await store.jobs.get(job_id), silent)
+        return (await store.jobs.get(job_id)).state
     finally:
         await backend.close()
         await store.close()

@@ -67,7 +67,7 @@ async def test_submit_refuses_a_control_character_with_exit_2(daemon: Daemon,  #
     assert code == 2 and out == ""
     assert "name: control characters \\x1b, \\x07, \\n, \\x00, \\u202e" in err
     assert not _raw_controls(err)
-    assert await daemon.store.sweeps.sweeps() == []
+    assert await daemon.store.sweeps.all() == []
 
 
 # -- item 7: escaped wherever text from elsewhere is shown ---------------------------------
@@ -82,18 +82,18 @@ def test_escape_keeps_text_and_writes_controls_out() -> None:
 async def _hostile_sweep(d: Daemon) -> int:
     """A sweep whose name came in before names were checked, with a job whose node and
     log evidence came from the scheduler and a log: all carrying escape sequences."""
-    sid = await d.store.sweeps.create_sweep("model-perf", ESC_NAME, {**SPEC, "name": ESC_NAME})
-    run = await d.store.runs.add_run(sid, "b=8",
+    sid = await d.store.sweeps.create("model-perf", ESC_NAME, {**SPEC, "name": ESC_NAME})
+    run = await d.store.runs.add(sid, "b=8",
                                      RunParams(overrides={"per_device_batch_size": 8}), NODES,
                                      "test")
-    await d.store.jobs.create_job(run, "tok", "job\x1b[1m", "chi1\x1b")
-    await d.store.runs.transition_run(run.id, RunState.ACTIVE, "submitting")
-    await d.store.runs.transition_run(run.id, RunState.FAILED, "oom\x1b[2K", outcome="oom")
-    await d.store.events.add_event(sid, "decision", "failed: \x1b[31mred\x1b[0m", rule="r",
+    await d.store.jobs.create(run, "tok", "job\x1b[1m", "chi1\x1b")
+    await d.store.runs.transition(run.id, RunState.ACTIVE, "submitting")
+    await d.store.runs.transition(run.id, RunState.FAILED, "oom\x1b[2K", outcome="oom")
+    await d.store.events.add(sid, "decision", "failed: \x1b[31mred\x1b[0m", rule="r",
                                  evidence="log: CUDA\x1b[2J out of memory\r\x1b[Kfine")
-    await d.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started",
+    await d.store.sweeps.transition(sid, SweepState.RUNNING, "started",
                                         progress=f"sweep {ESC_NAME} started")
-    await d.store.sweeps.transition_sweep(sid, SweepState.DONE, "done\x1b[0m")
+    await d.store.sweeps.transition(sid, SweepState.DONE, "done\x1b[0m")
     return sid
 
 
@@ -171,8 +171,8 @@ async def test_api_refusal_of_unknown_nodes_is_compact(api: Api) -> None:  # noq
 
 async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None:  # noqa: F811
     sid = int((await daemon.service.submit(SPEC))["id"])
-    await daemon.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await daemon.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "stop")
+    await daemon.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await daemon.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "stop")
     code, out, err = await daemon.run("resume", str(sid), "--exclude", "chi[1-100000]")
     assert code == 2 and len(err.splitlines()) == 2 and "100,000 nodes" in err
     code, out, err = await daemon.run("resume", str(sid), "--exclude", "chi[1-4000]")
@@ -183,7 +183,7 @@ async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None: 
     assert code == 2 and "more than 4,096 nodes in all" in json.loads(out)["error"]
     code, out, err = await daemon.run("resume", str(sid), "--exclude", "chi2832\x1b[2J")
     assert code == 2 and "exclude.0: control character \\x1b in a node name" in err
-    assert (await daemon.store.sweeps.sweep(sid)).state == SweepState.AWAITING_DECISION
+    assert (await daemon.store.sweeps.get(sid)).state == SweepState.AWAITING_DECISION
 
 
 async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
@@ -207,9 +207,9 @@ async def test_chat_answers_escape_control_characters(service: Any, double: Any)
     from tests.telegram_double import CHAT
     from tests.test_chat_control import poll
 
-    sid = await service.store.sweeps.create_sweep("model-perf", ESC_NAME,
+    sid = await service.store.sweeps.create("model-perf", ESC_NAME,
                                                   {**SPEC, "name": ESC_NAME})
-    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started\x1b[2K")
+    await service.store.sweeps.transition(sid, SweepState.RUNNING, "started\x1b[2K")
     for command in ("/status", f"/show {sid}", f"/report {sid}"):
         double.queue_message(CHAT, command)
     assert await poll(service, double) == 3

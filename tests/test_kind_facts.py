@@ -103,8 +103,8 @@ async def a_recorded_wave(rec: Recorder) -> None:
 async def everything_read(store: Store, sweep_id: int) -> dict[str, Any]:
     """What the planner's results, the time rules, the evidence and the report make of the
     sweep."""
-    sweep, runs, jobs = (await store.sweeps.sweep(sweep_id), await store.runs.runs(sweep_id),
-                         await store.jobs.jobs(sweep_id))
+    sweep, runs, jobs = (await store.sweeps.get(sweep_id), await store.runs.of_sweep(sweep_id),
+                         await store.jobs.of_sweep(sweep_id))
     return {"results": gather.results(runs, jobs),
             "unapplied": gather.unapplied(runs, jobs),
             "queue": gather.queue_time(jobs),
@@ -150,7 +150,7 @@ async def test_each_log_and_dump_is_opened_once_however_often_the_sweep_is_plann
         await a_recorded_wave(rec)
         for _ in range(5):
             await everything_read(store, rec.sweep_id)
-    jobs = await store.jobs.jobs(rec.sweep_id)
+    jobs = await store.jobs.of_sweep(rec.sweep_id)
     logs = {j.log_path for j in jobs}
     assert {p: n for p, n in opened.items() if p in logs} == {p: 1 for p in logs if p}
     dumps = [p for p in opened if p.endswith("_gpu_after_optimizations.txt")]
@@ -179,14 +179,14 @@ async def test_a_restarted_follower_folds_only_new_lines_into_the_stored_facts(
             "Unknown flags in XLA_FLAGS: --xla_a", cluster_line(10.0, 20.0)]
     rec = await recorder(store, tmp_path, spec_of())
     run_id = await rec.add(("p", params("p")), finish=False)
-    run = await store.runs.run(run_id)
-    await store.runs.transition_run(run.id, RunState.ACTIVE, "started")
-    job = await store.jobs.create_job(run, "tok", "xla-p", "n01")
+    run = await store.runs.get(run_id)
+    await store.runs.transition(run.id, RunState.ACTIVE, "started")
+    job = await store.jobs.create(run, "tok", "xla-p", "n01")
     log = tmp_path / "p.log"
     log.write_text("\n".join(first) + "\n")
-    await store.jobs.transition_job(job.id, JobState.QUEUED, "queued", backend_id="77",
+    await store.jobs.transition(job.id, JobState.QUEUED, "queued", backend_id="77",
                                     log_path=str(log))
-    await store.jobs.transition_job(job.id, JobState.RUNNING, "running")
+    await store.jobs.transition(job.id, JobState.RUNNING, "running")
     await follow_to_the_end(store, job.id)
     await store.close()
     with log.open("a") as f:
@@ -194,7 +194,7 @@ async def test_a_restarted_follower_folds_only_new_lines_into_the_stored_facts(
     reopened = await Store.open(tmp_path / "state.db")
     try:
         await follow_to_the_end(reopened, job.id)
-        facts = (await reopened.jobs.job(job.id)).facts
+        facts = (await reopened.jobs.get(job.id)).facts
     finally:
         await reopened.close()
     assert seen == first + then
@@ -235,20 +235,20 @@ async def test_model_perfs_gather_reads_the_compiled_memory_the_log_pass_stored(
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-2]",
                        "min_nodes": 1})
     assert isinstance(spec, ModelPerfSpec)
-    sweep_id = await store.sweeps.create_sweep("model-perf", "m", spec.model_dump(mode="json"))
-    run = await store.runs.add_run(sweep_id, "b1",
+    sweep_id = await store.sweeps.create("model-perf", "m", spec.model_dump(mode="json"))
+    run = await store.runs.add(sweep_id, "b1",
                                    RunParams(overrides={"per_device_batch_size": 1}),
                                    spec.nodes, "test", "test")
-    await store.runs.transition_run(run.id, RunState.ACTIVE, "started")
-    job = await store.jobs.create_job(run, "tok", "m", spec.nodes)
+    await store.runs.transition(run.id, RunState.ACTIVE, "started")
+    job = await store.jobs.create(run, "tok", "m", spec.nodes)
     log = tmp_path / "m.log"
     log.write_text("\n".join([*memstats_lines(41.5, 178.5),
                               compiled_memory_line(1.0, 20.0, 30.0, 0.0)]) + "\n")
-    await store.jobs.transition_job(job.id, JobState.QUEUED, "queued", backend_id="9",
+    await store.jobs.transition(job.id, JobState.QUEUED, "queued", backend_id="9",
                                     log_path=str(log))
-    await store.jobs.transition_job(job.id, JobState.RUNNING, "running")
+    await store.jobs.transition(job.id, JobState.RUNNING, "running")
     await follow_to_the_end(store, job.id)
-    stored = await store.jobs.job(job.id)
+    stored = await store.jobs.get(job.id)
     assert (stored.mem_used_gb, stored.mem_temp_gb) == (41.5, 20.0)
     log.unlink()
     with opens_under(tmp_path) as opened:
@@ -264,15 +264,15 @@ async def test_jobs_that_ended_before_facts_were_kept_are_backfilled_once_at_sta
     next start reads nothing."""
     rec = await recorder(store, tmp_path, spec_of())
     await a_recorded_wave(rec)
-    jobs = await store.jobs.jobs(rec.sweep_id)
+    jobs = await store.jobs.of_sweep(rec.sweep_id)
     kept = {j.id: j.facts for j in jobs}
     before = await everything_read(store, rec.sweep_id)
     for job in jobs:   # as a store written before the facts were kept
-        await store.jobs.update_job(job.id, facts_json=None)
-    assert all(j.facts == {} for j in await store.jobs.jobs(rec.sweep_id))
+        await store.jobs.update(job.id, facts_json=None)
+    assert all(j.facts == {} for j in await store.jobs.of_sweep(rec.sweep_id))
     with opens_under(tmp_path) as opened:
         assert await kind_facts.backfill(store) == len(jobs)
-    assert {j.id: j.facts for j in await store.jobs.jobs(rec.sweep_id)} == kept
+    assert {j.id: j.facts for j in await store.jobs.of_sweep(rec.sweep_id)} == kept
     assert await everything_read(store, rec.sweep_id) == before
     assert sorted(n for p, n in opened.items() if p.endswith(".log")) == [1] * len(jobs)
     with opens_under(tmp_path) as again:

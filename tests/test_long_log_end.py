@@ -20,7 +20,7 @@ async def test_a_job_with_megabytes_of_log_left_at_its_end_is_judged_on_all_of_i
     async with open_parts(config) as parts:
         sweep_id = int((await parts.service.submit(perf_spec(values=[4])))["id"])
         await parts.engine.step()
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.backend_id and job.log_path, job
         backend = parts.engine.backend
         for _ in range(600):     # the job runs to its end before sweepd reads its log
@@ -34,7 +34,7 @@ async def test_a_job_with_megabytes_of_log_left_at_its_end_is_judged_on_all_of_i
         log.write_text(head + sep + FILLER * (3 * (1 << 20) // len(FILLER)) + rest)
         for _ in range(50):
             await parts.engine.step()
-            [job, *_] = await parts.store.jobs.jobs(sweep_id)
+            [job, *_] = await parts.store.jobs.of_sweep(sweep_id)
             if job.state not in (JobState.QUEUED, JobState.RUNNING):
                 break
         assert job.state == JobState.DONE and job.tgs, (job.state, job.failure_class,

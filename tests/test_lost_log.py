@@ -83,25 +83,25 @@ class _Clock(Clock):
 
 async def _running(store: Store, log: Path, now: float) -> int:
     """A job the scheduler says runs, whose log the follower has never seen."""
-    sweep_id = await store.sweeps.create_sweep("model-perf", "t", {"model": "llama2-70b"})
-    run = await store.runs.add_run(sweep_id, "per_device_batch_size=8",
+    sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
+    run = await store.runs.add(sweep_id, "per_device_batch_size=8",
                                    RunParams(overrides={"b": 8}), "n1", "test")
-    job = await store.jobs.create_job(run, "tok-1", "JAX-x", "n1")
-    await store.jobs.transition_job(job.id, JobState.QUEUED, "submitted", backend_id="10001",
+    job = await store.jobs.create(run, "tok-1", "JAX-x", "n1")
+    await store.jobs.transition(job.id, JobState.QUEUED, "submitted", backend_id="10001",
                                     log_path=str(log))
-    await store.jobs.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+    await store.jobs.transition(job.id, JobState.RUNNING, "scheduler says RUNNING",
                                     rule="scheduler.running", last_output_at=now)
     return sweep_id
 
 
 async def _pass(store: Store, follower: LogFollower) -> None:
     """What one engine pass does with the logs: read every job's, store the facts."""
-    chunks = await follower.read_chunks(await store.active.active_jobs())
+    chunks = await follower.read_chunks(await store.active.jobs())
     await store.jobs.record_logs([c for c in chunks if c is not None])
 
 
 async def _lost_notes(store: Store, sweep_id: int) -> list[str]:
-    return [e.reason for e in await store.events.events(sweep_id) if e.rule == "log.lost"]
+    return [e.reason for e in await store.events.of_sweep(sweep_id) if e.rule == "log.lost"]
 
 
 async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
@@ -117,7 +117,7 @@ async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
     assert await _lost_notes(store, sweep_id) == []
     log.write_text("completed step: 1, seconds: 1.0\n")
     await _pass(store, follower)
-    assert (await store.active.active_jobs())[0].log_identity is not None   # seen
+    assert (await store.active.jobs())[0].log_identity is not None   # seen
     await follower.retain(set())                 # a restart: no file open any more
     log.unlink()
     log.mkdir()
@@ -142,7 +142,7 @@ async def test_a_log_never_there_for_the_hang_limit_is_lost_and_told_once(
         await _pass(store, follower)
     notes = await _lost_notes(store, sweep_id)
     assert len(notes) == 1 and "no log file" in notes[0], notes
-    assert is_lost((await store.active.active_jobs())[0].log_identity)
+    assert is_lost((await store.active.jobs())[0].log_identity)
 
 
 async def test_the_engine_gives_a_log_the_wall_floor_to_appear(tmp_path: Path) -> None:

@@ -71,11 +71,11 @@ async def test_state_enum_matches_sql_check(store: Store, table: str, enum: type
 
 
 async def test_check_constraint_rejects_unknown_state(store: Store) -> None:
-    sweep_id = await store.sweeps.create_sweep("model-perf", "x", {})
+    sweep_id = await store.sweeps.create("model-perf", "x", {})
     with pytest.raises(Exception, match="CHECK"):
         async with store.tx() as conn:
             await conn.execute("UPDATE sweeps SET state = 'bogus' WHERE id = ?", (sweep_id,))
-    assert (await store.sweeps.sweep(sweep_id)).state == SweepState.QUEUED
+    assert (await store.sweeps.get(sweep_id)).state == SweepState.QUEUED
 
 
 # Run params as version 5 stored them: magic `_` keys beside the MaxText overrides.
@@ -111,7 +111,7 @@ async def test_version_6_rewrites_old_run_params_into_the_typed_shape(tmp_path: 
     await _database_at_version_5(tmp_path / "db")
     store = await Store.open(tmp_path / "db")   # migrates to the latest version
     try:
-        params = {r.label: r.params for r in await store.runs.runs(1)}
+        params = {r.label: r.params for r in await store.runs.of_sweep(1)}
     finally:
         await store.close()
     assert params["sweep"] == RunParams(model="llama2-70b", commit="0a1b2c3", tag="main",
@@ -144,7 +144,7 @@ async def test_version_7_shows_old_rerun_cancels_as_cancelled(tmp_path: Path) ->
     await conn.close()
     store = await Store.open(tmp_path / "db")
     try:
-        states = [(j.failure_class, j.state) for j in await store.jobs.jobs(1)]
+        states = [(j.failure_class, j.state) for j in await store.jobs.of_sweep(1)]
     finally:
         await store.close()
     assert states == [("cancelled", JobState.CANCELLED), ("hang", JobState.RETRIED),

@@ -28,7 +28,7 @@ def _spec(model: str, nodes: str, **more: Any) -> ModelPerfSpec:
 async def _every_sweep_read(store: Store, spec: ModelPerfSpec) -> PerfFacts:
     """The gather as it was: every sweep read and parsed, the prior the latest that fits,
     the param memory from every sweep whose stored spec names the model."""
-    sweeps = await store.sweeps.sweeps()
+    sweeps = await store.sweeps.all()
     prior = None
     if spec.second is None:
         for sweep in reversed(sweeps):
@@ -56,27 +56,27 @@ async def _fill(store: Store) -> dict[str, set[int]]:
         else:
             spec = _spec(model, nodes, **remat).model_dump(mode="json")
             kind = "model-perf"
-        sweep = await store.sweeps.create_sweep(kind, f"s{i}", spec)
+        sweep = await store.sweeps.create(kind, f"s{i}", spec)
         if "model" in spec:
             of_model[model].add(sweep)
         for v in (2, 4, 8):
-            run = await store.runs.add_run(sweep, f"b{v}", RunParams(
+            run = await store.runs.add(sweep, f"b{v}", RunParams(
                 overrides={"per_device_batch_size": v}), nodes, "planned")
-            job = await store.jobs.create_job(run, f"tok-{sweep}-{v}", "name", nodes)
+            job = await store.jobs.create(run, f"tok-{sweep}-{v}", "name", nodes)
             if v == 2 and i % 4 != 3:
-                await store.jobs.update_job(job.id, mem_used_gb=30.0 + i + v / 10)
-            await store.runs.transition_run(run.id, RunState.ACTIVE, "submitted")
-            await store.runs.transition_run(run.id, RunState.PASSED if v < 8 else RunState.FAILED,
+                await store.jobs.update(job.id, mem_used_gb=30.0 + i + v / 10)
+            await store.runs.transition(run.id, RunState.ACTIVE, "submitted")
+            await store.runs.transition(run.id, RunState.PASSED if v < 8 else RunState.FAILED,
                                             "ended", outcome="pass" if v < 8 else "oom",
                                             tgs=100.0 + i + v)
         if i % 4 == 0:
             continue   # still queued
         if i % 4 == 3:
-            await store.sweeps.transition_sweep(sweep, SweepState.FAILED, "failed")
+            await store.sweeps.transition(sweep, SweepState.FAILED, "failed")
             continue
-        await store.sweeps.transition_sweep(sweep, SweepState.RUNNING, "started")
+        await store.sweeps.transition(sweep, SweepState.RUNNING, "started")
         verdict = {"best": 4, "tgs": 104.0 + i, "settled": i % 4 == 1}
-        await store.sweeps.transition_sweep(sweep, SweepState.DONE, "done", verdict=verdict)
+        await store.sweeps.transition(sweep, SweepState.DONE, "done", verdict=verdict)
     return of_model
 
 
@@ -90,7 +90,7 @@ async def test_the_gather_finds_what_reading_every_sweep_found(
     # The gather now never reads every sweep.
     async def every_sweep(*_: Any) -> None:
         raise AssertionError("the gather read every sweep")
-    monkeypatch.setattr(store.sweeps, "sweeps", every_sweep)
+    monkeypatch.setattr(store.sweeps, "all", every_sweep)
     after = [await perf_gather.gather(store, spec) for spec in asked]
     assert after == before
     # Not a vacuous match: priors and param memory were found, and told apart by cell.
@@ -104,7 +104,7 @@ async def test_the_gather_finds_what_reading_every_sweep_found(
 async def test_the_store_returns_only_the_models_sweeps(store: Store) -> None:
     of_model = await _fill(store)
     for model, ids in of_model.items():
-        got = await store.sweeps.sweeps_of_model(model)
+        got = await store.sweeps.of_model(model)
         assert {s.id for s in got} == ids and [s.id for s in got] == sorted(ids)
         assert all(s.spec["model"] == model for s in got)
-    assert await store.sweeps.sweeps_of_model("no-such-model") == []
+    assert await store.sweeps.of_model("no-such-model") == []

@@ -83,8 +83,8 @@ async def test_a_noisy_cell_finds_its_peak_and_says_the_noise(tmp_path: Path) ->
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        jobs = await store.jobs.jobs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        jobs = await store.jobs.of_sweep(sweep.id)
     finally:
         await store.close()
     read = [j.facts.get("run_noise") for j in jobs if j.facts.get("run_noise")]
@@ -214,7 +214,7 @@ async def test_a_peak_at_two_percent_noise_asks_rather_than_claim_single_runs(
     assert code == EXIT_AWAITING_DECISION
     store = await open_store(asked)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
     finally:
         await store.close()
     assert "told the best from its rivals" in str(sweep.reason), sweep.reason
@@ -224,7 +224,7 @@ async def test_a_peak_at_two_percent_noise_asks_rather_than_claim_single_runs(
     assert code == EXIT_VERDICT
     store = await open_store(extended)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
     finally:
         await store.close()
     assert sweep.verdict is not None and sweep.verdict["best"] == 22, sweep.verdict

@@ -39,8 +39,8 @@ async def _sweep(tmp_path: Path, scenario: Path | None = None, **extra: Any
     code, _ = await run(config, perf_spec(nodes=SWEPT, **extra))
     store = await open_store(config)
     try:
-        sweep = await store.sweeps.sweep(1)
-        rules = [e.rule or "" for e in await store.events.events(1)]
+        sweep = await store.sweeps.get(1)
+        rules = [e.rule or "" for e in await store.events.of_sweep(1)]
     finally:
         await store.close()
     return code, sweep.verdict, str(sweep.reason), rules

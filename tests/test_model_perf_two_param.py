@@ -33,8 +33,8 @@ async def _the_sweep(config: Config) -> tuple[Sweep, list[Run]]:
     """The one sweep a foreground run left in its store, and its runs."""
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        return sweep, list(await store.runs.runs(sweep.id))
+        sweep = (await store.sweeps.all())[0]
+        return sweep, list(await store.runs.of_sweep(sweep.id))
     finally:
         await store.close()
 

@@ -182,7 +182,7 @@ async def test_regressed_and_broken_models_are_flagged(tmp_path: Path) -> None:
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.state == SweepState.DONE and sweep.verdict is not None
         found = sweep.verdict["evaluation"]
         assert sorted(x["key"] for x in found["regressions"]) == ["llama2-70b 1N",
@@ -191,7 +191,7 @@ async def test_regressed_and_broken_models_are_flagged(tmp_path: Path) -> None:
                    for x in found["regressions"])
         assert [(x["key"], x["failure"]) for x in found["new_breakage"]] == [("grok-1 8N", "oom")]
         assert found["pre_existing"] == [] and found["broken_commits"] == []
-        runs = {r.label: r for r in await store.runs.runs(sweep.id)}
+        runs = {r.label: r for r in await store.runs.of_sweep(sweep.id)}
         assert len(runs) == 8
         assert expand_nodes(runs["llama2-70b 2N @cand"].nodes) == PINNED[2:4]
         assert expand_nodes(runs["grok-1 8N @main"].nodes) == PINNED
@@ -212,13 +212,13 @@ async def test_fail_fast_stops_before_the_full_size_jobs(tmp_path: Path) -> None
                                      "matrix": {**SMALL, "grok-2": [8], "kimi-k2-1t": [8]}})
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert code == EXIT_AWAITING_DECISION
         assert sweep.state == SweepState.AWAITING_DECISION
         assert sweep.reason is not None and "fail-fast" in sweep.reason
         # The stop cancelled the queued full-size jobs: none is left running.
-        assert not [j for j in await store.jobs.jobs(sweep.id) if j.state in JOB_ACTIVE]
-        runs = await store.runs.runs(sweep.id)
+        assert not [j for j in await store.jobs.of_sweep(sweep.id) if j.state in JOB_ACTIVE]
+        runs = await store.runs.of_sweep(sweep.id)
         unfinished = [r.label for r in runs if r.state not in ("passed", "failed")]
         assert any("kimi-k2-1t" in label for label in unfinished)
         assert "STOP]" in "\n".join(lines)
@@ -241,12 +241,12 @@ async def test_a_later_sweep_is_compared_with_the_earlier_one(tmp_path: Path) ->
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        earlier, later = await store.sweeps.sweeps()
+        earlier, later = await store.sweeps.all()
         assert later.verdict is not None
         assert [c["commit"] for c in later.verdict["history"]] == ["main"]
         # Same model x node count, same nodes in both sweeps.
-        assert {r.label.split(" @")[0]: r.nodes for r in await store.runs.runs(earlier.id)} == \
-            {r.label.split(" @")[0]: r.nodes for r in await store.runs.runs(later.id)}
+        assert {r.label.split(" @")[0]: r.nodes for r in await store.runs.of_sweep(earlier.id)} == \
+            {r.label.split(" @")[0]: r.nodes for r in await store.runs.of_sweep(later.id)}
         deltas = [x["delta_pct"] for x in later.verdict["evaluation"]["regressions"]]
         report = "\n".join(lines)
         assert "| #1 | main |" in report and "| #2 | feat-b |" in report
@@ -323,14 +323,14 @@ async def test_a_broken_single_commit_stops_after_its_small_jobs(tmp_path: Path)
                                      "commits": ["broken"]})
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert code == EXIT_AWAITING_DECISION
         assert sweep.reason is not None and sweep.reason.startswith("all models fail on broken")
-        runs = await store.runs.runs(sweep.id)
+        runs = await store.runs.of_sweep(sweep.id)
         ended = [r.label for r in runs if r.state in ("passed", "failed")]
         assert len(runs) == 10 and 2 <= len(ended) <= 3
         assert all(" 8N " not in label for label in ended)
-        assert not [j for j in await store.jobs.jobs(sweep.id) if j.state in JOB_ACTIVE]
+        assert not [j for j in await store.jobs.of_sweep(sweep.id) if j.state in JOB_ACTIVE]
         assert "STOP]" in "\n".join(lines)
     finally:
         await store.close()

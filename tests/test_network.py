@@ -135,7 +135,7 @@ async def test_sim_sweep_isolates_a_bad_link_between_the_halves(tmp_path: Path) 
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.state == SweepState.DONE and sweep.verdict is not None
         faults = sweep.verdict["faults"]
         assert [(f["kind"], sorted(f["nodes"])) for f in faults] == \
@@ -162,7 +162,7 @@ async def test_sim_node_perf_then_network_names_the_slow_nic(tmp_path: Path) -> 
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        perf, net = await store.sweeps.sweeps()
+        perf, net = await store.sweeps.all()
         assert perf.verdict is not None and net.verdict is not None
         assert all(n["status"] == "healthy" for n in perf.verdict["nodes"])  # compute is fine
         faults = net.verdict["faults"]
@@ -198,13 +198,13 @@ async def test_failure_only_passes_a_slow_link_and_says_it_cannot_see_one(
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.verdict is not None and sweep.verdict["faults"] == []
         assert sweep.verdict["failure_only"] and sweep.verdict["jobs"] == 1
         assert sweep.reason is not None and "every group trained" in sweep.reason
         assert "a slow link or NIC is only seen with the steady window (steps >= 6" \
             in sweep.reason
-        jobs = await store.jobs.jobs(sweep.id)
+        jobs = await store.jobs.of_sweep(sweep.id)
         assert len(jobs) == 1 and jobs[0].state == "done"
         assert "trained (not measured)" in "\n".join(lines)
     finally:

@@ -28,9 +28,10 @@ async def _sweep(tmp_path: Path, nic_reset: bool, probes: dict[str, Any] | None 
         update={"nic_reset": nic_reset})})
     code, lines = await run(config, perf_spec(values=[8]))
     store = await open_store(config)
-    sweep = (await store.sweeps.sweeps())[0]
+    sweep = (await store.sweeps.all())[0]
     assert code == EXIT_VERDICT, (sweep.state, sweep.reason, lines)
-    return store, sweep.id, await store.jobs.jobs(sweep.id), await store.events.events(sweep.id)
+    jobs, events = await store.jobs.of_sweep(sweep.id), await store.events.of_sweep(sweep.id)
+    return store, sweep.id, jobs, events
 
 
 def _reset_mark(tmp_path: Path) -> Path:
@@ -62,7 +63,7 @@ async def test_a_nic_reset_that_comes_back_active_reuses_the_node(tmp_path: Path
         submitted = next(e for e in events if e.job_id == jobs[1].id)
         assert reset.id < submitted.id
         assert "chi2863" in expand_nodes(jobs[1].nodes)   # used again: it is Active
-        assert await store.exclusions.exclusions(sid) == []
+        assert await store.exclusions.of_sweep(sid) == []
         assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
     finally:
         await store.close()
@@ -74,7 +75,7 @@ async def test_a_nic_that_stays_down_keeps_the_node_excluded(tmp_path: Path) -> 
     try:
         reset = next(e for e in events if e.rule == "nic.reset_not_active")
         assert reset.reason == "NIC reset of chi2863: not Active (7/8 ports Active)"
-        [excluded] = await store.exclusions.exclusions(sid)
+        [excluded] = await store.exclusions.of_sweep(sid)
         assert excluded.node == "chi2863"
         exclusion = next(e for e in events if e.reason.startswith("exclude chi2863"))
         # The exclusion carries the ibstat output that kept the node out.
@@ -113,13 +114,13 @@ async def test_no_nic_reset_while_a_job_runs_on_the_node(tmp_path: Path) -> None
     shell = ["sh", "-c", f"echo \"$1\" >> {touched}", "fake-ssh", "{node}"]
     store = await Store.open(tmp_path / "s.db")
     try:
-        sid = await store.sweeps.create_sweep("model-perf", "t", {"nodes": "chi2863"})
+        sid = await store.sweeps.create("model-perf", "t", {"nodes": "chi2863"})
         for state, expect in (("alloc", None), ("mix", None), ("comp", None)):
             got = await reset_nic(_Engine(store, _BusyBackend(state, shell)),  # type: ignore[arg-type]
                                   sid, "chi2863", None)
             assert got is expect
         assert not touched.exists()
-        skipped = [e for e in await store.events.events(sid) if e.rule == NIC_SKIPPED_RULE]
+        skipped = [e for e in await store.events.of_sweep(sid) if e.rule == NIC_SKIPPED_RULE]
         assert [e.evidence for e in skipped] == ["sinfo: chi2863 alloc", "sinfo: chi2863 mix",
                                                  "sinfo: chi2863 comp"]
         # Idle: the reset runs (and the fake ssh's empty ibstat is no Active port).

@@ -85,9 +85,9 @@ async def _sweep(tmp_path: Path, faults: list[dict[str, Any]], expect: int,
             update=recovery)})
     code, lines = await run(config, perf_spec(values=[8]))
     store = await open_store(config)
-    sweep = (await store.sweeps.sweeps())[0]
+    sweep = (await store.sweeps.all())[0]
     assert code == expect, (sweep.state, sweep.reason, lines)
-    return store, sweep.id, await store.events.events(sweep.id)
+    return store, sweep.id, await store.events.of_sweep(sweep.id)
 
 
 async def test_a_gpu_fault_stores_the_nodes_evidence_before_excluding_it(tmp_path: Path) -> None:

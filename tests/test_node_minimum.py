@@ -52,11 +52,11 @@ async def test_two_node_faults_on_four_nodes_stop_and_ask(tmp_path: Path) -> Non
     assert code == EXIT_AWAITING_DECISION, lines
     store = await open_store(config)
     try:
-        rules = [e.rule for e in await store.events.events(1)]
+        rules = [e.rule for e in await store.events.of_sweep(1)]
         assert "nodes.below_minimum" in rules
-        assert not [r for r in await store.runs.runs(1) if r.node_count < 3]
+        assert not [r for r in await store.runs.of_sweep(1) if r.node_count < 3]
         # A plain resume would be refused: the stop message asks for a node back instead.
-        stop = [e.reason for e in await store.events.events(1, kind="progress")
+        stop = [e.reason for e in await store.events.of_sweep(1, kind="progress")
                 if "STOP]" in e.reason][-1]
         assert "`sweepd resume 1 --readmit NODE`" in stop and "[--exclude" not in stop, stop
     finally:
@@ -73,15 +73,15 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
 async def test_a_resume_leaving_too_few_nodes_is_refused(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "nodes": FOUR})
     sweep_id = int(body["id"])
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started")
-    await api.store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
+    await api.store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
+    await api.store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "stop rule")
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi[2832,2863]"]})
     assert status == 422 and body["details"][0]["loc"] == ["exclude"]
     assert "would have 2 usable node(s) of its 4 pinned (chi[2867-2868])" in body["error"]
     assert "llama2-70b on these nodes needs 3" in body["error"]
-    assert (await api.store.sweeps.sweep(sweep_id)).state == SweepState.AWAITING_DECISION
-    assert await api.store.exclusions.exclusions(sweep_id) == []
+    assert (await api.store.sweeps.get(sweep_id)).state == SweepState.AWAITING_DECISION
+    assert await api.store.exclusions.of_sweep(sweep_id) == []
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi2832"]})
     assert status == 200 and body["excluded"] == ["chi2832"]

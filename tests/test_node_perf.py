@@ -132,9 +132,9 @@ async def test_sim_sweep_finds_the_slow_node_and_confirms_it(tmp_path: Path) -> 
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.state == SweepState.DONE and sweep.verdict is not None
-        runs = await store.runs.runs(sweep.id)
+        runs = await store.runs.of_sweep(sweep.id)
         labels = sorted(r.label for r in runs)
         assert labels == sorted([f"node={n}" for n in expand_nodes(NODES)]
                                 + ["node=chi2863#2", "node=chi2868#2"])
@@ -144,7 +144,7 @@ async def test_sim_sweep_finds_the_slow_node_and_confirms_it(tmp_path: Path) -> 
         assert status.pop("chi2881") == "unhealthy"
         assert set(status.values()) == {"healthy"}
         # The fault is the node's verdict: nothing excluded, no retry elsewhere.
-        assert await store.exclusions.exclusions(sweep.id) == []
+        assert await store.exclusions.of_sweep(sweep.id) == []
         usable = hostlist.expand_hostlist(sweep.verdict["healthy"])
         assert "chi2868" not in usable and "chi2881" not in usable and "chi2863" in usable
         table = "\n".join(lines)

@@ -128,7 +128,7 @@ async def test_a_cut_verdict_names_a_run_within_the_noise_of_its_best(tmp_path: 
     assert code == EXIT_AWAITING_DECISION and verdict is None, (code, verdict, runs)
     store = await open_store(sim_config(tmp_path, tmp_path / "scenario.yaml"))
     try:
-        reason = str((await store.sweeps.sweep(1)).reason)
+        reason = str((await store.sweeps.get(1)).reason)
     finally:
         await store.close()
     assert "ran out before the search settled" in reason and "flat top: 20" in reason, reason

@@ -25,16 +25,16 @@ async def test_an_outage_past_its_limit_returns_a_stop_per_running_sweep_and_sur
         tmp_path: Path) -> None:
     store = await Store.open(tmp_path / "sweepd.db")
     try:
-        running = await store.sweeps.create_sweep("model-perf", "a", {"kind": "model-perf"})
-        await store.sweeps.transition_sweep(running, SweepState.RUNNING, "started")
-        await store.sweeps.create_sweep("model-perf", "b", {"kind": "model-perf"})   # still queued
+        running = await store.sweeps.create("model-perf", "a", {"kind": "model-perf"})
+        await store.sweeps.transition(running, SweepState.RUNNING, "started")
+        await store.sweeps.create("model-perf", "b", {"kind": "model-perf"})   # still queued
         clock = _Clock(1000.0)
         outage = ControllerOutage(store, clock, limit_s=600.0)
         await outage.contact(900.0)   # the last answer: the outage runs from here
         clock.at = 1000.0
         first = await outage.gone("sbatch: timed out")
         assert (first.notify, first.stops) == (True, [])
-        assert [e.rule for e in await store.events.events(running) if e.kind == "note"] == [
+        assert [e.rule for e in await store.events.of_sweep(running) if e.kind == "note"] == [
             "controller.wait"]
         # A new process reads the outage's start from the store: 700 s > the limit.
         clock.at = 1600.0
@@ -46,8 +46,8 @@ async def test_an_outage_past_its_limit_returns_a_stop_per_running_sweep_and_sur
         assert [(s.sweep.id, s.rule) for s in past.stops] == [(running, "controller.down_limit")]
         back = await later.contact(1700.0)
         assert (back.notify, later.down) == (True, False)
-        assert await store.daemon_state.daemon_value(CONTROLLER_DOWN_KEY) is None
-        assert [e.rule for e in await store.events.events(running) if e.kind == "note"] == [
+        assert await store.daemon_state.get(CONTROLLER_DOWN_KEY) is None
+        assert [e.rule for e in await store.events.of_sweep(running) if e.kind == "note"] == [
             "controller.wait", "controller.back"]
     finally:
         await store.close()

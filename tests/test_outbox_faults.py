@@ -54,7 +54,7 @@ async def lines(service: Service, n: int, start: int = 0) -> tuple[int, list[str
     sid = int((await service.submit(SPEC))["id"]) if start == 0 else 1
     out = [f"run {i} (job {9800 + i}): FAILED — RETRY: rccl flake" for i in range(start, start + n)]
     for line in out:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     service.engine.notify()
     return sid, out
 
@@ -107,7 +107,7 @@ async def test_api_down_for_a_while_loses_and_doubles_nothing(service: Service,
         rows_failed = await _wait_failed(service.store)
         assert rows_failed > 0
         # The sweep's own writes are not held up by the outage.
-        await service.store.sweeps.transition_sweep(1, SweepState.RUNNING, "started",
+        await service.store.sweeps.transition(1, SweepState.RUNNING, "started",
                                                     progress="sweep 1 running")
         await double.start()  # back on the same port
         await until(all_sent(double, 6))
@@ -197,7 +197,7 @@ async def test_upgrade_to_v2_does_not_queue_the_history(tmp_path: Path) -> None:
     try:
         outbox = Outbox(store)
         assert await outbox.pending() == []
-        await store.events.add_event(1, "progress", "new")
+        await store.events.add(1, "progress", "new")
         assert [i.text for i in await outbox.pending()] == ["new"]
         columns = {r[1] for r in await store.base.rows("PRAGMA table_info(deliveries)")}
         assert {"event_id", "chunk", "of", "message_id", "delivered_at", "attempts",

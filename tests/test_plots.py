@@ -57,8 +57,8 @@ async def test_model_perf_plot_draws_the_curve_the_failures_and_the_optimum(
     await run(config, perf_spec(values=[6, 8, 10]))
     async with open_parts(config) as parts:
         png = await parts.service.plot(1)
-        runs = await parts.store.runs.runs(1)
-        sweep = await parts.store.sweeps.sweep(1)
+        runs = await parts.store.runs.of_sweep(1)
+        sweep = await parts.store.sweeps.get(1)
     assert png is not None and png.startswith(b"\x89PNG\r\n\x1a\n")
     passed = sorted((_batch(r), r.tgs) for r in runs if r.outcome == "pass")
     failed = sorted(_batch(r) for r in runs if r.outcome in ("oom", "fail", "hang"))
@@ -98,9 +98,9 @@ async def test_model_sweep_node_perf_and_network_plots_draw_their_results(
         for sweep_id in (1, 2, 3):
             png = await parts.service.plot(sweep_id)
             assert png is not None and png.startswith(b"\x89PNG"), sweep_id
-        runs = {i: await parts.store.runs.runs(i) for i in (1, 2, 3)}
-        node_perf = (await parts.store.sweeps.sweep(2)).verdict or {}
-        network = (await parts.store.sweeps.sweep(3)).verdict or {}
+        runs = {i: await parts.store.runs.of_sweep(i) for i in (1, 2, 3)}
+        node_perf = (await parts.store.sweeps.get(2)).verdict or {}
+        network = (await parts.store.sweeps.get(3)).verdict or {}
     bars_sweep, bars_nodes, bars_network = figures
 
     # Model sweep: one bar series per commit, in the order of the keys (1N, 2N).

@@ -11,10 +11,10 @@ from sweepd.store.store import Store
 
 
 async def done(store: Store, best: int, nodes: str = "n[1-2]", **spec: Any) -> int:
-    sid = await store.sweeps.create_sweep("model-perf", f"b{best}",
+    sid = await store.sweeps.create("model-perf", f"b{best}",
                                           {"model": "llama2-70b", "nodes": nodes, **spec})
-    await store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await store.sweeps.transition_sweep(sid, SweepState.DONE, "verdict",
+    await store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await store.sweeps.transition(sid, SweepState.DONE, "verdict",
                                         verdict={"best": best, "settled": True})
     return sid
 

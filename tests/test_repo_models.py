@@ -120,7 +120,7 @@ async def test_the_daemon_accepts_a_model_the_repo_configures_with_its_shape(
     assert "shape from configs/llama3-8b.gpu.yml" in plan["first_plan"]["runs"][0]["reason"]
     status, body = await api.call("POST", "/sweeps", json=spec)
     assert status == 201, body
-    stored = (await api.store.sweeps.sweep(body["id"])).spec
+    stored = (await api.store.sweeps.get(body["id"])).spec
     assert stored["model"] == "llama3-8b" and stored["toolkit_shape"]["layers"] == 32
 
 
@@ -138,7 +138,7 @@ async def test_the_daemon_refuses_a_model_nowhere_saying_where_it_looked(api: Ap
 async def test_a_shape_given_with_the_spec_must_be_the_configs(api: Api) -> None:
     _submit_sh(api.service, MAXTEXT_FIXTURE)
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama3-8b"})
-    stored = (await api.store.sweeps.sweep(body["id"])).spec
+    stored = (await api.store.sweeps.get(body["id"])).spec
     assert (await api.call("POST", "/sweeps", json=stored))[0] == 201   # submitted again
     wrong = {**stored, "toolkit_shape": {**stored["toolkit_shape"], "layers": 80}}
     status, body = await api.call("POST", "/sweeps", json=wrong)
@@ -180,14 +180,14 @@ async def test_a_later_sweep_of_a_repo_model_starts_from_the_earlier_one(api: Ap
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "model": "llama3-8b"})
     first = body["id"]
     for value, outcome in ((6, "pass"), (7, "oom")):
-        run = await api.store.runs.add_run(first, f"b={value}", RunParams(overrides={BATCH: value}),
+        run = await api.store.runs.add(first, f"b={value}", RunParams(overrides={BATCH: value}),
                                            NODES, "t")
-        await api.store.runs.transition_run(run.id, RunState.ACTIVE, "a")
-        await api.store.runs.transition_run(run.id, RunState.PASSED if outcome == "pass"
+        await api.store.runs.transition(run.id, RunState.ACTIVE, "a")
+        await api.store.runs.transition(run.id, RunState.PASSED if outcome == "pass"
                                             else RunState.FAILED, "x", outcome=outcome,
                                             tgs=900.0 if outcome == "pass" else None)
-    await api.store.sweeps.transition_sweep(first, SweepState.RUNNING, "started")
-    await api.store.sweeps.transition_sweep(first, SweepState.DONE, "done", verdict={
+    await api.store.sweeps.transition(first, SweepState.RUNNING, "started")
+    await api.store.sweeps.transition(first, SweepState.DONE, "done", verdict={
         "best": 6, "tgs": 900.0, "settled": True, "nodes": 8})
     status, plan = await api.call("POST", "/validate", json={**SPEC, "model": "llama3-8b"})
     assert status == 200, plan
@@ -206,8 +206,8 @@ async def test_a_repo_model_goes_to_submit_sh_by_its_config_name(
     code, lines = await run(config, perf_spec(nodes="chi[2832,2863]", model="llama3-8b"))
     store = await open_store(config)
     try:
-        events = await store.events.events(1)
-        jobs = await store.jobs.jobs(1)
+        events = await store.events.of_sweep(1)
+        jobs = await store.jobs.of_sweep(1)
     finally:
         await store.close()
     assert any("shape from configs/llama3-8b.gpu.yml" in (e.reason or "") for e in events), lines

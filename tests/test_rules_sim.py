@@ -23,9 +23,9 @@ async def _sweep(tmp_path: Path, faults: list[dict[str, Any]], expect: int,
     config = sim_config(tmp_path, scenario, **policy)
     code, lines = await run(config, spec or perf_spec(values=[8]))
     store = await open_store(config)
-    sweep = (await store.sweeps.sweeps())[0]
+    sweep = (await store.sweeps.all())[0]
     assert code == expect, (sweep.state, sweep.reason, lines)
-    jobs, events = await store.jobs.jobs(sweep.id), await store.events.events(sweep.id)
+    jobs, events = await store.jobs.of_sweep(sweep.id), await store.events.of_sweep(sweep.id)
     return store, sweep.id, jobs, events, lines
 
 
@@ -42,7 +42,7 @@ async def test_hang_after_memstats_is_a_silent_oom_not_retried(tmp_path: Path) -
         assert "hang.no_output" in _rules(events) and "oom.never_retry" in _rules(events)
         hang = next(e for e in events if e.rule == "hang.no_output")
         assert hang.evidence and "phase compile" in hang.evidence
-        run = (await store.runs.runs(sid))[0]
+        run = (await store.runs.of_sweep(sid))[0]
         assert run.outcome == "oom"
     finally:
         await store.close()
@@ -66,7 +66,7 @@ async def test_hang_in_training_retried_once_then_failed(tmp_path: Path) -> None
         assert [j.state for j in jobs] == [JobState.RETRIED, JobState.FAILED]
         assert _rules(events).count("hang.no_output") == 2
         assert "hang.retried_still_hangs" in _rules(events)
-        assert (await store.runs.runs(sid))[0].outcome == "hang"
+        assert (await store.runs.of_sweep(sid))[0].outcome == "hang"
     finally:
         await store.close()
 
@@ -77,7 +77,7 @@ async def test_ecc_in_preflight_excludes_the_node(tmp_path: Path) -> None:
     try:
         assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
         assert (jobs[0].failure_class, jobs[0].failure_node) == ("ecc", "chi2870")
-        assert [e.node for e in await store.exclusions.exclusions(sid)] == ["chi2870"]
+        assert [e.node for e in await store.exclusions.of_sweep(sid)] == ["chi2870"]
     finally:
         await store.close()
 
@@ -87,7 +87,7 @@ async def test_single_node_crash_excludes_the_node(tmp_path: Path) -> None:
         tmp_path, [{"kind": "node_crash", "node": "chi2872", "times": 1}], EXIT_VERDICT)
     try:
         assert (jobs[0].failure_class, jobs[0].failure_node) == ("node_crash", "chi2872")
-        assert [e.node for e in await store.exclusions.exclusions(sid)] == ["chi2872"]
+        assert [e.node for e in await store.exclusions.of_sweep(sid)] == ["chi2872"]
         assert jobs[-1].state == JobState.DONE
     finally:
         await store.close()
@@ -99,7 +99,7 @@ async def test_same_error_on_another_node_is_a_config_issue(tmp_path: Path) -> N
     store, sid, _jobs, events, lines = await _sweep(tmp_path, faults, EXIT_AWAITING_DECISION)
     try:
         assert "fault.same_error_other_nodes" in _rules(events)
-        assert (await store.sweeps.sweep(sid)).state == SweepState.AWAITING_DECISION
+        assert (await store.sweeps.get(sid)).state == SweepState.AWAITING_DECISION
         assert any("Failing node(s): chi2863" in line for line in lines)
     finally:
         await store.close()
@@ -162,7 +162,7 @@ async def test_controller_down_past_the_limit_stops(tmp_path: Path) -> None:
         tmp_path, [{"kind": "controller_down", "seconds": 5000}], EXIT_AWAITING_DECISION)
     try:
         assert "controller.down_limit" in _rules(events)
-        assert "unreachable" in ((await store.sweeps.sweep(sid)).reason or "")
+        assert "unreachable" in ((await store.sweeps.get(sid)).reason or "")
     finally:
         await store.close()
 
@@ -198,7 +198,7 @@ async def test_checkout_outage_retries_after_the_hourly_period(tmp_path: Path) -
         # The retry waited the configured period (cluster seconds).
         assert jobs[1].submitted_at is not None and jobs[0].ended_at is not None
         assert jobs[1].submitted_at - jobs[0].ended_at >= 3600
-        assert not await store.exclusions.exclusions(sid)
+        assert not await store.exclusions.of_sweep(sid)
     finally:
         await store.close()
 
@@ -209,7 +209,7 @@ async def test_cleanup_exit_143_after_the_last_step_is_success(tmp_path: Path) -
     try:
         assert [j.state for j in jobs] == [JobState.DONE]
         assert jobs[0].summary_status == "CANCELLED" and jobs[0].tgs
-        assert (await store.runs.runs(sid))[0].outcome == "pass"
+        assert (await store.runs.of_sweep(sid))[0].outcome == "pass"
     finally:
         await store.close()
 
@@ -236,15 +236,15 @@ async def test_cancelled_outside_sweepd_is_run_again_and_no_verdict_rests_on_it(
     assert await sweep == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
+        jobs = await store.jobs.of_sweep(1)
         # Shown as what happened (cancelled), not as a failure or a retry of one.
         assert (jobs[0].state, jobs[0].failure_class) == (JobState.CANCELLED, "cancelled")
         assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
-        assert "cancelled.rerun" in _rules(await store.events.events(1))
-        assert not [r for r in await store.runs.runs(1) if r.state == "failed"]
-        assert (await store.sweeps.sweep(1)).verdict["best"] == 10   # the true optimum
+        assert "cancelled.rerun" in _rules(await store.events.of_sweep(1))
+        assert not [r for r in await store.runs.of_sweep(1) if r.state == "failed"]
+        assert (await store.sweeps.get(1)).verdict["best"] == 10   # the true optimum
         # The line the chat gets says what happened: cancelled, run again; no failure.
-        [told] = [e.reason for e in await store.events.events(1, kind="progress")
+        [told] = [e.reason for e in await store.events.of_sweep(1, kind="progress")
                   if e.job_id == jobs[0].id]
         assert told.endswith(f"(job {jobs[0].backend_id}): CANCELLED — cancelled outside "
                              "sweepd: says nothing about the run's value; run again"), told

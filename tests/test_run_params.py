@@ -19,12 +19,12 @@ async def test_the_engine_submits_a_runs_typed_params(tmp_path: Path) -> None:
     spec = parse_spec(perf_spec(values=[4], env={"A": "spec", "B": "spec"},
                                 overrides={"remat_policy": "full"}))
     async with open_parts(config) as parts:
-        sid = await parts.store.sweeps.create_sweep("model-perf", "p", spec.model_dump(mode="json"))
-        await parts.store.runs.add_run(sid, "typed", RunParams(
+        sid = await parts.store.sweeps.create("model-perf", "p", spec.model_dump(mode="json"))
+        await parts.store.runs.add(sid, "typed", RunParams(
             tag="t1", env={"B": "run"}, overrides={"per_device_batch_size": 4},
             xla_flags=["--xla_a=1", "--xla_b=2"]), NODES, "test")
         await parts.engine.step()
-        (job,) = await parts.store.jobs.jobs(sid)
+        (job,) = await parts.store.jobs.of_sweep(sid)
         assert job.backend_id is not None
         await parts.engine.backend.cancel(job.backend_id)
     record = json.loads((config.daemon.state_dir / "sim" / "jobs" / f"{job.backend_id}.json")

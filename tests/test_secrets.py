@@ -96,10 +96,10 @@ async def test_token_never_reaches_a_log_or_the_outbox_under_faults(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with service_over(tmp_path) as service, running_double() as double:
         sid = int((await service.submit(SPEC))["id"])
-        await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started",
+        await service.store.sweeps.transition(sid, SweepState.RUNNING, "started",
                                                     progress="running")
         double.fail(Fault("500"), Fault("429", retry_after=1), Fault("hang"), Fault("400"))
-        await service.store.events.add_event(sid, "progress", "second")
+        await service.store.events.add(sid, "progress", "second")
         bot = make_bot(token(), double.base_url, FAST)
         notifier = TelegramNotifier(Outbox(service.store), bot, token(), CHAT, service,
                                     timing=FAST, sleep=Sleeps(), routine_per_hour=None)
@@ -110,7 +110,7 @@ async def test_token_never_reaches_a_log_or_the_outbox_under_faults(
                 task = asyncio.create_task(notifier.run(stop))
                 await until(lambda: len(double.sent) >= 1)
                 await double.stop()  # connection errors too
-                await service.store.events.add_event(sid, "progress", "third")
+                await service.store.events.add(sid, "progress", "third")
                 service.engine.notify()
                 await until(lambda: any(e["event"] == "notify.retry" and "NetworkError"
                                         in e["error"] for e in logs))

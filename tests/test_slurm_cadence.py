@@ -48,8 +48,8 @@ async def test_cancel_once_and_poll_at_the_period(tmp_path: Path,
 
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
-        rules = [e.rule for e in await store.events.events(1)]
+        jobs = await store.jobs.of_sweep(1)
+        rules = [e.rule for e in await store.events.of_sweep(1)]
     finally:
         await store.close()
     assert "hang.no_output" in rules and len(jobs) == 2
@@ -70,8 +70,9 @@ async def test_first_log_output_records_running(tmp_path: Path,
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        job = (await store.jobs.jobs(1))[0]
-        running = [e for e in await store.events.events(1) if e.to_state == "running" and e.job_id]
+        job = (await store.jobs.of_sweep(1))[0]
+        running = [e for e in await store.events.of_sweep(1)
+                   if e.to_state == "running" and e.job_id]
     finally:
         await store.close()
     assert [e.rule for e in running] == ["log.first_output"]

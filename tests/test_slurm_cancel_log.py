@@ -64,13 +64,13 @@ async def test_a_hand_scancel_is_run_again_and_the_optimum_is_right(
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        s = (await store.sweeps.sweeps())[0]
+        s = (await store.sweeps.all())[0]
         assert s.verdict is not None and s.verdict["best"] == peak, lines
-        jobs = await store.jobs.jobs(s.id)
+        jobs = await store.jobs.of_sweep(s.id)
         assert (jobs[0].state, jobs[0].failure_class) == (JobState.CANCELLED, "cancelled")
         assert jobs[1].run_id == jobs[0].run_id and jobs[1].state == JobState.DONE
-        assert not [r for r in await store.runs.runs(s.id) if r.failure_class == "cancelled"]
-        assert "cancelled.rerun" in [e.rule for e in await store.events.events(s.id)]
+        assert not [r for r in await store.runs.of_sweep(s.id) if r.failure_class == "cancelled"]
+        assert "cancelled.rerun" in [e.rule for e in await store.events.of_sweep(s.id)]
     finally:
         await store.close()
 
@@ -91,11 +91,11 @@ async def test_a_log_removed_while_its_job_runs_is_still_read(
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        s = (await store.sweeps.sweeps())[0]
-        jobs = await store.jobs.jobs(s.id)
+        s = (await store.sweeps.all())[0]
+        jobs = await store.jobs.of_sweep(s.id)
         assert [j.state for j in jobs] == [JobState.DONE] and jobs[0].tgs
         assert len(await store.jobs.steps(jobs[0].id)) == 30
-        events = await store.events.events(s.id)
+        events = await store.events.of_sweep(s.id)
         assert len([e for e in events if e.rule == "log.detached"]) == 1
         told = [e for e in events if e.kind == "progress" and "reads on through" in e.reason]
         assert len(told) == 1
@@ -132,14 +132,14 @@ async def test_every_running_job_scancelled_stops_and_asks(
     assert code == EXIT_AWAITING_DECISION, lines
     store = await open_store(config)
     try:
-        rules = [e.rule for e in await store.events.events(1)]
+        rules = [e.rule for e in await store.events.of_sweep(1)]
         assert "cancelled.whole_sweep" in rules
-        assert not [r for r in await store.runs.runs(1) if r.state == "failed"]
+        assert not [r for r in await store.runs.of_sweep(1) if r.state == "failed"]
         # Each job a person cancelled is shown cancelled (the one that stopped the sweep
         # too), not failed.
-        assert {j.state for j in await store.jobs.jobs(1)} == {JobState.CANCELLED}
+        assert {j.state for j in await store.jobs.of_sweep(1)} == {JobState.CANCELLED}
         # The stop message says the sweep asks, not that a failure could not be recovered.
-        [stop] = [e.reason for e in await store.events.events(1)
+        [stop] = [e.reason for e in await store.events.of_sweep(1)
                   if e.kind == "progress" and "recovery attempted" in e.reason]
         assert "waiting for a person: resume runs it again" in stop, stop
         assert "not recoverable" not in stop, stop

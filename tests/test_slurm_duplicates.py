@@ -56,15 +56,15 @@ async def _engine(tmp_path: Path) -> tuple[Engine, Store, Config]:
 
 
 async def _sweep_with_job(store: Store, token: str, backend_id: str | None) -> int:
-    sweep_id = await store.sweeps.create_sweep("node-perf", "dup", {"kind": "node-perf",
+    sweep_id = await store.sweeps.create("node-perf", "dup", {"kind": "node-perf",
                                                               "nodes": "chi[2870,2872,2880]"})
     # Awaiting a decision: the engine follows its jobs but plans nothing for it.
-    await store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "test")
-    await store.sweeps.transition_sweep(sweep_id, SweepState.AWAITING_DECISION, "test")
-    run = await store.runs.add_run(sweep_id, "r", RunParams(), NODE, "test")
-    job = await store.jobs.create_job(run, token, job_name="", nodes=NODE)
+    await store.sweeps.transition(sweep_id, SweepState.RUNNING, "test")
+    await store.sweeps.transition(sweep_id, SweepState.AWAITING_DECISION, "test")
+    run = await store.runs.add(sweep_id, "r", RunParams(), NODE, "test")
+    job = await store.jobs.create(run, token, job_name="", nodes=NODE)
     if backend_id is not None:
-        await store.jobs.transition_job(job.id, JobState.QUEUED, "test", backend_id=backend_id)
+        await store.jobs.transition(job.id, JobState.QUEUED, "test", backend_id=backend_id)
     return job.id
 
 
@@ -85,7 +85,7 @@ async def test_a_duplicate_or_unowned_token_is_cancelled_and_reported(
         assert _state(unowned).startswith("CANCELLED")
         assert not _state(followed).startswith("CANCELLED")
         assert not _state(foreign).startswith("CANCELLED")
-        events = await store.events.events(1)
+        events = await store.events.of_sweep(1)
         cancelled = [e for e in events if e.rule == "recovery.duplicate_cancelled"]
         assert sorted(duplicate in e.reason or unowned in e.reason for e in cancelled) \
             == [True, True]
@@ -113,14 +113,14 @@ async def test_an_earlier_submitter_is_awaited_then_ended_at_its_deadline(
     record_group(fd, proc.pid)
     os.close(fd)
     try:
-        await store.jobs.update_job(job_id, submit_deadline=engine.clock.now() + 3600)
+        await store.jobs.update(job_id, submit_deadline=engine.clock.now() + 3600)
         await engine.step()
-        assert (await store.jobs.job(job_id)).state == JobState.SUBMITTING
+        assert (await store.jobs.get(job_id)).state == JobState.SUBMITTING
         assert proc.poll() is None, "the submitter was ended before its deadline"
-        await store.jobs.update_job(job_id, submit_deadline=engine.clock.now() - 1)
+        await store.jobs.update(job_id, submit_deadline=engine.clock.now() - 1)
         await engine.step()
         assert await asyncio.to_thread(proc.wait, 10) == -9
-        rules = [e.rule for e in await store.events.events(1)]
+        rules = [e.rule for e in await store.events.of_sweep(1)]
         assert "recovery.wait_submitter" in rules and "recovery.submitter_ended" in rules
     finally:
         if proc.poll() is None:

@@ -60,7 +60,7 @@ def _config(tmp_path: Path, scenario: Path, **extra: Any) -> Config:
 async def _rules(config: Config) -> list[str]:
     store = await open_store(config)
     try:
-        return [e.rule for e in await store.events.events(1) if e.rule]
+        return [e.rule for e in await store.events.of_sweep(1) if e.rule]
     finally:
         await store.close()
 
@@ -151,7 +151,7 @@ async def test_controller_down_shorter_than_the_limit_waits(tmp_path: Path,
     assert "controller.wait" in rules and "controller.down_limit" not in rules
     store = await open_store(config)
     try:
-        events = await store.events.events(1)
+        events = await store.events.of_sweep(1)
     finally:
         await store.close()
     # Measured from the last answer before the outage: at least as long as it lasted.
@@ -210,7 +210,7 @@ async def test_an_outage_outlives_a_daemon_restart(tmp_path: Path,
         await _until(lambda: bool(_events(db, "controller.back")), "the outage never ended")
         store = await Store.open(db)
         try:
-            told = [e.reason for e in await store.events.events(1, kind="progress")
+            told = [e.reason for e in await store.events.of_sweep(1, kind="progress")
                     if "controller" in e.reason]
         finally:
             await store.close()

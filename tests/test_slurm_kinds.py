@@ -48,7 +48,7 @@ async def test_model_sweep_flags_the_regression(tmp_path: Path,
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.verdict is not None
         regressions = sweep.verdict["evaluation"]["regressions"]
         assert sorted(r["key"] for r in regressions) == ["llama2-70b 1N", "llama2-70b 2N"]
@@ -63,7 +63,7 @@ async def test_a_node_slurm_does_not_have_is_refused_at_submit(tmp_path: Path,
         await run(config, {"kind": "node-perf", "nodes": "chi[2832,2863,9001]"})
     store = await open_store(config)
     try:
-        assert await store.sweeps.sweeps() == []   # nothing recorded
+        assert await store.sweeps.all() == []   # nothing recorded
     finally:
         await store.close()
 
@@ -111,8 +111,8 @@ async def test_model_sweep_submits_each_commit_from_its_own_checkout(
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
-        events = await store.events.events(1)
+        jobs = await store.jobs.of_sweep(1)
+        events = await store.events.of_sweep(1)
     finally:
         await store.close()
     assert len(jobs) == 2

@@ -92,7 +92,7 @@ async def _exclusions(config: Config) -> list[str]:
         return []
     store = await open_store(config)
     try:
-        return [e.node for e in await store.exclusions.exclusions(1)]
+        return [e.node for e in await store.exclusions.of_sweep(1)]
     finally:
         await store.close()
 
@@ -101,7 +101,7 @@ async def _decisions(config: Config) -> dict[str, str]:
     """Rule -> evidence of the sweep's decisions and transitions."""
     store = await open_store(config)
     try:
-        return {e.rule: e.evidence or "" for e in await store.events.events(1) if e.rule}
+        return {e.rule: e.evidence or "" for e in await store.events.of_sweep(1) if e.rule}
     finally:
         await store.close()
 
@@ -118,7 +118,7 @@ async def test_model_perf_excludes_the_drained_node_and_completes(
     assert f"sinfo: {DEAD} drng" in evidence and "ReqNodeNotAvail" in evidence, evidence
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
+        jobs = await store.jobs.of_sweep(1)
     finally:
         await store.close()
     assert [j.state for j in jobs] == ["cancelled", "done"]

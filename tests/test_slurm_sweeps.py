@@ -26,13 +26,13 @@ async def _sweep(config: Config, scenario: Path) -> None:
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs = {r.label: r for r in await store.runs.runs(sweep.id)}
+        sweep = (await store.sweeps.all())[0]
+        runs = {r.label: r for r in await store.runs.of_sweep(sweep.id)}
         assert runs["per_device_batch_size=4"].outcome == "pass"
         assert runs["per_device_batch_size=4"].tgs
         assert runs[f"per_device_batch_size={cliff + 1}"].outcome == "oom"
         assert sweep.verdict is not None and sweep.verdict["best"] == 4
-        jobs = await store.jobs.jobs(sweep.id)
+        jobs = await store.jobs.of_sweep(sweep.id)
         assert [j.state for j in jobs] == [JobState.DONE, JobState.FAILED]
         log = Path(jobs[0].log_path or "").read_text()
         # Multi-node: both ranks' lines carry the `srun -l` prefix; rank 0 is the truth.
@@ -73,8 +73,8 @@ async def test_submit_sh_mode_as_the_toolkit_really_behaves(
     await _sweep(config, scenario)
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
-        adopted = [e for e in await store.events.events(1) if e.rule == "submit.adopted"]
+        jobs = await store.jobs.of_sweep(1)
+        adopted = [e for e in await store.events.of_sweep(1) if e.rule == "submit.adopted"]
     finally:
         await store.close()
     assert all(Path(j.log_path or "").parent == ws for j in jobs)
@@ -96,8 +96,8 @@ async def test_a_stop_in_submit_sh_mode_points_at_the_logs_where_they_are(
     assert code == EXIT_AWAITING_DECISION, lines
     store = await open_store(config)
     try:
-        [job] = await store.jobs.jobs(1)
-        [stop] = [e.reason for e in await store.events.events(1, kind="progress")
+        [job] = await store.jobs.of_sweep(1)
+        [stop] = [e.reason for e in await store.events.of_sweep(1, kind="progress")
                   if "STOP]" in e.reason]
     finally:
         await store.close()

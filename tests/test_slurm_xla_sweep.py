@@ -73,8 +73,8 @@ def through_train_sh(config: Config) -> Path:
 async def stored(config: Config) -> tuple[list[Event], list[Job], dict[int, str]]:
     store = await open_store(config)
     try:
-        runs = {r.id: r.label for r in await store.runs.runs(1)}
-        return await store.events.events(1), await store.jobs.jobs(1), runs
+        runs = {r.id: r.label for r in await store.runs.of_sweep(1)}
+        return await store.events.of_sweep(1), await store.jobs.of_sweep(1), runs
     finally:
         await store.close()
 
@@ -217,7 +217,7 @@ async def test_a_dead_node_stops_the_sweep_and_leaves_the_nodelist(
     assert all(j.nodes == SLOT for j in jobs)       # never fewer nor other nodes
     store = await open_store(config)
     try:
-        assert await store.exclusions.exclusions(1, active_only=False) == []
+        assert await store.exclusions.of_sweep(1, active_only=False) == []
     finally:
         await store.close()
 
@@ -246,7 +246,7 @@ def neutral(i: int) -> dict[str, Any]:
 async def verdict_of(config: Config) -> dict[str, Any]:
     store = await open_store(config)
     try:
-        return dict((await store.sweeps.sweeps())[0].verdict or {})
+        return dict((await store.sweeps.all())[0].verdict or {})
     finally:
         await store.close()
 

@@ -52,15 +52,15 @@ def test_a_refusal_about_one_field_prints_its_message_once(
 async def test_jobs_submitted_counts_only_what_reached_the_scheduler(tmp_path: Path) -> None:
     store = await Store.open(tmp_path / "s.db")
     try:
-        sid = await store.sweeps.create_sweep("model-perf", "t", {"model": "llama2-70b",
+        sid = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b",
                                                             "nodes": "chi[1-2]"})
-        run = await store.runs.add_run(sid, "per_device_batch_size=8", RunParams(), "chi[1-2]", "t")
+        run = await store.runs.add(sid, "per_device_batch_size=8", RunParams(), "chi[1-2]", "t")
         for i, backend_id in enumerate(("101", "102", None)):
-            job = await store.jobs.create_job(run, f"tok{i}", "JAX-x", "chi[1-2]")
+            job = await store.jobs.create(run, f"tok{i}", "JAX-x", "chi[1-2]")
             if backend_id:
-                await store.jobs.update_job(job.id, backend_id=backend_id)
-        text = report_markdown(await store.sweeps.sweep(sid), await store.runs.runs(sid),
-                               await store.jobs.jobs(sid), [])
+                await store.jobs.update(job.id, backend_id=backend_id)
+        text = report_markdown(await store.sweeps.get(sid), await store.runs.of_sweep(sid),
+                               await store.jobs.of_sweep(sid), [])
         # The third row was refused before the scheduler saw it (e.g. a job name too long).
         assert "- Jobs submitted: 2 (1 more not accepted by the scheduler)\n" in text
     finally:
@@ -205,15 +205,15 @@ async def test_a_campaign_report_counts_its_stage_sweeps_jobs(tmp_path: Path) ->
 
     store = await Store.open(tmp_path / "s.db")
     try:
-        parent = await store.sweeps.create_sweep("campaign", "c", {"model": "llama2-70b",
+        parent = await store.sweeps.create("campaign", "c", {"model": "llama2-70b",
                                                                    "nodes": "chi[1-2]"})
         for stage, ids in (("health", ("201",)), ("batch", ("202", "203"))):
             child, _ = await store.campaigns.start_child(parent, Carried(stage), "model-perf",
                                                          stage, {"model": "llama2-70b"}, None)
-            run = await store.runs.add_run(child, "x", RunParams(), "chi[1-2]", stage)
+            run = await store.runs.add(child, "x", RunParams(), "chi[1-2]", stage)
             for i, backend_id in enumerate(ids):
-                job = await store.jobs.create_job(run, f"{stage}{i}", "JAX-x", "chi[1-2]")
-                await store.jobs.update_job(job.id, backend_id=backend_id)
+                job = await store.jobs.create(run, f"{stage}{i}", "JAX-x", "chi[1-2]")
+                await store.jobs.update(job.id, backend_id=backend_id)
         got = await Queries(store).report(parent)
         # The campaign submits nothing itself: its stages' three jobs are what it cost.
         assert "- Jobs submitted: 0 of its own, 3 by its stage sweeps\n" in got["markdown"]

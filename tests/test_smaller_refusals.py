@@ -37,11 +37,11 @@ def sweepd(*args: str) -> subprocess.CompletedProcess[str]:
 async def _plottable(d: Daemon) -> int:
     sid = int((await d.service.submit(SPEC))["id"])
     for b, tgs in ((4, 1000.0), (8, 1300.0)):
-        run = await d.store.runs.add_run(sid, f"b={b}",
+        run = await d.store.runs.add(sid, f"b={b}",
                                          RunParams(overrides={"per_device_batch_size": b}),
                                          NODES, "t")
-        await d.store.runs.transition_run(run.id, RunState.ACTIVE, "submitting")
-        await d.store.runs.transition_run(run.id, RunState.PASSED, "ran", outcome="pass", tgs=tgs,
+        await d.store.runs.transition(run.id, RunState.ACTIVE, "submitting")
+        await d.store.runs.transition(run.id, RunState.PASSED, "ran", outcome="pass", tgs=tgs,
                                           mfu=30.0)
     return sid
 

@@ -12,20 +12,20 @@ from sweepd.store.store import Store
 
 async def test_a_read_waits_for_another_tasks_transaction_and_sees_no_rolled_back_row(
         store: Store) -> None:
-    sweep_id = await store.sweeps.create_sweep("model-perf", "t", {"model": "llama2-70b"})
-    before = [e.id for e in await store.events.events(sweep_id)]
+    sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
+    before = [e.id for e in await store.events.of_sweep(sweep_id)]
     written, finish = asyncio.Event(), asyncio.Event()
 
     async def decide_then_fail() -> None:
         async with store.tx():
-            await store.events.add_event(sweep_id, "progress", "a decision that will not hold")
+            await store.events.add(sweep_id, "progress", "a decision that will not hold")
             written.set()
             await finish.wait()
             raise RuntimeError("rolled back")
 
     writer = asyncio.create_task(decide_then_fail())
     await written.wait()
-    reader = asyncio.create_task(store.events.events(sweep_id))
+    reader = asyncio.create_task(store.events.of_sweep(sweep_id))
     for _ in range(20):           # the reader cannot finish while the transaction is open
         await asyncio.sleep(0)
     assert not reader.done()
@@ -35,5 +35,5 @@ async def test_a_read_waits_for_another_tasks_transaction_and_sees_no_rolled_bac
     assert [e.id for e in await reader] == before
     # The writing task itself reads its own writes inside its transaction.
     async with store.tx():
-        await store.events.add_event(sweep_id, "progress", "kept")
-        assert [e.reason for e in await store.events.events(sweep_id)][-1] == "kept"
+        await store.events.add(sweep_id, "progress", "kept")
+        assert [e.reason for e in await store.events.of_sweep(sweep_id)][-1] == "kept"

@@ -50,9 +50,9 @@ async def test_a_sweep_in_flight_keeps_its_spec_across_a_stricter_validator(
         await parts.engine.step()   # its first jobs are submitted
     _stricter(monkeypatch)   # then the daemon is upgraded, and restarts
     async with open_parts(config) as parts:
-        sweep = await parts.store.sweeps.sweep(sweep_id)
+        sweep = await parts.store.sweeps.get(sweep_id)
         while sweep.state not in ENDED:
             await parts.engine.step()
             await asyncio.sleep(config.daemon.tick_s)
-            sweep = await parts.store.sweeps.sweep(sweep_id)
+            sweep = await parts.store.sweeps.get(sweep_id)
     assert sweep.state == SweepState.DONE, sweep.reason

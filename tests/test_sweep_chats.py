@@ -57,8 +57,8 @@ async def delivering(workers: Workers, double: BotApiDouble, texts: list[str]) -
 
 async def sweep_saying(service: Service, text: str, **spec: Any) -> int:
     sid = int((await service.submit({**SPEC, **spec}))["id"])
-    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await service.store.events.add_event(sid, "progress", text)
+    await service.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await service.store.events.add(sid, "progress", text)
     return sid
 
 
@@ -94,7 +94,7 @@ async def test_a_failed_copy_is_resent_to_that_chat_only(service: Service,
     assert values["sweepd_delivery_failures_total"] == 1
     assert values["sweepd_delivery_refused_total"] == 0
     # The stop message's buttons reach the team chat too.
-    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+    await service.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "node fault",
                                                 progress="[model-perf STOP] halted")
     await delivering(workers, double, ["[model-perf STOP] halted"])
     await until(lambda: len([s for s in double.sent if s.reply_markup]) == 2)

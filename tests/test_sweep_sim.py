@@ -27,10 +27,10 @@ async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
     truth = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.state == SweepState.DONE
         assert sweep.verdict is not None and sweep.verdict["best"] == truth
-        runs = await store.runs.runs(sweep.id)
+        runs = await store.runs.of_sweep(sweep.id)
         assert len({r.label for r in runs}) == len(runs)  # no value probed twice
         assert all(r.tgs is None or r.tgs > 0 for r in runs)
         # A progress line for every finished run, as it landed, and the table at the end.
@@ -52,11 +52,11 @@ async def test_oom_above_the_cliff_is_never_retried(tmp_path: Path) -> None:
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs = {r.label: r for r in await store.runs.runs(sweep.id)}
+        sweep = (await store.sweeps.all())[0]
+        runs = {r.label: r for r in await store.runs.of_sweep(sweep.id)}
         oom = runs[f"per_device_batch_size={cliff + 1}"]
         assert (oom.outcome, oom.failure_class) == ("oom", "oom")
-        jobs = [j for j in await store.jobs.jobs(sweep.id) if j.run_id == oom.id]
+        jobs = [j for j in await store.jobs.of_sweep(sweep.id) if j.run_id == oom.id]
         assert len(jobs) == 1 and jobs[0].state == JobState.FAILED
         assert jobs[0].failure_detail  # the allocation size is recorded
         assert sweep.verdict is not None and sweep.verdict["best"] == 8
@@ -72,14 +72,14 @@ async def test_gpu_fault_excludes_the_node_and_retries(tmp_path: Path) -> None:
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        assert [e.node for e in await store.exclusions.exclusions(sweep.id)] == ["chi2867"]
-        jobs = await store.jobs.jobs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        assert [e.node for e in await store.exclusions.of_sweep(sweep.id)] == ["chi2867"]
+        jobs = await store.jobs.of_sweep(sweep.id)
         assert [j.state for j in jobs] == [JobState.RETRIED, JobState.DONE]
         assert jobs[0].failure_class == "gpu_hardware" and jobs[0].failure_node == "chi2867"
         assert "chi2867" not in expand_nodes(jobs[1].nodes)
         assert len(expand_nodes(jobs[1].nodes)) == 7
-        decisions = [e for e in await store.events.events(sweep.id)
+        decisions = [e for e in await store.events.of_sweep(sweep.id)
                      if e.rule == "fault.exclude_node"]
         assert decisions and decisions[0].evidence and "HSA_STATUS_ERROR" in decisions[0].evidence
         assert any("RETRY" in line for line in lines)
@@ -96,14 +96,15 @@ async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
     assert code == EXIT_AWAITING_DECISION
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
+        sweep = (await store.sweeps.all())[0]
         assert sweep.state == SweepState.AWAITING_DECISION
-        stop = [e for e in await store.events.events(sweep.id) if e.to_state == "awaiting_decision"]
+        stop = [e for e in await store.events.of_sweep(sweep.id)
+                if e.to_state == "awaiting_decision"]
         assert stop[0].rule in ("exclusions.max", "fault.same_error_other_nodes")
         message = "\n".join(lines)
         assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
         assert f"/resume {sweep.id} [NODE to exclude ...]" in message   # says how to answer
-        excluded = [e.node for e in await store.exclusions.exclusions(sweep.id)]
+        excluded = [e.node for e in await store.exclusions.of_sweep(sweep.id)]
         assert excluded and f"(excluded: {', '.join(excluded)})" in message
     finally:
         await store.close()
@@ -117,10 +118,10 @@ async def test_an_environment_variable_can_be_swept(tmp_path: Path) -> None:
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        jobs = await store.jobs.jobs(1)
+        jobs = await store.jobs.of_sweep(1)
         # The trainer saw the variable: its memory pool is 192 GiB x the fraction.
         assert sorted(round(j.mem_limit_gb or 0) for j in jobs) == [163, 179]
-        verdict = (await store.sweeps.sweep(1)).verdict
+        verdict = (await store.sweeps.get(1)).verdict
         assert verdict is not None and verdict["parameter"] == param
     finally:
         await store.close()
@@ -134,7 +135,7 @@ async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: P
     # A node that left the cluster after its sweep was accepted: the sweep stops, saying so.
     store = await open_store(config)
     try:
-        sid = await store.sweeps.create_sweep("model-perf", "left", parse_spec(spec).model_dump())
+        sid = await store.sweeps.create("model-perf", "left", parse_spec(spec).model_dump())
     finally:
         await store.close()
     lines: list[str] = []
@@ -156,8 +157,8 @@ async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: P
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs = await store.runs.runs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        runs = await store.runs.of_sweep(sweep.id)
         again = [r for r in runs if r.label.endswith(" on 3N")]
         assert again and all(r.nodes == "chi[2832,2867-2868]" for r in again)
         assert sweep.verdict is not None and sweep.verdict["nodes"] == 3
@@ -176,7 +177,7 @@ async def test_a_defect_in_planning_stops_that_sweep_not_the_daemon(
     assert code == EXIT_AWAITING_DECISION, lines
     store = await open_store(config)
     try:
-        stop = [e for e in await store.events.events(1) if e.to_state == "awaiting_decision"]
+        stop = [e for e in await store.events.of_sweep(1) if e.to_state == "awaiting_decision"]
         assert [e.rule for e in stop] == ["engine.plan_failed"]
         assert stop[0].evidence == "ValueError(\"a planner's defect\")"
     finally:
@@ -196,11 +197,11 @@ async def test_the_memory_line_predicts_the_cliff_and_the_search_refines_to_the_
     assert code == EXIT_VERDICT
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs = await store.runs.runs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        runs = await store.runs.of_sweep(sweep.id)
         batches = [r.params.overrides["per_device_batch_size"] for r in runs]
-        jobs = await store.jobs.jobs(sweep.id)
-        reasons = {e.run_id: e.reason for e in await store.events.events(sweep.id)
+        jobs = await store.jobs.of_sweep(sweep.id)
+        reasons = {e.run_id: e.reason for e in await store.events.of_sweep(sweep.id)
                    if e.rule == "model_perf.upper_bound_probe"}
     finally:
         await store.close()
@@ -233,18 +234,18 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
     assert (await run(config, other))[0] == EXIT_VERDICT
     store = await open_store(config)
     try:
-        first, second, third = await store.sweeps.sweeps()
+        first, second, third = await store.sweeps.all()
         peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
         assert first.verdict is not None and second.verdict is not None
         assert first.verdict["best"] == second.verdict["best"] == peak
-        runs = await store.runs.runs(second.id)
+        runs = await store.runs.of_sweep(second.id)
         assert len(runs) <= 2 and runs[0].params.overrides["per_device_batch_size"] == peak
-        reasons = [e.reason for e in await store.events.events(second.id)
+        reasons = [e.reason for e in await store.events.of_sweep(second.id)
                    if e.rule == "model_perf.upper_bound_probe"]
         assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "
                                      f"of sweep #{first.id} of the same model")
         assert f"judged by sweep #{first.id}'s runs" in (second.verdict["caveat"] or "")
-        third_reasons = [e.reason for e in await store.events.events(third.id)
+        third_reasons = [e.reason for e in await store.events.of_sweep(third.id)
                          if e.rule == "model_perf.upper_bound_probe"]
         assert "memory estimate" in third_reasons[0]
     finally:
@@ -266,7 +267,7 @@ async def test_a_later_sweep_whose_curve_moved_searches_afresh(tmp_path: Path) -
     assert (await run(config, perf_spec()))[0] == EXIT_VERDICT
     store = await open_store(config)
     try:
-        first, second = await store.sweeps.sweeps()
+        first, second = await store.sweeps.all()
         assert first.verdict is not None and first.verdict["best"] == 16
         assert second.verdict is not None and second.verdict["settled"]
         truth, nodes = load_scenario(moved), expand_nodes(NODES)
@@ -277,17 +278,17 @@ async def test_a_later_sweep_whose_curve_moved_searches_afresh(tmp_path: Path) -
 
         peak = true_peak_batch(truth, "llama2-70b", nodes)
         assert true_tgs(int(second.verdict["best"])) >= 0.99 * true_tgs(peak)
-        runs = await store.runs.runs(second.id)
+        runs = await store.runs.of_sweep(second.id)
         assert runs[0].params.overrides["per_device_batch_size"] == 16 and len(runs) > 1
         said = (f"sweep #{first.id}'s curve does not hold here: per_device_batch_size=16 "
                 "measured 0.")
         caveat = second.verdict["caveat"] or ""
         assert said in caveat and "its runs are not used" in caveat
         assert f"judged by sweep #{first.id}'s runs" not in caveat
-        reasons = [e.reason for e in await store.events.events(second.id)
+        reasons = [e.reason for e in await store.events.of_sweep(second.id)
                    if e.rule == "model_perf.upper_bound_probe"]
         assert said in reasons[1] and not any(said in r for r in reasons[2:])
         # Nothing is lost: the first sweep's runs are all still in the store.
-        assert len(await store.runs.runs(first.id)) == first.verdict["runs"]
+        assert len(await store.runs.of_sweep(first.id)) == first.verdict["runs"]
     finally:
         await store.close()

@@ -57,7 +57,7 @@ async def deliver(service: Service, double: BotApiDouble, per_hour: int | None =
 
 async def running_sweep(service: Service) -> int:
     sid = int((await service.submit(SPEC))["id"])
-    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
+    await service.store.sweeps.transition(sid, SweepState.RUNNING, "started")
     return sid
 
 
@@ -66,7 +66,7 @@ async def test_progress_lines_go_in_order_as_plain_text(service: Service,
     sid = await running_sweep(service)
     lines = [FAIL.format(16, 2), PASS, f"sweep {sid} resumed"]
     for line in lines:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     await deliver(service, double)
     assert double.texts(CHAT) == lines
     assert all(s.parse_mode is None and s.reply_markup is None for s in double.sent)
@@ -77,7 +77,7 @@ async def test_progress_lines_go_in_order_as_plain_text(service: Service,
 async def test_stop_message_carries_resume_and_abort_buttons(service: Service,
                                                             double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "node fault",
+    await service.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "node fault",
                                                 progress=STOP)
     await deliver(service, double)
     [sent] = double.sent
@@ -92,7 +92,7 @@ async def test_long_message_is_split_into_numbered_chunks(service: Service,
                                                           double: BotApiDouble) -> None:
     sid = await running_sweep(service)
     body = "\n".join(f"line {i:04d} " + "x" * 80 for i in range(100))  # ~9,000 chars
-    await service.store.events.add_event(sid, "progress", body)
+    await service.store.events.add(sid, "progress", body)
     await deliver(service, double)
     texts = double.texts()
     assert [t[:6] for t in texts] == ["[1/3] ", "[2/3] ", "[3/3] "]
@@ -103,14 +103,14 @@ async def test_long_message_is_split_into_numbered_chunks(service: Service,
 async def test_final_report_is_monospace_and_falls_back_to_plain(service: Service,
                                                                  double: BotApiDouble) -> None:
     sid = await running_sweep(service)
-    run = await service.store.runs.add_run(sid, "per_device_batch_size=12",
+    run = await service.store.runs.add(sid, "per_device_batch_size=12",
                                            RunParams(overrides={"per_device_batch_size": 12}),
                                            SPEC["nodes"], "plan")
-    await service.store.runs.transition_run(run.id, RunState.ACTIVE, "submitted")
-    await service.store.runs.transition_run(run.id, RunState.PASSED, "ok", outcome="pass",
+    await service.store.runs.transition(run.id, RunState.ACTIVE, "submitted")
+    await service.store.runs.transition(run.id, RunState.PASSED, "ok", outcome="pass",
                                             tgs=2036.0, mfu=30.0)
     summary = "best per_device_batch_size=12 at 2,036 TGS/device"
-    await service.store.sweeps.transition_sweep(sid, SweepState.DONE, summary, verdict={},
+    await service.store.sweeps.transition(sid, SweepState.DONE, summary, verdict={},
                                                 progress=summary)
     double.reject_parse_mode = True  # Telegram refuses the Markdown: the chunk goes plain
     await deliver(service, double)
@@ -128,14 +128,14 @@ async def test_final_report_sends_the_plot_as_a_photo(service: Service,
     sid = await running_sweep(service)
     store = service.store
     for bs, tgs in ((8, 1800.0), (12, 2036.0)):
-        run = await store.runs.add_run(sid, f"per_device_batch_size={bs}",
+        run = await store.runs.add(sid, f"per_device_batch_size={bs}",
                                        RunParams(overrides={"per_device_batch_size": bs}),
                                        SPEC["nodes"], "plan")
-        await store.runs.transition_run(run.id, RunState.ACTIVE, "submitted")
-        await store.runs.transition_run(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
+        await store.runs.transition(run.id, RunState.ACTIVE, "submitted")
+        await store.runs.transition(run.id, RunState.PASSED, "ok", outcome="pass", tgs=tgs,
                                         mfu=30.0)
     assert await service.plot(sid) is not None
-    await store.sweeps.transition_sweep(sid, SweepState.DONE, "best 12", verdict={},
+    await store.sweeps.transition(sid, SweepState.DONE, "best 12", verdict={},
                                         progress="best 12")
     await deliver(service, double)
     assert [s.method for s in double.sent][-2:] == ["sendMessage", "sendPhoto"]
@@ -149,11 +149,11 @@ async def test_routine_lines_over_the_hourly_limit_are_digested_before_a_result(
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20, 24, 28, 32)]
     for line in fails:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     await deliver(service, double, per_hour=2, clock_at=1_000_000.0)
     assert double.texts() == fails[:2]  # the other three are held
-    await service.store.events.add_event(sid, "progress", PASS)  # a positive result goes at once
-    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "x",
+    await service.store.events.add(sid, "progress", PASS)  # a positive result goes at once
+    await service.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "x",
                                                 progress=STOP)
     await deliver(service, double, per_hour=2, clock_at=1_000_010.0)
     texts = double.texts()
@@ -167,12 +167,12 @@ async def test_failure_lines_go_at_once_however_many_in_the_hour(
     were routine lines, so past two an hour they waited for an hourly digest."""
     sid = await running_sweep(service)
     first = ROUTINE.format(60)
-    await service.store.events.add_event(sid, "progress", first)   # spends the hour's budget
+    await service.store.events.add(sid, "progress", first)   # spends the hour's budget
     held = ROUTINE.format(120)
-    await service.store.events.add_event(sid, "progress", held)    # over it: held
+    await service.store.events.add(sid, "progress", held)    # over it: held
     fails = [FAIL.format(b, b) for b in (16, 20, 24, 28, 32)]
     for line in [*fails, RETRY]:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     texts = double.texts()
     # Every failure went out now, each on its own, in order; the held routine line went
@@ -180,7 +180,7 @@ async def test_failure_lines_go_at_once_however_many_in_the_hour(
     assert texts == [first, fmt.digest_text([held]), *fails, RETRY]
     # Failures do not use up the routine budget: an hour later one routine line goes alone.
     later = ROUTINE.format(3700)
-    await service.store.events.add_event(sid, "progress", later)
+    await service.store.events.add(sid, "progress", later)
     await deliver(service, double, per_hour=1, clock_at=1_003_700.0)
     assert double.texts()[-1] == later
 
@@ -190,7 +190,7 @@ async def test_held_lines_go_as_a_digest_when_the_hour_has_passed(service: Servi
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20, 24)]
     for line in fails:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     assert double.texts() == fails[:1]
     await deliver(service, double, per_hour=1, clock_at=1_000_100.0)
@@ -201,7 +201,7 @@ async def test_held_lines_go_as_a_digest_when_the_hour_has_passed(service: Servi
 
 async def test_without_telegram_messages_go_to_the_structured_log(service: Service) -> None:
     sid = await running_sweep(service)
-    await service.store.events.add_event(sid, "progress", PASS)
+    await service.store.events.add(sid, "progress", PASS)
     sink = LogSink(Outbox(service.store))
     with capture_logs() as logs:
         assert await sink.deliver_pending() == 1
@@ -274,7 +274,7 @@ async def test_an_abort_goes_at_once_even_over_the_hourly_limit(service: Service
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
-        await service.store.events.add_event(sid, "progress", line)
+        await service.store.events.add(sid, "progress", line)
     await service.abort(sid)   # nothing after it would ever flush a held line
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)
     texts = double.texts()
@@ -287,8 +287,8 @@ async def test_a_resume_is_answered_at_once_even_over_the_hourly_limit(
     sid = await running_sweep(service)
     fails = [ROUTINE.format(b) for b in (16, 20)]
     for line in fails:
-        await service.store.events.add_event(sid, "progress", line)
-    await service.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "x",
+        await service.store.events.add(sid, "progress", line)
+    await service.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "x",
                                                 progress=STOP)
     await service.resume(sid)
     await deliver(service, double, per_hour=1, clock_at=1_000_000.0)

@@ -48,8 +48,8 @@ async def test_the_daemon_workers_send_through_the_configured_proxy(
                             base_url=UNREACHABLE, proxy=f"http://127.0.0.1:{double.port}",
                             backoff_initial_s=0.01, backoff_max_s=0.05, idle_s=0.05)
     sid = int((await service.submit(SPEC))["id"])
-    await service.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-    await service.store.events.add_event(sid, "progress", "a line for the chat")
+    await service.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+    await service.store.events.add(sid, "progress", "a line for the chat")
     workers = build_workers(config, service.store, service, env={"TG_BOT_TOKEN": TOKEN})
     stop = asyncio.Event()
     notify = dict(workers.runners)["notify"]

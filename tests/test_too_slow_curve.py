@@ -36,10 +36,10 @@ async def test_a_steep_fall_past_an_interior_peak_reaches_the_peak(
     assert code == EXIT_VERDICT, lines
     store = await open_store(config)
     try:
-        verdict = (await store.sweeps.sweep(1)).verdict
-        runs = await store.runs.runs(1)
-        jobs = await store.jobs.jobs(1)
-        events = await store.events.events(1)
+        verdict = (await store.sweeps.get(1)).verdict
+        runs = await store.runs.of_sweep(1)
+        jobs = await store.jobs.of_sweep(1)
+        events = await store.events.of_sweep(1)
     finally:
         await store.close()
     batches = [int(swept_value("per_device_batch_size", r.params) or 0) for r in runs]

@@ -47,7 +47,7 @@ async def test_a_tp_that_divides_8_but_not_a_4_gpu_node_is_refused(tmp_path: Pat
             with pytest.raises(SpecError) as caught:
                 await call(xla("FSDP=8,TP=8"))
             assert str(caught.value) == line
-        assert await store.sweeps.sweeps() == []     # nothing recorded
+        assert await store.sweeps.all() == []     # nothing recorded
         # A TP the node's 4 GPUs hold is accepted on the same cluster.
         plan = await service.validate(xla("FSDP=8,TP=4"))
         assert plan["kind"] == "xla-tuning"
@@ -58,7 +58,7 @@ async def test_tp_16_on_a_16_gpu_node_is_accepted(tmp_path: Path) -> None:
         plan = await service.validate(xla("FSDP=8,TP=16"))
         assert plan["kind"] == "xla-tuning" and plan["first_plan"]
         summary = await service.submit(xla("FSDP=8,TP=16"))
-        assert [s.id for s in await store.sweeps.sweeps()] == [summary["id"]]
+        assert [s.id for s in await store.sweeps.all()] == [summary["id"]]
 
 
 def test_sweepd_validate_with_a_config_checks_it(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ async def test_a_job_that_ran_unwatched_is_recorded_as_having_run(tmp_path: Path
     async with open_parts(config) as parts:
         sweep_id = int((await parts.service.submit(perf_spec(values=[4])))["id"])
         await parts.engine.step()
-        [job] = await parts.store.jobs.jobs(sweep_id)
+        [job] = await parts.store.jobs.of_sweep(sweep_id)
         assert job.state == JobState.QUEUED and job.backend_id, job
         backend = parts.engine.backend
         for _ in range(600):     # the job runs to its end before sweepd looks again
@@ -27,12 +27,12 @@ async def test_a_job_that_ran_unwatched_is_recorded_as_having_run(tmp_path: Path
             await asyncio.sleep(0.05)
         for _ in range(50):
             await parts.engine.step()
-            [job, *_] = await parts.store.jobs.jobs(sweep_id)
+            [job, *_] = await parts.store.jobs.of_sweep(sweep_id)
             if job.state not in (JobState.QUEUED, JobState.RUNNING):
                 break
         assert job.state == JobState.DONE, (job.state, job.failure_class)
         trail = [(e.from_state, e.to_state, e.rule)
-                 for e in await parts.store.events.events(sweep_id)
+                 for e in await parts.store.events.of_sweep(sweep_id)
                  if e.kind == "transition" and e.job_id == job.id]
         assert [(f, t) for f, t, _ in trail][-2:] == [("queued", "running"),
                                                       ("running", "done")], trail

@@ -139,4 +139,4 @@ async def test_a_spec_the_toolkit_cannot_take_stops_once_and_resume_says_why(
     async with open_parts(config) as parts:
         with pytest.raises(SpecError, match="a resume would be refused the same way"):
             await resume(parts.engine, 1)
-        assert (await parts.store.sweeps.sweep(1)).state == "awaiting_decision"
+        assert (await parts.store.sweeps.get(1)).state == "awaiting_decision"

@@ -16,7 +16,7 @@ NEVER_S = 3600.0   # a tick that never comes within the test
 
 
 async def _first_job(store: Store, sweep_id: int) -> None:
-    while not await store.jobs.jobs(sweep_id):
+    while not await store.jobs.of_sweep(sweep_id):
         await asyncio.sleep(0.01)
 
 

@@ -146,7 +146,7 @@ async def start_model_sweep(service: Service, repo: Path) -> tuple[int, Path]:
 
 
 async def released(service: Service, sweep_id: int) -> list[str]:
-    return [e.reason for e in await service.store.events.events(sweep_id)
+    return [e.reason for e in await service.store.events.of_sweep(sweep_id)
             if e.rule == "checkouts.released"]
 
 
@@ -166,7 +166,7 @@ async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: 
     """The sweep ended, then the daemon died before its clean-up."""
     async with sim_service(tmp_path) as service:
         sweep_id, root = await start_model_sweep(service, repo)
-        await service.store.sweeps.transition_sweep(sweep_id, SweepState.ABORTED, "test: crash")
+        await service.store.sweeps.transition(sweep_id, SweepState.ABORTED, "test: crash")
     async with sim_service(tmp_path) as service:   # a new process
         await service.engine.step()
         assert not root.exists()

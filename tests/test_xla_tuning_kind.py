@@ -134,13 +134,13 @@ class Recorder:
         the log ends with; `dump`: the HLO text the job writes, where the toolkit puts it
         (or in `dump_to`), while it runs."""
         label, params = (new.label, new.params) if isinstance(new, NewRun) else new
-        while label in {r.label for r in await self.store.runs.runs(self.sweep_id)}:
+        while label in {r.label for r in await self.store.runs.of_sweep(self.sweep_id)}:
             label += "'"
-        run = await self.store.runs.add_run(self.sweep_id, label, params, NODE, "test", "test")
+        run = await self.store.runs.add(self.sweep_id, label, params, NODE, "test", "test")
         if not finish:
             return run.id
-        await self.store.runs.transition_run(run.id, RunState.ACTIVE, "started")
-        job = await self.store.jobs.create_job(run, f"t{run.id}", f"xla-{label}", NODE)
+        await self.store.runs.transition(run.id, RunState.ACTIVE, "started")
+        job = await self.store.jobs.create(run, f"t{run.id}", f"xla-{label}", NODE)
         self.next_backend += 1
         log = self.logs / f"{self.next_backend}.log"
         flags = " ".join(params.xla_flags)
@@ -163,11 +163,11 @@ class Recorder:
     async def context(self, nodes: tuple[str, ...] | None = None,
                       facts: XlaFacts | None = None) -> SweepContext[XlaFacts]:
         """`nodes`: the pinned ones minus exclusions, as the engine passes them."""
-        pinned = expand_nodes((await self.store.sweeps.sweep(self.sweep_id)).spec["nodes"])
-        return SweepContext(runs=await self.store.runs.runs(self.sweep_id),
+        pinned = expand_nodes((await self.store.sweeps.get(self.sweep_id)).spec["nodes"])
+        return SweepContext(runs=await self.store.runs.of_sweep(self.sweep_id),
                             nodes=pinned if nodes is None else nodes,
                             gpu_memory_gib=192.0, facts=facts or XlaFacts(),
-                            jobs=await self.store.jobs.jobs(self.sweep_id))
+                            jobs=await self.store.jobs.of_sweep(self.sweep_id))
 
 
 async def end_recorded(store: Store, run_id: int, job_id: int, backend_id: str, log: Path,
@@ -175,17 +175,17 @@ async def end_recorded(store: Store, run_id: int, job_id: int, backend_id: str, 
     """A recorded job's life to its end (queued at 1000 s, ended at 1600 s), and its run's,
     as the engine leaves it: its log read by the log pass (steps and the kind's facts
     stored with the offset), its end's facts stored before it is judged."""
-    await store.jobs.transition_job(job_id, JobState.QUEUED, "queued", backend_id=backend_id,
+    await store.jobs.transition(job_id, JobState.QUEUED, "queued", backend_id=backend_id,
                                     log_path=str(log), submitted_at=1000.0)
-    await store.jobs.transition_job(job_id, JobState.RUNNING, "running")
+    await store.jobs.transition(job_id, JobState.RUNNING, "running")
     await follow_to_the_end(store, job_id)
-    sweep = await store.sweeps.sweep((await store.jobs.job(job_id)).sweep_id)
-    await job_ended(store, sweep.kind, await store.jobs.job(job_id))
+    sweep = await store.sweeps.get((await store.jobs.get(job_id)).sweep_id)
+    await job_ended(store, sweep.kind, await store.jobs.get(job_id))
     ok = klass is None
-    await store.jobs.transition_job(job_id, JobState.DONE if ok else JobState.FAILED, "end",
+    await store.jobs.transition(job_id, JobState.DONE if ok else JobState.FAILED, "end",
                                     ended_at=1600.0, tgs=tgs, failure_class=klass,
                                     failure_detail=detail)
-    await store.runs.transition_run(run_id, RunState.PASSED if ok else RunState.FAILED, "end",
+    await store.runs.transition(run_id, RunState.PASSED if ok else RunState.FAILED, "end",
                                     outcome="pass" if ok else "fail", tgs=tgs, failure_class=klass)
 
 
@@ -194,7 +194,7 @@ async def follow_to_the_end(store: Store, job_id: int) -> None:
     follower = LogFollower(store, Clock(), missing_grace_s=1e9)
     try:
         while True:
-            chunks = await follower.read_chunks([await store.jobs.job(job_id)])
+            chunks = await follower.read_chunks([await store.jobs.get(job_id)])
             await store.jobs.record_logs([c for c in chunks if c is not None])
             if not follower.behind(job_id):
                 return
@@ -203,7 +203,7 @@ async def follow_to_the_end(store: Store, job_id: int) -> None:
 
 
 async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorder:
-    sweep_id = await store.sweeps.create_sweep("xla-tuning", "t", spec.model_dump(mode="json"))
+    sweep_id = await store.sweeps.create("xla-tuning", "t", spec.model_dump(mode="json"))
     return Recorder(store, sweep_id, tmp_path)
 
 
@@ -285,8 +285,8 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     assert decision.evidence == "n02"
     assert decision.reason.startswith("n02 out of use: the nodelist is frozen")
     # The message every stop of the sweep sends (core's, with the kind's own state lines).
-    sweep = await store.sweeps.sweep(rec.sweep_id)
-    runs, jobs = await store.runs.runs(sweep.id), await store.jobs.jobs(sweep.id)
+    sweep = await store.sweeps.get(rec.sweep_id)
+    runs, jobs = await store.runs.of_sweep(sweep.id), await store.jobs.of_sweep(sweep.id)
     kind = kinds()["xla-tuning"]
     assert kind.stops.state is adapter.stop_state
     own = adapter.stop_state(sweep, runs, jobs)
@@ -392,12 +392,12 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     rec = await recorded_sweep(store, tmp_path, spec, {
         "baseline": [1000.0, 1004.0], "evidence": [990.0], "fast": [1080.0, 1086.0],
         "slow": [980.0]})
-    await store.sweeps.transition_sweep(rec.sweep_id, "running", "started")
-    await store.sweeps.transition_sweep(rec.sweep_id, "done", "verdict", verdict={
+    await store.sweeps.transition(rec.sweep_id, "running", "started")
+    await store.sweeps.transition(rec.sweep_id, "done", "verdict", verdict={
         "recipe": "fast", "reason": "fast confirmed >= +5% over baseline-deployed",
         "rule": "stop.winner"})
-    sweep = await store.sweeps.sweep(rec.sweep_id)
-    runs, jobs = await store.runs.runs(rec.sweep_id), await store.jobs.jobs(rec.sweep_id)
+    sweep = await store.sweeps.get(rec.sweep_id)
+    runs, jobs = await store.runs.of_sweep(rec.sweep_id), await store.jobs.of_sweep(rec.sweep_id)
     out = report.write_tuning_md(tmp_path, sweep, runs, jobs)
     assert out.name == "llama2-70b-tuning.md"
     text = out.read_text()
@@ -434,15 +434,15 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
         store: Store, tmp_path: Path) -> None:
     first = await recorded_sweep(store, tmp_path, spec_of(), {
         "baseline": [1000.0, 1000.0], "fast": [1080.0, 1080.0], "slow": [1010.0]})
-    sweep = await store.sweeps.sweep(first.sweep_id)
-    report.write_tuning_md(tmp_path, sweep, await store.runs.runs(sweep.id),
-                           await store.jobs.jobs(sweep.id))
+    sweep = await store.sweeps.get(first.sweep_id)
+    report.write_tuning_md(tmp_path, sweep, await store.runs.of_sweep(sweep.id),
+                           await store.jobs.of_sweep(sweep.id))
     pp = spec_of(parallelism="PP=8")
     second = await recorded_sweep(store, tmp_path, pp, {
         "baseline": [900.0, 900.0], "fast": [850.0, 850.0], "slow": [945.0, 945.0]})
-    sweep2 = await store.sweeps.sweep(second.sweep_id)
-    path = report.write_tuning_md(tmp_path, sweep2, await store.runs.runs(sweep2.id),
-                                  await store.jobs.jobs(sweep2.id))
+    sweep2 = await store.sweeps.get(second.sweep_id)
+    path = report.write_tuning_md(tmp_path, sweep2, await store.runs.of_sweep(sweep2.id),
+                                  await store.jobs.of_sweep(sweep2.id))
     text = path.read_text()
     assert text.count("# llama2-70b XLA / NCCL tuning") == 1
     assert "## Inventory (FSDP=8)" in text and "## Inventory (PP=8)" in text
@@ -467,15 +467,15 @@ async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_node
     assert code == EXIT_AWAITING_DECISION, lines
     s = await open_store(config)
     try:
-        sweep = (await s.sweeps.sweeps())[0]
-        assert await s.exclusions.exclusions(sweep.id, active_only=False) == []
-        jobs = await s.jobs.jobs(sweep.id)
+        sweep = (await s.sweeps.all())[0]
+        assert await s.exclusions.of_sweep(sweep.id, active_only=False) == []
+        jobs = await s.jobs.of_sweep(sweep.id)
         assert all(j.nodes == NODES for j in jobs)  # never fewer nor other nodes
         failed = [j for j in jobs if j.failure_class == "gpu_hardware"]
         assert [j.failure_node for j in failed] == ["chi2867"]
-        stops = [e for e in await s.events.events(sweep.id) if e.rule == "fault.frozen_nodelist"]
+        stops = [e for e in await s.events.of_sweep(sweep.id) if e.rule == "fault.frozen_nodelist"]
         assert stops and "HSA_STATUS_ERROR" in (stops[0].evidence or "")
-        message = next(e.reason for e in await s.events.events(sweep.id, kind="progress")
+        message = next(e.reason for e in await s.events.of_sweep(sweep.id, kind="progress")
                        if "STOP]" in e.reason)
         assert message.startswith("[xla-tuning STOP] llama2-70b FSDP=8 sweep halted\n")
         assert "nodelist is frozen" in message and "Pending profiles in queue: " in message
@@ -545,10 +545,10 @@ async def test_queue_time_counts_a_wave_waiting_together_once(store: Store,
     rec = await recorder(store, tmp_path, spec_of())
     for p in ("a", "b", "c"):
         await rec.add((p, params(p)), tgs=1000.0)  # each submitted at 1000 s, ended at 1600 s
-    jobs = await store.jobs.jobs(rec.sweep_id)
+    jobs = await store.jobs.of_sweep(rec.sweep_id)
     shares = gather.queue_shares(jobs)
     assert sorted(shares.values()) == [0.0, 0.0, 600.0]
-    results = gather.results(await store.runs.runs(rec.sweep_id), jobs)
+    results = gather.results(await store.runs.of_sweep(rec.sweep_id), jobs)
     assert sum(r.queue_s for r in results) == 600.0
 
 
@@ -562,8 +562,8 @@ async def test_queue_time_reads_the_simulated_clusters_clock_where_the_log_print
     for i, p in enumerate(("a", "b", "c", "d")):
         ran = [cluster_line(3600.0 * i, 3600.0 * (i + 1))] if i < 3 else []
         await rec.add((p, params(p)), tgs=1000.0, extra=ran)
-    jobs = sorted(await store.jobs.jobs(rec.sweep_id), key=lambda j: j.id)
+    jobs = sorted(await store.jobs.of_sweep(rec.sweep_id), key=lambda j: j.id)
     shares = gather.queue_time(jobs)
     assert [shares.get(j.id) for j in jobs] == [3600.0, 3600.0, 3600.0, None]
-    results = gather.results(await store.runs.runs(rec.sweep_id), jobs)
+    results = gather.results(await store.runs.of_sweep(rec.sweep_id), jobs)
     assert sum(r.queue_s for r in results) == 3 * 3600.0

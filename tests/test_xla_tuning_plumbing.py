@@ -210,14 +210,14 @@ async def test_a_resume_runs_the_preflight_again_and_records_it(
                 "parallelism": "FSDP=8", "per_device_batch_size": 7, "catalog": "replace",
                 "profiles": [env_profile(1)]}
         sid = int((await parts.service.submit(spec))["id"])
-        await parts.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-        await parts.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "stopped",
+        await parts.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+        await parts.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "stopped",
                                                   rule="test.stop", progress="[xla-tuning STOP] x")
-        before = [e for e in await parts.store.events.events(sid) if e.rule == "preflight.nodes"]
+        before = [e for e in await parts.store.events.of_sweep(sid) if e.rule == "preflight.nodes"]
         await parts.service.resume(sid)
-        after = [e for e in await parts.store.events.events(sid) if e.rule == "preflight.nodes"]
+        after = [e for e in await parts.store.events.of_sweep(sid) if e.rule == "preflight.nodes"]
         assert len(after) == len(before) + 1 and after[-1].reason.startswith("on resume: ")
-        assert (await parts.store.sweeps.sweep(sid)).state == SweepState.RUNNING
+        assert (await parts.store.sweeps.get(sid)).state == SweepState.RUNNING
 
 
 @pytest.mark.slurm
@@ -231,19 +231,19 @@ async def test_on_real_slurm_a_block_left_meanwhile_refuses_the_resume(
     assert repo is not None
     async with open_parts(config) as parts:
         sid = int((await parts.service.submit(SLURM_SPEC))["id"])
-        await parts.store.sweeps.transition_sweep(sid, SweepState.RUNNING, "started")
-        await parts.store.sweeps.transition_sweep(sid, SweepState.AWAITING_DECISION, "stopped",
+        await parts.store.sweeps.transition(sid, SweepState.RUNNING, "started")
+        await parts.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "stopped",
                                                   rule="test.stop", progress="[xla-tuning STOP] x")
         te.apply(repo / "train_env.sh", te.arm("theirs", (f"--{PAG}=false",)))
-        events = len(await parts.store.events.events(sid))
+        events = len(await parts.store.events.of_sweep(sid))
         with pytest.raises(SpecError, match=r"(?s)pre-flight: .*theirs: .*then resume"):
             await parts.service.resume(sid)
-        assert (await parts.store.sweeps.sweep(sid)).state == SweepState.AWAITING_DECISION
-        assert len(await parts.store.events.events(sid)) == events
+        assert (await parts.store.sweeps.get(sid)).state == SweepState.AWAITING_DECISION
+        assert len(await parts.store.events.of_sweep(sid)) == events
         te.clean(repo / "train_env.sh")
         await parts.service.resume(sid)
-        assert (await parts.store.sweeps.sweep(sid)).state == SweepState.RUNNING
-        resumed = [e for e in await parts.store.events.events(sid)
+        assert (await parts.store.sweeps.get(sid)).state == SweepState.RUNNING
+        resumed = [e for e in await parts.store.events.of_sweep(sid)
                    if e.rule == "preflight.train_env"]
         assert resumed[-1].reason.startswith("on resume: ")
 
@@ -285,8 +285,8 @@ async def test_the_preflight_context_tells_a_resume_from_a_submission(tmp_path: 
 async def _run_with_profile(tmp_path: Path, profile: str) -> Any:
     s = await Store.open(tmp_path / "runs.db")
     try:
-        sid = await s.sweeps.create_sweep("xla-tuning", "t", {})
-        return await s.runs.add_run(sid, profile, params(profile), NODE, "t", "t")
+        sid = await s.sweeps.create("xla-tuning", "t", {})
+        return await s.runs.add(sid, profile, params(profile), NODE, "t", "t")
     finally:
         await s.close()
 
@@ -341,18 +341,18 @@ PROFILES = {"pag": params("pag", xla_flags=[f"--{PAG}=true"]),
 
 async def record(store: Store, sweep_id: int, repo: Path, logs: Path, profile: str,
                  backend_id: str) -> None:
-    run = await store.runs.add_run(sweep_id, profile, PROFILES[profile], NODE, "t", "t")
-    await store.runs.transition_run(run.id, RunState.ACTIVE, "started")
-    job = await store.jobs.create_job(run, f"t{run.id}", f"xla-{profile}", NODE)
+    run = await store.runs.add(sweep_id, profile, PROFILES[profile], NODE, "t", "t")
+    await store.runs.transition(run.id, RunState.ACTIVE, "started")
+    job = await store.jobs.create(run, f"t{run.id}", f"xla-{profile}", NODE)
     log = logs / f"{backend_id}.log"
     job_log(repo, log, profile)
     await end_recorded(store, run.id, job.id, backend_id, log, 1000.0, None, None)
 
 
 async def context(store: Store, sweep_id: int, facts: XlaFacts) -> SweepContext[XlaFacts]:
-    return SweepContext(runs=await store.runs.runs(sweep_id), nodes=expand_nodes(NODE),
+    return SweepContext(runs=await store.runs.of_sweep(sweep_id), nodes=expand_nodes(NODE),
                         gpu_memory_gib=192.0,
-                        facts=facts, jobs=await store.jobs.jobs(sweep_id))
+                        facts=facts, jobs=await store.jobs.of_sweep(sweep_id))
 
 
 async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
@@ -440,7 +440,7 @@ async def test_an_evidence_run_is_judged_by_its_dump_as_well_as_the_listing(
                               dump="HloModule jit_train_step\n")
     without = await rec.add(("evidence", evidence), tgs=991.0,
                             xla_line=f"XLA_FLAGS=--{PAG}=false", printed_env={})
-    jobs = {j.run_id: j for j in await store.jobs.jobs(rec.sweep_id)}
+    jobs = {j.run_id: j for j in await store.jobs.of_sweep(rec.sweep_id)}
     dumped = jobs[with_dump]
     assert dumped.log_path and dumped.backend_id
     dump_dir = Path(dumped.log_path).parent / f"{dumped.backend_id}-{dumped.job_name}/xla_dump"

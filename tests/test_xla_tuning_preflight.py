@@ -162,17 +162,17 @@ async def test_a_node_count_is_frozen_to_idle_nodes_at_submission(tmp_path: Path
             with pytest.raises(SpecError) as refused:
                 await service.submit(slot_spec(8))
             assert "node_count 8: only 6 idle node(s)" in str(refused.value)
-            assert await store.sweeps.sweeps() == []   # nothing recorded
+            assert await store.sweeps.all() == []   # nothing recorded
             shown = await service.validate(slot_spec(4))
             assert shown["nodes"] == "chi[2867-2868,2870,2872]"
             sweep = await service.submit(slot_spec(4))
         finally:
             await service.engine.backend.cancel(busy.backend_id)
-        stored = await store.sweeps.sweep(sweep["id"])
+        stored = await store.sweeps.get(sweep["id"])
         # The first four idle nodes by name, frozen into the stored spec.
         assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
         assert stored.spec["node_count"] == 4
-        chosen = [e for e in await store.events.events(sweep["id"]) if e.rule == "slot.resolved"]
+        chosen = [e for e in await store.events.of_sweep(sweep["id"]) if e.rule == "slot.resolved"]
         assert len(chosen) == 1 and chosen[0].kind == "decision"
         assert "the first 4 of 6 idle node(s)" in chosen[0].reason
         assert "simulated cluster" in (chosen[0].evidence or "")
@@ -233,11 +233,11 @@ async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
             await service.submit(slot_spec(8, partition="debug"))
         with pytest.raises(SpecError, match=r"only 0 idle node\(s\) in partition nosuch"):
             await service.submit(slot_spec(4, partition="nosuch"))
-        assert await store.sweeps.sweeps() == []
+        assert await store.sweeps.all() == []
         sweep = await service.submit(slot_spec(4, partition="debug"))
-        stored = await store.sweeps.sweep(sweep["id"])
+        stored = await store.sweeps.get(sweep["id"])
         assert stored.spec["nodes"] == "chi[2867-2868,2870,2872]"
-        chosen = [e for e in await store.events.events(sweep["id"]) if e.rule == "slot.resolved"]
+        chosen = [e for e in await store.events.of_sweep(sweep["id"]) if e.rule == "slot.resolved"]
         assert "in partition debug" in chosen[0].reason
         assert (chosen[0].evidence or "").startswith("sinfo -h -N -t idle -o %N -p debug: ")
     finally:
@@ -270,7 +270,7 @@ async def test_the_checks_are_recorded_at_submission_on_sim(tmp_path: Path) -> N
         assert [c["rule"] for c in shown["preflight"]] == ["preflight.nodes",
                                                            "preflight.other_users"]
         sweep = await service.submit(slot_spec(8))
-        events = {e.rule: e for e in await store.events.events(sweep["id"])
+        events = {e.rule: e for e in await store.events.of_sweep(sweep["id"])
                   if (e.rule or "").startswith("preflight.")}
     assert events["preflight.nodes"].reason == "all 8 pinned nodes usable"
     assert events["preflight.nodes"].evidence == f"node states: idle: {SIM_NODES}"
@@ -295,13 +295,13 @@ async def test_submit_sh_mode_refuses_a_leftover_and_records_each_check(
     try:
         with pytest.raises(SpecError, match=r"pre-flight: .*train_env.sh still holds sweepd's"):
             await service.submit(data)
-        assert await store.sweeps.sweeps() == []
+        assert await store.sweeps.all() == []
         train.write_text(clean)
         # The checkout's env file reaches the first plan: Wave 1 restores its flags.
         shown = await service.validate(data)
         assert "restore_default" in [r["label"] for r in shown["first_plan"]["runs"]]
         sweep = await service.submit(data)
-        events = {e.rule: e for e in await store.events.events(sweep["id"])}
+        events = {e.rule: e for e in await store.events.of_sweep(sweep["id"])}
     finally:
         await backend.close()
         await store.close()
@@ -379,7 +379,7 @@ async def test_the_daemon_resolves_a_slot_through_its_timed_backend(tmp_path: Pa
     config = sim_config(tmp_path, write_scenario(tmp_path))
     async with open_parts(config) as parts:
         sweep = await parts.service.submit(slot_spec(4))
-        stored = await parts.store.sweeps.sweep(sweep["id"])
+        stored = await parts.store.sweeps.get(sweep["id"])
         assert stored.spec["nodes"] == "chi[2832,2863,2867-2868]"
-        rules = [e.rule for e in await parts.store.events.events(sweep["id"])]
+        rules = [e.rule for e in await parts.store.events.of_sweep(sweep["id"])]
         assert "slot.resolved" in rules and "preflight.other_users" in rules

@@ -46,10 +46,10 @@ class Recorder:
                   detail: str | None = None, steps: bool = True) -> None:
         flags, env = SETTINGS.get(profile, ([], {}))
         params = RunParams(profile=profile, tag="default", wave="2", xla_flags=flags, env=env)
-        label = f"{profile}-{len(await self.store.runs.runs(self.sweep_id))}"
-        run = await self.store.runs.add_run(self.sweep_id, label, params, NODE, "test", "test")
-        await self.store.runs.transition_run(run.id, RunState.ACTIVE, "started")
-        job = await self.store.jobs.create_job(run, f"t{run.id}", f"xla-{label}", NODE)
+        label = f"{profile}-{len(await self.store.runs.of_sweep(self.sweep_id))}"
+        run = await self.store.runs.add(self.sweep_id, label, params, NODE, "test", "test")
+        await self.store.runs.transition(run.id, RunState.ACTIVE, "started")
+        job = await self.store.jobs.create(run, f"t{run.id}", f"xla-{label}", NODE)
         backend = str(7000 + job.id)
         log = self.logs / f"{backend}.log"
         lines = [f"{IMAGE_LINE} {' '.join(flags)}", *(f"export {k}={v}" for k, v in env.items())]
@@ -65,16 +65,16 @@ async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
                    **spec: Any) -> int:
     """A finished sweep with these measured TGS per profile and an unknown-flag profile."""
     data = {**SPEC, **spec}
-    sweep_id = await store.sweeps.create_sweep("xla-tuning", "t", data)
+    sweep_id = await store.sweeps.create("xla-tuning", "t", data)
     rec = Recorder(store, sweep_id, tmp_path)
     for profile, values in tgs.items():
         for value in values:
             await rec.add(profile, value)
     await rec.add("typo", None, klass="unknown_flag", detail="xla_gpu_typo")
-    await store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "started")
+    await store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
     verdict = {"recipe": recipe, "gain": 0.08, "reason": "stop rule", "rule": "stop.winner",
                **(verdict_extra or {})}
-    await store.sweeps.transition_sweep(sweep_id, SweepState.DONE, "verdict", verdict=verdict)
+    await store.sweeps.transition(sweep_id, SweepState.DONE, "verdict", verdict=verdict)
     return sweep_id
 
 
@@ -96,8 +96,8 @@ def store_board(jobs: Sequence[Job], runs_profile: dict[int, str]) -> dict[str, 
 
 
 async def board_of(store: Store, sweep_id: int) -> dict[str, dict[str, Any]]:
-    runs = {r.id: r.params.profile or "" for r in await store.runs.runs(sweep_id)}
-    return store_board(await store.jobs.jobs(sweep_id), runs)
+    runs = {r.id: r.params.profile or "" for r in await store.runs.of_sweep(sweep_id)}
+    return store_board(await store.jobs.of_sweep(sweep_id), runs)
 
 
 _ROW = re.compile(r"^\| \d+ \| (\S+?)( ⭐)? \(([^)]*)\) \| `[^`]*` \| ([\d.]+) \| [\d.]+ \| "
@@ -139,7 +139,7 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
     assert "| +8.00% (the claim" in text
     assert "| 1 | fast ⭐ (" in text and "- typo (" in text and "unknown flag (xla_gpu_typo)" \
         in text
-    for job in await daemon.store.jobs.jobs(sid):   # the appendix: every job
+    for job in await daemon.store.jobs.of_sweep(sid):   # the appendix: every job
         assert f"| {job.backend_id} |" in text
 
 
@@ -186,7 +186,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
 
 async def test_tuning_md_on_another_kind_is_refused(daemon: Daemon, tmp_path: Path,
                                                     monkeypatch: Any) -> None:
-    sid = await daemon.store.sweeps.create_sweep(
+    sid = await daemon.store.sweeps.create(
         "model-perf", "perf", {"kind": "model-perf", "model": "llama2-70b", "nodes": NODE})
     monkeypatch.chdir(tmp_path)
     code, out, err = await daemon.run("report", str(sid), "--tuning-md")

@@ -75,9 +75,9 @@ async def sweep_on_sim(tmp_path: Path, land: dict[str, Any], the_spec: dict[str,
     code, _ = await run(config, the_spec)
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        swept = Swept(sweep, await store.runs.runs(sweep.id), await store.jobs.jobs(sweep.id),
-                      await store.events.events(sweep.id))
+        sweep = (await store.sweeps.all())[0]
+        runs, jobs = await store.runs.of_sweep(sweep.id), await store.jobs.of_sweep(sweep.id)
+        swept = Swept(sweep, runs, jobs, await store.events.of_sweep(sweep.id))
     finally:
         await store.close()
     return code, swept, config
@@ -172,8 +172,8 @@ async def test_a_profile_the_env_file_overrides_is_not_applied_never_measured(
                                       env_profile(1)]))
     store = await open_store(config)
     try:
-        sweep = (await store.sweeps.sweeps())[0]
-        runs, jobs = await store.runs.runs(sweep.id), await store.jobs.jobs(sweep.id)
+        sweep = (await store.sweeps.all())[0]
+        runs, jobs = await store.runs.of_sweep(sweep.id), await store.jobs.of_sweep(sweep.id)
     finally:
         await store.close()
     assert code == EXIT_VERDICT

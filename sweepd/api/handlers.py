@@ -112,7 +112,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     service = service_of(request)
     sweep_id = sweep_id_of(request)
     after = int(query_number(request, "after", 0, 0, 2**62))
-    await service.store.sweeps.sweep(sweep_id)  # NotFound -> 404 before the stream starts
+    await service.store.sweeps.get(sweep_id)  # NotFound -> 404 before the stream starts
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     response.enable_chunked_encoding()
     await response.prepare(request)
@@ -121,7 +121,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
         while not closing.is_set():
             # State first, then lines: a line written with the stopping transition is
             # still sent before the stream ends.
-            state = (await service.store.sweeps.sweep(sweep_id)).state
+            state = (await service.store.sweeps.get(sweep_id)).state
             events = await service.progress(sweep_id, after, 0 if state in STOPPED
                                             else STREAM_POLL_S)
             for event in events:

@@ -65,7 +65,7 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
 
 
 async def _active_jobs(parts: Parts, sweep_id: int) -> list[str]:
-    return [j.backend_id for j in await parts.store.jobs.jobs(sweep_id)
+    return [j.backend_id for j in await parts.store.jobs.of_sweep(sweep_id)
             if j.state in JOB_ACTIVE and j.backend_id]
 
 
@@ -76,10 +76,10 @@ async def _drive(parts: Parts, config: Config, sweep_id: int, emit: Emit,
     engine, seen = parts.engine, 0
     while not interrupted.is_set():
         await engine.step()
-        for event in await parts.store.events.events(sweep_id, seen, kind="progress"):
+        for event in await parts.store.events.of_sweep(sweep_id, seen, kind="progress"):
             emit(event.reason)
             seen = event.id
-        state = (await parts.store.sweeps.sweep(sweep_id)).state
+        state = (await parts.store.sweeps.get(sweep_id)).state
         if state in EXIT_FOR_STATE:
             return state
         running[:] = await _active_jobs(parts, sweep_id)

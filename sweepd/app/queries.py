@@ -17,12 +17,12 @@ class Queries:
         self.store = store
 
     async def report(self, sweep_id: int) -> dict[str, Any]:
-        sweep = await self.store.sweeps.sweep(sweep_id)
-        runs = await self.store.runs.runs(sweep_id)
-        jobs = await self.store.jobs.jobs(sweep_id)
-        excl = [e.node for e in await self.store.exclusions.exclusions(sweep_id)]
-        stage_jobs = [j for c in await self.store.campaigns.campaign_children(sweep_id)
-                      for j in await self.store.jobs.jobs(c.child_id)]
+        sweep = await self.store.sweeps.get(sweep_id)
+        runs = await self.store.runs.of_sweep(sweep_id)
+        jobs = await self.store.jobs.of_sweep(sweep_id)
+        excl = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
+        stage_jobs = [j for c in await self.store.campaigns.children(sweep_id)
+                      for j in await self.store.jobs.of_sweep(c.child_id)]
         data = report_json(sweep, runs, jobs, excl, stage_jobs)
         kind = kinds().get(sweep.kind)
         extras = kind.client.report_extras if kind is not None else None
@@ -35,21 +35,21 @@ class Queries:
         return None
 
     async def explain(self, sweep_id: int) -> dict[str, Any]:
-        await self.store.sweeps.sweep(sweep_id)  # an unknown id is NotFound, as for every verb
-        events = await self.store.events.events(sweep_id)
-        run_seq = {r.id: r.seq for r in await self.store.runs.runs(sweep_id)}
+        await self.store.sweeps.get(sweep_id)  # an unknown id is NotFound, as for every verb
+        events = await self.store.events.of_sweep(sweep_id)
+        run_seq = {r.id: r.seq for r in await self.store.runs.of_sweep(sweep_id)}
         return {"lines": explain_lines(events, run_seq),
                 "events": [e.as_dict() for e in events if e.kind != "progress"]}
 
     async def job_log(self, sweep_id: int, which: str | None = None,
                       offset: int = 0) -> dict[str, Any]:
         """A chunk of the named job's log from `offset`, each line marked (joblog.mark)."""
-        await self.store.sweeps.sweep(sweep_id)
+        await self.store.sweeps.get(sweep_id)
         try:
-            job = pick_job(await self.store.jobs.jobs(sweep_id),
-                           await self.store.runs.runs(sweep_id), which)
+            job = pick_job(await self.store.jobs.of_sweep(sweep_id),
+                           await self.store.runs.of_sweep(sweep_id), which)
         except NoSuchJob as e:
             raise NotFound(f"sweep {sweep_id}: {e}") from None
         out = read_log(job, await self.store.jobs.signals(job.id), offset)
-        out["run_seq"] = (await self.store.runs.run(job.run_id)).seq
+        out["run_seq"] = (await self.store.runs.get(job.run_id)).seq
         return out

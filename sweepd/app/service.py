@@ -56,64 +56,64 @@ class Service(Queries):
         await self.admission.refuse_strangers(spec.node_list)
         checks = await self.admission.preflight(spec)
         name = spec.name or spec.default_name()
-        sweep_id = await self.store.sweeps.create_sweep(spec.kind, name,
+        sweep_id = await self.store.sweeps.create(spec.kind, name,
                                                         spec.model_dump(mode="json"), submitted_by)
         # Its first plan takes these facts instead of gathering them again.
         self.engine.gathered.keep(sweep_id, facts, self.engine.clock.now())
         if chosen is not None:
-            await self.store.events.add_event(sweep_id, "decision", chosen.text, rule=slot.RULE,
+            await self.store.events.add(sweep_id, "decision", chosen.text, rule=slot.RULE,
                                               evidence=chosen.evidence)
         for check in checks:
-            await self.store.events.add_event(sweep_id, "decision", check.text, rule=check.rule,
+            await self.store.events.add(sweep_id, "decision", check.text, rule=check.rule,
                                               evidence=check.evidence)
         self.engine.wake()   # started and planned now, not at the next tick
         self.engine.notify()
         return await self.summary(sweep_id)
 
     async def summary(self, sweep_id: int) -> dict[str, Any]:
-        s = await self.store.sweeps.sweep(sweep_id)
-        runs = await self.store.runs.runs(sweep_id)
+        s = await self.store.sweeps.get(sweep_id)
+        runs = await self.store.runs.of_sweep(sweep_id)
         # Updated = the latest thing that happened to it (a job, a run), not only its state.
         updated = max(s.updated_at, await self.store.events.last_event_at(sweep_id) or "")
-        link = await self.store.campaigns.campaign_of(sweep_id)   # a campaign's stage: its campaign
+        link = await self.store.campaigns.parent_of(sweep_id)   # a campaign's stage: its campaign
         return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
                 "reason": s.reason, "created_at": s.created_at, "updated_at": updated,
                 "runs": len(runs), "verdict": s.verdict, "submitted_by": s.submitted_by,
                 "campaign": {"id": link.campaign_id, "stage": link.stage} if link else None,
-                "progress": sweep_progress(s, runs, await self.store.jobs.jobs(sweep_id))}
+                "progress": sweep_progress(s, runs, await self.store.jobs.of_sweep(sweep_id))}
 
     async def list_sweeps(self) -> list[dict[str, Any]]:
-        return [await self.summary(s.id) for s in await self.store.sweeps.sweeps()]
+        return [await self.summary(s.id) for s in await self.store.sweeps.all()]
 
     async def show(self, sweep_id: int) -> dict[str, Any]:
         out = await self.summary(sweep_id)
-        out["spec"] = (await self.store.sweeps.sweep(sweep_id)).spec
+        out["spec"] = (await self.store.sweeps.get(sweep_id)).spec
         # Each run's params typed (as `RunParams` holds them), beside the row's stored JSON.
         out["run_list"] = [{**r.as_dict(), "params": r.params.model_dump(mode="json")}
-                           for r in await self.store.runs.runs(sweep_id)]
-        out["jobs"] = [j.as_dict() for j in await self.store.jobs.jobs(sweep_id)]
+                           for r in await self.store.runs.of_sweep(sweep_id)]
+        out["jobs"] = [j.as_dict() for j in await self.store.jobs.of_sweep(sweep_id)]
         out["exclusions"] = [e.as_dict()
-                             for e in await self.store.exclusions.exclusions(sweep_id, False)]
-        out["events"] = [e.as_dict() for e in await self.store.events.events(sweep_id)]
+                             for e in await self.store.exclusions.of_sweep(sweep_id, False)]
+        out["events"] = [e.as_dict() for e in await self.store.events.of_sweep(sweep_id)]
         # A campaign's stages: each a sweep of its own, in the order they started.
         out["stages"] = [{"stage": c.stage, "sweep": c.child_id,
-                          "state": (await self.store.sweeps.sweep(c.child_id)).state}
-                         for c in await self.store.campaigns.campaign_children(sweep_id)]
+                          "state": (await self.store.sweeps.get(c.child_id)).state}
+                         for c in await self.store.campaigns.children(sweep_id)]
         return out
 
     async def plot(self, sweep_id: int) -> bytes | None:
         """The sweep's PNG (e.g. TGS against batch size), or None when its kind has none."""
-        sweep = await self.store.sweeps.sweep(sweep_id)
+        sweep = await self.store.sweeps.get(sweep_id)
         draw = kind_of(sweep.kind).plot
         if draw is None:
             return None
-        return draw(sweep, await self.store.runs.runs(sweep_id),
-                    await self.store.jobs.jobs(sweep_id))
+        return draw(sweep, await self.store.runs.of_sweep(sweep_id),
+                    await self.store.jobs.of_sweep(sweep_id))
 
     async def progress(self, sweep_id: int, after: int = 0,
                        wait_s: float = 0.0) -> list[Event]:
         """Progress lines after event `after`; waits up to `wait_s` for the next one."""
-        await self.store.sweeps.sweep(sweep_id)  # NotFound for an unknown id
+        await self.store.sweeps.get(sweep_id)  # NotFound for an unknown id
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
@@ -121,7 +121,7 @@ class Service(Queries):
             # The store reads committed rows only (a read waits for another task's open
             # transaction): a line a rollback takes back, whose id the next line reuses, is
             # never shown to a watcher that would resume after it.
-            events = await self.store.events.events(sweep_id, after, kind="progress")
+            events = await self.store.events.of_sweep(sweep_id, after, kind="progress")
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events
@@ -130,29 +130,29 @@ class Service(Queries):
 
     async def resume(self, sweep_id: int, exclude: Sequence[str] = (),
                      readmit: Sequence[str] = ()) -> dict[str, Any]:
-        sweep = await self.store.sweeps.sweep(sweep_id)
+        sweep = await self.store.sweeps.get(sweep_id)
         checks: list[Check] = []
         if sweep.state == SweepState.AWAITING_DECISION:
             # The pre-flight again (xla-tuning.SKILL.md Step 1): the stop may have lasted
             # hours, and what it checks (train_env.sh, the nodes, other users' jobs) may
             # have changed meanwhile. A failed check refuses the resume; nothing recorded.
             checks = await self.admission.preflight(self.engine.spec_of(sweep),
-                                           await self.store.runs.runs(sweep_id))
+                                           await self.store.runs.of_sweep(sweep_id))
         await resume(self.engine, sweep_id, exclude, readmit)
         for check in checks:
-            await self.store.events.add_event(sweep_id, "decision", f"on resume: {check.text}",
+            await self.store.events.add(sweep_id, "decision", f"on resume: {check.text}",
                                               rule=check.rule, evidence=check.evidence)
         out = await self.summary(sweep_id)
-        out["excluded"] = [e.node for e in await self.store.exclusions.exclusions(sweep_id)]
+        out["excluded"] = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
         return out
 
     async def current_stop(self, sweep_id: int) -> int | None:
         """The event id of the stop message a sweep awaiting a decision is waiting on."""
-        if (await self.store.sweeps.sweep(sweep_id)).state != SweepState.AWAITING_DECISION:
+        if (await self.store.sweeps.get(sweep_id)).state != SweepState.AWAITING_DECISION:
             return None
-        transitions = await self.store.events.events(sweep_id, kind="transition")
+        transitions = await self.store.events.of_sweep(sweep_id, kind="transition")
         stopped = [e.id for e in transitions if e.to_state == SweepState.AWAITING_DECISION]
-        progress = await self.store.events.events(sweep_id, stopped[-1] if stopped else 0,
+        progress = await self.store.events.of_sweep(sweep_id, stopped[-1] if stopped else 0,
                                                   "progress")
         return progress[0].id if progress else None
 
@@ -163,16 +163,16 @@ class Service(Queries):
 
     async def _abort_stages(self, campaign_id: int) -> None:
         """A campaign's stage still under way ends with it: nobody would follow its result."""
-        for link in await self.store.campaigns.campaign_children(campaign_id):
-            if (await self.store.sweeps.sweep(link.child_id)).state in (
+        for link in await self.store.campaigns.children(campaign_id):
+            if (await self.store.sweeps.get(link.child_id)).state in (
                     SweepState.QUEUED, SweepState.RUNNING, SweepState.AWAITING_DECISION):
                 await abort(self.engine, link.child_id,
                             f"its campaign (sweep {campaign_id}) was aborted by a person")
 
     async def cancel(self, sweep_id: int) -> dict[str, Any]:
         # Say what was cancelled: a sweep awaiting a decision has no job running.
-        active = [j.backend_id or f"sweepd job {j.id}" for j in await self.store.jobs.jobs(sweep_id)
-                  if j.state in JOB_ACTIVE]
+        jobs = await self.store.jobs.of_sweep(sweep_id)
+        active = [j.backend_id or f"sweepd job {j.id}" for j in jobs if j.state in JOB_ACTIVE]
         what = f"job(s) {', '.join(active)} cancelled" if active else "no job was running"
         await abort(self.engine, sweep_id, f"cancelled by a person: {what}")
         await self._abort_stages(sweep_id)
@@ -184,7 +184,7 @@ class Service(Queries):
                           since: str | None = None, user: str | None = None
                           ) -> list[dict[str, Any]]:
         """Summaries of the sweeps matching every filter given, newest first."""
-        found = await self.store.sweeps.find_sweeps(states, kinds, since, user)
+        found = await self.store.sweeps.find(states, kinds, since, user)
         return [await self.summary(s.id) for s in found]
 
     def engine_pass(self) -> None:

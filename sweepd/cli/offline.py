@@ -87,11 +87,12 @@ class OfflineSweepReads(SweepReads):
 
     def plot(self, sweep_id: int) -> bytes | None:
         async def draw(q: Queries) -> bytes | None:
-            sweep = await q.store.sweeps.sweep(sweep_id)
+            sweep = await q.store.sweeps.get(sweep_id)
             plot = kind_of(sweep.kind).plot
             if plot is None:
                 return None
-            return plot(sweep, await q.store.runs.runs(sweep_id), await q.store.jobs.jobs(sweep_id))
+            runs = await q.store.runs.of_sweep(sweep_id)
+            return plot(sweep, runs, await q.store.jobs.of_sweep(sweep_id))
 
         return self._offline._query(draw)
 

@@ -51,9 +51,9 @@ async def start_child(engine: EngineParts, parent: Sweep, decision: StartSweep) 
                                                            parent.submitted_by)
     if made:
         for line in decision.progress:
-            await engine.store.events.add_event(parent.id, "progress", line)
+            await engine.store.events.add(parent.id, "progress", line)
         for check in checks:   # as a person's submission records its pre-flight
-            await engine.store.events.add_event(child, "decision", check.text, rule=check.rule,
+            await engine.store.events.add(child, "decision", check.text, rule=check.rule,
                                                 evidence=check.evidence)
     engine.mark(child)
     engine.notify()

@@ -58,11 +58,11 @@ def _verdict_of(job: Job) -> Verdict:
 
 async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     store = engine.store
-    sweep = await store.sweeps.sweep(job.sweep_id)
+    sweep = await store.sweeps.get(job.sweep_id)
     spec = engine.spec_of(sweep)
-    await store.jobs.update_job(job.id, scheduler_state=str(status.state))
+    await store.jobs.update(job.id, scheduler_state=str(status.state))
     # What the kind keeps from the job's end (its files), stored before it is judged.
-    job = await job_ended(store, sweep.kind, await store.jobs.job(job.id))
+    job = await job_ended(store, sweep.kind, await store.jobs.get(job.id))
     hung = job.state == JobState.HUNG
     facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
                             cancelled_by_us=hung, scheduler_exit=status.exit_code)
@@ -82,11 +82,11 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
                               detail=f"last step {job.last_step}")
         else:
             tgs, mfu = steady
-    all_jobs = await store.jobs.jobs(sweep.id)
+    all_jobs = await store.jobs.of_sweep(sweep.id)
     prior = [_verdict_of(j) for j in all_jobs
              if j.run_id == job.run_id and j.id != job.id and _judged(j)]
     history = [_verdict_of(j) for j in all_jobs if j.id != job.id and _judged(j)]
-    exclusions = await store.exclusions.exclusions(sweep.id)
+    exclusions = await store.exclusions.of_sweep(sweep.id)
     need = min(spec.needed_nodes, len(expand_nodes(job.nodes)))
     kind = kind_of(sweep.kind)
     facts_of_sweep = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id], need,
@@ -121,37 +121,37 @@ async def _record(engine: EngineParts, job: Job, status: JobStatus, verdict: Ver
     evidence = with_evidence(verdict.evidence,
                              await stored_evidence(store, job.sweep_id, nodes) if nodes else [])
     ended_at, _ = job_end(engine.clock, job, status)
-    await store.jobs.transition_job(
+    await store.jobs.transition(
         job.id, _job_end(action.act, verdict), action.reason, rule=action.rule,
         evidence=evidence, ended_at=ended_at, tgs=tgs, mfu=mfu,
         failure_class=verdict.klass and str(verdict.klass), failure_node=verdict.node,
         failure_line=verdict.evidence, failure_detail=verdict.detail)
     if action.exclude:
-        await store.exclusions.exclude_node(job.sweep_id, action.exclude, job.id, action.reason,
+        await store.exclusions.exclude(job.sweep_id, action.exclude, job.id, action.reason,
                                             action.rule, evidence)
-    sweep = await store.sweeps.sweep(job.sweep_id)
-    run = await store.runs.run(job.run_id)
+    sweep = await store.sweeps.get(job.sweep_id)
+    run = await store.runs.get(job.run_id)
     spec = sweep.spec
     n_nodes = len(expand_nodes(job.nodes))
     model = run.params.model or str(spec.get("model", "?"))
     line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu,
                        _describe(verdict))
     if action.act == Act.ACCEPT:
-        await store.runs.transition_run(run.id, RunState.PASSED, line, rule=action.rule,
+        await store.runs.transition(run.id, RunState.PASSED, line, rule=action.rule,
                                         progress=line, outcome="pass", tgs=tgs, mfu=mfu)
     elif action.act == Act.RECORD:
-        await store.runs.transition_run(run.id, RunState.FAILED, line, rule=action.rule,
+        await store.runs.transition(run.id, RunState.FAILED, line, rule=action.rule,
                                         evidence=verdict.evidence, progress=line,
                                         outcome=action.outcome,
                                         failure_class=verdict.klass and str(verdict.klass),
                                         detail=action.reason)
     elif action.act == Act.RETRY:
-        await store.events.add_event(sweep.id, "decision", action.reason, rule=action.rule,
+        await store.events.add(sweep.id, "decision", action.reason, rule=action.rule,
                                      evidence=evidence, run_id=run.id, job_id=job.id)
-        await store.events.add_event(sweep.id, "progress", retry_line(line, action.reason),
+        await store.events.add(sweep.id, "progress", retry_line(line, action.reason),
                                      run_id=run.id, job_id=job.id)
         if action.delay_s:
-            await store.runs.update_run_not_before(run.id, now + action.delay_s)
+            await store.runs.set_not_before(run.id, now + action.delay_s)
     else:
         failing = [n for n in (verdict.node, action.exclude) if n]
         recovery, outcome = _recovery(verdict, job), ("failed again" if job.attempt > 1

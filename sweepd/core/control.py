@@ -28,10 +28,10 @@ log = structlog.get_logger("sweepd.core.control")
 async def _cancel_jobs(engine: EngineParts, sweep_id: int, reason: str, rule: str) -> None:
     """Cancel every active job of the sweep: the decision is written here; the scheduler
     is told after it commits (`Engine.flush_cancels`)."""
-    for job in await engine.store.jobs.jobs(sweep_id):
+    for job in await engine.store.jobs.of_sweep(sweep_id):
         if job.state not in JOB_ACTIVE:
             continue
-        await engine.store.jobs.transition_job(job.id, JobState.CANCELLED, reason, rule=rule)
+        await engine.store.jobs.transition(job.id, JobState.CANCELLED, reason, rule=rule)
         if job.backend_id:
             engine.cancel_later(job.backend_id)
 
@@ -41,9 +41,9 @@ async def end_open_work(engine: EngineParts, sweep_id: int, reason: str, rule: s
     open: its active jobs are cancelled, its pending and active runs ended with `reason`.
     Inside the caller's transaction."""
     await _cancel_jobs(engine, sweep_id, reason, rule)
-    for run in await engine.store.runs.runs(sweep_id):
+    for run in await engine.store.runs.of_sweep(sweep_id):
         if run.state in (RunState.PENDING, RunState.ACTIVE):
-            await engine.store.runs.transition_run(run.id, RunState.CANCELLED, reason, rule=rule)
+            await engine.store.runs.transition(run.id, RunState.CANCELLED, reason, rule=rule)
 
 
 # The stop rule of a submission its spec makes impossible (clusters.base.SpecRefused).
@@ -77,9 +77,9 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
     store = engine.store
     async with store.tx():
         await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
-        runs = await store.runs.runs(sweep.id)
-        jobs = await store.jobs.jobs(sweep.id)
-        out = [e.node for e in await store.exclusions.exclusions(sweep.id)]
+        runs = await store.runs.of_sweep(sweep.id)
+        jobs = await store.jobs.of_sweep(sweep.id)
+        out = [e.node for e in await store.exclusions.of_sweep(sweep.id)]
         nodelist = str(sweep.spec.get("nodes", "?")) + (f" (excluded: {', '.join(out)})"
                                                         if out else "")
         own = kind_of(sweep.kind).stops.state
@@ -92,7 +92,7 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
         files = _stop_files(engine, sweep, runs, jobs)
         note = await end_note(engine, sweep)
         message += "".join(f"\n\n{n}" for n in (files, note) if n)
-        await store.sweeps.transition_sweep(sweep.id, SweepState.AWAITING_DECISION, reason,
+        await store.sweeps.transition(sweep.id, SweepState.AWAITING_DECISION, reason,
                                             rule=rule, evidence=evidence, progress=message)
     engine.notify()
     log.warning("sweep.stopped", sweep=sweep.id, rule=rule, reason=reason)
@@ -121,7 +121,7 @@ async def end_note(engine: EngineParts, sweep: Sweep) -> str | None:
     except OSError as e:
         note = f"what the sweep's submissions left could not be read back: {e}"
     if note:
-        await engine.store.events.add_event(sweep.id, "note", note.splitlines()[0],
+        await engine.store.events.add(sweep.id, "note", note.splitlines()[0],
                                             rule="cluster.leftover", evidence=note)
     return note
 
@@ -130,7 +130,7 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
                  readmit: Sequence[str] = ()) -> None:
     """Resume a stopped sweep. `exclude` adds to its exclusions; only `readmit` puts an
     excluded node back in use (one a fault excluded must never return by accident)."""
-    sweep = await engine.store.sweeps.sweep(sweep_id)
+    sweep = await engine.store.sweeps.get(sweep_id)
     if sweep.state != SweepState.AWAITING_DECISION:
         raise InvalidTransition(f"sweep {sweep_id} is {sweep.state}; only a sweep awaiting a "
                                 "decision can be resumed")
@@ -143,7 +143,7 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
                             f"its nodes are {sweep.spec['nodes']}",
                             [{"loc": [key], "msg": "not nodes of the sweep: "
                               f"{compact_nodes(strangers)}"}])
-    current = [e.node for e in await engine.store.exclusions.exclusions(sweep_id)]
+    current = [e.node for e in await engine.store.exclusions.of_sweep(sweep_id)]
     never = sorted(set(readmit) - set(current))
     if never:   # a typo would otherwise be taken silently, the meant node left out
         raise SpecError(f"sweep {sweep_id} has not excluded {compact_nodes(never)}; excluded: "
@@ -153,8 +153,8 @@ async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = ()
     wanted = [n for n in dict.fromkeys([*current, *exclude]) if n not in back]
     _enough_left(engine, sweep, wanted)
     if exclude or readmit:
-        await engine.store.exclusions.set_exclusions(sweep_id, wanted, "set on resume")
-    await engine.store.sweeps.transition_sweep(sweep_id, SweepState.RUNNING, "resumed by a person",
+        await engine.store.exclusions.set(sweep_id, wanted, "set on resume")
+    await engine.store.sweeps.transition(sweep_id, SweepState.RUNNING, "resumed by a person",
                                                rule="person.resume",
                                                progress=f"sweep {sweep_id} resumed")
     engine.mark(sweep_id)
@@ -165,7 +165,7 @@ async def _not_refused_by_spec(engine: EngineParts, sweep: Sweep) -> None:
     """A sweep stopped because its spec makes a submission impossible (a job name over the
     toolkit's limit even with every override carried) would be refused again at once: say
     so, nothing recorded."""
-    stops = [e for e in await engine.store.events.events(sweep.id, kind="transition")
+    stops = [e for e in await engine.store.events.of_sweep(sweep.id, kind="transition")
              if e.to_state == SweepState.AWAITING_DECISION]
     if not stops or stops[-1].rule != SPEC_REFUSED:
         return
@@ -206,12 +206,12 @@ async def release(engine: EngineParts, sweep: Sweep) -> None:
     try:
         removed = await hook(engine.spec_of(sweep), engine.outputs / f"sweep-{sweep.id}")
     except (GitError, OSError, SpecError) as e:
-        await engine.store.events.add_event(sweep.id, "note", f"could not remove the sweep's "
+        await engine.store.events.add(sweep.id, "note", f"could not remove the sweep's "
                                             f"checkouts: {e}", rule="checkouts.release_failed",
                                             evidence=str(e))
         return
     if removed:
-        await engine.store.events.add_event(sweep.id, "note", f"removed the sweep's {len(removed)} "
+        await engine.store.events.add(sweep.id, "note", f"removed the sweep's {len(removed)} "
                                             "checkout(s)", rule="checkouts.released",
                                             evidence=", ".join(str(p) for p in removed))
 
@@ -219,7 +219,7 @@ async def release(engine: EngineParts, sweep: Sweep) -> None:
 async def release_ended(engine: EngineParts) -> None:
     """`release` for every ended sweep that still holds something (only kinds with a
     `workspace.release` hook are asked)."""
-    ended = await engine.store.sweeps.sweeps([SweepState.DONE, SweepState.FAILED,
+    ended = await engine.store.sweeps.all([SweepState.DONE, SweepState.FAILED,
                                               SweepState.ABORTED])
     for sweep in ended:
         if sweep.kind in kinds() and kinds()[sweep.kind].workspace.release is not None:
@@ -227,13 +227,13 @@ async def release_ended(engine: EngineParts) -> None:
 
 
 async def abort(engine: EngineParts, sweep_id: int, reason: str = "aborted by a person") -> None:
-    sweep = await engine.store.sweeps.sweep(sweep_id)
+    sweep = await engine.store.sweeps.get(sweep_id)
     if sweep.state in (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED):
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
     async with engine.store.tx():
         await end_open_work(engine, sweep_id, reason, "person.abort")
         note = await end_note(engine, sweep)
-        await engine.store.sweeps.transition_sweep(sweep_id, SweepState.ABORTED, reason,
+        await engine.store.sweeps.transition(sweep_id, SweepState.ABORTED, reason,
                                                    rule="person.abort",
                                                    progress=f"sweep {sweep_id}: {reason}"
                                                    + (f"\n\n{note}" if note else ""))

@@ -186,12 +186,12 @@ class Engine:
     async def _pass(self) -> None:
         if self._dirty is None:   # a new process: a crash may have come between an end and
             await release_ended(self)   # its clean-up
-        for sweep in await self.store.sweeps.sweeps([SweepState.QUEUED]):
+        for sweep in await self.store.sweeps.all([SweepState.QUEUED]):
             with _superseded("sweep", sweep.id):
-                await self.store.sweeps.transition_sweep(sweep.id, SweepState.RUNNING,
+                await self.store.sweeps.transition(sweep.id, SweepState.RUNNING,
                                                          "sweep started", rule="engine.start")
                 self.mark(sweep.id)
-        jobs = await self.store.active.active_jobs()
+        jobs = await self.store.active.jobs()
         await self.checkpoint()   # a stop that came while thousands of rows were read
         statuses = await poll(self, self.poll_clock, jobs)
         if statuses is None:
@@ -201,7 +201,7 @@ class Engine:
         # The jobs as they now are: the logs' facts applied (the store keeps the rows and
         # applies what it wrote), reconciled ones in their new state. Not a second full
         # read: only rows written some other way are read again.
-        fresh = await self.store.active.active_jobs()
+        fresh = await self.store.active.jobs()
         now = self.clock.now()
         for job in fresh:
             await self.checkpoint()
@@ -253,7 +253,7 @@ class Engine:
         self._planning = False
         if dirty is not None and not dirty and not due:
             return []   # nothing new: the running sweeps are not even read
-        running = await self.store.sweeps.sweeps([SweepState.RUNNING])
+        running = await self.store.sweeps.all([SweepState.RUNNING])
         return [s for s in running if dirty is None or s.id in dirty or s.id in due]
 
     async def _read_logs(self, jobs: Sequence[Job], statuses: dict[str, JobStatus]) -> None:
@@ -272,7 +272,7 @@ class Engine:
             raise
         except Exception as e:
             log.exception("sweep.plan_failed", sweep=sweep.id)
-            if (await self.store.sweeps.sweep(sweep.id)).state == SweepState.RUNNING:
+            if (await self.store.sweeps.get(sweep.id)).state == SweepState.RUNNING:
                 await stop_sweep(self, sweep, f"sweepd could not take the next step: {e}",
                                  rule="engine.plan_failed", evidence=repr(e), failing_nodes=[],
                                  recovery="none", outcome="a defect in sweepd; resume retries")

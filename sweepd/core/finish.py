@@ -23,7 +23,7 @@ async def finish(engine: EngineParts, sweep: Sweep, decision: Finished) -> None:
         await end_open_work(engine, sweep.id, "not needed: the sweep reached its verdict",
                             "strategy.verdict")
         note = await end_note(engine, sweep)
-        await engine.store.sweeps.transition_sweep(
+        await engine.store.sweeps.transition(
             sweep.id, to, decision.summary, rule="strategy.verdict", verdict=decision.verdict,
             progress=decision.summary + (f"\n\n{note}" if note else ""))
     await engine.flush_cancels()

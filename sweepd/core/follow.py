@@ -136,19 +136,19 @@ class LogFollower:
             text = (f"job {job.backend_id}: its log {job.log_path} is gone ({tailer.detached});"
                     " sweepd reads on through the file it has open, but the log will not be "
                     "on disk to look at")
-            await self._store.events.add_event(job.sweep_id, "note", text, rule="log.detached",
+            await self._store.events.add(job.sweep_id, "note", text, rule="log.detached",
                                                evidence=tailer.detached, run_id=job.run_id,
                                                job_id=job.id)
-            await self._store.events.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+            await self._store.events.add(job.sweep_id, "progress", text, run_id=job.run_id,
                                                job_id=job.id)
         if not lost or is_lost(job.log_identity):
             return
         text = (f"job {job.backend_id}: its log cannot be read ({tailer.lost}: {job.log_path});"
                 " the job cannot be watched for hangs, and its end is judged by the "
                 "scheduler's state and exit code")
-        await self._store.events.add_event(job.sweep_id, "note", text, rule="log.lost",
+        await self._store.events.add(job.sweep_id, "note", text, rule="log.lost",
                                            evidence=tailer.lost, run_id=job.run_id, job_id=job.id)
-        await self._store.events.add_event(job.sweep_id, "progress", text, run_id=job.run_id,
+        await self._store.events.add(job.sweep_id, "progress", text, run_id=job.run_id,
                                            job_id=job.id)
         log.warning("log.lost", job=job.id, path=job.log_path, why=tailer.lost)
 

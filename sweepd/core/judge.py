@@ -34,19 +34,19 @@ async def judge(engine: Follower, job: Job, status: JobStatus | None, now: float
     """The job's state from the scheduler's word and its log: running, finished, hung.
     True when it ended (concluded): the engine forgets its log clock."""
     if status is not None and status.state != job.scheduler_state:
-        await engine.store.jobs.update_job(job.id, scheduler_state=str(status.state))
+        await engine.store.jobs.update(job.id, scheduler_state=str(status.state))
     if status is not None and status.state.finished:
         if engine.follower.behind(job.id):   # the rest of its log first: the next pass
             engine.wake()
             return False
         await engine.follower.forget(job.id)
-        ended = await engine.store.jobs.job(job.id)
+        ended = await engine.store.jobs.get(job.id)
         if ended.state == JobState.QUEUED and ended.last_output_at is not None:
             # It ran unwatched (the daemon was down, or its whole run fell between two
             # passes): its log says it ran, so the trail says so as a watched run's does
             # and a restart leaves the same events as an uninterrupted sweep.
             await maybe_running(engine, ended, None, now)
-            ended = await engine.store.jobs.job(job.id)
+            ended = await engine.store.jobs.get(job.id)
         await conclude(engine, ended, status)
         engine.mark(job.sweep_id)
         engine.notify()
@@ -64,12 +64,12 @@ async def maybe_running(engine: Follower, job: Job, status: JobStatus | None, no
     """RUNNING on the scheduler's word or on the job's first log output, whichever comes
     first: the hang clock starts then, not at the next poll."""
     if status is not None and status.state == SchedulerState.RUNNING:
-        await engine.store.jobs.transition_job(job.id, JobState.RUNNING, "scheduler says RUNNING",
+        await engine.store.jobs.transition(job.id, JobState.RUNNING, "scheduler says RUNNING",
                                                rule="scheduler.running",
                                                last_output_at=job.last_output_at or now)
     elif job.last_output_at is not None:
         first = await asyncio.to_thread(_first_line, job.log_path)
-        await engine.store.jobs.transition_job(
+        await engine.store.jobs.transition(
             job.id, JobState.RUNNING, "its log has output: the job runs",
             rule="log.first_output", evidence=f"{job.log_path}: {first}",
             last_output_at=job.last_output_at)
@@ -93,7 +93,7 @@ async def check_hang(engine: Follower, job: Job, now: float) -> None:
         return
     evidence = (f"no new log output for {silent:.0f} s (limit {limit:.0f} s) in phase "
                 f"{job.phase}, last step {job.last_step}")
-    await engine.store.jobs.transition_job(job.id, JobState.HUNG, "hung: cancelling",
+    await engine.store.jobs.transition(job.id, JobState.HUNG, "hung: cancelling",
                                     rule="hang.no_output", evidence=evidence)
     if job.backend_id:
         engine.cancel_later(job.backend_id)

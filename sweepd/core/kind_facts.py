@@ -65,13 +65,13 @@ async def job_ended(store: Store, kind: str, job: Job) -> Job:
     hook = hook_of(kind)
     if hook is None or hook.ended is None:
         return job
-    run = await store.runs.run(job.run_id)
+    run = await store.runs.get(job.run_id)
     ended = EndedJob(job, run.params, await store.jobs.steps(job.id))
     new = await asyncio.to_thread(hook.ended, ended)
     if new is None:
         return job
-    await store.facts.store_job_facts(job.id, new)
-    return await store.jobs.job(job.id)
+    await store.facts.store(job.id, new)
+    return await store.jobs.get(job.id)
 
 
 # A job whose conclusion the kind's readers use (a cancelled one says nothing).
@@ -91,10 +91,10 @@ async def backfill(store: Store) -> int:
     for job in jobs:
         hook = hooked[by_sweep[job.sweep_id]]
         facts = await asyncio.to_thread(_from_whole_log, hook, job.log_path)
-        await store.facts.store_job_facts(job.id, facts)
-        done = await job_ended(store, by_sweep[job.sweep_id], await store.jobs.job(job.id))
+        await store.facts.store(job.id, facts)
+        done = await job_ended(store, by_sweep[job.sweep_id], await store.jobs.get(job.id))
         if done.facts_json is None:
-            await store.facts.store_job_facts(job.id, {})
+            await store.facts.store(job.id, {})
     log.info("kind_facts.backfilled", jobs=len(jobs))
     return len(jobs)
 

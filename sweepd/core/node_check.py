@@ -53,7 +53,7 @@ async def resume_where_allowed(engine: EngineParts, sweep: Sweep, bad: dict[str,
             tried.append(f"{node} not resumed ({e})")
             continue
         tried.append(f"{node} resumed from {state}")
-        await engine.store.events.add_event(sweep.id, "decision", f"{node} was {state}: RESUME",
+        await engine.store.events.add(sweep.id, "decision", f"{node} was {state}: RESUME",
                                             rule="node.resume", evidence=f"sinfo: {node} {state}")
     return await unusable(engine, sorted(bad)), tried
 

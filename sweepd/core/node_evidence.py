@@ -106,13 +106,13 @@ async def record_evidence(engine: EngineParts, sweep_id: int, nodes: Sequence[st
         return
     have = set()
     if job_id is not None:
-        have = {e.reason for e in await engine.store.events.events(sweep_id, kind="note")
+        have = {e.reason for e in await engine.store.events.of_sweep(sweep_id, kind="note")
                 if e.rule == EVIDENCE_RULE and e.job_id == job_id}
     todo = [n for n in dict.fromkeys(nodes) if _reason(n) not in have]
     texts = await asyncio.gather(*(gather(engine, n) for n in todo))
     async with engine.store.tx():
         for node, text in zip(todo, texts, strict=True):
-            await engine.store.events.add_event(sweep_id, "note", _reason(node), rule=EVIDENCE_RULE,
+            await engine.store.events.add(sweep_id, "note", _reason(node), rule=EVIDENCE_RULE,
                                                 evidence=text, job_id=job_id)
     log.info("node.evidence", sweep=sweep_id, nodes=todo)
 
@@ -122,7 +122,7 @@ async def stored_evidence(store: Store, sweep_id: int, nodes: Sequence[str]) -> 
     order: what a decision and a stop message show."""
     latest: dict[str, str] = {}
     resets: dict[str, str] = {}
-    for e in await store.events.events(sweep_id):
+    for e in await store.events.of_sweep(sweep_id):
         if e.rule == EVIDENCE_RULE and e.evidence:
             latest[e.reason.removeprefix("evidence from ")] = e.evidence
         elif e.rule in _NIC_RULES and e.evidence:
@@ -148,7 +148,7 @@ async def nic_outcome(store: Store, sweep_id: int, node: str, job_id: int | None
                       ) -> bool | None:
     """The stored outcome of the NIC reset after this job: True every port Active, False
     not, None no reset was made. What the decision reads (not what the reset returned)."""
-    for e in reversed(await store.events.events(sweep_id, kind="decision")):
+    for e in reversed(await store.events.of_sweep(sweep_id, kind="decision")):
         if e.job_id == job_id and e.rule in _NIC_RULES and e.reason.startswith(
                 f"NIC reset of {node}:"):
             return e.rule == NIC_ACTIVE_RULE
@@ -171,7 +171,7 @@ async def reset_nic(engine: EngineParts, sweep_id: int, node: str,
     except ControllerUnreachable as e:
         state = f"unknown ({e})"
     if state in _BUSY or state == NOT_IN_CLUSTER or state.startswith("unknown"):
-        await engine.store.events.add_event(
+        await engine.store.events.add(
             sweep_id, "note", f"no NIC reset of {node}: the node is {state}; a reset runs "
             "only between jobs", rule=NIC_SKIPPED_RULE, evidence=f"sinfo: {node} {state}",
             job_id=job_id)
@@ -184,7 +184,7 @@ async def reset_nic(engine: EngineParts, sweep_id: int, node: str,
                           f"({r.nic_reset_command})", f"ibstat: {count}",
                           *([ib_ports(ib.out)] if ib.ok else [])])
     what = "every port Active again" if active else f"not Active ({count})"
-    await engine.store.events.add_event(sweep_id, "decision", f"NIC reset of {node}: {what}",
+    await engine.store.events.add(sweep_id, "decision", f"NIC reset of {node}: {what}",
                                         rule=NIC_ACTIVE_RULE if active else NIC_DOWN_RULE,
                                         evidence=evidence, job_id=job_id)
     log.warning("node.nic_reset", sweep=sweep_id, node=node, active=active, ibstat=count)

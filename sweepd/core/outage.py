@@ -48,7 +48,7 @@ class ControllerOutage:
         if self._loaded:
             return
         self._loaded = True
-        saved = await self.store.daemon_state.daemon_value(CONTROLLER_DOWN_KEY)
+        saved = await self.store.daemon_state.get(CONTROLLER_DOWN_KEY)
         if saved is not None:
             outage = json.loads(saved)
             self.since = float(outage["since"])
@@ -62,19 +62,19 @@ class ControllerOutage:
         down = now - self.since
         log.warning("controller.back", down_s=round(down, 1))
         for sweep_id in sorted(self._told):
-            sweep = await self.store.sweeps.sweep(sweep_id)
+            sweep = await self.store.sweeps.get(sweep_id)
             if sweep.state not in (SweepState.RUNNING, SweepState.AWAITING_DECISION):
                 continue
             async with self.store.tx():
-                await self.store.events.add_event(
+                await self.store.events.add(
                     sweep_id, "note", f"scheduler answers again after {down:.0f} s",
                     rule="controller.back", evidence=f"down_s: {down:.0f}")
-                await self.store.events.add_event(
+                await self.store.events.add(
                     sweep_id, "progress", f"sweep {sweep_id}: the Slurm controller answers again"
                     f" (away {down:.0f} s)")
         self.since = None
         self._told = set()
-        await self.store.daemon_state.set_daemon_value(CONTROLLER_DOWN_KEY, None)
+        await self.store.daemon_state.set(CONTROLLER_DOWN_KEY, None)
         return OutageEffects(notify=True)
 
     async def gone(self, why: str) -> OutageEffects:
@@ -89,17 +89,17 @@ class ControllerOutage:
             since = self._last_contact if self._last_contact is not None else now
             self.since = since
             log.warning("controller.gone", why=why, since_s=round(now - since, 1))
-            for sweep in await self.store.sweeps.sweeps([SweepState.RUNNING]):
+            for sweep in await self.store.sweeps.all([SweepState.RUNNING]):
                 async with self.store.tx():
-                    await self.store.events.add_event(
+                    await self.store.events.add(
                         sweep.id, "note", f"scheduler unreachable: {why}; waiting",
                         rule="controller.wait", evidence=why)
-                    await self.store.events.add_event(
+                    await self.store.events.add(
                         sweep.id, "progress", f"sweep {sweep.id}: the Slurm controller does not "
                         f"answer (last answer {now - since:.0f} s ago): waiting up to "
                         f"{limit / 60:.0f} min")
                 self._told.add(sweep.id)
-            await self.store.daemon_state.set_daemon_value(CONTROLLER_DOWN_KEY, json.dumps(
+            await self.store.daemon_state.set(CONTROLLER_DOWN_KEY, json.dumps(
                 {"since": since, "told": sorted(self._told)}))
             effects.notify = True
         down = now - self.since
@@ -111,5 +111,5 @@ class ControllerOutage:
                       evidence=why, failing_nodes=[],
                       recovery="waited, asking again at the poll period",
                       outcome="controller still unreachable")
-            for sweep in await self.store.sweeps.sweeps([SweepState.RUNNING])]
+            for sweep in await self.store.sweeps.all([SweepState.RUNNING])]
         return effects

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 
 async def advance(engine: Planner, sweep: Sweep) -> None:
-    runs = await engine.store.runs.runs(sweep.id)
-    jobs = await engine.store.jobs.jobs(sweep.id)
+    runs = await engine.store.runs.of_sweep(sweep.id)
+    jobs = await engine.store.jobs.of_sweep(sweep.id)
     busy = {j.run_id for j in jobs if j.state in (JobState.SUBMITTING, JobState.QUEUED,
                                                    JobState.RUNNING, JobState.HUNG)}
     now = engine.clock.now()
@@ -38,7 +38,7 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
         if run.state in (RunState.PENDING, RunState.ACTIVE) and run.id not in busy and \
                 (run.not_before is None or run.not_before <= now):
             await start_attempt(engine, sweep, run)
-            if (await engine.store.sweeps.sweep(sweep.id)).state != SweepState.RUNNING:
+            if (await engine.store.sweeps.get(sweep.id)).state != SweepState.RUNNING:
                 return
     decision = await plan(engine, sweep, runs)
     if isinstance(decision, Finished):
@@ -53,10 +53,10 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
         await start_child(engine, sweep, decision)
         return
     for new in decision:
-        run = await engine.store.runs.add_run(sweep.id, new.label, new.params,
+        run = await engine.store.runs.add(sweep.id, new.label, new.params,
                                               collect_nodes(list(new.nodes)), new.reason, new.rule)
         for line in new.progress:
-            await engine.store.events.add_event(sweep.id, "progress", line, run_id=run.id)
+            await engine.store.events.add(sweep.id, "progress", line, run_id=run.id)
         await start_attempt(engine, sweep, run)
 
 
@@ -65,7 +65,7 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     its submission gathered, kept in `engine.gathered`)."""
     spec = engine.spec_of(sweep)
     kind = kind_of(sweep.kind)
-    excluded = {e.node for e in await engine.store.exclusions.exclusions(sweep.id)}
+    excluded = {e.node for e in await engine.store.exclusions.of_sweep(sweep.id)}
     nodes = [n for n in spec.node_list if n not in excluded]
     found, facts = engine.gathered.take(sweep.id, engine.clock.now())
     try:
@@ -75,11 +75,12 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     except GatherError as e:   # what it refers to is gone since it was accepted
         return Finished(False, f"{kind.name} cannot plan: {e}", {"error": str(e)})
     # Stops a person already resumed from: the strategy must not raise them again.
-    acknowledged = [e.rule for e in await engine.store.events.events(sweep.id, kind="transition")
+    acknowledged = [e.rule for e in await engine.store.events.of_sweep(sweep.id, kind="transition")
                     if e.to_state == SweepState.AWAITING_DECISION and e.rule]
     ctx = SweepContext(runs=runs, nodes=nodes,
                        gpu_memory_gib=engine.config.cluster.gpu_memory_gib, facts=facts,
-                       jobs=await engine.store.jobs.jobs(sweep.id), acknowledged_stops=acknowledged,
+                       jobs=await engine.store.jobs.of_sweep(sweep.id),
+                       acknowledged_stops=acknowledged,
                        gpus_per_node=engine.config.cluster.gpus_per_node)
     return kind.plan(spec, ctx)
 
@@ -88,7 +89,7 @@ async def start_attempt(engine: Planner, sweep: Sweep, run: Run) -> None:
     """A new job for the run on its usable nodes, submitted; or the sweep stopped when too
     few nodes are left."""
     spec = engine.spec_of(sweep)
-    excluded = {e.node for e in await engine.store.exclusions.exclusions(sweep.id)}
+    excluded = {e.node for e in await engine.store.exclusions.of_sweep(sweep.id)}
     pinned = expand_nodes(run.nodes)
     nodes = [n for n in spec.node_list if n in set(pinned) and n not in excluded]
     need = min(spec.needed_nodes, len(pinned))
@@ -102,8 +103,8 @@ async def start_attempt(engine: Planner, sweep: Sweep, run: Run) -> None:
     if not await ensure_usable(engine, sweep, nodes):
         return
     if run.state == RunState.PENDING:
-        await engine.store.runs.transition_run(run.id, RunState.ACTIVE, "submitting",
+        await engine.store.runs.transition(run.id, RunState.ACTIVE, "submitting",
                                                rule="engine.submit")
     token = await engine.submitter.new_token(sweep.id)
-    job = await engine.store.jobs.create_job(run, token, job_name="", nodes=collect_nodes(nodes))
+    job = await engine.store.jobs.create(run, token, job_name="", nodes=collect_nodes(nodes))
     await apply(engine, await engine.submitter.submit(sweep, run, job))

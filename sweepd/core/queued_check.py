@@ -50,7 +50,7 @@ async def check_queued(engine: EngineParts, job: Job, status: JobStatus | None) 
     if not nodes_unavailable(status) or job.backend_id is None:
         return False
     assert status is not None and status.reason is not None
-    sweep = await engine.store.sweeps.sweep(job.sweep_id)
+    sweep = await engine.store.sweeps.get(job.sweep_id)
     if sweep.state != SweepState.RUNNING:
         return False
     try:
@@ -72,7 +72,7 @@ async def _handle(engine: EngineParts, sweep: Sweep, job: Job, still: dict[str, 
                   tried: list[str], waiting: str) -> None:
     spec = engine.spec_of(sweep)
     kind = kind_of(sweep.kind)
-    exclusions = await engine.store.exclusions.exclusions(sweep.id)
+    exclusions = await engine.store.exclusions.of_sweep(sweep.id)
     facts = SweepFacts(spec.node_list, [e.node for e in exclusions if e.job_id],
                        min(spec.needed_nodes, len(expand_nodes(job.nodes))),
                        exclude_on_fault=kind.exclude_on_fault, frozen_nodes=kind.frozen_nodes,
@@ -89,7 +89,7 @@ async def _handle(engine: EngineParts, sweep: Sweep, job: Job, still: dict[str, 
                                                              sorted(still))) or evidence
     async with engine.store.tx():
         for node in exclude:
-            await engine.store.exclusions.exclude_node(sweep.id, node, job.id, action.reason,
+            await engine.store.exclusions.exclude(sweep.id, node, job.id, action.reason,
                                                        action.rule, evidence)
         if action.act == Act.STOP:
             await stop_sweep(engine, sweep, action.reason, rule=action.rule,
@@ -97,12 +97,12 @@ async def _handle(engine: EngineParts, sweep: Sweep, job: Job, still: dict[str, 
                              recovery="; ".join(tried), outcome="not recoverable by rule")
             return
         # Cancelled, not failed: the job never ran, so no retry of the run is used.
-        await engine.store.jobs.transition_job(job.id, JobState.CANCELLED, action.reason,
+        await engine.store.jobs.transition(job.id, JobState.CANCELLED, action.reason,
                                                rule=action.rule, evidence=evidence,
                                                ended_at=engine.clock.now())
-        await engine.store.events.add_event(sweep.id, "decision", action.reason, rule=action.rule,
+        await engine.store.events.add(sweep.id, "decision", action.reason, rule=action.rule,
                                             evidence=evidence, run_id=job.run_id, job_id=job.id)
-        await engine.store.events.add_event(sweep.id, "progress", f"sweep {sweep.id}: job "
+        await engine.store.events.add(sweep.id, "progress", f"sweep {sweep.id}: job "
                                             f"{job.backend_id} {action.reason}", run_id=job.run_id,
                                             job_id=job.id)
     engine.cancel_later(job.backend_id or "")

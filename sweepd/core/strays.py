@@ -58,7 +58,7 @@ class Strays:
             self.until = now   # the first check of this process is this one
         store_id = await self.store_id()
         live = await self.backend.live_tokens()
-        rows = await self.store.jobs.jobs_by_tokens(live.values())
+        rows = await self.store.jobs.by_tokens(live.values())
         for backend_id, token in sorted(live.items()):
             row = rows.get(token)
             if row is None and token.endswith(f".{store_id}"):
@@ -81,16 +81,16 @@ class Strays:
         log.warning("job.duplicate_cancelled", backend_id=backend_id, token=token, why=why)
         sweep_id = row.sweep_id if row else sweep_of_token(token)
         try:
-            sweep = await self.store.sweeps.sweep(sweep_id) if sweep_id is not None else None
+            sweep = await self.store.sweeps.get(sweep_id) if sweep_id is not None else None
         except NotFound:
             sweep = None
         if sweep is not None:
             async with self.store.tx():
-                await self.store.events.add_event(
+                await self.store.events.add(
                     sweep.id, "decision", f"cancel scheduler job {backend_id}: a duplicate "
                     "submission", rule="recovery.duplicate_cancelled", evidence=why,
                     job_id=row.id if row else None, run_id=row.run_id if row else None)
-                await self.store.events.add_event(
+                await self.store.events.add(
                     sweep.id, "progress", f"sweep {sweep.id}: cancelled Slurm job {backend_id}, "
                     f"a duplicate submission ({why})")
         await self.backend.cancel(backend_id)

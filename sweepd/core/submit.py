@@ -88,7 +88,7 @@ class Submitter:
         # Write-ahead: until this deadline a crash leaves the attempt open (reconcile).
         deadline = (self.clock.now()
                     + (self.backend.submit_timeout_s + SUBMIT_MARGIN_S) / self.clock.scale)
-        await self.store.jobs.update_job(job.id, submit_deadline=deadline)
+        await self.store.jobs.update(job.id, submit_deadline=deadline)
         try:
             sub = await self.backend.submit(request)
         except GuardHeld as e:   # an earlier attempt still runs: the next pass waits for it
@@ -98,14 +98,14 @@ class Submitter:
             # A refusal the spec causes repeats on every resume: its own rule, so that the
             # stop message and `resume` say so (core/control.py).
             rule = SPEC_REFUSED if isinstance(e, SpecRefused) else "submit.refused"
-            await self.store.jobs.transition_job(job.id, JobState.FAILED,
+            await self.store.jobs.transition(job.id, JobState.FAILED,
                                                  f"submission refused: {e}", rule=rule,
                                                  evidence=str(e))
             return SubmitEffects(stop=SweepStop(
                 sweep, f"submission refused: {e}", rule=rule, evidence=str(e),
                 failing_nodes=[], recovery="none", outcome="refused before submitting"))
         try:
-            await self.store.jobs.transition_job(
+            await self.store.jobs.transition(
                 job.id, JobState.QUEUED, f"submitted as job {sub.backend_id}"
                 + (f" ({sub.note})" if sub.note else ""),
                 rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
@@ -115,7 +115,7 @@ class Submitter:
             await self._cancel_late(sweep, job, sub)
         for said, rule in ((sub.prepared, "submit.prepared"), (sub.name_note, "submit.name_fit")):
             if said:
-                await self.store.events.add_event(sweep.id, "decision", said, rule=rule,
+                await self.store.events.add(sweep.id, "decision", said, rule=rule,
                                                   run_id=run.id, job_id=job.id,
                                                   evidence=f"token {job.token}")
         return SubmitEffects(notify=True)
@@ -132,14 +132,14 @@ class Submitter:
             return SubmitEffects()
         found = await self.backend.find_by_token(job.token)
         if found is not None:
-            await self.store.jobs.transition_job(
+            await self.store.jobs.transition(
                 job.id, JobState.QUEUED, f"found in the queue after a restart as "
                 f"{found.backend_id}", rule="recovery.adopt", backend_id=found.backend_id,
                 log_path=str(found.log_path), job_name=found.job_name,
                 submitted_at=self.clock.now())
             return SubmitEffects()
-        run = await self.store.runs.run(job.run_id)
-        sweep = await self.store.sweeps.sweep(job.sweep_id)
+        run = await self.store.runs.get(job.run_id)
+        sweep = await self.store.sweeps.get(job.sweep_id)
         return await self.submit(sweep, run, job)
 
     async def _await_submitter(self, job: Job, pgid: int, now: float) -> None:
@@ -147,7 +147,7 @@ class Submitter:
         if job.submit_deadline is not None and now >= job.submit_deadline:
             if job.id not in self._ended:
                 self._ended.add(job.id)
-                await self.store.events.add_event(
+                await self.store.events.add(
                     job.sweep_id, "note", "the earlier submission outlived its deadline: "
                     "ended", rule="recovery.submitter_ended", job_id=job.id, run_id=job.run_id,
                     evidence=f"process group {pgid} still running at the deadline")
@@ -155,7 +155,7 @@ class Submitter:
             return
         if job.id not in self._waiting:
             self._waiting.add(job.id)
-            await self.store.events.add_event(
+            await self.store.events.add(
                 job.sweep_id, "note", "an earlier submission of this job is still running: "
                 "waiting for it before looking the token up", rule="recovery.wait_submitter",
                 job_id=job.id, run_id=job.run_id,
@@ -176,9 +176,9 @@ class Submitter:
     async def _cancel_late(self, sweep: Sweep, job: Job, sub: Submitted) -> None:
         """The row was ended while its submission was in flight (an abort or a cancel over
         the socket): the job the scheduler made is nobody's, so it is cancelled, on record."""
-        await self.store.jobs.update_job(job.id, backend_id=sub.backend_id,
+        await self.store.jobs.update(job.id, backend_id=sub.backend_id,
                                          log_path=str(sub.log_path), job_name=sub.job_name)
-        await self.store.events.add_event(
+        await self.store.events.add(
             sweep.id, "decision", f"job {sub.backend_id} was submitted while its row was "
             "being ended: cancelled", rule="submit.late_cancel", run_id=job.run_id,
             job_id=job.id, evidence=f"token {job.token}")

@@ -77,7 +77,7 @@ def build_workers(config: TelegramConfig, store: Store, service: ServiceLike,
     timing = timing_of(config)
     bot = make_bot(creds.token, config.base_url, timing, config.poll_timeout_s, config.proxy)
     async def chats_of(sweep_id: int) -> list[int]:
-        return sweep_chats((await store.sweeps.sweep(sweep_id)).spec, chat_ids)
+        return sweep_chats((await store.sweeps.get(sweep_id)).spec, chat_ids)
 
     notifier = TelegramNotifier(outbox, bot, creds.token, chat_ids[0], service,
                                 routine_per_hour=config.routine_per_hour, timing=timing,

@@ -164,7 +164,7 @@ class ChatControl:
 
     async def chats_of(self, sweep_id: int) -> list[int]:
         """The chats the sweep reports to (raises NotFound): its stored spec's, one row."""
-        return sweep_chats((await self.outbox.store.sweeps.sweep(sweep_id)).spec, self._chat_list)
+        return sweep_chats((await self.outbox.store.sweeps.get(sweep_id)).spec, self._chat_list)
 
     async def execute(self, cmd: Command, chat_id: int) -> tuple[str, str | None]:
         """The answer to a command from a chat, as (text, parse mode). A chat sees and acts

@@ -25,7 +25,7 @@ class ActiveJobs:
         self._active: dict[int, Job] | None = None
         self._data_version: int | None = None
 
-    async def active_jobs(self) -> list[Job]:
+    async def jobs(self) -> list[Job]:
         """Every job in an active state, by id. Read whole once; after that only the rows
         written since through this store (and, after another connection's commit, whole
         again): with thousands of jobs followed, rebuilding every row on every pass cost

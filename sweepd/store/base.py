@@ -163,7 +163,7 @@ class StoreBase:
 
     def written(self, job_ids: Iterable[int]) -> None:
         """These job rows were written (or a write to them was tried): the next
-        `active_jobs` reads them again. Called after the write, never before: a read in
+        `ActiveJobs.jobs` reads them again. Called after the write, never before: a read in
         between would otherwise take the old row for the new one."""
         self._stale_jobs.update(job_ids)
 

@@ -70,7 +70,7 @@ class CampaignsTable:
                 row = await cur.fetchone()
             if row is not None:
                 return int(row[0]), False
-            child = await self._sweeps.create_sweep(kind, name, spec, submitted_by)
+            child = await self._sweeps.create(kind, name, spec, submitted_by)
             await conn.execute("INSERT INTO campaign_children (child_id, campaign_id, stage) "
                                "VALUES (?,?,?)", (child, campaign_id, carried.stage))
             recipe = None if carried.recipe is None else json.dumps(list(carried.recipe))
@@ -90,17 +90,17 @@ class CampaignsTable:
                                    rule="campaign.child")
         return child, True
 
-    async def campaign(self, sweep_id: int) -> CampaignRow | None:
+    async def get(self, sweep_id: int) -> CampaignRow | None:
         rows = await self._base.rows("SELECT * FROM campaigns WHERE sweep_id = ?", (sweep_id,))
         return CampaignRow.from_row(rows[0]) if rows else None
 
-    async def campaign_children(self, campaign_id: int) -> list[ChildRow]:
+    async def children(self, campaign_id: int) -> list[ChildRow]:
         """The campaign's stage sweeps, in the order they were started."""
         rows = await self._base.rows("SELECT * FROM campaign_children WHERE campaign_id = ?"
                                      " ORDER BY child_id", (campaign_id,))
         return [ChildRow.from_row(r) for r in rows]
 
-    async def campaign_of(self, sweep_id: int) -> ChildRow | None:
+    async def parent_of(self, sweep_id: int) -> ChildRow | None:
         """The link of a stage's sweep to its campaign (None: not a stage of one)."""
         rows = await self._base.rows("SELECT * FROM campaign_children WHERE child_id = ?",
                                      (sweep_id,))

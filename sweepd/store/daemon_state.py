@@ -12,11 +12,11 @@ class DaemonStateTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def daemon_value(self, key: str) -> str | None:
+    async def get(self, key: str) -> str | None:
         rows = await self._base.rows("SELECT value FROM daemon_state WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
-    async def set_daemon_value(self, key: str, value: str | None) -> None:
+    async def set(self, key: str, value: str | None) -> None:
         """Set (or, with None, remove) one key of the daemon's own persistent state."""
         async with self._base.tx() as conn:
             if value is None:

@@ -14,7 +14,7 @@ class EventsTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def add_event(
+    async def add(
         self, sweep_id: int, kind: str, reason: str, *, rule: str | None = None,
         evidence: str | None = None, run_id: int | None = None, job_id: int | None = None,
     ) -> None:
@@ -22,7 +22,7 @@ class EventsTable:
             await self._base.event(conn, sweep_id, kind, reason, rule=rule, evidence=evidence,
                                    run_id=run_id, job_id=job_id)
 
-    async def events(self, sweep_id: int, after: int = 0, kind: str | None = None) -> list[Event]:
+    async def of_sweep(self, sweep_id: int, after: int = 0, kind: str | None = None) -> list[Event]:
         sql = "SELECT * FROM events WHERE sweep_id = ? AND id > ?"
         args: list[Any] = [sweep_id, after]
         if kind:

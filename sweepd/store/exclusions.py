@@ -15,13 +15,13 @@ class ExclusionsTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def exclusions(self, sweep_id: int, active_only: bool = True) -> list[Exclusion]:
+    async def of_sweep(self, sweep_id: int, active_only: bool = True) -> list[Exclusion]:
         sql = "SELECT * FROM exclusions WHERE sweep_id = ?" + (" AND active = 1" if active_only
                                                                  else "")
         return [Exclusion.from_row(r) for r in await self._base.rows(sql + " ORDER BY rowid",
                                                                 (sweep_id,))]
 
-    async def exclude_node(
+    async def exclude(
         self, sweep_id: int, node: str, job_id: int | None, reason: str, rule: str,
         evidence: str | None,
     ) -> None:
@@ -35,7 +35,7 @@ class ExclusionsTable:
             await self._base.event(conn, sweep_id, "decision", f"exclude {node}: {reason}",
                                    job_id=job_id, rule=rule, evidence=evidence)
 
-    async def set_exclusions(self, sweep_id: int, nodes: Sequence[str], reason: str) -> None:
+    async def set(self, sweep_id: int, nodes: Sequence[str], reason: str) -> None:
         """A person's answer to a stop: exactly these nodes stay excluded."""
         async with self._base.tx() as conn:
             await conn.execute("UPDATE exclusions SET active = 0 WHERE sweep_id = ?", (sweep_id,))

@@ -30,7 +30,7 @@ class FactsTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def store_job_facts(self, job_id: int, facts: Mapping[str, Any]) -> None:
+    async def store(self, job_id: int, facts: Mapping[str, Any]) -> None:
         """The job's facts as a whole (the caller folded them with what was stored)."""
         try:
             async with self._base.tx() as conn:

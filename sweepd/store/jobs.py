@@ -33,7 +33,7 @@ class JobsTable:
         self._base = base
         self._active = active   # a pass's log facts update its kept rows as written
 
-    async def create_job(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
+    async def create(self, run: Run, token: str, job_name: str, nodes: str) -> Job:
         """Write-ahead: the job row exists (state `submitting`) before the scheduler call.
         The run's nodes become the job's: a retry after an exclusion runs on fewer nodes,
         and the run's result must say which ones it was measured on."""
@@ -54,18 +54,18 @@ class JobsTable:
                                    f"submitting attempt {attempt} of {run.label} on {nodes}",
                                    run_id=run.id, job_id=job_id, to_state=JobState.SUBMITTING)
         self._base.written([job_id])
-        return await self.job(job_id)
+        return await self.get(job_id)
 
-    async def job(self, job_id: int) -> Job:
+    async def get(self, job_id: int) -> Job:
         return Job.from_row(await self._base.one("SELECT * FROM jobs WHERE id = ?", (job_id,),
                                                  f"job {job_id}"))
 
-    async def jobs(self, sweep_id: int) -> list[Job]:
+    async def of_sweep(self, sweep_id: int) -> list[Job]:
         rows = await self._base.rows("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY id",
                                      (sweep_id,))
         return [Job.from_row(r) for r in rows]
 
-    async def jobs_by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
+    async def by_tokens(self, tokens: Iterable[str]) -> dict[str, Job]:
         wanted = sorted(set(tokens))
         if not wanted:
             return {}
@@ -73,14 +73,14 @@ class JobsTable:
         rows = await self._base.rows(f"SELECT * FROM jobs WHERE token IN ({marks})", wanted)
         return {str(r["token"]): Job.from_row(r) for r in rows}
 
-    async def transition_job(
+    async def transition(
         self, job_id: int, to: JobState, reason: str, *, rule: str | None = None,
         evidence: str | None = None, **fields: Any,
     ) -> None:
         unknown = set(fields) - _JOB_FIELDS
         if unknown:
             raise ValueError(f"not job fields: {sorted(unknown)}")
-        job = await self.job(job_id)
+        job = await self.get(job_id)
         try:
             async with self._base.tx() as conn:
                 old = await self._base.guarded(conn, "jobs", JOB_TRANSITIONS, job_id, to, fields)
@@ -90,7 +90,7 @@ class JobsTable:
         finally:
             self._base.written([job_id])
 
-    async def update_job(self, job_id: int, **fields: Any) -> None:
+    async def update(self, job_id: int, **fields: Any) -> None:
         """Progress that is not a state change (offsets, phase, scheduler state)."""
         unknown = set(fields) - _JOB_FIELDS
         if unknown or not fields:

@@ -190,7 +190,7 @@ class Outbox:
 
     async def occasion(self, event_id: int) -> Occasion:
         """What a progress line reports, read off the event written just before it:
-        transition_sweep writes the transition, then its progress line, in one transaction."""
+        `sweeps.transition` writes the transition, then its progress line, in one transaction."""
         rows = await self.store.base.rows(
             "SELECT kind, run_id, job_id, to_state, rule FROM events WHERE id < ? AND sweep_id ="
             " (SELECT sweep_id FROM events WHERE id = ?) ORDER BY id DESC LIMIT 1",

@@ -17,7 +17,7 @@ class RunsTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def add_run(
+    async def add(
         self, sweep_id: int, label: str, params: RunParams, nodes: str, reason: str,
         rule: str | None = None,
     ) -> Run:
@@ -34,25 +34,25 @@ class RunsTable:
             run_id = int(c.lastrowid or 0)
             await self._base.event(conn, sweep_id, "decision", reason, run_id=run_id, rule=rule,
                                    to_state=RunState.PENDING)
-        return await self.run(run_id)
+        return await self.get(run_id)
 
-    async def run(self, run_id: int) -> Run:
+    async def get(self, run_id: int) -> Run:
         return Run.from_row(await self._base.one("SELECT * FROM runs WHERE id = ?", (run_id,),
                                                  f"run {run_id}"))
 
-    async def runs(self, sweep_id: int) -> list[Run]:
+    async def of_sweep(self, sweep_id: int) -> list[Run]:
         rows = await self._base.rows("SELECT * FROM runs WHERE sweep_id = ? ORDER BY seq",
                                      (sweep_id,))
         return [Run.from_row(r) for r in rows]
 
-    async def transition_run(
+    async def transition(
         self, run_id: int, to: RunState, reason: str, *, rule: str | None = None,
         evidence: str | None = None, progress: str | None = None, **fields: Any,
     ) -> None:
         unknown = set(fields) - _RUN_FIELDS
         if unknown:
             raise ValueError(f"not run fields: {sorted(unknown)}")
-        run = await self.run(run_id)
+        run = await self.get(run_id)
         async with self._base.tx() as conn:
             old = await self._base.guarded(conn, "runs", RUN_TRANSITIONS, run_id, to, fields)
             await self._base.event(conn, run.sweep_id, "transition", reason, run_id=run_id,
@@ -66,6 +66,6 @@ class RunsTable:
             " AND not_before <= ? AND state IN ('pending', 'active')", (now,))
         return {int(r[0]) for r in rows}
 
-    async def update_run_not_before(self, run_id: int, at: float) -> None:
+    async def set_not_before(self, run_id: int, at: float) -> None:
         async with self._base.tx() as conn:
             await conn.execute("UPDATE runs SET not_before = ? WHERE id = ?", (at, run_id))

@@ -30,7 +30,7 @@ __all__ = ["InvalidTransition", "LogChunkLike", "NotFound", "Store", "StoreBase"
 
 
 class Store:
-    """What every caller holds: the tables as attributes (`store.jobs.transition_job(...)`),
+    """What every caller holds: the tables as attributes (`store.jobs.transition(...)`),
     all on one connection. Its own methods are about the whole store: open, close, and the
     transaction a caller opens to make several tables' writes commit together."""
 

@@ -17,7 +17,7 @@ class SweepsTable:
     def __init__(self, base: StoreBase) -> None:
         self._base = base
 
-    async def create_sweep(self, kind: str, name: str, spec: Mapping[str, Any],
+    async def create(self, kind: str, name: str, spec: Mapping[str, Any],
                            submitted_by: str | None = None) -> int:
         async with self._base.tx() as conn:
             cur = await conn.execute(
@@ -29,11 +29,11 @@ class SweepsTable:
                                    to_state=SweepState.QUEUED)
         return sweep_id
 
-    async def sweep(self, sweep_id: int) -> Sweep:
+    async def get(self, sweep_id: int) -> Sweep:
         return Sweep.from_row(await self._base.one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,),
                                                    f"sweep {sweep_id}"))
 
-    async def sweeps(self, states: Iterable[SweepState] | None = None) -> list[Sweep]:
+    async def all(self, states: Iterable[SweepState] | None = None) -> list[Sweep]:
         if states is None:
             rows = await self._base.rows("SELECT * FROM sweeps ORDER BY id")
         else:
@@ -43,7 +43,7 @@ class SweepsTable:
                 f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Sweep.from_row(r) for r in rows]
 
-    async def sweeps_of_model(self, model: str) -> list[Sweep]:
+    async def of_model(self, model: str) -> list[Sweep]:
         """The sweeps (of any kind) whose spec names this model, oldest first: SQLite picks
         them out, so the rows of other models' sweeps are never built (model perf's gather)."""
         rows = await self._base.rows(
@@ -51,7 +51,7 @@ class SweepsTable:
             (model,))
         return [Sweep.from_row(r) for r in rows]
 
-    async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
+    async def find(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
                           since: str | None = None, user: str | None = None) -> list[Sweep]:
         """Sweeps matching every filter given, newest first (`since`: created at or after,
         an ISO time as the store writes them)."""
@@ -87,7 +87,7 @@ class SweepsTable:
             (kind, model, model))
         return [float(r[0]) for r in rows]
 
-    async def transition_sweep(
+    async def transition(
         self, sweep_id: int, to: SweepState, reason: str, *, rule: str | None = None,
         evidence: str | None = None, verdict: Mapping[str, Any] | None = None,
         progress: str | None = None,

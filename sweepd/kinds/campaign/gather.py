@@ -70,10 +70,10 @@ async def gather(store: Store, spec: CampaignSpec, where: GatherContext) -> Camp
     health, network = None, None
     cells: dict[str, Cell] = {}
     jobs: list[Job] = []
-    for link in await store.campaigns.campaign_children(where.sweep):
-        sweep = await store.sweeps.sweep(link.child_id)
+    for link in await store.campaigns.children(where.sweep):
+        sweep = await store.sweeps.get(link.child_id)
         children[link.stage] = Child(sweep.id, link.stage, sweep.state, sweep.reason)
-        jobs += await store.jobs.jobs(sweep.id)
+        jobs += await store.jobs.of_sweep(sweep.id)
         if sweep.state != SweepState.DONE:
             continue
         stage, par = spec.cell_of(link.stage)

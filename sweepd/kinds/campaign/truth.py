@@ -23,7 +23,7 @@ async def true_gain_line(config: Config) -> str:
 
     store = await Store.open(config.daemon.db_path)
     try:
-        confirms = [s for s in await store.sweeps.sweeps()
+        confirms = [s for s in await store.sweeps.all()
                     if s.kind == "campaign" and s.spec.get("stages") == ["confirm"]]
     finally:
         await store.close()

@@ -21,8 +21,8 @@ async def truth_line(config: Config) -> str:
 
     store = await Store.open(config.daemon.db_path)
     try:
-        sweep = (await store.sweeps.sweeps())[-1]
-        jobs = await store.jobs.jobs(sweep.id)
+        sweep = (await store.sweeps.all())[-1]
+        jobs = await store.jobs.of_sweep(sweep.id)
     finally:
         await store.close()
     if not jobs:

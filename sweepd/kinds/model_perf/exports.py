@@ -37,7 +37,7 @@ async def latest_optimum(store: Store, model: str, nodes: int,
     another parallelism never counts: its memory and speed are another cell's."""
     want = _axes(parallelism)
     unnamed: Optimum | None = None
-    for sweep in reversed(await store.sweeps.sweeps([SweepState.DONE])):
+    for sweep in reversed(await store.sweeps.all([SweepState.DONE])):
         verdict = sweep.verdict or {}
         if sweep.kind != NAME or sweep.spec.get("model") != model \
                 or not verdict.get("settled", True) or not isinstance(verdict.get("best"), int):

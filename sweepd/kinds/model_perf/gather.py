@@ -31,7 +31,7 @@ _CELL = ("parameter", "second", "overrides", "env", "mem_fraction", "gpu_memory_
 async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CONTEXT) -> PerfFacts:
     """An earlier sweep of the same cell and the param memory an earlier job printed."""
     # One query (SQLite reads each sweep's spec JSON for it): both facts come from it.
-    same_model = await store.sweeps.sweeps_of_model(spec.model)
+    same_model = await store.sweeps.of_model(spec.model)
     return PerfFacts(prior=await prior(store, spec, same_model),
                      param_gb=await store.jobs.latest_mem_used_on(spec.nodes,
                                                                   [s.id for s in same_model]))
@@ -62,7 +62,7 @@ async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
     """What `sweep` (a prior: `is_prior`) tells this one: its peak, fit, OOM and probes."""
     verdict = sweep.verdict or {}
     on = int(verdict.get("nodes") or len(spec.node_list))
-    runs = [r for r in await store.runs.runs(sweep.id) if r.node_count == on]
+    runs = [r for r in await store.runs.of_sweep(sweep.id) if r.node_count == on]
     # One sweep's values are all numbers or all text (spec validation): comparable.
     fits: list[Any] = [swept_value(spec.parameter, r.params, spec.values) for r in runs
                        if r.outcome == "pass"]
@@ -70,7 +70,7 @@ async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
                        if r.outcome == "oom"]
     # Its runs as probes, with their memory lines: the same planner's view of them.
     then = SweepContext(runs=runs, nodes=spec.node_list[:on], gpu_memory_gib=0.0,
-                        facts=PerfFacts(), jobs=await store.jobs.jobs(sweep.id))
+                        facts=PerfFacts(), jobs=await store.jobs.of_sweep(sweep.id))
     return Prior(sweep=sweep.id, peak=verdict["best"], tgs=verdict.get("tgs"),
                  max_fit=max(fits, default=verdict["best"]), oom=min(ooms, default=None),
                  probes=tuple(probes(spec, then)))

@@ -37,13 +37,13 @@ async def history(store: Store, compare_to: int | None) -> list[Column]:
     while at is not None and at not in seen and len(seen) < MAX_HISTORY:
         seen.add(at)
         try:
-            sweep = await store.sweeps.sweep(at)
+            sweep = await store.sweeps.get(at)
         except NotFound:
             raise ValueError(f"compare_to: sweep {at} does not exist") from None
         if sweep.kind != "model-sweep":
             raise ValueError(f"compare_to: sweep {at} is a {sweep.kind} sweep")
-        cols = columns_of(sweep.id, await store.runs.runs(sweep.id),
-                          await store.jobs.jobs(sweep.id))
+        cols = columns_of(sweep.id, await store.runs.of_sweep(sweep.id),
+                          await store.jobs.of_sweep(sweep.id))
         chain[:0] = [c for c in cols if c.results]
         at = sweep.spec.get("compare_to")
     return chain

@@ -33,7 +33,7 @@ async def gather(store: Store, spec: NetworkSpec, where: GatherContext = NO_CONT
     """The node perf sweep to cross-reference: named, or the latest done covering our nodes."""
     if spec.node_perf_sweep is not None:
         try:
-            candidates = [await store.sweeps.sweep(spec.node_perf_sweep)]
+            candidates = [await store.sweeps.get(spec.node_perf_sweep)]
         except NotFound:
             raise GatherError(f"node_perf_sweep {spec.node_perf_sweep} does not exist") from None
     else:

@@ -35,7 +35,7 @@ class NodeVerdicts:
 async def done_covering(store: Store, nodes: Sequence[str]) -> list[Sweep]:
     """The finished node perf sweeps whose nodes cover `nodes`, the latest first."""
     ours = set(nodes)
-    return [s for s in reversed(await store.sweeps.sweeps([SweepState.DONE]))
+    return [s for s in reversed(await store.sweeps.all([SweepState.DONE]))
             if s.kind == NAME and ours <= set(expand_nodes(s.spec["nodes"]))]
 
 

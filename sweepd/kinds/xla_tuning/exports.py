@@ -47,7 +47,7 @@ async def recipe_of(store: Store, sweep: Sweep) -> Recipe | None:
     if sweep.kind != NAME or sweep.state != SweepState.DONE:
         return None
     profile = verdict.get("recipe")
-    runs = await store.runs.runs(sweep.id)
+    runs = await store.runs.of_sweep(sweep.id)
     ours = [r for r in runs if profile and r.params.profile == profile]
     base = [r.tgs for r in runs if r.params.profile == BASELINE and r.tgs]
     mine = [r.tgs for r in ours if r.tgs]
