@@ -167,7 +167,9 @@ cmd_start() {
     write_conf
     start_munge
     if ! alive "$DIR/run/slurmctld.pid"; then
-        slurmctld -f "$CONF"
+        # -c: no jobs recovered from an earlier start's state (a test that lists the jobs the
+        # controller remembers read an earlier run's job as its own).
+        slurmctld -c -f "$CONF"
     fi
     local n
     for n in $NAMES; do
