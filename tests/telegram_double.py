@@ -25,8 +25,8 @@ from sweepd.app.service import Service
 from sweepd.clusters.factory import make_backend
 from sweepd.config import load_config
 from sweepd.core.engine import Engine
+from sweepd.notify.bot import Timing
 from sweepd.notify.secrets import Token
-from sweepd.notify.telegram import Timing
 from sweepd.store.store import Store
 
 TOKEN = "123456:TEST-token-abcdefghijklmnopqrstuvwxyz"

@@ -20,7 +20,7 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.monitor.classify import JobFacts, classify
 from sweepd.monitor.facts import FailureClass, Phase
 from sweepd.store.rows import Job, Run, RunParams

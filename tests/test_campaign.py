@@ -18,7 +18,7 @@ from sweepd.kinds.campaign.plan import plan
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.model_perf.exports import Optimum
 from sweepd.kinds.node_perf.exports import NodeVerdicts
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning.exports import Recipe
 from sweepd.store.campaigns import Carried

@@ -20,7 +20,8 @@ from sweepd.kinds.campaign.gather import gather
 from sweepd.kinds.campaign.report import markdown
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.campaign.spent import spent_hours
-from sweepd.kinds.registry import GatherContext, parse_spec
+from sweepd.kinds.parse import parse_spec
+from sweepd.kinds.registry import GatherContext
 from sweepd.monitor.facts import ClusterTimeFact
 from sweepd.monitor.parse import parse_line
 from sweepd.store.migrate import _statements, current_version, migrate, migrations

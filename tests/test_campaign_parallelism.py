@@ -24,7 +24,8 @@ from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.model_perf.exports import Optimum
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.node_perf.exports import NodeVerdicts
-from sweepd.kinds.registry import ClientOutput, parse_spec
+from sweepd.kinds.parse import parse_spec
+from sweepd.kinds.registry import ClientOutput
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning.exports import Recipe
 from sweepd.store.rows import Sweep

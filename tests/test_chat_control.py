@@ -7,8 +7,8 @@ from structlog.testing import capture_logs
 
 from sweepd.app.service import Service
 from sweepd.core.states import SweepState
+from sweepd.notify.bot import make_bot
 from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
-from sweepd.notify.telegram import make_bot
 from sweepd.store.outbox import Outbox
 from tests.telegram_double import (
     CHAT,

@@ -209,7 +209,7 @@ async def test_status(daemon: Daemon) -> None:
     assert lines[1:5] == ["backend: sim, reachable", "sweeps: 1 running", "jobs: 1 done",
                           "telegram: off (messages go to the log), 1 message(s) waiting"]
     assert lines[5] == "last engine pass: none yet"   # this test's engine is never stepped
-    daemon.service.engine_pass()
+    daemon.service.health.engine_pass()
     code, out, _ = await daemon.run("status", "--json")
     s = json.loads(out)
     assert s["jobs"] == {"done": 1} and s["last_pass_ago_s"] is not None

@@ -79,7 +79,7 @@ def test_weight_dtype_and_the_configs_parallelism_axes_shape_param_memory() -> N
 def test_a_bad_weight_dtype_or_axis_is_refused_with_one_line() -> None:
     import pytest
 
-    from sweepd.kinds.registry import parse_spec
+    from sweepd.kinds.parse import parse_spec
     from sweepd.kinds.spec import SpecError
 
     for bad in ({"weight_dtype": "float33"}, {"ici_fsdp_parallelism": "many"}):

@@ -14,7 +14,8 @@ from sweepd.app import foreground
 from sweepd.cli.main import main
 from sweepd.config import load_config
 from sweepd.kinds.campaign.demo import SCENARIO as CAMPAIGN_SCENARIO
-from sweepd.kinds.registry import kinds, load_spec_file
+from sweepd.kinds.parse import load_spec_file
+from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.sim.scenario import DEFAULT_SCENARIO
 from tests.simrun import run

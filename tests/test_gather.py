@@ -12,7 +12,7 @@ from sweepd.app.daemon import open_parts
 from sweepd.core.states import SweepState
 from sweepd.kinds.model_perf.kind import gather as model_perf_gather
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store

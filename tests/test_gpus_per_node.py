@@ -12,7 +12,7 @@ from sweepd.config import ConfigError, load_config
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 
 
 def _first_probe(gpus_per_node: int) -> tuple[int, str]:

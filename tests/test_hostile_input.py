@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sweepd.core.states import RunState, SweepState
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.notify import format as fmt
 from sweepd.store.rows import RunParams

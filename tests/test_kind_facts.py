@@ -18,7 +18,7 @@ from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import JobFacts
 from sweepd.kinds.model_perf import gather as perf_gather
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.xla_tuning import gather, jobfacts, report
 from sweepd.kinds.xla_tuning.catalog import Cost
 from sweepd.kinds.xla_tuning.sim.hlo import hlo_text

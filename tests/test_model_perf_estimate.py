@@ -11,7 +11,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 
 
 def _first(model: str, nodes: int, overrides: dict[str, Any]) -> tuple[int, float]:

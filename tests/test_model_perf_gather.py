@@ -12,7 +12,7 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.model_perf import gather as perf_gather
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 

@@ -15,7 +15,7 @@ from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, next_probe, slowdown
 from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, pending, slow_bar
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import Run, RunParams
 
 CHECKED = replace(batch_space(40), check_slowdown=True)

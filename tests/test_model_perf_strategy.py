@@ -29,7 +29,7 @@ from sweepd.kinds.model_perf.search import (
     why_not_run,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import Run, RunParams, Sweep
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs

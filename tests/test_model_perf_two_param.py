@@ -13,7 +13,7 @@ from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.pairs import best_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
-from sweepd.kinds.registry import parse_spec, read_spec_file
+from sweepd.kinds.parse import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome, true_peak_batch

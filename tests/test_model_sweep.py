@@ -18,7 +18,7 @@ from sweepd.kinds.model_sweep.matrix import node_layout
 from sweepd.kinds.model_sweep.plan import ALL_FAIL_RULE, FAIL_FAST_RULE, SweepFacts, plan
 from sweepd.kinds.model_sweep.report import _commit, evaluation
 from sweepd.kinds.model_sweep.spec import ModelSweepSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import Run, RunParams
 from sweepd.store.store import Store

@@ -15,7 +15,7 @@ from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, SweepContext
 from sweepd.kinds.network.plan import NetworkFacts, gather, plan
 from sweepd.kinds.network.spec import NetworkSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome

@@ -15,7 +15,7 @@ from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 from tests.test_api import SPEC, Api, serve_service
 

@@ -16,7 +16,7 @@ from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.node_perf import report
 from sweepd.kinds.node_perf.plan import band, plan
 from sweepd.kinds.node_perf.plot import node_perf_plot
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import Run, RunParams, Sweep
 from sweepd.util.hostlists import expand_nodes

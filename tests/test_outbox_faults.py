@@ -14,7 +14,8 @@ import pytest
 
 from sweepd.app.service import Service
 from sweepd.core.states import SweepState
-from sweepd.notify.telegram import TelegramNotifier, make_bot
+from sweepd.notify.bot import make_bot
+from sweepd.notify.telegram import TelegramNotifier
 from sweepd.store.migrate import _statements, latest_version, migrate, migrations
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import Store

@@ -12,7 +12,7 @@ import pytest
 
 from sweepd.kinds.campaign import spec as campaign
 from sweepd.kinds.model_perf import spec as model_perf
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError, axes_text, parse_axes
 from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
 

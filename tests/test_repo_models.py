@@ -13,7 +13,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import RunParams
 from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, shape_from_config
 from tests.simrun import open_store, perf_spec, run, write_scenario

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from sweepd.app.daemon import open_parts
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import RunParams
 from tests.simrun import NODES, perf_spec, sim_config, write_scenario
 

@@ -12,6 +12,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from sweepd.core.states import SweepState
+from sweepd.notify.bot import make_bot
 from sweepd.notify.secrets import (
     REDACTED,
     Redactor,
@@ -21,7 +22,7 @@ from sweepd.notify.secrets import (
     load_credentials,
     read_token_file,
 )
-from sweepd.notify.telegram import TelegramNotifier, make_bot
+from sweepd.notify.telegram import TelegramNotifier
 from sweepd.store.outbox import Outbox
 from tests.telegram_double import (
     CHAT,

@@ -10,7 +10,7 @@ import pytest
 
 from sweepd.app.daemon import open_parts
 from sweepd.core.states import SweepState
-from sweepd.kinds.registry import parse_spec, stored_spec
+from sweepd.kinds.parse import parse_spec, stored_spec
 from sweepd.kinds.spec import SpecError
 from tests.simrun import NODES, sim_config, write_scenario
 

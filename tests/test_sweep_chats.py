@@ -17,7 +17,7 @@ from sweepd.cli.client import ClientError
 from sweepd.config import TelegramConfig
 from sweepd.core.metrics import exposition
 from sweepd.core.states import SweepState
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.notify import Workers, build_workers
 from tests.daemon_proc import Daemon, write_config

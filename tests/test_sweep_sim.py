@@ -10,7 +10,7 @@ from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_swee
 from sweepd.core import planning
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, SweepState
-from sweepd.kinds.registry import parse_spec
+from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch

@@ -15,9 +15,10 @@ from sweepd.config import TelegramConfig
 from sweepd.core.states import RunState, SweepState
 from sweepd.notify import build_workers
 from sweepd.notify import format as fmt
+from sweepd.notify.bot import make_bot
 from sweepd.notify.logsink import LogSink
 from sweepd.notify.secrets import SecretError
-from sweepd.notify.telegram import TelegramNotifier, make_bot
+from sweepd.notify.telegram import TelegramNotifier
 from sweepd.store.outbox import Outbox
 from sweepd.store.rows import RunParams
 from sweepd.util.columns import aligned_tables

@@ -14,7 +14,7 @@ from sweepd.app.service import Service
 from sweepd.config import ConfigError, TelegramConfig, load_config
 from sweepd.core.states import SweepState
 from sweepd.notify import build_workers
-from sweepd.notify.telegram import make_bot
+from sweepd.notify.bot import make_bot
 from tests.telegram_double import CHAT, FAST, SPEC, TOKEN, BotApiDouble, token, until
 
 UNREACHABLE = "http://api.telegram.invalid/bot"

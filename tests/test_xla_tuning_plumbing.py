@@ -24,7 +24,8 @@ from sweepd.clusters.slurm import SlurmCluster, sbatch_args
 from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Stop, SweepContext
-from sweepd.kinds.registry import GatherContext, PreflightContext, parse_spec
+from sweepd.kinds.parse import parse_spec
+from sweepd.kinds.registry import GatherContext, PreflightContext
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning import applied, gather, inventory, plan_checks, preflight
 from sweepd.kinds.xla_tuning import plan as adapter

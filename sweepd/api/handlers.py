@@ -37,7 +37,7 @@ def progress_dict(event: Event) -> dict[str, Any]:
 
 
 async def health(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True, "recovered": service_of(request).recovered})
+    return web.json_response({"ok": True, "recovered": service_of(request).health.recovered})
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -141,7 +141,7 @@ async def job_log(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(await service_of(request).status())
+    return web.json_response(await service_of(request).health.status())
 
 
 async def validate(request: web.Request) -> web.Response:

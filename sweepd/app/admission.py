@@ -14,7 +14,8 @@ from sweepd.app import slot
 from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
 from sweepd.core.engine import Engine
 from sweepd.kinds.api import GatherError
-from sweepd.kinds.registry import Check, PreflightContext, gather_context, kind_of, parse_spec
+from sweepd.kinds.parse import parse_spec
+from sweepd.kinds.registry import Check, PreflightContext, gather_context, kind_of
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.notify.chats import refuse_unknown_chats
 from sweepd.store.rows import Run

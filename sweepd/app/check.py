@@ -224,7 +224,7 @@ async def _chat(config: Config, env: Mapping[str, str] | None) -> Line:
     if not tg.enabled:
         return Line("chat", True, "Telegram off: messages go to the log")
     from sweepd.notify import chat_credentials, timing_of
-    from sweepd.notify.telegram import make_bot
+    from sweepd.notify.bot import make_bot
 
     try:
         creds, chat_ids = chat_credentials(tg, env)

@@ -178,7 +178,7 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
             log.info("daemon.stopped", during="recovery")
             return 0
         started.set()
-        parts.service.recovered = True
+        parts.service.health.recovered = True
         log.info("daemon.ready", socket=str(config.daemon.socket_path),
                  db=str(config.daemon.db_path), backend=config.cluster.backend)
         if ready:
@@ -186,7 +186,7 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
         sd.ready()
         tasks = {
             asyncio.create_task(engine_loop(parts.engine, stop, config.daemon.tick_s,
-                                            _beats(sd.beat, parts.service.engine_pass)),
+                                            _beats(sd.beat, parts.service.health.engine_pass)),
                                 name="engine"),
             asyncio.create_task(stop.wait(), name="stop"),
             *(asyncio.create_task(run(stop), name=name) for name, run in workers.runners),

@@ -1,14 +1,14 @@
 """The operations the socket API, the CLI and the chat offer, over the store and engine.
 
 What a spec must pass to be accepted is app/admission.py; `validate`'s dry run is
-app/dryrun.py; the daemon's version and scheduler probe for `status`, app/health.py.
+app/dryrun.py; the daemon's own health for `/health` and `status` (its start, recovery,
+last pass, version and scheduler probe), app/health.py's `DaemonHealth`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -17,14 +17,13 @@ from typing import Any
 from sweepd.app import slot
 from sweepd.app.admission import Admission
 from sweepd.app.dryrun import dry_run
-from sweepd.app.health import backend_reachable, version
+from sweepd.app.health import DaemonHealth
 from sweepd.app.progress import sweep_progress
 from sweepd.app.queries import Queries
 from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
 from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.registry import Check, kind_of
-from sweepd.store.outbox import Outbox
 from sweepd.store.rows import Event
 from sweepd.util.model_shapes import MODELS
 
@@ -33,15 +32,12 @@ class Service(Queries):
     # The chats a spec may name (the daemon sets them from its Telegram settings); None:
     # this process sends to no chat, nothing to check.
     allowed_chats: frozenset[int] | None = None
-    # False until the daemon's first (recovery) pass has ended: the socket answers during it,
-    # and /health says which (a client that needs the recovered state waits for True).
-    recovered: bool = False
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine.store)   # report, explain, job_log: read-only, store alone
         self.engine = engine
-        self.started_at = time.time()
-        self.last_pass_at: float | None = None
+        # The daemon's own state (/health, `status`): started, recovered, its last pass.
+        self.health = DaemonHealth(engine)
         # What a spec must pass, at submit, validate and (its pre-flight) resume.
         self.admission = Admission(engine)
 
@@ -178,7 +174,7 @@ class Service(Queries):
         await self._abort_stages(sweep_id)
         return await self.summary(sweep_id)
 
-    # -- the CLI's read-only views (list filters, status, validate, models) -----------------
+    # -- the CLI's read-only views (list filters, validate, models; `status`: self.health) --
 
     async def find_sweeps(self, states: Sequence[str] = (), kinds: Sequence[str] = (),
                           since: str | None = None, user: str | None = None
@@ -186,28 +182,6 @@ class Service(Queries):
         """Summaries of the sweeps matching every filter given, newest first."""
         found = await self.store.sweeps.find(states, kinds, since, user)
         return [await self.summary(s.id) for s in found]
-
-    def engine_pass(self) -> None:
-        """Called after each engine pass (the daemon's loop): `status` shows the last."""
-        self.last_pass_at = time.time()
-
-    async def status(self) -> dict[str, Any]:
-        config = self.engine.config
-        reachable, why = await backend_reachable(self.engine)
-        return {
-            "version": version(), "started_at": self.started_at,
-            "uptime_s": round(time.time() - self.started_at, 1),
-            "backend": config.cluster.backend, "backend_reachable": reachable,
-            "backend_problem": why,
-            "sweeps": await self.store.sweeps.count_by_state("sweeps"),
-            "jobs": await self.store.sweeps.count_by_state("jobs"),
-            "telegram": config.telegram.enabled,
-            "delivery_backlog": len(await Outbox(self.store).pending(limit=10_000)),
-            "last_pass_at": self.last_pass_at,
-            "last_pass_ago_s": (None if self.last_pass_at is None
-                                else round(time.time() - self.last_pass_at, 1)),
-        }
-
 
     async def validate(self, data: Any) -> dict[str, Any]:
         """What a submit would do, without recording anything: the spec checked against

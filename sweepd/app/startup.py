@@ -97,7 +97,7 @@ async def ping_slurm(slurm: SlurmConfig) -> str | None:
 
     cluster = SlurmCluster(slurm, timeout_s=PING_TIMEOUT_S)
     try:
-        await cluster.ping()
+        await cluster.queries.ping()
     except ControllerUnreachable as e:
         return f"the Slurm controller does not answer now ({_first_line(str(e))})"
     except SlurmCommandError as e:

@@ -18,7 +18,8 @@ from sweepd.app import foreground
 from sweepd.app.health import version
 from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
-from sweepd.kinds.registry import kind_of, kinds, parse_spec, read_spec_file
+from sweepd.kinds.parse import parse_spec, read_spec_file
+from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs

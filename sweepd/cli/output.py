@@ -14,7 +14,7 @@ from typing import Any
 
 from sweepd.app.foreground import EXIT_BAD_INPUT
 from sweepd.cli.client import Client, ClientError
-from sweepd.kinds.registry import parse_spec, read_spec_file
+from sweepd.kinds.parse import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.util.columns import align
 from sweepd.util.text import escape

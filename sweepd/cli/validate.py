@@ -79,7 +79,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from sweepd.cli.offline import default_config, validate_spec
     from sweepd.cli.output import fail, load_spec, print_error
     from sweepd.config import ConfigError, load_config
-    from sweepd.kinds.registry import read_spec_file
+    from sweepd.kinds.parse import read_spec_file
     from sweepd.kinds.spec import SpecError
 
     if args.config is None and args.scenario is None:

@@ -11,13 +11,8 @@ from typing import TYPE_CHECKING
 
 from sweepd.core.control import stop_sweep
 from sweepd.kinds.api import StartSweep
-from sweepd.kinds.registry import (
-    Check,
-    PreflightContext,
-    gather_context,
-    kind_of,
-    parse_spec,
-)
+from sweepd.kinds.parse import parse_spec
+from sweepd.kinds.registry import Check, PreflightContext, gather_context, kind_of
 from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.store.campaigns import Carried
 from sweepd.store.rows import Sweep

@@ -30,7 +30,7 @@ from sweepd.core.poll import PollClock, controller_down, poll
 from sweepd.core.states import JobState, SweepState
 from sweepd.core.strays import Strays
 from sweepd.core.submit import Submitter
-from sweepd.kinds.registry import stored_spec
+from sweepd.kinds.parse import stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.store.rows import Job, Sweep
 from sweepd.store.store import InvalidTransition, Store

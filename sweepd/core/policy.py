@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sweepd.config import PolicyConfig
-from sweepd.monitor.classify import PREEMPTED
+from sweepd.monitor.classify_tables import PREEMPTED
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import Verdict
 

@@ -3,8 +3,9 @@
 The rules (maxtext-slurm-facts.md §3, batch-sweep.SKILL.md "Monitoring policy"):
 1. Success: a SUCCESS summary, or a stop by signal (exit 130/143, scancel, our cancel)
    after `completed step: expected_steps-1` (the benign cleanup exit).
-2. Otherwise every piece of evidence becomes a candidate with a tier from `SIGNAL_TIER`;
-   the cause is the strongest tier's EARLIEST candidate (cascades: an OOM on one node is
+2. Otherwise every piece of evidence becomes a candidate with a tier from `SIGNAL_TIER`
+   (`classify_tables`: the tiers, hang phases, exit codes and scheduler causes); the
+   cause is the strongest tier's EARLIEST candidate (cascades: an OOM on one node is
    followed by collective timeouts and heartbeat kills on the others; the first error in
    time is the root cause, the timeouts are consequences).
 3. A node-looking failure seen on every node of a multi-node job is a config error.
@@ -19,10 +20,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import hostlist
 
+from sweepd.monitor.classify_tables import (
+    ALL_NODES_MEANS_CONFIG,
+    BENIGN_EXITS,
+    CANCEL_EXITS,
+    HANG_BY_PHASE,
+    NOT_A_NODE,
+    OOM_KILL_EXIT,
+    SCHEDULER_CAUSE,
+    SIGNAL_TIER,
+    Tier,
+)
 from sweepd.monitor.facts import (
     FailureClass,
     NodeExitFact,
@@ -34,44 +45,6 @@ from sweepd.monitor.facts import (
 from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL, KILLED_DETAIL
 
 _F = FailureClass
-
-CANCEL_EXITS = frozenset({130, 143})      # SIGINT / SIGTERM: a stop, not a failure
-BENIGN_EXITS = CANCEL_EXITS | {0}
-OOM_KILL_EXIT = 137                      # SIGKILL: the kernel OOM killer (or a hard kill)
-
-
-class Tier(IntEnum):
-    """Lower is stronger. Within a tier the earliest evidence wins."""
-
-    ROOT = 0        # a signature that names its own cause
-    CRASH = 1       # a node exited non-zero while the others went on
-    PYTHON = 2      # a bare traceback: the specific error line usually follows it
-    HANG = 3        # the caller saw no output for the hang timeout
-    TIMEOUT = 4     # collective / coordination timeouts: usually another node's failure
-    HEARTBEAT = 5   # the heartbeat kill: how a hang ends, never why
-    ALL_EXITED = 6  # every node exited alike and nothing says why: the config
-
-
-SIGNAL_TIER: Mapping[FailureClass, Tier] = {
-    _F.PYTHON: Tier.PYTHON,
-    _F.COLLECTIVE_TIMEOUT: Tier.TIMEOUT,
-    _F.COORD_TIMEOUT: Tier.TIMEOUT,
-}  # every other class is Tier.ROOT
-
-# Hang phase -> (class, detail), batch-sweep.SKILL.md "Hang detection".
-HANG_BY_PHASE: Mapping[Phase, tuple[FailureClass, str]] = {
-    Phase.PROLOG: (_F.RCCL_FLAKE, "hang before Memstats (RCCL/IB init)"),
-    Phase.PREFLIGHT: (_F.RCCL_FLAKE, "hang before Memstats (RCCL/IB init)"),
-    Phase.COMPILE: (_F.OOM, "silent OOM during XLA compile (hang after Memstats, before step 0)"),
-    Phase.TRAINING: (_F.HANG, "hang after step 0 (RCCL error mid-training)"),
-    Phase.SUMMARY: (_F.HANG, "hang after the job summary"),
-}
-
-# Failures that point at one node, unless every node shows them: then it is the config.
-ALL_NODES_MEANS_CONFIG = frozenset({_F.GPU_HARDWARE, _F.PYTHON, _F.NODE_CRASH})
-
-# Failures that are not any node's fault: the verdict names no node.
-NOT_A_NODE = frozenset({_F.CONFIG, _F.UNKNOWN_FLAG, _F.CHECKOUT_OUTAGE, _F.CONTROLLER_DOWN})
 
 
 @dataclass(frozen=True)
@@ -124,15 +97,6 @@ def classify(facts: JobFacts) -> Verdict:
         return Verdict(klass=_F.CANCELLED, evidence=_summary_line(facts.summary) or _sched(facts),
                        detail="cancelled with no failure before it")
     return _by_scheduler(facts) or _unknown(facts)
-
-
-PREEMPTED = "preempted by the scheduler"
-# Scheduler states that name a cause when the log names none.
-SCHEDULER_CAUSE: Mapping[str, tuple[FailureClass, str]] = {
-    "PREEMPTED": (_F.CANCELLED, PREEMPTED),
-    "NODE_FAIL": (_F.NODE_CRASH, "the scheduler says NODE_FAIL"),
-    "OUT_OF_MEMORY": (_F.HOST_OOM, "the scheduler says OUT_OF_MEMORY (host memory)"),
-}
 
 
 def _by_scheduler(f: JobFacts) -> Verdict | None:

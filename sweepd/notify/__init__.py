@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sweepd.config import TelegramConfig
+from sweepd.notify.bot import Timing, make_bot
 from sweepd.notify.chat import ChatControl, Operations
 from sweepd.notify.chats import sweep_chats
 from sweepd.notify.logsink import LogSink
@@ -18,7 +19,7 @@ from sweepd.notify.secrets import (
     install_redaction,
     load_credentials,
 )
-from sweepd.notify.telegram import ReportSource, TelegramNotifier, Timing, make_bot
+from sweepd.notify.telegram import ReportSource, TelegramNotifier
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import Store
 

@@ -18,9 +18,9 @@ from telegram import Bot, CallbackQuery, Message, Update
 from telegram.error import TelegramError
 
 from sweepd.notify import format as fmt
+from sweepd.notify.bot import DEFAULT_TIMING, Backoff, Timing, describe, send_text
 from sweepd.notify.chats import sweep_chats
 from sweepd.notify.secrets import Token
-from sweepd.notify.telegram import DEFAULT_TIMING, Backoff, Timing, describe, send_text
 from sweepd.store.outbox import Outbox
 from sweepd.store.store import InvalidTransition, NotFound
 from sweepd.util.hostlists import expand_nodes

@@ -1,6 +1,8 @@
 """The `slurm` backend (clusters.base.ClusterBackend) over the real Slurm CLIs: the
 submission goes to the configured mode (direct or submit.sh), every other call to the
-queries; all commands through one runner (prefix, env, time limit).
+queries; all commands through one runner (prefix, env, time limit). Its public methods are
+the protocol's and `name_of` (`validate`); what only Slurm is asked (the start's `ping`) is
+asked of `queries` directly.
 """
 
 from __future__ import annotations
@@ -86,9 +88,6 @@ class SlurmCluster:
         # BatchMode: never wait for a password nobody will type; ConnectTimeout: a dead
         # node answers "unreachable" well before the probe's own time limit.
         return ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}"]
-
-    async def ping(self) -> None:
-        await self.queries.ping()
 
     async def end_note(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(leftover_note, output_dir)
