@@ -11,13 +11,13 @@ import pytest
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.claims import confirmed_win
-from sweepd.kinds.xla_tuning.defaults import fsdp8
 from sweepd.kinds.xla_tuning.drift import DriftRead, level
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
 from sweepd.kinds.xla_tuning.results import CLAIM, SEARCH, Outcome, Result
+from tests.xla_cells import nccl_win_on_sparse
 
 NCH8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
 
@@ -156,14 +156,7 @@ def test_wave6_runs_the_other_tags_baseline_beside_the_recipe_on_a_drifting_clus
     dense, and the recipe is read against the trend through dense's baseline runs: none of
     30 reads clean (3 with the beside run alone). The mean's reading (the SKILL.md's) runs
     no such baseline."""
-    nch8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
-    land = Landscape(parallelism="FSDP=8", tags=("sparse", "dense"),
-                     base_tgs={"sparse": 1000.0, "dense": 1100.0},
-                     effects={nch8: Effect(tgs=1.07)},
-                     tag_effects={"dense": {nch8: Effect(tgs=0.985)}},
-                     noise=0.008, flake_rate=0.0, evidence=fsdp8().evidence, drift=0.04)
-    par = Parallelism.parse(land.parallelism)
-    inp = Inputs(par, default_catalog(par), tags=land.tags)
+    land, inp = nccl_win_on_sparse(0.985, drift=0.04)
     clean = 0
     for seed in range(30):
         played = replay(inp, land, random.Random(seed))

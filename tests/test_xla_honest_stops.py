@@ -18,6 +18,7 @@ from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
+from tests.xla_cells import nccl_win_on_sparse
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"
 SIZES = (256, 384, 512, 768, 1024, 2048, 4096)
@@ -161,14 +162,7 @@ def test_wave6_runs_up_to_five_a_side_before_leaving_a_recipe_conditional() -> N
     close to it: read clean in 9 of 30 sweeps, the rest conditional (`--apply` asks for
     --force). Wave 6 now re-runs up to five a side while unresolved: 12 of 30 clean; none
     of those re-runs beyond five."""
-    nch8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
-    land = Landscape(parallelism="FSDP=8", tags=("sparse", "dense"),
-                     base_tgs={"sparse": 1000.0, "dense": 1100.0},
-                     effects={nch8: Effect(tgs=1.07)},
-                     tag_effects={"dense": {nch8: Effect(tgs=0.997)}},
-                     noise=0.008, flake_rate=0.0, evidence=fsdp8().evidence)
-    par = Parallelism.parse(land.parallelism)
-    inp = Inputs(par, default_catalog(par), tags=land.tags)
+    land, inp = nccl_win_on_sparse(0.997)
     clean = 0
     for seed in range(30):
         played = replay(inp, land, random.Random(seed))

@@ -103,6 +103,14 @@ class StoreBase:
         rolled back)."""
         return self._lock.locked() and self._owner is asyncio.current_task()
 
+    async def count_by_state(self, table: str) -> dict[str, int]:
+        """How many sweeps (or jobs, or runs) are in each state: over any table with states,
+        so it is the base's, not one table's."""
+        if table not in ("sweeps", "jobs", "runs"):
+            raise ValueError(f"not a table with states: {table}")
+        rows = await self.rows(f"SELECT state, count(*) FROM {table} GROUP BY state")
+        return {str(r[0]): int(r[1]) for r in rows}
+
     async def rows(self, sql: str, args: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         if self._lock.locked() and self._owner is not asyncio.current_task():
             # Another task's transaction is open on the shared connection: a read now would

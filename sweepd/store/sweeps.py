@@ -70,13 +70,6 @@ class SweepsTable:
                                      " ORDER BY id DESC", args)
         return [Sweep.from_row(r) for r in rows]
 
-    async def count_by_state(self, table: str) -> dict[str, int]:
-        """How many sweeps (or jobs, or runs) are in each state."""
-        if table not in ("sweeps", "jobs", "runs"):
-            raise ValueError(f"not a table with states: {table}")
-        rows = await self._base.rows(f"SELECT state, count(*) FROM {table} GROUP BY state")
-        return {str(r[0]): int(r[1]) for r in rows}
-
     async def job_seconds_of(self, kind: str, model: str | None) -> list[float]:
         """Cluster seconds the ended jobs of earlier sweeps of this kind (and model) took."""
         rows = await self._base.rows(
