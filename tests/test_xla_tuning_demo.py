@@ -1,5 +1,5 @@
 """`sweepd demo --kind xla-tuning` (issue 21 item 7): it ends on the seed's winner rule with
-Wave 6 run, in at most 16 jobs (fewer than 27 asked), and the same jobs on every run (item 5)."""
+Wave 6 run, in at most 20 jobs (fewer than 27 asked), and the same jobs on every run (item 5)."""
 
 from __future__ import annotations
 
