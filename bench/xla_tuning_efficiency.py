@@ -2,7 +2,8 @@
 
     python bench/xla_tuning_efficiency.py [--landscapes N] [--real N] [--seed S] [--family F]
                                           [--method M] [--drift D]
-                                          [--drift-read mean|line|trend] [--smoke]
+                                          [--drift-read mean|line|trend]
+                                          [--bounded-question on|off] [--smoke]
 
 Methods on the same landscapes, each landscape's methods fed the same noise stream (one
 `random.Random` per landscape and method, seeded alike), 10 minutes of queue time per run
@@ -53,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import GENERATORS, Case
 from xla_tuning_methods import (
+    BOUNDED_QUESTION,
     DRIFT_READ,
     Claim,
     exhaustive,
@@ -211,8 +213,12 @@ def main() -> None:
     ap.add_argument("--drift-read", choices=[r.value for r in DriftRead],
                     default=DRIFT_DEFAULT.value,
                     help="how the planner's claims read the baseline (thresholds.drift)")
+    ap.add_argument("--bounded-question", choices=["on", "off"], default="on",
+                    help="a recipe above +2 %%, not significantly, measured further before a "
+                         "bounded verdict (thresholds.bounded_question)")
     args = ap.parse_args()
     DRIFT_READ[0] = DriftRead(args.drift_read)
+    BOUNDED_QUESTION[0] = args.bounded_question == "on"
     names = tuple(m for m in METHODS if m in (args.method or METHODS))
     if args.smoke:
         args.landscapes, args.real = 1, 1

@@ -64,13 +64,15 @@ def planner_nostop(land: Landscape, cat: Sequence[Profile], rng: random.Random) 
 
 # How the planner's claims read the baseline (`--drift-read`; the daemon's default).
 DRIFT_READ = [DRIFT_DEFAULT]
+BOUNDED_QUESTION = [True]  # `thresholds.bounded_question` (the CLI's --bounded-question)
 
 
 def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float,
              focus: int = 99, stop: str = "seed", family_gaps: bool = True) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
                  deployed=land.deployed_settings(), win=win, focus=focus, stop=stop,
-                 family_gaps=family_gaps, drift=DRIFT_READ[0])
+                 family_gaps=family_gaps, drift=DRIFT_READ[0],
+                 bounded_question=BOUNDED_QUESTION[0])
     r = replay(inp, land, rng)
     v = r.verdict
     table = profiles(inp)

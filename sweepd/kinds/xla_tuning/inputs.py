@@ -39,6 +39,9 @@ class Inputs:
     # then the numeric families' untried values) runs in the queue time a bounded verdict
     # would leave unused, before it (False: the SKILL.md's rule as it comes; `family_gaps.py`).
     family_gaps: bool = True
+    # A recipe reading above the bounded bar, not significantly, is measured further before a
+    # bounded verdict, on at least three baseline runs (False: as before; `bounded_question.py`).
+    bounded_question: bool = True
     # How a claim reads the baseline beside it (`drift.py`); but for `mean`, the baseline
     # runs beside the claim's runs.
     drift: DriftRead = DRIFT_DEFAULT

@@ -83,6 +83,10 @@ class Thresholds(_Part):
     # seeded, numeric family values) runs in the queue time it would leave unused (false:
     # the SKILL.md's rule as it comes).
     family_gaps: bool = True
+    # Before a bounded verdict, a recipe reading above +2 % but not significantly runs again
+    # beside the baseline until it clears the bar or falls to it (false: "none significantly
+    # above" read on the two fresh runs a confirmation makes).
+    bounded_question: bool = True
     # How a claim reads the baseline beside it on a cluster that may drift (`drift.py`):
     # `trend` (its runs' trend over the sweep, shrunk toward none), `line` (that trend
     # unshrunk), `mean` (the sweep's mean, as the SKILL.md).
@@ -249,4 +253,5 @@ class XlaTuningSpec(_Spec):
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
                       stop=self.stop, report_runs=t.report_runs,
-                      family_gaps=t.family_gaps, drift=DriftRead(t.drift))
+                      family_gaps=t.family_gaps, bounded_question=t.bounded_question,
+                      drift=DriftRead(t.drift))

@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 
 from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
@@ -247,7 +248,8 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
             for p, tag, rule, reason in shapes[:inp.wave_size]))
     if tried >= inp.bounded_count and not significant and settled:
         need = verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
-        need = need or before_bounded(inp, board, cands)
+        need = (need or before_bounded_question(inp, board, cands)
+                or before_bounded(inp, board, cands))
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))

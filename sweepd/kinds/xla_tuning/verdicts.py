@@ -5,6 +5,7 @@ names), its gain and interval from runs that did not select it (worded in
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board
+from sweepd.kinds.xla_tuning.bounded_question import open_note
 from sweepd.kinds.xla_tuning.catalog import Profile
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -98,7 +99,7 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
                 f"({tried} profiles)")
         if kind is VerdictKind.TIMEBOX:
-            why += _reach_note(inp, board, tried)
+            why += open_note(inp, board, cands) + _reach_note(inp, board, tried)
     else:
         gain, interval, n, said, held = gain_said(inp, board, kind, recipe)
         why += said
