@@ -304,3 +304,28 @@ def test_a_flag_that_runs_out_of_memory_alone_is_tried_beside_the_memory_fractio
     assert "ran out of memory alone" in beside[0].reason
     assert sum(r.verdict.recipe == "mem95+pag" for r in runs) >= 5, \
         [r.verdict.recipe for r in runs]
+
+
+def test_at_15_minute_jobs_a_flag_that_ran_out_of_memory_still_runs_beside_more_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the simulated cluster's own job length (~15 min: 8 h holds ~33 runs) the retry
+    beside mem95 waited behind the catalog's fills and the spare runs kept before a
+    bounded verdict, and never ran (red team: bounded or no change in 100 of 100 sweeps).
+    It now runs once every mechanism has a first value."""
+    from sweepd.kinds.xla_tuning import replay as replay_module
+
+    monkeypatch.setattr(replay_module, "RUN_S", 880.0)
+    pag = "xla_gpu_enable_pipelined_all_gather=true"
+    land = _land("FSDP=8", ("default",), {pag: 1.07})
+    land = land.model_copy(update={"effects": {**land.effects, pag: Effect(tgs=1.07, mem=1.09)},
+                                   "flake_rate": 0.0})
+    runs = [replay(_inputs(land), land, random.Random(s)) for s in range(6)]
+    assert all(len(r.results) <= 34 for r in runs), [len(r.results) for r in runs]  # 8 h, 15 min
+    # One sweep's 8 h ends before the memory mechanism has run at all (19 profiles).
+    assert sum(any(p.rule == "wave.oom_beside_memory" for p in r.planned) for r in runs) >= 5
+    assert sum(r.verdict.recipe == "mem95+pag" for r in runs) >= 3, \
+        [r.verdict.recipe for r in runs]
+    for r in runs:  # never "structurally bounded"; what the stop left open is named
+        assert r.verdict.kind.value != "bounded", r.verdict
+        if r.verdict.recipe is None and any(p.profile.name == "mem95+pag" for p in r.planned):
+            assert "not shown either way: mem95+pag" in r.verdict.reason, r.verdict.reason

@@ -41,6 +41,11 @@ def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
     if not inp.family_gaps:
         return []
     fit = _fit(inp, board)
+    roomier = [] if cands.seeds(focus_only=False) else beside_more_memory(cands)
+    if roomier and fit + SPARE_RUNS > 0:
+        # One run each, worth a whole recipe: taken while any run still fits before the
+        # stop (at 15-minute jobs the spare runs kept left it out of every sweep).
+        return roomier[:min(fit + SPARE_RUNS, inp.wave_size)]
     return left_to_run(cands)[:min(fit, inp.wave_size)] if fit > 0 else []
 
 

@@ -4,6 +4,7 @@ profile and config tag once, at most wave_size runs."""
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
+from sweepd.kinds.xla_tuning.family_gaps import beside_more_memory
 from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates
 
@@ -22,7 +23,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
     # no winner: with Waves 5 and 6 empty the other mechanisms come next, never a false
     # "catalog exhausted" with whole mechanisms untried.
     if not items:
-        items = c.seeds(focus_only=False) or c.wave5(best) or (c.wave6(best) if best else [])
+        items = (c.seeds(focus_only=False) or roomier_first(c) or c.wave5(best)
+                 or (c.wave6(best) if best else []))
     if not items:
         items = c.pairs()
     seen: set[tuple[str, str]] = set()
@@ -32,3 +34,11 @@ def wave_candidates(c: Candidates) -> list[Item]:
             seen.add((it[0].name, it[1]))
             out.append(it)
     return out[: c.inp.wave_size]
+
+
+def roomier_first(c: Candidates) -> list[Item]:
+    """Each flag that ran out of memory alone, once beside the memory fraction, as soon as
+    every mechanism has a first value: one run each, worth a whole recipe (pipelined
+    all-gather +7 % beside mem .95), where the fills that came first ate the time at
+    15-minute jobs (bounded in 100 of 100 sweeps). Off with `family_gaps`."""
+    return beside_more_memory(c) if c.inp.family_gaps else []
