@@ -14,7 +14,8 @@ from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
-from sweepd.kinds.xla_tuning.replay import RUN_S, replay
+from sweepd.kinds.xla_tuning.replay import RUN_S as RUN_S  # set by the bench's --run-s
+from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
 
 WAVE, MAX_S, WIN, BOUND, COUNT = 8, 8 * 3600.0, 0.05, 0.02, 25
