@@ -257,18 +257,18 @@ async def test_a_campaign_is_due_when_its_latest_stage_ends_or_stops_to_ask(
     await store.sweeps.transition(parent, SweepState.RUNNING, "started")
     child, _ = await store.campaigns.start_child(parent, Carried("health"), "node-perf", "h", {},
                                                  None)
-    assert await store.campaigns.campaigns_due() == set()          # queued: nothing to do
+    assert await store.campaigns.due() == set()          # queued: nothing to do
     await store.sweeps.transition(child, SweepState.RUNNING, "started")
-    assert await store.campaigns.campaigns_due() == set()
+    assert await store.campaigns.due() == set()
     await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks")
-    assert await store.campaigns.campaigns_due() == {parent}       # the campaign must stop too
+    assert await store.campaigns.due() == {parent}       # the campaign must stop too
     await store.sweeps.transition(parent, SweepState.AWAITING_DECISION, "stage asks")
-    assert await store.campaigns.campaigns_due() == set()          # not running
+    assert await store.campaigns.due() == set()          # not running
     await store.sweeps.transition(parent, SweepState.RUNNING, "resumed by a person")
-    assert await store.campaigns.campaigns_due() == set()          # answered: waits for the stage
+    assert await store.campaigns.due() == set()          # answered: waits for the stage
     await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
     await store.sweeps.transition(child, SweepState.DONE, "verdict")
-    assert await store.campaigns.campaigns_due() == {parent}
+    assert await store.campaigns.due() == {parent}
 
 
 def test_each_stage_end_is_said_before_the_next_starts() -> None:
@@ -527,10 +527,10 @@ async def test_a_resume_in_the_same_millisecond_as_the_stop_is_still_an_answer(
                                                  None)
     await store.sweeps.transition(child, SweepState.RUNNING, "started")
     await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks")
-    assert await store.campaigns.campaigns_due() == {parent}
+    assert await store.campaigns.due() == {parent}
     await store.sweeps.transition(parent, SweepState.AWAITING_DECISION, "stage asks")
     await store.sweeps.transition(parent, SweepState.RUNNING, "resumed by a person")
-    assert await store.campaigns.campaigns_due() == set()
+    assert await store.campaigns.due() == set()
     await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
     await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks again")
-    assert await store.campaigns.campaigns_due() == {parent}
+    assert await store.campaigns.due() == {parent}

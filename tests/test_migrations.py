@@ -149,3 +149,34 @@ async def test_version_7_shows_old_rerun_cancels_as_cancelled(tmp_path: Path) ->
         await store.close()
     assert states == [("cancelled", JobState.CANCELLED), ("hang", JobState.RETRIED),
                       (None, JobState.DONE)]
+
+
+async def test_version_11_moves_an_old_runs_wave_into_its_labels(tmp_path: Path) -> None:
+    """Before version 11 a run's params carried the XLA tuning kind's wave as a field of the
+    shared row (`"wave": "2"`, or null for every other kind's run); such a row still loads,
+    its wave under `labels`, where the kind reads it, and nothing else changed."""
+    conn = await aiosqlite.connect(tmp_path / "db", isolation_level=None)
+    await current_version(conn)
+    for m in migrations()[:10]:
+        for statement in _statements(m.sql):
+            await conn.execute(statement)
+        await conn.execute("INSERT INTO schema_version (version) VALUES (?)", (m.version,))
+    await conn.execute("INSERT INTO sweeps (kind, name, spec_json) "
+                       "VALUES ('xla-tuning', 'x', '{}')")
+    same = {"env": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}, "overrides": {"steps": 15},
+            "time_limit": "45:00", "xla_flags": ["--xla_gpu_enable_latency_hiding_scheduler=true"]}
+    shared = {"alias": None, "commit": None, "expected": None, "model": None, **same}
+    old = {"tuned": {**shared, "profile": "lhs", "tag": "sparse", "wave": "2"},
+           "other kind": {**shared, "profile": None, "tag": None, "wave": None}}
+    for seq, (label, params) in enumerate(old.items(), 1):
+        await conn.execute("INSERT INTO runs (sweep_id, seq, label, params_json, nodes) "
+                           "VALUES (1, ?, ?, ?, 'chi2832')", (seq, label, json.dumps(params)))
+    await conn.close()
+    store = await Store.open(tmp_path / "db")
+    try:
+        params = {r.label: r.params for r in await store.runs.of_sweep(1)}
+    finally:
+        await store.close()
+    assert params["tuned"] == RunParams(profile="lhs", tag="sparse", labels={"wave": "2"}, **same)
+    assert params["other kind"] == RunParams(**same)
+    assert params["other kind"].labels == {}

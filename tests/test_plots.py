@@ -9,16 +9,21 @@ from pathlib import Path
 
 import pytest
 from matplotlib.colors import to_rgba
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from sweepd.app.daemon import open_parts
+from sweepd.kinds.registry import kinds
+from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.reports import plots
 from sweepd.store.rows import Run
+from sweepd.store.store import Store
 from tests.simrun import perf_spec, run, sim_config, write_scenario
+from tests.test_xla_tuning_kind import params, recorder, spec_of
 
-KINDS = ("model_perf", "model_sweep", "node_perf", "network")
+KINDS = ("model_perf", "model_sweep", "node_perf", "network", "xla_tuning")
 
 
 @pytest.fixture
@@ -123,3 +128,59 @@ async def test_model_sweep_node_perf_and_network_plots_draw_their_results(
                                       strict=True) if b.get_facecolor() == to_rgba("#d1495b")]
     assert red == [t["nodes"] for t in tests if t["status"] == "DEGRADED"]
     assert red and "chi[2832,2868]" in red
+
+
+async def test_xla_tuning_plot_draws_the_leaderboards_deltas_and_marks_the_winner(
+        store: Store, tmp_path: Path, figures: list[Figure]) -> None:
+    """A bar per profile of the primary config tag with a measured delta (not the evidence
+    run, a diagnostic), at the report's leaderboard delta in %, best at the top, its
+    whisker the delta's noise; the verdict's recipe marked (`*`, its own colour), no other
+    bar. The second tag's runs and a profile that never ran are no bar."""
+    spec = spec_of(config_tags={"sparse": {"sparse_matmul": "true"}, "dense": {}})
+    rec = await recorder(store, tmp_path, spec)
+    flag = ["--xla_gpu_enable_pipelined_all_gather=true"]
+    for profile, tag, tgs, flags in [
+            ("baseline", "sparse", [1000.0, 1004.0], []), ("evidence", "sparse", [990.0], []),
+            ("fast", "sparse", [1080.0, 1086.0], flag), ("mild", "sparse", [1020.0, 1024.0], []),
+            ("slow", "sparse", [980.0, 984.0], []), ("baseline", "dense", [900.0], []),
+            ("fast", "dense", [1200.0], flag)]:
+        for value in tgs:
+            await rec.add((profile if tag == "sparse" else f"{profile}@dense",
+                           params(profile, tag=tag, xla_flags=flags)), tgs=value)
+    await rec.add(("typo", params("typo", tag="sparse")), klass="unknown_flag",
+                  detail="xla_gpu_typo")
+    await store.sweeps.transition(rec.sweep_id, "running", "started")
+    await store.sweeps.transition(rec.sweep_id, "done", "verdict", verdict={
+        "recipe": "mild", "reason": "a verdict naming a recipe other than the best bar",
+        "rule": "stop.winner"})
+    sweep = await store.sweeps.get(rec.sweep_id)
+    runs, jobs = await store.runs.of_sweep(sweep.id), await store.jobs.of_sweep(sweep.id)
+    png = kinds()["xla-tuning"].plot(sweep, runs, jobs)   # what `report --plot` serves
+    assert png is not None and png.startswith(b"\x89PNG\r\n\x1a\n")
+    board = xla_report.report_json(sweep, runs, jobs)["leaderboard"]
+    want = {r["profile"]: (100 * r["delta"], 100 * r["se"]) for r in board
+            if r["tag"] == "sparse" and r["delta"] is not None and r["profile"] != "evidence"}
+    assert sorted(want) == ["baseline", "fast", "mild", "slow"]
+
+    [fig] = figures
+    ax = fig.axes[0]
+    bars = sorted(_bars(fig), key=lambda b: -b.get_y())   # top first
+    labels = {round(float(t.get_position()[1])): t.get_text() for t in ax.get_yticklabels()}
+    drawn = [(labels[round(b.get_y() + b.get_height() / 2)], b.get_width()) for b in bars]
+    assert [label.removesuffix(" *") for label, _ in drawn] == sorted(
+        want, key=lambda p: -want[p][0])                  # best at the top
+    assert [w for _, w in drawn] == pytest.approx([want[p.removesuffix(" *")][0]
+                                                   for p, _ in drawn])
+    # Each whisker spans the bar's delta ± its noise.
+    [errorbar] = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    [whiskers] = errorbar.lines[2]
+    segments = whiskers.get_segments()
+    spans = sorted(((float(seg[0][1]), float(seg[1][0] - seg[0][0]) / 2) for seg in segments),
+                   key=lambda s: -s[0])
+    assert [half for _, half in spans] == pytest.approx([want[label.removesuffix(" *")][1]
+                                                         for label, _ in drawn])
+    # The verdict's recipe, and it alone, is starred and gold.
+    gold = to_rgba("#e0a800")
+    assert [label for label, _ in drawn if label.endswith(" *")] == ["mild *"]
+    assert [label for (label, _), b in zip(drawn, bars, strict=True)
+            if b.get_facecolor() == gold] == ["mild *"]

@@ -37,3 +37,22 @@ async def test_a_read_waits_for_another_tasks_transaction_and_sees_no_rolled_bac
     async with store.tx():
         await store.events.add(sweep_id, "progress", "kept")
         assert [e.reason for e in await store.events.of_sweep(sweep_id)][-1] == "kept"
+
+
+
+async def test_last_at_is_the_time_of_the_sweeps_latest_event(store: Store) -> None:
+    """`events.last_at` (was `last_event_at`): the latest event's own time, of this sweep
+    only; None for a sweep without events."""
+    first = await store.sweeps.create("model-perf", "a", {})
+    await store.events.add(first, "progress", "later")
+    other = await store.sweeps.create("model-perf", "b", {})
+    async with store.tx() as conn:   # distinct times, the latest event's the newest
+        await conn.execute("UPDATE events SET at = '2001-01-01T00:00:00.000Z' "
+                           "WHERE sweep_id = ?", (first,))
+        await conn.execute("UPDATE events SET at = '2002-01-01T00:00:00.000Z' WHERE id = "
+                           "(SELECT max(id) FROM events WHERE sweep_id = ?)", (first,))
+        await conn.execute("UPDATE events SET at = '2003-01-01T00:00:00.000Z' "
+                           "WHERE sweep_id = ?", (other,))
+    assert await store.events.last_at(first) == "2002-01-01T00:00:00.000Z"
+    assert await store.events.last_at(other) == "2003-01-01T00:00:00.000Z"
+    assert await store.events.last_at(other + 1) is None

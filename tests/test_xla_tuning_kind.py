@@ -207,8 +207,9 @@ async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorde
     return Recorder(store, sweep_id, tmp_path)
 
 
-def params(profile: str, tag: str = "default", **more: Any) -> RunParams:
-    return RunParams.model_validate({"profile": profile, "wave": "2", "tag": tag, **more})
+def params(profile: str, tag: str = "default", wave: str = "2", **more: Any) -> RunParams:
+    return RunParams.model_validate({"profile": profile, "labels": {"wave": wave}, "tag": tag,
+                                     **more})
 
 
 # --- the planner adapter -------------------------------------------------------------------
@@ -219,9 +220,10 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
     rec = await recorder(store, tmp_path, spec)
     planned = adapter.plan(spec, await rec.context(facts=XlaFacts(ModelPerfPrior(3, 6))))
     assert isinstance(planned, list)
-    assert [(n.label, n.params.tag, n.params.profile, n.params.wave) for n in planned] == [
-        ("baseline", "sparse", "baseline", "1"), ("baseline@dense", "dense", "baseline", "1"),
-        ("evidence", "sparse", "evidence", "1")]
+    assert [(n.label, n.params.tag, n.params.profile, n.params.labels) for n in planned] == [
+        ("baseline", "sparse", "baseline", {"wave": "1"}),
+        ("baseline@dense", "dense", "baseline", {"wave": "1"}),
+        ("evidence", "sparse", "evidence", {"wave": "1"})]
     for n in planned:
         assert n.rule.startswith(("wave1.", "wave1_5.")) and n.reason.startswith("wave 1: ")
         assert list(n.nodes) == expand_nodes(NODE)

@@ -45,7 +45,8 @@ class Recorder:
     async def add(self, profile: str, tgs: float | None, klass: str | None = None,
                   detail: str | None = None, steps: bool = True) -> None:
         flags, env = SETTINGS.get(profile, ([], {}))
-        params = RunParams(profile=profile, tag="default", wave="2", xla_flags=flags, env=env)
+        params = RunParams(profile=profile, tag="default", labels={"wave": "2"},
+                           xla_flags=flags, env=env)
         label = f"{profile}-{len(await self.store.runs.of_sweep(self.sweep_id))}"
         run = await self.store.runs.add(self.sweep_id, label, params, NODE, "test", "test")
         await self.store.runs.transition(run.id, RunState.ACTIVE, "started")

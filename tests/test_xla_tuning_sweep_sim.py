@@ -130,7 +130,7 @@ async def test_25_profiles_none_above_2_percent_is_structurally_bounded(tmp_path
     assert code == EXIT_VERDICT, swept.progress()[-5:]
     verdict = swept.sweep.verdict or {}
     assert (verdict["kind"], verdict["rule"]) == ("bounded", "stop.bounded"), verdict
-    tried = {r.params.profile for r in swept.runs if r.params.wave not in (None, "1")}
+    tried = {r.params.profile for r in swept.runs if r.params.labels.get("wave") not in (None, "1")}
     assert len(tried) >= 25
     assert "structurally bounded" in (swept.sweep.reason or "")
     # The midpoint is said once: half the 25 profiles tried.

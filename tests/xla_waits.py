@@ -15,7 +15,7 @@ ENDED = {"done", "failed", "awaiting_decision", "aborted"}
 
 def _wave2(shown: dict[str, Any]) -> tuple[int, int]:
     """(finished, open) runs of Wave 2."""
-    runs = [r for r in shown["run_list"] if r["params"]["wave"] == "2"]
+    runs = [r for r in shown["run_list"] if r["params"]["labels"].get("wave") == "2"]
     done = [r for r in runs if r["state"] not in ("pending", "active")]
     return len(done), len(runs) - len(done)
 

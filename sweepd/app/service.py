@@ -70,7 +70,7 @@ class Service(Queries):
         s = await self.store.sweeps.get(sweep_id)
         runs = await self.store.runs.of_sweep(sweep_id)
         # Updated = the latest thing that happened to it (a job, a run), not only its state.
-        updated = max(s.updated_at, await self.store.events.last_event_at(sweep_id) or "")
+        updated = max(s.updated_at, await self.store.events.last_at(sweep_id) or "")
         link = await self.store.campaigns.parent_of(sweep_id)   # a campaign's stage: its campaign
         return {"id": s.id, "kind": s.kind, "name": s.name, "state": s.state,
                 "reason": s.reason, "created_at": s.created_at, "updated_at": updated,

@@ -1,6 +1,7 @@
 """`sweepd report`: a sweep's report (Markdown, or --json), its plot written with --plot, and
-the kind's own client action on it (`--apply`, `--tuning-md`: `ClientHooks`); with
---state-dir read from a state directory without a daemon."""
+the kind's own client action on it (`--apply`, `--tuning-md`: `ClientHooks`), whose flags
+each kind declares (`ClientHooks.report_flags`); with --state-dir read from a state
+directory without a daemon."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import shtab
 from sweepd.cli.client import Client
 from sweepd.cli.output import fail, print_json, say
 from sweepd.cli.source import with_source
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, kinds
+from sweepd.kinds.registry import ClientOutput, ReportFlag, kinds
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -22,7 +23,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, client: Client) -> int:
-    if args.tuning_md is not None or args.apply is not None:
+    if any(getattr(args, f.dest, None) is not None for f, _ in kind_flags() if f.acts):
         return _report_action(args, client.reads.report(args.id)["json"])
     if args.plot is not None:
         code = _write_plot(args, client)
@@ -36,18 +37,51 @@ def _report(args: argparse.Namespace, client: Client) -> int:
 
 
 def _report_action(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    """`--apply` / `--tuning-md`: the sweep's kind writes what it has (`ClientHooks`)."""
+    """An acting flag (`--apply`, `--tuning-md`): the sweep's kind writes what it has
+    (`ClientHooks`), when it takes every acting flag given."""
     kind = report["sweep"]["kind"]
     hooks = kinds()[kind].client if kind in kinds() else None
     takes = hooks.flags if hooks is not None and hooks.report_action is not None else set()
-    if args.tuning_md is not None and "tuning_md" not in takes:
-        writers = " or ".join(k for k, v in sorted(kinds().items())
-                              if "tuning_md" in v.client.flags)
-        return fail(args, f"sweep {args.id} is a {kind} sweep: --tuning-md is for {writers} "
-                          "sweeps only (their <MODEL_TAG>-campaign.md or -tuning.md)")
-    if hooks is None or hooks.report_action is None or "apply" not in takes:
-        return fail(args, f"sweep {args.id} has no optimum to apply")
+    refused = [(f, parts) for f, parts in kind_flags()
+               if f.acts and getattr(args, f.dest, None) is not None and f.dest not in takes]
+    refused.sort(key=lambda r: r[0].dest == "apply")   # the kind-specific refusal first
+    if refused:
+        flag, parts = refused[0]
+        if flag.dest == "apply":
+            return fail(args, f"sweep {args.id} has no optimum to apply")
+        writers = " or ".join(k for k, _ in parts)
+        return fail(args, f"sweep {args.id} is a {kind} sweep: {flag.name} is for {writers} "
+                          "sweeps only")
+    assert hooks is not None and hooks.report_action is not None   # it takes the flags given
     return hooks.report_action(args, report, ClientOutput(fail, say, print_json))
+
+
+@functools.cache
+def kind_flags() -> tuple[tuple[ReportFlag, tuple[tuple[str, str], ...]], ...]:
+    """Every kind's report flags, one entry per name, in the kinds' order: the flag as its
+    first kind declared it, and each declaring kind's (name, help). Kinds that share a flag
+    must give it the same shape: argparse holds one."""
+    merged: dict[str, tuple[ReportFlag, list[tuple[str, str]]]] = {}
+    for name, kind in sorted(kinds().items()):
+        for flag in kind.client.report_flags:
+            first, parts = merged.setdefault(flag.name, (flag, []))
+            if _shape(flag) != _shape(first):
+                raise ValueError(f"kind {name} declares report flag {flag.name} unlike kind "
+                                 f"{parts[0][0]}: {_shape(flag)} != {_shape(first)}")
+            parts.append((name, flag.help))
+    return tuple((flag, tuple(parts)) for flag, parts in merged.values())
+
+
+def _shape(flag: ReportFlag) -> tuple[bool, dict[str, Any], bool]:
+    return flag.acts, dict(flag.options), flag.completes_files
+
+
+def flag_help(parts: tuple[tuple[str, str], ...]) -> str:
+    """A shared flag's help: each kind's part after the kinds that give it."""
+    by_text: dict[str, list[str]] = {}
+    for kind, text in parts:
+        by_text.setdefault(text, []).append(kind)
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in by_text.items())
 
 
 def _plot_problem(path: Path) -> str | None:
@@ -78,24 +112,10 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
 
 
 def report_args(p: argparse.ArgumentParser) -> None:
-    """`report`'s own options (beyond the sweep id and --state-dir)."""
+    """`report`'s own options (beyond the sweep id and --state-dir), and every kind's."""
     p.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also write the sweep's plot (PNG) to this file")
-    p.add_argument("--apply", type=Path, nargs="?", const=THE_CHECKOUT,
-                   metavar="FILE",
-                   help="write the optimum into this model config (one line of "
-                        "MODEL.gpu.yml); xla-tuning: the recipe, guarded by "
-                        "parallelism, into configs/MODEL.env.sh of the daemon's "
-                        "submit.sh checkout (or this FILE)")
-    p.add_argument("--force", action="store_true",
-                   help="with --apply: write a conditional xla-tuning verdict too")
-    p.add_argument("--commit", action="store_true",
-                   help="with --apply: commit the file written in its repo (never on "
-                        "the default branch)")
-    md = p.add_argument("--tuning-md", type=Path, nargs="?", const=Path(),
-                        metavar="PATH",
-                        help="xla-tuning: write <MODEL_TAG>-tuning.md here (default: "
-                             "in the current directory); a file covering another "
-                             "parallelism is extended, with the sign-flip table; "
-                             "campaign: <MODEL_TAG>-campaign.md")
-    md.complete = shtab.FILE  # type: ignore[attr-defined]
+    for flag, parts in kind_flags():
+        arg = p.add_argument(flag.name, help=flag_help(parts), **flag.options)
+        if flag.completes_files:
+            arg.complete = shtab.FILE  # type: ignore[attr-defined]

@@ -74,4 +74,4 @@ async def _preflight(engine: EngineParts, spec: SweepSpec) -> list[Check]:
 
 async def due_parents(store: Store) -> set[int]:
     """Running parents whose latest stage's sweep has ended or stopped to ask since."""
-    return await store.campaigns.campaigns_due()
+    return await store.campaigns.due()

@@ -23,7 +23,7 @@ from sweepd.core.children import due_parents
 from sweepd.core.control import release_ended, stop_sweep
 from sweepd.core.follow import LogFollower
 from sweepd.core.gathered import Gathered
-from sweepd.core.judge import judge
+from sweepd.core.judge import judge, nothing_to_judge
 from sweepd.core.logpass import TailClocks, read_logs
 from sweepd.core.outage import ControllerOutage
 from sweepd.core.poll import PollClock, controller_down, poll
@@ -203,15 +203,22 @@ class Engine:
         # read: only rows written some other way are read again.
         fresh = await self.store.active.jobs()
         now = self.clock.now()
+        # Read once a pass: `nothing_to_judge` compares each job's silence with it. (The
+        # limit follows the machine's load, read at most once a second: a job it would
+        # call hung a moment later is judged by the next pass.)
+        limit = self.hang_limit()
         for job in fresh:
             await self.checkpoint()
+            status = statuses.get(job.backend_id or "")
             # A stop earlier in this pass may have cancelled the job: no longer ours to judge.
-            if job.state != JobState.SUBMITTING and job.backend_id not in self._to_cancel:
-                try:   # `_superseded`, inline: per job and pass, a context manager costs
-                    if await judge(self, job, statuses.get(job.backend_id or ""), now):
-                        self.tail_clocks.pop(job.id)   # ended: its log clock goes with it
-                except InvalidTransition as e:
-                    _log_superseded("job", job.id, e)
+            if (job.state == JobState.SUBMITTING or job.backend_id in self._to_cancel
+                    or nothing_to_judge(job, status, now, limit)):
+                continue
+            try:   # `_superseded`, inline: per job and pass, a context manager costs
+                if await judge(self, job, status, now):
+                    self.tail_clocks.pop(job.id)   # ended: its log clock goes with it
+            except InvalidTransition as e:
+                _log_superseded("job", job.id, e)
         await self.follower.retain({j.id for j in fresh})  # concluded ones were forgotten
         await self.flush_cancels()
         try:

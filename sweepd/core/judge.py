@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sweepd.clusters.base import JobStatus, SchedulerState
 from sweepd.core.conclude import conclude
-from sweepd.core.queued_check import check_queued
+from sweepd.core.queued_check import check_queued, nodes_unavailable
 from sweepd.core.states import JobState
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job
@@ -28,6 +28,23 @@ if TYPE_CHECKING:
 
         def wake(self) -> None:
             """Run the next pass at once."""
+
+
+def nothing_to_judge(job: Job, status: JobStatus | None, now: float, hang_limit: float) -> bool:
+    """True when `judge` would leave the job alone (no write, no call, no wake-up), read
+    off the row alone: the scheduler said nothing new (no word, or the state stored) and
+    not an end; a queued job shows no output, no RUNNING and no pending reason naming dead
+    nodes; any other job is not due to be called hung (`hang_silence`). At thousands of
+    followed jobs most are such on most passes, and the engine skips them. False does not
+    promise an action (the queued check may find the nodes fine)."""
+    if status is not None and (status.state != job.scheduler_state or status.state.finished):
+        return False
+    if job.state == JobState.QUEUED:
+        acts = (job.last_output_at is not None
+                or (status is not None and status.state == SchedulerState.RUNNING)
+                or (nodes_unavailable(status) and job.backend_id is not None))
+        return not acts
+    return hang_silence(job, now, hang_limit) is None
 
 
 async def judge(engine: Follower, job: Job, status: JobStatus | None, now: float) -> bool:
@@ -76,20 +93,28 @@ async def maybe_running(engine: Follower, job: Job, status: JobStatus | None, no
         engine.notify()
 
 
-async def check_hang(engine: Follower, job: Job, now: float) -> None:
+def hang_silence(job: Job, now: float, limit: float) -> float | None:
+    """How long the running job has been silent, when that makes it hung (None: it is not:
+    not running, output never seen or not observable, its log says it ended, or silent
+    less than `limit`)."""
     # A hung job was cancelled once when it was called hung; from then on the
     # scheduler's answer (at the poll period) says when it has ended.
     if job.state != JobState.RUNNING or job.last_output_at is None:
-        return
+        return None
     # Silence in a log that cannot be read, or was never seen, was never observed; the
     # follower marks a log still not there after the hang limit lost.
     if is_lost(job.log_identity) or (job.log_path and job.log_identity is None):
-        return
+        return None
     if job.summary_status is not None:
-        return   # its log says it ended: the scheduler's word on its end follows
+        return None   # its log says it ended: the scheduler's word on its end follows
     silent = now - job.last_output_at
+    return silent if silent >= limit else None
+
+
+async def check_hang(engine: Follower, job: Job, now: float) -> None:
     limit = engine.hang_limit()
-    if silent < limit:
+    silent = hang_silence(job, now, limit)
+    if silent is None:
         return
     evidence = (f"no new log output for {silent:.0f} s (limit {limit:.0f} s) in phase "
                 f"{job.phase}, last step {job.last_step}")

@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 import pkgutil
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -114,18 +114,44 @@ class ClientOutput:
 
 
 @dataclass(frozen=True)
+class ReportFlag:
+    """One option a kind adds to `sweepd report` (`cli/report.py` adds every kind's). Kinds
+    that take the same flag (model perf's, xla-tuning's and the campaign's `--apply`)
+    declare the same `options`; its help is each kind's part, named by its kinds.
+    `acts`: given, `report` runs the kind's `report_action` in place of printing the report;
+    a modifier of such a flag (`--force`, `--commit`) does not act."""
+
+    name: str                                   # e.g. "--apply"
+    help: str                                   # what the flag does on this kind's sweeps
+    acts: bool = False
+    # argparse's `add_argument` keywords beyond the help (`nargs`, `const`, `type`, ...).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    completes_files: bool = False               # the shell completes a file name for it
+
+    @property
+    def dest(self) -> str:
+        """Its attribute on the parsed arguments (argparse's: `--tuning-md` → tuning_md)."""
+        return self.name.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
 class ClientHooks:
     """What a kind adds to `sweepd report` beyond its table: parts of the JSON report the
-    daemon serves, and what the CLI does with them when a person asks (`--apply`,
-    `--tuning-md`: files written with the person's own permissions)."""
+    daemon serves, the report flags it takes, and what the CLI does with them when a person
+    asks (`--apply`, `--tuning-md`: files written with the person's own permissions)."""
 
     # Parts of the JSON report beyond the generic ones; takes the toolkit checkout the
     # daemon submits from (None: none, or a state directory read without a daemon).
     report_extras: Callable[[Sweep, Sequence[Run], Sequence[Job], Path | None],
                             dict[str, Any]] | None = None
-    # Run by the CLI on the JSON report for the report flags in `flags`; the exit code.
+    # Run by the CLI on the JSON report when one of its acting flags is given; the exit code.
     report_action: Callable[[argparse.Namespace, dict[str, Any], ClientOutput], int] | None = None
-    flags: frozenset[str] = frozenset()   # of "apply", "tuning_md"
+    report_flags: tuple[ReportFlag, ...] = ()   # the `sweepd report` options it declares
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """The dests of its flags that run `report_action` (e.g. "apply", "tuning_md")."""
+        return frozenset(f.dest for f in self.report_flags if f.acts)
 
 
 Plot = Callable[[Sweep, Sequence[Run], Sequence[Job]], bytes | None]

@@ -106,7 +106,7 @@ class CampaignsTable:
                                      (sweep_id,))
         return ChildRow.from_row(rows[0]) if rows else None
 
-    async def campaigns_due(self) -> set[int]:
+    async def due(self) -> set[int]:
         """Running campaigns whose latest stage sweep has ended, or has stopped to ask since
         the campaign last changed state: each needs its next step planned."""
         rows = await self._base.rows(

@@ -30,7 +30,8 @@ class EventsTable:
             args.append(kind)
         return [Event.from_row(r) for r in await self._base.rows(sql + " ORDER BY id", args)]
 
-    async def last_event_at(self, sweep_id: int) -> str | None:
+    async def last_at(self, sweep_id: int) -> str | None:
+        """When the sweep's latest event was written (None: it has none)."""
         rows = await self._base.rows("SELECT at FROM events WHERE sweep_id = ? ORDER BY id DESC "
                                      "LIMIT 1", [sweep_id])
         return str(rows[0][0]) if rows else None

@@ -28,8 +28,9 @@ class Expected(BaseModel):
 class RunParams(BaseModel):
     """What one run submits, stored as JSON in `runs.params_json` (schema version 6).
 
-    Every field but `overrides`, `env` and `xla_flags` steers the submission itself; the
-    toolkit's `_env_KEY=value` passthrough is built from `env` by the cluster backend."""
+    Every field but `overrides`, `env` and `xla_flags` (what the job receives) and `labels`
+    (what only the kind reads) steers the submission itself; the toolkit's `_env_KEY=value`
+    passthrough is built from `env` by the cluster backend."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,8 +44,13 @@ class RunParams(BaseModel):
     expected: Expected | None = None
     # Appended to the XLA_FLAGS the job inherits (never a replacement of it).
     xla_flags: list[str] = Field(default_factory=list)
-    profile: str | None = None         # the XLA tuning kind's flag profile name
-    wave: str | None = None            # the XLA tuning kind's wave
+    # The job's per-job profile name (`clusters.base.JobProfile`): submit.sh mode writes
+    # `xla_flags` and the run's own env as the profile's train_env.sh arms and selects them
+    # by this name; None: the job has none. Any kind may set it.
+    profile: str | None = None
+    # The kind's own notes on the run (e.g. the XLA tuning kind's wave): free-form, read by
+    # the kind that wrote them and by nothing else, never submitted (schema version 11).
+    labels: dict[str, str] = Field(default_factory=dict)
     # The job's time limit (sbatch --time, `MM:SS`, `H:MM:SS` or `D-HH:MM:SS`); None: the
     # configured `time_limit`.
     time_limit: str | None = Field(default=None, pattern=r"^(\d{1,3}-)?\d{1,4}(:\d{2}){0,2}$")

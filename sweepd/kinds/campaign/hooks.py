@@ -17,10 +17,23 @@ from typing import Any
 from sweepd.kinds.campaign import report as campaign_report
 from sweepd.kinds.campaign.results import cells_of, confirmed_cells
 from sweepd.kinds.model_perf.exports import write_batch
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
 from sweepd.kinds.xla_tuning.exports import write_recipe
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_files
+
+# `sweepd report`'s options this kind takes (`ClientHooks.report_flags`), shaped as the
+# other kinds' flags of the same names.
+REPORT_FLAGS = (
+    ReportFlag("--apply", "the confirmed batch into configs/MODEL.gpu.yml and each confirmed "
+                          "recipe, guarded by parallelism, into configs/MODEL.env.sh of the "
+                          "daemon's submit.sh checkout (or of this checkout)", acts=True,
+               options={"type": Path, "nargs": "?", "const": THE_CHECKOUT, "metavar": "FILE"}),
+    ReportFlag("--tuning-md", "write <MODEL_TAG>-campaign.md here (default: in the current "
+                              "directory)", acts=True,
+               options={"type": Path, "nargs": "?", "const": Path(), "metavar": "PATH"},
+               completes_files=True),
+)
 
 
 def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],

@@ -16,4 +16,4 @@ KIND: Kind[CampaignSpec, CampaignFacts] = Kind(
     NAME, CampaignSpec, plan.plan, Report(report.markdown, report.rows), gather,
     node_faults=NodeFaults.STOP, plot=report.plot, demo=DEMO,
     stops=Stops(state=stop.stop_state),
-    client=ClientHooks(hooks.report_extras, hooks.run, frozenset({"apply", "tuning_md"})))
+    client=ClientHooks(hooks.report_extras, hooks.run, hooks.REPORT_FLAGS))

@@ -14,8 +14,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
 from sweepd.util import person_commit, person_files
+
+# `sweepd report`'s options this kind takes (`ClientHooks.report_flags`).
+REPORT_FLAGS = (
+    ReportFlag("--apply", "write the optimum into this model config (one line of "
+                          "MODEL.gpu.yml)", acts=True,
+               options={"type": Path, "nargs": "?", "const": THE_CHECKOUT, "metavar": "FILE"}),
+    ReportFlag("--commit", "with --apply: commit the file written in its repo (never on the "
+                           "default branch)", options={"action": "store_true"}),
+)
 
 
 class ApplyError(ValueError):

@@ -22,5 +22,5 @@ def most_runs(spec: Mapping[str, Any]) -> int:
 
 KIND = Kind(exports.NAME, ModelPerfSpec, plan_two.plan, Report(report.markdown, report.rows),
             gather, budget=Budget(runs=most_runs), plot=report.plot, demo=DEMO,
-            client=ClientHooks(report_action=hooks.apply, flags=frozenset({"apply"})),
+            client=ClientHooks(report_action=hooks.apply, report_flags=hooks.REPORT_FLAGS),
             job_facts=JobFacts(jobfacts.lines, jobfacts.ended))

@@ -22,6 +22,7 @@ from sweepd.kinds.xla_tuning.applied import Miss, dumped, settings_of, why_not_a
 from sweepd.kinds.xla_tuning.catalog import Evidence, Setting
 from sweepd.kinds.xla_tuning.logfacts import Reader, last_loss, step_seconds, stored
 from sweepd.kinds.xla_tuning.results import EVIDENCE, Outcome, Result
+from sweepd.kinds.xla_tuning.run_params import WAVE
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.store.rows import Job, Run, RunParams
 
@@ -29,8 +30,9 @@ _ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
 
 
 def wave_of(params: RunParams) -> int:
+    """The run's wave, from the label `run_params` wrote; 0 for a run without one."""
     try:
-        return int(params.wave or 0)
+        return int(params.labels.get(WAVE) or 0)
     except ValueError:
         return 0
 

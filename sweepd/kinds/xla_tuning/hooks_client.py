@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
 from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning import sourced, tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
@@ -24,6 +24,22 @@ from sweepd.kinds.xla_tuning.job_overrides import JOB_OVERRIDES, parallelism_ove
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_commit, person_files
+
+# `sweepd report`'s options this kind takes (`ClientHooks.report_flags`).
+REPORT_FLAGS = (
+    ReportFlag("--apply", "the recipe, guarded by parallelism, into configs/MODEL.env.sh of "
+                          "the daemon's submit.sh checkout (or this FILE)", acts=True,
+               options={"type": Path, "nargs": "?", "const": THE_CHECKOUT, "metavar": "FILE"}),
+    ReportFlag("--force", "with --apply: write a conditional verdict too",
+               options={"action": "store_true"}),
+    ReportFlag("--commit", "with --apply: commit the file written in its repo (never on the "
+                           "default branch)", options={"action": "store_true"}),
+    ReportFlag("--tuning-md", "write <MODEL_TAG>-tuning.md here (default: in the current "
+                              "directory); a file covering another parallelism is extended, "
+                              "with the sign-flip table", acts=True,
+               options={"type": Path, "nargs": "?", "const": Path(), "metavar": "PATH"},
+               completes_files=True),
+)
 
 
 def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],

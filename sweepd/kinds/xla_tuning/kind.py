@@ -18,8 +18,7 @@ KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     planner_facts.facts, node_faults=NodeFaults.STOP,
     stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
     preflight=preflight.checks, plot=report.plot, demo=DEMO,
-    client=ClientHooks(hooks_client.report_extras, hooks_client.run,
-                       frozenset({"apply", "tuning_md"})),
+    client=ClientHooks(hooks_client.report_extras, hooks_client.run, hooks_client.REPORT_FLAGS),
     # Effective flags and env, unknown flags, the span from the log as it is read; the
     # HLO dump's evidence once the job ends: kept on the job, read by the gather.
     job_facts=JobFacts(jobfacts.fold, jobfacts.ended))

@@ -21,8 +21,11 @@ from sweepd.store.rows import RunParams, Scalar
 if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 
-__all__ = ["AXIS_OVERRIDES", "JOB_OVERRIDES", "Batch", "batch_of", "job_overrides",
+__all__ = ["AXIS_OVERRIDES", "JOB_OVERRIDES", "WAVE", "Batch", "batch_of", "job_overrides",
            "parallelism_overrides", "run_params"]
+
+# The label (`RunParams.labels`) a run's wave is kept under, as text; `gather.wave_of` reads it.
+WAVE = "wave"
 
 # sbatch --time per job (the template's 45:00; the evidence run, with the profiler and the
 # HLO dump, 50:00): a hung job ends on its own even if nobody is watching.
@@ -60,7 +63,7 @@ def run_params(spec: XlaTuningSpec, planned: Planned, batch: Batch) -> RunParams
     if batch.value is not None:
         overrides["per_device_batch_size"] = batch.value
     return RunParams(
-        profile=planned.profile.name, wave=str(planned.wave), tag=planned.tag,
+        profile=planned.profile.name, labels={WAVE: str(planned.wave)}, tag=planned.tag,
         xla_flags=[s.text for s in settings if s.layer is Layer.XLA],
         env={s.key: s.value for s in settings if s.layer is Layer.ENV},
         overrides=overrides,
