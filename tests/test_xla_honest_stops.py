@@ -8,6 +8,8 @@ import math
 import random
 from dataclasses import replace
 
+import pytest
+
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.defaults import fsdp8
