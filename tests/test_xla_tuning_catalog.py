@@ -93,3 +93,26 @@ def test_bubble_and_short_names() -> None:
     assert bubble(8, 8) == pytest.approx(7 / 15)
     assert bubble(8, 16, 2) == pytest.approx(7 / 39)
     assert short(str(384 << 20)) == "384M" and short(str(GIB)) == "1G" and short(".95") == ".95"
+
+
+def test_a_cell_of_two_axes_seeds_the_secondary_axiss_own_mechanism_second() -> None:
+    """Red team: FSDP=4,TP=2 whose best is ag512M + windowed einsum (+7.6 %): the einsum's
+    mechanism came fourth, behind the all-gather's three, and only two are seeded before
+    stacks; the pair was found in 0 of 40 sweeps. It comes third now, and seed mode seeds
+    three mechanisms on a cell of two axes."""
+    from sweepd.kinds.xla_tuning.catalog import (
+        Cost,
+        Evidence,
+        Mechanism,
+        Parallelism,
+        mechanism_order,
+    )
+
+    ev = Evidence(((Cost.ALL_GATHER, 0.30), (Cost.ICI_COLLECTIVES, 0.18),
+                   (Cost.COMPUTE, 0.45), (Cost.REDUCE_SCATTER, 0.07)))
+    hybrid = mechanism_order(Parallelism.parse("FSDP=4,TP=2"), ev)
+    assert hybrid[:3] == (Mechanism.COMBINE, Mechanism.OVERLAP, Mechanism.MATMUL)
+    assert sorted(hybrid) == sorted(set(hybrid))  # nothing dropped or doubled
+    # One axis: the evidence's order as it was.
+    single = mechanism_order(Parallelism.parse("FSDP=8"), ev)
+    assert single[:3] == (Mechanism.COMBINE, Mechanism.OVERLAP, Mechanism.TRANSPORT)

@@ -126,17 +126,26 @@ def mechanism_order(par: Parallelism, evidence: Evidence | None) -> tuple[Mechan
         order += [m for m in COST_MECHANISMS[cost] if m not in order]
     order += [m for m in Mechanism if m not in order]
     order = [m for m in order if applies(m, par)]
-    # A cell of two axes: the secondary axis's own first mechanism is seeded second (the
-    # search seeds two before stacking): FSDP=4,TP=2's windowed einsum came fourth, behind
-    # the first axis's three, and its +7.6 % pair across the axes was never found.
-    axes = par.ordered_axes()
-    if len(axes) >= 2:
-        own = [m for c in DOMINANT_COST[axes[1]] for m in COST_MECHANISMS[c]
-               if m in order and m is not Mechanism.PIPELINE]
-        if own and order.index(own[0]) > 1:
-            order.remove(own[0])
-            order.insert(1, own[0])
+    # A cell of two axes: after the dominant axis's first two mechanisms, the secondary
+    # axis's own first one (SKILL.md: "after 2-3 waves on the dominant axis, add a few
+    # flags from the secondary axis"; seed mode seeds it with them, `secondary_axis`):
+    # FSDP=4,TP=2's windowed einsum came fourth, behind the all-gather's three, and its
+    # +7.6 % pair across the axes was never found.
+    own = secondary_axis(par, order)
+    if own is not None and order.index(own) > 2:
+        order.remove(own)
+        order.insert(2, own)
     return tuple(order)
+
+
+def secondary_axis(par: Parallelism, order: list[Mechanism]) -> Mechanism | None:
+    """The secondary axis's own first mechanism (None: one axis)."""
+    axes = par.ordered_axes()
+    if len(axes) < 2:
+        return None
+    own = [m for c in DOMINANT_COST[axes[1]] for m in COST_MECHANISMS[c]
+           if m in order and m is not Mechanism.PIPELINE]
+    return own[0] if own else None
 
 
 def applies(mechanism: Mechanism, par: Parallelism) -> bool:

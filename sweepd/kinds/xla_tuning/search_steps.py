@@ -155,8 +155,10 @@ class SearchSteps(CandidatesBase):
 
     def seeds(self, focus_only: bool) -> list[Item]:
         """The first value of every untried family, mechanisms in the evidence's order."""
+        # Two axes: the secondary axis's first mechanism (third in `order`) is seeded too.
+        two = len(self.inp.parallelism.ordered_axes()) >= 2
         focus = (self.inp.focus if self.inp.stop != "seed"
-                 else min(self.inp.focus, rules.SEED_FOCUS))
+                 else min(self.inp.focus, rules.SEED_FOCUS + two))
         mechs = self.order[:focus] if focus_only else self.order
         out: list[Item] = []
         for rank, mech in enumerate(mechs):
