@@ -14,7 +14,11 @@ one memory model, and three values of a second knob:
   192 GiB, the compiled program and so the TGS at a batch are the same;
 * a third block, "remat peak moves" (remat_policy only, the tuned families, its own seed):
   each faster policy's curve is g stretched to peak at a smaller batch (its memory factor
-  ** 0.5-1.0), so its speed against the config's differs from batch to batch.
+  ** 0.5-1.0), so its speed against the config's differs from batch to batch;
+* a fourth block, "config fraction above 0.95" (the tuned families, its own seed): the
+  fraction at 0.97 (config), 0.93 and 0.90, modelled as the simulator does (sweepd/sim/
+  truth.py): above 0.95 a job runs x0.97 (RCCL starved), above 0.93 the temp is inflated
+  x(1 + 2 (f - 0.93)) (XLA fills the larger pool). Red team t05b.
 
 TGS at (setting, batch) is the setting's speed x g(batch x its stretch, 1 but in the third
 block), where the batch fits its pool.
@@ -85,6 +89,7 @@ BUDGET = 24  # runs for a two-parameter sweep
 GPU_GB = POOL_GB / 0.93  # 192 GiB as GB
 REMAT = ("full", "save_dot_except_mlp", "minimal")
 FRACTIONS = (0.93, 0.85, 0.98)
+HIGH_FRACTIONS = (0.97, 0.93, 0.90)  # the config above 0.95 (the fourth block)
 KNOBS = {"remat_policy": REMAT, "_env_XLA_PYTHON_CLIENT_MEM_FRACTION": FRACTIONS}
 
 
@@ -205,12 +210,20 @@ class At(Cluster):
         return probe
 
 
+def _starved(f: float) -> Setting:
+    """The simulator's fraction (sweepd/sim/truth.py): above 0.95 RCCL is starved (x0.97),
+    above 0.93 XLA inflates the temp to fill the larger pool."""
+    return Setting(f, f * GPU_GB, 1 + 2 * max(0.0, f - 0.93), 0.97 if f > 0.95 else 1.0)
+
+
 def make_case(rng: random.Random, family: str, knob: str, curvature: float,
-              error: float, shift: bool = False) -> Case:
+              error: float, shift: bool = False, starved: bool = False) -> Case:
     low = 16 if family == "steep-interior" else 4
     mem, m = _memory(rng, rng.randint(low, 64), curvature)
     settings: tuple[Setting, ...]
-    if knob == "remat_policy":
+    if starved:
+        settings = tuple(_starved(f) for f in HIGH_FRACTIONS)
+    elif knob == "remat_policy":
         settings = (Setting("full", POOL_GB, 1.0, 1.0),
                     Setting("save_dot_except_mlp", POOL_GB, rng.uniform(1.3, 2.0),
                             rng.uniform(1.02, 1.12)),
@@ -255,6 +268,15 @@ def shifted_workload(count: int, seed: int, curvature: float) -> list[Case]:
         cases.append(make_case(rng, FAMILIES[i % len(FAMILIES)], "remat_policy", curvature,
                                error, shift=True))
     return cases
+
+
+def starved_workload(count: int, seed: int, curvature: float) -> list[Case]:
+    """Fraction cases with the config at 0.97, where the simulator starves RCCL: a smaller
+    pool runs the same batch faster."""
+    rng = random.Random(seed)
+    knob = "_env_XLA_PYTHON_CLIENT_MEM_FRACTION"
+    return [make_case(rng, FAMILIES[i % len(FAMILIES)], knob, curvature,
+                      _error(rng, i, len(FAMILIES)), starved=True) for i in range(count)]
 
 
 # -- methods: each returns every (setting, probe) it ran --------------------------------
@@ -411,6 +433,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--holdout-seed", type=int, default=99173)
     parser.add_argument("--shift-seed", type=int, default=31337)
+    parser.add_argument("--starve-seed", type=int, default=4242)
     parser.add_argument("--noise", type=float, default=NOISE)
     parser.add_argument("--smoke", action="store_true", help="a few cases (CI)")
     a = parser.parse_args()
@@ -423,6 +446,9 @@ def main() -> None:
     report("held-out families", held, evaluate(held, a.holdout_seed, a.noise))
     moved = shifted_workload(count // 2, a.shift_seed, 0.03)
     report("remat peak moves (tuned families)", moved, evaluate(moved, a.shift_seed, a.noise))
+    high = starved_workload(count // 2, a.starve_seed, 0.03)
+    report("config fraction above 0.95 (tuned families)", high,
+           evaluate(high, a.starve_seed, a.noise))
 
 
 if __name__ == "__main__":

@@ -127,12 +127,19 @@ async def test_unknown_xla_flag_stops_the_sweep(tmp_path: Path) -> None:
 
 
 async def test_two_consecutive_coordination_timeouts_stop(tmp_path: Path) -> None:
-    store, _, jobs, events, _ = await _sweep(
+    store, _, jobs, events, lines = await _sweep(
         tmp_path, [{"kind": "coord_timeout"}], EXIT_AWAITING_DECISION)
     try:
         assert [j.failure_class for j in jobs] == ["coord_timeout", "coord_timeout"]
         assert [e.rule for e in events if e.kind == "decision"].count("coord.retry") == 1
         assert "coord.consecutive" in _rules(events)
+        # The host a timeout printed on is the first rank left waiting, not a failing node
+        # (red team f12: "Failing node(s): chi2863").
+        waited = jobs[-1].failure_node
+        assert waited and any(
+            f"Failing node(s): none identified ({waited} is only the first rank left waiting"
+            in line for line in lines), lines
+        assert not any(f"Failing node(s): {waited}" in line for line in lines)
     finally:
         await store.close()
 

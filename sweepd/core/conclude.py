@@ -24,6 +24,7 @@ from sweepd.core.states import JobState, RunState
 from sweepd.core.stored_facts import job_facts
 from sweepd.kinds.registry import kind_of
 from sweepd.monitor.classify import classify
+from sweepd.monitor.classify_tables import SIGNAL_TIER, Tier
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import steady_state
 from sweepd.reports.lines import result_line, retry_line
@@ -153,7 +154,10 @@ async def _record(engine: EngineParts, job: Job, status: JobStatus, verdict: Ver
         if action.delay_s:
             await store.runs.set_not_before(run.id, now + action.delay_s)
     else:
-        failing = [n for n in (verdict.node, action.exclude) if n]
+        # A timeout prints on the rank left waiting, usually not the one that failed: it
+        # is named as that, not as failing (red team f12: "Failing node(s): chi2863").
+        waiting = verdict.node if _timeout(verdict) else None
+        failing = [n for n in (None if waiting else verdict.node, action.exclude) if n]
         recovery, outcome = _recovery(verdict, job), ("failed again" if job.attempt > 1
                                                       else "not recoverable by rule")
         if verdict.klass == FailureClass.CANCELLED:   # no failure: a person's word, asked
@@ -163,7 +167,7 @@ async def _record(engine: EngineParts, job: Job, status: JobStatus, verdict: Ver
             recovery, outcome = "NIC reset, then ibstat", "the NIC did not come back Active"
         await stop_sweep(engine, sweep, action.reason, rule=action.rule,
                          evidence=evidence, failing_nodes=sorted(set(failing)),
-                         recovery=recovery, outcome=outcome)
+                         recovery=recovery, outcome=outcome, waiting_node=waiting)
 
 
 # Cancels this close together (cluster seconds, as concluded) are taken as one action: a
@@ -215,4 +219,11 @@ def _describe(verdict: Verdict) -> str | None:
     if verdict.klass is None or (verdict.klass == FailureClass.OOM and not verdict.detail):
         return None
     where = f" on {verdict.node}" if verdict.node else ""
+    if verdict.node and _timeout(verdict):
+        where = f", {verdict.node} left waiting"
     return f"{verdict.klass}{where}" + (f": {verdict.detail}" if verdict.detail else "")
+
+
+def _timeout(verdict: Verdict) -> bool:
+    """A collective or coordination timeout: its node is the rank that waited."""
+    return verdict.klass is not None and SIGNAL_TIER.get(verdict.klass) is Tier.TIMEOUT

@@ -72,8 +72,9 @@ async def apply_stop(engine: EngineParts, stop: SweepStop) -> None:
 
 async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: str,
                      evidence: str | None, failing_nodes: Sequence[str], recovery: str,
-                     outcome: str) -> None:
-    """Halt the sweep for a person's decision, with a message in the TG-stop format."""
+                     outcome: str, waiting_node: str | None = None) -> None:
+    """Halt the sweep for a person's decision, with a message in the TG-stop format
+    (`waiting_node`: stop_message's)."""
     store = engine.store
     async with store.tx():
         await _cancel_jobs(engine, sweep.id, f"cancelled by stop: {reason}", rule)
@@ -88,7 +89,7 @@ async def stop_sweep(engine: EngineParts, sweep: Sweep, reason: str, *, rule: st
                                own=own(replace(sweep, reason=reason), runs, jobs) if own else None,
                                node_evidence=await stored_evidence(store, sweep.id,
                                                                    failing_nodes),
-                               spec_refused=rule == SPEC_REFUSED)
+                               spec_refused=rule == SPEC_REFUSED, waiting_node=waiting_node)
         files = _stop_files(engine, sweep, runs, jobs)
         note = await end_note(engine, sweep)
         message += "".join(f"\n\n{n}" for n in (files, note) if n)

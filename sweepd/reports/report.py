@@ -42,7 +42,11 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
     lines += ["", kind_of(sweep.kind).report.table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
-    if verdict.get("proposal"):
+    if verdict.get("proposal") and not verdict.get("settled", True):
+        # A best so far (the budget ran out first) is not a result to write into a config.
+        lines += ["", "No config change proposed: the verdict is the best so far, not "
+                  "settled (the state line says what was left to run)."]
+    elif verdict.get("proposal"):
         lines += ["", f"Proposed config change (`sweepd report {sweep.id} --apply "
                   f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",
                   f"    {escape(str(verdict['proposal']))}"]

@@ -11,12 +11,15 @@ from sweepd.store.rows import Job, Run, Sweep
 def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recovery: str,
                  outcome: str, nodelist: str, runs: Sequence[Run], jobs: Sequence[Job],
                  nodes_short: int = 0, own: tuple[str, list[str]] | None = None,
-                 node_evidence: Sequence[str] = (), spec_refused: bool = False) -> str:
+                 node_evidence: Sequence[str] = (), spec_refused: bool = False,
+                 waiting_node: str | None = None) -> str:
     """`nodes_short`: how many usable nodes the sweep lacks to go on (a plain resume would
     be refused, so the message asks for a node back instead). `own`: the kind's title and
     state lines (Kind.stops.state), in place of the generic ones. `node_evidence`: what the
     failing nodes themselves said (scontrol, dmesg, rocm-smi, a NIC reset), as stored.
-    `spec_refused`: the spec itself made the submission impossible, so no resume is offered."""
+    `spec_refused`: the spec itself made the submission impossible, so no resume is offered.
+    `waiting_node`: the host a collective or coordination timeout printed on: the first rank
+    left waiting, named as that and not as failing (the failure is usually another node's)."""
     spec = sweep.spec
     passed = sorted((r for r in runs if r.outcome == "pass" and r.tgs is not None),
                     key=lambda r: -(r.tgs or 0.0))
@@ -27,8 +30,10 @@ def stop_message(sweep: Sweep, reason: str, failing_nodes: Sequence[str], recove
         title,
         "",
         f"Reason: {reason}",
-        f"Failing node(s): {', '.join(failing_nodes) or 'none identified'}; "
-        f"recovery attempted: {recovery}; outcome: {outcome}",
+        f"Failing node(s): {', '.join(failing_nodes) or 'none identified'}"
+        + (f" ({waiting_node} is only the first rank left waiting when the timeout struck: a "
+           "timeout names who waited, not who failed)" if waiting_node else "")
+        + f"; recovery attempted: {recovery}; outcome: {outcome}",
         "",
         "Sweep state at stop:",
         f"  - Nodelist: {nodelist}",

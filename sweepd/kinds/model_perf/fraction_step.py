@@ -8,7 +8,10 @@ pool fails with a smaller one. So every run counts at every fraction it says som
 (the pool in its line scaled by the fraction), a larger fraction runs only the batches its
 larger pool newly admits, and only while the TGS trend at the smaller pool's top could still
 rise. A larger fraction whose smaller pool's top is flat within the noise runs its own
-largest fit once: the curve may still rise there.
+largest fit once: the curve may still rise there. (A pool above 0.95 may starve the
+collectives and run slower, SKILL.md: carried runs are then optimistic at the larger pool,
+which costs runs there but is measured before it is the verdict; a fraction below the
+config's is fraction_below.py's.)
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ from sweepd.kinds.model_perf.search import (
 
 def fraction_step(space: SearchSpace, first: Value, s: Value, pairs: Sequence[Pair],
                   runs_left: int | None) -> PairStep | str:
-    seen = carried(s, pairs)
+    seen = carried(s, pairs, first)
     step = next_probe(space, seen, runs_left)
     mine = sum(1 for t, _ in pairs if t == s)
     if step is None and not mine and s != first:
         top = _flat_at_top(seen)
         if isinstance(top, PairStep):
             return replace(top, second=s)
+    if step is None and s == first:   # no smaller pool's runs carry to the config's
+        return f"settled with {mine} run{'s' * (mine != 1)}: its batch search converged"
     if step is None:
         return (f"settled with {mine} run{'s' * (mine != 1)} of its own: the runs at "
                 "smaller pools (the same program) and the TGS trend leave no batch its "
@@ -69,16 +74,19 @@ def _flat_at_top(seen: Sequence[Probe]) -> PairStep | str | None:
                     f"and this pool fits up to ~{likely} ({fit.why})")
 
 
-def carried(s: Value, pairs: Sequence[Pair]) -> list[Probe]:
+def carried(s: Value, pairs: Sequence[Pair], first: Value) -> list[Probe]:
     """Every run as it stands at fraction `s`: its own, a pass with a smaller or equal pool
     (it fits in more, at the same TGS), a failure with a larger or equal pool (it fails in
-    less). The pool each printed is scaled to `s`."""
-    f = float(s)
+    less). The pool each printed is scaled to `s`. A pass below the config's pool
+    (`fraction_below`: a read where the larger pool may starve the collectives) measured
+    another speed and carries nowhere."""
+    f, low = float(s), float(first)
     out = []
     for t, p in pairs:
         ft = float(t)
         ok = p.outcome is Outcome.OK
-        if t == s or (ok and ft <= f) or (not ok and p.outcome is not Outcome.SLOW and ft >= f):
+        if t == s or (ok and low <= ft <= f) or \
+                (not ok and p.outcome is not Outcome.SLOW and ft >= f):
             limit = p.limit_gb * f / ft if p.limit_gb is not None else None
             out.append(replace(p, limit_gb=limit))
     return out

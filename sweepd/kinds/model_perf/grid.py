@@ -7,9 +7,11 @@ memory-aware batch search (the search package) per value of the second knob, eac
 from what the others taught, in order: the config's value first, then larger fractions
 upward (each admits more batches) or the other remat policies as given. Each setting's own
 step is its knob's: `fraction_step` (a fraction's runs count at every pool they say
-something about; a smaller fraction than the config's can admit no batch the larger did
-not, and is never run) or `remat_step` (a later policy bounded by its measured speed, read
-by `remat_speed`, times the first policy's curve up to its own largest fit). The terms they
+something about, larger pools run only the batches they newly admit), `fraction_below` (a
+smaller fraction than the config's admits no batch the larger did not; it runs once where
+the larger pool is above 0.95 and may starve the collectives, and is otherwise taken as no
+faster) or `remat_step` (a later policy bounded by its measured speed, read by
+`remat_speed`, times the first policy's curve up to its own largest fit). The terms they
 share (the knobs, a pair, the best pair) are in `pairs`.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sweepd.kinds.model_perf.fraction_below import below_step
 from sweepd.kinds.model_perf.fraction_step import fraction_step
 from sweepd.kinds.model_perf.pairs import Pair, PairStep, is_fraction
 from sweepd.kinds.model_perf.remat_step import remat_step
@@ -49,12 +52,11 @@ def _settings(space: SearchSpace, parameter: str, values: Sequence[Value],
     first = values[0]
     order = _order(parameter, values)
     for s in order:
-        if is_fraction(parameter) and float(s) < float(first):
-            out.append((s, f"not run: a smaller pool than {first} runs the same compiled "
-                           "program with fewer batches fitting, so it cannot be faster"))
-            continue
         own = [p for t, p in pairs if t == s]
-        if is_fraction(parameter):
+        state: PairStep | str
+        if is_fraction(parameter) and float(s) < float(first):
+            state = below_step(space, first, s, values, pairs, runs_left)
+        elif is_fraction(parameter):
             state = fraction_step(space, first, s, pairs, runs_left)
         else:
             state = remat_step(space, parameter, first, s, own, pairs, runs_left)
@@ -65,8 +67,11 @@ def _settings(space: SearchSpace, parameter: str, values: Sequence[Value],
 
 
 def _order(parameter: str, values: Sequence[Value]) -> list[Value]:
-    """The config's value first; larger fractions upward (each admits more batches)."""
+    """The config's value first; larger fractions upward (each admits more batches), then
+    the smaller ones downward (each read, if at all, at the best batch of the others)."""
     if not is_fraction(parameter):
         return list(values)
-    rest = sorted(values[1:], key=lambda v: float(v))
-    return [values[0], *rest]
+    first = float(values[0])
+    up = sorted((v for v in values[1:] if float(v) > first), key=float)
+    down = sorted((v for v in values[1:] if float(v) < first), key=float, reverse=True)
+    return [values[0], *up, *down]

@@ -21,6 +21,7 @@ from sweepd.kinds.model_perf.search import (
     flat_top,
     means,
     next_probe,
+    noise_said,
     open_beside_best,
     prior_mismatch,
     why_not_run,
@@ -146,14 +147,11 @@ def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:
     value: said, with what it changed (the values run again, if any were)."""
     if space.noise <= NOISE:
         return None
-    told = ("two runs of one value measured" if space.noise_between
-            else "the runs' steady steps put")
     again = [str(v) for v, ps in means(seen).items() if len(ps) > 1]
     ran = (f", and {', '.join(again)} ran again (the verdict rests on the means)" if again
            else ", though the budget left no run to repeat")
-    return (f"{told} the run-to-run noise at {space.noise:.1%} (the rules assume "
-            f"{NOISE:.0%}): two runs are told apart, and a gap settled, only beyond it"
-            + ran)
+    return (f"{noise_said(space)}: two runs are told apart, and a gap settled, only beyond "
+            "it" + ran)
 
 
 def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],

@@ -40,6 +40,7 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
     upper_bound,
 )
+from sweepd.kinds.model_perf.search.prior import scaled_prior
 
 
 def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
@@ -48,7 +49,7 @@ def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
     if s == first:
         step = next_probe(space, own, runs_left)
         return PairStep(s, step.value, step.why) if step else \
-            f"settled with {len(own)} runs: its batch search converged"
+            f"settled with {_runs(own)}: its batch search converged"
     ref_runs = [p for t, p in pairs if t == first]
     fit = fits_up_to(own)
     # The first policy's passes stand in for batches not run here, where this policy's
@@ -89,7 +90,7 @@ def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
                                 "bounds the policy (SKILL.md's 'fix one, sweep the other' "
                                 "would judge it by its run at the best batch alone)")
             where = sorted({str(p.value) for p in own if p.outcome is Outcome.OK and p.tgs})
-            return (f"settled with {len(own)} run{'s' * (len(own) != 1)}: at {ratio:.3f}x "
+            return (f"settled with {_runs(own)}: at {ratio:.3f}x "
                     f"the speed of {parameter}={first}"
                     + (f" (read at {' and '.join(where)}, its own likely peak, alike)"
                        if len(where) > 1 else "")
@@ -110,8 +111,18 @@ def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
                             "it measures this policy's speed against it")
     step = next_probe(space_s, own, runs_left)
     if step is None:
-        return f"settled with {len(own)} runs: its batch search converged"
+        # Where the first policy's runs stood in, no batch search of this policy's own
+        # ran: said so (red team t02 read "its batch search converged" after one run).
+        if not scaled_prior(space_s, own):
+            return f"settled with {_runs(own)}: its batch search converged"
+        return (f"settled with {_runs(own)}: {parameter}={first}'s runs, scaled to this "
+                "policy's speed where both ran, stood in for the batches it did not run, and "
+                "the trend leaves none that could be faster")
     return PairStep(s, step.value, step.why)
+
+
+def _runs(own: Sequence[Probe]) -> str:
+    return f"{len(own)} run" if len(own) == 1 else f"{len(own)} runs"
 
 
 def _own_search(space: SearchSpace, s: Value, own: list[Probe], runs_left: int | None,
@@ -120,7 +131,7 @@ def _own_search(space: SearchSpace, s: Value, own: list[Probe], runs_left: int |
     the batch with the highest TGS, searched at this setting as at the first)."""
     step = next_probe(replace(space, prior=(), prior_drift=None, start=None), own, runs_left)
     if step is None:
-        return (f"settled with {len(own)} runs: {apart}, so its own batch search ran "
+        return (f"settled with {_runs(own)}: {apart}, so its own batch search ran "
                 "(no other policy's runs standing in) and converged")
     return PairStep(s, step.value, f"{step.why} ({apart}: its own batch search, SKILL.md "
                     "Steps 3-7 at this setting, no other policy's runs standing in)")

@@ -110,7 +110,9 @@ def grid_markdown(sweep: Sweep, runs: Sequence[Run]) -> str:
     for b in batches:
         lines.append(f"| {b} | " + " | ".join(cells.get((b, c), "—") for c in columns) + " |")
     if verdict.get("best") is not None:
-        lines.append(f"\nWinning combination: per_device_batch_size={verdict['best']}, "
+        what = "Winning combination" if verdict.get("settled", True) else \
+            "Best so far (the search did not settle)"
+        lines.append(f"\n{what}: per_device_batch_size={verdict['best']}, "
                      f"{name}={verdict.get('second_best')} (★, TGS/device).")
     return "\n".join(lines)
 

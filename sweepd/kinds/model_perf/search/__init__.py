@@ -81,7 +81,7 @@ from sweepd.kinds.model_perf.search.bounds import all_gaps, beside_best, gap_bou
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
 from sweepd.kinds.model_perf.search.prior import PriorMismatch, prior_mismatch, scaled_prior
-from sweepd.kinds.model_perf.search.repeat import repeat_top, with_run_noise
+from sweepd.kinds.model_perf.search.repeat import noise_said, repeat_top, with_run_noise
 from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
@@ -106,8 +106,8 @@ from sweepd.kinds.model_perf.search.view import View
 __all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLERANCE",
            "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Slowdown", "Step",
            "Value", "batch_space", "best", "best_mean", "flat_top", "means", "memory_fit",
-           "next_probe", "next_value", "open_beside_best", "prior_mismatch", "slowdown",
-           "upper_bound", "why_not_run", "with_run_noise"]
+           "next_probe", "next_value", "noise_said", "open_beside_best", "prior_mismatch",
+           "slowdown", "upper_bound", "why_not_run", "with_run_noise"]
 
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:

@@ -64,7 +64,21 @@ def with_run_noise(space: SearchSpace, probes: Sequence[Probe]) -> SearchSpace:
     measured, free = found
     if (free < 2 and measured <= FLAT / math.sqrt(2)) or measured <= space.noise:
         return space
-    return replace(space, noise=measured, noise_between=True)
+    return replace(space, noise=measured, noise_between=free)
+
+
+def noise_said(space: SearchSpace) -> str:
+    """What measured the noise the rules allow for, and how much: both figures to one
+    decimal (1.0 % against 1 % read as a difference), and a figure from one pair of runs
+    named as one (red team o05: 4.4 % from a single pair read as a measurement)."""
+    if not space.noise_between:
+        told = "the runs' steady steps"
+    elif space.noise_between == 1:
+        told = "one pair of runs of one value (a single pair: a rough figure)"
+    else:
+        told = f"the values run again ({space.noise_between} repeat runs pooled)"
+    return (f"{told} put the run-to-run noise at {space.noise:.1%} (the rules assume "
+            f"{NOISE:.1%})")
 
 
 def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | None,
@@ -85,8 +99,7 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
     # one-off OOM at the best) leaves the other to run again, not the tie unbroken (a
     # rival 4 % low by noise was never re-run and the verdict missed the peak by 5.6 %).
     tries = {v: sum(p.value == v and not p.earlier for p in probes) for v in mean}
-    noise = f"{space.noise:.1%}"
-    told = "the runs of one value" if space.noise_between else "the runs' steps"
+    said = noise_said(space)
     if space.measure_noise and not space.prior and tries[top] == 1:
         return Step(top, f"the best, {top}, ran once: it runs again, and the two runs "
                          "measure the run-to-run noise the steps cannot show (a run's own "
@@ -95,14 +108,12 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
     if space.noise <= NOISE:
         return None
     if thorough and tries[top] == 1:
-        return Step(top, f"the best, {top}, ran once: {told} put the run-to-run noise at "
-                         f"{noise} (the rules assume {NOISE:.0%}), so it runs again and the "
+        return Step(top, f"the best, {top}, ran once: {said}, so it runs again and the "
                          "verdict rests on its mean", repeat=True)
     beside = _unrun_beside(space, probes, top) if thorough else None
     if beside is not None:
-        return Step(beside, f"{beside} is beside the best ({top}) and never ran: {told} put "
-                            f"the run-to-run noise at {noise} (the rules assume {NOISE:.0%}), "
-                            "so the single runs whose trend settled it may be that far off",
+        return Step(beside, f"{beside} is beside the best ({top}) and never ran: {said}, so "
+                            "the single runs whose trend settled it may be that far off",
                     repeat=True)
     rivals = [v for v in mean if v != top and mean[v] >= (1 - space.flat) * mean[top]]
     if not rivals:
@@ -115,9 +126,8 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
     pick = min(left, key=lambda v: (len(runs[v]), -mean[v]))
     rival = pick if pick != top else max(rivals, key=lambda v: mean[v])
     return Step(pick, f"{top} and {rival} measured {mean[rival] / mean[top] - 1:+.1%} apart, "
-                      f"within two runs' noise: {told} put the run-to-run noise at "
-                      f"{noise} (the rules assume {NOISE:.0%}), so {pick} runs again and "
-                      "the verdict rests on the means", repeat=True)
+                      f"within two runs' noise: {said}, so {pick} runs again and the "
+                      "verdict rests on the means", repeat=True)
 
 
 def _unrun_beside(space: SearchSpace, probes: Sequence[Probe], top: Value) -> Value | None:

@@ -99,8 +99,8 @@ class SearchSpace:
     # bound falls that much more below the best (a best read high by the noise).
     noise: float = NOISE
     # The noise was measured between runs of one value (`repeat.with_run_noise`), beyond
-    # what the steps showed.
-    noise_between: bool = False
+    # what the steps showed: the repeat runs it rests on (1: one pair); 0: not measured so.
+    noise_between: int = 0
     # The spec's `measure_noise`: before the verdict the best runs again (`repeat`).
     measure_noise: bool = False
     # The spec's `check_slowdown`: a value run again reading lower than before says the
