@@ -1,7 +1,7 @@
 """How well the daemon follows many running jobs at once (a benchmark, not a test).
 
     python bench/monitor_scale.py [--jobs 500] [--rate 20] [--warmup 15] [--seconds 60]
-                                  [--tick-s 0.5] [--poll-interval-s 60] [--keep DIR]
+                                  [--tick-s 0.25] [--poll-interval-s 60] [--keep DIR]
                                   [--restart] [--smoke]
 
 `--restart` measures a restart on a store of `--jobs` running jobs instead (see `restart`);
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scale_backend import backend_id, log_name  # this script's directory is on sys.path
 
+from sweepd.config import DaemonConfig
 from sweepd.core.states import JobState, RunState
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
@@ -139,7 +140,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=20.0, help="lines/s per job")
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
-    p.add_argument("--tick-s", type=float, default=0.5, help="daemon.tick_s (default 0.5)")
+    p.add_argument("--tick-s", type=float, default=DaemonConfig().tick_s,
+                   help="daemon.tick_s (default: the daemon's, 0.25)")
     p.add_argument("--poll-interval-s", type=float, default=60.0,
                    help="policy.poll_interval_s (scheduler polls)")
     p.add_argument("--tail-interval-s", type=float, default=0.5,

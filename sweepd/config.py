@@ -96,7 +96,7 @@ class DaemonConfig(_Section):
     # The CLI's default too; systemd's RuntimeDirectory=sweepd creates /run/sweepd.
     socket: Path = Path("/run/sweepd/sweepd.sock")
     socket_group: str | None = Field(None, description="group allowed to use the socket")
-    tick_s: float = Field(0.5, gt=0, description="wall seconds between engine passes")
+    tick_s: float = Field(0.25, gt=0, description="wall seconds between engine passes")
     hang_floor_wall_s: float = Field(
         3.0, ge=0, description="least real silence called a hang (matters on a fast sim)")
     log_appear_wall_s: float = Field(
