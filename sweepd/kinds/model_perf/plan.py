@@ -17,6 +17,7 @@ from sweepd.kinds.model_perf.search import (
     PriorMismatch,
     Probe,
     SearchSpace,
+    bent_beside_best,
     best_mean,
     flat_top,
     means,
@@ -75,6 +76,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
             return unsure
         notes = [n for n in (slowed, unsure, best_at_edge(spec, space, seen),
                              ungiven_beside_best(spec, space, seen), flat_top(space, seen),
+                             bent_beside_best(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None,
@@ -96,7 +98,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         # A run within the noise of the best is said here too (20 read 0.14 % below the
         # best 21 and was the true peak; the cut verdict named only the next probe).
         return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + "".join(f"; {n}" for n in (slowed, gap, flat_top(space, seen), left,
+                       + "".join(f"; {n}" for n in (slowed, gap, flat_top(space, seen),
+                                                    bent_beside_best(space, seen), left,
                                                     dropped) if n), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:

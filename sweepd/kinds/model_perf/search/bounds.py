@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweepd.kinds.model_perf.search.space import SECANT_NOISE, STEP_TIME_NOISE
-from sweepd.kinds.model_perf.search.view import View
+from sweepd.kinds.model_perf.search.view import View, tile_size
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,48 @@ def open_gaps(view: View) -> list[Gap]:
 def beside_best(view: View, gaps: Sequence[Gap]) -> list[Gap]:
     best_i = max(view.ok, key=lambda i: view.ok[i])
     return [g for g in gaps if best_i in (g.lo, g.hi)]
+
+
+def assumed_beside_best(view: View) -> list[Gap]:
+    """The gaps beside the best that did not run and that only the concave bound settled:
+    not by step time alone (which holds on any curve), and with the runs showing the curve
+    is not concave (`View.dip`). Empty without that evidence."""
+    if not view.dip or not view.ok:
+        return []
+    top = max(view.ok.values()) * (1 + view.tolerance)
+    return [g for g in beside_best(view, all_gaps(view))
+            if not (view.work_grows and g.lo in view.ok and view.x[g.lo] > 0
+                    and view.ok[g.lo] * (1 + STEP_TIME_NOISE) * view.x[g.hi - 1]
+                    / view.x[g.lo] <= top)]
+
+
+def flattens(view: View, points: list[int], lo: int, hi: int) -> int | None:
+    """The gap's edge away from the best (lo, hi beside it), where the secant beyond it
+    spans a bend: either of its runs measured below the chord of its neighbours beyond two
+    runs' noise (`View.kinks`), and TGS falling from the best through the bend to the run
+    past it (a fall that flattens: convex there). A concave bound holds only where the
+    curve is concave; a secant over a convex stretch, extended, runs under it (red team
+    y12: 5, 10, 15 read 1257, 716, 605; the line 10-15 put 6 at ~1019 with the valley
+    lift, where it was 1400). None elsewhere: a valley's floor (TGS rising past it) and a
+    bend the runs read as tile alignment (`tile_size`: the tile rule runs the multiples
+    beside the best) keep the seed's lifted secants (`gap_bound`)."""
+    if tile_size(view) is not None:
+        return None  # the runs read as tile alignment: the bend is the tiles (shapes.py)
+    best_i = max(view.ok, key=lambda i: view.ok[i])
+    if best_i == lo:
+        far = points[points.index(hi):] if hi in view.ok else []
+    elif best_i == hi and lo >= 0:
+        far = points[:points.index(lo) + 1][::-1]
+    else:
+        return None
+    # far: the runs outward from the gap; its secant is far[0]-far[1]. A bend at either
+    # run, and TGS falling from the best through it to the run past it.
+    tgs = [view.ok[best_i], *(view.ok[i] for i in far[:3])]
+    for k in (0, 1):
+        if k + 1 < len(far) and far[k] in view.kinks \
+                and all(a > b for a, b in itertools.pairwise(tgs[:k + 3])):
+            return far[0]
+    return None
 
 
 def all_gaps(view: View) -> list[Gap]:
@@ -61,12 +103,21 @@ def gap_bound(view: View, points: list[int], lo: int, hi: int, top: int | None =
     # raised by that depth (the gaps within it of the best are explored, not settled).
     lift = view.dip * max(tgs.values(), default=0.0)
     k = points.index(lo) if lo in tgs else -1
-    if k >= 1:  # secant (points[k-1], lo) extended upward
+    j = points.index(hi) if hi in tgs else -1
+    left, right = k >= 1, 0 <= j < len(points) - 1
+    # Beside the best, where the runs fall away from it less steeply past the gap than
+    # across it (a fall that flattens), the far side's secant runs under the curve next
+    # to the best: only the best's own side bounds the gap (`flattens`). Without a run
+    # beyond the best on its own side, the far secant stands (lifted, as below) until the
+    # gap past the best, unbounded, has run.
+    far = flattens(view, points, lo, hi)
+    if left and right and far is not None:
+        left, right = far != lo, far != hi
+    if left:  # secant (points[k-1], lo) extended upward
         a = points[k - 1]
         lines.append(_secant(x[lo], tgs[lo] + lift, (tgs[lo] - tgs[a]) / (x[lo] - x[a]),
                              x[lo] - x[a], view.flat))
-    j = points.index(hi) if hi in tgs else -1
-    if 0 <= j < len(points) - 1:  # secant (hi, points[j+1]) extended downward
+    if right:  # secant (hi, points[j+1]) extended downward
         c = points[j + 1]
         if lo < 0 and (view.cliff_slow or x[c] >= 2 * x[hi]) \
                 and tgs[c] - tgs[hi] <= view.flat * max(tgs[c], tgs[hi]):

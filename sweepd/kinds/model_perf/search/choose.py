@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import math
 
-from sweepd.kinds.model_perf.search.bounds import Choice, Gap, beside_best, open_gaps
+from sweepd.kinds.model_perf.search.bounds import (
+    Choice,
+    Gap,
+    beside_best,
+    flattens,
+    open_gaps,
+)
 from sweepd.kinds.model_perf.search.shapes import aligned_next, below_first, ladder, on_floor
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_SLACK,
@@ -113,13 +119,20 @@ def _probe_in(view: View, gap: Gap, top: float) -> Choice:
     if gap.lo == max(view.ok):
         return _climb(view, gap, bound)
     best_i = max(view.ok, key=lambda i: view.ok[i])
-    if math.isinf(gap.trend) and best_i in (gap.lo, gap.hi) and gap.lo >= 0:
+    far = flattens(view, sorted(view.ok), gap.lo, gap.hi) if gap.lo >= 0 else None
+    if best_i in (gap.lo, gap.hi) and gap.lo >= 0 and (math.isinf(gap.trend)
+                                                       or far is not None):
         # Next to the best: a step from it that the TGS trend should tell apart from the
-        # noise, so the secant through the two bounds the rest of that side.
+        # noise, so the secant through the two bounds the rest of that side. Also across
+        # a fall that flattens (bounds.flattens), where a midpoint only halves the gap.
         i = _step_from(view, best_i, gap)
+        bend = "" if far is None else (
+            f"; the runs fall less steeply past {view.name(far)} than across the gap (a "
+            "fall that flattens: the curve is convex there), so the secant beyond it bounds "
+            "nothing beside the best")
         return i, (f"{view.name(i)} near the best ({view.name(best_i)}) between "
                    f"{_edge(view, gap.lo)} and {_edge(view, gap.hi)} ({bound}): the secant "
-                   "through the two bounds the rest of that side")
+                   f"through the two bounds the rest of that side{bend}")
     if math.isinf(gap.trend) and gap.lo < 0:
         # Nothing below the lowest good value: a step below it gives a secant that, on the
         # usual rising curve, settles the whole bottom gap in one run.

@@ -13,7 +13,7 @@ from sweepd.kinds.model_perf.search.space import (
     LADDER_FLOOR,
     LADDER_STEP,
 )
-from sweepd.kinds.model_perf.search.view import View
+from sweepd.kinds.model_perf.search.view import View, tile_size
 
 
 def ladder(view: View) -> Choice | None:
@@ -45,36 +45,12 @@ def ladder(view: View) -> Choice | None:
                "narrowing assumes one peak and would stop here")
 
 
-def _tile(view: View) -> int | None:
-    """The batch multiple (8, else 4) the runs show running faster than the batches
-    between: a run off the multiples measured beyond two runs' noise (FLAT) below the
-    chord of the two runs either side of it, both multiples (a concave curve never lies
-    below a chord). A run at a multiple that far above the chord of two runs off them
-    counts only once some run lies below a chord (`dip`): a concave curve's kink lies above
-    its chords too. None without that evidence."""
-    points = sorted(i for i in view.ok if i in view.own)
-    if not view.work_grows or len(points) < 3:
-        return None
-    top = max(view.ok[i] for i in points)
-    for size in (8, 4):
-        on = [int(view.x[i]) % size == 0 for i in points]
-        for k in range(1, len(points) - 1):
-            if on[k - 1] != on[k + 1] or on[k] == on[k - 1] or (on[k] and not view.dip):
-                continue
-            a, b, c = points[k - 1], points[k], points[k + 1]
-            chord = view.ok[a] + (view.ok[c] - view.ok[a]) * (view.x[b] - view.x[a]) / \
-                (view.x[c] - view.x[a])
-            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > view.flat * top:
-                return size
-    return None
-
-
 def aligned_next(view: View) -> Choice | None:
-    """Once the runs show a batch multiple running faster (tile alignment: _tile), the
+    """Once the runs show a batch multiple running faster (tile alignment: view.tile_size), the
     multiples either side of the best are the likeliest faster batches, whatever the
     secants through the slower batches between say: run them, nearest the rising side
     first. A concave bound over the batches off the multiples cannot bound the multiples."""
-    size = _tile(view)
+    size = tile_size(view)
     if size is None:
         return None
     best_i = max(view.ok, key=lambda i: view.ok[i])

@@ -1,5 +1,6 @@
 """The runs mapped onto the candidate values (View): which passed and how fast, where the
-lowest failure is, what memory predicts, and whether the curve showed a valley."""
+lowest failure is, what memory predicts, whether the curve showed a valley (runs below the
+chord of their neighbours) and whether the runs read as tile alignment (`tile_size`)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ class View:
     # of it, where that is beyond two runs' noise (FLAT): evidence that the curve is not
     # concave (a valley, a batch off the tile multiples); 0 without such evidence.
     dip: float = 0.0
+    # The runs so measured (each below the chord of its neighbours beyond FLAT): a secant
+    # through one of them, extended past it, bounds nothing on the other side (bounds.py).
+    kinks: frozenset[int] = frozenset()
     own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
     multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
     flat: float = 2 * NOISE  # SearchSpace.flat: two runs' noise
@@ -101,13 +105,14 @@ class View:
         own = frozenset(i for i, p in known if not p.earlier)
         numeric = all(is_numeric(v) for v in space.candidates)
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
+        below = _below_chords(x, {i: t for i, t in ok.items() if i in own}, space.flat)
         fit = memory_fit(probes) if numeric else None
         pred, why, proven = predict(x, fit, alloc_floor(probes, fit), max(ok, default=-1))
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
-                   _dip(x, {i: t for i, t in ok.items() if i in own}, space.flat), own,
+                   max(below.values(), default=0.0), frozenset(below), own,
                    space.multi_peak and space.work_grows and numeric, space.flat,
                    space.tolerance, _contradicts(probes, where, cliff))
 
@@ -154,22 +159,46 @@ def _contradicts(probes: Sequence[Probe], where: dict[Value, int], cliff: int) -
     return len(hits) >= 2 and any(where.get(probes[k].value) == cliff for k in hits)
 
 
-def _dip(x: tuple[float, ...], ok: dict[int, float], flat: float) -> float:
-    """The deepest a run measured below the chord through the runs either side of it, as
-    a share of the best, when deeper than two runs' noise (else 0). A concave curve lies on
-    or above every chord; a run below one beyond the noise is a valley the secants would
-    bound over."""
+def _below_chords(x: tuple[float, ...], ok: dict[int, float], flat: float
+                  ) -> dict[int, float]:
+    """Each run measured below the chord through the runs either side of it by more than
+    two runs' noise, and how far, as a share of the best. A concave curve lies on or above
+    every chord; a run below one beyond the noise is a valley the secants would bound
+    over, or the bend of a fall that flattens."""
     points = sorted(ok)
-    if len(points) < 3:
-        return 0.0
-    top = max(ok.values())
-    if top <= 0:
-        return 0.0  # nothing measured any throughput: no share of it to compare
-    deepest = 0.0
+    top = max(ok.values(), default=0.0)
+    if len(points) < 3 or top <= 0:
+        return {}  # no chord, or nothing measured any throughput to take a share of
+    below: dict[int, float] = {}
     for a, b, c in zip(points, points[1:], points[2:], strict=False):
         chord = ok[a] + (ok[c] - ok[a]) * (x[b] - x[a]) / (x[c] - x[a])
-        deepest = max(deepest, (chord - ok[b]) / top)
-    return deepest if deepest > flat else 0.0
+        if (chord - ok[b]) / top > flat:
+            below[b] = (chord - ok[b]) / top
+    return below
+
+
+def tile_size(view: View) -> int | None:
+    """The batch multiple (8, else 4) the runs show running faster than the batches
+    between: a run off the multiples measured beyond two runs' noise (FLAT) below the
+    chord of the two runs either side of it, both multiples (a concave curve never lies
+    below a chord). A run at a multiple that far above the chord of two runs off them
+    counts only once some run lies below a chord (`dip`): a concave curve's kink lies above
+    its chords too. None without that evidence."""
+    points = sorted(i for i in view.ok if i in view.own)
+    if not view.work_grows or len(points) < 3:
+        return None
+    top = max(view.ok[i] for i in points)
+    for size in (8, 4):
+        on = [int(view.x[i]) % size == 0 for i in points]
+        for k in range(1, len(points) - 1):
+            if on[k - 1] != on[k + 1] or on[k] == on[k - 1] or (on[k] and not view.dip):
+                continue
+            a, b, c = points[k - 1], points[k], points[k + 1]
+            chord = view.ok[a] + (view.ok[c] - view.ok[a]) * (view.x[b] - view.x[a]) / \
+                (view.x[c] - view.x[a])
+            if (view.ok[b] - chord if on[k] else chord - view.ok[b]) > view.flat * top:
+                return size
+    return None
 
 
 def _alignment(v: float) -> int:
