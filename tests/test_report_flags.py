@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import sweepd.cli.report as report_cli
-from sweepd.cli.main import build_parser
+from sweepd.cli.main import UsageError, build_parser
 from sweepd.kinds.registry import ClientHooks, ClientOutput, Kind, ReportFlag, kinds
 
 GENERIC = {"-h", "--help", "--socket", "--json", "--state-dir", "--plot"}
@@ -121,3 +121,20 @@ def test_kinds_sharing_a_flag_must_shape_it_alike(with_kinds: Any) -> None:
     with pytest.raises(ValueError, match="kind odd declares report flag --apply unlike kind "
                                          "model-perf"):
         report_cli.kind_flags()
+
+
+def test_a_tuning_md_path_ending_in_a_slash_is_a_directory_or_refused(
+        tmp_path: Path) -> None:
+    """Red team: `report --tuning-md newdir/` wrote a file named `newdir` (a Path drops the
+    trailing separator). A directory that exists is written into; one that does not is one
+    clear line, before anything is written."""
+    report_cli.kind_flags.cache_clear()
+    parser = _report_parser()
+    there = tmp_path / "out"
+    there.mkdir()
+    assert parser.parse_args(["1", "--tuning-md", f"{there}/"]).tuning_md == there
+    assert parser.parse_args(["1", "--tuning-md", str(tmp_path / "f.md")]).tuning_md == \
+        tmp_path / "f.md"  # a file name as given
+    with pytest.raises(UsageError, match=f"--tuning-md: {tmp_path / 'newdir'}/: no such dir"):
+        parser.parse_args(["1", "--tuning-md", f"{tmp_path / 'newdir'}/"])
+    assert not (tmp_path / "newdir").exists()

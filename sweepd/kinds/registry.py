@@ -7,8 +7,10 @@ discovered here, so adding a kind touches no shared file.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
+import os
 import pkgutil
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +113,16 @@ class ClientOutput:
     fail: Callable[[argparse.Namespace, str], int]
     say: Callable[..., None]
     print_json: Callable[[Any], None]
+
+
+def output_path(text: str) -> Path:
+    """A report flag's file or directory to write into. A path ending in a separator names
+    a directory: one that does not exist is refused here (Path drops the separator, and
+    `--tuning-md newdir/` wrote a file named `newdir`)."""
+    path = Path(text)
+    if text.endswith(("/", os.sep)) and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    return path
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from sweepd.kinds.campaign import report as campaign_report
 from sweepd.kinds.campaign.results import cells_of, confirmed_cells
 from sweepd.kinds.model_perf.exports import write_batch
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag, output_path
 from sweepd.kinds.xla_tuning.exports import write_recipe
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_files
@@ -31,7 +31,7 @@ REPORT_FLAGS = (
                options={"type": Path, "nargs": "?", "const": THE_CHECKOUT, "metavar": "FILE"}),
     ReportFlag("--tuning-md", "write <MODEL_TAG>-campaign.md here (default: in the current "
                               "directory)", acts=True,
-               options={"type": Path, "nargs": "?", "const": Path(), "metavar": "PATH"},
+               options={"type": output_path, "nargs": "?", "const": Path(), "metavar": "PATH"},
                completes_files=True),
 )
 

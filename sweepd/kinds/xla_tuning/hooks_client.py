@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
+from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag, output_path
 from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning import sourced, tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
@@ -37,7 +37,7 @@ REPORT_FLAGS = (
     ReportFlag("--tuning-md", "write <MODEL_TAG>-tuning.md here (default: in the current "
                               "directory); a file covering another parallelism is extended, "
                               "with the sign-flip table", acts=True,
-               options={"type": Path, "nargs": "?", "const": Path(), "metavar": "PATH"},
+               options={"type": output_path, "nargs": "?", "const": Path(), "metavar": "PATH"},
                completes_files=True),
 )
 
