@@ -83,11 +83,8 @@ def before_bounded_question(inp: Inputs, board: Board, cands: Candidates,
     name = open_question(inp, board, cands)
     if name is None:
         return []
-    r = reading(board, name, t)
-    fresh = len(board.claim.fresh(name, t))
-    why = (f"{name} reads {r:+.2%} on {fresh} fresh run(s), above the "
-           f"+{inp.bounded_gain:.0%} bar but not significantly: measured again before "
-           "the cell is called bounded")
+    why = (f"{said(board, name, t)}, above the +{inp.bounded_gain:.0%} bar but not "
+           "significantly: measured again before the cell is called bounded")
     out: list[Item] = []
     if n_base < BASE_N:
         out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
@@ -102,11 +99,21 @@ def open_note(inp: Inputs, board: Board, cands: Candidates) -> str:
     name = open_question(inp, board, cands, fresh_only=True) if inp.bounded_question else None
     if name is None:
         return ""
-    t = inp.tags[0]
-    fresh = len(board.claim.fresh(name, t))
-    span = board.claim.interval(name, t)
+    return (f"; not shown either way: {said(board, name, inp.tags[0])}, above "
+            f"+{inp.bounded_gain:.0%} but not significantly")
+
+
+def said(board: Board, name: str, tag: str) -> str:
+    """The recipe's reading as measured: on its fresh runs with their interval, or, with
+    none yet, over all its runs, the one that selected it among them."""
+    fresh = len(board.claim.fresh(name, tag))
+    if not fresh:
+        e = board.get(name, tag)
+        n = e.n if e is not None else 0
+        return (f"{name} reads {reading(board, name, tag):+.2%} over its {n} run(s), the one "
+                "that selected it among them")
+    span = board.claim.interval(name, tag)
     where = (f" (95 % interval {span[0]:+.2%} to {span[1]:+.2%})" if span is not None
              else "")
-    return (f"; not shown either way: {name} reads {reading(board, name, t):+.2%} on "
-            f"{fresh} run(s) that did not select it{where}, above "
-            f"+{inp.bounded_gain:.0%} but not significantly")
+    return (f"{name} reads {reading(board, name, tag):+.2%} on {fresh} run(s) that did not "
+            f"select it{where}")

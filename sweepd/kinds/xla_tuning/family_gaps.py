@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
 # after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.
 SPARE_RUNS = 4
+ROOMIER = "wave.oom_beside_memory"  # the rule of a run beside more memory
 
 
 def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
@@ -40,13 +41,13 @@ def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
     first values of mechanisms never seeded, then family values."""
     if not inp.family_gaps:
         return []
-    fit = _fit(inp, board)
-    roomier = [] if cands.seeds(focus_only=False) else beside_more_memory(cands)
-    if roomier and fit + SPARE_RUNS > 0:
-        # One run each, worth a whole recipe: taken while any run still fits before the
-        # stop (at 15-minute jobs the spare runs kept left it out of every sweep).
-        return roomier[:min(fit + SPARE_RUNS, inp.wave_size)]
-    return left_to_run(cands)[:min(fit, inp.wave_size)] if fit > 0 else []
+    left = left_to_run(cands)
+    # A flag that ran out of memory alone, beside the memory fraction: one run each, worth
+    # a whole recipe, taken while any run still fits before the stop (at 15-minute jobs
+    # the spare runs kept left it out of every sweep).
+    roomier = bool(left) and left[0][2] == ROOMIER
+    fit = _fit(inp, board) + (SPARE_RUNS if roomier else 0)
+    return left[:min(fit, inp.wave_size)] if fit > 0 else []
 
 
 def left_to_run(cands: Candidates) -> list[Item]:
@@ -75,7 +76,7 @@ def beside_more_memory(cands: Candidates) -> list[Item]:
                 continue
             s = cands._profile("+".join(sorted([p.name, mem.name])))
             if cands._ok(s):
-                out.append((s, t, "wave.oom_beside_memory",
+                out.append((s, t, ROOMIER,
                             f"{p.name} ran out of memory alone ({oom.detail or 'OOM'}); "
                             f"{mem.name} gives XLA more of the HBM: {s.name} once"))
     return out

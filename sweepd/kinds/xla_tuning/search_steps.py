@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning import wave_rules as rules
 from sweepd.kinds.xla_tuning.candidates_base import CandidatesBase, Item, best_recipe
-from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile
+from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile, secondary_axis
 from sweepd.kinds.xla_tuning.results import BASELINE, RESTORE, Entry
 
 
@@ -156,7 +156,7 @@ class SearchSteps(CandidatesBase):
     def seeds(self, focus_only: bool) -> list[Item]:
         """The first value of every untried family, mechanisms in the evidence's order."""
         # Two axes: the secondary axis's first mechanism (third in `order`) is seeded too.
-        two = len(self.inp.parallelism.ordered_axes()) >= 2
+        two = secondary_axis(self.inp.parallelism, list(self.order)) is not None
         focus = (self.inp.focus if self.inp.stop != "seed"
                  else min(self.inp.focus, rules.SEED_FOCUS + two))
         mechs = self.order[:focus] if focus_only else self.order
