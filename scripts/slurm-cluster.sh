@@ -66,7 +66,14 @@ node_names() {
 }
 NAMES=$(node_names)
 
-alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A pid file's process is alive and is the daemon the file names (slurmd-chiNNNN.pid: slurmd): a
+# pid file outlives its daemon, and a busy machine may give its number to another process.
+alive() {
+    local pid name
+    pid=$(cat "$1" 2>/dev/null) && [[ -n $pid ]] || return 1
+    name=$(basename "$1" .pid)
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${name%%-*}" ]]
+}
 
 # The Debian packages of the commands the cluster needs that are not installed (one line).
 cmd_missing() {
@@ -160,17 +167,34 @@ start_munge() {
         --seed-file="$DIR/munge/munged.seed"
 }
 
+# Start slurmctld unless it runs, and wait until it answers: one still going down (a test's
+# controller outage) is waited for and then replaced, one that died starting is started again.
+start_controller() {
+    local i since=99
+    for ((i = 0; i < 60; i++)); do
+        if alive "$DIR/run/slurmctld.pid"; then
+            SLURM_CONF=$CONF scontrol ping >/dev/null 2>&1 && return 0
+        elif ((since >= 5)); then
+            # -c: no jobs recovered from an earlier start's state (a test that lists the jobs
+            # the controller remembers read an earlier run's job as its own).
+            slurmctld -c -f "$CONF" || true
+            since=0
+        fi
+        sleep 0.5
+        since=$((since + 1))
+    done
+    echo "slurmctld did not answer within 30 s; the end of $DIR/log/slurmctld.log:" >&2
+    tail -n 20 "$DIR/log/slurmctld.log" >&2
+    return 1
+}
+
 cmd_start() {
     cmd_install
     mkdir -p "$DIR"/{state,run,log,spool}
     chmod 0755 "$DIR"
     write_conf
     start_munge
-    if ! alive "$DIR/run/slurmctld.pid"; then
-        # -c: no jobs recovered from an earlier start's state (a test that lists the jobs the
-        # controller remembers read an earlier run's job as its own).
-        slurmctld -c -f "$CONF"
-    fi
+    start_controller
     local n
     for n in $NAMES; do
         mkdir -p "$DIR/spool/$n"
@@ -191,6 +215,9 @@ cmd_check() {
         if ((SECONDS >= deadline)); then
             echo "nodes not ready after 60 s:" >&2
             echo "$states" >&2
+            alive "$DIR/run/slurmctld.pid" || echo "slurmctld is not running" >&2
+            echo "the end of $DIR/log/slurmctld.log:" >&2
+            tail -n 20 "$DIR/log/slurmctld.log" >&2
             exit 1
         fi
         sleep 1
@@ -215,7 +242,7 @@ stop_pidfile() {
     local f=$1 pid i
     [[ -s $f ]] || return 0
     pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$f"; then
         kill "$pid" 2>/dev/null || true
         for ((i = 0; i < 50; i++)); do
             kill -0 "$pid" 2>/dev/null || break
@@ -230,7 +257,7 @@ cmd_stop() {
     local f
     shopt -s nullglob
     # Every slurmd is asked at once (each takes a second or two to go), then each is waited for.
-    for f in "$DIR"/run/slurmd-*.pid; do kill "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
+    for f in "$DIR"/run/slurmd-*.pid; do alive "$f" && kill "$(cat "$f")" 2>/dev/null || true; done
     for f in "$DIR"/run/slurmd-*.pid; do stop_pidfile "$f"; done
     stop_pidfile "$DIR/run/slurmctld.pid"
     stop_pidfile "$DIR/run/munged.pid"
