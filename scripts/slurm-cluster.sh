@@ -240,9 +240,9 @@ cmd_check() {
 
 stop_pidfile() {
     local f=$1 pid i
-    [[ -s $f ]] || return 0
-    pid=$(cat "$f")
-    if alive "$f"; then
+    # A slurmd removes its own pid file as it goes.
+    pid=$(cat "$f" 2>/dev/null) || return 0
+    if [[ -n $pid ]] && alive "$f"; then
         kill "$pid" 2>/dev/null || true
         for ((i = 0; i < 50; i++)); do
             kill -0 "$pid" 2>/dev/null || break
@@ -257,7 +257,7 @@ cmd_stop() {
     local f
     shopt -s nullglob
     # Every slurmd is asked at once (each takes a second or two to go), then each is waited for.
-    for f in "$DIR"/run/slurmd-*.pid; do alive "$f" && kill "$(cat "$f")" 2>/dev/null || true; done
+    for f in "$DIR"/run/slurmd-*.pid; do alive "$f" && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
     for f in "$DIR"/run/slurmd-*.pid; do stop_pidfile "$f"; done
     stop_pidfile "$DIR/run/slurmctld.pid"
     stop_pidfile "$DIR/run/munged.pid"

@@ -110,12 +110,20 @@ def run_cluster_script(verb: str, timeout: float = 120) -> subprocess.CompletedP
     )
 
 
+def _controller_answers() -> bool:
+    """A checked cluster whose controller a failed test left down is started again: one
+    failure does not fail every later test of its cluster."""
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30,
+                          check=False, env={**os.environ, **cluster_env()})
+    return ping.returncode == 0
+
+
 def ensure_cluster() -> dict[str, str]:
     """Env for Slurm client commands of a running, checked cluster; fails the test if not."""
     # The stand-in submit.sh pauses 3 s before its post-submit check, as the real one does;
     # tests shorten the pause (its test knob) unless they set it themselves.
     os.environ.setdefault("FAKE_SUBMIT_CHECK_DELAY_S", "0.2")
-    if _current in _checked:
+    if _current in _checked and _controller_answers():
         return cluster_env()
     check = run_cluster_script("check")
     if check.returncode == 0:
