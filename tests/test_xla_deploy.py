@@ -244,9 +244,13 @@ async def test_a_conditional_verdict_needs_force(daemon: Daemon, tmp_path: Path)
         assert code == 2 and err.count("\n") == 1 and why in err
         assert f"sweep {sid}'s verdict is conditional" in err and "--force" in err
         assert env.read_text() == DEEPSEEK
-    code, _, err = await daemon.run("report", str(sid), "--apply", "--force")
+    code, out, err = await daemon.run("report", str(sid), "--apply", "--force")
     assert code == 0, err
     assert in_effect(env, "FSDP=8")["xla_gpu_enable_pipelined_all_gather"] == "true"
+    # What it was written without is said in the block and on the terminal: the env file
+    # cannot tell config tags apart, so the block applies to the tag it regresses too.
+    said = "applies to every config tag of this parallelism, including dense"
+    assert said in out and f"# written with --force: {said}" in env.read_text()
 
 
 def git(repo: Path, *args: str) -> str:

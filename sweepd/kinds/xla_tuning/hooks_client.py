@@ -167,13 +167,14 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
             person_commit.branch_of(target)  # refused before anything is written
         except person_commit.CommitError as e:
             return io.fail(args, str(e))
+    forced = _forced_note(verdict) if refusal else []
     try:
         cell = Parallelism.parse(str(plan["parallelism"]))
         over = tuning.get("job_overrides")
         jobs = sourced.cell_jobs(target, model, cell, over if isinstance(over, dict) else None)
         # One block per model and parallelism: a later sweep's recipe replaces it.
         block = apply_env_patch(target, model, cell, [
-            f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed"],
+            f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed", *forced],
             [str(line) for line in plan["lines"]], force=bool(getattr(args, "force", False)),
             jobs=jobs)
     except (ApplyError, ValueError) as e:
@@ -183,6 +184,8 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
     io.say(f"{target}: the {par} recipe written (guarded by parallelism and model), in "
            f"effect when sourced as {', '.join(j.name for j in jobs)}:\n{block}",
            err=bool(args.json))
+    if forced:
+        io.say(forced[0].removeprefix("# "), err=bool(args.json))
     shared = _shared(target, model)
     if shared:
         out["applied"]["shared"] = shared
@@ -197,6 +200,20 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         out["committed"] = where
         io.say(f"committed on {where}: {message}", err=bool(args.json))
     return 0
+
+
+def _forced_note(verdict: dict[str, Any]) -> list[str]:
+    """A conditional verdict written with --force says, in the block and on the terminal,
+    what it was written without: an env file cannot tell config tags apart (they are MaxText
+    overrides, not its environment), so the block applies to every tag of the parallelism."""
+    cond = verdict.get("conditional")
+    regressed = verdict.get("regressed") or (cond if isinstance(cond, list) else [])
+    if regressed:
+        return [f"# written with --force: applies to every config tag of this parallelism, "
+                f"including {', '.join(map(str, regressed))}, which it regresses by more "
+                "than the limit"]
+    why = str(verdict.get("conditional_reason") or "its confirmation or Wave 6 was not done")
+    return [f"# written with --force: conditional ({why})"]
 
 
 def _shared(target: Path, model: str) -> str | None:
