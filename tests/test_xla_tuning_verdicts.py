@@ -192,7 +192,10 @@ def test_the_8h_stop_reads_the_bounded_rule_on_what_was_run() -> None:
         "baseline", "evidence", "restore_default", "lhs", "nbuf", "mem95")][:24]]
     flat = [_ok(p, 1000.0 + (i % 3)) for i, p in enumerate(singles[:25])]
     contender = [_ok(singles[25], 1012.0, 4)]   # one run at +1.2 %: re-run as a contender
-    results = [*_base(), *flat, *contender, _ok("lhs", 1000.0, 5, queue_s=H8)]
+    # Jobs of ~11 minutes: 8 h hold 42 runs (under 40, `wave_rules.few_runs`, a contender
+    # that cannot reach +5 % is not re-run, and none is cut off).
+    ran = [*_base(13), *flat, *contender]
+    results = [*ran, _ok("lhs", 1000.0, 5, queue_s=H8 - 600.0 * len(ran))]
     v = plan(inp, results, EV)
     assert isinstance(v, Verdict) and v.kind is VerdictKind.BOUNDED, v
     assert v.rule == "stop.bounded" and v.recipe is None

@@ -17,9 +17,10 @@ class SearchSteps(CandidatesBase):
         best = max((self._d(e.profile) for e in self._candidates() if e.n >= 2), default=0.0)
         out: list[Item] = []
         near = False  # a fresh mean near the win bar is re-run: the baseline goes further
+        few = rules.few_runs(self.inp, self.board)
         for e in self._candidates():
             d, se = self._d(e.profile), self.board.search_se(e.profile, self.primary)
-            why = rules.rerun_reason(self.inp, e.n, d, se, best)
+            why = rules.rerun_reason(self.inp, e.n, d, se, best, few)
             rule = "noise.rerun"
             # Near the win bar after MAX_N runs: the next runs measure the claim (a recipe
             # with no claim run yet is judged on all of its runs).

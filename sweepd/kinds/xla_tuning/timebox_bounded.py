@@ -6,7 +6,7 @@ before its re-run, every mechanism seeded), so the verdict says "bounded" rather
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board
-from sweepd.kinds.xla_tuning.bounded_question import open_question
+from sweepd.kinds.xla_tuning.bounded_question import BASE_FLOOR, open_question
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.planned import Verdict
@@ -22,16 +22,20 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
     family values read a contender by noise ended on the timebox in 26 of 100 seeds)."""
     primary = inp.tags[0]
     tried = cands.distinct_tried()
+    base = board.base(primary)
     if (tried < inp.bounded_count or shapes_due(cands)
+            or (inp.bounded_question and (base.n if base is not None else 0) < BASE_FLOOR)
             or any(board.claim.above(e.profile, primary, inp.bounded_gain)
                    for e in board.measured(primary))
             or _one_run_contender(inp, board) or _unseeded(cands)
             or (inp.bounded_question
                 and open_question(inp, board, cands, fresh_only=True) is not None)):
-        # A contender the stop cut off before its re-run, a recipe reading above the bar
-        # on too few fresh runs to say (a true +3.2 % read +2.6 % on two), or a mechanism
-        # never run: the scope is not shown bounded, only "no change so far" (the timebox
-        # verdict).
+        # Fewer than BASE_FLOOR baseline runs (no bounded verdict rests on them: with few
+        # runs a contender is not re-run, nor the baseline with it, and a +3.2 % single
+        # stood behind one high baseline run), a contender the stop cut off before its
+        # re-run, a recipe reading above the bar on too few fresh runs to say (a true
+        # +3.2 % read +2.6 % on two), or a mechanism never run: the scope is not shown
+        # bounded, only "no change so far" (the timebox verdict).
         return None
     cut = dict.fromkeys(it[0].name for it in (*cands.confirmations(), *cands.stacks()))
     why = (f"; read at the {inp.max_queue_s / 3600:g} h stop, which came before "
