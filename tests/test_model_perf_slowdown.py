@@ -14,6 +14,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, next_probe, slowdown
 from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, pending, slow_bar
+from sweepd.kinds.model_perf.search.suspect import suspect
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import Run, RunParams
@@ -133,3 +134,52 @@ def test_the_plan_confirms_a_drop_then_asks_naming_the_runs_then_goes_on_if_resu
         stop.evidence)
     resumed = _plan(slowed, (SLOWED_STOP,))
     assert isinstance(resumed, list) and resumed[0].rule == "model_perf.upper_bound_probe"
+
+
+# Red team s14 at the default noise (~1 %): the node slowed from run 7 (22) on. 22, run
+# after 20 and 24, read 2.7 % under their chord: a concave curve does not do that.
+S14 = _runs((4, 500.0), (34, 1041.0), (30, 1195.0), (16, 1147.0), (24, 1372.0),
+            (20, 1316.0), (22, 1308.0))
+DEFAULT = batch_space(34)
+
+
+def test_by_default_a_later_run_below_its_neighbours_chord_runs_the_best_again() -> None:
+    found = suspect(DEFAULT, S14)
+    assert found is not None and found.startswith("22, run after its neighbours") \
+        and "20 and 24" in found
+    step = next_probe(DEFAULT, S14, runs_left=5, thorough=True)
+    # At once, not when the search settles: the budget the valley would take stays.
+    assert step is not None and step.value == 24 and step.rule == "slowdown_check"
+    assert step.repeat and "the runs point at it: 22" in step.why
+    # 24 read 8 % lower: the drop is read at the default noise too, and confirmed by 16
+    # (run before 24's first run) reading lower, the search stops to ask.
+    dropped = [*S14, Probe(24, Outcome.OK, 1263.0)]
+    confirm = next_probe(DEFAULT, dropped, runs_left=4, thorough=True)
+    assert confirm is not None and confirm.value == 16 and confirm.rule == "slowdown_confirm"
+    slowed = [*dropped, Probe(16, Outcome.OK, 1085.0)]
+    assert slowdown(DEFAULT, slowed) is not None
+    assert next_probe(DEFAULT, slowed, runs_left=3, thorough=True) is None
+    # 24 read as before: the dip was the curve's; the search goes on, and checks no more.
+    same = [*S14, Probe(24, Outcome.OK, 1368.0)]
+    going = next_probe(DEFAULT, same, runs_left=4, thorough=True)
+    assert going is None or going.rule not in ("slowdown_check", "slowdown_confirm")
+
+
+def test_no_check_where_the_runs_do_not_point_at_a_slowdown() -> None:
+    # 22 ran before both its neighbours: a slowdown after it lowers the chord, not 22.
+    before = _runs((4, 500.0), (16, 1147.0), (22, 1250.0), (20, 1316.0), (24, 1372.0))
+    assert suspect(DEFAULT, before) is None
+    # 22 ran after 20 but before the best (24): 24 run again could not show it.
+    early = _runs((4, 500.0), (16, 1147.0), (20, 1316.0), (22, 1250.0), (24, 1400.0))
+    assert suspect(DEFAULT, early) is None
+    # On or above the chord (within two runs' noise): a concave curve's reading.
+    concave = _runs((4, 500.0), (34, 1041.0), (30, 1195.0), (16, 1147.0), (24, 1372.0),
+                    (20, 1316.0), (22, 1330.0))
+    assert suspect(DEFAULT, concave) is None
+    step = next_probe(DEFAULT, concave, runs_left=5, thorough=True)
+    assert step is None or step.rule != "slowdown_check"
+    # Above NOISE the best and its rivals run again anyway: no run more for it.
+    noisy = replace(DEFAULT, noise=0.012)
+    assert check_run(noisy, S14, settled=False) is None
+    # Resumed past a stop for it: the runs are read as one curve.
+    assert check_run(replace(DEFAULT, slowdown_seen=True), S14, settled=False) is None

@@ -106,7 +106,9 @@ class ModelPerfSpec(_Spec):
                     "that reads lower beyond the noise, confirmed by one more run, stops the "
                     "sweep to ask (model_perf.nodes_slowed) instead of claiming an optimum "
                     "from mixed runs. Without it, runs made again anyway (noise above 1%) "
-                    "are read so (a departure from SKILL.md's one run a value; about +1 run)")
+                    "are read so, and at the default noise the best runs again only where a "
+                    "later run reads below the chord of its neighbours (a departure from "
+                    "SKILL.md's one run a value; about +1 run)")
     extend_budget: bool = Field(
         default=False,
         description="when max_runs runs out with an unexplored gap beside the best, take "

@@ -143,6 +143,10 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
         if confirm is not None:
             return confirm
         space = with_run_noise(space, probes)
+        early = check_run(space, probes, settled=False) if runs_left is None or runs_left >= 2 \
+            else None
+        if early is not None:
+            return early
     tried = {p.value for p in probes}
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)

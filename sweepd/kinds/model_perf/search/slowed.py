@@ -15,11 +15,15 @@ alignment, and the verdict named a batch up to 6.7 % below the true best (red te
   without a verdict, naming the runs at one of which the readings fell; plan.py asks.
 * Read by default where the noise is above NOISE: the best and its rivals run again there
   anyway (`repeat`), so it costs no run bar the confirmation (bench: +0.01 runs, 0.7 %
-  false asks at 1.3 % noise). At the default noise nothing runs twice (SKILL.md's one run
-  a value) and nothing is read, unless the spec's `check_slowdown` (off by default: about
-  +1 run a sweep) asks: then, once the search has settled, the best runs again if it ran
-  once and a run made after it reads within SLOW_MAX of it (a slowdown that large could
-  hide a faster value there; a run farther below it, or none after it, changes nothing).
+  false asks at 1.3 % noise). At the default noise nothing runs twice (SKILL.md's one
+  run a value) unless the runs point at a slowdown (`suspect`: a run made after a
+  neighbour reading below the chord of its neighbours, which a concave curve does not
+  do): then the best runs again at once if it ran once and a run made after it reads
+  within SLOW_MAX of it (`check_run`; once a sweep), and values run again are read
+  (bench: +0.02 runs where nothing slowed). The spec's `check_slowdown` (off by default:
+  about +1 run a sweep) also runs that check, without the evidence, once the search has
+  settled (a slowdown that large could hide a faster value there; a run farther below
+  it, or none after it, changes nothing).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from sweepd.kinds.model_perf.search.space import (
     mean_tgs,
     means,
 )
+from sweepd.kinds.model_perf.search.suspect import suspect
 
 SLOW_MAX = 0.10  # the largest slowdown looked for (a degraded GPU, thermal throttling)
 # A drop is a slowdown beyond this many of two runs' noise (FLAT): the difference of two
@@ -76,12 +81,15 @@ def slow_bar(space: SearchSpace) -> float:
     return space.flat * BAR
 
 
-def watching(space: SearchSpace) -> bool:
+def watching(space: SearchSpace, probes: Sequence[Probe] = ()) -> bool:
     """Values run again are read for a slowdown: the spec asks (check_slowdown), or the
     noise is above NOISE, where the best and its rivals run again anyway (`repeat`), so the
-    check costs no run there (bar one to confirm a drop). Off once a person resumed past
-    the stop (`slowdown_seen`)."""
-    return not space.slowdown_seen and (space.check_slowdown or space.noise > NOISE)
+    check costs no run there (bar one to confirm a drop), or the runs point at a slowdown
+    (`suspect`, read on each value's first run: it holds through the check it buys). Not
+    any value run twice: `measure_noise`'s second run of the best reads its gap as the
+    noise. Off once a person resumed past the stop (`slowdown_seen`)."""
+    return not space.slowdown_seen and (space.check_slowdown or space.noise > NOISE
+                                        or suspect(space, probes) is not None)
 
 
 def slowdown(space: SearchSpace, probes: Sequence[Probe]) -> Slowdown | None:
@@ -90,7 +98,7 @@ def slowdown(space: SearchSpace, probes: Sequence[Probe]) -> Slowdown | None:
     value a third time read below its first run beyond the bar (noise seldom repeats; a
     slowdown does). One drop alone is not enough: over a sweep's pairs at 1.3 % noise it
     came by chance in 3.7 % of the bench's sweeps where nothing slowed."""
-    if not watching(space):
+    if not watching(space, probes):
         return None
     pairs = _pairs(probes)
     for shown in _drops(space, pairs):
@@ -105,7 +113,7 @@ def confirm_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
     """A drop neither confirmed nor answered yet: the run that tells. Another value run
     before the drop's first run (the latest such), whose two runs then span the whole
     drop: a slowdown there reads it lower too; else the value a third time."""
-    if not watching(space):
+    if not watching(space, probes):
         return None
     pairs = _pairs(probes)
     for shown in _drops(space, pairs):
@@ -127,7 +135,7 @@ def confirm_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
 
 def pending(space: SearchSpace, probes: Sequence[Probe]) -> Pair | None:
     """A drop beyond the bar that no run confirmed or answered (the budget ran out)."""
-    if not watching(space) or slowdown(space, probes) is not None:
+    if not watching(space, probes) or slowdown(space, probes) is not None:
         return None
     pairs = _pairs(probes)
     return next((d for d in _drops(space, pairs)
@@ -172,12 +180,23 @@ def _answers(space: SearchSpace, shown: Pair, other: Pair) -> bool:
     return other.first <= shown.first and other.again >= shown.again
 
 
-def check_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
-    """The search has settled: the best runs again when a later run, read as much as
-    SLOW_MAX low, could be faster than it (the verdict compares runs from before and after
-    a possible slowdown); None when the check is off or nothing turns on it."""
-    if not space.check_slowdown or space.slowdown_seen:
+def check_run(space: SearchSpace, probes: Sequence[Probe], settled: bool = True
+              ) -> Step | None:
+    """The best runs again when a later run, read as much as SLOW_MAX low, could be faster
+    than it (the verdict would compare runs from before and after a possible slowdown): once
+    the search has `settled`, with the spec's check_slowdown; at any point, by default,
+    where the runs point at a slowdown (`suspect`: a later run below the chord of earlier
+    ones), once a sweep and only at the default noise (above it the best runs again anyway).
+    None when nothing turns on it."""
+    if space.slowdown_seen:
         return None
+    why = None
+    if not (settled and space.check_slowdown):
+        if space.noise > NOISE or _pairs(probes):
+            return None   # the best runs again anyway, or a value ran twice: drops are read
+        why = suspect(space, probes)
+        if why is None:
+            return None
     own = [p for p in probes if not p.earlier]
     runs = means(own)
     if not runs:
@@ -194,10 +213,12 @@ def check_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
     if not close:
         return None
     names = ", ".join(dict.fromkeys(str(p.value) for p in close))
+    asks = "the spec's check_slowdown" if why is None else \
+        f"the runs point at it: {why}"
     return Step(top, f"the best, {top}, ran before {names}, which read within "
                      f"{SLOW_MAX:.0%} of it: were the nodes to slow after it (a node "
                      "throttling, a degraded GPU), those later runs would read low and the "
                      f"verdict compare runs that are not comparable, so {top} runs again; "
                      "reading lower beyond the noise of two runs' difference "
-                     f"({slow_bar(space):.1%}), the runs are not one curve (the spec's "
-                     "check_slowdown)", repeat=True, rule="slowdown_check")
+                     f"({slow_bar(space):.1%}), the runs are not one curve ({asks})",
+                repeat=True, rule="slowdown_check")
