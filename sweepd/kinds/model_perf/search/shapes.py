@@ -156,8 +156,8 @@ def aligned_step(view: View, best_i: int, d: float, lo: int, hi: int) -> int:
     b = view.x[best_i]
     target = b + (d if view.x[lo] > b else -d)
     near = view.nearest(target, lo, hi)
-    if view.flat > 2 * ALIGN_NOISE:
-        return near
+    if not view.work_grows or view.flat > 2 * ALIGN_NOISE:
+        return near  # not a batch (no tiles), or too noisy to see them
     reach = ALIGN_SLACK * abs(target)
     ends = sorted((target - reach, target + reach))
     a = max(lo, view.last_at_most(ends[0] - 1e-9) + 1)
