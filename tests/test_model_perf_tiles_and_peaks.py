@@ -4,7 +4,7 @@ Tile alignment (red team b07): a multiple of 8 runs a few % faster than the batc
 it, on a rise to the largest fit, 50. The search ran 4, then 50 (the memory line's largest
 fit), then the step from it, 46: the secant through 46 and 50 settled 47..49, and the
 verdict was 50, 2.5 % below 48 (a multiple of 16). The step from the best now moves to a
-multiple of 8 within 12.5 % of its target, d/3..3d/2 from the best (up to 1.5 % noise): 48
+multiple of 8 within 12.5 % of its target, d/3..d from the best (up to 1.5 % noise): 48
 runs, measures the faster curve, and the tile rule explores it.
 
 A double peak (red team b04): the peak at 6, a valley at 14, a second peak at 28, 3 % lower.

@@ -25,6 +25,7 @@ def second_peak_room(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
         return None
     best_i = max(view.ok, key=lambda i: view.ok[i])
     spans = [f"{view.name(lo + 1)}..{view.name(hi - 1)}" for lo, hi in sorted(gaps)]
-    return (f"one peak assumed: {' and '.join(spans)} below the best ({view.name(best_i)}) "
+    named = spans[0] if len(spans) == 1 else f"{', '.join(spans[:-1])} and {spans[-1]}"
+    return (f"one peak assumed: {named} below the best ({view.name(best_i)}) "
             f"did not run, and a second peak there past a valley up to {LADDER_VALLEY:.0%} "
             "deep would not show in the runs (the spec's multi_peak runs them)")

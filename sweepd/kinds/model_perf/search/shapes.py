@@ -146,7 +146,7 @@ def below_first(view: View, gaps: Sequence[Gap]) -> bool:
 
 def aligned_step(view: View, best_i: int, d: float, lo: int, hi: int) -> int:
     """The step from the best (`d` away, toward lo..hi), moved to the nearest multiple of 8
-    within ALIGN_SLACK of it and d/3..3d/2 from the best: on a curve without tiles the
+    within ALIGN_SLACK of it and d/3..d from the best: on a curve without tiles the
     secant through it bounds the rest of that side about as well, and on one with them it
     measures the faster curve (red team b07: the largest fit 50, the step 46; 48, a
     multiple of 16, ran 2.5 % faster and never ran). Only up to ALIGN_NOISE: above it a
@@ -163,5 +163,5 @@ def aligned_step(view: View, best_i: int, d: float, lo: int, hi: int) -> int:
     a = max(lo, view.last_at_most(ends[0] - 1e-9) + 1)
     z = min(hi, view.last_at_most(ends[1]))
     tiles = [i for i in range(a, z + 1) if view.x[i] % 8 == 0 and i not in view.tried
-             and i not in view.blocked and d / 3 <= abs(view.x[i] - b) <= 1.5 * d]
+             and i not in view.blocked and d / 3 <= abs(view.x[i] - b) <= d]
     return min(tiles, key=lambda i: abs(view.x[i] - target), default=near)
