@@ -25,6 +25,7 @@ from sweepd.kinds.model_perf.search import (
     noise_said,
     open_beside_best,
     prior_mismatch,
+    second_peak_room,
     why_not_run,
     with_run_noise,
 )
@@ -76,7 +77,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
             return unsure
         notes = [n for n in (slowed, unsure, best_at_edge(spec, space, seen),
                              ungiven_beside_best(spec, space, seen), flat_top(space, seen),
-                             bent_beside_best(space, seen),
+                             bent_beside_best(space, seen), second_peak_room(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
                              _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None,

@@ -89,8 +89,10 @@ class ModelPerfSpec(_Spec):
         default=False,
         description="the TGS curve may have a second peak below the runs (another kernel or "
                     "schedule at small batches): before stopping, halve below the lowest run "
-                    "down to batch 8 while it measures within 15% of the best (a departure "
-                    "from SKILL.md's single-peak narrowing; about +0.6-0.8 runs)")
+                    "down to batch 8 while it measures within 15% of the best, then bisect "
+                    "each wide gap below the best that a valley 5% deep between its runs "
+                    "would open (a departure from SKILL.md's single-peak narrowing; about "
+                    "+1.0-1.4 runs). Off, the verdict names such gaps")
     measure_noise: bool = Field(
         default=False,
         description="before the verdict, run the best again: two runs of one value measure "

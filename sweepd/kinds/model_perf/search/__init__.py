@@ -50,16 +50,17 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   whose gaps beside the best only the concave bound settled on such a curve says so.
 * Tile alignment is a real GPU effect: a batch at a multiple of 8 (or 4) may run a few %
   faster than its neighbours. A loose target (the first probe, a midpoint, a step below
-  the lowest run) moves to the most aligned batch within 12.5% of it, which costs nothing
-  and measures the faster curve. Once a run off the multiples measures that far below the
+  the lowest run) moves to the most aligned batch within 12.5% of it, and the step from
+  the best to a multiple of 8 as near (up to 1.5% noise), which costs nothing and
+  measures the faster curve. Once a run off the multiples measures that far below the
   chord of two multiples either side (or, with a valley seen, a multiple that far above
   the chord of two runs off them), the multiples either side of the best run next: the
   secants through the slower batches between them bound nothing there.
-
 * A second peak below the runs (the spec's `multi_peak`, off by default: a departure from
   SKILL.md's single-peak narrowing): before stopping, halve below the lowest run down to 8,
-  whatever the secants say; a run there above the trend is explored by the rules above.
-
+  then bisect a wide gap below the best that a valley 5% deep would open, whatever the
+  secants say; a run there above the trend is explored by the rules above. Without it the
+  verdict names such gaps (`second_peak_room`): runs concave within the noise hide a valley.
 * An earlier sweep of the same cell (SearchSpace.prior): its runs stand in for values not
   run here, scaled by the ratio at the values both ran, while that ratio is within the
   noise and node variance (PRIOR_DRIFT) and the ratios agree (PRIOR_SHAPE). Beyond, its
@@ -70,10 +71,11 @@ Categorical spaces (e.g. `remat_policy`) have no order to exploit: every value i
 The package: `space` (what is searched and what ran, the constants), `memory` (the
 compiled-memory line), `view` (the runs on the candidates' axis), `bounds` (the gaps and
 their concave and step-time bounds), `shapes` (tile alignment, the floor past a steep fall,
-a pass below a silent failure, a second peak), `choose` (the next run and its reason),
-`repeat` (runs made again for the noise), `slowed` (runs that are not comparable: the nodes
-slowed mid-sweep), `prior` (an earlier sweep's runs standing in, and why they stop), and
-here the public questions: the next probe, the bound left, why a value was not run.
+a pass below a silent failure, a second peak; `second_peak` says where one could hide),
+`choose` (the next run and its reason), `repeat` (runs made again for the noise), `slowed`
+(runs that are not comparable: the nodes slowed mid-sweep), `prior` (an earlier sweep's
+runs standing in, and why they stop), and here the public questions: the next probe, the
+bound left, why a value was not run.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
 from sweepd.kinds.model_perf.search.prior import PriorMismatch, prior_mismatch, scaled_prior
 from sweepd.kinds.model_perf.search.repeat import noise_said, repeat_top, with_run_noise
+from sweepd.kinds.model_perf.search.second_peak import second_peak_room
 from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
@@ -117,7 +120,7 @@ __all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLE
            "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Slowdown", "Step",
            "Value", "batch_space", "bent_beside_best", "best", "best_mean", "flat_top",
            "means", "memory_fit", "next_probe", "next_value", "noise_said", "open_beside_best",
-           "prior_mismatch",
+           "prior_mismatch", "second_peak_room",
            "slowdown", "upper_bound", "why_not_run", "with_run_noise"]
 
 

@@ -12,7 +12,13 @@ from sweepd.kinds.model_perf.search.bounds import (
     flattens,
     open_gaps,
 )
-from sweepd.kinds.model_perf.search.shapes import aligned_next, below_first, ladder, on_floor
+from sweepd.kinds.model_perf.search.shapes import (
+    aligned_next,
+    aligned_step,
+    below_first,
+    ladder,
+    on_floor,
+)
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_SLACK,
     BOTTOM_STEP,
@@ -154,9 +160,7 @@ def _step_from(view: View, best_i: int, gap: Gap) -> int:
     slope = abs(view.ok.get(other, top) - top) / max(1e-9, abs(view.x[other] - view.x[best_i]))
     span = abs(view.x[other] - view.x[best_i])
     d = min(STEP_NOISE * view.flat / 2 * top / max(slope, 1e-12), STEP_SHARE * span)
-    target = view.x[best_i] + (d if other > best_i else -d)
-    lo, hi = gap.lo + 1, gap.hi - 1
-    return view.nearest(target, lo, hi)
+    return aligned_step(view, best_i, d, gap.lo + 1, gap.hi - 1)
 
 
 def _edge(view: View, i: int) -> str:

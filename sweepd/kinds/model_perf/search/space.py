@@ -27,9 +27,12 @@ SECANT_NOISE = 1.0  # a secant's slope is widened by this many FLATs of TGS over
 STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
 ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
 ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
+ALIGN_NOISE = 1.5 * NOISE  # the step from the best moves to a multiple of 8 up to this noise
 LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
 LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
 LADDER_DEPTH = 0.15  # ... and measured within this share of the best (else: on the rise)
+LADDER_VALLEY = 0.05  # multi_peak: then a gap below the best a valley this deep would open ...
+LADDER_GAP = 0.25  # ... spanning at least this share of its upper run's batch, is bisected
 MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
 # An earlier sweep of the same cell, run again at one of its values, reads within two runs'
 # noise (FLAT) and the hardware variance between node lists of one size (a cell is the node
