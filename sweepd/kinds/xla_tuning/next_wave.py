@@ -13,8 +13,9 @@ def wave_candidates(c: Candidates) -> list[Item]:
     """The next wave, at most wave_size runs, in search.py's order."""
     best = best_recipe(c)
     confirm = c.confirmations()
-    if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads first
-        return confirm[: c.inp.wave_size]
+    if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads
+        # first, after a rising family's next value when those re-runs cannot confirm it
+        return dedup(c.edge_neighbours() + confirm)[: c.inp.wave_size]
     items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     items = items or c.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
@@ -27,13 +28,18 @@ def wave_candidates(c: Candidates) -> list[Item]:
                  or (c.wave6(best) if best else []))
     if not items:
         items = c.pairs()
+    return dedup(items)[: c.inp.wave_size]
+
+
+def dedup(items: list[Item]) -> list[Item]:
+    """Each profile and config tag once, the first rule's reason kept."""
     seen: set[tuple[str, str]] = set()
     out: list[Item] = []
     for it in items:
         if (it[0].name, it[1]) not in seen:
             seen.add((it[0].name, it[1]))
             out.append(it)
-    return out[: c.inp.wave_size]
+    return out
 
 
 def roomier_first(c: Candidates) -> list[Item]:

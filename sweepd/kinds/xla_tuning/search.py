@@ -114,12 +114,14 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     """The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
     tested, Wave 6) goes before anything new, so the timebox verdict has it; once it has,
     the recipe it would name is measured once more on runs that decide nothing, and the
-    timebox verdict reads its gain there."""
+    timebox verdict reads its gain there. A numeric family rising toward an unrun value at
+    the edge of its values run has that value tried first while the leader reads under the
+    win bar (`SearchSteps.edge_neighbours`: those runs could not confirm it anyway)."""
     need = verdict_needs(inp, board, cands)
     if need and closing(inp, board, len(need)):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in need))
+            for p, tag, rule, reason in [*cands.edge_neighbours(), *need]))
     # A recipe above the bounded bar, not significantly, is measured further so the timebox
     # verdict can say which it is (proposed, or no change) rather than leave it open.
     # It goes before the report block's window, which keeps its runs once it opens.
@@ -132,7 +134,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     if question and closing(inp, board, len(question) + block):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in question))
+            for p, tag, rule, reason in [*cands.edge_neighbours(), *question]))
     return None
 
 

@@ -75,6 +75,50 @@ class SearchSteps(CandidatesBase):
                                 f"trying its neighbour"))
         return out
 
+    def edge_neighbours(self) -> list[Item]:
+        """The closing wave: a numeric family whose best value leads (or is within CONTENDER
+        of the best reading) at the edge of the values run, rising toward it by EDGE_RISE
+        from the value run next to it, has the unrun value beyond it tried before the
+        re-runs that could only narrow the leader's interval: when the leader reads under
+        the win bar (on its fresh runs, else on all), those re-runs cannot confirm it
+        (`claims.confirmed_win` needs a fresh mean >= +5 %). At 880 s jobs rs1G, rs768M,
+        rs512M read -1.1, +1.5, +3.3 % and the last wave re-ran rs512M and the baseline;
+        rs256M (+6.8 %) never ran. The value run here is not proposed on that one run."""
+        ranked = sorted(self._candidates(), key=lambda e: -self._d(e.profile))
+        if not ranked:
+            return []
+        best = ranked[0].profile
+        out: list[Item] = []
+        for fam, members in self._numeric_families().items():
+            done = [p for p in members if (e := self.board.get(p.name, self.primary))
+                    is not None and e.n]
+            if len(done) < 2:
+                continue
+            top = max(done, key=lambda p: self._d(p.name))
+            d = self._d(top.name)
+            if d < rules.LIVE or d < self._d(best) - rules.CONTENDER:
+                continue
+            below = [p for p in done if p.position < top.position]
+            above = [p for p in done if p.position > top.position]
+            if below and above:
+                continue  # not at an edge of the values run
+            inner = min(below or above, key=lambda p: abs(p.position - top.position))
+            i = top.position + (1 if below else -1)
+            if (self._d(inner.name) > d - rules.EDGE_RISE or not 0 <= i < len(members)
+                    or not self._ok(members[i])
+                    or max(self._reading(top.name), self._reading(best)) >= self.inp.win):
+                continue
+            out.append((members[i], self.primary, "wave.numeric_edge",
+                        f"{fam}: {inner.name} {self._d(inner.name):+.2%} -> {top.name} "
+                        f"{d:+.2%}, rising at the edge of the values run; its re-runs "
+                        f"cannot confirm it at +{self.inp.win:.0%}: trying {members[i].name}"))
+        return out
+
+    def _reading(self, name: str) -> float:
+        """The profile's delta on its fresh runs, else on all of them."""
+        fd = self.board.claim.delta(name, self.primary)
+        return self._d(name) if fd is None else fd
+
     def _ends(self, fam: str, members: list[Profile]) -> list[Item]:
         """A flat numeric family in a mechanism the evidence points at is not left on one
         value: its ends are tried (an effect may sit at one extreme only: PP=8 dense's

@@ -23,6 +23,7 @@ STACKS_PER_WAVE = 2
 SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
+EDGE_RISE = 0.01  # a family's edge value this far above its inner neighbour: the trend rises
 POLISH = 4  # endgame runs on the leader's neighbours and additions, per wave
 # Few runs: the 8 h at the job length measured so far hold fewer than this many runs (10-minute
 # jobs: 48; the simulated cluster's ~880 s: 33). The SKILL.md's plan spends a 48-run budget
