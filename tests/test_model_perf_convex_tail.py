@@ -12,7 +12,6 @@ The search's pure planner on a fixed curve (no noise), with MaxText's compiled-m
 
 from __future__ import annotations
 
-from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
@@ -22,12 +21,11 @@ from sweepd.kinds.model_perf.search import (
     SearchSpace,
     batch_space,
     bent_beside_best,
-    best,
     next_probe,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
-from sweepd.store.rows import Run, RunParams
+from tests.model_perf_curves import passed_run, sweep_curve
 
 LARGEST_FIT = 15
 MAX_RUNS = 12
@@ -41,24 +39,9 @@ def y12(b: int) -> float:
 
 
 def _sweep(estimate: int) -> tuple[int, list[int]]:
-    space = batch_space(estimate)
-    probes: list[Probe] = []
-    while len(probes) < MAX_RUNS and (step := next_probe(
-            space, probes, runs_left=MAX_RUNS - len(probes))) is not None:
-        b = int(step.value)
-        memory = dict(temp_gb=4.0 * b, fixed_gb=20.0, limit_gb=82.6)
-        probes.append(Probe(b, Outcome.OOM, None, alloc_gb=1.0, **memory) if b > LARGEST_FIT
-                      else Probe(b, Outcome.OK, y12(b), **memory))
-    top = best(probes)
-    assert top is not None
-    return int(top.value), [int(p.value) for p in probes]
-
-
-def _passed(seq: int, batch: int, tgs: float) -> Run:
-    return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
-               params_json=RunParams(overrides={"per_device_batch_size": batch}).to_json(),
-               nodes="chi[1-4]", state=RunState.PASSED, outcome="pass", tgs=tgs, mfu=None,
-               failure_class=None, detail=None, not_before=None)
+    found, probes, _ = sweep_curve(batch_space(estimate), y12, LARGEST_FIT, 4.0, 20.0, 82.6,
+                                   MAX_RUNS)
+    return found, [int(p.value) for p in probes]
 
 
 def test_the_flat_tails_secant_does_not_settle_the_gap_beside_the_best() -> None:
@@ -129,7 +112,7 @@ def test_the_verdict_says_the_curve_is_not_concave_beside_an_unrun_gap() -> None
     spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]",
                        "lower": 5, "upper": 15})
     assert isinstance(spec, ModelPerfSpec)
-    runs = [_passed(1, 5, 1257.0), _passed(2, 10, 716.0), _passed(3, 15, 800.0)]
+    runs = [passed_run(1, 5, 1257.0), passed_run(2, 10, 716.0), passed_run(3, 15, 800.0)]
     ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3", "chi4"], gpu_memory_gib=192,
                        facts=PerfFacts())
     done = plan(spec, ctx)

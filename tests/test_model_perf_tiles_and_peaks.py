@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
@@ -31,13 +30,12 @@ from sweepd.kinds.model_perf.search import (
     Probe,
     SearchSpace,
     batch_space,
-    best,
     next_probe,
     second_peak_room,
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
-from sweepd.store.rows import Run, RunParams
+from tests.model_perf_curves import passed_run, sweep_curve
 
 MAX_RUNS = 12
 POOL_GB = 178.6
@@ -57,25 +55,9 @@ B04 = (0.34128, 0.51728, 0.65975, 0.78405, 0.89638, 1.0, 0.99, 0.98, 0.97, 0.96,
 
 def _sweep(space: SearchSpace, curve: Sequence[float], per_batch_gb: float
            ) -> tuple[int, list[int], list[str]]:
-    probes: list[Probe] = []
-    whys: list[str] = []
-    while len(probes) < MAX_RUNS and (step := next_probe(
-            space, probes, runs_left=MAX_RUNS - len(probes))) is not None:
-        b = int(step.value)
-        whys.append(step.why)
-        memory = dict(temp_gb=round(per_batch_gb * b, 1), fixed_gb=7.0, limit_gb=POOL_GB)
-        probes.append(Probe(b, Outcome.OOM, None, alloc_gb=1.0, **memory) if b > len(curve)
-                      else Probe(b, Outcome.OK, round(1400.0 * curve[b - 1]), **memory))
-    top = best(probes)
-    assert top is not None
-    return int(top.value), [int(p.value) for p in probes], whys
-
-
-def _passed(seq: int, batch: int, tgs: float) -> Run:
-    return Run(id=seq, sweep_id=1, seq=seq, label=f"b={batch}",
-               params_json=RunParams(overrides={"per_device_batch_size": batch}).to_json(),
-               nodes="chi[1-4]", state=RunState.PASSED, outcome="pass", tgs=tgs, mfu=None,
-               failure_class=None, detail=None, not_before=None)
+    found, probes, whys = sweep_curve(space, lambda b: round(1400.0 * curve[b - 1]),
+                                      len(curve), per_batch_gb, 7.0, POOL_GB, MAX_RUNS)
+    return found, [int(p.value) for p in probes], whys
 
 
 def test_the_step_from_the_largest_fit_runs_the_multiple_of_eight() -> None:
@@ -108,7 +90,7 @@ def test_the_verdict_names_the_room_for_a_second_peak() -> None:
                        "lower": 1, "upper": 36})
     assert isinstance(spec, ModelPerfSpec)
     tgs = {4: 1093.0, 36: 1140.0, 20: 1319.0, 28: 1366.0, 32: 1239.0, 24: 1344.0}
-    runs = [_passed(k + 1, b, t) for k, (b, t) in enumerate(tgs.items())]
+    runs = [passed_run(k + 1, b, t) for k, (b, t) in enumerate(tgs.items())]
     ctx = SweepContext(runs=runs, nodes=["chi1", "chi2", "chi3", "chi4"], gpu_memory_gib=192,
                        facts=PerfFacts())
     done = plan(spec, ctx)

@@ -196,7 +196,7 @@ def upper_bound(space: SearchSpace, probes: Sequence[Probe], up_to: float | None
     if not space.ordered:
         return math.inf if any(c not in tried for c in space.candidates) else \
             max((p.tgs or 0.0 for p in probes if p.outcome is Outcome.OK), default=0.0)
-    view = View.of(space, [*probes, *scaled_prior(space, probes)])
+    view = View.with_prior(space, probes)
     k = view.n - 1 if up_to is None else view.last_at_most(up_to)
     if k < 0:
         return 0.0
@@ -239,7 +239,7 @@ def why_not_run(space: SearchSpace, probes: Sequence[Probe],
     left = [v for v in values if v not in tried]
     if not space.ordered:
         return dict.fromkeys(left)
-    view = View.of(space, [*probes, *scaled_prior(space, probes)])
+    view = View.with_prior(space, probes)
     where = {v: i for i, v in enumerate(space.candidates)}
     return {v: _ruled_out(view, probes, where[v]) if v in where else None for v in left}
 
@@ -273,15 +273,14 @@ def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     `values lo+1..hi-1 beside the best (b) are not run`; None when there is none."""
     if not space.ordered:
         return None
-    view = View.of(space, [*probes, *scaled_prior(space, probes)])
+    view = View.with_prior(space, probes)
     if not view.ok:
         return None
     gaps = beside_best(view, open_gaps(view))
     if not gaps:
         return None
-    best_i = max(view.ok, key=lambda i: view.ok[i])
-    spans = [f"{view.name(g.lo + 1)}..{view.name(g.hi - 1)}" if g.hi - g.lo > 2
-             else str(view.name(g.lo + 1)) for g in gaps]
+    best_i = view.best_index
+    spans = [view.span(g.lo, g.hi) for g in gaps]
     return (f"{' and '.join(spans)} beside the best ({view.name(best_i)}) "
             f"{'is' if len(spans) == 1 and '..' not in spans[0] else 'are'} not run, "
             "and the TGS trend does not rule out a faster value there")
@@ -293,13 +292,12 @@ def bent_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     went unsaid where a step had said the curve is not concave; red team y12)."""
     if not space.ordered:
         return None
-    view = View.of(space, [*probes, *scaled_prior(space, probes)])
+    view = View.with_prior(space, probes)
     gaps = assumed_beside_best(view)
     if not gaps:
         return None
-    best_i = max(view.ok, key=lambda i: view.ok[i])
-    spans = [f"{view.name(g.lo + 1)}..{view.name(g.hi - 1)}" if g.hi - g.lo > 2
-             else str(view.name(g.lo + 1)) for g in gaps]
+    best_i = view.best_index
+    spans = [view.span(g.lo, g.hi) for g in gaps]
     them = "it" if len(spans) == 1 and ".." not in spans[0] else "them"
     return (f"{' and '.join(spans)} beside the best ({view.name(best_i)}) did not run: a "
             f"run measured {view.dip:.1%} of the best below the chord of its neighbours (the "

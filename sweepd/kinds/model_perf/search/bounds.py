@@ -32,7 +32,7 @@ def open_gaps(view: View) -> list[Gap]:
 
 
 def beside_best(view: View, gaps: Sequence[Gap]) -> list[Gap]:
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     return [g for g in gaps if best_i in (g.lo, g.hi)]
 
 
@@ -61,7 +61,7 @@ def flattens(view: View, points: list[int], lo: int, hi: int) -> int | None:
     beside the best) keep the seed's lifted secants (`gap_bound`)."""
     if tile_size(view) is not None:
         return None  # the runs read as tile alignment: the bend is the tiles (shapes.py)
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     if best_i == lo:
         far = points[points.index(hi):] if hi in view.ok else []
     elif best_i == hi and lo >= 0:

@@ -124,7 +124,7 @@ def _probe_in(view: View, gap: Gap, top: float) -> Choice:
         f"the TGS trend allows up to {gap.bound / top - 1:+.1%} over the best"
     if gap.lo == max(view.ok):
         return _climb(view, gap, bound)
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     far = flattens(view, sorted(view.ok), gap.lo, gap.hi) if gap.lo >= 0 else None
     if best_i in (gap.lo, gap.hi) and gap.lo >= 0 and (math.isinf(gap.trend)
                                                        or far is not None):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweepd.kinds.model_perf.search.prior import scaled_prior
 from sweepd.kinds.model_perf.search.shapes import valley_gaps
 from sweepd.kinds.model_perf.search.space import LADDER_VALLEY, Probe, SearchSpace
 from sweepd.kinds.model_perf.search.view import View
@@ -19,11 +18,11 @@ def second_peak_room(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     note says what was left)."""
     if not space.ordered or not space.work_grows or space.multi_peak:
         return None
-    view = View.of(space, [*probes, *scaled_prior(space, probes)])
+    view = View.with_prior(space, probes)
     gaps = valley_gaps(view)
     if not gaps:
         return None
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     spans = [f"{view.name(lo + 1)}..{view.name(hi - 1)}" for lo, hi in sorted(gaps)]
     named = spans[0] if len(spans) == 1 else f"{', '.join(spans[:-1])} and {spans[-1]}"
     return (f"one peak assumed: {named} below the best ({view.name(best_i)}) "

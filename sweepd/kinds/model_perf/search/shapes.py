@@ -63,7 +63,7 @@ def valley_gaps(view: View) -> list[tuple[int, int]]:
     4, 20, 24, 28, 32, 36 read concave, the peak at 6, 3 % above 28, inside 4..20)."""
     if not view.ok:
         return []
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     top = view.ok[best_i] * (1 + view.tolerance)
     lifted = replace(view, dip=max(view.dip, LADDER_VALLEY))
     points = sorted(view.ok)
@@ -80,7 +80,7 @@ def _valley_gap(view: View) -> Choice | None:
     if not gaps:
         return None
     lo, hi = gaps[0]
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
                      ALIGN_SLACK * (view.x[hi] - view.x[lo]))
     return i, (f"midpoint of {view.name(lo)}..{view.name(hi)}, below the best "
@@ -98,7 +98,7 @@ def aligned_next(view: View) -> Choice | None:
     size = tile_size(view)
     if size is None:
         return None
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     b = int(view.x[best_i])
     below = b - size if b % size == 0 else b - b % size
     above = below + (2 * size if b % size == 0 else size)
@@ -125,7 +125,7 @@ def on_floor(view: View) -> bool:
     them."""
     if not view.cliff_slow:
         return False
-    best_i = max(view.ok, key=lambda i: view.ok[i])
+    best_i = view.best_index
     above = [i for i in view.ok if i > best_i]
     below = [i for i in view.ok if i < best_i]
     near = ([min(above)] if above else []) + ([max(below)] if below else [])

@@ -17,6 +17,7 @@ from sweepd.kinds.model_perf.search.memory import (
     one_offs,
     predict,
 )
+from sweepd.kinds.model_perf.search.prior import scaled_prior
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_MAX,
     NOISE,
@@ -76,6 +77,21 @@ class View:
 
     def name(self, i: int) -> Value:
         return self.values[i]
+
+    @property
+    def best_index(self) -> int:
+        """The index of the fastest run (its mean where run again)."""
+        return max(self.ok, key=lambda i: self.ok[i])
+
+    def span(self, lo: int, hi: int) -> str:
+        """The values strictly between indices lo and hi, as a verdict names them."""
+        return (f"{self.name(lo + 1)}..{self.name(hi - 1)}" if hi - lo > 2
+                else str(self.name(lo + 1)))
+
+    @classmethod
+    def with_prior(cls, space: SearchSpace, probes: Sequence[Probe]) -> View:
+        """The runs with an earlier sweep's runs standing in for values not run here."""
+        return cls.of(space, [*probes, *scaled_prior(space, probes)])
 
     @classmethod
     def of(cls, space: SearchSpace, probes: Sequence[Probe]) -> View:
