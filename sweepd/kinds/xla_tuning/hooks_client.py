@@ -121,12 +121,9 @@ def _write_md(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, A
 
 def conditional_refusal(sweep_id: int, verdict: dict[str, Any]) -> str | None:
     """Why a conditional verdict is not applied without --force (None: it is not)."""
-    cond = verdict.get("conditional")
-    if not cond:
+    if not verdict.get("conditional"):
         return None
-    # The verdict's `conditional` is a bool; the regressing tags are `regressed`, the rest
-    # of what it lacks is `conditional_reason` (a list in `conditional`: older verdicts).
-    regressed = verdict.get("regressed") or (cond if isinstance(cond, list) else [])
+    regressed = _regressed(verdict)
     reason = str(verdict.get("conditional_reason") or "")
     if regressed:
         why = (f"it regresses config tag {', '.join(map(str, regressed))} by more than the "
@@ -202,12 +199,19 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
     return 0
 
 
+def _regressed(verdict: dict[str, Any]) -> list[Any]:
+    """The config tags a conditional verdict regresses. The verdict's `conditional` is a
+    bool, the regressing tags are `regressed`, the rest of what it lacks is
+    `conditional_reason` (a list in `conditional`: older verdicts)."""
+    cond = verdict.get("conditional")
+    return list(verdict.get("regressed") or (cond if isinstance(cond, list) else []))
+
+
 def _forced_note(verdict: dict[str, Any]) -> list[str]:
     """A conditional verdict written with --force says, in the block and on the terminal,
     what it was written without: an env file cannot tell config tags apart (they are MaxText
     overrides, not its environment), so the block applies to every tag of the parallelism."""
-    cond = verdict.get("conditional")
-    regressed = verdict.get("regressed") or (cond if isinstance(cond, list) else [])
+    regressed = _regressed(verdict)
     if regressed:
         return [f"# written with --force: applies to every config tag of this parallelism, "
                 f"including {', '.join(map(str, regressed))}, which it regresses by more "
