@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
-from sweepd.kinds.xla_tuning.report_sections import _env_effect, _why
+from sweepd.kinds.xla_tuning.report_sections import _env_effect, _inventory, _why
 from sweepd.kinds.xla_tuning.report_view import View
 from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import profiles
@@ -55,3 +55,16 @@ def test_wave1_says_restore_default_ran_out_of_memory_not_that_it_never_ran() ->
             "default) dropped: OOM (allocation of 3.1 GiB)") in text
     never = View(base.spec, base.results, base.board, base.table)
     assert "restore_default not run" in _env_effect(never)
+
+
+def test_the_inventory_is_the_one_the_verdict_recorded_not_guessed_from_restore_default() -> None:
+    """An env file whose only flag has no default to put back runs no restore_default; the
+    report said the env file sets nothing (red team): it gives the recorded Inventory."""
+    view = _view("FSDP=8", None)
+    line = ("Inventory: configs/deepseek3-671b.env.sh sets "
+            "xla_gpu_enable_highest_priority_async_stream=false")
+    text = _inventory(view, line)
+    assert ("- Env file sets: configs/deepseek3-671b.env.sh sets "
+            "xla_gpu_enable_highest_priority_async_stream=false") in text
+    assert "sets none" not in _inventory(view, None)
+    assert "nothing the env file sets has a known default" in _env_effect(view)

@@ -15,7 +15,15 @@ from sweepd.kinds.xla_tuning.catalog import (
     mechanism_order,
     stack,
 )
-from sweepd.kinds.xla_tuning.flags import AG, GIB, default_catalog, restore_default, short
+from sweepd.kinds.xla_tuning.flags import (
+    AG,
+    GIB,
+    default_catalog,
+    restore_default,
+    same_value,
+    short,
+    unrestorable,
+)
 
 
 @pytest.mark.parametrize(("text", "ranks", "axes"), [
@@ -80,6 +88,23 @@ def test_restore_default_puts_the_env_files_flags_back() -> None:
     assert restore is not None
     assert restore.settings[0].value == str(8 * GIB)
     assert restore_default(()) is None
+
+
+def test_restore_default_takes_out_a_flag_the_image_does_not_set() -> None:
+    """An env file's harmful flag with no image default (double buffering: XLA's own default
+    is false) is put back by appending XLA's default, so removing it is measured; a flag
+    whose default changed across XLA releases stays unmeasured, and a value the image
+    already has, in another case, is nothing to put back."""
+    dbuf = Setting("xla_gpu_enable_while_loop_double_buffering", "true")
+    hpas = Setting("xla_gpu_enable_highest_priority_async_stream", "false")
+    lhs = Setting("xla_gpu_enable_latency_hiding_scheduler", "true")   # the image's `True`
+    restore = restore_default((dbuf, hpas, lhs))
+    assert restore is not None
+    assert [s.text for s in restore.settings] == [
+        "--xla_gpu_enable_while_loop_double_buffering=false"]
+    assert unrestorable((dbuf, hpas, lhs)) == (hpas,)
+    assert restore_default((lhs,)) is None
+    assert same_value("TRUE", "true") and not same_value("1", "true")
 
 
 def test_stacks_refuse_the_same_flag_twice() -> None:

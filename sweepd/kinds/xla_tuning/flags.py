@@ -40,6 +40,22 @@ IMAGE_DEFAULTS: dict[str, str] = {
     "NCCL_NCHANNELS_PER_NET_PEER": "4",
     "NCCL_IB_QPS_PER_CONNECTION": "4",
 }
+# Defaults that hold where the image sets nothing: XLA's own (xla/debug_options_flags.cc,
+# DefaultDebugOptionsIgnoringFlags) and NCCL's documented ones. An env file's flag is put
+# back to one by appending it (last wins), which takes the flag out. Only those unchanged
+# across releases: XLA turned highest_priority_async_stream, pipelined reduce-scatter and
+# multi-streamed windowed einsum on by default in later releases, so their default depends
+# on the image and removing them stays unmeasured (`unrestorable`).
+BUILTIN_DEFAULTS: dict[str, str] = {
+    "xla_gpu_enable_while_loop_double_buffering": "false",
+    "xla_gpu_enable_pipelined_all_gather": "false",
+    "xla_gpu_enable_pipelined_all_reduce": "false",
+    "xla_gpu_enable_pipelined_p2p": "false",
+    OVERLAP_LIMIT: "1",
+    "xla_gpu_collective_permute_decomposer_threshold": str(2**63 - 1),
+    "xla_gpu_threshold_for_windowed_einsum_mib": "100000",
+    "NCCL_BUFFSIZE": str(4 * MIB),
+}
 _THRESHOLDS = tuple(str(b) for b in (256 * MIB, 384 * MIB, 512 * MIB, 768 * MIB, GIB, 2 * GIB,
                                      4 * GIB))
 
@@ -121,17 +137,32 @@ def default_catalog(par: Parallelism, microbatches: int | None = None) -> tuple[
     return tuple(out)
 
 
+def default_value(key: str) -> str | None:
+    """What a job runs with where nothing sets `key`: the image's value, else XLA's or
+    NCCL's own; None where it is not known."""
+    return IMAGE_DEFAULTS.get(key, BUILTIN_DEFAULTS.get(key))
+
+
+def same_value(a: str, b: str) -> bool:
+    """XLA reads a boolean flag's value in any case (the image itself writes `True` and
+    `FALSE`)."""
+    if a.lower() in ("true", "false") and b.lower() in ("true", "false"):
+        return a.lower() == b.lower()
+    return a == b
+
+
 def unrestorable(deployed: tuple[Setting, ...]) -> tuple[Setting, ...]:
-    """What the env file sets that restore_default cannot put back: no image default is
-    known to append (a flag cannot be taken out of XLA_FLAGS by appending), so removing
-    it is never measured."""
-    return tuple(s for s in deployed if s.key not in IMAGE_DEFAULTS)
+    """What the env file sets that restore_default cannot put back: no default is known
+    to append (a flag cannot be taken out of XLA_FLAGS by appending), so removing it is
+    never measured."""
+    return tuple(s for s in deployed if default_value(s.key) is None)
 
 
 def restore_default(deployed: tuple[Setting, ...]) -> Profile | None:
-    """Every flag the env file sets put back to the image default (last-wins append)."""
-    back = tuple(Setting(s.key, IMAGE_DEFAULTS[s.key], s.layer) for s in deployed
-                 if s.key in IMAGE_DEFAULTS and IMAGE_DEFAULTS[s.key] != s.value)
+    """Every flag the env file sets put back to the default a job has without it
+    (`default_value`: the image's, else XLA's or NCCL's own), by last-wins append."""
+    back = tuple(Setting(s.key, d, s.layer) for s in deployed for d in [default_value(s.key)]
+                 if d is not None and not same_value(d, s.value))
     if not back:
         return None
     mechs = frozenset(m for f in FAMILIES for m in [f.mechanism]

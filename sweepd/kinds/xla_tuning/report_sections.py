@@ -41,8 +41,9 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
                         f"per-run noise {board.noise:.2%}",
               "Sweep": f"{sweep.id} ({sweep.state})"}
     return tuning_md.Cell(
-        spec.model, spec.parsed_parallelism().text, primary, header, _inventory(v),
-        _env_effect(v), tuple(standing), winner, _why(v, winner),
+        spec.model, spec.parsed_parallelism().text, primary, header,
+        _inventory(v, verdict.get("inventory")), _env_effect(v), tuple(standing), winner,
+        _why(v, winner),
         str(verdict.get("reason") or f"in progress ({sweep.state})"), _patch(v, winner),
         tuple(_job(r) for r in v.results if r.outcome is not Outcome.PENDING), guard)
 
@@ -87,13 +88,18 @@ def _claimed(s: tuning_md.Standing, winner: str | None,
     return replace(s, delta=float(gain), claim=f" (the claim{runs}{iv})")
 
 
-def _inventory(v: View) -> str:
+def _inventory(v: View, inventory: object) -> str:
+    """The image's flags and what the env file sets: the Inventory the verdict recorded
+    (what the planner read), else the keys a restore_default run put back."""
     deployed = v.table.get(RESTORE)
     image = " ".join(f"--{k}={x}" for k, x in IMAGE_DEFAULTS.items() if k.startswith("xla_"))
     keys = [s.key for s in deployed.settings] if deployed else list(v.restored)
-    found = (", ".join(keys) if keys else
-             "no XLA/NCCL setting recorded (no restore_default run: the env file sets none, "
-             "or was not read)")
+    if isinstance(inventory, str) and inventory:
+        found = inventory.removeprefix("Inventory: ")
+    else:
+        found = (", ".join(keys) if keys else
+                 "no XLA/NCCL setting recorded (no restore_default run, and no Inventory "
+                 "recorded: the sweep has no verdict yet)")
     return f"- Image's inherited XLA_FLAGS: `{image}`\n- Env file sets: {found}"
 
 
@@ -108,7 +114,8 @@ def _env_effect(v: View) -> str:
             out.append(f"- {tag}: baseline-deployed not measured")
         elif r is None:
             out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}); "
-                       "restore_default not run (the env file sets no XLA/NCCL flag)")
+                       "restore_default not run (nothing the env file sets has a known "
+                       "default to put back: the Inventory above)")
         elif not r.n:
             why = f"{r.fate.value} ({r.detail})" if r.detail else r.fate.value
             out.append(f"- {tag}: baseline-deployed {b.mean:.1f} TGS (n={b.n}); "

@@ -143,7 +143,7 @@ def _wave1(inp: Inputs, board: Board) -> tuple[Planned, ...]:
     restore = restore_default(inp.deployed)
     want = [(BASELINE_PROFILE, t, "wave1.baseline", "the env file as deployed") for t in inp.tags]
     if restore is not None:
-        why = "env file's flags back to image defaults: " + ", ".join(
+        why = "env file's flags back to their defaults: " + ", ".join(
             s.label for s in restore.settings)
         want += [(restore, t, "wave1.restore_default", why) for t in inp.tags]
     want.append((EVIDENCE_PROFILE, inp.tags[0], "wave1_5.evidence",

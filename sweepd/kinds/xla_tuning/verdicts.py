@@ -124,7 +124,7 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
     kept = unrestorable(inp.deployed)
     if kept:
         why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
-                + " (no image default to restore: restore_default left "
+                + " (no default known to put back: restore_default left "
                 + ("it" if len(kept) == 1 else "them") + ")")
     why += "".join(restore_dropped(board, tag, tag != t) for tag in inp.tags)
     win, said = win_said(inp, board, recipe, gain, held)
