@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.clusters import train_env as te
-from sweepd.kinds.model_perf.hooks import ApplyError, apply_to_config
+from sweepd.kinds.model_perf.hooks import apply_to_config
 from sweepd.kinds.xla_tuning import deploy
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
 from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
@@ -168,9 +168,13 @@ def test_a_result_that_does_not_parse_gets_the_old_content_back(tmp_path: Path) 
 def test_yaml_that_would_not_load_is_refused(tmp_path: Path) -> None:
     yml = tmp_path / "m.gpu.yml"
     yml.write_text("steps: 15\n")
-    with pytest.raises(ApplyError, match="would not parse as YAML, nothing written"):
-        apply_to_config(yml, "remat_policy", "[unclosed")
+    with pytest.raises(person_files.PersonFileError,
+                       match="would not parse as YAML, nothing written"):
+        person_files.edit(yml, lambda old: f"{old}remat_policy: [unclosed\n")
     assert yml.read_text() == "steps: 15\n"
+    # model perf's --apply writes a value YAML would misread quoted: it loads as itself.
+    apply_to_config(yml, "remat_policy", "[unclosed")
+    assert yml.read_text() == 'steps: 15\nremat_policy: "[unclosed"\n'
 
 
 def test_a_missing_file_is_refused_unless_created(tmp_path: Path) -> None:

@@ -63,20 +63,20 @@ def test_reports_kind_options_are_exactly_the_kinds_declarations() -> None:
     options = {o for a in _report_parser()._actions for o in a.option_strings}
     assert options - GENERIC == declared
     assert {"--apply", "--tuning-md", "--force", "--commit"} <= declared
-    assert {n for n, k in kinds().items() if "force" in {f.dest for f in
-                                                          k.client.report_flags}} == {"xla-tuning"}
+    assert {n for n, k in kinds().items() if "force" in {f.dest for f in k.client.report_flags}
+            } == {"model-perf", "xla-tuning"}
 
 
 def test_a_flag_no_kind_declares_is_no_option(with_kinds: Any) -> None:
-    """Only model perf registered: its `--apply` and `--commit` are options, xla-tuning's
-    `--force` and `--tuning-md` are not."""
+    """Only model perf registered: its `--apply`, `--force` and `--commit` are options,
+    xla-tuning's `--tuning-md` is not."""
     with_kinds({"model-perf": kinds()["model-perf"]})
     parser = argparse.ArgumentParser()
     report_cli.report_args(parser)
     args, rest = parser.parse_known_args(["--apply", "m.gpu.yml", "--commit", "--force",
                                           "--tuning-md"])
-    assert (args.apply, args.commit) == (Path("m.gpu.yml"), True)
-    assert rest == ["--force", "--tuning-md"]
+    assert (args.apply, args.commit, args.force) == (Path("m.gpu.yml"), True, True)
+    assert rest == ["--tuning-md"]
 
 
 def test_a_new_kinds_flag_is_added_and_runs_that_kinds_action(with_kinds: Any) -> None:

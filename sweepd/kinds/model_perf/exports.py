@@ -84,4 +84,4 @@ def write_batch(path: Path, value: int, note: str) -> str:
     guard a value by parallelism, so `note` says where it was found. ValueError: refused."""
     from sweepd.kinds.model_perf.hooks import apply_to_config
 
-    return apply_to_config(path, BATCH, f"{value}  # {note}")
+    return apply_to_config(path, BATCH, value, note)

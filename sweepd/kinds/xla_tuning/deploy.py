@@ -139,7 +139,9 @@ def guard(model: str, par: Parallelism) -> list[str]:
         f"# passthrough override, else configs/{model}.gpu.yml, else 1)",
         f'{GUARD_VAR}=""',
         f"for _sweepd_key in {keys}; do",
-        '    _sweepd_val=$(sed -n "s/^${_sweepd_key}:[[:space:]]*\\([0-9-]*\\).*/\\1/p" \\',
+        # A number may be written quoted (`"8"`): YAML reads it as MaxText does, 8.
+        '    _sweepd_val=$(sed -n "s/^${_sweepd_key}:[[:space:]]*[\\"\']\\{0,1\\}'
+        '\\([0-9-]*\\).*/\\1/p" \\',
         f'        "$(dirname "${{BASH_SOURCE[0]}}")/{model}.gpu.yml" 2>/dev/null | tail -n 1 '
         "|| true)",
         '    for _sweepd_arg in ${PASSTHROUGH_ARGS[@]+"${PASSTHROUGH_ARGS[@]}"}; do',

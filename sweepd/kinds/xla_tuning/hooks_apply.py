@@ -10,14 +10,13 @@ parallelism, appended after everything else the file sets (last wins).
 from __future__ import annotations
 
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sweepd.kinds.xla_tuning import deploy, sourced
 from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.util import person_files
+from sweepd.util import person_files, read_only
 
 
 class ApplyError(ValueError):
@@ -116,15 +115,26 @@ def env_patch_text(text: str | None, path: Path, model: str, par: Parallelism,
         head = [f"# Per-model environment overrides for {model}, sourced by _train.sh after "
                 "train_env.sh (created by sweepd report --apply)."]
         return "\n".join([*head, *block]) + "\n"
-    lines_in = text.splitlines()
+    # Lines as bash reads them: split on "\n" alone, each kept byte for byte (its "\r"
+    # too); `plain` is what sweepd's markers are matched on. The block itself ends its
+    # lines with "\n" whatever the file's own ending: to bash a "\r" is part of a word
+    # (`then\r` is no keyword, a flag's value would carry it), so a CRLF block would not
+    # parse or would set other values than the ones measured.
+    raw = text.split("\n")
+    if raw[-1] == "":
+        raw.pop()  # the text ended with a line ending
+    plain = [ln.removesuffix("\r") for ln in raw]
     kept: list[str] = []
     at = 0
-    for b in _blocks(lines_in, path):
-        kept += lines_in[at:b.start]
+    for b in _blocks(plain, path):
+        kept += raw[at:b.start]
         if b.what != what:
-            kept += [lines_in[b.start], *_reguard(lines_in, b, path), lines_in[b.end]]
+            inner = plain[b.start + 1:b.end]
+            again = _reguard(plain, b, path)
+            kept += [raw[b.start], *(raw[b.start + 1:b.end] if again == inner else again),
+                     raw[b.end]]
         at = b.end + 1
-    kept += lines_in[at:]
+    kept += raw[at:]
     return "\n".join([*kept, *block]) + "\n"
 
 
@@ -147,7 +157,7 @@ def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence
     except person_files.PersonFileError as e:
         raise ApplyError(str(e)) from None
     begin, end = _markers(f"xla-tuning {model} {par.text}")
-    text = done.new.splitlines()
+    text = done.new.split("\n")  # bash's lines: its line numbers are these
     at = (text.index(begin), text.index(end))
     why = sourced.prove(path, text, at, model, par, lines,
                       jobs if jobs is not None else sourced.cell_jobs(path, model, par))
@@ -158,18 +168,9 @@ def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence
 
 
 def _refuse_read_only(path: Path, force: bool) -> None:
-    """sweepd may run as root, who can write a file its owner made read-only: that mode is
-    the person's word that the file is not to be changed."""
-    real = path.resolve()
-    try:
-        mode = real.stat().st_mode
-    except FileNotFoundError:
-        return
-    if mode & stat.S_IWUSR or force:
-        return
-    link = f" (a link to {real})" if path.is_symlink() else ""
-    raise ApplyError(f"{path}{link} is read-only (mode {stat.S_IMODE(mode):04o}): nothing "
-                     "written; make it writable, or add --force to write it anyway")
+    why = read_only.refusal(path, force)
+    if why is not None:
+        raise ApplyError(why)
 
 
 def _restore(path: Path, done: person_files.Edit) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag, output_path
 from sweepd.kinds.xla_tuning import report as xla_report
-from sweepd.kinds.xla_tuning import sourced, tuning_md
+from sweepd.kinds.xla_tuning import since_sweep, sourced, tuning_md
 from sweepd.kinds.xla_tuning.catalog import Parallelism
 from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
 from sweepd.kinds.xla_tuning.job_overrides import JOB_OVERRIDES, parallelism_overrides
@@ -30,7 +30,8 @@ REPORT_FLAGS = (
     ReportFlag("--apply", "the recipe, guarded by parallelism, into configs/MODEL.env.sh of "
                           "the daemon's submit.sh checkout (or this FILE)", acts=True,
                options={"type": Path, "nargs": "?", "const": THE_CHECKOUT, "metavar": "FILE"}),
-    ReportFlag("--force", "with --apply: write a conditional verdict too",
+    ReportFlag("--force", "with --apply: write a conditional verdict, a read-only env file, "
+                          "or over settings the env file changed since the sweep, too",
                options={"action": "store_true"}),
     ReportFlag("--commit", "with --apply: commit the file written in its repo (never on the "
                            "default branch)", options={"action": "store_true"}),
@@ -150,14 +151,9 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
     if refusal and not getattr(args, "force", False):
         return io.fail(args, refusal)
     target = _target(args.apply, tuning.get("env_file"))
-    if target is None:
-        return io.fail(args, f"sweep {args.id}: no checkout to apply to (the daemon runs no "
-                          "submit.sh repo: cluster.slurm mode = submit_sh and repo); give the "
-                          f"file: --apply REPO/configs/{model}.env.sh")
-    if target.name != f"{model}.env.sh":
-        # A recipe is only valid for the model it was measured on.
-        return io.fail(args, f"sweep {args.id} tuned {model}; {target} is not {model}'s env "
-                          f"file (expected configs/{model}.env.sh)")
+    wrong = _wrong_target(args.id, target, model)
+    if wrong or target is None:
+        return io.fail(args, wrong or "no target")
     winner = tuning.get("winner")
     if getattr(args, "commit", False):
         try:
@@ -165,15 +161,22 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
         except person_commit.CommitError as e:
             return io.fail(args, str(e))
     forced = _forced_note(verdict) if refusal else []
+    force = bool(getattr(args, "force", False))
     try:
         cell = Parallelism.parse(str(plan["parallelism"]))
         over = tuning.get("job_overrides")
         jobs = sourced.cell_jobs(target, model, cell, over if isinstance(over, dict) else None)
+        # Settings the person changed since the sweep would run beside the recipe unmeasured.
+        stop, notes = since_sweep.check(args.id, target, jobs[0].passthrough,
+                                        verdict.get("inventory"),
+                                        [str(line) for line in plan["lines"]], force)
+        if stop:
+            return io.fail(args, stop)
+        forced += notes
         # One block per model and parallelism: a later sweep's recipe replaces it.
         block = apply_env_patch(target, model, cell, [
             f"# sweep {args.id}: {winner}, {_gain(tuning)} vs baseline-deployed", *forced],
-            [str(line) for line in plan["lines"]], force=bool(getattr(args, "force", False)),
-            jobs=jobs)
+            [str(line) for line in plan["lines"]], force=force, jobs=jobs)
     except (ApplyError, ValueError) as e:
         return io.fail(args, str(e))
     out["applied"] = {"path": str(target), "block": block,
@@ -181,8 +184,8 @@ def _apply(args: argparse.Namespace, tuning: dict[str, Any], out: dict[str, Any]
     io.say(f"{target}: the {par} recipe written (guarded by parallelism and model), in "
            f"effect when sourced as {', '.join(j.name for j in jobs)}:\n{block}",
            err=bool(args.json))
-    if forced:
-        io.say(forced[0].removeprefix("# "), err=bool(args.json))
+    for note in forced:
+        io.say(note.removeprefix("# "), err=bool(args.json))
     shared = _shared(target, model)
     if shared:
         out["applied"]["shared"] = shared
@@ -226,11 +229,24 @@ def _shared(target: Path, model: str) -> str | None:
     if not target.is_symlink():
         return None
     real = target.resolve()
+    # The other links in the directory to the same file (the file itself is not one).
     others = sorted(str(p) for p in target.parent.glob("*.env.sh")
-                    if p not in (target, real) and p.resolve() == real)
+                    if p.name != target.name and p.is_symlink() and p.resolve() == real)
     return (f"{target} is a link to {real}: the block is in that file"
             + (f", shared with {', '.join(others)}" if others else "")
             + f"; it applies only to jobs that source it as {model}.env.sh")
+
+
+def _wrong_target(sweep_id: int, target: Path | None, model: str) -> str | None:
+    if target is None:
+        return (f"sweep {sweep_id}: no checkout to apply to (the daemon runs no submit.sh "
+                "repo: cluster.slurm mode = submit_sh and repo); give the file: --apply "
+                f"REPO/configs/{model}.env.sh")
+    if target.name != f"{model}.env.sh":
+        # A recipe is only valid for the model it was measured on.
+        return (f"sweep {sweep_id} tuned {model}; {target} is not {model}'s env file "
+                f"(expected configs/{model}.env.sh)")
+    return None
 
 
 def _target(given: Path, env_file: object) -> Path | None:

@@ -157,7 +157,7 @@ def gpu_axes(env_file: Path, model: str) -> dict[str, str]:
         return {}
     out = {}
     for key, _ in deploy.AXIS_KEYS:
-        found = re.findall(rf"^{key}:\s*([0-9-]*)", text, re.MULTILINE)
+        found = re.findall(rf"^{key}:[ \t]*[\"']?([0-9-]*)", text, re.MULTILINE)
         if found:
             out[key] = found[-1]
     return out
