@@ -4,7 +4,10 @@ step 8, "update the config file and amend the commit if on a feature branch").
 Opt-in, and never on the repo's default branch (its `origin/HEAD`, else `main`/`master`
 and `init.defaultBranch`) nor on a detached HEAD: a deployment goes through the person's
 own review. Only the file written is committed (`git commit --only`), never anything else
-they staged. A new commit, not an amend: the person's last commit stays as they made it.
+they staged, and only a file that is in the repo (not a link out of it) and that has no
+changes of theirs not yet committed: sweepd's commit would carry them under its message.
+All that is checked before anything is written (`branch_of`). A new commit, not an amend:
+the person's last commit stays as they made it.
 """
 
 from __future__ import annotations
@@ -43,8 +46,48 @@ def default_branches(repo: Path) -> set[str]:
 
 
 def branch_of(path: Path) -> tuple[Path, str]:
-    """The repo holding `path` and its current branch, when sweepd may commit there (checked
-    before anything is written); CommitError (one line) otherwise."""
+    """The repo holding `path` and its current branch, when sweepd may commit there: on a
+    feature branch, the file (a link followed) in that repo and without uncommitted changes,
+    staged or not. Called before anything is written; CommitError (one line) otherwise."""
+    repo, name = _branch(path)
+    rel = _in_repo(path, repo)
+    status = _git(repo, "status", "--porcelain", "--ignored", "--untracked-files=all",
+                  "--", rel)
+    if status.returncode != 0:
+        raise CommitError(f"git status {rel} failed: {_first_line(status)}; nothing written "
+                          "or committed")
+    state = status.stdout[:2]
+    if state == "!!":
+        raise CommitError(f"{path} is ignored by git in {repo}: --commit cannot commit it; "
+                          "nothing written or committed")
+    if state == "??":
+        raise CommitError(f"{path} is not committed in {repo} yet: --commit would commit "
+                          "all of it under sweepd's message; commit it first, or apply "
+                          "without --commit; nothing written or committed")
+    if state:
+        raise CommitError(f"{path} has changes not committed in {repo} (staged or not): "
+                          "--commit would commit them under sweepd's message; commit or "
+                          "stash them first, or apply without --commit; nothing written or "
+                          "committed")
+    return repo, name
+
+
+def _in_repo(path: Path, repo: Path) -> str:
+    """The file's path in the repo; a link to a file outside it is refused."""
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError):  # a symbolic link loop
+        raise CommitError(f"{path} is a symbolic link loop: nothing written or "
+                          "committed") from None
+    try:
+        return str(real.relative_to(repo.resolve()))
+    except ValueError:
+        raise CommitError(f"{path} is a link to {real}, outside the repository {repo}: "
+                          "--commit only commits a file in it; nothing written or "
+                          "committed") from None
+
+
+def _branch(path: Path) -> tuple[Path, str]:
     where = path.parent
     top = _git(where, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
@@ -64,8 +107,8 @@ def branch_of(path: Path) -> tuple[Path, str]:
 def commit(path: Path, message: str) -> str:
     """Commit `path` alone in its repo on the current (feature) branch; returns
     `<branch> <short sha>`. CommitError (one line) when it cannot or must not."""
-    repo, name = branch_of(path)
-    rel = str(path.resolve().relative_to(repo.resolve()))
+    repo, name = _branch(path)  # the file now holds sweepd's change: not branch_of's
+    rel = _in_repo(path, repo)
     added = _git(repo, "add", "--", rel)
     if added.returncode != 0:
         raise CommitError(f"git add {rel} failed: {_first_line(added)}; nothing committed")

@@ -8,15 +8,17 @@ import stat
 from pathlib import Path
 
 
-def refusal(path: Path, force: bool = False) -> str | None:
+def refusal(path: Path, force: bool = False, mode: int | None = None) -> str | None:
     """Why `path` is not written (one line), or None: it is writable by its owner, missing,
-    or `force` is given."""
+    or `force` is given. `mode`: the one already looked at (on the open file)."""
+    if force:
+        return None
     try:
         real = path.resolve()
-        mode = real.stat().st_mode
+        mode = real.stat().st_mode if mode is None else mode
     except (OSError, RuntimeError):
         return None  # missing, a link loop, unreadable: the edit itself says why
-    if mode & stat.S_IWUSR or force:
+    if mode & stat.S_IWUSR:
         return None
     link = f" (a link to {real})" if path.is_symlink() else ""
     return (f"{path}{link} is read-only (mode {stat.S_IMODE(mode):04o}): nothing written; "
