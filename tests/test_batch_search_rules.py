@@ -4,13 +4,15 @@ a pass."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sweepd.config import PolicyConfig
 from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
-from sweepd.kinds.model_perf.probes import probes
+from sweepd.kinds.model_perf.probes import _how_it_stands, probes
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -24,6 +26,7 @@ from sweepd.kinds.parse import parse_spec
 from sweepd.monitor.classify import JobFacts, classify
 from sweepd.monitor.facts import FailureClass, Phase
 from sweepd.store.rows import Job, Run, RunParams
+from tests.model_perf_curves import passed_run
 
 FOUR = ["chi1", "chi2", "chi3", "chi4"]
 
@@ -229,3 +232,14 @@ def test_a_flat_top_names_runs_within_the_noise_that_are_not_beside_the_best() -
            ((200, 1200.0), (296, 1379.0), (308, 1380.0), (320, 1384.0), (340, 1300.0))]
     note = flat_top(space, ran)
     assert note is not None and note.startswith("flat top: 296, 308 measured within 1%"), note
+
+
+def test_a_failure_below_a_pass_is_said_in_its_own_class_words() -> None:
+    """A value that hung twice after its compiled-memory line said it fits was called an OOM
+    in the verdict (red team v02, v09): each failure that stands says what it was."""
+    def failed(outcome: str) -> Run:
+        return replace(passed_run(1, 19, 0.0), outcome=outcome, tgs=None)
+
+    assert "hung past the hang limit twice" in _how_it_stands(failed("hang"), None)
+    assert "OOM" not in _how_it_stands(failed("hang"), None)
+    assert _how_it_stands(failed("oom"), None) == "a silent OOM that failed twice"

@@ -94,6 +94,16 @@ def _below_a_pass(spec: ModelPerfSpec, runs: Sequence[Run],
     return out
 
 
+def _how_it_stands(run: Run, job: Job | None) -> str:
+    """Why a failure below a pass was not run again, in its own class's words."""
+    if run.outcome == "hang":
+        return ("it hung past the hang limit twice, after its compiled-memory line said it "
+                "fits: too slow there, or a node at fault")
+    if _silent_oom(run, job):
+        return "a silent OOM that failed twice"
+    return "an OOM that names its allocation is never re-run"
+
+
 def _silent_oom(run: Run, job: Job | None) -> bool:
     """Counted as an OOM before its own log said anything of memory (a compile hang before
     the compiled-memory line): a hang after that line is the hang rule's (too slow)."""
@@ -144,9 +154,10 @@ def standing(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> str | None:
                   and _own_line_fits(latest.get(r.id)) and fits(b) is not None})
     notes = []
     if below:
+        how = sorted({_how_it_stands(r, latest.get(r.id)) for b, r in stood if b < top})
         notes.append(f"{', '.join(map(str, below))} failed below {top}, which passed: the "
-                     "failure stands (an OOM that names its allocation is never re-run, a "
-                     "silent one failed twice), so it was not measured and may be faster")
+                     f"failure stands ({'; '.join(how)}), so it was not measured and may be "
+                     "faster")
     if above:
         twice = Counter(int(swept_value(BATCH, r.params) or 0) for r in runs)
         once = [b for b in above if twice[b] < 2]
