@@ -277,3 +277,40 @@ async def test_a_sweep_finds_a_policy_whose_curve_peaks_lower_on_the_simulator(
     verdict = sweep.verdict or {}
     assert verdict["second_best"] == "save_dot_except_mlp"
     assert abs(verdict["best"] - 14) <= 1
+
+
+def test_a_policy_fitting_far_past_the_first_is_read_at_its_own_peak() -> None:
+    """Red team u03b: minimal_flash peaks at 8 and fits 12; full fits 40 and peaks at 30,
+    2 % over minimal_flash's best. Read once at 8 (0.46x there), minimal_flash's runs,
+    scaled, stood in for every batch up to 40 and their falling trend "settled" full
+    ("the trend leaves none that could be faster"): a claim about 28 batches no policy
+    ran. Past minimal_flash's largest fit its curve is not a reading of full's: full runs
+    at its own likely peak, then its own search finds 30."""
+    policies = {"minimal_flash": (2.45, 1.0, 8.0), "full": (0.757, 1.02, 30.0)}
+    space = batch_space(5)
+    pairs: list[tuple[float | int | str, Probe]] = []
+    while (step := next_pair(space, "remat_policy", list(policies), pairs,
+                             runs_left=20 - len(pairs))) is not None:
+        assert isinstance(step.value, int)
+        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
+        assert len(pairs) < 20
+    top = best_pair(pairs)
+    assert top is not None and top[0] == "full" and abs(int(top[1].value) - 30) <= 1
+    full = [int(p.value) for s, p in pairs if s == "full"]
+    assert full[0] == 8 and 24 <= full[1] <= 28  # ~8 x 40 / 12: its own likely peak
+
+
+def test_a_policy_settled_past_the_first_policys_runs_says_it_is_assumed() -> None:
+    """Where its own likely peak cannot be placed (the first policy's runs printed no
+    memory and failed nowhere: its largest fit is unknown), the first policy's curve
+    extended past its largest run is what settles the policy after one run: the note says
+    so rather than claim the trend."""
+    first = [Probe(b, Outcome.OK, 1400.0 * _curve(b, 8.0)) for b in (4, 12, 9, 7, 8)]
+    full = _run_shaped(0.757, 1.02, 30.0, 8)
+    pairs: list[tuple[float | int | str, Probe]] = [
+        *(("minimal_flash", p) for p in first), ("full", full)]
+    space = batch_space(5)
+    assert next_pair(space, "remat_policy", ["minimal_flash", "full"], pairs) is None
+    notes = settled_notes(space, "remat_policy", ["minimal_flash", "full"], pairs)
+    assert "above 12, the largest batch remat_policy=minimal_flash ran, that is its curve " \
+        "extended, and this policy may fit up to ~40: assumed, not measured" in notes["full"]

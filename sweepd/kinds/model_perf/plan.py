@@ -24,6 +24,7 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
     noise_said,
     open_beside_best,
+    prior_memory_moved,
     prior_mismatch,
     second_peak_room,
     why_not_run,
@@ -109,6 +110,9 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     dropped = _prior_dropped(spec, space, seen, ctx)
     if dropped is not None and _prior_dropped(spec, space, seen[:-1], ctx) is None:
         reason += f"; {dropped}"   # said when the last run showed it, and in the verdict
+    memory = _prior_memory(space, seen, ctx)
+    if memory is not None and _prior_memory(space, seen[:-1], ctx) is None:
+        reason += f"; {memory}"    # likewise
     if any(r.node_count != len(ctx.nodes) for r in finished_runs(ctx)):
         reason += (f"; on {len(ctx.nodes)} nodes: runs on other node sets are not compared "
                    "and bound nothing here")
@@ -163,9 +167,21 @@ def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
     prior = ctx.facts.prior
     if prior is None:
         return None
+    memory = _prior_memory(space, seen, ctx)
     return _prior_dropped(spec, space, seen, ctx) or (
         f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS scaled "
-        "by the values both sweeps ran")
+        "by the values both sweeps ran" + (f"; {memory}" if memory else ""))
+
+
+def _prior_memory(space: SearchSpace, seen: list[Probe],
+                  ctx: SweepContext[PerfFacts]) -> str | None:
+    """The earlier sweep's runs stand in without their memory lines (`prior_memory_moved`):
+    this sweep's compiled memory at a value both ran is another program's."""
+    prior = ctx.facts.prior
+    if prior is None or prior_mismatch(space, seen) is not None:
+        return None
+    moved = prior_memory_moved(space, seen)
+    return moved.said(f"sweep #{prior.sweep}") if moved is not None else None
 
 
 def _prior_dropped(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],

@@ -1,7 +1,7 @@
 """What a later `remat_policy`'s runs say against the first policy's: its speed (its TGS
 over the first policy's curve at the same batches), whether two readings of it are too far
-apart for one speed to hold (its curve has its own shape), how far it fits, and where its
-own peak likely is.
+apart for one speed to hold (its curve has its own shape), how far it fits, whether it
+fits well past the first policy's runs (`fits_past`), and where its own peak likely is.
 
 One speed holds at every batch only if the policy's curve has the first one's shape, and
 keeping more activations may move its peak: before a bound dismisses a policy its speed is
@@ -27,6 +27,10 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     upper_bound,
 )
+
+# A policy that fits beyond the first policy's largest pass by more than this share of it
+# is read at its own likely peak before the first policy's runs settle it (`fits_past`).
+PAST_REF = 0.25
 
 
 def ref_best(ref_runs: Sequence[Probe]) -> Value | None:
@@ -83,6 +87,29 @@ def shape_apart(space: SearchSpace, own: Sequence[Probe], ref_runs: Sequence[Pro
     return (f"its speed read at least {slow[1]:.3f}x at batch {slow[0]:g} and at most "
             f"{fast[1]:.3f}x at {fast[0]:g}, more than {allowed:.0%} (four runs' noise) "
             "apart: its curve has its own shape")
+
+
+def fits_past(own: Sequence[Probe], ref_runs: Sequence[Probe], fit: float) -> int | None:
+    """The first policy's largest pass, where this policy fits well beyond it (by more than
+    PAST_REF of it) and has not run above it: this policy's batches up to its fit are read
+    off the first policy's curve extended past where it fits. None otherwise."""
+    top = ref_top(ref_runs)
+    if top is None or not math.isfinite(fit) or fit <= top * (1 + PAST_REF):
+        return None
+    return None if ran_past(own, ref_runs) else top
+
+
+def ref_top(ref_runs: Sequence[Probe]) -> int | None:
+    """The first policy's largest pass."""
+    return max((int(p.value) for p in ref_runs if p.outcome is Outcome.OK
+                and isinstance(p.value, int)), default=None)
+
+
+def ran_past(own: Sequence[Probe], ref_runs: Sequence[Probe]) -> bool:
+    """This policy passed at a batch above the first policy's largest pass."""
+    top = ref_top(ref_runs)
+    return top is not None and any(p.outcome is Outcome.OK and float(p.value) > top
+                                   for p in own)
 
 
 def top_run(own: Sequence[Probe], fit: float) -> bool:

@@ -12,7 +12,10 @@ setting by more than TOLERANCE stops there; a speed read outside the first polic
 settles it only once its own largest fit has run, and before the bound dismisses a policy
 its speed is read again at its own likely peak. A policy whose readings are too far apart
 for one speed (remat_speed.py) gets its own batch search, no other policy's runs standing
-in.
+in. A policy that fits well past the first policy's largest run is not settled by that
+policy's trend extended past where it ran: it is read at its own likely peak first, and
+from then on its own runs bound it there (or, where its peak cannot be placed, the note
+says the batches past the first policy's runs were assumed, not measured).
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from dataclasses import replace
 
 from sweepd.kinds.model_perf.pairs import Pair, PairStep, best_pair
 from sweepd.kinds.model_perf.remat_speed import (
+    fits_past,
     fits_up_to,
     own_peak,
+    ran_past,
     read_speed,
     ref_best,
+    ref_top,
     shape_apart,
     top_run,
 )
@@ -97,7 +103,10 @@ def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
                     + f" and fitting up to ~{fit:.0f}, it "
                     f"reaches at most {bound:,.0f} TGS, not more than {TOLERANCE:.1%} over "
                     f"the best ({top[1].tgs:,.0f} at {parameter}={top[0]}, batch "
-                    f"{top[1].value})")
+                    f"{top[1].value})" + _assumed(parameter, first, own, ref_runs, fit))
+    bounded = _bound_past(space_s, parameter, first, own, ref_runs, fit, top)
+    if bounded is not None:
+        return bounded
     if own and ratio is None and math.isfinite(fit):
         # No pass yet: the first policy's fastest batch that this one's memory line
         # predicts to fit measures its speed where it matters most.
@@ -115,10 +124,52 @@ def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
         # ran: said so (red team t02 read "its batch search converged" after one run).
         if not scaled_prior(space_s, own):
             return f"settled with {_runs(own)}: its batch search converged"
+        past = fits_past(own, ref_runs, fit)
+        if past is not None:
+            # The first policy's curve ends where it stops fitting: past it, its trend
+            # extended is no reading of this policy's (red team u03b: full, read once at 8,
+            # fits 40 of minimal_flash's 12 and peaks at 30, 4 % faster than the best).
+            peak = own_peak(space, own, ref_runs, fit)
+            if peak is not None:
+                return PairStep(s, peak, f"{parameter}={first}'s runs stand in only up to "
+                                f"{past}, and this policy fits up to ~{fit:.0f}: one run at "
+                                f"{peak}, where memory pressure would put its own peak "
+                                f"({parameter}={first}'s best batch, {ref_best(ref_runs)}, "
+                                "scaled by the two largest fits), reads it there before "
+                                "the trend settles it")
         return (f"settled with {_runs(own)}: {parameter}={first}'s runs, scaled to this "
                 "policy's speed where both ran, stood in for the batches it did not run, and "
-                "the trend leaves none that could be faster")
+                "the trend leaves none that could be faster"
+                + _assumed(parameter, first, own, ref_runs, fit))
     return PairStep(s, step.value, step.why)
+
+
+def _bound_past(space_s: SearchSpace, parameter: str, first: Value, own: Sequence[Probe],
+                ref_runs: Sequence[Probe], fit: float, top: Pair | None) -> str | None:
+    """Read past the first policy's runs (`fits_past`): there its own runs bound the policy,
+    the first policy's, scaled, only where they stand in. Its own batch search would climb
+    toward its own best, which need not be the best of every setting. Why it is settled,
+    or None."""
+    if top is None or not ran_past(own, ref_runs):
+        return None
+    reach = upper_bound(space_s, own, fit)
+    if reach > (top[1].tgs or 0.0) * (1 + TOLERANCE):
+        return None
+    return (f"settled with {_runs(own)}: its own runs past {parameter}={first}'s (largest "
+            f"{ref_top(ref_runs)}), with {parameter}={first}'s scaled to its speed below, "
+            f"allow at most {reach:,.0f} TGS up to its largest fit (~{fit:.0f}), not more "
+            f"than {TOLERANCE:.1%} over the best ({top[1].tgs:,.0f} at {parameter}="
+            f"{top[0]}, batch {top[1].value})")
+
+
+def _assumed(parameter: str, first: Value, own: Sequence[Probe], ref_runs: Sequence[Probe],
+             fit: float) -> str:
+    """Said where the policy was settled with its batches past the first policy's runs
+    read off that policy's curve extended (`fits_past`) rather than run."""
+    past = fits_past(own, ref_runs, fit)
+    return "" if past is None else (
+        f"; above {past}, the largest batch {parameter}={first} ran, that is its curve "
+        f"extended, and this policy may fit up to ~{fit:.0f}: assumed, not measured")
 
 
 def _runs(own: Sequence[Probe]) -> str:

@@ -92,7 +92,13 @@ from sweepd.kinds.model_perf.search.bounds import (
 )
 from sweepd.kinds.model_perf.search.choose import next_index
 from sweepd.kinds.model_perf.search.memory import MemoryFit, memory_fit, one_offs
-from sweepd.kinds.model_perf.search.prior import PriorMismatch, prior_mismatch, scaled_prior
+from sweepd.kinds.model_perf.search.prior import (
+    MemoryMoved,
+    PriorMismatch,
+    prior_memory_moved,
+    prior_mismatch,
+    scaled_prior,
+)
 from sweepd.kinds.model_perf.search.repeat import noise_said, repeat_top, with_run_noise
 from sweepd.kinds.model_perf.search.second_peak import second_peak_room
 from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
@@ -117,11 +123,11 @@ from sweepd.kinds.model_perf.search.space import (
 from sweepd.kinds.model_perf.search.view import View
 
 __all__ = ["FLAT", "MEMORY_MARGIN", "NOISE", "PRIOR_DRIFT", "PRIOR_SHAPE", "TOLERANCE",
-           "MemoryFit", "Outcome", "PriorMismatch", "Probe", "SearchSpace", "Slowdown", "Step",
-           "Value", "batch_space", "bent_beside_best", "best", "best_mean", "flat_top",
-           "means", "memory_fit", "next_probe", "next_value", "noise_said", "open_beside_best",
-           "prior_mismatch", "second_peak_room",
-           "slowdown", "upper_bound", "why_not_run", "with_run_noise"]
+           "MemoryFit", "MemoryMoved", "Outcome", "PriorMismatch", "Probe", "SearchSpace",
+           "Slowdown", "Step", "Value", "batch_space", "bent_beside_best", "best", "best_mean",
+           "flat_rivals", "flat_top", "means", "memory_fit", "next_probe", "next_value",
+           "noise_said", "open_beside_best", "prior_memory_moved", "prior_mismatch",
+           "second_peak_room", "slowdown", "upper_bound", "why_not_run", "with_run_noise"]
 
 
 def next_value(space: SearchSpace, probes: Sequence[Probe]) -> Value | None:
@@ -213,21 +219,28 @@ def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     peak at 300 between them). Above NOISE, within two runs' noise (FLAT): the runs there
     are means of at most two, and 22 read 2.8 % under 24 went unnamed at 2.2 %."""
     top = best_mean(probes)
-    if top is None or not space.ordered or top.value not in space.candidates:
+    near = flat_rivals(space, probes)
+    if top is None or not near:
         return None
+    within = space.flat if space.noise > NOISE else space.noise
+    noise = f"{within:.1%}".replace(".0%", "%")
+    what = "two runs' noise" if space.noise > NOISE else "the run-to-run noise"
+    return (f"flat top: {', '.join(map(str, near))} measured within {noise} ({what}) of "
+            f"{top.value}, so either may be the faster")
+
+
+def flat_rivals(space: SearchSpace, probes: Sequence[Probe]) -> list[Value]:
+    """The values other than the best measured within the noise of it (`flat_top`), in
+    the candidates' order."""
+    top = best_mean(probes)
+    if top is None or not space.ordered or top.value not in space.candidates:
+        return []
     runs = means(probes)
     mean = {v: mean_tgs(ps) for v, ps in runs.items()}
     within = space.flat if space.noise > NOISE else space.noise
-    near = sorted((ps[-1] for v, ps in runs.items() if v in space.candidates
-                   and v != top.value and mean[v] >= (1 - within) * (top.tgs or 0.0)),
-                  key=lambda p: space.candidates.index(p.value))
-    if not near:
-        return None
-    names = ", ".join(dict.fromkeys(str(p.value) for p in near))
-    noise = f"{within:.1%}".replace(".0%", "%")
-    what = "two runs' noise" if space.noise > NOISE else "the run-to-run noise"
-    return (f"flat top: {names} measured within {noise} ({what}) of "
-            f"{top.value}, so either may be the faster")
+    return sorted((v for v in runs if v in space.candidates and v != top.value
+                   and mean[v] >= (1 - within) * (top.tgs or 0.0)),
+                  key=space.candidates.index)
 
 
 def why_not_run(space: SearchSpace, probes: Sequence[Probe],
