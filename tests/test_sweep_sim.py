@@ -232,9 +232,11 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
     # default config's; `full` searched up to batch 55, where steps take hours of cluster time.
     other = perf_spec(overrides={"remat_policy": "minimal"})
     assert (await run(config, other))[0] == EXIT_VERDICT
+    # `use_prior: false`: the same cell searched afresh (a new image may move the peak).
+    assert (await run(config, perf_spec(use_prior=False)))[0] == EXIT_VERDICT
     store = await open_store(config)
     try:
-        first, second, third = await store.sweeps.all()
+        first, second, third, fresh = await store.sweeps.all()
         peak = true_peak_batch(load_scenario(scenario), "llama2-70b", expand_nodes(NODES))
         assert first.verdict is not None and second.verdict is not None
         assert first.verdict["best"] == second.verdict["best"] == peak
@@ -245,6 +247,10 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "
                                      f"of sweep #{first.id} of the same model")
         assert f"judged by sweep #{first.id}'s runs" in (second.verdict["caveat"] or "")
+        assert "use_prior: false searches afresh" in (second.verdict["caveat"] or "")
+        assert fresh.verdict is not None and fresh.verdict["best"] == peak
+        assert "judged by sweep" not in (fresh.verdict["caveat"] or "")
+        assert len(await store.runs.of_sweep(fresh.id)) > 2
         third_reasons = [e.reason for e in await store.events.of_sweep(third.id)
                          if e.rule == "model_perf.upper_bound_probe"]
         assert "memory estimate" in third_reasons[0]

@@ -42,7 +42,7 @@ async def prior(store: Store, spec: ModelPerfSpec, same_model: Sequence[Sweep]) 
     oldest first): where it found the peak and the largest batch that fitted, so this sweep
     starts from them (search_space.py). Not for a two-parameter sweep: its peak and
     fit are each setting's own."""
-    if spec.second is not None:
+    if spec.second is not None or not spec.use_prior:
         return None
     for sweep in reversed(same_model):
         if is_prior(sweep, spec):

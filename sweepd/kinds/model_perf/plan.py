@@ -170,7 +170,9 @@ def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
     memory = _prior_memory(space, seen, ctx)
     return _prior_dropped(spec, space, seen, ctx) or (
         f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS scaled "
-        "by the values both sweeps ran" + (f"; {memory}" if memory else ""))
+        "by the values both sweeps ran: a peak that moved since where this sweep did not "
+        "run would not show (the spec's use_prior: false searches afresh)"
+        + (f"; {memory}" if memory else ""))
 
 
 def _prior_memory(space: SearchSpace, seen: list[Probe],

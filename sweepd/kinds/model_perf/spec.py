@@ -115,6 +115,13 @@ class ModelPerfSpec(_Spec):
         default=False,
         description="when max_runs runs out with an unexplored gap beside the best, take "
                     "up to 4 more runs there instead of stopping to ask")
+    use_prior: bool = Field(
+        default=True,
+        description="start from the latest settled sweep of the same cell (model, nodes, "
+                    "config): its runs, scaled by the values both ran, stand in for values "
+                    "not run here, so a cell swept before settles in about one run. false: "
+                    "search afresh (after a change of image, kernel or code that may move "
+                    "the peak where the first run does not look)")
     toolkit_shape: ModelShape | None = Field(
         default=None,
         description="set by sweepd: the shape the toolkit's configs/<model>.gpu.yml gave at "
