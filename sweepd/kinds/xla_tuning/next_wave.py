@@ -15,7 +15,7 @@ def wave_candidates(c: Candidates) -> list[Item]:
     confirm = c.confirmations()
     if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads
         # first, after a rising family's next value when those re-runs cannot confirm it
-        return dedup(c.edge_neighbours() + confirm)[: c.inp.wave_size]
+        return dedup(c.closing_firsts() + confirm)[: c.inp.wave_size]
     items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     items = items or c.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:

@@ -115,13 +115,14 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     tested, Wave 6) goes before anything new, so the timebox verdict has it; once it has,
     the recipe it would name is measured once more on runs that decide nothing, and the
     timebox verdict reads its gain there. A numeric family rising toward an unrun value at
-    the edge of its values run has that value tried first while the leader reads under the
-    win bar (`SearchSteps.edge_neighbours`: those runs could not confirm it anyway)."""
+    the edge of its values run, and a stack predicted to reach the win bar, are tried first
+    while the leader reads under the bar (`SearchSteps.closing_firsts`: those runs could not
+    confirm it anyway)."""
     need = verdict_needs(inp, board, cands)
     if need and closing(inp, board, len(need)):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.edge_neighbours(), *need]))
+            for p, tag, rule, reason in [*cands.closing_firsts(), *need]))
     # A recipe above the bounded bar, not significantly, is measured further so the timebox
     # verdict can say which it is (proposed, or no change) rather than leave it open.
     # It goes before the report block's window, which keeps its runs once it opens.
@@ -134,7 +135,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     if question and closing(inp, board, len(question) + block):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.edge_neighbours(), *question]))
+            for p, tag, rule, reason in [*cands.closing_firsts(), *question]))
     return None
 
 

@@ -114,6 +114,30 @@ class SearchSteps(CandidatesBase):
                         f"cannot confirm it at +{self.inp.win:.0%}: trying {members[i].name}"))
         return out
 
+    def closing_stacks(self) -> list[Item]:
+        """The closing wave at few runs: the stack predicted best, if it reaches the win bar
+        ("+6.09 % if they add up"), runs before the re-runs of a leader that reads under the
+        bar (on its fresh runs, else on all), which cannot confirm it (`claims.confirmed_win`
+        needs a fresh mean >= +5 %). At 880 s jobs two +3 % singles (their stack +7 %) were
+        read by run 22 of 33; the rest went to the +3 % leader's confirmation, baseline
+        re-runs and Wave 6, and the stack ran in 3 of 40 sweeps. CLOSING_STACKS a wave:
+        each run is taken from the leader's needs and the report block (two stacks of
+        +2 % noise singles on a +3.5 % leader left no room for the block). Off at 10-minute
+        jobs: there the stack mostly runs before the closing wave, and a stack whose parts
+        cancel cost more sweeps than the rule won."""
+        ranked = sorted(self._candidates(), key=lambda e: -self._d(e.profile))
+        if (not ranked or not rules.few_runs(self.inp, self.board)
+                or self._reading(ranked[0].profile) >= self.inp.win):
+            return []
+        return [(p, tag, "wave.closing_stack", f"{why} (closing: reaches the "
+                 f"+{self.inp.win:.0%} bar; the leader's re-runs cannot confirm it)")
+                for (p, tag, _, why), pred in self._predicted_stacks()
+                if pred >= self.inp.win][:rules.CLOSING_STACKS]
+
+    def closing_firsts(self) -> list[Item]:
+        """What the closing wave runs before a leader's needs that cannot confirm it."""
+        return [*self.edge_neighbours(), *self.closing_stacks()]
+
     def _reading(self, name: str) -> float:
         """The profile's delta on its fresh runs, else on all of them."""
         fd = self.board.claim.delta(name, self.primary)
@@ -133,7 +157,11 @@ class SearchSteps(CandidatesBase):
                 for p in (members[0], members[-1]) if self._ok(p)]
 
     def stacks(self) -> list[Item]:
-        """Forward selection: the leading recipe plus each positive single of another flag.
+        """Forward selection: the leading recipe plus each positive single of another flag."""
+        return [item for item, _ in self._predicted_stacks()]
+
+    def _predicted_stacks(self) -> list[tuple[Item, float]]:
+        """`stacks`, each with its predicted gain (the leader's and the single's, compounded).
 
         The leader is the best confirmed recipe (else the best single); a part need only be
         clear of noise in its own run, since the stack is measured (and confirmed) itself.
@@ -157,13 +185,14 @@ class SearchSteps(CandidatesBase):
             ranked.append(restore)
         if leader is None:
             return []
-        out: list[Item] = []
+        out: list[tuple[Item, float]] = []
         for e in ranked:
             s = self._on_top(leader, e.profile)
             if s is not None:
                 pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
-                out.append((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
-                            f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they add up"))
+                out.append(((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
+                             f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they "
+                             "add up"), pred))
         return out[:rules.STACKS_PER_WAVE]
 
     def polish(self) -> list[Item]:

@@ -20,6 +20,7 @@ NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up
 SEED_FOCUS = 2
 POINTED = 1  # mechanisms (in the evidence's order) whose flat numeric families get their ends
 STACKS_PER_WAVE = 2
+CLOSING_STACKS = 1  # stacks reaching the win bar a closing wave runs before the leader's needs
 SEED_TWO_FROM = 99  # families this long get two first values (off: measured no better)
 CONTENDER = 0.005  # a single run this close to the best confirmed is re-run
 SETTLED_FAMILY = 3  # a family measured at this many values with nothing >= +1 % is left
