@@ -99,7 +99,7 @@ def test_kill_9_in_each_stage_of_a_campaign_on_slurm(slurm_env: dict[str, str],
                                   (shown["stages"][-1]["sweep"],)).fetchone()[0]
     assert sweeps == 1 + len(SWEEPS)   # each stage resumed, none started again
     # No job twice in Slurm, none there the store does not know, none in the store twice.
-    ours = [(jid, tok) for jid, tok in slurm_jobs() if jid > before]
+    ours = [(jid, tok) for jid, tok in slurm_jobs(within=SLOT) if jid > before]
     tokens = [tok for _, tok in ours]
     assert None not in tokens and len(tokens) == len(set(tokens)), ours
     assert "None" not in ids and len(ids) == len(set(ids))

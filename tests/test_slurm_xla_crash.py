@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostlist import expand_hostlist
 
 from sweepd.clusters import train_env as te
 from sweepd.clusters.slurm import token_of
@@ -54,15 +55,20 @@ def write_slurm_config(tmp_path: Path, mode: str, scenario_path: Path) -> Path:
     return path
 
 
-def slurm_jobs() -> list[tuple[int, str | None]]:
-    """Every job the controller remembers (MinJobAge is an hour): (id, sweepd token)."""
-    done = subprocess.run(["squeue", "-t", "all", "-h", "-o", "%i|%j|%k"], check=True,
+def slurm_jobs(within: str | None = None) -> list[tuple[int, str | None]]:
+    """Every job the controller remembers (MinJobAge is an hour): (id, sweepd token).
+    `within`: only jobs that ran on these nodes (or never ran): the cluster's own sanity
+    job, when a test's cluster is checked again, runs on others."""
+    done = subprocess.run(["squeue", "-t", "all", "-h", "-o", "%i|%N|%j|%k"], check=True,
                           env={**os.environ, **cluster_env()}, capture_output=True, text=True,
                           timeout=30)
+    allowed = set(expand_hostlist(within)) if within else None
     out = []
     for line in done.stdout.splitlines():
-        jid, name, comment = line.split("|", 2)
-        out.append((int(jid), token_of(name, comment)))
+        jid, nodes, name, comment = line.split("|", 3)
+        ran = set(expand_hostlist(nodes.strip())) if nodes.strip() else set()
+        if allowed is None or ran <= allowed:
+            out.append((int(jid), token_of(name, comment)))
     return out
 
 
