@@ -225,8 +225,9 @@ def flat_top(space: SearchSpace, probes: Sequence[Probe]) -> str | None:
     within = space.flat if space.noise > NOISE else space.noise
     noise = f"{within:.1%}".replace(".0%", "%")
     what = "two runs' noise" if space.noise > NOISE else "the run-to-run noise"
+    which = "either" if len(near) == 1 else f"any of these {len(near) + 1}"
     return (f"flat top: {', '.join(map(str, near))} measured within {noise} ({what}) of "
-            f"{top.value}, so either may be the faster")
+            f"{top.value}, so {which} may be the faster")
 
 
 def flat_rivals(space: SearchSpace, probes: Sequence[Probe]) -> list[Value]:

@@ -125,7 +125,7 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
         return None
     pick = min(left, key=lambda v: (len(runs[v]), -mean[v]))
     rival = pick if pick != top else max(rivals, key=lambda v: mean[v])
-    return Step(pick, f"{top} and {rival} measured {mean[rival] / mean[top] - 1:+.1%} apart, "
+    return Step(pick, f"{rival} measured {1 - mean[rival] / mean[top]:.1%} below {top}, "
                       f"within two runs' noise: {said}, so {pick} runs again and the "
                       "verdict rests on the means", repeat=True)
 
