@@ -368,6 +368,22 @@ def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_r
     assert perf_report.rows(cut, runs, [])[-1]["status"] == "works ← best so far"
 
 
+def test_a_value_run_twice_has_one_status_from_its_mean() -> None:
+    """Red team d06: 20 ran twice past the optimum 19 (1,329 and 1,293, mean 1,311 under
+    19's 1,315): one row said "works", the other "works (regression)"."""
+    spec = {"kind": "model-perf", "model": "llama2-70b", "nodes": "chi[1-4]"}
+    sweep = Sweep(id=1, kind="model-perf", name="s", spec_json=json.dumps(spec),
+                  state=SweepState.DONE, reason=None,
+                  verdict_json=json.dumps({"best": 19, "nodes": 4}), created_at="", updated_at="")
+    runs = [_run(1, 18, "pass", 1258.0), _run(2, 19, "pass", 1319.0),
+            _run(3, 19, "pass", 1311.0), _run(4, 20, "pass", 1329.0),
+            _run(5, 20, "pass", 1293.0), _run(6, 25, "pass", 1205.0)]
+    status = [(r["value"], r["status"]) for r in perf_report.rows(sweep, runs, [])]
+    assert status == [(18, "works"), (19, "works ← optimum"), (19, "works ← optimum"),
+                      (20, "works (regression)"), (20, "works (regression)"),
+                      (25, "works (regression)")], status
+
+
 # -- learning memory from every run ------------------------------------------------------
 
 def _mem(value: int, temp: float, outcome: Outcome = Outcome.OK, tgs: float | None = 1.0,

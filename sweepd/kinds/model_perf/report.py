@@ -30,7 +30,13 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
     out = []
     finished = [r for r in runs if r.state in ("passed", "failed")]
     compared = _compared(sweep, finished)
-    top_tgs = max((r.tgs or 0.0 for r in compared if r.outcome == "pass"), default=0.0)
+    # A value run twice is one point of the curve: its rows share its mean's status.
+    passes: dict[Any, list[float]] = {}
+    for r in compared:
+        if r.outcome == "pass" and r.tgs is not None:
+            passes.setdefault((_value(sweep, r), _second(sweep, r)), []).append(r.tgs)
+    mean = {k: sum(ts) / len(ts) for k, ts in passes.items()}
+    top_tgs = max(mean.values(), default=0.0)
     top_value = max((v for r in compared if r.outcome == "pass"
                      and isinstance(v := _value(sweep, r), int | float)), default=None)
     for r in sorted(finished, key=lambda r: _sort_key(sweep, r)):
@@ -46,8 +52,8 @@ def rows(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> list[dict[st
                 (sweep.verdict or {}).get("second_best"):
             status += " ← optimum" if (sweep.verdict or {}).get("settled", True) else \
                 " ← best so far"
-        elif r.outcome == "pass" and r.tgs is not None and r.tgs < top_tgs and \
-                best is not None and _after(value, best):
+        elif r.outcome == "pass" and mean.get((value, _second(sweep, r)), top_tgs) < top_tgs \
+                and best is not None and _after(value, best):
             status += " (regression)"
         job = last_job.get(r.id)
         out.append({"value": value, "second": _second(sweep, r),
