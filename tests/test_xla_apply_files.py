@@ -6,11 +6,13 @@ never its own target."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.xla_tuning import deploy, sourced
+from sweepd.kinds.xla_tuning import deploy, since_sweep, sourced
 from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
 from sweepd.kinds.xla_tuning.flags import AG, GIB
 from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch, env_patch_text
@@ -142,3 +144,21 @@ def test_a_read_only_env_file_is_refused_by_the_check_model_perf_shares(tmp_path
         apply_env_patch(env, MODEL, Parallelism.parse("PP=8"), [], BODY)
     assert env.read_text() == DEEPSEEK
     assert Setting(AG, str(GIB)) in sourced.source(env).settings()
+
+
+def test_a_fifo_at_the_env_file_is_not_sourced_to_compare_it(tmp_path: Path) -> None:
+    """The check for settings changed since the sweep sourced the file with bash before the
+    write refused a FIFO: bash blocked on it for its 30 s timeout (red team recheck, D13)."""
+    fifo = tmp_path / "deepseek3-671b.env.sh"
+    os.mkfifo(fifo)
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(since_sweep.changed(
+        fifo, [], "Inventory: x sets no XLA flag or NCCL/XLA env var", [])), daemon=True)
+    worker.start()
+    worker.join(20)   # a guard against the old hang, not a timing assert
+    if worker.is_alive():   # unblock bash: open the FIFO for writing, then close it
+        with open(fifo, "w"):
+            pass
+        worker.join(40)
+    assert out == [None]
+    assert since_sweep.changed(tmp_path / "gone.env.sh", [], "Inventory: x sets a=1", []) is None

@@ -47,8 +47,8 @@ def changed(env_file: Path, passthrough: Sequence[str], inventory: object,
     there is nothing to compare (no Inventory, or a file that does not source: the proof
     after the write says why)."""
     then = recorded(inventory)
-    if then is None or not env_file.exists():
-        return None
+    if then is None or not env_file.is_file():
+        return None   # missing, or a FIFO or device bash would block on: the write refuses it
     try:  # read with the Inventory's own filter (XLA flags, NCCL/RCCL/XLA_PYTHON env vars)
         now = {s.key: s.value for s in tuned(source(env_file, passthrough).settings())}
     except (SourceError, subprocess.TimeoutExpired, OSError):
@@ -62,7 +62,8 @@ def changed(env_file: Path, passthrough: Sequence[str], inventory: object,
             out.append(f"{key} (removed; measured with {key}={then[key]})")
         elif now[key] != then[key]:
             out.append(f"{key}={now[key]} (measured with {then[key]})")
-    return out
+    # A value is said on one line of the block's note: a CR or LF in it is written out.
+    return [phrase.replace("\r", "\\r").replace("\n", "\\n") for phrase in out]
 
 
 def check(sweep_id: int, env_file: Path, passthrough: Sequence[str], inventory: object,
