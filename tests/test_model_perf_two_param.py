@@ -12,7 +12,7 @@ from sweepd.config import Config
 from sweepd.kinds.model_perf import report
 from sweepd.kinds.model_perf.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.pairs import best_pair
-from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
+from sweepd.kinds.model_perf.search import Outcome, Probe, SearchSpace, batch_space
 from sweepd.kinds.parse import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
@@ -203,6 +203,18 @@ def _run_shaped(act: float, speed: float, peak: float, b: int) -> Probe:
                  fixed_gb=fixed, limit_gb=pool)
 
 
+def _sweep_shaped(space: SearchSpace, policies: dict[str, tuple[float, float, float]]
+                  ) -> list[tuple[float | int | str, Probe]]:
+    """A remat sweep of up to 20 runs, each policy's runs from `_run_shaped`."""
+    pairs: list[tuple[float | int | str, Probe]] = []
+    while (step := next_pair(space, "remat_policy", list(policies), pairs,
+                             runs_left=20 - len(pairs))) is not None:
+        assert isinstance(step.value, int)
+        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
+        assert len(pairs) < 20
+    return pairs
+
+
 def test_a_policy_whose_curve_peaks_elsewhere_is_not_judged_by_one_run() -> None:
     """save_dot_except_mlp keeps 1.2x the activations and runs 1.05x faster, but its curve
     peaks at 14, not at the config's 24: read once at 24 it looks 0.66x as fast (red team
@@ -210,12 +222,7 @@ def test_a_policy_whose_curve_peaks_elsewhere_is_not_judged_by_one_run() -> None
     its own memory puts its peak; the two readings disagree, so it gets its own search."""
     policies = {"minimal_flash": (1.0, 1.0, 24.0), "save_dot_except_mlp": (1.2, 1.05, 14.0)}
     space = batch_space(5)
-    pairs: list[tuple[float | int | str, Probe]] = []
-    while (step := next_pair(space, "remat_policy", list(policies), pairs,
-                             runs_left=20 - len(pairs))) is not None:
-        assert isinstance(step.value, int)
-        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
-        assert len(pairs) < 20
+    pairs = _sweep_shaped(space, policies)
     top = best_pair(pairs)
     assert top is not None and top[0] == "save_dot_except_mlp"
     assert abs(int(top[1].value) - 14) <= 1
@@ -288,12 +295,7 @@ def test_a_policy_fitting_far_past_the_first_is_read_at_its_own_peak() -> None:
     at its own likely peak, then its own search finds 30."""
     policies = {"minimal_flash": (2.45, 1.0, 8.0), "full": (0.757, 1.02, 30.0)}
     space = batch_space(5)
-    pairs: list[tuple[float | int | str, Probe]] = []
-    while (step := next_pair(space, "remat_policy", list(policies), pairs,
-                             runs_left=20 - len(pairs))) is not None:
-        assert isinstance(step.value, int)
-        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
-        assert len(pairs) < 20
+    pairs = _sweep_shaped(space, policies)
     top = best_pair(pairs)
     assert top is not None and top[0] == "full" and abs(int(top[1].value) - 30) <= 1
     full = [int(p.value) for s, p in pairs if s == "full"]

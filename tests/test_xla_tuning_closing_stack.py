@@ -5,12 +5,10 @@ baseline re-runs and Wave 6, and the stack ran in 3 of 40 sweeps)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.results import Result
-from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan
+from tests.test_xla_tuning_family_edge import planned_names
 from tests.test_xla_tuning_few_runs import FLAT
-from tests.test_xla_tuning_verdicts import EV, _base, _inputs, _ok
+from tests.test_xla_tuning_verdicts import _base, _ok
 
 FILLER = ("nbuf", "nch8", "qps8", "ovl4", "lhs", "ag768M", "mem95", "rs512M", "ag512M",
           "ag1G", "nch8+rs768M", "ovl4+rs768M", "rs1G")
@@ -26,9 +24,7 @@ def _closing_wave(proto_s: float, job_s: float = 880.0,
         *[_ok(p, 1000.0, 3, queue_s=job_s) for p in FILLER + more],
         _ok("hpas", 1031.0, 4, queue_s=job_s), _ok("hpas", 1029.0, 4, queue_s=job_s),
         _ok("protoS", proto_s, 4, queue_s=job_s)]
-    out = plan(_inputs(fsdp8(), drift=DriftRead.MEAN), results, EV)
-    assert not isinstance(out, Verdict) and out, out
-    return [(p.profile.name, p.rule) for p in out if isinstance(p, Planned)]
+    return planned_names(results)
 
 
 def test_a_stack_predicted_over_the_bar_runs_before_a_leader_under_it() -> None:

@@ -24,6 +24,11 @@ def _closing_wave(rs512m: float) -> list[tuple[str, str]]:
         *[_ok(p, 1000.0, 3, queue_s=JOB_S) for p in FILLER],
         _ok("rs1G", 989.0, 4, queue_s=JOB_S), _ok("rs768M", 1015.0, 3, queue_s=JOB_S),
         _ok("rs512M", rs512m, 4, queue_s=JOB_S)]
+    return planned_names(results)
+
+
+def planned_names(results: list[Result]) -> list[tuple[str, str]]:
+    """The next wave on the facts file's FSDP=8 cell: (profile, rule) of each run planned."""
     out = plan(_inputs(fsdp8(), drift=DriftRead.MEAN), results, EV)
     assert not isinstance(out, Verdict) and out, out
     return [(p.profile.name, p.rule) for p in out if isinstance(p, Planned)]
