@@ -176,8 +176,10 @@ def test_the_bounded_rule_fires_within_8h_at_10_minute_jobs() -> None:
             assert r.verdict.kind is VerdictKind.TIMEBOX, r.verdict
             assert "not shown either way" in r.verdict.reason, r.verdict.reason
     # The seed's rule itself is reached: a catalog spent short of 25 profiles is filled
-    # (flat families' ends, then pairs) before "catalog exhausted" may end it.
-    assert rules.count("stop.bounded") >= 9, rules
+    # (flat families' ends, then pairs) before "catalog exhausted" may end it. Not when
+    # the stop came before a stack the noise singles predict over +2 % could run
+    # (`bounded_stack.py`: 31 -> 25 of 40 seeds bounded, the rest "no change" naming it).
+    assert rules.count("stop.bounded") >= 7, rules
 
 
 def test_the_8h_stop_reads_the_bounded_rule_on_what_was_run() -> None:

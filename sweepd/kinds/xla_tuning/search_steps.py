@@ -160,17 +160,19 @@ class SearchSteps(CandidatesBase):
         """Forward selection: the leading recipe plus each positive single of another flag."""
         return [item for item, _ in self._predicted_stacks()]
 
-    def _predicted_stacks(self) -> list[tuple[Item, float]]:
+    def _predicted_stacks(self, clear_of_noise: bool = True) -> list[tuple[Item, float]]:
         """`stacks`, each with its predicted gain (the leader's and the single's, compounded).
 
         The leader is the best confirmed recipe (else the best single); a part need only be
         clear of noise in its own run, since the stack is measured (and confirmed) itself.
+        Not `clear_of_noise` (`bounded_stack.py`): a part need only read above POSITIVE.
         """
         singles: dict[str, Entry] = {}
         for e in self._candidates():
             d = self._d(e.profile)
-            if "+" in e.profile or d < max(rules.POSITIVE,
-                                           self.board.search_se(e.profile, self.primary)):
+            floor = (self.board.search_se(e.profile, self.primary) if clear_of_noise
+                     else 0.0)
+            if "+" in e.profile or d < max(rules.POSITIVE, floor):
                 continue
             fam = self._profile(e.profile).family or e.profile
             if fam not in singles or d > self._d(singles[fam].profile):

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
+from sweepd.kinds.xla_tuning.bounded_stack import stack_above, stack_before_bounded
 from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.claims import (
@@ -234,6 +235,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     tried = cands.distinct_tried()
     significant = [e.profile for e in board.measured(primary)
                    if board.claim.above(e.profile, primary, inp.bounded_gain)]
+    significant += [s for s in (stack_above(inp, cands),) if s is not None]
     # Bounded only once the stacks the singles call for have run, in seed mode too: the
     # SKILL.md's "25 profiles, none above +2 %" fired with a pair of +1.2 % singles
     # unstacked whose pair gave +6.5 % (a false "structurally bounded").
@@ -249,13 +251,14 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     if tried >= inp.bounded_count and not significant and settled:
         need = verdict_needs(inp, board, cands)  # a leader above the bar: its claim runs
         need = (need or before_bounded_question(inp, board, cands)
-                or before_bounded(inp, board, cands))
+                or before_bounded(inp, board, cands) or stack_before_bounded(inp, cands))
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
         return bounded_verdict(inp, board, cands, tried, "")
     if not more:
-        need = verdict_needs(inp, board, cands)
+        need = verdict_needs(inp, board, cands) or (
+            [] if significant else stack_before_bounded(inp, cands))
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.bounded_question import BASE_FLOOR, open_question
+from sweepd.kinds.xla_tuning.bounded_stack import bounded_blocked
 from sweepd.kinds.xla_tuning.catalog import Mechanism
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.planned import Verdict
@@ -28,6 +29,7 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
             or any(board.claim.above(e.profile, primary, inp.bounded_gain)
                    for e in board.measured(primary))
             or _one_run_contender(inp, board) or _unseeded(cands)
+            or bounded_blocked(inp, cands)
             or (inp.bounded_question
                 and open_question(inp, board, cands, fresh_only=True) is not None)):
         # Fewer than BASE_FLOOR baseline runs (no bounded verdict rests on them: with few
@@ -35,7 +37,8 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
         # stood behind one high baseline run), a contender the stop cut off before its
         # re-run, a recipe reading above the bar on too few fresh runs to say (a true
         # +3.2 % read +2.6 % on two), or a mechanism never run: the scope is not shown
-        # bounded, only "no change so far" (the timebox verdict).
+        # bounded, only "no change so far" (the timebox verdict); so is a stack the singles
+        # predict above the bar not run, or one reading above it (`bounded_stack.py`).
         return None
     cut = dict.fromkeys(it[0].name for it in (*cands.confirmations(), *cands.stacks()))
     why = (f"; read at the {inp.max_queue_s / 3600:g} h stop, which came before "

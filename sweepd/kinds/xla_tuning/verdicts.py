@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.bounded_question import open_note
+from sweepd.kinds.xla_tuning.bounded_stack import stack_note
 from sweepd.kinds.xla_tuning.catalog import Profile
 from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
@@ -99,7 +100,8 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                 f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
                 f"({tried} profiles)")
         if kind is VerdictKind.TIMEBOX:
-            why += open_note(inp, board, cands) + _reach_note(inp, board, tried)
+            why += ((open_note(inp, board, cands) or stack_note(inp, cands))
+                    + _reach_note(inp, board, tried))
     else:
         gain, interval, n, said, held = gain_said(inp, board, kind, recipe)
         why += said
