@@ -40,6 +40,7 @@ from sweepd.kinds.xla_tuning.catalog import COST_MECHANISMS, Cost, Mechanism, Pa
 from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.in_effect import holds_already
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
 from sweepd.kinds.xla_tuning.planned import VerdictKind
@@ -54,10 +55,12 @@ def cell(rng: random.Random, gain: float, noise: float, candidates: int,
          spread: float = 0.015, shipped: bool = False) -> Case:
     """A landscape whose best recipe is worth `gain` exactly (see the module's docstring)."""
     par = Parallelism.parse(rng.choice(("FSDP=8", "TP=8")))
-    # The shipped catalog less its pipeline shapes and its two-flag family (one label, one
-    # effect: the truth stays what the cell says).
+    # The shipped catalog less its pipeline shapes, its two-flag family (one label, one
+    # effect: the truth stays what the cell says) and lhs (the image's own value: no effect
+    # to give, and the planner does not run it).
     cat = (tuple(p for p in default_catalog(par)
-                 if Mechanism.PIPELINE not in p.mechanisms and len(p.settings) == 1)
+                 if Mechanism.PIPELINE not in p.mechanisms and len(p.settings) == 1
+                 and not holds_already(p, ()))
            if shipped else _catalog(rng, par))
     fams: dict[str, list[Profile]] = {}
     for p in cat:

@@ -153,12 +153,13 @@ def test_wave6_runs_the_other_tags_baseline_beside_the_recipe_on_a_drifting_clus
     """A +7 % flag that costs dense 1.5 %, on a cluster rising 4 % over 8 h: dense's Wave 1
     baseline is hours older than the recipe's Wave 6 run, so the drift hid the regression
     (read clean in 9 of 30 seeds). Its baseline now runs beside the recipe's first run on
-    dense, and the recipe is read against the trend through dense's baseline runs: none of
-    30 reads clean (3 with the beside run alone). The mean's reading (the SKILL.md's) runs
-    no such baseline."""
+    dense, and the recipe is read against the trend through dense's baseline runs: about 1
+    in 20 reads clean (11 of 200 seeds; 0 of the first 30 while the no-op lhs still ran and
+    shifted the noise, 10 of 200). The mean's reading (the SKILL.md's) runs no such
+    baseline."""
     land, inp = nccl_win_on_sparse(0.985, drift=0.04)
     clean = 0
-    for seed in range(30):
+    for seed in range(200):
         played = replay(inp, land, random.Random(seed))
         v = played.verdict
         if v.recipe and "nch8" in v.recipe.split("+") and not (v.conditional or v.regressed):
@@ -168,6 +169,6 @@ def test_wave6_runs_the_other_tags_baseline_beside_the_recipe_on_a_drifting_clus
             beside = played.planned[w6[0] + 1]
             assert (beside.profile.name, beside.tag, beside.rule) == \
                 ("baseline", "dense", "wave6.beside_baseline")
-    assert clean == 0, clean
+    assert clean <= 16, clean  # 9 of 30 without the beside baseline
     mean = replay(replace(inp, drift=DriftRead.MEAN), land, random.Random(0))
     assert not any(p.rule == "wave6.beside_baseline" for p in mean.planned)

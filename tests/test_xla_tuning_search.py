@@ -180,9 +180,9 @@ def test_a_recipe_that_regresses_another_tag_is_config_conditional() -> None:
                                    "interactions": ()})
     # nch8 (-10 % on dense) is no winner-rule stop: the search went on to a stack that
     # Wave 6 shows does not regress dense (nch8 alone read as regressing it). Such a stack
-    # is found in about 1 of 30 seeds (the rest end on the 8 h stop naming nch8, regressed
-    # and conditional): seed 8 is one.
-    r = replay(_inputs(land), land, random.Random(8))
+    # is found in about 6 of 100 seeds (the rest end on the 8 h stop naming nch8, regressed
+    # and conditional): seed 4 is one.
+    r = replay(_inputs(land), land, random.Random(4))
     assert r.verdict.kind is VerdictKind.PROPOSAL and r.verdict.rule == "stop.winner"
     assert not r.verdict.regressed and not r.verdict.conditional
     assert ("nch8", "dense") in {(p.profile.name, p.tag) for p in r.planned}

@@ -45,3 +45,6 @@ class Inputs:
     # How a claim reads the baseline beside it (`drift.py`); but for `mean`, the baseline
     # runs beside the claim's runs.
     drift: DriftRead = DRIFT_DEFAULT
+    # Catalog profiles left out because every setting already holds in the job
+    # (`in_effect.without_in_effect`): the verdict names them.
+    in_effect: tuple[str, ...] = ()

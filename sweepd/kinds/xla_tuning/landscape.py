@@ -5,7 +5,9 @@ per config tag where the tag overrides it, and by interaction factors when every
 in effect (a member `key` alone matches any non-default value). Temp memory is multiplied
 the same way; above the capacity (HBM x the effective XLA_PYTHON_CLIENT_MEM_FRACTION) a run
 OOMs. A key the image does not know aborts the job at start-up. Effective settings resolve
-last-wins: image defaults <- the model's env file (baseline-deployed) <- the profile.
+last-wins: image defaults <- the model's env file (baseline-deployed) <- the profile; a
+value equal to the default a job runs with (`flags.default_value`; booleans in any case, as
+XLA reads them, `flags.same_value`) changes nothing and has no effect.
 
 The simulator will load a landscape from its scenario file (`to_yaml` / `from_yaml`).
 """
@@ -23,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Layer, Profile, Setting
-from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS, MEM_FRACTION
+from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS, MEM_FRACTION, default_value, same_value
 
 
 class Effect(BaseModel):
@@ -72,10 +74,16 @@ class Landscape(BaseModel):
         return eff
 
     def _factor(self, label: str, tag: str) -> Effect:
-        return self.tag_effects.get(tag, {}).get(label) or self.effects.get(label) or Effect()
+        found = self.tag_effects.get(tag, {}).get(label) or self.effects.get(label)
+        if found is None and _boolean(label):  # `key=TRUE` is `key=true`, as XLA reads it
+            found = next((e for table in (self.tag_effects.get(tag, {}), self.effects)
+                          for lb, e in table.items() if _same_label(lb, label)), None)
+        return found or Effect()
 
     def _changed(self, eff: dict[str, str]) -> list[str]:
-        return [f"{k}={v}" for k, v in eff.items() if IMAGE_DEFAULTS.get(k) != v]
+        """The settings that differ from what the job runs with where nothing sets them
+        (compared as XLA does: `true` on the image's `True` changes nothing)."""
+        return [f"{k}={v}" for k, v in eff.items() if not _is_default(k, v)]
 
     def tgs(self, settings: Iterable[Setting], tag: str) -> float:
         """True steady TGS, before noise (OOM and unknown flags aside)."""
@@ -186,8 +194,23 @@ def _interacts(land: Landscape, p: Profile) -> bool:
 def _matches(member: str, eff: dict[str, str]) -> bool:
     key, _, value = member.partition("=")
     if value:
-        return eff.get(key) == value
-    return key in eff and eff[key] != IMAGE_DEFAULTS.get(key)
+        return key in eff and same_value(eff[key], value)
+    return key in eff and not _is_default(key, eff[key])
+
+
+def _is_default(key: str, value: str) -> bool:
+    d = default_value(key)
+    return d is not None and same_value(d, value)
+
+
+def _boolean(label: str) -> bool:
+    return label.partition("=")[2].lower() in ("true", "false")
+
+
+def _same_label(a: str, b: str) -> bool:
+    ka, _, va = a.partition("=")
+    kb, _, vb = b.partition("=")
+    return ka == kb and same_value(va, vb)
 
 
 def _setting(text: str) -> Setting:

@@ -18,6 +18,7 @@ from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile
 from sweepd.kinds.xla_tuning.drift import DriftRead
+from sweepd.kinds.xla_tuning.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.labels import label, roles
 from sweepd.kinds.xla_tuning.plan_checks import not_applied_stop, preflight
@@ -35,7 +36,8 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
         return stop
     results = roles(gather.results(ctx.runs, ctx.jobs, deployed=ctx.facts.deployed),
                     ctx.runs, ctx.jobs)
-    inp = changeable(spec.inputs(ctx.facts.deployed), ctx.facts.fixed_flags())
+    inp = without_in_effect(changeable(spec.inputs(ctx.facts.deployed),
+                                       ctx.facts.fixed_flags()), results)
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):

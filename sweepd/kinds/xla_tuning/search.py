@@ -19,7 +19,8 @@ This module is the loop; its parts: `claims.py` (when a claim is confirmed), `pa
 (whether each part of a stack earns its place), `verdicts.py` (the recipe a verdict names,
 its gain and what it still lacks), `stops.py` (the stop rules and what a verdict needs
 first), `planned.py` (what the planner hands out), `next_wave.py` (a wave filled in the
-order above).
+order above). Catalog profiles that change nothing for the job are left out first
+(`in_effect.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
 from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.next_wave import wave_candidates
 from sweepd.kinds.xla_tuning.parts import Pruned, pruned
@@ -61,6 +63,7 @@ from sweepd.kinds.xla_tuning.waves import Candidates
 
 
 def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> Plan:
+    inp = without_in_effect(inp, results)  # a profile that changes nothing is never run
     board = build(results, inp.noise, inp.max_flakes, inp.drift)
     wave = max(board.waves, default=0)
     if board.queue_s >= inp.max_queue_s:

@@ -16,6 +16,7 @@ from sweepd.kinds.xla_tuning.claims import (
     tag_interval,
 )
 from sweepd.kinds.xla_tuning.flags import unrestorable
+from sweepd.kinds.xla_tuning.in_effect import in_effect_note
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.parts import pruned
 from sweepd.kinds.xla_tuning.planned import Verdict, VerdictKind, profiles
@@ -122,7 +123,7 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
     why += _one_run_note(inp, board, gain)
     if missing:
         why += "; conditional: " + "; ".join(missing)
-    why += untried_note(inp, board, recipe)
+    why += untried_note(inp, board, recipe) + in_effect_note(inp)
     kept = unrestorable(inp.deployed)
     if kept:
         why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
