@@ -22,11 +22,11 @@ from sweepd.kinds.model_perf.search import (
     Probe,
     SearchSpace,
     batch_space,
-    best,
     next_probe,
 )
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from tests.model_perf_curves import sweep_curve
 
 LARGEST_FIT = 39
 MAX_RUNS = 12
@@ -47,21 +47,7 @@ def two_peaks(b: int) -> float:
 
 
 def _sweep(space: SearchSpace) -> tuple[int, list[Probe], list[str]]:
-    probes: list[Probe] = []
-    whys: list[str] = []
-    while len(probes) < MAX_RUNS and (step := next_probe(
-            space, probes, runs_left=MAX_RUNS - len(probes))) is not None:
-        b = int(step.value)
-        whys.append(step.why)
-        if b > LARGEST_FIT:
-            probes.append(Probe(b, Outcome.OOM, None, temp_gb=4.0 * b, fixed_gb=20.0,
-                                limit_gb=178.6, alloc_gb=1.0))
-        else:
-            probes.append(Probe(b, Outcome.OK, two_peaks(b), temp_gb=4.0 * b,
-                                fixed_gb=20.0, limit_gb=178.6))
-    top = best(probes)
-    assert top is not None
-    return int(top.value), probes, whys
+    return sweep_curve(space, two_peaks, LARGEST_FIT, 4.0, 20.0, 178.6, MAX_RUNS)
 
 
 def test_the_curve_has_its_optimum_at_the_lower_peak() -> None:

@@ -24,7 +24,7 @@ from sweepd.kinds.model_perf import yaml_keys
 from sweepd.kinds.model_perf.pairs import is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
-from sweepd.util import person_commit, person_files, read_only
+from sweepd.util import person_commit, person_files
 
 # `sweepd report`'s options this kind takes (`ClientHooks.report_flags`).
 REPORT_FLAGS = (
@@ -57,9 +57,6 @@ def apply_settings(path: Path, values: Mapping[str, Any], note: str | None = Non
         if key.startswith(ENV_PREFIX) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ApplyError(f"{key!r} is not a config key (env variables go in the "
                              "model's .env.sh, not its .gpu.yml)")
-    refused = read_only.refusal(path, force)
-    if refused:
-        raise ApplyError(refused)
 
     def change(text: str | None) -> str:
         assert text is not None  # a missing file is refused before
@@ -76,7 +73,7 @@ def apply_settings(path: Path, values: Mapping[str, Any], note: str | None = Non
             raise ApplyError(f"{path} {e}") from None
 
     try:
-        person_files.edit(path, change, check=person_files.yaml_syntax)
+        person_files.edit(path, change, check=person_files.yaml_syntax, force=force)
     except person_files.PersonFileError as e:
         raise ApplyError(str(e)) from None
     tail = f"  # {note}" if note else ""

@@ -4,7 +4,7 @@ singles is such a recipe. `SearchSteps.stacks` stacks only singles clear of nois
 own run, so three +1.5 % singles at 0.8 % noise (each read +0.9..+1.5 % once, under its
 standard error) were never stacked, and the red team's cell was called bounded in 12 of 40
 sweeps at 880 s (10 at 600 s) though any pair of them gives +3.0 %. Here a single need only
-read above POSITIVE: the stack the planner itself predicts highest (`_predicted_stacks`,
+read above POSITIVE: the stack the planner itself predicts highest (`predicted_stacks`,
 the gains compounded), if it clears the bounded bar and has not run, runs once before the
 verdict (at most STACKS_PER_WAVE such stacks a leader; a stack reading above the bar is
 then re-run and asked as any recipe, `bounded_question.py`). A bounded verdict also never
@@ -30,7 +30,7 @@ RULE = "bounded.stack"
 
 def unrun_stack(inp: Inputs, cands: Candidates) -> tuple[Item, float] | None:
     """The unrun stack predicted highest, if it clears the bounded bar."""
-    top = max(cands._predicted_stacks(clear_of_noise=False), key=lambda sp: sp[1],
+    top = max(cands.predicted_stacks(clear_of_noise=False), key=lambda sp: sp[1],
               default=None)
     return top if top is not None and top[1] > inp.bounded_gain else None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sweepd.kinds.xla_tuning import deploy, sourced
 from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.util import person_files, read_only
+from sweepd.util import person_files
 
 
 class ApplyError(ValueError):
@@ -149,11 +149,10 @@ def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence
     Returns the block written."""
     if create and not path.parent.is_dir():
         raise ApplyError(f"cannot write {path}: there is no directory {path.parent}")
-    _refuse_read_only(path, force)
     try:
         done = person_files.edit(path, lambda old: env_patch_text(old, path, model, par,
                                                                   comments, lines),
-                                 check=person_files.bash_syntax, create=create)
+                                 check=person_files.bash_syntax, create=create, force=force)
     except person_files.PersonFileError as e:
         raise ApplyError(str(e)) from None
     begin, end = _markers(f"xla-tuning {model} {par.text}")
@@ -165,12 +164,6 @@ def apply_env_patch(path: Path, model: str, par: Parallelism, comments: Sequence
         raise ApplyError(f"{path}: the {par.text} recipe would not take effect: {why}; "
                          + _restore(path, done))
     return "\n".join(text[at[0]:at[1] + 1])
-
-
-def _refuse_read_only(path: Path, force: bool) -> None:
-    why = read_only.refusal(path, force)
-    if why is not None:
-        raise ApplyError(why)
 
 
 def _restore(path: Path, done: person_files.Edit) -> str:

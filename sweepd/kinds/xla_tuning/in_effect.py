@@ -24,7 +24,11 @@ from sweepd.kinds.xla_tuning.results import Result
 
 def holds_already(profile: Profile, deployed: Sequence[Setting]) -> bool:
     """Every setting of the profile is what the job runs with without it."""
-    env = {s.key: s.value for s in deployed}  # the env file's own, last wins
+    return _holds(profile, {s.key: s.value for s in deployed})
+
+
+def _holds(profile: Profile, env: dict[str, str]) -> bool:
+    """`holds_already` against the env file's settings by key (last wins)."""
     if not profile.settings:
         return False
     for s in profile.settings:
@@ -38,8 +42,8 @@ def without_in_effect(inp: Inputs, results: Iterable[Result] = ()) -> Inputs:
     """The inputs with the catalog's no-op profiles left out (named in `in_effect`);
     idempotent: the names already left out are kept."""
     ran = {part for r in results for part in r.profile.split("+")}
-    dropped = tuple(p.name for p in inp.catalog
-                    if p.name not in ran and holds_already(p, inp.deployed))
+    env = {s.key: s.value for s in inp.deployed}
+    dropped = tuple(p.name for p in inp.catalog if p.name not in ran and _holds(p, env))
     if not dropped:
         return inp
     return replace(inp, catalog=tuple(p for p in inp.catalog if p.name not in dropped),

@@ -67,7 +67,7 @@ def _read(path: Path, passthrough: tuple[str, ...]) -> tuple[Read, bool]:
     lasting = True
     try:
         settings = source(path, passthrough).settings()
-        return (_tuned(settings), str(path)), True
+        return (tuned(settings), str(path)), True
     except (SourceError, subprocess.TimeoutExpired, OSError) as e:
         lasting = isinstance(e, SourceError)
         why = str(e).replace(f"sourcing {path} failed ", "")
@@ -79,10 +79,10 @@ def _read(path: Path, passthrough: tuple[str, ...]) -> tuple[Read, bool]:
     flags, env = env_file_settings(text)
     settings = tuple([Setting(k, v, Layer.XLA) for k, v in flags.items()]
                      + [Setting(k, v, Layer.ENV) for k, v in env.items()])
-    return (_tuned(settings), f"{path} ({note}; read line by line)"), lasting
+    return (tuned(settings), f"{path} ({note}; read line by line)"), lasting
 
 
-def _tuned(settings: tuple[Setting, ...]) -> tuple[Setting, ...]:
+def tuned(settings: tuple[Setting, ...]) -> tuple[Setting, ...]:
     """XLA flags and the tuned env vars (no MaxText override, no other env var)."""
     return tuple(s for s in settings if s.layer is Layer.XLA
                  or (s.layer is Layer.ENV and s.key.startswith(_TUNED_ENV)))

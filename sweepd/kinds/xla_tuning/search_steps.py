@@ -131,7 +131,7 @@ class SearchSteps(CandidatesBase):
             return []
         return [(p, tag, "wave.closing_stack", f"{why} (closing: reaches the "
                  f"+{self.inp.win:.0%} bar; the leader's re-runs cannot confirm it)")
-                for (p, tag, _, why), pred in self._predicted_stacks()
+                for (p, tag, _, why), pred in self.predicted_stacks()
                 if pred >= self.inp.win][:rules.CLOSING_STACKS]
 
     def closing_firsts(self) -> list[Item]:
@@ -158,9 +158,9 @@ class SearchSteps(CandidatesBase):
 
     def stacks(self) -> list[Item]:
         """Forward selection: the leading recipe plus each positive single of another flag."""
-        return [item for item, _ in self._predicted_stacks()]
+        return [item for item, _ in self.predicted_stacks()]
 
-    def _predicted_stacks(self, clear_of_noise: bool = True) -> list[tuple[Item, float]]:
+    def predicted_stacks(self, clear_of_noise: bool = True) -> list[tuple[Item, float]]:
         """`stacks`, each with its predicted gain (the leader's and the single's, compounded).
 
         The leader is the best confirmed recipe (else the best single); a part need only be

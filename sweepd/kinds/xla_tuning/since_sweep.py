@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.inventory import _tuned as tuned
+from sweepd.kinds.xla_tuning.inventory import tuned
 from sweepd.kinds.xla_tuning.sourced import SourceError, source
 
 _NONE = "no XLA flag or NCCL/XLA env var"
