@@ -63,6 +63,9 @@ class JobRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     # Appended to the XLA_FLAGS the job inherits (its environment's, the model's env file's).
     xla_flags: Sequence[str] = ()
+    # The environment variable `xla_flags` go in: XLA_FLAGS on GPU; on TPU libtpu reads its
+    # XLA flags from LIBTPU_INIT_ARGS and ignores XLA_FLAGS' TPU options.
+    flags_var: str = "XLA_FLAGS"
     # The job's profile (`JobProfile`); None: the job has none.
     profile: JobProfile | None = None
     # Optional `:alias:tag` parts for submit.sh-style job names.
