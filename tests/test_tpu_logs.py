@@ -161,16 +161,16 @@ def _step_of(line: str) -> str:
 def _hostile() -> list[list[str]]:
     step = next(line for line in SUCCESS if "completed step: 7," in line)
     return [
-        SUCCESS[:-1] + [SUCCESS[-1][:60]],                       # cut mid-line
-        SUCCESS[:-1] + [SUCCESS[-1][:SUCCESS[-1].index("Tokens/s") + 19]],  # cut mid-number
+        [*SUCCESS[:-1], SUCCESS[-1][:60]],                       # cut mid-line
+        [*SUCCESS[:-1], SUCCESS[-1][:SUCCESS[-1].index("Tokens/s") + 19]],  # cut mid-number
         [line.replace("43129.409", "9" * 400) for line in SUCCESS],          # inf once parsed
         [re.sub(r"Tokens/s/device: [0-9.]+", "Tokens/s/device: 1.5e308", line)
          for line in SUCCESS],
         [f"\x1b[32m{line}\x1b[0m" for line in SUCCESS],          # coloured
         [line + "\r" for line in SUCCESS] + ["\x00\x00\x00"],
         [step.replace("Tokens/s/device", "Tokens/s/device: x,")] * 3,
-        OOM[:-1] + [OOM_LINE.replace("26.06", "9" * 30).replace("15.75", "1" + "0" * 11)],
-        OOM[:-1] + [OOM_LINE[:100]],
+        [*OOM[:-1], OOM_LINE.replace("26.06", "9" * 30).replace("15.75", "1" + "0" * 11)],
+        [*OOM[:-1], OOM_LINE[:100]],
         ["completed step: 99999999999999999999, seconds: 1, Tokens/s/device: nan"],
         [],
     ]
