@@ -155,6 +155,18 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
      FailureClass.OOM, "29.95GiB"),
     ("0: E0101 Allocator ran OUT_OF_MEMORY", FailureClass.OOM, None),
     ("0: XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory", FailureClass.OOM, None),
+    # TPU (reference/tpu/): the HBM out-of-memory at compile names what was needed.
+    ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
+     "memory required for HLO temporaries (17.57G) exceeds available HBM (15.75G).",
+     FailureClass.OOM, "17.57GiB"),
+    ("0: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+     "space hbm. Used 20.15G of 15.48G hbm. Exceeded hbm capacity by 4.67G.",
+     FailureClass.OOM, "20.15GiB"),
+    ("0: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 512.00M. "
+     "That was not possible. There are 256.00M free.; (0x0x0_HBM0)", FailureClass.OOM,
+     "0.50GiB"),
+    ("0: XlaRuntimeError: RESOURCE_EXHAUSTED: ran out of memory somewhere", FailureClass.OOM,
+     None),
     ("kernel: Out of memory: Killed process 4242 (python3)", FailureClass.HOST_OOM, None),
     ("1: [ERROR] ECC errors detected on GPU 5", FailureClass.ECC, None),
     ("0: jax.errors.ResourceExhaustedError: something", FailureClass.OOM, None),
@@ -184,6 +196,8 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
     ("1: parse_flags_from_env.cc: Unknown flag: --xla_gpu_bar", FailureClass.UNKNOWN_FLAG,
      "--xla_gpu_bar"),
     ("2: E0412 Unknown flag: --xla_gpu_baz=3", FailureClass.UNKNOWN_FLAG, "--xla_gpu_baz"),
+    ("ERROR: Unknown command line flag 'xla_tpu_foo'", FailureClass.UNKNOWN_FLAG,
+     "--xla_tpu_foo"),
     ("0: INTERNAL: Failed to compile module jit_train_step", FailureClass.COMPILE, None),
     ("0: XLA compilation failed: bad thing", FailureClass.COMPILE, None),
     ("0: Traceback (most recent call last):", FailureClass.PYTHON, None),

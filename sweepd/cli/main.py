@@ -139,11 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--tick", type=float, default=0.05, help="wall seconds between passes")
         p.set_defaults(func=func)
 
+    from sweepd.cli.parse_log import add_parse_command
     from sweepd.cli.setup import add_setup_commands
     from sweepd.cli.verbs import add_client_commands
 
     add_client_commands(sub)
     add_setup_commands(sub)
+    add_parse_command(sub)
     add_top_command(sub)
     # Helper verbs (`_ids`, for completion) work but are not offered in the usage line.
     sub.metavar = "{" + ",".join(n for n in sub.choices if not n.startswith("_")) + "}"

@@ -26,7 +26,7 @@ from sweepd.kinds.registry import kind_of
 from sweepd.monitor.classify import classify
 from sweepd.monitor.classify_tables import SIGNAL_TIER, Tier
 from sweepd.monitor.facts import FailureClass, StepFact, Verdict
-from sweepd.monitor.steady import steady_state
+from sweepd.monitor.steady import no_steady_steps, steady_state
 from sweepd.reports.lines import result_line, retry_line
 from sweepd.store.rows import Job
 from sweepd.util.hostlists import expand_nodes
@@ -79,7 +79,7 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
         elif steady is None and getattr(spec, "failure_only", False):
             pass   # a run short of the steady window by design: it ran, that is its result
         elif steady is None:
-            verdict = Verdict(FailureClass.UNKNOWN, evidence="no steady-state steps in the log",
+            verdict = Verdict(FailureClass.UNKNOWN, evidence=no_steady_steps(bool(job.profiler)),
                               detail=f"last step {job.last_step}")
         else:
             tgs, mfu = steady

@@ -11,12 +11,12 @@ from enum import StrEnum
 
 
 class FailureClass(StrEnum):
-    OOM = "oom"                              # GPU out of memory (allocation size recorded)
+    OOM = "oom"                              # device out of memory (its sizes recorded)
     GPU_HARDWARE = "gpu_hardware"            # HSA_STATUS_ERROR / rocdevice.cpp: Aborting
     ECC = "ecc"                              # ECC errors in preflight
     NODE_CRASH = "node_crash"                # one node exits non-zero, others fine
     CONFIG = "config"                        # all nodes fail the same way; bad model name
-    UNKNOWN_FLAG = "unknown_flag"            # parse_flags_from_env.cc: Unknown flag
+    UNKNOWN_FLAG = "unknown_flag"            # XLA_FLAGS / libtpu: an unknown flag
     COLLECTIVE_TIMEOUT = "collective_timeout"  # NCCL WARN Timeout / ncclSystemError
     COORD_TIMEOUT = "coord_timeout"          # DEADLINE_EXCEEDED: GetKeyValue() timed out
     RCCL_FLAKE = "rccl_flake"                # hang before Memstats (RCCL/IB init)
@@ -118,7 +118,13 @@ class SignalFact:
     rank: int | None
     klass: FailureClass
     text: str
-    detail: str | None = None    # e.g. "12.5 GiB" for an OOM allocation
+    detail: str | None = None    # e.g. "12.50GiB" for an OOM allocation
+    # An out-of-memory line that names both: what the program needed and what the device
+    # had (GiB; TPU: `the total memory required for HLO temporaries (17.57G) exceeds
+    # available HBM (15.75G)`). `detail` is then the required size, in the GPU OOM's
+    # shape (`12.50GiB`): the run was at most that short, as a failed allocation is.
+    required_gb: float | None = None
+    available_gb: float | None = None
 
 
 LineFact = (

@@ -1,6 +1,8 @@
 """One log line in, one typed fact out (or None). Pure and total: it never raises.
 
-Formats are those of maxtext-slurm-facts.md §2. The parser is stateless, so two
+Formats are those of maxtext-slurm-facts.md §2, and real MaxText's on one TPU v5e chip
+(reference/tpu/: absl-prefixed step lines with extra fields, the `Total estimated memory
+size:` line, `Using (GB) 3.01 / 15.75 (19.11%) on TPU_0(…)`). The parser is stateless, so two
 context-dependent lines are accepted wherever they appear:
 - `Using (GB) 41.2 / 178.5 (23.08%) on rocm:0` is taken as Memstats without checking that a
   `Memstats: …:` header preceded it (MaxText prints nothing else in that shape);
@@ -20,6 +22,7 @@ from sweepd.monitor.facts import (
     BannerFact,
     ClusterTimeFact,
     CompiledMemoryFact,
+    FailureClass,
     HeaderFact,
     LineFact,
     MemstatsFact,
@@ -33,6 +36,7 @@ from sweepd.monitor.signatures import (
     SIGNATURES,
     is_false_positive,
     match_signature,
+    oom_sizes,
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -40,10 +44,18 @@ _RANK = re.compile(r"^ *(\d{1,7}): ")
 _STEP = re.compile(r"\bcompleted step:\s*(\d+)\s*,(.*)$")
 _MEMSTATS = re.compile(r"\bUsing \(GB\) (\d+(?:\.\d+)?) / (\d+(?:\.\d+)?)")
 _GB = r"([0-9]{1,7}(?:\.[0-9]{1,6})?) GB"  # ASCII digits only: MaxText prints no others
-_COMPILED = re.compile(
-    rf"\bTotal memory size: {_GB}, Output size: {_GB}, Temp size: {_GB}, "
-    rf"Argument size: {_GB}, Host temp size: {_GB}\.?\s*$"
+# The compiled-memory line in both of MaxText's shapes (the same five sizes, in order):
+# older builds `Total memory size: …`; newer ones (max_utils.py, seen on TPU)
+# `Total estimated memory size: 4.4 GB, estimated output size: 3.0 GB, …, Estimated host
+# temp size: 0.0 GB.` (GB as printed, which is GiB).
+_COMPILED = (
+    re.compile(rf"\bTotal memory size: {_GB}, Output size: {_GB}, Temp size: {_GB}, "
+               rf"Argument size: {_GB}, Host temp size: {_GB}\.?\s*$"),
+    re.compile(rf"\bTotal estimated memory size: {_GB}, estimated output size: {_GB}, "
+               rf"estimated temp size: {_GB}, estimated argument size: {_GB}, "
+               rf"Estimated host temp size: {_GB}\.?\s*$"),
 )
+_COMPILED_KEY = "memory size:"   # in both shapes' first words
 _HEADER = re.compile(
     r"^\s*(JOB_ID|JOB_NAME|NNODES|JOB_NODELIST|PASSTHROUGH_ARGS|MODEL_NAME)=(.*)$"
 )
@@ -63,11 +75,13 @@ _STATUS = re.compile(
 _EXIT_IN_PARENS = re.compile(r"\bexit (-?\d+)\b")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # The rest of a step line as MaxText prints it (maxtext-slurm-facts.md §2; MFU is the
-# toolkit's addition): each number in `_NUMBER`'s syntax, so both readings agree.
+# toolkit's addition; newer builds add fields after the loss, on TPU `, lm_loss: …,
+# perplexity: …`, and prefix absl's `I1206 00:23:33.655599 … metric_logger.py:230] `,
+# which `_STEP` skips): each number in `_NUMBER`'s syntax, so both readings agree.
 _N = f"({_NUMBER.pattern})"
 _STEP_USUAL = re.compile(
     rf" seconds: {_N}, TFLOP/s/device: {_N}, (?:MFU: {_N}%, )?Tokens/s/device: {_N}, "
-    rf"total_weights: {_NUMBER.pattern}, loss: {_N}"
+    rf"total_weights: {_NUMBER.pattern}, loss: {_N}(?:, .*)?"
 )
 # The signatures' needles less those containing another: a line with none of them matches
 # no signature (`match_signature` tests each row's needle before its pattern).
@@ -95,8 +109,7 @@ def parse_line(raw: str) -> LineFact | None:
         return fact
     if "Using (GB)" in body and (fact := _parse_memstats(rank, body)) is not None:
         return fact
-    if "Total memory size:" in body and (
-            fact := _parse_compiled_memory(rank, body)) is not None:
+    if _COMPILED_KEY in body and (fact := _parse_compiled_memory(rank, body)) is not None:
         return fact
     structured = _parse_structured(full, body)
     if structured is not None:
@@ -152,7 +165,7 @@ def _parse_memstats(rank: int | None, body: str) -> MemstatsFact | None:
 
 
 def _parse_compiled_memory(rank: int | None, body: str) -> CompiledMemoryFact | None:
-    m = _COMPILED.search(body) if "Total memory size:" in body else None
+    m = next((m for p in _COMPILED if (m := p.search(body)) is not None), None)
     if m is None:
         return None
     total, output, temp, argument, host = (float(g) for g in m.groups())
@@ -217,4 +230,7 @@ def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
     if found is None or is_false_positive(body):
         return None
     klass, detail = found
-    return SignalFact(rank=rank, klass=klass, text=full, detail=detail)
+    sizes = oom_sizes(body) if klass is FailureClass.OOM else None
+    return SignalFact(rank=rank, klass=klass, text=full, detail=detail,
+                      required_gb=sizes[0] if sizes else None,
+                      available_gb=sizes[1] if sizes else None)

@@ -1,9 +1,11 @@
 """Failure signatures and known false positives, as data.
 
-Tables come from maxtext-slurm-facts.md §3 (the toolkit's own triage tables). Order matters
-in `SIGNATURES`: the first matching row wins for a line, so the specific rows
-(`HSA_STATUS_ERROR_OUT_OF_RESOURCES` is an OOM) come before the general ones
-(any other `HSA_STATUS_ERROR` is GPU hardware).
+Tables come from maxtext-slurm-facts.md §3 (the toolkit's own triage tables) and from real
+MaxText on a TPU v5e chip (reference/tpu/: the HBM out-of-memory at compile, libtpu's
+unknown flag). Order matters in `SIGNATURES`: the first matching row wins for a line, so the
+specific rows (`HSA_STATUS_ERROR_OUT_OF_RESOURCES` is an OOM; a TPU OOM's
+`jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: …` is not a mere Python exception) come
+before the general ones (any other `HSA_STATUS_ERROR` is GPU hardware).
 
 `FALSE_POSITIVES` overrides `SIGNATURES`: a line that matches it never becomes a
 SignalFact, whatever else it contains. These lines appear in every successful run. (parse
@@ -56,6 +58,53 @@ def _flag_name(m: re.Match[str]) -> str | None:
     return m.group(1).split("=", 1)[0].rstrip(".,;") or None
 
 
+def _absl_flag_name(m: re.Match[str]) -> str | None:
+    # absl prints the bare name (`'xla_tpu_foo'`): named as XLA_FLAGS' rows name theirs.
+    return f"--{m.group(1)}"
+
+
+# A size as XLA prints it on TPU (`17.57G`, `512.00M`, `1.5GiB`, `4096B`): bounded digits,
+# so `float` never sees a number it cannot hold; no unit is bytes.
+_SIZE = r"([0-9]{1,12}(?:\.[0-9]{1,9})?)\s?([KMGTP]i?B?|B|bytes)?"
+_GIB = {"K": 2.0 ** -20, "M": 2.0 ** -10, "G": 1.0, "T": 2.0 ** 10, "P": 2.0 ** 20}
+# The TPU's out-of-memory lines that name what was needed and what the device had, as
+# (needed, available) in one match: groups 1-2 and 3-4 are the two sizes.
+TPU_OOM_SIZES: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    # At compile (libtpu 0.0.42): `RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total
+    # memory required for HLO temporaries (17.57G) exceeds available HBM (15.75G).`
+    rf"Ran out of memory\b[^()]*?\brequired\b[^()]*\(\s*{_SIZE}\s*\)\s*exceeds available\b"
+    rf"[^()]*\(\s*{_SIZE}\s*\)",
+    # At compile, older libtpu: `Ran out of memory in memory space hbm. Used 20.15G of
+    # 15.48G hbm. Exceeded hbm capacity by 4.67G.`
+    rf"Ran out of memory in memory space \w+\.\s*Used {_SIZE} of {_SIZE} \w+",
+    # At run time: `Error allocating device buffer: Attempting to allocate 8.00G. That was
+    # not possible. There are 6.97G free.`
+    rf"Attempting to allocate {_SIZE}\. That was not possible\. There are {_SIZE} free",
+))
+
+
+def size_gib(number: str, unit: str | None) -> float:
+    """A printed size in GiB (XLA's `G` is GiB; sweepd's GB are the same unit)."""
+    if not unit or unit in ("B", "bytes"):
+        return float(number) / 2.0 ** 30
+    return float(number) * _GIB[unit[0]]
+
+
+def oom_sizes(line: str) -> tuple[float, float] | None:
+    """(needed, available) GiB that a TPU out-of-memory line names, or None."""
+    for pattern in TPU_OOM_SIZES:
+        m = pattern.search(line)
+        if m is not None:
+            return size_gib(m.group(1), m.group(2)), size_gib(m.group(3), m.group(4))
+    return None
+
+
+def _needed(m: re.Match[str]) -> str | None:
+    # The GPU row's shape (`12.50GiB`), which the model-perf search reads as the size the
+    # run was at most short: true of what the program needed, as of a failed allocation.
+    return f"{size_gib(m.group(1), m.group(2)):.2f}GiB"
+
+
 def _sig(
     needle: str, pattern: str, klass: FailureClass, detail: Detail = _none, flags: int = 0
 ) -> Signature:
@@ -70,6 +119,12 @@ SIGNATURES: list[Signature] = [
     _sig("resource_exhausted", r"RESOURCE_EXHAUSTED:\s*Out of memory while trying to allocate"
          r"\s+(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B)?)", _F.OOM, _group),
     _sig("resource_exhausted", r"RESOURCE_EXHAUSTED:\s*Out of memory", _F.OOM),
+    # TPU out of memory (HBM): what was needed and what there was (`oom_sizes`).
+    _sig("ran out of memory", TPU_OOM_SIZES[0].pattern, _F.OOM, _needed),
+    _sig("ran out of memory", TPU_OOM_SIZES[1].pattern, _F.OOM, _needed),
+    _sig("attempting to allocate", TPU_OOM_SIZES[2].pattern, _F.OOM, _needed),
+    _sig("resource_exhausted", r"RESOURCE_EXHAUSTED:.*\bRan out of memory\b", _F.OOM,
+         flags=_I),
     _sig("out_of_memory", r"OUT_OF_MEMORY", _F.OOM),
     _sig("resourceexhausted", r"ResourceExhausted", _F.OOM),
     _sig("out_of_resources", r"(HSA_STATUS_ERROR_OUT_OF_RESOURCES)", _F.OOM, _group),
@@ -91,6 +146,10 @@ SIGNATURES: list[Signature] = [
          _F.UNKNOWN_FLAG, _flag_name),
     _sig("unknown flag", r"\bUnknown flags?(?: in XLA_FLAGS)?:\s*(--xla_\S+)", _F.UNKNOWN_FLAG,
          _flag_name),
+    # libtpu's flags (LIBTPU_INIT_ARGS), parsed by absl at start: `ERROR: Unknown command
+    # line flag 'xla_tpu_foo'` (absl may add `. Did you mean: …?`), then the process ends.
+    _sig("unknown command line flag", r"\bUnknown command line flag '([A-Za-z0-9_]{1,200})'",
+         _F.UNKNOWN_FLAG, _absl_flag_name),
     # Before training.
     _sig("pull failed", r"\[ERROR\] Pull failed for\s*(\S*)", _F.PULL, _group),
     _sig("no gpu devices", r"WARNING: No GPU devices detected", _F.NO_GPU),
