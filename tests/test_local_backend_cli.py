@@ -83,3 +83,11 @@ def test_validate_takes_a_spec_without_nodes_and_refuses_another_node(
     spec.write_text("kind: model-perf\nmodel: my-own-model\nnodes: gpu7\n")
     refused = sweepd(env, "validate", "--config", str(config), str(spec))
     assert refused.returncode == 2 and "not nodes of this cluster: gpu7" in refused.stderr
+
+
+def test_the_example_config_loads() -> None:
+    config = load_config(Path(__file__).parents[1] / "examples" / "local.toml")
+    assert config.cluster.backend == "local"
+    assert config.cluster.local.argv[:3] == ["python3", "-m",
+                                             "maxtext.trainers.pre_train.train"]
+    assert config.cluster.local.env["DECOUPLE_GCLOUD"] == "TRUE"
