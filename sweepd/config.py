@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import shlex
+import socket
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,13 +66,58 @@ class SlurmConfig(_Section):
     image_check_command: list[str] = Field(default_factory=lambda: ["ls", "-la"])
 
 
+class LocalConfig(_Section):
+    """The `local` backend: one box (this host, its one node), jobs one at a time."""
+
+    train_command: str = Field("", description="the trainer's command line (split as a "
+                               "shell would, no shell features), e.g. \"python3 -m "
+                               "maxtext.trainers.pre_train.train src/maxtext/configs/base.yml\"; "
+                               "each run's overrides follow it as key=value arguments")
+    node: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+                             description="the node's name in specs and reports; unset: "
+                             "this host's short name")
+    workdir: Path | None = Field(None, description="the trainer's working directory "
+                                 "(e.g. the MaxText checkout); unset: the daemon's")
+    env: dict[str, str] = Field(default_factory=dict, description="set for every job, "
+                                "over the daemon's environment (a run's env wins)")
+    cancel_grace_s: float = Field(30, gt=0, description="wall seconds between a cancel's "
+                                  "SIGTERM and its SIGKILL to the job's process group")
+
+    @field_validator("train_command")
+    @classmethod
+    def _splits(cls, v: str) -> str:
+        try:
+            shlex.split(v)
+        except ValueError as e:
+            raise ValueError(f"cannot be split into words ({e}): {escape(repr(v))}") from None
+        return v
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.train_command)
+
+    def node_name(self) -> str:
+        """`node`, else this host's short name."""
+        return self.node or socket.gethostname().split(".")[0] or "localhost"
+
+
 class ClusterConfig(_Section):
-    backend: Literal["sim", "slurm"] = "sim"
+    backend: Literal["sim", "slurm", "local"] = "sim"
     gpu_memory_gib: float = Field(192, gt=0)
     gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs per node: the memory "
                                "estimate shards the weights over nodes x this")
     sim: SimConfig = Field(default_factory=SimConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+
+    @model_validator(mode="after")
+    def _local_complete(self) -> ClusterConfig:
+        if self.backend == "local" and not self.local.argv:
+            raise ValueError('backend = "local" needs cluster.local.train_command, the '
+                             "command each job runs (its overrides follow as key=value), "
+                             'e.g. "python3 -m maxtext.trainers.pre_train.train '
+                             'src/maxtext/configs/base.yml"')
+        return self
 
     @model_validator(mode="after")
     def _slurm_mode_complete(self) -> ClusterConfig:

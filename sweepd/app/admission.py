@@ -29,10 +29,15 @@ class Admission:
     def parse(self, data: Any, toolkit_repo: Path | None,
               allowed_chats: frozenset[int] | None) -> SweepSpec:
         """The spec parsed (field-level errors), fitted to this cluster, its chats known."""
-        spec = parse_spec(data, toolkit_repo)
+        spec = parse_spec(data, toolkit_repo, local_node=self.local_node())
         self.refuse_misfits(spec)
         refuse_unknown_chats(spec.chats, allowed_chats)
         return spec
+
+    def local_node(self) -> str | None:
+        """The local backend's one node (a spec may leave `nodes` out), else None."""
+        cluster = self.engine.config.cluster
+        return cluster.local.node_name() if cluster.backend == "local" else None
 
     def refuse_misfits(self, spec: SweepSpec) -> None:
         """What the spec cannot see alone: does it fit this cluster's nodes (e.g. a TP

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweepd.app import startup
-from sweepd.clusters.base import ControllerUnreachable, JobRequest, SubmitRefused
+from sweepd.clusters.base import (
+    ClusterBackend,
+    ControllerUnreachable,
+    JobRequest,
+    SubmitRefused,
+)
 from sweepd.config import Config, ConfigError, SlurmConfig
 from sweepd.monitor.facts import StepFact, SummaryFact
 from sweepd.monitor.parse import parse_line
@@ -83,6 +88,8 @@ async def _scheduler(config: Config, env: Mapping[str, str] | None) -> list[Line
     if config.cluster.backend == "sim":
         scenario = config.cluster.sim.scenario or "the embedded default"
         return [Line("scheduler", True, f"the simulated cluster (scenario: {scenario})")]
+    if config.cluster.backend == "local":
+        return _local(config)
     slurm = config.cluster.slurm
     try:
         startup.check_slurm_files(slurm, env)
@@ -93,6 +100,16 @@ async def _scheduler(config: Config, env: Mapping[str, str] | None) -> list[Line
         return [Line("scheduler", False, f"{note}: sweepd would start and wait")]
     how = shlex.join(slurm.command_prefix) + " " if slurm.command_prefix else ""
     return [Line("scheduler", True, f"Slurm answers ({how}sinfo)")]
+
+
+def _local(config: Config) -> list[Line]:
+    from sweepd.clusters.local.checks import describe, train_command_problem
+
+    local = config.cluster.local
+    problem = train_command_problem(local)
+    return [Line("scheduler", True, f"the local backend: one node, {local.node_name()} "
+                 "(this host); jobs run one at a time as process groups here"),
+            Line("train command", problem is None, problem or describe(local))]
 
 
 def _repo(slurm: SlurmConfig) -> Line:
@@ -165,14 +182,11 @@ async def _dry_job(config: Config, job: DryJob | None, scheduler_ok: bool) -> Li
 
 
 async def _submit_dry(config: Config, job: DryJob) -> Line:
-    from sweepd.clusters.slurm import SlurmCluster
-
-    slurm = config.cluster.slurm
-    cluster = SlurmCluster(slurm, header_command=slurm.header_command,
-                           summary_command=slurm.summary_command)
     with tempfile.TemporaryDirectory(prefix="sweepd-check-") as out:
+        cluster = _dry_cluster(config, Path(out))
+        nodes = list(job.nodes) or [config.cluster.local.node_name()]
         request = JobRequest(token=f"check-{secrets.token_hex(4)}", model=job.model,
-                             nodes=list(job.nodes), output_dir=Path(out),
+                             nodes=nodes, output_dir=Path(out),
                              overrides=dict(job.overrides), tag="sweepd-check")
         try:
             sub = await cluster.submit(request)
@@ -193,6 +207,19 @@ async def _submit_dry(config: Config, job: DryJob) -> Line:
                             f"{job.timeout_s:g} s (cancelled)")
             await asyncio.sleep(1.0)
         return read_dry_log(sub.backend_id, sub.log_path)
+
+
+def _dry_cluster(config: Config, out: Path) -> ClusterBackend:
+    """The backend the dry job goes through; the local one keeps its records in `out`."""
+    if config.cluster.backend == "local":
+        from sweepd.clusters.local import LocalCluster
+
+        return LocalCluster(out / "local", config.cluster.local)
+    from sweepd.clusters.slurm import SlurmCluster
+
+    slurm = config.cluster.slurm
+    return SlurmCluster(slurm, header_command=slurm.header_command,
+                        summary_command=slurm.summary_command)
 
 
 def read_dry_log(job_id: str, log: Path) -> Line:

@@ -134,6 +134,13 @@ async def check_start(config: Config, env: Mapping[str, str] | None = None) -> l
 
 async def check_cluster(config: Config, env: Mapping[str, str] | None = None) -> list[str]:
     """The scheduler's part of `check_start` (a foreground `run` has no socket or chat)."""
+    if config.cluster.backend == "local":
+        from sweepd.clusters.local.checks import train_command_problem
+
+        problem = train_command_problem(config.cluster.local, env)
+        if problem is not None:
+            raise ConfigError(problem)
+        return []
     if config.cluster.backend != "slurm":
         return []
     check_slurm_files(config.cluster.slurm, env)

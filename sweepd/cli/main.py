@@ -18,7 +18,7 @@ from sweepd.app import foreground
 from sweepd.app.health import version
 from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
 from sweepd.config import Config, ConfigError, load_config
-from sweepd.kinds.parse import parse_spec, read_spec_file
+from sweepd.kinds.parse import leaves_nodes_out, parse_spec, read_spec_file
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import ScenarioError
@@ -52,8 +52,11 @@ def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path |
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Its config's toolkit repo may define the model: the foreground daemon judges it.
-    spec = parse_spec(read_spec_file(args.spec), client=True)
-    return _foreground(args, spec.model_dump(mode="json"), args.scenario)
+    data = read_spec_file(args.spec)
+    spec = parse_spec(data, client=True).model_dump(mode="json")
+    if leaves_nodes_out(data):   # the config's cluster decides (the local backend's node)
+        spec.pop("nodes", None)
+    return _foreground(args, spec, args.scenario)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

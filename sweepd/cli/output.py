@@ -14,7 +14,7 @@ from typing import Any
 
 from sweepd.app.foreground import EXIT_BAD_INPUT
 from sweepd.cli.client import Client, ClientError
-from sweepd.kinds.parse import parse_spec, read_spec_file
+from sweepd.kinds.parse import leaves_nodes_out, parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.util.columns import align
 from sweepd.util.text import escape
@@ -176,8 +176,11 @@ def client_command(func: Callable[[argparse.Namespace, Client], int]) -> RunFunc
 
 def load_spec(path: Path) -> Any:
     # Checked here first so a typo gets a clear answer without a daemon round trip.
-    return parse_spec(read_spec_file(path), client=True).model_dump(mode="json",
-                                                                    exclude_unset=True)
+    data = read_spec_file(path)
+    dumped = parse_spec(data, client=True).model_dump(mode="json", exclude_unset=True)
+    if leaves_nodes_out(data):   # the daemon's cluster decides (the local backend's node)
+        dumped.pop("nodes", None)
+    return dumped
 
 
 def print_spec_error(e: SpecError) -> None:

@@ -50,6 +50,10 @@ def config_text(args: argparse.Namespace, state: Path, socket: Path) -> str:
              "", "[cluster]", f"backend = {_toml(args.backend)}"]
     if args.gpus_per_node is not None:
         lines.append(f"gpus_per_node = {args.gpus_per_node}")
+    if args.gpu_memory_gib is not None:
+        lines.append(f"gpu_memory_gib = {args.gpu_memory_gib:g}")
+    if args.backend == "local":
+        lines += _local_lines(args)
     if args.backend == "slurm":
         lines += ["", "[cluster.slurm]", f"mode = {_toml(args.mode)}"]
         if args.mode == "submit_sh":
@@ -72,6 +76,20 @@ def config_text(args: argparse.Namespace, state: Path, socket: Path) -> str:
     return "\n".join(lines)
 
 
+def _local_lines(args: argparse.Namespace) -> list[str]:
+    """The local backend's table: one box, its jobs one at a time (docs/local.md)."""
+    lines = ["# One box, its accelerators one node: gpus_per_node (chips or GPUs) and",
+             "# gpu_memory_gib (per chip) above, e.g. 1 and 15.75 for one TPU v5e chip",
+             "# (sweepd init --gpus-per-node 1 --gpu-memory-gib 15.75).",
+             "", "[cluster.local]", f"train_command = {_toml(args.train_command)}"]
+    if args.workdir is not None:
+        lines.append(f"workdir = {_toml(args.workdir.resolve())}")
+    if args.node is not None:
+        lines.append(f"node = {_toml(args.node)}")
+    return [*lines, "# cancel_grace_s = 30   # SIGTERM, then SIGKILL this much later",
+            '# env = { LIBTPU_INIT_ARGS = "" }   # set for every job (a run\'s env wins)']
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     path: Path = args.config or default_config_path()
     if args.backend == "slurm" and args.mode == "submit_sh" and args.repo is None:
@@ -79,6 +97,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.backend == "slurm" and args.mode == "direct" and not args.train_command:
         raise ConfigError("init: --mode direct needs --train-command (what srun runs on "
                           "every node)")
+    if args.backend == "local" and not args.train_command:
+        raise ConfigError("init: --backend local needs --train-command (what each job runs; "
+                          "its overrides follow as key=value), e.g. --train-command "
+                          "'python3 -m maxtext.trainers.pre_train.train "
+                          "src/maxtext/configs/base.yml'")
     if path.exists() and not args.force:
         raise ConfigError(f"init: {path} exists (--force replaces it)")
     state, socket = personal_dirs()
@@ -110,10 +133,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     say(f"ok   config: {path}")
     job = None
     if args.job:
-        if not args.nodes:
+        if not args.nodes and config.cluster.backend != "local":
             raise ConfigError("check: --job needs --nodes (where the dry job runs)")
         overrides = dict(kv.split("=", 1) for kv in args.override)
-        job = DryJob(args.job, expand_nodes(args.nodes), overrides, args.job_timeout)
+        nodes = expand_nodes(args.nodes) if args.nodes else []   # local: its one node
+        job = DryJob(args.job, nodes, overrides, args.job_timeout)
     failed = asyncio.run(run_checks(config, say, job))
     return EXIT_FAILED_CHECK if failed else 0
 
@@ -127,20 +151,27 @@ def _override(text: str) -> str:
 def add_setup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="write a personal config (no root needed)",
                        description="Write a config whose state and socket are under your "
-                                   "own directories (XDG), for the simulated cluster or "
-                                   "Slurm (direct or submit.sh mode).")
+                                   "own directories (XDG), for the simulated cluster, "
+                                   "Slurm (direct or submit.sh mode) or one local box.")
     p.add_argument("--config", type=Path, help=f"where to write it (default: "
                    f"{default_config_path()})")
-    p.add_argument("--backend", choices=["sim", "slurm"], default="sim")
+    p.add_argument("--backend", choices=["sim", "slurm", "local"], default="sim",
+                   help="local: one box (this host), jobs one at a time (docs/local.md)")
     p.add_argument("--mode", choices=["direct", "submit_sh"], default="submit_sh",
                    help="Slurm: submit with the toolkit's ./submit.sh (default) or sweepd's "
                         "own batch script")
     p.add_argument("--repo", type=Path, help="submit_sh: the maxtext-slurm checkout")
-    p.add_argument("--train-command", help="direct: the command srun runs on every node")
+    p.add_argument("--train-command", help="direct: the command srun runs on every node; "
+                   "local: the command each job runs, its overrides following as key=value")
+    p.add_argument("--workdir", type=Path, help="local: the train command's working "
+                   "directory (e.g. the MaxText checkout)")
+    p.add_argument("--node", help="local: the node's name (default: this host's short name)")
     p.add_argument("--slurm-conf", type=Path, help="the cluster's slurm.conf")
     p.add_argument("--partition")
     p.add_argument("--time-limit")
-    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--gpus-per-node", type=int, help="accelerators per node (one TPU chip: 1)")
+    p.add_argument("--gpu-memory-gib", type=float, help="memory per accelerator in GiB (one "
+                   "TPU v5e chip: 15.75)")
     p.add_argument("--state-dir", type=Path, help="default: $XDG_STATE_HOME/sweepd")
     p.add_argument("--force", action="store_true", help="replace an existing file")
     p.set_defaults(func=cmd_init)

@@ -1,6 +1,7 @@
 """The cluster backend protocol: what the engine needs from a scheduler.
 
-Implementations: `sim` (embedded simulated cluster) and `slurm` (real Slurm CLIs).
+Implementations: `sim` (embedded simulated cluster), `slurm` (real Slurm CLIs) and `local`
+(one host, its jobs as process groups there, one at a time).
 Every call is async and batched where the scheduler allows it.
 """
 

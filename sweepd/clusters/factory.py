@@ -29,6 +29,10 @@ def make_backend(config: Config) -> tuple[ClusterBackend, Clock]:
         state = config.daemon.state_dir / "sim"
         state.mkdir(parents=True, exist_ok=True)
         return SimCluster(state, scenario), Clock(time_scale)
+    if config.cluster.backend == "local":
+        from sweepd.clusters.local import LocalCluster
+
+        return LocalCluster(config.daemon.state_dir / "local", config.cluster.local), Clock(1.0)
     from sweepd.clusters.slurm import SlurmCluster
 
     s = config.cluster.slurm

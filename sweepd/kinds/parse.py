@@ -20,12 +20,27 @@ def stored_spec(kind: str, data: dict[str, Any]) -> SweepSpec:
     return spec.from_stored(data)
 
 
-def parse_spec(data: Any, repo: Path | None = None, client: bool = False) -> SweepSpec:
+# What the CLI checks a spec without `nodes` as (it does not know the daemon's cluster): one
+# node, as the local backend has; the spec goes on without it for the daemon to judge.
+CLIENT_NODE = "the-one-node"
+
+
+def leaves_nodes_out(data: Any) -> bool:
+    """A spec that names no nodes and no slot: on the local backend, its one node."""
+    return isinstance(data, dict) and "nodes" not in data and "node_count" not in data
+
+
+def parse_spec(data: Any, repo: Path | None = None, client: bool = False,
+               local_node: str | None = None) -> SweepSpec:
     """`repo`: the toolkit repo whose configs/<model>.gpu.yml define models beyond the
     built-in shapes (submit.sh mode). `client`: checked by the CLI, which does not know the
-    daemon's repo, so a model it does not know is left to the daemon to judge."""
+    daemon's repo, so a model it does not know is left to the daemon to judge. `local_node`:
+    the one node of the local backend, which a spec without `nodes` runs on (and where a
+    model-perf spec may name a model sweepd has no shape for: it searches without one)."""
     if not isinstance(data, dict):
         raise SpecError("a spec must be a mapping with a `kind` field")
+    if leaves_nodes_out(data) and (local_node or client):
+        data = {**data, "nodes": local_node or CLIENT_NODE}
     kind = data.get("kind")
     refused = control_errors(data)
     if refused:
@@ -37,7 +52,8 @@ def parse_spec(data: Any, repo: Path | None = None, client: bool = False) -> Swe
         what = f"unknown sweep kind {kind!r}, not one of {', '.join(sorted(known))}"
         raise SpecError(what, [{"loc": ["kind"], "msg": what}])
     try:
-        spec = model.model_validate(data, context={"repo": repo, "client": client})
+        spec = model.model_validate(data, context={"repo": repo, "client": client,
+                                                    "local_node": local_node})
     except ValidationError as e:
         errors = [{"loc": list(err["loc"]),
                    "msg": unknown_key(model, err["loc"]) if err["type"] == "extra_forbidden"

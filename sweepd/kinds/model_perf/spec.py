@@ -179,11 +179,13 @@ class ModelPerfSpec(_Spec):
     def known_model(cls, name: str, context: dict[str, Any]) -> str:
         """A built-in shape or, in submit.sh mode, a model the toolkit repo has a config
         for. The CLI does not know the daemon's repo: a name it does not know goes on to
-        the daemon, which decides."""
+        the daemon, which decides. On the local backend (`local_node`) any name: the
+        train command and the overrides define the model, and with no shape the search
+        starts with a small first probe (search_space._small_start)."""
         try:
             return find_model(name, context.get("repo"))[0]
         except UnknownModel:
-            if context.get("client"):
+            if context.get("client") or context.get("local_node"):
                 return name
             raise
 

@@ -1,0 +1,97 @@
+"""The local backend's job records: `state_dir/jobs/<id>.json` per job (token, log, command,
+state), beside what its wrapper writes (`<id>.pid`, `<id>.status`) and the backend's cancel
+marker (`<id>.cancel`), so a new backend over the same directory (a daemon restart) knows
+every job and how each ended, even one that ended while no daemon ran.
+
+A record's `state` is the backend's own: PENDING (queued behind the running job), STARTING
+(its wrapper being launched), STARTED, CANCELLED (cancelled while pending). Whether a
+started job still runs is read from the processes: its wrapper's or its trainer's pid with
+the same start ticks (/proc/PID/stat), so a reused pid is not taken for the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweepd.clusters.local.wrapper import (
+    alive,
+    cancel_path,
+    pid_path,
+    read_json,
+    record_path,
+    status_path,
+    write_json,
+)
+
+PENDING, STARTING, STARTED, CANCELLED = "PENDING", "STARTING", "STARTED", "CANCELLED"
+# A STARTING record whose wrapper never wrote its pid file within this many wall seconds
+# was lost with a crash between the record and the launch: it is not running.
+LAUNCH_LOST_S = 30.0
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """The scheduler's lock: one process at a time decides what starts."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class JobRecords:
+    jobs_dir: Path
+
+    def load(self, job_id: str) -> dict[str, Any] | None:
+        if not job_id.isdigit():
+            return None
+        record = read_json(record_path(self.jobs_dir, job_id))
+        return record if isinstance(record, dict) else None
+
+    def save(self, record: dict[str, Any]) -> None:
+        write_json(record_path(self.jobs_dir, str(record["id"])), record)
+
+    def all(self) -> list[dict[str, Any]]:
+        ids = sorted(int(p.stem) for p in self.jobs_dir.glob("*.json") if p.stem.isdigit())
+        return [r for r in (self.load(str(i)) for i in ids) if r is not None]
+
+    def status(self, job_id: str) -> dict[str, Any] | None:
+        """The wrapper's status file: the job has ended."""
+        data = read_json(status_path(self.jobs_dir, job_id))
+        return data if isinstance(data, dict) and isinstance(data.get("exit_code"), int) \
+            else None
+
+    def pids(self, job_id: str) -> dict[str, Any]:
+        data = read_json(pid_path(self.jobs_dir, job_id))
+        return data if isinstance(data, dict) else {}
+
+    def cancel_asked(self, job_id: str) -> bool:
+        return cancel_path(self.jobs_dir, job_id).exists()
+
+    def mark_cancel(self, job_id: str) -> None:
+        write_json(cancel_path(self.jobs_dir, job_id), {"at": time.time()})
+
+    def running(self, record: dict[str, Any]) -> bool:
+        """Started and not ended: no status file, and its wrapper or its trainer alive
+        (the trainer may outlive a wrapper killed by someone else)."""
+        if record["state"] not in (STARTING, STARTED) or self.status(record["id"]):
+            return False
+        pids = self.pids(record["id"])
+        if not pids:   # the wrapper has not written its pid file yet
+            if record["state"] == STARTED:
+                return alive(record.get("wrapper"))
+            return time.time() - float(record.get("starting_at", 0.0)) < LAUNCH_LOST_S
+        return alive(pids.get("wrapper")) or alive(pids.get("trainer"))
+
+    def live(self, record: dict[str, Any]) -> bool:
+        """Queued or running: the job still holds (or will hold) the node."""
+        return record["state"] == PENDING or self.running(record)

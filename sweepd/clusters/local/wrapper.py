@@ -1,0 +1,217 @@
+"""One local job's wrapper: `python wrapper.py JOBS_DIR JOB_ID` (or `python -m
+sweepd.clusters.local.wrapper ...`), started detached by the local backend, so the job
+outlives the daemon.
+
+It reads the job's record, writes its own pid file, prints direct mode's header lines and
+`== Training BEGIN ==` into the job's log, runs the train command in a session (process
+group) of its own with stdout and stderr into the log, and when it ends prints the banner
+and the JOB SUMMARY block and writes the status file (exit code, start and end, whether it
+was cancelled) beside the record. SIGTERM (the backend's cancel) is passed to the trainer's
+group; after the grace period the group gets SIGKILL. Whatever the trainer left in its
+group when it ended is killed too: the job is its process group.
+
+Standard library only: it runs under the daemon's interpreter without sweepd on the path,
+so the trainer's environment (PYTHONPATH) is the one the backend built, untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+SUMMARY_RULE = "=" * 26 + " JOB SUMMARY " + "=" * 26
+SUMMARY_END = "=" * 65
+CANCEL_EXITS = (130, 143)
+EXIT_NOT_STARTED = 127   # the shell's "command not found"
+
+
+def record_path(jobs_dir: Path, job_id: str) -> Path:
+    return jobs_dir / f"{job_id}.json"
+
+
+def pid_path(jobs_dir: Path, job_id: str) -> Path:
+    """The wrapper's and the trainer's pid and start ticks, written by the wrapper."""
+    return jobs_dir / f"{job_id}.pid"
+
+
+def status_path(jobs_dir: Path, job_id: str) -> Path:
+    """Written once the job has ended: exit code, start, end, cancelled."""
+    return jobs_dir / f"{job_id}.status"
+
+
+def cancel_path(jobs_dir: Path, job_id: str) -> Path:
+    """Written by the backend's cancel before its signal: the job's end reads as a cancel."""
+    return jobs_dir / f"{job_id}.cancel"
+
+
+def durable_write(path: Path, text: str) -> None:
+    """Written whole or not at all, and on disk before returning (a crash right after must
+    not lose a job record or a status)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, data: Any) -> None:
+    durable_write(path, json.dumps(data, indent=1, sort_keys=True))
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """A live (non-zombie) process's start time, /proc/<pid>/stat field 22: with the pid it
+    names one process, never a later one that reused the pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def alive(pair: Any) -> bool:
+    """`[pid, ticks]` still names a running process."""
+    return (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
+            and pair[1] is not None and start_ticks(pair[0]) == pair[1])
+
+
+def wall(seconds: float) -> str:
+    total = max(0, round(seconds))
+    return f"{total // 3600}h {total % 3600 // 60}m {total % 60}s"
+
+
+def header_lines(job: dict[str, Any]) -> list[str]:
+    """Direct mode's header (clusters/slurm/script.py), so the monitor reads it alike."""
+    return [f"JOB_ID={job['id']}", f"JOB_NAME={job['job_name']}", "NNODES=1",
+            f"JOB_NODELIST={job['node']}",
+            f'PASSTHROUGH_ARGS="{" ".join(job["passthrough"])}"',
+            f"MODEL_NAME={job['model']}"]
+
+
+def summary_lines(job: dict[str, Any], seconds: float, code: int, cancelled: bool
+                  ) -> list[str]:
+    if cancelled or code in CANCEL_EXITS:
+        status = "CANCELLED (scancel / SIGTERM)"
+    elif code == 0:
+        status = "SUCCESS (exit 0)"
+    else:
+        status = f"FAILED (exit {code}) — Training FAILED (exit={code})"
+    return [SUMMARY_RULE, f"  Job:    {job['id']} ({job['job_name']})",
+            f"  Model:  {job['model']}", f"  Nodes:  {job['node']}",
+            f"  Wall:   {wall(seconds)}", f"  Status: {status}", SUMMARY_END]
+
+
+class Trainer:
+    """The train command in its own process group, and the cancel that ends it."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.cancelled = False
+        self.kill_at: float | None = None
+
+    def cancel(self, signum: int = signal.SIGTERM, frame: FrameType | None = None) -> None:
+        """SIGTERM to the trainer's group now, SIGKILL once the grace period is over."""
+        self.cancelled = True
+        if self.kill_at is None:
+            self.kill_at = time.monotonic() + self.grace_s
+        self.signal_group(signal.SIGTERM)
+
+    def signal_group(self, sig: int) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def wait(self) -> int:
+        assert self.proc is not None
+        while True:
+            try:
+                code = self.proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if self.kill_at is not None and time.monotonic() >= self.kill_at:
+                    self.signal_group(signal.SIGKILL)
+        # What the trainer left in its group (a data loader, a compile helper) goes with it.
+        self.signal_group(signal.SIGKILL)
+        return 128 - code if code < 0 else code
+
+
+def run(jobs_dir: Path, job_id: str) -> int:
+    job = read_json(record_path(jobs_dir, job_id))
+    if not isinstance(job, dict):
+        print(f"no job record {record_path(jobs_dir, job_id)}", file=sys.stderr)
+        return 2
+    me = [os.getpid(), start_ticks(os.getpid())]
+    trainer = Trainer(float(job.get("grace_s", 30.0)))
+    signal.signal(signal.SIGTERM, trainer.cancel)
+    signal.signal(signal.SIGINT, trainer.cancel)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    write_json(pid_path(jobs_dir, job_id), {"wrapper": me, "trainer": None})
+    log_path = Path(job["log"])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with log_path.open("ab", buffering=0) as log:
+        def say(lines: list[str]) -> None:
+            log.write(("\n".join(lines) + "\n").encode())
+
+        say([*header_lines(job), "== Training BEGIN =="])
+        code = EXIT_NOT_STARTED
+        if not trainer.cancelled and not cancel_path(jobs_dir, job_id).exists():
+            try:
+                trainer.proc = subprocess.Popen(
+                    job["argv"], cwd=job.get("workdir") or None, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as e:
+                say([f"sweepd local backend: cannot start {job['argv'][0]}: "
+                     f"{e.strerror or e}"])
+        if trainer.proc is not None:
+            write_json(pid_path(jobs_dir, job_id), {
+                "wrapper": me, "trainer": [trainer.proc.pid, start_ticks(trainer.proc.pid)]})
+            # A cancel that came before the handler or the pid file saw the trainer.
+            if cancel_path(jobs_dir, job_id).exists():
+                trainer.cancel()
+            code = trainer.wait()
+        cancelled = trainer.cancelled or cancel_path(jobs_dir, job_id).exists()
+        seconds = time.time() - started
+        if code == 0 and not cancelled:
+            say([f"== Training END ({round(seconds)}s) =="])
+        elif not cancelled:
+            say([f"== Training FAILED (exit={code}, {round(seconds)}s) =="])
+        say(summary_lines(job, seconds, code, cancelled))
+    write_json(status_path(jobs_dir, job_id), {"exit_code": code, "start": started,
+                                               "end": time.time(), "cancelled": cancelled})
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: wrapper.py JOBS_DIR JOB_ID", file=sys.stderr)
+        return 2
+    return run(Path(args[0]), args[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

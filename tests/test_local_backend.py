@@ -1,0 +1,197 @@
+"""The local backend itself (no engine): submit, poll, cancel, find_by_token, live_tokens,
+one job at a time, and a job that ends while no backend (no daemon) is there to see it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from sweepd.clusters.base import (
+    NOT_IN_CLUSTER,
+    JobRequest,
+    JobStatus,
+    SchedulerState,
+    SubmitRefused,
+)
+from sweepd.clusters.local import LocalCluster
+from sweepd.clusters.local.wrapper import start_ticks
+from sweepd.config import LocalConfig
+from tests.local_trainer import starts, train_command, write_trainer
+
+
+def _cluster(tmp_path: Path, **env: str) -> LocalCluster:
+    trainer = write_trainer(tmp_path)
+    settings = LocalConfig(train_command=train_command(trainer), node="box1",
+                           cancel_grace_s=2, workdir=tmp_path,
+                           env={"FAKE_STARTS": str(tmp_path / "starts"), **env})
+    return LocalCluster(tmp_path / "state", settings)
+
+
+def _request(tmp_path: Path, token: str, **env: str) -> JobRequest:
+    return JobRequest(token=token, model="tiny-llama", nodes=["box1"],
+                      output_dir=tmp_path / "out",
+                      overrides={"per_device_batch_size": "2", "steps": "15"}, env=env,
+                      xla_flags=["--xla_tpu_enable_latency_hiding_scheduler=false"],
+                      flags_var="LIBTPU_INIT_ARGS")
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The processes of a group that still run (a zombie awaiting its reaper does not)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(stat.parent.name))
+    return found
+
+
+async def _until_finished(cluster: LocalCluster, job_id: str) -> JobStatus:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = (await cluster.poll([job_id]))[job_id]
+        if status.state.finished:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} still {status}")
+
+
+async def test_a_job_runs_to_completion_with_its_overrides_and_flags(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    sub = await cluster.submit(_request(tmp_path, "sw1-aaaa.s1", LIBTPU_INIT_ARGS="--base=1"))
+    assert await cluster.find_by_token("sw1-aaaa.s1") == sub
+    status = await _until_finished(cluster, sub.backend_id)
+    assert status.state == SchedulerState.COMPLETED and status.exit_code == 0
+    assert status.start is not None and status.end is not None and status.end >= status.start
+    log = sub.log_path.read_text()
+    assert sub.log_path.name == f"{sub.backend_id}-{sub.job_name}.log"
+    assert "JOB_NODELIST=box1" in log and "completed step: 14," in log
+    assert "Status: SUCCESS (exit 0)" in log
+    # The overrides as key=value after the train command; the run's flags appended to the
+    # variable the request names, after what the run's env set there.
+    [start] = starts(tmp_path / "starts")
+    assert "per_device_batch_size=2 steps=15" in start
+    assert start.endswith("flags=--base=1 --xla_tpu_enable_latency_hiding_scheduler=false")
+    assert await cluster.live_tokens() == {}
+    assert await cluster.node_states(["box1", "box2"]) == {"box1": "idle",
+                                                          "box2": NOT_IN_CLUSTER}
+
+
+async def test_a_second_job_waits_until_the_first_ends(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, FAKE_STEP_S="0.1")
+    first = await cluster.submit(_request(tmp_path, "sw1-aaaa.s1"))
+    second = await cluster.submit(_request(tmp_path, "sw1-bbbb.s1"))
+    polled = await cluster.poll([first.backend_id, second.backend_id])
+    assert polled[first.backend_id].state == SchedulerState.RUNNING
+    assert polled[second.backend_id].state == SchedulerState.PENDING
+    assert await cluster.node_states(["box1"]) == {"box1": "alloc"}
+    assert set((await cluster.live_tokens()).values()) == {"sw1-aaaa.s1", "sw1-bbbb.s1"}
+    assert (await cluster.idle_nodes(None)).items == []
+    await _until_finished(cluster, first.backend_id)
+    assert (await _until_finished(cluster, second.backend_id)).state == \
+        SchedulerState.COMPLETED
+    # Never two at once: the second started after the first had ended.
+    assert len(starts(tmp_path / "starts")) == 2
+    first_end = (await cluster.poll([first.backend_id]))[first.backend_id].end
+    second_start = (await cluster.poll([second.backend_id]))[second.backend_id].start
+    assert first_end is not None and second_start is not None and second_start >= first_end
+
+
+async def test_cancel_ends_the_trainer_and_its_children(tmp_path: Path) -> None:
+    child_file = tmp_path / "child"
+    cluster = _cluster(tmp_path, FAKE_MODE="child", FAKE_CHILD=str(child_file))
+    sub = await cluster.submit(_request(tmp_path, "sw1-cccc.s1"))
+    deadline = time.monotonic() + 30
+    while not child_file.exists() or not child_file.read_text():
+        assert time.monotonic() < deadline, "the trainer never started its child"
+        await asyncio.sleep(0.05)
+    trainer_pid = int(starts(tmp_path / "starts")[0].split()[0])
+    child_pid = int(child_file.read_text())
+    assert start_ticks(trainer_pid) is not None and start_ticks(child_pid) is not None
+    await cluster.cancel(sub.backend_id)
+    status = await _until_finished(cluster, sub.backend_id)
+    assert status.state == SchedulerState.CANCELLED
+    # The whole process group is gone: the trainer and the child it started.
+    assert start_ticks(trainer_pid) is None and start_ticks(child_pid) is None
+    assert _live_members(trainer_pid) == []
+    assert "Status: CANCELLED" in sub.log_path.read_text()
+    assert await cluster.live_tokens() == {}
+
+
+async def test_cancel_of_a_queued_job_takes_it_off_the_queue(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, FAKE_MODE="hang")
+    running = await cluster.submit(_request(tmp_path, "sw1-dddd.s1"))
+    queued = await cluster.submit(_request(tmp_path, "sw1-eeee.s1"))
+    await cluster.cancel(queued.backend_id)
+    assert (await cluster.poll([queued.backend_id]))[queued.backend_id].state == \
+        SchedulerState.CANCELLED
+    deadline = time.monotonic() + 30
+    while not starts(tmp_path / "starts"):
+        assert time.monotonic() < deadline, "the first job never started"
+        await asyncio.sleep(0.05)
+    await cluster.cancel(running.backend_id)
+    assert (await _until_finished(cluster, running.backend_id)).state == \
+        SchedulerState.CANCELLED
+    assert len(starts(tmp_path / "starts")) == 1   # the queued one never ran
+
+
+async def test_a_cancel_as_the_job_starts_still_cancels_it(tmp_path: Path) -> None:
+    """The cancel comes before the wrapper could take its signal: the marker stops it."""
+    cluster = _cluster(tmp_path, FAKE_MODE="hang")
+    sub = await cluster.submit(_request(tmp_path, "sw1-iiii.s1"))
+    await cluster.cancel(sub.backend_id)
+    assert (await _until_finished(cluster, sub.backend_id)).state == SchedulerState.CANCELLED
+    assert "Status: CANCELLED" in sub.log_path.read_text()
+
+
+async def test_a_job_that_ends_while_no_daemon_runs_reads_its_status_after(
+        tmp_path: Path) -> None:
+    """The backend object (the daemon) goes away mid-job; the job runs on and ends; a new
+    backend over the same state directory finds it by its token, with its exit code."""
+    cluster = _cluster(tmp_path, FAKE_MODE="oom")
+    sub = await cluster.submit(_request(tmp_path, "sw1-ffff.s1"))
+    assert (await cluster.poll([sub.backend_id]))[sub.backend_id].state in (
+        SchedulerState.RUNNING, SchedulerState.FAILED)
+    del cluster
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").exists():
+        assert time.monotonic() < deadline, "the job never ended"
+        await asyncio.sleep(0.05)
+    again = _cluster(tmp_path, FAKE_MODE="oom")
+    assert await again.find_by_token("sw1-ffff.s1") == sub
+    assert await again.live_tokens() == {}
+    status = (await again.poll([sub.backend_id]))[sub.backend_id]
+    assert status.state == SchedulerState.FAILED and status.exit_code == 1
+    assert "RESOURCE_EXHAUSTED" in sub.log_path.read_text()
+
+
+async def test_a_running_job_is_seen_running_by_a_new_backend(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, FAKE_MODE="hang")
+    sub = await cluster.submit(_request(tmp_path, "sw1-gggg.s1"))
+    again = _cluster(tmp_path, FAKE_MODE="hang")
+    assert await again.live_tokens() == {sub.backend_id: "sw1-gggg.s1"}
+    assert (await again.poll([sub.backend_id]))[sub.backend_id].state == \
+        SchedulerState.RUNNING
+    await again.cancel(sub.backend_id)
+    assert (await _until_finished(again, sub.backend_id)).state == SchedulerState.CANCELLED
+
+
+async def test_a_request_for_another_node_is_refused(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    request = _request(tmp_path, "sw1-hhhh.s1")
+    with pytest.raises(SubmitRefused, match="one node, box1"):
+        await cluster.submit(JobRequest(**{**request.__dict__, "nodes": ["box2"]}))
+    assert (await cluster.poll(["99"]))["99"].state == SchedulerState.GONE
+
+
+async def test_node_shell_runs_the_command_here(tmp_path: Path) -> None:
+    from sweepd.clusters.node_probe import run_on
+
+    probe = await run_on(_cluster(tmp_path).node_shell(), "box1", "echo here", 10)
+    assert probe.ok and probe.out.strip() == "here"
