@@ -145,3 +145,41 @@ def test_the_tpu_example_is_a_tpu_spec() -> None:
     assert isinstance(spec, XlaTuningSpec)
     assert spec.platform == "tpu" and spec.max_runs is not None and spec.max_runs <= 16
     assert all(s.startswith("xla_tpu_scoped_vmem") for p in spec.profiles for s in p.settings)
+
+
+# ---- a user's words and costs up front -------------------------------------------------
+
+
+def test_validate_states_the_most_node_hours_from_the_specs_caps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
+    monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
+    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    assert main(["validate", str(EXAMPLE), "--scenario", str(TPU_SCENARIO)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("at most:"))
+    assert "at most: 12 runs" in line and "node-hours unknown" not in line
+    # 1 node x (2 h timebox + a last wave of 9 jobs at 50 min) = 9.5 < 12 x 3 x 50 min
+    assert "9.5 node-hours (1 node(s) x (2 h timebox" in line
+
+
+def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval() -> None:
+    from sweepd.kinds.xla_tuning.plain_words import explained, headline
+
+    said = headline("proposal", "ag768M", 0.1103, (0.081, 0.139), 2,
+                    "--xla_gpu_all_gather_combine_threshold_bytes=805306368", "XLA_FLAGS")
+    assert said.startswith("proposal: ag768M +11.03% vs baseline-deployed (expected gain; "
+                           "95 % interval +8.10% to +13.90%, from 2 runs made to confirm it)")
+    assert "deploy ag768M: --xla_gpu_all_gather_combine_threshold_bytes=805306368" in said
+    assert said.count("%") == 4   # one gain, its interval: no other figure up front
+    tpu = headline("proposal", "vmem32k", 0.02, (0.01, 0.03), 2, "--x=1", "LIBTPU_INIT_ARGS")
+    assert tpu.endswith("(in LIBTPU_INIT_ARGS)")
+    assert headline("bounded", None, None, None, 0, "", "XLA_FLAGS") == \
+        "bounded: no change to deploy"
+    text = explained("restore_default lost; family_gaps ran; the cell's arms; restore_default")
+    assert "restore_default (the env file's settings put back to their default values)" in text
+    assert text.count("put back to their default values") == 1      # at first use only
+    assert "family_gaps (untried values of flags already tried)" in text
+    assert "cell (this model and parallelism)" in text
+    assert "arms (train_env.sh blocks, one per profile)" in text
