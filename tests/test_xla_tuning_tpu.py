@@ -183,3 +183,21 @@ def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval
     assert "family_gaps (untried values of flags already tried)" in text
     assert "cell (this model and parallelism)" in text
     assert "arms (train_env.sh blocks, one per profile)" in text
+
+
+def test_apply_writes_a_tpu_recipe_as_libtpu_init_args_and_sourcing_proves_it(
+        tmp_path: Path) -> None:
+    from sweepd.kinds.xla_tuning import sourced
+    from sweepd.kinds.xla_tuning.catalog import Layer, Setting
+    from sweepd.kinds.xla_tuning.deploy import shell_line
+
+    vmem = Setting(VMEM_LIMIT, "98304", Layer.XLA)
+    line = shell_line(vmem)
+    assert line == (f'export LIBTPU_INIT_ARGS="${{LIBTPU_INIT_ARGS:+$LIBTPU_INIT_ARGS }}'
+                    f'--{VMEM_LIMIT}=98304"')
+    env_file = tmp_path / "m.env.sh"
+    env_file.write_text(line + "\n")
+    got = sourced.source(env_file)
+    assert got.xla_flags == ""                      # XLA_FLAGS untouched
+    assert vmem in got.settings()                   # in effect, read from LIBTPU_INIT_ARGS
+    assert shell_line(Setting("xla_gpu_a", "1", Layer.XLA)).startswith("export XLA_FLAGS=")
