@@ -16,7 +16,7 @@ from sweepd.config import load_config
 from sweepd.kinds.campaign.demo import SCENARIO as CAMPAIGN_SCENARIO
 from sweepd.kinds.parse import load_spec_file
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
+from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO, TUNING_SCENARIO
 from sweepd.sim.scenario import DEFAULT_SCENARIO
 from tests.simrun import run
 
@@ -54,13 +54,15 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
     assert out.startswith(f"spec OK: {kind_of(path)} sweep") and "nothing was submitted" in out
 
 
-def fast_scenario(tmp_path: Path, kind: str) -> Path:
+def fast_scenario(tmp_path: Path, kind: str, platform: str = "gpu") -> Path:
     """The scenario the kind's example is run on (the tuning one for xla-tuning, the demo's
     for a campaign: the flags stage needs its landscapes), its
     clock faster and its seeded faults off: the test is that the example as shipped
     reaches a verdict, not how a fault is handled (each kind's own tests do that)."""
     scenario = {"xla-tuning": TUNING_SCENARIO, "campaign": CAMPAIGN_SCENARIO}.get(
         kind, DEFAULT_SCENARIO)
+    if platform == "tpu":   # a one-chip TPU cell (`platform: tpu`)
+        scenario = TPU_SCENARIO
     raw = yaml.safe_load(scenario.read_text())
     raw["cluster"]["time_scale"] = TIME_SCALE
     raw["faults"] = []
@@ -79,9 +81,9 @@ async def test_an_example_runs_to_a_verdict_on_the_simulated_cluster(path: Path,
     spec = load_spec_file(path)
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "daemon.tick_s": 0.1,
-                                "cluster.sim": {"scenario": str(fast_scenario(tmp_path,
-                                                                              spec.kind))}})
-    code, lines = await run(config, spec.model_dump(mode="json"))
+                                "cluster.sim": {"scenario": str(fast_scenario(
+                                    tmp_path, spec.kind, getattr(spec, "platform", "gpu")))}})
+    code, lines = await run(config, spec.model_dump(mode="json", exclude_unset=True))
     text = "\n".join(lines)
     assert code == foreground.EXIT_VERDICT, text[-2000:]
     state = next(line for line in text.splitlines() if line.startswith("- State: "))

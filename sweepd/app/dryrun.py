@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweepd.app.admission import Admission
-from sweepd.app.progress import most_node_runs, most_runs, slurm_seconds
+from sweepd.app.progress import kind_node_hours, most_node_runs, most_runs, slurm_seconds
 from sweepd.clusters.base import ControllerUnreachable, SubmitRefused
 from sweepd.core.engine import Engine
 from sweepd.core.submit import job_request
@@ -99,6 +99,9 @@ async def _bounds(engine: Engine, kind: str, model: str, spec: dict[str, Any]
                      f"{job_s / 3600:.2f} h (cluster time) on average")
     hours = (None if job_s is None or node_runs is None
              else round(node_runs * (1 + retries) * job_s / 3600, 2))
+    own = kind_node_hours(kind, spec, retries)
+    if own is not None:   # the kind's jobs carry their own time limits
+        hours, basis = own
     return {"most_runs": most, "most_jobs": None if most is None else most * (1 + retries),
             "max_retries": retries, "most_node_runs": node_runs, "most_node_hours": hours,
             "node_hours_basis": basis or "unknown: no time limit configured and no "

@@ -45,6 +45,15 @@ def most_node_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     return None if most is None else most * count_hostlist(str(spec.get("nodes", "")))
 
 
+def kind_node_hours(kind: str, spec: Mapping[str, Any], retries: int
+                    ) -> tuple[float, str] | None:
+    """The most node-hours and their basis where the kind bounds them itself (None: it
+    does not; the configured time limit or earlier jobs decide)."""
+    found = kinds().get(kind)
+    bound = found.budget.node_hours if found else None
+    return bound(spec, retries) if bound else None
+
+
 def slurm_seconds(limit: str) -> float | None:
     """Slurm's --time forms (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`)."""
     days, _, rest = limit.rpartition("-")

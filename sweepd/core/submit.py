@@ -195,6 +195,8 @@ def job_request(spec: SweepSpec, params: RunParams, *, token: str, nodes: list[s
     return JobRequest(token=token, model=params.model or spec.model, nodes=nodes,
                       output_dir=output_dir, overrides=overrides,
                       env={**spec.env, **params.env}, xla_flags=params.xla_flags,
+                      # the kind's spec names the variable (LIBTPU_INIT_ARGS on TPU)
+                      flags_var=getattr(spec, "flags_var", "XLA_FLAGS"),
                       profile=job_profile(spec.env, params),
                       alias=params.alias, tag=params.tag, commit=params.commit,
                       workdir=workdir, partition=getattr(spec, "partition", None),

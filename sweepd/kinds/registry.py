@@ -188,6 +188,10 @@ class Budget:
 
     runs: Bound | None = None
     node_runs: Bound | None = None
+    # The most node-hours and how they were bounded, from the spec and the policy's
+    # retries, for a kind whose jobs carry their own time limits (None: the configured
+    # time limit, else earlier jobs, decide).
+    node_hours: Callable[[Mapping[str, Any], int], tuple[float, str] | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class SimCluster:
                 "id": job_id, "token": request.token, "job_name": name, "model": request.model,
                 "nodes": nodes, "log": str(log), "overrides": dict(request.overrides),
                 "env": dict(request.env), "xla_flags": list(request.xla_flags),
+                "flags_var": request.flags_var,
                 "commit": request.commit, "passthrough": passthrough,
                 "state": PENDING, "pid": None, "pgid": None, "ticks": None, "cancelled": False,
                 "after": self.records.cluster_now(),

@@ -36,12 +36,13 @@ def passthrough(request: JobRequest) -> list[str]:
             *(f"_env_{k}={v}" for k, v in request.env.items())]
 
 
-def xla_env(inherited: str, flags: list[str]) -> dict[str, str]:
-    """A run's XLA flags added to the XLA_FLAGS the trainer inherits, as direct mode's
-    batch script does (`export XLA_FLAGS="${XLA_FLAGS:-} ..."`)."""
+def xla_env(inherited: str, flags: list[str], var: str = "XLA_FLAGS") -> dict[str, str]:
+    """A run's XLA flags added to the variable the trainer inherits, as direct mode's
+    batch script does (`export XLA_FLAGS="${XLA_FLAGS:-} ..."`; `var` LIBTPU_INIT_ARGS on
+    TPU, `JobRequest.flags_var`)."""
     if not flags:
         return {}
-    return {"XLA_FLAGS": " ".join([inherited, *flags])}
+    return {var: " ".join([inherited, *flags])}
 
 
 def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
@@ -58,9 +59,11 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
     env.pop("OUTPUT_PATH", None)
     if record["env"].get("OUTPUT_PATH"):
         env["OUTPUT_PATH"] = str(record["env"]["OUTPUT_PATH"])
-    # The run's env (exported first in direct mode) may set XLA_FLAGS: the flags add to it.
-    inherited = record["env"].get("XLA_FLAGS", env.get("XLA_FLAGS", ""))
-    env.update(xla_env(inherited, record.get("xla_flags", [])))
+    # The run's env (exported first in direct mode) may set XLA_FLAGS (LIBTPU_INIT_ARGS on
+    # TPU): the flags add to it.
+    var = record.get("flags_var") or "XLA_FLAGS"
+    inherited = record["env"].get(var, env.get(var, ""))
+    env.update(xla_env(inherited, record.get("xla_flags", []), var))
     cmd = (_player(records, record, scenario_path, state_dir, env)
            or _trainer(record, records, scenario_path, state_dir))
     launched = subprocess.run(["sh", "-c", _LAUNCH, "sh", str(err), *cmd], env=env,

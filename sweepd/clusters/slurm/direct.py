@@ -51,7 +51,8 @@ class DirectMode:
             job_name=name, model=request.model, passthrough=passthrough, env=request.env,
             train_command=self.settings.train_command, header_command=self._header_command,
             summary_command=self._summary_command, commit=request.commit,
-            xla_flags=request.xla_flags, output_dir=str(out_dir)))
+            xla_flags=request.xla_flags, flags_var=request.flags_var,
+            output_dir=str(out_dir)))
         path = out_dir / f".sweepd-{request.token}.sbatch"
         await asyncio.to_thread(_write_script, path, script)
         chdir = [f"--chdir={request.workdir}"] if request.workdir else []

@@ -7,6 +7,7 @@ Pure: returns the script text; the backend writes it.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ class BatchScript:
     sbatch_directives: Sequence[str] = field(default_factory=lambda: ["--ntasks-per-node=1"])
     # Appended to the XLA_FLAGS the job inherits (sbatch exports the submitter's).
     xla_flags: Sequence[str] = ()
+    # The variable they go in (`JobRequest.flags_var`: LIBTPU_INIT_ARGS on TPU).
+    flags_var: str = "XLA_FLAGS"
     # The directory the log goes to: the job's own outputs go to `<jobid>-<name>/` in it.
     output_dir: str | None = None
 
@@ -88,11 +91,14 @@ def _summary_fn(spec: BatchScript) -> list[str]:
     ]
 
 
-def _xla_flags(flags: Sequence[str]) -> list[str]:
-    """`export XLA_FLAGS="${XLA_FLAGS:-}"' --a=1 --b=2'`: added to what the job inherits."""
+def _xla_flags(flags: Sequence[str], var: str = "XLA_FLAGS") -> list[str]:
+    """`export XLA_FLAGS="${XLA_FLAGS:-}"' --a=1 --b=2'`: added to what the job inherits
+    (in `var`: LIBTPU_INIT_ARGS on TPU, where libtpu reads its flags)."""
     if not flags:
         return []
-    return [f'export XLA_FLAGS="${{XLA_FLAGS:-}}"{shlex.quote(" " + " ".join(flags))}']
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+        raise ValueError(f"flags_var {var!r} is not a shell variable name")
+    return [f'export {var}="${{{var}:-}}"{shlex.quote(" " + " ".join(flags))}']
 
 
 def _output_path(spec: BatchScript) -> list[str]:
@@ -115,7 +121,7 @@ def render_batch_script(spec: BatchScript) -> str:
         "# Written by sweepd (direct mode): header, training under srun -l, JOB SUMMARY.",
         "START=$SECONDS",
         *(f"export {k}={shlex.quote(v)}" for k, v in spec.env.items()),
-        *_xla_flags(spec.xla_flags),
+        *_xla_flags(spec.xla_flags, spec.flags_var),
         *_output_path(spec),
         *_header(spec),
         *_summary_fn(spec),

@@ -50,6 +50,7 @@ class SubmitShMode:
         """The job name and the overrides that leave it (carried in a per-job config),
         without writing anything; refused as the submission would be."""
         assert self.settings.repo is not None
+        _refuse_other_flags_var(request)
         repo = request.workdir or self.settings.repo
         placed = profile_placement(repo, request) if request.profile is not None else None
         named, name, _, carried = self._named(request, placed, repo)
@@ -57,6 +58,7 @@ class SubmitShMode:
 
     async def submit(self, request: JobRequest) -> Submitted:
         assert self.settings.repo is not None  # checked in __init__
+        _refuse_other_flags_var(request)
         if request.xla_flags and request.profile is None:
             # submit.sh takes the model's XLA_FLAGS from its env file; a passthrough
             # `_env_XLA_FLAGS=` would replace them, not add to them. Only a named profile's
@@ -224,3 +226,13 @@ class SubmitShMode:
                     + (f"; duplicate job(s) {', '.join(extra)} cancelled" if extra else ""))
             return await self._submitted(candidate, record[0], note)
         return None
+
+
+def _refuse_other_flags_var(request: JobRequest) -> None:
+    """train_env.sh's arms append to XLA_FLAGS: flags meant for another variable (a TPU
+    job's LIBTPU_INIT_ARGS) would reach the job where libtpu never reads them."""
+    if request.xla_flags and request.flags_var != "XLA_FLAGS":
+        raise SubmitRefused(
+            f"this run's flags go in {request.flags_var}, which submit.sh mode's train_env.sh "
+            "arms cannot set (they append to XLA_FLAGS): use direct mode "
+            "(cluster.slurm.mode: direct)")

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Parallelism, Profile, Setting
 from sweepd.kinds.xla_tuning.flags import FAMILIES
 from sweepd.kinds.xla_tuning.results import RESTORE
+from sweepd.kinds.xla_tuning.tpu_flags import FLAGS_VAR as TPU_FLAGS_VAR
+from sweepd.kinds.xla_tuning.tpu_flags import KNOWN as TPU_KNOWN
 
 # MaxText's parallelism overrides, in the order the guard compares them.
 AXIS_KEYS: tuple[tuple[str, Axis], ...] = (("dcn_fsdp_parallelism", Axis.FSDP),
@@ -101,7 +103,9 @@ def key_mechanisms(settings: Iterable[Setting]) -> set[str]:
 def shell_line(s: Setting) -> str:
     """One setting as a line of the env file (a value must be one plain shell word)."""
     if s.layer is Layer.XLA and _XLA_WORD.fullmatch(s.text):
-        return f'export XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}{s.text}"'
+        # A TPU flag (the TPU catalog's names) goes where libtpu reads it.
+        var = TPU_FLAGS_VAR if s.key in TPU_KNOWN else "XLA_FLAGS"
+        return f'export {var}="${{{var}:+${var} }}{s.text}"'
     if s.layer is Layer.ENV and _ENV_KEY.fullmatch(s.key):
         return f"export {s.key}={shlex.quote(s.value)}"
     if s.layer is Layer.MAXTEXT and _MAXTEXT_WORD.fullmatch(s.label):
@@ -176,7 +180,8 @@ def is_guarded(lines: Sequence[str], model: str | None = None) -> bool:
     return par and (model is None or model_line(model) in lines)
 
 
-_SHELL_XLA = re.compile(r'export XLA_FLAGS="\$\{XLA_FLAGS:\+\$XLA_FLAGS \}(.*)"')
+_SHELL_XLA = re.compile(
+    r'export (XLA_FLAGS|LIBTPU_INIT_ARGS)="\$\{\1:\+\$\1 \}(.*)"')
 _SHELL_MAXTEXT = re.compile(r'PASSTHROUGH_ARGS=\((\S+) ')
 
 
@@ -187,7 +192,7 @@ def settings_of_lines(lines: Iterable[str]) -> tuple[Setting, ...]:
     for line in lines:
         line = line.strip()
         if m := _SHELL_XLA.fullmatch(line):
-            key, _, value = m.group(1).removeprefix("--").partition("=")
+            key, _, value = m.group(2).removeprefix("--").partition("=")
             out.append(Setting(key, value, Layer.XLA))
         elif m := _SHELL_MAXTEXT.match(line):
             key, _, value = m.group(1).partition("=")

@@ -20,6 +20,9 @@ class Inputs:
     bounded_count: int = 25
     regress: float = 0.01  # no other config tag may lose more than this
     max_queue_s: float = 8 * 3600.0  # stop rule 3
+    # The most runs (jobs, each failure included) the sweep may make, a cap beside the 8 h
+    # (None: none, the SKILL.md's rules): reached, the sweep ends as at the 8 h stop.
+    max_runs: int | None = None
     noise: float = 0.008  # relative std of one run: the prior of the cell's own estimate
     wave_size: int = 8
     max_flakes: int = 3

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from sweepd.kinds.api import JobFacts, NodeFaults
-from sweepd.kinds.registry import ClientHooks, Kind, Report, Stops
-from sweepd.kinds.xla_tuning import hooks_client, jobfacts, planner_facts, preflight, report
+from sweepd.kinds.registry import Budget, ClientHooks, Kind, Report, Stops
+from sweepd.kinds.xla_tuning import (
+    budget,
+    hooks_client,
+    jobfacts,
+    planner_facts,
+    preflight,
+    report,
+)
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
@@ -18,6 +25,8 @@ KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     planner_facts.facts, node_faults=NodeFaults.STOP,
     stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
     preflight=preflight.checks, plot=report.plot, demo=DEMO,
+    # The spec's caps bound it: max_runs, the 8 h timebox, each job's own time limit.
+    budget=Budget(runs=budget.most_runs, node_hours=budget.node_hours),
     client=ClientHooks(hooks_client.report_extras, hooks_client.run, hooks_client.REPORT_FLAGS),
     # Effective flags and env, unknown flags, the span from the log as it is read; the
     # HLO dump's evidence once the job ends: kept on the job, read by the gather.

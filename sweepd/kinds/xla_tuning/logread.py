@@ -26,6 +26,9 @@ from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Layer, Setting
 from sweepd.monitor.parse import unquote
 
 XLA_FLAGS = "XLA_FLAGS"
+# Where libtpu reads its XLA flags on TPU (a TPU sweep's profiles go there): its flags are
+# in effect beside XLA_FLAGS', read after them.
+LIBTPU_INIT_ARGS = "LIBTPU_INIT_ARGS"
 # Env vars that matter to a tuning run (besides any key a profile names).
 ENV_PREFIXES = ("NCCL_", "RCCL_", "XLA_PYTHON_CLIENT_")
 _MAX_LINE = 100_000  # a longer line is read up to here: no quadratic work on hostile logs
@@ -94,8 +97,17 @@ def resolved(xla_text: str | None, env: Mapping[str, str], keys: Iterable[str] =
     """The effective state from the last XLA_FLAGS printed and each env var's last value,
     keeping the env vars `wanted` with `keys`."""
     follow = frozenset(keys)
-    return Effective(parse_flags(xla_text or ""),
-                     {k: v for k, v in env.items() if wanted(k, follow)}, xla_text)
+    text = with_libtpu(xla_text, env.get(LIBTPU_INIT_ARGS))
+    return Effective(parse_flags(text or ""),
+                     {k: v for k, v in env.items() if wanted(k, follow)}, text)
+
+
+def with_libtpu(xla_text: str | None, libtpu: str | None) -> str | None:
+    """The flags in effect: XLA_FLAGS', then LIBTPU_INIT_ARGS' (None: neither printed; a
+    log without LIBTPU_INIT_ARGS, every GPU job's, reads as XLA_FLAGS alone)."""
+    if libtpu is None:
+        return xla_text
+    return " ".join(p for p in (xla_text or "", libtpu) if p.strip())
 
 
 def effective(lines: Iterable[str], rank: int | None = 0,
@@ -109,15 +121,19 @@ def effective(lines: Iterable[str], rank: int | None = 0,
     follow = frozenset(keys)
     env: dict[str, str] = {}
     xla_text: str | None = None
+    libtpu: str | None = None
     for raw in lines:
         kv = assignment(raw, rank)
+        if kv is not None and kv[0] == LIBTPU_INIT_ARGS:
+            libtpu = kv[1]
         if kv is None or not wanted(kv[0], follow):
             continue
         if kv[0] == XLA_FLAGS:
             xla_text = kv[1]
         else:
             env[kv[0]] = kv[1]
-    return Effective(parse_flags(xla_text or ""), env, xla_text)
+    text = with_libtpu(xla_text, libtpu)
+    return Effective(parse_flags(text or ""), env, text)
 
 
 def unknown_flags(line: str) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.labels import label, roles
+from sweepd.kinds.xla_tuning.plain_words import explained, headline
 from sweepd.kinds.xla_tuning.plan_checks import not_applied_stop, preflight
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, Entry
@@ -116,9 +117,13 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
              ctx: SweepContext[XlaFacts]) -> Finished:
     primary = next(iter(spec.config_tags))
     top = _ranked(board, primary)
-    summary = f"{v.kind}: {v.reason}"
-    if v.recipe:
-        summary = f"{v.kind}: {v.recipe} {v.gain or 0:+.2%} vs baseline-deployed ({v.reason})"
+    # One figure up front (the confirmation's, with its interval) and the recipe's flags;
+    # the reason after it, its other figures each said for what they are, terms explained.
+    sent = next((r.params for r in ctx.runs if r.params.profile == v.recipe), None)
+    flags = "" if sent is None else " ".join(
+        [*sent.xla_flags, *(f"{k}={x}" for k, x in sent.env.items() if spec.env.get(k) != x)])
+    summary = (headline(str(v.kind), v.recipe, v.gain, v.interval, v.n, flags, spec.flags_var)
+               + f". Why: {explained(v.reason)}")
     verdict: dict[str, Any] = {
         "kind": str(v.kind), "rule": v.rule, "reason": v.reason, "recipe": v.recipe,
         "gain": v.gain, "conditional": v.conditional,

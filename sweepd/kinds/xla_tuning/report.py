@@ -12,7 +12,7 @@ from typing import Any
 from sweepd.kinds.xla_tuning import tuning_md
 from sweepd.kinds.xla_tuning.plot import delta_bars
 from sweepd.kinds.xla_tuning.report_sections import cell, deployment, guard_for
-from sweepd.kinds.xla_tuning.report_view import leaderboard, view
+from sweepd.kinds.xla_tuning.report_view import leaderboard, recorded_settings, view
 from sweepd.kinds.xla_tuning.results import EVIDENCE
 from sweepd.store.rows import Job, Run, Sweep
 
@@ -27,20 +27,37 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
     if not table:
         return "No run has finished yet."
     winner = (sweep.verdict or {}).get("recipe")
-    lines = ["| Profile | Config | TGS | n | Δ vs baseline-deployed | Jobs | Fate |",
-             "|---|---|---|---|---|---|---|"]
+    own = {f"{k}={x}" for k, x in (sweep.spec.get("env") or {}).items()}  # every job's
+    sent = {name: " ".join(w for w in text.split() if w not in own)
+            for name, text in recorded_settings(runs).items()}
+    # The Δ here reads every run of a profile (the search's reading); the verdict's gain is
+    # its confirmation's, said in the verdict with its interval.
+    lines = ["| Profile | Flags | Config | TGS | n | Δ vs the job as deployed (all runs) | "
+             "Jobs | Fate |", "|---|---|---|---|---|---|---|---|"]
     for r in table:
         tgs = f"{r['tgs']:.1f}" if r["tgs"] is not None else "—"
         delta = f"{r['delta']:+.2%} ± {r['se']:.2%}" if r["delta"] is not None else "—"
         fate = r["fate"] + (f" ({r['detail']})" if r["detail"] else "")
         star = " ⭐" if r["profile"] == winner and r["tag"] == table[0]["tag"] else ""
-        lines.append(f"| {r['profile']}{star} | {r['tag']} | {tgs} | {r['n']} | {delta} | "
+        lines.append(f"| {r['profile']}{star} | {_flags(r['profile'], sent)} | {r['tag']} | "
+                     f"{tgs} | {r['n']} | {delta} | "
                      f"{', '.join(r['job_ids']) or '—'} | {fate} |")
     model = sweep.spec.get("model")
     lines += ["", f"`sweepd report {sweep.id} --tuning-md` writes {model}-tuning.md here"
               + (f"; `--apply` writes the {winner} recipe, guarded by parallelism, into "
                  f"configs/{model}.env.sh" if winner else "") + "."]
     return "\n".join(lines)
+
+
+def _flags(profile: str, sent: dict[str, str]) -> str:
+    """The settings a profile's jobs were sent (a stack's from its parts); the baseline and
+    the evidence run send none of their own."""
+    if profile in sent:
+        shown = sent[profile]
+    else:
+        shown = " ".join(sent.get(part, "") for part in profile.split("+")).strip()
+    shown = " ".join(w for w in shown.split() if not w.startswith("ENABLE_XLA_DUMP="))
+    return f"`{shown}`" if shown else "— (as deployed)"
 
 
 def plot(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> bytes | None:

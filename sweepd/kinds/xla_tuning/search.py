@@ -50,6 +50,8 @@ from sweepd.kinds.xla_tuning.results import Fate, Result
 from sweepd.kinds.xla_tuning.stops import (
     needs_for,
     report_block,
+    run_cap,
+    runs_spent,
     seed_winner,
     stop_rule,
     verdict_needs,
@@ -66,22 +68,11 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     inp = without_in_effect(inp, results)  # a profile that changes nothing is never run
     board = build(results, inp.noise, inp.max_flakes, inp.drift)
     wave = max(board.waves, default=0)
-    if board.queue_s >= inp.max_queue_s:
-        if board.pending:
-            return ()  # nothing new; the runs in flight finish (else left on the cluster)
-        cands = Candidates(inp, board, evidence, profiles(inp))
-        done = winner(inp, board, cands, wave, report=False)
-        if isinstance(done, Verdict):
-            return done  # the last wave in made the winner rule: it is that stop, not 8 h
-        bounded = bounded_at_the_stop(inp, board, cands)
-        if bounded is not None:
-            return bounded
-        return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
-                        f"{board.queue_s / 3600:.1f} h of queue time >= "
-                        f"{inp.max_queue_s / 3600:.0f} h")
+    if board.queue_s >= inp.max_queue_s or runs_spent(inp, board):
+        return _at_the_stop(inp, board, evidence, wave)
     retries = _retries(inp, board, wave)
     if board.pending:
-        return retries
+        return run_cap(inp, board, retries)
     first = _wave1(inp, board)
     if first or retries:
         return within_budget(inp, board, (*first, *retries))
@@ -110,6 +101,27 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
         return stop
     return within_budget(inp, board, tuple(Planned(p, tag, wave + 1, rule, reason)
                                            for p, tag, rule, reason in fresh))
+
+
+def _at_the_stop(inp: Inputs, board: Board, evidence: Evidence | None, wave: int) -> Plan:
+    """The 8 h of queue time, or the spec's max_runs, are spent: the runs in flight finish,
+    then the verdict reads what was run."""
+    if board.pending:
+        return ()  # nothing new; the runs in flight finish (else left on the cluster)
+    cands = Candidates(inp, board, evidence, profiles(inp))
+    done = winner(inp, board, cands, wave, report=False)
+    if isinstance(done, Verdict):
+        return done  # the last wave in made the winner rule: it is that stop, not 8 h
+    bounded = bounded_at_the_stop(inp, board, cands)
+    if bounded is not None:
+        return bounded
+    if board.queue_s < inp.max_queue_s:   # the spec's run cap, not the 8 h
+        return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.max_runs",
+                            f"{board.runs} runs made: the spec's max_runs "
+                            f"({inp.max_runs}) reached")
+    return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
+                    f"{board.queue_s / 3600:.1f} h of queue time >= "
+                    f"{inp.max_queue_s / 3600:.0f} h")
 
 
 def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int

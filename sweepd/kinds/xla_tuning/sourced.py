@@ -60,8 +60,11 @@ class Sourced:
     def settings(self) -> tuple[Setting, ...]:
         """Everything the file leaves in effect, last wins: XLA flags, env vars, and MaxText
         overrides the file put in front of the job's own (a later one of the job's wins)."""
-        out = [Setting(k, v, Layer.XLA) for k, v in parse_flags(self.xla_flags).items()]
-        out += [Setting(k, v, Layer.ENV) for k, v in self.env.items() if k != "XLA_FLAGS"]
+        # A TPU recipe's flags are in LIBTPU_INIT_ARGS (libtpu reads them after XLA_FLAGS').
+        flags = " ".join([self.xla_flags, self.env.get("LIBTPU_INIT_ARGS", "")])
+        out = [Setting(k, v, Layer.XLA) for k, v in parse_flags(flags).items()]
+        out += [Setting(k, v, Layer.ENV) for k, v in self.env.items()
+                if k not in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")]
         maxtext: dict[str, str] = {}
         for arg in self.passthrough:
             key, sep, value = arg.partition("=")

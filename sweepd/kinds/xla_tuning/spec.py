@@ -25,6 +25,8 @@ from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, RESTORE
+from sweepd.kinds.xla_tuning.tpu_flags import FLAGS_VAR as TPU_FLAGS_VAR
+from sweepd.kinds.xla_tuning.tpu_flags import KNOWN, tpu_catalog, unknown_names
 
 MICROBATCHES = "num_pipeline_microbatches"
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})
@@ -140,6 +142,13 @@ class XlaTuningSpec(_Spec):
     # good enough).
     stop: Literal["seed", "thorough"] = "seed"
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    # `tpu`: the profiles' XLA flags go in LIBTPU_INIT_ARGS (libtpu reads them there, not
+    # XLA_FLAGS), the catalog is the TPU one (`tpu_flags.py`) and a flag name it does not
+    # know is refused before anything runs.
+    platform: Literal["gpu", "tpu"] = "gpu"
+    # The most runs (jobs, failures included) the sweep may make; reached, it ends as at
+    # the 8 h stop (`stop.max_runs`). None: the 8 h timebox alone bounds it.
+    max_runs: int | None = Field(default=None, ge=3, le=2000)
 
     @model_validator(mode="before")
     @classmethod
@@ -188,7 +197,25 @@ class XlaTuningSpec(_Spec):
             raise ValueError("catalog: replace needs profiles")
         if "per_device_batch_size" in self.overrides:
             raise ValueError("per_device_batch_size: give it as its own field")
+        if self.platform == "tpu":
+            self._known_tpu_flags()
         return self
+
+    def _known_tpu_flags(self) -> None:
+        """libtpu stops at start on a flag it does not know (`ERROR: Unknown command line
+        flag 'NAME'`): every profile's flag is checked against the TPU catalog first."""
+        for p in self.profiles:
+            bad = unknown_names(list(p.settings))
+            if bad:
+                raise ValueError(
+                    f"profile {p.name}: {', '.join(bad)} is not a TPU flag this catalog "
+                    f"knows (libtpu would stop at start: Unknown command line flag); "
+                    f"known: {', '.join(sorted(KNOWN))}")
+
+    @property
+    def flags_var(self) -> str:
+        """The variable the profiles' XLA flags go in (`JobRequest.flags_var`)."""
+        return TPU_FLAGS_VAR if self.platform == "tpu" else "XLA_FLAGS"
 
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> _Spec:
@@ -243,13 +270,19 @@ class XlaTuningSpec(_Spec):
         par = self.parsed_parallelism()
         micro = self.overrides.get(MICROBATCHES)
         own = tuple(p.profile() for p in self.profiles)
-        base = () if self.catalog == "replace" else default_catalog(
-            par, int(micro) if isinstance(micro, int) else None)
+        if self.platform == "tpu":
+            base = () if self.catalog == "replace" else tpu_catalog(par)
+            # The env file's GPU flags are no TPU job's: nothing of them to put back.
+            deployed = tuple(s for s in deployed if s.layer is not Layer.XLA or s.key in KNOWN)
+        else:
+            base = () if self.catalog == "replace" else default_catalog(
+                par, int(micro) if isinstance(micro, int) else None)
         t = self.thresholds
         return Inputs(par, tuple(p for p in base if p.name not in {q.name for q in own}) + own,
                       tuple(self.config_tags), deployed, win=t.win, bounded_gain=t.bounded_gain,
                       bounded_count=t.bounded_count, regress=t.regress,
-                      max_queue_s=t.max_queue_hours * 3600, noise=t.noise,
+                      max_queue_s=t.max_queue_hours * 3600, max_runs=self.max_runs,
+                      noise=t.noise,
                       wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
                       microbatches=int(micro) if isinstance(micro, int) else None,
                       stop=self.stop, report_runs=t.report_runs,

@@ -51,7 +51,7 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
     nodes, so only those that would start before the queue-time budget is spent are
     submitted (at the mean queue time per run so far); a run started before it finishes.
     The rest are not planned; the next plan then meets the budget and stops."""
-    runs = beside_claims(inp, runs)
+    runs = run_cap(inp, board, beside_claims(inp, runs))
     if not board.runs or not runs:
         return runs  # nothing measured yet: no estimate
     per_run = board.per_run
@@ -63,6 +63,22 @@ def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple
     note = (f"; wave cut to {fit} of {len(runs)} runs: {board.queue_s / 3600:.1f} h of queue "
             f"time + ~{per_run / 3600:.1f} h per run reaches {inp.max_queue_s / 3600:.0f} h "
             "(stop.timebox)")
+    return tuple(replace(p, reason=p.reason + note) for p in runs[:fit])
+
+
+def runs_spent(inp: Inputs, board: Board) -> bool:
+    """The spec's `max_runs` (every result counts, failures included) is reached."""
+    return inp.max_runs is not None and board.runs >= inp.max_runs
+
+
+def run_cap(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
+    """A wave cut to the runs the spec's `max_runs` leaves (the rest are never planned; the
+    next plan then meets the cap and stops, `stop.max_runs`)."""
+    if inp.max_runs is None or board.runs + len(runs) <= inp.max_runs:
+        return runs
+    fit = max(0, inp.max_runs - board.runs)
+    note = (f"; wave cut to {fit} of {len(runs)} runs: {board.runs} made of the spec's "
+            f"max_runs {inp.max_runs} (stop.max_runs)")
     return tuple(replace(p, reason=p.reason + note) for p in runs[:fit])
 
 

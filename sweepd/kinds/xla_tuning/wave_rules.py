@@ -78,4 +78,6 @@ def few_runs(inp: Inputs, board: Board) -> bool:
 def closing(inp: Inputs, board: Board, need: int = 0) -> bool:
     """Less queue time left than `need` runs plus one more full wave (at the mean queue time
     per run so far: the cluster's clock, as the results carry it)."""
+    if inp.max_runs is not None and board.runs + need + inp.wave_size >= inp.max_runs:
+        return True   # the spec's run cap is as near: the verdict's needs go first too
     return board.queue_s + (need + inp.wave_size) * board.per_run >= inp.max_queue_s

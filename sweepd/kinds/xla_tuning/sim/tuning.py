@@ -192,6 +192,8 @@ def parallelism_overrides(parallelism: str) -> dict[str, str]:
 # ---- ground truth ----------------------------------------------------------------------------
 
 TUNING_SCENARIO = Path(__file__).with_name("tuning_scenario.yaml")
+# One TPU v5e chip (`platform: tpu` sweeps, the TPU example).
+TPU_SCENARIO = Path(__file__).with_name("tpu_scenario.yaml")
 
 
 class CellTruth(BaseModel):

@@ -5,7 +5,8 @@ settings reach a job"), last wins:
 
     XLA_FLAGS  image flags <- [env file] <- the job's inherited XLA_FLAGS (what sweepd
                appended) <- the XLA dump flags (ENABLE_XLA_DUMP=1) <- [env file, when
-               `env_file_last`]; a `_env_XLA_FLAGS=` passthrough replaces the whole value
+               `env_file_last`]; a `_env_XLA_FLAGS=` passthrough replaces the whole value;
+               then the job's LIBTPU_INIT_ARGS (a TPU sweep's flags), read after it
     env vars   train_env.sh defaults <- [env file] <- the job's environment <- [env file,
                when `env_file_last`] <- `_env_K=V` passthrough (re-exported last)
 
@@ -30,7 +31,12 @@ from sweepd.kinds.xla_tuning import sourced
 from sweepd.kinds.xla_tuning.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, Sample, sample
-from sweepd.kinds.xla_tuning.logread import ENV_PREFIXES, XLA_FLAGS, parse_flags
+from sweepd.kinds.xla_tuning.logread import (
+    ENV_PREFIXES,
+    LIBTPU_INIT_ARGS,
+    XLA_FLAGS,
+    parse_flags,
+)
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec
 from sweepd.sim.scenario import FaultKind, FaultSpec
@@ -153,7 +159,9 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     xla, at_dump = _resolve_xla(spec, env_file, process.get(XLA_FLAGS, ""), passthrough, dump)
     others, _ = _resolve_xla(spec, env_file, process.get(XLA_FLAGS, ""), passthrough, "")
     env = _resolve_env(spec, land, env_file, process, passthrough)
-    settings = _settings(land, xla, env, overrides)
+    # A TPU job's flags come in LIBTPU_INIT_ARGS (libtpu reads them beside XLA_FLAGS').
+    libtpu = process.get(LIBTPU_INIT_ARGS)
+    settings = _settings(land, _join(xla, libtpu or ""), env, overrides)
     unknown = tuple(s.text for s in settings if s.key in land.unknown)
     outcome = sample(land, settings, tag, random.Random(f"{seed}:{job_id}:tuning"))
     temp, cap = land.memory(settings, tag)
@@ -162,8 +170,9 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     dump_lines = (f"[XLA dump] Enabled on rank 0 ({DUMP_ENV}={passthrough.get(DUMP_ENV, '1')})",
                   f"[XLA dump] {XLA_FLAGS}={at_dump}") if dump_on else ()
     deployed = bool(land.deployed) or spec.env_file(model) is not None
-    lines = (_env_lines(passthrough, env, xla, deployed, model, dump_lines),
-             _env_lines(passthrough, env, others, deployed, model, ()))
+    shown = env if libtpu is None else {**env, LIBTPU_INIT_ARGS: libtpu}
+    lines = (_env_lines(passthrough, shown, xla, deployed, model, dump_lines),
+             _env_lines(passthrough, shown, others, deployed, model, ()))
     return TuningRun(land, tag, xla, env, settings, outcome, temp, cap, unknown, lines,
                      dump_file)
 
