@@ -40,12 +40,13 @@ def ended(e: EndedJob) -> Facts | None:
     return {**e.job.facts, "run_noise": spread / math.sqrt(len(tgs))}
 
 
-def run_noise(ctx: SweepContext[Any]) -> float:
+def run_noise(ctx: SweepContext[Any], floor: float = NOISE) -> float:
     """The noise the search allows for: the median of the passed runs' `run_noise` (their
-    latest jobs), never below NOISE; NOISE until MIN_RUNS runs have it."""
+    latest jobs), never below `floor` (the spec's `noise_floor`, NOISE by default); NOISE
+    until MIN_RUNS runs have it."""
     passed = {r.id for r in ctx.runs if r.outcome == "pass"}
     read = [float(j.facts["run_noise"]) for rid, j in latest_jobs(ctx.jobs).items()
             if rid in passed and isinstance(j.facts.get("run_noise"), int | float)]
     if len(read) < MIN_RUNS:
         return NOISE
-    return max(NOISE, statistics.median(read))
+    return max(floor, statistics.median(read))

@@ -19,7 +19,7 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # The spec's `multi_peak`: a departure from SKILL.md's single-peak narrowing, so off
     # by default (search/shapes.py's ladder). The noise: what the runs' steps show; with
     # `measure_noise` (off by default, one run more) also what two runs of the best show.
-    return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx),
+    return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx, spec.noise_floor),
                    measure_noise=spec.measure_noise,
                    check_slowdown=spec.check_slowdown), why
 
