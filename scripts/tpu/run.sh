@@ -1,6 +1,10 @@
 #!/bin/bash
 # Driver for real MaxText runs on the one-chip TPU v5e machine.
-# Usage: bash .tpu/run.sh PHASE   (PHASE = sweep | extra)
+# Usage: bash .tpu/run.sh PHASE   (PHASE = truth | sweepd | sweep | extra)
+#   truth:  every batch in $BATCHES once, one process each (the every-value-once ground truth)
+#   sweepd: `sweepd run` of a model perf sweep on the local backend, real MaxText as its
+#           trainer ($NOISE_FLOOR: the spec's noise_floor; default the spec's own default)
+# Built by scripts/tpu/prepare.sh, run from the repository root on the TPU machine.
 # Writes at most 8 files to $OUT.
 PHASE=${1:-sweep}
 T0=$(date +%s)
@@ -105,6 +109,39 @@ if [ "$PHASE" = sweep ]; then
 elif [ "$PHASE" = truth ]; then
   for b in ${BATCHES}; do run b$b $b ""; rc=$?; [ $rc -eq 99 ] && break; done
   for b in ${REPEATS}; do run r$b $b ""; rc=$?; [ $rc -eq 99 ] && break; done
+elif [ "$PHASE" = sweepd ]; then
+  # sweepd's own needs beyond MaxText's (the same versions where both need one)
+  PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-deps --no-compile --no-cache-dir \
+     --only-binary=:all: --index-url file:///opt/pypi/simple --find-links $TPU/whl \
+     --target /tmp/site -r $ROOT/scripts/tpu/sweepd_reqs.txt >> $OUT/install.log 2>&1 || log "sweepd deps FAILED"
+  export PYTHONPATH=$PYTHONPATH:$ROOT
+  W=/tmp/sweepd-chip; rm -rf $W; mkdir -p $W
+  cat > $W/sweepd.toml <<TOML
+[daemon]
+state_dir = "$W/state"
+socket = "$W/sweepd.sock"
+[cluster]
+backend = "local"
+gpus_per_node = 1
+gpu_memory_gib = 15.75
+[cluster.local]
+train_command = "python3 -m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml"
+workdir = "$TPU/mt"
+[policy]
+poll_interval_s = 2
+TOML
+  { echo "kind: model-perf"; echo "model: maxtext-0.27b"
+    echo "values: [${VALUES:-4, 8, 12, 16, 24, 32, 48, 80}]"
+    [ -n "${NOISE_FLOOR:-}" ] && echo "noise_floor: $NOISE_FLOOR"
+    echo "overrides: {$(echo $MODEL | sed 's/=/: /g; s/ \([a-z_]*:\)/, \1/g'), dataset_type: synthetic, enable_checkpointing: 'False', enable_goodput_recording: 'False', monitor_goodput: 'False', enable_checkpoint_cloud_logger: 'False', skip_jax_distributed_system: 'True', base_output_directory: /tmp/mtout, jax_cache_dir: /tmp/jc_sweepd, run_name: sweepd}"
+  } > $W/spec.yaml
+  cp $W/spec.yaml $OUT/spec.yaml
+  log "sweepd run starts"
+  timeout -k 5 $(( DEADLINE - ($(date +%s) - T0) )) python3 -m sweepd.cli.main run --config $W/sweepd.toml --state-dir $W/state $W/spec.yaml > $OUT/sweepd_run.txt 2>&1
+  log "sweepd run rc=$?"
+  python3 -m sweepd.cli.main report 1 --json --state-dir $W/state > $OUT/report.json 2>>$OUT/sweepd_run.txt
+  python3 -m sweepd.cli.main explain 1 --state-dir $W/state >> $OUT/sweepd_run.txt 2>&1
+  tar -czf $OUT/sweepd_state.tgz -C $W state
 elif [ "$PHASE" = extra ]; then
   # repeats of the base setting, then flag settings (own compile cache each)
   for spec in $SPECS; do
