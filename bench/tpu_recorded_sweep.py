@@ -52,8 +52,8 @@ def recorded() -> dict[int, tuple[float | None, float]]:
     return out
 
 
-def sweep(options: dict[str, object], work: Path) -> tuple[list[int], int | None]:
-    """The batches the search ran, in order, and the batch its verdict names."""
+def sweep(options: dict[str, object], work: Path) -> tuple[list[int], int | None, str]:
+    """The batches the search ran, in order, the batch its verdict names and its caveat."""
     work.mkdir(parents=True)
     config = work / "sweepd.toml"
     config.write_text(
@@ -73,7 +73,9 @@ def sweep(options: dict[str, object], work: Path) -> tuple[list[int], int | None
     report = subprocess.run([*cli, "report", "1", "--json", "--state-dir", str(work / "state")],
                             capture_output=True, text=True, timeout=60, check=True)
     data = json.loads(report.stdout)
-    return _ran(data), _best(data)
+    verdict = data.get("verdict")
+    caveat = str(verdict.get("caveat") or "") if isinstance(verdict, dict) else ""
+    return _ran(data), _best(data), caveat
 
 
 def _ran(data: dict[str, object]) -> list[int]:
@@ -131,7 +133,7 @@ def main() -> None:
     methods = dict(list(METHODS.items())[:1]) if args.smoke else METHODS
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, options) in enumerate(methods.items()):
-            ran, chosen = sweep(options, Path(tmp) / str(i))
+            ran, chosen, _ = sweep(options, Path(tmp) / str(i))
             cost = sum(truth[b][1] for b in ran)
             got = tgs.get(chosen) if chosen is not None else None
             gap = f"{got / tgs[best] - 1:+.1%}" if got is not None else "no verdict"

@@ -9,6 +9,7 @@ from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_ru
 from sweepd.kinds.model_perf.comparable import slowed_stop
 from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.jobfacts import quiet_note
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.search import (
@@ -80,7 +81,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                              ungiven_beside_best(spec, space, seen), flat_top(space, seen),
                              bent_beside_best(space, seen), second_peak_room(space, seen),
                              _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(spec, space, seen, ctx), _noise(space, seen)) if n]
+                             _from_earlier(spec, space, seen, ctx), _noise(space, seen),
+                             quiet_note(ctx, spec.noise_floor)) if n]
         return _finish(spec, seen, ctx, "; ".join(notes) or None,
                        settled=unsure is None and slowed is None)
     value = step.value
