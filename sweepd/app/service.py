@@ -91,6 +91,7 @@ class Service(Queries):
         out["exclusions"] = [e.as_dict()
                              for e in await self.store.exclusions.of_sweep(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events.of_sweep(sweep_id)]
+        out["leftovers"] = await self.leftovers(sweep_id)
         # A campaign's stages: each a sweep of its own, in the order they started.
         out["stages"] = [{"stage": c.stage, "sweep": c.child_id,
                           "state": (await self.store.sweeps.get(c.child_id)).state}
