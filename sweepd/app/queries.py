@@ -11,7 +11,6 @@ from sweepd.kinds.registry import kinds
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.store.store import NotFound, Store
 
-
 # The notes of what a sweep's submissions left in, or removed from, the person's files
 # (core/control.end_note), in the order they are told.
 LEFTOVER_RULES = ("cluster.leftover_removed", "cluster.leftover", "cluster.leftover_kept")
