@@ -44,6 +44,7 @@ class Service(Queries):
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         # A SpecError with field-level errors when it does not parse or fit.
         spec = self.admission.parse(data, self.toolkit_repo(), self.allowed_chats)
+        await self.admission.refuse_unknown_partition(spec)
         # A slot (partition + node_count) becomes named idle nodes now, frozen in the spec.
         spec, chosen = await self.admission.resolve_slot(spec)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the

@@ -95,6 +95,10 @@ class SlurmCluster:
     async def remove_leftovers(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(remove_leftovers, output_dir)
 
+    async def partitions(self) -> list[str]:
+        """Slurm's own (not the protocol's): the partitions, for `check` and `validate`."""
+        return await self.queries.partitions()
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         return await self.queries.idle_nodes(partition)
 
