@@ -104,6 +104,9 @@ class ScaleBackend:
     async def end_note(self, output_dir: Path) -> str | None:
         return None
 
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        return None
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         return Listing([], "scale bench: no idle nodes")
 

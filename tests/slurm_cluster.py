@@ -60,6 +60,8 @@ SLURM_S = {
     "test_job_times.py": 21,
     "test_slurm_queued_dead.py": 15,
     "test_slurm_xla.py": 10,
+    "test_slurm_profiles_cleanup.py": 80,
+    "test_slurm_partition.py": 10,
     "test_cli_views.py": 9,
     "test_repo_models.py": 3,
     "test_smaller_refusals.py": 2,

@@ -145,3 +145,58 @@ async def test_every_running_job_scancelled_stops_and_asks(
         assert "not recoverable" not in stop, stop
     finally:
         await store.close()
+
+
+def _last_step(db: Path) -> tuple[str, int] | None:
+    """(scheduler id, last step) of the first job while it runs."""
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("SELECT backend_id, last_step FROM jobs WHERE id = 1 AND "
+                           "state = 'running' AND last_step IS NOT NULL").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return (str(row[0]), int(row[1])) if row else None
+
+
+async def test_a_scancel_after_the_measured_steps_is_no_success(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    # The trainer lingers after its last step (a slow teardown, a checkpoint): a person's
+    # scancel then ends the job CANCELLED with every step of the steady window printed. The
+    # measurement stands by its own rule, which says why; the job is never called a success.
+    scenario = write_scenario(tmp_path, time_scale=0.003)
+    config = direct_config(tmp_path, scenario)
+    train = config.cluster.slurm.train_command
+    lingering = ["bash", "-c", f'{" ".join(train)} "$@"; sleep 120', "train"]
+    config = config.model_copy(update={"cluster": config.cluster.model_copy(update={
+        "slurm": config.cluster.slurm.model_copy(update={"train_command": lingering})})})
+    sweep = asyncio.create_task(run(config, perf_spec(nodes=NODES, values=[4], steps=15)))
+    while (found := _last_step(config.daemon.db_path)) is None or found[1] < 14:
+        assert not sweep.done(), sweep.result()
+        await asyncio.sleep(0.1)
+    subprocess.run(["scancel", found[0]], env={**os.environ, **cluster_env()}, check=True,
+                   timeout=30)
+    code, lines = await sweep
+    assert code == EXIT_VERDICT, lines
+    store = await open_store(config)
+    try:
+        [job] = await store.jobs.of_sweep(1)
+        assert job.tgs and job.scheduler_state == "CANCELLED"
+        ended = [e for e in await store.events.of_sweep(1) if e.job_id == job.id
+                 and e.to_state == job.state]
+        assert [e.rule for e in ended] == ["cancelled.measured"], ended
+        assert "steady window (steps 5-14) was complete before the cancel" in ended[0].reason
+        assert "measurement stands" in ended[0].reason
+        assert "Status: CANCELLED" in (ended[0].evidence or "")
+        [r] = await store.runs.of_sweep(1)
+        assert r.outcome == "pass" and r.tgs == job.tgs
+        passed = [e for e in await store.events.of_sweep(1) if e.run_id == r.id
+                  and e.to_state == "passed"]
+        assert [e.rule for e in passed] == ["cancelled.measured"]
+        # The job's result line says it was cancelled and why its measurement stands.
+        assert "cancelled outside sweepd" in passed[0].reason, passed[0].reason
+    finally:
+        await store.close()

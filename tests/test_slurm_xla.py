@@ -132,7 +132,9 @@ async def test_submit_sh_writes_the_arm_and_the_job_runs_it(slurm_env: dict[str,
     assert f"  dbuf: {DBUF}" in lines
     clean = lines[-1].split(": ", 1)[1]
     assert clean == f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}"
-    assert (tmp_path / TRAIN_ENV_MARK).read_text() == f"{repo / 'train_env.sh'}\n"
+    # Each arm noted by name, for its removal at the sweep's end.
+    assert (tmp_path / TRAIN_ENV_MARK).read_text() == "".join(
+        f"{repo / 'train_env.sh'}\t{name}\n" for name in ("pag+nch8", "dbuf"))
     subprocess.run(clean.split(), check=True, capture_output=True,
                    env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
     assert (repo / "train_env.sh").read_text() == original

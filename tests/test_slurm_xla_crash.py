@@ -85,7 +85,9 @@ async def test_kill_9_mid_wave_on_slurm_resumes_without_a_duplicate_or_a_lost_pr
     try:
         client = daemon.start()
         # thorough: the winner rule waits for every catalog profile (none may be lost).
-        sweep_id = int(client.submit({**SPEC, "profiles": profiles, "stop": "thorough"})["id"])
+        # Kept: the arms are read back after the sweep (by default its end removes them).
+        sweep_id = int(client.submit({**SPEC, "profiles": profiles, "stop": "thorough",
+                                      "keep_profiles": True})["id"])
         await _until_mid_wave(client, sweep_id)
         daemon.kill()  # SIGKILL: no clean-up of any kind
         planned = {r["label"] for r in _planned(tmp_path)}

@@ -130,7 +130,9 @@ async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict
     config = submit_sh_config(tmp_path, scenario(tmp_path))
     repo = through_train_sh(config)
     original = (repo / "train_env.sh").read_text()
-    code, lines = await run(config, SPEC)
+    # Kept (keep_profiles): the arms are read back below; by default the end removes them
+    # (tests/test_slurm_profiles_cleanup.py).
+    code, lines = await run(config, {**SPEC, "keep_profiles": True})
     text = "\n".join(lines)
     assert code == EXIT_VERDICT, text
     # pag wins; restore_default (neutral here) stays in the recipe only when its stack measured
@@ -166,7 +168,9 @@ async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict
     assert (f"{repo / 'train_env.sh'} still holds sweepd's two TUNE_PROFILE blocks "
             f"({len(arms)} arms)") in text
     assert f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}" in text
-    assert [e.rule for e in events].count("cluster.leftover") == 1
+    assert "kept, as the spec says (keep_profiles: true)" in text
+    assert [e.rule for e in events].count("cluster.leftover_kept") == 1
+    assert "cluster.leftover_removed" not in [e.rule for e in events]
 
 
 def scontrol(*args: str) -> str:

@@ -370,3 +370,18 @@ def test_a_submitted_job_keeps_its_arm_when_the_file_changes(slurm_env: dict[str
     assert eff.xla_text == f"{IMAGE} {TOOLKIT}"
     assert "0: env TUNE_PROFILE=nch8" in lines  # fake_train.py saw the passthrough
     assert any(line.startswith("0: completed step: 1,") for line in lines)
+
+
+def test_a_sweeps_own_arms_are_removed_and_anothers_stay(tmp_path: Path) -> None:
+    path = tmp_path / "train_env.sh"
+    original = (MAXTEXT_FIXTURE / "train_env.sh").read_text()
+    path.write_text(original)
+    mine = te.arm("pag", ["--xla_gpu_enable_pipelined_all_gather=true"], {"NCCL_PROTO": "Simple"})
+    theirs = te.arm("dbuf", ["--xla_gpu_enable_while_loop_double_buffering=true"])
+    te.apply(path, mine)
+    te.apply(path, theirs)
+    assert te.remove(path, ["pag", "gone"]) == (mine,)
+    assert te.arms(path.read_text()) == (theirs,)
+    assert te.remove(path, ["pag"]) == ()           # nothing of it left: the file unchanged
+    assert te.remove(path, ["dbuf"]) == (theirs,)
+    assert path.read_text() == original              # no arm left: both blocks gone

@@ -231,7 +231,9 @@ async def test_real_slurm_freezes_the_slot_to_idle_nodes_of_the_partition(
         with pytest.raises(SpecError, match=r"node_count 8: only 6 idle node\(s\) in "
                                             r"partition debug now \(chi\[2867-2868"):
             await service.submit(slot_spec(8, partition="debug"))
-        with pytest.raises(SpecError, match=r"only 0 idle node\(s\) in partition nosuch"):
+        # A partition the cluster does not have is refused first, naming those it has.
+        with pytest.raises(SpecError, match=r"partition 'nosuch' does not exist on this "
+                                            r"cluster; its partitions: debug \(default\)"):
             await service.submit(slot_spec(4, partition="nosuch"))
         assert await store.sweeps.all() == []
         sweep = await service.submit(slot_spec(4, partition="debug"))

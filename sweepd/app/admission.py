@@ -12,6 +12,7 @@ from typing import Any
 
 from sweepd.app import slot
 from sweepd.clusters.base import NOT_IN_CLUSTER, ControllerUnreachable
+from sweepd.clusters.slurm.partition import partition_problem
 from sweepd.core.engine import Engine
 from sweepd.kinds.api import GatherError
 from sweepd.kinds.parse import parse_spec
@@ -50,6 +51,24 @@ class Admission:
         """The configured Slurm partition a spec without one uses (None off Slurm)."""
         cluster = self.engine.config.cluster
         return cluster.slurm.partition if cluster.backend == "slurm" else None
+
+    async def refuse_unknown_partition(self, spec: SweepSpec) -> None:
+        """The partition the jobs go to (the spec's, else the config's) must be one the
+        scheduler has: one line naming those it has, not a refusal at the first submission.
+        A backend without partitions, or a scheduler that does not answer, refuses
+        nothing (the sweep waits for it as it would later)."""
+        partition = getattr(spec, "partition", None) or self.default_partition()
+        backend = getattr(self.engine.backend, "inner", self.engine.backend)
+        listed = getattr(backend, "partitions", None)
+        if partition is None or listed is None:
+            return
+        try:
+            known: list[str] = await listed()
+        except (ControllerUnreachable, RuntimeError):
+            return
+        problem = partition_problem(partition, known)
+        if problem is not None:
+            raise SpecError(problem, [{"loc": ["partition"], "msg": problem}])
 
     async def resolve_slot(self, spec: SweepSpec) -> tuple[SweepSpec, slot.Chosen | None]:
         return await slot.resolve(self.engine.backend, spec, self.default_partition())

@@ -27,7 +27,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
 )
 from sweepd.config import Config, ConfigError, SlurmConfig
-from sweepd.monitor.facts import StepFact, SummaryFact
+from sweepd.monitor.facts import SignalFact, StepFact, SummaryFact
 from sweepd.monitor.parse import parse_line
 
 IMAGE_TIMEOUT_S = 30.0
@@ -99,7 +99,25 @@ async def _scheduler(config: Config, env: Mapping[str, str] | None) -> list[Line
     if note is not None:
         return [Line("scheduler", False, f"{note}: sweepd would start and wait")]
     how = shlex.join(slurm.command_prefix) + " " if slurm.command_prefix else ""
-    return [Line("scheduler", True, f"Slurm answers ({how}sinfo)")]
+    return [Line("scheduler", True, f"Slurm answers ({how}sinfo)"),
+            *([await _partition(slurm)] if slurm.partition else [])]
+
+
+async def _partition(slurm: SlurmConfig) -> Line:
+    """The configured partition, against sinfo's (a spec's own is checked by validate)."""
+    from sweepd.clusters.slurm import SlurmCluster
+    from sweepd.clusters.slurm.partition import partition_problem
+
+    assert slurm.partition is not None
+    try:
+        known = await SlurmCluster(slurm).partitions()
+    except (ControllerUnreachable, RuntimeError) as e:
+        return Line("partition", False, f"sinfo did not list the partitions: "
+                    f"{str(e).strip().splitlines()[0] if str(e).strip() else e!r}")
+    problem = partition_problem(slurm.partition, known)
+    if problem is not None:
+        return Line("partition", False, problem)
+    return Line("partition", True, f"partition {slurm.partition!r} exists")
 
 
 def _local(config: Config) -> list[Line]:
@@ -239,11 +257,37 @@ def read_dry_log(job_id: str, log: Path) -> Line:
     if summary is None:
         missing.append("no JOB SUMMARY block with a `Status:` line")
     if missing:
-        return Line("dry job", False, f"job {job_id}: {'; '.join(missing)} in {log}")
+        cause = failure_cause(text.splitlines(), facts, summary)
+        return Line("dry job", False, f"job {job_id}: {'; '.join(missing)} in {log}"
+                    + (f"; cause: {cause}" if cause else ""))
     assert summary is not None
     return Line("dry job", True, f"job {job_id}: {len(steps)} step line(s) with TGS "
                 f"(last {steps[-1].tgs:g}/device), summary {summary.status} "
                 f"(exit {summary.exit_code}) in {log}")
+
+
+# A line that looks like an error where no failure signature matched (the trainer's own
+# refusal, a shell's `command not found`).
+_ERROR_LOOKING = re.compile(r"error|fatal|failed|exception|traceback|not found|denied",
+                            re.IGNORECASE)
+
+
+def failure_cause(lines: Sequence[str], facts: Sequence[object],
+                  summary: SummaryFact | None) -> str | None:
+    """Why a dry job printed no step line, in one line: the first failure signature the
+    classifier knows, else the log's last error-looking line (not the summary's), with the
+    summary's status; None when the log says nothing of it."""
+    signal = next((f.text for f in facts if isinstance(f, SignalFact)), None)
+    found = signal or next((ln.strip() for ln in reversed(lines)
+                            if _ERROR_LOOKING.search(ln) and "Status:" not in ln
+                            and "JOB SUMMARY" not in ln), None)
+    status = None
+    if summary is not None:
+        inner = f"exit {summary.exit_code}" if summary.exit_code is not None else summary.detail
+        status = f"Status: {summary.status} ({inner})"
+    if found and status:
+        return f"{found} ({status})"
+    return found or status
 
 
 async def _chat(config: Config, env: Mapping[str, str] | None) -> Line:

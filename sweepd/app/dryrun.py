@@ -26,6 +26,7 @@ SAMPLE_TOKEN = "sw1-00000000.000000"
 
 async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict[str, Any]:
     """The plan a parsed spec would get, checked as a submission would be."""
+    await admission.refuse_unknown_partition(spec)
     spec, _ = await admission.resolve_slot(spec)   # shown, not recorded
     kind = kind_of(spec.kind)
     facts = await admission.gather(spec)

@@ -11,6 +11,10 @@ from sweepd.kinds.registry import kinds
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.store.store import NotFound, Store
 
+# The notes of what a sweep's submissions left in, or removed from, the person's files
+# (core/control.end_note), in the order they are told.
+LEFTOVER_RULES = ("cluster.leftover_removed", "cluster.leftover", "cluster.leftover_kept")
+
 
 class Queries:
     def __init__(self, store: Store) -> None:
@@ -28,7 +32,28 @@ class Queries:
         extras = kind.client.report_extras if kind is not None else None
         if extras is not None:   # what the kind's client action writes from (ClientHooks)
             data.update(extras(sweep, runs, jobs, self.toolkit_repo()))
-        return {"markdown": report_markdown(sweep, runs, jobs, excl, stage_jobs), "json": data}
+        left = await self.leftovers(sweep_id)
+        data["leftovers"] = left
+        markdown = report_markdown(sweep, runs, jobs, excl, stage_jobs)
+        if left:   # what the sweep (or its stages) removed from or left in the person's files
+            markdown += "\n\n## In your files\n\n" + "\n".join(left) + "\n"
+        return {"markdown": markdown, "json": data}
+
+    async def leftovers(self, sweep_id: int) -> list[str]:
+        """What the sweep and a campaign's stages removed from, or left in, the person's
+        files (e.g. TUNE_PROFILE arms in train_env.sh), as recorded at their last stop or
+        end: one line each, the sweep named."""
+        ids = [sweep_id, *[c.child_id for c in await self.store.campaigns.children(sweep_id)]]
+        out: list[str] = []
+        for sid in ids:
+            said: dict[str, str] = {}
+            for e in await self.store.events.of_sweep(sid, kind="note"):
+                if e.rule in LEFTOVER_RULES:
+                    said[e.rule] = e.evidence or e.reason   # the latest of each
+            out += [f"sweep {sid}: {line.strip()}" for rule in LEFTOVER_RULES
+                    if rule in said for line in said[rule].splitlines()
+                    if line.strip() and not line.startswith("  remove them")]
+        return out
 
     def toolkit_repo(self) -> Path | None:
         """The submit.sh checkout (a daemon's config knows it; a state directory does not)."""

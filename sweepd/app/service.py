@@ -44,6 +44,7 @@ class Service(Queries):
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         # A SpecError with field-level errors when it does not parse or fit.
         spec = self.admission.parse(data, self.toolkit_repo(), self.allowed_chats)
+        await self.admission.refuse_unknown_partition(spec)
         # A slot (partition + node_count) becomes named idle nodes now, frozen in the spec.
         spec, chosen = await self.admission.resolve_slot(spec)
         # What the spec refers to (an earlier sweep, a commit) must hold now, not fail the
@@ -91,6 +92,7 @@ class Service(Queries):
         out["exclusions"] = [e.as_dict()
                              for e in await self.store.exclusions.of_sweep(sweep_id, False)]
         out["events"] = [e.as_dict() for e in await self.store.events.of_sweep(sweep_id)]
+        out["leftovers"] = await self.leftovers(sweep_id)
         # A campaign's stages: each a sweep of its own, in the order they started.
         out["stages"] = [{"stage": c.stage, "sweep": c.child_id,
                           "state": (await self.store.sweeps.get(c.child_id)).state}

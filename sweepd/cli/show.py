@@ -39,6 +39,8 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     excluded = [e["node"] for e in s["exclusions"] if e.get("active")]
     if excluded:
         say(f"  excluded nodes: {escape(', '.join(excluded))}")
+    for line in s.get("leftovers") or []:   # in the person's files, removed or left
+        say(f"  files: {escape(line)}")
     if s["verdict"]:
         _print_verdict(s["id"], s["verdict"])
     # Jobs name their run by the runs table's `#`, not by the store's global run id.

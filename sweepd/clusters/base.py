@@ -182,6 +182,13 @@ class ClusterBackend(Protocol):
         own directories, for the person at the sweep's end; None: nothing."""
         ...
 
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        """At the sweep's end (done, failed, aborted, cancelled), unless its spec keeps
+        them: remove what its submissions put in the person's files (e.g. its arms in the
+        toolkit's train_env.sh). What was removed, or why it could not be, for the record;
+        None: nothing to remove."""
+        ...
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         """The nodes of `partition` (None: every partition) idle now, in name order, for a
         spec that asks for a cluster slot rather than named nodes."""

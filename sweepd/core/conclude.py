@@ -19,6 +19,7 @@ from sweepd.core.node_evidence import (
     stored_evidence,
     with_evidence,
 )
+from sweepd.core.outside_cancel import as_cancel_verdict, outside_cancel
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.core.stored_facts import job_facts
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from sweepd.core.parts import EngineParts
 
 log = structlog.get_logger("sweepd.core.conclude")
+
+# The rule that keeps the measurement of a job cancelled after its steady window.
+MEASURED_CANCEL = "cancelled.measured"
 
 _JOB_END = {Act.ACCEPT: JobState.DONE, Act.RETRY: JobState.RETRIED, Act.RECORD: JobState.FAILED,
             Act.STOP: JobState.FAILED}
@@ -68,10 +72,18 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     facts = await job_facts(store, job, expected_steps=spec.steps, hung=hung,
                             cancelled_by_us=hung, scheduler_exit=status.exit_code)
     verdict = classify(facts)
+    steps = [StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
+             for s in await store.jobs.steps(job.id)]
+    cancel = outside_cancel(str(status.state), by_sweepd=hung, steps=steps,
+                            profiler=bool(job.profiler), expected_steps=spec.steps,
+                            failure_only=bool(getattr(spec, "failure_only", False)))
+    if cancel is not None and verdict.klass in (None, FailureClass.CANCELLED):
+        verdict = as_cancel_verdict(verdict, cancel)
+    else:
+        cancel = None   # a failure before the cancel is the job's result
     tgs = mfu = None
     if verdict.klass is None:
-        steady = steady_state([StepFact(rank=0, step=s.step, tgs=s.tgs, mfu=s.mfu)
-                               for s in await store.jobs.steps(job.id)], bool(job.profiler))
+        steady = steady_state(steps, bool(job.profiler))
         if steady is None and facts.log_lost:
             verdict = Verdict(FailureClass.LOG_LOST, evidence=verdict.evidence,
                               detail=f"the log could not be read; last step read "
@@ -105,7 +117,8 @@ async def conclude(engine: EngineParts, job: Job, status: JobStatus) -> None:
     if verdict.klass == FailureClass.NIC and verdict.node:
         await reset_nic(engine, sweep.id, verdict.node, job.id)
         nic = await nic_outcome(store, sweep.id, verdict.node, job.id)
-    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy, nic_reset=nic))
+    action = decide(Case(verdict, prior, facts_of_sweep, engine.config.policy, nic_reset=nic,
+                         cancel=cancel))
     log.info("job.concluded", job=job.id, backend_id=job.backend_id, klass=verdict.klass,
              act=action.act, rule=action.rule)
     # The job's end, the run's result, an exclusion, a stop: all or nothing, so a crash
@@ -137,6 +150,8 @@ async def _record(engine: EngineParts, job: Job, status: JobStatus, verdict: Ver
     model = run.params.model or str(spec.get("model", "?"))
     line = result_line(model, n_nodes, run.label, job.backend_id, action.outcome, tgs, mfu,
                        _describe(verdict))
+    if action.rule == MEASURED_CANCEL:   # a pass that is no success: the line says why
+        line = f"{line} ({action.reason})"
     if action.act == Act.ACCEPT:
         await store.runs.transition(run.id, RunState.PASSED, line, rule=action.rule,
                                         progress=line, outcome="pass", tgs=tgs, mfu=mfu)

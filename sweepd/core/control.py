@@ -113,18 +113,36 @@ def _stop_files(engine: EngineParts, sweep: Sweep, runs: Sequence[Run],
         return f"The partial report could not be written: {e}"
 
 
-async def end_note(engine: EngineParts, sweep: Sweep) -> str | None:
+async def end_note(engine: EngineParts, sweep: Sweep, *, ended: bool = False) -> str | None:
     """What the sweep's submissions left outside sweepd's own directories (the cluster
     backend says: e.g. arms in the toolkit's train_env.sh), for the person at a stop or the
-    end, recorded as an event. Unreadable: said so, never raised (the verdict stands)."""
+    end, recorded as an event. At the end (`ended`: done, failed, aborted, cancelled) it is
+    removed first, unless the spec keeps it (`keep_profiles: true`); a stop keeps it for a
+    resume. Unreadable or not removable: said so, never raised (the verdict stands)."""
+    where = engine.outputs / f"sweep-{sweep.id}"
+    said = []
+    keep = bool(getattr(engine.spec_of(sweep), "keep_profiles", False))
+    if ended and not keep:
+        try:
+            removed = await engine.backend.remove_leftovers(where)
+        except OSError as e:
+            removed = f"what the sweep's submissions left could not be removed: {e}"
+        if removed:
+            await engine.store.events.add(sweep.id, "note", removed.splitlines()[0],
+                                          rule="cluster.leftover_removed", evidence=removed)
+            said.append(removed)
     try:
-        note = await engine.backend.end_note(engine.outputs / f"sweep-{sweep.id}")
+        note = await engine.backend.end_note(where)
     except OSError as e:
         note = f"what the sweep's submissions left could not be read back: {e}"
+    if note and ended and keep:
+        note += "\n  kept, as the spec says (keep_profiles: true)"
     if note:
         await engine.store.events.add(sweep.id, "note", note.splitlines()[0],
-                                            rule="cluster.leftover", evidence=note)
-    return note
+                                      rule="cluster.leftover_kept" if ended and keep
+                                      else "cluster.leftover", evidence=note)
+        said.append(note)
+    return "\n".join(said) or None
 
 
 async def resume(engine: EngineParts, sweep_id: int, exclude: Sequence[str] = (),
@@ -233,7 +251,7 @@ async def abort(engine: EngineParts, sweep_id: int, reason: str = "aborted by a 
         raise InvalidTransition(f"sweep {sweep_id} is already {sweep.state}")
     async with engine.store.tx():
         await end_open_work(engine, sweep_id, reason, "person.abort")
-        note = await end_note(engine, sweep)
+        note = await end_note(engine, sweep, ended=True)
         await engine.store.sweeps.transition(sweep_id, SweepState.ABORTED, reason,
                                                    rule="person.abort",
                                                    progress=f"sweep {sweep_id}: {reason}"

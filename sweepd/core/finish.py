@@ -22,7 +22,7 @@ async def finish(engine: EngineParts, sweep: Sweep, decision: Finished) -> None:
         # their jobs would otherwise run on, and hold the nodes, for nobody.
         await end_open_work(engine, sweep.id, "not needed: the sweep reached its verdict",
                             "strategy.verdict")
-        note = await end_note(engine, sweep)
+        note = await end_note(engine, sweep, ended=True)
         await engine.store.sweeps.transition(
             sweep.id, to, decision.summary, rule="strategy.verdict", verdict=decision.verdict,
             progress=decision.summary + (f"\n\n{note}" if note else ""))

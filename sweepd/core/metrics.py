@@ -119,6 +119,9 @@ class TimedBackend:
     async def end_note(self, output_dir: Path) -> str | None:
         return await self.inner.end_note(output_dir)
 
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        return await self.inner.remove_leftovers(output_dir)
+
     async def show_node(self, node: str) -> str:
         out: str = await self._timed("show_node", self.inner.show_node(node))
         return out

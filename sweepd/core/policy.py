@@ -53,6 +53,18 @@ class SweepFacts:
 
 
 @dataclass(frozen=True)
+class OutsideCancel:
+    """A job that a cancel outside sweepd ended (scancel, preemption), and how far its
+    measurement had got: `window` the steps it is measured on (first, last), `measured`
+    True when every one of them was printed before the cancel."""
+
+    what: str                  # "cancelled outside sweepd" | "preempted"
+    last_step: int | None
+    window: tuple[int, int] | None
+    measured: bool
+
+
+@dataclass(frozen=True)
 class Case:
     verdict: Verdict
     prior: Sequence[Verdict]      # earlier attempts of the same run, oldest first
@@ -61,6 +73,8 @@ class Case:
     # A NIC fault's reset (core/node_evidence): True every port came back Active, False
     # not, None no reset was made (not allowed, or a job ran on the node).
     nic_reset: bool | None = None
+    # The job was ended by a cancel outside sweepd (None: it was not).
+    cancel: OutsideCancel | None = None
 
 
 Rule = Callable[[Case], Action]
@@ -251,6 +265,17 @@ def _cancelled(case: Case) -> Action:
                   f"{what}: says nothing about the run's value; run again", "cancelled")
 
 
+def _cancelled_measured(case: Case, cancel: OutsideCancel) -> Action:
+    """A cancel outside sweepd after every step the run is measured on was printed: the
+    cancel cut only the job's end (its teardown, its summary), so the measurement stands.
+    The job is no success: the rule and its reason say it was cancelled, and why its
+    number is kept (the seed's "exit 143 after the last step" row, for a person's cancel)."""
+    steps = f"steps {cancel.window[0]}-{cancel.window[1]}" if cancel.window else "its steps"
+    return Action(Act.ACCEPT, "cancelled.measured",
+                  f"{cancel.what} after step {cancel.last_step}: its steady window ({steps}) "
+                  "was complete before the cancel, so its measurement stands", "pass")
+
+
 def _log_lost(case: Case) -> Action:
     return _retry_or_record(case, "log.lost_rerun", "the job completed but its log could "
                             "not be read, so it was not measured; run again")
@@ -283,6 +308,11 @@ RULES: dict[F, Rule] = {
 
 def decide(case: Case) -> Action:
     klass = case.verdict.klass
+    cancel = case.cancel
+    if cancel is not None and klass in (None, F.CANCELLED):
+        # A cancelled job is never a success: its measurement stands by its own rule, or
+        # it is a cancel as any other.
+        return _cancelled_measured(case, cancel) if cancel.measured else _cancelled(case)
     if klass is None:
         return Action(Act.ACCEPT, "success", "completed", "pass")
     rule = RULES.get(klass)

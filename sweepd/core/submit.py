@@ -98,11 +98,15 @@ class Submitter:
             # A refusal the spec causes repeats on every resume: its own rule, so that the
             # stop message and `resume` say so (core/control.py).
             rule = SPEC_REFUSED if isinstance(e, SpecRefused) else "submit.refused"
+            # A status is one line: the refusal's cause (its first line, which says why);
+            # the rest (e.g. all of submit.sh's output) is the evidence.
+            text = str(e).strip()
+            cause = text.splitlines()[0] if text else repr(e)
             await self.store.jobs.transition(job.id, JobState.FAILED,
-                                                 f"submission refused: {e}", rule=rule,
-                                                 evidence=str(e))
+                                                 f"submission refused: {cause}", rule=rule,
+                                                 evidence=text)
             return SubmitEffects(stop=SweepStop(
-                sweep, f"submission refused: {e}", rule=rule, evidence=str(e),
+                sweep, f"submission refused: {cause}", rule=rule, evidence=text,
                 failing_nodes=[], recovery="none", outcome="refused before submitting"))
         try:
             await self.store.jobs.transition(

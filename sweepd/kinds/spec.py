@@ -134,6 +134,10 @@ class _Spec(BaseModel):
     model: str = "llama2-70b"
     min_nodes: int | None = Field(default=None, ge=1,
                                   description="stop when fewer usable nodes remain")
+    keep_profiles: bool = Field(
+        default=False,
+        description="leave what the sweep's jobs put in the person's files (its TUNE_PROFILE "
+                    "arms in the toolkit's train_env.sh) when it ends; by default removed")
     chats: list[int] | None = Field(
         default=None, min_length=1, max_length=20,
         description="Telegram chats for this sweep's messages, each one the daemon allows "

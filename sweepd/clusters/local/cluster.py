@@ -95,6 +95,10 @@ class LocalCluster:
         """Nothing is written outside the sweep's own directories."""
         return None
 
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        """Nothing to remove: a job's settings reach it in its environment alone."""
+        return None
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         held = await asyncio.to_thread(self._held)
         return Listing([] if held else [self.node],

@@ -91,6 +91,9 @@ class SimCluster:
         """The simulated cluster writes nothing outside the sweep's own directories."""
         return None
 
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        return None
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         """One partition: its nodes no running or queued job holds (a queued job will take
         its nodes: they are not free for a frozen slot)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from sweepd.clusters.base import JobRequest, JobStatus, Listing, Submitted
 from sweepd.clusters.slurm.commands import COMMAND_TIMEOUT_S, Commands, SlurmSettings
 from sweepd.clusters.slurm.direct import DirectMode
-from sweepd.clusters.slurm.profile import leftover_note
+from sweepd.clusters.slurm.profile import leftover_note, remove_leftovers
 from sweepd.clusters.slurm.queries import Queries
 from sweepd.clusters.slurm.submit_sh import SubmitShMode
 from sweepd.clusters.submitguard import guard_path
@@ -91,6 +91,13 @@ class SlurmCluster:
 
     async def end_note(self, output_dir: Path) -> str | None:
         return await asyncio.to_thread(leftover_note, output_dir)
+
+    async def remove_leftovers(self, output_dir: Path) -> str | None:
+        return await asyncio.to_thread(remove_leftovers, output_dir)
+
+    async def partitions(self) -> list[str]:
+        """Slurm's own (not the protocol's): the partitions, for `check` and `validate`."""
+        return await self.queries.partitions()
 
     async def idle_nodes(self, partition: str | None) -> Listing:
         return await self.queries.idle_nodes(partition)

@@ -64,22 +64,56 @@ def write_arm(repo: Path, request: JobRequest, arm: train_env.Arm) -> str:
         raise SubmitRefused(f"profile {arm.name}: {e}") from e
     mark = request.output_dir / TRAIN_ENV_MARK
     known = mark.read_text("utf-8").splitlines() if mark.is_file() else []
-    # The baseline arm is built into the block and never written: nothing to report.
-    if arm.name != train_env.BASELINE and str(path) not in known:
+    # The baseline arm is built into the block and never written: nothing to report. Each
+    # arm is noted by name too (`path<TAB>name`), for its removal at the sweep's end.
+    line = f"{path}\t{arm.name}"
+    if arm.name != train_env.BASELINE and line not in known:
         mark.parent.mkdir(parents=True, exist_ok=True)
-        train_env.write_atomic(mark, "".join(f"{line}\n" for line in [*known, str(path)]))
+        train_env.write_atomic(mark, "".join(f"{k}\n" for k in [*known, line]))
     return (f"train_env.sh arm {arm.describe()} " + ("added to " if wrote else "already in ")
             + str(path))
 
 
-def leftover_note(output_dir: Path) -> str | None:
-    """What the sweep's submissions left in train_env.sh files, and how to remove it."""
+def _marked(output_dir: Path) -> dict[Path, list[str]]:
+    """The train_env.sh files the sweep's submissions wrote arms into, each with the names
+    of those arms (none known for a mark written before names were noted)."""
     mark = output_dir / TRAIN_ENV_MARK
     if not mark.is_file():
-        return None
-    notes = []
+        return {}
+    out: dict[Path, list[str]] = {}
     for line in mark.read_text("utf-8").splitlines():
-        path = Path(line)
+        path, _, name = line.partition("\t")
+        names = out.setdefault(Path(path), [])
+        if name and name not in names:
+            names.append(name)
+    return out
+
+
+def remove_leftovers(output_dir: Path) -> str | None:
+    """At the sweep's end: remove the arms its submissions wrote from each train_env.sh
+    (both blocks once no arm is left; another sweep's arms stay), through
+    `util.person_files`. What was removed, or why not, for the record (None: nothing was
+    written). Every job it submitted runs a frozen copy of the file, so none is affected."""
+    notes = []
+    for path, names in _marked(output_dir).items():
+        if not names:
+            notes.append(f"{path}: the sweep's arms are not known by name; left as they are")
+            continue
+        try:
+            removed = train_env.remove(path, names) if path.is_file() else ()
+        except train_env.TrainEnvError as e:
+            notes.append(f"{path}: the sweep's arms could not be removed ({e})")
+            continue
+        if removed:
+            notes.append(f"removed the sweep's {len(removed)} TUNE_PROFILE arm(s) from {path} "
+                         f"({', '.join(a.name for a in removed)})")
+    return "\n".join(notes) or None
+
+
+def leftover_note(output_dir: Path) -> str | None:
+    """What the sweep's submissions left in train_env.sh files, and how to remove it."""
+    notes = []
+    for path in _marked(output_dir):
         try:
             text = train_env.leftover(path)
         except (OSError, train_env.TrainEnvError) as e:

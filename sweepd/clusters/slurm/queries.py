@@ -177,6 +177,15 @@ class Queries:
             raise_for("sinfo", res)
 
 
+    async def partitions(self) -> list[str]:
+        """The cluster's partitions as sinfo lists them, the default one marked
+        `NAME (default)` (sinfo's `*`)."""
+        res = await self._cmd.run(["sinfo", "-h", "-o", "%P"])
+        if res.rc != 0:
+            raise_for("sinfo", res)
+        names = dict.fromkeys(line.strip() for line in res.out.splitlines() if line.strip())
+        return [f"{n[:-1]} (default)" if n.endswith("*") else n for n in names]
+
     async def idle_nodes(self, partition: str | None) -> Listing:
         argv = ["sinfo", "-h", "-N", "-t", "idle", "-o", "%N", *_partition_args(partition)]
         res = await self._cmd.run(argv)

@@ -42,8 +42,9 @@ from sweepd.clusters.train_env.blocks import (
     arms,
     describe,
     remove_arms,
+    without_arms,
 )
-from sweepd.clusters.train_env.files import apply, clean, leftover, write_atomic
+from sweepd.clusters.train_env.files import apply, clean, leftover, remove, write_atomic
 from sweepd.clusters.train_env.layering import (
     Override,
     Placement,
@@ -59,5 +60,5 @@ __all__ = [
     "BASELINE", "ENV_END", "ENV_HEADER", "SELECTOR", "XLA_END", "XLA_HEADER", "Arm",
     "Override", "Placement", "TrainEnvError", "add_arm", "apply", "arm", "arms", "clean",
     "describe", "env_file_settings", "job_name_for", "leftover", "overrides", "placement",
-    "read_early", "remove_arms", "selector", "write_atomic",
+    "read_early", "remove", "remove_arms", "selector", "without_arms", "write_atomic",
 ]

@@ -267,6 +267,26 @@ def remove_arms(text: str) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
+def without_arms(text: str, names: Sequence[str]) -> str:
+    """`text` without the named arms; when no arm is left, without sweepd's two blocks (the
+    file as it was before them, line for line). Other arms (another sweep's) stay as they
+    were; a name not there changes nothing."""
+    lines = text.splitlines()
+    found = _blocks(lines)
+    if found is None:
+        return text
+    kept = [a for a in found.arms if a.name not in set(names)]
+    if not kept:
+        return remove_arms(text)
+    if len(kept) == len(found.arms):
+        return text
+    rendered = _render(kept)
+    cut = rendered.index(XLA_END) + 1
+    (xs, xe), (es, ee) = found.xla, found.env
+    out = lines[:xs] + rendered[:cut] + lines[xe + 1:es] + rendered[cut:] + lines[ee + 1:]
+    return "\n".join(out) + "\n"
+
+
 def describe(text: str, path: str = "train_env.sh") -> str:
     """What sweepd left in the file, for the person at the end of a sweep."""
     left = arms(text)

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sweepd.clusters.train_env.blocks import Arm, TrainEnvError, add_arm, describe, remove_arms
+from sweepd.clusters.train_env.blocks import (
+    Arm,
+    TrainEnvError,
+    add_arm,
+    arms,
+    describe,
+    remove_arms,
+    without_arms,
+)
 from sweepd.util import person_files
 
 
@@ -53,6 +61,20 @@ def apply(path: Path, a: Arm) -> bool:
 def clean(path: Path) -> bool:
     """Remove sweepd's blocks from the file (offered to the person, never done unasked)."""
     return _edit(path, remove_arms)
+
+
+def remove(path: Path, names: Sequence[str]) -> tuple[Arm, ...]:
+    """Remove the named arms (a sweep's own, at its end) from the file, and both blocks once
+    no arm is left; the arms removed (none: the file was not changed). Refused, nothing
+    written, when the file changed while it was read or its blocks were edited by hand."""
+    removed: list[Arm] = []
+
+    def change(text: str) -> str:
+        removed[:] = [a for a in arms(text) if a.name in set(names)]
+        return without_arms(text, names)
+
+    _edit(path, change)
+    return tuple(removed)
 
 
 def leftover(path: Path) -> str:

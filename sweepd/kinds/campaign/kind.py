@@ -4,7 +4,7 @@ a normal sweep of its own kind, chained through their typed results."""
 from __future__ import annotations
 
 from sweepd.kinds.api import NodeFaults
-from sweepd.kinds.campaign import hooks, plan, report, stop
+from sweepd.kinds.campaign import hooks, plan, preflight, report, stop
 from sweepd.kinds.campaign.demo import DEMO
 from sweepd.kinds.campaign.gather import NAME, CampaignFacts, gather
 from sweepd.kinds.campaign.spec import CampaignSpec
@@ -15,5 +15,5 @@ from sweepd.kinds.registry import ClientHooks, Kind, Report, Stops
 KIND: Kind[CampaignSpec, CampaignFacts] = Kind(
     NAME, CampaignSpec, plan.plan, Report(report.markdown, report.rows), gather,
     node_faults=NodeFaults.STOP, plot=report.plot, demo=DEMO,
-    stops=Stops(state=stop.stop_state),
+    stops=Stops(state=stop.stop_state), preflight=preflight.checks,
     client=ClientHooks(hooks.report_extras, hooks.run, hooks.REPORT_FLAGS))

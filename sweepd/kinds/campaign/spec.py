@@ -146,6 +146,13 @@ class CampaignSpec(_Spec):
                              "env) to put against baseline-deployed")
         if self.candidate is not None and len(self.parallelisms) > 1:
             raise ValueError("a candidate is confirmed at one parallelism: give one")
+        keep = self.keep_profiles or self.flags_stage.get("keep_profiles") is True
+        if keep and "flags" in self.stages and self.several:
+            # The next parallelism's flags stage would meet the arms the first one kept
+            # (its pre-flight refuses a leftover TUNE_PROFILE block): it could never start.
+            raise ValueError("keep_profiles keeps a flags stage's TUNE_PROFILE arms in "
+                             "train_env.sh, which the next parallelism's flags stage would "
+                             "refuse: keep them with one parallelism only")
         for key in ("kind", "model", "nodes", "parallelism"):
             for name, extra in (("batch_stage", self.batch_stage),
                                 ("flags_stage", self.flags_stage)):

@@ -67,7 +67,8 @@ def stage_spec(spec: CampaignSpec, step: Step, facts: CampaignFacts,
             if cell.batch is not None else {}
         thresholds = {"max_queue_hours": round(max(hours, 0.1), 2),
                       **spec.flags_stage.get("thresholds", {})}
-        return {**base, **pinned, **extra, **spec.flags_stage, "thresholds": thresholds}
+        keep = {"keep_profiles": True} if spec.keep_profiles else {}
+        return {**base, **pinned, **extra, **keep, **spec.flags_stage, "thresholds": thresholds}
     return {**base, **pinned, "stages": ["confirm"], "budget_hours": round(max(hours, 0.01), 2),
             "confirm_runs": spec.confirm_runs, "candidate": candidate(cell)}
 

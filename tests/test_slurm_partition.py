@@ -1,0 +1,90 @@
+"""On the local real Slurm cluster: a partition that does not exist is refused by `check`
+and `validate` in one line naming the partitions that do, before any sweep; a submission
+submit.sh refuses stops the sweep with a one-line status (the cause), its whole output in
+the evidence; a dry job that failed says its cause in check's line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweepd.app.check import Line, read_dry_log, run_checks
+from sweepd.app.daemon import open_parts
+from sweepd.config import Config
+from sweepd.core.states import SweepState
+from sweepd.kinds.spec import SpecError
+from tests.simrun import open_store, perf_spec, write_scenario
+from tests.slurm_sweep import direct_config, submit_sh_config
+
+pytestmark = pytest.mark.slurm
+
+
+def with_partition(config: Config, partition: str) -> Config:
+    slurm = config.cluster.slurm.model_copy(update={"partition": partition})
+    return config.model_copy(update={"cluster": config.cluster.model_copy(
+        update={"slurm": slurm})})
+
+
+async def test_check_refuses_a_partition_the_cluster_does_not_have(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = with_partition(direct_config(tmp_path, write_scenario(tmp_path), **{
+        "daemon.socket": str(tmp_path / "s.sock")}), "gpu")
+    said: list[str] = []
+    failures = await run_checks(config, said.append)
+    [line] = [s for s in said if s.startswith("FAIL partition")]
+    assert line == ("FAIL partition: partition 'gpu' does not exist on this cluster; its "
+                    "partitions: debug (default)"), said
+    assert failures == 1, said
+    said.clear()
+    assert await run_checks(with_partition(config, "debug"), said.append) == 0, said
+    assert "ok   partition: partition 'debug' exists" in said, said
+
+
+async def test_validate_and_submit_refuse_an_unknown_partition(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    config = with_partition(direct_config(tmp_path, write_scenario(tmp_path)), "gpu")
+    async with open_parts(config) as parts:
+        for verb in (parts.service.validate, parts.service.submit):
+            with pytest.raises(SpecError) as refused:
+                await verb(perf_spec(values=[4]))
+            assert str(refused.value) == ("partition 'gpu' does not exist on this cluster; "
+                                          "its partitions: debug (default)")
+        assert await parts.store.sweeps.all() == []
+
+
+async def test_a_refused_submission_stops_with_one_status_line(
+        tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    # The sweep gets past admission (created in the store as an older sweepd let it), and
+    # submit.sh's sbatch refuses the partition.
+    config = with_partition(submit_sh_config(tmp_path, write_scenario(tmp_path)), "gpu")
+    async with open_parts(config) as parts:
+        sweep_id = await parts.store.sweeps.create("model-perf", "t", perf_spec(values=[4]))
+        for _ in range(5):
+            await parts.engine.step()
+            sweep = await parts.store.sweeps.get(sweep_id)
+            if sweep.state == SweepState.AWAITING_DECISION:
+                break
+        assert sweep.state == SweepState.AWAITING_DECISION
+        assert "\n" not in sweep.reason and "\\n" not in sweep.reason, sweep.reason
+        assert sweep.reason.startswith("submission refused: sbatch: error: "), sweep.reason
+        assert "invalid partition" in sweep.reason.lower(), sweep.reason
+    store = await open_store(config)
+    try:
+        [stop] = [e for e in await store.events.of_sweep(sweep_id)
+                  if e.to_state == SweepState.AWAITING_DECISION]
+        assert stop.evidence and "\n" in stop.evidence   # submit.sh's whole output
+    finally:
+        await store.close()
+
+
+def test_a_failed_dry_job_says_its_cause(tmp_path: Path) -> None:
+    log = tmp_path / "1-JAX.log"
+    log.write_text("JOB_ID=1\n0: ERROR: SIM_PYTHON: set SIM_PYTHON to the trainer's python\n"
+                   "=================== JOB SUMMARY ===================\n"
+                   "  Status: FAILED (exit 1)\n"
+                   "===================================================\n")
+    line = read_dry_log("1", log)
+    assert line == Line("dry job", False, "job 1: no `completed step: N, …, Tokens/s/device: "
+                        f"X` line in {log}; cause: 0: ERROR: SIM_PYTHON: set SIM_PYTHON to the "
+                        "trainer's python (Status: FAILED (exit 1))"), line
