@@ -135,8 +135,9 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
     """The kinds' hooks moved into the groups unchanged: the budgets, the stops, the
     checkouts and the client actions are where the readers now look for them."""
     k = kinds()
+    # xla-tuning's: the spec's max_runs, when it sets one.
     assert [n for n in sorted(k) if k[n].budget.runs is not None] == [
-        "model-perf", "model-sweep", "node-perf"]
+        "model-perf", "model-sweep", "node-perf", "xla-tuning"]
     assert [n for n in sorted(k) if k[n].budget.node_runs is not None] == [
         "model-sweep", "node-perf"]
     assert {n: k[n].stops.on_config_error for n in k} == {
@@ -147,7 +148,8 @@ def test_the_groups_hold_what_each_kind_set_before_the_record_was_grouped() -> N
     assert [n for n in sorted(k) if k[n].workspace.workdir or k[n].workspace.release] == [
         "model-sweep"]
     assert [n for n in sorted(k) if not k[n].report.one_model] == ["model-sweep"]
-    assert [n for n in sorted(k) if k[n].preflight] == ["xla-tuning"]
+    # campaign: each stage's pre-flight before its first job.
+    assert [n for n in sorted(k) if k[n].preflight] == ["campaign", "xla-tuning"]
     assert {n: k[n].client.flags for n in k if k[n].client.flags} == {
         "model-perf": frozenset({"apply"}), "xla-tuning": frozenset({"apply", "tuning_md"}),
         "campaign": frozenset({"apply", "tuning_md"})}
