@@ -76,10 +76,10 @@ def step_line(step: int, seconds: float, tflops: float, mfu: float, tgs: float,
             f"loss: {loss:.3f}")
 
 
-def memstats_lines(used_gb: float, limit_gb: float, device: str = "rocm:0") -> list[str]:
+def memstats_lines(used_gb: float, limit_gb: float, device: str = "rocm:0",
+                   digits: int = 1) -> list[str]:
+    """`digits`: 2 where one would move the pool (a TPU's 15.75 GiB reads 15.8 at one)."""
     pct = 100 * used_gb / limit_gb
-    # Two decimals where one would move the pool (a TPU's 15.75 GiB reads 15.8 at one).
-    digits = 1 if round(limit_gb, 1) == round(limit_gb, 2) else 2
     return ["Memstats: After params initialized:",
             f"\tUsing (GB) {used_gb:.{digits}f} / {limit_gb:.{digits}f} ({pct:.2f}%) on "
             f"{device}"]

@@ -271,7 +271,8 @@ def _replayed_training(tl: _Timeline, t0: float, truth: Truth, curve: MeasuredCu
     if not tpu:
         _training_preamble(tl, t0, scale=init / 40)
     memstats = logfmt.memstats_lines(truth.mem_used_gb, truth.mem_limit_gb,
-                                     device="TPU_0(process=0,(0,0,0,0))" if tpu else "rocm:0")
+                                     device="TPU_0(process=0,(0,0,0,0))" if tpu else "rocm:0",
+                                     digits=2)
     compiled = t0 + init + compile_s
     if not tpu:
         for line in memstats:

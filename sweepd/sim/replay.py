@@ -36,9 +36,10 @@ def check_batch(curve: MeasuredCurve, batch: int) -> None:
 
 
 def memory_total(curve: MeasuredCurve, batch: int) -> float | None:
-    """The compiled-memory line's total at a batch: as recorded, else linear through the
-    two nearest recorded totals (the line itself is close to linear in the batch; the chip
-    read 6.1, 14.7, 16.2 and 18.0 GB at 8, 48, 56, 64). None: no total recorded at all."""
+    """The compiled-memory line's total at a batch: as recorded, else linear between the
+    recorded totals either side (beyond them, through the two at that end; the line itself
+    is close to linear in the batch: the chip read 6.1, 14.7, 16.2 and 18.0 GB at 8, 48, 56,
+    64). None: no total recorded at all."""
     known = sorted((b, p.memory_gb) for b, p in curve.points.items() if p.memory_gb is not None)
     if not known:
         return None
@@ -48,8 +49,11 @@ def memory_total(curve: MeasuredCurve, batch: int) -> float | None:
     if len(known) == 1:
         b, gb = known[0]
         return gb * batch / b
-    near = sorted(known, key=lambda bg: (abs(bg[0] - batch), bg[0]))[:2]
-    (b1, m1), (b2, m2) = sorted(near)
+    below = [bg for bg in known if bg[0] < batch]
+    above = [bg for bg in known if bg[0] > batch]
+    # Between the recorded neighbours either side; outside them, the two at that end.
+    (b1, m1), (b2, m2) = (below[-1], above[0]) if below and above else \
+        (known[-2], known[-1]) if below else (known[0], known[1])
     return m1 + (m2 - m1) * (batch - b1) / (b2 - b1)
 
 

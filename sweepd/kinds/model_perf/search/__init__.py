@@ -300,7 +300,7 @@ def _over_line(view: View, i: int) -> str | None:
     if view.line_cal is None or view.fit is None or i < view.over_line:
         return None
     need = (view.fit.base + view.fit.slope * view.x[i]) * view.line_cal.scale
-    return (f"not run: its compiled-memory line reads ~{need:.1f} GB, over the "
+    return (f"its compiled-memory line reads ~{need:.1f} GB, over the "
             f"{view.fit.limit:.2f} GB pool, and the runs below fall from the best toward it; "
             "the line is an estimate and no run said it does not fit")
 
