@@ -22,7 +22,11 @@ from tests.simrun import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # A kind's example is examples/<kind>.yaml; more of one kind go in examples/<kind>/.
-ALL = sorted(EXAMPLES.rglob("*.yaml"))
+# examples/scenarios/ holds simulated clusters (docs/scenario.md), not specs.
+SCENARIOS = EXAMPLES / "scenarios"
+ALL = sorted(p for p in EXAMPLES.rglob("*.yaml") if SCENARIOS not in p.parents)
+# An example that replays a recorded cluster runs on it, not on its kind's default.
+RUNS_ON = {"model-perf/tpu-v5e-replay.yaml": SCENARIOS / "tpu-v5e-maxtext-0.27b.yaml"}
 
 
 def kind_of(path: Path) -> str:
@@ -47,6 +51,10 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
+    if (own := RUNS_ON.get(str(path.relative_to(EXAMPLES)))) is not None:
+        config = tmp_path / "sweepd.toml"    # its nodes are its scenario's
+        config.write_text(f'[cluster.sim]\nscenario = "{own}"\n')
+        monkeypatch.setenv("SWEEPD_CONFIG", str(config))
     monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
@@ -54,12 +62,14 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
     assert out.startswith(f"spec OK: {kind_of(path)} sweep") and "nothing was submitted" in out
 
 
-def fast_scenario(tmp_path: Path, kind: str, platform: str = "gpu") -> Path:
+def fast_scenario(tmp_path: Path, kind: str, example: Path | None = None,
+                  platform: str = "gpu") -> Path:
     """The scenario the kind's example is run on (the tuning one for xla-tuning, the demo's
-    for a campaign: the flags stage needs its landscapes), its
+    for a campaign: the flags stage needs its landscapes; a replay's own, RUNS_ON), its
     clock faster and its seeded faults off: the test is that the example as shipped
     reaches a verdict, not how a fault is handled (each kind's own tests do that)."""
-    scenario = {"xla-tuning": TUNING_SCENARIO, "campaign": CAMPAIGN_SCENARIO}.get(
+    own = RUNS_ON.get(str(example.relative_to(EXAMPLES))) if example is not None else None
+    scenario = own or {"xla-tuning": TUNING_SCENARIO, "campaign": CAMPAIGN_SCENARIO}.get(
         kind, DEFAULT_SCENARIO)
     if platform == "tpu":   # a one-chip TPU cell (`platform: tpu`)
         scenario = TPU_SCENARIO
@@ -82,7 +92,8 @@ async def test_an_example_runs_to_a_verdict_on_the_simulated_cluster(path: Path,
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "daemon.tick_s": 0.1,
                                 "cluster.sim": {"scenario": str(fast_scenario(
-                                    tmp_path, spec.kind, getattr(spec, "platform", "gpu")))}})
+                                    tmp_path, spec.kind, path,
+                                    getattr(spec, "platform", "gpu")))}})
     code, lines = await run(config, spec.model_dump(mode="json", exclude_unset=True))
     text = "\n".join(lines)
     assert code == foreground.EXIT_VERDICT, text[-2000:]

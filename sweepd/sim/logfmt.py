@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import hostlist
@@ -75,10 +76,46 @@ def step_line(step: int, seconds: float, tflops: float, mfu: float, tgs: float,
             f"loss: {loss:.3f}")
 
 
-def memstats_lines(used_gb: float, limit_gb: float) -> list[str]:
+def memstats_lines(used_gb: float, limit_gb: float, device: str = "rocm:0",
+                   digits: int = 1) -> list[str]:
+    """`digits`: 2 where one would move the pool (a TPU's 15.75 GiB reads 15.8 at one)."""
     pct = 100 * used_gb / limit_gb
     return ["Memstats: After params initialized:",
-            f"\tUsing (GB) {used_gb:.1f} / {limit_gb:.1f} ({pct:.2f}%) on rocm:0"]
+            f"\tUsing (GB) {used_gb:.{digits}f} / {limit_gb:.{digits}f} ({pct:.2f}%) on "
+            f"{device}"]
+
+
+def oom_line(alloc_gib: float) -> str:
+    """XLA's out-of-memory error as a GPU run prints it: the allocation that failed."""
+    return (f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
+            f"while trying to allocate {alloc_gib:.2f}GiB.")
+
+
+# The TPU forms (a replayed chip run's `log_format: tpu`; /work/shared/reference/tpu's
+# raw logs): absl's prefix, the estimate line, the HBM out-of-memory error.
+_TPU_PREFIX = "I1206 00:23:30.731024 139325610507136"
+
+
+def tpu_memory_line(total_gb: float, output_gb: float, temp_gb: float,
+                    argument_gb: float) -> str:
+    return (f"{_TPU_PREFIX} max_utils.py:820] Total estimated memory size: {total_gb:.1f} GB, "
+            f"estimated output size: {output_gb:.1f} GB, estimated temp size: {temp_gb:.1f} "
+            f"GB, estimated argument size: {argument_gb:.1f} GB, Estimated host temp size: "
+            "0.0 GB.")
+
+
+def tpu_oom_line(required_gib: float, available_gib: float) -> str:
+    return ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the "
+            f"total memory required for HLO temporaries ({required_gib:.2f}G) exceeds "
+            f"available HBM ({available_gib:.2f}G).")
+
+
+def tpu_step_line(step: int, seconds: float, tflops: float, tgs: float, total_weights: int,
+                  loss: float) -> str:
+    return (f"{_TPU_PREFIX} metric_logger.py:230] completed step: {step}, seconds: "
+            f"{seconds:.3f}, TFLOP/s/device: {tflops:.3f}, Tokens/s/device: {tgs:.3f}, "
+            f"total_weights: {total_weights}, loss: {loss:.3f}, lm_loss: {loss:.3f}, "
+            f"perplexity: {math.exp(loss):.3f}")
 
 
 def compiled_memory_line(output_gb: float, temp_gb: float, argument_gb: float,

@@ -32,6 +32,7 @@ DEMO_NODES = "chi[2832,2863,2867-2868,2870,2872,2880-2881]"
 
 GPU_PEAK_TFLOPS: dict[str, float] = {
     "MI355X": 2500, "MI300X": 1307, "H100": 989, "H200": 989, "B200": 2250,
+    "TPU-v5e": 197,   # one TPU v5e chip ("TPU v5 lite"), bf16
 }
 
 
@@ -61,7 +62,7 @@ class _Strict(BaseModel):
 
 class ClusterSpec(_Strict):
     nodes: str
-    gpu: Literal["MI355X", "MI300X", "H100", "H200", "B200"] = "MI300X"
+    gpu: Literal["MI355X", "MI300X", "H100", "H200", "B200", "TPU-v5e"] = "MI300X"
     gpu_memory_gib: float = Field(192, gt=0)
     time_scale: float = Field(0.01, gt=0)
     noise: float = Field(0.01, ge=0, lt=0.5)
@@ -87,12 +88,67 @@ class ClusterSpec(_Strict):
         return GPU_PEAK_TFLOPS[self.gpu]
 
 
-class ModelTruthSpec(_Strict):
-    """Ground truth at the model's default config on `nodes` nodes (default: its min_nodes)."""
+class MeasuredPoint(_Strict):
+    """One batch as a real run measured it."""
 
-    max_batch: int = Field(ge=1)
-    peak_batch: int = Field(ge=1)
-    peak_tgs: float = Field(gt=0)
+    tgs: float = Field(gt=0)                  # steady tokens/s/device
+    memory_gb: float | None = Field(None, gt=0)   # the compiled-memory line's total
+
+
+class MeasuredOom(_Strict):
+    """Every batch from `from_batch` up fails at compile (out of memory)."""
+
+    from_batch: int = Field(ge=1)
+    required_gib: float | None = Field(None, gt=0)   # the OOM's HLO temporaries, if known
+    available_gib: float | None = Field(None, gt=0)  # ... and the HBM it had (default hbm_gib)
+
+
+class Warmup(_Strict):
+    """Steps 0-2 are not step times: step 0 carries the compile's tail, step 1 the first
+    real dispatch, step 2 returns before the device finishes (a very high tokens/s)."""
+
+    step0_s: float = Field(1.8, gt=0)
+    step1_s: float = Field(0.6, gt=0)
+    step2_share: float = Field(0.28, gt=0, le=1)   # of a steady step's time
+
+
+class MeasuredCurve(_Strict):
+    """A recorded curve replayed instead of the formula (docs/scenario.md, "Recorded
+    scenarios"). Only the batches in `points` (and those >= the OOM) exist: any other
+    batch fails at startup, so a spec replaying it lists `values:`."""
+
+    points: dict[int, MeasuredPoint] = Field(min_length=1)
+    oom: MeasuredOom | None = None
+    hbm_gib: float = Field(gt=0)                  # device memory (Memstats' limit)
+    argument_gb: float = Field(0.0, ge=0)         # the line's fixed part (params, optimizer)
+    run_noise: float = Field(0.0, ge=0, lt=0.5)   # relative sd of the steady mean, run to run
+    step_noise: float = Field(0.0, ge=0, lt=0.5)  # relative sd step to step within a run
+    warmup: Warmup = Field(default_factory=Warmup)
+    fixed_cost_s: float = Field(47.0, gt=0)       # seconds before step 0: imports, chip, compile
+    log_format: Literal["default", "tpu"] = "default"
+
+    @field_validator("points")
+    @classmethod
+    def _batches(cls, value: dict[int, MeasuredPoint]) -> dict[int, MeasuredPoint]:
+        if any(b < 1 for b in value):
+            raise ValueError("a measured batch must be >= 1")
+        return dict(sorted(value.items()))
+
+    @model_validator(mode="after")
+    def _oom_above_points(self) -> Self:
+        if self.oom is not None and self.oom.from_batch <= max(self.points):
+            raise ValueError(f"oom.from_batch {self.oom.from_batch} must be above every "
+                             f"measured batch (largest {max(self.points)})")
+        return self
+
+
+class ModelTruthSpec(_Strict):
+    """Ground truth at the model's default config on `nodes` nodes (default: its min_nodes):
+    the formula's three numbers, or a `measured` curve replayed as recorded."""
+
+    max_batch: int | None = Field(None, ge=1)
+    peak_batch: int | None = Field(None, ge=1)
+    peak_tgs: float | None = Field(None, gt=0)
     nodes: int | None = Field(None, ge=1)
     # remat_policy -> (activation memory factor, TGS factor) against minimal_flash, for
     # this model; a policy left out keeps the built-in one (sweepd/sim/truth.py REMAT).
@@ -101,6 +157,23 @@ class ModelTruthSpec(_Strict):
     # policy keeping more activations may peak at a smaller batch). Off by default: every
     # policy's curve is the default's shape scaled by its TGS factor.
     remat_peak: dict[str, int] = Field(default_factory=dict)
+    measured: MeasuredCurve | None = None
+
+    @model_validator(mode="after")
+    def _formula_or_measured(self) -> Self:
+        given = [k for k in ("max_batch", "peak_batch", "peak_tgs") if getattr(self, k) is not None]
+        if self.measured is not None and given:
+            raise ValueError(f"'measured' replaces {', '.join(given)}: give one or the other")
+        if self.measured is None and len(given) < 3:
+            raise ValueError("give max_batch, peak_batch and peak_tgs, or a 'measured' curve")
+        return self
+
+    @property
+    def formula(self) -> tuple[int, int, float]:
+        """(max_batch, peak_batch, peak_tgs) of a formula model (not a measured one)."""
+        assert self.max_batch is not None and self.peak_batch is not None \
+            and self.peak_tgs is not None, "a measured model has no formula"
+        return self.max_batch, self.peak_batch, self.peak_tgs
 
 
 class NodeSpec(_Strict):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sweepd.sim import logfmt
 from sweepd.sim.scenario import FaultKind
 
 if TYPE_CHECKING:
@@ -99,8 +100,7 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
         exits[rank] = 1
         return t, Failure(exits, 1, "Training failed")
     alloc = job.truth.alloc_gib if job.truth and job.truth.alloc_gib else 12.5
-    oom = (f"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
-           f"while trying to allocate {alloc:.2f}GiB.")
+    oom = logfmt.oom_line(alloc)
     if kind is None:
         # Over the memory budget: the same program on every rank, so each one fails its
         # first allocation. (Printed by one rank only, srun could end the step before a

@@ -13,7 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sweepd.sim.scenario import FaultKind, Scenario
+from sweepd.sim import replay
+from sweepd.sim.scenario import FaultKind, MeasuredCurve, Scenario
 from sweepd.util.model_shapes import ModelShape, resolve_model
 
 DEFAULT_MEM_FRACTION = 0.93
@@ -53,6 +54,12 @@ class Truth:
     factor: float = 1.0        # node speed x network x commit factor applied to the TGS
     fail: FaultKind | None = None   # a commit effect that breaks this model
     output_gb: float = OUTPUT_GB    # compiled memory: the program's outputs
+    # A recorded curve replayed (`models.<m>.measured`): the timeline reads its noise,
+    # warm-up, fixed cost and log format from it. None: the formula's truth.
+    replay: MeasuredCurve | None = None
+    # The compiled-memory line a replayed run prints (its recorded total; None: none, as
+    # an OOM at compile prints none on the chip).
+    line_total_gb: float | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -116,8 +123,9 @@ def _reference(scenario: Scenario, shape: ModelShape) -> tuple[float, float, flo
     spec = scenario.model_truth(shape.name)
     if spec is not None:
         # Half a sample of slack makes max_batch fit and max_batch + 1 fail exactly.
-        act = _available_gb(scenario, ref) / (spec.max_batch + 0.5)
-        return act, spec.peak_batch * ref.seq, spec.peak_tgs, ref.nodes
+        max_batch, peak_batch, peak_tgs = spec.formula
+        act = _available_gb(scenario, ref) / (max_batch + 0.5)
+        return act, peak_batch * ref.seq, peak_tgs, ref.nodes
     act = _derived_act_gb(shape, ref.seq)
     max_batch = max(1, math.floor(_available_gb(scenario, ref) / act))
     peak_batch = max(1, round(max_batch * (0.7 if shape.moe else 0.85)))
@@ -154,7 +162,7 @@ def _curve_tgs(scenario: Scenario, cfg: _Config, batch: int) -> float:
     spec = scenario.model_truth(cfg.shape.name)
     moved = spec.remat_peak.get(cfg.remat) if spec is not None else None
     if spec is not None and moved is not None:  # its own curve: the default's, stretched
-        peak_batch *= moved / spec.peak_batch
+        peak_batch *= moved / spec.formula[1]
     peak = peak_ref * _efficiency(cfg.nodes) / _efficiency(ref_nodes)
     peak *= flops_per_token(cfg.shape, cfg.shape.seq_len) / flops_per_token(cfg.shape, cfg.seq)
     peak *= _remat(scenario, cfg)[1]
@@ -193,9 +201,16 @@ def _config(scenario: Scenario, shape: ModelShape, n_nodes: int,
                    frac)
 
 
+def _measured(scenario: Scenario, model: str) -> MeasuredCurve | None:
+    spec = scenario.model_truth(resolve_model(model).name)
+    return spec.measured if spec is not None else None
+
+
 def default_batch(scenario: Scenario, model: str, n_nodes: int) -> int:
     """The batch the model config ships with: a safe 80% of the peak."""
     shape = resolve_model(model)
+    if (curve := _measured(scenario, model)) is not None:
+        return replay.default_batch(curve)
     cfg = _Config(shape, n_nodes, None, shape.seq_len, "minimal_flash", DEFAULT_MEM_FRACTION)
     _, peak_tokens, _, _ = _reference(scenario, shape)
     wanted = max(1, round(0.8 * peak_tokens / shape.seq_len))
@@ -208,6 +223,8 @@ def true_outcome(scenario: Scenario, model: str, nodes: Sequence[str],
     shape = resolve_model(model)
     cfg = _config(scenario, shape, len(nodes), overrides, env)
     batch = cfg.batch if cfg.batch is not None else default_batch(scenario, model, len(nodes))
+    if (curve := _measured(scenario, model)) is not None:
+        return _replayed(scenario, curve, cfg, nodes, batch, commit)
     max_batch = _max_batch(scenario, cfg)
     fits = batch <= max_batch
     effect = scenario.commit_effect(commit, shape.name)
@@ -229,18 +246,46 @@ def true_outcome(scenario: Scenario, model: str, nodes: Sequence[str],
     )
 
 
+def _replayed(scenario: Scenario, curve: MeasuredCurve, cfg: _Config, nodes: Sequence[str],
+              batch: int, commit: str | None) -> Truth:
+    """A recorded curve's run at `batch` (Unmeasured, a ValueError, for a batch it lacks).
+    The line's total is what the chip printed, over the device memory or not: it is an
+    estimate, and a batch passes or fails as it did on the chip."""
+    replay.check_batch(curve, batch)
+    effect = scenario.commit_effect(commit, cfg.shape.name)
+    factor = _node_factor(scenario, nodes) * effect.tgs_factor
+    fits = not replay.fails(curve, batch)
+    tgs = curve.points[batch].tgs * factor if fits else 0.0
+    tflops = tgs * flops_per_token(cfg.shape, cfg.seq) / 1e12
+    total = replay.memory_total(curve, batch) if fits else None
+    required, available = replay.oom_sizes(curve, batch)
+    return Truth(
+        fits=fits, tgs=tgs, mfu=100 * tflops / scenario.cluster.peak_tflops, tflops=tflops,
+        mem_used_gb=curve.argument_gb, mem_limit_gb=curve.hbm_gib, batch=batch,
+        seq_len=cfg.seq, max_batch=replay.max_batch(curve),
+        alloc_gib=0.0 if fits else round(required - available, 2),
+        temp_gb=max(0.0, (total or 0.0) - curve.argument_gb), argument_gb=curve.argument_gb,
+        factor=factor, fail=effect.fail, output_gb=0.0, replay=curve, line_total_gb=total)
+
+
 def true_max_batch(scenario: Scenario, model: str, nodes: Sequence[str],
                    overrides: Mapping[str, str] | None = None,
                    env: Mapping[str, str] | None = None) -> int:
+    """The largest batch that fits (a replayed curve: the largest measured that passed)."""
     shape = resolve_model(model)
+    if (curve := _measured(scenario, model)) is not None:
+        return replay.max_batch(curve)
     return _max_batch(scenario, _config(scenario, shape, len(nodes), overrides or {}, env or {}))
 
 
 def true_peak_batch(scenario: Scenario, model: str, nodes: Sequence[str],
                     overrides: Mapping[str, str] | None = None,
                     env: Mapping[str, str] | None = None) -> int:
-    """The batch with the highest true TGS among those that fit (0 when none fits)."""
+    """The batch with the highest true TGS among those that fit (0 when none fits; a
+    replayed curve: among its measured batches)."""
     shape = resolve_model(model)
+    if (curve := _measured(scenario, model)) is not None:
+        return replay.peak_batch(curve)
     cfg = _config(scenario, shape, len(nodes), overrides or {}, env or {})
     fitting = range(1, _max_batch(scenario, cfg) + 1)
     return max(fitting, key=lambda b: _curve_tgs(scenario, cfg, b), default=0)

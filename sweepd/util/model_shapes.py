@@ -42,6 +42,10 @@ MODELS: dict[str, ModelShape] = {
         ModelShape("deepseek3-671b", 671, 37, 61, 7168, experts=256, min_nodes=8),
         ModelShape("kimi-k2-1t", 1000, 32, 61, 7168, experts=384, min_nodes=8),
         ModelShape("qwen3-480b-a35b", 480, 35, 62, 6144, experts=160, min_nodes=8),
+        # The 0.27 B llama2-style config real MaxText ran on one TPU v5e chip
+        # (/work/shared/reference/tpu; examples/scenarios/tpu-v5e-maxtext-0.27b.yaml).
+        ModelShape("maxtext-0.27b", 0.267, 0.267, 12, 1024, seq_len=2048, min_nodes=1,
+                   gpus_per_node=1),
     )
 }
 

@@ -19,9 +19,12 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # The spec's `multi_peak`: a departure from SKILL.md's single-peak narrowing, so off
     # by default (search/shapes.py's ladder). The noise: what the runs' steps show; with
     # `measure_noise` (off by default, one run more) also what two runs of the best show.
+    # The device's memory known: the compiled-memory line is evidence, not proof of what
+    # cannot fit (search/memory.py `line_evidence`).
+    device = spec.gpu_memory_gib or ctx.gpu_memory_gib or None
     return replace(space, multi_peak=spec.multi_peak, noise=run_noise(ctx, spec.noise_floor),
                    measure_noise=spec.measure_noise,
-                   check_slowdown=spec.check_slowdown), why
+                   check_slowdown=spec.check_slowdown, device_gb=device), why
 
 
 def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:

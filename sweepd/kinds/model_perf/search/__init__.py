@@ -25,6 +25,16 @@ a curve that rises, peaks and may fall, cut off by an OOM cliff:
   "second probe at 1.5x the first"), never one value at a time.
 * Everything at or above the lowest OOM/FAILED value, or above the largest value the fitted
   line proves cannot fit, is never probed.
+* Where the device's memory is known (SearchSpace.device_gb; the kind passes the spec's or
+  the cluster's), the line is evidence, not a cliff: only a failed run bounds the search.
+  A pass whose line read above the pool proves the line over-states memory, and scales its
+  predictions by pool / total (`memory.calibration`). A value whose calibrated line reads
+  over the pool stays a candidate while the largest pass is the best or within two runs'
+  noise of it (the peak may lie past the line): it runs after the gaps below (one above
+  the largest pass tests an uncontradicted line; past a pass over the pool the climb is
+  geometric or bisects toward the failure above). Where the runs fall from the best toward
+  it, it is not run, and `why_not_run` calls the line an estimate, never "does not fit".
+  The first probe (75% of the estimate) is unchanged.
 * Between known points TGS is assumed concave (it rises with diminishing returns, then
   falls to communication or memory pressure). The secant through two neighbouring probes,
   extended, bounds how high TGS can be in an unprobed gap. A gap whose bound cannot beat
@@ -266,6 +276,8 @@ def _ruled_out(view: View, probes: Sequence[Probe], i: int) -> str | None:
         oom = any(p.value == at and p.outcome is Outcome.OOM for p in probes)
         return f"at or above the OOM at {at}" if oom else \
             f"at or above the failed run at {at} (taken as its limit, like an OOM)"
+    if i >= view.proven and view.line_cal is not None:
+        return _over_line(view, i)
     if i >= view.proven and view.fit is not None:
         return (f"the compiled-memory line predicts it does not fit (largest fit "
                 f"~{view.fit.max_fit():.1f})")
@@ -274,12 +286,23 @@ def _ruled_out(view: View, probes: Sequence[Probe], i: int) -> str | None:
     top = max(view.ok.values())
     gap = next((g for g in all_gaps(view) if g.lo < i < g.hi), None)
     if gap is None or gap.bound > top * (1 + view.tolerance):
-        return None
+        return _over_line(view, i)
     if gap.trend > top * (1 + view.tolerance):
         return (f"a step never takes less time at a larger batch, so TGS there is at most "
                 f"{view.name(gap.lo)}'s times the batch ratio: {gap.bound / top - 1:+.1%} "
                 "over the best")
     return f"the TGS trend there allows at most {gap.bound / top - 1:+.1%} over the best"
+
+
+def _over_line(view: View, i: int) -> str | None:
+    """A value left for last because its compiled-memory line reads over the pool (the
+    device's memory known): said as the estimate it is, never as "does not fit"."""
+    if view.line_cal is None or view.fit is None or i < view.over_line:
+        return None
+    need = (view.fit.base + view.fit.slope * view.x[i]) * view.line_cal.scale
+    return (f"its compiled-memory line reads ~{need:.1f} GB, over the "
+            f"{view.fit.limit:.2f} GB pool, and the runs below fall from the best toward it; "
+            "the line is an estimate and no run said it does not fit")
 
 
 def open_beside_best(space: SearchSpace, probes: Sequence[Probe]) -> str | None:

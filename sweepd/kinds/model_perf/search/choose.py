@@ -167,6 +167,26 @@ def _edge(view: View, i: int) -> str:
     return "the bottom" if i < 0 else str(view.name(i)) if i < view.n else "the top"
 
 
+def _over_line(view: View, lo: int, hi: int, bound: str) -> Choice:
+    """Above the largest pass, where the compiled-memory line (the device's memory known:
+    evidence, not proof) reads over the pool. Uncontradicted, the next value tests it: an
+    OOM there confirms it, a pass calibrates it. Once a pass read over the pool, the line
+    says not where the limit is above it: bisect toward the failure above, or climb as
+    without a line, never one value a run."""
+    cal = view.line_cal
+    if cal is None or not cal.exceeded:
+        return lo + 1, (f"one above {view.name(lo)}: {view.pred_why}; the line is an "
+                        "estimate, so this run says whether it fits")
+    if hi < view.n:
+        i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
+                         ALIGN_SLACK * (view.x[hi] - view.x[lo]))
+        return i, (f"midpoint of {view.name(lo)} (ran) and {view.name(hi)} (failed): "
+                   f"{cal.why}, so it says not where the limit is ({bound})")
+    i = max(view.nearest(CLIMB * view.x[lo], lo + 1, hi - 1), lo + 1)
+    return i, (f"climbing {CLIMB:g}x from {view.name(lo)}: {cal.why}, so it says not where "
+               f"the limit is, and nothing above has failed ({bound})")
+
+
 def _creeps(view: View, gap: Gap) -> bool:
     """The gap above the largest pass would be probed one value above it (`_climb`'s
     test of a memory line that passes contradict)."""
@@ -200,11 +220,17 @@ def _climb(view: View, gap: Gap, bound: str) -> Choice:
                    "memory where its own compiled-memory line and the passes' fit the pool "
                    "with the margin to spare, as another OOM did, and an OOM repeated: the "
                    f"memory line says not where the limit is): bisect ({bound})")
+    if view.line_cal is not None and view.line_cal.exceeded:
+        # A pass read over the pool: the line (and an OOM's allocation read through its
+        # slope) over-states memory by an unknown factor, so it places no limit above.
+        return _over_line(view, lo, hi, bound)
     if view.pred is not None and lo < view.pred < hi:
         return view.pred, f"largest predicted to fit: {view.pred_why}"
     if view.pred is not None and view.pred >= hi and hi < view.n:
         return hi - 1, (f"largest below the failure at {view.name(hi)}: {view.pred_why}")
     if view.fit is not None and view.pred is not None and view.pred <= lo:
+        if view.line_cal is not None:
+            return _over_line(view, lo, hi, bound)
         return lo + 1, (f"one above {view.name(lo)}: {view.pred_why}, but that line is "
                         f"{'from one run' if view.fit.points < 2 else 'contradicted by a pass'}; "
                         "this run tests it")

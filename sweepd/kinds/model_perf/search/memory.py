@@ -1,6 +1,12 @@
 """Memory learnt from the runs' compiled-memory lines: the line of temp against the value,
 the pool an OOM lowers, the largest value it predicts fits (or proves cannot), and the OOMs
-that contradict it (one-offs, once two do)."""
+that contradict it (one-offs, once two do).
+
+Where the device's memory is known (`SearchSpace.device_gb`), the line is evidence, not a
+cliff (`line_evidence`): it proves nothing cannot fit (only a failed run bounds the search),
+and passes calibrate it as they come: a pass whose line read above the pool shows the line
+over-states memory (a TPU's estimate read 18.0 GB at a batch that trained on 15.75 GiB), so
+its predictions are scaled down by at least that much. Unknown: the line proves, as ever."""
 
 from __future__ import annotations
 
@@ -107,6 +113,60 @@ def _below_pass(p: Probe, probes: Sequence[Probe]) -> bool:
     return is_numeric(p.value) and any(
         q.outcome is Outcome.OK and not q.earlier and is_numeric(q.value)
         and float(q.value) > float(p.value) for q in probes)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How far the runs showed the line over-states memory: its need x `scale` (<= 1)."""
+
+    scale: float
+    why: str  # "" when no pass said so
+
+    @property
+    def exceeded(self) -> bool:
+        """A pass read above the pool: the line no longer places the limit above it."""
+        return self.scale < 1
+
+
+def calibration(probes: Sequence[Probe], device_gb: float) -> Calibration:
+    """The passes whose compiled-memory total read above what they had (the pool Memstats
+    printed, at most the device's memory) ran all the same: what they needed is at most the
+    pool, so the line over-states by at least total / pool. The smallest such ratio scales
+    every prediction (a conservative one: the line may over-state more)."""
+    over: list[tuple[float, Probe, float, float]] = []
+    for p in probes:
+        if p.outcome is not Outcome.OK or p.temp_gb is None or p.fixed_gb is None \
+                or p.limit_gb is None or not is_numeric(p.value):
+            continue
+        total, pool = p.temp_gb + p.fixed_gb, min(p.limit_gb, device_gb)
+        if total > pool:
+            over.append((pool / total, p, total, pool))
+    if not over:
+        return Calibration(1.0, "")
+    scale, p, total, pool = min(over, key=lambda o: o[0])
+    return Calibration(scale, f"the line read {total:.1f} GB at {p.value}, over the {pool:.2f} "
+                              f"GB it had, and it ran: the line over-states memory, its "
+                              f"predictions x{scale:.2f}")
+
+
+def line_evidence(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str] | None,
+                  cal: Calibration) -> tuple[int | None, str, int]:
+    """(index the calibrated line predicts is the largest fit, why, lowest index whose
+    calibrated line reads over the pool: n when none). The line is an estimate: a value
+    over the pool is not ruled out, it is run last (choose.py), and only a failed run says
+    it does not fit."""
+    n = len(x)
+    if fit is None:
+        return None, "", n
+    likely = (fit.limit * (1 - MEMORY_MARGIN) / cal.scale - fit.base) / fit.slope
+    limit = (fit.limit / cal.scale - fit.base) / fit.slope
+    pred = bisect.bisect_right(x, likely + 1e-9) - 1
+    why = f"{fit.why}" + (f"; {cal.why}" if cal.why else "") + \
+        f" -> largest fit ~{likely:.1f} ({MEMORY_MARGIN:.0%} under the pool; an estimate)"
+    if floor is not None and floor[0] > limit:
+        pred = bisect.bisect_right(x, floor[0] + 1e-9) - 1
+        why += f"; but {floor[1]}, so it fits up to ~{floor[0]:.1f}"
+    return pred, why, min(n, bisect.bisect_right(x, limit + 1e-9))
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:

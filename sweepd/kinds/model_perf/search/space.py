@@ -111,6 +111,10 @@ class SearchSpace:
     check_slowdown: bool = False
     # A person resumed past a slowdown the runs showed: they are read as one curve again.
     slowdown_seen: bool = False
+    # The device's memory (GB; the spec's gpu_memory_gib, else the cluster's): known, the
+    # compiled-memory line is evidence, calibrated by the passes, and proves nothing cannot
+    # fit (`memory.line_evidence`). None: the line proves, as it always did.
+    device_gb: float | None = None
 
     @property
     def flat(self) -> float:

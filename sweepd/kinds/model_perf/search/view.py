@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweepd.kinds.model_perf.search.memory import (
+    Calibration,
     MemoryFit,
     alloc_floor,
+    calibration,
     contradicting,
+    line_evidence,
     memory_fit,
     one_offs,
     predict,
@@ -66,6 +69,13 @@ class View:
     # (`memory.contradicting`), yet they stand (one repeated): how far below it the limit
     # is, the memory line cannot say.
     cliff_contradicts: bool = False
+    # The device's memory is known (SearchSpace.device_gb): the line is evidence, calibrated
+    # by `line_cal`; `over_line` is the lowest index whose calibrated line reads over the
+    # pool (n: none). Those values are run only while the largest pass is the best or
+    # within two runs' noise of it (`proven` is n then, else over_line), and are never said
+    # not to fit without a failed run.
+    line_cal: Calibration | None = None
+    over_line: int = 0
 
     @property
     def n(self) -> int:
@@ -123,14 +133,21 @@ class View:
         x = tuple(float(v) if numeric else float(i) for i, v in enumerate(space.candidates))
         below = _below_chords(x, {i: t for i, t in ok.items() if i in own}, space.flat)
         fit = memory_fit(probes) if numeric else None
-        pred, why, proven = predict(x, fit, alloc_floor(probes, fit), max(ok, default=-1))
+        floor = alloc_floor(probes, fit)
+        cal = calibration(probes, space.device_gb) if space.device_gb is not None else None
+        if cal is None:
+            pred, why, proven = predict(x, fit, floor, max(ok, default=-1))
+            over = len(x)
+        else:
+            pred, why, over = line_evidence(x, fit, floor, cal)
+            proven = len(x) if _rising_at_edge(ok, space.flat) else over
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,
                    space.start_why, silent, blocked, slow, space.work_grows and numeric,
                    max(below.values(), default=0.0), frozenset(below), own,
                    space.multi_peak and space.work_grows and numeric, space.flat,
-                   space.tolerance, _contradicts(probes, where, cliff))
+                   space.tolerance, _contradicts(probes, where, cliff), cal, over)
 
     def nearest(self, target: float, lo: int, hi: int) -> int:
         """The index in lo..hi whose value is closest to target (the higher one on a tie)."""
@@ -167,6 +184,16 @@ class View:
     def last_at_most(self, target: float) -> int:
         """The highest index whose value is <= target (-1 when none is)."""
         return bisect.bisect_right(self.x, target + 1e-9) - 1
+
+
+def _rising_at_edge(ok: dict[int, float], flat: float) -> bool:
+    """The largest pass is the best or within two runs' noise of it: the peak may lie past
+    it, so values whose compiled-memory line reads over the pool are worth a run (the line
+    an estimate: one run says whether they fit). Else the runs fall from the best toward
+    them, and they are left unrun (never said not to fit: `why_not_run`)."""
+    if not ok:
+        return True
+    return ok[max(ok)] >= (1 - flat) * max(ok.values())
 
 
 def _contradicts(probes: Sequence[Probe], where: dict[Value, int], cliff: int) -> bool:
