@@ -31,9 +31,10 @@ def test_every_value_once_on_the_recorded_chip_finds_12_and_80_does_not_fit() ->
 
 def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) -> None:
     ran, chosen, caveat = _bench().sweep({}, tmp_path / "default")
-    # The seed's procedure: the middle value, the memory line's largest fit, then down.
+    # The seed's procedure: the middle value, the memory line's largest fit, then down; 80,
+    # over the line, is not called unfit before a run says so (it OOMs).
     assert ran[:3] == [16, 48, 32]
-    assert 80 not in ran and 12 not in ran
+    assert 80 in ran and 12 not in ran
     assert chosen == 8
     # ... and says that the floor, not the runs, called them level, and what would not.
     assert "far below the 1.0% the rules assumed" in caveat and "noise_floor: 0.0010" in caveat
@@ -42,5 +43,5 @@ def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) ->
 def test_a_noise_floor_the_chip_measures_finds_the_true_best(tmp_path: Path) -> None:
     ran, chosen, caveat = _bench().sweep({"noise_floor": 0.001}, tmp_path / "floor")
     assert chosen == 12
-    assert 80 not in ran and len(ran) <= 7
+    assert len(ran) <= 8
     assert "far below" not in caveat
