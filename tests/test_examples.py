@@ -47,7 +47,8 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
-    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-personal-config"))
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -21,6 +21,7 @@ from sweepd.cli.client import Client
 from sweepd.cli.completion import sweep_id_arg
 from sweepd.cli.listing import list_args, run_list
 from sweepd.cli.output import (
+    CONFIG_HELP,
     SOCKET_HELP,
     RunFunc,
     client_command,
@@ -125,6 +126,11 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     common.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
+    # `validate` has its own --config (what it checks against): the others share this one,
+    # the config whose [daemon] socket the verb talks to (found by itself when not given).
+    bare = common
+    common = argparse.ArgumentParser(add_help=False, parents=[bare])
+    common.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=CONFIG_HELP)
 
     p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
                        epilog="prints the new sweep id; exit 2 if the spec is invalid; with "
@@ -158,7 +164,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
                            help="excluded nodes to put back in use (e.g. repaired)")
         p.set_defaults(func=func)
-    add_view_commands(sub, common)
+    add_view_commands(sub, common, bare)
 
 
 def _reconnect_arg(p: argparse.ArgumentParser) -> None:
