@@ -25,7 +25,7 @@ from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs
 
 
-def _config(args: argparse.Namespace, found: bool = True, **overrides: Any) -> Config:
+def _config(args: argparse.Namespace, *, found: bool = True, **overrides: Any) -> Config:
     """--config, else (`found`) the config found where `sweepd init` and the systemd unit
     put one."""
     extra = {k: v for k, v in overrides.items() if v is not None}
@@ -43,7 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _foreground_config(args: argparse.Namespace, scenario: Path | None,
                        found: bool) -> Config:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
-    return _config(args, found, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+    return _config(args, found=found, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
                             "cluster.sim": {"scenario": str(scenario)} if scenario else None})
 
 
