@@ -25,7 +25,7 @@ from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs
 
 
-def _config(args: argparse.Namespace, *, found: bool = True, **overrides: Any) -> Config:
+def _config(args: argparse.Namespace, overrides: dict[str, Any], found: bool = True) -> Config:
     """--config, else (`found`) the config found where `sweepd init` and the systemd unit
     put one."""
     extra = {k: v for k, v in overrides.items() if v is not None}
@@ -37,14 +37,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level)   # JSON for journald, readable in a terminal
     # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
-    return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
+    return run_daemon(_config(args, {"daemon.socket": args.socket and str(args.socket)}))
 
 
 def _foreground_config(args: argparse.Namespace, scenario: Path | None,
                        found: bool) -> Config:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
-    return _config(args, found=found, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
-                            "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+    return _config(args, {"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+                          "cluster.sim": {"scenario": str(scenario)} if scenario else None},
+                   found)
 
 
 def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
