@@ -47,7 +47,10 @@ def print_plan(plan: Mapping[str, Any]) -> None:
         f"{plan['most_jobs'] if plan['most_jobs'] is not None else 'as many'} jobs "
         f"(each run retried up to {plan['max_retries']} times), "
         + (f"{hours:g} node-hours ({escape(plan['node_hours_basis'])})" if hours is not None
-           else f"node-hours {escape(plan['node_hours_basis'])}"))
+           else f"node-hours {escape(plan['node_hours_basis'])}")
+        # The hard cap (the spec's max_node_hours) a sweep stops at, whatever the most is.
+        + (f"; capped at {plan['node_hour_cap']:g} node-hours "
+           f"({escape(plan['node_hour_cap_basis'])})" if "node_hour_cap" in plan else ""))
     say("nothing was submitted")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sweepd.cli.completion import sweep_id_arg
 from sweepd.cli.listing import list_args, run_list
 from sweepd.cli.output import (
     CONFIG_HELP,
+    EXIT_DAEMON,
     SOCKET_HELP,
     RunFunc,
     client_command,
@@ -106,6 +108,28 @@ def run_resume(args: argparse.Namespace, client: Client) -> int:
     return _print_summary(args, summary)
 
 
+STOP_WAIT_S = 60.0   # how long `stop` waits for the daemon to close its socket
+
+
+@client_command
+def run_stop(args: argparse.Namespace, client: Client) -> int:
+    """Ask the daemon over its socket to stop (its SIGTERM path), then wait until it has
+    closed its socket: a daemon stops between two jobs, its jobs run on in the cluster."""
+    if not client.shutdown().get("stopping"):
+        return fail(args, "this daemon cannot be stopped over its socket")
+    deadline = time.monotonic() + STOP_WAIT_S
+    while client.socket_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if client.socket_path.exists():
+        return fail(args, f"asked sweepd to stop; its socket {client.socket_path} is still "
+                          f"there after {STOP_WAIT_S:g} s", code=EXIT_DAEMON)
+    if args.json:
+        print_json({"stopped": True, "socket": str(client.socket_path)})
+    else:
+        say(f"sweepd stopped (was on {client.socket_path})")
+    return 0
+
+
 # -- registration ------------------------------------------------------------------------
 
 _VERBS: list[tuple[str, RunFunc, str]] = [
@@ -117,6 +141,8 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
     ("cancel", run_cancel, "the same as abort, with the reason \"cancelled by a person\""),
     ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
     ("resume", run_resume, "resume a sweep that awaits a decision"),
+    ("stop", run_stop, "stop the daemon cleanly (as SIGTERM does); sweeps resume at its "
+                       "next start"),
 ]
 
 
@@ -144,7 +170,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=run_submit)
     for name, func, helptext in _VERBS:
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
-        if name != "list":
+        if name not in ("list", "stop"):
             sweep_id_arg(p)
         if name == "list":
             list_args(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,15 +50,25 @@ def control_errors(data: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str,
     return errors
 
 
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The settings model an annotation holds: itself, or the model in a list of them or
+    in an optional one (`list[ProfileSpec]`, `Part | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = [m for m in map(_section_of, typing.get_args(annotation)) if m is not None]
+    return found[0] if len(found) == 1 else None
+
+
 def unknown_key(model: type[BaseModel], loc: Sequence[str | int]) -> str:
     """The message for a key the spec does not have: the closest valid one, if any (a
-    typo), and the valid keys where it stands."""
-    section: Any = model
+    typo), and the valid keys where it stands, at any depth (`profiles.0.setings`)."""
+    section: type[BaseModel] | None = model
     for part in loc[:-1]:   # a nested model's keys (most sections are free mappings)
-        field = section.model_fields.get(str(part)) if isinstance(section, type) and \
-            issubclass(section, BaseModel) else None
-        section = field.annotation if field is not None else None
-    if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        if isinstance(part, int):   # an item of the list the previous part named
+            continue
+        field = section.model_fields.get(str(part)) if section is not None else None
+        section = _section_of(field.annotation) if field is not None else None
+    if section is None:
         return "unknown key"
     valid = sorted(section.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), valid, 1)
@@ -71,6 +82,10 @@ def joined(errors: list[dict[str, Any]]) -> str:
 
 
 Scalar = int | float | str
+
+# The SKILL.md's timebox: with no `max_node_hours`, a sweep may take this long on all of
+# its nodes (core/cost_cap.py stops it before a job that would pass that).
+TIMEBOX_HOURS = 8.0
 
 EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxText's YAML "
                   "enum check (xla-tuning.SKILL.md); leave it out, the config's "
@@ -134,6 +149,11 @@ class _Spec(BaseModel):
     model: str = "llama2-70b"
     min_nodes: int | None = Field(default=None, ge=1,
                                   description="stop when fewer usable nodes remain")
+    max_node_hours: float | None = Field(
+        default=None, gt=0, le=1_000_000,
+        description="hard cap on the node-hours the sweep's jobs may take: it stops before "
+                    "submitting a job that would pass it (default: the 8 h timebox x the "
+                    "spec's nodes)")
     chats: list[int] | None = Field(
         default=None, min_length=1, max_length=20,
         description="Telegram chats for this sweep's messages, each one the daemon allows "
@@ -218,6 +238,12 @@ class _Spec(BaseModel):
     @property
     def needed_nodes(self) -> int:
         return self.min_nodes or resolve_model(self.model).min_nodes
+
+    def node_hour_cap(self) -> float:
+        """`max_node_hours`, else the SKILL.md's 8 h timebox on every node of the spec."""
+        if self.max_node_hours is not None:
+            return self.max_node_hours
+        return TIMEBOX_HOURS * len(self.node_list)
 
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N"
