@@ -19,6 +19,7 @@ from typing import Any
 import shtab
 
 from sweepd.cli.client import Client
+from sweepd.cli.compare import compare_args, run_compare
 from sweepd.cli.completion import sweep_id_arg
 from sweepd.cli.listing import list_args, run_list
 from sweepd.cli.output import (
@@ -141,6 +142,7 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
     ("cancel", run_cancel, "the same as abort, with the reason \"cancelled by a person\""),
     ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
     ("resume", run_resume, "resume a sweep that awaits a decision"),
+    ("compare", run_compare, "two sweeps side by side, and per value both sweeps' TGS"),
     ("stop", run_stop, "stop the daemon cleanly (as SIGTERM does); sweeps resume at its "
                        "next start"),
 ]
@@ -170,7 +172,9 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=run_submit)
     for name, func, helptext in _VERBS:
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
-        if name not in ("list", "stop"):
+        if name == "compare":
+            compare_args(p)
+        elif name not in ("list", "stop"):
             sweep_id_arg(p)
         if name == "list":
             list_args(p)

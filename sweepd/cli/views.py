@@ -129,4 +129,4 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def state_dir_verbs() -> Sequence[str]:
-    return ("report", "explain")
+    return ("report", "explain", "compare")
