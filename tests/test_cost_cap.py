@@ -1,6 +1,6 @@
-"""The cost cap: a spec's `max_node_hours` (default: the 8 h timebox x its nodes) stops a
-sweep before it submits the job that would pass it, with its rule recorded; `validate`
-prints the cap beside the most jobs and node-hours."""
+"""The cost cap: a spec's `max_node_hours` stops a sweep before it submits the job that
+would pass it, with its rule recorded; `validate` prints the cap beside the most jobs and
+node-hours, or without one the cap the 8 h timebox x the spec's nodes would be."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ async def test_a_sweep_stops_before_the_job_that_would_pass_its_cap(tmp_path: Pa
     assert jobs[-1].backend_id is None and jobs[-1].state == "failed"
 
 
-def test_the_default_cap_is_the_timebox_on_every_node() -> None:
+def test_the_suggested_cap_is_the_timebox_on_every_node() -> None:
     spec = parse_spec(perf_spec())
-    assert spec.node_hour_cap() == 8.0 * len(spec.node_list)
+    assert spec.node_hour_cap() is None and spec.default_cap() == 8.0 * len(spec.node_list)
     assert parse_spec(perf_spec(max_node_hours=20)).node_hour_cap() == 20
 
 
@@ -54,5 +54,5 @@ def test_validate_prints_the_cap_beside_the_most(tmp_path: Path, monkeypatch: py
     path.write_text(yaml.safe_dump(perf_spec()))
     assert main(["validate", str(path)]) == 0
     most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
-    assert most and most[0].endswith("; capped at 64 node-hours (the 8 h timebox x 8 "
-                                     "nodes)"), most
+    assert most and most[0].endswith("; no node-hour cap (none set; the 8 h timebox x 8 "
+                                     "nodes would be max_node_hours: 64)"), most

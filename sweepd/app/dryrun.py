@@ -47,10 +47,11 @@ async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict
 
 
 def _cap(spec: SweepSpec) -> dict[str, Any]:
-    """The node-hour cap the sweep stops at (core/cost_cap.py) and where it comes from."""
-    basis = ("max_node_hours" if spec.max_node_hours is not None else
-             f"the {TIMEBOX_HOURS:g} h timebox x {len(spec.node_list)} nodes")
-    return {"node_hour_cap": spec.node_hour_cap(), "node_hour_cap_basis": basis}
+    """The node-hour cap the sweep stops at (core/cost_cap.py), or the one suggested."""
+    cap = spec.node_hour_cap()
+    return {"node_hour_cap": cap, "node_hour_cap_basis": "max_node_hours" if cap else
+            f"none set; the {TIMEBOX_HOURS:g} h timebox x {len(spec.node_list)} nodes would "
+            f"be max_node_hours: {spec.default_cap():g}"}
 
 
 async def _job_names(engine: Engine, spec: SweepSpec, plan: Plan

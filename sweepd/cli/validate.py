@@ -49,8 +49,10 @@ def print_plan(plan: Mapping[str, Any]) -> None:
         + (f"{hours:g} node-hours ({escape(plan['node_hours_basis'])})" if hours is not None
            else f"node-hours {escape(plan['node_hours_basis'])}")
         # The hard cap (the spec's max_node_hours) a sweep stops at, whatever the most is.
-        + (f"; capped at {plan['node_hour_cap']:g} node-hours "
-           f"({escape(plan['node_hour_cap_basis'])})" if "node_hour_cap" in plan else ""))
+        + ("" if "node_hour_cap" not in plan else
+           f"; capped at {plan['node_hour_cap']:g} node-hours (max_node_hours)"
+           if plan["node_hour_cap"] else
+           f"; no node-hour cap ({escape(plan['node_hour_cap_basis'])})"))
     say("nothing was submitted")
 
 

@@ -127,8 +127,11 @@ class Submitter:
 
     async def _over_cap(self, sweep: Sweep, spec: SweepSpec, job: Job) -> SweepStop | None:
         """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
+        cap = spec.node_hour_cap()
+        if cap is None:
+            return None
         jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
-        check = check_cap(jobs, len(expand_nodes(job.nodes)), spec.node_hour_cap())
+        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap)
         if not check.passed:
             return None
         said = check.said()
