@@ -88,7 +88,10 @@ async def test_a_new_users_path_needs_no_flag_and_no_variable(
         assert "llama2-70b" in out
         code, out, err = await sweepd(env, "list")
         assert code == 0 and out.splitlines()[1].split()[:2] == ["1", "done"], (out, err)
+        code, out, err = await sweepd(env, "stop")   # over the socket init's config names
+        assert code == 0 and out.strip() == f"sweepd stopped (was on {config.daemon.socket})"
+        assert await asyncio.wait_for(serve.wait(), 60) == 0   # a clean exit
     finally:
-        if serve.returncode is None:
+        if serve.returncode is None:   # the test failed before `stop`
             serve.terminate()
-        assert await asyncio.wait_for(serve.wait(), 60) == 0
+            await asyncio.wait_for(serve.wait(), 60)

@@ -68,6 +68,7 @@ def run_dry_run(args: argparse.Namespace) -> int:
 
     def body(client: Client) -> int:
         plan = client.validate(spec)
+        plan["daemon"] = str(client.socket_path)   # whose config it was checked against
         if args.json:
             print_json(plan)
         else:
