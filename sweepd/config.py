@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import shlex
 import socket
 import tomllib
@@ -300,3 +301,66 @@ def _problem(err: ErrorDetails) -> str:
         return f"{key}: {str(err['msg']).removeprefix('Value error, ')}"
     shown = escape(repr(err.get("input")))
     return f"{key}: {err['msg']} (got {shown if len(shown) <= 60 else shown[:60] + '…'})"
+
+
+# -- where the config and the socket are found ------------------------------------------------
+# One order for every verb, so that `sweepd init`'s personal config is found by `serve`,
+# `validate`, the client verbs and `check` alike, with nothing exported.
+
+SYSTEM_CONFIG = Path("/etc/sweepd/sweepd.toml")   # the systemd unit's
+DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")   # DaemonConfig.socket's default
+
+
+def _xdg(name: str, default: str) -> Path:
+    value = os.environ.get(name)
+    return Path(value) if value and os.path.isabs(value) else Path.home() / default
+
+
+def personal_config_path() -> Path:
+    """Where `sweepd init` writes the personal config: $XDG_CONFIG_HOME/sweepd/sweepd.toml."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "sweepd" / "sweepd.toml"
+
+
+def personal_dirs() -> tuple[Path, Path]:
+    """(state directory, socket) of a personal config: XDG's state directory; the socket in
+    the runtime directory when the session has one (it is the user's own, mode 0700), else
+    beside the state."""
+    state = _xdg("XDG_STATE_HOME", ".local/state") / "sweepd"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    socket = Path(runtime) / "sweepd" / "sweepd.sock" if runtime and os.path.isabs(runtime) \
+        else state / "sweepd.sock"
+    return state, socket
+
+
+def find_config(given: Path | None = None) -> Path | None:
+    """The config a verb uses: `--config`, else $SWEEPD_CONFIG, else the personal config
+    `sweepd init` wrote when it exists, else /etc/sweepd/sweepd.toml when it exists; None:
+    no config (the built-in defaults, the simulated cluster)."""
+    if given is not None:
+        return given
+    named = os.environ.get("SWEEPD_CONFIG")
+    if named:
+        return Path(named)
+    for path in (personal_config_path(), SYSTEM_CONFIG):
+        if path.is_file():
+            return path
+    return None
+
+
+def find_socket(given: Path | None = None, config: Path | None = None) -> Path:
+    """The daemon's socket a client verb talks to: `--socket`, else $SWEEPD_SOCKET, else the
+    `[daemon] socket` of the config `find_config(config)` names, else /run/sweepd/sweepd.sock.
+    Only that key is read: a client needs no more of the daemon's settings to be valid."""
+    if given is not None:
+        return given
+    named = os.environ.get("SWEEPD_SOCKET")
+    if named:
+        return Path(named)
+    path = find_config(config)
+    if path is None:
+        return DEFAULT_SOCKET
+    try:
+        socket = tomllib.loads(path.read_text("utf-8")).get("daemon", {}).get("socket")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError) as e:
+        raise ConfigError(f"cannot read the daemon's socket from {path}: {e}") from None
+    return Path(socket) if isinstance(socket, str) else DEFAULT_SOCKET

@@ -55,6 +55,7 @@ SLURM_S = {
     "test_slurm_cadence.py": 36,
     "test_slurm_sweeps.py": 34,
     "test_first_real_cluster.py": 27,
+    "test_new_user_path.py": 27,
     "test_slurm_submit_sh.py": 25,
     "test_slurm_backend.py": 21,
     "test_job_times.py": 21,

@@ -55,7 +55,8 @@ def test_an_example_validates_without_a_daemon(path: Path, tmp_path: Path,
         config = tmp_path / "sweepd.toml"    # its nodes are its scenario's
         config.write_text(f'[cluster.sim]\nscenario = "{own}"\n')
         monkeypatch.setenv("SWEEPD_CONFIG", str(config))
-    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-personal-config"))
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -35,7 +35,8 @@ def test_init_writes_a_personal_config_under_the_users_own_dirs(tmp_path: Path) 
     done = sweepd(env, "init")
     assert done.returncode == 0, done.stderr
     path = tmp_path / "cfg" / "sweepd" / "sweepd.toml"
-    assert f"wrote {path}" in done.stdout and f"sweepd check --config {path}" in done.stdout
+    # At the default place, every verb finds it: nothing to name or export.
+    assert f"wrote {path}" in done.stdout and "next: sweepd check\n" in done.stdout
     config = load_config(path)
     assert config.daemon.state_dir == tmp_path / "st" / "sweepd"
     assert config.daemon.socket == tmp_path / "rt" / "sweepd" / "sweepd.sock"

@@ -30,7 +30,8 @@ def no_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No daemon anywhere: a socket path nobody listens on, no daemon config."""
     monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
-    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-personal-config"))
 
 
 def spec_file(tmp_path: Path, data: dict[str, object], name: str = "spec.yaml") -> str:

@@ -140,6 +140,10 @@ async def job_log(request: web.Request) -> web.Response:
     return web.json_response(await service_of(request).job_log(sweep_id, which, offset))
 
 
+async def shutdown(request: web.Request) -> web.Response:
+    return web.json_response(service_of(request).request_stop())
+
+
 async def status(request: web.Request) -> web.Response:
     return web.json_response(await service_of(request).health.status())
 
@@ -183,6 +187,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/sweeps/{id}/abort", abort)
     # The CLI's views: status, models, validate, a job's log.
     app.router.add_get("/status", status)
+    app.router.add_post("/shutdown", shutdown)
     app.router.add_get("/models", models)
     app.router.add_post("/validate", validate)
     app.router.add_get("/sweeps/{id}/log", job_log)

@@ -16,7 +16,7 @@ from sweepd.core.engine import Engine
 from sweepd.core.submit import job_request
 from sweepd.kinds.api import Finished, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import kind_of
-from sweepd.kinds.spec import SpecError, SweepSpec
+from sweepd.kinds.spec import TIMEBOX_HOURS, SpecError, SweepSpec
 from sweepd.util.hostlists import collect_nodes
 
 # A token shaped like the engine's (`sw<sweep>-<8 hex>.<store id>`): `validate` names jobs
@@ -44,7 +44,15 @@ async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict
             "backend": config.cluster.backend, "node_states": states,
             "first_plan": plan_dict(first), "preflight": [asdict(c) for c in checks],
             "job_names": await _job_names(engine, spec, first),
-            **await _bounds(engine, spec.kind, spec.model, dumped)}
+            **await _bounds(engine, spec.kind, spec.model, dumped), **_cap(spec)}
+
+
+def _cap(spec: SweepSpec) -> dict[str, Any]:
+    """The node-hour cap the sweep stops at (core/cost_cap.py), or the one suggested."""
+    cap = spec.node_hour_cap()
+    return {"node_hour_cap": cap, "node_hour_cap_basis": "max_node_hours" if cap else
+            f"none set; the {TIMEBOX_HOURS:g} h timebox x {len(spec.node_list)} nodes would "
+            f"be max_node_hours: {spec.default_cap():g}"}
 
 
 async def _job_names(engine: Engine, spec: SweepSpec, plan: Plan

@@ -41,6 +41,15 @@ class Service(Queries):
         # What a spec must pass, at submit, validate and (its pre-flight) resume.
         self.admission = Admission(engine)
 
+    def request_stop(self) -> dict[str, Any]:
+        """`sweepd stop`: the daemon's stop event, as SIGTERM sets it (app/daemon.py): the
+        engine stops between two jobs, the socket closes, the state stays for a restart."""
+        stop = self.engine.stopping
+        if stop is None:   # not a served daemon (an in-process service): nothing to stop
+            return {"stopping": False}
+        stop.set()
+        return {"stopping": True}
+
     async def submit(self, data: Any, submitted_by: str | None = None) -> dict[str, Any]:
         # A SpecError with field-level errors when it does not parse or fit.
         spec = self.admission.parse(data, self.toolkit_repo(), self.allowed_chats)

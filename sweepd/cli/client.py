@@ -95,6 +95,10 @@ class Client:
 
     # -- the daemon-wide routes ----------------------------------------------------------
 
+    def shutdown(self) -> dict[str, Any]:
+        """Ask the daemon to stop cleanly (as SIGTERM does); it answers before it stops."""
+        return dict(self._json("POST", "/shutdown"))
+
     def health(self) -> dict[str, Any]:
         return dict(self._json("GET", "/health"))
 

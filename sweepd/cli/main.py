@@ -16,8 +16,8 @@ import yaml
 from sweepd.api.errors import AnotherSweepd
 from sweepd.app import foreground
 from sweepd.app.health import version
-from sweepd.cli.output import SOCKET_HELP, print_spec_error, say
-from sweepd.config import Config, ConfigError, load_config
+from sweepd.cli.output import CONFIG_HELP, SOCKET_HELP, print_spec_error, say
+from sweepd.config import Config, ConfigError, find_config, load_config
 from sweepd.kinds.parse import leaves_nodes_out, parse_spec, read_spec_file
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
@@ -25,9 +25,11 @@ from sweepd.sim.scenario import ScenarioError
 from sweepd.util import logs
 
 
-def _config(args: argparse.Namespace, **overrides: Any) -> Config:
+def _config(args: argparse.Namespace, overrides: dict[str, Any], found: bool = True) -> Config:
+    """--config, else (`found`) the config found where `sweepd init` and the systemd unit
+    put one."""
     extra = {k: v for k, v in overrides.items() if v is not None}
-    return load_config(args.config, extra)
+    return load_config(find_config(args.config) if found else args.config, extra)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -35,18 +37,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level)   # JSON for journald, readable in a terminal
     # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
-    return run_daemon(_config(args, **{"daemon.socket": args.socket and str(args.socket)}))
+    return run_daemon(_config(args, {"daemon.socket": args.socket and str(args.socket)}))
 
 
-def _foreground_config(args: argparse.Namespace, scenario: Path | None) -> Config:
+def _foreground_config(args: argparse.Namespace, scenario: Path | None,
+                       found: bool) -> Config:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="sweepd-run-"))
-    return _config(args, **{"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
-                            "cluster.sim": {"scenario": str(scenario)} if scenario else None})
+    return _config(args, {"daemon.state_dir": str(state_dir), "daemon.tick_s": args.tick,
+                          "cluster.sim": {"scenario": str(scenario)} if scenario else None},
+                   found)
 
 
 def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
     logs.configure("warning", json=False)
-    config = _foreground_config(args, scenario)
+    # A scenario is the simulated cluster's: with one, only a named config is used.
+    config = _foreground_config(args, scenario, found=scenario is None)
     return asyncio.run(foreground.run_sweep(config, spec, say))
 
 
@@ -66,7 +71,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if demo is None:   # argparse offers only kinds with a demo
         raise SystemExit(f"sweep kind {args.kind} has no demo")
     print(demo.header)
-    config = _foreground_config(args, demo.scenario)
+    # The demo is the embedded simulated cluster's, whatever config `init` wrote.
+    config = _foreground_config(args, demo.scenario, found=False)
     temporary = args.state_dir is None   # a demo made it for itself: it removes it
     code = 0
     try:
@@ -118,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the daemon")
-    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--config", type=Path, help=CONFIG_HELP)
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"], help="default: info")
     p.set_defaults(func=cmd_serve)
@@ -174,6 +180,7 @@ def add_top_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    "message. Keys: e explain, r report, u resume, a abort "
                                    "(each asks first), q quit.")
     p.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    p.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=CONFIG_HELP)
     p.set_defaults(func=cmd_top)
 
 

@@ -9,7 +9,6 @@ state directory."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -25,7 +24,6 @@ from sweepd.store.store import NotFound, Store
 
 T = TypeVar("T")
 DB_NAME = "sweepd.db"   # config.DaemonConfig.db_path's name
-DAEMON_CONFIG = Path("/etc/sweepd/sweepd.toml")   # what `sweepd serve` is usually given
 
 
 class OfflineClient(Client):
@@ -98,15 +96,6 @@ class OfflineSweepReads(SweepReads):
 
 
 # -- validate, without a daemon ------------------------------------------------------------
-
-def default_config() -> Path | None:
-    """The config `validate` checks against: $SWEEPD_CONFIG, else the daemon's usual one
-    when it exists; None: the simulated cluster (as `sweepd run`)."""
-    named = os.environ.get("SWEEPD_CONFIG")
-    if named:
-        return Path(named)
-    return DAEMON_CONFIG if DAEMON_CONFIG.is_file() else None
-
 
 def validate_spec(data: Any, config: Config) -> dict[str, Any]:
     """The daemon's `validate` (parse, the kind's checks, what the spec refers to, the

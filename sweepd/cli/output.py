@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,12 +13,12 @@ from typing import Any
 
 from sweepd.app.foreground import EXIT_BAD_INPUT
 from sweepd.cli.client import Client, ClientError
+from sweepd.config import DEFAULT_SOCKET, find_socket
 from sweepd.kinds.parse import leaves_nodes_out, parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.util.columns import align
 from sweepd.util.text import escape
 
-DEFAULT_SOCKET = Path("/run/sweepd/sweepd.sock")
 EXIT_DAEMON = 1
 
 RunFunc = Callable[[argparse.Namespace], int]
@@ -150,9 +149,8 @@ def summary_line(s: Mapping[str, Any]) -> str:
 # -- plumbing ----------------------------------------------------------------------------
 
 def socket_path(args: argparse.Namespace) -> Path:
-    if args.socket is not None:
-        return Path(args.socket)
-    return Path(os.environ.get("SWEEPD_SOCKET") or DEFAULT_SOCKET)
+    """--socket, $SWEEPD_SOCKET, the found config's [daemon] socket (config.find_socket)."""
+    return find_socket(getattr(args, "socket", None), getattr(args, "config", None))
 
 
 def with_client(args: argparse.Namespace, body: Callable[[Client], int]) -> int:
@@ -187,4 +185,7 @@ def print_spec_error(e: SpecError) -> None:
     print_failure(str(e), e.errors)
 
 
-SOCKET_HELP = f"daemon socket (default: $SWEEPD_SOCKET, else {DEFAULT_SOCKET})"
+SOCKET_HELP = ("daemon socket (default: $SWEEPD_SOCKET, else the [daemon] socket of the config "
+               f"--config names or is found, else {DEFAULT_SOCKET})")
+CONFIG_HELP = ("the TOML settings file (default: $SWEEPD_CONFIG, else the one `sweepd init` "
+               "wrote, ~/.config/sweepd/sweepd.toml, else /etc/sweepd/sweepd.toml)")

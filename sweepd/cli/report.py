@@ -6,7 +6,9 @@ directory without a daemon."""
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from sweepd.cli.client import Client
 from sweepd.cli.output import fail, print_json, say
 from sweepd.cli.source import with_source
 from sweepd.kinds.registry import ClientOutput, ReportFlag, kinds
+from sweepd.reports.run_table import COLUMNS
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -29,11 +32,21 @@ def _report(args: argparse.Namespace, client: Client) -> int:
         code = _write_plot(args, client)
         if code:
             return code
-    if args.json:
+    if args.csv:
+        write_csv(client.reads.report(args.id)["json"].get("runs") or [])
+    elif args.json:
         print_json(client.reads.report(args.id)["json"])
     else:
         say(client.reads.report_markdown(args.id), end="")
     return 0
+
+
+def write_csv(rows: list[dict[str, Any]]) -> None:
+    """One row per run (reports/run_table.py), a header first; spreadsheet-ready."""
+    out = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, extrasaction="ignore",
+                         lineterminator="\n")
+    out.writeheader()
+    out.writerows(rows)
 
 
 def _report_action(args: argparse.Namespace, report: dict[str, Any]) -> int:
@@ -113,6 +126,9 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
 
 def report_args(p: argparse.ArgumentParser) -> None:
     """`report`'s own options (beyond the sweep id and --state-dir), and every kind's."""
+    p.add_argument("--csv", action="store_true",
+                   help="one CSV row per run: run, value(s), job id, nodes, state, failure "
+                        "class, TGS, MFU, memory, start, end, node-hours")
     p.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also write the sweep's plot (PNG) to this file")
     for flag, parts in kind_flags():

@@ -6,35 +6,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shlex
 from pathlib import Path
 
 from sweepd.cli.output import say
-from sweepd.config import ConfigError, load_config
+from sweepd.config import ConfigError, find_config, load_config, personal_dirs
+from sweepd.config import personal_config_path as default_config_path
 from sweepd.util.hostlists import expand_nodes
 
 EXIT_FAILED_CHECK = 1
-
-
-def _xdg(name: str, default: str) -> Path:
-    value = os.environ.get(name)
-    return Path(value) if value and os.path.isabs(value) else Path.home() / default
-
-
-def default_config_path() -> Path:
-    return _xdg("XDG_CONFIG_HOME", ".config") / "sweepd" / "sweepd.toml"
-
-
-def personal_dirs() -> tuple[Path, Path]:
-    """(state directory, socket): XDG's state directory; the socket in the runtime
-    directory when the session has one (it is the user's own, mode 0700), else beside the
-    state."""
-    state = _xdg("XDG_STATE_HOME", ".local/state") / "sweepd"
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    socket = Path(runtime) / "sweepd" / "sweepd.sock" if runtime and os.path.isabs(runtime) \
-        else state / "sweepd.sock"
-    return state, socket
 
 
 def _toml(value: object) -> str:
@@ -44,8 +24,8 @@ def _toml(value: object) -> str:
 
 def config_text(args: argparse.Namespace, state: Path, socket: Path) -> str:
     lines = ["# Written by `sweepd init`: a personal daemon, no root needed.",
-             "# Start it: sweepd serve --config THIS_FILE; point the CLI at its socket:",
-             f"#   export SWEEPD_SOCKET={socket}",
+             "# Every verb finds it here (--config or $SWEEPD_CONFIG name another), and",
+             "# the daemon's socket in it: start the daemon with `sweepd serve`.",
              "", "[daemon]", f"state_dir = {_toml(state)}", f"socket = {_toml(socket)}",
              "", "[cluster]", f"backend = {_toml(args.backend)}"]
     if args.gpus_per_node is not None:
@@ -116,15 +96,21 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise
     tmp.replace(path)
     say(f"wrote {path}")
-    say(f"next: sweepd check --config {path}")
-    say(f"then: sweepd serve --config {path}   (and export SWEEPD_SOCKET={socket})")
+    # The verbs find the config at the default place by themselves; elsewhere, name it.
+    named = "" if path == default_config_path() else f" --config {path}"
+    say(f"next: sweepd check{named}")
+    say(f"then: sweepd serve{named}   (the daemon, on {socket})")
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from sweepd.app.check import DryJob, run_checks
 
-    path: Path = args.config or default_config_path()
+    path = find_config(args.config)
+    if path is None:
+        say(f"FAIL config: none found (looked at $SWEEPD_CONFIG, {default_config_path()} and "
+            "/etc/sweepd/sweepd.toml): write one with `sweepd init`")
+        return EXIT_FAILED_CHECK
     try:
         config = load_config(path)
     except ConfigError as e:
@@ -182,7 +168,8 @@ def add_setup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                                    "container_env.sh names, the chat (a test message) and, "
                                    "with --job, a short job whose log must have what sweepd "
                                    "reads. Exit 1 when a check fails.")
-    p.add_argument("--config", type=Path, help=f"default: {default_config_path()}")
+    p.add_argument("--config", type=Path, help=f"default: $SWEEPD_CONFIG, else "
+                   f"{default_config_path()} (sweepd init's), else /etc/sweepd/sweepd.toml")
     p.add_argument("--job", metavar="MODEL", help="submit a dry job of this model")
     p.add_argument("--nodes", help="the dry job's nodes (a hostlist)")
     p.add_argument("--override", action="append", default=["steps=15"], type=_override,

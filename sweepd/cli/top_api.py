@@ -29,8 +29,12 @@ class Api:
     async def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             response = await self._http.request(method, path, **kw)
+        except httpx.ConnectError:   # no socket file, or nobody listens on it: one line
+            raise ApiError(f"daemon not running at {self.socket_path}; start it with "
+                           "sweepd serve") from None
         except httpx.TransportError as e:
-            raise ApiError(f"sweepd is not reachable at {self.socket_path}: {e!r}") from None
+            raise ApiError(f"lost the connection to sweepd at {self.socket_path} "
+                           f"({type(e).__name__})") from None
         if response.status_code >= 400:
             try:
                 message = str(response.json()["error"])

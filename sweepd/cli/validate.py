@@ -19,8 +19,10 @@ _USABLE = frozenset({"idle", "alloc", "mix"})
 def print_plan(plan: Mapping[str, Any]) -> None:
     from sweepd.cli.output import say
 
-    where = ("" if "config" not in plan else
-             f", config {escape(plan['config'])}" if plan["config"] else ", no config")
+    # Which config the checks ran against: the running daemon's, or the one found here.
+    where = (f", config {escape(plan['config'])}" if plan.get("config") else
+             f", the daemon on {escape(plan['daemon'])}" if plan.get("daemon") else
+             ", no config" if "config" in plan else "")
     say(f"spec OK: {plan['kind']} sweep \"{escape(plan['name'])}\" on {plan['node_count']} "
         f"nodes {escape(plan['nodes'])} (cluster backend: {plan['backend']}{where})")
     states = plan["node_states"]
@@ -45,7 +47,12 @@ def print_plan(plan: Mapping[str, Any]) -> None:
         f"{plan['most_jobs'] if plan['most_jobs'] is not None else 'as many'} jobs "
         f"(each run retried up to {plan['max_retries']} times), "
         + (f"{hours:g} node-hours ({escape(plan['node_hours_basis'])})" if hours is not None
-           else f"node-hours {escape(plan['node_hours_basis'])}"))
+           else f"node-hours {escape(plan['node_hours_basis'])}")
+        # The hard cap (the spec's max_node_hours) a sweep stops at, whatever the most is.
+        + ("" if "node_hour_cap" not in plan else
+           f"; capped at {plan['node_hour_cap']:g} node-hours (max_node_hours)"
+           if plan["node_hour_cap"] else
+           f"; no node-hour cap ({escape(plan['node_hour_cap_basis'])})"))
     say("nothing was submitted")
 
 
@@ -61,6 +68,7 @@ def run_dry_run(args: argparse.Namespace) -> int:
 
     def body(client: Client) -> int:
         plan = client.validate(spec)
+        plan["daemon"] = str(client.socket_path)   # whose config it was checked against
         if args.json:
             print_json(plan)
         else:
@@ -76,9 +84,9 @@ def run_validate(args: argparse.Namespace) -> int:
     daemon's checks against the config's cluster (the simulated one when there is no
     config) on a throwaway state directory. 0: the spec would be accepted; 2: why not."""
     from sweepd.cli.client import ClientError
-    from sweepd.cli.offline import default_config, validate_spec
+    from sweepd.cli.offline import validate_spec
     from sweepd.cli.output import fail, load_spec, print_error
-    from sweepd.config import ConfigError, load_config
+    from sweepd.config import ConfigError, find_config, load_config
     from sweepd.kinds.parse import read_spec_file
     from sweepd.kinds.spec import SpecError
 
@@ -90,6 +98,7 @@ def run_validate(args: argparse.Namespace) -> int:
         try:
             with client_for(args) as client:
                 plan = client.validate(spec)
+                plan["daemon"] = str(client.socket_path)
         except ClientError as e:
             if e.status != 0:   # the daemon answered: its word
                 return print_error(e, args)
@@ -99,7 +108,7 @@ def run_validate(args: argparse.Namespace) -> int:
             else:
                 print_plan(plan)
             return 0
-    path = args.config or default_config()
+    path = find_config(args.config)
     try:
         config = load_config(path, {"cluster.sim": {"scenario": str(args.scenario)}}
                              if args.scenario else None)

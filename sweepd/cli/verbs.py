@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,12 @@ from typing import Any
 import shtab
 
 from sweepd.cli.client import Client
+from sweepd.cli.compare import compare_args, run_compare
 from sweepd.cli.completion import sweep_id_arg
 from sweepd.cli.listing import list_args, run_list
 from sweepd.cli.output import (
+    CONFIG_HELP,
+    EXIT_DAEMON,
     SOCKET_HELP,
     RunFunc,
     client_command,
@@ -105,6 +109,28 @@ def run_resume(args: argparse.Namespace, client: Client) -> int:
     return _print_summary(args, summary)
 
 
+STOP_WAIT_S = 60.0   # how long `stop` waits for the daemon to close its socket
+
+
+@client_command
+def run_stop(args: argparse.Namespace, client: Client) -> int:
+    """Ask the daemon over its socket to stop (its SIGTERM path), then wait until it has
+    closed its socket: a daemon stops between two jobs, its jobs run on in the cluster."""
+    if not client.shutdown().get("stopping"):
+        return fail(args, "this daemon cannot be stopped over its socket")
+    deadline = time.monotonic() + STOP_WAIT_S
+    while client.socket_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if client.socket_path.exists():
+        return fail(args, f"asked sweepd to stop; its socket {client.socket_path} is still "
+                          f"there after {STOP_WAIT_S:g} s", code=EXIT_DAEMON)
+    if args.json:
+        print_json({"stopped": True, "socket": str(client.socket_path)})
+    else:
+        say(f"sweepd stopped (was on {client.socket_path})")
+    return 0
+
+
 # -- registration ------------------------------------------------------------------------
 
 _VERBS: list[tuple[str, RunFunc, str]] = [
@@ -116,6 +142,9 @@ _VERBS: list[tuple[str, RunFunc, str]] = [
     ("cancel", run_cancel, "the same as abort, with the reason \"cancelled by a person\""),
     ("abort", run_abort, "end a sweep (running jobs are cancelled)"),
     ("resume", run_resume, "resume a sweep that awaits a decision"),
+    ("compare", run_compare, "two sweeps side by side, and per value both sweeps' TGS"),
+    ("stop", run_stop, "stop the daemon cleanly (as SIGTERM does); sweeps resume at its "
+                       "next start"),
 ]
 
 
@@ -125,6 +154,11 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     common.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
+    # `validate` has its own --config (what it checks against): the others share this one,
+    # the config whose [daemon] socket the verb talks to (found by itself when not given).
+    bare = common
+    common = argparse.ArgumentParser(add_help=False, parents=[bare])
+    common.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=CONFIG_HELP)
 
     p = sub.add_parser("submit", parents=[common], help="submit a sweep spec to the daemon",
                        epilog="prints the new sweep id; exit 2 if the spec is invalid; with "
@@ -138,7 +172,9 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=run_submit)
     for name, func, helptext in _VERBS:
         p = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
-        if name != "list":
+        if name == "compare":
+            compare_args(p)
+        elif name not in ("list", "stop"):
             sweep_id_arg(p)
         if name == "list":
             list_args(p)
@@ -158,7 +194,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             p.add_argument("--readmit", nargs="+", action="extend", metavar="NODE",
                            help="excluded nodes to put back in use (e.g. repaired)")
         p.set_defaults(func=func)
-    add_view_commands(sub, common)
+    add_view_commands(sub, common, bare)
 
 
 def _reconnect_arg(p: argparse.ArgumentParser) -> None:

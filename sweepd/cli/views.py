@@ -80,7 +80,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-                      common: argparse.ArgumentParser) -> None:
+                      common: argparse.ArgumentParser, bare: argparse.ArgumentParser) -> None:
+    """`common`: --socket, --json and --config; `bare`: without --config."""
     state_dir = argparse.ArgumentParser(add_help=False)
     state_dir.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                            help="read this state directory's database (read-only) instead "
@@ -93,7 +94,8 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep printing new lines until the job ends")
     p.set_defaults(func=run_logs)
-    p = sub.add_parser("validate", parents=[common], help="check a spec and print its plan "
+    # Its own --config: what it checks against, and the socket's.
+    p = sub.add_parser("validate", parents=[bare], help="check a spec and print its plan "
                        "(no daemon needed)",
                        description="check a spec as a submission would (the kind's checks, "
                                    "what it refers to, the pre-flight, the first plan, each "
@@ -104,8 +106,10 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     spec.complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--config", type=Path, default=None,
                    help="the daemon's TOML settings, whose cluster the spec is checked "
-                        "against (default: $SWEEPD_CONFIG, else /etc/sweepd/sweepd.toml if "
-                        "it exists, else the simulated cluster)")
+                        "against, without asking a daemon (default: the daemon on the found "
+                        "config's socket if one answers, else that config: $SWEEPD_CONFIG, "
+                        "else the one `sweepd init` wrote, else /etc/sweepd/sweepd.toml, else "
+                        "the simulated cluster)")
     p.add_argument("--scenario", type=Path, default=None,
                    help="the simulated cluster's scenario (as `sweepd run --scenario`)")
     p.set_defaults(func=run_validate)
@@ -125,4 +129,4 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def state_dir_verbs() -> Sequence[str]:
-    return ("report", "explain")
+    return ("report", "explain", "compare")

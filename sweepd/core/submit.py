@@ -26,6 +26,8 @@ from sweepd.clusters.base import (
 )
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.core.control import SPEC_REFUSED, SweepStop, apply_stop
+from sweepd.core.cost_cap import RULE as CAP_RULE
+from sweepd.core.cost_cap import check_cap
 from sweepd.core.states import JobState
 from sweepd.core.strays import Strays
 from sweepd.kinds.registry import kind_of
@@ -78,6 +80,9 @@ class Submitter:
 
     async def submit(self, sweep: Sweep, run: Run, job: Job) -> SubmitEffects:
         spec = self.spec_of(sweep)
+        capped = await self._over_cap(sweep, spec, job)
+        if capped is not None:
+            return SubmitEffects(stop=capped)
         params = run.params
         workdir = await self._workdir(sweep, params)
         if isinstance(workdir, SweepStop):
@@ -123,6 +128,23 @@ class Submitter:
                                                   run_id=run.id, job_id=job.id,
                                                   evidence=f"token {job.token}")
         return SubmitEffects(notify=True)
+
+    async def _over_cap(self, sweep: Sweep, spec: SweepSpec, job: Job) -> SweepStop | None:
+        """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
+        cap = spec.node_hour_cap()
+        if cap is None:
+            return None
+        jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
+        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap)
+        if not check.passed:
+            return None
+        said = check.said()
+        await self.store.jobs.transition(job.id, JobState.FAILED, f"not submitted: {said}",
+                                         rule=CAP_RULE, evidence=said)
+        return SweepStop(sweep, f"stopped before its next job: {said}", rule=CAP_RULE,
+                         evidence=said, failing_nodes=[], recovery="none",
+                         outcome="not submitted (a new spec with a higher max_node_hours "
+                                 "goes on)")
 
     async def reconcile(self, job: Job, now: float) -> SubmitEffects:
         """A job row left in `submitting` by a crash (or a failed call). While the earlier

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,15 +50,25 @@ def control_errors(data: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str,
     return errors
 
 
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The settings model an annotation holds: itself, or the model in a list of them or
+    in an optional one (`list[ProfileSpec]`, `Part | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = [m for m in map(_section_of, typing.get_args(annotation)) if m is not None]
+    return found[0] if len(found) == 1 else None
+
+
 def unknown_key(model: type[BaseModel], loc: Sequence[str | int]) -> str:
     """The message for a key the spec does not have: the closest valid one, if any (a
-    typo), and the valid keys where it stands."""
-    section: Any = model
+    typo), and the valid keys where it stands, at any depth (`profiles.0.setings`)."""
+    section: type[BaseModel] | None = model
     for part in loc[:-1]:   # a nested model's keys (most sections are free mappings)
-        field = section.model_fields.get(str(part)) if isinstance(section, type) and \
-            issubclass(section, BaseModel) else None
-        section = field.annotation if field is not None else None
-    if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        if isinstance(part, int):   # an item of the list the previous part named
+            continue
+        field = section.model_fields.get(str(part)) if section is not None else None
+        section = _section_of(field.annotation) if field is not None else None
+    if section is None:
         return "unknown key"
     valid = sorted(section.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), valid, 1)
@@ -71,6 +82,10 @@ def joined(errors: list[dict[str, Any]]) -> str:
 
 
 Scalar = int | float | str
+
+# The SKILL.md's timebox: the node-hour cap `validate` suggests is this long on every node
+# of the spec (core/cost_cap.py enforces a spec's `max_node_hours`).
+TIMEBOX_HOURS = 8.0
 
 EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxText's YAML "
                   "enum check (xla-tuning.SKILL.md); leave it out, the config's "
@@ -138,6 +153,11 @@ class _Spec(BaseModel):
         default=False,
         description="leave what the sweep's jobs put in the person's files (its TUNE_PROFILE "
                     "arms in the toolkit's train_env.sh) when it ends; by default removed")
+    max_node_hours: float | None = Field(
+        default=None, gt=0, le=1_000_000,
+        description="hard cap on the node-hours the sweep's jobs may take: it stops before "
+                    "submitting a job that would pass it (unset: none; validate suggests "
+                    "the 8 h timebox x the spec's nodes)")
     chats: list[int] | None = Field(
         default=None, min_length=1, max_length=20,
         description="Telegram chats for this sweep's messages, each one the daemon allows "
@@ -222,6 +242,16 @@ class _Spec(BaseModel):
     @property
     def needed_nodes(self) -> int:
         return self.min_nodes or resolve_model(self.model).min_nodes
+
+    def node_hour_cap(self) -> float | None:
+        """The cap core/cost_cap.py enforces: `max_node_hours` when the spec sets it. Not
+        set, none is enforced: on the simulated cluster's compressed clock a job spans
+        hours, and the seed's sweeps there pass the timebox default (`default_cap`)."""
+        return self.max_node_hours
+
+    def default_cap(self) -> float:
+        """The cap `validate` suggests: the SKILL.md's 8 h timebox on every node."""
+        return TIMEBOX_HOURS * len(self.node_list)
 
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N"

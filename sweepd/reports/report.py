@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweepd.kinds.registry import kind_of
+from sweepd.reports.run_table import run_rows
 from sweepd.store.rows import Event, Job, Run, Sweep
 from sweepd.util.text import escape
 
@@ -19,6 +20,7 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         "verdict": sweep.verdict,
         "rows": kind_of(sweep.kind).report.rows(sweep, runs, jobs),
         "excluded_nodes": list(exclusions),
+        "runs": run_rows(runs, jobs),   # one row per run (report --csv, compare)
         "jobs": len(jobs),
         **({"stage_jobs": len(stage_jobs)} if stage_jobs else {}),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,10 +55,34 @@ class UnknownModel(ValueError):
     pass
 
 
+# A name this close to a known one (edits: a letter added, dropped or changed) and not it
+# is a typo, even where submit.sh's glob would take it as a substring (`lama2-70b`).
+TYPO_EDITS = 2
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: the fewest one-letter insertions, deletions and changes."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def typo_of(name: str, known: Iterable[str]) -> list[str]:
+    """The known names `name` is a typo of (within TYPO_EDITS edits, not equal)."""
+    return sorted(k for k in known if k != name and edit_distance(name, k) <= TYPO_EDITS)
+
+
 def resolve_model(name: str) -> ModelShape:
-    """Exact name, or a unique substring as submit.sh resolves it (`70b` -> llama2-70b)."""
+    """Exact name, or a unique substring as submit.sh resolves it (`70b` -> llama2-70b);
+    never a typo of a known name (`lama2-70b`): that is refused with the name meant."""
     if name in MODELS:
         return MODELS[name]
+    meant = typo_of(name, MODELS)
+    if meant:
+        raise UnknownModel(f"unknown model {name!r} (did you mean {' or '.join(meant)}?)")
     matches = [m for m in MODELS if name and name in m]
     if len(matches) == 1:
         return MODELS[matches[0]]
