@@ -1,6 +1,8 @@
 """A recorded scenario: the simulated cluster replays a measured table (`models.<m>.measured`,
 docs/scenario.md) instead of its formula. Shipped: the 0.27 B model's curve on one TPU v5e
-chip, whose compiled-memory line read over the chip's memory at 56 and 64 and both passed."""
+chip, every batch once (tests/fixtures/tpu_v5e/). The table's mechanics are tested on the
+relations an earlier session's runs showed (tests/fixtures/scenarios/tpu-v5e-relations.yaml),
+whose compiled-memory line read over the chip's memory at 56 and 64 and both passed."""
 
 from __future__ import annotations
 
@@ -23,15 +25,17 @@ from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
 from tests.simrun import recorded, run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-SCENARIO = EXAMPLES / "scenarios" / "tpu-v5e-maxtext-0.27b.yaml"
-SPEC = EXAMPLES / "model-perf" / "tpu-v5e-replay.yaml"
+MEASURED = EXAMPLES / "scenarios" / "tpu-v5e-maxtext-0.27b.yaml"
+MEASURED_SPEC = EXAMPLES / "model-perf" / "tpu-v5e-replay.yaml"
+SCENARIO = Path(__file__).parent / "fixtures" / "scenarios" / "tpu-v5e-relations.yaml"
+SPEC = Path(__file__).parent / "fixtures" / "scenarios" / "tpu-v5e-relations-spec.yaml"
 MODEL = "maxtext-0.27b"
 NODE = "tpu-v5e-1"
 TGS = re.compile(r"completed step: (\d+), seconds: ([0-9.]+), .*Tokens/s/device: ([0-9.]+)")
 
 
-def fast(tmp_path: Path, **measured: Any) -> Path:
-    raw = yaml.safe_load(SCENARIO.read_text())
+def fast(tmp_path: Path, source: Path = SCENARIO, **measured: Any) -> Path:
+    raw = yaml.safe_load(source.read_text())
     raw["cluster"]["time_scale"] = 0.0001
     raw["models"][MODEL]["measured"].update(measured)
     path = tmp_path / "scenario.yaml"
@@ -198,3 +202,25 @@ async def test_a_best_whose_line_reads_over_the_chips_memory_is_reached(tmp_path
     verdict, _, runs = await recorded(config)
     assert verdict is not None and verdict["best"] == 64, "\n".join(lines)[-3000:]
     assert ("per_device_batch_size=56", "pass") in runs
+
+
+async def test_the_example_replays_the_measured_chip_curve_and_finds_its_best(
+        tmp_path: Path) -> None:
+    """The shipped example: the curve measured every batch once on the chip (best 12, 8 and 16
+    2.4 % below). Its spec sets the noise floor the chip allows (noise_floor: 0.001), with
+    which the search names 12; at sweepd's default floor (1 %) it names 8 and says why."""
+    scenario = load_scenario(MEASURED)
+    assert true_peak_batch(scenario, MODEL, [NODE]) == 12
+    assert true_max_batch(scenario, MODEL, [NODE]) == 48
+    spec = load_spec_file(MEASURED_SPEC)
+    for floor, best in ((spec.noise_floor, 12), (0.01, 8)):   # type: ignore[attr-defined]
+        state = tmp_path / f"state-{floor}"
+        config = load_config(None, {"daemon.state_dir": str(state), "daemon.tick_s": 0.1,
+                                    "cluster.sim": {"scenario": str(fast(tmp_path, MEASURED))}})
+        code, lines = await run(config, {**spec.model_dump(mode="json"), "noise_floor": floor})
+        text = "\n".join(lines)
+        assert code == foreground.EXIT_VERDICT, text[-2000:]
+        verdict, _, runs = await recorded(config)
+        assert verdict is not None and verdict["best"] == best, text[-2000:]
+        assert len(runs) <= 8
+        assert ("far below the 1.0% the rules assumed" in text) is (best == 8), text[-1500:]
