@@ -17,7 +17,7 @@ import sweepd.cli.report as report_cli
 from sweepd.cli.main import UsageError, build_parser
 from sweepd.kinds.registry import ClientHooks, ClientOutput, Kind, ReportFlag, kinds
 
-GENERIC = {"-h", "--help", "--socket", "--json", "--state-dir", "--plot"}
+GENERIC = {"-h", "--help", "--socket", "--config", "--json", "--csv", "--state-dir", "--plot"}
 
 
 def _report_parser() -> argparse.ArgumentParser:

@@ -89,7 +89,8 @@ def test_an_unknown_tpu_flag_is_refused_in_one_line(tmp_path: Path,
     path.write_text(yaml.safe_dump(bad))
     monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
-    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-personal-config"))
     code = main(["validate", str(path), "--scenario", str(TPU_SCENARIO)])
     out, err = capsys.readouterr()
     said = (out + err).strip()
@@ -155,7 +156,8 @@ def test_validate_states_the_most_node_hours_from_the_specs_caps(
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
-    monkeypatch.setattr("sweepd.cli.offline.DAEMON_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-personal-config"))
     assert main(["validate", str(EXAMPLE), "--scenario", str(TPU_SCENARIO)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("at most:"))

@@ -17,7 +17,14 @@ COLUMNS = ("run", "values", "job_id", "nodes", "state", "failure_class", "tgs", 
 
 
 def _when(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    """A time as ISO 8601; a cluster clock no calendar holds (the simulated cluster's own
+    clock runs far ahead of the machine's) as its seconds."""
+    if t is None:
+        return None
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError):
+        return f"{t:.0f}s"
 
 
 def _memory(job: Job) -> str | None:

@@ -130,15 +130,16 @@ class Calibration:
 
 def calibration(probes: Sequence[Probe], device_gb: float) -> Calibration:
     """The passes whose compiled-memory total read above what they had (the pool Memstats
-    printed, at most the device's memory) ran all the same: what they needed is at most the
-    pool, so the line over-states by at least total / pool. The smallest such ratio scales
-    every prediction (a conservative one: the line may over-state more)."""
+    printed: what the job had, whatever a config says the device holds; a config's
+    `gpu_memory_gib` left at its default is no reading) ran all the same: what they needed
+    is at most the pool, so the line over-states by at least total / pool. The smallest such
+    ratio scales every prediction (a conservative one: the line may over-state more)."""
     over: list[tuple[float, Probe, float, float]] = []
     for p in probes:
         if p.outcome is not Outcome.OK or p.temp_gb is None or p.fixed_gb is None \
                 or p.limit_gb is None or not is_numeric(p.value):
             continue
-        total, pool = p.temp_gb + p.fixed_gb, min(p.limit_gb, device_gb)
+        total, pool = p.temp_gb + p.fixed_gb, p.limit_gb
         if total > pool:
             over.append((pool / total, p, total, pool))
     if not over:
