@@ -102,3 +102,16 @@ def _no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
     monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+
+
+def test_validate_says_up_front_that_given_values_may_not_all_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`values: [4, 6, 8, 10]` ran 6 and 10 only: the first plan says so before any job."""
+    _no_config(tmp_path, monkeypatch)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(perf_spec(values=[4, 6, 8, 10])))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "of the 4 values given, one the runs show cannot beat the best (by the search's " \
+           "bounds) is not run; the verdict names each and why" in out, out

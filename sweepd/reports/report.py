@@ -107,9 +107,10 @@ def _evidence(text: str, at: str, shown: dict[str, str]) -> list[str]:
     """An event's evidence lines, bounded; a piece shown earlier is one `as above` line.
     A node's evidence (scontrol, dmesg, rocm-smi, ibstat) is several lines: they are what
     answers "why was this node excluded?", so they are shown, bounded."""
-    if text in shown:   # the decision of a transition, on the same evidence
-        return [f"{'':>26}evidence: as above ({shown[text]})"]
-    shown[text] = at
+    whole = f"whole:{text}"
+    if whole in shown:   # the decision of a transition, on the same evidence
+        return [f"{'':>26}evidence: as above ({shown[whole]})"]
+    shown[whole] = at
     lines: list[str] = []
     for piece in _pieces(text):
         key = "\n".join(piece)
