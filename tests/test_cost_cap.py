@@ -89,7 +89,9 @@ def test_validate_prints_the_cap_beside_the_most(tmp_path: Path, monkeypatch: py
     assert main(["validate", str(path)]) == 0
     most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
     assert most and most[0].endswith("; stops at its node-hour cap 64 (the 8 h timebox x 8 "
-                                     "nodes; max_node_hours sets another)"), most
+                                     "nodes, or its most 288 node-jobs at the mean its jobs take "
+                                     "where larger; "
+                                     "max_node_hours sets another)"), most
     path.write_text((EXAMPLES / "campaign.yaml").read_text())
     assert main(["validate", str(path)]) == 0
     most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]

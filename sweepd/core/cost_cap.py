@@ -31,6 +31,11 @@ class AppliedCap:
 
     hours: float
     source: str
+    # Where nothing bounds a job's time: the most node-jobs (nodes x jobs, every try) the
+    # sweep may take; the cap grows to them at the mean its ended jobs took (on the
+    # simulated cluster's clock a job spans up to hours), so a sweep that keeps to its
+    # planned jobs never meets it. None: the cap is `hours` alone.
+    node_jobs: int | None = None
 
     def said(self) -> str:
         return f"node-hour cap {self.hours:g} ({self.source})"
@@ -68,7 +73,14 @@ def applied_cap(spec: SweepSpec, config: Config) -> AppliedCap:
     if most is not None and most[0] > timebox:
         return AppliedCap(most[0], f"the most this sweep may take, above {box}; "
                                    "max_node_hours sets another")
-    return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+    if most is not None:
+        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+    node_runs = most_node_runs(spec.kind, spec.model_dump(mode="json"))
+    if node_runs is None:
+        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+    jobs = node_runs * (1 + config.policy.max_retries)
+    return AppliedCap(timebox, f"{box}, or its most {jobs} node-jobs at the mean its jobs "
+                               "take where larger; max_node_hours sets another", jobs)
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,8 @@ class CapCheck:
                 f"for the next job would pass the node-hour cap {self.cap:g}")
 
 
-def check_cap(jobs: Sequence[Job], next_nodes: int, cap: float) -> CapCheck:
+def check_cap(jobs: Sequence[Job], next_nodes: int, cap: float,
+              node_jobs: int | None = None) -> CapCheck:
     spent = 0.0
     per_node_hours: list[float] = []
     for job in jobs:
@@ -98,4 +111,6 @@ def check_cap(jobs: Sequence[Job], next_nodes: int, cap: float) -> CapCheck:
         if job.ended_at is not None:
             per_node_hours.append(hours)
     mean = sum(per_node_hours) / len(per_node_hours) if per_node_hours else 0.0
+    if node_jobs is not None:
+        cap = max(cap, round(node_jobs * mean, 2))
     return CapCheck(spent=spent, next_job=mean * next_nodes, cap=cap)

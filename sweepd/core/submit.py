@@ -134,7 +134,7 @@ class Submitter:
         """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
         cap = self.cap_of(spec)
         jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
-        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap.hours)
+        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap.hours, cap.node_jobs)
         if not check.passed:
             return None
         said = f"{check.said()} ({cap.source})"
