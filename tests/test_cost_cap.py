@@ -1,6 +1,7 @@
-"""The cost cap: a spec's `max_node_hours` stops a sweep before it submits the job that
-would pass it, with its rule recorded; `validate` prints the cap beside the most jobs and
-node-hours, or without one the cap the 8 h timebox x the spec's nodes would be."""
+"""The cost cap: a sweep stops before it submits the job that would pass its node-hour cap
+(the spec's `max_node_hours`, else the 8 h timebox x its nodes or the most `validate`
+states where larger), with its rule recorded; `validate` prints the cap and its source
+beside the most jobs and node-hours, and the sweep's start says it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import pytest
 import yaml
 
 from sweepd.cli.main import main
+from sweepd.config import Config
+from sweepd.core.cost_cap import applied_cap
 from sweepd.kinds.parse import parse_spec
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 async def test_a_sweep_stops_before_the_job_that_would_pass_its_cap(tmp_path: Path) -> None:
@@ -24,35 +29,91 @@ async def test_a_sweep_stops_before_the_job_that_would_pass_its_cap(tmp_path: Pa
     try:
         sweep = await store.sweeps.get(1)
         jobs = await store.jobs.of_sweep(1)
-        rules = [e.rule for e in await store.events.of_sweep(1)]
+        events = await store.events.of_sweep(1)
     finally:
         await store.close()
+    rules = [e.rule for e in events]
     assert sweep.state == "awaiting_decision" and "budget.node_hours" in rules
-    assert "max_node_hours 1.5" in (sweep.reason or "")
+    assert "node-hour cap 1.5 (the spec's max_node_hours)" in (sweep.reason or "")
+    # Said at the start, before the first job.
+    started = [e for e in events if e.rule == "engine.start"]
+    assert started and started[0].reason == ("sweep started; node-hour cap 1.5 (the spec's "
+                                             "max_node_hours)")
     submitted = [j for j in jobs if j.backend_id is not None]
     assert 1 <= len(submitted) < 6
     assert jobs[-1].backend_id is None and jobs[-1].state == "failed"
 
 
-def test_the_suggested_cap_is_the_timebox_on_every_node() -> None:
+def test_the_default_cap_is_the_timebox_or_the_stated_most_where_larger() -> None:
+    config = Config()
     spec = parse_spec(perf_spec())
-    assert spec.node_hour_cap() is None and spec.default_cap() == 8.0 * len(spec.node_list)
-    assert parse_spec(perf_spec(max_node_hours=20)).node_hour_cap() == 20
+    cap = applied_cap(spec, config)
+    assert cap.hours == 8.0 * len(spec.node_list) and cap.source.startswith("the 8 h timebox")
+    assert applied_cap(parse_spec(perf_spec(max_node_hours=20)), config).hours == 20
+    # An XLA tuning sweep's last wave runs past its 8 h timebox: its cap is its most.
+    xla = parse_spec(yaml.safe_load((EXAMPLES / "xla-tuning.yaml").read_text()))
+    cap = applied_cap(xla, config)
+    assert cap.hours == 124 > 8.0 * len(xla.node_list) and "the most" in cap.source
+
+
+@pytest.mark.parametrize("example", sorted(
+    p.name if p.parent == EXAMPLES else f"{p.parent.name}/{p.name}"
+    for p in [*EXAMPLES.glob("*.yaml"), *EXAMPLES.glob("*/*.yaml")]
+    if p.parent.name != "scenarios" and "replay" not in p.name))
+def test_validate_states_the_most_and_the_cap_of_every_example(
+        example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _no_config(tmp_path, monkeypatch)
+    assert main(["validate", str(EXAMPLES / example)]) == 0
+    most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
+    assert most, example
+    line = most[0]
+    assert "unknown" not in line and "the kind sets no most" not in line, line
+    # Jobs: a number, or why none is fixed; node-hours: a figure, or why none bounds them;
+    # and always the cap the sweep stops at, with its source.
+    assert " jobs (each run retried" in line or "as many jobs as the node-hour cap" in line
+    assert " node-hours (" in line or "node-hours not bounded: " in line, line
+    assert "; stops at its node-hour cap " in line, line
 
 
 def test_validate_prints_the_cap_beside_the_most(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
-    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+    _no_config(tmp_path, monkeypatch)
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(perf_spec(max_node_hours=12.5)))
     assert main(["validate", str(path)]) == 0
     most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
-    assert most and most[0].endswith("; capped at 12.5 node-hours (max_node_hours)"), most
+    assert most and most[0].endswith("; stops at its node-hour cap 12.5 (the spec's "
+                                     "max_node_hours)"), most
     path.write_text(yaml.safe_dump(perf_spec()))
     assert main(["validate", str(path)]) == 0
     most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
-    assert most and most[0].endswith("; no node-hour cap (none set; the 8 h timebox x 8 "
-                                     "nodes would be max_node_hours: 64)"), most
+    assert most and most[0].endswith("; stops at its node-hour cap 64 (the 8 h timebox x 8 "
+                                     "nodes, or its most 288 node-jobs at the mean its jobs take "
+                                     "where larger; "
+                                     "max_node_hours sets another)"), most
+    path.write_text((EXAMPLES / "campaign.yaml").read_text())
+    assert main(["validate", str(path)]) == 0
+    most = [line for line in capsys.readouterr().out.splitlines() if line.startswith("at most")]
+    assert most and "364 node-hours (the sum of its stages' node-hour caps: health 64, " \
+        "network 64, batch 64, flags 108, confirm 64)" in most[0], most
+
+
+def _no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEEPD_SOCKET", str(tmp_path / "nobody.sock"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.delenv("SWEEPD_CONFIG", raising=False)
+    monkeypatch.setattr("sweepd.config.SYSTEM_CONFIG", tmp_path / "absent.toml")
+
+
+def test_validate_says_up_front_that_given_values_may_not_all_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`values: [4, 6, 8, 10]` ran 6 and 10 only: the first plan says so before any job."""
+    _no_config(tmp_path, monkeypatch)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(perf_spec(values=[4, 6, 8, 10])))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "of the 4 values given, one the runs show cannot beat the best (by the search's " \
+           "bounds) is not run; the verdict names each and why" in out, out

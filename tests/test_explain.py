@@ -61,3 +61,37 @@ async def test_a_retry_is_explained_once(tmp_path: Path) -> None:
     assert len(retry) == 2   # the job's transition and the decision: both recorded
     lines = explain_lines(events, {})
     assert sum("[hang.retry_once]" in line for line in lines) == 1   # shown once
+
+
+NODE_EVIDENCE = ("chi2863:\n  scontrol show node: NodeName=chi2863 State=IDLE\n"
+                 "  dmesg: 1 recent line(s) matching oom|kill|fault:\n"
+                 "    amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!")
+FAULT_LINE = "1: HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception"
+
+
+def test_a_nodes_evidence_is_shown_once() -> None:
+    """A node fault records the node's evidence on its note, the job's transition and the
+    exclusion's decision (as the engine writes them): explain shows it once, then says
+    where it was shown."""
+    from sweepd.store.rows import Event
+
+    def event(i: int, kind: str, rule: str, reason: str, evidence: str,
+              to: str | None = None) -> Event:
+        return Event(id=i, sweep_id=1, run_id=None, job_id=1, at=f"2026-12-06T02:41:2{i}Z",
+                     kind=kind, from_state="running" if to else None, to_state=to, rule=rule,
+                     reason=reason, evidence=evidence)
+
+    both = f"{FAULT_LINE}\n{NODE_EVIDENCE}"
+    lines = explain_lines([
+        event(1, "note", "node.evidence", "evidence from chi2863", NODE_EVIDENCE),
+        event(2, "transition", "fault.exclude_node", "gpu_hardware on chi2863", both,
+              to="retried"),
+        event(3, "decision", "fault.exclude_node", "exclude chi2863: gpu_hardware", both)],
+        {})
+    text = "\n".join(lines)
+    assert text.count("GPU reset begin") == 1, text
+    assert text.count("scontrol show node") == 1, text
+    assert text.count(FAULT_LINE) == 1, text
+    assert "chi2863: (as above, 2026-12-06T02:41:21Z)" in text
+    assert "evidence: as above (2026-12-06T02:41:22Z)" in text
+    assert sum("[fault.exclude_node]" in line for line in lines) == 2   # both events named

@@ -10,13 +10,14 @@ from dataclasses import asdict
 from typing import Any
 
 from sweepd.app.admission import Admission
-from sweepd.app.progress import kind_node_hours, most_node_runs, most_runs, slurm_seconds
+from sweepd.app.progress import most_node_runs, most_runs, unbounded_why
 from sweepd.clusters.base import ControllerUnreachable, SubmitRefused
+from sweepd.core.cost_cap import applied_cap, stated_most
 from sweepd.core.engine import Engine
 from sweepd.core.submit import job_request
 from sweepd.kinds.api import Finished, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import kind_of
-from sweepd.kinds.spec import TIMEBOX_HOURS, SpecError, SweepSpec
+from sweepd.kinds.spec import SpecError, SweepSpec
 from sweepd.util.hostlists import collect_nodes
 
 # A token shaped like the engine's (`sw<sweep>-<8 hex>.<store id>`): `validate` names jobs
@@ -44,15 +45,13 @@ async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict
             "backend": config.cluster.backend, "node_states": states,
             "first_plan": plan_dict(first), "preflight": [asdict(c) for c in checks],
             "job_names": await _job_names(engine, spec, first),
-            **await _bounds(engine, spec.kind, spec.model, dumped), **_cap(spec)}
+            **await _bounds(engine, spec.kind, spec.model, dumped), **_cap(engine, spec)}
 
 
-def _cap(spec: SweepSpec) -> dict[str, Any]:
-    """The node-hour cap the sweep stops at (core/cost_cap.py), or the one suggested."""
-    cap = spec.node_hour_cap()
-    return {"node_hour_cap": cap, "node_hour_cap_basis": "max_node_hours" if cap else
-            f"none set; the {TIMEBOX_HOURS:g} h timebox x {len(spec.node_list)} nodes would "
-            f"be max_node_hours: {spec.default_cap():g}"}
+def _cap(engine: Engine, spec: SweepSpec) -> dict[str, Any]:
+    """The node-hour cap the sweep stops at (core/cost_cap.py) and where it comes from."""
+    cap = applied_cap(spec, engine.config)
+    return {"node_hour_cap": cap.hours, "node_hour_cap_basis": cap.source}
 
 
 async def _job_names(engine: Engine, spec: SweepSpec, plan: Plan
@@ -96,25 +95,21 @@ async def _bounds(engine: Engine, kind: str, model: str, spec: dict[str, Any]
     retries = engine.config.policy.max_retries
     most = most_runs(kind, spec)
     node_runs = most_node_runs(kind, spec)
-    limit = engine.config.cluster.slurm.time_limit
-    job_s = slurm_seconds(limit) if limit and engine.config.cluster.backend == \
-        "slurm" else None
-    basis = f"the configured time limit {limit} per job" if job_s else None
-    if job_s is None:
+    stated = stated_most(kind, spec, engine.config)   # what the cap rests on too
+    hours, basis = stated if stated is not None else (None, None)
+    if stated is None and node_runs is not None:
+        # Not a bound (nothing limits a job's time): a guess from earlier jobs, shown only.
         past = await engine.store.sweeps.job_seconds_of(kind, model)
         if past:
             job_s = sum(past) / len(past)
+            hours = round(node_runs * (1 + retries) * job_s / 3600, 2)
             basis = (f"a guess: {len(past)} earlier {kind} job(s) of {model} took "
                      f"{job_s / 3600:.2f} h (cluster time) on average")
-    hours = (None if job_s is None or node_runs is None
-             else round(node_runs * (1 + retries) * job_s / 3600, 2))
-    own = kind_node_hours(kind, spec, retries)
-    if own is not None:   # the kind's jobs carry their own time limits
-        hours, basis = own
     return {"most_runs": most, "most_jobs": None if most is None else most * (1 + retries),
             "max_retries": retries, "most_node_runs": node_runs, "most_node_hours": hours,
-            "node_hours_basis": basis or "unknown: no time limit configured and no "
-                                         "earlier job of this kind and model"}
+            "node_hours_basis": basis or "not bounded: nothing limits a job's time (a "
+                                         "configured Slurm time_limit would)",
+            "runs_unbounded": None if most is not None else unbounded_why(kind)}
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:

@@ -34,6 +34,13 @@ def most_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     return bound(spec) if bound else None
 
 
+def unbounded_why(kind: str) -> str:
+    """Why a kind's sweep has no fixed most runs, in one line (the kind's own words)."""
+    found = kinds().get(kind)
+    why = found.budget.unbounded if found else None
+    return why or "the kind sets no most"
+
+
 def most_node_runs(kind: str, spec: Mapping[str, Any]) -> int | None:
     """The most node-runs (nodes x runs, summed) a sweep may take: node-hours per job-hour.
     By default each run takes every pinned node; a kind whose runs take fewer says so."""

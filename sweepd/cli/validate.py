@@ -43,16 +43,17 @@ def print_plan(plan: Mapping[str, Any]) -> None:
         say(f"first plan: {escape(str(first.get('finished') or first.get('stop')))}")
     most = plan["most_runs"]
     hours = plan["most_node_hours"]
-    say(f"at most: {most if most is not None else 'no fixed number of'} runs, "
-        f"{plan['most_jobs'] if plan['most_jobs'] is not None else 'as many'} jobs "
-        f"(each run retried up to {plan['max_retries']} times), "
+    runs = (f"{most} runs, {plan['most_jobs']} jobs (each run retried up to "
+            f"{plan['max_retries']} times)" if most is not None else
+            f"no fixed number of runs ({escape(plan.get('runs_unbounded') or 'not bounded')})"
+            ", as many jobs as the node-hour cap allows")
+    say(f"at most: {runs}, "
         + (f"{hours:g} node-hours ({escape(plan['node_hours_basis'])})" if hours is not None
            else f"node-hours {escape(plan['node_hours_basis'])}")
-        # The hard cap (the spec's max_node_hours) a sweep stops at, whatever the most is.
+        # The hard cap a sweep stops at, whatever the most is (core/cost_cap.py).
         + ("" if "node_hour_cap" not in plan else
-           f"; capped at {plan['node_hour_cap']:g} node-hours (max_node_hours)"
-           if plan["node_hour_cap"] else
-           f"; no node-hour cap ({escape(plan['node_hour_cap_basis'])})"))
+           f"; stops at its node-hour cap {plan['node_hour_cap']:g} "
+           f"({escape(plan['node_hour_cap_basis'])})"))
     say("nothing was submitted")
 
 

@@ -21,6 +21,7 @@ from sweepd.config import Config
 from sweepd.core import planning
 from sweepd.core.children import due_parents
 from sweepd.core.control import release_ended, stop_sweep
+from sweepd.core.cost_cap import applied_cap
 from sweepd.core.follow import LogFollower
 from sweepd.core.gathered import Gathered
 from sweepd.core.judge import judge, nothing_to_judge
@@ -95,7 +96,8 @@ class Engine:
                                        self.config.policy.controller_down_limit_s)
         self.strays = Strays(self.store, self.backend)
         self.submitter = Submitter(self.store, self.backend, self.clock, self.outputs,
-                                   self.strays, self.spec_of)
+                                   self.strays, self.spec_of,
+                                   lambda spec: applied_cap(spec, self.config))
 
     def hang_limit(self) -> float:
         """Silence (cluster seconds) after which a running job is hung. Process start-up
@@ -188,8 +190,11 @@ class Engine:
             await release_ended(self)   # its clean-up
         for sweep in await self.store.sweeps.all([SweepState.QUEUED]):
             with _superseded("sweep", sweep.id):
+                # The cap it stops at, said before its first job (core/cost_cap.py).
+                cap = applied_cap(self.spec_of(sweep), self.config)
                 await self.store.sweeps.transition(sweep.id, SweepState.RUNNING,
-                                                         "sweep started", rule="engine.start")
+                                                   f"sweep started; {cap.said()}",
+                                                   rule="engine.start")
                 self.mark(sweep.id)
         jobs = await self.store.active.jobs()
         await self.checkpoint()   # a stop that came while thousands of rows were read

@@ -27,7 +27,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.core.control import SPEC_REFUSED, SweepStop, apply_stop
 from sweepd.core.cost_cap import RULE as CAP_RULE
-from sweepd.core.cost_cap import check_cap
+from sweepd.core.cost_cap import AppliedCap, check_cap
 from sweepd.core.states import JobState
 from sweepd.core.strays import Strays
 from sweepd.kinds.registry import kind_of
@@ -71,6 +71,7 @@ class Submitter:
     outputs: Path
     strays: Strays
     spec_of: Callable[[Sweep], SweepSpec]
+    cap_of: Callable[[SweepSpec], AppliedCap]   # core/cost_cap.applied_cap on the config
     # Write-ahead jobs whose earlier submitter is still running: told once, ended once.
     _waiting: set[int] = field(default_factory=set, init=False)
     _ended: set[int] = field(default_factory=set, init=False)
@@ -131,14 +132,12 @@ class Submitter:
 
     async def _over_cap(self, sweep: Sweep, spec: SweepSpec, job: Job) -> SweepStop | None:
         """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
-        cap = spec.node_hour_cap()
-        if cap is None:
-            return None
+        cap = self.cap_of(spec)
         jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
-        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap)
+        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap.hours, cap.node_jobs)
         if not check.passed:
             return None
-        said = check.said()
+        said = f"{check.said()} ({cap.source})"
         await self.store.jobs.transition(job.id, JobState.FAILED, f"not submitted: {said}",
                                          rule=CAP_RULE, evidence=said)
         return SweepStop(sweep, f"stopped before its next job: {said}", rule=CAP_RULE,

@@ -192,6 +192,8 @@ class Budget:
     # retries, for a kind whose jobs carry their own time limits (None: the configured
     # time limit, else earlier jobs, decide).
     node_hours: Callable[[Mapping[str, Any], int], tuple[float, str] | None] | None = None
+    # Where `runs` is None: why no most is fixed, in one line (`validate` says it).
+    unbounded: str | None = None
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,8 @@ def joined(errors: list[dict[str, Any]]) -> str:
 
 Scalar = int | float | str
 
-# The SKILL.md's timebox: the node-hour cap `validate` suggests is this long on every node
-# of the spec (core/cost_cap.py enforces a spec's `max_node_hours`).
+# The SKILL.md's timebox: without `max_node_hours` a sweep's node-hour cap is this long on
+# every node of the spec, or its stated most where larger (core/cost_cap.applied_cap).
 TIMEBOX_HOURS = 8.0
 
 EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxText's YAML "
@@ -156,8 +156,8 @@ class _Spec(BaseModel):
     max_node_hours: float | None = Field(
         default=None, gt=0, le=1_000_000,
         description="hard cap on the node-hours the sweep's jobs may take: it stops before "
-                    "submitting a job that would pass it (unset: none; validate suggests "
-                    "the 8 h timebox x the spec's nodes)")
+                    "submitting a job that would pass it (default: the 8 h timebox x the "
+                    "spec's nodes, or the most validate states where larger)")
     chats: list[int] | None = Field(
         default=None, min_length=1, max_length=20,
         description="Telegram chats for this sweep's messages, each one the daemon allows "
@@ -242,16 +242,6 @@ class _Spec(BaseModel):
     @property
     def needed_nodes(self) -> int:
         return self.min_nodes or resolve_model(self.model).min_nodes
-
-    def node_hour_cap(self) -> float | None:
-        """The cap core/cost_cap.py enforces: `max_node_hours` when the spec sets it. Not
-        set, none is enforced: on the simulated cluster's compressed clock a job spans
-        hours, and the seed's sweeps there pass the timebox default (`default_cap`)."""
-        return self.max_node_hours
-
-    def default_cap(self) -> float:
-        """The cap `validate` suggests: the SKILL.md's 8 h timebox on every node."""
-        return TIMEBOX_HOURS * len(self.node_list)
 
     def default_name(self) -> str:
         return f"{self.model} {len(self.node_list)}N"

@@ -8,6 +8,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 COLOURS = {"healthy": "#4c9a2a", "marginal": "#e0a800", "degraded": "#d1495b",
@@ -31,3 +32,15 @@ def png(fig: Figure) -> bytes:
     out = io.BytesIO()
     fig.savefig(out, format="png")
     return out.getvalue()
+
+
+def zoomed_axis(ax: Axes, low: float, high: float, label: str) -> None:
+    """A y-axis that does not start at 0 (where the differences to be read are a few per
+    cent of the bars), marked so: the label says where it starts and a break mark (//)
+    sits at its foot, so a +5 % bar is not read as several times its neighbour."""
+    ax.set_ylim(low, high)
+    ax.set_ylabel(f"{label} (axis starts at {low:,.0f}, not 0)")
+    kw: dict[str, Any] = {"transform": ax.transAxes, "color": "black", "clip_on": False,
+                          "linewidth": 1}
+    for dy in (0.0, 0.025):
+        ax.plot((-0.02, 0.02), (dy - 0.01, dy + 0.01), **kw)

@@ -68,9 +68,12 @@ EVIDENCE_LINES = 30
 
 
 def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[str]:
-    """`run_seq`: each run's number in its sweep, the `#` that `show` and reports use."""
+    """`run_seq`: each run's number in its sweep, the `#` that `show` and reports use.
+    Each piece of evidence is shown once: a node's evidence recorded on its note, the job's
+    transition and the exclusion's decision reads `as above` after the first."""
     out = []
     said: set[tuple[object, ...]] = set()
+    shown: dict[str, str] = {}   # a piece of evidence -> when it was first shown
     for e in events:
         if e.kind == "progress":
             continue
@@ -84,11 +87,41 @@ def explain_lines(events: Sequence[Event], run_seq: Mapping[int, int]) -> list[s
         reason = escape(e.reason.splitlines()[0] if e.reason else "")
         out.append(f"{e.at}  {target:<8} {what:<24} [{e.rule or '-'}] {reason}")
         if e.evidence:
-            # A node's evidence (scontrol, dmesg, rocm-smi, ibstat) is several lines: they
-            # are what answers "why was this node excluded?", so they are shown, bounded.
-            first, *more = e.evidence.splitlines() or [""]
-            out.append(f"{'':>26}evidence: {escape(first[:300])}")
-            out += [f"{'':>36}{escape(line[:300])}" for line in more[:EVIDENCE_LINES]]
-            if len(more) > EVIDENCE_LINES:
-                out.append(f"{'':>36}… {len(more) - EVIDENCE_LINES} more line(s)")
+            out += _evidence(e.evidence, e.at, shown)
+    return out
+
+
+def _pieces(text: str) -> list[list[str]]:
+    """Evidence as its pieces: a line at the left margin and the indented lines under it
+    (a node's `chi2863:` block, a log line)."""
+    pieces: list[list[str]] = []
+    for line in text.splitlines() or [""]:
+        if pieces and line[:1].isspace():
+            pieces[-1].append(line)
+        else:
+            pieces.append([line])
+    return pieces
+
+
+def _evidence(text: str, at: str, shown: dict[str, str]) -> list[str]:
+    """An event's evidence lines, bounded; a piece shown earlier is one `as above` line.
+    A node's evidence (scontrol, dmesg, rocm-smi, ibstat) is several lines: they are what
+    answers "why was this node excluded?", so they are shown, bounded."""
+    whole = f"whole:{text}"
+    if whole in shown:   # the decision of a transition, on the same evidence
+        return [f"{'':>26}evidence: as above ({shown[whole]})"]
+    shown[whole] = at
+    lines: list[str] = []
+    for piece in _pieces(text):
+        key = "\n".join(piece)
+        if key in shown and len(piece) > 1:
+            lines.append(f"{piece[0].strip()[:120]} (as above, {shown[key]})")
+            continue
+        shown.setdefault(key, at)
+        lines += piece
+    first, *more = lines
+    out = [f"{'':>26}evidence: {escape(first[:300])}"]
+    out += [f"{'':>36}{escape(line[:300])}" for line in more[:EVIDENCE_LINES]]
+    if len(more) > EVIDENCE_LINES:
+        out.append(f"{'':>36}… {len(more) - EVIDENCE_LINES} more line(s)")
     return out

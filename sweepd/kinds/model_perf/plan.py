@@ -33,6 +33,7 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.upfront import upfront
 
 BUDGET_STOP = "model_perf.budget_gap"
 EXTRA_RUNS = 4  # runs taken past max_runs (once a person agrees, or extend_budget) to close
@@ -109,6 +110,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
             ("" if space.start is not None else f"; {why}")
+        ahead = upfront(spec, space, ctx)
+        reason += f"; {ahead}" if ahead else ""
     dropped = _prior_dropped(spec, space, seen, ctx)
     if dropped is not None and _prior_dropped(spec, space, seen[:-1], ctx) is None:
         reason += f"; {dropped}"   # said when the last run showed it, and in the verdict

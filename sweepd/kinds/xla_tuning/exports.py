@@ -111,3 +111,11 @@ def write_recipe(path: Path, model: str, parallelism: str, note: str,
     except DeployError as e:
         raise ValueError(str(e)) from None
     return apply_env_patch(path, model, Parallelism.parse(parallelism), [f"# {note}"], lines)
+
+
+def most_node_hours(spec: Mapping[str, Any], retries: int) -> tuple[float, str] | None:
+    """The most node-hours an xla-tuning spec may take (`budget.node_hours`: its timebox
+    and each job's own time limit), for a campaign's flags stage."""
+    from sweepd.kinds.xla_tuning.budget import node_hours
+
+    return node_hours(spec, retries)

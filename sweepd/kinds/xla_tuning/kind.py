@@ -26,7 +26,8 @@ KIND: Kind[XlaTuningSpec, XlaFacts] = Kind(
     stops=Stops(on_config_error=False, state=adapter.stop_state, files=report.stop_files),
     preflight=preflight.checks, plot=report.plot, demo=DEMO,
     # The spec's caps bound it: max_runs, the 8 h timebox, each job's own time limit.
-    budget=Budget(runs=budget.most_runs, node_hours=budget.node_hours),
+    budget=Budget(runs=budget.most_runs, node_hours=budget.node_hours,
+                  unbounded="no max_runs: its waves run until a verdict or its timebox"),
     client=ClientHooks(hooks_client.report_extras, hooks_client.run, hooks_client.REPORT_FLAGS),
     # Effective flags and env, unknown flags, the span from the log as it is read; the
     # HLO dump's evidence once the job ends: kept on the job, read by the gather.
