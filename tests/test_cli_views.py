@@ -23,9 +23,10 @@ import aiosqlite
 import pytest
 from rich.console import Console
 
-from sweepd.app.progress import slurm_seconds, sweep_progress
+from sweepd.app.progress import sweep_progress
 from sweepd.cli.logs import log_text
 from sweepd.cli.main import main
+from sweepd.core.budgets import slurm_seconds
 from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store

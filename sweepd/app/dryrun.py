@@ -10,8 +10,8 @@ from dataclasses import asdict
 from typing import Any
 
 from sweepd.app.admission import Admission
-from sweepd.app.progress import most_node_runs, most_runs, unbounded_why
 from sweepd.clusters.base import ControllerUnreachable, SubmitRefused
+from sweepd.core.budgets import most_node_runs, most_runs, unbounded_why
 from sweepd.core.cost_cap import applied_cap, stated_most
 from sweepd.core.engine import Engine
 from sweepd.core.submit import job_request

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweepd.app.progress import kind_node_hours, most_node_runs, slurm_seconds
 from sweepd.config import Config
+from sweepd.core.budgets import kind_node_hours, most_node_runs, slurm_seconds
 from sweepd.core.jobtimes import span_of
 from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec
 from sweepd.store.rows import Job
