@@ -211,3 +211,14 @@ def test_every_registered_rule_is_exercised_by_a_test() -> None:
     unexercised = {r.id for b in books() for r in b.rules if r.id not in imported
                    and not re.search(rf"[\"']{re.escape(r.id)}[\"'.]", text)}
     assert unexercised == set(NOT_YET_EXERCISED)
+
+
+def test_the_architecture_doc_shows_every_book_as_generated() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "rules_doc.py"), "--check"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    for book in books():   # each book's rules and thresholds, from the book itself
+        assert f"### {book.owner} (" in doc
+        assert all(f"`{r.id}" in doc for r in book.rules)
+        assert all(f"`{t.name}` | {t.value!r} |" in doc for t in book.thresholds)
