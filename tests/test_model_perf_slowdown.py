@@ -12,6 +12,7 @@ from sweepd.kinds.api import Plan, Stop, SweepContext
 from sweepd.kinds.model_perf.comparable import SLOWED_STOP
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
+from sweepd.kinds.model_perf.rules import SLOWDOWN_CHECK, SLOWDOWN_CONFIRM
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, next_probe, slowdown
 from sweepd.kinds.model_perf.search.slowed import SLOW_MAX, check_run, pending, slow_bar
 from sweepd.kinds.model_perf.search.suspect import suspect
@@ -32,7 +33,7 @@ def test_a_drop_beyond_the_bar_runs_an_earlier_value_again_which_confirms_it() -
     assert slowdown(CHECKED, runs) is None   # one drop (-3.6 %) is not enough
     step = next_probe(CHECKED, runs, runs_left=5, thorough=True)
     # 16 ran before 20's first run: its two runs span the whole drop.
-    assert step is not None and step.value == 16 and step.rule == "slowdown_confirm"
+    assert step is not None and step.value == 16 and step.rule == SLOWDOWN_CONFIRM.id
     confirmed = [*runs, Probe(16, Outcome.OK, 960.0)]   # -4 %: beyond two runs' noise
     found = slowdown(CHECKED, confirmed)
     assert found is not None and found.shown.value == 20 and found.confirmed.value == 16
@@ -43,13 +44,13 @@ def test_a_drop_beyond_the_bar_runs_an_earlier_value_again_which_confirms_it() -
     answered = [*runs, Probe(16, Outcome.OK, 995.0)]
     assert slowdown(CHECKED, answered) is None and pending(CHECKED, answered) is None
     going = next_probe(CHECKED, answered, runs_left=4, thorough=True)
-    assert going is None or going.rule != "slowdown_confirm"
+    assert going is None or going.rule != SLOWDOWN_CONFIRM.id
 
 
 def test_with_no_earlier_value_the_value_itself_runs_a_third_time() -> None:
     runs = _runs((20, 1100.0), (24, 1000.0), (20, 1060.0))
     step = next_probe(CHECKED, runs, runs_left=3, thorough=True)
-    assert step is not None and step.value == 20 and step.rule == "slowdown_confirm"
+    assert step is not None and step.value == 20 and step.rule == SLOWDOWN_CONFIRM.id
     found = slowdown(CHECKED, [*runs, Probe(20, Outcome.OK, 1050.0)])
     assert found is not None and (found.since, found.until) == (1, 2)
     assert slowdown(CHECKED, [*runs, Probe(20, Outcome.OK, 1090.0)]) is None
@@ -75,7 +76,7 @@ def test_the_settled_best_runs_again_when_a_later_run_reads_close_to_it() -> Non
     runs = _runs((16, 1000.0), (20, 1100.0), (24, 1050.0), (22, 1080.0))
     step = check_run(CHECKED, runs)
     assert step is not None and step.value == 20 and step.repeat
-    assert step.rule == "slowdown_check" and "24, 22" in step.why
+    assert step.rule == SLOWDOWN_CHECK.id and "24, 22" in step.why
     assert check_run(batch_space(40), runs) is None   # off by default
     # Run twice already: its runs are what the check compares.
     assert check_run(CHECKED, [*runs, Probe(20, Outcome.OK, 1095.0)]) is None
@@ -95,7 +96,7 @@ def test_the_search_makes_the_check_run_once_it_has_settled() -> None:
                  (22, 1290.0), (19, 1285.0), (21, 1295.0))
     assert next_probe(batch_space(40), runs, runs_left=4, thorough=True) is None
     step = next_probe(CHECKED, runs, runs_left=4, thorough=True)
-    assert step is not None and step.value == 20 and step.rule == "slowdown_check"
+    assert step is not None and step.value == 20 and step.rule == SLOWDOWN_CHECK.id
     assert next_probe(CHECKED, runs, runs_left=0, thorough=True) is None
     same = [*runs, Probe(20, Outcome.OK, 1290.0)]
     assert next_probe(CHECKED, same, runs_left=3, thorough=True) is None
@@ -149,20 +150,20 @@ def test_by_default_a_later_run_below_its_neighbours_chord_runs_the_best_again()
         and "20 and 24" in found
     step = next_probe(DEFAULT, S14, runs_left=5, thorough=True)
     # At once, not when the search settles: the budget the valley would take stays.
-    assert step is not None and step.value == 24 and step.rule == "slowdown_check"
+    assert step is not None and step.value == 24 and step.rule == SLOWDOWN_CHECK.id
     assert step.repeat and "the runs point at it: 22" in step.why
     # 24 read 8 % lower: the drop is read at the default noise too, and confirmed by 16
     # (run before 24's first run) reading lower, the search stops to ask.
     dropped = [*S14, Probe(24, Outcome.OK, 1263.0)]
     confirm = next_probe(DEFAULT, dropped, runs_left=4, thorough=True)
-    assert confirm is not None and confirm.value == 16 and confirm.rule == "slowdown_confirm"
+    assert confirm is not None and confirm.value == 16 and confirm.rule == SLOWDOWN_CONFIRM.id
     slowed = [*dropped, Probe(16, Outcome.OK, 1085.0)]
     assert slowdown(DEFAULT, slowed) is not None
     assert next_probe(DEFAULT, slowed, runs_left=3, thorough=True) is None
     # 24 read as before: the dip was the curve's; the search goes on, and checks no more.
     same = [*S14, Probe(24, Outcome.OK, 1368.0)]
     going = next_probe(DEFAULT, same, runs_left=4, thorough=True)
-    assert going is None or going.rule not in ("slowdown_check", "slowdown_confirm")
+    assert going is None or going.rule not in (SLOWDOWN_CHECK.id, SLOWDOWN_CONFIRM.id)
 
 
 def test_no_check_where_the_runs_do_not_point_at_a_slowdown() -> None:
@@ -177,7 +178,7 @@ def test_no_check_where_the_runs_do_not_point_at_a_slowdown() -> None:
                     (20, 1316.0), (22, 1330.0))
     assert suspect(DEFAULT, concave) is None
     step = next_probe(DEFAULT, concave, runs_left=5, thorough=True)
-    assert step is None or step.rule != "slowdown_check"
+    assert step is None or step.rule != SLOWDOWN_CHECK.id
     # Above NOISE the best and its rivals run again anyway: no run more for it.
     noisy = replace(DEFAULT, noise=0.012)
     assert check_run(noisy, S14, settled=False) is None

@@ -21,10 +21,10 @@ async def finish(engine: EngineParts, sweep: Sweep, decision: Finished) -> None:
         # A verdict reached with runs still open (e.g. a time budget spent mid-wave):
         # their jobs would otherwise run on, and hold the nodes, for nobody.
         await end_open_work(engine, sweep.id, "not needed: the sweep reached its verdict",
-                            "strategy.verdict")
+                            decision.rule)
         note = await end_note(engine, sweep, ended=True)
         await engine.store.sweeps.transition(
-            sweep.id, to, decision.summary, rule="strategy.verdict", verdict=decision.verdict,
+            sweep.id, to, decision.summary, rule=decision.rule, verdict=decision.verdict,
             progress=decision.summary + (f"\n\n{note}" if note else ""))
     await engine.flush_cancels()
     await release(engine, sweep)

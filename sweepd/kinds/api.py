@@ -37,11 +37,17 @@ class NewRun:
     progress: Sequence[str] = ()
 
 
+# The rule a verdict is recorded under when its kind names none of its own.
+GENERIC_VERDICT = "strategy.verdict"
+
+
 @dataclass(frozen=True)
 class Finished:
     ok: bool                      # False: the sweep failed (no usable result)
     summary: str                  # one line for progress and the sweep's reason
     verdict: dict[str, Any] = field(default_factory=dict)
+    # The rule that decided the verdict (one of the kind's rule book), recorded with it.
+    rule: str = GENERIC_VERDICT
 
 
 @dataclass(frozen=True)

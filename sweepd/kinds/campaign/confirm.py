@@ -14,6 +14,7 @@ from typing import Any
 
 from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.kinds.campaign.rules import CONFIRM
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.store.rows import Run, RunParams, Scalar
 
@@ -137,4 +138,4 @@ def plan(spec: CampaignSpec, ctx: SweepContext[Any]) -> Plan:
         f"confirm: {what} and candidate interleaved on {spec.nodes}, "
         f"{n} passed runs each; the claim comes from these runs alone"]
     return [NewRun(label, _params(spec, arm), ctx.nodes, f"confirm: {what} run {label}",
-                   "campaign.confirm", progress=first)]
+                   CONFIRM.id, progress=first)]

@@ -30,6 +30,7 @@ from sweepd.kinds.campaign.results import (
     summary,
     verdict,
 )
+from sweepd.kinds.campaign.rules import STAGE_STOPPED, TOO_FEW_NODES
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.campaign.stages import Step, ended, start, steps
 from sweepd.util.hostlists import collect_nodes
@@ -46,7 +47,7 @@ def _nodes(spec: CampaignSpec, step: Step, facts: CampaignFacts) -> list[str] | 
 
 
 def _stopped(step: Step, child: Child, ctx: SweepContext[CampaignFacts]) -> Plan:
-    rule = f"campaign.stage_stopped.{child.id}"
+    rule = STAGE_STOPPED.of(str(child.id))
     if rule in ctx.acknowledged_stops:
         return []   # the person answered; the stage's sweep waits for its own word
     return Stop(f"stage {step.key} (sweep {child.id}) stopped and asks: {child.reason}. "
@@ -93,7 +94,7 @@ def plan(spec: CampaignSpec, ctx: SweepContext[CampaignFacts]) -> Plan:
 def _too_few(spec: CampaignSpec, facts: CampaignFacts, ctx: SweepContext[CampaignFacts]
              ) -> Plan:
     left = [n for n in spec.node_list if n not in excluded(spec, facts)]
-    rule = "campaign.too_few_nodes"
+    rule = TOO_FEW_NODES.id
     if rule in ctx.acknowledged_stops:
         return Finished(False, "campaign ended: too few healthy nodes", verdict(spec, facts))
     largest = max(spec.parallelisms, key=spec.nodes_of)

@@ -8,6 +8,7 @@ starts, hours later, refuses the campaign instead. Checked again as each stage s
 from __future__ import annotations
 
 from sweepd.kinds.campaign.gather import CampaignFacts
+from sweepd.kinds.campaign.rules import STAGE_SPEC
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.campaign.stages import Step, stage_spec, steps
 from sweepd.kinds.parse import parse_spec
@@ -41,7 +42,7 @@ async def _stage_checks(spec: CampaignSpec, step: Step, ctx: PreflightContext
     try:
         draft = parse_spec(stage_spec(spec, step, CampaignFacts(), nodes), ctx.where.repo)
     except SpecError as e:
-        return [Check("preflight.stage_spec", f"its spec is made from the earlier stages' "
+        return [Check(STAGE_SPEC.id, f"its spec is made from the earlier stages' "
                       f"results; checked when it starts ({e})", str(e))]
     hook = kind_of(draft.kind).preflight
     if hook is None:

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.probes import latest_jobs, probe_runs
+from sweepd.kinds.model_perf.rules import NODES_SLOWED
 from sweepd.kinds.model_perf.search import Probe, SearchSpace, Slowdown, slowdown
 from sweepd.kinds.model_perf.search.slowed import Pair, pending, slow_bar
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.store.rows import Run
 
-SLOWED_STOP = "model_perf.nodes_slowed"
+SLOWED_STOP = NODES_SLOWED.id
 
 
 def slowed_stop(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts], space: SearchSpace,

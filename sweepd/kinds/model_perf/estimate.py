@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.util.model_shapes import ModelShape
 
 GIB = 1024**3
@@ -97,7 +98,7 @@ def memory_estimate(
     model: ModelShape,
     nodes: int,
     gpu_memory_gib: float,
-    mem_fraction: float = 0.93,
+    mem_fraction: float = THRESHOLDS.mem_fraction,
     seq_len: int | None = None,
     weight_bytes: int = 2,
     prior_param_gb: float | None = None,

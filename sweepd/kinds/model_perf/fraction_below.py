@@ -35,11 +35,12 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     next_probe,
 )
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
 # Above this fraction of the GPU's memory in XLA's pool, the collectives may be starved:
 # on a 192 GB GPU less than ~10 GB is left outside the pool for RCCL/NCCL's buffers, the
 # runtime and the compiler's scratch (SKILL.md's own example runs at .93).
-STARVES_ABOVE = 0.95
+STARVES_ABOVE = THRESHOLDS.starves_above
 
 
 def below_step(space: SearchSpace, first: Value, s: Value, values: Sequence[Value],

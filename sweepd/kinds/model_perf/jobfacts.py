@@ -17,10 +17,11 @@ from typing import Any
 from sweepd.kinds.api import EndedJob, Facts, SweepContext
 from sweepd.kinds.model_perf.probes import latest_jobs
 from sweepd.kinds.model_perf.search import NOISE
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.monitor.steady import steady_window
 
-MIN_STEPS = 4  # fewer steady steps say nothing about their spread
-MIN_RUNS = 2  # passed runs whose steps are read before the noise moves from NOISE
+MIN_STEPS = THRESHOLDS.min_steps  # fewer steady steps say nothing about their spread
+MIN_RUNS = THRESHOLDS.min_runs  # passed runs whose steps are read before the noise moves from NOISE
 
 
 def lines(facts: Mapping[str, Any], new: Sequence[str]) -> Facts | None:
@@ -42,7 +43,7 @@ def ended(e: EndedJob) -> Facts | None:
 
 # The runs' steps measure a noise this many times below the floor: the floor, not the runs,
 # decided which values read level (the verdict says so: `quiet_note`).
-QUIET = 4.0
+QUIET = THRESHOLDS.quiet
 
 
 def steps_noise(ctx: SweepContext[Any]) -> float | None:

@@ -10,13 +10,14 @@ from sweepd.kinds.model_perf import exports, hooks, jobfacts, plan_two, report
 from sweepd.kinds.model_perf.demo import DEMO
 from sweepd.kinds.model_perf.gather import gather
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.kinds.registry import Budget, ClientHooks, Kind, Report
 
 
 def most_runs(spec: Mapping[str, Any]) -> int:
     """At most `max_runs`, and no more than the values given."""
     values = spec.get("values")
-    cap = int(spec.get("max_runs", 12))
+    cap = int(spec.get("max_runs", THRESHOLDS.max_runs))
     return min(cap, len(values)) if isinstance(values, list) else cap
 
 

@@ -12,6 +12,15 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.jobfacts import quiet_note
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
+from sweepd.kinds.model_perf.rules import (
+    BELOW_MINIMUM,
+    BEST_SO_FAR,
+    BUDGET_GAP,
+    CONTRADICTION_RERUN,
+    NO_PASS,
+    OPTIMUM,
+    UPPER_BOUND_PROBE,
+)
 from sweepd.kinds.model_perf.search import (
     NOISE,
     PRIOR_SHAPE,
@@ -33,11 +42,13 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.kinds.model_perf.upfront import upfront
 
-BUDGET_STOP = "model_perf.budget_gap"
-EXTRA_RUNS = 4  # runs taken past max_runs (once a person agrees, or extend_budget) to close
-# the gaps beside the best
+BUDGET_STOP = BUDGET_GAP.id
+# Runs taken past max_runs (once a person agrees, or extend_budget) to close the gaps
+# beside the best.
+EXTRA_RUNS = THRESHOLDS.extra_runs
 
 
 def below_minimum(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Stop | None:
@@ -46,7 +57,7 @@ def below_minimum(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Stop | N
         return None
     return Stop(f"only {len(ctx.nodes)} of the {len(spec.node_list)} pinned nodes are "
                 f"usable; the sweep needs {spec.needed_nodes} (min_nodes)",
-                "nodes.below_minimum", evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
+                BELOW_MINIMUM.id, evidence=f"usable: {', '.join(ctx.nodes) or 'none'}")
 
 
 def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
@@ -72,7 +83,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         value, because = again
         return [NewRun(label=_label(f"{spec.parameter}={value} re-run", ctx),
                        params=run_params(spec.parameter, value), nodes=ctx.nodes,
-                       rule="model_perf.contradiction_rerun", reason=because)]
+                       rule=CONTRADICTION_RERUN.id, reason=because)]
     step = next_probe(steps_told, seen, runs_left=max(0, budget - done), thorough=True)
     if step is None:
         unsure = _unsure(spec, space, seen, done, budget, extended)
@@ -123,7 +134,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    "and bound nothing here")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
-                   nodes=ctx.nodes, rule=f"model_perf.{step.rule or 'upper_bound_probe'}",
+                   nodes=ctx.nodes, rule=step.rule or UPPER_BOUND_PROBE.id,
                    reason=reason)]
 
 
@@ -241,7 +252,8 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts]
     top = best_mean(seen)
     if top is None:
         return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
-                               f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None})
+                               f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None},
+                        NO_PASS.id)
     # An optimum holds for the node count it was measured on: say so when an exclusion
     # left fewer nodes than were pinned.
     pinned, ran = len(spec.node_list), len(ctx.nodes)
@@ -255,7 +267,8 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts]
     what = "optimum" if settled else "best so far"
     return Finished(True, f"{spec.model}: {what} {spec.parameter}={top.value} at "
                           f"{top.tgs:,.0f} TGS/device{on} ({_runs(len(seen))})"
-                          + (f"; {caveat}" if caveat else ""), verdict)
+                          + (f"; {caveat}" if caveat else ""), verdict,
+                    (OPTIMUM if settled else BEST_SO_FAR).id)
 
 
 def _runs(n: int) -> str:

@@ -12,6 +12,7 @@ from sweepd.kinds.model_perf.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.pairs import Pair, best_pair, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
+from sweepd.kinds.model_perf.rules import BEST_SO_FAR, NO_PASS, OPTIMUM, TWO_PARAM_PROBE
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
 from sweepd.store.rows import Run
@@ -54,7 +55,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
               f"{name}={step.second}: {step.why}" + ("" if seen else f"; {why}"))
     return [NewRun(label=label, params=pair_params(spec.parameter, step.value,
                                                    second.parameter, step.second),
-                   nodes=ctx.nodes, rule="model_perf.two_param_probe", reason=reason)]
+                   nodes=ctx.nodes, rule=TWO_PARAM_PROBE.id, reason=reason)]
 
 
 def pairs(spec: ModelPerfSpec, second: SecondKnob, ctx: SweepContext[PerfFacts]
@@ -87,7 +88,8 @@ def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
     if top is None:
         return Finished(False, f"{spec.model}: no ({spec.parameter}, {name}) combination ran "
                                f"successfully ({len(seen)} runs)",
-                        {"parameter": spec.parameter, "second": second.parameter, "best": None})
+                        {"parameter": spec.parameter, "second": second.parameter, "best": None},
+                        NO_PASS.id)
     value, probe = top
     caveat = "; ".join([*(f"{name}={s}: {why}" for s, why in notes.items()),
                         *([cut] if cut else [])]) or None
@@ -100,7 +102,8 @@ def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
     what = "optimum" if cut is None else "best so far"
     return Finished(True, f"{spec.model}: {what} {spec.parameter}={probe.value} with "
                           f"{name}={value} at {probe.tgs:,.0f} TGS/device ({len(seen)} runs)"
-                          + (f"; {caveat}" if caveat else ""), verdict)
+                          + (f"; {caveat}" if caveat else ""), verdict,
+                    (OPTIMUM if cut is None else BEST_SO_FAR).id)
 
 
 def _proposal(spec: ModelPerfSpec, second: SecondKnob, batch: Any, value: Any) -> str:

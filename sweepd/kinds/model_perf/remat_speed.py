@@ -27,10 +27,11 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     upper_bound,
 )
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
 # A policy that fits beyond the first policy's largest pass by more than this share of it
 # is read at its own likely peak before the first policy's runs settle it (`fits_past`).
-PAST_REF = 0.25
+PAST_REF = THRESHOLDS.past_ref
 
 
 def ref_best(ref_runs: Sequence[Probe]) -> Value | None:

@@ -12,6 +12,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.jobfacts import run_noise
 from sweepd.kinds.model_perf.search import SearchSpace, batch_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
 
 def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpace, str]:
@@ -50,7 +51,7 @@ def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpa
     est = memory_estimate(
         replace(model, gpus_per_node=ctx.gpus_per_node), len(ctx.nodes),
         spec.gpu_memory_gib or ctx.gpu_memory_gib,
-        spec.mem_fraction or _env_fraction(spec) or 0.93,
+        spec.mem_fraction or _env_fraction(spec) or THRESHOLDS.mem_fraction,
         seq_len=_int(settings.get("max_target_length")),
         weight_bytes=weight_bytes(settings),
         prior_param_gb=ctx.facts.param_gb if same else None, sharding=sharding,

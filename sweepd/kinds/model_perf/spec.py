@@ -18,6 +18,7 @@ from pydantic import (
 from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
 from sweepd.kinds.model_perf.pairs import ONE_PARAMETER, SECOND, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.kinds.spec import Scalar, _Spec, axes_text, parse_axes
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
@@ -84,7 +85,7 @@ class ModelPerfSpec(_Spec):
                     "its MaxText override (dcn_fsdp_parallelism, dcn_pipeline_parallelism, "
                     "ici_tensor_parallelism) with every job; its DCN axes (FSDP x PP) are "
                     "the pinned nodes, all of them in every job")
-    max_runs: int = Field(default=12, ge=1, le=200)
+    max_runs: int = Field(default=THRESHOLDS.max_runs, ge=1, le=200)
     multi_peak: bool = Field(
         default=False,
         description="the TGS curve may have a second peak below the runs (another kernel or "
@@ -94,7 +95,7 @@ class ModelPerfSpec(_Spec):
                     "would open (a departure from SKILL.md's single-peak narrowing; about "
                     "+1.0-1.4 runs). Off, the verdict names such gaps")
     noise_floor: float = Field(
-        default=0.01, ge=0.0001, le=0.2,
+        default=THRESHOLDS.noise, ge=0.0001, le=0.2,
         description="the least run-to-run TGS noise (relative) the search allows for; the "
                     "runs' own steady steps may show more. 0.01 is sweepd's default (GPU "
                     "clusters); a quiet single accelerator measures far less (a TPU v5e "

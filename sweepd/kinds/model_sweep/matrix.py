@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import hostlist
 
 from sweepd.kinds.api import NewRun
+from sweepd.kinds.model_sweep.rules import MATRIX
 from sweepd.store.rows import RunParams
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def new_runs(spec: ModelSweepSpec, commits: Sequence[Commit], layout: Mapping[st
                 label=f"{key} @{c.tag}",
                 params=RunParams(model=model, commit=c.commit, tag=c.tag,
                                  overrides={"steps": spec.steps, "dataset_type": "synthetic"}),
-                nodes=nodes, rule="model_sweep.matrix",
+                nodes=nodes, rule=MATRIX.id,
                 reason=f"{key} at {c.ref}" + (f" ({c.commit[:12]})" if c.commit != c.ref else "")
                 + f" on {hostlist.collect_hostlist(nodes)}: {why}"))
     return out

@@ -24,20 +24,21 @@ from sweepd.kinds.model_sweep.compare import (
     passed,
 )
 from sweepd.kinds.model_sweep.matrix import Commit, commits_of, new_runs, node_layout
+from sweepd.kinds.model_sweep.rules import ALL_FAIL, FAIL_FAST
 from sweepd.store.rows import Run
 
 if TYPE_CHECKING:
     from sweepd.kinds.model_sweep.spec import ModelSweepSpec
 
 FAIL_FAST_MODELS = 2        # models newly broken on a commit before the sweep stops
-FAIL_FAST_RULE = "model_sweep.fail_fast"
+FAIL_FAST_RULE = FAIL_FAST.id
 # batch-sweep.SKILL.md Step 6, "All models fail -> Stop": the first jobs of a commit all
 # failing the same way, none passing, is the commit (no baseline needed to see it). It is
 # about models: one model's 1N and 2N jobs failing alike say nothing of the others, so the
 # failed jobs must span two models (or every model of a spec with fewer).
 ALL_FAIL_JOBS = 2
 ALL_FAIL_MODELS = 2
-ALL_FAIL_RULE = "model_sweep.all_fail"
+ALL_FAIL_RULE = ALL_FAIL.id
 
 
 @dataclass(frozen=True)

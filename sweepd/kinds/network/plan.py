@@ -13,6 +13,7 @@ import hostlist
 from sweepd.kinds.api import Finished, GatherError, NewRun, Plan, SweepContext
 from sweepd.kinds.network.isolation import advance
 from sweepd.kinds.network.judge import Fault, Group, Judge, Outcome, Test
+from sweepd.kinds.network.rules import ROLES
 from sweepd.kinds.network.spec import NetworkSpec, failure_only_note
 from sweepd.kinds.node_perf import exports as node_perf
 from sweepd.kinds.registry import NO_CONTEXT, GatherContext
@@ -104,7 +105,7 @@ def plan(spec: NetworkSpec, ctx: SweepContext[NetworkFacts]) -> Plan:
     mode = f"; {failure_only_note(spec)}" if spec.failure_only else ""
     return [NewRun(f"{role} {_hl(sorted(g))}", _params(spec, ref, source), sorted(g),
                    f"{role} test of {len(g)} nodes (wave {step.rounds + 1}){mode}",
-                   f"network.{role}") for g, role in step.groups if g not in busy]
+                   ROLES[role].id) for g, role in step.groups if g not in busy]
 
 
 def _diagnosis(fault: Fault, perf: Mapping[str, Any] | None) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import hostlist
 
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
+from sweepd.kinds.node_perf.rules import BASELINE, CONFIRM
 from sweepd.kinds.node_perf.spec import NodePerfSpec
 from sweepd.store.rows import Run, RunParams
 
@@ -131,7 +132,7 @@ def plan(spec: NodePerfSpec, ctx: SweepContext[None]) -> Plan:
     nodes = list(ctx.nodes)
     labels = {r.label for r in ctx.runs}
     new = [NewRun(first_label(n), _params(n, spec.overrides), [n],
-                  f"1-node baseline on {n} (all nodes in parallel)", "node_perf.baseline")
+                  f"1-node baseline on {n} (all nodes in parallel)", BASELINE.id)
            for n in nodes if first_label(n) not in labels]
     if new:
         return new
@@ -141,7 +142,7 @@ def plan(spec: NodePerfSpec, ctx: SweepContext[None]) -> Plan:
     found = assess(nodes, ctx.runs, spec.reference_tgs)
     confirm = [NewRun(confirm_label(r.node), _params(r.node, spec.overrides), [r.node],
                       f"{r.node} ran {r.delta:+.1%} vs the median: {band(r.delta)} until a "
-                      "second run agrees", "node_perf.confirm")
+                      "second run agrees", CONFIRM.id)
                for r in found.nodes if r.needs_confirm and r.delta is not None]
     if confirm:
         return confirm

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.claims import MIN_FRESH
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -78,7 +79,7 @@ def before_bounded_question(inp: Inputs, board: Board, cands: Candidates,
     base = board.base(t)
     n_base = base.n if base is not None else 0
     if floor and n_base < BASE_FLOOR:
-        return [(cands.table[BASELINE], t, "noise.rerun_baseline",
+        return [(cands.table[BASELINE], t, rule_book.RERUN_BASELINE.id,
                  f"baseline n={n_base}: a bounded verdict reads every delta against its mean")]
     name = open_question(inp, board, cands)
     if name is None:
@@ -87,7 +88,7 @@ def before_bounded_question(inp: Inputs, board: Board, cands: Candidates,
            "significantly: measured again before the cell is called bounded")
     out: list[Item] = []
     if n_base < BASE_N:
-        out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
+        out.append((cands.table[BASELINE], t, rule_book.RERUN_BASELINE.id,
                     f"baseline n={n_base}: {why}"))
     out.append((cands._profile(name), t, CLAIM, why))  # a claim run: its runs are fresh
     return out

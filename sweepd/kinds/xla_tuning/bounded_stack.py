@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.board import Z_ONE
 from sweepd.kinds.xla_tuning.bounded_question import BASE_FLOOR
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.candidates_base import Item
     from sweepd.kinds.xla_tuning.waves import Candidates
 
-RULE = "bounded.stack"
+RULE = rule_book.BOUNDED_STACK.id
 
 
 def unrun_stack(inp: Inputs, cands: Candidates) -> tuple[Item, float] | None:

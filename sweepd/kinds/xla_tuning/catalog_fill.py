@@ -5,6 +5,7 @@ and the untried values of numeric families (also run before a bounded verdict:
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning import wave_rules as rules
 from sweepd.kinds.xla_tuning.candidates_base import CandidatesBase, Item
 from sweepd.kinds.xla_tuning.catalog import Mechanism
@@ -40,7 +41,7 @@ class CatalogFill(CandidatesBase):
                 s = self._on_top(a.profile, b.profile)
                 if s is not None:
                     pred = (1 + self._d(a.profile)) * (1 + self._d(b.profile)) - 1
-                    out.append((pred, (s, self.primary, "wave.pair_fill",
+                    out.append((pred, (s, self.primary, rule_book.PAIR_FILL.id,
                                        f"{a.profile} {self._d(a.profile):+.2%} + {b.profile} "
                                        f"{self._d(b.profile):+.2%}: {pred:+.2%} if they add "
                                        f"up; {why}")))
@@ -62,7 +63,7 @@ class CatalogFill(CandidatesBase):
             for p in members:
                 if self._ok(p):
                     gap = min(abs(p.position - q) for q in run)
-                    out.append((len(run), rank, -gap, (p, self.primary, "wave.family_gap", (
+                    out.append((len(run), rank, -gap, (p, self.primary, rule_book.FAMILY_GAP.id, (
                         f"{fam} run at {ran}; {p.name} not yet: a value may help on its own "
                         "where its neighbours do not; " + (why or "run before a bounded "
                         "verdict, in queue time the sweep would leave unused")))))
@@ -79,7 +80,7 @@ class CatalogFill(CandidatesBase):
             done = [p for p in members if not self._ok(p)]
             if len(done) != 1 or abs(self._d(done[0].name)) >= rules.LIVE:
                 continue
-            out += [(p, self.primary, "wave.fill_ends",
+            out += [(p, self.primary, rule_book.FILL_ENDS.id,
                      f"{fam}: flat at {done[0].name} ({self._d(done[0].name):+.2%}), its only "
                      f"value run; trying its end {p.name} ({left} profiles short of the "
                      f"bounded rule's {self.inp.bounded_count})")

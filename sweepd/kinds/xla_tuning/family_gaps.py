@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.flags import MEM_FRACTION
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 # What these runs set off (a contender's re-run, a stack of two near-noise singles) runs
 # after them: with fewer spare, 1-2 of 10 flat FSDP=8 cells ended on the timebox.
 SPARE_RUNS = 4
-ROOMIER = "wave.oom_beside_memory"  # the rule of a run beside more memory
+ROOMIER = rule_book.OOM_BESIDE_MEMORY.id  # the rule of a run beside more memory
 
 
 def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:

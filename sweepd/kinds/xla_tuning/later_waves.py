@@ -3,6 +3,7 @@ bubble predicted) and Wave 6 (the winning recipe on every other config tag)."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.candidates_base import CandidatesBase, Item
 from sweepd.kinds.xla_tuning.catalog import Axis, Mechanism, bubble
 from sweepd.kinds.xla_tuning.claims import WAVE6_N, cross_tag
@@ -28,7 +29,7 @@ class LaterWaves(CandidatesBase):
                 continue
             s = p.settings[0]
             m, v = (int(s.value), 1) if "microbatch" in s.key else (m0, int(s.value))
-            out.append((run, self.primary, "wave5.pipeline_shape",
+            out.append((run, self.primary, rule_book.PIPELINE_SHAPE.id,
                         f"bubble {bubble(stages, m0):.1%} -> {bubble(stages, m, v):.1%} "
                         f"predicted (S={stages}, M={m}, V={v})"))
         return out
@@ -44,17 +45,17 @@ class LaterWaves(CandidatesBase):
         for tag in self.inp.tags[1:]:
             e, b = self.board.get(best, tag), self.board.base(tag)
             if e is None:
-                out.append((self._profile(best), tag, "wave6.cross_tag",
+                out.append((self._profile(best), tag, rule_book.CROSS_TAG.id,
                             f"{best} must not regress {tag} by > {self.inp.regress:.0%}"))
                 if self.inp.drift is not DriftRead.MEAN:
-                    out.append((self.table[BASELINE], tag, "wave6.beside_baseline",
+                    out.append((self.table[BASELINE], tag, rule_book.BESIDE_BASELINE.id,
                                 f"{tag}'s baseline beside {best}'s run on it: a cluster "
                                 "that drifts is read where the recipe ran"))
             elif b is not None and cross_tag(self.inp, self.board, best, tag) == "rerun":
                 why = (f"{best} {self._d(best, tag):+.2%} on {tag} over n={e.n} vs baseline "
                        f"n={b.n}: not clear of -{self.inp.regress:.0%} either way, re-run")
                 if len(e.ranked) < WAVE6_N:
-                    out.append((self._profile(best), tag, "wave6.recheck", why))
+                    out.append((self._profile(best), tag, rule_book.RECHECK.id, why))
                 if b.n < WAVE6_N:
-                    out.append((self.table[BASELINE], tag, "wave6.recheck_baseline", why))
+                    out.append((self.table[BASELINE], tag, rule_book.RECHECK_BASELINE.id, why))
         return out

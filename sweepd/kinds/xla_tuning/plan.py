@@ -13,6 +13,7 @@ from typing import Any
 from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.board_build import build
@@ -91,7 +92,7 @@ def _batch_text(batch: Batch) -> str:
 
 def _evidence_note(p: Planned, evidence: Evidence | None) -> str:
     """A catalog run says what ordered it: the evidence run's shares, or their absence."""
-    if p.rule != "wave.catalog":
+    if p.rule != rule_book.CATALOG.id:
         return ""
     if evidence is None:
         return "; no HLO evidence: ordered by the parallelism's dominant costs"

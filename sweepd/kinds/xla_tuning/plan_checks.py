@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.xla_tuning import applied, gather
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.util.hostlists import collect_nodes
@@ -20,11 +21,12 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
     the nodelist still the pinned one (frozen: never fewer nor other nodes)."""
     if not spec.node_list:
         return Stop("the cluster slot names no nodes yet (partition / node_count are not "
-                    "resolved to nodes)", "preflight.slot_unresolved")
+                    "resolved to nodes)", rule_book.SLOT_UNRESOLVED.id)
     if list(ctx.nodes) != spec.node_list:
         gone = sorted(set(spec.node_list) - set(ctx.nodes))
         return Stop(f"{collect_nodes(gone)} out of use: the nodelist is frozen for xla-tuning "
-                    "(never excluded or substituted); readmit it to go on", "nodes.frozen",
+                    "(never excluded or substituted); readmit it to go on",
+                    rule_book.NODES_FROZEN.id,
                     evidence=", ".join(gone))
     return None
 
@@ -32,7 +34,7 @@ def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
 # Distinct profiles not applied for one cause before the sweep stops and asks: one is a
 # profile's own conflict; three the same way is the toolkit not applying profiles at all.
 NOT_APPLIED_LIMIT = 3
-NOT_APPLIED_RULE = "xla.not_applied"
+NOT_APPLIED_RULE = rule_book.NOT_APPLIED.id
 
 
 def not_applied_stop(ctx: SweepContext[XlaFacts]) -> Stop | None:

@@ -18,6 +18,7 @@ from sweepd.clusters import train_env
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.core.node_check import UNUSABLE
 from sweepd.kinds.registry import Check, PreflightContext
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.util.text import compact_nodes
 
@@ -40,7 +41,7 @@ async def nodes(spec: XlaTuningSpec, ctx: PreflightContext) -> Check:
     try:
         states = await ctx.backend.node_states(spec.node_list)
     except (ControllerUnreachable, RuntimeError) as e:
-        return Check("preflight.nodes", "node states unknown now (the scheduler did not "
+        return Check(rule_book.PREFLIGHT_NODES.id, "node states unknown now (the scheduler did not "
                      "answer); checked again before each job", str(e))
     by_state: dict[str, list[str]] = {}
     for node in spec.node_list:
@@ -52,7 +53,7 @@ async def nodes(spec: XlaTuningSpec, ctx: PreflightContext) -> Check:
                 "tries RESUME where allowed, else stops the sweep (node.unusable)")
     else:
         text = f"all {len(spec.node_list)} pinned nodes usable"
-    return Check("preflight.nodes", text, f"node states: {evidence}")
+    return Check(rule_book.PREFLIGHT_NODES.id, text, f"node states: {evidence}")
 
 
 async def other_users(ctx: PreflightContext) -> Check:
@@ -62,14 +63,15 @@ async def other_users(ctx: PreflightContext) -> Check:
     try:
         found = await ctx.backend.others_jobs(ctx.partition)
     except (ControllerUnreachable, RuntimeError) as e:
-        return Check("preflight.other_users", f"other users' jobs on {where} unknown (the "
+        return Check(rule_book.PREFLIGHT_OTHER_USERS.id,
+                     f"other users' jobs on {where} unknown (the "
                      "scheduler did not answer)", str(e))
     jobs = found.items
     shown = "; ".join(jobs[:SHOWN_JOBS]) + (f"; +{len(jobs) - SHOWN_JOBS} more"
                                             if len(jobs) > SHOWN_JOBS else "")
     text = (f"{len(jobs)} job(s) of other users on {where}: the sweep's jobs may queue "
             "behind them (noted, not a stop)" if jobs else f"no other users' jobs on {where}")
-    return Check("preflight.other_users", text, f"{found.evidence}: {shown or 'none'}")
+    return Check(rule_book.PREFLIGHT_OTHER_USERS.id, text, f"{found.evidence}: {shown or 'none'}")
 
 
 def leftover(path: Path, own: frozenset[str] | None = None) -> Check:
@@ -79,25 +81,28 @@ def leftover(path: Path, own: frozenset[str] | None = None) -> Check:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return Check("preflight.train_env", f"{path} absent: nothing left in it", str(path))
+        return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"{path} absent: nothing left in it",
+                     str(path))
     except OSError as e:
-        return Check("preflight.train_env", f"cannot read {path}: {e.strerror}", str(path),
+        return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"cannot read {path}: {e.strerror}",
+                     str(path),
                      ok=False)
     try:
         left = train_env.arms(text)
     except train_env.TrainEnvError as e:
-        return Check("preflight.train_env", f"{path}: {e}", str(path), ok=False)
+        return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"{path}: {e}", str(path), ok=False)
     lines = [i + 1 for i, line in enumerate(text.splitlines()) if TUNE_CASE in line
              and line.lstrip().startswith("case")]
     if not lines:
-        return Check("preflight.train_env", f"{path} holds no TUNE_PROFILE block", str(path))
+        return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"{path} holds no TUNE_PROFILE block",
+                     str(path))
     if own is not None and left and all(a.name in own for a in left):
-        return Check("preflight.train_env", f"{path} holds this sweep's own arms only "
+        return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"{path} holds this sweep's own arms only "
                      f"({', '.join(a.name for a in left)})", f"{path} lines "
                      + ", ".join(map(str, lines)))
     what = (train_env.describe(text, str(path)) if left else
             f"{path} has a TUNE_PROFILE block sweepd did not write")
     again = "submit again" if own is None else "resume"
-    return Check("preflight.train_env", f"{what}; remove it first (the earlier sweep's "
+    return Check(rule_book.PREFLIGHT_TRAIN_ENV.id, f"{what}; remove it first (the earlier sweep's "
                  f"report offers the command), then {again}", f"{path} lines "
                  + ", ".join(map(str, lines)), ok=False)

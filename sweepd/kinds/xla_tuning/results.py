@@ -15,19 +15,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from sweepd.kinds.xla_tuning import rules as rule_book
+
 BASELINE = "baseline"
 RESTORE = "restore_default"
 EVIDENCE = "evidence"
 # The rules of the runs made to measure a recipe's claim once it was put forward: its
 # gain is read from these alone, and nothing that names or keeps it reads them.
-CLAIM_RULES = frozenset({"noise.confirm", "noise.near_line"})
-CLAIM = "noise.confirm"
+CLAIM_RULES = frozenset({rule_book.CONFIRM.id, rule_book.NEAR_LINE.id})
+CLAIM = rule_book.CONFIRM.id
 SEARCH = "search"  # any other run (a result whose role is known, not a claim run)
 CLAIM_MARK = " (claim)"  # a claim run's label ends so: how the store keeps the role
 # The runs made after a proposal was decided, of its recipe and of the baseline, to report
 # its gain on runs that decided nothing (the runs that confirmed it also decided when to
 # stop, and read high: `Board.reports`); nothing the search or a stop rule reads holds them.
-REPORT = "claim.report"
+REPORT = rule_book.REPORT.id
 REPORT_MARK = " (report)"
 
 

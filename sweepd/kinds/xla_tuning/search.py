@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
@@ -116,10 +117,10 @@ def _at_the_stop(inp: Inputs, board: Board, evidence: Evidence | None, wave: int
     if bounded is not None:
         return bounded
     if board.queue_s < inp.max_queue_s:   # the spec's run cap, not the 8 h
-        return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.max_runs",
+        return make_verdict(inp, board, VerdictKind.TIMEBOX, rule_book.MAX_RUNS.id,
                             f"{board.runs} runs made: the spec's max_runs "
                             f"({inp.max_runs}) reached")
-    return make_verdict(inp, board, VerdictKind.TIMEBOX, "stop.timebox",
+    return make_verdict(inp, board, VerdictKind.TIMEBOX, rule_book.TIMEBOX.id,
                     f"{board.queue_s / 3600:.1f} h of queue time >= "
                     f"{inp.max_queue_s / 3600:.0f} h")
 
@@ -157,12 +158,13 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
 def _wave1(inp: Inputs, board: Board) -> tuple[Planned, ...]:
     """Baseline pair per tag and the evidence run, until each has a result or is dropped."""
     restore = restore_default(inp.deployed)
-    want = [(BASELINE_PROFILE, t, "wave1.baseline", "the env file as deployed") for t in inp.tags]
+    want = [(BASELINE_PROFILE, t, rule_book.BASELINE.id, "the env file as deployed")
+            for t in inp.tags]
     if restore is not None:
         why = "env file's flags back to their defaults: " + ", ".join(
             s.label for s in restore.settings)
-        want += [(restore, t, "wave1.restore_default", why) for t in inp.tags]
-    want.append((EVIDENCE_PROFILE, inp.tags[0], "wave1_5.evidence",
+        want += [(restore, t, rule_book.RESTORE_DEFAULT.id, why) for t in inp.tags]
+    want.append((EVIDENCE_PROFILE, inp.tags[0], rule_book.EVIDENCE.id,
                  "profiler + HLO dump on baseline-deployed: orders the catalog"))
     return tuple(Planned(p, t, 1, rule, why) for p, t, rule, why in want
                  if board.get(p.name, t) is None)
@@ -177,11 +179,11 @@ def _retries(inp: Inputs, board: Board, wave: int) -> tuple[Planned, ...]:
             continue
         prof = table.get(e.profile) or _resolve(table, e.profile)
         if e.not_applied:
-            out.append(Planned(prof, e.tag, max(wave, 1), "failure.not_applied_retry",
+            out.append(Planned(prof, e.tag, max(wave, 1), rule_book.NOT_APPLIED_RETRY.id,
                                f"{e.profile}'s flags lost to {e.detail or 'a later setting'}; "
                                "re-placed where they win"))
         elif e.flakes:
-            out.append(Planned(prof, e.tag, max(wave, 1), "failure.flake_retry",
+            out.append(Planned(prof, e.tag, max(wave, 1), rule_book.FLAKE_RETRY.id,
                                f"flake {e.flakes}/{inp.max_flakes}: retried"))
     return tuple(out)
 

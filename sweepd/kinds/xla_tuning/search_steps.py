@@ -5,6 +5,7 @@ The numbers behind each rule are `wave_rules.py`'s."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning import wave_rules as rules
 from sweepd.kinds.xla_tuning.candidates_base import CandidatesBase, Item, best_recipe
 from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile, secondary_axis
@@ -21,7 +22,7 @@ class SearchSteps(CandidatesBase):
         for e in self._candidates():
             d, se = self._d(e.profile), self.board.search_se(e.profile, self.primary)
             why = rules.rerun_reason(self.inp, e.n, d, se, best, few)
-            rule = "noise.rerun"
+            rule = rule_book.RERUN.id
             # Near the win bar after MAX_N runs: the next runs measure the claim (a recipe
             # with no claim run yet is judged on all of its runs).
             fd = self.board.claim.delta(e.profile, self.primary)
@@ -32,7 +33,7 @@ class SearchSteps(CandidatesBase):
                     and fd > self.inp.bounded_gain and abs(fd - self.inp.win) < 2 * fse):
                 why = f"fresh {fd:+.2%} within 2 se of the +{self.inp.win:.0%} bar"
                 near = len(self._profile(e.profile).settings) <= self.inp.max_flags
-                rule = "noise.confirm"
+                rule = rule_book.CONFIRM.id
             elif (not why and rules.MAX_N <= e.n < rules.NEAR_BAR_N
                   and fd > self.inp.bounded_gain
                   and not self.board.claim.above(e.profile, self.primary, self.inp.bounded_gain)):
@@ -40,17 +41,17 @@ class SearchSteps(CandidatesBase):
                 # a true +3.3 % read +2.2 % on two fresh runs and the cell was bounded.
                 why = (f"fresh {fd:+.2%} above the +{self.inp.bounded_gain:.0%} bar, not "
                        "significantly: measured further before the cell may be bounded")
-                rule = "noise.confirm"
+                rule = rule_book.CONFIRM.id
             if why and len(self._profile(e.profile).settings) <= self.inp.max_flags:
                 out.append((self._profile(e.profile), self.primary, rule,
                             f"{e.profile} {d:+.2%} over n={e.n}: {why}"))
         base = self.board.base(self.primary)
         if near and base is not None and base.n < rules.NEAR_BASE_N:
-            out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
+            out.insert(0, (self.table[BASELINE], self.primary, rule_book.RERUN_BASELINE.id,
                            f"baseline n={base.n}: a fresh mean near the +{self.inp.win:.0%} "
                            "bar is judged against its mean"))
         elif out and base is not None and base.n < rules.BASE_N:
-            out.insert(0, (self.table[BASELINE], self.primary, "noise.rerun_baseline",
+            out.insert(0, (self.table[BASELINE], self.primary, rule_book.RERUN_BASELINE.id,
                            f"baseline n={base.n}: deltas are judged against its mean"))
         return out
 
@@ -70,7 +71,7 @@ class SearchSteps(CandidatesBase):
                 continue
             for i in (top.position - 1, top.position + 1):
                 if 0 <= i < len(members) and self._ok(members[i]):
-                    out.append((members[i], self.primary, "wave.numeric_neighbour",
+                    out.append((members[i], self.primary, rule_book.NUMERIC_NEIGHBOUR.id,
                                 f"{fam}: best so far {top.name} {self._d(top.name):+.2%}; "
                                 f"trying its neighbour"))
         return out
@@ -108,7 +109,7 @@ class SearchSteps(CandidatesBase):
                     or not self._ok(members[i])
                     or max(self._reading(top.name), self._reading(best)) >= self.inp.win):
                 continue
-            out.append((members[i], self.primary, "wave.numeric_edge",
+            out.append((members[i], self.primary, rule_book.NUMERIC_EDGE.id,
                         f"{fam}: {inner.name} {self._d(inner.name):+.2%} -> {top.name} "
                         f"{d:+.2%}, rising at the edge of the values run; its re-runs "
                         f"cannot confirm it at +{self.inp.win:.0%}: trying {members[i].name}"))
@@ -129,7 +130,7 @@ class SearchSteps(CandidatesBase):
         if (not ranked or not rules.few_runs(self.inp, self.board)
                 or self._reading(ranked[0].profile) >= self.inp.win):
             return []
-        return [(p, tag, "wave.closing_stack", f"{why} (closing: reaches the "
+        return [(p, tag, rule_book.CLOSING_STACK.id, f"{why} (closing: reaches the "
                  f"+{self.inp.win:.0%} bar; the leader's re-runs cannot confirm it)")
                 for (p, tag, _, why), pred in self.predicted_stacks()
                 if pred >= self.inp.win][:rules.CLOSING_STACKS]
@@ -151,7 +152,7 @@ class SearchSteps(CandidatesBase):
             return []
         if not members[0].mechanisms & set(self.order[:rules.POINTED]):
             return []
-        return [(p, self.primary, "wave.numeric_ends",
+        return [(p, self.primary, rule_book.NUMERIC_ENDS.id,
                  f"{fam}: flat at its tried value, in a mechanism the evidence points at "
                  f"({', '.join(sorted(str(m) for m in p.mechanisms))}): trying its end {p.name}")
                 for p in (members[0], members[-1]) if self._ok(p)]
@@ -192,7 +193,7 @@ class SearchSteps(CandidatesBase):
             s = self._on_top(leader, e.profile)
             if s is not None:
                 pred = (1 + self._d(leader)) * (1 + self._d(e.profile)) - 1
-                out.append(((s, self.primary, "wave.stack", f"{leader} + {e.profile} "
+                out.append(((s, self.primary, rule_book.STACK.id, f"{leader} + {e.profile} "
                              f"({e.profile} {self._d(e.profile):+.2%}): {pred:+.2%} if they "
                              "add up"), pred))
         return out[:rules.STACKS_PER_WAVE]
@@ -211,7 +212,7 @@ class SearchSteps(CandidatesBase):
                 s = self._profile("+".join(sorted(p.name for p in [*parts[:i], nb,
                                                                    *parts[i + 1:]])))
                 if self._ok(s):
-                    out.append((s, self.primary, "wave.polish_value",
+                    out.append((s, self.primary, rule_book.POLISH_VALUE.id,
                                 f"{leader} with {part.name} -> {nb.name}"))
         singles = sorted((e for e in self._candidates() if "+" not in e.profile
                           and self._d(e.profile) > rules.POSITIVE),
@@ -219,7 +220,7 @@ class SearchSteps(CandidatesBase):
         for e in singles:
             stack = self._on_top(leader, e.profile)
             if stack is not None:
-                out.append((stack, self.primary, "wave.polish_add",
+                out.append((stack, self.primary, rule_book.POLISH_ADD.id,
                             f"{leader} + {e.profile} ({self._d(e.profile):+.2%} alone)"))
         return out[:rules.POLISH]
 
@@ -248,7 +249,7 @@ class SearchSteps(CandidatesBase):
                 members.sort(key=lambda p: p.position)
                 for seed in (members[i] for i in rules.seed_positions(len(members))):
                     if self._ok(seed):
-                        out.append((seed, self.primary, "wave.catalog",
+                        out.append((seed, self.primary, rule_book.CATALOG.id,
                                     f"{mech} (mechanism #{rank + 1} for "
                                     f"{self.inp.parallelism.text}); {fam} at {seed.name}"))
         return out

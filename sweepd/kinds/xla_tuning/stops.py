@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.board import Board
 from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.bounded_stack import stack_above, stack_before_bounded
@@ -91,7 +92,7 @@ def beside_claims(inp: Inputs, runs: tuple[Planned, ...]) -> tuple[Planned, ...]
     if (inp.drift is DriftRead.MEAN or at is None
             or any(p.tag == t and p.profile.name == BASELINE for p in runs)):
         return runs
-    beside = Planned(BASELINE_PROFILE, t, runs[at].wave, "noise.beside_claim",
+    beside = Planned(BASELINE_PROFILE, t, runs[at].wave, rule_book.BESIDE_CLAIM.id,
                      "the baseline beside the claim's runs: a cluster that drifts is read "
                      "where the claim is")
     return (*runs[:at], beside, *runs[at:])
@@ -107,7 +108,7 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
     for sub in p.untested:
         prof = cands._profile(sub)
         if cands._ok(prof):
-            out.append((prof, t, "verdict.part_check",
+            out.append((prof, t, rule_book.PART_CHECK.id,
                         f"{name}: is every part worth it? {sub} is the stack without one"))
     if out:
         return p.name, out
@@ -118,7 +119,7 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
             e = board.get(nm, t)
             if (e is not None and 0 < len(e.ranked) < PART_N
                     and not any(o[0].name == nm for o in out)):
-                out.append((cands._profile(nm), t, "verdict.part_check",
+                out.append((cands._profile(nm), t, rule_book.PART_CHECK.id,
                             f"{name}: is every part worth it? {stk} "
                             f"{board.delta(stk, t) or 0.0:+.2%} vs {sub} "
                             f"{board.delta(sub, t) or 0.0:+.2%} without one part: ambiguous "
@@ -127,11 +128,11 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
         return p.name, out
     base = board.base(t)
     if base is not None and base.n < BASE_N:
-        out.append((cands.table[BASELINE], t, "noise.rerun_baseline",
+        out.append((cands.table[BASELINE], t, rule_book.RERUN_BASELINE.id,
                     f"baseline n={base.n}: the verdict's gain is judged against its mean"))
     e = board.get(p.name, t)
     if e is not None and len(board.claim.fresh(p.name, t)) < MIN_FRESH:
-        out.append((cands._profile(p.name), t, "noise.confirm",
+        out.append((cands._profile(p.name), t, rule_book.CONFIRM.id,
                     f"{p.name} {board.delta(p.name, t):+.2%} over n={e.n}: confirmed on runs "
                     "that did not select it"))
     elif e is not None and near_line(inp, board, p.name):
@@ -139,10 +140,10 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
         why = (f"{p.name} fresh {fd:+.2%}: its lower bound clears +{inp.win - WIN_MARGIN:.1%} "
                f"at 95 % but not at 99 %")
         if base is not None and base.n < NEAR_BASE_N:
-            out.append((cands.table[BASELINE], t, "noise.near_line_baseline",
+            out.append((cands.table[BASELINE], t, rule_book.NEAR_LINE_BASELINE.id,
                         f"baseline n={base.n}: {why}"))
         if len(board.claim.fresh(p.name, t)) < NEAR_FRESH:
-            out.append((cands._profile(p.name), t, "noise.near_line",
+            out.append((cands._profile(p.name), t, rule_book.NEAR_LINE.id,
                         f"{why}: another fresh run"))
     return p.name, out + (cands.wave6(p.name) if wave6 else [])
 
@@ -186,7 +187,7 @@ def winner(inp: Inputs, board: Board, cands: Candidates, wave: int,
     why = f"{name} confirmed >= +{inp.win:.0%} over baseline-deployed"
     if inp.tags[1:]:
         why += f"; Wave 6 run on {', '.join(inp.tags[1:])}"
-    return make_verdict(inp, board, VerdictKind.PROPOSAL, "stop.winner", why, cands,
+    return make_verdict(inp, board, VerdictKind.PROPOSAL, rule_book.WINNER.id, why, cands,
                     recipe=name, left_out=pr.left_out, tested=pr.tested)
 
 
@@ -285,7 +286,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
         short = (f" (short of the bounded rule's {inp.bounded_count}: the catalog and the "
                  "pairs of its fastest singles hold no more for this cell)"
                  if tried < inp.bounded_count else "")
-        return make_verdict(inp, board, kind, "stop.catalog_exhausted",
+        return make_verdict(inp, board, kind, rule_book.CATALOG_EXHAUSTED.id,
                         f"catalog exhausted after {tried} distinct profiles{short}", cands)
     return None
 
@@ -294,7 +295,7 @@ def bounded_verdict(inp: Inputs, board: Board, cands: Candidates, tried: int, wh
                     ) -> Verdict:
     """Stop rule 2's verdict (`why`: what the stop adds), with what of the catalog never
     ran (`bounded_note`)."""
-    return make_verdict(inp, board, VerdictKind.BOUNDED, "stop.bounded",
+    return make_verdict(inp, board, VerdictKind.BOUNDED, rule_book.BOUNDED.id,
                         f"{tried} distinct profiles in Waves 2-4, none significantly above "
                         f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope"
                         + why + bounded_note(inp, cands), cands)

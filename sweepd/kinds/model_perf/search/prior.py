@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sweepd.kinds.model_perf.search.space import PRIOR_SHAPE, Outcome, Probe, SearchSpace, Value
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
 # One program compiles to the same memory on every run (the simulator and MaxText print GB
 # to one decimal: two readings of one program differ by the rounding, 0.1 GB). Two readings
 # at one value more than this share of the total apart (plus the rounding) are two programs:
 # the code, the image or the sharding changed memory per batch (red team p11: 25 % apart).
-MEMORY_AGREE = 0.03
-MEMORY_ROUNDING_GB = 0.1
+MEMORY_AGREE = THRESHOLDS.memory_agree
+MEMORY_ROUNDING_GB = THRESHOLDS.memory_rounding_gb
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ from sweepd.kinds.model_perf.search.space import (
     means,
 )
 from sweepd.kinds.model_perf.search.view import View
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
-MAX_RUNS_OF_A_VALUE = 2
+MAX_RUNS_OF_A_VALUE = THRESHOLDS.max_runs_of_a_value
 
 
 def between_runs(probes: Sequence[Probe]) -> tuple[float, int] | None:

@@ -32,6 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sweepd.kinds.model_perf.rules import SLOWDOWN_CHECK, SLOWDOWN_CONFIRM
 from sweepd.kinds.model_perf.search.space import (
     NOISE,
     Outcome,
@@ -43,8 +44,10 @@ from sweepd.kinds.model_perf.search.space import (
     means,
 )
 from sweepd.kinds.model_perf.search.suspect import suspect
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 
-SLOW_MAX = 0.10  # the largest slowdown looked for (a degraded GPU, thermal throttling)
+# The largest slowdown looked for (a degraded GPU, thermal throttling).
+SLOW_MAX = THRESHOLDS.slow_max
 # A drop is a slowdown beyond this many of two runs' noise (FLAT): the difference of two
 # runs carries both runs' noise, sqrt(2) x one run's, so FLAT x sqrt(2) is two standard
 # deviations of it. At FLAT alone, one drop (unconfirmed) asked in 5 % of the bench's
@@ -129,7 +132,7 @@ def confirm_run(space: SearchSpace, probes: Sequence[Probe]) -> Step | None:
                            f"noise of two runs' difference ({slow_bar(space):.1%}): a node that "
                            "slowed (throttling, a degraded GPU) would read every later run "
                            f"lower, {how}, and the noise does not repeat", repeat=True,
-                    rule="slowdown_confirm")
+                    rule=SLOWDOWN_CONFIRM.id)
     return None
 
 
@@ -221,4 +224,4 @@ def check_run(space: SearchSpace, probes: Sequence[Probe], settled: bool = True
                      f"verdict compare runs that are not comparable, so {top} runs again; "
                      "reading lower beyond the noise of two runs' difference "
                      f"({slow_bar(space):.1%}), the runs are not one curve ({asks})",
-                repeat=True, rule="slowdown_check")
+                repeat=True, rule=SLOWDOWN_CHECK.id)

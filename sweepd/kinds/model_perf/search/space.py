@@ -8,42 +8,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+
 Value = int | float | str
 
-START_FRACTION = 0.75  # first probe at ~75% of the estimated max (SKILL.md Step 3)
-CLIMB = 1.5  # without a memory line, climb 1.5x (SKILL.md: "second probe at 1.5x the first")
-TOLERANCE = 0.005
-NOISE = 0.01  # run-to-run TGS noise: closer than this, two runs cannot be told apart
-# Two runs measured this far apart may still be level: each carries the noise, so their
-# difference reaches twice it (a floor's two runs read 1.8% apart at 0.8% std noise).
-FLAT = 2 * NOISE
-MAX_BATCH = 4096
-STEP_NOISE = 6.0  # a step from the best aims at a TGS change of this many noise widths
-STEP_SHARE = 0.5  # ... but goes at most this share of the way across its gap
-BOTTOM_STEP = 0.5  # below the lowest value run, probe at this fraction of it
-DESCENT_AIM = 0.9  # after one OOM, aim at this fraction of its one-run line's prediction
-OOM_MARGIN_GB = 0.05  # an OOM run needed at least this much more than the usable pool
-SECANT_NOISE = 1.0  # a secant's slope is widened by this many FLATs of TGS over its span
-STEP_TIME_NOISE = 0.02  # the step-time bound allows this much noise on the run it starts at
-ALIGN_SLACK = 0.125  # a loose target (a first probe, a midpoint) may move this share to align
-ALIGN_MAX = 3  # alignment counts up to a multiple of 2**3 = 8 (tile sizes)
-ALIGN_NOISE = 1.5 * NOISE  # the step from the best moves to a multiple of 8 up to this noise
-LADDER_STEP = 0.5  # multi_peak: below the lowest run, halve ...
-LADDER_FLOOR = 8  # ... while the lowest run is at least this batch
-LADDER_DEPTH = 0.15  # ... and measured within this share of the best (else: on the rise)
-LADDER_VALLEY = 0.05  # multi_peak: then a gap below the best a valley this deep would open ...
-LADDER_GAP = 0.25  # ... spanning at least this share of its upper run's batch, is bisected
-MEMORY_MARGIN = 0.01  # of the pool: aim this far under it (fragmentation, runtime buffers)
-# An earlier sweep of the same cell, run again at one of its values, reads within two runs'
-# noise (FLAT) and the hardware variance between node lists of one size (a cell is the node
-# count, not the nodes: 1-3 %, xla-tuning.SKILL.md). Farther off, its curve is not this one's
-# up to a scale (the code or the cluster changed): its runs no longer stand in.
-NODE_VARIANCE = 0.03
-PRIOR_DRIFT = FLAT + NODE_VARIANCE
-# Two values both sweeps ran share the nodes and the day, so their ratios differ by the
-# noise alone: each ratio carries two runs' (FLAT), their quotient four. Farther apart, the
-# curve changed shape.
-PRIOR_SHAPE = 2 * FLAT
+# The numbers every rule reads, named as the rules name them; each is defined once, with
+# what it means, in `model_perf/thresholds.py` (the spec and the docs read it too).
+START_FRACTION = THRESHOLDS.start_fraction
+CLIMB = THRESHOLDS.climb
+TOLERANCE = THRESHOLDS.tolerance
+NOISE = THRESHOLDS.noise
+FLAT = THRESHOLDS.flat
+MAX_BATCH = THRESHOLDS.max_batch
+STEP_NOISE = THRESHOLDS.step_noise
+STEP_SHARE = THRESHOLDS.step_share
+BOTTOM_STEP = THRESHOLDS.bottom_step
+DESCENT_AIM = THRESHOLDS.descent_aim
+OOM_MARGIN_GB = THRESHOLDS.oom_margin_gb
+SECANT_NOISE = THRESHOLDS.secant_noise
+STEP_TIME_NOISE = THRESHOLDS.step_time_noise
+ALIGN_SLACK = THRESHOLDS.align_slack
+ALIGN_MAX = THRESHOLDS.align_max
+ALIGN_NOISE = THRESHOLDS.align_noise
+LADDER_STEP = THRESHOLDS.ladder_step
+LADDER_FLOOR = THRESHOLDS.ladder_floor
+LADDER_DEPTH = THRESHOLDS.ladder_depth
+LADDER_VALLEY = THRESHOLDS.ladder_valley
+LADDER_GAP = THRESHOLDS.ladder_gap
+MEMORY_MARGIN = THRESHOLDS.memory_margin
+NODE_VARIANCE = THRESHOLDS.node_variance
+PRIOR_DRIFT = THRESHOLDS.prior_drift
+PRIOR_SHAPE = THRESHOLDS.prior_shape
 
 
 class Outcome(StrEnum):
@@ -132,7 +127,7 @@ class Step:
     value: Value
     why: str  # the bound or prediction that chose it (shown by `explain`)
     repeat: bool = False  # a run for the noise (`repeat`), not for the curve
-    rule: str | None = None  # the plan's rule for a step that is neither (`slowed`)
+    rule: str | None = None  # the plan's rule id for a step that is neither (`slowed`)
 
 
 def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,

@@ -1,0 +1,176 @@
+"""XLA tuning's rules: every id its planner records with a run (the wave that planned it),
+a stop, a pre-flight check or a verdict, what each decides and the thresholds it reads.
+A threshold here is a pointer to its one definition (the spec's `Thresholds`, the modules'
+constants), read from there. The planner names its rules through these objects;
+tests/test_rule_registry.py holds the code and the tests to this book and
+scripts/rules_doc.py writes it into docs/architecture.md.
+
+A leaf: it imports nothing of the kind, so that every module may name its rules here."""
+
+from __future__ import annotations
+
+from sweepd.util.rulebook import Rule, RuleBook, Threshold
+
+
+def _r(rule_id: str, decides: str, *thresholds: str) -> Rule:
+    return Rule(rule_id, decides, tuple(thresholds))
+
+
+# Waves 1 and 1.5: what the sweep starts from.
+BASELINE = _r("wave1.baseline", "the env file as deployed runs on every config tag")
+RESTORE_DEFAULT = _r("wave1.restore_default", "a flag the env file sets away from XLA's "
+                     "default runs at the default on every tag")
+EVIDENCE = _r("wave1_5.evidence", "one run with the profiler and the dumps: the evidence the "
+              "catalog is chosen from")
+# The search's waves.
+CATALOG = _r("wave.catalog", "a catalog family's first value(s), the families the evidence "
+             "points at first", "seed_focus", "seed_two_from", "wave_size")
+NUMERIC_NEIGHBOUR = _r("wave.numeric_neighbour", "a numeric family that moved TGS: the "
+                       "values beside its best", "live")
+NUMERIC_EDGE = _r("wave.numeric_edge", "a numeric family's best at its edge with the trend "
+                  "rising: the next value out", "edge_rise")
+NUMERIC_ENDS = _r("wave.numeric_ends", "the flat numeric families of the mechanisms the "
+                  "evidence points at: their ends", "pointed")
+STACK = _r("wave.stack", "the leader plus a positive single: a stack", "positive",
+           "stacks_per_wave", "max_flags")
+CLOSING_STACK = _r("wave.closing_stack", "a stack reaching the win bar runs before the "
+                   "leader's needs in a closing wave", "closing_stacks", "win")
+POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
+                  "flags", "polish")
+POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polish")
+PAIR_FILL = _r("wave.pair_fill", "the catalog spent short of the bounded count: pairs of the "
+               "best singles", "pair_singles", "bounded_count")
+FAMILY_GAP = _r("wave.family_gap", "before a bounded verdict, what of the catalog the search "
+                "left unrun runs in the queue time left", "spare_runs")
+FILL_ENDS = _r("wave.fill_ends", "before a bounded verdict, the ends of numeric families not "
+               "yet run", "spare_runs")
+OOM_BESIDE_MEMORY = _r("wave.oom_beside_memory", "a profile that ran out of memory runs "
+                       "beside more memory")
+PIPELINE_SHAPE = _r("wave5.pipeline_shape", "a pipeline-parallel cell: the pipeline's shape "
+                    "flags")
+CROSS_TAG = _r("wave6.cross_tag", "the best recipe runs on every other config tag", "regress")
+BESIDE_BASELINE = _r("wave6.beside_baseline", "the baseline beside the best on another tag",
+                     "wave6_n")
+RECHECK = _r("wave6.recheck", "another tag's reading of the best runs again", "wave6_n")
+RECHECK_BASELINE = _r("wave6.recheck_baseline", "another tag's baseline runs again", "wave6_n")
+# Noise and claims.
+RERUN = _r("noise.rerun", "a single run close to the best runs again", "contender", "max_n")
+CONFIRM = _r("noise.confirm", "a recipe's fresh runs: its gain confirmed or not",
+             "min_fresh", "win_margin", "win", "base_n", "z_one")
+NEAR_LINE = _r("noise.near_line", "a recipe whose fresh mean sits near the win bar runs again "
+               "to clear it at 99 %", "near_fresh", "near_bar_n", "z_clear", "z_near")
+NEAR_LINE_BASELINE = _r("noise.near_line_baseline", "the baseline beside a claim near the "
+                        "line", "near_base_n")
+RERUN_BASELINE = _r("noise.rerun_baseline", "the baseline runs again beside a claim or a "
+                    "bounded question", "base_n", "bounded_base_n")
+BESIDE_CLAIM = _r("noise.beside_claim", "the baseline run beside a claim's runs")
+PART_CHECK = _r("verdict.part_check", "each flag of a winning recipe is checked for its "
+                "part in the gain", "part_z", "part_z_keep", "part_z_drop", "part_n",
+                "pool_gate")
+REPORT = _r("claim.report", "runs of the proposal and the baseline made after it was "
+            "decided, which its reported gain is read from", "report_runs")
+BOUNDED_STACK = _r("bounded.stack", "before a bounded verdict, the best singles stacked once",
+                   "bounded_gain")
+# Failures.
+NOT_APPLIED_RETRY = _r("failure.not_applied_retry", "a profile the job did not apply runs "
+                       "again")
+FLAKE_RETRY = _r("failure.flake_retry", "a flaky failure runs again", "max_flakes")
+NOT_APPLIED = _r("xla.not_applied", "profiles not applied, all the same way: stop and ask",
+                 "not_applied_limit")
+# The checks before each wave and at submission.
+SLOT_UNRESOLVED = _r("preflight.slot_unresolved", "the cluster slot names no nodes yet: stop")
+NODES_FROZEN = _r("nodes.frozen", "a node of the frozen nodelist out of use: stop, never "
+                  "excluded or substituted")
+PREFLIGHT_NODES = _r("preflight.nodes", "the pinned nodes' states at submission")
+PREFLIGHT_OTHER_USERS = _r("preflight.other_users", "other users' jobs on the nodes at "
+                           "submission", "shown_jobs")
+PREFLIGHT_TRAIN_ENV = _r("preflight.train_env", "train_env.sh holds no other sweep's arms")
+# Verdicts (the stop rules).
+WINNER = _r("stop.winner", "stop rule 1: a confirmed recipe at least win faster, no tag "
+            "regressing more than regress", "win", "regress", "min_fresh", "win_margin")
+BOUNDED = _r("stop.bounded", "stop rule 2: at least bounded_count profiles, none above "
+             "bounded_gain", "bounded_gain", "bounded_count", "fresh_n", "bounded_base_n",
+             "base_floor")
+CATALOG_EXHAUSTED = _r("stop.catalog_exhausted", "the catalog ran out before either rule "
+                       "held", "bounded_count")
+TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours")
+MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out")
+
+_SPEC = "sweepd.kinds.xla_tuning.spec:Thresholds."
+_WAVE = "sweepd.kinds.xla_tuning.wave_rules:"
+_CLAIMS = "sweepd.kinds.xla_tuning.claims:"
+_BOUNDED = "sweepd.kinds.xla_tuning.bounded_question:"
+_PARTS = "sweepd.kinds.xla_tuning.parts:"
+
+
+def _t(name: str, where: str, means: str) -> Threshold:
+    return Threshold(name, where, means)
+
+
+THRESHOLDS = (
+    # The spec's (xla-tuning.SKILL.md's stop rules); `inputs.Inputs` repeats these defaults.
+    _t("win", _SPEC + "win", "stop rule 1: a confirmed recipe at least this much faster"),
+    _t("bounded_gain", _SPEC + "bounded_gain", "stop rule 2: none beats this"),
+    _t("bounded_count", _SPEC + "bounded_count", "stop rule 2: of at least this many profiles"),
+    _t("regress", _SPEC + "regress", "no other config tag may lose more than this"),
+    _t("max_queue_hours", _SPEC + "max_queue_hours", "stop rule 3: the queue time (h)"),
+    _t("noise", _SPEC + "noise", "relative std of one run: the prior of the cell's estimate"),
+    _t("wave_size", _SPEC + "wave_size", "profiles a wave runs"),
+    _t("max_flakes", _SPEC + "max_flakes", "flaky failures of a profile before it stands"),
+    _t("max_flags", _SPEC + "max_flags", "flags a recipe holds at most"),
+    _t("report_runs", _SPEC + "report_runs", "runs each of the proposal and the baseline its "
+       "reported gain is read from"),
+    # The search's (wave_rules.py).
+    _t("live", _WAVE + "LIVE", "a family whose first value moved TGS this much is searched"),
+    _t("positive", _WAVE + "POSITIVE", "a single this much faster may join a stack"),
+    _t("max_n", _WAVE + "MAX_N", "runs of one profile before its mean is taken as it is"),
+    _t("base_n", _WAVE + "BASE_N", "baseline runs on the primary tag behind a confirmation"),
+    _t("near_base_n", _WAVE + "NEAR_BASE_N", "baseline runs behind a claim near the line"),
+    _t("near_bar_n", _WAVE + "NEAR_BAR_N", "runs of a recipe within 2 se of the win bar"),
+    _t("seed_focus", _WAVE + "SEED_FOCUS", "families the evidence points at seeded first"),
+    _t("pointed", _WAVE + "POINTED", "mechanisms whose flat numeric families get their ends"),
+    _t("stacks_per_wave", _WAVE + "STACKS_PER_WAVE", "stacks a wave runs"),
+    _t("closing_stacks", _WAVE + "CLOSING_STACKS", "stacks a closing wave runs first"),
+    _t("seed_two_from", _WAVE + "SEED_TWO_FROM", "families this long get two first values"),
+    _t("contender", _WAVE + "CONTENDER", "a single run this close to the best is re-run"),
+    _t("edge_rise", _WAVE + "EDGE_RISE", "an edge value this far above its neighbour: rising"),
+    _t("polish", _WAVE + "POLISH", "endgame runs per wave"),
+    _t("pair_singles", _WAVE + "PAIR_SINGLES", "best singles paired when the catalog is spent"),
+    # Claims (claims.py).
+    _t("win_margin", _CLAIMS + "WIN_MARGIN", "the one-sided lower bound's margin over the bar"),
+    _t("min_fresh", _CLAIMS + "MIN_FRESH", "fresh runs before a gain counts as confirmed"),
+    _t("z_clear", _CLAIMS + "Z_CLEAR", "99 %: a claim near the line clears at this z"),
+    _t("near_fresh", _CLAIMS + "NEAR_FRESH", "fresh runs behind a claim near the line"),
+    _t("z_near", _CLAIMS + "Z_NEAR", "the z a claim near the line is read at"),
+    _t("wave6_n", _CLAIMS + "WAVE6_N", "runs of another tag's reading"),
+    _t("z_one", "sweepd.kinds.xla_tuning.board:Z_ONE", "one-sided 95 %"),
+    # The bounded question (bounded_question.py): its BASE_N is not wave_rules' BASE_N.
+    _t("fresh_n", _BOUNDED + "FRESH_N", "fresh runs of a recipe before 'not shown above' "
+       "is taken"),
+    _t("bounded_base_n", _BOUNDED + "BASE_N", "baseline runs beside a bounded question"),
+    _t("base_floor", _BOUNDED + "BASE_FLOOR", "baseline runs below any bounded verdict"),
+    # A winner's parts (parts.py).
+    _t("part_z", _PARTS + "PART_Z", "a flag's part in the gain is read at this z"),
+    _t("part_z_keep", _PARTS + "PART_Z_KEEP", "z above which a flag is kept"),
+    _t("part_z_drop", _PARTS + "PART_Z_DROP", "z below which a flag is dropped"),
+    _t("part_n", _PARTS + "PART_N", "runs of a part check"),
+    _t("pool_gate", _PARTS + "POOL_GATE", "a context whose gap disagrees by more se is not "
+       "pooled"),
+    # Others.
+    _t("spare_runs", "sweepd.kinds.xla_tuning.family_gaps:SPARE_RUNS",
+       "runs left unused before a bounded verdict that fill the catalog's gaps"),
+    _t("not_applied_limit", "sweepd.kinds.xla_tuning.plan_checks:NOT_APPLIED_LIMIT",
+       "profiles not applied alike before the sweep stops"),
+    _t("shown_jobs", "sweepd.kinds.xla_tuning.preflight:SHOWN_JOBS",
+       "other users' jobs the pre-flight lists"),
+)
+
+BOOK = RuleBook("xla_tuning", (
+    BASELINE, RESTORE_DEFAULT, EVIDENCE, CATALOG, NUMERIC_NEIGHBOUR, NUMERIC_EDGE, NUMERIC_ENDS,
+    STACK, CLOSING_STACK, POLISH_VALUE, POLISH_ADD, PAIR_FILL, FAMILY_GAP, FILL_ENDS,
+    OOM_BESIDE_MEMORY, PIPELINE_SHAPE, CROSS_TAG, BESIDE_BASELINE, RECHECK, RECHECK_BASELINE,
+    RERUN, CONFIRM, NEAR_LINE, NEAR_LINE_BASELINE, RERUN_BASELINE, BESIDE_CLAIM, PART_CHECK,
+    REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,
+    NODES_FROZEN, PREFLIGHT_NODES, PREFLIGHT_OTHER_USERS, PREFLIGHT_TRAIN_ENV, WINNER, BOUNDED,
+    CATALOG_EXHAUSTED, TIMEBOX, MAX_RUNS,
+), THRESHOLDS)
