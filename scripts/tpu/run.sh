@@ -21,7 +21,7 @@ if [ ! -f /tmp/site/.ok ]; then
   log "installing into /tmp/site"
   PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-deps --no-compile --no-cache-dir \
      --only-binary=:all: --index-url file:///opt/pypi/simple --find-links $TPU/whl \
-     --target /tmp/site -r $TPU/tpu_reqs.txt > $OUT/install.log 2>&1
+     --target /tmp/site -r $ROOT/scripts/tpu/maxtext_reqs.txt > $OUT/install.log 2>&1
   rc=$?
   log "pip (all at once) rc=$rc"
   if [ $rc -ne 0 ]; then
@@ -32,7 +32,7 @@ if [ ! -f /tmp/site/.ok ]; then
         --only-binary=:all: --index-url file:///opt/pypi/simple --find-links $TPU/whl --target /tmp/site "$req" >> $OUT/install.log 2>&1 \
       || { n=${req%%==*}; echo "RETRY unpinned $n" >> $OUT/install.log; PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-deps --no-compile --no-cache-dir \
         --only-binary=:all: --index-url file:///opt/pypi/simple --find-links $TPU/whl --target /tmp/site "$n" >> $OUT/install.log 2>&1 || echo "FAILED $req" >> $OUT/install.log; }
-    done < $TPU/tpu_reqs.txt
+    done < $ROOT/scripts/tpu/maxtext_reqs.txt
   fi
   touch /tmp/site/.ok
   log "install done"
