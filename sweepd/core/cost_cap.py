@@ -66,7 +66,10 @@ def applied_cap(spec: SweepSpec, config: Config) -> AppliedCap:
     meets the cap and one that runs away does."""
     if spec.max_node_hours is not None:
         return AppliedCap(spec.max_node_hours, "the spec's max_node_hours")
-    nodes = len(spec.node_list)
+    # A spec kept without its nodes (the local backend's one node, or one stored before a
+    # field existed) is one node: never a cap of 0 that would stop its first job.
+    named = str(getattr(spec, "nodes", "") or "")
+    nodes = max(1, len(expand_nodes(named))) if named else 1
     timebox = TIMEBOX_HOURS * nodes
     box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
     most = stated_most(spec.kind, spec.model_dump(mode="json"), config)
