@@ -145,27 +145,29 @@ def test_a_taken_metrics_port_refuses_the_start(tmp_path: Path) -> None:
 
 
 async def test_a_start_refused_for_its_metrics_port_never_listened_on_its_socket(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     # The socket listened for a moment before the port was refused: a client probing then
     # took the daemon for started (test_a_taken_metrics_port_refuses_the_start, under load).
-    import sweepd.api.server
+    from dataclasses import replace
+
+    from sweepd.api.server import FRONT
     from sweepd.app.daemon import serve
 
-    real = sweepd.api.server.start_metrics_listener
+    real = FRONT.start_metrics
     socket_seen: list[bool] = []
 
     async def watched(*args: object) -> object:
         socket_seen.append((tmp_path / "sweepd.sock").exists())
         return await real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sweepd.api.server, "start_metrics_listener", watched)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         extra = f'\n[metrics]\nlisten = "127.0.0.1:{taken.getsockname()[1]}"\n'
         config = load_config(write_config(tmp_path, write_scenario(tmp_path), extra))
         with pytest.raises(ConfigError, match="cannot listen there"):
-            await serve(config, asyncio.Event())
+            await serve(config, asyncio.Event(),
+                        front=replace(FRONT, start_metrics=watched))  # type: ignore[arg-type]
     assert socket_seen == [False]
 
 

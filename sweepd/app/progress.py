@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.kinds.registry import kinds
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.states import JobState, RunState, SweepState
 from sweepd.util.hostlists import count_hostlist
 
 # Fewer finished jobs than this: the ETA is called a guess.

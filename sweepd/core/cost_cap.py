@@ -1,7 +1,7 @@
 """The cost cap: a sweep stops before submitting the job that would take it past its
 `max_node_hours` (the spec's; by default the 8 h timebox x its nodes).
 
-What it has taken: every job's span (core/jobtimes.span_of: the log's cluster time, else
+What it has taken: every job's span (store/spans.span_of: the log's cluster time, else
 submission to end) x the nodes it ran on. What the next job would take: the mean span of
 the sweep's ended jobs x the next job's nodes; before any job has ended, nothing is known
 and nothing is stopped (a first job is never refused on a guess)."""
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweepd.core.jobtimes import span_of
 from sweepd.store.rows import Job
+from sweepd.store.spans import span_of
 from sweepd.util.hostlists import expand_nodes
 
 RULE = "budget.node_hours"

@@ -10,7 +10,7 @@ from typing import Any, Self
 import hostlist
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.store.states import JobState, RunState, SweepState
 
 Scalar = str | int | float
 
@@ -179,7 +179,7 @@ class Job(_Row):
     # object folded from the log as it is read and completed when the job ends.
     facts_json: str | None = None
     # When the job ran on the cluster's own clock, where its log printed it (migration 10:
-    # the simulated cluster's `Cluster time:`); None elsewhere (`core/jobtimes.span_of`).
+    # the simulated cluster's `Cluster time:`); None elsewhere (`store/spans.span_of`).
     span_start: float | None = None
     span_end: float | None = None
 
