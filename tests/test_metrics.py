@@ -192,3 +192,27 @@ def test_an_unreachable_controller_shows(tmp_path: Path) -> None:
         assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "running")))] == 1
     finally:
         daemon.kill()
+
+
+def test_observing_many_values_at_once_counts_as_observing_each() -> None:
+    """The log pass's latencies go into the histogram as one update per bucket: the same
+    buckets, count and sum as one `observe` per value, a value on a bound included."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from sweepd.core.metrics import observe_many
+
+    values = [0.0, 0.05, 0.07, 0.1, 0.3, 0.3, 2.0, 400.0]
+    one, many = CollectorRegistry(), CollectorRegistry()
+    each = Histogram("h", "h", registry=one, buckets=(0.05, 0.1, 0.25, 1, 300))
+    at_once = Histogram("h", "h", registry=many, buckets=(0.05, 0.1, 0.25, 1, 300))
+    for v in values:
+        each.observe(v)
+    observe_many(at_once, values)
+    observe_many(at_once, [])
+
+    def samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples
+                if not s.name.endswith("_created")]
+
+    assert samples(many) == samples(one)
+    assert ("h_bucket", {"le": "0.05"}, 2.0) in samples(many)   # 0.0 and 0.05, on the bound

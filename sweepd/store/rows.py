@@ -71,8 +71,14 @@ class RunParams(BaseModel):
 class _Row:
     @classmethod
     def from_row(cls, row: Any) -> Self:
-        # Columns and fields are the same set (tests/test_migrations.py checks it).
-        return cls(**dict(zip(row.keys(), row, strict=True)))
+        """The row as read. Columns and fields are the same set (tests/test_migrations.py
+        checks it), and the rows have no checks in `__init__`: the values are set as
+        `with_fields` sets them, without the frozen dataclass's `__init__` (one
+        `object.__setattr__` per field), which was most of the cost of a plan's read of
+        a thousand sweeps (model perf's gather, `sweeps.of_model`)."""
+        made = object.__new__(cls)
+        made.__dict__.update(zip(row.keys(), row, strict=True))
+        return made
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
