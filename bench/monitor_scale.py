@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scale_backend import backend_id, log_name  # this script's directory is on sys.path
 
 from sweepd.config import DaemonConfig
-from sweepd.core.states import JobState, RunState
 from sweepd.store.rows import RunParams
+from sweepd.store.states import JobState, RunState
 from sweepd.store.store import Store
 
 HERE = Path(__file__).resolve().parent

@@ -187,6 +187,7 @@ class PassStats:
 
 def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
     import sweepd.app.daemon
+    from sweepd.api.server import FRONT
 
     stats = PassStats()
     if stats_out is not None:
@@ -200,7 +201,7 @@ def run_scale_daemon(config: Config, stats_out: Path | None = None) -> int:
 
     setattr(sweepd.app.daemon, "make_backend", make_backend)  # noqa: B010
     try:
-        return sweepd.app.daemon.run_daemon(config)
+        return sweepd.app.daemon.run_daemon(config, FRONT)
     finally:
         if stats_out is not None:
             stats_out.write_text(json.dumps(stats.passes))

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweepd.app.daemon import engine_loop, open_parts
 from sweepd.config import load_config
-from sweepd.core.states import JobState
 from sweepd.sim.scenario import DEMO_NODES
+from sweepd.store.states import JobState
 from sweepd.store.store import Store
 
 SPEC = {"kind": "model-perf", "model": "llama2-70b", "nodes": DEMO_NODES}

@@ -18,6 +18,7 @@ import sweepd.app.daemon as daemon_mod
 import sweepd.core.engine as engine_mod
 import sweepd.core.log_facts as log_facts_mod
 import sweepd.core.planning as planning_mod
+from sweepd.api.server import FRONT
 from sweepd.app.daemon import serve
 from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
 from sweepd.config import Config, load_config
@@ -176,7 +177,7 @@ async def test_the_socket_answers_before_the_first_pass_ends(
     monkeypatch.setattr(daemon_mod, "make_backend", make)
     config = _config(tmp_path)
     stop, ready = asyncio.Event(), asyncio.Event()
-    daemon = asyncio.create_task(serve(config, stop, ready.set))
+    daemon = asyncio.create_task(serve(config, stop, ready.set, front=FRONT))
     try:
         await asyncio.wait_for(entered.wait(), 20)
         connector = aiohttp.UnixConnector(path=str(config.daemon.socket_path))
@@ -226,7 +227,7 @@ async def test_a_stop_during_the_first_pass_ends_the_daemon_without_finishing_th
 
     monkeypatch.setattr(daemon_mod, "make_backend", make)
     ready = asyncio.Event()
-    assert await asyncio.wait_for(serve(config, stop, ready.set), 20) == 0
+    assert await asyncio.wait_for(serve(config, stop, ready.set, front=FRONT), 20) == 0
     # It ended inside its first pass: not every log was parsed, none stored, never ready.
     assert 0 < len(parsed) < 2 * 2 * YIELD_EVERY
     assert not ready.is_set()

@@ -170,3 +170,76 @@ def test_no_kind_imports_the_daemon_the_cli_or_the_api() -> None:
     wrong = sorted(f"{m} -> {t}" for m, targets in _graph().items()
                    if m.startswith("sweepd.kinds.") for t in targets if t.split(".")[1] in upper)
     assert wrong == []
+
+
+# The top-level packages (and root modules) of sweepd, highest first: each may import only
+# those after it. Written once here; docs/architecture.md ("Imports go one way") says the
+# same. A new top-level package fails until it is placed.
+PACKAGE_ORDER = ("__main__", "cli", "api", "app", "notify", "core", "kinds", "reports",
+                 "clusters", "sim", "monitor", "store", "config", "util")
+# Imports against the order that are known, with why. A listed one that is gone fails.
+AGAINST_ORDER: dict[tuple[str, str], str] = {
+    ("sweepd.sim.hooks", "sweepd.kinds.modules"):
+        "the simulator loads each kind's `sim.hook` by name (a plugin lookup that names no "
+        "kind; the kinds import the simulator, not the other way)",
+    ("sweepd.sim.scenario", "sweepd.kinds.modules"):
+        "the scenario's per-kind sections, found by the same plugin lookup",
+}
+
+
+def _package_of(module: str) -> str | None:
+    """The top-level package (or root module) a module is in; None: the root package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _against_order(graph: dict[str, set[str]], order: tuple[str, ...]) -> list[str]:
+    """Every import of a package placed at or above the importer's own, and every module in
+    a package the order does not place."""
+    rank = {name: i for i, name in enumerate(order)}
+    wrong = []
+    for module, targets in graph.items():
+        mine = _package_of(module)
+        if mine is None:
+            continue
+        if mine not in rank:
+            wrong.append(f"{module}: package {mine!r} is not in the order")
+            continue
+        for target in targets:
+            theirs = _package_of(target)
+            if theirs is None or theirs == mine:
+                continue
+            if (theirs not in rank or rank[theirs] < rank[mine]) \
+                    and (module, target) not in AGAINST_ORDER:
+                wrong.append(f"{module} -> {target}")
+    return sorted(wrong)
+
+
+def test_the_order_finder_finds_an_import_upward_and_an_unplaced_package() -> None:
+    order = ("app", "core", "store")
+    graph = {"sweepd.app.daemon": {"sweepd.core.engine", "sweepd.store.rows"},
+             "sweepd.store.jobs": {"sweepd.core.states", "sweepd.store.rows"},
+             "sweepd.core.plan": {"sweepd.newpkg.x"},
+             "sweepd.newpkg.x": set()}
+    assert _against_order(graph, order) == [
+        "sweepd.core.plan -> sweepd.newpkg.x",
+        "sweepd.newpkg.x: package 'newpkg' is not in the order",
+        "sweepd.store.jobs -> sweepd.core.states"]
+
+
+def test_every_import_follows_the_package_order() -> None:
+    """`store` names no engine state machine (the states are the store's), `app` never the
+    API (the CLI hands the daemon `api.server.FRONT`), `reports` no kind registry (the
+    caller hands it the kind's renderer), and so on for every package."""
+    assert _against_order(_graph(), PACKAGE_ORDER) == []
+
+
+def test_every_package_is_placed_once() -> None:
+    here = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()} \
+        | {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert sorted(PACKAGE_ORDER) == sorted(here)
+
+
+def test_the_imports_against_the_order_are_still_needed() -> None:
+    graph = _graph()
+    assert [edge for edge in AGAINST_ORDER if edge[1] not in graph.get(edge[0], set())] == []

@@ -145,27 +145,29 @@ def test_a_taken_metrics_port_refuses_the_start(tmp_path: Path) -> None:
 
 
 async def test_a_start_refused_for_its_metrics_port_never_listened_on_its_socket(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     # The socket listened for a moment before the port was refused: a client probing then
     # took the daemon for started (test_a_taken_metrics_port_refuses_the_start, under load).
-    import sweepd.api.server
+    from dataclasses import replace
+
+    from sweepd.api.server import FRONT
     from sweepd.app.daemon import serve
 
-    real = sweepd.api.server.start_metrics_listener
+    real = FRONT.start_metrics
     socket_seen: list[bool] = []
 
     async def watched(*args: object) -> object:
         socket_seen.append((tmp_path / "sweepd.sock").exists())
         return await real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sweepd.api.server, "start_metrics_listener", watched)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         extra = f'\n[metrics]\nlisten = "127.0.0.1:{taken.getsockname()[1]}"\n'
         config = load_config(write_config(tmp_path, write_scenario(tmp_path), extra))
         with pytest.raises(ConfigError, match="cannot listen there"):
-            await serve(config, asyncio.Event())
+            await serve(config, asyncio.Event(),
+                        front=replace(FRONT, start_metrics=watched))  # type: ignore[arg-type]
     assert socket_seen == [False]
 
 
@@ -190,3 +192,27 @@ def test_an_unreachable_controller_shows(tmp_path: Path) -> None:
         assert got[("sweepd_sweeps", (("kind", "model-perf"), ("state", "running")))] == 1
     finally:
         daemon.kill()
+
+
+def test_observing_many_values_at_once_counts_as_observing_each() -> None:
+    """The log pass's latencies go into the histogram as one update per bucket: the same
+    buckets, count and sum as one `observe` per value, a value on a bound included."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from sweepd.core.metrics import observe_many
+
+    values = [0.0, 0.05, 0.07, 0.1, 0.3, 0.3, 2.0, 400.0]
+    one, many = CollectorRegistry(), CollectorRegistry()
+    each = Histogram("h", "h", registry=one, buckets=(0.05, 0.1, 0.25, 1, 300))
+    at_once = Histogram("h", "h", registry=many, buckets=(0.05, 0.1, 0.25, 1, 300))
+    for v in values:
+        each.observe(v)
+    observe_many(at_once, values)
+    observe_many(at_once, [])
+
+    def samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples
+                if not s.name.endswith("_created")]
+
+    assert samples(many) == samples(one)
+    assert ("h_bucket", {"le": "0.05"}, 2.0) in samples(many)   # 0.0 and 0.05, on the bound

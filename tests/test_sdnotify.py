@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sweepd.api.server import FRONT
 from sweepd.app.daemon import serve
 from sweepd.config import load_config
 from sweepd.util.sdnotify import SdNotify
@@ -89,7 +90,7 @@ async def test_daemon_says_ready_pings_and_says_stopping(
                                 "daemon.tick_s": 0.1})
     stop = asyncio.Event()
     ready = asyncio.Event()
-    daemon = asyncio.create_task(serve(config, stop, ready.set))
+    daemon = asyncio.create_task(serve(config, stop, ready.set, front=FRONT))
     await asyncio.wait_for(ready.wait(), 20)
     loop = asyncio.get_running_loop()
     first = await loop.run_in_executor(None, sock.recv, 4096)

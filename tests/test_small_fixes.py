@@ -59,8 +59,9 @@ async def test_jobs_submitted_counts_only_what_reached_the_scheduler(tmp_path: P
             job = await store.jobs.create(run, f"tok{i}", "JAX-x", "chi[1-2]")
             if backend_id:
                 await store.jobs.update(job.id, backend_id=backend_id)
-        text = report_markdown(await store.sweeps.get(sid), await store.runs.of_sweep(sid),
-                               await store.jobs.of_sweep(sid), [])
+        text = report_markdown(kind_of("model-perf").report, await store.sweeps.get(sid),
+                               await store.runs.of_sweep(sid), await store.jobs.of_sweep(sid),
+                               [])
         # The third row was refused before the scheduler saw it (e.g. a job name too long).
         assert "- Jobs submitted: 2 (1 more not accepted by the scheduler)\n" in text
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.kinds.registry import kind_of
 from sweepd.reports.report import report_markdown
 from tests.simrun import open_store, perf_spec, recorded, run, sim_config, write_scenario
 
@@ -39,8 +40,8 @@ async def test_a_verdict_cut_by_the_budget_proposes_no_config_change(tmp_path: P
     store = await open_store(config)
     try:
         sweep = await store.sweeps.get(1)
-        text = report_markdown(sweep, await store.runs.of_sweep(1),
-                               await store.jobs.of_sweep(1), [])
+        text = report_markdown(kind_of(sweep.kind).report, sweep,
+                               await store.runs.of_sweep(1), await store.jobs.of_sweep(1), [])
     finally:
         await store.close()
     verdict = sweep.verdict or {}

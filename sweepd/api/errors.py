@@ -13,6 +13,9 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+# Raised by the daemon (`app/daemon.py`, which the API never reaches back into); here too,
+# where the API's callers knew it.
+from sweepd.app.daemon import AnotherSweepd as AnotherSweepd
 from sweepd.kinds.spec import SpecError
 from sweepd.store.store import InvalidTransition, NotFound
 
@@ -87,7 +90,3 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         log.exception("api.error", method=request.method, path=request.path,
                       error=type(e).__name__)
         return error_response(500, f"internal error ({type(e).__name__}); see the daemon log")
-
-
-class AnotherSweepd(RuntimeError):
-    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""

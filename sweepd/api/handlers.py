@@ -21,8 +21,8 @@ from sweepd.api.requests import (
     submitter,
     sweep_id_of,
 )
-from sweepd.core.states import SweepState
 from sweepd.store.rows import Event
+from sweepd.store.states import SweepState
 
 MAX_WAIT_S = 30.0
 # How long one stream pass waits for new lines before it re-reads the sweep's state.

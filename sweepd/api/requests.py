@@ -16,7 +16,7 @@ from aiohttp import web
 from sweepd.api.errors import ApiError
 from sweepd.api.peers import PeerPolicy, peer_of
 from sweepd.app.service import Service
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.util.text import control_chars, describe_controls
 

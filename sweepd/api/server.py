@@ -19,6 +19,7 @@ from sweepd.api.errors import AnotherSweepd, ApiError, error_middleware
 from sweepd.api.handlers import add_metrics_route, add_routes
 from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.api.requests import CLOSING, PEERS, SERVICE
+from sweepd.app.daemon import Front
 from sweepd.app.service import Service
 
 log = structlog.get_logger("sweepd.api")
@@ -139,3 +140,8 @@ async def start_metrics_listener(service: Service, listen: str) -> web.AppRunner
         await runner.cleanup()
         raise
     return runner
+
+
+# What `app/daemon.serve` serves its service through (the caller hands it in).
+FRONT = Front(refuse_if_served=refuse_if_served, start=start_server,
+              start_metrics=start_metrics_listener)

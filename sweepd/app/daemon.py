@@ -12,14 +12,13 @@ import fcntl
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from aiohttp.web import AppRunner
 
-from sweepd.api.errors import AnotherSweepd
 from sweepd.app.service import Service
 from sweepd.app.startup import check_start
 from sweepd.clusters.factory import make_backend
@@ -32,6 +31,23 @@ from sweepd.store.store import Store
 from sweepd.util.sdnotify import SdNotify
 
 log = structlog.get_logger("sweepd.app.daemon")
+
+
+class AnotherSweepd(RuntimeError):
+    """Another sweepd (daemon or `sweepd run`) holds this state directory or socket."""
+
+
+@dataclass(frozen=True)
+class Front:
+    """What the daemon serves its service through: `api/server.py`'s `FRONT`, handed in by
+    the caller (the CLI), so that the API imports the daemon's service and never the other
+    way round. `refuse_if_served(socket)` raises `AnotherSweepd` where a daemon already
+    listens; `start(service, socket, max_body_bytes, socket_group)` and
+    `start_metrics(service, "host:port")` return the runner the daemon cleans up."""
+
+    refuse_if_served: Callable[[Path], None]
+    start: Callable[[Service, Path, int, str | None], Awaitable[AppRunner]]
+    start_metrics: Callable[[Service, str], Awaitable[AppRunner]]
 
 
 @dataclass
@@ -119,19 +135,17 @@ def _beats(*calls: Callable[[], object]) -> Callable[[], None]:
 
 
 async def serve(config: Config, stop: asyncio.Event,
-                ready: Callable[[], None] | None = None) -> int:
-    from sweepd.api.server import refuse_if_served
-
+                ready: Callable[[], None] | None = None, *, front: Front) -> int:
     # Config and environment first (commands, slurm.conf, repo, token): a refused start
     # writes nothing.
     for note in await check_start(config):
         log.warning("daemon.controller_away", note=note)
-    refuse_if_served(config.daemon.socket_path)   # before a state directory is made
+    front.refuse_if_served(config.daemon.socket_path)   # before a state directory is made
     state_dir = config.daemon.state_dir
     created = not state_dir.exists()
     started = asyncio.Event()
     try:
-        return await _serve(config, stop, ready, started)
+        return await _serve(config, stop, ready, started, front)
     except BaseException:
         # A start refused after the state directory was made (a port taken, recovery
         # failed) leaves none behind; once the daemon served, its state is kept.
@@ -141,9 +155,7 @@ async def serve(config: Config, stop: asyncio.Event,
 
 
 async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] | None,
-                 started: asyncio.Event) -> int:
-    from sweepd.api.server import start_server
-
+                 started: asyncio.Event, front: Front) -> int:
     sd = SdNotify()
     async with open_parts(config) as parts:
         # Before recovery: a bad token or token file refuses the start (SecretError).
@@ -156,9 +168,9 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
         metrics_runner: AppRunner | None = None
         runner: AppRunner | None = None
         try:
-            metrics_runner = await _metrics_listener(parts.service, config)
-            runner = await start_server(parts.service, config.daemon.socket_path,
-                                        config.daemon.max_body_bytes, config.daemon.socket_group)
+            metrics_runner = await _metrics_listener(front, parts.service, config)
+            runner = await front.start(parts.service, config.daemon.socket_path,
+                                       config.daemon.max_body_bytes, config.daemon.socket_group)
             # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs,
             # re-tail running ones from their stored offsets. The socket answers during it
             # (a pass gives the loop a turn between jobs): with thousands of jobs it is long.
@@ -213,15 +225,14 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
             log.info("daemon.stopped")
 
 
-async def _metrics_listener(service: Service, config: Config) -> AppRunner | None:
+async def _metrics_listener(front: Front, service: Service,
+                            config: Config) -> AppRunner | None:
     """The optional TCP listener for /metrics; an address it cannot bind refuses the start."""
-    from sweepd.api.server import start_metrics_listener
-
     listen = config.metrics.listen
     if listen is None:
         return None
     try:
-        runner = await start_metrics_listener(service, listen)
+        runner = await front.start_metrics(service, listen)
     except (OSError, ValueError) as e:
         raise ConfigError(f"metrics.listen = {listen!r}: cannot listen there: "
                           f"{getattr(e, 'strerror', None) or e}") from None
@@ -229,7 +240,7 @@ async def _metrics_listener(service: Service, config: Config) -> AppRunner | Non
     return runner
 
 
-def run_daemon(config: Config) -> int:
+def run_daemon(config: Config, front: Front) -> int:
     async def main() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -246,6 +257,6 @@ def run_daemon(config: Config) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
-        return await serve(config, stop)
+        return await serve(config, stop, front=front)
 
     return asyncio.run(main())

@@ -14,7 +14,7 @@ from sweepd.app.startup import check_cluster
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.config import Config
 from sweepd.core.control import abort
-from sweepd.core.states import JOB_ACTIVE, SweepState
+from sweepd.store.states import JOB_ACTIVE, SweepState
 from sweepd.store.store import InvalidTransition
 
 # Documented exit codes of `sweepd run`, `sweepd demo` and `sweepd watch`.

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.core.states import JOB_ACTIVE, JobState
 from sweepd.monitor.signatures import is_false_positive, match_signature
 from sweepd.store.rows import Job, Run, SignalRow
+from sweepd.store.states import JOB_ACTIVE, JobState
 
 # One read returns at most this many bytes: a follower asks again from the next offset.
 CHUNK_BYTES = 1 << 20

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sweepd.core.budgets import most_runs
-from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.states import JobState, RunState, SweepState
 
 # Fewer finished jobs than this: the ETA is called a guess.
 SURE_AFTER_JOBS = 3

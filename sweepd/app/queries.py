@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.app.joblog import NoSuchJob, pick_job, read_log
-from sweepd.kinds.registry import kinds
+from sweepd.kinds.registry import kind_of, kinds
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.store.store import NotFound, Store
 
@@ -27,14 +27,15 @@ class Queries:
         excl = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
         stage_jobs = [j for c in await self.store.campaigns.children(sweep_id)
                       for j in await self.store.jobs.of_sweep(c.child_id)]
-        data = report_json(sweep, runs, jobs, excl, stage_jobs)
+        renderer = kind_of(sweep.kind).report   # the kind's table and rows
+        data = report_json(renderer, sweep, runs, jobs, excl, stage_jobs)
         kind = kinds().get(sweep.kind)
         extras = kind.client.report_extras if kind is not None else None
         if extras is not None:   # what the kind's client action writes from (ClientHooks)
             data.update(extras(sweep, runs, jobs, self.toolkit_repo()))
         left = await self.leftovers(sweep_id)
         data["leftovers"] = left
-        markdown = report_markdown(sweep, runs, jobs, excl, stage_jobs)
+        markdown = report_markdown(renderer, sweep, runs, jobs, excl, stage_jobs)
         if left:   # what the sweep (or its stages) removed from or left in the person's files
             markdown += "\n\n## In your files\n\n" + "\n".join(left) + "\n"
         return {"markdown": markdown, "json": data}

@@ -22,9 +22,9 @@ from sweepd.app.progress import sweep_progress
 from sweepd.app.queries import Queries
 from sweepd.core.control import abort, resume
 from sweepd.core.engine import Engine
-from sweepd.core.states import JOB_ACTIVE, SweepState
 from sweepd.kinds.registry import Check, kind_of
 from sweepd.store.rows import Event
+from sweepd.store.states import JOB_ACTIVE, SweepState
 from sweepd.util.model_shapes import MODELS
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from sweepd.app.progress import duration
 from sweepd.cli.client import Client
 from sweepd.cli.output import fail, format_table, print_json, runs_cell, say, with_client
-from sweepd.core.states import SweepState
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.spec import SpecError
+from sweepd.store.states import SweepState
 
 _LIST_COLUMNS = [("id", "ID"), ("state", "STATE"), ("kind", "KIND"), ("runs", "RUNS"),
                  ("jobs", "JOBS"), ("elapsed", "ELAPSED"), ("eta", "ETA"),

@@ -33,11 +33,13 @@ def _config(args: argparse.Namespace, overrides: dict[str, Any], found: bool = T
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from sweepd.api.server import FRONT
     from sweepd.app.daemon import run_daemon
 
     logs.configure(args.log_level)   # JSON for journald, readable in a terminal
     # `sweepd --socket PATH serve` serves there, as the client verbs would look there.
-    return run_daemon(_config(args, {"daemon.socket": args.socket and str(args.socket)}))
+    return run_daemon(_config(args, {"daemon.socket": args.socket and str(args.socket)}),
+                      FRONT)
 
 
 def _foreground_config(args: argparse.Namespace, scenario: Path | None,

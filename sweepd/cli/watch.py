@@ -12,7 +12,7 @@ from typing import Any
 
 from sweepd.app.foreground import EXIT_FOR_STATE
 from sweepd.cli.client import Client, ClientError
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 from sweepd.util.text import escape
 
 EXIT_CONNECTION_LOST = 5

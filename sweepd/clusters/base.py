@@ -18,6 +18,11 @@ from typing import Protocol
 # still be submitted to.
 NOT_IN_CLUSTER = "not in cluster"
 
+# sinfo short states in which a job pinned to the node cannot start (Slurm's `unknown`, a
+# node not yet registered after a controller restart, is not one: a job there waits).
+UNUSABLE = frozenset({"drain", "drng", "drained", "down", "fail", "failg", "maint", "inval",
+                      NOT_IN_CLUSTER, "futr", "future"})
+
 class SchedulerState(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"

@@ -21,7 +21,6 @@ from sweepd.core.node_evidence import (
 )
 from sweepd.core.outside_cancel import as_cancel_verdict, outside_cancel
 from sweepd.core.policy import Act, Action, Case, SweepFacts, decide
-from sweepd.core.states import JobState, RunState
 from sweepd.core.stored_facts import job_facts
 from sweepd.kinds.registry import kind_of
 from sweepd.monitor.classify import classify
@@ -30,6 +29,7 @@ from sweepd.monitor.facts import FailureClass, StepFact, Verdict
 from sweepd.monitor.steady import no_steady_steps, steady_state
 from sweepd.reports.lines import result_line, retry_line
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState, RunState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:

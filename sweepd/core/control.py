@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from sweepd.core.node_evidence import stored_evidence
-from sweepd.core.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.reports.stop import stop_message
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.states import JOB_ACTIVE, JobState, RunState, SweepState
 from sweepd.store.store import InvalidTransition
 from sweepd.util.hostlists import expand_nodes
 from sweepd.util.text import compact_nodes

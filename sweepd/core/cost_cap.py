@@ -3,7 +3,7 @@ node-hour cap (`applied_cap`): the spec's `max_node_hours`, else the larger of t
 node-hours the sweep may take as `validate` states them (`stated_most`) and the 8 h
 timebox x its nodes, so that a sweep that behaves as planned never meets it.
 
-What it has taken: every job's span (core/jobtimes.span_of: the log's cluster time, else
+What it has taken: every job's span (store/spans.span_of: the log's cluster time, else
 submission to end) x the nodes it ran on. What the next job would take: the mean span of
 the sweep's ended jobs x the next job's nodes; before any job has ended, nothing is known
 and nothing is stopped (a first job is never refused on a guess)."""
@@ -16,9 +16,9 @@ from typing import Any
 
 from sweepd.config import Config
 from sweepd.core.budgets import kind_node_hours, most_node_runs, slurm_seconds
-from sweepd.core.jobtimes import span_of
 from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec
 from sweepd.store.rows import Job
+from sweepd.store.spans import span_of
 from sweepd.util.hostlists import expand_nodes
 
 RULE = "budget.node_hours"

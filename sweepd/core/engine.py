@@ -28,12 +28,12 @@ from sweepd.core.judge import judge, nothing_to_judge
 from sweepd.core.logpass import TailClocks, read_logs
 from sweepd.core.outage import ControllerOutage
 from sweepd.core.poll import PollClock, controller_down, poll
-from sweepd.core.states import JobState, SweepState
 from sweepd.core.strays import Strays
 from sweepd.core.submit import Submitter
 from sweepd.kinds.parse import stored_spec
 from sweepd.kinds.spec import SweepSpec
 from sweepd.store.rows import Job, Sweep
+from sweepd.store.states import JobState, SweepState
 from sweepd.store.store import InvalidTransition, Store
 from sweepd.util.clock import Clock
 from sweepd.util.load import crowding

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sweepd.core.control import end_note, end_open_work, release
-from sweepd.core.states import SweepState
 from sweepd.kinds.api import Finished
 from sweepd.store.rows import Sweep
+from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
     from sweepd.core.parts import EngineParts

@@ -13,9 +13,9 @@ import structlog
 
 from sweepd.core.kind_facts import KindFacts
 from sweepd.core.log_facts import LogChunk, facts_of
-from sweepd.core.states import JobState
 from sweepd.monitor.tail import NOT_THERE, LogTailer, is_lost
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 

@@ -1,5 +1,6 @@
-"""When a job ended, in cluster seconds: the scheduler's word, else its log's; and when it
-ran (`span_of`), on the clock its log printed where it printed one.
+"""When a job ended, in cluster seconds: the scheduler's word, else its log's. When it ran
+(`span_of`, on the clock its log printed where it printed one) is read off its row alone, in
+`store/spans.py`, so that the reports and the kinds read it without the engine.
 
 Not when sweepd noticed: a job that ended while the daemon was down would otherwise be
 timed to the restart, and every duration and ETA built on it would grow with the outage.
@@ -8,11 +9,13 @@ timed to the restart, and every duration and ETA built on it would grow with the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from sweepd.clusters.base import JobStatus, SchedulerState
 from sweepd.store.rows import Job
+from sweepd.store.spans import Span, span_of
 from sweepd.util.clock import Clock
+
+__all__ = ["Span", "job_end", "span_of"]
 
 
 def job_end(clock: Clock, job: Job, status: JobStatus) -> tuple[float, str]:
@@ -41,27 +44,3 @@ def _log_mtime(path: str | None) -> float | None:
         return os.stat(path).st_mtime
     except OSError:
         return None
-
-
-@dataclass(frozen=True)
-class Span:
-    """When a job ran, (start, end) in seconds. `printed`: on the clock its log printed (the
-    simulated cluster's own); else on the daemon's, which is the cluster's on a real
-    cluster but not on the simulated one (there it is wall seconds / time_scale)."""
-
-    start: float
-    end: float
-    printed: bool
-
-
-def span_of(job: Job) -> Span | None:
-    """The job's span: the one its log printed (`Job.span_start`/`span_end`, every kind's
-    job, read by the log pass), else its submission to its end as recorded (the
-    scheduler's end, `job_end`; a job under way: its last output so far), its queue wait
-    included. None: never submitted, or no end yet and no output."""
-    if job.span_start is not None and job.span_end is not None:
-        return Span(job.span_start, max(job.span_start, job.span_end), printed=True)
-    end = job.ended_at if job.ended_at is not None else job.last_output_at
-    if job.submitted_at is None or end is None:
-        return None
-    return Span(job.submitted_at, max(job.submitted_at, end), printed=False)

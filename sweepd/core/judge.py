@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Protocol
 from sweepd.clusters.base import JobStatus, SchedulerState
 from sweepd.core.conclude import conclude
 from sweepd.core.queued_check import check_queued, nodes_unavailable
-from sweepd.core.states import JobState
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 
 if TYPE_CHECKING:
     from sweepd.core.follow import LogFollower

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from sweepd.core.states import JobState
 from sweepd.kinds.api import EndedJob, Facts, JobFacts
 from sweepd.kinds.registry import kinds
 from sweepd.store.facts import facts_text
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 
 log = structlog.get_logger("sweepd.core.kind_facts")
 

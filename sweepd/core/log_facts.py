@@ -8,7 +8,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweepd.core.states import JobState
 from sweepd.monitor.classify import node_map_from_nodelist
 from sweepd.monitor.facts import (
     ClusterTimeFact,
@@ -24,6 +23,7 @@ from sweepd.monitor.facts import (
 )
 from sweepd.monitor.parse import parse_line
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 
 NODE_EXIT = "node_exit"  # signals.klass for NODE_EXIT lines (not a failure by itself)
 
@@ -72,7 +72,7 @@ def _other_fact(job: Job, out: LogChunk, fact: LineFact, offset: int, line: str,
         out.fields.update(summary_status=fact.status, summary_exit=fact.exit_code)
         phase = later(phase, Phase.SUMMARY)
     elif isinstance(fact, ClusterTimeFact):
-        # Every kind's job: its span on the cluster's own clock (`core/jobtimes.span_of`).
+        # Every kind's job: its span on the cluster's own clock (`store/spans.span_of`).
         out.fields.update(span_start=fact.start, span_end=fact.end)
     elif isinstance(fact, SignalFact):
         if node_map is None:

@@ -12,8 +12,8 @@ from sweepd.clusters.base import JobStatus
 from sweepd.config import PolicyConfig
 from sweepd.core.follow import LogFollower
 from sweepd.core.metrics import observe_stored
-from sweepd.core.states import JobState
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 from sweepd.store.store import Store
 
 QUIET_GRACE = 2  # empty reads before a log's polling slows

@@ -10,6 +10,7 @@ line-to-stored latency of log facts.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +53,26 @@ def observe_stored(chunks: Sequence[Any]) -> None:
     """After a store commit of log facts: how long after the newest line was written.
     The file's mtime when it was read (`written_at`) stands for the newest line's time."""
     now = time.time()
-    for chunk in chunks:
-        if chunk.written_at is not None and "last_output_at" in chunk.fields:
-            LINE_TO_STORED.observe(max(0.0, now - chunk.written_at))
+    observe_many(LINE_TO_STORED, [max(0.0, now - chunk.written_at) for chunk in chunks
+                                  if chunk.written_at is not None
+                                  and "last_output_at" in chunk.fields])
+
+
+def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
+    """`histogram.observe(v)` for each value, as one update per bucket: a pass stores up
+    to ten thousand chunks, and one `observe` each (a lock per bucket and per sum) was a
+    tenth of the pass. What /metrics shows is the same: each bucket counts the values at
+    or below its bound and above the one before, the sum adds them all."""
+    if not values:
+        return
+    bounds: Sequence[float] = histogram._upper_bounds
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect_left(bounds, value)] += 1   # the first bound >= value, as `observe`
+    histogram._sum.inc(sum(values))
+    for bucket, count in zip(histogram._buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
 
 
 @dataclass

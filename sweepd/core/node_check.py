@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sweepd.clusters.base import NOT_IN_CLUSTER
+from sweepd.clusters.base import NOT_IN_CLUSTER, UNUSABLE
 from sweepd.core.control import stop_sweep
 from sweepd.core.node_evidence import record_evidence
 from sweepd.store.rows import Sweep
@@ -16,10 +16,7 @@ from sweepd.util.text import compact_nodes
 if TYPE_CHECKING:
     from sweepd.core.parts import EngineParts
 
-# sinfo short states in which a job pinned to the node cannot start (Slurm's `unknown`, a
-# node not yet registered after a controller restart, is not one: a job there waits).
-UNUSABLE = frozenset({"drain", "drng", "drained", "down", "fail", "failg", "maint", "inval",
-                      NOT_IN_CLUSTER, "futr", "future"})
+__all__ = ["UNUSABLE", "ensure_usable", "resume_where_allowed", "stop_unusable", "unusable"]
 
 
 async def unusable(engine: EngineParts, nodes: Sequence[str]) -> dict[str, str]:

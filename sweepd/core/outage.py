@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from sweepd.core.control import SweepStop
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
 

@@ -11,11 +11,11 @@ from sweepd.core.children import start_child
 from sweepd.core.control import stop_sweep
 from sweepd.core.finish import finish
 from sweepd.core.node_check import ensure_usable
-from sweepd.core.states import JobState, RunState, SweepState
 from sweepd.core.submit import apply
 from sweepd.kinds.api import Finished, GatherError, Plan, StartSweep, Stop, SweepContext
 from sweepd.kinds.registry import gather_context, kind_of
 from sweepd.store.rows import Run, Sweep
+from sweepd.store.states import JobState, RunState, SweepState
 from sweepd.util.hostlists import collect_nodes, expand_nodes
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from sweepd.clusters.base import ControllerUnreachable, JobStatus
 from sweepd.core.control import apply_stop
-from sweepd.core.states import JobState
 from sweepd.core.strays import StrayEffects
 from sweepd.core.submit import apply
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 
 if TYPE_CHECKING:
     from sweepd.core.outage import ControllerOutage, OutageEffects

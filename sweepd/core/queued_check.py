@@ -20,9 +20,9 @@ from sweepd.core.control import stop_sweep
 from sweepd.core.node_check import resume_where_allowed, stop_unusable, unusable
 from sweepd.core.node_evidence import record_evidence, stored_evidence, with_evidence
 from sweepd.core.policy import Act, SweepFacts, queued_node_fault
-from sweepd.core.states import JobState, SweepState
 from sweepd.kinds.registry import kind_of
 from sweepd.store.rows import Job, Sweep
+from sweepd.store.states import JobState, SweepState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:

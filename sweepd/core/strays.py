@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import structlog
 
 from sweepd.clusters.base import ClusterBackend
-from sweepd.core.states import JobState
 from sweepd.store.rows import Job
+from sweepd.store.states import JobState
 from sweepd.store.store import NotFound, Store
 
 log = structlog.get_logger("sweepd.core.strays")

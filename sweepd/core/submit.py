@@ -28,11 +28,11 @@ from sweepd.clusters.submitguard import GuardHeld, end_group, guard_path, holder
 from sweepd.core.control import SPEC_REFUSED, SweepStop, apply_stop
 from sweepd.core.cost_cap import RULE as CAP_RULE
 from sweepd.core.cost_cap import AppliedCap, check_cap
-from sweepd.core.states import JobState
 from sweepd.core.strays import Strays
 from sweepd.kinds.registry import kind_of
 from sweepd.kinds.spec import SweepSpec
 from sweepd.store.rows import Job, Run, RunParams, Sweep
+from sweepd.store.states import JobState
 from sweepd.store.store import InvalidTransition, Store
 from sweepd.util.clock import Clock
 from sweepd.util.hostlists import expand_nodes

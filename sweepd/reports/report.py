@@ -1,24 +1,41 @@
-"""A sweep's report, in Markdown and JSON, built only from the store's rows."""
+"""A sweep's report, in Markdown and JSON, built only from the store's rows.
+
+The kind's part of it (its table, the same rows as JSON) comes from the `KindRenderer` the
+caller hands in (`kinds.registry.Report`): the reports name no kind and no registry."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from sweepd.kinds.registry import kind_of
 from sweepd.reports.run_table import run_rows
 from sweepd.store.rows import Event, Job, Run, Sweep
 from sweepd.util.text import escape
 
 
-def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-                exclusions: Sequence[str], stage_jobs: Sequence[Job] = ()) -> dict[str, Any]:
+class KindRenderer(Protocol):
+    """What a kind shows of its sweep in the report: its Markdown table, the same rows as
+    JSON, and whether the sweep names one model (False: a sweep of many models)."""
+
+    @property
+    def table(self) -> Callable[[Sweep, Sequence[Run], Sequence[Job]], str]: ...
+
+    @property
+    def rows(self) -> Callable[[Sweep, Sequence[Run], Sequence[Job]], list[dict[str, Any]]]: ...
+
+    @property
+    def one_model(self) -> bool: ...
+
+
+def report_json(renderer: KindRenderer, sweep: Sweep, runs: Sequence[Run],
+                jobs: Sequence[Job], exclusions: Sequence[str],
+                stage_jobs: Sequence[Job] = ()) -> dict[str, Any]:
     """`stage_jobs`: a campaign's stage sweeps' jobs (it submits none of its own)."""
     return {
         "sweep": {"id": sweep.id, "kind": sweep.kind, "name": sweep.name, "state": sweep.state,
                   "reason": sweep.reason, "spec": sweep.spec},
         "verdict": sweep.verdict,
-        "rows": kind_of(sweep.kind).report.rows(sweep, runs, jobs),
+        "rows": renderer.rows(sweep, runs, jobs),
         "excluded_nodes": list(exclusions),
         "runs": run_rows(runs, jobs),   # one row per run (report --csv, compare)
         "jobs": len(jobs),
@@ -26,15 +43,16 @@ def report_json(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     }
 
 
-def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
-                    exclusions: Sequence[str], stage_jobs: Sequence[Job] = ()) -> str:
+def report_markdown(renderer: KindRenderer, sweep: Sweep, runs: Sequence[Run],
+                    jobs: Sequence[Job], exclusions: Sequence[str],
+                    stage_jobs: Sequence[Job] = ()) -> str:
     spec = sweep.spec
     # Values from a spec, a scheduler or a log: one line each, control characters escaped
     # (a newline would break the Markdown; an escape sequence, a reader's terminal).
     lines = [f"# Sweep {sweep.id}: {escape(sweep.name)}", "",
              f"- Kind: {sweep.kind}",
              *([f"- Model: {escape(str(spec.get('model')))}"]
-               if kind_of(sweep.kind).report.one_model else []),
+               if renderer.one_model else []),
              f"- Nodes: {escape(str(spec.get('nodes')))} (pinned)",
              f"- State: {sweep.state}" + (f" — {escape(sweep.reason)}" if sweep.reason else ""),
              f"- Jobs submitted: {_submitted(jobs)}"
@@ -42,7 +60,7 @@ def report_markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                 else "")]
     if exclusions:
         lines.append(f"- Excluded nodes: {escape(', '.join(exclusions))}")
-    lines += ["", kind_of(sweep.kind).report.table(sweep, runs, jobs)]
+    lines += ["", renderer.table(sweep, runs, jobs)]
     verdict = sweep.verdict or {}
     if verdict.get("proposal") and not verdict.get("settled", True):
         # A best so far (the budget ran out first) is not a result to write into a config.

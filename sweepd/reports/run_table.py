@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sweepd.core.jobtimes import span_of
 from sweepd.store.rows import Job, Run
+from sweepd.store.spans import span_of
 from sweepd.util.hostlists import expand_nodes
 
 COLUMNS = ("run", "values", "job_id", "nodes", "state", "failure_class", "tgs", "mfu",

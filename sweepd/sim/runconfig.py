@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from sweepd.util.carried_name import model_of
+
 # Keys that name the config's layering, not settings a job runs with.
 _STRUCTURE = frozenset({"base_config", "model_name"})
 
@@ -38,10 +40,6 @@ def per_job_config(model: str, env: Mapping[str, str]) -> RunConfig | None:
     toolkit = env.get("MAXTEXT_SLURM_DIR")
     if not toolkit:
         return None
-    # Imported here: it loads the whole Slurm backend package, which a simulated job
-    # outside submit.sh mode (most of them, each its own process) does not need.
-    from sweepd.clusters.slurm.carried import model_of
-
     base = model_of(model)
     if base is None:
         return None

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweepd.core.states import JOB_ACTIVE
 from sweepd.store.base import StoreBase
 from sweepd.store.rows import Job
+from sweepd.store.states import JOB_ACTIVE
 
 # Rows per `WHERE id IN (...)` read (well under SQLite's limit on bound parameters).
 _IDS_PER_QUERY = 500

@@ -15,8 +15,8 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from sweepd.core.states import sources
 from sweepd.store.migrate import latest_version, migrate
+from sweepd.store.states import sources
 
 E = TypeVar("E", bound=StrEnum)
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweepd.core.states import SweepState
 from sweepd.store.base import StoreBase, now_sql
 from sweepd.store.rows import _Row
+from sweepd.store.states import SweepState
 from sweepd.store.sweeps import SweepsTable
 
 

@@ -7,10 +7,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from sweepd.core.states import JOB_TRANSITIONS, JobState
 from sweepd.store.active import ActiveJobs
 from sweepd.store.base import StoreBase
 from sweepd.store.rows import Job, Run, SignalRow, StepRow
+from sweepd.store.states import JOB_TRANSITIONS, JobState
 
 _JOB_FIELDS = frozenset(Job.__dataclass_fields__) - {"id", "run_id", "sweep_id", "state"}
 # What a pass's log reading writes to most jobs: applied to the kept active jobs as written

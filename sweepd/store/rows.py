@@ -10,7 +10,7 @@ from typing import Any, Self
 import hostlist
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sweepd.core.states import JobState, RunState, SweepState
+from sweepd.store.states import JobState, RunState, SweepState
 
 Scalar = str | int | float
 
@@ -71,8 +71,14 @@ class RunParams(BaseModel):
 class _Row:
     @classmethod
     def from_row(cls, row: Any) -> Self:
-        # Columns and fields are the same set (tests/test_migrations.py checks it).
-        return cls(**dict(zip(row.keys(), row, strict=True)))
+        """The row as read. Columns and fields are the same set (tests/test_migrations.py
+        checks it), and the rows have no checks in `__init__`: the values are set as
+        `with_fields` sets them, without the frozen dataclass's `__init__` (one
+        `object.__setattr__` per field), which was most of the cost of a plan's read of
+        a thousand sweeps (model perf's gather, `sweeps.of_model`)."""
+        made = object.__new__(cls)
+        made.__dict__.update(zip(row.keys(), row, strict=True))
+        return made
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
@@ -179,7 +185,7 @@ class Job(_Row):
     # object folded from the log as it is read and completed when the job ends.
     facts_json: str | None = None
     # When the job ran on the cluster's own clock, where its log printed it (migration 10:
-    # the simulated cluster's `Cluster time:`); None elsewhere (`core/jobtimes.span_of`).
+    # the simulated cluster's `Cluster time:`); None elsewhere (`store/spans.span_of`).
     span_start: float | None = None
     span_end: float | None = None
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweepd.core.states import RUN_TRANSITIONS, RunState
 from sweepd.store.base import StoreBase
 from sweepd.store.rows import Run, RunParams
+from sweepd.store.states import RUN_TRANSITIONS, RunState
 
 _RUN_FIELDS = frozenset({"outcome", "tgs", "mfu", "failure_class", "detail", "not_before"})
 

@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sweepd.core.states import SWEEP_TRANSITIONS, SweepState
 from sweepd.store.base import StoreBase, now_sql
 from sweepd.store.rows import Sweep
+from sweepd.store.states import SWEEP_TRANSITIONS, SweepState
 
 
 class SweepsTable:

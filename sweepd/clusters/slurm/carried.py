@@ -15,8 +15,6 @@ for the person to read (the job's artifact holds the one it ran with).
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,24 +22,14 @@ from typing import Any
 
 import yaml
 
-SUFFIX = "-o"
-_NAME = re.compile(rf"^(?P<model>.+){re.escape(SUFFIX)}[0-9a-f]{{6}}$")
+# The name's convention, importable here as before.
+from sweepd.util.carried_name import SUFFIX as SUFFIX
+from sweepd.util.carried_name import config_name as config_name
+from sweepd.util.carried_name import model_of as model_of
 
 
 class CarryError(ValueError):
     """The model's config cannot be read or copied; the message says why."""
-
-
-def config_name(model: str, token: str) -> str:
-    """The per-job config's name: the model's, and 6 hex of the job's token (unique per
-    job, so two submissions in flight never share a file)."""
-    return f"{model}{SUFFIX}{hashlib.sha1(token.encode()).hexdigest()[:6]}"
-
-
-def model_of(name: str) -> str | None:
-    """The model a per-job config name was made from (`config_name`'s inverse), else None."""
-    match = _NAME.match(name)
-    return match.group("model") if match else None
 
 
 def _value(raw: str) -> Any:

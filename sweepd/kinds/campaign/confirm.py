@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from statistics import fmean, variance
 from typing import Any
 
-from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext, open_runs
 from sweepd.kinds.campaign.rules import CONFIRM
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.store.rows import Run, RunParams, Scalar
+from sweepd.store.states import RunState
 
 BASE, CAND = "A", "B"
 PROFILE = "campaign-candidate"   # the candidate's flags reach a submit.sh job as a profile

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.campaign.confirm import Confirmed
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.campaign.spent import spent_hours
@@ -16,6 +15,7 @@ from sweepd.kinds.model_perf.exports import Optimum, optimum_of
 from sweepd.kinds.network.exports import NetworkVerdict, network_verdict
 from sweepd.kinds.node_perf.exports import NodeVerdicts, node_verdicts
 from sweepd.kinds.xla_tuning.exports import Recipe, recipe_of
+from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
     from sweepd.kinds.registry import GatherContext

@@ -18,7 +18,6 @@ parallelism in turn (`stages.steps`).
 
 from __future__ import annotations
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.api import Finished, Plan, Stop, SweepContext
 from sweepd.kinds.campaign import confirm
 from sweepd.kinds.campaign.gather import CampaignFacts, Child
@@ -33,6 +32,7 @@ from sweepd.kinds.campaign.results import (
 from sweepd.kinds.campaign.rules import STAGE_STOPPED, TOO_FEW_NODES
 from sweepd.kinds.campaign.spec import CampaignSpec
 from sweepd.kinds.campaign.stages import Step, ended, start, steps
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import collect_nodes
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.campaign.gather import CampaignFacts, Cell
 from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import collect_nodes
 
 HEALTHY = ("healthy", "marginal")   # node perf's bands a campaign keeps

@@ -1,6 +1,6 @@
 """What a campaign has spent of its budget: wall hours on the cluster's clock, from its
 stages' first job's start to their last job's end (docs/campaign.md, "Budget and
-messages"). Read from the jobs as stored (`core/jobtimes.span_of`), so a restarted daemon
+messages"). Read from the jobs as stored (`store/spans.span_of`), so a restarted daemon
 finds the same figure.
 
 On one clock alone: where the stages' job logs print the cluster's own (the simulated
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sweepd.core.jobtimes import span_of
 from sweepd.store.rows import Job
+from sweepd.store.spans import span_of
 
 
 def spent_hours(jobs: Iterable[Job]) -> float:

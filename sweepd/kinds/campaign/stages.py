@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.api import StartSweep
 from sweepd.kinds.campaign.gather import CampaignFacts
 from sweepd.kinds.campaign.results import HEALTHY, candidate
 from sweepd.kinds.campaign.spec import CampaignSpec
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import collect_nodes
 
 KIND_OF_STAGE = {"health": "node-perf", "network": "network", "batch": "model-perf",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf import exports
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
@@ -18,6 +17,7 @@ from sweepd.kinds.model_perf.probes import probes
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.registry import NO_CONTEXT, GatherContext
 from sweepd.kinds.spec import SpecError
+from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
     from sweepd.store.rows import Sweep

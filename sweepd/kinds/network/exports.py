@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
     from sweepd.store.rows import Sweep

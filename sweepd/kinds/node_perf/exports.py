@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweepd.core.states import SweepState
+from sweepd.store.states import SweepState
 from sweepd.util.hostlists import expand_nodes
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweepd.core.states import SweepState
 from sweepd.kinds.xla_tuning.results import BASELINE
+from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
     from sweepd.store.rows import Sweep

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sweepd.core.states import JobState, RunState
 from sweepd.kinds.xla_tuning import jobfacts
 from sweepd.kinds.xla_tuning.applied import Miss, dumped, settings_of, why_not_applied
 from sweepd.kinds.xla_tuning.catalog import Evidence, Setting
@@ -25,6 +24,7 @@ from sweepd.kinds.xla_tuning.results import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.run_params import WAVE
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.store.rows import Job, Run, RunParams
+from sweepd.store.states import JobState, RunState
 
 _ENDED = (JobState.DONE, JobState.FAILED, JobState.RETRIED)
 

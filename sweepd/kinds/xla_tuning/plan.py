@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sweepd.core.states import RunState
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
 from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import rules as rule_book
@@ -30,6 +29,7 @@ from sweepd.kinds.xla_tuning.run_params import Batch, batch_of, run_params
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
+from sweepd.store.states import RunState
 
 
 def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:

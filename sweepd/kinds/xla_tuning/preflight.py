@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sweepd.clusters import train_env
-from sweepd.clusters.base import ControllerUnreachable
-from sweepd.core.node_check import UNUSABLE
+from sweepd.clusters.base import UNUSABLE, ControllerUnreachable
 from sweepd.kinds.registry import Check, PreflightContext
 from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
