@@ -32,6 +32,7 @@ from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
+from sweepd.kinds.xla_tuning.closing_block import block_first
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -59,7 +60,12 @@ from sweepd.kinds.xla_tuning.stops import (
     within_budget,
 )
 from sweepd.kinds.xla_tuning.timebox_bounded import bounded_at_the_stop
-from sweepd.kinds.xla_tuning.verdicts import leader, make_verdict, verdict_leader
+from sweepd.kinds.xla_tuning.verdicts import (
+    leader,
+    make_verdict,
+    named_recipe,
+    verdict_leader,
+)
 from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates
 
@@ -127,7 +133,9 @@ def _at_the_stop(inp: Inputs, board: Board, evidence: Evidence | None, wave: int
 def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
                      ) -> tuple[Planned, ...] | None:
     """The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
-    tested, Wave 6) goes before anything new, so the timebox verdict has it; once it has,
+    tested, Wave 6) goes before anything new, so the timebox verdict has it (unless the runs
+    left hold those needs or the report block, not both: the block first, `block_first`,
+    so the verdict's gain is read on runs that did not select it); once it has,
     the recipe it would name is measured once more on runs that decide nothing, and the
     timebox verdict reads its gain there. A numeric family rising toward an unrun value at
     the edge of its values run, and a stack predicted to reach the win bar, are tried first
@@ -135,6 +143,10 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     confirm it anyway)."""
     need = verdict_needs(inp, board, cands)
     if need and closing(inp, board, len(need)):
+        named = named_recipe(inp, board, cands)
+        first = block_first(inp, board, cands, named[0] if named else None, len(need), wave)
+        if first:
+            return first
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
             for p, tag, rule, reason in [*cands.closing_firsts(), *need]))

@@ -12,6 +12,7 @@ from sweepd.kinds.xla_tuning.claims import (
     report_holds,
     reported,
 )
+from sweepd.kinds.xla_tuning.closing_block import SELECTING_OVERSTATE
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.planned import VerdictKind
@@ -26,8 +27,8 @@ def gain_said(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
     t = inp.tags[0]
     gain, interval = board.claim.delta(recipe, t), board.claim.interval(recipe, t)
     n = len(board.claim.fresh(recipe, t))
-    assert gain is not None and interval is not None
     if not reported(inp, board, recipe):
+        assert gain is not None and interval is not None
         said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
                 f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
                 f"selected it{_drift_said(inp)}")
@@ -39,16 +40,18 @@ def gain_said(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
             said += ", which also decided the stop: not re-measured after it)"
         else:
             said += (", which also put it forward: the 8 h stop came before the runs that "
-                     "would measure it apart)")
+                     "would measure it apart; such figures read "
+                     f"{100 * SELECTING_OVERSTATE:+.1f} points above the truth on average "
+                     "on the bench's sub-bar cells)")
         return gain, interval, n, said, True
-    decided = gain
+    decided = gain if gain is not None else board.search_delta(recipe, t)
     gain, interval = board.report.delta(recipe, t), board.report.interval(recipe, t)
     assert gain is not None and interval is not None
     n, nb = len(board.report.runs(recipe, t)), len(board.report.runs(BASELINE, t))
     said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
             f"{interval[1]:+.2%}, from {n} runs of it and {nb} of the baseline made after "
             f"it was decided, which decided nothing; the runs that decided it read "
-            f"{decided:+.2%})")
+            f"{decided or 0.0:+.2%})")
     return gain, interval, n, said, report_holds(inp, board, recipe)
 
 
