@@ -4,12 +4,12 @@ leader's last needs; the selecting runs' figure labelled with the bench's overst
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.closing_block import SELECTING_OVERSTATE
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan
+from sweepd.kinds.xla_tuning.verdict_claim import SELECTING_OVERSTATE
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 STEP = 2500.0  # queue seconds a run: 11 runs are 7.6 h, 2 more start before 8 h
@@ -72,3 +72,33 @@ def test_a_figure_read_on_the_selecting_runs_says_how_far_such_figures_overstate
     assert "which also put it forward" in v.reason
     assert f"such figures read {100 * SELECTING_OVERSTATE:+.1f} points above the truth" \
         in v.reason
+
+
+def test_a_leader_its_runs_together_put_above_2_percent_gets_the_block_too() -> None:
+    # +3.5 % over three runs that kept it in front, none fresh: before, the last runs went to
+    # its confirmation and Wave 6 and the 8 h stop said "no change" on the one fresh run;
+    # now its block is made, and the verdict names it on those runs (conditional), where
+    # they hold it significantly above +2 %.
+    results = [*(_ok("baseline", 1000.0, 1) for _ in range(3)),
+               _ok("baseline", 1100.0, 1, "dense"), _ok("evidence", 990.0, 1),
+               _ok("ag768M", 1040.0, 2), _ok("ag768M", 1033.0, 3, rule="noise.rerun"),
+               _ok("ag768M", 1032.0, 3, rule="noise.rerun")]
+    step = plan(_inputs(), results, EV)
+    assert not isinstance(step, Verdict)
+    assert [p.rule for p in step] == [REPORT] * 4, step
+    block = [_ok(p.profile.name, 1040.0 if p.profile.name == "ag768M" else 1000.0, 4,
+                 rule=REPORT) for p in step]
+    v = plan(_inputs(), [*results, *block, _ok("ovl4", 1000.0, 5)], EV)
+    assert isinstance(v, Verdict) and v.recipe == "ag768M", v
+    assert abs((v.gain or 0) - 0.04) < 1e-9 and "which decided nothing" in v.reason
+    assert v.conditional and "confirmed on 0 fresh run(s)" in v.conditional_reason
+
+
+def test_a_leader_at_the_win_bar_keeps_its_confirmation_first() -> None:
+    # +6 %: its confirmation may make the winner rule's stop; no block goes before it.
+    results = [*(_ok("baseline", 1000.0, 1) for _ in range(3)),
+               _ok("baseline", 1100.0, 1, "dense"), _ok("evidence", 990.0, 1),
+               _ok("ag768M", 1060.0, 2), _ok("ag768M", 1062.0, 3, rule="noise.rerun"),
+               _ok("ag768M", 1061.0, 3, rule="noise.rerun")]
+    step = plan(_inputs(), results, EV)
+    assert not isinstance(step, Verdict) and REPORT not in {p.rule for p in step}, step

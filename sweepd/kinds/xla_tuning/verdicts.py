@@ -14,10 +14,10 @@ from sweepd.kinds.xla_tuning.claims import (
     cross_tag,
     report_holds,
     reported,
+    reported_recipe,
     screening,
     tag_interval,
 )
-from sweepd.kinds.xla_tuning.closing_block import reported_recipe
 from sweepd.kinds.xla_tuning.flags import unrestorable
 from sweepd.kinds.xla_tuning.in_effect import in_effect_note
 from sweepd.kinds.xla_tuning.inputs import Inputs
