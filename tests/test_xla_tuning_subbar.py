@@ -1,15 +1,18 @@
 """Issue 43: honest below-the-bar proposals at the 8 h stop (the report block before the
-leader's last needs; the selecting runs' figure labelled with the bench's overstatement)."""
+leader's last needs; the selecting runs' figure labelled with the bench's overstatement), and
+a numeric family's value chosen on its runs (a rival value re-run at few runs)."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.drift import DriftRead
 from sweepd.kinds.xla_tuning.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
-from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan
+from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan, profiles
 from sweepd.kinds.xla_tuning.verdict_claim import SELECTING_OVERSTATE
+from sweepd.kinds.xla_tuning.waves import Candidates
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 STEP = 2500.0  # queue seconds a run: 11 runs are 7.6 h, 2 more start before 8 h
@@ -102,3 +105,29 @@ def test_a_leader_at_the_win_bar_keeps_its_confirmation_first() -> None:
                _ok("ag768M", 1061.0, 3, rule="noise.rerun")]
     step = plan(_inputs(), results, EV)
     assert not isinstance(step, Verdict) and REPORT not in {p.rule for p in step}, step
+
+
+def _family_board(ovl8: float) -> Candidates:
+    """PP=8 at 880 s a run (few runs): overlap limit 2 at +3.4 % over two runs, limit 8 run
+    once at `ovl8`."""
+    par = Parallelism.parse("PP=8")
+    inp = Inputs(par, default_catalog(par), tags=("sparse",), drift=DriftRead.MEAN)
+    res = [*(Result("baseline", "sparse", Outcome.OK, 1000.0, 28.0, queue_s=880.0, wave=1)
+             for _ in range(3)),
+           Result("evidence", "sparse", Outcome.OK, 990.0, 28.0, queue_s=880.0, wave=1),
+           *(Result("ovl2", "sparse", Outcome.OK, t, 28.0, queue_s=880.0, wave=2)
+             for t in (1035.0, 1033.0)),
+           Result("ovl8", "sparse", Outcome.OK, ovl8, 28.0, queue_s=880.0, wave=3)]
+    board = build(res, inp.noise, inp.max_flakes, inp.drift)
+    return Candidates(inp, board, EV, profiles(inp))
+
+
+def test_a_family_value_within_noise_of_its_best_is_re_run_at_few_runs() -> None:
+    # Issue 43: limit 8 read once at +3.0 %, within noise of limit 2's +3.4 % over two runs.
+    # Before, at few runs a contender that cannot reach +5 % was not re-run, and the value
+    # the stacks and the verdict took was whichever read high first; now the family's
+    # values are compared on more than one run each.
+    rerun = {p.name: why for p, _, _, why in _family_board(1030.0).confirmations()}
+    assert "ovl8" in rerun and "within 2 se of ovl2" in rerun["ovl8"]
+    # Clearly below the family's best: not re-run (the rule is about which value, not noise).
+    assert "ovl8" not in {p.name for p, *_ in _family_board(1005.0).confirmations()}
