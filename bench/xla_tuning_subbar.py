@@ -10,7 +10,9 @@ errors above the truth (the standard error read off the verdict's 95 % interval)
 where the claim was read: on runs made after the recipe was decided (`report`), or on the
 runs that selected it (`selecting`: the fresh runs that also kept it in front).
 found = the verdict's recipe's true gain within 1 point of the best recipe's (<= 3 flags);
-a verdict without a recipe counts at +0 %.
+a verdict without a recipe counts at +0 %. Of the verdicts that name a value of the cell's
+numeric family of two good values, how many name its best value (issue 43: limit 8 proposed
+over limit 2).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from xla_tuning_landscapes import SUBBAR, SUBBAR_RUN_S, Case
+from xla_tuning_landscapes import SUBBAR, SUBBAR_RUN_S, Case, _families
 
 from sweepd.kinds.xla_tuning import replay as replay_module
-from sweepd.kinds.xla_tuning.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.landscape import truth
 from sweepd.kinds.xla_tuning.replay import replay
@@ -46,6 +48,8 @@ class Tally:
     over2se: int = 0
     claims: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
+    family_named: int = 0  # verdicts naming a value of the cell's good numeric family
+    family_best: int = 0  # ... its best value
 
 
 def read_on(reason: str) -> str:
@@ -66,6 +70,11 @@ def judge(case: Case, seed: int, t: Tally, verbose: bool = False) -> None:
     t.runs.append(len(r.results))
     t.found += best.gain - true <= FOUND
     t.kinds[str(v.kind)] = t.kinds.get(str(v.kind), 0) + 1
+    fam = _good_family(case)
+    named = [p for p in fam if p.name in (v.recipe or "").split("+")]
+    t.family_named += bool(named)
+    t.family_best += bool(named) and named[0] == max(
+        fam, key=lambda p: land.gain(p.settings, land.tags[0]) or 0.0)
     if v.recipe and v.gain is not None:
         err = v.gain - (true - 1)
         t.errors.setdefault(read_on(v.reason), []).append(err)
@@ -79,11 +88,21 @@ def judge(case: Case, seed: int, t: Tally, verbose: bool = False) -> None:
               f"({len(r.results)} runs, read on {read_on(v.reason)})")
 
 
+def _good_family(case: Case) -> list[Profile]:
+    """The cell's numeric family of two good values (its best value the best single)."""
+    land, cat = case
+    fams = [ms for ms in _families(cat).values()
+            if len(ms) >= 3 and all(len(m.settings) == 1 for m in ms)]
+    return max(fams, key=lambda ms: max(land.gain(m.settings, land.tags[0]) or 0.0 for m in ms))
+
+
 def report(t: Tally) -> None:
     every = [e for errs in t.errors.values() for e in errs]
     print(f"{t.n} sub-bar cells, {statistics.fmean(t.runs):.1f} runs a sweep; verdicts "
           + ", ".join(f"{k} {c}" for k, c in sorted(t.kinds.items())))
     print(f"found within 1 point of the best: {t.found / t.n:.1%}")
+    print(f"verdicts naming a value of the good numeric family: {t.family_named}, its best "
+          f"value: {t.family_best}")
     if every:
         print(f"claimed - true: mean {100 * statistics.fmean(every):+.2f} points over "
               f"{len(every)} claims; > 2 se above the truth: {t.over2se / t.claims:.1%}")
