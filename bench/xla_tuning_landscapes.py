@@ -25,7 +25,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     Setting,
     applies,
 )
-from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape
+from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
 
 Case = tuple[Landscape, tuple[Profile, ...]]
 
@@ -330,6 +330,101 @@ def generate_lone(rng: random.Random) -> Case:
 
 
 GENERATORS["lone"] = generate_lone
+
+
+
+# `subbar`: cells where no recipe reaches the +5 % bar (issue 43), written before any result
+# on them was seen: the shipped catalog on PP=8 or FSDP=8, 880-second jobs (the 8 h stop at
+# ~33 runs). One numeric family of three or more values holds two good values (the best
+# +3.0..+3.8 %, another 0.4-1.0 points under it; in a family of three the third -1.5..-4 %,
+# as the real cell's overlap limit 4, in a longer one the good values adjacent and the rest
+# falling off 1-1.5 points a value away from them). One boolean helper (+0.8..+1.8 % alone)
+# stacks with the best value to +4.2..+4.7 % and with the other good value for less (a
+# scheduler knob that pairs with one overlap limit). A decoy single (+1.5..+2.8 %) adds
+# little or nothing on the family or on the helper (x0.965 to x0.98 together). Everything
+# else is within noise or harms. The evidence run points at the family's mechanism four
+# times in five. Noise 0.5-1.0 %, flakes 0-3 %, one config tag or two (the second's
+# effects alike). Redrawn until the best recipe of <= 3 flags is under +4.95 %.
+SUBBAR_RUN_S = 880.0
+
+
+def generate_subbar(rng: random.Random) -> Case:
+    while True:
+        case = _subbar_once(rng)
+        best = truth(case[0], case[1])
+        if best.gain < 1.0495:
+            return case
+
+
+def _subbar_once(rng: random.Random) -> Case:
+    from sweepd.kinds.xla_tuning.flags import default_catalog
+
+    par = Parallelism.parse(rng.choice(("PP=8", "FSDP=8")))
+    cat = tuple(p for p in default_catalog(par) if Mechanism.PIPELINE not in p.mechanisms)
+    effects: dict[str, Effect] = {}
+    for p in cat:
+        for s in p.settings:
+            u = rng.random()
+            d = (rng.uniform(-0.004, 0.0025) if u < 0.7 else -rng.uniform(0.01, 0.05))
+            effects[s.label] = Effect(tgs=1 + d)
+    fams = [ms for ms in _families(cat).values()
+            if len(ms) >= 3 and all(len(m.settings) == 1 for m in ms)]
+    fam = rng.choice(fams)
+    at = rng.randrange(len(fam))
+    g1 = rng.uniform(0.030, 0.038)
+    g2 = g1 - rng.uniform(0.004, 0.010)
+    if len(fam) == 3:  # the overlap limit's shape: two good values apart, one that harms
+        other = rng.choice([i for i in range(3) if i != at])
+        curve = [g1 if i == at else g2 if i == other else -rng.uniform(0.015, 0.04)
+                 for i in range(3)]
+    else:  # a threshold's: a good value beside the best, falling off away from them
+        other = at + 1 if at + 1 < len(fam) and (at == 0 or rng.random() < 0.5) else at - 1
+        curve = [g1 if i == at else g2 if i == other
+                 else g2 - rng.uniform(0.01, 0.015) * min(abs(i - at), abs(i - other))
+                 for i in range(len(fam))]
+    for p, d in zip(fam, curve, strict=True):
+        effects[p.settings[0].label] = Effect(tgs=1 + d)
+    fkey = fam[0].settings[0].key
+    singles = [p for p in cat if len(p.settings) == 1 and not p.family.startswith("lhs")
+               and len(_families(cat)[p.family]) == 1 and p.settings[0].key != fkey]
+    helper, decoy = rng.sample(singles, 2)
+    h = rng.uniform(0.008, 0.018)
+    effects[helper.settings[0].label] = Effect(tgs=1 + h)
+    effects[decoy.settings[0].label] = Effect(tgs=1 + rng.uniform(0.015, 0.028))
+    best_l, other_l = fam[at].settings[0].label, fam[other].settings[0].label
+    stacked = rng.uniform(0.042, 0.047)
+    inter = (
+        Interaction(members=(best_l, helper.settings[0].label),
+                    tgs=(1 + stacked) / ((1 + g1) * (1 + h))),
+        Interaction(members=(other_l, helper.settings[0].label), tgs=rng.uniform(0.985, 0.995)),
+        Interaction(members=(fkey, decoy.settings[0].key), tgs=rng.uniform(0.965, 0.98)),
+        Interaction(members=(helper.settings[0].key, decoy.settings[0].key),
+                    tgs=rng.uniform(0.965, 0.98)),
+    )
+    tags = ("sparse",) if rng.random() < 0.5 else ("sparse", "dense")
+    land = Landscape(
+        parallelism=par.text, tags=tags, base_tgs={t: 1000.0 for t in tags},
+        effects=effects, interactions=inter, noise=rng.uniform(0.005, 0.010),
+        flake_rate=rng.uniform(0.0, 0.03), evidence=_pointing(rng, fam[0]))
+    return land, cat
+
+
+def _pointing(rng: random.Random, p: Profile) -> dict[Cost, float]:
+    """The evidence run's costs, led (four times in five) by a cost whose mechanisms hold
+    the family's, as the real cell's profile pointed at its scheduler flags."""
+    ev = _evidence(rng)
+    leads = [c for c in Cost if c is not Cost.COMPUTE and set(COST_MECHANISMS[c]) & p.mechanisms]
+    if leads and rng.random() < 0.8:
+        lead = rng.choice(leads)
+        top = max((c for c in ev if c is not Cost.COMPUTE), key=lambda c: ev[c])
+        ev[top], ev[lead] = ev.get(lead, 0.0), ev[top]
+        ev = {c: v for c, v in ev.items() if v > 0}
+    return ev
+
+
+# Apart from GENERATORS, so that the benches that run every family print what they did
+# (bench/xla_tuning_subbar.py runs it).
+SUBBAR: dict[str, Callable[[random.Random], Case]] = {"subbar": generate_subbar}
 
 
 if __name__ == "__main__":

@@ -152,3 +152,13 @@ def report_holds(inp: Inputs, board: Board, name: str) -> bool:
     t = inp.tags[0]
     d = board.report.delta(name, t)
     return d is not None and d - _z(board, Z_ONE) * board.report.se(name, t) > inp.bounded_gain
+
+
+def reported_recipe(inp: Inputs, board: Board) -> str | None:
+    """The recipe whose report block is measured in full (the last such made): the one the
+    verdict would name when the block was made (`verdicts.named_recipe` names it where the
+    block holds it above the bounded bar)."""
+    t = inp.tags[0]
+    done = [p for (p, tag) in board.reports if tag == t and p != BASELINE
+            and reported(inp, board, p)]
+    return done[-1] if done else None

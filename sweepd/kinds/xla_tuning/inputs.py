@@ -51,3 +51,7 @@ class Inputs:
     # Catalog profiles left out because every setting already holds in the job
     # (`in_effect.without_in_effect`): the verdict names them.
     in_effect: tuple[str, ...] = ()
+    # Who proposes a wave's exploring runs: `seed`, the hand rules (`search_steps.py`);
+    # `tpe`, Optuna's TPE sampler fitted to the results (`tpe_proposals.py`), the seed's
+    # re-runs, confirmation, report block and stop rules on top.
+    proposer: str = "seed"

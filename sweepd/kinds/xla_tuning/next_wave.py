@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.family_gaps import beside_more_memory
+from sweepd.kinds.xla_tuning.tpe_proposals import tpe_items
 from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates
 
@@ -16,7 +17,10 @@ def wave_candidates(c: Candidates) -> list[Item]:
     if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads
         # first, after a rising family's next value when those re-runs cannot confirm it
         return dedup(c.closing_firsts() + confirm)[: c.inp.wave_size]
-    items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
+    if c.inp.proposer == "tpe":  # Optuna's TPE explores; the seed's rules confirm and stop
+        items = confirm + tpe_items(c, c.inp.wave_size - len(confirm))
+    else:
+        items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
     items = items or c.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.wave5(best) or c.wave6(best)

@@ -33,6 +33,7 @@ from sweepd.kinds.xla_tuning.board_build import build
 from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
 from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
+from sweepd.kinds.xla_tuning.closing_block import block_first, leading
 from sweepd.kinds.xla_tuning.flags import restore_default
 from sweepd.kinds.xla_tuning.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.inputs import Inputs
@@ -60,7 +61,12 @@ from sweepd.kinds.xla_tuning.stops import (
     within_budget,
 )
 from sweepd.kinds.xla_tuning.timebox_bounded import bounded_at_the_stop
-from sweepd.kinds.xla_tuning.verdicts import leader, make_verdict, verdict_leader
+from sweepd.kinds.xla_tuning.verdicts import (
+    leader,
+    make_verdict,
+    named_recipe,
+    verdict_leader,
+)
 from sweepd.kinds.xla_tuning.wave_rules import closing
 from sweepd.kinds.xla_tuning.waves import Candidates
 
@@ -74,9 +80,9 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
     retries = _retries(inp, board, wave)
     if board.pending:
         return run_cap(inp, board, retries)
-    first = _wave1(inp, board)
-    if first or retries:
-        return within_budget(inp, board, (*first, *retries))
+    wave1 = _wave1(inp, board)
+    if wave1 or retries:
+        return within_budget(inp, board, (*wave1, *retries))
     cands = Candidates(inp, board, evidence, profiles(inp))
     if inp.stop == "seed":
         done = seed_winner(inp, board, cands, wave)
@@ -90,6 +96,9 @@ def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> P
             # leader's parts tested, fresh runs of it, the baseline at n=3; Wave 6 once
             # it is confirmed, so a leader that falls back costs no cross-tag run).
             need = needs_for(inp, board, cands, lead, wave6=confirmed_win(inp, board, lead))[1]
+            first = _block_first(inp, board, cands, len(need), wave) if need else None
+            if first:
+                return first
             if need:
                 return within_budget(inp, board, tuple(
                     Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
@@ -128,7 +137,9 @@ def _at_the_stop(inp: Inputs, board: Board, evidence: Evidence | None, wave: int
 def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
                      ) -> tuple[Planned, ...] | None:
     """The 8 h stop is near: what the verdict needs (the leader confirmed, its parts
-    tested, Wave 6) goes before anything new, so the timebox verdict has it; once it has,
+    tested, Wave 6) goes before anything new, so the timebox verdict has it (unless the runs
+    left hold those needs or the report block, not both: the block first, `block_first`,
+    so the verdict's gain is read on runs that did not select it); once it has,
     the recipe it would name is measured once more on runs that decide nothing, and the
     timebox verdict reads its gain there. A numeric family rising toward an unrun value at
     the edge of its values run, and a stack predicted to reach the win bar, are tried first
@@ -136,6 +147,9 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     confirm it anyway)."""
     need = verdict_needs(inp, board, cands)
     if need and closing(inp, board, len(need)):
+        first = _block_first(inp, board, cands, len(need), wave)
+        if first:
+            return first
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
             for p, tag, rule, reason in [*cands.closing_firsts(), *need]))
@@ -153,6 +167,16 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
             for p, tag, rule, reason in [*cands.closing_firsts(), *question]))
     return None
+
+
+def _block_first(inp: Inputs, board: Board, cands: Candidates, need: int, wave: int
+                 ) -> tuple[Planned, ...] | None:
+    """The report block of the recipe the verdict would name (else of a leader its runs
+    put significantly above the bounded bar) before `need` runs the runs left cannot also
+    hold (`closing_block.py`)."""
+    named = named_recipe(inp, board, cands)
+    name = named[0] if named else leading(inp, board, cands)
+    return block_first(inp, board, cands, name, need, wave)
 
 
 def _wave1(inp: Inputs, board: Board) -> tuple[Planned, ...]:

@@ -12,6 +12,9 @@ from sweepd.kinds.xla_tuning.claims import (
     MIN_FRESH,
     confirmed_win,
     cross_tag,
+    report_holds,
+    reported,
+    reported_recipe,
     screening,
     tag_interval,
 )
@@ -65,6 +68,14 @@ def named_recipe(inp: Inputs, board: Board, cands: Candidates
     """The recipe a verdict without a given one names (the verdict leader, its useless
     parts left out), with the parts left out, untested and tested; None: no change."""
     lead = verdict_leader(inp, board, cands)
+    blocked = reported_recipe(inp, board)
+    if (blocked is not None and (lead is None or not reported(inp, board, lead))
+            and report_holds(inp, board, blocked)):
+        # The block made before the 8 h stop (`closing_block.py`) measured it apart and
+        # holds it above the bounded bar: it is named on those runs, whatever the runs
+        # that selected the others read (one that does not hold is not named: a flat
+        # cell's leader would be proposed on noise).
+        return blocked, (), pruned(inp, board, cands, blocked).untested, ()
     if lead is None:
         return None
     p = pruned(inp, board, cands, lead)

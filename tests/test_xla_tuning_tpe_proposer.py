@@ -1,0 +1,46 @@
+"""Issue 43, item 0: `proposer: tpe` (not the default): Optuna's TPE proposes a wave's
+exploring runs, the seed's waves, confirmation, report block and stop rules on top."""
+
+from __future__ import annotations
+
+import random
+
+from sweepd.kinds.xla_tuning.catalog import Parallelism
+from sweepd.kinds.xla_tuning.defaults import pp8
+from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.replay import replay
+
+
+def _inputs(proposer: str) -> Inputs:
+    land = pp8()
+    par = Parallelism.parse(land.parallelism)
+    return Inputs(par, default_catalog(par), tags=land.tags, deployed=land.deployed_settings(),
+                  proposer=proposer)
+
+
+def test_the_default_proposes_by_the_hand_rules() -> None:
+    assert Inputs(Parallelism.parse("PP=8"), ()).proposer == "seed"
+    r = replay(_inputs("seed"), pp8(), random.Random(3))
+    assert "wave.tpe" not in {p.rule for p in r.planned}
+
+
+def test_tpe_proposes_the_exploring_runs_and_the_seed_rules_still_decide() -> None:
+    land = pp8()
+    a = replay(_inputs("tpe"), land, random.Random(3))
+    rules = [p.rule for p in a.planned]
+    assert "wave.tpe" in rules and "wave.catalog" not in rules
+    assert rules[0] == "wave1.baseline"  # Wave 1 as the seed's
+    # Each recipe it proposes is one the sweep may run: <= 3 flags, no flag twice.
+    for p in a.planned:
+        if p.rule == "wave.tpe":
+            keys = [s.key for s in p.profile.settings]
+            assert len(keys) <= 3 and len(set(keys)) == len(keys)
+    # A verdict by the seed's rules, its gain read on runs that did not select it.
+    v = a.verdict
+    assert v.rule.startswith("stop.")
+    if v.recipe is not None:
+        assert v.n >= 1 and v.interval is not None
+    # Stateless and seeded by the run count: a replay proposes the same.
+    b = replay(_inputs("tpe"), land, random.Random(3))
+    assert [p.profile.name for p in b.planned] == [p.profile.name for p in a.planned]
