@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.candidates_base import Item
 from sweepd.kinds.xla_tuning.catalog import Mechanism, Profile
 from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, Fate
@@ -57,7 +58,7 @@ def tpe_items(c: Candidates, n: int) -> list[Item]:
         value: Any = FAILED if prof is None else 0.0
         if prof is not None and prof.name not in seen:
             seen.add(prof.name)
-            out.append((prof, c.primary, "wave.tpe",
+            out.append((prof, c.primary, rule_book.TPE.id,
                         f"Optuna TPE's proposal over {len(study.trials)} results "
                         f"(proposer: tpe): {prof.name}"))
         study.tell(trial, value)  # keeps the next asks off this one
