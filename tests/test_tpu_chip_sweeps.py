@@ -7,30 +7,21 @@ CI judges the search on, so it must be what the chip does."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from sweepd.monitor.facts import FailureClass
 from sweepd.monitor.reading import read_log
+from tests.tpu_bench import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "tpu_v5e"
 SWEEPS = {"2026-12-06-sweep-noise-floor-0.001": ({"noise_floor": 0.001}, 12),
           "2026-12-06-sweep-default": ({}, 8)}
 
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tpu_recorded_sweep",
-                                                  ROOT / "bench" / "tpu_recorded_sweep.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _report(name: str) -> dict[str, Any]:
@@ -46,14 +37,14 @@ def _batches(name: str) -> list[int]:
 def test_the_chip_sweep_ran_what_the_replay_predicts(name: str, tmp_path: Path) -> None:
     options, best = SWEEPS[name]
     assert _report(name)["verdict"]["best"] == best
-    ran, chosen, _ = _bench().sweep(options, tmp_path / "replay")
+    ran, chosen, _ = bench().sweep(options, tmp_path / "replay")
     assert (ran, chosen) == (_batches(name), best)
 
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_each_chip_run_reads_within_the_run_to_run_noise_of_every_batch_once(name: str
                                                                               ) -> None:
-    truth = {b: t for b, (t, _) in _bench().recorded().items()}
+    truth = {b: t for b, (t, _) in bench().recorded().items()}
     for row in sorted(_report(name)["rows"], key=lambda r: int(r["job"])):
         batch = int(row["value"])
         with gzip.open(FIXTURES / name / f"job{row['job']}.log.gz", "rt") as f:

@@ -6,31 +6,20 @@ differences of a few tenths as noise and settles 12 unrun; `noise_floor: 0.001` 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tpu_recorded_sweep",
-                                                  ROOT / "bench" / "tpu_recorded_sweep.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.tpu_bench import bench
 
 
 def test_every_value_once_on_the_recorded_chip_finds_12_and_80_does_not_fit() -> None:
-    truth = _bench().recorded()
+    truth = bench().recorded()
     passed = {b: t for b, (t, _) in truth.items() if t is not None}
     assert max(passed, key=lambda b: passed[b]) == 12
     assert truth[80][0] is None and 48 in passed
 
 
 def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) -> None:
-    ran, chosen, caveat = _bench().sweep({}, tmp_path / "default")
+    ran, chosen, caveat = bench().sweep({}, tmp_path / "default")
     # The seed's procedure: the middle value, the memory line's largest fit, then down; 80,
     # over the line, is not called unfit before a run says so (it OOMs).
     assert ran[:3] == [16, 48, 32]
@@ -41,7 +30,7 @@ def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) ->
 
 
 def test_a_noise_floor_the_chip_measures_finds_the_true_best(tmp_path: Path) -> None:
-    ran, chosen, caveat = _bench().sweep({"noise_floor": 0.001}, tmp_path / "floor")
+    ran, chosen, caveat = bench().sweep({"noise_floor": 0.001}, tmp_path / "floor")
     assert chosen == 12
     assert len(ran) <= 8
     assert "far below" not in caveat

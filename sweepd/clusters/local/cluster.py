@@ -31,6 +31,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.local import launch
 from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords, locked
 from sweepd.clusters.local.wrapper import alive, read_json, status_path, write_json
+from sweepd.clusters.threaded import ThreadedJobs
 from sweepd.config import LocalConfig
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit
 
@@ -39,7 +40,7 @@ FIRST_JOB_ID = 1
 KILLED_EXIT = 137
 
 
-class LocalCluster:
+class LocalCluster(ThreadedJobs):
     name = "local"
     submit_timeout_s = 10.0   # a submission is a few file writes and one fork
 
@@ -54,20 +55,7 @@ class LocalCluster:
 
     # -- the ClusterBackend protocol -------------------------------------------------------
 
-    async def submit(self, request: JobRequest) -> Submitted:
-        return await asyncio.to_thread(self._submit, request)
-
-    async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
-        return await asyncio.to_thread(self._poll, list(backend_ids))
-
-    async def find_by_token(self, token: str) -> Submitted | None:
-        return await asyncio.to_thread(self._find_by_token, token)
-
-    async def live_tokens(self) -> dict[str, str]:
-        return await asyncio.to_thread(self._live_tokens)
-
-    async def cancel(self, backend_id: str) -> None:
-        await asyncio.to_thread(self._cancel, backend_id)
+    # submit, poll, find_by_token, live_tokens, cancel: ThreadedJobs, over the methods below.
 
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
         busy = await asyncio.to_thread(self._busy)

@@ -31,6 +31,7 @@ from sweepd.clusters.base import (
 )
 from sweepd.clusters.sim import launch
 from sweepd.clusters.sim.records import CANCELLED, PENDING, JobRecords
+from sweepd.clusters.threaded import ThreadedJobs
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.statefiles import atomic_write_json, locked, read_json
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit
@@ -38,7 +39,7 @@ from sweepd.util.jobname import Fitted, JobNameTooLong, fit
 FIRST_JOB_ID = 10001
 
 
-class SimCluster:
+class SimCluster(ThreadedJobs):
     name = "sim"
     submit_timeout_s = 10.0   # submission is one locked file write: never in flight long
 
@@ -53,20 +54,7 @@ class SimCluster:
 
     # -- the ClusterBackend protocol -------------------------------------------------------
 
-    async def submit(self, request: JobRequest) -> Submitted:
-        return await asyncio.to_thread(self._submit, request)
-
-    async def poll(self, backend_ids: Sequence[str]) -> dict[str, JobStatus]:
-        return await asyncio.to_thread(self._poll, list(backend_ids))
-
-    async def find_by_token(self, token: str) -> Submitted | None:
-        return await asyncio.to_thread(self._find_by_token, token)
-
-    async def live_tokens(self) -> dict[str, str]:
-        return await asyncio.to_thread(self._live_tokens)
-
-    async def cancel(self, backend_id: str) -> None:
-        await asyncio.to_thread(self._cancel, backend_id)
+    # submit, poll, find_by_token, live_tokens, cancel: ThreadedJobs, over the methods below.
 
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
         return await asyncio.to_thread(self._node_states, list(nodes))
