@@ -40,8 +40,6 @@ NOT_YET_EXERCISED: dict[str, str] = {
     "submit.name_fit": "core/submit.py: a job name shortened for the scheduler",
     "submit.refused": "core/submit.py: a submission the scheduler refuses",
     "submit.spec_refused": "core/control.py: a submission its spec makes impossible",
-    "model_perf.best_so_far": "kinds/model_perf/plan.py: a verdict the budget cut",
-    "model_perf.no_pass": "kinds/model_perf/plan.py: no value ran successfully",
     "model_perf.two_param_probe": "kinds/model_perf/plan_two.py: a two-parameter run",
     "model_sweep.matrix": "kinds/model_sweep/matrix.py: a matrix cell's run",
     "network.confirm": "kinds/network/isolation.py: a node paired with a known-good one",

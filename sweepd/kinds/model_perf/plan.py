@@ -44,6 +44,8 @@ from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.kinds.model_perf.upfront import upfront
+from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
+from sweepd.kinds.model_perf.verdict import CaveatKind as K
 
 BUDGET_STOP = BUDGET_GAP.id
 # Runs taken past max_runs (once a person agrees, or extend_budget) to close the gaps
@@ -89,14 +91,18 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         unsure = _unsure(spec, space, seen, done, budget, extended)
         if isinstance(unsure, Stop):
             return unsure
-        notes = [n for n in (slowed, unsure, best_at_edge(spec, space, seen),
-                             ungiven_beside_best(spec, space, seen), flat_top(space, seen),
-                             bent_beside_best(space, seen), second_peak_room(space, seen),
-                             _not_run(spec, space, seen), standing(spec, ctx),
-                             _from_earlier(spec, space, seen, ctx), _noise(space, seen),
-                             quiet_note(ctx, spec.noise_floor)) if n]
-        return _finish(spec, seen, ctx, "; ".join(notes) or None,
-                       settled=unsure is None and slowed is None)
+        notes = caveats(
+            caveat(K.SLOWED, slowed), caveat(K.UNREPEATED, unsure),
+            caveat(K.EDGE, best_at_edge(spec, space, seen)),
+            caveat(K.UNGIVEN, ungiven_beside_best(spec, space, seen)),
+            caveat(K.FLAT_TOP, flat_top(space, seen)),
+            caveat(K.BENT, bent_beside_best(space, seen)),
+            caveat(K.SECOND_PEAK, second_peak_room(space, seen)),
+            caveat(K.NOT_RUN, _not_run(spec, space, seen)),
+            caveat(K.STANDING, standing(spec, ctx)), _from_earlier(spec, space, seen, ctx),
+            caveat(K.NOISE, _noise(space, seen)),
+            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor)))
+        return _finish(spec, seen, ctx, notes, settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:
         gap = open_beside_best(space, seen)
@@ -113,10 +119,13 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         dropped = _prior_dropped(spec, space, seen, ctx)
         # A run within the noise of the best is said here too (20 read 0.14 % below the
         # best 21 and was the true peak; the cut verdict named only the next probe).
-        return _finish(spec, seen, ctx, f"{cut}; {spec.parameter}={value} was next"
-                       + "".join(f"; {n}" for n in (slowed, gap, flat_top(space, seen),
-                                                    bent_beside_best(space, seen), left,
-                                                    dropped) if n), settled=False)
+        return _finish(spec, seen, ctx, caveats(
+            Caveat(K.BUDGET, f"{cut}; {spec.parameter}={value} was next",
+                   {"max_runs": budget, "next": value}),
+            caveat(K.SLOWED, slowed), caveat(K.GAP, gap),
+            caveat(K.FLAT_TOP, flat_top(space, seen)),
+            caveat(K.BENT, bent_beside_best(space, seen)), caveat(K.NOT_RUN, left),
+            caveat(K.PRIOR_DROPPED, dropped)), settled=False)
     reason = f"next probe {spec.parameter}={value}: {step.why}"
     if not seen:
         reason = f"first probe {spec.parameter}={value}: {step.why}" + \
@@ -179,16 +188,21 @@ def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:
 
 
 def _from_earlier(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
-                  ctx: SweepContext[PerfFacts]) -> str | None:
+                  ctx: SweepContext[PerfFacts]) -> Caveat | None:
+    """An earlier sweep's runs stood in for values not run here, or its curve was found
+    not to hold (then its runs were dropped)."""
     prior = ctx.facts.prior
     if prior is None:
         return None
+    dropped = _prior_dropped(spec, space, seen, ctx)
+    if dropped:
+        return Caveat(K.PRIOR_DROPPED, dropped, {"sweep": prior.sweep})
     memory = _prior_memory(space, seen, ctx)
-    return _prior_dropped(spec, space, seen, ctx) or (
-        f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS scaled "
-        "by the values both sweeps ran: a peak that moved since where this sweep did not "
-        "run would not show (the spec's use_prior: false searches afresh)"
-        + (f"; {memory}" if memory else ""))
+    return Caveat(K.EARLIER_SWEEP,
+                  f"values not run here are judged by sweep #{prior.sweep}'s runs, their TGS "
+                  "scaled by the values both sweeps ran: a peak that moved since where this "
+                  "sweep did not run would not show (the spec's use_prior: false searches "
+                  "afresh)" + (f"; {memory}" if memory else ""), {"sweep": prior.sweep})
 
 
 def _prior_memory(space: SearchSpace, seen: list[Probe],
@@ -248,28 +262,24 @@ def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
 
 
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],
-            caveat: str | None, settled: bool = True) -> Finished:
+            notes: tuple[Caveat, ...], settled: bool = True) -> Finished:
     top = best_mean(seen)
     if top is None:
-        return Finished(False, f"{spec.model}: no {spec.parameter} value ran successfully "
-                               f"({_runs(len(seen))})", {"parameter": spec.parameter, "best": None},
+        failed = Verdict(NO_PASS.id, spec.model, spec.parameter, None, None, len(seen))
+        return Finished(False, summary(failed), {"parameter": spec.parameter, "best": None},
                         NO_PASS.id)
     # An optimum holds for the node count it was measured on: say so when an exclusion
     # left fewer nodes than were pinned.
     pinned, ran = len(spec.node_list), len(ctx.nodes)
-    on = f" on {ran} of the {pinned} pinned nodes" if ran < pinned else ""
+    found = Verdict((OPTIMUM if settled else BEST_SO_FAR).id, spec.model, spec.parameter,
+                    top.value, top.tgs, len(seen), settled, notes,
+                    tgs_range([p.tgs for p in means(seen)[top.value] if p.tgs is not None]),
+                    nodes=ran, pinned=pinned)
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
-        "nodes": ran, "settled": settled, "caveat": caveat,
+        "nodes": ran, "settled": settled, "caveat": found.caveat_text(),
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
-                    + (f", measured on {ran}N" if on else ""),
+                    + (f", measured on {ran}N" if ran < pinned else ""),
+        **found.as_dict(),
     }
-    what = "optimum" if settled else "best so far"
-    return Finished(True, f"{spec.model}: {what} {spec.parameter}={top.value} at "
-                          f"{top.tgs:,.0f} TGS/device{on} ({_runs(len(seen))})"
-                          + (f"; {caveat}" if caveat else ""), verdict,
-                    (OPTIMUM if settled else BEST_SO_FAR).id)
-
-
-def _runs(n: int) -> str:
-    return f"{n} run" if n == 1 else f"{n} runs"
+    return Finished(True, summary(found), verdict, found.rule)

@@ -13,8 +13,11 @@ from sweepd.kinds.model_perf.pairs import Pair, best_pair, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
 from sweepd.kinds.model_perf.rules import BEST_SO_FAR, NO_PASS, OPTIMUM, TWO_PARAM_PROBE
+from sweepd.kinds.model_perf.search import means
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
+from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
+from sweepd.kinds.model_perf.verdict import CaveatKind as K
 from sweepd.store.rows import Run
 
 
@@ -86,24 +89,26 @@ def _finish(spec: ModelPerfSpec, second: SecondKnob, seen: list[Pair],
     name = _name(second)
     top = best_pair(seen)
     if top is None:
-        return Finished(False, f"{spec.model}: no ({spec.parameter}, {name}) combination ran "
-                               f"successfully ({len(seen)} runs)",
+        failed = Verdict(NO_PASS.id, spec.model, spec.parameter, None, None, len(seen),
+                         second=name)
+        return Finished(False, summary(failed),
                         {"parameter": spec.parameter, "second": second.parameter, "best": None},
                         NO_PASS.id)
     value, probe = top
-    caveat = "; ".join([*(f"{name}={s}: {why}" for s, why in notes.items()),
-                        *([cut] if cut else [])]) or None
+    own = means([p for s, p in seen if s == value])[probe.value]
+    found = Verdict(
+        (OPTIMUM if cut is None else BEST_SO_FAR).id, spec.model, spec.parameter, probe.value,
+        probe.tgs, len(seen), cut is None,
+        caveats(*(Caveat(K.SETTING, f"{name}={s}: {why}", {"second": s})
+                  for s, why in notes.items()), caveat(K.BUDGET, cut)),
+        tgs_range([p.tgs for p in own if p.tgs is not None]), second=name, second_value=value)
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": probe.value, "tgs": probe.tgs, "runs": len(seen),
         "second": second.parameter, "second_best": value, "nodes": nodes,
-        "settled": cut is None, "caveat": caveat,
-        "proposal": _proposal(spec, second, probe.value, value),
+        "settled": cut is None, "caveat": found.caveat_text(),
+        "proposal": _proposal(spec, second, probe.value, value), **found.as_dict(),
     }
-    what = "optimum" if cut is None else "best so far"
-    return Finished(True, f"{spec.model}: {what} {spec.parameter}={probe.value} with "
-                          f"{name}={value} at {probe.tgs:,.0f} TGS/device ({len(seen)} runs)"
-                          + (f"; {caveat}" if caveat else ""), verdict,
-                    (OPTIMUM if cut is None else BEST_SO_FAR).id)
+    return Finished(True, summary(found), verdict, found.rule)
 
 
 def _proposal(spec: ModelPerfSpec, second: SecondKnob, batch: Any, value: Any) -> str:
