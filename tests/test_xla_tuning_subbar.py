@@ -4,15 +4,15 @@ a numeric family's value chosen on its runs (a rival value re-run at few runs)."
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan, profiles
-from sweepd.kinds.xla_tuning.verdict_claim import SELECTING_OVERSTATE
-from sweepd.kinds.xla_tuning.waves import Candidates
+from sweepd.kinds.xla_tuning.verdict.verdict_claim import SELECTING_OVERSTATE
+from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 STEP = 2500.0  # queue seconds a run: 11 runs are 7.6 h, 2 more start before 8 h
