@@ -275,7 +275,7 @@ def test_a_family_run_at_one_value_gets_its_values_before_wider_gaps_elsewhere()
     board = build([*BASE3, *(_ok(p, 1000.0) for p in ran)], inp.noise, inp.max_flakes)
     ev = Evidence(((Cost.ALL_GATHER, 0.5), (Cost.COMPUTE, 0.4)), "HLO")
     cands = Candidates(inp, board, ev, profiles(inp))
-    order = [it[0].name for it in cands.untried_values(99)]
+    order = [it[0].name for it in cands.fill.untried_values(99)]
     assert order[:2] == ["ovl2", "ovl8"] or order[:2] == ["ovl8", "ovl2"], order
     assert "ag384M" in order and order.index("ag384M") > 1
 
@@ -293,7 +293,7 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     board = build(results, inp.noise, inp.max_flakes)
     assert not board.claim.above("dbuf", "default", inp.bounded_gain)
     cands = Candidates(inp, board, None, profiles(inp))
-    again = [it for it in cands.confirmations() if it[0].name == "dbuf"]
+    again = [it for it in cands.steps.confirmations() if it[0].name == "dbuf"]
     assert again and "above the +2% bar, not significantly" in again[0][3]
     assert again[0][2] == "noise.confirm"
 

@@ -41,7 +41,7 @@ def _leader_board() -> list[Result]:
 
 def test_the_endgame_moves_the_leaders_value_and_adds_the_positive_singles() -> None:
     board = build(_leader_board(), INP.noise, INP.max_flakes)
-    items = Candidates(INP, board, EVIDENCE, profiles(INP)).polish()
+    items = Candidates(INP, board, EVIDENCE, profiles(INP)).steps.polish()
     got = {(p.name, rule) for p, _, rule, _ in items}
     assert ("ag512M", "wave.polish_value") in got and ("ag1G", "wave.polish_value") in got
     assert ("ag768M+nch8", "wave.polish_add") in got

@@ -127,7 +127,7 @@ def test_a_family_value_within_noise_of_its_best_is_re_run_at_few_runs() -> None
     # Before, at few runs a contender that cannot reach +5 % was not re-run, and the value
     # the stacks and the verdict took was whichever read high first; now the family's
     # values are compared on more than one run each.
-    rerun = {p.name: why for p, _, _, why in _family_board(1030.0).confirmations()}
+    rerun = {p.name: why for p, _, _, why in _family_board(1030.0).steps.confirmations()}
     assert "ovl8" in rerun and "within 2 se of ovl2" in rerun["ovl8"]
     # Clearly below the family's best: not re-run (the rule is about which value, not noise).
-    assert "ovl8" not in {p.name for p, *_ in _family_board(1005.0).confirmations()}
+    assert "ovl8" not in {p.name for p, *_ in _family_board(1005.0).steps.confirmations()}

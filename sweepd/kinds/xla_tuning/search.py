@@ -152,7 +152,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
             return first
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.closing_firsts(), *need]))
+            for p, tag, rule, reason in [*cands.steps.closing_firsts(), *need]))
     # A recipe above the bounded bar, not significantly, is measured further so the timebox
     # verdict can say which it is (proposed, or no change) rather than leave it open.
     # It goes before the report block's window, which keeps its runs once it opens.
@@ -165,7 +165,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     if question and closing(inp, board, len(question) + block):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.closing_firsts(), *question]))
+            for p, tag, rule, reason in [*cands.steps.closing_firsts(), *question]))
     return None
 
 

@@ -31,7 +31,7 @@ RULE = rule_book.BOUNDED_STACK.id
 
 def unrun_stack(inp: Inputs, cands: Candidates) -> tuple[Item, float] | None:
     """The unrun stack predicted highest, if it clears the bounded bar."""
-    top = max(cands.predicted_stacks(clear_of_noise=False), key=lambda sp: sp[1],
+    top = max(cands.steps.predicted_stacks(clear_of_noise=False), key=lambda sp: sp[1],
               default=None)
     return top if top is not None and top[1] > inp.bounded_gain else None
 

@@ -145,7 +145,7 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
         if len(board.claim.fresh(p.name, t)) < NEAR_FRESH:
             out.append((cands._profile(p.name), t, rule_book.NEAR_LINE.id,
                         f"{why}: another fresh run"))
-    return p.name, out + (cands.wave6(p.name) if wave6 else [])
+    return p.name, out + (cands.later.wave6(p.name) if wave6 else [])
 
 
 def verdict_needs(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
@@ -231,7 +231,7 @@ def shapes_due(cands: Candidates) -> list[Item]:
     """Wave 5's pipeline shapes that have not run in any form (alone or on a recipe) on the
     primary tag: none on a cell without PP."""
     ran = cands.board.parts_run(cands.primary)
-    return [it for it in cands.wave5(best_recipe(cands))
+    return [it for it in cands.later.wave5(best_recipe(cands))
             if not any(part in ran for part in it[0].name.split("+")
                        if Mechanism.PIPELINE in cands._profile(part).mechanisms)]
 
@@ -256,7 +256,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     # Bounded only once the stacks the singles call for have run, in seed mode too: the
     # SKILL.md's "25 profiles, none above +2 %" fired with a pair of +1.2 % singles
     # unstacked whose pair gave +6.5 % (a false "structurally bounded").
-    settled = not cands.confirmations() and not cands.stacks()
+    settled = not cands.steps.confirmations() and not cands.steps.stacks()
     shapes = shapes_due(cands)
     if shapes and ((tried >= inp.bounded_count and not significant and settled) or not more):
         # PP: Wave 5 follows Waves 2-4's plateau (SKILL.md), and the bounded count leaves

@@ -40,7 +40,7 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
         # bounded, only "no change so far" (the timebox verdict); so is a stack the singles
         # predict above the bar not run, or one reading above it (`bounded_stack.py`).
         return None
-    cut = dict.fromkeys(it[0].name for it in (*cands.confirmations(), *cands.stacks()))
+    cut = dict.fromkeys(it[0].name for it in (*cands.steps.confirmations(), *cands.steps.stacks()))
     why = (f"; read at the {inp.max_queue_s / 3600:g} h stop, which came before "
            + ", ".join(cut) + " could run" if cut else "")
     return bounded_verdict(inp, board, cands, tried, why)

@@ -1,7 +1,8 @@
 """What every rule of a wave reads: the board's deltas on the primary config tag, the
 sweep's profiles by name (stacks included), the catalog's numeric families, a single stacked
 on a recipe, and the best recipe so far (`best_recipe`). The rules themselves:
-`search_steps.py`, `catalog_fill.py`, `later_waves.py`; combined in `waves.py`."""
+`search_steps.py`, `catalog_fill.py`, `later_waves.py`, each a part of
+`candidates.Candidates` over this."""
 
 from __future__ import annotations
 

@@ -53,8 +53,8 @@ def before_bounded(inp: Inputs, board: Board, cands: Candidates) -> list[Item]:
 
 def left_to_run(cands: Candidates) -> list[Item]:
     """What of the catalog a bounded verdict would leave unrun, in the order it is run."""
-    return (cands.seeds(focus_only=False) or beside_more_memory(cands)
-            or cands.untried_values(len(cands.order)))
+    return (cands.steps.seeds(focus_only=False) or beside_more_memory(cands)
+            or cands.fill.untried_values(len(cands.order)))
 
 
 def beside_more_memory(cands: Candidates) -> list[Item]:

@@ -13,25 +13,25 @@ from sweepd.kinds.xla_tuning.waves.wave_rules import closing
 def wave_candidates(c: Candidates) -> list[Item]:
     """The next wave, at most wave_size runs, in search.py's order."""
     best = best_recipe(c)
-    confirm = c.confirmations()
+    confirm = c.steps.confirmations()
     if confirm and closing(c.inp, c.board):  # the 8 h stop is a wave away: confirm what leads
         # first, after a rising family's next value when those re-runs cannot confirm it
-        return dedup(c.closing_firsts() + confirm)[: c.inp.wave_size]
+        return dedup(c.steps.closing_firsts() + confirm)[: c.inp.wave_size]
     if c.inp.proposer == "tpe":  # Optuna's TPE explores; the seed's rules confirm and stop
         items = confirm + tpe_items(c, c.inp.wave_size - len(confirm))
     else:
-        items = confirm + c.refinements() + c.stacks() + c.seeds(focus_only=True)
-    items = items or c.polish()  # the endgame, once the catalog's search has plateaued
+        items = confirm + c.steps.refinements() + c.steps.stacks() + c.steps.seeds(focus_only=True)
+    items = items or c.steps.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
-        items = c.wave5(best) or c.wave6(best)
+        items = c.later.wave5(best) or c.later.wave6(best)
     # A leader whose search delta passed the bar but whose fresh runs did not confirm it is
     # no winner: with Waves 5 and 6 empty the other mechanisms come next, never a false
     # "catalog exhausted" with whole mechanisms untried.
     if not items:
-        items = (c.seeds(focus_only=False) or roomier_first(c) or c.wave5(best)
-                 or (c.wave6(best) if best else []))
+        items = (c.steps.seeds(focus_only=False) or roomier_first(c) or c.later.wave5(best)
+                 or (c.later.wave6(best) if best else []))
     if not items:
-        items = c.pairs()
+        items = c.fill.pairs()
     return dedup(items)[: c.inp.wave_size]
 
 
