@@ -42,17 +42,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import GENERATORS, Case
 
-from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Parallelism, Profile, Setting
-from sweepd.kinds.xla_tuning.defaults import default_landscapes
-from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, default_catalog
-from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.catalog.catalog import Axis, Layer, Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, IMAGE_DEFAULTS, default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
+from sweepd.kinds.xla_tuning.deploy import deploy
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.deploy.sourced import source
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.sim.tuning import parallelism_overrides
-from sweepd.kinds.xla_tuning.sourced import source
 
 MODEL = "bench-model"
 IMAGE_XLA = " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items() if k.startswith("xla_"))

@@ -36,15 +36,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from xla_tuning_landscapes import Case, _catalog, _evidence
 
-from sweepd.kinds.xla_tuning.catalog import COST_MECHANISMS, Cost, Mechanism, Parallelism, Profile
-from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
-from sweepd.kinds.xla_tuning.in_effect import holds_already
+from sweepd.kinds.xla_tuning.catalog.catalog import (
+    COST_MECHANISMS,
+    Cost,
+    Mechanism,
+    Parallelism,
+    Profile,
+)
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Interaction, Landscape, truth
+from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
-from sweepd.kinds.xla_tuning.planned import VerdictKind
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.waves.in_effect import holds_already
+from sweepd.kinds.xla_tuning.waves.planned import VerdictKind
 
 TRUTHS = (0.040, 0.042, 0.046, 0.060, 0.080)
 NOISES = (0.008, 0.015, 0.020, 0.025)

@@ -50,10 +50,10 @@ from xla_tuning_efficiency import SEEDS
 from xla_tuning_landscapes import GENERATORS, Case
 from xla_tuning_methods import exhaustive
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
-from sweepd.kinds.xla_tuning.defaults import default_landscapes
-from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
-from sweepd.kinds.xla_tuning.landscape import Landscape, _interacts
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog, restore_default
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, _interacts
 
 FOUND = 0.01
 KS = (2, 3, 5, 10, 20)

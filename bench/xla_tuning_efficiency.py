@@ -71,12 +71,12 @@ from xla_tuning_methods import (
 )
 
 from sweepd.kinds.xla_tuning import replay as replay_module
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
-from sweepd.kinds.xla_tuning.defaults import default_landscapes
-from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
-from sweepd.kinds.xla_tuning.landscape import Landscape, truth
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog, restore_default
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
+from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
 # per family

@@ -15,7 +15,7 @@ import math
 import random
 from collections.abc import Callable
 
-from sweepd.kinds.xla_tuning.catalog import (
+from sweepd.kinds.xla_tuning.catalog.catalog import (
     COST_MECHANISMS,
     Cost,
     Layer,
@@ -25,7 +25,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     Setting,
     applies,
 )
-from sweepd.kinds.xla_tuning.landscape import Effect, Interaction, Landscape, truth
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Interaction, Landscape, truth
 
 Case = tuple[Landscape, tuple[Profile, ...]]
 
@@ -227,8 +227,8 @@ GENERATORS["fresh"] = generate_fresh
 # image), deploys the env file's 1 GiB all-gather flag (and sometimes mem .95) or nothing,
 # and draws the cell's noise (0.5-1.0 %) and flakes (0-5 %).
 def generate_facts(rng: random.Random) -> Case:
-    from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-    from sweepd.kinds.xla_tuning.flags import AG, GIB, MEM_FRACTION, default_catalog
+    from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+    from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, MEM_FRACTION, default_catalog
 
     land = fsdp8() if rng.random() < 0.5 else pp8()
     tags = land.tags if rng.random() < 0.5 else tuple(reversed(land.tags))
@@ -265,7 +265,7 @@ NEGATIVE_FACTS = (-0.0134, -0.0198, -0.0269, -0.0414, -0.0519, -0.0531, -0.0353,
 
 
 def generate_unseen(rng: random.Random) -> Case:
-    from sweepd.kinds.xla_tuning.flags import AG, GIB, default_catalog
+    from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, default_catalog
 
     par = Parallelism.parse(rng.choice(("FSDP=8", "PP=8", "TP=8", "PP=4,FSDP=2")))
     cat = tuple(p for p in default_catalog(par) if Mechanism.PIPELINE not in p.mechanisms)
@@ -310,7 +310,7 @@ GENERATORS["unseen"] = generate_unseen
 # values falling away from it by up to 3 % over the family, so the local slope from the
 # value first tried leads away from it.
 def generate_lone(rng: random.Random) -> Case:
-    from sweepd.kinds.xla_tuning.flags import default_catalog
+    from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 
     par = Parallelism.parse(rng.choice(("FSDP=8", "PP=8", "TP=8")))
     cat = tuple(p for p in default_catalog(par) if Mechanism.PIPELINE not in p.mechanisms)
@@ -357,7 +357,7 @@ def generate_subbar(rng: random.Random) -> Case:
 
 
 def _subbar_once(rng: random.Random) -> Case:
-    from sweepd.kinds.xla_tuning.flags import default_catalog
+    from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 
     par = Parallelism.parse(rng.choice(("PP=8", "FSDP=8")))
     cat = tuple(p for p in default_catalog(par) if Mechanism.PIPELINE not in p.mechanisms)

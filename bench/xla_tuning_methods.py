@@ -9,11 +9,17 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting, mechanism_order, stack
-from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.catalog.catalog import (
+    Parallelism,
+    Profile,
+    Setting,
+    mechanism_order,
+    stack,
+)
+from sweepd.kinds.xla_tuning.catalog.flags import restore_default
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S as RUN_S  # set by the bench's --run-s
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
@@ -418,8 +424,8 @@ def _smoke() -> None:
     """`--smoke`: every method once on the facts file's PP=8 cell (the whole path)."""
     import argparse
 
-    from sweepd.kinds.xla_tuning.defaults import pp8
-    from sweepd.kinds.xla_tuning.flags import default_catalog
+    from sweepd.kinds.xla_tuning.catalog.defaults import pp8
+    from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 
     ap = argparse.ArgumentParser(description="the xla-tuning bench's methods")
     ap.add_argument("--smoke", action="store_true", help="each method once on PP=8")

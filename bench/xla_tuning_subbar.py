@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xla_tuning_landscapes import SUBBAR, SUBBAR_RUN_S, Case, _families
 
 from sweepd.kinds.xla_tuning import replay as replay_module
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.catalog.landscape import truth
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import truth
 from sweepd.kinds.xla_tuning.replay import replay
 
 FOUND = 0.01  # within 1 point of the best recipe's true gain

@@ -26,10 +26,10 @@ import xla_tuning_methods as methods
 from xla_tuning_efficiency import SEEDS
 from xla_tuning_landscapes import GENERATORS
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.flags import restore_default
+from sweepd.kinds.xla_tuning.catalog.landscape import truth
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import truth
 from sweepd.kinds.xla_tuning.replay import replay
 
 METHODS = ("seed", "tpe in waves", "plain tpe")

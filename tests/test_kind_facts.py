@@ -19,8 +19,10 @@ from sweepd.kinds.api import JobFacts
 from sweepd.kinds.model_perf import gather as perf_gather
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
-from sweepd.kinds.xla_tuning import gather, jobfacts, report
-from sweepd.kinds.xla_tuning.catalog import Cost
+from sweepd.kinds.xla_tuning import report
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost
+from sweepd.kinds.xla_tuning.evidence import jobfacts
+from sweepd.kinds.xla_tuning.runs import gather
 from sweepd.kinds.xla_tuning.sim.hlo import hlo_text
 from sweepd.sim.logfmt import cluster_line, compiled_memory_line, memstats_lines
 from sweepd.store.rows import RunParams

@@ -142,12 +142,12 @@ def _trespasses(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_trespass_finder_finds_one() -> None:
     graph = {"sweepd.cli.x": {"sweepd.kinds.xla_tuning.report"},
-             "sweepd.kinds.xla_tuning.gather": {"sweepd.kinds.model_perf.exports",
+             "sweepd.kinds.xla_tuning.runs.gather": {"sweepd.kinds.model_perf.exports",
                                                 "sweepd.kinds.model_perf.search"},
              "sweepd.kinds.model_perf.kind": {"sweepd.kinds.model_perf.search"},
              REGISTRY: {"sweepd.kinds.network.kind"}}
     assert _trespasses(graph) == ["sweepd.cli.x -> sweepd.kinds.xla_tuning.report",
-                                  "sweepd.kinds.xla_tuning.gather -> "
+                                  "sweepd.kinds.xla_tuning.runs.gather -> "
                                   "sweepd.kinds.model_perf.search"]
 
 

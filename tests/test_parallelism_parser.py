@@ -14,7 +14,7 @@ from sweepd.kinds.campaign import spec as campaign
 from sweepd.kinds.model_perf import spec as model_perf
 from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError, axes_text, parse_axes
-from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
+from sweepd.kinds.xla_tuning.catalog.catalog import Axis, Parallelism
 
 
 @pytest.mark.parametrize(("text", "axes"), [

@@ -16,9 +16,9 @@ import pytest
 
 from sweepd.clusters import train_env as te
 from sweepd.kinds.model_perf.hooks import apply_to_config
-from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
-from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Setting
+from sweepd.kinds.xla_tuning.deploy import deploy
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch
 from sweepd.util import person_files
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 

@@ -43,10 +43,10 @@ NOT_YET_EXERCISED: dict[str, str] = {
     "model_perf.two_param_probe": "kinds/model_perf/plan_two.py: a two-parameter run",
     "model_sweep.matrix": "kinds/model_sweep/matrix.py: a matrix cell's run",
     "network.confirm": "kinds/network/isolation.py: a node paired with a known-good one",
-    "preflight.slot_unresolved": "kinds/xla_tuning/plan_checks.py: a slot with no nodes",
-    "wave.fill_ends": "kinds/xla_tuning/catalog_fill.py: numeric families' ends",
-    "wave.numeric_neighbour": "kinds/xla_tuning/search_steps.py: beside a family's best",
-    "wave.pair_fill": "kinds/xla_tuning/catalog_fill.py: pairs of the best singles",
+    "preflight.slot_unresolved": "kinds/xla_tuning/runs/plan_checks.py: a slot with no nodes",
+    "wave.fill_ends": "kinds/xla_tuning/waves/catalog_fill.py: numeric families' ends",
+    "wave.numeric_neighbour": "kinds/xla_tuning/waves/search_steps.py: beside a family's best",
+    "wave.pair_fill": "kinds/xla_tuning/waves/catalog_fill.py: pairs of the best singles",
 }
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweepd.kinds.xla_tuning.catalog import Cost, Layer, Setting
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.flags import AG, GIB, OVERLAP_LIMIT
-from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
-from sweepd.kinds.xla_tuning.logread import (
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Layer, Setting
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, OVERLAP_LIMIT
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.evidence.logread import (
     applied,
     effective,
     hlo_evidence,

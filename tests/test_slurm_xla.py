@@ -22,7 +22,7 @@ from sweepd.clusters import train_env as te
 from sweepd.clusters.base import JobProfile, JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import TRAIN_ENV_MARK, SlurmCluster
 from sweepd.core.submit import job_profile
-from sweepd.kinds.xla_tuning.logread import Effective, effective
+from sweepd.kinds.xla_tuning.evidence.logread import Effective, effective
 from sweepd.store.rows import RunParams
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 from tests.test_slurm_backend import FINISHED, Settings, wait_state

@@ -21,7 +21,7 @@ from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.clusters import train_env as te
 from sweepd.config import Config
 from sweepd.core.states import JobState
-from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.kinds.xla_tuning.evidence.logread import effective
 from sweepd.store.rows import Event, Job
 from tests.simrun import NODES, open_store, run
 from tests.slurm_cluster import cluster_env

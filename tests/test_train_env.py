@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from sweepd.clusters import train_env as te
-from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-from sweepd.kinds.xla_tuning.logread import applied as logread_applied
-from sweepd.kinds.xla_tuning.logread import effective
+from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Setting
+from sweepd.kinds.xla_tuning.evidence.logread import applied as logread_applied
+from sweepd.kinds.xla_tuning.evidence.logread import effective
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"

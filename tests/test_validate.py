@@ -18,7 +18,7 @@ from sweepd.cli.output import fail
 from sweepd.clusters import train_env
 from sweepd.core.control import resume
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning.preflight import leftover
+from sweepd.kinds.xla_tuning.runs.preflight import leftover
 from tests.simrun import NODES, run, sim_config, write_scenario
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

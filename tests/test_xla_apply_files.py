@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.xla_tuning import deploy, since_sweep, sourced
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
-from sweepd.kinds.xla_tuning.flags import AG, GIB
-from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch, env_patch_text
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Setting
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB
+from sweepd.kinds.xla_tuning.deploy import deploy, sourced
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch, env_patch_text
 from sweepd.kinds.xla_tuning.hooks_client import _shared
+from sweepd.kinds.xla_tuning.inventory import since_sweep
 from tests.test_cli_client import Daemon, daemon
 from tests.test_xla_deploy import DEEPSEEK, IMAGE, MODEL, OVL2, checkout, in_effect
 from tests.test_xla_tuning_report_cli import FSDP, recorded, use_checkout
@@ -136,7 +137,7 @@ def test_a_shared_link_never_names_its_own_target_as_sharing_it(
 
 
 def test_a_read_only_env_file_is_refused_by_the_check_model_perf_shares(tmp_path: Path) -> None:
-    from sweepd.kinds.xla_tuning.hooks_apply import ApplyError
+    from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError
 
     env = checkout(tmp_path, DEEPSEEK)
     env.chmod(0o444)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Setting
-from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
-from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Setting
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
+from sweepd.kinds.xla_tuning.deploy import deploy
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch
+from sweepd.kinds.xla_tuning.deploy.sourced import source
 from sweepd.kinds.xla_tuning.hooks_client import conditional_refusal
-from sweepd.kinds.xla_tuning.sourced import source
 from tests.test_cli_client import Daemon, daemon
 from tests.test_xla_deploy import DEEPSEEK, IMAGE, MODEL, OVL2, RESTORE_AG, checkout, in_effect
 from tests.test_xla_tuning_report_cli import FSDP, recorded, use_checkout
@@ -31,7 +31,7 @@ RECIPE = (OVL2, RESTORE_AG)   # overlap limit 2, and the env file's 1 GiB back t
 
 
 def apply(env: Path, par: str = "PP=8", force: bool = False) -> str:
-    from sweepd.kinds.xla_tuning.sourced import cell_jobs
+    from sweepd.kinds.xla_tuning.deploy.sourced import cell_jobs
 
     cell = Parallelism.parse(par)
     return apply_env_patch(env, MODEL, cell, ["# sweep 1: r"],

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")

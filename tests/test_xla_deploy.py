@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.catalog import Layer, Parallelism, Setting
-from sweepd.kinds.xla_tuning.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
-from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch, env_patch_text
-from sweepd.kinds.xla_tuning.sourced import source
+from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Parallelism, Setting
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, IMAGE_DEFAULTS, OVERLAP_LIMIT
+from sweepd.kinds.xla_tuning.deploy import deploy
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch, env_patch_text
+from sweepd.kinds.xla_tuning.deploy.sourced import source
 from tests.test_cli_client import Daemon, daemon
 from tests.test_xla_tuning_report_cli import FSDP, SETTINGS, recorded, use_checkout
 

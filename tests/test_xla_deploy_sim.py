@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweepd.kinds.xla_tuning import deploy
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import pp8
-from sweepd.kinds.xla_tuning.flags import AG, GIB, OVERLAP_LIMIT, default_catalog
-from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import pp8
+from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, OVERLAP_LIMIT, default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape
+from sweepd.kinds.xla_tuning.deploy import deploy
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.logread import parse_flags
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Landscape
-from sweepd.kinds.xla_tuning.logread import parse_flags
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.sim.tuning import parallelism_overrides

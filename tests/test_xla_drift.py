@@ -8,15 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.claims import confirmed_win
-from sweepd.kinds.xla_tuning.drift import DriftRead, level
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead, level
+from sweepd.kinds.xla_tuning.evidence.results import CLAIM, SEARCH, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import DRIFT_S, Effect, Landscape, RunKind, sample
 from sweepd.kinds.xla_tuning.replay import RUN_S, replay
-from sweepd.kinds.xla_tuning.results import CLAIM, SEARCH, Outcome, Result
+from sweepd.kinds.xla_tuning.waves.claims import confirmed_win
 from tests.xla_cells import nccl_win_on_sparse
 
 NCH8 = "NCCL_NCHANNELS_PER_NET_PEER=8"

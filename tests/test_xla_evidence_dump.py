@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.app.foreground import EXIT_VERDICT
-from sweepd.kinds.xla_tuning.jobfacts import DUMP_DIR
+from sweepd.kinds.xla_tuning.evidence.jobfacts import DUMP_DIR
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from tests.test_xla_tuning_sweep_sim import FAST, landscape, spec, sweep_on_sim
 

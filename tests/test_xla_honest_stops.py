@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
 from tests.xla_cells import nccl_win_on_sparse
 
@@ -266,16 +266,16 @@ def test_a_family_run_at_one_value_gets_its_values_before_wider_gaps_elsewhere()
     verdict went to the interior values of the first mechanism's seven-value families,
     run at three values each, and ran out (found 55 % of 40 seeds). A family run at fewer
     values now goes first (82 %)."""
-    from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
+    from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence
     from sweepd.kinds.xla_tuning.search import profiles
-    from sweepd.kinds.xla_tuning.waves import Candidates
+    from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
     inp = _inputs(_land("FSDP=8", ("default",), {}))
     ran = ["ag256M", "ag768M", "ag4G", "ovl4"]
     board = build([*BASE3, *(_ok(p, 1000.0) for p in ran)], inp.noise, inp.max_flakes)
     ev = Evidence(((Cost.ALL_GATHER, 0.5), (Cost.COMPUTE, 0.4)), "HLO")
     cands = Candidates(inp, board, ev, profiles(inp))
-    order = [it[0].name for it in cands.untried_values(99)]
+    order = [it[0].name for it in cands.fill.untried_values(99)]
     assert order[:2] == ["ovl2", "ovl8"] or order[:2] == ["ovl8", "ovl2"], order
     assert "ag384M" in order and order.index("ag384M") > 1
 
@@ -285,7 +285,7 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     above +2 %, and "structurally bounded" fired: not shown above +2 % read as shown
     below. It is now re-run (to NEAR_BAR_N runs) before the cell may be bounded."""
     from sweepd.kinds.xla_tuning.search import profiles
-    from sweepd.kinds.xla_tuning.waves import Candidates
+    from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
     inp = _inputs(_land("FSDP=8", ("default",), {}))
     results = [*BASE3, _ok("dbuf", 1030.0), _ok("dbuf", 1022.0, 3, "noise.confirm"),
@@ -293,7 +293,7 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     board = build(results, inp.noise, inp.max_flakes)
     assert not board.claim.above("dbuf", "default", inp.bounded_gain)
     cands = Candidates(inp, board, None, profiles(inp))
-    again = [it for it in cands.confirmations() if it[0].name == "dbuf"]
+    again = [it for it in cands.steps.confirmations() if it[0].name == "dbuf"]
     assert again and "above the +2% bar, not significantly" in again[0][3]
     assert again[0][2] == "noise.confirm"
 

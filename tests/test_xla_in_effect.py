@@ -9,15 +9,15 @@ from collections.abc import Iterable
 
 import pytest
 
-from sweepd.kinds.xla_tuning.catalog import Layer, Parallelism, Setting
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
-from sweepd.kinds.xla_tuning.in_effect import without_in_effect
+from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Parallelism, Setting
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Landscape
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, plan
+from sweepd.kinds.xla_tuning.waves.in_effect import without_in_effect
 
 LHS = "xla_gpu_enable_latency_hiding_scheduler"
 DBUF = "xla_gpu_enable_while_loop_double_buffering"

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from sweepd.kinds.xla_tuning.board import Board
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape
+from sweepd.kinds.xla_tuning.evidence.board import Board
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Landscape
-from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import Pruned, profiles, pruned
-from sweepd.kinds.xla_tuning.waves import Candidates
+from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
 EV = Evidence(((Cost.COLLECTIVE_PERMUTE, 0.3), (Cost.BUBBLE, 0.22)), "job 1002 HLO")
 TRIPLE = "hpas+ovl2+restore_default"

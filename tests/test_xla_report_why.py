@@ -4,11 +4,11 @@ and the job ids of the runs that measured the winner."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence
-from sweepd.kinds.xla_tuning.report_sections import _env_effect, _inventory, _why
-from sweepd.kinds.xla_tuning.report_view import View
-from sweepd.kinds.xla_tuning.results import Outcome, Result
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
+from sweepd.kinds.xla_tuning.reporting.report_sections import _env_effect, _inventory, _why
+from sweepd.kinds.xla_tuning.reporting.report_view import View
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import pp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import OVERLAP_LIMIT, default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import OVERLAP_LIMIT, default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import CLAIM, SEARCH, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.results import CLAIM, SEARCH, Result
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan, profiles
 from tests.test_xla_tuning_verdicts import EV, H8, _base, _ok
 

@@ -5,11 +5,11 @@ at 880 s), and a bounded verdict never stands while a stack reads significantly 
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.planned import VerdictKind
-from sweepd.kinds.xla_tuning.results import Result
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.search import Plan, Planned, Verdict, plan
+from sweepd.kinds.xla_tuning.waves.planned import VerdictKind
 from tests.test_xla_tuning_few_runs import FLAT
 from tests.test_xla_tuning_verdicts import EV, H8, _base, _inputs, _ok
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweepd.kinds.xla_tuning.catalog import (
+from sweepd.kinds.xla_tuning.catalog.catalog import (
     Axis,
     Cost,
     Evidence,
@@ -15,7 +15,7 @@ from sweepd.kinds.xla_tuning.catalog import (
     mechanism_order,
     stack,
 )
-from sweepd.kinds.xla_tuning.flags import (
+from sweepd.kinds.xla_tuning.catalog.flags import (
     AG,
     GIB,
     default_catalog,
@@ -125,7 +125,7 @@ def test_a_cell_of_two_axes_seeds_the_secondary_axiss_own_mechanism_second() -> 
     mechanism came fourth, behind the all-gather's three, and only two are seeded before
     stacks; the pair was found in 0 of 40 sweeps. It comes third now, and seed mode seeds
     three mechanisms on a cell of two axes."""
-    from sweepd.kinds.xla_tuning.catalog import (
+    from sweepd.kinds.xla_tuning.catalog.catalog import (
         Cost,
         Evidence,
         Mechanism,

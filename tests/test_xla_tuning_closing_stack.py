@@ -5,7 +5,7 @@ baseline re-runs and Wave 6, and the stack ran in 3 of 40 sweeps)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.results import Result
+from sweepd.kinds.xla_tuning.evidence.results import Result
 from tests.test_xla_tuning_family_edge import planned_names
 from tests.test_xla_tuning_few_runs import FLAT
 from tests.test_xla_tuning_verdicts import _base, _ok

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import plan, profiles
-from sweepd.kinds.xla_tuning.waves import Candidates
+from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
 EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 PAR = Parallelism.parse("FSDP=8")
@@ -41,7 +41,7 @@ def _leader_board() -> list[Result]:
 
 def test_the_endgame_moves_the_leaders_value_and_adds_the_positive_singles() -> None:
     board = build(_leader_board(), INP.noise, INP.max_flakes)
-    items = Candidates(INP, board, EVIDENCE, profiles(INP)).polish()
+    items = Candidates(INP, board, EVIDENCE, profiles(INP)).steps.polish()
     got = {(p.name, rule) for p, _, rule, _ in items}
     assert ("ag512M", "wave.polish_value") in got and ("ag1G", "wave.polish_value") in got
     assert ("ag768M+nch8", "wave.polish_add") in got

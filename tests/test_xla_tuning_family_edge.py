@@ -5,9 +5,9 @@ rs512M; rs256M, +6.8 %, never ran)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.results import Result
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan
 from tests.test_xla_tuning_few_runs import FLAT
 from tests.test_xla_tuning_verdicts import EV, _base, _inputs, _ok

@@ -4,10 +4,10 @@ the SKILL.md's as before. And at the 8 h stop no bounded verdict rests on one ba
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
 from tests.test_xla_tuning_verdicts import EV, H8, _base, _inputs, _ok
 

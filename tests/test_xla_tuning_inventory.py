@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sweepd.kinds.xla_tuning import inventory as inv
-from sweepd.kinds.xla_tuning.flags import restore_default
+from sweepd.kinds.xla_tuning.catalog.flags import restore_default
+from sweepd.kinds.xla_tuning.inventory import inventory as inv
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
 MODEL = "llama2-70b"
@@ -119,7 +119,7 @@ def test_a_flag_only_another_cells_guard_sets_is_still_not_tuned_here(tmp_path: 
     leaves out every flag on the file's lines, while the Inventory holds what this
     sweep's jobs get."""
     from sweepd.clusters.train_env import Arm, placement
-    from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+    from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
 
     p2p = "xla_gpu_enable_pipelined_p2p"
     text = GUARDED + (

@@ -21,13 +21,15 @@ from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.core.states import JobState, RunState
 from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
 from sweepd.kinds.registry import kinds
-from sweepd.kinds.xla_tuning import gather, logread, report
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning.catalog import Cost
-from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.planner_facts import ModelPerfPrior, XlaFacts
-from sweepd.kinds.xla_tuning.results import Outcome
-from sweepd.kinds.xla_tuning.run_params import Batch, batch_of
+from sweepd.kinds.xla_tuning import report
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost
+from sweepd.kinds.xla_tuning.catalog.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.evidence import logread
+from sweepd.kinds.xla_tuning.evidence.results import Outcome
+from sweepd.kinds.xla_tuning.inventory.planner_facts import ModelPerfPrior, XlaFacts
+from sweepd.kinds.xla_tuning.runs import gather
+from sweepd.kinds.xla_tuning.runs.run_params import Batch, batch_of
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict

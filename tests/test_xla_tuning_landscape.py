@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.flags import default_catalog, restore_default
-from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample, truth
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog, restore_default
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, sample, truth
 
 
 def _cat(land: Landscape) -> dict[str, Profile]:

@@ -1,5 +1,6 @@
-"""The tuning kind's log and HLO readers (kinds/xla_tuning/logread.py): exact lines, hostile
-lines (fuzzed), last-wins resolution, applied-or-not with the culprit, collectives per step."""
+"""The tuning kind's log and HLO readers (kinds/xla_tuning/evidence/logread.py): exact lines,
+hostile lines (fuzzed), last-wins resolution, applied-or-not with the culprit, collectives
+per step."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweepd.kinds.xla_tuning.catalog import Cost, Layer, Setting
-from sweepd.kinds.xla_tuning.logread import (
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Layer, Setting
+from sweepd.kinds.xla_tuning.evidence.logread import (
     DCN_GBPS,
     Effective,
     applied,

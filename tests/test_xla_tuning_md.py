@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.tuning_md import Cell, Job, Standing, extend, write
+from sweepd.kinds.xla_tuning.reporting.tuning_md import Cell, Job, Standing, extend, write
 
 HEADER = {"Date": "2026-12-01", "Model": "deepseek3-671b", "Hardware": "8 x 8 MI355, 288 GB",
           "Image": "jax-rocm:25.11", "MaxText branch": "main", "Base config":
@@ -91,7 +91,7 @@ def test_a_bounded_cell_proposes_no_change() -> None:
 
 
 def test_negative_findings_and_sign_flips_rest_only_on_deltas_beyond_noise() -> None:
-    from sweepd.kinds.xla_tuning.tuning_md import Standing
+    from sweepd.kinds.xla_tuning.reporting.tuning_md import Standing
 
     noisy = Standing("nbuf", "NCCL_BUFFSIZE=16777216", 990.0, 28.0, -0.01, 1, ("5",), se=0.011)
     real = Standing("dbuf", "x", 970.0, 28.0, -0.03, 2, ("6", "7"), se=0.008)

@@ -27,11 +27,13 @@ from sweepd.kinds.api import Stop, SweepContext
 from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.registry import GatherContext, PreflightContext
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import applied, gather, inventory, plan_checks, preflight
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning.logread import effective
-from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
-from sweepd.kinds.xla_tuning.results import Outcome
+from sweepd.kinds.xla_tuning.evidence import applied
+from sweepd.kinds.xla_tuning.evidence.logread import effective
+from sweepd.kinds.xla_tuning.evidence.results import Outcome
+from sweepd.kinds.xla_tuning.inventory import inventory
+from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.runs import gather, plan_checks, preflight
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams

@@ -28,11 +28,13 @@ from sweepd.core.states import JobState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.registry import GatherContext, gather_context
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import gather, planner_facts, preflight, search
 from sweepd.kinds.xla_tuning import plan as adapter
-from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
-from sweepd.kinds.xla_tuning.results import Outcome, Result
+from sweepd.kinds.xla_tuning import search
+from sweepd.kinds.xla_tuning.catalog.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
+from sweepd.kinds.xla_tuning.inventory import planner_facts
+from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.runs import gather, preflight
 from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.store import Store

@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.results import Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
 
 FSDP_EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")

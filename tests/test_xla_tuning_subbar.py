@@ -4,15 +4,15 @@ a numeric family's value chosen on its runs (a rival value re-run at few runs)."
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Cost, Evidence, Parallelism
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan, profiles
-from sweepd.kinds.xla_tuning.verdict_claim import SELECTING_OVERSTATE
-from sweepd.kinds.xla_tuning.waves import Candidates
+from sweepd.kinds.xla_tuning.verdict.verdict_claim import SELECTING_OVERSTATE
+from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 STEP = 2500.0  # queue seconds a run: 11 runs are 7.6 h, 2 more start before 8 h
@@ -127,7 +127,7 @@ def test_a_family_value_within_noise_of_its_best_is_re_run_at_few_runs() -> None
     # Before, at few runs a contender that cannot reach +5 % was not re-run, and the value
     # the stacks and the verdict took was whichever read high first; now the family's
     # values are compared on more than one run each.
-    rerun = {p.name: why for p, _, _, why in _family_board(1030.0).confirmations()}
+    rerun = {p.name: why for p, _, _, why in _family_board(1030.0).steps.confirmations()}
     assert "ovl8" in rerun and "within 2 se of ovl2" in rerun["ovl8"]
     # Clearly below the family's best: not re-run (the rule is about which value, not noise).
-    assert "ovl8" not in {p.name for p, *_ in _family_board(1005.0).confirmations()}
+    assert "ovl8" not in {p.name for p, *_ in _family_board(1005.0).steps.confirmations()}

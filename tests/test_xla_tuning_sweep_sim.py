@@ -17,8 +17,8 @@ import yaml
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.config import Config
 from sweepd.core.states import SweepState
-from sweepd.kinds.xla_tuning import gather
-from sweepd.kinds.xla_tuning.results import Outcome
+from sweepd.kinds.xla_tuning.evidence.results import Outcome
+from sweepd.kinds.xla_tuning.runs import gather
 from sweepd.store.rows import Event, Job, Run, Sweep
 from tests.simrun import NODES, open_store, run, sim_config
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import pp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import pp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
 

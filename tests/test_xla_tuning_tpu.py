@@ -16,10 +16,10 @@ from sweepd.cli.main import main
 from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.core.submit import job_request
 from sweepd.kinds.parse import load_spec_file
-from sweepd.kinds.xla_tuning import logread
+from sweepd.kinds.xla_tuning.catalog.tpu_flags import KNOWN, VMEM_LIMIT
+from sweepd.kinds.xla_tuning.evidence import logread
 from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
-from sweepd.kinds.xla_tuning.tpu_flags import KNOWN, VMEM_LIMIT
 from sweepd.store.rows import RunParams
 from tests.simrun import open_store, run, sim_config
 
@@ -167,7 +167,7 @@ def test_validate_states_the_most_node_hours_from_the_specs_caps(
 
 
 def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval() -> None:
-    from sweepd.kinds.xla_tuning.plain_words import explained, headline
+    from sweepd.kinds.xla_tuning.verdict.plain_words import explained, headline
 
     said = headline("proposal", "ag768M", 0.1103, (0.081, 0.139), 2,
                     "--xla_gpu_all_gather_combine_threshold_bytes=805306368", "XLA_FLAGS")
@@ -189,9 +189,9 @@ def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval
 
 def test_apply_writes_a_tpu_recipe_as_libtpu_init_args_and_sourcing_proves_it(
         tmp_path: Path) -> None:
-    from sweepd.kinds.xla_tuning import sourced
-    from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-    from sweepd.kinds.xla_tuning.deploy import shell_line
+    from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Setting
+    from sweepd.kinds.xla_tuning.deploy import sourced
+    from sweepd.kinds.xla_tuning.deploy.deploy import shell_line
 
     vmem = Setting(VMEM_LIMIT, "98304", Layer.XLA)
     line = shell_line(vmem)

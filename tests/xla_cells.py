@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.defaults import fsdp8
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Effect, Landscape
 
 NCH8 = "NCCL_NCHANNELS_PER_NET_PEER=8"
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweepd.kinds.xla_tuning.results import BASELINE
+from sweepd.kinds.xla_tuning.evidence.results import BASELINE
 from sweepd.store.states import SweepState
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def sim_true_gain(scenario: Any, overrides: Mapping[str, str], nodes: Sequence[s
                   ) -> SimGain | None:
     """On a simulated scenario with a `tuning:` section: the true gain of running at `batch`
     (None: the landscape's) with these flags and env vars (None: no tuning section)."""
-    from sweepd.kinds.xla_tuning.catalog import Layer, Setting
+    from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Setting
     from sweepd.kinds.xla_tuning.sim.hook import batch_ratio
     from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec
 
@@ -102,9 +102,9 @@ def write_recipe(path: Path, model: str, parallelism: str, note: str,
     """The recipe into the model's env file as this kind's `--apply` writes it: one block
     per model and parallelism, guarded by the parallelism, checked with `bash -n`; returns
     the block. ValueError: refused, nothing written."""
-    from sweepd.kinds.xla_tuning.catalog import Parallelism
-    from sweepd.kinds.xla_tuning.deploy import DeployError, settings_of, shell_line
-    from sweepd.kinds.xla_tuning.hooks_apply import apply_env_patch
+    from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+    from sweepd.kinds.xla_tuning.deploy.deploy import DeployError, settings_of, shell_line
+    from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch
 
     try:
         lines = [shell_line(s) for s in settings_of(xla_flags, env)]
@@ -116,6 +116,6 @@ def write_recipe(path: Path, model: str, parallelism: str, note: str,
 def most_node_hours(spec: Mapping[str, Any], retries: int) -> tuple[float, str] | None:
     """The most node-hours an xla-tuning spec may take (`budget.node_hours`: its timebox
     and each job's own time limit), for a campaign's flags stage."""
-    from sweepd.kinds.xla_tuning.budget import node_hours
+    from sweepd.kinds.xla_tuning.runs.budget import node_hours
 
     return node_hours(spec, retries)

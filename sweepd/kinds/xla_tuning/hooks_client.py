@@ -17,10 +17,12 @@ from typing import Any
 
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag, output_path
 from sweepd.kinds.xla_tuning import report as xla_report
-from sweepd.kinds.xla_tuning import since_sweep, sourced, tuning_md
-from sweepd.kinds.xla_tuning.catalog import Parallelism
-from sweepd.kinds.xla_tuning.hooks_apply import ApplyError, apply_env_patch
-from sweepd.kinds.xla_tuning.job_overrides import JOB_OVERRIDES, parallelism_overrides
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
+from sweepd.kinds.xla_tuning.deploy import sourced
+from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch
+from sweepd.kinds.xla_tuning.deploy.job_overrides import JOB_OVERRIDES, parallelism_overrides
+from sweepd.kinds.xla_tuning.inventory import since_sweep
+from sweepd.kinds.xla_tuning.reporting import tuning_md
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.util import person_commit, person_files

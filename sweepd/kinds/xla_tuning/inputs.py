@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.catalog import Parallelism, Profile, Setting
-from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.drift import DriftRead
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile, Setting
+from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 
 
 @dataclass(frozen=True)

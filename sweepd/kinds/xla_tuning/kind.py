@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from sweepd.kinds.api import JobFacts, NodeFaults
 from sweepd.kinds.registry import Budget, ClientHooks, Kind, Report, Stops
-from sweepd.kinds.xla_tuning import (
-    budget,
-    hooks_client,
-    jobfacts,
-    planner_facts,
-    preflight,
-    report,
-)
+from sweepd.kinds.xla_tuning import hooks_client, report
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning.demo import DEMO
-from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.evidence import jobfacts
+from sweepd.kinds.xla_tuning.inventory import planner_facts
+from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.runs import budget, preflight
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 
 # NodeFaults.STOP: TGS deltas of 1-3 % only compare on the same nodes; a node fault stops.

@@ -11,23 +11,23 @@ from dataclasses import replace
 from typing import Any
 
 from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
-from sweepd.kinds.xla_tuning import gather, progress
 from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning import search as wave_search
-from sweepd.kinds.xla_tuning.board import Board
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.catalog import Evidence, Layer, Profile
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.in_effect import without_in_effect
+from sweepd.kinds.xla_tuning.catalog.catalog import Evidence, Layer, Profile
+from sweepd.kinds.xla_tuning.evidence.board import Board
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, Entry
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.labels import label, roles
-from sweepd.kinds.xla_tuning.plain_words import explained, headline
-from sweepd.kinds.xla_tuning.plan_checks import not_applied_stop, preflight
-from sweepd.kinds.xla_tuning.planner_facts import XlaFacts
-from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, Entry
-from sweepd.kinds.xla_tuning.run_params import Batch, batch_of, run_params
+from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.runs import gather, progress
+from sweepd.kinds.xla_tuning.runs.plan_checks import not_applied_stop, preflight
+from sweepd.kinds.xla_tuning.runs.run_params import Batch, batch_of, run_params
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.kinds.xla_tuning.verdict.plain_words import explained, headline
+from sweepd.kinds.xla_tuning.waves.in_effect import without_in_effect
+from sweepd.kinds.xla_tuning.waves.labels import label, roles
 from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.states import RunState
 

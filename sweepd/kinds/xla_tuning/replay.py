@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from sweepd.kinds.xla_tuning.catalog import Evidence, Setting
+from sweepd.kinds.xla_tuning.catalog.catalog import Evidence, Setting
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, sample
+from sweepd.kinds.xla_tuning.evidence.results import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, sample
-from sweepd.kinds.xla_tuning.results import EVIDENCE, Outcome, Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan, profiles
 
 OUTCOME = {RunKind.OK: Outcome.OK, RunKind.OOM: Outcome.OOM,

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweepd.kinds.xla_tuning import tuning_md
+from sweepd.kinds.xla_tuning.evidence.results import EVIDENCE
 from sweepd.kinds.xla_tuning.plot import delta_bars
-from sweepd.kinds.xla_tuning.report_sections import cell, deployment, guard_for
-from sweepd.kinds.xla_tuning.report_view import leaderboard, recorded_settings, view
-from sweepd.kinds.xla_tuning.results import EVIDENCE
+from sweepd.kinds.xla_tuning.reporting import tuning_md
+from sweepd.kinds.xla_tuning.reporting.report_sections import cell, deployment, guard_for
+from sweepd.kinds.xla_tuning.reporting.report_view import leaderboard, recorded_settings, view
 from sweepd.store.rows import Job, Run, Sweep
 
 

@@ -99,10 +99,10 @@ TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_h
 MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out")
 
 _SPEC = "sweepd.kinds.xla_tuning.spec:Thresholds."
-_WAVE = "sweepd.kinds.xla_tuning.wave_rules:"
-_CLAIMS = "sweepd.kinds.xla_tuning.claims:"
-_BOUNDED = "sweepd.kinds.xla_tuning.bounded_question:"
-_PARTS = "sweepd.kinds.xla_tuning.parts:"
+_WAVE = "sweepd.kinds.xla_tuning.waves.wave_rules:"
+_CLAIMS = "sweepd.kinds.xla_tuning.waves.claims:"
+_BOUNDED = "sweepd.kinds.xla_tuning.verdict.bounded_question:"
+_PARTS = "sweepd.kinds.xla_tuning.waves.parts:"
 
 
 def _t(name: str, where: str, means: str) -> Threshold:
@@ -145,7 +145,7 @@ THRESHOLDS = (
     _t("near_fresh", _CLAIMS + "NEAR_FRESH", "fresh runs behind a claim near the line"),
     _t("z_near", _CLAIMS + "Z_NEAR", "the z a claim near the line is read at"),
     _t("wave6_n", _CLAIMS + "WAVE6_N", "runs of another tag's reading"),
-    _t("z_one", "sweepd.kinds.xla_tuning.board:Z_ONE", "one-sided 95 %"),
+    _t("z_one", "sweepd.kinds.xla_tuning.evidence.board:Z_ONE", "one-sided 95 %"),
     # The bounded question (bounded_question.py): its BASE_N is not wave_rules' BASE_N.
     _t("fresh_n", _BOUNDED + "FRESH_N", "fresh runs of a recipe before 'not shown above' "
        "is taken"),
@@ -159,11 +159,11 @@ THRESHOLDS = (
     _t("pool_gate", _PARTS + "POOL_GATE", "a context whose gap disagrees by more se is not "
        "pooled"),
     # Others.
-    _t("spare_runs", "sweepd.kinds.xla_tuning.family_gaps:SPARE_RUNS",
+    _t("spare_runs", "sweepd.kinds.xla_tuning.waves.family_gaps:SPARE_RUNS",
        "runs left unused before a bounded verdict that fill the catalog's gaps"),
-    _t("not_applied_limit", "sweepd.kinds.xla_tuning.plan_checks:NOT_APPLIED_LIMIT",
+    _t("not_applied_limit", "sweepd.kinds.xla_tuning.runs.plan_checks:NOT_APPLIED_LIMIT",
        "profiles not applied alike before the sweep stops"),
-    _t("shown_jobs", "sweepd.kinds.xla_tuning.preflight:SHOWN_JOBS",
+    _t("shown_jobs", "sweepd.kinds.xla_tuning.runs.preflight:SHOWN_JOBS",
        "other users' jobs the pre-flight lists"),
 )
 

@@ -28,28 +28,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sweepd.kinds.xla_tuning import rules as rule_book
-from sweepd.kinds.xla_tuning.board import Board
-from sweepd.kinds.xla_tuning.board_build import build
-from sweepd.kinds.xla_tuning.bounded_question import before_bounded_question
-from sweepd.kinds.xla_tuning.catalog import Evidence, Profile, stack
-from sweepd.kinds.xla_tuning.claims import WIN_MARGIN, confirmed_win
-from sweepd.kinds.xla_tuning.closing_block import block_first, leading
-from sweepd.kinds.xla_tuning.flags import restore_default
-from sweepd.kinds.xla_tuning.in_effect import without_in_effect
+from sweepd.kinds.xla_tuning.catalog.catalog import Evidence, Profile, stack
+from sweepd.kinds.xla_tuning.catalog.flags import restore_default
+from sweepd.kinds.xla_tuning.evidence.board import Board
+from sweepd.kinds.xla_tuning.evidence.board_build import build
+from sweepd.kinds.xla_tuning.evidence.results import Fate, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.next_wave import wave_candidates
-from sweepd.kinds.xla_tuning.parts import Pruned, pruned
-from sweepd.kinds.xla_tuning.planned import (
-    BASELINE_PROFILE,
-    EVIDENCE_PROFILE,
-    Plan,
-    Planned,
-    Verdict,
-    VerdictKind,
-    profiles,
-)
-from sweepd.kinds.xla_tuning.results import Fate, Result
-from sweepd.kinds.xla_tuning.stops import (
+from sweepd.kinds.xla_tuning.verdict.bounded_question import before_bounded_question
+from sweepd.kinds.xla_tuning.verdict.closing_block import block_first, leading
+from sweepd.kinds.xla_tuning.verdict.stops import (
     needs_for,
     report_block,
     run_cap,
@@ -60,15 +47,28 @@ from sweepd.kinds.xla_tuning.stops import (
     winner,
     within_budget,
 )
-from sweepd.kinds.xla_tuning.timebox_bounded import bounded_at_the_stop
-from sweepd.kinds.xla_tuning.verdicts import (
+from sweepd.kinds.xla_tuning.verdict.timebox_bounded import bounded_at_the_stop
+from sweepd.kinds.xla_tuning.verdict.verdicts import (
     leader,
     make_verdict,
     named_recipe,
     verdict_leader,
 )
-from sweepd.kinds.xla_tuning.wave_rules import closing
-from sweepd.kinds.xla_tuning.waves import Candidates
+from sweepd.kinds.xla_tuning.waves.candidates import Candidates
+from sweepd.kinds.xla_tuning.waves.claims import WIN_MARGIN, confirmed_win
+from sweepd.kinds.xla_tuning.waves.in_effect import without_in_effect
+from sweepd.kinds.xla_tuning.waves.next_wave import wave_candidates
+from sweepd.kinds.xla_tuning.waves.parts import Pruned, pruned
+from sweepd.kinds.xla_tuning.waves.planned import (
+    BASELINE_PROFILE,
+    EVIDENCE_PROFILE,
+    Plan,
+    Planned,
+    Verdict,
+    VerdictKind,
+    profiles,
+)
+from sweepd.kinds.xla_tuning.waves.wave_rules import closing
 
 
 def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> Plan:
@@ -152,7 +152,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
             return first
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.closing_firsts(), *need]))
+            for p, tag, rule, reason in [*cands.steps.closing_firsts(), *need]))
     # A recipe above the bounded bar, not significantly, is measured further so the timebox
     # verdict can say which it is (proposed, or no change) rather than leave it open.
     # It goes before the report block's window, which keeps its runs once it opens.
@@ -165,7 +165,7 @@ def _before_the_stop(inp: Inputs, board: Board, cands: Candidates, wave: int
     if question and closing(inp, board, len(question) + block):
         return within_budget(inp, board, tuple(
             Planned(p, tag, wave + 1, rule, reason + " (before the 8 h stop)")
-            for p, tag, rule, reason in [*cands.closing_firsts(), *question]))
+            for p, tag, rule, reason in [*cands.steps.closing_firsts(), *question]))
     return None
 
 

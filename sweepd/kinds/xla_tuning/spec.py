@@ -19,14 +19,21 @@ from pydantic import (
 )
 
 from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
-from sweepd.kinds.xla_tuning.catalog import Axis, Layer, Mechanism, Parallelism, Profile, Setting
-from sweepd.kinds.xla_tuning.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.drift import DriftRead
-from sweepd.kinds.xla_tuning.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.catalog import (
+    Axis,
+    Layer,
+    Mechanism,
+    Parallelism,
+    Profile,
+    Setting,
+)
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.tpu_flags import FLAGS_VAR as TPU_FLAGS_VAR
+from sweepd.kinds.xla_tuning.catalog.tpu_flags import KNOWN, tpu_catalog, unknown_names
+from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
+from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, RESTORE
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.results import BASELINE, EVIDENCE, RESTORE
-from sweepd.kinds.xla_tuning.tpu_flags import FLAGS_VAR as TPU_FLAGS_VAR
-from sweepd.kinds.xla_tuning.tpu_flags import KNOWN, tpu_catalog, unknown_names
 
 MICROBATCHES = "num_pipeline_microbatches"
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sweepd.kinds.xla_tuning.catalog import Cost
-from sweepd.kinds.xla_tuning.logread import DCN_GBPS, GPUS_PER_NODE, ICI_GBPS
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost
+from sweepd.kinds.xla_tuning.evidence.logread import DCN_GBPS, GPUS_PER_NODE, ICI_GBPS
 
 FILE_NAME = "module_0421.jit_train_step.gfx950_gpu_after_optimizations.txt"
 WIDTH = 7168  # the trailing dimension of every simulated buffer (a d_model)

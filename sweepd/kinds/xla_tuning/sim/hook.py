@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweepd.kinds.xla_tuning.landscape import RunKind
+from sweepd.kinds.xla_tuning.catalog.landscape import RunKind
 from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec, tuning_for
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.hooks import JobPlace, SimHook

@@ -12,7 +12,7 @@ simulator reads it through this kind's sim hook (`hook.py`).
       toolkit: ../maxtext-slurm    # optional: a toolkit checkout whose env file jobs source
       unknown_flags: [xla_gpu_enable_async_collective_permute]   # the image rejects these
 
-`default` is `kinds/xla_tuning/defaults.default_landscapes()` (the real FSDP=8 and PP=8
+`default` is `kinds/xla_tuning/catalog/defaults.default_landscapes()` (the real FSDP=8 and PP=8
 cells). A file path is read relative to the scenario file. A job picks the landscape of its
 parallelism (`dcn_fsdp_parallelism`, `dcn_pipeline_parallelism`, `ici_tensor_parallelism`
 overrides, as the SKILL.md's submission template passes them; none: the first landscape,
@@ -34,10 +34,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sweepd.kinds.spec import axes_text
-from sweepd.kinds.xla_tuning.catalog import Axis, Parallelism
-from sweepd.kinds.xla_tuning.defaults import default_landscapes
-from sweepd.kinds.xla_tuning.flags import default_catalog
-from sweepd.kinds.xla_tuning.landscape import Landscape, truth
+from sweepd.kinds.xla_tuning.catalog.catalog import Axis, Parallelism
+from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
+from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
 from sweepd.util.model_shapes import resolve_model
 
 # The override each axis is passed as (xla-tuning.SKILL.md, "Submission template").

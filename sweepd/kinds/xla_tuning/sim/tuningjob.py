@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweepd.kinds.xla_tuning import sourced
-from sweepd.kinds.xla_tuning.catalog import Layer, Setting
-from sweepd.kinds.xla_tuning.flags import IMAGE_DEFAULTS
-from sweepd.kinds.xla_tuning.landscape import Landscape, RunKind, Sample, sample
-from sweepd.kinds.xla_tuning.logread import (
+from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Setting
+from sweepd.kinds.xla_tuning.catalog.flags import IMAGE_DEFAULTS
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, Sample, sample
+from sweepd.kinds.xla_tuning.deploy import sourced
+from sweepd.kinds.xla_tuning.evidence.logread import (
     ENV_PREFIXES,
     LIBTPU_INIT_ARGS,
     XLA_FLAGS,

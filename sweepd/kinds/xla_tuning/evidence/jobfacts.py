@@ -1,0 +1,154 @@
+"""What a tuning job's log and files say, extracted once and kept on the job in the store
+(`Kind.job_facts`; `Job.facts`): the gather, planner and report read them there.
+
+- `fold(facts, lines)`, as the monitor reads the log: every `K=V` rank 0 printed (last
+  wins; XLA_FLAGS apart, as `xla`), the flags the image rejected (`unknown`, any rank), and
+  the simulated cluster's `Cluster time:` span. Every variable is kept, not only the tuned
+  families: a profile may set any env var, and which one is known only at the gather (its
+  run's params); a log printing more than MAX_KEYS distinct ones keeps the families only,
+  and a credential's name (`HF_TOKEN`, `WANDB_API_KEY`, …: no profile tunes one) is never
+  kept, so the store holds no secret a job's `printenv` showed.
+- `ended(job)`, once, when the job has ended and before it is judged: from its stored steps
+  the last loss and the steady window's mean step time; where its HLO dump is (`dump`: the
+  evidence run is judged by it); and for the evidence run the dump's collectives as shares
+  of the step (`evidence`, `logread.hlo_evidence`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from sweepd.kinds.api import EndedJob, Facts
+from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence
+from sweepd.kinds.xla_tuning.evidence import logread
+from sweepd.kinds.xla_tuning.evidence.results import EVIDENCE
+from sweepd.monitor.parse import CLUSTER_TIME
+from sweepd.monitor.steady import steady_window
+from sweepd.store.rows import Job, StepRow
+
+MAX_KEYS = 1024   # distinct variables kept per job beyond the tuned families
+_CREDENTIAL = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(?:^|_)KEY$|API_?KEY", re.IGNORECASE)
+# Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
+# job's output directory `<jobid>-<job name>/` beside its log; the file to read:
+DUMP_DIR = "xla_dump"
+DUMP_GLOB = "module_*.jit_train_step.*_gpu_after_optimizations.txt"
+_MAX_DUMP_BYTES = 512 * 1024 * 1024  # a larger dump is read up to here
+
+
+def fold(facts: Mapping[str, Any], lines: Sequence[str]) -> Facts | None:
+    """`facts` with these log lines folded in; None when they add nothing."""
+    out = dict(facts)
+    env: dict[str, str] | None = None
+    unknown: list[str] = list(facts.get("unknown") or ())
+    seen = len(unknown)
+    touched = False
+    for raw in lines:
+        if "nknown flag" in raw:
+            unknown += [n for n in logread.unknown_flags(raw) if n not in unknown]
+        if "Cluster time:" in raw and (m := CLUSTER_TIME.match(raw)) is not None:
+            out["span"] = [float(m[1]), float(m[2])]
+            touched = True
+        if "=" not in raw or (kv := logread.assignment(raw)) is None:
+            continue
+        touched = True
+        key, value = kv
+        if key == logread.XLA_FLAGS:
+            out["xla"] = value
+            continue
+        if env is None:
+            env = dict(out.get("env") or {})
+        if logread.wanted(key) or (_CREDENTIAL.search(key) is None
+                                   and (key in env or len(env) < MAX_KEYS)):
+            env[key] = value
+    if env is not None:
+        out["env"] = env
+    if len(unknown) > seen:
+        out["unknown"] = unknown
+        touched = True
+    return out if touched and out != facts else None
+
+
+def last_loss(steps: Sequence[StepRow]) -> float | None:
+    """The loss of the last step that printed one."""
+    return next((s.loss for s in sorted(steps, key=lambda s: -s.step) if s.loss is not None),
+                None)
+
+
+def step_seconds(steps: Sequence[StepRow], profiler: bool) -> float | None:
+    """Mean step time over the same steady window as the TGS."""
+    window = steady_window(profiler)
+    secs = [s.seconds for s in steps if s.step in window and s.seconds is not None]
+    return fmean(secs) if secs else None
+
+
+def ended(e: EndedJob) -> Facts | None:
+    """The facts completed at the job's end (once: a job concluded again adds nothing)."""
+    facts = e.job.facts
+    if facts.get("ended"):
+        return None
+    step_s = step_seconds(e.steps, bool(e.job.profiler))
+    path = dump_file(e.job, effective_of(facts))
+    out: Facts = {**facts, "ended": True, "loss": last_loss(e.steps), "step_s": step_s,
+                  "dump": None if path is None else str(path)}
+    if path is not None and e.params.profile == EVIDENCE:
+        found = read_evidence(path, step_s, e.job)
+        out["evidence"] = None if found is None else {
+            "shares": [[str(c), s] for c, s in found.shares], "source": found.source}
+    return out
+
+
+def effective_of(facts: Mapping[str, Any], keys: Sequence[str] = ()) -> logread.Effective:
+    """The job's effective flags and env as its stored facts hold them."""
+    return logread.resolved(facts.get("xla"), facts.get("env") or {}, keys)
+
+
+def evidence_of(facts: Mapping[str, Any]) -> Evidence | None:
+    """The evidence run's HLO shares as stored at its end."""
+    found = facts.get("evidence")
+    if not found:
+        return None
+    return Evidence(tuple((Cost(c), float(s)) for c, s in found["shares"]),
+                    source=str(found.get("source", "")))
+
+
+# ---- the HLO dump ---------------------------------------------------------------------------
+
+def dump_dirs(job: Job, eff: logread.Effective) -> list[Path]:
+    """Where the job's XLA dump may be: the `--xla_dump_to` its log printed (the effective
+    flags), else the toolkit's `${OUTPUT_PATH}/xla_dump` (the job's directory beside its log)."""
+    out: list[Path] = []
+    base = Path(job.log_path).parent if job.log_path else None
+    to = eff.xla.get("xla_dump_to", "").strip("'\"")
+    if to:
+        given = Path(to)
+        out.append(given if given.is_absolute() or base is None else base / given)
+    if base is not None and job.backend_id:
+        out.append(base / f"{job.backend_id}-{job.job_name}" / DUMP_DIR)
+    return out
+
+
+def dump_file(job: Job, eff: logread.Effective) -> Path | None:
+    """The after-optimizations text of `jit_train_step` (the last one, by name)."""
+    for d in dump_dirs(job, eff):
+        try:
+            found = sorted(d.glob(DUMP_GLOB))
+        except OSError:
+            continue
+        if found:
+            return found[-1]
+    return None
+
+
+def read_evidence(path: Path, step_s: float | None, job: Job) -> Evidence | None:
+    """`logread.hlo_evidence` of a dump (None: unreadable, or no collective in it)."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            text = f.read(_MAX_DUMP_BYTES)
+    except OSError:
+        return None
+    ev = logread.hlo_evidence(text, step_s, f"HLO dump of job {job.backend_id or job.id}")
+    return ev if ev.shares else None
