@@ -80,9 +80,9 @@ from probe_efficiency import (
     sweepd,
 )
 
-from sweepd.kinds.model_perf.grid import next_pair
-from sweepd.kinds.model_perf.pairs import Pair, best_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, Value, batch_space
+from sweepd.kinds.model_perf.two_param.grid import next_pair
+from sweepd.kinds.model_perf.two_param.pairs import Pair, best_pair
 
 FOUND = 0.01
 BUDGET = 24  # runs for a two-parameter sweep

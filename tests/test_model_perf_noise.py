@@ -102,7 +102,7 @@ def test_a_repeat_that_failed_counts_toward_the_values_runs() -> None:
 
 
 def test_a_two_parameter_verdict_ranks_a_value_run_again_by_its_mean() -> None:
-    from sweepd.kinds.model_perf.pairs import best_pair
+    from sweepd.kinds.model_perf.two_param.pairs import best_pair
 
     pairs = [("full", Probe(10, Outcome.OK, 1000.0)), ("minimal", Probe(12, Outcome.OK, 990.0)),
              ("full", Probe(10, Outcome.OK, 960.0))]

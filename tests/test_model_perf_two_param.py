@@ -10,9 +10,9 @@ import pytest
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.config import Config
 from sweepd.kinds.model_perf import report
-from sweepd.kinds.model_perf.grid import next_pair, settled_notes
-from sweepd.kinds.model_perf.pairs import best_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, SearchSpace, batch_space
+from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
+from sweepd.kinds.model_perf.two_param.pairs import best_pair
 from sweepd.kinds.parse import parse_spec, read_spec_file
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario

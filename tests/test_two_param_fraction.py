@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sweepd.app.foreground import EXIT_VERDICT
-from sweepd.kinds.model_perf.grid import next_pair, settled_notes
-from sweepd.kinds.model_perf.pairs import Pair, best_pair
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space
+from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
+from sweepd.kinds.model_perf.two_param.pairs import Pair, best_pair
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome
 from sweepd.util.hostlists import expand_nodes

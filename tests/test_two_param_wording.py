@@ -5,9 +5,9 @@ the best batch, the first policy's runs standing in for the rest)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.model_perf.grid import next_pair, settled_notes
-from sweepd.kinds.model_perf.pairs import Pair
 from sweepd.kinds.model_perf.search import batch_space
+from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
+from sweepd.kinds.model_perf.two_param.pairs import Pair
 from tests.test_model_perf_two_param import _run_shaped
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from sweepd.kinds.model_perf import yaml_keys
-from sweepd.kinds.model_perf.pairs import is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
+from sweepd.kinds.model_perf.two_param.pairs import is_fraction
 from sweepd.kinds.registry import THE_CHECKOUT, ClientOutput, ReportFlag
 from sweepd.util import person_commit, person_files
 

@@ -8,14 +8,14 @@ from typing import Any
 from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_runs
 from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.grid import next_pair, settled_notes
-from sweepd.kinds.model_perf.pairs import Pair, best_pair, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
 from sweepd.kinds.model_perf.rules import BEST_SO_FAR, NO_PASS, OPTIMUM, TWO_PARAM_PROBE
 from sweepd.kinds.model_perf.search import means
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
+from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
+from sweepd.kinds.model_perf.two_param.pairs import Pair, best_pair, is_fraction
 from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
 from sweepd.kinds.model_perf.verdict import CaveatKind as K
 from sweepd.store.rows import Run

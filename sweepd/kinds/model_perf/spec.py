@@ -16,9 +16,9 @@ from pydantic import (
 )
 
 from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
-from sweepd.kinds.model_perf.pairs import ONE_PARAMETER, SECOND, is_fraction
 from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.kinds.model_perf.two_param.pairs import ONE_PARAMETER, SECOND, is_fraction
 from sweepd.kinds.spec import Scalar, _Spec, axes_text, parse_axes
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweepd.kinds.model_perf.fraction_below import below_step
-from sweepd.kinds.model_perf.fraction_step import fraction_step
-from sweepd.kinds.model_perf.pairs import Pair, PairStep, is_fraction
-from sweepd.kinds.model_perf.remat_step import remat_step
 from sweepd.kinds.model_perf.search import SearchSpace, Value
+from sweepd.kinds.model_perf.two_param.fraction_below import below_step
+from sweepd.kinds.model_perf.two_param.fraction_step import fraction_step
+from sweepd.kinds.model_perf.two_param.pairs import Pair, PairStep, is_fraction
+from sweepd.kinds.model_perf.two_param.remat_step import remat_step
 
 
 def next_pair(space: SearchSpace, parameter: str, values: Sequence[Value],

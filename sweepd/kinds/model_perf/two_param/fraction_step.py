@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sweepd.kinds.model_perf.pairs import Pair, PairStep
 from sweepd.kinds.model_perf.search import (
     MEMORY_MARGIN,
     NOISE,
@@ -32,6 +31,7 @@ from sweepd.kinds.model_perf.search import (
     memory_fit,
     next_probe,
 )
+from sweepd.kinds.model_perf.two_param.pairs import Pair, PairStep
 
 
 def fraction_step(space: SearchSpace, first: Value, s: Value, pairs: Sequence[Pair],

@@ -23,7 +23,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sweepd.kinds.model_perf.pairs import Pair, PairStep, best_pair
 from sweepd.kinds.model_perf.search import (
     FLAT,
     MEMORY_MARGIN,
@@ -36,6 +35,7 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
 )
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.kinds.model_perf.two_param.pairs import Pair, PairStep, best_pair
 
 # Above this fraction of the GPU's memory in XLA's pool, the collectives may be starved:
 # on a 192 GB GPU less than ~10 GB is left outside the pool for RCCL/NCCL's buffers, the

@@ -24,18 +24,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sweepd.kinds.model_perf.pairs import Pair, PairStep, best_pair
-from sweepd.kinds.model_perf.remat_speed import (
-    fits_past,
-    fits_up_to,
-    own_peak,
-    ran_past,
-    read_speed,
-    ref_best,
-    ref_top,
-    shape_apart,
-    top_run,
-)
 from sweepd.kinds.model_perf.search import (
     TOLERANCE,
     Outcome,
@@ -47,6 +35,18 @@ from sweepd.kinds.model_perf.search import (
     upper_bound,
 )
 from sweepd.kinds.model_perf.search.prior import scaled_prior
+from sweepd.kinds.model_perf.two_param.pairs import Pair, PairStep, best_pair
+from sweepd.kinds.model_perf.two_param.remat_speed import (
+    fits_past,
+    fits_up_to,
+    own_peak,
+    ran_past,
+    read_speed,
+    ref_best,
+    ref_top,
+    shape_apart,
+    top_run,
+)
 
 
 def remat_step(space: SearchSpace, parameter: str, first: Value, s: Value,
