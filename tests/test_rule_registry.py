@@ -161,6 +161,7 @@ def _demo(kind: str, state: Path) -> dict[str, set[str]]:
     ("node-perf", {"node_perf.baseline", "node_perf.confirm", "strategy.verdict"}),
     ("network", {"network.whole", "network.half", "network.cross", "network.verify",
                  "strategy.verdict", "scheduler.running"}),
+    ("xla-tuning", {"wave1.baseline", "stop.winner", "engine.start", "success"}),
 ])
 def test_a_demo_records_only_registered_rules(kind: str, expected: set[str],
                                               tmp_path: Path) -> None:
@@ -169,8 +170,10 @@ def test_a_demo_records_only_registered_rules(kind: str, expected: set[str],
     seen = set().union(*recorded.values())
     assert {r for r in seen if not registered(r, every)} == set()
     assert expected <= seen
-    if kind == "model-perf":   # the verdict carries its deciding rule, not a generic one
-        assert "model_perf.optimum" in recorded["transition"]
+    # The verdict carries its deciding rule, not a generic one.
+    deciding = {"model-perf": "model_perf.optimum", "xla-tuning": "stop.winner"}
+    if kind in deciding:
+        assert deciding[kind] in recorded["transition"]
         assert "strategy.verdict" not in seen
 
 

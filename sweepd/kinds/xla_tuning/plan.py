@@ -139,7 +139,8 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
         "top": [{"profile": e.profile, "tgs": e.mean, "n": e.n,
                  "delta": board.delta(e.profile, primary)} for e in top[:8]],
     }
-    return Finished(True, summary, verdict)
+    # The rule that decided (winner, bounded, timebox, ...) is the transition's, not a generic one.
+    return Finished(True, summary, verdict, rule=v.rule)
 
 
 def _ranked(board: Board, tag: str) -> list[Entry]:
