@@ -86,6 +86,12 @@ class JobRequest:
     # This job's time limit (sbatch --time, e.g. "45:00"); None: the configured one.
     time_limit: str | None = None
 
+    def passthrough(self) -> list[str]:
+        """The run's settings as the toolkit's passthrough names them (`key=value` overrides,
+        `_env_KEY=value` env): the job name and the log's header on every backend."""
+        return ([f"{k}={v}" for k, v in self.overrides.items()]
+                + [f"_env_{k}={v}" for k, v in self.env.items()])
+
 
 @dataclass(frozen=True)
 class Submitted:

@@ -72,13 +72,14 @@ def applied_cap(spec: SweepSpec, config: Config) -> AppliedCap:
     nodes = max(1, len(expand_nodes(named))) if named else 1
     timebox = TIMEBOX_HOURS * nodes
     box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
-    most = stated_most(spec.kind, spec.model_dump(mode="json"), config)
+    dumped = spec.model_dump(mode="json")
+    most = stated_most(spec.kind, dumped, config)
     if most is not None and most[0] > timebox:
         return AppliedCap(most[0], f"the most this sweep may take, above {box}; "
                                    "max_node_hours sets another")
     if most is not None:
         return AppliedCap(timebox, f"{box}; max_node_hours sets another")
-    node_runs = most_node_runs(spec.kind, spec.model_dump(mode="json"))
+    node_runs = most_node_runs(spec.kind, dumped)
     if node_runs is None:
         return AppliedCap(timebox, f"{box}; max_node_hours sets another")
     jobs = node_runs * (1 + config.policy.max_retries)

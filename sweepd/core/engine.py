@@ -21,7 +21,7 @@ from sweepd.config import Config
 from sweepd.core import planning
 from sweepd.core.children import due_parents
 from sweepd.core.control import release_ended, stop_sweep
-from sweepd.core.cost_cap import applied_cap
+from sweepd.core.cost_cap import AppliedCap, applied_cap
 from sweepd.core.follow import LogFollower
 from sweepd.core.gathered import Gathered
 from sweepd.core.judge import judge, nothing_to_judge
@@ -85,6 +85,7 @@ class Engine:
     _dirty: set[int] | None = field(default=None, init=False)
     # Each sweep's spec, parsed once from the store (as accepted: see `stored_spec`).
     _specs: dict[int, SweepSpec] = field(default_factory=dict, init=False)
+    _caps: dict[int, AppliedCap] = field(default_factory=dict, init=False)
     # The daemon's stop request: set, it ends a pass at its next checkpoint.
     stopping: asyncio.Event | None = field(default=None, init=False)
     _since_yield: int = field(default=0, init=False)
@@ -96,8 +97,7 @@ class Engine:
                                        self.config.policy.controller_down_limit_s)
         self.strays = Strays(self.store, self.backend)
         self.submitter = Submitter(self.store, self.backend, self.clock, self.outputs,
-                                   self.strays, self.spec_of,
-                                   lambda spec: applied_cap(spec, self.config))
+                                   self.strays, self.spec_of, self.cap_of)
 
     def hang_limit(self) -> float:
         """Silence (cluster seconds) after which a running job is hung. Process start-up
@@ -191,7 +191,7 @@ class Engine:
         for sweep in await self.store.sweeps.all([SweepState.QUEUED]):
             with _superseded("sweep", sweep.id):
                 # The cap it stops at, said before its first job (core/cost_cap.py).
-                cap = applied_cap(self.spec_of(sweep), self.config)
+                cap = self.cap_of(sweep)
                 await self.store.sweeps.transition(sweep.id, SweepState.RUNNING,
                                                    f"sweep started; {cap.said()}",
                                                    rule="engine.start")
@@ -247,6 +247,13 @@ class Engine:
         if sweep.id not in self._specs:
             self._specs[sweep.id] = stored_spec(sweep.kind, sweep.spec)
         return self._specs[sweep.id]
+
+    def cap_of(self, sweep: Sweep) -> AppliedCap:
+        """The sweep's node-hour cap (core/cost_cap.py): from its spec and the config alone,
+        worked out once and kept, as the spec is (every submission checks it)."""
+        if sweep.id not in self._caps:
+            self._caps[sweep.id] = applied_cap(self.spec_of(sweep), self.config)
+        return self._caps[sweep.id]
 
     def mark(self, sweep_id: int) -> None:
         """Something happened in this sweep: plan it (this pass if it has not planned yet,

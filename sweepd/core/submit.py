@@ -71,7 +71,7 @@ class Submitter:
     outputs: Path
     strays: Strays
     spec_of: Callable[[Sweep], SweepSpec]
-    cap_of: Callable[[SweepSpec], AppliedCap]   # core/cost_cap.applied_cap on the config
+    cap_of: Callable[[Sweep], AppliedCap]   # the engine's: core/cost_cap.applied_cap, kept
     # Write-ahead jobs whose earlier submitter is still running: told once, ended once.
     _waiting: set[int] = field(default_factory=set, init=False)
     _ended: set[int] = field(default_factory=set, init=False)
@@ -132,7 +132,7 @@ class Submitter:
 
     async def _over_cap(self, sweep: Sweep, spec: SweepSpec, job: Job) -> SweepStop | None:
         """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
-        cap = self.cap_of(spec)
+        cap = self.cap_of(sweep)
         jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
         check = check_cap(jobs, len(expand_nodes(job.nodes)), cap.hours, cap.node_jobs)
         if not check.passed:

@@ -7,25 +7,13 @@ a rename, never a partial file.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
-@contextmanager
-def locked(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+from sweepd.util.locks import locked as locked  # the simulator's callers import it here
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -29,11 +29,12 @@ from sweepd.clusters.base import (
     Submitted,
 )
 from sweepd.clusters.local import launch
-from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords, locked
+from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords
 from sweepd.clusters.local.wrapper import alive, read_json, status_path, write_json
 from sweepd.clusters.threaded import ThreadedJobs
 from sweepd.config import LocalConfig
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit
+from sweepd.util.locks import locked  # the scheduler's lock: one process decides what starts
 
 FIRST_JOB_ID = 1
 # The exit code a job killed outright (its wrapper gone) is recorded with: SIGKILL's.
@@ -107,7 +108,7 @@ class LocalCluster(ThreadedJobs):
         """The job name (the log's `<id>-<name>.log`), as direct mode builds it: overrides
         that would make it too long leave the name only (the job still gets them all)."""
         try:
-            return fit(request.model, request.tag, launch.passthrough(request))
+            return fit(request.model, request.tag, request.passthrough())
         except JobNameTooLong as e:
             raise SpecRefused(str(e)) from e
 
@@ -132,7 +133,7 @@ class LocalCluster(ThreadedJobs):
                 "env": dict(request.env), "xla_flags": list(request.xla_flags),
                 "flags_var": request.flags_var,
                 "output_path": str(out_dir / f"{job_id}-{fitted.name}"),
-                "passthrough": launch.passthrough(request),
+                "passthrough": request.passthrough(),
                 "grace_s": self.settings.cancel_grace_s, "state": PENDING,
             })
             self._schedule()

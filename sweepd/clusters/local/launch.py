@@ -14,19 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweepd.clusters.base import JobRequest
 from sweepd.clusters.local import wrapper
 from sweepd.clusters.local.records import STARTED, STARTING, JobRecords
 
 # Detach: the shell backgrounds the wrapper and exits, so the wrapper is nobody's child
 # here (no zombie for the daemon to reap) and lives on when the daemon stops.
 _LAUNCH = 'err=$1; shift; "$@" </dev/null >/dev/null 2>>"$err" & echo $!'
-
-
-def passthrough(request: JobRequest) -> list[str]:
-    """The run's settings as direct mode names them (the job name, the log's header)."""
-    return ([f"{k}={v}" for k, v in request.overrides.items()]
-            + [f"_env_{k}={v}" for k, v in request.env.items()])
 
 
 def train_argv(train_command: str, overrides: Mapping[str, str]) -> list[str]:

@@ -11,10 +11,7 @@ the same start ticks (/proc/PID/stat), so a reused pid is not taken for the job.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,18 +30,6 @@ PENDING, STARTING, STARTED, CANCELLED = "PENDING", "STARTING", "STARTED", "CANCE
 # A STARTING record whose wrapper never wrote its pid file within this many wall seconds
 # was lost with a crash between the record and the launch: it is not running.
 LAUNCH_LOST_S = 30.0
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """The scheduler's lock: one process at a time decides what starts."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ class SimCluster(ThreadedJobs):
         cannot make it fit."""
         tag = "-".join(p for p in (request.tag, request.token) if p)
         try:
-            return fit(request.model, tag, launch.passthrough(request))
+            return fit(request.model, tag, request.passthrough())
         except JobNameTooLong as exc:
             raise SpecRefused(str(exc)) from exc
 
@@ -117,7 +117,7 @@ class SimCluster(ThreadedJobs):
             raise SubmitRefused(
                 f"sbatch: error: invalid node name(s) {', '.join(unknown) or '(none given)'}: "
                 f"the simulated cluster has {self.scenario.cluster.nodes}")
-        passthrough = launch.passthrough(request)
+        passthrough = request.passthrough()
         fitted = self.name_of(request)
         name = fitted.name
         with locked(self._lock):

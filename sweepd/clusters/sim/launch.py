@@ -16,7 +16,6 @@ from typing import Any
 import hostlist
 
 import sweepd
-from sweepd.clusters.base import JobRequest
 from sweepd.clusters.sim.records import STARTED, JobRecords, proc_start_ticks
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.player import JobMeta, job_file
@@ -29,11 +28,6 @@ from sweepd.sim.truth import true_outcome
 # Detach: the shell backgrounds the trainer and exits, so the trainer is nobody's child here.
 _LAUNCH = 'err=$1; shift; "$@" </dev/null >/dev/null 2>>"$err" & echo $!'
 CONTROLLER_DOWN = "controller_down.json"   # until when (wall clock) the controller is away
-
-
-def passthrough(request: JobRequest) -> list[str]:
-    return [*(f"{k}={v}" for k, v in request.overrides.items()),
-            *(f"_env_{k}={v}" for k, v in request.env.items())]
 
 
 def xla_env(inherited: str, flags: list[str], var: str = "XLA_FLAGS") -> dict[str, str]:

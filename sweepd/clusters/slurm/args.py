@@ -12,8 +12,7 @@ from sweepd.clusters.slurm.parse import COMMENT_PREFIX
 
 
 def passthrough_args(request: JobRequest) -> list[str]:
-    return ([f"{k}={v}" for k, v in request.overrides.items()]
-            + [f"_env_{k}={v}" for k, v in request.env.items()])
+    return request.passthrough()
 
 
 def sbatch_args(settings: SlurmSettings, request: JobRequest) -> list[str]:

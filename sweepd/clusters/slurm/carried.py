@@ -22,10 +22,8 @@ from typing import Any
 
 import yaml
 
-# The name's convention, importable here as before.
-from sweepd.util.carried_name import SUFFIX as SUFFIX
+# The name's convention (util/carried_name.py); `carried.config_name` as before.
 from sweepd.util.carried_name import config_name as config_name
-from sweepd.util.carried_name import model_of as model_of
 
 
 class CarryError(ValueError):

@@ -56,7 +56,9 @@ BESIDE_BASELINE = _r("wave6.beside_baseline", "the baseline beside the best on a
 RECHECK = _r("wave6.recheck", "another tag's reading of the best runs again", "wave6_n")
 RECHECK_BASELINE = _r("wave6.recheck_baseline", "another tag's baseline runs again", "wave6_n")
 # Noise and claims.
-RERUN = _r("noise.rerun", "a single run close to the best runs again", "contender", "max_n")
+RERUN = _r("noise.rerun", "a single run close to the best runs again; at few runs also a "
+           "numeric family's value read within 2 se of the family's best", "contender", "max_n",
+           "family_rival", "few_runs")
 CONFIRM = _r("noise.confirm", "a recipe's fresh runs: its gain confirmed or not",
              "min_fresh", "win_margin", "win", "base_n", "z_one")
 NEAR_LINE = _r("noise.near_line", "a recipe whose fresh mean sits near the win bar runs again "
@@ -95,7 +97,8 @@ BOUNDED = _r("stop.bounded", "stop rule 2: at least bounded_count profiles, none
              "base_floor")
 CATALOG_EXHAUSTED = _r("stop.catalog_exhausted", "the catalog ran out before either rule "
                        "held", "bounded_count")
-TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours")
+TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours",
+             "selecting_overstate")
 MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out")
 
 _SPEC = "sweepd.kinds.xla_tuning.spec:Thresholds."
@@ -135,6 +138,13 @@ THRESHOLDS = (
     _t("closing_stacks", _WAVE + "CLOSING_STACKS", "stacks a closing wave runs first"),
     _t("seed_two_from", _WAVE + "SEED_TWO_FROM", "families this long get two first values"),
     _t("contender", _WAVE + "CONTENDER", "a single run this close to the best is re-run"),
+    _t("few_runs", _WAVE + "FEW_RUNS", "fewer runs than this fit in the timebox: few runs "
+       "(contenders that cannot reach the win bar are not re-run; family rivals are)"),
+    _t("family_rival", _WAVE + "FAMILY_RIVAL", "at few runs, a numeric family's value read "
+       "once within 2 se of its best value is re-run (on/off)"),
+    _t("selecting_overstate", "sweepd.kinds.xla_tuning.verdict.verdict_claim:"
+       "SELECTING_OVERSTATE", "how far a gain read on the runs that selected it overstates "
+       "the truth on the bench's sub-bar cells (said with such a figure)"),
     _t("edge_rise", _WAVE + "EDGE_RISE", "an edge value this far above its neighbour: rising"),
     _t("polish", _WAVE + "POLISH", "endgame runs per wave"),
     _t("pair_singles", _WAVE + "PAIR_SINGLES", "best singles paired when the catalog is spent"),

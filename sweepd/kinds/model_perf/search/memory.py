@@ -128,7 +128,7 @@ class Calibration:
         return self.scale < 1
 
 
-def calibration(probes: Sequence[Probe], device_gb: float) -> Calibration:
+def calibration(probes: Sequence[Probe]) -> Calibration:
     """The passes whose compiled-memory total read above what they had (the pool Memstats
     printed: what the job had, whatever a config says the device holds; a config's
     `gpu_memory_gib` left at its default is no reading) ran all the same: what they needed

@@ -23,7 +23,7 @@ from sweepd.kinds.model_perf.search.memory import (
 from sweepd.kinds.model_perf.search.prior import scaled_prior
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_MAX,
-    NOISE,
+    FLAT,
     TOLERANCE,
     Outcome,
     Probe,
@@ -63,7 +63,7 @@ class View:
     kinks: frozenset[int] = frozenset()
     own: frozenset[int] = frozenset()  # indices this sweep ran (not an earlier sweep's)
     multi_peak: bool = False  # SearchSpace.multi_peak, on a batch axis
-    flat: float = 2 * NOISE  # SearchSpace.flat: two runs' noise
+    flat: float = FLAT  # SearchSpace.flat: two runs' noise
     tolerance: float = TOLERANCE  # SearchSpace.tolerance: a gap above the best by this is open
     # The lowest failure is an OOM the memory measured says fits, and another OOM did too
     # (`memory.contradicting`), yet they stand (one repeated): how far below it the limit
@@ -134,7 +134,7 @@ class View:
         below = _below_chords(x, {i: t for i, t in ok.items() if i in own}, space.flat)
         fit = memory_fit(probes) if numeric else None
         floor = alloc_floor(probes, fit)
-        cal = calibration(probes, space.device_gb) if space.device_gb is not None else None
+        cal = calibration(probes) if space.device_gb is not None else None
         if cal is None:
             pred, why, proven = predict(x, fit, floor, max(ok, default=-1))
             over = len(x)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from sweepd.kinds.model_perf.search import (
+    FLAT,
     MEMORY_MARGIN,
-    NOISE,
     Outcome,
     Probe,
     SearchSpace,
@@ -63,14 +63,14 @@ def _flat_at_top(seen: Sequence[Probe]) -> PairStep | str | None:
     if top is None or fit is None or fit.slope <= 0:
         return None
     highest = max(ok, key=lambda p: float(p.value))
-    if (highest.tgs or 0.0) < (1 - 2 * NOISE) * (top.tgs or 0.0):
+    if (highest.tgs or 0.0) < (1 - FLAT) * (top.tgs or 0.0):
         return None
     likely = math.floor((fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope)
     tried = {p.value for p in seen}
     if likely <= float(highest.value) or likely in tried:
         return None
     return PairStep("", likely, f"the largest pass at a smaller pool ({highest.value}) is "
-                    f"within {2 * NOISE:.0%} of the best there: the curve may still rise, "
+                    f"within {FLAT:.0%} of the best there: the curve may still rise, "
                     f"and this pool fits up to ~{likely} ({fit.why})")
 
 

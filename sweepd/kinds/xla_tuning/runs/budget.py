@@ -14,9 +14,10 @@ from typing import Any
 from hostlist import expand_hostlist
 
 from sweepd.kinds.xla_tuning.runs.run_params import EVIDENCE_TIME
+from sweepd.kinds.xla_tuning.spec import Thresholds
 
-_DEFAULT_HOURS = 8.0
-_DEFAULT_WAVE = 8
+# The spec's own defaults (its timebox and wave size), read from the spec, not copied.
+_DEFAULTS = Thresholds()
 
 
 def _hours(limit: str) -> float:
@@ -43,8 +44,8 @@ def node_hours(spec: Mapping[str, Any], retries: int) -> tuple[float, str] | Non
         return None
     job_h = _hours(EVIDENCE_TIME)   # the longest job's time limit (45:00, the evidence 50:00)
     t = spec.get("thresholds") or {}
-    box = float(t.get("max_queue_hours", _DEFAULT_HOURS))
-    last = int(t.get("wave_size", _DEFAULT_WAVE)) + 1
+    box = float(t.get("max_queue_hours", _DEFAULTS.max_queue_hours))
+    last = int(t.get("wave_size", _DEFAULTS.wave_size)) + 1
     hours = box + last * job_h
     basis = (f"{nodes} node(s) x ({box:g} h timebox + a last wave of {last} jobs past it at "
              f"their {EVIDENCE_TIME} time limit)")

@@ -41,7 +41,7 @@ def block_first(inp: Inputs, board: Board, cands: Candidates, name: str | None, 
     if not due or left >= need + len(due) or left < len(due):
         return None  # both fit; or the block would not finish before the stop either
     table = {name: cands._profile(name), BASELINE: cands.table[BASELINE]}
-    why = (f"{name} leads with {runs_left(inp, board)} runs left before the "
+    why = (f"{name} leads with {left} runs left before the "
            f"{inp.max_queue_s / 3600:g} h stop, too few for its {need} still needed runs and "
            f"its report block: the block first ({inp.report_runs} runs each of it and of the "
            "baseline, which decide nothing), so its gain is read on runs that did not "
