@@ -133,3 +133,20 @@ def test_sweepd_run_with_an_unknown_model_and_no_nodes_reaches_a_verdict(
     assert "per_device_batch_size=1 " in ran[0] + " "
     batches = [int(line.split("per_device_batch_size=")[1].split()[0]) for line in ran]
     assert max(batches) <= 8 and len(batches) == len(set(batches))
+
+
+def test_sweepd_run_of_the_tpu_tuning_example_on_the_one_node(tmp_path: Path) -> None:
+    # The shipped TPU example names a slot (`node_count: 1`), not nodes: on the local backend
+    # that is its one node. Its jobs pass what upstream MaxText accepts (no GPU heartbeat key)
+    # and each profile's flags in LIBTPU_INIT_ARGS.
+    config, _ = _config(tmp_path)
+    example = Path(__file__).parents[1] / "examples" / "xla-tuning" / "tpu.yaml"
+    done = subprocess.run([sys.executable, "-m", "sweepd", "run", "--config", str(config),
+                           "--state-dir", str(tmp_path / "state"), str(example)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no change to deploy" in done.stdout and "Nodes: box1" in done.stdout
+    ran = starts(tmp_path / "starts")
+    assert len(ran) == 5 and not any("heartbeat" in line for line in ran)
+    assert any(line.endswith("flags=--xla_tpu_scoped_vmem_limit_kib=98304") for line in ran)

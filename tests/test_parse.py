@@ -198,6 +198,8 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
     ("2: E0412 Unknown flag: --xla_gpu_baz=3", FailureClass.UNKNOWN_FLAG, "--xla_gpu_baz"),
     ("ERROR: Unknown command line flag 'xla_tpu_foo'", FailureClass.UNKNOWN_FLAG,
      "--xla_tpu_foo"),
+    ("0: ValueError: 'no_such_key' not in 'steps', 'dataset_type'.", FailureClass.CONFIG,
+     "MaxText does not know the override no_such_key"),
     ("0: INTERNAL: Failed to compile module jit_train_step", FailureClass.COMPILE, None),
     ("0: XLA compilation failed: bad thing", FailureClass.COMPILE, None),
     ("0: Traceback (most recent call last):", FailureClass.PYTHON, None),

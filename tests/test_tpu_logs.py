@@ -131,6 +131,25 @@ def test_libtpu_unknown_flag_is_a_config_error_not_retried() -> None:
     assert isinstance(hinted, SignalFact) and hinted.detail == "--xla_tpu_fo"
 
 
+def test_an_override_maxtext_does_not_know_is_a_config_error_named_in_one_short_line() -> None:
+    # Upstream MaxText (e591f30) refused the GPU template's heartbeat key at start, naming
+    # every field it knows in one line of thousands of characters.
+    fields = ", ".join(f"'field_{i}'" for i in range(800))
+    log = ["I1206 00:23:09.100 1 pyconfig.py:270] Ignoring invalid/unsupported field from "
+           "YAML/CLI: 'jax_distributed_heartbeat_timeout_seconds'",
+           "Traceback (most recent call last):",
+           '  File "pyconfig.py", line 271, in _prepare_for_pydantic',
+           f"ValueError: 'jax_distributed_heartbeat_timeout_seconds' not in {fields}."]
+    f = read_log(log, exit_code=1).failure
+    assert (f.verdict.klass, f.verdict.detail) == (
+        FailureClass.CONFIG,
+        "MaxText does not know the override jax_distributed_heartbeat_timeout_seconds")
+    decision = decide(Case(f.verdict, (), SweepFacts(["n1"], (), 1), PolicyConfig()))
+    assert decision.rule == "config.stop" and decision.act is not Act.RETRY
+    fact = parse_line(log[-1])
+    assert isinstance(fact, SignalFact) and len(fact.text) < 700 < len(log[-1])
+
+
 def _steps(*numbers: int) -> list[StepFact]:
     # Steps 0-2 as the chip printed them: slow compiles and an impossible 2.5 M tokens/s.
     warm = {0: 970.0, 1: 3072.0, 2: 2_500_000.0}

@@ -17,6 +17,7 @@ from sweepd.clusters.slurm.script import BatchScript, render_batch_script
 from sweepd.core.submit import job_request
 from sweepd.kinds.parse import load_spec_file
 from sweepd.kinds.xla_tuning.catalog.tpu_flags import KNOWN, VMEM_LIMIT
+from sweepd.kinds.xla_tuning.deploy.job_overrides import job_overrides
 from sweepd.kinds.xla_tuning.evidence import logread
 from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -146,6 +147,19 @@ def test_the_tpu_example_is_a_tpu_spec() -> None:
     assert isinstance(spec, XlaTuningSpec)
     assert spec.platform == "tpu" and spec.max_runs is not None and spec.max_runs <= 16
     assert all(s.startswith("xla_tpu_scoped_vmem") for p in spec.profiles for s in p.settings)
+
+
+def test_tpu_jobs_leave_out_the_heartbeat_key_upstream_maxtext_refuses() -> None:
+    # Upstream MaxText refused `jax_distributed_heartbeat_timeout_seconds` at start on the
+    # chip; the GPU toolkit's template carries it.
+    tpu = load_spec_file(EXAMPLE)
+    assert isinstance(tpu, XlaTuningSpec)
+    gpu = XlaTuningSpec.model_validate({**tpu.model_dump(exclude_unset=True), "platform": "gpu",
+                                         "profiles": [], "catalog": "extend"})
+    key = "jax_distributed_heartbeat_timeout_seconds"
+    assert key not in job_overrides(tpu, "default")
+    assert job_overrides(gpu, "default")[key] == 99999
+    assert job_overrides(tpu, "default")["steps"] == 15
 
 
 # ---- a user's words and costs up front -------------------------------------------------

@@ -4,6 +4,8 @@
 #   truth:  every batch in $BATCHES once, one process each (the every-value-once ground truth)
 #   sweepd: `sweepd run` of a model perf sweep on the local backend, real MaxText as its
 #           trainer ($NOISE_FLOOR: the spec's noise_floor; default the spec's own default)
+#   xla:    `sweepd run` of examples/xla-tuning/tpu.yaml (batch $XLA_BATCH, default 8) on the
+#           local backend, then $XLA_REPEATS ("tag:flags ...") as plain runs: the truth beside it
 # Built by scripts/tpu/prepare.sh, run from the repository root on the TPU machine.
 # Writes at most 8 files to $OUT.
 PHASE=${1:-sweep}
@@ -109,7 +111,7 @@ if [ "$PHASE" = sweep ]; then
 elif [ "$PHASE" = truth ]; then
   for b in ${BATCHES}; do run b$b $b ""; rc=$?; [ $rc -eq 99 ] && break; done
   for b in ${REPEATS}; do run r$b $b ""; rc=$?; [ $rc -eq 99 ] && break; done
-elif [ "$PHASE" = sweepd ]; then
+elif [ "$PHASE" = sweepd ] || [ "$PHASE" = xla ]; then
   # sweepd's own needs beyond MaxText's (the same versions where both need one)
   PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-deps --no-compile --no-cache-dir \
      --only-binary=:all: --index-url file:///opt/pypi/simple --find-links $TPU/whl \
@@ -130,11 +132,19 @@ workdir = "$TPU/mt"
 [policy]
 poll_interval_s = 2
 TOML
+  # MaxText's settings for a short run on one chip, as spec overrides
+  RUNARGS="dataset_type: synthetic, steps: ${STEPS:-15}, enable_checkpointing: 'False', enable_goodput_recording: 'False', monitor_goodput: 'False', enable_checkpoint_cloud_logger: 'False', skip_jax_distributed_system: 'True', base_output_directory: /tmp/mtout, jax_cache_dir: /tmp/jc_sweepd, run_name: sweepd"
+  if [ "$PHASE" = xla ]; then
+    # the shipped example, its batch and MaxText's run settings added to its overrides
+    sed "s/^per_device_batch_size: .*/per_device_batch_size: ${XLA_BATCH:-8}/; s|^\(overrides: {\)|\1$RUNARGS, |" \
+      $ROOT/examples/xla-tuning/tpu.yaml > $W/spec.yaml
+  else
   { echo "kind: model-perf"; echo "model: maxtext-0.27b"
     echo "values: [${VALUES:-4, 8, 12, 16, 24, 32, 48, 80}]"
     [ -n "${NOISE_FLOOR:-}" ] && echo "noise_floor: $NOISE_FLOOR"
-    echo "overrides: {$(echo $MODEL | sed 's/=/: /g; s/ \([a-z_]*:\)/, \1/g'), dataset_type: synthetic, enable_checkpointing: 'False', enable_goodput_recording: 'False', monitor_goodput: 'False', enable_checkpoint_cloud_logger: 'False', skip_jax_distributed_system: 'True', base_output_directory: /tmp/mtout, jax_cache_dir: /tmp/jc_sweepd, run_name: sweepd}"
+    echo "overrides: {$(echo $MODEL | sed 's/=/: /g; s/ \([a-z_]*:\)/, \1/g'), $RUNARGS}"
   } > $W/spec.yaml
+  fi
   cp $W/spec.yaml $OUT/spec.yaml
   log "sweepd run starts"
   timeout -k 5 $(( DEADLINE - ($(date +%s) - T0) )) python3 -m sweepd.cli.main run --config $W/sweepd.toml --state-dir $W/state $W/spec.yaml > $OUT/sweepd_run.txt 2>&1
@@ -142,6 +152,14 @@ TOML
   python3 -m sweepd.cli.main report 1 --json --state-dir $W/state > $OUT/report.json 2>>$OUT/sweepd_run.txt
   python3 -m sweepd.cli.main explain 1 --state-dir $W/state >> $OUT/sweepd_run.txt 2>&1
   tar -czf $OUT/sweepd_state.tgz -C $W state
+  if [ "$PHASE" = xla ]; then
+    # the truth beside the sweep: each "tag:flags" (flags comma-separated) once more
+    for spec in ${XLA_REPEATS:-}; do
+      IFS=: read -r tag fs <<< "$spec"
+      run $tag ${XLA_BATCH:-8} "$(echo "$fs" | tr ',' ' ')" $tag
+      [ $? -eq 99 ] && break
+    done
+  fi
 elif [ "$PHASE" = extra ]; then
   # repeats of the base setting, then flag settings (own compile cache each)
   for spec in $SPECS; do

@@ -16,9 +16,8 @@ import yaml
 from sweepd.api.errors import AnotherSweepd
 from sweepd.app import foreground
 from sweepd.app.health import version
-from sweepd.cli.output import CONFIG_HELP, SOCKET_HELP, print_spec_error, say
+from sweepd.cli.output import CONFIG_HELP, SOCKET_HELP, load_spec, print_spec_error, say
 from sweepd.config import Config, ConfigError, find_config, load_config
-from sweepd.kinds.parse import leaves_nodes_out, parse_spec, read_spec_file
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import ScenarioError
@@ -59,11 +58,9 @@ def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path |
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Its config's toolkit repo may define the model: the foreground daemon judges it.
-    data = read_spec_file(args.spec)
-    spec = parse_spec(data, client=True).model_dump(mode="json")
-    if leaves_nodes_out(data):   # the config's cluster decides (the local backend's node)
-        spec.pop("nodes", None)
-    return _foreground(args, spec, args.scenario)
+    # What a submission sends (only what the spec sets: a default such as an empty `nodes`
+    # beside a `node_count` slot would read as the spec's own).
+    return _foreground(args, load_spec(args.spec), args.scenario)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -223,6 +223,11 @@ def unquote(value: str) -> str:
     return value
 
 
+# A failure line kept as evidence is cut here: enough to read, not the whole of a line that
+# names every field of MaxText's config (its unknown-override error) or of a hostile log.
+EVIDENCE_CHARS = 600
+
+
 def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
     if not any(map(body.lower().__contains__, _NEEDLES)):
         return None   # the usual line: no row's needle, so no row's pattern is searched
@@ -231,6 +236,7 @@ def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
         return None
     klass, detail = found
     sizes = oom_sizes(body) if klass is FailureClass.OOM else None
-    return SignalFact(rank=rank, klass=klass, text=full, detail=detail,
+    text = full if len(full) <= EVIDENCE_CHARS else full[:EVIDENCE_CHARS] + " …"
+    return SignalFact(rank=rank, klass=klass, text=text, detail=detail,
                       required_gb=sizes[0] if sizes else None,
                       available_gb=sizes[1] if sizes else None)

@@ -150,6 +150,11 @@ SIGNATURES: list[Signature] = [
     # line flag 'xla_tpu_foo'` (absl may add `. Did you mean: …?`), then the process ends.
     _sig("unknown command line flag", r"\bUnknown command line flag '([A-Za-z0-9_]{1,200})'",
          _F.UNKNOWN_FLAG, _absl_flag_name),
+    # MaxText refuses an override its config does not define before anything runs (upstream
+    # e591f30 on the TPU chip, the GPU toolkit's heartbeat key): `ValueError: 'KEY' not in
+    # 'a', 'b', ...`, every field named (thousands of characters). The same on every node.
+    _sig("' not in '", r"^ValueError: '([A-Za-z0-9_]{1,200})' not in '", _F.CONFIG,
+         lambda m: f"MaxText does not know the override {m.group(1)}"),
     # Before training.
     _sig("pull failed", r"\[ERROR\] Pull failed for\s*(\S*)", _F.PULL, _group),
     _sig("no gpu devices", r"WARNING: No GPU devices detected", _F.NO_GPU),

@@ -20,7 +20,7 @@ from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.deploy import sourced
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch
-from sweepd.kinds.xla_tuning.deploy.job_overrides import JOB_OVERRIDES, parallelism_overrides
+from sweepd.kinds.xla_tuning.deploy.job_overrides import parallelism_overrides, tuning_overrides
 from sweepd.kinds.xla_tuning.inventory import since_sweep
 from sweepd.kinds.xla_tuning.reporting import tuning_md
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -63,7 +63,7 @@ def _job_overrides(sweep: Sweep) -> dict[str, str] | None:
         spec = XlaTuningSpec.from_stored(sweep.spec)
         assert isinstance(spec, XlaTuningSpec)
         tag = spec.config_tags[next(iter(spec.config_tags))]
-        over = {**spec.overrides, **parallelism_overrides(spec), **tag, **JOB_OVERRIDES}
+        over = {**spec.overrides, **parallelism_overrides(spec), **tag, **tuning_overrides(spec)}
     except (ValueError, KeyError, AssertionError, StopIteration):
         return None
     return {k: str(v) for k, v in over.items()}

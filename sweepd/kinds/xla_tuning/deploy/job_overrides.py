@@ -12,10 +12,15 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import Scalar
 
 # Every tuning job (SKILL.md, "Submission template"): 15 steps (steady window 5-14, 9-14
-# with the profiler) on synthetic data, and a heartbeat timeout long enough that a slow
-# compile or a profiler dump is never taken for a dead rank.
-JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic",
-                                    "jax_distributed_heartbeat_timeout_seconds": 99999}
+# with the profiler) on synthetic data.
+JOB_OVERRIDES: dict[str, Scalar] = {"steps": 15, "dataset_type": "synthetic"}
+# On GPU also a heartbeat timeout long enough that a slow compile or a profiler dump is never
+# taken for a dead rank (the template; the toolkit's MaxText knows the key). Upstream MaxText,
+# what TPU runs, has no such key and refuses to start with it (on the v5e chip, e591f30:
+# `ValueError: 'jax_distributed_heartbeat_timeout_seconds' not in ...`).
+GPU_JOB_OVERRIDES: dict[str, Scalar] = {"jax_distributed_heartbeat_timeout_seconds": 99999}
+# Every key a tuning job adds that a production job of the cell would not pass.
+TUNING_ONLY_KEYS = frozenset({*JOB_OVERRIDES, *GPU_JOB_OVERRIDES})
 # The MaxText override each axis is passed as (SKILL.md, "Submission template").
 AXIS_OVERRIDES: dict[Axis, str] = {Axis.FSDP: "dcn_fsdp_parallelism",
                                    Axis.PP: "dcn_pipeline_parallelism",
@@ -38,6 +43,11 @@ def job_overrides(spec: XlaTuningSpec, tag: str, maxtext: Mapping[str, Scalar] |
     spec's, the parallelism's, the tag's, a profile's `maxtext`, then the tuning job's own."""
     overrides: dict[str, Scalar] = {
         **spec.overrides, **parallelism_overrides(spec), **spec.config_tags[tag],
-        **(maxtext or {}), **JOB_OVERRIDES}
+        **(maxtext or {}), **tuning_overrides(spec)}
     overrides["steps"] = max(spec.steps, JOB_OVERRIDES["steps"])
     return overrides
+
+
+def tuning_overrides(spec: XlaTuningSpec) -> dict[str, Scalar]:
+    """The overrides every tuning job of the spec's platform adds."""
+    return {**JOB_OVERRIDES, **(GPU_JOB_OVERRIDES if spec.platform == "gpu" else {})}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Parallelism, Setting
 from sweepd.kinds.xla_tuning.deploy import deploy
-from sweepd.kinds.xla_tuning.deploy.job_overrides import JOB_OVERRIDES
+from sweepd.kinds.xla_tuning.deploy.job_overrides import TUNING_ONLY_KEYS
 from sweepd.kinds.xla_tuning.evidence.logread import parse_flags
 
 _SEP = "\0--sweepd-passthrough--\0"
@@ -141,7 +141,7 @@ def cell_jobs(env_file: Path, model: str, par: Parallelism,
     sweep = ({k: str(v) for k, v in overrides.items()} if overrides is not None
              else {k: v for k, v in axes.items() if v != "1"})
     out = [Job("the sweep's jobs", tuple(f"{k}={v}" for k, v in sweep.items()))]
-    prod = {k: v for k, v in sweep.items() if k not in JOB_OVERRIDES}
+    prod = {k: v for k, v in sweep.items() if k not in TUNING_ONLY_KEYS}
     if prod != sweep:
         out.append(Job("a production job of the cell",
                        tuple(f"{k}={v}" for k, v in prod.items())))
