@@ -1,7 +1,8 @@
 """A fake MaxText trainer for the local backend's tests, written by the test into its tmp
 directory: it prints MaxText-like lines (the compiled-memory line, `completed step: N, ...`
-for steps 0..steps-1) and behaves as FAKE_MODE says (pass, oom, hang, child, slow). Every
-start is appended to $FAKE_STARTS (pid and argv), so a test counts the processes a run had.
+for steps 0..steps-1) and behaves as FAKE_MODE says (pass, oom, hang, child, slow); with
+`profiler=xplane` its steps 10-14 read as the profiler's start and stop did on the TPU chip.
+Every start is appended to $FAKE_STARTS (pid and argv), so a test counts the processes a run had.
 Its memory grows with per_device_batch_size: over FAKE_LIMIT_GB it prints XLA's OOM line at
 compile and exits 1, as MaxText does."""
 
@@ -38,13 +39,16 @@ temp, arg = 1.5 * batch, 1.0
 print(f"Total memory size: {total:.1f} GB, Output size: {arg:.1f} GB, Temp size: {temp:.1f} GB, "
       f"Argument size: {arg:.1f} GB, Host temp size: 0.0 GB.", flush=True)
 tgs = 10000.0 * (batch - 0.08 * batch * batch)
+# With the profiler on, steps 10-14 read as upstream MaxText's did on the TPU chip (its
+# start and stop: 0.46x, 17.7x, 1x, 0.16x, 21x the others).
+profiled = {10: 0.46, 11: 17.7, 13: 0.16, 14: 21.0} if args.get("profiler") == "xplane" else {}
 for step in range(steps):
     if mode in ("hang", "child") and step == 5:
         time.sleep(600)
     time.sleep(step_s if mode != "slow" else 0.5)
     print(f"completed step: {step}, seconds: {step_s:.3f}, TFLOP/s/device: 60.000, "
-          f"Tokens/s/device: {tgs:.3f}, total_weights: 2048, loss: {10 - step * 0.3:.3f}",
-          flush=True)
+          f"Tokens/s/device: {tgs * profiled.get(step, 1.0):.3f}, total_weights: 2048, "
+          f"loss: {10 - step * 0.3:.3f}", flush=True)
 sys.exit(0)
 '''
 

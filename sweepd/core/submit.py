@@ -120,7 +120,8 @@ class Submitter:
                 + (f" ({sub.note})" if sub.note else ""),
                 rule="submit.adopted" if sub.note else "engine.submit", evidence=sub.note,
                 backend_id=sub.backend_id, log_path=str(sub.log_path), job_name=sub.job_name,
-                submitted_at=self.clock.now(), profiler=int(spec.profiler))
+                submitted_at=self.clock.now(),
+                profiler=int(spec.profiles_run(run.params.overrides)))
         except InvalidTransition:
             await self._cancel_late(sweep, job, sub)
         for said, rule in ((sub.prepared, "submit.prepared"), (sub.name_note, "submit.name_fit")):

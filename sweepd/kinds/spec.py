@@ -92,6 +92,11 @@ EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxTe
                   "`profiler: \"\"` already means no profiler")
 
 
+def profiled(overrides: Mapping[str, Any]) -> bool:
+    """Whether these MaxText overrides turn the profiler on."""
+    return str(overrides.get("profiler", "")) not in ("", "none")
+
+
 def refuse_empty_profiler(overrides: Mapping[str, Any]) -> None:
     """A `profiler=` passthrough fails every job at MaxText's config check: say so at
     validation, one line, rather than at the first job."""
@@ -237,7 +242,12 @@ class _Spec(BaseModel):
 
     @property
     def profiler(self) -> bool:
-        return str(self.overrides.get("profiler", "")) not in ("", "none")
+        return profiled(self.overrides)
+
+    def profiles_run(self, run_overrides: Mapping[str, Any]) -> bool:
+        """Whether a run of this spec has the profiler on: the spec's, or the run's own (an
+        xla-tuning evidence run; its steady window must leave the profiler's steps out)."""
+        return self.profiler or profiled(run_overrides)
 
     @property
     def needed_nodes(self) -> int:

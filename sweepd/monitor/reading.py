@@ -39,6 +39,10 @@ DEFAULT_STEPS = 15   # a spec's default `steps`
 _SIGNALS_KEPT = 100
 # MaxText prints its whole config, `steps` among it (absl-prefixed on TPU).
 _CONFIG_STEPS = re.compile(r"\bConfig param steps: ([0-9]{1,9})\s*$")
+# MaxText prints its profiler setting (`Config param profiler: ProfilerType.XPLANE`, or
+# `ProfilerType.NONE`): a log that says it ran profiled is read with the profiler's window.
+_CONFIG_PROFILER = re.compile(r"\bConfig param profiler: (?:ProfilerType\.)?(xplane|nsys)\s*$",
+                              re.IGNORECASE)
 _PHASE_ORDER = list(Phase)
 
 
@@ -90,6 +94,7 @@ class _Fold:
     memstats: MemstatsFact | None = None
     phase: Phase = Phase.PROLOG
     config_steps: int | None = None
+    config_profiler: bool = False
 
     def reach(self, phase: Phase) -> None:
         if _PHASE_ORDER.index(phase) > _PHASE_ORDER.index(self.phase):
@@ -99,6 +104,9 @@ class _Fold:
         self.reach(Phase.PREFLIGHT)   # the log exists
         if "Config param steps:" in line and (m := _CONFIG_STEPS.search(line)):
             self.config_steps = int(m.group(1))
+            return
+        if "Config param profiler:" in line:
+            self.config_profiler = bool(_CONFIG_PROFILER.search(line))
             return
         fact = parse_line(line)
         own = getattr(fact, "rank", None) in (None, 0)
@@ -135,6 +143,7 @@ def read_log(lines: Iterable[str], *, expected_steps: int | None = None,
         fold.add(number, line)
     steps = expected_steps if expected_steps is not None else (
         fold.config_steps if fold.config_steps is not None else DEFAULT_STEPS)
+    profiler = profiler or fold.config_profiler
     chosen = steady_steps(fold.steps.values(), profiler, fallback=True)
     window = tuple(chosen)
     summary_exit = fold.summary.exit_code if fold.summary is not None else None
