@@ -474,6 +474,10 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
         assert stopped.reason is not None and stopped.reason.startswith(
             "stage batch: its sweep's spec was refused: invalid model-perf spec: upper")
         assert len(await store.sweeps.all()) == 1   # nothing half made
+        refused = [e for e in await store.events.of_sweep(parent)
+                   if e.rule == "campaign.stage_refused"]
+        assert len(refused) == 1 and "upper" in (refused[0].evidence or "")
+        assert refused[0].to_state == SweepState.AWAITING_DECISION
         good = StartSweep("health", {"kind": "node-perf", "nodes": "n[1-9]"},
                           progress=["stage health: starting"])
         await store.sweeps.transition(parent, SweepState.RUNNING, "resumed")
@@ -482,6 +486,13 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
         assert child is not None and again == child   # planned twice, made once
         said = [e.reason for e in await store.events.of_sweep(parent, kind="progress")]
         assert said.count("stage health: starting") == 1
+        # The stage's start is recorded on the campaign and its link on the stage, once.
+        started = [e.reason for e in await store.events.of_sweep(parent)
+                   if e.rule == "campaign.stage_started"]
+        linked = [e.reason for e in await store.events.of_sweep(child)
+                  if e.rule == "campaign.child"]
+        assert started == [f"stage health: sweep {child} started"]
+        assert linked == [f"stage health of campaign {parent}"]
     finally:
         await backend.close()
         await store.close()
