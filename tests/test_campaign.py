@@ -545,3 +545,27 @@ async def test_a_resume_in_the_same_millisecond_as_the_stop_is_still_an_answer(
     await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
     await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks again")
     assert await store.campaigns.due() == {parent}
+
+
+async def test_a_later_stage_spec_not_yet_made_is_recorded_at_submission(
+        tmp_path: Path) -> None:
+    """The flags stage's spec is made from the batch stage's result: at submission it is
+    made without it, and what refuses it now is recorded as the campaign's pre-flight
+    (`preflight.stage_spec`), to be checked again when the stage starts."""
+    from sweepd.app.daemon import open_parts
+    from sweepd.kinds.campaign.rules import STAGE_SPEC
+    from tests.simrun import NODES, sim_config, write_scenario
+
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        sweep_id = int((await parts.service.submit({
+            "kind": "campaign", "model": "llama2-70b", "parallelism": "FSDP=8",
+            "nodes": NODES, "budget_hours": 10,
+            "flags_stage": {"thresholds": {"win": 5}}}))["id"])
+        [check] = [e for e in await parts.store.events.of_sweep(sweep_id)
+                   if e.rule == STAGE_SPEC.id]
+        assert check.kind == "decision"
+        assert check.reason.startswith("stage flags: its spec is made from the earlier "
+                                       "stages' results; checked when it starts")
+        assert check.evidence == ("invalid xla-tuning spec: thresholds.win: Input should be "
+                                  "less than or equal to 1")
