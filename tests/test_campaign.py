@@ -474,6 +474,10 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
         assert stopped.reason is not None and stopped.reason.startswith(
             "stage batch: its sweep's spec was refused: invalid model-perf spec: upper")
         assert len(await store.sweeps.all()) == 1   # nothing half made
+        refused = [e for e in await store.events.of_sweep(parent)
+                   if e.rule == "campaign.stage_refused"]
+        assert len(refused) == 1 and "upper" in (refused[0].evidence or "")
+        assert refused[0].to_state == SweepState.AWAITING_DECISION
         good = StartSweep("health", {"kind": "node-perf", "nodes": "n[1-9]"},
                           progress=["stage health: starting"])
         await store.sweeps.transition(parent, SweepState.RUNNING, "resumed")
@@ -482,6 +486,13 @@ async def test_a_stage_spec_the_registry_refuses_stops_the_campaign_with_the_ref
         assert child is not None and again == child   # planned twice, made once
         said = [e.reason for e in await store.events.of_sweep(parent, kind="progress")]
         assert said.count("stage health: starting") == 1
+        # The stage's start is recorded on the campaign and its link on the stage, once.
+        started = [e.reason for e in await store.events.of_sweep(parent)
+                   if e.rule == "campaign.stage_started"]
+        linked = [e.reason for e in await store.events.of_sweep(child)
+                  if e.rule == "campaign.child"]
+        assert started == [f"stage health: sweep {child} started"]
+        assert linked == [f"stage health of campaign {parent}"]
     finally:
         await backend.close()
         await store.close()
@@ -534,3 +545,27 @@ async def test_a_resume_in_the_same_millisecond_as_the_stop_is_still_an_answer(
     await store.sweeps.transition(child, SweepState.RUNNING, "resumed")
     await store.sweeps.transition(child, SweepState.AWAITING_DECISION, "asks again")
     assert await store.campaigns.due() == {parent}
+
+
+async def test_a_later_stage_spec_not_yet_made_is_recorded_at_submission(
+        tmp_path: Path) -> None:
+    """The flags stage's spec is made from the batch stage's result: at submission it is
+    made without it, and what refuses it now is recorded as the campaign's pre-flight
+    (`preflight.stage_spec`), to be checked again when the stage starts."""
+    from sweepd.app.daemon import open_parts
+    from sweepd.kinds.campaign.rules import STAGE_SPEC
+    from tests.simrun import NODES, sim_config, write_scenario
+
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        sweep_id = int((await parts.service.submit({
+            "kind": "campaign", "model": "llama2-70b", "parallelism": "FSDP=8",
+            "nodes": NODES, "budget_hours": 10,
+            "flags_stage": {"thresholds": {"win": 5}}}))["id"])
+        [check] = [e for e in await parts.store.events.of_sweep(sweep_id)
+                   if e.rule == STAGE_SPEC.id]
+        assert check.kind == "decision"
+        assert check.reason.startswith("stage flags: its spec is made from the earlier "
+                                       "stages' results; checked when it starts")
+        assert check.evidence == ("invalid xla-tuning spec: thresholds.win: Input should be "
+                                  "less than or equal to 1")

@@ -60,6 +60,20 @@ def test_the_campaign_demo_confirms_the_simulators_joint_truth(tmp_path: Path) -
         labels = [r[0] for r in db.execute("SELECT label FROM runs WHERE sweep_id = ? "
                                            "ORDER BY seq", (links["confirm"],))]
     assert labels[:6] == ["A1", "B1", "A2", "B2", "A3", "B3"]
+    # Each stage's start is recorded on the campaign and its link on the stage's sweep, and
+    # every confirm run under the confirm rule.
+    with sqlite3.connect(tmp_path / "sweepd.db") as db:
+        rules = db.execute("SELECT sweep_id, rule, reason, run_id FROM events "
+                           "WHERE rule LIKE 'campaign.%'").fetchall()
+        confirm_runs = {r[0] for r in db.execute("SELECT id FROM runs WHERE sweep_id = ?",
+                                                 (links["confirm"],))}
+    started = {reason for sweep_id, rule, reason, _ in rules
+               if rule == "campaign.stage_started" and sweep_id == 1}
+    assert started == {f"stage {s}: sweep {i} started" for s, i in links.items()}
+    linked = {sweep_id: reason for sweep_id, rule, reason, _ in rules if rule == "campaign.child"}
+    assert linked == {i: f"stage {s} of campaign 1" for s, i in links.items()}
+    assert {run for sweep_id, rule, _, run in rules if rule == "campaign.confirm"
+            and sweep_id == links["confirm"]} == confirm_runs
     confirmed = cell["confirmed"]
     assert len(confirmed["base"]) >= 3 and len(confirmed["cand"]) >= 3
     # The final claim's interval holds the simulator's true gain of the confirmed candidate.

@@ -3,6 +3,7 @@ simulator's true peak."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import subprocess
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from sweepd.util.hostlists import expand_nodes
 
 
 def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
@@ -63,4 +66,15 @@ def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, exp
     # created when the scheduler says RUNNING is not a lost one).
     with sqlite3.connect(tmp_path / "sweepd.db") as db:
         lost = db.execute("SELECT reason FROM events WHERE rule = 'log.lost'").fetchall()
+        cells = db.execute("SELECT e.reason, r.params_json, r.nodes FROM events e "
+                           "JOIN runs r ON r.id = e.run_id "
+                           "WHERE e.rule = 'model_sweep.matrix'").fetchall()
+        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert lost == [], lost
+    if kind == "model-sweep":
+        # Each matrix cell's run is recorded under the matrix rule, naming its cell.
+        assert len(cells) == runs and runs > 0
+        for reason, params, nodes in cells:
+            cell = json.loads(params)
+            assert reason.startswith(f"{cell['model']} {len(expand_nodes(nodes))}N at "
+                                     f"{cell['commit']} on {nodes}: "), reason

@@ -10,6 +10,7 @@ import pytest
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.config import Config
 from sweepd.kinds.model_perf import report
+from sweepd.kinds.model_perf.rules import TWO_PARAM_PROBE
 from sweepd.kinds.model_perf.search import Outcome, Probe, SearchSpace, batch_space
 from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
 from sweepd.kinds.model_perf.two_param.pairs import best_pair
@@ -71,6 +72,15 @@ async def test_a_two_parameter_sweep_reaches_the_true_best_combination(
     table = report.markdown(sweep, runs, [])
     assert f"| {batch} |" in table and "★" in table.split(f"| {batch} |")[1].split("\n")[0]
     assert report.plot(sweep, runs, []) is not None
+    # Each run was planned under the two-parameter rule, its pair in the recorded reason.
+    store = await open_store(config)
+    try:
+        probes = [e for e in await store.events.of_sweep(sweep.id)
+                  if e.rule == TWO_PARAM_PROBE.id]
+    finally:
+        await store.close()
+    assert {e.run_id for e in probes} == {r.id for r in runs}
+    assert any(policy in e.reason for e in probes)
 
 
 @pytest.mark.parametrize("knob", ["max_target_length", "quantization"])

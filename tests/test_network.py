@@ -14,6 +14,7 @@ from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import Finished, GatherError, SweepContext
 from sweepd.kinds.network.plan import NetworkFacts, gather, plan
+from sweepd.kinds.network.rules import CONFIRM
 from sweepd.kinds.network.spec import NetworkSpec
 from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
@@ -172,6 +173,14 @@ async def test_sim_node_perf_then_network_names_the_slow_nic(tmp_path: Path) -> 
         assert net.verdict["exclude"] == ["chi2867"]
         assert "chi2867" not in expand_nodes(net.verdict["healthy"])
         assert any("confirm" in line and "chi2867" in line for line in lines)
+        # The pairing is recorded under its rule, with the run it planned: chi2867 beside
+        # a node the search had cleared.
+        confirms = [e for e in await store.events.of_sweep(net.id)
+                    if e.rule == CONFIRM.id]
+        assert confirms and all(e.run_id is not None for e in confirms)
+        paired = {r.id: r.nodes for r in await store.runs.of_sweep(net.id)}
+        assert any("chi2867" in expand_nodes(paired[e.run_id or 0])
+                   and len(expand_nodes(paired[e.run_id or 0])) == 2 for e in confirms)
     finally:
         await store.close()
 

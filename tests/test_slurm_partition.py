@@ -71,9 +71,13 @@ async def test_a_refused_submission_stops_with_one_status_line(
         assert "invalid partition" in sweep.reason.lower(), sweep.reason
     store = await open_store(config)
     try:
-        [stop] = [e for e in await store.events.of_sweep(sweep_id)
-                  if e.to_state == SweepState.AWAITING_DECISION]
+        events = await store.events.of_sweep(sweep_id)
+        [stop] = [e for e in events if e.to_state == SweepState.AWAITING_DECISION]
         assert stop.evidence and "\n" in stop.evidence   # submit.sh's whole output
+        # The scheduler's refusal, not the spec's: a resume may get past it.
+        assert stop.rule == "submit.refused"
+        [job] = [e for e in events if e.job_id is not None and e.to_state == "failed"]
+        assert job.rule == "submit.refused" and job.evidence == stop.evidence
     finally:
         await store.close()
 

@@ -171,3 +171,49 @@ async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: 
         await service.engine.step()
         assert not root.exists()
         assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+
+
+async def test_a_checkout_that_cannot_be_made_stops_the_sweep_under_its_rule(
+        repo: Path, tmp_path: Path) -> None:
+    """The repository went away after the sweep was accepted: no checkout, nothing
+    submitted, the stop recorded under `worktree.failed` with git's words as evidence."""
+    async with sim_service(tmp_path) as service:
+        sweep_id = int((await service.submit({
+            "kind": "model-sweep", "nodes": NODES, "repo": str(repo),
+            "commits": ["v1", "main"], "matrix": {"llama2-70b": [1]}}))["id"])
+        repo.rename(tmp_path / "gone")
+        for _ in range(10):
+            await service.engine.step()
+            if (await service.store.sweeps.get(sweep_id)).state == \
+                    SweepState.AWAITING_DECISION:
+                break
+        sweep = await service.store.sweeps.get(sweep_id)
+        assert sweep.state == SweepState.AWAITING_DECISION
+        assert sweep.reason is not None and sweep.reason.startswith("cannot check out ")
+        [stop] = [e for e in await service.store.events.of_sweep(sweep_id)
+                  if e.rule == "worktree.failed" and e.run_id is None]
+        assert stop.to_state == SweepState.AWAITING_DECISION
+        assert stop.evidence and str(repo) in stop.evidence
+        # One stop, from the wave's first run: nothing submitted, nothing left open.
+        jobs = await service.store.jobs.of_sweep(sweep_id)
+        assert len(jobs) == 1 and jobs[0].backend_id is None
+
+
+async def test_a_checkout_that_cannot_be_removed_is_recorded_and_the_end_stands(
+        repo: Path, tmp_path: Path) -> None:
+    """A checkout under the sweep's folder that git will not remove (here a `git worktree`
+    link to nothing): the failure is a note under `checkouts.release_failed`, the abort
+    stands."""
+    async with sim_service(tmp_path) as service:
+        sweep_id, root = await start_model_sweep(service, repo)
+        stale = root / "0-stale"
+        stale.mkdir()
+        (stale / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+        await service.abort(sweep_id)
+        assert (await service.store.sweeps.get(sweep_id)).state == SweepState.ABORTED
+        failed = [e for e in await service.store.events.of_sweep(sweep_id)
+                  if e.rule == "checkouts.release_failed"]
+        assert failed and failed[0].kind == "note"
+        assert failed[0].reason.startswith("could not remove the sweep's checkouts: ")
+        assert failed[0].evidence and "0-stale" in failed[0].evidence
+        assert await released(service, sweep_id) == []

@@ -19,6 +19,7 @@ from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.rules import NUMERIC_NEIGHBOUR
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
 from tests.xla_cells import nccl_win_on_sparse
 
@@ -189,8 +190,19 @@ def test_a_bounded_verdict_names_the_family_values_it_never_ran() -> None:
     never to 256 MiB, and "structurally bounded" fired (49 of 100 seeds) saying nothing of
     the values never run: a negative finding holds only for the values run."""
     land = _land("FSDP=8", ("default",), _ag(AG_AT_ITS_END))
-    v = replay(_inputs(land, family_gaps=False), land, random.Random(0)).verdict
+    played = replay(_inputs(land, family_gaps=False), land, random.Random(0))
+    v = played.verdict
     assert v.kind is VerdictKind.BOUNDED and v.recipe is None, v
+    # The slope's steps, each planned under its rule: a value beside its family's best so
+    # far, which the reason names.
+    steps = [p for p in played.planned if p.rule == NUMERIC_NEIGHBOUR.id]
+    assert any(p.profile.family == "ag" for p in steps)
+    for p in steps:
+        best = p.reason.split("best so far ")[1].split()[0]
+        assert p.reason.startswith(f"{p.profile.family}: best so far {best} ")
+        family = [q for q in played.planned if q.profile.family == p.profile.family]
+        position = next(q.profile.position for q in family if q.profile.name == best)
+        assert abs(p.profile.position - position) == 1, (p.profile.name, best)
     assert "family values not run: xla_gpu_all_gather_combine_threshold_bytes (ag256M, " \
         "ag384M, ag2G, ag4G)" in v.reason
 

@@ -15,7 +15,8 @@ ROOT = Path(kind_package.__file__).parent
 
 # Written once: lowest first. A part may import the parts before it, never one after it.
 ORDER = (
-    "rules",       # the rule book: a leaf
+    "thresholds",  # the stop rules' numbers and the planner's defaults: a leaf
+    "rules",       # the rule book: reads the record alone
     "catalog",     # what may be tuned and what it does
     "evidence",    # what the runs say, and the board's readings of them
     "inputs",      # what the planner is given

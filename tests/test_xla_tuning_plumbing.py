@@ -33,13 +33,14 @@ from sweepd.kinds.xla_tuning.evidence.logread import effective
 from sweepd.kinds.xla_tuning.evidence.results import Outcome
 from sweepd.kinds.xla_tuning.inventory import inventory
 from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
+from sweepd.kinds.xla_tuning.rules import SLOT_UNRESOLVED
 from sweepd.kinds.xla_tuning.runs import gather, plan_checks, preflight
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
-from tests.simrun import NODES, sim_config
+from tests.simrun import NODES, sim_config, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 from tests.slurm_sweep import submit_sh_config
 from tests.test_slurm_backend import Settings, make_cluster
@@ -455,3 +456,24 @@ async def test_an_evidence_run_is_judged_by_its_dump_as_well_as_the_listing(
     assert missing.outcome is Outcome.NOT_APPLIED
     assert "ENABLE_XLA_DUMP is not set" in missing.detail
     assert "no HLO dump was written" in missing.detail
+
+
+async def test_a_stored_slot_never_resolved_to_nodes_stops_under_its_rule(
+        tmp_path: Path) -> None:
+    """A spec stored with `node_count` and no nodes (admission freezes a slot's nodes; an
+    older sweepd did not): the planner's check stops it, recorded under its rule, where the
+    pass once failed on the empty nodelist."""
+    config = sim_config(tmp_path, write_scenario(tmp_path))
+    async with open_parts(config) as parts:
+        sweep_id = await parts.store.sweeps.create(
+            "xla-tuning", "t", {"kind": "xla-tuning", "model": "llama2-70b", "node_count": 8,
+                                "parallelism": "FSDP=8"})
+        await parts.engine.step()
+        sweep = await parts.store.sweeps.get(sweep_id)
+        assert sweep.state == SweepState.AWAITING_DECISION
+        [stop] = [e for e in await parts.store.events.of_sweep(sweep_id)
+                  if e.to_state == SweepState.AWAITING_DECISION]
+        assert stop.rule == SLOT_UNRESOLVED.id
+        assert stop.reason.startswith("the cluster slot names no nodes yet")
+        assert stop.evidence == "partition=None node_count=8"
+        assert await parts.store.jobs.of_sweep(sweep_id) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -14,6 +15,7 @@ from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.rules import FILL_ENDS, PAIR_FILL
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
 
 FSDP_EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
@@ -296,7 +298,17 @@ def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> No
     of the seed's 25: pairs of the fastest singles now fill the count (4 of 12)."""
     land = Landscape.from_yaml(PAIR_ONLY)
     inp = _inputs(land, max_queue_s=48 * 3600.0, drift=DriftRead.MEAN)  # seeds built on it
-    verdicts = [replay(inp, land, random.Random(s)).verdict for s in range(12)]
+    played = [replay(inp, land, random.Random(s)) for s in range(12)]
+    verdicts = [p.verdict for p in played]
+    # The fill is planned under its rule: each a pair of two measured singles, its reason
+    # their readings, the pair's prediction and how far short of the count the catalog is.
+    fills = [p for r in played for p in r.planned if p.rule == PAIR_FILL.id]
+    assert fills
+    for p in fills:
+        a, b = p.profile.name.split("+")
+        assert re.fullmatch(rf"({a}|{b}) [+-]\d+\.\d+% \+ ({a}|{b}) [+-]\d+\.\d+%: [+-]\d+\.\d+% "
+                            r"if they add up; \d+ profiles short of the bounded rule's 25",
+                            p.reason), p.reason
     recipes = [v.recipe for v in verdicts]
     assert recipes.count("hpas+nch8") >= 4, recipes
     short = [v.reason for v in verdicts if v.rule == "stop.bounded"
@@ -323,6 +335,13 @@ def test_a_flat_family_run_at_one_value_has_its_ends_tried_before_bounded() -> N
     (11 of 12 seeds), filling the count with pairs of noise-level singles. The ends of a
     family run at one value now come first in the fill."""
     land = Landscape.from_yaml(OVERLAP_AT_ITS_END)
-    recipes = [replay(_inputs(land, max_queue_s=48 * 3600.0), land,
-                      random.Random(1000 + s)).verdict.recipe for s in range(12)]
+    played = [replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(1000 + s))
+              for s in range(12)]
+    recipes = [r.verdict.recipe for r in played]
+    # The ends are planned under their rule, saying the family read flat at its one value.
+    ends = [p for r in played for p in r.planned if p.rule == FILL_ENDS.id]
+    assert {p.profile.name for p in ends if p.profile.family == "ovl"} == {"ovl2", "ovl8"}
+    assert all(re.match(rf"{p.profile.family}: flat at \S+ \([+-]\d+\.\d+%\), its only "
+                        rf"value run; trying its end {p.profile.name} ", p.reason)
+               for p in ends), [p.reason for p in ends]
     assert sum("ovl2" in (r or "").split("+") for r in recipes) >= 6, recipes

@@ -198,7 +198,8 @@ async def _not_refused_by_spec(engine: EngineParts, sweep: Sweep) -> None:
 def _nodes_short(engine: EngineParts, sweep: Sweep, excluded: Sequence[str]) -> int:
     """How many usable nodes the sweep lacks with these exclusions (0: enough)."""
     spec = engine.spec_of(sweep)
-    left = [n for n in spec.node_list if n not in set(excluded)]
+    pinned = spec.node_list if spec.nodes else []   # a slot not resolved to nodes: none
+    left = [n for n in pinned if n not in set(excluded)]
     return max(0, spec.needed_nodes - len(left))
 
 

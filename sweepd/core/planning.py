@@ -58,6 +58,10 @@ async def advance(engine: Planner, sweep: Sweep) -> None:
         for line in new.progress:
             await engine.store.events.add(sweep.id, "progress", line, run_id=run.id)
         await start_attempt(engine, sweep, run)
+        # A submission that stopped the sweep (refused, no checkout, the cost cap) ends the
+        # wave: the next run would stop it a second time.
+        if (await engine.store.sweeps.get(sweep.id)).state != SweepState.RUNNING:
+            return
 
 
 async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
@@ -66,7 +70,10 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     spec = engine.spec_of(sweep)
     kind = kind_of(sweep.kind)
     excluded = {e.node for e in await engine.store.exclusions.of_sweep(sweep.id)}
-    nodes = [n for n in spec.node_list if n not in excluded]
+    # A slot not yet resolved to nodes (an older sweepd's stored spec) names none: the
+    # kind's own check says so (xla-tuning: preflight.slot_unresolved).
+    pinned = spec.node_list if spec.nodes else []
+    nodes = [n for n in pinned if n not in excluded]
     found, facts = engine.gathered.take(sweep.id, engine.clock.now())
     try:
         if not found:

@@ -1,14 +1,17 @@
 """XLA tuning's rules: every id its planner records with a run (the wave that planned it),
 a stop, a pre-flight check or a verdict, what each decides and the thresholds it reads.
-A threshold here is a pointer to its one definition (the spec's `Thresholds`, the modules'
-constants), read from there. The planner names its rules through these objects;
+A threshold here is a pointer to its one definition (the record `thresholds.THRESHOLDS`, which
+the spec's and the planner's defaults read, or the search's module constants), read from
+there. The planner names its rules through these objects;
 tests/test_rule_registry.py holds the code and the tests to this book and
 scripts/rules_doc.py writes it into docs/architecture.md.
 
-A leaf: it imports nothing of the kind, so that every module may name its rules here."""
+A leaf but for the record (itself a leaf): it imports nothing else of the kind, so that every
+module may name its rules here."""
 
 from __future__ import annotations
 
+from sweepd.kinds.xla_tuning.thresholds import meanings
 from sweepd.util.rulebook import Rule, RuleBook, Threshold
 
 
@@ -26,7 +29,7 @@ EVIDENCE = _r("wave1_5.evidence", "one run with the profiler and the dumps: the 
 CATALOG = _r("wave.catalog", "a catalog family's first value(s), the families the evidence "
              "points at first", "seed_focus", "seed_two_from", "wave_size")
 NUMERIC_NEIGHBOUR = _r("wave.numeric_neighbour", "a numeric family that moved TGS: the "
-                       "values beside its best", "live")
+                       "values beside its best", "live", "settled_family", "positive")
 NUMERIC_EDGE = _r("wave.numeric_edge", "a numeric family's best at its edge with the trend "
                   "rising: the next value out", "edge_rise")
 NUMERIC_ENDS = _r("wave.numeric_ends", "the flat numeric families of the mechanisms the "
@@ -43,7 +46,7 @@ POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polis
 PAIR_FILL = _r("wave.pair_fill", "the catalog spent short of the bounded count: pairs of the "
                "best singles", "pair_singles", "bounded_count")
 FAMILY_GAP = _r("wave.family_gap", "before a bounded verdict, what of the catalog the search "
-                "left unrun runs in the queue time left", "spare_runs")
+                "left unrun runs in the queue time left", "family_gaps", "spare_runs")
 FILL_ENDS = _r("wave.fill_ends", "before a bounded verdict, the ends of numeric families not "
                "yet run", "spare_runs")
 OOM_BESIDE_MEMORY = _r("wave.oom_beside_memory", "a profile that ran out of memory runs "
@@ -91,17 +94,17 @@ PREFLIGHT_OTHER_USERS = _r("preflight.other_users", "other users' jobs on the no
 PREFLIGHT_TRAIN_ENV = _r("preflight.train_env", "train_env.sh holds no other sweep's arms")
 # Verdicts (the stop rules).
 WINNER = _r("stop.winner", "stop rule 1: a confirmed recipe at least win faster, no tag "
-            "regressing more than regress", "win", "regress", "min_fresh", "win_margin")
+            "regressing more than regress", "win", "regress", "min_fresh", "win_margin", "stop",
+            "focus")
 BOUNDED = _r("stop.bounded", "stop rule 2: at least bounded_count profiles, none above "
-             "bounded_gain", "bounded_gain", "bounded_count", "fresh_n", "bounded_base_n",
-             "base_floor")
+             "bounded_gain", "bounded_gain", "bounded_count", "bounded_question", "fresh_n",
+             "bounded_base_n", "base_floor")
 CATALOG_EXHAUSTED = _r("stop.catalog_exhausted", "the catalog ran out before either rule "
                        "held", "bounded_count")
 TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours",
              "selecting_overstate")
 MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out")
 
-_SPEC = "sweepd.kinds.xla_tuning.spec:Thresholds."
 _WAVE = "sweepd.kinds.xla_tuning.waves.wave_rules:"
 _CLAIMS = "sweepd.kinds.xla_tuning.waves.claims:"
 _BOUNDED = "sweepd.kinds.xla_tuning.verdict.bounded_question:"
@@ -112,19 +115,14 @@ def _t(name: str, where: str, means: str) -> Threshold:
     return Threshold(name, where, means)
 
 
+def _record() -> tuple[Threshold, ...]:
+    where = "sweepd.kinds.xla_tuning.thresholds:THRESHOLDS."
+    return tuple(_t(name, where + name, means) for name, means in meanings().items())
+
+
 THRESHOLDS = (
-    # The spec's (xla-tuning.SKILL.md's stop rules); `inputs.Inputs` repeats these defaults.
-    _t("win", _SPEC + "win", "stop rule 1: a confirmed recipe at least this much faster"),
-    _t("bounded_gain", _SPEC + "bounded_gain", "stop rule 2: none beats this"),
-    _t("bounded_count", _SPEC + "bounded_count", "stop rule 2: of at least this many profiles"),
-    _t("regress", _SPEC + "regress", "no other config tag may lose more than this"),
-    _t("max_queue_hours", _SPEC + "max_queue_hours", "stop rule 3: the queue time (h)"),
-    _t("noise", _SPEC + "noise", "relative std of one run: the prior of the cell's estimate"),
-    _t("wave_size", _SPEC + "wave_size", "profiles a wave runs"),
-    _t("max_flakes", _SPEC + "max_flakes", "flaky failures of a profile before it stands"),
-    _t("max_flags", _SPEC + "max_flags", "flags a recipe holds at most"),
-    _t("report_runs", _SPEC + "report_runs", "runs each of the proposal and the baseline its "
-       "reported gain is read from"),
+    # The record (`thresholds.py`): the spec's and the planner's defaults.
+    *_record(),
     # The search's (wave_rules.py).
     _t("live", _WAVE + "LIVE", "a family whose first value moved TGS this much is searched"),
     _t("positive", _WAVE + "POSITIVE", "a single this much faster may join a stack"),
@@ -145,6 +143,8 @@ THRESHOLDS = (
     _t("selecting_overstate", "sweepd.kinds.xla_tuning.verdict.verdict_claim:"
        "SELECTING_OVERSTATE", "how far a gain read on the runs that selected it overstates "
        "the truth on the bench's sub-bar cells (said with such a figure)"),
+    _t("settled_family", _WAVE + "SETTLED_FAMILY", "a family measured at this many values, "
+       "its best under twice positive, gets no more neighbours"),
     _t("edge_rise", _WAVE + "EDGE_RISE", "an edge value this far above its neighbour: rising"),
     _t("polish", _WAVE + "POLISH", "endgame runs per wave"),
     _t("pair_singles", _WAVE + "PAIR_SINGLES", "best singles paired when the catalog is spent"),

@@ -34,6 +34,8 @@ from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, RESTORE
 from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS as T
+from sweepd.kinds.xla_tuning.thresholds import Stop
 
 MICROBATCHES = "num_pipeline_microbatches"
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})
@@ -73,29 +75,29 @@ class ProfileSpec(_Part):
 
 
 class Thresholds(_Part):
-    """The stop rules (xla-tuning.SKILL.md defaults)."""
+    """The stop rules; the defaults are `thresholds.THRESHOLDS`' (xla-tuning.SKILL.md's)."""
 
-    win: float = Field(default=0.05, gt=0, le=1)
-    bounded_gain: float = Field(default=0.02, ge=0, le=1)
-    bounded_count: int = Field(default=25, ge=1, le=500)
-    regress: float = Field(default=0.01, ge=0, le=1)
-    max_queue_hours: float = Field(default=8.0, gt=0, le=24 * 14)
-    noise: float = Field(default=0.008, gt=0, le=0.5)
-    wave_size: int = Field(default=8, ge=1, le=50)
-    max_flakes: int = Field(default=3, ge=1, le=10)
-    max_flags: int = Field(default=3, ge=1, le=6)
+    win: float = Field(default=T.win, gt=0, le=1)
+    bounded_gain: float = Field(default=T.bounded_gain, ge=0, le=1)
+    bounded_count: int = Field(default=T.bounded_count, ge=1, le=500)
+    regress: float = Field(default=T.regress, ge=0, le=1)
+    max_queue_hours: float = Field(default=T.max_queue_hours, gt=0, le=24 * 14)
+    noise: float = Field(default=T.noise, gt=0, le=0.5)
+    wave_size: int = Field(default=T.wave_size, ge=1, le=50)
+    max_flakes: int = Field(default=T.max_flakes, ge=1, le=10)
+    max_flags: int = Field(default=T.max_flags, ge=1, le=6)
     # A proposal's gain is reported from this many runs each of its recipe and of the
     # baseline made after it was decided (0: from the runs that confirmed it, as the
     # SKILL.md; they also decided when to stop and read high at a noisy cell).
-    report_runs: int = Field(default=2, ge=0, le=10)
+    report_runs: int = Field(default=T.report_runs, ge=0, le=10)
     # Before a bounded verdict, what of the catalog the search left unrun (mechanisms never
     # seeded, numeric family values) runs in the queue time it would leave unused (false:
     # the SKILL.md's rule as it comes).
-    family_gaps: bool = True
+    family_gaps: bool = T.family_gaps
     # Before a bounded verdict, a recipe reading above +2 % but not significantly runs again
     # beside the baseline until it clears the bar or falls to it (false: "none significantly
     # above" read on the two fresh runs a confirmation makes).
-    bounded_question: bool = True
+    bounded_question: bool = T.bounded_question
     # How a claim reads the baseline beside it on a cluster that may drift (`drift.py`):
     # `trend` (its runs' trend over the sweep, shrunk toward none), `line` (that trend
     # unshrunk), `mean` (the sweep's mean, as the SKILL.md).
@@ -147,7 +149,7 @@ class XlaTuningSpec(_Spec):
     # `seed`: the SKILL.md's stop rules (a confirmed >= +5 % recipe with Wave 6 run ends the
     # sweep); `thorough`: the winner rule waits for the search to plateau (the best, not
     # good enough).
-    stop: Literal["seed", "thorough"] = "seed"
+    stop: Stop = T.stop
     thresholds: Thresholds = Field(default_factory=Thresholds)
     # `tpu`: the profiles' XLA flags go in LIBTPU_INIT_ARGS (libtpu reads them there, not
     # XLA_FLAGS), the catalog is the TPU one (`tpu_flags.py`) and a flag name it does not

@@ -31,6 +31,7 @@ from sweepd.kinds.xla_tuning.catalog.flags import (
     default_value,
     same_value,
 )
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 
 
 class Effect(BaseModel):
@@ -174,7 +175,8 @@ class Truth:
     gain: float  # true TGS / baseline-deployed on the primary tag
 
 
-def truth(land: Landscape, profiles: Sequence[Profile], max_flags: int = 3) -> Truth:
+def truth(land: Landscape, profiles: Sequence[Profile],
+          max_flags: int = THRESHOLDS.max_flags) -> Truth:
     """The best recipe of at most `max_flags` settings from these profiles (primary tag)."""
     tag = land.tags[0]
     ok = [p for p in profiles if land.gain(p.settings, tag) is not None]

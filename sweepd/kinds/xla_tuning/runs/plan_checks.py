@@ -20,9 +20,10 @@ from sweepd.util.hostlists import collect_nodes
 def preflight(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Stop | None:
     """What the planner itself can check before each wave: the slot resolved to nodes, and
     the nodelist still the pinned one (frozen: never fewer nor other nodes)."""
-    if not spec.node_list:
+    if not spec.nodes:   # node_list of no nodes raises: the hostlist is empty
         return Stop("the cluster slot names no nodes yet (partition / node_count are not "
-                    "resolved to nodes)", rule_book.SLOT_UNRESOLVED.id)
+                    "resolved to nodes)", rule_book.SLOT_UNRESOLVED.id,
+                    evidence=f"partition={spec.partition} node_count={spec.node_count}")
     if list(ctx.nodes) != spec.node_list:
         gone = sorted(set(spec.node_list) - set(ctx.nodes))
         return Stop(f"{collect_nodes(gone)} out of use: the nodelist is frozen for xla-tuning "

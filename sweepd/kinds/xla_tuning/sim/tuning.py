@@ -38,6 +38,7 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Axis, Parallelism
 from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
 from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 from sweepd.util.model_shapes import resolve_model
 
 # The override each axis is passed as (xla-tuning.SKILL.md, "Submission template").
@@ -212,7 +213,7 @@ class CellTruth(BaseModel):
         return f"{self.parallelism}/{self.tag}: {recipe} ({(self.gain - 1) * 100:+.1f} %)"
 
 
-def ground_truth(spec: TuningSpec, max_flags: int = 3) -> tuple[CellTruth, ...]:
+def ground_truth(spec: TuningSpec, max_flags: int = THRESHOLDS.max_flags) -> tuple[CellTruth, ...]:
     """Per landscape and config tag, `landscape.truth` over the default catalog."""
     out: list[CellTruth] = []
     for land in spec.cells():
@@ -229,6 +230,6 @@ def ground_truth(spec: TuningSpec, max_flags: int = 3) -> tuple[CellTruth, ...]:
     return tuple(out)
 
 
-def truth_line(spec: TuningSpec, max_flags: int = 3) -> str:
+def truth_line(spec: TuningSpec, max_flags: int = THRESHOLDS.max_flags) -> str:
     """One line for the demo: `ground truth: FSDP=8/sparse: ag1G (+11.6 %); ...`."""
     return "ground truth: " + "; ".join(c.text for c in ground_truth(spec, max_flags))

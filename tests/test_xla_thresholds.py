@@ -1,0 +1,108 @@
+"""xla-tuning's stop rules and planner defaults have one record (`thresholds.THRESHOLDS`):
+the spec's `Thresholds`, the planner's `Inputs` and the rule book read it, and no second copy
+of a default comes back (a literal default for one of the record's names in the kind)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import fields
+from pathlib import Path
+
+import sweepd.kinds.xla_tuning as kind_package
+from sweepd.kinds.xla_tuning import rules
+from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.spec import Thresholds, XlaTuningSpec
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS, XlaThresholds
+
+ROOT = Path(kind_package.__file__).parent
+NAMES = {f.name for f in fields(XlaThresholds)}
+# A record's name for something else: the simulated landscapes' true run-to-run noise (the
+# same 0.008, which the planner's prior `noise` only guesses at), and a verdict's flag
+# saying its recipe is confirmed over the bar.
+OTHER_KNOBS = {("catalog/landscape.py", "Landscape", "noise"),
+               ("waves/planned.py", "Verdict", "win")}
+
+
+def test_the_spec_and_the_planner_default_to_the_record_field_by_field() -> None:
+    spec_defaults = Thresholds()
+    inputs_defaults = {f.name: f.default for f in fields(Inputs)}
+    for name in NAMES:
+        want = getattr(THRESHOLDS, name)
+        if name in Thresholds.model_fields:
+            assert getattr(spec_defaults, name) == want, name
+        if name in inputs_defaults:
+            assert inputs_defaults[name] == want, name
+    assert inputs_defaults["max_queue_s"] == THRESHOLDS.max_queue_hours * 3600
+    assert XlaTuningSpec.model_fields["stop"].default == THRESHOLDS.stop
+    # Every stop rule's number is in the spec and reaches the planner.
+    assert NAMES - set(Thresholds.model_fields) == {"focus", "stop"}
+    assert NAMES - {"max_queue_hours"} <= set(inputs_defaults)
+
+
+def test_a_spec_without_thresholds_plans_with_the_records_numbers() -> None:
+    spec = XlaTuningSpec.model_validate({"kind": "xla-tuning", "model": "llama2-70b",
+                                         "node_count": 8, "parallelism": "FSDP=8"})
+    inp = spec.inputs()
+    got = {name: getattr(inp, name) for name in NAMES if name != "max_queue_hours"}
+    assert got == {name: getattr(THRESHOLDS, name) for name in got}
+    assert inp.max_queue_s == THRESHOLDS.max_queue_s == 8 * 3600
+
+
+def test_the_rule_book_reads_the_record() -> None:
+    book = {t.name: t for t in rules.BOOK.thresholds}
+    for name in NAMES:
+        assert book[name].where == f"sweepd.kinds.xla_tuning.thresholds:THRESHOLDS.{name}"
+        assert book[name].value == getattr(THRESHOLDS, name)
+    assert (book["win"].value, book["bounded_gain"].value, book["bounded_count"].value) == \
+        (0.05, 0.02, 25)   # the SKILL.md's, the default
+
+
+def _literal(node: ast.expr | None) -> bool:
+    """A default written as a number, a bool or a string, or a `Field(default=...)` of one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int | float | str)
+    if isinstance(node, ast.UnaryOp | ast.BinOp):
+        return all(_literal(n) for n in ast.iter_child_nodes(node) if isinstance(n, ast.expr))
+    if isinstance(node, ast.Call):
+        return any(k.arg == "default" and _literal(k.value) for k in node.keywords)
+    return False
+
+
+def _literal_defaults(path: Path, root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """(file, class or function, name) of each field or parameter named after a record
+    field whose default is a literal."""
+    out: list[tuple[str, str, str]] = []
+    where = str(path.relative_to(root))
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and \
+                        item.target.id in NAMES and _literal(item.value):
+                    out.append((where, node.name, item.target.id))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            pos = [*args.posonlyargs, *args.args]
+            pairs = [*zip(pos[len(pos) - len(args.defaults):], args.defaults, strict=True),
+                     *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+            out += [(where, node.name, a.arg) for a, d in pairs
+                    if a.arg in NAMES and _literal(d)]
+    return out
+
+
+def test_no_second_copy_of_a_records_default_in_the_kind() -> None:
+    found = {hit for p in sorted(ROOT.rglob("*.py")) if p.name != "thresholds.py"
+             for hit in _literal_defaults(p)}
+    assert found - OTHER_KNOBS == set()
+    # The scan sees what it looks for (the landscape's own noise).
+    assert found >= OTHER_KNOBS
+
+
+def test_the_scan_finds_a_copy_written_anew(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from pydantic import BaseModel, Field\n"
+                     "class Thresholds(BaseModel):\n    win: float = Field(default=0.05, gt=0)\n"
+                     "class Inputs:\n    max_flags: int = 3\n    noise: float = T.noise\n"
+                     "def truth(land, max_flags: int = 3, *, wave_size=8): ...\n")
+    hits = {(c, n) for _, c, n in _literal_defaults(probe, tmp_path)}
+    assert hits == {("Thresholds", "win"), ("Inputs", "max_flags"), ("truth", "max_flags"),
+                    ("truth", "wave_size")}
