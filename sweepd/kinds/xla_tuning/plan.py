@@ -25,7 +25,8 @@ from sweepd.kinds.xla_tuning.runs.plan_checks import not_applied_stop, preflight
 from sweepd.kinds.xla_tuning.runs.run_params import Batch, batch_of, run_params
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
-from sweepd.kinds.xla_tuning.verdict.plain_words import explained, headline
+from sweepd.kinds.xla_tuning.verdict import render
+from sweepd.kinds.xla_tuning.verdict.structure import Decided
 from sweepd.kinds.xla_tuning.waves.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.waves.labels import label, roles
 from sweepd.store.rows import Job, Run, Sweep
@@ -43,6 +44,8 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
+        # Every verdict is made by `make_verdict`, with its structure.
+        assert isinstance(decided, Decided), decided
         board = build(results, inp.noise, inp.max_flakes, inp.drift)
         return finished(spec, decided, board, ctx)
     batch = batch_of(spec, ctx.facts)
@@ -114,7 +117,7 @@ def evidence_of(ctx: SweepContext[XlaFacts]) -> Evidence | None:
     return gather.evidence(ctx.runs, ctx.jobs)
 
 
-def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
+def finished(spec: XlaTuningSpec, v: Decided, board: Board,
              ctx: SweepContext[XlaFacts]) -> Finished:
     primary = next(iter(spec.config_tags))
     top = _ranked(board, primary)
@@ -123,8 +126,8 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
     sent = next((r.params for r in ctx.runs if r.params.profile == v.recipe), None)
     flags = "" if sent is None else " ".join(
         [*sent.xla_flags, *(f"{k}={x}" for k, x in sent.env.items() if spec.env.get(k) != x)])
-    summary = (headline(str(v.kind), v.recipe, v.gain, v.interval, v.n, flags, spec.flags_var)
-               + f". Why: {explained(v.reason)}")
+    said = v.said if v.said.recipe is None else replace(
+        v.said, recipe=replace(v.said.recipe, flags=flags, flags_var=spec.flags_var))
     verdict: dict[str, Any] = {
         "kind": str(v.kind), "rule": v.rule, "reason": v.reason, "recipe": v.recipe,
         "gain": v.gain, "conditional": v.conditional,
@@ -138,9 +141,10 @@ def finished(spec: XlaTuningSpec, v: Verdict, board: Board,
         "inventory": ctx.facts.inventory_line(),
         "top": [{"profile": e.profile, "tgs": e.mean, "n": e.n,
                  "delta": board.delta(e.profile, primary)} for e in top[:8]],
+        **said.as_dict(),   # the structure beside the prose (`structure.from_stored`)
     }
     # The rule that decided (winner, bounded, timebox, ...) is the transition's, not a generic one.
-    return Finished(True, summary, verdict, rule=v.rule)
+    return Finished(True, render.summary(said), verdict, rule=v.rule)
 
 
 def _ranked(board: Board, tag: str) -> list[Entry]:

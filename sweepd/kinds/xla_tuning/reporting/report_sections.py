@@ -21,6 +21,8 @@ from sweepd.kinds.xla_tuning.evidence.results import (
 from sweepd.kinds.xla_tuning.reporting import tuning_md
 from sweepd.kinds.xla_tuning.reporting.report_view import View, leaderboard, mean_of
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from sweepd.kinds.xla_tuning.verdict.render import reason
+from sweepd.kinds.xla_tuning.verdict.structure import from_stored
 from sweepd.store.rows import Sweep
 from sweepd.util.model_shapes import resolve_model
 
@@ -52,8 +54,15 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
         spec.model, spec.parsed_parallelism().text, primary, header,
         _inventory(v, verdict.get("inventory")), _env_effect(v), tuple(standing), winner,
         _why(v, winner),
-        str(verdict.get("reason") or f"in progress ({sweep.state})"), _patch(v, winner),
+        verdict_prose(verdict) or f"in progress ({sweep.state})", _patch(v, winner),
         tuple(_job(r) for r in v.results if r.outcome is not Outcome.PENDING), guard)
+
+
+def verdict_prose(verdict: dict[str, Any]) -> str:
+    """The verdict's reason as the one renderer words its stored structure; a verdict
+    stored before the structure was kept, as its stored prose."""
+    said = from_stored(verdict)
+    return reason(said) if said is not None else str(verdict.get("reason") or "")
 
 
 def _recorded(value: str | None, otherwise: str) -> str:

@@ -17,6 +17,7 @@ from sweepd.kinds.xla_tuning.evidence.results import BASELINE, CLAIM_RULES, REPO
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.verdict.bounded_question import before_bounded_question
 from sweepd.kinds.xla_tuning.verdict.bounded_stack import stack_above, stack_before_bounded
+from sweepd.kinds.xla_tuning.verdict.structure import Caveat, CaveatKind, Decided
 from sweepd.kinds.xla_tuning.verdict.verdicts import (
     make_verdict,
     named_recipe,
@@ -41,7 +42,6 @@ from sweepd.kinds.xla_tuning.waves.planned import (
     BASELINE_PROFILE,
     Plan,
     Planned,
-    Verdict,
     VerdictKind,
 )
 from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N, NEAR_BASE_N
@@ -272,7 +272,7 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
         if need:
             return within_budget(inp, board, tuple(
                 Planned(p, tag, wave + 1, rule, reason) for p, tag, rule, reason in need))
-        return bounded_verdict(inp, board, cands, tried, "")
+        return bounded_verdict(inp, board, cands, tried)
     if not more:
         need = verdict_needs(inp, board, cands) or (
             [] if significant else stack_before_bounded(inp, cands))
@@ -291,11 +291,15 @@ def stop_rule(inp: Inputs, board: Board, cands: Candidates, more: bool) -> Plan 
     return None
 
 
-def bounded_verdict(inp: Inputs, board: Board, cands: Candidates, tried: int, why: str
-                    ) -> Verdict:
-    """Stop rule 2's verdict (`why`: what the stop adds), with what of the catalog never
-    ran (`bounded_note`)."""
+def bounded_verdict(inp: Inputs, board: Board, cands: Candidates, tried: int,
+                    cut: Caveat | None = None) -> Decided:
+    """Stop rule 2's verdict (`cut`: what the 8 h stop came before), with which bounded
+    rule applied and what of the catalog never ran (`bounded_note`)."""
+    rule_note = bounded_note(inp, cands)
+    notes = (*((cut,) if cut else ()),
+             Caveat(CaveatKind.FAMILY_GAPS, rule_note.removeprefix(" "),
+                    {"family_gaps": inp.family_gaps}))
     return make_verdict(inp, board, VerdictKind.BOUNDED, rule_book.BOUNDED.id,
                         f"{tried} distinct profiles in Waves 2-4, none significantly above "
-                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope"
-                        + why + bounded_note(inp, cands), cands)
+                        f"+{inp.bounded_gain:.0%}: structurally bounded at the editable scope",
+                        cands, notes=notes)

@@ -11,6 +11,7 @@ from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.verdict.bounded_question import BASE_FLOOR, open_question
 from sweepd.kinds.xla_tuning.verdict.bounded_stack import bounded_blocked
 from sweepd.kinds.xla_tuning.verdict.stops import bounded_verdict, shapes_due
+from sweepd.kinds.xla_tuning.verdict.structure import Caveat, CaveatKind
 from sweepd.kinds.xla_tuning.verdict.verdicts import one_run_lead
 from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 from sweepd.kinds.xla_tuning.waves.planned import Verdict
@@ -41,9 +42,10 @@ def bounded_at_the_stop(inp: Inputs, board: Board, cands: Candidates) -> Verdict
         # predict above the bar not run, or one reading above it (`bounded_stack.py`).
         return None
     cut = dict.fromkeys(it[0].name for it in (*cands.steps.confirmations(), *cands.steps.stacks()))
-    why = (f"; read at the {inp.max_queue_s / 3600:g} h stop, which came before "
-           + ", ".join(cut) + " could run" if cut else "")
-    return bounded_verdict(inp, board, cands, tried, why)
+    said = Caveat(CaveatKind.CUT_AT_STOP, f"read at the {inp.max_queue_s / 3600:g} h stop, "
+                  "which came before " + ", ".join(cut) + " could run",
+                  {"cut": list(cut)}) if cut else None
+    return bounded_verdict(inp, board, cands, tried, said)
 
 
 def _one_run_contender(inp: Inputs, board: Board) -> bool:

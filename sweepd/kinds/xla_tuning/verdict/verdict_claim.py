@@ -8,6 +8,7 @@ from sweepd.kinds.xla_tuning.evidence.board import Board
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE
 from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.verdict.structure import Caveat, CaveatKind, Gain, GainSource
 from sweepd.kinds.xla_tuning.waves.claims import (
     WIN_MARGIN,
     confirmed_win,
@@ -26,58 +27,51 @@ SELECTING_OVERSTATE = 0.004
 
 
 def gain_said(inp: Inputs, board: Board, kind: VerdictKind, recipe: str
-              ) -> tuple[float, tuple[float, float], int, str, bool]:
-    """The recipe's gain, its interval, the runs behind it, how the verdict says it, and
-    whether it holds: from the block made after a proposal was decided when there is one
-    (the runs that decided it read high by that choice), else its fresh runs."""
+              ) -> tuple[Gain, Caveat | None]:
+    """The recipe's gain, its interval, the runs behind it and whether it holds: from the
+    block made after a proposal was decided when there is one (the runs that decided it
+    read high by that choice), else its fresh runs (then, at the 8 h stop before the
+    block, how far such figures overstate: a caveat)."""
     t = inp.tags[0]
     gain, interval = board.claim.delta(recipe, t), board.claim.interval(recipe, t)
     n = len(board.claim.fresh(recipe, t))
     if not reported(inp, board, recipe):
         assert gain is not None and interval is not None
-        said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
-                f"{interval[1]:+.2%}, {n} run{'s' if n != 1 else ''} after the one that "
-                f"selected it{_drift_said(inp)}")
+        # How the baseline beside the claim was read, unless as the SKILL.md reads it.
+        drift = None if inp.drift is DriftRead.MEAN else inp.drift.value
         # Without the block the gain is read on the runs that kept it in front, look after
         # look (a flat cell at 2.5 % noise named a +0.4 % recipe at +6.6 % so): said.
         if not inp.report_runs:
-            said += ")"
-        elif kind is VerdictKind.PROPOSAL:
-            said += ", which also decided the stop: not re-measured after it)"
-        else:
-            said += (", which also put it forward: the 8 h stop came before the runs that "
-                     "would measure it apart; such figures read "
-                     f"{100 * SELECTING_OVERSTATE:+.1f} points above the truth on average "
-                     "on the bench's sub-bar cells)")
-        return gain, interval, n, said, True
+            return Gain(gain, interval, n, GainSource.FRESH, drift=drift), None
+        if kind is VerdictKind.PROPOSAL:
+            return Gain(gain, interval, n, GainSource.FRESH_DECIDED_STOP, drift=drift), None
+        return (Gain(gain, interval, n, GainSource.FRESH_PUT_FORWARD, drift=drift),
+                Caveat(CaveatKind.SELECTING_OVERSTATE,
+                       f"such figures read {100 * SELECTING_OVERSTATE:+.1f} points above the "
+                       "truth on average on the bench's sub-bar cells",
+                       {"overstate": SELECTING_OVERSTATE}))
     decided = gain if gain is not None else board.search_delta(recipe, t)
     gain, interval = board.report.delta(recipe, t), board.report.interval(recipe, t)
     assert gain is not None and interval is not None
     n, nb = len(board.report.runs(recipe, t)), len(board.report.runs(BASELINE, t))
-    said = (f"; {recipe} {gain:+.2%} (95 % interval {interval[0]:+.2%} to "
-            f"{interval[1]:+.2%}, from {n} runs of it and {nb} of the baseline made after "
-            f"it was decided, which decided nothing; the runs that decided it read "
-            f"{decided or 0.0:+.2%})")
-    return gain, interval, n, said, report_holds(inp, board, recipe)
+    return Gain(gain, interval, n, GainSource.REPORT_BLOCK, nb, decided,
+                held=report_holds(inp, board, recipe)), None
 
 
 def win_said(inp: Inputs, board: Board, recipe: str | None, gain: float | None, held: bool
-             ) -> tuple[bool, str]:
+             ) -> tuple[bool, Caveat | None]:
     """Whether the verdict claims ">= +5 %", and what it says of the block's reading."""
     if recipe is None or not (confirmed_win(inp, board, recipe) and held):
-        return False, ""
+        return False, None
     if not report_backs_win(inp, board, recipe):
-        return False, (f"; not put forward as >= +{inp.win:.0%}: the runs made after it was "
-                       f"decided read it below +{inp.win - WIN_MARGIN:.1%}")
+        return False, Caveat(CaveatKind.WIN_NOT_BACKED,
+                             f"not put forward as >= +{inp.win:.0%}: the runs made after it "
+                             f"was decided read it below +{inp.win - WIN_MARGIN:.1%}",
+                             {"gain": gain})
     if gain is not None and gain < inp.win:
         # "Confirmed >= +5 %" beside a reported +4.90 % reads as a contradiction: said.
-        return True, (f"; the runs made after it was decided read it at {gain:+.2%}, within "
-                      f"noise of the +{inp.win:.0%} line (not below +{inp.win - WIN_MARGIN:.1%})")
-    return True, ""
-
-
-def _drift_said(inp: Inputs) -> str:
-    """How the baseline beside the claim was read, unless as the SKILL.md reads it."""
-    if inp.drift is DriftRead.MEAN:
-        return ""
-    return f", against the baseline's {inp.drift.value} over the sweep (drift: {inp.drift})"
+        return True, Caveat(CaveatKind.WIN_NEAR_LINE,
+                            f"the runs made after it was decided read it at {gain:+.2%}, "
+                            f"within noise of the +{inp.win:.0%} line (not below "
+                            f"+{inp.win - WIN_MARGIN:.1%})", {"gain": gain})
+    return True, None

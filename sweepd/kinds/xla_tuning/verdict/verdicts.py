@@ -1,6 +1,7 @@
 """The verdict: which recipe it names (the leader the planner confirms, the recipe a stop
-names), its gain and interval from runs that did not select it (worded in
-`verdict_claim.py`), and whether it is conditional (what a deployment would still need)."""
+names), its gain and interval from runs that did not select it (`verdict_claim.py`), and
+whether it is conditional (what a deployment would still need), built once as a structure
+(`structure.py`, each caveat typed) whose prose is `render.py`'s."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from sweepd.kinds.xla_tuning.catalog.flags import unrestorable
 from sweepd.kinds.xla_tuning.evidence.board import Board
 from sweepd.kinds.xla_tuning.evidence.results import RESTORE, Fate
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.verdict.bounded_question import open_note
-from sweepd.kinds.xla_tuning.verdict.bounded_stack import stack_note
+from sweepd.kinds.xla_tuning.verdict.bounded_question import open_note, open_question
+from sweepd.kinds.xla_tuning.verdict.bounded_stack import stack_above, stack_note, unrun_stack
+from sweepd.kinds.xla_tuning.verdict.render import reason
+from sweepd.kinds.xla_tuning.verdict.structure import (
+    Caveat,
+    Conclusion,
+    Decided,
+    Gain,
+    Outcome,
+    Recipe,
+    caveat,
+)
+from sweepd.kinds.xla_tuning.verdict.structure import CaveatKind as K
 from sweepd.kinds.xla_tuning.verdict.verdict_claim import gain_said, win_said
 from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 from sweepd.kinds.xla_tuning.waves.claims import (
@@ -25,7 +37,7 @@ from sweepd.kinds.xla_tuning.waves.claims import (
 )
 from sweepd.kinds.xla_tuning.waves.in_effect import in_effect_note
 from sweepd.kinds.xla_tuning.waves.parts import pruned
-from sweepd.kinds.xla_tuning.waves.planned import Verdict, VerdictKind, profiles
+from sweepd.kinds.xla_tuning.waves.planned import VerdictKind, profiles
 from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N
 
 
@@ -85,11 +97,14 @@ def named_recipe(inp: Inputs, board: Board, cands: Candidates
 
 
 def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: str,
-             cands: Candidates | None = None, recipe: str | None = None,
-             left_out: tuple[str, ...] = (), tested: tuple[str, ...] = ()) -> Verdict:
+                 cands: Candidates | None = None, recipe: str | None = None,
+                 left_out: tuple[str, ...] = (), tested: tuple[str, ...] = (),
+                 notes: tuple[Caveat, ...] = ()) -> Decided:
     """The verdict: its recipe (given, else the best significantly above the bounded bar on
     fresh runs, its useless parts left out), the gain and interval from runs that did not
-    select it, and whether it is conditional (what a deployment would still need)."""
+    select it, and whether it is conditional (what a deployment would still need). `why` is
+    the deciding rule's statement, `notes` what the stop adds to it. Built once as a
+    structure (`structure.Conclusion`); its prose is `render.reason`'s."""
     t = inp.tags[0]
     cands = cands or Candidates(inp, board, None, profiles(inp))
     tried = cands.distinct_tried()
@@ -101,58 +116,81 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
             recipe, left, untested, tested = named
     elif recipe is not None:
         left = left_out
-    gain: float | None = None
-    interval: tuple[float, float] | None = None
-    n, held = 0, True
-    missing: list[str] = []
+    said: list[Caveat | None] = list(notes)
+    gain: Gain | None = None
+    missing: list[Caveat] = []
     regressed: tuple[str, ...] = ()
     if recipe is None:
-        bounded = kind is VerdictKind.BOUNDED
-        why += ("" if bounded else "; no change: nothing significantly above "
-                f"+{inp.bounded_gain:.0%} on runs that did not select it, bounded so far "
-                f"({tried} profiles)")
+        outcome = Outcome.BOUNDED if kind is VerdictKind.BOUNDED else Outcome.NO_CHANGE
         if kind is VerdictKind.TIMEBOX:
-            why += ((open_note(inp, board, cands) or stack_note(inp, cands))
-                    + _reach_note(inp, board, tried))
+            said += [open_caveat(inp, board, cands), _reach_caveat(inp, board, tried)]
     else:
-        gain, interval, n, said, held = gain_said(inp, board, kind, recipe)
-        why += said
-        if kind is not VerdictKind.PROPOSAL:
-            why += (f": confirmed >= +{inp.win:.0%}" if confirmed_win(inp, board, recipe)
-                    else f": significantly above +{inp.bounded_gain:.0%}, not confirmed >= "
-                         f"+{inp.win:.0%}; proposed as such")
+        gain, overstate = gain_said(inp, board, kind, recipe)
+        said.append(overstate)
+        outcome = (Outcome.DEPLOY if kind is VerdictKind.PROPOSAL
+                   or confirmed_win(inp, board, recipe) else Outcome.BELOW_WIN)
         # What a deployment needs reads the confirming runs; the block only reports.
         missing, regressed = _missing(inp, board, recipe, len(board.claim.fresh(recipe, t)),
                                       untested)
-        if not held:
-            missing.insert(0, f"the runs made after it was decided put it at {gain:+.2%}, "
-                              f"not significantly above +{inp.bounded_gain:.0%}")
-    if left:
-        why += "; left out: " + "; ".join(left)
-    if tested:
-        why += "; tested: " + "; ".join(tested)
-    why += _one_run_note(inp, board, gain)
-    if missing:
-        why += "; conditional: " + "; ".join(missing)
-    why += untried_note(inp, board, recipe) + in_effect_note(inp)
+        if not gain.held:
+            missing.insert(0, Caveat(
+                K.NOT_HELD, f"the runs made after it was decided put it at {gain.value:+.2%}, "
+                f"not significantly above +{inp.bounded_gain:.0%}", {"gain": gain.value}))
+    said.append(_one_run_caveat(inp, board, gain.value if gain else None))
+    said += missing
+    never = _never(inp, board)
+    said.append(caveat(K.NONE_TRIED if never == len(inp.catalog) else K.UNTRIED,
+                       untried_note(inp, board, recipe).removeprefix("; "), never=never))
+    said.append(caveat(K.IN_EFFECT, in_effect_note(inp).removeprefix("; "),
+                       profiles=list(inp.in_effect)))
     kept = unrestorable(inp.deployed)
     if kept:
-        why += ("; not measured: removing the env file's " + ", ".join(s.label for s in kept)
-                + " (no default known to put back: restore_default left "
-                + ("it" if len(kept) == 1 else "them") + ")")
-    why += "".join(restore_dropped(board, tag, tag != t) for tag in inp.tags)
-    win, said = win_said(inp, board, recipe, gain, held)
-    why += said
-    return Verdict(kind, rule, why, recipe, gain, regressed, bool(missing),
-                   "; ".join(missing), interval, n, left, tried, win, tested)
+        said.append(Caveat(K.ENV_FIXED, "not measured: removing the env file's "
+                           + ", ".join(s.label for s in kept)
+                           + " (no default known to put back: restore_default left "
+                           + ("it" if len(kept) == 1 else "them") + ")",
+                           {"settings": [s.label for s in kept]}))
+    said += [restore_dropped_caveat(board, tag, tag != t) for tag in inp.tags]
+    win, backed = win_said(inp, board, recipe, gain.value if gain else None,
+                           gain.held if gain else True)
+    said.append(backed)
+    c = Conclusion(rule, kind, outcome, why,
+                   Recipe(recipe, left, tested) if recipe is not None else None, gain, tried,
+                   inp.bounded_gain, inp.win, win, tuple(x for x in said if x is not None))
+    needs = "; ".join(n.text for n in c.needs())
+    return Decided(kind, rule, reason(c), recipe, gain.value if gain else None, regressed,
+                   c.conditional, needs, gain.interval if gain else None,
+                   gain.n if gain else 0, left, tried, win, tested, said=c)
 
 
-def _one_run_note(inp: Inputs, board: Board, gain: float | None) -> str:
+def open_caveat(inp: Inputs, board: Board, cands: Candidates) -> Caveat | None:
+    """What a "no change" verdict leaves open (`open_note`, else `stack_note`)."""
+    text = open_note(inp, board, cands)
+    if text:
+        return Caveat(K.OPEN_QUESTION, text.removeprefix("; "),
+                      {"profile": open_question(inp, board, cands, fresh_only=True)})
+    text = stack_note(inp, cands)
+    if not text:
+        return None
+    top = unrun_stack(inp, cands)
+    if top is not None:
+        return Caveat(K.UNRUN_STACK, text.removeprefix("; "),
+                      {"profile": top[0][0].name, "predicted": top[1]})
+    return Caveat(K.STACK_ABOVE, text.removeprefix("; "), {"profile": stack_above(inp, cands)})
+
+
+def _never(inp: Inputs, board: Board) -> int:
+    ran = board.parts_run(inp.tags[0])
+    return sum(p.name not in ran for p in inp.catalog)
+
+
+def _one_run_caveat(inp: Inputs, board: Board, gain: float | None) -> Caveat | None:
     """A profile above the verdict's gain on its one run is said, not counted."""
     lead = one_run_lead(inp, board)
     if lead is not None and lead[1] > max(gain or 0.0, inp.bounded_gain):
-        return f"; unconfirmed (one run, not counted): {lead[0]} {lead[1]:+.2%}"
-    return ""
+        return Caveat(K.ONE_RUN_LEAD, f"unconfirmed (one run, not counted): {lead[0]} "
+                      f"{lead[1]:+.2%}", {"profile": lead[0], "delta": lead[1]})
+    return None
 
 
 def one_run_lead(inp: Inputs, board: Board) -> tuple[str, float] | None:
@@ -164,43 +202,53 @@ def one_run_lead(inp: Inputs, board: Board) -> tuple[str, float] | None:
     return (lead1.profile, d1) if lead1 is not None and d1 is not None else None
 
 
-def restore_dropped(board: Board, tag: str, named: bool = False) -> str:
+def restore_dropped_caveat(board: Board, tag: str, named: bool = False) -> Caveat | None:
     """restore_default dropped without a measurement on `tag` (an OOM: the env file's values
     are what let the job fit): said, since the verdict then rests on the env file as
     deployed. `named`: the tag is said (another than the primary)."""
     entry = board.get(RESTORE, tag)
     if entry is None or entry.n or entry.fate in (Fate.OPEN, Fate.MEASURED):
-        return ""
+        return None
     detail = f" ({entry.detail})" if entry.detail else ""
     where = f" on {tag}" if named else ""
-    return (f"; restore_default (the env file's settings put back to the image's defaults)"
-            f"{where} {entry.fate.value}{detail}: the env file's settings stay as deployed")
+    return Caveat(K.RESTORE_DROPPED,
+                  f"restore_default (the env file's settings put back to the image's defaults)"
+                  f"{where} {entry.fate.value}{detail}: the env file's settings stay as "
+                  "deployed", {"tag": tag, "fate": entry.fate.value, "detail": entry.detail})
 
 
 def _missing(inp: Inputs, board: Board, recipe: str, n: int, untested: tuple[str, ...]
-             ) -> tuple[list[str], tuple[str, ...]]:
+             ) -> tuple[list[Caveat], tuple[str, ...]]:
     """What a deployment of the recipe would still need, and the tags it regresses."""
-    missing: list[str] = []
+    missing: list[Caveat] = []
     if n < MIN_FRESH:
-        missing.append(f"confirmed on {n} fresh run(s), not {MIN_FRESH}")
+        missing.append(Caveat(K.FEW_FRESH, f"confirmed on {n} fresh run(s), not {MIN_FRESH}",
+                              {"fresh": n, "needed": MIN_FRESH}))
     if untested:
-        missing.append("not tested without one part: " + ", ".join(untested))
+        missing.append(Caveat(K.UNTESTED_PARTS, "not tested without one part: "
+                              + ", ".join(untested), {"parts": list(untested)}))
     reg = _regressed(inp, board, recipe)
     if reg is None:
-        for state, said in (("open", "not run"), ("rerun", "not finished")):
+        for state, said, kind in (("open", "not run", K.WAVE6_NOT_RUN),
+                                  ("rerun", "not finished", K.WAVE6_NOT_FINISHED)):
             todo = [tg for tg in inp.tags[1:] if cross_tag(inp, board, recipe, tg) == state]
             if todo:
-                missing.append(f"Wave 6 {said} on {', '.join(todo)}")
+                missing.append(Caveat(kind, f"Wave 6 {said} on {', '.join(todo)}",
+                                      {"tags": todo}))
         return missing, ()
     for tg in inp.tags[1:]:
         if cross_tag(inp, board, recipe, tg) == "unresolved":
             d, lo, hi = tag_interval(board, recipe, tg)
-            missing.append(f"Wave 6 unresolved on {tg}: {d:+.2%} (95 % interval {lo:+.2%} to "
-                           f"{hi:+.2%}) after {board.get(recipe, tg).n} runs "  # type: ignore[union-attr]
-                           f"and {board.base(tg).n} of its baseline: a regression "  # type: ignore[union-attr]
-                           f"> {inp.regress:.0%} not ruled out")
+            missing.append(Caveat(
+                K.WAVE6_UNRESOLVED,
+                f"Wave 6 unresolved on {tg}: {d:+.2%} (95 % interval {lo:+.2%} to "
+                f"{hi:+.2%}) after {board.get(recipe, tg).n} runs "  # type: ignore[union-attr]
+                f"and {board.base(tg).n} of its baseline: a regression "  # type: ignore[union-attr]
+                f"> {inp.regress:.0%} not ruled out",
+                {"tag": tg, "delta": d, "interval": [lo, hi]}))
     if reg:
-        missing.append(f"regresses {', '.join(reg)} by > {inp.regress:.0%}: config-conditional")
+        missing.append(Caveat(K.REGRESSES, f"regresses {', '.join(reg)} by > "
+                              f"{inp.regress:.0%}: config-conditional", {"tags": list(reg)}))
     return missing, reg
 
 
@@ -263,19 +311,21 @@ def untried_note(inp: Inputs, board: Board, recipe: str | None = None) -> str:
     return "; " + "; ".join(parts)
 
 
-def _reach_note(inp: Inputs, board: Board, tried: int) -> str:
+def _reach_caveat(inp: Inputs, board: Board, tried: int) -> Caveat | None:
     """Say when the job length put the bounded rule out of the 8 h budget's reach."""
     if tried >= inp.bounded_count or not board.runs:
-        return ""
+        return None
     per_run = board.per_run
     if per_run <= 0:
-        return ""
+        return None
     cap = int(inp.max_queue_s // per_run)
-    note = (f"; the bounded rule needs {inp.bounded_count} profiles: at "
+    note = (f"the bounded rule needs {inp.bounded_count} profiles: at "
             f"~{per_run / 60:.0f} min of queue time per job, {inp.max_queue_s / 3600:g} h "
             f"holds ~{cap} runs")
     wave1 = board.runs - sum(e.n + e.flakes for (p, tg), e in board.entries.items()
                              if e.first_wave >= 2)
-    if cap < inp.bounded_count + max(0, wave1) + BASE_N:
+    unreachable = cap < inp.bounded_count + max(0, wave1) + BASE_N
+    if unreachable:
         note += ": unreachable at this job length"
-    return note
+    return Caveat(K.OUT_OF_REACH, note, {"needed": inp.bounded_count, "holds": cap,
+                                         "unreachable": unreachable})
