@@ -18,9 +18,10 @@ ROOT = Path(kind_package.__file__).parent
 NAMES = {f.name for f in fields(XlaThresholds)}
 # A record's name for something else: the simulated landscapes' true run-to-run noise (the
 # same 0.008, which the planner's prior `noise` only guesses at), and a verdict's flag
-# saying its recipe is confirmed over the bar.
+# saying its recipe is confirmed over the bar (the planner's and the stored structure's).
 OTHER_KNOBS = {("catalog/landscape.py", "Landscape", "noise"),
-               ("waves/planned.py", "Verdict", "win")}
+               ("waves/planned.py", "Verdict", "win"),
+               ("verdict/structure.py", "Conclusion", "win")}
 
 
 def test_the_spec_and_the_planner_default_to_the_record_field_by_field() -> None:
