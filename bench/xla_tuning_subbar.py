@@ -23,7 +23,7 @@ for the stacks of its best singles predicted best, measured once each), `singles
 (singles+stk with its best re-run twice beside two baseline runs, its gain read there);
 `singles@eq-all`: singles@eq TOLD the best recipe of <= 3 of every single it read above
 the baseline, not only its 5 best (the ceiling of "every single once, stacked optimally").
-`--rule R=on|off` sets one of the planner's module switches (`wave_rules.R`) for the run.
+`--rule R=on|off` sets a boolean `Inputs` field or a module switch of `waves/wave_rules.py`.
 """
 
 from __future__ import annotations
@@ -40,14 +40,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import xla_tuning_methods as methods_module
 from xla_tuning_landscapes import SUBBAR, SUBBAR_RUN_S, Case, _families
-from xla_tuning_methods import Claim, singles_confirmed, singles_measured, singles_oracle
+from xla_tuning_methods import (
+    INPUT_SWITCHES,
+    Claim,
+    set_switches,
+    singles_confirmed,
+    singles_measured,
+    singles_oracle,
+)
 
 from sweepd.kinds.xla_tuning import replay as replay_module
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.catalog.landscape import truth
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
-from sweepd.kinds.xla_tuning.waves import wave_rules
 
 PEERS = {
     "singles@eq": lambda land, cat, rng, budget: singles_oracle(land, cat, rng, budget=budget),
@@ -85,7 +91,7 @@ def judge(case: Case, seed: int, t: Tally, verbose: bool = False,
           peers: dict[str, Tally] | None = None) -> None:
     land, cat = case
     inp = Inputs(Parallelism.parse(land.parallelism), cat, tags=land.tags,
-                 deployed=land.deployed_settings())
+                 deployed=land.deployed_settings(), **INPUT_SWITCHES)  # type: ignore[arg-type]
     r = replay(inp, land, random.Random(seed))
     for name, pt in (peers or {}).items():
         judge_peer(case, PEERS[name](land, cat, random.Random(seed), len(r.results)), pt)
@@ -166,11 +172,9 @@ def main() -> None:
     ap.add_argument("--rule", action="append", default=[], metavar="NAME=on|off",
                     help="one of wave_rules' switches for this run (repeatable)")
     args = ap.parse_args()
-    for spec in args.rule:
-        name, _, value = spec.partition("=")
-        if not isinstance(getattr(wave_rules, name, None), bool) or value not in ("on", "off"):
-            ap.error(f"--rule {spec}: not NAME=on|off of a switch in waves/wave_rules.py")
-        setattr(wave_rules, name, value == "on")
+    bad = set_switches(args.rule)
+    if bad:
+        ap.error(bad)
     replay_module.RUN_S = args.run_s
     methods_module.RUN_S = args.run_s
     n = 3 if args.smoke else args.landscapes
