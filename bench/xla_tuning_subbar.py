@@ -32,6 +32,7 @@ import argparse
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,11 +52,12 @@ from xla_tuning_methods import (
 
 from sweepd.kinds.xla_tuning import replay as replay_module
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
-from sweepd.kinds.xla_tuning.catalog.landscape import truth
+from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
 
-PEERS = {
+Peer = Callable[[Landscape, tuple[Profile, ...], random.Random, int], Claim]
+PEERS: dict[str, Peer] = {
     "singles@eq": lambda land, cat, rng, budget: singles_oracle(land, cat, rng, budget=budget),
     "singles": lambda land, cat, rng, budget: singles_oracle(land, cat, rng),
     "singles@eq-all": lambda land, cat, rng, budget: singles_oracle(land, cat, rng, m=99,
