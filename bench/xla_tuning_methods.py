@@ -103,12 +103,14 @@ def set_switches(specs: Sequence[str]) -> str:
     fields = {f.name for f in dataclasses.fields(Inputs) if f.type in (bool, "bool")}
     for spec in specs:
         name, _, value = spec.partition("=")
-        if value not in ("on", "off"):
-            return f"--rule {spec}: not NAME=on|off"
+        if value not in ("on", "off") and not value.isdigit():
+            return f"--rule {spec}: not NAME=on|off (or NAME=count)"
         if name in fields:
             INPUT_SWITCHES[name] = value == "on"
         elif isinstance(getattr(wave_rules, name, None), bool):
             setattr(wave_rules, name, value == "on")
+        elif isinstance(getattr(wave_rules, name, None), int) and value.isdigit():
+            setattr(wave_rules, name, int(value))  # a count (e.g. CLOSING_STACKS=2)
         else:
             return (f"--rule {spec}: {name} is neither a boolean Inputs field nor a switch "
                     "in waves/wave_rules.py")
