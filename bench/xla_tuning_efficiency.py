@@ -4,6 +4,7 @@
                                           [--method M] [--drift D]
                                           [--drift-read mean|line|trend]
                                           [--bounded-question on|off] [--run-s S]
+                                          [--rule NAME=on|off]
                                           [--smoke]
 
 Methods on the same landscapes, each landscape's methods fed the same noise stream (one
@@ -64,6 +65,7 @@ from xla_tuning_methods import (
     planner_seed_rule,
     planner_thorough,
     random_search,
+    set_switches,
     singles_confirmed,
     singles_measured,
     singles_oracle,
@@ -221,7 +223,12 @@ def main() -> None:
     ap.add_argument("--bounded-question", choices=["on", "off"], default="on",
                     help="a recipe above +2 %%, not significantly, measured further before a "
                          "bounded verdict (thresholds.bounded_question)")
+    ap.add_argument("--rule", action="append", default=[], metavar="NAME=on|off",
+                    help="one of the planner's switches in waves/wave_rules.py (repeatable)")
     args = ap.parse_args()
+    bad = set_switches(args.rule)
+    if bad:
+        ap.error(bad)
     DRIFT_READ[0] = DriftRead(args.drift_read)
     BOUNDED_QUESTION[0] = args.bounded_question == "on"
     replay_module.RUN_S = args.run_s

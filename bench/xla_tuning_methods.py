@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -80,12 +81,40 @@ def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: f
                  deployed=land.deployed_settings(), win=win, focus=focus, stop=stop,
                  family_gaps=family_gaps, drift=DRIFT_READ[0],
                  bounded_question=BOUNDED_QUESTION[0])
+    inp = dataclasses.replace(inp, **INPUT_SWITCHES)  # type: ignore[arg-type]
     r = replay(inp, land, rng)
     v = r.verdict
     table = profiles(inp)
     parts = tuple(table[q].settings for q in v.recipe.split("+")) if v.recipe else ()
     return Claim(str(v.kind), r.settings(inp), len(r.results), v.gain or 0.0, v.conditional,
                  v.recipe is not None, v.win, parts)
+
+
+# Boolean `Inputs` fields set for every planner run of the bench (`--rule NAME=on|off`).
+INPUT_SWITCHES: dict[str, bool] = {}
+
+
+def set_switches(specs: Sequence[str]) -> str:
+    """`NAME=on|off` each: a boolean `Inputs` field (kept in INPUT_SWITCHES for the planner's
+    runs) or one of the planner's module switches (`waves/wave_rules.py`) set for this run;
+    the first bad one's line ("" when all are good)."""
+    from sweepd.kinds.xla_tuning.waves import wave_rules
+
+    fields = {f.name for f in dataclasses.fields(Inputs) if f.type in (bool, "bool")}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        if value not in ("on", "off") and not value.isdigit():
+            return f"--rule {spec}: not NAME=on|off (or NAME=count)"
+        if name in fields:
+            INPUT_SWITCHES[name] = value == "on"
+        elif isinstance(getattr(wave_rules, name, None), bool):
+            setattr(wave_rules, name, value == "on")
+        elif isinstance(getattr(wave_rules, name, None), int) and value.isdigit():
+            setattr(wave_rules, name, int(value))  # a count (e.g. CLOSING_STACKS=2)
+        else:
+            return (f"--rule {spec}: {name} is neither a boolean Inputs field nor a switch "
+                    "in waves/wave_rules.py")
+    return ""
 
 
 def _space(land: Landscape, cat: Sequence[Profile]) -> list[Profile]:

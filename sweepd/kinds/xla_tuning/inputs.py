@@ -57,3 +57,9 @@ class Inputs:
     # `tpe`, Optuna's TPE sampler fitted to the results (`tpe_proposals.py`), the seed's
     # re-runs, confirmation, report block and stop rules on top.
     proposer: str = "seed"
+    # At few runs, before the 8 h stop's last runs confirm a leader under the win bar, the
+    # stack of the two best singles runs once when predicted above it (`closing_pair.py`).
+    closing_pair: bool = False
+    # At few runs, with a leader under the win bar run twice, a one-value flag's first run
+    # is on top of the leader, not alone (`on_leader.py`).
+    on_leader: bool = False

@@ -38,6 +38,13 @@ STACK = _r("wave.stack", "the leader plus a positive single: a stack", "positive
            "stacks_per_wave", "max_flags")
 CLOSING_STACK = _r("wave.closing_stack", "a stack reaching the win bar runs before the "
                    "leader's needs in a closing wave", "closing_stacks", "win")
+CLOSING_PAIR = _r("wave.closing_pair", "with the option `closing_pair`: at few runs, a "
+                  "closing wave's leader under the win bar: the stack of the two best singles "
+                  "runs once before its needs when predicted above it", "few_runs", "positive",
+                  "win")
+ON_LEADER = _r("wave.on_leader", "with the option `on_leader`: at few runs, a leader "
+               "under the win bar run twice: a one-value flag's first run is on top of it, "
+               "not alone", "few_runs", "win")
 TPE = _r("wave.tpe", "with the proposer option `tpe` (not the default): Optuna's TPE, refitted "
          "to the board at each plan, proposes a wave's exploring runs", "wave_size")
 POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
@@ -179,7 +186,8 @@ THRESHOLDS = (
 
 BOOK = RuleBook("xla_tuning", (
     BASELINE, RESTORE_DEFAULT, EVIDENCE, CATALOG, NUMERIC_NEIGHBOUR, NUMERIC_EDGE, NUMERIC_ENDS,
-    STACK, CLOSING_STACK, TPE, POLISH_VALUE, POLISH_ADD, PAIR_FILL, FAMILY_GAP, FILL_ENDS,
+    STACK, CLOSING_STACK, CLOSING_PAIR, ON_LEADER, TPE, POLISH_VALUE, POLISH_ADD, PAIR_FILL,
+    FAMILY_GAP, FILL_ENDS,
     OOM_BESIDE_MEMORY, PIPELINE_SHAPE, CROSS_TAG, BESIDE_BASELINE, RECHECK, RECHECK_BASELINE,
     RERUN, CONFIRM, NEAR_LINE, NEAR_LINE_BASELINE, RERUN_BASELINE, BESIDE_CLAIM, PART_CHECK,
     REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 from sweepd.kinds.xla_tuning.waves.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.waves.family_gaps import beside_more_memory
+from sweepd.kinds.xla_tuning.waves.on_leader import on_leader
 from sweepd.kinds.xla_tuning.waves.tpe_proposals import tpe_items
 from sweepd.kinds.xla_tuning.waves.wave_rules import closing
 
@@ -20,7 +21,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
     if c.inp.proposer == "tpe":  # Optuna's TPE explores; the seed's rules confirm and stop
         items = confirm + tpe_items(c, c.inp.wave_size - len(confirm))
     else:
-        items = confirm + c.steps.refinements() + c.steps.stacks() + c.steps.seeds(focus_only=True)
+        items = (confirm + c.steps.refinements() + c.steps.stacks()
+                 + on_leader(c, c.steps.seeds(focus_only=True)))
     items = items or c.steps.polish()  # the endgame, once the catalog's search has plateaued
     if not items and best is not None and c._d(best) >= c.inp.win:
         items = c.later.wave5(best) or c.later.wave6(best)
@@ -28,8 +30,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
     # no winner: with Waves 5 and 6 empty the other mechanisms come next, never a false
     # "catalog exhausted" with whole mechanisms untried.
     if not items:
-        items = (c.steps.seeds(focus_only=False) or roomier_first(c) or c.later.wave5(best)
-                 or (c.later.wave6(best) if best else []))
+        items = (on_leader(c, c.steps.seeds(focus_only=False)) or roomier_first(c)
+                 or c.later.wave5(best) or (c.later.wave6(best) if best else []))
     if not items:
         items = c.fill.pairs()
     return dedup(items)[: c.inp.wave_size]

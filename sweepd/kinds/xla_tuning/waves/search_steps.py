@@ -10,6 +10,7 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Mechanism, Profile, secondar
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE, RESTORE, Entry
 from sweepd.kinds.xla_tuning.waves import wave_rules as rules
 from sweepd.kinds.xla_tuning.waves.candidates_base import CandidatesBase, Item, best_recipe
+from sweepd.kinds.xla_tuning.waves.closing_pair import closing_pair
 
 
 class SearchSteps:
@@ -159,8 +160,11 @@ class SearchSteps:
                 if pred >= self.c.inp.win][:rules.CLOSING_STACKS]
 
     def closing_firsts(self) -> list[Item]:
-        """What the closing wave runs before a leader's needs that cannot confirm it."""
-        return [*self.edge_neighbours(), *self.closing_stacks()]
+        """What the closing wave runs before a leader's needs that cannot confirm it (with
+        `closing_pair`, the two best singles' stack predicted above the leader too)."""
+        firsts = [*self.edge_neighbours(), *self.closing_stacks()]
+        return firsts + [it for it in closing_pair(self.c)
+                         if all(it[0].name != f[0].name for f in firsts)]
 
     def _reading(self, name: str) -> float:
         """The profile's delta on its fresh runs, else on all of them."""
