@@ -107,3 +107,16 @@ def test_the_scan_finds_a_copy_written_anew(tmp_path: Path) -> None:
     hits = {(c, n) for _, c, n in _literal_defaults(probe, tmp_path)}
     assert hits == {("Thresholds", "win"), ("Inputs", "max_flags"), ("truth", "max_flags"),
                     ("truth", "wave_size")}
+
+
+def test_the_sub_bar_options_reach_the_planner_from_the_spec() -> None:
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+    base = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": "n[1-8]",
+            "parallelism": "PP=8"}
+    plain = XlaTuningSpec.model_validate(base).inputs()
+    assert (plain.on_leader, plain.closing_pair) == (False, False)   # the SKILL.md's waves
+    spec = XlaTuningSpec.model_validate(
+        {**base, "thresholds": {"on_leader": True, "closing_pair": True}})
+    chosen = spec.inputs()
+    assert (chosen.on_leader, chosen.closing_pair) == (True, True)

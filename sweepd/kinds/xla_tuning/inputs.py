@@ -59,7 +59,7 @@ class Inputs:
     proposer: str = "seed"
     # At few runs, before the 8 h stop's last runs confirm a leader under the win bar, the
     # stack of the two best singles runs once when predicted above it (`closing_pair.py`).
-    closing_pair: bool = False
+    closing_pair: bool = T.closing_pair
     # At few runs, with a leader under the win bar run twice, a one-value flag's first run
     # is on top of the leader, not alone (`on_leader.py`).
-    on_leader: bool = False
+    on_leader: bool = T.on_leader

@@ -98,6 +98,11 @@ class Thresholds(_Part):
     # beside the baseline until it clears the bar or falls to it (false: "none significantly
     # above" read on the two fresh runs a confirmation makes).
     bounded_question: bool = T.bounded_question
+    # At few runs (under 40 in the timebox), below the win bar: a one-value flag's first run on
+    # top of the leader (`on_leader`), and the two best singles' stack before the last runs
+    # confirm the leader (`closing_pair`). Off: the SKILL.md's waves.
+    on_leader: bool = T.on_leader
+    closing_pair: bool = T.closing_pair
     # How a claim reads the baseline beside it on a cluster that may drift (`drift.py`):
     # `trend` (its runs' trend over the sweep, shrunk toward none), `line` (that trend
     # unshrunk), `mean` (the sweep's mean, as the SKILL.md).
@@ -296,4 +301,5 @@ class XlaTuningSpec(_Spec):
                       microbatches=int(micro) if isinstance(micro, int) else None,
                       stop=self.stop, report_runs=t.report_runs,
                       family_gaps=t.family_gaps, bounded_question=t.bounded_question,
+                      on_leader=t.on_leader, closing_pair=t.closing_pair,
                       drift=DriftRead(t.drift))

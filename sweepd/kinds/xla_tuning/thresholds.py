@@ -44,6 +44,11 @@ class XlaThresholds:
                                  "left unrun runs in the queue time it would leave unused")
     bounded_question: bool = _d(True, "before a bounded verdict, a recipe reading above the "
                                       "bounded bar, not significantly, runs again")
+    # Options measured on the sub-bar bench family, off by default (docs/benchmarks.md).
+    on_leader: bool = _d(False, "at few runs, with a leader under the win bar run twice, a "
+                                "one-value flag's first run goes on top of the leader")
+    closing_pair: bool = _d(False, "at few runs, before the last runs confirm a leader under "
+                                   "the win bar, the two best singles' stack runs once")
     stop: Literal["seed", "thorough"] = _d(
         "seed", "`seed`: the SKILL.md's stop rules as written; `thorough`: the winner rule "
                 "waits for the search to plateau")
