@@ -83,3 +83,18 @@ def test_the_recorded_sweep_ran_every_profile_once_and_changed_nothing() -> None
     assert (verdict["kind"], verdict["rule"], verdict["runs"]) == \
         ("bounded", "stop.catalog_exhausted", 5)
     assert "no change to deploy" in (SWEEP / "sweepd_run.txt").read_text()
+
+
+def test_the_sweep_run_again_on_the_chip_after_the_fix_reads_its_evidence_run_right() -> None:
+    # The same sweep on a fresh machine with the fixes: the evidence run reads as the
+    # baseline, and every profile within 0.1 % of the first sweep's run of it.
+    fixed = json.loads((CHIP / "2026-12-06-xla-sweep-fixed" / "report.json").read_text())
+    first = json.loads((SWEEP / "report.json").read_text())
+    tgs = {r["profile"]: r["tgs"] for r in fixed["rows"]}
+    before = {r["profile"]: r["tgs"] for r in first["rows"]}
+    assert tgs["evidence"] / tgs["baseline"] - 1 == pytest.approx(0, abs=0.002)
+    assert before["evidence"] / before["baseline"] > 4      # the reading the fix removed
+    for profile in ("baseline", "vmem32k", "vmem64k", "vmem96k"):
+        assert tgs[profile] / before[profile] - 1 == pytest.approx(0, abs=0.001)
+    assert (fixed["verdict"]["kind"], fixed["verdict"]["rule"]) == \
+        ("bounded", "stop.catalog_exhausted")
