@@ -37,6 +37,9 @@ CLOSING_STACK = _r("wave.closing_stack", "a stack reaching the win bar runs befo
                    "leader's needs in a closing wave", "closing_stacks", "win")
 TPE = _r("wave.tpe", "with the proposer option `tpe` (not the default): Optuna's TPE, refitted "
          "to the board at each plan, proposes a wave's exploring runs", "wave_size")
+SURROGATE = _r("wave.surrogate", "with the proposer option `surrogate` (not the default): a "
+               "Bayesian linear model of the board proposes a wave's exploring runs, best upper "
+               "bound first", "wave_size")
 POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
                   "flags", "polish")
 POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polish")
