@@ -92,8 +92,8 @@ def ranked_recipes(c: CandidatesBase, taken: Sequence[tuple[tuple[str, ...], flo
         rows.append(row(pieces))
         ys.append(math.log1p(d))
         var.append(noise / e.n)
-    for pieces, y in taken:
-        rows.append(row(pieces))
+    for parts_taken, y in taken:
+        rows.append(row(parts_taken))
         ys.append(y)
         var.append(noise)
     # Bayesian linear regression as a GP with a linear kernel over features scaled by their
