@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from xla_tuning_efficiency import SEEDS
-from xla_tuning_landscapes import GENERATORS
+from xla_tuning_tpe_waves import FAMILY_SEEDS
+from xla_tuning_landscapes import GENERATORS, LATEST
 
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.catalog.flags import restore_default
@@ -62,11 +62,13 @@ def good_recipes(land: Landscape, profs: list[Profile], best: float) -> list[tup
     return out
 
 
-def classify(fam: str, n: int, seed: int, proposer: str) -> list[str]:
-    rng = random.Random(seed * 1000 + SEEDS[fam])
+def classify(fam: str, n: int, seed: int, proposer: str) -> list[tuple[str, str]]:
+    """Each landscape's place (KINDS) and its verdict's stop rule."""
+    rng = random.Random(seed * 1000 + FAMILY_SEEDS[fam])
     kinds: list[str] = []
+    stops: list[str] = []
     for i in range(n):
-        land, cat = GENERATORS[fam](rng)
+        land, cat = {**GENERATORS, **LATEST}[fam](rng)
         restore = restore_default(land.deployed_settings())
         profs = [*cat, *([restore] if restore else [])]
         best = truth(land, profs)
@@ -74,6 +76,7 @@ def classify(fam: str, n: int, seed: int, proposer: str) -> list[str]:
                      deployed=land.deployed_settings(), proposer=proposer)
         r = replay(inp, land, random.Random(seed * 7919 + i))
         g = land.gain(r.settings(inp), land.tags[0]) if r.verdict.recipe else 1.0
+        stops.append(f"{r.verdict.rule}{' (win)' if r.verdict.win else ''}")
         if (g or 0.0) >= best.gain / 1.01:
             kinds.append(FOUND)
             continue
@@ -100,24 +103,28 @@ def classify(fam: str, n: int, seed: int, proposer: str) -> list[str]:
         print(f"  {fam} #{i}: {kinds[-1]}; verdict {r.verdict.kind} win={r.verdict.win} "
               f"true {(g or 0) - 1:+.1%} vs best {best.gain - 1:+.1%} {best.recipe}; "
               f"{len(r.results)} runs", file=sys.stderr, flush=True)
-    return kinds
+    return list(zip(kinds, stops, strict=True))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--landscapes", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--family", action="append", choices=sorted(GENERATORS))
+    ap.add_argument("--family", action="append", choices=sorted({**GENERATORS, **LATEST}))
     ap.add_argument("--proposer", default="seed")
     ap.add_argument("--smoke", action="store_true", help="2 landscapes of one family")
     args = ap.parse_args()
     fams = ["tuned"] if args.smoke else (args.family or ["tuned", "heldout", "fresh"])
     n = 2 if args.smoke else args.landscapes
     for fam in fams:
-        c = Counter(classify(fam, n, args.seed, args.proposer))
+        rows = classify(fam, n, args.seed, args.proposer)
+        c = Counter(k for k, _ in rows)
         print(f"{fam} ({n} landscapes, proposer {args.proposer}):")
         for k in KINDS:
             print(f"  {k:<48} {c[k]:3d} ({c[k] / n:6.1%})")
+        misses = Counter(s for k, s in rows if k != FOUND)
+        print("  misses by the verdict's stop rule: " + ", ".join(
+            f"{s} {m}" for s, m in misses.most_common()))
 
 
 if __name__ == "__main__":
