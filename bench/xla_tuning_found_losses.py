@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from xla_tuning_tpe_waves import FAMILY_SEEDS
 from xla_tuning_landscapes import GENERATORS, LATEST
+from xla_tuning_tpe_waves import FAMILY_SEEDS
 
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.catalog.flags import restore_default
