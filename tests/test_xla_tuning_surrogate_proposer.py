@@ -84,3 +84,19 @@ def test_a_whole_sweep_with_the_option_keeps_the_seed_rules_on_top() -> None:
     b = replay(inp, land, random.Random(3))  # stateless: a replay proposes the same
     assert [p.profile.name for p in b.planned] == [p.profile.name for p in a.planned]
     assert plan(inp, [], None)  # Wave 1 first, as the seed's
+
+
+def test_a_stack_that_did_not_run_leaves_its_parts_to_run_alone() -> None:
+    # a+b+c ran out of memory: one of the three is the cause, the other two are not known
+    # to be; none is dropped, and none is packed into another stack before it runs alone.
+    inp = Inputs(Parallelism.parse("FSDP=8"), CATALOG, proposer="surrogate")
+    results = [Result(BASELINE, "default", Outcome.OK, 1000.0, wave=1, rule="wave1.baseline")
+               for _ in range(3)]
+    results.append(Result("a+b+c", "default", Outcome.OOM, wave=2, rule="wave.surrogate"))
+    board = build(results, inp.noise, inp.max_flakes, inp.drift)
+    c = Candidates(inp, board, None, profiles(inp))
+    ranked = [names for names, _, _ in ranked_recipes(c)]
+    for part in "abc":
+        assert (part,) in ranked
+        assert not any(part in names and len(names) > 1 for names in ranked)
+    assert ranked[0] == ("d", "e")  # the untried pair packs together
