@@ -3,8 +3,9 @@
     python bench/xla_tuning_found_losses.py [--landscapes N] [--family F] [--seed S]
                                             [--proposer P] [--smoke]
 
-On each landscape (bench/xla_tuning_landscapes.py, the seeds of xla_tuning_efficiency.py and
-xla_tuning_tpe_waves.py) the planner runs with `proposer` (default: the seed's rules). The
+On each landscape (bench/xla_tuning_landscapes.py, the seeds of xla_tuning_tpe_waves.py)
+the planner runs with `proposer` (default: the seed's rules; another proposer at the
+default's run count on that landscape, as xla_tuning_tpe_waves.py). The
 good recipes are every recipe of <= 3 flags (catalog + restore_default) whose true gain is
 within 1 % of the best's. A verdict not among them is put in one place:
 
@@ -72,8 +73,13 @@ def classify(fam: str, n: int, seed: int, proposer: str) -> list[tuple[str, str]
         restore = restore_default(land.deployed_settings())
         profs = [*cat, *([restore] if restore else [])]
         best = truth(land, profs)
+        cap: int | None = None
+        if proposer != "seed":  # at the default's run count on this landscape
+            inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
+                         deployed=land.deployed_settings())
+            cap = len(replay(inp, land, random.Random(seed * 7919 + i)).results)
         inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
-                     deployed=land.deployed_settings(), proposer=proposer)
+                     deployed=land.deployed_settings(), proposer=proposer, max_runs=cap)
         r = replay(inp, land, random.Random(seed * 7919 + i))
         g = land.gain(r.settings(inp), land.tags[0]) if r.verdict.recipe else 1.0
         stops.append(f"{r.verdict.rule}{' (win)' if r.verdict.win else ''}")
