@@ -35,9 +35,10 @@ POOL = 14  # families, best upper bound first, whose recipes of <= max_flags fla
 FAMILY_SD = 0.03  # prior sd (log TGS) of setting a flag family at all: the catalog's spread
 VALUE_SD = 0.02  # prior sd of one value of it on top (a numeric family's values differ)
 # Exploring runs a wave: the model refits sooner. At the default's run count on the tuned
-# family (40 landscapes, seed 1): 3 a wave found 10 % (share of the best's gain 40 %), 4
-# 7.5 % (46 %), 8 7.5 % (30 %): at 8, a sweep the default ends on its first win at 13-18
-# runs ended before the model's leader was confirmed.
+# family (40 landscapes, seed 1, KAPPA 1): 3 a wave found 10 % (share of the best's gain
+# 40 %), 4 7.5 % (46 %), 8 7.5 % (30 %): at 8, a sweep the default ends on its first win
+# at 13-18 runs ended before the model's leader was confirmed (KAPPA 0.5: 2 a wave 10 %,
+# 3 7.5 %, 4 15 %).
 WAVE = 4
 
 Ranked = tuple[tuple[str, ...], float, float]  # parts, predicted gain, its sd
@@ -53,8 +54,8 @@ def surrogate_items(c: CandidatesBase, n: int) -> list[Item]:
     out: list[Item] = []
     taken: list[tuple[tuple[str, ...], float]] = []
     for _ in range(n):
-        pick = next((r for r in ranked_recipes(c, taken)
-                     if c._ok(c._profile("+".join(r[0])))), None)
+        pick = next((r for r in ranked_recipes(c, taken) if all(r[0] != t for t, _ in taken)
+                     and c._ok(c._profile("+".join(r[0])))), None)
         if pick is None:
             break
         parts, mean, sd = pick
