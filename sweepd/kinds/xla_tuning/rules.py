@@ -47,6 +47,9 @@ ON_LEADER = _r("wave.on_leader", "with the option `on_leader`: at few runs, a le
                "not alone", "few_runs", "win")
 TPE = _r("wave.tpe", "with the proposer option `tpe` (not the default): Optuna's TPE, refitted "
          "to the board at each plan, proposes a wave's exploring runs", "wave_size")
+SURROGATE = _r("wave.surrogate", "with the proposer option `surrogate` (not the default): a "
+               "Bayesian linear model of the board proposes a wave's exploring runs, best upper "
+               "bound first", "wave_size")
 POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
                   "flags", "polish")
 POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polish")
@@ -186,8 +189,8 @@ THRESHOLDS = (
 
 BOOK = RuleBook("xla_tuning", (
     BASELINE, RESTORE_DEFAULT, EVIDENCE, CATALOG, NUMERIC_NEIGHBOUR, NUMERIC_EDGE, NUMERIC_ENDS,
-    STACK, CLOSING_STACK, CLOSING_PAIR, ON_LEADER, TPE, POLISH_VALUE, POLISH_ADD, PAIR_FILL,
-    FAMILY_GAP, FILL_ENDS,
+    STACK, CLOSING_STACK, CLOSING_PAIR, ON_LEADER, TPE, SURROGATE, POLISH_VALUE, POLISH_ADD,
+    PAIR_FILL, FAMILY_GAP, FILL_ENDS,
     OOM_BESIDE_MEMORY, PIPELINE_SHAPE, CROSS_TAG, BESIDE_BASELINE, RECHECK, RECHECK_BASELINE,
     RERUN, CONFIRM, NEAR_LINE, NEAR_LINE_BASELINE, RERUN_BASELINE, BESIDE_CLAIM, PART_CHECK,
     REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,

@@ -7,6 +7,7 @@ from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 from sweepd.kinds.xla_tuning.waves.candidates_base import Item, best_recipe
 from sweepd.kinds.xla_tuning.waves.family_gaps import beside_more_memory
 from sweepd.kinds.xla_tuning.waves.on_leader import on_leader
+from sweepd.kinds.xla_tuning.waves.surrogate_proposals import surrogate_items
 from sweepd.kinds.xla_tuning.waves.tpe_proposals import tpe_items
 from sweepd.kinds.xla_tuning.waves.wave_rules import closing
 
@@ -20,6 +21,8 @@ def wave_candidates(c: Candidates) -> list[Item]:
         return dedup(c.steps.closing_firsts() + confirm)[: c.inp.wave_size]
     if c.inp.proposer == "tpe":  # Optuna's TPE explores; the seed's rules confirm and stop
         items = confirm + tpe_items(c, c.inp.wave_size - len(confirm))
+    elif c.inp.proposer == "surrogate":  # the model's best upper bound explores; the same
+        items = confirm + surrogate_items(c, c.inp.wave_size - len(confirm))
     else:
         items = (confirm + c.steps.refinements() + c.steps.stacks()
                  + on_leader(c, c.steps.seeds(focus_only=True)))
