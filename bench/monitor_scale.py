@@ -135,8 +135,8 @@ def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--runs-per-sweep", type=int, default=RUNS_PER_SWEEP,
-                   help="jobs per seeded model-perf sweep (each plan reads every sweep: "
-                        "fewer, larger sweeps keep planning out of a monitor figure)")
+                   help="jobs per seeded model-perf sweep (a new daemon plans each sweep "
+                        "once; the 'planning' line says whether that fell in the window)")
     p.add_argument("--rate", type=float, default=20.0, help="lines/s per job")
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
@@ -257,6 +257,21 @@ def _passes(work: Path, w: Window) -> str:
             f"executor calls each")
 
 
+def _planning(work: Path, w: Window) -> str:
+    """The daemon's planning over the whole run (a new process plans every running sweep
+    once, `PLAN_BUDGET_S` of it a pass): how much, and whether any of it fell in the window,
+    where its CPU counts in the figures."""
+    passes = json.loads((work / "passes.json").read_text())
+    planned = [p for p in passes if p.get("advanced")]
+    if not planned:
+        return "-"
+    inside = [p for p in planned if w.t0 <= p["end"] <= w.t1]
+    return (f"{sum(p['advanced'] for p in planned):,.0f} plans over {len(planned)} passes, "
+            f"{sum(p.get('advance_s', 0.0) for p in planned):.2f} s advancing; the last ended "
+            f"{planned[-1]['end'] - w.t0:+.1f} s from the window's start "
+            f"({sum(p['advanced'] for p in inside):,.0f} plans in the window)")
+
+
 def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int, int],
            w: Window) -> bool:
     written = json.loads((work / "written.json").read_text())
@@ -291,6 +306,7 @@ def report(args: argparse.Namespace, work: Path, seen: Seen, job_index: dict[int
         ("daemon peak RSS", f"{w.rss_peak_kb / 1024:.0f} MB (now {w.rss_now_kb / 1024:.0f} MB, "
                             f"{w.threads} threads)"),
         ("engine passes", _passes(work, w)),
+        ("planning", _planning(work, w)),
         ("writer CPU", f"{w.writer_cpu_s / span:.0%} (max lag {written['max_late_s']:.3f} s)"),
         ("bench poller CPU", f"{w.own_cpu_s / span:.0%}"),
         ("load average (1 min)", f"before {w.load_before:.2f}, end of window {w.load_end:.2f} "

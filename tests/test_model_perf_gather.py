@@ -1,6 +1,8 @@
-"""Model perf's gather reads only the sweeps of its model (the store selects them by the
-spec's `model`), and finds what reading and parsing every sweep found: the same prior and
-the same param memory, on a store of many sweeps of several models and kinds."""
+"""Model perf's gather reads only what it can use (the store picks out its model's settled
+sweeps, and the jobs on the spec's nodes with a memory line), and finds what reading and
+parsing every sweep found: the same prior and the same param memory, on a store of many
+sweeps of several models, kinds and states. What one gather reads does not grow with the
+model's running sweeps."""
 
 from __future__ import annotations
 
@@ -35,9 +37,11 @@ async def _every_sweep_read(store: Store, spec: ModelPerfSpec) -> PerfFacts:
             if perf_gather.is_prior(sweep, spec):
                 prior = await perf_gather.prior_of(store, spec, sweep)
                 break
-    same_model = [s.id for s in sweeps if s.spec.get("model") == spec.model]
-    return PerfFacts(prior=prior,
-                     param_gb=await store.jobs.latest_mem_used_on(spec.nodes, same_model))
+    same_model = {s.id for s in sweeps if s.spec.get("model") == spec.model}
+    latest = [j for s in sorted(same_model) for j in await store.jobs.of_sweep(s)
+              if j.nodes == spec.nodes and j.mem_used_gb is not None]
+    return PerfFacts(prior=prior, param_gb=max(latest, key=lambda j: j.id).mem_used_gb
+                     if latest else None)
 
 
 async def _fill(store: Store) -> dict[str, set[int]]:
@@ -101,10 +105,59 @@ async def test_the_gather_finds_what_reading_every_sweep_found(
     assert len({f.prior.sweep for f in after if f.prior is not None}) >= 4
 
 
-async def test_the_store_returns_only_the_models_sweeps(store: Store) -> None:
+async def test_the_store_returns_only_the_models_settled_sweeps(store: Store) -> None:
     of_model = await _fill(store)
+    found = 0
     for model, ids in of_model.items():
-        got = await store.sweeps.of_model(model)
-        assert {s.id for s in got} == ids and [s.id for s in got] == sorted(ids)
+        got = await store.sweeps.settled_of_model("model-perf", model)
+        # Done with a best and settled (i % 4 == 1), of model perf (not i % 6 in (4, 5)).
+        sweeps = [await store.sweeps.get(s) for s in sorted(ids)]
+        want = [s.id for s in sweeps if s.state == SweepState.DONE and s.kind == "model-perf"
+                and (s.verdict or {}).get("settled")]
+        assert [s.id for s in got] == want
         assert all(s.spec["model"] == model for s in got)
-    assert await store.sweeps.of_model("no-such-model") == []
+        found += len(got)
+    assert found >= 4   # not a vacuous match
+    assert await store.sweeps.settled_of_model("model-perf", "no-such-model") == []
+    assert await store.sweeps.settled_of_model("xla-tuning", MODELS[0]) == []
+
+
+async def _read_by_one_gather(store: Store, spec: ModelPerfSpec,
+                              monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Statements SQLite ran for one gather, and rows the store built from them."""
+    statements: list[str] = []
+    rows = 0
+    conn = store.base._conn   # the store's one connection: its statements, as SQLite ran them
+    await conn.set_trace_callback(statements.append)
+    read = type(store.base).rows
+
+    async def counted(base: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal rows
+        got = await read(base, *args, **kwargs)
+        rows += len(got)
+        return got
+
+    with monkeypatch.context() as patched:
+        patched.setattr(type(store.base), "rows", counted)
+        await perf_gather.gather(store, _spec(MODELS[0], NODES[0]))
+    await conn.set_trace_callback(None)
+    return len(statements), rows
+
+
+async def test_one_gather_reads_the_same_beside_many_running_sweeps_of_its_model(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench's shape (bench/monitor_scale.py: a thousand running sweeps of one model,
+    each planned once): what one plan's gather reads must not grow with the model's sweeps
+    that can be no prior, or it is quadratic in them."""
+    await _fill(store)
+    few = await _read_by_one_gather(store, _spec(MODELS[0], NODES[0]), monkeypatch)
+    for i in range(60):   # running sweeps of the same model and cell, each with a job
+        sweep = await store.sweeps.create("model-perf", f"running{i}",
+                                          _spec(MODELS[0], NODES[0]).model_dump(mode="json"))
+        await store.sweeps.transition(sweep, SweepState.RUNNING, "started")
+        run = await store.runs.add(sweep, "b2", RunParams(overrides={"per_device_batch_size": 2}),
+                                   NODES[1], "planned")
+        job = await store.jobs.create(run, f"run-{i}", "name", NODES[1])
+        await store.jobs.update(job.id, mem_used_gb=50.0)
+    many = await _read_by_one_gather(store, _spec(MODELS[0], NODES[0]), monkeypatch)
+    assert few[1] > 0 and few == many

@@ -3,7 +3,6 @@ states and fields), their steps and signals, and a pass's log facts in one trans
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -169,12 +168,16 @@ class JobsTable:
                                      (job_id,))
         return [SignalRow.from_row(r) for r in rows]
 
-    async def latest_mem_used_on(self, nodes: str, sweep_ids: Iterable[int]) -> float | None:
-        """The memory (GB) recorded by the latest job of these sweeps that ran on exactly
-        these nodes (a collected hostlist) and recorded one; one row, not every job there."""
+    async def latest_mem_used_of_model(self, nodes: str, model: str) -> float | None:
+        """The memory (GB) recorded by the latest job that ran on exactly these nodes (a
+        collected hostlist), recorded one, and belongs to a sweep (of any kind) whose spec
+        names this model. One indexed walk (`jobs_with_memory_by_nodes`, schema version 12):
+        the jobs on these nodes with a memory line, newest first, to the first of the model;
+        neither the model's sweeps nor their other jobs are read, however many there are."""
         rows = await self._base.rows(
-            "SELECT mem_used_gb FROM jobs WHERE nodes = ? AND mem_used_gb IS NOT NULL"
-            " AND sweep_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 1",
-            (nodes, json.dumps(sorted(set(sweep_ids)))),
+            "SELECT j.mem_used_gb FROM jobs j JOIN sweeps s ON s.id = j.sweep_id"
+            " WHERE j.nodes = ? AND j.mem_used_gb IS NOT NULL"
+            " AND json_extract(s.spec_json, '$.model') = ? ORDER BY j.id DESC LIMIT 1",
+            (nodes, model),
         )
         return float(rows[0][0]) if rows else None

@@ -74,8 +74,8 @@ class _Row:
         """The row as read. Columns and fields are the same set (tests/test_migrations.py
         checks it), and the rows have no checks in `__init__`: the values are set as
         `with_fields` sets them, without the frozen dataclass's `__init__` (one
-        `object.__setattr__` per field), which was most of the cost of a plan's read of
-        a thousand sweeps (model perf's gather, `sweeps.of_model`)."""
+        `object.__setattr__` per field), which was most of the cost of reading the
+        thousands of rows a restart or a report reads."""
         made = object.__new__(cls)
         made.__dict__.update(zip(row.keys(), row, strict=True))
         return made

@@ -61,6 +61,8 @@ class RunsTable:
                 await self._base.event(conn, run.sweep_id, "progress", progress, run_id=run_id)
 
     async def sweeps_with_due_retries(self, now: float) -> set[int]:
+        """Sweeps with a run whose retry time is over (asked every pass): only the runs
+        given a retry time are read (`runs_with_retry_time`, schema version 12)."""
         rows = await self._base.rows(
             "SELECT DISTINCT sweep_id FROM runs WHERE not_before IS NOT NULL"
             " AND not_before <= ? AND state IN ('pending', 'active')", (now,))

@@ -43,12 +43,20 @@ class SweepsTable:
                 f"SELECT * FROM sweeps WHERE state IN ({marks}) ORDER BY id", wanted)
         return [Sweep.from_row(r) for r in rows]
 
-    async def of_model(self, model: str) -> list[Sweep]:
-        """The sweeps (of any kind) whose spec names this model, oldest first: SQLite picks
-        them out, so the rows of other models' sweeps are never built (model perf's gather)."""
+    async def settled_of_model(self, kind: str, model: str) -> list[Sweep]:
+        """The done sweeps of this kind whose spec names this model and whose verdict found
+        a best value and does not call itself unsettled (`settled` false or 0), oldest
+        first: the sweeps a later one may start from (model perf's gather, which judges
+        each further). SQLite picks them out, so a model's running, queued, failed or
+        unsettled sweeps, and its sweeps of other kinds, are never read: a plan costs the
+        same beside one of them as beside a thousand."""
         rows = await self._base.rows(
-            "SELECT * FROM sweeps WHERE json_extract(spec_json, '$.model') = ? ORDER BY id",
-            (model,))
+            "SELECT * FROM sweeps WHERE state = ? AND kind = ?"
+            " AND json_extract(verdict_json, '$.best') IS NOT NULL"
+            # A settled flag absent reads as settled; false and 0 (JSON) read as 0.
+            " AND coalesce(json_extract(verdict_json, '$.settled'), 1) != 0"
+            " AND json_extract(spec_json, '$.model') = ? ORDER BY id",
+            (SweepState.DONE, kind, model))
         return [Sweep.from_row(r) for r in rows]
 
     async def find(self, states: Sequence[str] = (), kinds: Sequence[str] = (),

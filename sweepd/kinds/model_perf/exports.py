@@ -37,9 +37,11 @@ async def latest_optimum(store: Store, model: str, nodes: int,
     another parallelism never counts: its memory and speed are another cell's."""
     want = _axes(parallelism)
     unnamed: Optimum | None = None
-    for sweep in reversed(await store.sweeps.all([SweepState.DONE])):
+    # The store's pick (done, this kind, this model, a best, not unsettled) is a superset
+    # of what counts here: every other done sweep goes unread.
+    for sweep in reversed(await store.sweeps.settled_of_model(NAME, model)):
         verdict = sweep.verdict or {}
-        if sweep.kind != NAME or sweep.spec.get("model") != model \
+        if sweep.spec.get("model") != model \
                 or not verdict.get("settled", True) or not isinstance(verdict.get("best"), int):
             continue
         count = verdict.get("nodes") or len(expand_nodes(str(sweep.spec.get("nodes", ""))))

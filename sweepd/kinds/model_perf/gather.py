@@ -1,12 +1,13 @@
 """Model perf's gather: an earlier sweep of the same cell to start from, and the param
 memory (GB) the latest job of the same model on the same nodes printed, from a sweep of any
-kind. Only that model's sweeps are read (the
-store selects them by the spec's `model`), so a plan costs the same at 10 sweeps as at
-1,000 of other models."""
+kind. The store picks out what each can come from (the model's settled sweeps of this kind;
+the jobs on these nodes with a memory line), so a plan costs the same beside 10 running
+sweeps of the model as beside 1,000, and whatever the other models' sweeps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sweepd.kinds.api import SweepContext
@@ -30,21 +31,19 @@ _CELL = ("parameter", "second", "overrides", "env", "mem_fraction", "gpu_memory_
 
 async def gather(store: Store, spec: ModelPerfSpec, where: GatherContext = NO_CONTEXT) -> PerfFacts:
     """An earlier sweep of the same cell and the param memory an earlier job printed."""
-    # One query (SQLite reads each sweep's spec JSON for it): both facts come from it.
-    same_model = await store.sweeps.of_model(spec.model)
-    return PerfFacts(prior=await prior(store, spec, same_model),
-                     param_gb=await store.jobs.latest_mem_used_on(spec.nodes,
-                                                                  [s.id for s in same_model]))
+    return PerfFacts(prior=await prior(store, spec),
+                     param_gb=await store.jobs.latest_mem_used_of_model(spec.nodes, spec.model))
 
 
-async def prior(store: Store, spec: ModelPerfSpec, same_model: Sequence[Sweep]) -> Prior | None:
-    """The latest settled sweep of the same cell (among the sweeps of the spec's model,
-    oldest first): where it found the peak and the largest batch that fitted, so this sweep
-    starts from them (search_space.py). Not for a two-parameter sweep: its peak and
-    fit are each setting's own."""
+async def prior(store: Store, spec: ModelPerfSpec) -> Prior | None:
+    """The latest settled sweep of the same cell: where it found the peak and the largest
+    batch that fitted, so this sweep starts from them (search_space.py). Not for a
+    two-parameter sweep: its peak and fit are each setting's own. Asked of the store only
+    when it is used: the model's sweeps it can be (`settled_of_model`, oldest first; each
+    judged by `is_prior`, of which the store's choice is a superset)."""
     if spec.second is not None or not spec.use_prior:
         return None
-    for sweep in reversed(same_model):
+    for sweep in reversed(await store.sweeps.settled_of_model(exports.NAME, spec.model)):
         if is_prior(sweep, spec):
             return await prior_of(store, spec, sweep)
     return None
@@ -55,7 +54,7 @@ def is_prior(sweep: Sweep, spec: ModelPerfSpec) -> bool:
     verdict = sweep.verdict or {}
     return (sweep.state == SweepState.DONE and sweep.kind == exports.NAME
             and bool(verdict.get("settled", True)) and verdict.get("best") is not None
-            and _same_cell(sweep.spec, spec, verdict))
+            and _same_cell(sweep.spec_json, spec, verdict))
 
 
 async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
@@ -76,15 +75,23 @@ async def prior_of(store: Store, spec: ModelPerfSpec, sweep: Sweep) -> Prior:
                  probes=tuple(probes(spec, then)))
 
 
-def _same_cell(raw: dict[str, Any], spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
+@lru_cache(maxsize=512)
+def _stored(spec_json: str) -> ModelPerfSpec | None:
+    """A stored spec as a model perf spec, or None where this version no longer reads it.
+    Kept by its JSON (a done sweep's never changes): each plan judges the same settled
+    sweeps of its model again, and need not parse them again."""
     try:
         # As stored (no repo needed to read a toolkit model's spec); names were resolved
         # when each was accepted.
-        other = ModelPerfSpec.from_stored(raw)
-        same_model = other.model == spec.model
+        other = ModelPerfSpec.from_stored(json.loads(spec_json))
     except (SpecError, ValueError):
-        return False   # a spec this version no longer reads is nothing to start from
-    if not isinstance(other, ModelPerfSpec) or not same_model:
+        return None   # a spec this version no longer reads is nothing to start from
+    return other if isinstance(other, ModelPerfSpec) else None
+
+
+def _same_cell(spec_json: str, spec: ModelPerfSpec, verdict: dict[str, Any]) -> bool:
+    other = _stored(spec_json)
+    if other is None or other.model != spec.model:
         return False
     if int(verdict.get("nodes") or len(other.node_list)) != len(spec.node_list):
         return False
