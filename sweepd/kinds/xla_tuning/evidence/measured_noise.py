@@ -57,10 +57,13 @@ class Measured:
 
 def measured(board: Board) -> Measured | None:
     """The noise the runs measured (`Measured`); None while neither reading counts."""
+    # A reading of exactly 0 measures nothing (identical figures: runs written by hand, or
+    # a log printing too few digits): no real run repeats to the last digit.
     steps = statistics.median(board.step_noise) \
         if len(board.step_noise) >= READINGS else None
     df = board.noise_df - PRIOR_DF
     between = board.spread if df >= READINGS else None
+    steps, between = steps or None, between or None
     read = [x for x in (steps, between) if x is not None]
     if not read:
         return None
