@@ -62,7 +62,7 @@ async def test_a_tpu_sweep_says_its_runs_measured_far_less_noise(tmp_path: Path)
     said = from_stored(verdict)
     assert said is not None and CaveatKind.QUIET in said.kinds()
     (q,) = _quiet(verdict)
-    assert q["rule"] == rule_book.QUIET.id
+    assert q["rule"] == rule_book.QUIET.id == "verdict.quiet"
     assert 0.0001 < q["measured"] < 0.0006, q          # the chip's 0.03 %
     assert len(steps) == q["step_runs"] == 3           # the evidence run's profiler: no reading
     assert q["assumed"] == THRESHOLDS.noise and q["factor"] > 10
