@@ -8,6 +8,7 @@ replays it."""
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
 import statistics
@@ -18,14 +19,18 @@ from typing import Any
 import pytest
 
 from sweepd.kinds.xla_tuning import rules as rule_book
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.demo import DEMO
 from sweepd.kinds.xla_tuning.evidence.board_build import build
 from sweepd.kinds.xla_tuning.evidence.measured_noise import READINGS, measured, run_noise
 from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
+from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import plan
 from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO
 from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
+from sweepd.kinds.xla_tuning.verdict.quiet import quiet_caveat
 from sweepd.kinds.xla_tuning.verdict.structure import CaveatKind, Decided, from_stored
+from sweepd.monitor.reading import read_log
 from sweepd.store.rows import StepRow
 from tests.simrun import open_store, run, sim_config
 from tests.test_xla_tuning_tpu import tpu_spec
@@ -155,3 +160,29 @@ def test_the_caveat_decides_nothing_in_the_planners_verdict() -> None:
     (q,) = [c for c in quiet.said.caveats if c.kind is CaveatKind.QUIET]
     assert q.data["clear"][0]["profile"] == "ag768M"
     assert "ag768M +3.63% is real, above the +2% bar" in q.text
+
+
+def test_the_real_chips_sweep_reads_quiet_on_its_own_steps() -> None:
+    """The chip's sweep (tests/fixtures/tpu_v5e/2026-12-06-xla-sweep-fixed/: one run each, no
+    repeat) read by the rule: its steps spread ~0.3 % a step, ~0.1 % a run (3x the 0.03 % its
+    runs agreed within), a quarter of the 0.8 % or less: vmem32k's +0.8 % reads real."""
+    chip = Path(__file__).parent / "fixtures" / "tpu_v5e" / "2026-12-06-xla-sweep-fixed"
+    jobs = {1: "baseline", 2: "evidence", 3: "vmem32k", 4: "vmem64k", 5: "vmem96k"}
+    results = []
+    for n, profile in jobs.items():
+        with gzip.open(chip / f"job{n}.log.gz", "rt", encoding="utf-8", errors="replace") as f:
+            reading = read_log(f.read().splitlines())
+        steps = [StepRow(job_id=n, step=s.step, seconds=s.seconds, tflops=None, mfu=None,
+                         tgs=s.tgs, loss=None) for s in reading.steps.values()]
+        profiler = profile == "evidence"
+        tgs = statistics.fmean(reading.steps[s].tgs for s in reading.window)
+        results.append(Result(profile, "default", Outcome.OK, tgs, wave=1 if n < 3 else 2,
+                              run_noise=run_noise(steps, profiler)))
+    inp = Inputs(Parallelism.parse("FSDP=1"), ())
+    board = build(results, inp.noise, inp.max_flakes)
+    assert len(board.step_noise) == 4                      # the profiler's run: none
+    q = quiet_caveat(inp, board)
+    assert q is not None and q.kind is CaveatKind.QUIET
+    assert 0.0005 < q.data["measured"] < 0.0015            # ~0.1 %: the steps alone
+    assert [c["profile"] for c in q.data["clear"]] == ["vmem32k"]
+    assert re.search(r"vmem32k \+0\.8\d% is real, below the \+2% bar", q.text), q.text
