@@ -35,8 +35,9 @@ def test_the_spec_and_the_planner_default_to_the_record_field_by_field() -> None
             assert inputs_defaults[name] == want, name
     assert inputs_defaults["max_queue_s"] == THRESHOLDS.max_queue_hours * 3600
     assert XlaTuningSpec.model_fields["stop"].default == THRESHOLDS.stop
-    # Every stop rule's number is in the spec and reaches the planner.
-    assert NAMES - set(Thresholds.model_fields) == {"focus", "stop"}
+    # Every stop rule's number is in the spec and reaches the planner (the QUIET caveat's,
+    # which decides nothing, reaches it alone).
+    assert NAMES - set(Thresholds.model_fields) == {"focus", "stop", "quiet"}
     assert NAMES - {"max_queue_hours"} <= set(inputs_defaults)
 
 

@@ -32,6 +32,8 @@ class Inputs:
     # Mechanisms (in evidence order) seeded in full before a winner may end the sweep; all
     # by default: a winner elsewhere would be missed (measured: docs/benchmarks.md).
     focus: int = T.focus
+    # The runs measured this fraction of `noise` or less: the verdict says so (`quiet.py`).
+    quiet: float = T.quiet
     microbatches: int | None = None  # the config's num_pipeline_microbatches (Wave 5)
     # `seed`: the SKILL.md's stop rules as written (a confirmed >= +5 % recipe, once Wave 6
     # shows it regresses no other tag, ends the sweep); `thorough`: the winner rule waits

@@ -84,6 +84,10 @@ BESIDE_CLAIM = _r("noise.beside_claim", "the baseline run beside a claim's runs"
 PART_CHECK = _r("verdict.part_check", "each flag of a winning recipe is checked for its "
                 "part in the gain", "part_z", "part_z_keep", "part_z_drop", "part_n",
                 "pool_gate")
+QUIET = _r("verdict.quiet", "at any verdict, the runs measured `quiet` of `noise` or less "
+           "(their steps, their repeats): the verdict says so, with the noise that would let "
+           "the search read them and the gains clear of it (a caveat: decides nothing)",
+           "quiet", "noise", "quiet_readings", "quiet_steps", "quiet_margin", "quiet_floor")
 REPORT = _r("claim.report", "runs of the proposal and the baseline made after it was "
             "decided, which its reported gain is read from", "report_runs")
 BOUNDED_STACK = _r("bounded.stack", "before a bounded verdict, the best singles stacked once",
@@ -178,6 +182,15 @@ THRESHOLDS = (
     _t("part_n", _PARTS + "PART_N", "runs of a part check"),
     _t("pool_gate", _PARTS + "POOL_GATE", "a context whose gap disagrees by more se is not "
        "pooled"),
+    # What the runs measured of the noise (the QUIET caveat).
+    _t("quiet_readings", "sweepd.kinds.xla_tuning.evidence.measured_noise:READINGS",
+       "runs (their steps) or degrees of freedom (their repeats) before a reading counts"),
+    _t("quiet_steps", "sweepd.kinds.xla_tuning.evidence.measured_noise:STEADY_STEPS",
+       "steady steps a run's own noise is read from, at least"),
+    _t("quiet_margin", "sweepd.kinds.xla_tuning.verdict.quiet:SUGGEST_MARGIN",
+       "the noise suggested is this many times what the runs measured"),
+    _t("quiet_floor", "sweepd.kinds.xla_tuning.verdict.quiet:SUGGEST_FLOOR",
+       "the least noise suggested (the chip's runs agreed within 0.03 % over a day)"),
     # Others.
     _t("spare_runs", "sweepd.kinds.xla_tuning.waves.family_gaps:SPARE_RUNS",
        "runs left unused before a bounded verdict that fill the catalog's gaps"),
@@ -193,7 +206,7 @@ BOOK = RuleBook("xla_tuning", (
     PAIR_FILL, FAMILY_GAP, FILL_ENDS,
     OOM_BESIDE_MEMORY, PIPELINE_SHAPE, CROSS_TAG, BESIDE_BASELINE, RECHECK, RECHECK_BASELINE,
     RERUN, CONFIRM, NEAR_LINE, NEAR_LINE_BASELINE, RERUN_BASELINE, BESIDE_CLAIM, PART_CHECK,
-    REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,
+    QUIET, REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,
     NODES_FROZEN, PREFLIGHT_NODES, PREFLIGHT_OTHER_USERS, PREFLIGHT_TRAIN_ENV, WINNER, BOUNDED,
     CATALOG_EXHAUSTED, TIMEBOX, MAX_RUNS,
 ), THRESHOLDS)

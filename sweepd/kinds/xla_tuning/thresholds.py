@@ -39,6 +39,9 @@ class XlaThresholds:
                              "is read from (0: the runs that confirmed it, as the SKILL.md)")
     focus: int = _d(99, "mechanisms (in evidence order) seeded in full before a winner may "
                         "end the sweep (99: all; a winner elsewhere would be missed)")
+    # A caveat's, which decides nothing (`verdict/quiet.py`).
+    quiet: float = _d(0.25, "the runs measured this fraction of `noise` or less: the verdict "
+                            "says so, and the noise that would let the search read them")
     # The options that go past the SKILL.md's rules as written (on by default: measured).
     family_gaps: bool = _d(True, "before a bounded verdict, what of the catalog the search "
                                  "left unrun runs in the queue time it would leave unused")

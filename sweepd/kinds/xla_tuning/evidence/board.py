@@ -49,6 +49,9 @@ class Board:
     # from `entries`, so that nothing which decides reads them.
     reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
     drift: DriftRead = DRIFT_DEFAULT  # how a claim reads the baseline beside it
+    # Each measured run's own reading of its noise, from its steps (`Result.run_noise`):
+    # read by the verdict's QUIET caveat alone (`measured_noise.py`), never by a rule.
+    step_noise: tuple[float, ...] = ()
 
     @property
     def claim(self) -> ClaimReadings:

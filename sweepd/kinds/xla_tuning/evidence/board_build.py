@@ -61,6 +61,8 @@ def build(results: Sequence[Result], noise: float, max_flakes: int,
         spread=math.sqrt(ss / df) if df else 0.0,
         reports={key: _entry(key, rs, max_flakes) for key, rs in reported.items()},
         drift=drift,
+        step_noise=tuple(r.run_noise for r in results
+                         if r.outcome is Outcome.OK and r.run_noise is not None),
     )
 
 

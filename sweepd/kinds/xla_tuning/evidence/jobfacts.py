@@ -9,7 +9,8 @@
   and a credential's name (`HF_TOKEN`, `WANDB_API_KEY`, …: no profile tunes one) is never
   kept, so the store holds no secret a job's `printenv` showed.
 - `ended(job)`, once, when the job has ended and before it is judged: from its stored steps
-  the last loss and the steady window's mean step time; where its HLO dump is (`dump`: the
+  the last loss, the steady window's mean step time and what its steps say of its noise
+  (`run_noise`: `measured_noise.run_noise`); where its HLO dump is (`dump`: the
   evidence run is judged by it); and for the evidence run the dump's collectives as shares
   of the step (`evidence`, `logread.hlo_evidence`).
 """
@@ -25,6 +26,7 @@ from typing import Any
 from sweepd.kinds.api import EndedJob, Facts
 from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence
 from sweepd.kinds.xla_tuning.evidence import logread
+from sweepd.kinds.xla_tuning.evidence.measured_noise import run_noise
 from sweepd.kinds.xla_tuning.evidence.results import EVIDENCE
 from sweepd.monitor.parse import CLUSTER_TIME
 from sweepd.monitor.steady import steady_window
@@ -93,6 +95,7 @@ def ended(e: EndedJob) -> Facts | None:
     step_s = step_seconds(e.steps, bool(e.job.profiler))
     path = dump_file(e.job, effective_of(facts))
     out: Facts = {**facts, "ended": True, "loss": last_loss(e.steps), "step_s": step_s,
+                  "run_noise": run_noise(e.steps, bool(e.job.profiler)),
                   "dump": None if path is None else str(path)}
     if path is not None and e.params.profile == EVIDENCE:
         found = read_evidence(path, step_s, e.job)

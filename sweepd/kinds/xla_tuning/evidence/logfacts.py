@@ -14,9 +14,9 @@ from sweepd.store.rows import Job
 @dataclass(frozen=True)
 class LogFacts:
     """What one job printed and left, as stored on the job (`jobfacts`): its effective XLA
-    flags and env (last wins), the flags the image rejected, the last step's loss and the
-    steady window's mean step time, and where it printed one, its span on the cluster's
-    own clock."""
+    flags and env (last wins), the flags the image rejected, the last step's loss, the
+    steady window's mean step time and what its steps say of its noise, and where it printed
+    one, its span on the cluster's own clock."""
 
     eff: logread.Effective = field(default_factory=logread.Effective)
     unknown: tuple[str, ...] = ()
@@ -26,6 +26,7 @@ class LogFacts:
     # (the simulated one, whose clock is not the machine's): None elsewhere.
     span: tuple[float, float] | None = None
     dumped: bool = False   # its HLO dump was there when it ended
+    run_noise: float | None = None   # its TGS's relative standard error from its steps
 
     @property
     def printed_env(self) -> bool:
@@ -40,10 +41,12 @@ def stored(job: Job, keys: Iterable[str] = ()) -> LogFacts:
     if not facts:
         return LogFacts()
     span = facts.get("span")
+    noise = facts.get("run_noise")
     return LogFacts(jobfacts.effective_of(facts, tuple(keys)), tuple(facts.get("unknown", ())),
                     facts.get("loss"), facts.get("step_s"),
                     (float(span[0]), float(span[1])) if span else None,
-                    facts.get("dump") is not None)
+                    facts.get("dump") is not None,
+                    float(noise) if isinstance(noise, int | float) else None)
 
 
 def last_loss(facts: LogFacts) -> float | None:

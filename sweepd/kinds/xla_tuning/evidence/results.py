@@ -57,6 +57,9 @@ class Result:
     # The planner's rule that asked for the run (SEARCH: not a claim run; "": not known,
     # a store written before roles were kept: the first run selected, the rest are fresh).
     rule: str = ""
+    # The relative standard error of its TGS from its own steps (`measured_noise.run_noise`;
+    # None: not read, the profiler's run, or a store written before it was kept).
+    run_noise: float | None = None
 
 
 class Fate(StrEnum):

@@ -79,7 +79,7 @@ def attempt(job: Job, base: Result, params: RunParams, read: Reader = stored,
         if miss is not None:
             return replace(r, outcome=Outcome.NOT_APPLIED, detail=miss.culprit)
         return replace(r, outcome=Outcome.OK, tgs=job.tgs, loss=last_loss(facts),
-                       step_s=step_seconds(facts))
+                       step_s=step_seconds(facts), run_noise=facts.run_noise)
     if facts.unknown:  # the image rejected a flag, though the class says otherwise
         return replace(r, outcome=Outcome.UNKNOWN_FLAG, detail=facts.unknown[0])
     # Anything else says nothing about the flags: run again, at most board.max_flakes times.

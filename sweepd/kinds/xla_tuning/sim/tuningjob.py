@@ -207,9 +207,14 @@ def evidence_hlo(run: TuningRun, nodes: int, layers: int, step_s: float | None) 
 
 def step_jitter(run: TuningRun, steps: int, window: tuple[int, int], seed: str) -> list[float]:
     """Per-step relative deviations whose mean over the steady window is 0, so the window's
-    mean TGS is the run's sampled TGS exactly (its noise is the landscape's per-run noise)."""
+    mean TGS is the run's sampled TGS exactly (its noise is the landscape's per-run noise).
+    Their spread is that noise times the root of the window's length: the steps read the
+    run's noise as its standard error (`evidence/measured_noise.run_noise`), as a run
+    whose steps vary independently would (the chip's steps read ~3x above the spread between
+    its runs; a spread of `noise` a step read it ~3x below)."""
     rng = random.Random(seed)
-    noise = run.landscape.noise
+    inside_n = max(1, min(window[1], steps - 1) - window[0] + 1)
+    noise = run.landscape.noise * math.sqrt(inside_n)
     jitter = [rng.gauss(0.0, noise) for _ in range(steps)]
     inside = [jitter[s] for s in range(window[0], min(window[1], steps - 1) + 1)]
     shift = math.fsum(inside) / len(inside) if inside else 0.0

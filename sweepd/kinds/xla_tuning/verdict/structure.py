@@ -71,6 +71,7 @@ class CaveatKind(StrEnum):
     RESTORE_DROPPED = "restore_dropped"    # restore_default dropped unmeasured on a tag
     WIN_NOT_BACKED = "win_not_backed"      # the block read a win below the line
     WIN_NEAR_LINE = "win_near_line"        # the block read a win within noise of the line
+    QUIET = "quiet"                        # the runs measured far less noise than assumed
 
     @property
     def slot(self) -> Slot:
@@ -86,7 +87,8 @@ _SLOTS = {
     **{k: Slot.NEED for k in (_K.NOT_HELD, _K.FEW_FRESH, _K.UNTESTED_PARTS, _K.WAVE6_NOT_RUN,
                               _K.WAVE6_NOT_FINISHED, _K.WAVE6_UNRESOLVED, _K.REGRESSES)},
     **{k: Slot.AFTER for k in (_K.NONE_TRIED, _K.UNTRIED, _K.IN_EFFECT, _K.ENV_FIXED,
-                               _K.RESTORE_DROPPED, _K.WIN_NOT_BACKED, _K.WIN_NEAR_LINE)},
+                               _K.RESTORE_DROPPED, _K.WIN_NOT_BACKED, _K.WIN_NEAR_LINE,
+                               _K.QUIET)},
 }
 
 

@@ -12,6 +12,7 @@ from sweepd.kinds.xla_tuning.evidence.results import RESTORE, Fate
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.verdict.bounded_question import open_note, open_question
 from sweepd.kinds.xla_tuning.verdict.bounded_stack import stack_above, stack_note, unrun_stack
+from sweepd.kinds.xla_tuning.verdict.quiet import quiet_caveat
 from sweepd.kinds.xla_tuning.verdict.render import reason
 from sweepd.kinds.xla_tuning.verdict.structure import (
     Caveat,
@@ -154,6 +155,7 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
     win, backed = win_said(inp, board, recipe, gain.value if gain else None,
                            gain.held if gain else True)
     said.append(backed)
+    said.append(quiet_caveat(inp, board))
     c = Conclusion(rule, kind, outcome, why,
                    Recipe(recipe, left, tested) if recipe is not None else None, gain, tried,
                    inp.bounded_gain, inp.win, win, tuple(x for x in said if x is not None))
