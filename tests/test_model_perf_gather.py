@@ -161,3 +161,22 @@ async def test_one_gather_reads_the_same_beside_many_running_sweeps_of_its_model
         await store.jobs.update(job.id, mem_used_gb=50.0)
     many = await _read_by_one_gather(store, _spec(MODELS[0], NODES[0]), monkeypatch)
     assert few[1] > 0 and few == many
+
+
+async def test_a_verdict_sqlite_cannot_read_never_stops_another_models_gather(
+        store: Store) -> None:
+    # A garbled log's `Tokens/s/device: 1e999` reads as inf; json.dumps stores `Infinity`,
+    # which SQLite's JSON refuses: the store leaves that sweep to the caller to judge.
+    bad = await store.sweeps.create("model-perf", "garbled",
+                                    _spec(MODELS[2], NODES[0]).model_dump(mode="json"))
+    await store.sweeps.transition(bad, SweepState.RUNNING, "started")
+    await store.sweeps.transition(bad, SweepState.DONE, "done",
+                                  verdict={"best": 4, "tgs": float("inf")})
+    good = await store.sweeps.create("model-perf", "good",
+                                     _spec(MODELS[0], NODES[0]).model_dump(mode="json"))
+    await store.sweeps.transition(good, SweepState.RUNNING, "started")
+    await store.sweeps.transition(good, SweepState.DONE, "done",
+                                  verdict={"best": 4, "tgs": 104.0})
+    assert [s.id for s in await store.sweeps.settled_of_model("model-perf", MODELS[0])] == [good]
+    assert [s.id for s in await store.sweeps.settled_of_model("model-perf", MODELS[2])] == [bad]
+    await perf_gather.gather(store, _spec(MODELS[0], NODES[0]))   # no error

@@ -228,3 +228,26 @@ def test_any_cut_or_splice_of_a_real_line_never_raises(index: int, at: int, junk
     for damaged in (line[:at], line[at:], line[:at] + junk + line[at:]):
         parse_line(damaged)
         read_log([damaged, damaged])
+
+
+def test_the_job_log_view_marks_a_long_failure_line_the_store_kept_cut() -> None:
+    from sweepd.app.joblog import mark
+    from sweepd.monitor.parse import as_evidence
+
+    line = "ValueError: 'no_such_key' not in " + ", ".join(f"'f{i}'" for i in range(300))
+    assert len(line) > 1000
+    assert mark(line, as_evidence(line), set()) == "evidence"
+    assert mark(line, None, {as_evidence(line)}) == "signal"
+    assert mark("ValueError: other", as_evidence(line), set()) == ""
+
+
+def test_a_run_that_turns_the_profiler_off_is_read_unprofiled() -> None:
+    from sweepd.kinds.parse import parse_spec
+
+    spec = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "n[1-2]",
+                       "min_nodes": 1, "overrides": {"profiler": "xplane"}})
+    assert spec.profiles_run({}) is True
+    assert spec.profiles_run({"profiler": ""}) is False
+    plain = parse_spec({"kind": "model-perf", "model": "llama2-70b", "nodes": "n[1-2]",
+                        "min_nodes": 1})
+    assert plain.profiles_run({"profiler": "xplane"}) is True

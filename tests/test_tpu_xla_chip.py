@@ -16,8 +16,12 @@ from statistics import fmean
 
 import pytest
 
+from sweepd.kinds.xla_tuning.evidence.jobfacts import step_seconds
+from sweepd.kinds.xla_tuning.evidence.measured_noise import run_noise
+from sweepd.monitor.facts import StepFact
 from sweepd.monitor.reading import read_log
-from sweepd.monitor.steady import PROFILER_ARTEFACT
+from sweepd.monitor.steady import PROFILER_ARTEFACT, relative_se, steady_state
+from sweepd.store.rows import StepRow
 
 CHIP = Path(__file__).parent / "fixtures" / "tpu_v5e"
 SWEEP = CHIP / "2026-12-06-xla-sweep"
@@ -98,3 +102,32 @@ def test_the_sweep_run_again_on_the_chip_after_the_fix_reads_its_evidence_run_ri
         assert tgs[profile] / before[profile] - 1 == pytest.approx(0, abs=0.001)
     assert (fixed["verdict"]["kind"], fixed["verdict"]["rule"]) == \
         ("bounded", "stop.catalog_exhausted")
+
+
+def test_a_profiled_run_is_read_against_its_steps_5_to_14_whichever_steps_it_perturbs() -> None:
+    # More perturbed steps in the window than clean ones, unbalanced (all high but one):
+    # the steps before the profiler outvote them, so the window reads its clean steps.
+    clean = {s: 1000.0 + s for s in range(3, 10)}
+    window = {9: 1009.0, 10: 460.0, 11: 17700.0, 12: 160.0, 13: 21000.0, 14: 30000.0}
+    steps = [StepFact(rank=None, step=s, tgs=t) for s, t in {**clean, **window}.items()]
+    got = steady_state(steps, profiler=True)
+    assert got is not None and got[0] == pytest.approx(1009.0)
+    # Unprofiled, nothing is left out (a slow node's slow steps count, as the SKILL.md).
+    plain = steady_state(steps, profiler=False)
+    assert plain is not None and plain[0] > 5000
+
+
+def test_a_garbled_step_never_breaks_a_runs_noise_or_step_time() -> None:
+    rows = [StepRow(job_id=1, step=s, seconds=0.26, tflops=None, mfu=None,
+                    tgs=float("inf") if s == 7 else 1e308, loss=None) for s in range(15)]
+    assert run_noise(rows, profiler=False) is None
+    assert relative_se([1.0, float("nan"), 2.0, 3.0], 3) is not None
+    assert relative_se([float("inf"), 1e308, 1e308], 2) is None
+
+
+def test_the_evidence_runs_step_time_leaves_the_profilers_steps_out() -> None:
+    lines = _lines(CHIP / "2026-12-06-xla-sweep-fixed" / "job2.log.gz")
+    reading = read_log(lines)
+    rows = [StepRow(job_id=2, step=f.step, seconds=f.seconds, tflops=None,
+                    mfu=None, tgs=f.tgs, loss=None) for f in reading.steps.values()]
+    assert step_seconds(rows, profiler=True) == pytest.approx(0.264, abs=0.003)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sweepd.monitor.parse import as_evidence
 from sweepd.monitor.signatures import is_false_positive, match_signature
 from sweepd.store.rows import Job, Run, SignalRow
 from sweepd.store.states import JOB_ACTIVE, JobState
@@ -66,9 +67,10 @@ def _run_job(jobs: Sequence[Job], runs: Sequence[Run], seq: int) -> list[Job]:
 def mark(line: str, evidence: str | None, signal_lines: set[str]) -> str:
     """`evidence`, `signal`, `false_positive` or `` (plain)."""
     text = line.rstrip("\n")
-    if evidence and text.strip() and text.strip() == evidence.strip():
+    kept = as_evidence(text)   # what the store kept of a long line
+    if evidence and text.strip() and evidence.strip() in (text.strip(), kept.strip()):
         return "evidence"
-    if text in signal_lines:
+    if text in signal_lines or kept in signal_lines:
         return "signal"
     if match_signature(text) is not None and is_false_positive(text):
         return "false_positive"

@@ -245,9 +245,10 @@ class _Spec(BaseModel):
         return profiled(self.overrides)
 
     def profiles_run(self, run_overrides: Mapping[str, Any]) -> bool:
-        """Whether a run of this spec has the profiler on: the spec's, or the run's own (an
-        xla-tuning evidence run; its steady window must leave the profiler's steps out)."""
-        return self.profiler or profiled(run_overrides)
+        """Whether a run of this spec has the profiler on: the run's own overrides over the
+        spec's (an xla-tuning evidence run turns it on; its steady window must leave the
+        profiler's steps out)."""
+        return profiled({**self.overrides, **run_overrides})   # the run's own win, as sent
 
     @property
     def needed_nodes(self) -> int:

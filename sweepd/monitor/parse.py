@@ -228,6 +228,11 @@ def unquote(value: str) -> str:
 EVIDENCE_CHARS = 600
 
 
+def as_evidence(line: str) -> str:
+    """A line as a failure's evidence keeps it: cut at EVIDENCE_CHARS."""
+    return line if len(line) <= EVIDENCE_CHARS else line[:EVIDENCE_CHARS] + " …"
+
+
 def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
     if not any(map(body.lower().__contains__, _NEEDLES)):
         return None   # the usual line: no row's needle, so no row's pattern is searched
@@ -236,7 +241,7 @@ def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
         return None
     klass, detail = found
     sizes = oom_sizes(body) if klass is FailureClass.OOM else None
-    text = full if len(full) <= EVIDENCE_CHARS else full[:EVIDENCE_CHARS] + " …"
+    text = as_evidence(full)
     return SignalFact(rank=rank, klass=klass, text=text, detail=detail,
                       required_gb=sizes[0] if sizes else None,
                       available_gb=sizes[1] if sizes else None)

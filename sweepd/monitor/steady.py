@@ -13,8 +13,9 @@ on a short log) takes its steps from 3 on, never 0-2 (nor the profiler's 5-8).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from statistics import fmean, median
+from statistics import fmean, median, stdev
 
 from sweepd.monitor.facts import StepFact
 
@@ -23,11 +24,13 @@ STEADY_FIRST = 5
 STEADY_FIRST_PROFILER = 9
 SETTLED_FIRST = 3          # steps 0-2: compilation and dispatch, never a step time
 PROFILED = range(STEADY_FIRST, STEADY_FIRST_PROFILER)   # what the profiler perturbs
-# In a profiled run, a step reading more than this factor off the window's median is the
-# profiler's start or stop, not a step time, and is left out. Upstream MaxText on the TPU v5e
-# chip (profiler=xplane skip_first_n_steps_for_profiler=10 profiler_steps=3) perturbs steps
-# 10-14 instead of 5-8: 0.46x, 17.7x, 0.16x and 21x the others; its unperturbed steps agree
-# within 0.4 %, so no real step is near the factor.
+# In a profiled run, a window step reading more than this factor off the median of steps
+# 5-14 is the profiler's start or stop, not a step time, and is left out. Upstream MaxText on
+# the TPU v5e chip (profiler=xplane skip_first_n_steps_for_profiler=10 profiler_steps=3)
+# perturbs steps 10-14 instead of 5-8: 0.46x, 17.7x, 0.16x and 21x the others; its
+# unperturbed steps agree within 0.4 %, so no real step is near the factor. Over 5-14 the
+# unperturbed steps outnumber the profiler's whichever four or five it perturbs, so their
+# median is the reference, not the window's own (which the profiler's steps may outnumber).
 PROFILER_ARTEFACT = 2.0
 
 
@@ -72,20 +75,40 @@ def steady_steps(steps: Mapping[int, StepFact] | Sequence[StepFact] | Iterable[S
             if fact.rank in (None, 0) and fact.step in wanted:
                 chosen.setdefault(fact.step, fact)
         if chosen:
-            return _without_profiler_artefacts(dict(sorted(chosen.items())), profiler)
+            chosen = dict(sorted(chosen.items()))
+            if not profiler:
+                return chosen
+            kept = unperturbed({s: f.tgs for s, f in chosen.items()},
+                               {f.step: f.tgs for f in items if f.rank in (None, 0)})
+            return {s: f for s, f in chosen.items() if s in kept}
     return {}
 
 
-def _without_profiler_artefacts(chosen: dict[int, StepFact], profiler: bool
-                                ) -> dict[int, StepFact]:
-    if not profiler or len(chosen) < 3:
-        return chosen
-    mid = median(f.tgs for f in chosen.values())
-    if not mid > 0:
-        return chosen
-    kept = {s: f for s, f in chosen.items()
-            if mid / PROFILER_ARTEFACT <= f.tgs <= mid * PROFILER_ARTEFACT}
-    return kept or chosen
+def unperturbed(window: Mapping[int, float], every: Mapping[int, float]) -> set[int]:
+    """The window's steps (step -> TGS) of a profiled run that are step times: those within
+    PROFILER_ARTEFACT of the median over steps 5-14 (`every`: the run's steps); all of
+    them where there is no such reference or nothing would be left."""
+    reference = [t for s, t in every.items()
+                 if STEADY_FIRST <= s <= STEADY_LAST and math.isfinite(t) and t > 0]
+    if len(reference) < 3:
+        return set(window)
+    mid = median(reference)
+    kept = {s for s, t in window.items()
+            if mid / PROFILER_ARTEFACT <= t <= mid * PROFILER_ARTEFACT}
+    return kept or set(window)
+
+
+def relative_se(values: Iterable[float], least: int) -> float | None:
+    """The standard error of the values' mean, relative to it: None with fewer than `least`
+    finite positive values, or where a garbled log's huge numbers overflow."""
+    kept = [v for v in values if math.isfinite(v) and v > 0]
+    if len(kept) < least or len(kept) < 2:
+        return None
+    try:
+        spread = stdev(kept) / fmean(kept)
+    except (OverflowError, ValueError, ZeroDivisionError):
+        return None
+    return spread / math.sqrt(len(kept)) if math.isfinite(spread) else None
 
 
 def steady_state(

@@ -52,10 +52,14 @@ class SweepsTable:
         same beside one of them as beside a thousand."""
         rows = await self._base.rows(
             "SELECT * FROM sweeps WHERE state = ? AND kind = ?"
-            " AND json_extract(verdict_json, '$.best') IS NOT NULL"
+            # A verdict SQLite's JSON cannot read (Python's `Infinity` / `NaN` from a garbled
+            # log's number) is left to the caller to judge, never an error for every model.
+            " AND CASE WHEN json_valid(verdict_json) THEN"
+            "  json_extract(verdict_json, '$.best') IS NOT NULL"
             # A settled flag absent reads as settled; false and 0 (JSON) read as 0.
-            " AND coalesce(json_extract(verdict_json, '$.settled'), 1) != 0"
-            " AND json_extract(spec_json, '$.model') = ? ORDER BY id",
+            "  AND coalesce(json_extract(verdict_json, '$.settled'), 1) != 0 ELSE 1 END"
+            " AND CASE WHEN json_valid(spec_json)"
+            "  THEN json_extract(spec_json, '$.model') = ? ELSE 0 END ORDER BY id",
             (SweepState.DONE, kind, model))
         return [Sweep.from_row(r) for r in rows]
 

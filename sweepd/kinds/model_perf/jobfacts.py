@@ -9,7 +9,6 @@ day-to-day drift adds to it, which the steps cannot show: the figure is a floor.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,7 +17,7 @@ from sweepd.kinds.api import EndedJob, Facts, SweepContext
 from sweepd.kinds.model_perf.probes import latest_jobs
 from sweepd.kinds.model_perf.search import NOISE
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
-from sweepd.monitor.steady import steady_window
+from sweepd.monitor.steady import relative_se, steady_window
 
 MIN_STEPS = THRESHOLDS.min_steps  # fewer steady steps say nothing about their spread
 MIN_RUNS = THRESHOLDS.min_runs  # passed runs whose steps are read before the noise moves from NOISE
@@ -34,11 +33,8 @@ def ended(e: EndedJob) -> Facts | None:
     if "run_noise" in e.job.facts:
         return None
     window = steady_window(bool(e.job.profiler))
-    tgs = [s.tgs for s in e.steps if s.step in window and s.tgs > 0]
-    if len(tgs) < MIN_STEPS:
-        return None
-    spread = statistics.stdev(tgs) / statistics.fmean(tgs)
-    return {**e.job.facts, "run_noise": spread / math.sqrt(len(tgs))}
+    noise = relative_se((s.tgs for s in e.steps if s.step in window), MIN_STEPS)
+    return None if noise is None else {**e.job.facts, "run_noise": noise}
 
 
 # The runs' steps measure a noise this many times below the floor: the floor, not the runs,

@@ -29,7 +29,7 @@ from sweepd.kinds.xla_tuning.evidence import logread
 from sweepd.kinds.xla_tuning.evidence.measured_noise import run_noise
 from sweepd.kinds.xla_tuning.evidence.results import EVIDENCE
 from sweepd.monitor.parse import CLUSTER_TIME
-from sweepd.monitor.steady import steady_window
+from sweepd.monitor.steady import steady_window, unperturbed
 from sweepd.store.rows import Job, StepRow
 
 MAX_KEYS = 1024   # distinct variables kept per job beyond the tuned families
@@ -83,7 +83,11 @@ def last_loss(steps: Sequence[StepRow]) -> float | None:
 def step_seconds(steps: Sequence[StepRow], profiler: bool) -> float | None:
     """Mean step time over the same steady window as the TGS."""
     window = steady_window(profiler)
-    secs = [s.seconds for s in steps if s.step in window and s.seconds is not None]
+    timed = {s.step: s for s in steps if s.step in window and s.seconds is not None}
+    if profiler:   # the profiler's start and stop steps, left out of the TGS, too
+        kept = unperturbed({n: s.tgs for n, s in timed.items()}, {s.step: s.tgs for s in steps})
+        timed = {n: s for n, s in timed.items() if n in kept}
+    secs = [s.seconds for s in timed.values() if s.seconds is not None]
     return fmean(secs) if secs else None
 
 

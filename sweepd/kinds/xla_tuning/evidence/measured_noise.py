@@ -17,14 +17,13 @@ agreed within 0.03 %; the prior is 0.8 %.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sweepd.kinds.xla_tuning.evidence.board import Board
 from sweepd.kinds.xla_tuning.evidence.board_build import PRIOR_DF
-from sweepd.monitor.steady import steady_window
+from sweepd.monitor.steady import relative_se, steady_window
 from sweepd.store.rows import StepRow
 
 STEADY_STEPS = 4  # fewer steady steps say nothing about their spread
@@ -37,11 +36,7 @@ def run_noise(steps: Sequence[StepRow], profiler: bool) -> float | None:
     if profiler:
         return None
     window = steady_window(profiler)
-    tgs = [s.tgs for s in steps if s.step in window and s.tgs > 0]
-    if len(tgs) < STEADY_STEPS:
-        return None
-    mean = statistics.fmean(tgs)
-    return statistics.stdev(tgs) / mean / math.sqrt(len(tgs))
+    return relative_se((s.tgs for s in steps if s.step in window), STEADY_STEPS)
 
 
 @dataclass(frozen=True)
