@@ -16,7 +16,7 @@ from typing import Any
 
 from sweepd.config import Config
 from sweepd.core.budgets import kind_node_hours, most_node_runs, slurm_seconds
-from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec
+from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec, node_hour_cap
 from sweepd.store.rows import Job
 from sweepd.store.spans import span_of
 from sweepd.util.hostlists import expand_nodes
@@ -64,27 +64,28 @@ def applied_cap(spec: SweepSpec, config: Config) -> AppliedCap:
     spec, or the sweep's stated most (`stated_most`) where that is larger (an XLA tuning
     sweep's last wave runs past its timebox), so a sweep that keeps to its plan never
     meets the cap and one that runs away does."""
-    if spec.max_node_hours is not None:
-        return AppliedCap(spec.max_node_hours, "the spec's max_node_hours")
     # A spec kept without its nodes (the local backend's one node, or one stored before a
     # field existed) is one node: never a cap of 0 that would stop its first job.
     named = str(getattr(spec, "nodes", "") or "")
     nodes = max(1, len(expand_nodes(named))) if named else 1
-    timebox = TIMEBOX_HOURS * nodes
-    box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
     dumped = spec.model_dump(mode="json")
-    most = stated_most(spec.kind, dumped, config)
-    if most is not None and most[0] > timebox:
-        return AppliedCap(most[0], f"the most this sweep may take, above {box}; "
-                                   "max_node_hours sets another")
+    # The stated most is read only where no max_node_hours makes it moot.
+    most = None if spec.max_node_hours is not None else stated_most(spec.kind, dumped, config)
+    hours, source = node_hour_cap(spec.max_node_hours, nodes, most[0] if most is not None else None)
+    if source == "max_node_hours":
+        return AppliedCap(hours, "the spec's max_node_hours")
+    box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
+    if source == "most":
+        return AppliedCap(hours, f"the most this sweep may take, above {box}; "
+                                 "max_node_hours sets another")
     if most is not None:
-        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+        return AppliedCap(hours, f"{box}; max_node_hours sets another")
     node_runs = most_node_runs(spec.kind, dumped)
     if node_runs is None:
-        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+        return AppliedCap(hours, f"{box}; max_node_hours sets another")
     jobs = node_runs * (1 + config.policy.max_retries)
-    return AppliedCap(timebox, f"{box}, or its most {jobs} node-jobs at the mean its jobs "
-                               "take where larger; max_node_hours sets another", jobs)
+    return AppliedCap(hours, f"{box}, or its most {jobs} node-jobs at the mean its jobs "
+                             "take where larger; max_node_hours sets another", jobs)
 
 
 @dataclass(frozen=True)
