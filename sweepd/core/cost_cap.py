@@ -4,7 +4,8 @@ node-hours the sweep may take as `validate` states them (`stated_most`) and the 
 timebox x its nodes, so that a sweep that behaves as planned never meets it.
 
 What it has taken: every job's span (store/spans.span_of: the log's cluster time, else
-submission to end) x the nodes it ran on. What the next job would take: the mean span of
+submission to end) x the nodes it ran on, summed in the store by one query per submission
+(`JobsTable.span_totals`), not read job by job. What the next job would take: the mean span of
 the sweep's ended jobs x the next job's nodes; before any job has ended, nothing is known
 and nothing is stopped (a first job is never refused on a guess)."""
 
@@ -17,8 +18,7 @@ from typing import Any
 from sweepd.config import Config
 from sweepd.core.budgets import kind_node_hours, most_node_runs, slurm_seconds
 from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec, node_hour_cap
-from sweepd.store.rows import Job
-from sweepd.store.spans import span_of
+from sweepd.store.spans import SpanTotal
 from sweepd.util.hostlists import expand_nodes
 
 RULE = "budget.node_hours"
@@ -103,19 +103,13 @@ class CapCheck:
                 f"for the next job would pass the node-hour cap {self.cap:g}")
 
 
-def check_cap(jobs: Sequence[Job], next_nodes: int, cap: float,
+def check_cap(totals: Sequence[SpanTotal], next_nodes: int, cap: float,
               node_jobs: int | None = None) -> CapCheck:
-    spent = 0.0
-    per_node_hours: list[float] = []
-    for job in jobs:
-        span = span_of(job)
-        if span is None:
-            continue
-        hours = max(0.0, span.end - span.start) / 3600
-        spent += hours * len(expand_nodes(job.nodes))
-        if job.ended_at is not None:
-            per_node_hours.append(hours)
-    mean = sum(per_node_hours) / len(per_node_hours) if per_node_hours else 0.0
+    """The check before a job, from the sweep's other jobs' spans summed by node set
+    (`JobsTable.span_totals`: one aggregate query, not every job's row)."""
+    spent = sum(t.seconds / 3600 * len(expand_nodes(t.nodes)) for t in totals)
+    ended = sum(t.ended for t in totals)
+    mean = sum(t.ended_seconds for t in totals) / 3600 / ended if ended else 0.0
     if node_jobs is not None:
         cap = max(cap, round(node_jobs * mean, 2))
     return CapCheck(spent=spent, next_job=mean * next_nodes, cap=cap)
