@@ -6,14 +6,19 @@ beside the most jobs and node-hours, and the sweep's start says it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from sweepd.cli.main import main
 from sweepd.config import Config
-from sweepd.core.cost_cap import applied_cap
+from sweepd.core.cost_cap import CapCheck, applied_cap, check_cap
 from sweepd.kinds.parse import parse_spec
+from sweepd.store.rows import Job, RunParams
+from sweepd.store.spans import span_of
+from sweepd.store.store import Store
+from sweepd.util.hostlists import expand_nodes
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -117,3 +122,106 @@ def test_validate_says_up_front_that_given_values_may_not_all_run(
     out = capsys.readouterr().out
     assert "of the 4 values given, one the runs show cannot beat the best (by the search's " \
            "bounds) is not run; the verdict names each and why" in out, out
+
+
+# Each job: (nodes, submitted_at, ended_at, last_output_at, span_start, span_end), the
+# fields `span_of` reads: printed spans, a scheduler's span, one under way (no end yet),
+# one never submitted, one whose printed end is before its start.
+_JOBS: list[tuple[str, float | None, float | None, float | None, float | None, float | None]] = [
+    ("n[1-2]", 0.0, 1800.0, None, None, None),
+    ("n[1-2]", 100.0, 2000.0, 1990.0, 150.0, 1950.0),
+    ("n[1-8]", 200.0, None, 4000.0, None, None),
+    ("n[1-8]", None, None, None, None, None),
+    ("n3", 300.0, 5000.0, None, 900.0, 800.0),
+    ("n[1-2]", 400.0, 3000.0, None, None, None),
+]
+
+
+async def _store_with(tmp_path: Path, jobs: list[tuple[Any, ...]]) -> tuple[Store, list[int]]:
+    store = await Store.open(tmp_path / "state.db")
+    sweep = await store.sweeps.create("model-perf", "cap", {"kind": "model-perf"})
+    ids = []
+    for k, job in enumerate(jobs):
+        ids.append(await _add_job(store, sweep, k, job[0]))
+        await _ran(store, ids[-1], job)
+    return store, ids
+
+
+async def _add_job(store: Store, sweep: int, k: int, nodes: str) -> int:
+    """A job written ahead of its submission, as `Submitter.submit` meets it."""
+    run = await store.runs.add(sweep, f"r{k}", RunParams(), nodes, "test")
+    return (await store.jobs.create(run, f"t{k}", "JAX-x", nodes)).id
+
+
+async def _ran(store: Store, job_id: int, job: tuple[Any, ...]) -> None:
+    _, submitted, ended, output, start, end = job
+    await store.jobs.update(job_id, submitted_at=submitted, ended_at=ended,
+                            last_output_at=output, span_start=start, span_end=end)
+
+
+def _check_job_by_job(jobs: list[Job], next_nodes: int, cap: float,
+                      node_jobs: int | None = None) -> CapCheck:
+    """The cap's check as it read every job's row before the store summed them."""
+    spent, per_node_hours = 0.0, []
+    for job in jobs:
+        span = span_of(job)
+        if span is None:
+            continue
+        hours = max(0.0, span.end - span.start) / 3600
+        spent += hours * len(expand_nodes(job.nodes))
+        if job.ended_at is not None:
+            per_node_hours.append(hours)
+    mean = sum(per_node_hours) / len(per_node_hours) if per_node_hours else 0.0
+    if node_jobs is not None:
+        cap = max(cap, round(node_jobs * mean, 2))
+    return CapCheck(spent=spent, next_job=mean * next_nodes, cap=cap)
+
+
+async def test_the_stores_span_sums_are_the_jobs_spans_summed(tmp_path: Path) -> None:
+    store, ids = await _store_with(tmp_path, _JOBS)
+    try:
+        for leave_out in [*ids, -1]:
+            rows = [j for j in await store.jobs.of_sweep(1) if j.id != leave_out]
+            totals = await store.jobs.span_totals(1, leave_out=leave_out)
+            by_nodes: dict[str, list[Job]] = {}
+            for job in rows:
+                if span_of(job) is not None:
+                    by_nodes.setdefault(job.nodes, []).append(job)
+            assert [t.nodes for t in totals] == sorted(by_nodes)
+            for t in totals:
+                spans = [(s, j) for j in by_nodes[t.nodes] if (s := span_of(j)) is not None]
+                assert t.seconds == pytest.approx(sum(s.end - s.start for s, _ in spans))
+                assert t.ended_seconds == pytest.approx(
+                    sum(s.end - s.start for s, j in spans if j.ended_at is not None))
+                assert t.ended == sum(j.ended_at is not None for _, j in spans)
+            for node_jobs in (None, 40):
+                new = check_cap(totals, 8, 3.0, node_jobs)
+                old = _check_job_by_job(rows, 8, 3.0, node_jobs)
+                assert new.spent == pytest.approx(old.spent)
+                assert new.next_job == pytest.approx(old.next_job)
+                assert new.cap == old.cap and new.passed == old.passed
+    finally:
+        await store.close()
+
+
+async def test_the_cap_stops_a_sweep_at_the_same_job(tmp_path: Path) -> None:
+    """Jobs of 0.25 h on 2 nodes, cap 2.2 node-hours: each checked as it is written (before
+    it runs), the fifth is the first refused (2 node-h taken + 0.5 expected), as it was when
+    every job's row was read."""
+    store = await Store.open(tmp_path / "state.db")
+    sweep = await store.sweeps.create("model-perf", "cap", {"kind": "model-perf"})
+    try:
+        refused = []
+        for k in range(8):
+            job_id = await _add_job(store, sweep, k, "n[1-2]")
+            others = [j for j in await store.jobs.of_sweep(sweep) if j.id != job_id]
+            new = check_cap(await store.jobs.span_totals(sweep, leave_out=job_id), 2, 2.2)
+            old = _check_job_by_job(others, 2, 2.2)
+            assert new.passed == old.passed and new.spent == pytest.approx(old.spent)
+            if new.passed:
+                refused.append(k)
+            await _ran(store, job_id, ("n[1-2]", k * 1000.0, k * 1000.0 + 900.0, None, None,
+                                       None))
+        assert refused == [4, 5, 6, 7]
+    finally:
+        await store.close()

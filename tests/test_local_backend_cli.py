@@ -58,6 +58,8 @@ def test_check_reports_the_node_the_train_command_and_a_dry_job(tmp_path: Path) 
                for line in lines), lines
     assert any(line.startswith("ok   dry job: job 1: 15 step line(s)") for line in lines), \
         lines
+    # The dry job's records lived in a scratch folder: nothing landed in sweepd's state.
+    assert not (tmp_path / "state" / "local").exists()
     broken = tmp_path / "broken.toml"
     broken.write_text(local_config_text(tmp_path, tmp_path / "nowhere" / "train.py")
                       .replace(train_command(tmp_path / "nowhere" / "train.py"),

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.golden_files import check_golden
 from tests.verdict_cases import CASES
 
 GOLDEN = Path(__file__).parent / "golden" / "model_perf"
@@ -22,12 +22,7 @@ def _prose(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_verdict_prose_matches_its_golden_file(name: str) -> None:
-    path = GOLDEN / f"{name}.txt"
-    said = _prose(name)
-    if os.environ.get("SWEEPD_REWRITE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(said)
-    assert path.read_text() == said, f"{path} differs (SWEEPD_REWRITE_GOLDEN=1 rewrites it)"
+    check_golden(GOLDEN / f"{name}.txt", _prose(name))
 
 
 def test_every_golden_file_has_its_case() -> None:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from sweepd.app import startup
 from sweepd.clusters.base import (
-    ClusterBackend,
     ControllerUnreachable,
     JobRequest,
     SubmitRefused,
 )
+from sweepd.clusters.factory import make_cluster
 from sweepd.config import Config, ConfigError, SlurmConfig
 from sweepd.monitor.facts import SignalFact, StepFact, SummaryFact
 from sweepd.monitor.parse import parse_line
@@ -201,7 +201,8 @@ async def _dry_job(config: Config, job: DryJob | None, scheduler_ok: bool) -> Li
 
 async def _submit_dry(config: Config, job: DryJob) -> Line:
     with tempfile.TemporaryDirectory(prefix="sweepd-check-") as out:
-        cluster = _dry_cluster(config, Path(out))
+        # The local backend keeps the dry job's records in the scratch folder, not the state.
+        cluster = make_cluster(config, Path(out))
         nodes = list(job.nodes) or [config.cluster.local.node_name()]
         request = JobRequest(token=f"check-{secrets.token_hex(4)}", model=job.model,
                              nodes=nodes, output_dir=Path(out),
@@ -225,19 +226,6 @@ async def _submit_dry(config: Config, job: DryJob) -> Line:
                             f"{job.timeout_s:g} s (cancelled)")
             await asyncio.sleep(1.0)
         return read_dry_log(sub.backend_id, sub.log_path)
-
-
-def _dry_cluster(config: Config, out: Path) -> ClusterBackend:
-    """The backend the dry job goes through; the local one keeps its records in `out`."""
-    if config.cluster.backend == "local":
-        from sweepd.clusters.local import LocalCluster
-
-        return LocalCluster(out / "local", config.cluster.local)
-    from sweepd.clusters.slurm import SlurmCluster
-
-    slurm = config.cluster.slurm
-    return SlurmCluster(slurm, header_command=slurm.header_command,
-                        summary_command=slurm.summary_command)
 
 
 def read_dry_log(job_id: str, log: Path) -> Line:

@@ -20,21 +20,31 @@ def sim_file(name: str) -> Path:
 
 
 def make_backend(config: Config) -> tuple[ClusterBackend, Clock]:
+    """The daemon's backend, its records in the state directory, and its clock."""
+    clock = Clock(1.0)
     if config.cluster.backend == "sim":
-        from sweepd.clusters.sim import SimCluster
         from sweepd.sim.scenario import load_scenario
 
-        scenario = config.cluster.sim.scenario or default_scenario()
-        time_scale = load_scenario(scenario).cluster.time_scale
-        state = config.daemon.state_dir / "sim"
+        clock = Clock(load_scenario(config.cluster.sim.scenario or default_scenario())
+                      .cluster.time_scale)
+    return make_cluster(config, config.daemon.state_dir), clock
+
+
+def make_cluster(config: Config, state_dir: Path) -> ClusterBackend:
+    """The configured backend; the sim and local ones keep their records under `state_dir`
+    (`sweepd check`'s dry job passes a scratch folder, so nothing lands in sweepd's state)."""
+    if config.cluster.backend == "sim":
+        from sweepd.clusters.sim import SimCluster
+
+        state = state_dir / "sim"
         state.mkdir(parents=True, exist_ok=True)
-        return SimCluster(state, scenario), Clock(time_scale)
+        return SimCluster(state, config.cluster.sim.scenario or default_scenario())
     if config.cluster.backend == "local":
         from sweepd.clusters.local import LocalCluster
 
-        return LocalCluster(config.daemon.state_dir / "local", config.cluster.local), Clock(1.0)
+        return LocalCluster(state_dir / "local", config.cluster.local)
     from sweepd.clusters.slurm import SlurmCluster
 
     s = config.cluster.slurm
     return SlurmCluster(s, header_command=s.header_command,
-                        summary_command=s.summary_command), Clock(1.0)
+                        summary_command=s.summary_command)

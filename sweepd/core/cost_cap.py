@@ -4,7 +4,8 @@ node-hours the sweep may take as `validate` states them (`stated_most`) and the 
 timebox x its nodes, so that a sweep that behaves as planned never meets it.
 
 What it has taken: every job's span (store/spans.span_of: the log's cluster time, else
-submission to end) x the nodes it ran on. What the next job would take: the mean span of
+submission to end) x the nodes it ran on, summed in the store by one query per submission
+(`JobsTable.span_totals`), not read job by job. What the next job would take: the mean span of
 the sweep's ended jobs x the next job's nodes; before any job has ended, nothing is known
 and nothing is stopped (a first job is never refused on a guess)."""
 
@@ -16,9 +17,8 @@ from typing import Any
 
 from sweepd.config import Config
 from sweepd.core.budgets import kind_node_hours, most_node_runs, slurm_seconds
-from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec
-from sweepd.store.rows import Job
-from sweepd.store.spans import span_of
+from sweepd.kinds.spec import TIMEBOX_HOURS, SweepSpec, node_hour_cap
+from sweepd.store.spans import SpanTotal
 from sweepd.util.hostlists import expand_nodes
 
 RULE = "budget.node_hours"
@@ -64,27 +64,28 @@ def applied_cap(spec: SweepSpec, config: Config) -> AppliedCap:
     spec, or the sweep's stated most (`stated_most`) where that is larger (an XLA tuning
     sweep's last wave runs past its timebox), so a sweep that keeps to its plan never
     meets the cap and one that runs away does."""
-    if spec.max_node_hours is not None:
-        return AppliedCap(spec.max_node_hours, "the spec's max_node_hours")
     # A spec kept without its nodes (the local backend's one node, or one stored before a
     # field existed) is one node: never a cap of 0 that would stop its first job.
     named = str(getattr(spec, "nodes", "") or "")
     nodes = max(1, len(expand_nodes(named))) if named else 1
-    timebox = TIMEBOX_HOURS * nodes
-    box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
     dumped = spec.model_dump(mode="json")
-    most = stated_most(spec.kind, dumped, config)
-    if most is not None and most[0] > timebox:
-        return AppliedCap(most[0], f"the most this sweep may take, above {box}; "
-                                   "max_node_hours sets another")
+    # The stated most is read only where no max_node_hours makes it moot.
+    most = None if spec.max_node_hours is not None else stated_most(spec.kind, dumped, config)
+    hours, source = node_hour_cap(spec.max_node_hours, nodes, most[0] if most is not None else None)
+    if source == "max_node_hours":
+        return AppliedCap(hours, "the spec's max_node_hours")
+    box = f"the {TIMEBOX_HOURS:g} h timebox x {nodes} node{'s' if nodes != 1 else ''}"
+    if source == "most":
+        return AppliedCap(hours, f"the most this sweep may take, above {box}; "
+                                 "max_node_hours sets another")
     if most is not None:
-        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+        return AppliedCap(hours, f"{box}; max_node_hours sets another")
     node_runs = most_node_runs(spec.kind, dumped)
     if node_runs is None:
-        return AppliedCap(timebox, f"{box}; max_node_hours sets another")
+        return AppliedCap(hours, f"{box}; max_node_hours sets another")
     jobs = node_runs * (1 + config.policy.max_retries)
-    return AppliedCap(timebox, f"{box}, or its most {jobs} node-jobs at the mean its jobs "
-                               "take where larger; max_node_hours sets another", jobs)
+    return AppliedCap(hours, f"{box}, or its most {jobs} node-jobs at the mean its jobs "
+                             "take where larger; max_node_hours sets another", jobs)
 
 
 @dataclass(frozen=True)
@@ -102,19 +103,13 @@ class CapCheck:
                 f"for the next job would pass the node-hour cap {self.cap:g}")
 
 
-def check_cap(jobs: Sequence[Job], next_nodes: int, cap: float,
+def check_cap(totals: Sequence[SpanTotal], next_nodes: int, cap: float,
               node_jobs: int | None = None) -> CapCheck:
-    spent = 0.0
-    per_node_hours: list[float] = []
-    for job in jobs:
-        span = span_of(job)
-        if span is None:
-            continue
-        hours = max(0.0, span.end - span.start) / 3600
-        spent += hours * len(expand_nodes(job.nodes))
-        if job.ended_at is not None:
-            per_node_hours.append(hours)
-    mean = sum(per_node_hours) / len(per_node_hours) if per_node_hours else 0.0
+    """The check before a job, from the sweep's other jobs' spans summed by node set
+    (`JobsTable.span_totals`: one aggregate query, not every job's row)."""
+    spent = sum(t.seconds / 3600 * len(expand_nodes(t.nodes)) for t in totals)
+    ended = sum(t.ended for t in totals)
+    mean = sum(t.ended_seconds for t in totals) / 3600 / ended if ended else 0.0
     if node_jobs is not None:
         cap = max(cap, round(node_jobs * mean, 2))
     return CapCheck(spent=spent, next_job=mean * next_nodes, cap=cap)

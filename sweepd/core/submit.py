@@ -134,8 +134,8 @@ class Submitter:
     async def _over_cap(self, sweep: Sweep, spec: SweepSpec, job: Job) -> SweepStop | None:
         """The cost cap (core/cost_cap.py): the job that would pass it is not submitted."""
         cap = self.cap_of(sweep)
-        jobs = [j for j in await self.store.jobs.of_sweep(sweep.id) if j.id != job.id]
-        check = check_cap(jobs, len(expand_nodes(job.nodes)), cap.hours, cap.node_jobs)
+        totals = await self.store.jobs.span_totals(sweep.id, leave_out=job.id)
+        check = check_cap(totals, len(expand_nodes(job.nodes)), cap.hours, cap.node_jobs)
         if not check.passed:
             return None
         said = f"{check.said()} ({cap.source})"

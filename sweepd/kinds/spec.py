@@ -84,8 +84,25 @@ def joined(errors: list[dict[str, Any]]) -> str:
 Scalar = int | float | str
 
 # The SKILL.md's timebox: without `max_node_hours` a sweep's node-hour cap is this long on
-# every node of the spec, or its stated most where larger (core/cost_cap.applied_cap).
+# every node of the spec, or its stated most where larger (`node_hour_cap`).
 TIMEBOX_HOURS = 8.0
+
+CapSource = typing.Literal["max_node_hours", "most", "timebox"]
+
+
+def node_hour_cap(own: float | None, nodes: int, most: float | None
+                  ) -> tuple[float, CapSource]:
+    """The node-hour cap a sweep stops at, and what set it: its spec's `max_node_hours`
+    (`own`); else the timebox on each of its nodes, or the most it may take as `validate`
+    states it (`most`, None: nothing bounds it) where that is larger, so that a sweep that
+    keeps to its plan never meets it. One rule for core/cost_cap.applied_cap (what a sweep
+    applies) and a campaign's budget (the sum of its stages' caps)."""
+    if own is not None:
+        return own, "max_node_hours"
+    timebox = TIMEBOX_HOURS * nodes
+    if most is not None and most > timebox:
+        return most, "most"
+    return timebox, "timebox"
 
 EMPTY_PROFILER = ("profiler: an empty value is refused: `profiler=` breaks MaxText's YAML "
                   "enum check (xla-tuning.SKILL.md); leave it out, the config's "

@@ -1,5 +1,6 @@
 """When a job ran (`span_of`), read off its row alone: on the clock its log printed where it
-printed one, else from its submission to its recorded end (`core/jobtimes.job_end`)."""
+printed one, else from its submission to its recorded end (`core/jobtimes.job_end`). The
+same rule as SQL over a jobs row (`SPAN_SECONDS_SQL`), for sums that read no rows."""
 
 from __future__ import annotations
 
@@ -30,3 +31,24 @@ def span_of(job: Job) -> Span | None:
     if job.submitted_at is None or end is None:
         return None
     return Span(job.submitted_at, max(job.submitted_at, end), printed=False)
+
+
+# `span_of`'s length in seconds as an SQL expression over a `jobs` row, NULL where span_of is
+# None: the same rule, for an aggregate over a sweep's jobs that reads none of its rows
+# (`JobsTable.span_totals`; tests/test_cost_cap.py holds the two to each other).
+SPAN_SECONDS_SQL = (
+    "CASE WHEN span_start IS NOT NULL AND span_end IS NOT NULL"
+    " THEN max(span_end - span_start, 0)"
+    " WHEN submitted_at IS NOT NULL AND coalesce(ended_at, last_output_at) IS NOT NULL"
+    " THEN max(coalesce(ended_at, last_output_at) - submitted_at, 0) END")
+
+
+@dataclass(frozen=True)
+class SpanTotal:
+    """The spans of a sweep's jobs that ran on one node set (a hostlist as stored): their
+    seconds summed, and those of the ended ones with their count."""
+
+    nodes: str
+    seconds: float
+    ended_seconds: float
+    ended: int

@@ -35,8 +35,16 @@ class MemoryFit:
     points: int  # distinct values with a temp size
     why: str
 
-    def max_fit(self) -> float:
-        return (self.limit - self.base) / self.slope
+    def max_fit(self, scale: float = 1.0) -> float:
+        """The value where the line, its need times `scale`, meets the pool."""
+        return (self.limit / scale - self.base) / self.slope
+
+    def likely_fit(self, scale: float = 1.0) -> float:
+        """The largest value predicted to fit: where the line, its need times `scale`
+        (`Calibration.scale`), meets the pool less MEMORY_MARGIN. The margin is aimed
+        under: allocator fragmentation and buffers outside the compiled program OOM a value
+        whose total is just under the pool."""
+        return (self.limit * (1 - MEMORY_MARGIN) / scale - self.base) / self.slope
 
 
 def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
@@ -159,8 +167,8 @@ def line_evidence(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[floa
     n = len(x)
     if fit is None:
         return None, "", n
-    likely = (fit.limit * (1 - MEMORY_MARGIN) / cal.scale - fit.base) / fit.slope
-    limit = (fit.limit / cal.scale - fit.base) / fit.slope
+    likely = fit.likely_fit(cal.scale)
+    limit = fit.max_fit(cal.scale)
     pred = bisect.bisect_right(x, likely + 1e-9) - 1
     why = f"{fit.why}" + (f"; {cal.why}" if cal.why else "") + \
         f" -> largest fit ~{likely:.1f} ({MEMORY_MARGIN:.0%} under the pool; an estimate)"
@@ -205,10 +213,9 @@ def predict(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str
     if fit is None:
         return None, "", n
     limit = fit.max_fit()
-    # Aim a margin under the pool: allocator fragmentation and buffers outside the compiled
-    # program OOM a batch whose total is just under it. Past the margin, up to the pool,
-    # the TGS trend decides whether one more value is worth a run.
-    likely = (fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope
+    # Aim a margin under the pool (`likely_fit`). Past the margin, up to the pool, the TGS
+    # trend decides whether one more value is worth a run.
+    likely = fit.likely_fit()
     pred = bisect.bisect_right(x, likely + 1e-9) - 1
     can = bisect.bisect_right(x, limit + 1e-9) - 1
     why = f"{fit.why} -> largest fit ~{likely:.1f} ({MEMORY_MARGIN:.0%} under the pool)"

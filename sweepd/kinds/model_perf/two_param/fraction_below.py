@@ -25,7 +25,6 @@ from dataclasses import replace
 
 from sweepd.kinds.model_perf.search import (
     FLAT,
-    MEMORY_MARGIN,
     Outcome,
     Probe,
     SearchSpace,
@@ -163,5 +162,5 @@ def _largest_fit(s: Value, own: list[Probe], pairs: Sequence[Pair]
     fit = memory_fit(lines)
     if fit is None or fit.slope <= 0:
         return None
-    likely = (fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope
+    likely = fit.likely_fit()
     return (math.floor(likely), fit.max_fit()) if math.isfinite(likely) else None

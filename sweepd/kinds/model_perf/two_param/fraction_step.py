@@ -22,7 +22,6 @@ from dataclasses import replace
 
 from sweepd.kinds.model_perf.search import (
     FLAT,
-    MEMORY_MARGIN,
     Outcome,
     Probe,
     SearchSpace,
@@ -65,7 +64,7 @@ def _flat_at_top(seen: Sequence[Probe]) -> PairStep | str | None:
     highest = max(ok, key=lambda p: float(p.value))
     if (highest.tgs or 0.0) < (1 - FLAT) * (top.tgs or 0.0):
         return None
-    likely = math.floor((fit.limit * (1 - MEMORY_MARGIN) - fit.base) / fit.slope)
+    likely = math.floor(fit.likely_fit())
     tried = {p.value for p in seen}
     if likely <= float(highest.value) or likely in tried:
         return None
