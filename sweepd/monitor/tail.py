@@ -66,6 +66,8 @@ class LogTailer:
         self._settled: tuple[int, int, int, int] | None = None
         self._last_stat: os.stat_result | None = None   # the path's, by the last usual call
         self.stats = 0                     # calls that looked at the log (one stat each)
+        # The last call's stat showed the log as the last read left it: nothing was done.
+        self.unchanged = False
 
     async def read_lines(self) -> list[tuple[int, str]]:
         """(byte offset where the line starts, line without CR/LF), for complete lines."""
@@ -77,6 +79,7 @@ class LogTailer:
         self.last_read_bytes = 0
         self.has_more = False
         self.stats += 1
+        self.unchanged = False
         if self._settled is not None:
             # The usual call at scale (thousands of logs, most unchanged since the last
             # pass): one stat, compared with what the last read left, and nothing else.
@@ -86,6 +89,7 @@ class LogTailer:
                 st = None
             if st is not None and (st.st_size, st.st_mtime_ns, st.st_ino,
                                    st.st_dev) == self._settled:
+                self.unchanged = True
                 return []
             self._settled = None
             size = self._open_size(st)
