@@ -64,7 +64,9 @@ class LogTailer:
         # to read (every complete line returned; at most a partial one waits for its
         # newline): a stat that shows the same again is the whole of the next call.
         self._settled: tuple[int, int, int, int] | None = None
-        self._last_stat: os.stat_result | None = None   # the path's, by the last usual call
+        # What the path showed to the last usual call, as `_settled` keeps it (a tuple of
+        # ints, not the stat result: one kept per log, and the collector skips those).
+        self._looked: tuple[int, int, int, int] | None = None
         self.stats = 0                     # calls that looked at the log (one stat each)
         # The last call's stat showed the log as the last read left it: nothing was done.
         self.unchanged = False
@@ -87,12 +89,18 @@ class LogTailer:
                 st = os.stat(self._path)
             except OSError:
                 st = None
-            if st is not None and (st.st_size, st.st_mtime_ns, st.st_ino,
-                                   st.st_dev) == self._settled:
+            key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) if st else None
+            if key == self._settled:
                 self.unchanged = True
                 return []
             self._settled = None
-            size = self._open_size(st)
+            if (st is not None and (st.st_dev, st.st_ino) == self._sync_key
+                    and st.st_size >= self.offset):
+                # The next most usual: the file open for reading grew (`_open_size`'s
+                # first case, inline; settled, it was neither lost nor detached).
+                self.mtime, size, self._looked = st.st_mtime, st.st_size, key
+            else:
+                size = self._open_size(st)
         else:
             size = self._open_size()
         if size is None or self._sync_file is None:
@@ -108,12 +116,11 @@ class LogTailer:
             self.has_more = len(data) == self.chunk_bytes and size > self.offset
         else:
             lines = []
-        if self._last_stat is not None and not self.has_more and self.detached is None:
+        if self._looked is not None and not self.has_more and self.detached is None:
             # Nothing left to read but a partial line: until the path shows another size,
             # time or file, neither the read nor the checks are made again (a log whose
             # writer flushes in blocks ends mid-line most of the time).
-            st = self._last_stat
-            self._settled = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+            self._settled = self._looked
         return lines
 
     @property
@@ -124,7 +131,7 @@ class LogTailer:
     def _open_size(self, looked: os.stat_result | None = None) -> int | None:
         """The size of the log, with it open for reading; None: nothing to read. `looked`:
         the path's stat, already made by the caller (None: made here)."""
-        self._last_stat = None
+        self._looked = None
         try:
             st = looked if looked is not None else os.stat(self._path)
         except FileNotFoundError:
@@ -137,7 +144,7 @@ class LogTailer:
             # The file open for reading, grown or not: nothing to check (the usual case).
             self.lost = self.detached = None
             self.mtime = st.st_mtime
-            self._last_stat = st
+            self._looked = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
             return st.st_size
         self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
         if self._sync_file is None or self._sync_identity != self.identity:
