@@ -98,7 +98,8 @@ class LogTailer:
                     and st.st_size >= self.offset):
                 # The next most usual: the file open for reading grew (`_open_size`'s
                 # first case, inline; settled, it was neither lost nor detached).
-                self.mtime, size, self._looked = st.st_mtime, st.st_size, key
+                self.mtime, self._looked = st.st_mtime, key
+                size: int | None = st.st_size
             else:
                 size = self._open_size(st)
         else:
