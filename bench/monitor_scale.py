@@ -254,7 +254,8 @@ def _passes(work: Path, w: Window) -> str:
     return (f"{len(passes)} passes, mean {mean('wall_s'):.2f} s wall (of which advance "
             f"{mean('advance_s'):.2f} s), {mean('cpu_s'):.2f} s CPU, "
             f"{mean('db_calls'):,.0f} aiosqlite calls + {mean('executor_calls'):,.0f} "
-            f"executor calls each")
+            f"executor calls each; the collector {mean('gc_s') * 1000:.0f} ms a pass "
+            f"(full collections {mean('gc2_s') * 1000:.0f} ms; between passes included)")
 
 
 def _planning(work: Path, w: Window) -> str:

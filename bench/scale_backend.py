@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import signal
@@ -135,6 +136,19 @@ class PassStats:
 
         stats = self
         step, advance = Engine.step, planning.advance
+        collecting: dict[str, float] = {}
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            """The collector's wall time inside passes, by generation (gc_s, gc2_s)."""
+            if phase == "start":
+                collecting["at"] = time.perf_counter()
+            elif "at" in collecting and "start" in stats.current:
+                took = time.perf_counter() - collecting.pop("at")
+                stats.add("gc_s", took)
+                if info["generation"] == 2:
+                    stats.add("gc2_s", took)
+
+        gc.callbacks.append(on_gc)
         execute: Any = Connection._execute
         run_in_executor = asyncio.BaseEventLoop.run_in_executor
 

@@ -322,3 +322,55 @@ async def test_the_collector_waits_for_a_passs_log_reading_and_is_then_as_it_was
             assert gc.isenabled() == collecting
     finally:
         (gc.enable if was else gc.disable)()
+
+
+async def test_a_pass_over_unchanged_logs_stats_each_once_and_reads_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: at 10,000 jobs most logs are unchanged on most passes, and one ending
+    mid-line (a writer flushing in blocks) was read again on every pass. Now such a log
+    costs one stat: no read, no chunk, nothing stored."""
+    import os
+
+    from sweepd.store.jobs import JobsTable
+
+    count = 12
+    async with _engine(tmp_path) as engine:
+        paths = await _seed(engine.store, tmp_path / "logs", count, lines=2)
+        for path in paths[::2]:   # half end mid-line
+            with path.open("a") as f:
+                f.write("0: completed st")
+        for _ in range(2):   # read, then settled (every log due each time)
+            engine.tail_clocks.clear()
+            await engine.step()
+        names = {str(p) for p in paths}
+        calls = {"stat": 0, "pread": 0}
+        written: list[int] = []
+        real_stat, real_pread = os.stat, os.pread
+        real_record = JobsTable.record_logs
+
+        def stat(path: Any, *a: Any, **k: Any) -> Any:
+            calls["stat"] += os.fspath(path) in names if isinstance(path, str | Path) else 0
+            return real_stat(path, *a, **k)
+
+        def pread(*a: Any) -> bytes:
+            calls["pread"] += 1
+            return real_pread(*a)
+
+        async def record(table: JobsTable, chunks: Sequence[Any]) -> None:
+            written.append(len(chunks))
+            await real_record(table, chunks)
+
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(os, "pread", pread)
+        monkeypatch.setattr(JobsTable, "record_logs", record)
+        for _ in range(3):
+            engine.tail_clocks.clear()
+            await engine.step()
+        monkeypatch.undo()
+        assert calls == {"stat": 3 * count, "pread": 0}
+        assert written == [0, 0, 0]
+        # What the two first passes read is stored: every complete line, no partial one.
+        stored = await engine.store.active.jobs()
+        assert [j.log_offset for j in stored] == [
+            p.stat().st_size - (len("0: completed st") if i % 2 == 0 else 0)
+            for i, p in enumerate(paths)]

@@ -22,22 +22,34 @@ from sweepd.util.clock import Clock
 log = structlog.get_logger("sweepd.core.follow")
 
 
-def _read_all(tailers: Sequence[LogTailer | None],
-              stopped: Callable[[], bool] | None = None) -> list[list[tuple[int, str]]]:
-    """Every log's new lines; once `stopped` says so, no more logs are read (a restart's
-    backlog over thousands of logs takes seconds, and a stop must not wait for it)."""
+def _read_all(jobs: Sequence[Job], tailers: Sequence[LogTailer | None],
+              stopped: Callable[[], bool] | None = None,
+              ) -> tuple[list[list[tuple[int, str]]], list[int]]:
+    """Every log's new lines, and the indices of the logs that may say something: all but
+    those a stat showed unchanged since a read whose offset and identity the store has (at
+    10,000 jobs most of a pass; nothing more is done for them). Once `stopped` says so, no
+    more logs are read (a restart's backlog over thousands of logs takes seconds, and a
+    stop must not wait for it)."""
     out: list[list[tuple[int, str]]] = []
-    for tailer in tailers:
-        if stopped is not None and stopped():
+    touched: list[int] = []
+    for i, tailer in enumerate(tailers):
+        if tailer is None:
             out.append([])
             continue
-        try:
-            out.append(tailer.read_lines_sync() if tailer is not None else [])
-        except OSError as e:  # one unreadable log must not stop the others being read
-            log.warning("log.unreadable", path=str(tailer.path if tailer else None),
-                        error=str(e))
+        if stopped is not None and stopped():
             out.append([])
-    return out
+            touched.append(i)
+            continue
+        try:
+            out.append(tailer.read_lines_sync())
+        except OSError as e:  # one unreadable log must not stop the others being read
+            log.warning("log.unreadable", path=str(tailer.path), error=str(e))
+            out.append([])
+        job = jobs[i]
+        if (not tailer.unchanged or tailer.offset != job.log_offset
+                or tailer.identity != job.log_identity):
+            touched.append(i)
+    return out, touched
 
 
 def _lost(job: Job, tailer: LogTailer, now: float, grace_s: float) -> bool:
@@ -102,30 +114,32 @@ class LogFollower:
         stored ones). `stopped` is asked in the reading thread between two logs: once it
         says so, the rest is not read, and `checkpoint` ends the pass."""
         tailers = [self._tailer(job) for job in jobs]
-        lines = await asyncio.to_thread(_read_all, tailers, stopped)
-        await self.kind_facts.prepare([j for j, got in zip(jobs, lines, strict=True) if got])
+        lines, touched = await asyncio.to_thread(_read_all, jobs, tailers, stopped)
+        await self.kind_facts.prepare([jobs[i] for i in touched if lines[i]])
         if stopped is not None and stopped() and checkpoint is not None:
             await checkpoint()
+        # Only the logs that may say something: an untouched one is no chunk (its lines,
+        # `lost`, `detached`, offset and identity are as the store has them).
+        out: list[LogChunk | None] = [None] * len(jobs)
         # One `lost` per job for the pass: what is told and what is stored agree.
         now = self._clock.now()
-        lost = [t is not None and bool(t.lost) and _lost(job, t, now, self._grace_s)
-                for job, t in zip(jobs, tailers, strict=True)]
-        for job, tailer, gone in zip(jobs, tailers, lost, strict=True):
-            if tailer is not None and (gone or tailer.detached):
+        lost: dict[int, bool] = {}
+        for i in touched:
+            job, tailer = jobs[i], tailers[i]
+            assert tailer is not None   # a job without a log path is never touched
+            gone = lost[i] = bool(tailer.lost) and _lost(job, tailer, now, self._grace_s)
+            if gone or tailer.detached:
                 await self._tell(job, tailer, gone)
-        out: list[LogChunk | None] = []
-        for job, t, got, gone in zip(jobs, tailers, lines, lost, strict=True):
-            if t is None:
-                out.append(None)
-            elif got:
+        for i in touched:
+            job, t, got, gone = jobs[i], tailers[i], lines[i], lost[i]
+            assert t is not None
+            if got:
                 if checkpoint is not None:
                     await checkpoint()
-                out.append(self._chunk(job, t, got, gone, now))
-            # A quiet log (the usual case) is a chunk only when its offset or identity moved.
+                out[i] = self._chunk(job, t, got, gone, now)
+            # A quiet log is a chunk only when its offset or identity moved.
             elif gone or t.offset != job.log_offset or t.identity != job.log_identity:
-                out.append(self._chunk(job, t, got, gone, now))
-            else:
-                out.append(None)
+                out[i] = self._chunk(job, t, got, gone, now)
         return out
 
     async def _tell(self, job: Job, tailer: LogTailer, lost: bool) -> None:

@@ -52,6 +52,40 @@ class TailClocks:
                          else min(max(tail.interval * 2, base), most))
         tail.next_at = now + tail.interval
 
+    def due_jobs(self, jobs: Sequence[Job], now: float,
+                 statuses: dict[str, JobStatus]) -> list[Job]:
+        """`due` of every job, in one loop (10,000 jobs a pass: a call each cost more than
+        the test). A job the scheduler says has finished is due at once."""
+        clocks, out = self._clocks, []
+        submitting = JobState.SUBMITTING
+        for job in jobs:
+            tail = clocks.get(job.id)
+            if tail is None:
+                tail = clocks[job.id] = _TailClock()
+            if job.state != submitting and now >= tail.next_at:
+                out.append(job)
+            elif job.state != submitting:
+                status = statuses.get(job.backend_id or "")
+                if status is not None and status.state.finished:
+                    out.append(job)
+        return out
+
+    def read_all(self, jobs: Sequence[Job], fresh: Sequence[bool], now: float,
+                 policy: PolicyConfig) -> None:
+        """`read` of every job read this pass, in one loop."""
+        clocks = self._clocks
+        base, most = policy.tail_interval_s, policy.tail_backoff_max_s
+        base_at = now + base
+        for job, new in zip(jobs, fresh, strict=True):
+            tail = clocks[job.id]
+            if new:
+                tail.quiet, tail.interval, tail.next_at = 0, base, base_at
+                continue
+            tail.quiet += 1
+            tail.interval = (base if tail.quiet <= QUIET_GRACE
+                             else min(max(tail.interval * 2, base), most))
+            tail.next_at = now + tail.interval
+
     def pop(self, job_id: int) -> None:
         self._clocks.pop(job_id, None)
 
@@ -84,18 +118,11 @@ async def _read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
                      policy: PolicyConfig, now: float, jobs: Sequence[Job],
                      statuses: dict[str, JobStatus], checkpoint: Callable[[], Awaitable[None]],
                      stopped: Callable[[], bool]) -> bool:
-    due = []
-    for job in jobs:
-        status = statuses.get(job.backend_id or "")
-        if clocks.due(job, now, status is not None and status.state.finished):
-            due.append(job)
+    due = clocks.due_jobs(jobs, now, statuses)
     chunks = await follower.read_chunks(due, checkpoint, stopped)
     written = [c for c in chunks if c is not None]
     await store.jobs.record_logs(written)
     observe_stored(written)   # line -> stored latency, for /metrics
-    news = False
-    for job, chunk in zip(due, chunks, strict=True):
-        fresh = chunk is not None and "last_output_at" in chunk.fields
-        clocks.read(job.id, fresh, now, policy)
-        news = news or fresh
-    return news
+    fresh = [c is not None and "last_output_at" in c.fields for c in chunks]
+    clocks.read_all(due, fresh, now, policy)
+    return any(fresh)

@@ -53,8 +53,9 @@ def observe_stored(chunks: Sequence[Any]) -> None:
     """After a store commit of log facts: how long after the newest line was written.
     The file's mtime when it was read (`written_at`) stands for the newest line's time."""
     now = time.time()
-    observe_many(LINE_TO_STORED, [max(0.0, now - chunk.written_at) for chunk in chunks
-                                  if chunk.written_at is not None
+    # `max(0.0, d)` without a call per chunk (10,000 a pass): the same value, NaN included.
+    observe_many(LINE_TO_STORED, [d if (d := now - chunk.written_at) > 0.0 else 0.0
+                                  for chunk in chunks if chunk.written_at is not None
                                   and "last_output_at" in chunk.fields])
 
 

@@ -40,6 +40,7 @@ class LogTailer:
         if chunk_bytes < 1:
             raise ValueError("chunk_bytes must be positive")
         self.path = path
+        self._path = os.fspath(path)       # what `os.stat` takes without converting it
         self.offset = offset               # first byte not yet returned
         # Why the log cannot be read now (None: it can); restored from a stored identity.
         self.lost: str | None = "not readable when last tried" if is_lost(identity) else None
@@ -59,6 +60,16 @@ class LogTailer:
         self._sync_identity: str | None = None
         # (st_dev, st_ino) of the open file: a stat that shows it needs no identity check.
         self._sync_key: tuple[int, int] | None = None
+        # (size, mtime in ns, inode, device) the path showed when the last read left nothing
+        # to read (every complete line returned; at most a partial one waits for its
+        # newline): a stat that shows the same again is the whole of the next call.
+        self._settled: tuple[int, int, int, int] | None = None
+        # What the path showed to the last usual call, as `_settled` keeps it (a tuple of
+        # ints, not the stat result: one kept per log, and the collector skips those).
+        self._looked: tuple[int, int, int, int] | None = None
+        self.stats = 0                     # calls that looked at the log (one stat each)
+        # The last call's stat showed the log as the last read left it: nothing was done.
+        self.unchanged = False
 
     async def read_lines(self) -> list[tuple[int, str]]:
         """(byte offset where the line starts, line without CR/LF), for complete lines."""
@@ -69,17 +80,48 @@ class LogTailer:
         thread call per pass (a thread hop per log cost more than the reads)."""
         self.last_read_bytes = 0
         self.has_more = False
-        size = self._open_size()
-        if size is None or size <= self.offset or self._sync_file is None:
+        self.stats += 1
+        self.unchanged = False
+        if self._settled is not None:
+            # The usual call at scale (thousands of logs, most unchanged since the last
+            # pass): one stat, compared with what the last read left, and nothing else.
+            try:
+                st = os.stat(self._path)
+            except OSError:
+                st = None
+            key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) if st else None
+            if key == self._settled:
+                self.unchanged = True
+                return []
+            self._settled = None
+            if (st is not None and (st.st_dev, st.st_ino) == self._sync_key
+                    and st.st_size >= self.offset):
+                # The next most usual: the file open for reading grew (`_open_size`'s
+                # first case, inline; settled, it was neither lost nor detached).
+                self.mtime, self._looked = st.st_mtime, key
+                size: int | None = st.st_size
+            else:
+                size = self._open_size(st)
+        else:
+            size = self._open_size()
+        if size is None or self._sync_file is None:
             return []
-        self.reads += 1
-        # One positioned read of what the size says is there (no seek, and no buffer of
-        # `chunk_bytes` allocated for the usual line or two): thousands of logs a pass.
-        data = os.pread(self._sync_file.fileno(), min(self.chunk_bytes, size - self.offset),
-                        self.offset)
-        self.last_read_bytes = len(data)
-        lines = self._split(data)
-        self.has_more = len(data) == self.chunk_bytes and size > self.offset
+        if size > self.offset:
+            self.reads += 1
+            # One positioned read of what the size says is there (no seek, and no buffer of
+            # `chunk_bytes` allocated for the usual line or two): thousands of logs a pass.
+            data = os.pread(self._sync_file.fileno(),
+                            min(self.chunk_bytes, size - self.offset), self.offset)
+            self.last_read_bytes = len(data)
+            lines = self._split(data)
+            self.has_more = len(data) == self.chunk_bytes and size > self.offset
+        else:
+            lines = []
+        if self._looked is not None and not self.has_more and self.detached is None:
+            # Nothing left to read but a partial line: until the path shows another size,
+            # time or file, neither the read nor the checks are made again (a log whose
+            # writer flushes in blocks ends mid-line most of the time).
+            self._settled = self._looked
         return lines
 
     @property
@@ -87,10 +129,12 @@ class LogTailer:
         """`identity` as the store keeps it: marked when the log is lost."""
         return f"{LOST}{self.identity or ''}" if self.lost else self.identity
 
-    def _open_size(self) -> int | None:
-        """The size of the log, with it open for reading; None: nothing to read."""
+    def _open_size(self, looked: os.stat_result | None = None) -> int | None:
+        """The size of the log, with it open for reading; None: nothing to read. `looked`:
+        the path's stat, already made by the caller (None: made here)."""
+        self._looked = None
         try:
-            st = os.stat(self.path)
+            st = looked if looked is not None else os.stat(self._path)
         except FileNotFoundError:
             return self._unreachable("deleted" if self.identity else NOT_THERE)
         except OSError as e:
@@ -101,6 +145,7 @@ class LogTailer:
             # The file open for reading, grown or not: nothing to check (the usual case).
             self.lost = self.detached = None
             self.mtime = st.st_mtime
+            self._looked = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
             return st.st_size
         self._check_identity(f"{st.st_dev}:{st.st_ino}", st.st_size)
         if self._sync_file is None or self._sync_identity != self.identity:
