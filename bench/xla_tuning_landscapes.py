@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sweepd.kinds.xla_tuning.catalog.catalog import (
     COST_MECHANISMS,
@@ -205,16 +205,23 @@ def generate_fresh(rng: random.Random) -> Case:
         if h.settings[0].key != w0:
             inter.append(Interaction(members=(h.settings[0].label, w0),
                                      tgs=rng.uniform(0.96, 0.99)))
+    return _landscape(rng, par, cat, effects, inter, evidence, (0.004, 0.012), 0.06), cat
+
+
+def _landscape(rng: random.Random, par: Parallelism, cat: Sequence[Profile],
+               effects: dict[str, Effect], inter: list[Interaction], evidence: dict[Cost, float],
+               noise: tuple[float, float], most_flakes: float) -> Landscape:
+    """A random family's cell from its effects: 0-2 flags the image refuses, 0-2 deployed,
+    noise and flake rate drawn in the ranges given (in this order: the seeds' cells)."""
     unknown = frozenset(rng.choice(cat).settings[0].key for _ in range(rng.randint(0, 2)))
     deployed = tuple(rng.choice(cat).settings[0].label for _ in range(rng.randint(0, 2)))
-    land = Landscape(
+    return Landscape(
         parallelism=par.text, tags=("default",), base_tgs={"default": 1000.0},
         effects=effects, interactions=tuple(inter),
         unknown=unknown - {d.partition("=")[0] for d in deployed},
-        deployed=tuple(dict.fromkeys(deployed)), noise=rng.uniform(0.004, 0.012),
-        flake_rate=rng.uniform(0.0, 0.06), evidence=evidence,
+        deployed=tuple(dict.fromkeys(deployed)), noise=rng.uniform(*noise),
+        flake_rate=rng.uniform(0.0, most_flakes), evidence=evidence,
     )
-    return land, cat
 
 
 GENERATORS["fresh"] = generate_fresh
@@ -476,16 +483,7 @@ def generate_latest(rng: random.Random) -> Case:
             inter.append(Interaction(members=(h1.settings[0].label,
                                               fams[winners[0]][0].settings[0].key),
                                      tgs=rng.uniform(0.96, 0.99)))
-    unknown = frozenset(rng.choice(cat).settings[0].key for _ in range(rng.randint(0, 2)))
-    deployed = tuple(rng.choice(cat).settings[0].label for _ in range(rng.randint(0, 2)))
-    land = Landscape(
-        parallelism=par.text, tags=("default",), base_tgs={"default": 1000.0},
-        effects=effects, interactions=tuple(inter),
-        unknown=unknown - {d.partition("=")[0] for d in deployed},
-        deployed=tuple(dict.fromkeys(deployed)), noise=rng.uniform(0.005, 0.010),
-        flake_rate=rng.uniform(0.0, 0.04), evidence=evidence,
-    )
-    return land, cat
+    return _landscape(rng, par, cat, effects, inter, evidence, (0.005, 0.010), 0.04), cat
 
 
 LATEST: dict[str, Callable[[random.Random], Case]] = {"latest": generate_latest}

@@ -12,6 +12,7 @@ from sweepd.monitor.facts import FailureClass
 from sweepd.util.rulebook import Rule, RuleBook, Threshold
 
 _POLICY = "sweepd.config:PolicyConfig."
+_STEADY = "sweepd.monitor.steady:"
 
 THRESHOLDS = (
     Threshold("max_retries", _POLICY + "max_retries", "retries per run; the next failure is final"),
@@ -25,6 +26,15 @@ THRESHOLDS = (
               "how long the controller may be down before the sweep stops (s)"),
     Threshold("hang_timeout_s", _POLICY + "hang_timeout_s",
               "no new output for this long while RUNNING: hung (s)"),
+    # What a passed run measures (`monitor/steady.py`): every kind compares these readings.
+    Threshold("steady_first", _STEADY + "STEADY_FIRST",
+              "the steady window's first step (0-4: compilation, warm-up)"),
+    Threshold("steady_first_profiler", _STEADY + "STEADY_FIRST_PROFILER",
+              "its first step with the profiler on (the SKILL.md: it perturbs 5-8)"),
+    Threshold("steady_last", _STEADY + "STEADY_LAST", "the steady window's last step"),
+    Threshold("profiler_artefact", _STEADY + "PROFILER_ARTEFACT",
+              "a profiled run's window step this many times off the median of its steps 5-14 "
+              "is the profiler's start or stop, left out (upstream MaxText perturbs 10-14)"),
 )
 
 
@@ -41,7 +51,8 @@ _CLASS_RETRIES = tuple(
     if k not in RULES or k in (FailureClass.PULL, FailureClass.CONTROLLER_DOWN))
 
 POLICY_RULES = (
-    _r("success", "the job completed: its run passed"),
+    _r("success", "the job completed: its run passed, measured over the steady window",
+       "steady_first", "steady_first_profiler", "steady_last", "profiler_artefact"),
     _r("oom.never_retry", "out of memory: recorded as the value's result, never retried"),
     _r("fault.frozen_nodelist", "a node fault in a sweep whose nodelist is frozen: stop"),
     _r("fault.node_unhealthy", "a node fault in a per-node sweep: the node's own result"),
