@@ -388,3 +388,10 @@ def test_a_sigkill_under_a_cancel_or_a_scheduler_cause_is_theirs() -> None:
                    exit_code=137)
     v = classify(oom)
     assert v.klass is FailureClass.HOST_OOM and v.detail != KILL9
+
+
+def test_a_summary_that_names_sigterm_is_a_cancel() -> None:
+    v = classify(JobFacts(node_map=BOX, phase=Phase.TRAINING, last_step=4,
+                          summary=SummaryFact("FAILED", None, "killed by signal 15"),
+                          scheduler_state="FAILED"))
+    assert v.klass is FailureClass.CANCELLED

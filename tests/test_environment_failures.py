@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from sweepd.config import Config, load_config
 from sweepd.reports.report import explain_lines
+from sweepd.store.rows import Job
 from tests.local_trainer import local_config_text, starts, write_trainer
 from tests.simrun import open_store, perf_spec, recorded, run, sim_config, write_scenario
 
@@ -39,6 +41,14 @@ def _config(tmp_path: Path, command: str | None = None, **env: str) -> tuple[Pat
 
 def _spec(**extra: Any) -> dict[str, Any]:
     return {"kind": "model-perf", "model": "tiny-llama", "name": "tiny", **extra}
+
+
+async def _jobs(config: Config) -> list[Job]:
+    store = await open_store(config)
+    try:
+        return await store.jobs.of_sweep(1)
+    finally:
+        await store.close()
 
 
 async def _stop_facts(config: Config) -> tuple[str | None, list[str], str]:
@@ -69,6 +79,35 @@ async def test_an_import_error_stops_the_sweep_after_its_first_job(tmp_path: Pat
     assert reason is not None and IMPORT_LINE in reason
     assert any("[environment.stop]" in line and IMPORT_LINE in line for line in explained)
     assert IMPORT_LINE in stop
+
+
+# Trainers broken in a way no value changes, each with the rule that stops it and the line
+# it quotes: a syntax error (Python prints no traceback for the script it runs), libtpu's
+# unknown flag, MaxText's refusal of an override its config does not define.
+BROKEN = {
+    "syntax": ("def broken(:\n", "environment.stop", "SyntaxError: "),
+    "flag": ("print(\"ERROR: Unknown command line flag 'xla_tpu_foo'\", flush=True)\n"
+             "raise SystemExit(1)\n", "config.stop",
+             "ERROR: Unknown command line flag 'xla_tpu_foo'"),
+    "override": ("print(\"ValueError: 'no_such_key' not in 'steps', 'dataset_type'\", "
+                 "flush=True)\nraise SystemExit(1)\n", "config.stop",
+                 "ValueError: 'no_such_key' not in"),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+async def test_a_trainer_broken_alike_at_every_value_stops_after_one_job(
+        tmp_path: Path, broken: str) -> None:
+    source, rule, line = BROKEN[broken]
+    script = tmp_path / "broken_train.py"
+    script.write_text(source)
+    _, config = _config(tmp_path, command=f"{sys.executable} {script}")
+    code, _ = await run(config, _spec())
+    _, rules, runs = await recorded(config)
+    assert code == STOPPED and rule in rules, rules
+    assert [outcome for _, outcome in runs] == [None] and len(await _jobs(config)) == 1
+    reason, _, stop = await _stop_facts(config)
+    assert reason is not None and line in reason and line in stop
 
 
 def test_a_missing_script_stops_sweepd_run_with_exit_3(tmp_path: Path) -> None:
@@ -102,11 +141,7 @@ async def test_a_kill_9_is_named_and_retried_as_before(tmp_path: Path) -> None:
     assert code != STOPPED and "host_oom.retry" in rules, rules
     assert "unknown.retry_bounded" not in rules
     assert len(starts(tmp_path / "starts")) == 3   # max_retries 2: as any transient
-    store = await open_store(config)
-    try:
-        jobs = await store.jobs.of_sweep(1)
-    finally:
-        await store.close()
+    jobs = await _jobs(config)
     assert {(j.failure_class, j.failure_detail) for j in jobs} == {("host_oom", KILL9)}
     # The line that says so: the summary's (`exit 137`, or `killed by signal 9` where the
     # wrapper names the signal).
@@ -130,11 +165,7 @@ async def test_an_environment_fault_on_the_simulated_cluster_stops_at_once(
     _, rules, runs = await recorded(config)
     assert code == STOPPED
     assert "environment.stop" in rules and [o for _, o in runs] == [None], (rules, runs)
-    store = await open_store(config)
-    try:
-        jobs = await store.jobs.of_sweep(1)
-    finally:
-        await store.close()
+    jobs = await _jobs(config)
     assert len(jobs) == 1 and jobs[0].failure_class == "environment"
     reason, explained, stop = await _stop_facts(config)
     assert reason is not None and IMPORT_LINE in reason and IMPORT_LINE in stop

@@ -250,8 +250,9 @@ def _environment(case: Case) -> Action:
     v = case.verdict
     what = f" ({v.detail})" if v.detail else ""
     return Action(Act.STOP, "environment.stop",
-                  f"the trainer cannot start{quoted(v.evidence)}{what}: every value would "
-                  "fail the same way; fix the environment or the train command, then resume")
+                  f"the trainer cannot start{quoted(v.evidence)}{what}: the same at every "
+                  "value, so never retried; fix the environment or the train command, then "
+                  "resume")
 
 
 def _checkout(case: Case) -> Action:

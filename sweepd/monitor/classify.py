@@ -138,7 +138,8 @@ def _succeeded(f: JobFacts) -> bool:
 
 def _cancelled(f: JobFacts) -> bool:
     s = f.summary
-    by_summary = s is not None and (s.status == "CANCELLED" or s.exit_code in CANCEL_EXITS)
+    by_summary = s is not None and (s.status == "CANCELLED" or s.exit_code in CANCEL_EXITS
+                                    or _summary_signal(s) in _CANCEL_SIGNALS)
     return (f.cancelled_by_us or by_summary or f.scheduler_state == "CANCELLED"
             or f.exit_code in CANCEL_EXITS)
 
@@ -257,7 +258,7 @@ _EXCEPTION_NAME = re.compile(r"(?:^|: )(\w+Error):")
 def _environment_detail(line: str) -> str:
     m = _EXCEPTION_NAME.search(line)
     what = m.group(1) if m else "an error"
-    return f"{what}: the trainer's environment or its code, not the swept value"
+    return f"{what}: the trainer's environment or its code"
 
 
 # A summary's `Status: FAILED (killed by signal 9)` (the local backend's wrapper).
@@ -278,12 +279,21 @@ def killed_by(number: int) -> str:
     return f"killed by signal {number}{name}" + (f": {sender}" if sender else "")
 
 
+# SIGINT, SIGTERM: a stop (CANCEL_EXITS are 128 + these).
+_CANCEL_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _summary_signal(s: SummaryFact) -> int | None:
+    m = _KILLED_BY.search(s.detail)
+    return int(m.group(1)) if m else None
+
+
 def _signal_number(f: JobFacts) -> tuple[int, str] | None:
     """The signal that ended the job, as its summary or the scheduler says (the shell's
     128 + N; Slurm's `0:9` reaches here as 137), with the line that says so."""
     s = f.summary
-    if s is not None and (m := _KILLED_BY.search(s.detail)):
-        return int(m.group(1)), _summary_line(s) or ""
+    if s is not None and (number := _summary_signal(s)) is not None:
+        return number, _summary_line(s) or ""
     for code, line in ((s.exit_code if s else None, _summary_line(s)),
                        (f.exit_code, _sched(f))):
         if code is not None and 128 < code <= 128 + 64:
