@@ -43,6 +43,7 @@ from sweepd.kinds.model_perf.search import (
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.upfront import upfront
 from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
 from sweepd.kinds.model_perf.verdict import CaveatKind as K
@@ -278,6 +279,8 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts]
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
         "nodes": ran, "settled": settled, "caveat": found.caveat_text(),
+        # Where the memory pool the search read came from (model_perf/pool.py).
+        "pool": pool_of(spec, ctx).line,
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
                     + (f", measured on {ran}N" if ran < pinned else ""),
         **found.as_dict(),
