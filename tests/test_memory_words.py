@@ -165,3 +165,19 @@ def test_a_new_users_path_on_one_tpu_chip(tmp_path: Path) -> None:
         assert "GPU out of memory" not in told and ("HBM out of memory" in told or not ooms)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_plot_labels_the_best_as_measured_not_an_optimum() -> None:
+    from sweepd.kinds.model_perf.plot import perf_curve_figure
+
+    fig = perf_curve_figure([(4.0, 1.0), (8.0, 2.0)], [16.0], 8.0, "per_device_batch_size",
+                            "t")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert "best measured 8" in labels and not any("optimum" in str(x) for x in labels)
+
+
+def test_the_cleanup_command_runs_under_sweepds_own_interpreter() -> None:
+    from sweepd.clusters.slurm.profile import clean_command
+
+    assert clean_command(Path("/r/train_env.sh")).split()[:3] == [
+        sys.executable, "-m", "sweepd.clusters.train_env"]
