@@ -11,6 +11,7 @@ from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.jobfacts import quiet_note
 from sweepd.kinds.model_perf.params import run_params
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.rules import (
     BELOW_MINIMUM,
@@ -43,7 +44,6 @@ from sweepd.kinds.model_perf.search import (
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
-from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.upfront import upfront
 from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
 from sweepd.kinds.model_perf.verdict import CaveatKind as K
