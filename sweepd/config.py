@@ -111,6 +111,21 @@ class ClusterConfig(_Section):
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
 
+    @property
+    def pool_given(self) -> bool:
+        """The config names the accelerator's memory (else 192, the toolkit's MI300X)."""
+        return "gpu_memory_gib" in self.model_fields_set
+
+    @property
+    def planning_pool(self) -> float:
+        """The memory the planner is told one accelerator has: 0 (unknown) on the local
+        backend when the config names none, where the default describes no box the person
+        has (a 16 GB TPU chip planned on 192 GB OOMed four times); the runs' Memstats then
+        say it (docs/local.md "Memory: where the pool comes from")."""
+        if self.backend == "local" and not self.pool_given:
+            return 0.0
+        return self.gpu_memory_gib
+
     @model_validator(mode="after")
     def _local_complete(self) -> ClusterConfig:
         if self.backend == "local" and not self.local.argv:

@@ -61,6 +61,10 @@ async def run_checks(config: Config, say: Callable[[str], None],
     lines = [_dirs(config), *await _scheduler(config, env)]
     for line in lines:
         say(str(line))
+    if not config.cluster.planning_pool:   # a warning, no failure (docs/local.md "Memory")
+        say("warn memory: the config names no gpu_memory_gib, so the pool is unknown until "
+            "a run prints Memstats (set it: sweepd init --gpu-memory-gib, e.g. 15.75 for one "
+            "TPU v5e chip)")
     slurm = config.cluster.slurm
     more: list[Line] = []
     if config.cluster.backend == "slurm" and slurm.mode == "submit_sh":

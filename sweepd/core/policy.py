@@ -110,7 +110,9 @@ def _consecutive(history: Sequence[Verdict], klass: F) -> int:
 
 def _oom(case: Case) -> Action:
     size = f" ({case.verdict.detail})" if case.verdict.detail else ""
-    return Action(Act.RECORD, "oom.never_retry", f"GPU out of memory{size}: deterministic, "
+    # The OOM line's own word for the memory: a TPU's says HBM (`Ran out of memory on HBM`).
+    what = "HBM" if "hbm" in (case.verdict.evidence or "").lower() else "GPU"
+    return Action(Act.RECORD, "oom.never_retry", f"{what} out of memory{size}: deterministic, "
                   "never retried at the same value", "oom")
 
 

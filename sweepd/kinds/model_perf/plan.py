@@ -11,6 +11,7 @@ from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.jobfacts import quiet_note
 from sweepd.kinds.model_perf.params import run_params
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.rules import (
     BELOW_MINIMUM,
@@ -278,6 +279,8 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts]
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
         "nodes": ran, "settled": settled, "caveat": found.caveat_text(),
+        # Where the memory pool the search read came from (model_perf/pool.py).
+        "pool": pool_of(spec, ctx).line,
         "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
                     + (f", measured on {ran}N" if ran < pinned else ""),
         **found.as_dict(),
