@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sweepd.app.daemon import Parts, first_of, open_parts
-from sweepd.app.startup import check_cluster
+from sweepd.app.startup import check_cluster, check_state_dir
 from sweepd.clusters.base import ControllerUnreachable
 from sweepd.config import Config
 from sweepd.core.control import abort
@@ -38,6 +38,7 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
     Ctrl-C cancels the sweep's jobs (no daemon follows them after we leave); a second
     Ctrl-C leaves at once, naming the jobs that may still run. `kept` False: the state
     directory is removed when the caller is done (a demo's own): no hint to read it again."""
+    check_state_dir(config)   # one line, not a traceback from deep in opening the store
     for note in await check_cluster(config):   # Slurm's commands, slurm.conf, the repo
         emit(f"note: {note}; waiting for it")
     async with open_parts(config) as parts:
