@@ -49,8 +49,8 @@ def test_a_state_dir_under_a_file_is_one_line(tmp_path: Path) -> None:
     state = tmp_path / "afile" / "state"
     config, spec = _files(tmp_path, state)
     want = f"{state} cannot be made: {tmp_path / 'afile'} is not a directory"
-    _one_line(_sweepd(tmp_path, "run", "--config", str(config), "--state-dir", str(state), str(spec)),
-              want)
+    _one_line(_sweepd(tmp_path, "run", "--config", str(config), "--state-dir", str(state),
+                      str(spec)), want)
     _one_line(_sweepd(tmp_path, "serve", "--config", str(config)), want)
     checked = _sweepd(tmp_path, "check", "--config", str(config))
     assert checked.returncode == 1
