@@ -1,6 +1,7 @@
 """A fake MaxText trainer for the local backend's tests, written by the test into its tmp
 directory: it prints MaxText-like lines (the compiled-memory line, `completed step: N, ...`
-for steps 0..steps-1) and behaves as FAKE_MODE says (pass, oom, hang, child, slow); with
+for steps 0..steps-1) and behaves as FAKE_MODE says (pass, oom, hang, child, slow, linger:
+asleep after its last step); with
 `profiler=xplane` its steps 10-14 read as the profiler's start and stop did on the TPU chip.
 Every start is appended to $FAKE_STARTS (pid and argv), so a test counts the processes a run had.
 Its memory grows with per_device_batch_size: over FAKE_LIMIT_GB it prints XLA's OOM line at
@@ -49,6 +50,8 @@ for step in range(steps):
     print(f"completed step: {step}, seconds: {step_s:.3f}, TFLOP/s/device: 60.000, "
           f"Tokens/s/device: {tgs * profiled.get(step, 1.0):.3f}, total_weights: 2048, "
           f"loss: {10 - step * 0.3:.3f}", flush=True)
+if mode == "linger":   # a slow teardown after the last step (a checkpoint, a profile)
+    time.sleep(600)
 sys.exit(0)
 '''
 

@@ -177,10 +177,20 @@ class LocalCluster(ThreadedJobs):
                              start=record.get("started_at"))
         code = int(ended["exit_code"])
         start, end = ended.get("start"), ended.get("end")
-        if ended.get("cancelled") or self.records.cancel_asked(job_id):
-            return JobStatus(SchedulerState.CANCELLED, code, "cancelled", start=start, end=end)
+        signum = ended.get("signal")
+        if self.records.cancel_asked(job_id):
+            return JobStatus(SchedulerState.CANCELLED, code, "cancelled by sweepd",
+                             start=start, end=end)
+        if ended.get("cancelled"):
+            # A stop signal from outside sweepd (a person's `kill -TERM`): CANCELLED, as
+            # Slurm says of a scancel sweepd did not send, so the engine's outside-cancel
+            # rules judge it (`cancelled.measured` when its steady window was complete).
+            what = f"signal {signum}" if isinstance(signum, int) else f"exit {code}"
+            return JobStatus(SchedulerState.CANCELLED, code, f"cancelled outside sweepd "
+                             f"({what})", start=start, end=end)
         state = SchedulerState.COMPLETED if code == 0 else SchedulerState.FAILED
-        return JobStatus(state, code, start=start, end=end)
+        reason = f"killed by signal {signum}" if isinstance(signum, int) else None
+        return JobStatus(state, code, reason, start=start, end=end)
 
     def _poll(self, ids: list[str]) -> dict[str, JobStatus]:
         with locked(self._lock):
@@ -231,5 +241,6 @@ class LocalCluster(ThreadedJobs):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(int(trainer[0]), signal.SIGKILL)
             write_json(status_path(self.jobs_dir, job_id),
-                       {"exit_code": KILLED_EXIT, "start": record.get("started_at"),
-                        "end": time.time(), "cancelled": True})
+                       {"exit_code": KILLED_EXIT, "signal": signal.SIGKILL.value,
+                        "start": record.get("started_at"), "end": time.time(),
+                        "cancelled": True, "cancelled_by": "sweepd"})
