@@ -77,7 +77,8 @@ def local_config_text(tmp_path: Path, trainer: Path, env: dict[str, str] | None 
         f'socket = "{tmp_path / "sweepd.sock"}"', "tick_s = 0.1", "hang_floor_wall_s = 1.0",
         "", "[cluster]", 'backend = "local"', "gpus_per_node = 1", "gpu_memory_gib = 16",
         "", "[cluster.local]", f'train_command = "{train_command(trainer)}"', 'node = "box1"',
-        "cancel_grace_s = 2", f'workdir = "{tmp_path}"', f"env = {{{table}}}",
+        "cancel_grace_s = 2", f'lock = "{tmp_path / "slot.lock"}"', f'workdir = "{tmp_path}"',
+        f"env = {{{table}}}",
         "", "[policy]", *(f"{k} = {v}" for k, v in knobs.items()), ""]
     return "\n".join(lines)
 

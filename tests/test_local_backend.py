@@ -28,6 +28,7 @@ from tests.local_trainer import starts, train_command, write_trainer
 def _cluster(tmp_path: Path, **env: str) -> LocalCluster:
     trainer = write_trainer(tmp_path)
     settings = LocalConfig(train_command=train_command(trainer), node="box1",
+                           lock=tmp_path / "slot.lock",
                            cancel_grace_s=2, workdir=tmp_path,
                            env={"FAKE_STARTS": str(tmp_path / "starts"), **env})
     return LocalCluster(tmp_path / "state", settings)

@@ -163,8 +163,10 @@ async def check_cluster(config: Config, env: Mapping[str, str] | None = None) ->
     """The scheduler's part of `check_start` (a foreground `run` has no socket or chat)."""
     if config.cluster.backend == "local":
         from sweepd.clusters.local.checks import train_command_problem
+        from sweepd.clusters.local.slot import lock_problem
 
-        problem = train_command_problem(config.cluster.local, env)
+        problem = train_command_problem(config.cluster.local, env) or \
+            lock_problem(config.cluster.local.lock_path())
         if problem is not None:
             raise ConfigError(problem)
         return []

@@ -1,4 +1,4 @@
-"""One local job's wrapper: `python wrapper.py JOBS_DIR JOB_ID` (or `python -m
+"""One local job's wrapper: `python wrapper.py JOBS_DIR JOB_ID [SLOT_FD]` (or `python -m
 sweepd.clusters.local.wrapper ...`), started detached by the local backend, so the job
 outlives the daemon.
 
@@ -203,7 +203,24 @@ class Trainer:
         return (128 - raw, -raw) if raw < 0 else (raw, None)
 
 
-def run(jobs_dir: Path, job_id: str) -> int:
+def say_holder(slot_fd: int | None, job: dict[str, Any], me: list[Any],
+               trainer: list[Any] | None) -> None:
+    """Who holds the machine's slot (sweepd/clusters/local/slot.py), into its lock file in
+    place; a read-only descriptor leaves it unsaid."""
+    if slot_fd is None:
+        return
+    holder = {"pid": me[0], "trainer": trainer[0] if trainer else None,
+              "state_dir": job.get("state_dir"), "sweep": job.get("sweep"), "job": job["id"],
+              "since": time.time()}
+    with contextlib.suppress(OSError):
+        os.ftruncate(slot_fd, 0)
+        os.pwrite(slot_fd, (json.dumps(holder, sort_keys=True) + "\n").encode(), 0)
+
+
+def run(jobs_dir: Path, job_id: str, slot_fd: int | None = None) -> int:
+    """The job; `slot_fd`: the machine's accelerator slot, held, inherited from the backend
+    that took it: the trainer inherits it too, so it stays held while either runs (a
+    wrapper killed outright leaves the trainer holding it) and is let go when both end."""
     job = read_json(record_path(jobs_dir, job_id))
     if not isinstance(job, dict):
         print(f"no job record {record_path(jobs_dir, job_id)}", file=sys.stderr)
@@ -214,6 +231,7 @@ def run(jobs_dir: Path, job_id: str) -> int:
     signal.signal(signal.SIGINT, trainer.cancel)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     write_json(pid_path(jobs_dir, job_id), {"wrapper": me, "trainer": None})
+    say_holder(slot_fd, job, me, None)
     log_path = Path(job["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -227,13 +245,15 @@ def run(jobs_dir: Path, job_id: str) -> int:
             try:
                 trainer.proc = subprocess.Popen(
                     job["argv"], cwd=job.get("workdir") or None, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    pass_fds=(slot_fd,) if slot_fd is not None else ())
             except OSError as e:
                 say([f"sweepd local backend: cannot start {job['argv'][0]}: "
                      f"{e.strerror or e}"])
         if trainer.proc is not None:
-            write_json(pid_path(jobs_dir, job_id), {
-                "wrapper": me, "trainer": [trainer.proc.pid, start_ticks(trainer.proc.pid)]})
+            pair = [trainer.proc.pid, start_ticks(trainer.proc.pid)]
+            write_json(pid_path(jobs_dir, job_id), {"wrapper": me, "trainer": pair})
+            say_holder(slot_fd, job, me, pair)
             # A cancel that came before the handler or the pid file saw the trainer.
             if cancel_path(jobs_dir, job_id).exists():
                 trainer.cancel()
@@ -246,6 +266,9 @@ def run(jobs_dir: Path, job_id: str) -> int:
             killed = f", killed by signal {signum}" if signum is not None else ""
             say([f"== Training FAILED (exit={code}{killed}, {round(seconds)}s) =="])
         say(summary_lines(job, seconds, ending))
+    if slot_fd is not None:   # the trainer's group is gone: the slot is free before the end
+        with contextlib.suppress(OSError):
+            os.close(slot_fd)
     write_json(status_path(jobs_dir, job_id), {**ending.record(), "start": started,
                                                "end": time.time()})
     return code
@@ -253,10 +276,10 @@ def run(jobs_dir: Path, job_id: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: wrapper.py JOBS_DIR JOB_ID", file=sys.stderr)
+    if len(args) not in (2, 3) or (len(args) == 3 and not args[2].isdigit()):
+        print("usage: wrapper.py JOBS_DIR JOB_ID [SLOT_FD]", file=sys.stderr)
         return 2
-    return run(Path(args[0]), args[1])
+    return run(Path(args[0]), args[1], int(args[2]) if len(args) == 3 else None)
 
 
 if __name__ == "__main__":
