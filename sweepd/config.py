@@ -83,6 +83,9 @@ class LocalConfig(_Section):
                                 "over the daemon's environment (a run's env wins)")
     cancel_grace_s: float = Field(30, gt=0, description="wall seconds between a cancel's "
                                   "SIGTERM and its SIGKILL to the job's process group")
+    lock: Path | None = Field(None, description="the machine's one accelerator slot, shared "
+                              "by every sweepd process on this host whatever its state "
+                              "directory; unset: /tmp/sweepd-local-<node>.lock")
 
     @field_validator("train_command")
     @classmethod
@@ -100,6 +103,11 @@ class LocalConfig(_Section):
     def node_name(self) -> str:
         """`node`, else this host's short name."""
         return self.node or socket.gethostname().split(".")[0] or "localhost"
+
+    def lock_path(self) -> Path:
+        """`lock`, else a file per node in /tmp: not under a state directory, so two
+        configs (a daemon's and a `sweepd run`'s) on one machine share it."""
+        return self.lock or Path(f"/tmp/sweepd-local-{self.node_name()}.lock")
 
 
 class ClusterConfig(_Section):

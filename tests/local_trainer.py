@@ -1,7 +1,8 @@
 """A fake MaxText trainer for the local backend's tests, written by the test into its tmp
 directory: it prints MaxText-like lines (the compiled-memory line, `completed step: N, ...`
 for steps 0..steps-1) and behaves as FAKE_MODE says (pass, oom, hang, child, slow; import:
-ModuleNotFoundError at start; kill9: SIGKILL at step 3; crash: a silent exit 1 there); with
+ModuleNotFoundError at start; kill9: SIGKILL at step 3; crash: a silent exit 1 there; linger:
+asleep after its last step); with
 `profiler=xplane` its steps 10-14 read as the profiler's start and stop did on the TPU chip.
 Every start is appended to $FAKE_STARTS (pid and argv), so a test counts the processes a run had.
 Its memory grows with per_device_batch_size: over FAKE_LIMIT_GB it prints XLA's OOM line at
@@ -54,6 +55,8 @@ for step in range(steps):
     print(f"completed step: {step}, seconds: {step_s:.3f}, TFLOP/s/device: 60.000, "
           f"Tokens/s/device: {tgs * profiled.get(step, 1.0):.3f}, total_weights: 2048, "
           f"loss: {10 - step * 0.3:.3f}", flush=True)
+if mode == "linger":   # a slow teardown after the last step (a checkpoint, a profile)
+    time.sleep(600)
 sys.exit(0)
 '''
 
@@ -79,7 +82,8 @@ def local_config_text(tmp_path: Path, trainer: Path, env: dict[str, str] | None 
         f'socket = "{tmp_path / "sweepd.sock"}"', "tick_s = 0.1", "hang_floor_wall_s = 1.0",
         "", "[cluster]", 'backend = "local"', "gpus_per_node = 1", "gpu_memory_gib = 16",
         "", "[cluster.local]", f'train_command = "{train_command(trainer)}"', 'node = "box1"',
-        "cancel_grace_s = 2", f'workdir = "{tmp_path}"', f"env = {{{table}}}",
+        "cancel_grace_s = 2", f'lock = "{tmp_path / "slot.lock"}"', f'workdir = "{tmp_path}"',
+        f"env = {{{table}}}",
         "", "[policy]", *(f"{k} = {v}" for k, v in knobs.items()), ""]
     return "\n".join(lines)
 
