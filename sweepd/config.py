@@ -134,6 +134,16 @@ class ClusterConfig(_Section):
             return 0.0
         return self.gpu_memory_gib
 
+    @property
+    def settings_form(self) -> str:
+        """How the person's runs take their settings, so a verdict proposes its change in
+        that form: "toolkit" (submit.sh reads the model's configs/<model>.gpu.yml) or
+        "overrides" (the local backend and direct mode pass MaxText overrides as key=value
+        after the train command)."""
+        if self.backend == "slurm" and self.slurm.mode == "submit_sh":
+            return "toolkit"
+        return "overrides" if self.backend in ("local", "slurm") else "toolkit"
+
     @model_validator(mode="after")
     def _local_complete(self) -> ClusterConfig:
         if self.backend == "local" and not self.local.argv:

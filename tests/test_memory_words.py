@@ -160,6 +160,18 @@ def test_a_new_users_path_on_one_tpu_chip(tmp_path: Path) -> None:
         truth = max(_tgs(b) for b in range(1, 65) if _need(b, 1.1) <= HBM)
         assert _tgs(int(verdict["best"])) >= 0.99 * truth, (batches, verdict["best"])
         assert verdict["pool"].startswith("memory pool 15.75 GB (learned from job ")
+        # The change in the form this setup takes it: an override of the train command,
+        # not a configs/<model>.gpu.yml the person does not have; --apply writes it into
+        # the YAML their trainer reads, whatever its name.
+        assert verdict["settings_form"] == "overrides"
+        assert verdict["proposal"].startswith(f"per_device_batch_size={verdict['best']} ")
+        assert ".gpu.yml" not in _cli(env, "report", "1").stdout
+        base = tmp_path / "base.yml"
+        base.write_text("steps: 15\nper_device_batch_size: 2  # theirs\n")
+        applied = _cli(env, "report", "1", "--apply", str(base))
+        assert applied.returncode == 0, applied
+        assert yaml.safe_load(base.read_text()) == {
+            "steps": 15, "per_device_batch_size": verdict["best"]}
         # The chip's OOM in its own words (its line says HBM), never "GPU out of memory".
         told = _cli(env, "explain", "1").stdout
         assert "GPU out of memory" not in told and ("HBM out of memory" in told or not ooms)

@@ -89,7 +89,8 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
                        jobs=await engine.store.jobs.of_sweep(sweep.id),
                        acknowledged_stops=acknowledged,
                        gpus_per_node=engine.config.cluster.gpus_per_node,
-                       pool_given=engine.config.cluster.pool_given)
+                       pool_given=engine.config.cluster.pool_given,
+                       settings_form=engine.config.cluster.settings_form)
     return kind.plan(spec, ctx)
 
 

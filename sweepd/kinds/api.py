@@ -95,6 +95,9 @@ class SweepContext(Generic[FactsT]):
     # The config names gpu_memory_gib (False: `gpu_memory_gib` is its default, or 0 where
     # the backend leaves the pool unknown: config.ClusterConfig.planning_pool).
     pool_given: bool = True
+    # How the person's runs take their settings (config.ClusterConfig.settings_form):
+    # "toolkit" (configs/<model>.gpu.yml) or "overrides" (key=value after the train command).
+    settings_form: str = "toolkit"
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:
