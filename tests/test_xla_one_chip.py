@@ -25,7 +25,6 @@ from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.registry import GatherContext, PreflightContext
 from sweepd.kinds.spec import SpecError
-from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.catalog.collectives import collective_only
 from sweepd.kinds.xla_tuning.catalog.tpu_flags import tpu_catalog
@@ -147,7 +146,7 @@ async def test_a_simulated_chip_sweep_runs_no_collective_family_and_says_why(
     assert all("xla_dump" not in " ".join(r.params.xla_flags) for r in runs.values())
     said = {c["kind"]: c for c in (sweep.verdict or {})["caveats"]}
     caveat = said["no_collectives"]
-    assert caveat["rule"] == rule_book.NO_COLLECTIVES.id
+    assert caveat["rule"] == "catalog.no_collectives"
     assert set(caveat["profiles"]) == COLLECTIVE_FAMILIES
     assert "holds no collective op" in caveat["evidence"]
 
@@ -192,5 +191,5 @@ async def test_validate_says_what_an_unknown_model_leaves_unavailable() -> None:
     spec = parse_spec(_tpu_spec(model="maxtext-0.6b"), local_node="tpu1")
     assert isinstance(spec, XlaTuningSpec)
     checks = await preflight.checks(spec, PreflightContext(_Backend(), GatherContext(), None))
-    shape = [c for c in checks if c.rule == rule_book.PREFLIGHT_MODEL.id]
+    shape = [c for c in checks if c.rule == "preflight.model_shape"]
     assert len(shape) == 1 and shape[0].ok and "no shape sweepd knows" in shape[0].text

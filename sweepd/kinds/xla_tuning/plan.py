@@ -112,7 +112,7 @@ def _one_device_note(p: Planned, inp: Inputs) -> str:
     """The evidence run says ahead what one device means for the catalog."""
     if p.rule != rule_book.EVIDENCE.id or inp.devices != 1:
         return ""
-    left = [q.name for q in inp.catalog if collective_only(q)]
+    left = [q.name for q in inp.catalog if q.family and collective_only(q)]
     if not left:
         return ""
     return (f"; 1 device ({inp.devices_how}): no collectives, so {', '.join(left)} will not "

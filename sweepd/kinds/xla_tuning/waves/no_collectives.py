@@ -13,7 +13,8 @@ enough:
   from the dump the job wrote (`evidence/jobfacts.py`), whatever the config said.
 
 A dump that holds collectives wins over the device count (the count was wrong). A profile
-the sweep already has a result for stays: its result is read like any other. The verdict
+the sweep already has a result for stays: its result is read like any other. Only the
+catalog's families are left out: a profile the person wrote (`profiles:`) runs as asked. The verdict
 names the profiles left out and the evidence (`note`).
 """
 
@@ -50,7 +51,8 @@ def without_collectives(inp: Inputs, evidence: Evidence | None,
     if why is None:
         return inp
     ran = {part for r in results for part in r.profile.split("+")}
-    dropped = tuple(p.name for p in inp.catalog if p.name not in ran and collective_only(p))
+    dropped = tuple(p.name for p in inp.catalog
+                    if p.name not in ran and p.family and collective_only(p))
     return replace(inp, catalog=tuple(p for p in inp.catalog if p.name not in dropped),
                    no_collectives=(*inp.no_collectives, *dropped), no_collectives_why=why)
 
