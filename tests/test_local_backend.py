@@ -253,3 +253,17 @@ async def test_sweepds_own_cancel_is_recorded_as_sweepds(tmp_path: Path) -> None
     assert (status.state, status.reason) == (SchedulerState.CANCELLED, "cancelled by sweepd")
     ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
     assert (ended["signal"], ended["cancelled_by"]) == (15, "sweepd")
+
+
+async def test_a_path_in_the_job_name_leaves_the_log_beside_the_others(tmp_path: Path) -> None:
+    # Seen on the TPU chip: the xla evidence run's `_env_XLA_FLAGS=--xla_dump_to=/...` put its
+    # log nine folders down (`<id>-JAX-...--xla_dump_to_/tmp/.../x.log`). The name keeps the
+    # path; the file name reads `_` for each `/`.
+    cluster = _cluster(tmp_path)
+    sub = await cluster.submit(_request(tmp_path, "sw1-cccc.s1", XLA_FLAGS="--xla_dump_to=/a/b"))
+    assert "--xla_dump_to_/a/b" in sub.job_name
+    assert sub.log_path.parent == (tmp_path / "out").resolve()
+    assert sub.log_path.name == f"{sub.backend_id}-{sub.job_name.replace('/', '_')}.log"
+    status = await _until_finished(cluster, sub.backend_id)
+    assert status.state == SchedulerState.COMPLETED
+    assert "completed step: 14," in sub.log_path.read_text()

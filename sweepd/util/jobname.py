@@ -29,6 +29,14 @@ def build_name(model: str, tag: str | None = None, passthrough: Sequence[str] = 
     return f"JAX-{model}" + (f"-{'-'.join(parts)}" if parts else "")
 
 
+def file_segment(name: str) -> str:
+    """A job name as one segment of a file name (`<jobid>-<name>.log`, the job's directory):
+    a `/` in a passthrough value (a path: the evidence run's `--xla_dump_to=/...`) would make
+    the log a file in directories nobody made (seen on the TPU chip: the log landed nine
+    folders down), so it reads `_` there; the name itself is kept as the job's."""
+    return name.replace("/", "_")
+
+
 def name_bytes(name: str) -> int:
     return len(name.encode())
 

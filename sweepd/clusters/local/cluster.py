@@ -33,7 +33,7 @@ from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords
 from sweepd.clusters.local.wrapper import alive, read_json, status_path, write_json
 from sweepd.clusters.threaded import ThreadedJobs
 from sweepd.config import LocalConfig
-from sweepd.util.jobname import Fitted, JobNameTooLong, fit
+from sweepd.util.jobname import Fitted, JobNameTooLong, file_segment, fit
 from sweepd.util.locks import locked  # the scheduler's lock: one process decides what starts
 
 FIRST_JOB_ID = 1
@@ -133,7 +133,7 @@ class LocalCluster(ThreadedJobs):
             counter = self.state_dir / "next_job_id"
             job_id = str(read_json(counter) or FIRST_JOB_ID)
             write_json(counter, int(job_id) + 1)
-            log = out_dir / f"{job_id}-{fitted.name}.log"
+            log = out_dir / f"{job_id}-{file_segment(fitted.name)}.log"
             self.records.save({
                 "id": job_id, "token": request.token, "job_name": fitted.name,
                 "model": request.model, "node": self.node, "log": str(log),
@@ -141,7 +141,7 @@ class LocalCluster(ThreadedJobs):
                 "workdir": str(request.workdir or self.settings.workdir or "") or None,
                 "env": dict(request.env), "xla_flags": list(request.xla_flags),
                 "flags_var": request.flags_var,
-                "output_path": str(out_dir / f"{job_id}-{fitted.name}"),
+                "output_path": str(out_dir / f"{job_id}-{file_segment(fitted.name)}"),
                 "passthrough": request.passthrough(),
                 "grace_s": self.settings.cancel_grace_s, "state": PENDING,
                 # Who the job is, written into the slot's lock file while it holds it.

@@ -18,7 +18,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.slurm.args import passthrough_args, sbatch_args
 from sweepd.clusters.slurm.commands import UNREACHABLE, Commands, Result, SlurmSettings
 from sweepd.clusters.slurm.script import BatchScript, render_batch_script
-from sweepd.util.jobname import Fitted, JobNameTooLong, fit
+from sweepd.util.jobname import Fitted, JobNameTooLong, file_segment, fit
 
 
 class DirectMode:
@@ -57,9 +57,10 @@ class DirectMode:
         await asyncio.to_thread(_write_script, path, script)
         chdir = [f"--chdir={request.workdir}"] if request.workdir else []
         res = await self._cmd.run(["sbatch", "-J", name, *sbatch_args(self.settings, request),
-                                   *chdir, f"--output={out_dir}/%j-{name}.log", str(path)])
+                                   *chdir, f"--output={out_dir}/%j-{file_segment(name)}.log",
+                                   str(path)])
         job_id = _submit_result("sbatch", res)
-        return Submitted(job_id, name, out_dir / f"{job_id}-{name}.log",
+        return Submitted(job_id, name, out_dir / f"{job_id}-{file_segment(name)}.log",
                          name_note=fitted.note)
 
 

@@ -12,6 +12,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sweepd.util.jobname import file_segment
+
 SUMMARY_RULE = "=" * 26 + " JOB SUMMARY " + "=" * 26
 SUMMARY_END = "=" * 65
 
@@ -109,7 +111,7 @@ def _output_path(spec: BatchScript) -> list[str]:
     if spec.output_dir is None or "OUTPUT_PATH" in spec.env:
         return []
     return [f'export OUTPUT_PATH={shlex.quote(spec.output_dir)}/"$SLURM_JOB_ID"-'
-            f"{shlex.quote(spec.job_name)}"]
+            f"{shlex.quote(file_segment(spec.job_name))}"]
 
 
 def render_batch_script(spec: BatchScript) -> str:
