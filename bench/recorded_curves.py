@@ -209,6 +209,12 @@ def curves(work: Path) -> list[Curve]:
     out = [raw_curve("0.27b seq2048 (chip, 4..80)", CHIP, "2026-12-06",
                      (4, 8, 12, 16, 24, 32, 48, 80),
                      note="tests/fixtures/tpu_v5e/, every value once, 2026-12-06")]
+    # Held out (recorded for issue 48 after the rules were written, kept out of their
+    # tuning): 24 is left out of the values, its run killed by the recording driver's
+    # deadline at step 2 (no result of MaxText's own).
+    out.append(raw_curve("gqa seq4096 (chip, 2..32)", CHIP, "2026-12-06-gqa-s4k",
+                         (2, 4, 6, 8, 12, 16, 32), held_out=True,
+                         note="tests/fixtures/tpu_v5e/README.md, 'A second curve'"))
     out.append(reconstructed("curve2", FIXTURES / "curves" / "curve2-reconstructed.yaml",
                              work))
     out.append(reconstructed("curve3", FIXTURES / "curves" / "curve3-reconstructed.yaml",

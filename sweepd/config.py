@@ -83,6 +83,9 @@ class LocalConfig(_Section):
                                 "over the daemon's environment (a run's env wins)")
     cancel_grace_s: float = Field(30, gt=0, description="wall seconds between a cancel's "
                                   "SIGTERM and its SIGKILL to the job's process group")
+    lock: Path | None = Field(None, description="the machine's one accelerator slot, shared "
+                              "by every sweepd process on this host whatever its state "
+                              "directory; unset: /tmp/sweepd-local-<node>.lock")
 
     @field_validator("train_command")
     @classmethod
@@ -101,6 +104,11 @@ class LocalConfig(_Section):
         """`node`, else this host's short name."""
         return self.node or socket.gethostname().split(".")[0] or "localhost"
 
+    def lock_path(self) -> Path:
+        """`lock`, else a file per node in /tmp: not under a state directory, so two
+        configs (a daemon's and a `sweepd run`'s) on one machine share it."""
+        return self.lock or Path(f"/tmp/sweepd-local-{self.node_name()}.lock")
+
 
 class ClusterConfig(_Section):
     backend: Literal["sim", "slurm", "local"] = "sim"
@@ -110,6 +118,31 @@ class ClusterConfig(_Section):
     sim: SimConfig = Field(default_factory=SimConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
+
+    @property
+    def pool_given(self) -> bool:
+        """The config names the accelerator's memory (else 192, the toolkit's MI300X)."""
+        return "gpu_memory_gib" in self.model_fields_set
+
+    @property
+    def planning_pool(self) -> float:
+        """The memory the planner is told one accelerator has: 0 (unknown) on the local
+        backend when the config names none, where the default describes no box the person
+        has (a 16 GB TPU chip planned on 192 GB OOMed four times); the runs' Memstats then
+        say it (docs/local.md "Memory: where the pool comes from")."""
+        if self.backend == "local" and not self.pool_given:
+            return 0.0
+        return self.gpu_memory_gib
+
+    @property
+    def settings_form(self) -> str:
+        """How the person's runs take their settings, so a verdict proposes its change in
+        that form: "toolkit" (submit.sh reads the model's configs/<model>.gpu.yml) or
+        "overrides" (the local backend and direct mode pass MaxText overrides as key=value
+        after the train command)."""
+        if self.backend == "slurm" and self.slurm.mode == "submit_sh":
+            return "toolkit"
+        return "overrides" if self.backend in ("local", "slurm") else "toolkit"
 
     @model_validator(mode="after")
     def _local_complete(self) -> ClusterConfig:

@@ -116,7 +116,7 @@ def _sim(tmp_path: Path) -> Harness:
 def _local(tmp_path: Path) -> Harness:
     trainer = write_trainer(tmp_path)
     settings = LocalConfig(train_command=train_command(trainer), node="box1", cancel_grace_s=2,
-                           workdir=tmp_path)
+                           workdir=tmp_path, lock=tmp_path / "slot.lock")
     # pass: 15 steps of 0.02 s; fail: XLA's OOM at compile (exit 1); long: hangs at step 5;
     # slow: 15 steps of 0.5 s.
     mode = {"pass": "pass", "fail": "oom", "long": "hang", "slow": "slow"}

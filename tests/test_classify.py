@@ -308,3 +308,90 @@ def test_a_bare_killed_under_a_cancel_is_the_cancels_sigkill() -> None:
     v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, signals=oom,
                           scheduler_state="CANCELLED"))
     assert v.klass is FailureClass.HOST_OOM
+
+
+# The trainer cannot start (issue 47): its environment, the same at every value.
+BOX = {0: "box1"}
+
+
+def test_a_traceback_ending_in_an_import_error_is_the_environment() -> None:
+    v = classify(JobFacts(node_map=BOX, phase=Phase.PREFLIGHT, scheduler_state="FAILED",
+                          exit_code=1, summary=SummaryFact("FAILED", 1, ""),
+                          signals=signals("Traceback (most recent call last):",
+                                          "ModuleNotFoundError: No module named 'jax'")))
+    assert (v.klass, v.node) == (FailureClass.ENVIRONMENT, None)
+    assert v.evidence == "ModuleNotFoundError: No module named 'jax'"
+    assert v.detail is not None and v.detail.startswith("ModuleNotFoundError")
+    # On every node of a multi-node job it stays the environment (not `config`), no node.
+    every = signals(*(f"{r}: {line}" for r in range(4) for line in (
+        "Traceback (most recent call last):", "ImportError: cannot import name 'x' from 'y'")))
+    v = classify(JobFacts(node_map=NODES, phase=Phase.PREFLIGHT, scheduler_state="FAILED",
+                          exit_code=1, signals=every))
+    assert (v.klass, v.node) == (FailureClass.ENVIRONMENT, None)
+
+
+def test_pythons_own_lines_name_a_broken_environment_without_a_traceback() -> None:
+    for line in ("python3: can't open file '/nope/train.py': [Errno 2] No such file or "
+                 "directory",
+                 "SyntaxError: invalid syntax",   # the script Python runs: no traceback
+                 "sweepd local backend: cannot start trainx: No such file or directory"):
+        v = classify(JobFacts(node_map=BOX, scheduler_state="FAILED", exit_code=2,
+                              signals=signals(line)))
+        assert (v.klass, v.evidence) == (FailureClass.ENVIRONMENT, line)
+
+
+def test_a_named_cause_beats_an_import_error_line() -> None:
+    """A program may log a handled ImportError: an OOM after it is still the OOM, and a job
+    that went on to pass is a pass."""
+    v = classify(JobFacts(node_map=BOX, phase=Phase.COMPILE, scheduler_state="FAILED",
+                          exit_code=1, signals=signals(
+                              "ImportError: optional module missing, falling back",
+                              "RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                              "12.5 GiB.")))
+    assert v.klass is FailureClass.OOM
+    done = JobFacts(node_map=BOX, phase=Phase.SUMMARY, last_step=14,
+                    scheduler_state="COMPLETED", exit_code=0,
+                    signals=signals("ImportError: optional module missing, falling back"))
+    assert classify(done).klass is None
+
+
+KILL9 = "killed by signal 9 (SIGKILL): the host's out-of-memory killer or a person"
+
+
+def test_a_sigkill_is_named_from_the_summary_or_the_scheduler() -> None:
+    """`kill -9` of the trainer: the summary's `exit 137` or `killed by signal 9`, or the
+    scheduler's 137 (Slurm's `0:9`), read alike; never an unrecognised failure."""
+    for summary, code in ((SummaryFact("FAILED", 137, "Training FAILED (exit=137)"), 1),
+                          (SummaryFact("FAILED", None, "killed by signal 9"), None),
+                          (None, 137)):
+        v = classify(JobFacts(node_map=BOX, phase=Phase.TRAINING, last_step=4,
+                              summary=summary, scheduler_state="FAILED", exit_code=code))
+        assert (v.klass, v.node, v.detail) == (FailureClass.HOST_OOM, "box1", KILL9), summary
+    # A node's exit 137 is named the same way.
+    v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, scheduler_state="FAILED",
+                          exit_code=137, node_exits=[NodeExitFact("chi2863", 137)]))
+    assert (v.klass, v.detail) == (FailureClass.HOST_OOM, KILL9)
+
+
+def test_another_signal_is_named_in_the_unknown_failure() -> None:
+    v = classify(JobFacts(node_map=BOX, phase=Phase.TRAINING, scheduler_state="FAILED",
+                          exit_code=139, summary=SummaryFact("FAILED", 139, "")))
+    assert v.klass is FailureClass.UNKNOWN
+    assert v.detail is not None and v.detail.startswith("killed by signal 11 (SIGSEGV)")
+
+
+def test_a_sigkill_under_a_cancel_or_a_scheduler_cause_is_theirs() -> None:
+    cancelled = JobFacts(node_map=BOX, phase=Phase.TRAINING, scheduler_state="CANCELLED",
+                         exit_code=137, summary=SummaryFact("FAILED", 137, ""))
+    assert classify(cancelled).klass is FailureClass.CANCELLED
+    oom = JobFacts(node_map=BOX, phase=Phase.TRAINING, scheduler_state="OUT_OF_MEMORY",
+                   exit_code=137)
+    v = classify(oom)
+    assert v.klass is FailureClass.HOST_OOM and v.detail != KILL9
+
+
+def test_a_summary_that_names_sigterm_is_a_cancel() -> None:
+    v = classify(JobFacts(node_map=BOX, phase=Phase.TRAINING, last_step=4,
+                          summary=SummaryFact("FAILED", None, "killed by signal 15"),
+                          scheduler_state="FAILED"))
+    assert v.klass is FailureClass.CANCELLED

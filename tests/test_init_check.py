@@ -64,6 +64,23 @@ def test_init_for_slurm_writes_the_mode_and_names_what_is_missing(tmp_path: Path
     assert config.cluster.slurm.train_command == ["/opt/maxtext/train.sh", "--fast"]
 
 
+def test_init_with_a_state_dir_puts_the_socket_under_it(tmp_path: Path) -> None:
+    """Two configs of their own state dirs get two sockets: a second `serve` is not refused
+    as "already serving", and `validate` asks its own daemon, not the other one."""
+    env = xdg_env(tmp_path)
+    for name in ("a", "b"):
+        done = sweepd(env, "init", "--config", str(tmp_path / f"{name}.toml"),
+                      "--state-dir", str(tmp_path / f"state-{name}"))
+        assert done.returncode == 0, done.stderr
+    a, b = (load_config(tmp_path / f"{n}.toml").daemon for n in ("a", "b"))
+    assert a.socket == tmp_path / "state-a" / "sweepd.sock"
+    assert b.socket == tmp_path / "state-b" / "sweepd.sock"
+    named = sweepd(env, "init", "--config", str(tmp_path / "c.toml"), "--state-dir",
+                   str(tmp_path / "state-c"), "--socket", str(tmp_path / "c.sock"))
+    assert named.returncode == 0, named.stderr
+    assert load_config(tmp_path / "c.toml").daemon.socket == tmp_path / "c.sock"
+
+
 async def test_check_names_every_failure_in_one_line_each(
         tmp_path: Path, double: BotApiDouble) -> None:
     # Nothing here reaches the shared cluster: its slurm.conf is copied with a controller

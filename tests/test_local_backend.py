@@ -4,6 +4,9 @@ one job at a time, and a job that ends while no backend (no daemon) is there to 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from tests.local_trainer import starts, train_command, write_trainer
 def _cluster(tmp_path: Path, **env: str) -> LocalCluster:
     trainer = write_trainer(tmp_path)
     settings = LocalConfig(train_command=train_command(trainer), node="box1",
+                           lock=tmp_path / "slot.lock",
                            cancel_grace_s=2, workdir=tmp_path,
                            env={"FAKE_STARTS": str(tmp_path / "starts"), **env})
     return LocalCluster(tmp_path / "state", settings)
@@ -195,3 +199,57 @@ async def test_node_shell_runs_the_command_here(tmp_path: Path) -> None:
 
     probe = await run_on(_cluster(tmp_path).node_shell(), "box1", "echo here", 10)
     assert probe.ok and probe.out.strip() == "here"
+
+
+async def _after_last_step(cluster: LocalCluster, tmp_path: Path, job_id: str,
+                           log: Path) -> int:
+    """The trainer's pid once its log has step 14 (it lingers after it: FAKE_MODE=linger)."""
+    deadline = time.monotonic() + 60
+    while "completed step: 14," not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the trainer never printed its last step"
+        assert (await cluster.poll([job_id]))[job_id].state == SchedulerState.RUNNING
+        await asyncio.sleep(0.05)
+    return int(starts(tmp_path / "starts")[0].split()[0])
+
+
+async def test_an_outside_sigterm_after_the_last_step_is_recorded_a_cancel(
+        tmp_path: Path) -> None:
+    """A person's `kill -TERM` of the trainer: CANCELLED (as Slurm says of a scancel sweepd
+    did not send), the status file naming the signal and that it came from outside."""
+    cluster = _cluster(tmp_path, FAKE_MODE="linger")
+    sub = await cluster.submit(_request(tmp_path, "sw1-jjjj.s1"))
+    os.kill(await _after_last_step(cluster, tmp_path, sub.backend_id, sub.log_path),
+            signal.SIGTERM)
+    status = await _until_finished(cluster, sub.backend_id)
+    assert (status.state, status.exit_code) == (SchedulerState.CANCELLED, 143)
+    assert status.reason == "cancelled outside sweepd (signal 15)"
+    ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
+    assert (ended["signal"], ended["cancelled"], ended["cancelled_by"]) == (15, True,
+                                                                             "outside")
+    assert "Status: CANCELLED (SIGTERM from outside sweepd)" in sub.log_path.read_text()
+
+
+async def test_a_kill_9_is_recorded_killed_by_signal_9(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, FAKE_MODE="linger")
+    sub = await cluster.submit(_request(tmp_path, "sw1-kkkk.s1"))
+    os.kill(await _after_last_step(cluster, tmp_path, sub.backend_id, sub.log_path),
+            signal.SIGKILL)
+    status = await _until_finished(cluster, sub.backend_id)
+    assert (status.state, status.exit_code) == (SchedulerState.FAILED, 137)
+    assert status.reason == "killed by signal 9"
+    ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
+    assert (ended["signal"], ended["cancelled"], ended["cancelled_by"]) == (9, False, None)
+    log = sub.log_path.read_text()
+    assert "Status: FAILED (killed by signal 9)" in log
+    assert "== Training FAILED (exit=137, killed by signal 9," in log
+
+
+async def test_sweepds_own_cancel_is_recorded_as_sweepds(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, FAKE_MODE="linger")
+    sub = await cluster.submit(_request(tmp_path, "sw1-llll.s1"))
+    await _after_last_step(cluster, tmp_path, sub.backend_id, sub.log_path)
+    await cluster.cancel(sub.backend_id)
+    status = await _until_finished(cluster, sub.backend_id)
+    assert (status.state, status.reason) == (SchedulerState.CANCELLED, "cancelled by sweepd")
+    ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
+    assert (ended["signal"], ended["cancelled_by"]) == (15, "sweepd")

@@ -58,6 +58,8 @@ def test_check_reports_the_node_the_train_command_and_a_dry_job(tmp_path: Path) 
                for line in lines), lines
     assert any(line.startswith("ok   dry job: job 1: 15 step line(s)") for line in lines), \
         lines
+    assert f"ok   slot: {tmp_path / 'slot.lock'}: one job at a time across every sweepd " \
+        "process on this machine" in lines
     # The dry job's records lived in a scratch folder: nothing landed in sweepd's state.
     assert not (tmp_path / "state" / "local").exists()
     broken = tmp_path / "broken.toml"
@@ -68,6 +70,15 @@ def test_check_reports_the_node_the_train_command_and_a_dry_job(tmp_path: Path) 
     assert failed.returncode == 1
     assert "FAIL train command: cluster.local.train_command: no-such-trainer is not on PATH" \
         in failed.stdout
+    # A lock file no process can open (under a regular file): a FAIL line, and no start.
+    (tmp_path / "afile").write_text("")
+    unlockable = tmp_path / "unlockable.toml"
+    unlockable.write_text(local_config_text(tmp_path, trainer).replace(
+        str(tmp_path / "slot.lock"), str(tmp_path / "afile" / "slot.lock")))
+    failed = sweepd(env, "check", "--config", str(unlockable))
+    assert failed.returncode == 1
+    assert any(line.startswith("FAIL slot: cluster.local.lock: ") for line in
+               failed.stdout.splitlines()), failed.stdout
 
 
 def test_validate_takes_a_spec_without_nodes_and_refuses_another_node(

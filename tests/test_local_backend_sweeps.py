@@ -159,3 +159,26 @@ def test_sweepd_run_of_the_tpu_tuning_example_on_the_one_node(tmp_path: Path) ->
     tgs = dict(db.execute("SELECT j.id, j.tgs FROM jobs j").fetchall())
     assert rows[2] == 1 and rows[1] == 0
     assert abs(tgs[2] / tgs[1] - 1) < 1e-6
+
+
+async def test_an_outside_kill_after_the_steady_window_is_said_in_the_verdict(
+        tmp_path: Path) -> None:
+    """A person's `kill -TERM` of the trainer after its last step (it lingers in teardown):
+    on Slurm the same scancel is judged by `cancelled.measured` and said in the verdict;
+    the local backend now reads alike, not `[success] completed` with no word of the kill."""
+    _, config = _config(tmp_path, FAKE_MODE="linger")
+    sweep = asyncio.create_task(run(config, _spec(values=[2])))
+    log = None
+    deadline = time.monotonic() + 120
+    while log is None or "completed step: 14," not in log.read_text():
+        assert not sweep.done() and time.monotonic() < deadline
+        rows = await _rows(config) if config.daemon.db_path.exists() else []
+        log = Path(rows[0][2]) if rows and rows[0][2] and Path(rows[0][2]).exists() else None
+        await asyncio.sleep(0.1)
+    os.kill(int(starts(tmp_path / "starts")[0].split()[0]), signal.SIGTERM)
+    code, lines = await sweep
+    assert code == 0, lines
+    _, rules, runs = await recorded(config)
+    assert "cancelled.measured" in rules, rules
+    assert [outcome for _, outcome in runs] == ["pass"]
+    assert "cancelled outside sweepd" in "\n".join(lines)

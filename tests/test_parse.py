@@ -18,6 +18,7 @@ from sweepd.monitor.facts import (
 )
 from sweepd.monitor.parse import parse_line
 from sweepd.monitor.signatures import (
+    ENV_EXCEPTION_DETAIL,
     EXCEPTION_DETAIL,
     HEARTBEAT_DETAIL,
     SIGNATURES,
@@ -202,6 +203,23 @@ SIGNALS: list[tuple[str, FailureClass, str | None]] = [
      "MaxText does not know the override no_such_key"),
     ("0: INTERNAL: Failed to compile module jit_train_step", FailureClass.COMPILE, None),
     ("0: XLA compilation failed: bad thing", FailureClass.COMPILE, None),
+    # The trainer cannot start: its environment (issue 47).
+    ("python3: can't open file '/nope/train.py': [Errno 2] No such file or directory",
+     FailureClass.ENVIRONMENT, "python cannot open the trainer's script /nope/train.py"),
+    ("/usr/bin/python3: No module named maxtext", FailureClass.ENVIRONMENT,
+     "python has no module maxtext"),
+    ("/opt/venv/bin/python3.11: Error while finding module specification for "
+     "'maxtext.trainers.pre_train.train' (ModuleNotFoundError: No module named 'maxtext')",
+     FailureClass.ENVIRONMENT, "python cannot find the trainer's module "
+     "maxtext.trainers.pre_train.train"),
+    ("/var/spool/slurmd/job42/slurm_script: line 12: trainx: command not found",
+     FailureClass.ENVIRONMENT, "the shell cannot find the command trainx"),
+    ("bash: trainx: command not found", FailureClass.ENVIRONMENT,
+     "the shell cannot find the command trainx"),
+    ("sweepd local backend: cannot start trainx: No such file or directory",
+     FailureClass.ENVIRONMENT, "the train command trainx cannot be started"),
+    ("0: ModuleNotFoundError: No module named 'jax'", FailureClass.ENVIRONMENT,
+     ENV_EXCEPTION_DETAIL),
     ("0: Traceback (most recent call last):", FailureClass.PYTHON, None),
     ("0: ValueError: bad override value", FailureClass.PYTHON, EXCEPTION_DETAIL),
     ("1: jax.errors.SomeException: x", FailureClass.PYTHON, EXCEPTION_DETAIL),

@@ -155,3 +155,22 @@ def test_a_cluster_service_failure_past_its_retries_asks_instead_of_being_a_resu
                             exclude_on_fault=not judged_one_by_one))
             assert (a.act, a.rule, a.exclude) == (Act.STOP, "service.retries_exhausted", None)
             assert "resume" in a.reason
+
+
+def test_a_broken_environment_stops_at_once_in_every_kind_quoting_the_line() -> None:
+    """Issue 47: never retried, never recorded as the value's result; even where a config
+    error is one run's result (model sweep, xla tuning), since every value fails alike."""
+    line = "ModuleNotFoundError: No module named 'jax'"
+    for config_stops in (True, False):
+        a = decide(Case(Verdict(F.ENVIRONMENT, evidence=line), (),
+                        SweepFacts(NODES, (), 1, config_stops=config_stops), LIMITS))
+        assert (a.act, a.rule) == (Act.STOP, "environment.stop")
+        assert f'"{line}"' in a.reason
+
+
+def test_a_config_stop_quotes_its_line_cut_to_size() -> None:
+    refusal = "ValueError: 'no_such_key' not in " + ", ".join(f"'k{i}'" for i in range(900))
+    a = decide(Case(Verdict(F.CONFIG, evidence=refusal), (), SweepFacts(NODES, (), 1),
+                    LIMITS))
+    assert a.rule == "config.stop" and "ValueError: 'no_such_key' not in" in a.reason
+    assert len(a.reason) < 400

@@ -131,7 +131,7 @@ async def test_submit_sh_writes_the_arm_and_the_job_runs_it(slurm_env: dict[str,
     assert f"  pag+nch8: {PAG} {DBUF} NCCL_NCHANNELS_PER_NET_PEER=8 NCCL_PROTO=Simple" in lines
     assert f"  dbuf: {DBUF}" in lines
     clean = lines[-1].split(": ", 1)[1]
-    assert clean == f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}"
+    assert clean == f"{sys.executable} -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}"
     # Each arm noted by name, for its removal at the sweep's end.
     assert (tmp_path / TRAIN_ENV_MARK).read_text() == "".join(
         f"{repo / 'train_env.sh'}\t{name}\n" for name in ("pag+nch8", "dbuf"))

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,7 @@ async def test_submit_sh_mode_runs_profiles_through_train_env_sh(slurm_env: dict
     # The end: the person is told what is left in train_env.sh and how to remove it.
     assert (f"{repo / 'train_env.sh'} still holds sweepd's two TUNE_PROFILE blocks "
             f"({len(arms)} arms)") in text
-    assert f"python -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}" in text
+    assert f"{sys.executable} -m sweepd.clusters.train_env clean {repo / 'train_env.sh'}" in text
     assert "kept, as the spec says (keep_profiles: true)" in text
     assert [e.rule for e in events].count("cluster.leftover_kept") == 1
     assert "cluster.leftover_removed" not in [e.rule for e in events]

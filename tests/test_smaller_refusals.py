@@ -174,7 +174,8 @@ async def test_a_second_ctrl_c_leaves_at_once_naming_the_jobs(
     left: list[int] = []
     monkeypatch.setattr(os, "_exit", left.append)   # instead of leaving the test run
     lines: list[str] = []
-    with foreground._interrupts(lines.append, 7, ["9801", "9802"]) as interrupted:
+    told: list[str] = []
+    with foreground._interrupts(lines.append, 7, ["9801", "9802"], told.append) as interrupted:
         os.kill(os.getpid(), signal.SIGINT)
         await asyncio.wait_for(interrupted.wait(), 30)
         assert lines == ["interrupted: cancelling sweep 7's running jobs (Ctrl-C again to "
@@ -185,8 +186,8 @@ async def test_a_second_ctrl_c_leaves_at_once_naming_the_jobs(
                 break
             await asyncio.sleep(0.01)
     assert left == [130]
-    assert lines[-1] == ("interrupted again: left at once; sweep 7's jobs may still run "
-                         "(cancel them with `scancel 9801 9802`)")
+    assert told == ["sweepd run: SIGINT again: left at once; sweep 7's jobs may still run "
+                    "(cancel them with `scancel 9801 9802`)"]
 
 
 @pytest.mark.slurm

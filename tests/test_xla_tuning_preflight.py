@@ -366,7 +366,8 @@ async def test_on_sim_the_landscapes_deployed_settings_are_the_inventory(
     config = load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
                                 "cluster.sim": {"scenario": str(TUNING_SCENARIO)}})
     where = gather_context(config)
-    assert where == GatherContext(backend="sim", scenario=TUNING_SCENARIO)
+    assert where == GatherContext(backend="sim", scenario=TUNING_SCENARIO,
+                                  outputs=tmp_path / "state" / "outputs")
     facts = await planner_facts.facts(store, pp8, where)
     assert [s.label for s in facts.deployed] == [f"{AG}=1073741824"]
     assert "the simulated cluster's tuning landscape for PP=8" in facts.inventory_line()

@@ -175,8 +175,8 @@ def test_validate_states_the_most_node_hours_from_the_specs_caps(
     assert main(["validate", str(EXAMPLE), "--scenario", str(TPU_SCENARIO)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("at most:"))
-    assert "at most: 12 runs" in line and "node-hours unknown" not in line
-    # 1 node x (2 h timebox + a last wave of 9 jobs at 50 min) = 9.5 < 12 x 3 x 50 min
+    assert "at most: 6 runs" in line and "node-hours unknown" not in line
+    # 1 node x (2 h timebox + a last wave of 9 jobs at 50 min) = 9.5 < 6 x 3 x 50 min
     assert "9.5 node-hours (1 node(s) x (2 h timebox" in line
 
 

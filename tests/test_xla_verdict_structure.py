@@ -75,8 +75,12 @@ def test_a_max_runs_stop_is_its_own_rule() -> None:
     assert (c.rule, c.kind, c.outcome) == ("stop.max_runs", VerdictKind.TIMEBOX,
                                            Outcome.NO_CHANGE)
     assert c.statement == "6 runs made: the spec's max_runs (6) reached"
-    assert c.kinds() == (K.OUT_OF_REACH, K.UNTRIED, K.QUIET)
+    assert c.kinds() == (K.OUT_OF_REACH, K.UNTRIED, K.NO_COLLECTIVES, K.QUIET)
     assert _data(c, K.OUT_OF_REACH)["unreachable"] is False
+    # One chip: the collective families were not run, on its evidence run's HLO dump.
+    left = _data(c, K.NO_COLLECTIVES)
+    assert left["rule"] == "catalog.no_collectives"
+    assert set(left["profiles"]) == {"acf", "acfag", "occ", "dpar", "aag"}
     # The simulated TPU chip's runs agree within 0.03 % (rule verdict.quiet).
     quiet = _data(c, K.QUIET)
     assert 0.0001 < float(quiet["measured"]) < 0.0006 and quiet["between"] is None

@@ -5,7 +5,10 @@
 #   sweepd: `sweepd run` of a model perf sweep on the local backend, real MaxText as its
 #           trainer ($NOISE_FLOOR: the spec's noise_floor; default the spec's own default)
 #   xla:    `sweepd run` of examples/xla-tuning/tpu.yaml (batch $XLA_BATCH, default 8) on the
-#           local backend, then $XLA_REPEATS ("tag:flags ...") as plain runs: the truth beside it
+#           local backend, then $XLA_REPEATS ("tag:flags ...") as plain runs: the truth beside it.
+#           The config says one device per node, and the evidence run's HLO dump lands in the
+#           state dir (outputs/sweep-1/xla_dump-evidence/, in sweepd_state.tgz): both say the
+#           program has no collectives (catalog.no_collectives, in sweepd_run.txt).
 # Built by scripts/tpu/prepare.sh, run from the repository root on the TPU machine.
 # Writes at most 8 files to $OUT.
 PHASE=${1:-sweep}
@@ -151,6 +154,11 @@ TOML
   log "sweepd run rc=$?"
   python3 -m sweepd.cli.main report 1 --json --state-dir $W/state > $OUT/report.json 2>>$OUT/sweepd_run.txt
   python3 -m sweepd.cli.main explain 1 --state-dir $W/state >> $OUT/sweepd_run.txt 2>&1
+  if [ "$PHASE" = xla ]; then
+    # what the evidence run left: its HLO dump (read by sweepd) and MaxText's trace (found)
+    { echo "evidence dump:"; find $W/state/outputs -name '*jit_train_step*after_optimizations.txt' -printf '%s %p\n';
+      echo "profiler trace:"; find /tmp/mtout/sweepd -name '*.xplane.pb' -printf '%s %p\n' 2>/dev/null; } >&3
+  fi
   tar -czf $OUT/sweepd_state.tgz -C $W state
   if [ "$PHASE" = xla ]; then
     # the truth beside the sweep: each "tag:flags" (flags comma-separated) once more

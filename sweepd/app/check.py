@@ -61,6 +61,10 @@ async def run_checks(config: Config, say: Callable[[str], None],
     lines = [_dirs(config), *await _scheduler(config, env)]
     for line in lines:
         say(str(line))
+    if not config.cluster.planning_pool:   # a warning, no failure (docs/local.md "Memory")
+        say("warn memory: the config names no gpu_memory_gib, so the pool is unknown until "
+            "a run prints Memstats (set it: sweepd init --gpu-memory-gib, e.g. 15.75 for one "
+            "TPU v5e chip)")
     slurm = config.cluster.slurm
     more: list[Line] = []
     if config.cluster.backend == "slurm" and slurm.mode == "submit_sh":
@@ -122,12 +126,16 @@ async def _partition(slurm: SlurmConfig) -> Line:
 
 def _local(config: Config) -> list[Line]:
     from sweepd.clusters.local.checks import describe, train_command_problem
+    from sweepd.clusters.local.slot import lock_problem
 
     local = config.cluster.local
     problem = train_command_problem(local)
+    slot = lock_problem(local.lock_path())
     return [Line("scheduler", True, f"the local backend: one node, {local.node_name()} "
                  "(this host); jobs run one at a time as process groups here"),
-            Line("train command", problem is None, problem or describe(local))]
+            Line("train command", problem is None, problem or describe(local)),
+            Line("slot", slot is None, slot or f"{local.lock_path()}: one job at a time "
+                 "across every sweepd process on this machine")]
 
 
 def _repo(slurm: SlurmConfig) -> Line:

@@ -36,8 +36,10 @@ async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict
     checks = await admission.preflight(spec)
     config = engine.config
     ctx = SweepContext(runs=[], nodes=spec.node_list,
-                       gpu_memory_gib=config.cluster.gpu_memory_gib, facts=facts,
-                       gpus_per_node=config.cluster.gpus_per_node)
+                       gpu_memory_gib=config.cluster.planning_pool, facts=facts,
+                       gpus_per_node=config.cluster.gpus_per_node,
+                       pool_given=config.cluster.pool_given,
+                       settings_form=config.cluster.settings_form)
     first = kind.plan(spec, ctx)
     dumped = spec.model_dump(mode="json")
     return {"kind": spec.kind, "name": spec.name or spec.default_name(),

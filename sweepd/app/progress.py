@@ -86,13 +86,19 @@ def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
     # An ended sweep's runs are complete: those that ran, of those that ran.
     started = sum(_ran(r, jobs) for r in runs) if stopped else len(runs)
     done = started if stopped else sum(r.state in _FINISHED_RUNS for r in runs)
-    most = started if stopped else most_runs(sweep.kind, sweep.spec)
+    planned = most_runs(sweep.kind, sweep.spec)
+    most = started if stopped else planned
+    if most is not None and started > most:
+        # A resume went on past the spec's most (a budget stop agreed to, extend_budget, a
+        # value run again): the most is at least what started, never fewer.
+        most = started
     queued = sum(j.state in (JobState.SUBMITTING, JobState.QUEUED) for j in jobs)
     running = sum(j.state in (JobState.RUNNING, JobState.HUNG) for j in jobs)
     elapsed, base = _elapsed(sweep, jobs, now)
     durations = job_seconds(jobs)
     out: dict[str, Any] = {
         "runs_started": started, "runs_done": done, "runs_most": most, "ended": stopped,
+        "runs_planned": planned,
         "jobs_queued": queued, "jobs_running": running, "jobs_finished": len(durations),
         "elapsed_s": round(elapsed, 1), "time_base": base, "eta_s": None, "eta_guess": True,
         "eta_basis": "no job has finished yet",
@@ -129,9 +135,12 @@ def _runs_part(p: Mapping[str, Any]) -> str:
     if p.get("ended"):
         n = p["runs_done"]
         return "no run ran" if n == 0 else f"{n} run{'s' if n != 1 else ''} ran, all ended"
-    most = p["runs_most"]
-    text = (f"run {p['runs_started']} of ≤ {most}" if most is not None
-            else f"run {p['runs_started']} (no fixed most)")
+    most, planned = p["runs_most"], p.get("runs_planned")
+    if most is not None and planned is not None and most > planned:
+        text = f"run {p['runs_started']} (past the {planned} planned: resumed or extended)"
+    else:
+        text = (f"run {p['runs_started']} of ≤ {most}" if most is not None
+                else f"run {p['runs_started']} (no fixed most)")
     if p["runs_done"] != p["runs_started"]:
         text += f" ({p['runs_done']} done)"
     return text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,6 +35,32 @@ def check_dirs(config: Config) -> None:
         raise ConfigError(f"daemon.socket is not set and the directory of its default "
                           f"{daemon.socket} does not exist (the systemd unit creates it): "
                           f"{hint}")
+    check_state_dir(config)
+
+
+def state_dir_problem(state_dir: Path) -> str | None:
+    """Why the state directory cannot be written (a read-only file system, no permission, a
+    file in its path), found by creating a file where it is or would be made and removing
+    it again: a start would otherwise fail deep in opening the store. None: it can be."""
+    where = state_dir
+    while not where.exists() and where != where.parent:   # the directory a start would fill
+        where = where.parent
+    if not where.is_dir():
+        return f"daemon.state_dir: {state_dir} cannot be made: {where} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".sweepd-write-check-", dir=where)
+    except OSError as e:
+        what = "cannot be written" if where == state_dir else f"cannot be made in {where}"
+        return f"daemon.state_dir: {state_dir} {what} ({e.strerror or e})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def check_state_dir(config: Config) -> None:
+    problem = state_dir_problem(config.daemon.state_dir)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def check_telegram(config: Config, env: Mapping[str, str] | None = None) -> None:
@@ -136,8 +163,10 @@ async def check_cluster(config: Config, env: Mapping[str, str] | None = None) ->
     """The scheduler's part of `check_start` (a foreground `run` has no socket or chat)."""
     if config.cluster.backend == "local":
         from sweepd.clusters.local.checks import train_command_problem
+        from sweepd.clusters.local.slot import lock_problem
 
-        problem = train_command_problem(config.cluster.local, env)
+        problem = train_command_problem(config.cluster.local, env) or \
+            lock_problem(config.cluster.local.lock_path())
         if problem is not None:
             raise ConfigError(problem)
         return []

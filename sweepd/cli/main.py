@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext,
                            epilog="exit codes: 0 verdict reached, 2 bad input, 3 stopped for a "
                                   "person's decision, 4 failed or aborted, 130 interrupted "
-                                  "(Ctrl-C cancels the sweep's jobs; a second one leaves at "
-                                  "once)")
+                                  "(Ctrl-C), 143 SIGTERM, 129 SIGHUP: each cancels the "
+                                  "sweep's jobs and says so on stderr; a second one leaves "
+                                  "at once)")
         if name == "demo":
             p.add_argument("--kind", default="model-perf",
                            choices=[n for n, k in kinds().items() if k.demo],

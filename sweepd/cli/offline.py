@@ -8,8 +8,10 @@ state directory."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
+import socket
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -93,6 +95,35 @@ class OfflineSweepReads(SweepReads):
             return plot(sweep, runs, await q.store.jobs.of_sweep(sweep_id))
 
         return self._offline._query(draw)
+
+
+def stopped_daemons_state(args: argparse.Namespace, socket: Path) -> Path | None:
+    """With no daemon on `socket` (none listens there), the state directory of the config
+    the verbs found, when it holds a database: a stopped daemon's sweeps are read there,
+    read-only, as `--state-dir` reads them (a new user's `sweepd report 1` after `sweepd
+    stop` was refused). None: a daemon answers, or there is nothing to read."""
+    from sweepd.config import ConfigError, find_config, load_config
+
+    if _listening(socket):
+        return None
+    path = find_config(getattr(args, "config", None))
+    if path is None:
+        return None
+    try:
+        state = load_config(path).daemon.state_dir
+    except ConfigError:
+        return None
+    return state if (state / DB_NAME).is_file() else None
+
+
+def _listening(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2.0)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 # -- validate, without a daemon ------------------------------------------------------------

@@ -85,7 +85,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         raise ConfigError(f"init: {path} exists (--force replaces it)")
     state, socket = personal_dirs()
-    text = config_text(args, args.state_dir or state, socket)
+    if args.state_dir is not None:
+        # A config of its own state gets a socket of its own: the default one is another
+        # config's daemon (a second `serve` would be refused, and the client verbs of this
+        # config would ask the other daemon).
+        state = args.state_dir.resolve()
+        socket = state / "sweepd.sock"
+    socket = args.socket.resolve() if args.socket is not None else socket
+    text = config_text(args, state, socket)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, "utf-8")
@@ -159,6 +166,9 @@ def add_setup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--gpu-memory-gib", type=float, help="memory per accelerator in GiB (one "
                    "TPU v5e chip: 15.75)")
     p.add_argument("--state-dir", type=Path, help="default: $XDG_STATE_HOME/sweepd")
+    p.add_argument("--socket", type=Path, help="the daemon's socket (default: "
+                   "sweepd.sock in --state-dir when it is given, else "
+                   "$XDG_RUNTIME_DIR/sweepd/sweepd.sock)")
     p.add_argument("--force", action="store_true", help="replace an existing file")
     p.set_defaults(func=cmd_init)
 

@@ -29,6 +29,8 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
     say(f"  created: {s['created_at']}   updated: {s['updated_at']}"
         + (f"   by: {escape(s['submitted_by'])}" if s.get("submitted_by") else ""))
     say(f"  progress: {s['progress']['line']}")
+    for line in _waiting(s):
+        say(f"  waiting: {escape(line)}")
     if s.get("campaign"):
         say(f"  campaign: sweep {s['campaign']['id']}, stage {s['campaign']['stage']}")
     if s.get("stages"):
@@ -52,6 +54,17 @@ def run_show(args: argparse.Namespace, client: Client) -> int:
             say(f"\n{title}:")
             say(format_table(rows, columns))
     return 0
+
+
+def _waiting(s: Mapping[str, Any]) -> list[str]:
+    """What each queued job waits for, where the engine said it (a job on the local backend
+    waiting for the accelerator another sweepd process holds): its latest progress line."""
+    queued = {j["id"] for j in s["jobs"] if j["state"] == "queued"}
+    last: dict[int, str] = {}
+    for e in s.get("events") or []:
+        if e.get("job_id") in queued and e.get("kind") == "progress":
+            last[e["job_id"]] = e["reason"]
+    return [line for line in last.values() if " waits for " in line]
 
 
 def _print_verdict(sweep_id: int, verdict: Mapping[str, Any]) -> None:

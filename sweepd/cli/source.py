@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,16 @@ def client_for(args: argparse.Namespace) -> Client:
     state_dir: Path | None = getattr(args, "state_dir", None)
     if state_dir is not None:
         return OfflineClient(state_dir)
-    return Client(socket_path(args))
+    socket = socket_path(args)
+    if hasattr(args, "state_dir"):   # a verb that reads a state directory
+        from sweepd.cli.offline import stopped_daemons_state
+
+        found = stopped_daemons_state(args, socket)
+        if found is not None:
+            print(f"daemon not running at {socket}: reading its state directory {found} "
+                  "(read-only, as --state-dir)", file=sys.stderr, flush=True)
+            return OfflineClient(found)
+    return Client(socket)
 
 
 def with_source(args: argparse.Namespace, body: Callable[[Client], int]) -> int:

@@ -119,6 +119,10 @@ class JobStatus:
     # noticed, which may be hours later after a restart. Not part of a status's identity.
     start: float | None = field(default=None, compare=False)
     end: float | None = field(default=None, compare=False)
+    # What a pending job waits for, in words a person reads, when it is another's hold on
+    # its resources that sweepd should say (the local backend: who holds the machine's one
+    # accelerator slot). The engine says it in the sweep's progress lines once per change.
+    waiting: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def nothing_to_judge(job: Job, status: JobStatus | None, now: float, hang_limit:
     if job.state == JobState.QUEUED:
         acts = (job.last_output_at is not None
                 or (status is not None and status.state == SchedulerState.RUNNING)
-                or (nodes_unavailable(status) and job.backend_id is not None))
+                or (nodes_unavailable(status) and job.backend_id is not None)
+                or (status is not None and status.waiting is not None))
         return not acts
     return hang_silence(job, now, hang_limit) is None
 
@@ -69,11 +70,26 @@ async def judge(engine: Follower, job: Job, status: JobStatus | None, now: float
         engine.notify()
         return True
     if job.state == JobState.QUEUED:
+        if status is not None and status.waiting is not None:
+            await say_waiting(engine, job, status.waiting)
         if not await check_queued(engine, job, status):   # pending on a dead node?
             await maybe_running(engine, job, status, now)
         return False
     await check_hang(engine, job, now)
     return False
+
+
+async def say_waiting(engine: Follower, job: Job, waiting: str) -> None:
+    """A progress line for what a queued job waits for (another process's hold on the local
+    backend's accelerator: `show`, `watch` and `run` say for whom), once per change."""
+    line = f"sweep {job.sweep_id}: job {job.backend_id} {waiting}"
+    said = [e.reason for e in await engine.store.events.of_sweep(job.sweep_id, kind="progress")
+            if e.job_id == job.id]
+    if said and said[-1] == line:
+        return
+    await engine.store.events.add(job.sweep_id, "progress", line, run_id=job.run_id,
+                                  job_id=job.id)
+    engine.notify()
 
 
 async def maybe_running(engine: Follower, job: Job, status: JobStatus | None, now: float

@@ -85,10 +85,12 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
     acknowledged = [e.rule for e in await engine.store.events.of_sweep(sweep.id, kind="transition")
                     if e.to_state == SweepState.AWAITING_DECISION and e.rule]
     ctx = SweepContext(runs=runs, nodes=nodes,
-                       gpu_memory_gib=engine.config.cluster.gpu_memory_gib, facts=facts,
+                       gpu_memory_gib=engine.config.cluster.planning_pool, facts=facts,
                        jobs=await engine.store.jobs.of_sweep(sweep.id),
                        acknowledged_stops=acknowledged,
-                       gpus_per_node=engine.config.cluster.gpus_per_node)
+                       gpus_per_node=engine.config.cluster.gpus_per_node,
+                       pool_given=engine.config.cluster.pool_given,
+                       settings_form=engine.config.cluster.settings_form)
     return kind.plan(spec, ctx)
 
 

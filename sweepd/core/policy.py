@@ -110,7 +110,9 @@ def _consecutive(history: Sequence[Verdict], klass: F) -> int:
 
 def _oom(case: Case) -> Action:
     size = f" ({case.verdict.detail})" if case.verdict.detail else ""
-    return Action(Act.RECORD, "oom.never_retry", f"GPU out of memory{size}: deterministic, "
+    # The OOM line's own word for the memory: a TPU's says HBM (`Ran out of memory on HBM`).
+    what = "HBM" if "hbm" in (case.verdict.evidence or "").lower() else "GPU"
+    return Action(Act.RECORD, "oom.never_retry", f"{what} out of memory{size}: deterministic, "
                   "never retried at the same value", "oom")
 
 
@@ -218,12 +220,41 @@ def _coord(case: Case) -> Action:
     return _retry_or_record(case, "coord.retry", "JAX coordination timeout")
 
 
+# How much of the failing line a reason quotes (MaxText's refusal of an override names
+# every field of its config: thousands of characters).
+QUOTE_CHARS = 240
+
+
+def quoted(line: str | None) -> str:
+    """The line that proved a failure, as a reason quotes it: ` — "…"`, or nothing."""
+    if not line:
+        return ""
+    text = " ".join(line.split())
+    if len(text) > QUOTE_CHARS:
+        text = text[:QUOTE_CHARS - 1] + "\u2026"
+    return f' \u2014 "{text}"'
+
+
 def _config(case: Case) -> Action:
+    line = quoted(case.verdict.evidence)
     if not case.sweep.config_stops:
         return Action(Act.RECORD, "config.run_failed", f"{case.verdict.klass}: this run's "
-                      "config fails on every node; recorded as its result")
+                      f"config fails on every node{line}; recorded as its result")
     return Action(Act.STOP, "config.stop", f"{case.verdict.klass}: every node fails the same "
-                  "way; fix the config before continuing")
+                  f"way{line}; fix the config before continuing")
+
+
+def _environment(case: Case) -> Action:
+    """The trainer cannot start (an import, a missing script or file, a syntax error, a
+    command not found): every value would fail alike, in every kind, so the sweep stops
+    after this one job; a retry would meet it again, and a recorded failure would read as
+    the value's (a model-perf search would bisect toward it)."""
+    v = case.verdict
+    what = f" ({v.detail})" if v.detail else ""
+    return Action(Act.STOP, "environment.stop",
+                  f"the trainer cannot start{quoted(v.evidence)}{what}: the same at every "
+                  "value, so never retried; fix the environment or the train command, then "
+                  "resume")
 
 
 def _checkout(case: Case) -> Action:
@@ -297,6 +328,7 @@ RULES: dict[F, Rule] = {
     F.COORD_TIMEOUT: _coord,
     F.CONFIG: _config,
     F.UNKNOWN_FLAG: _config,
+    F.ENVIRONMENT: _environment,
     F.CHECKOUT_OUTAGE: _checkout,
     F.PULL: _service,
     F.CONTROLLER_DOWN: _service,

@@ -79,6 +79,8 @@ POLICY_RULES = (
     _r("coord.consecutive", "consecutive coordination timeouts: stop", "coord_timeout_limit"),
     _r("config.run_failed", "a config error in a sweep that judges each run: the run's result"),
     _r("config.stop", "a config error (every node fails alike): stop"),
+    _r("environment.stop", "the trainer cannot start (an import, a missing script or file, "
+       "a syntax error): stop after its first job, in every kind, quoting the line"),
     _r("checkout.retry_hourly", "a checkout outage: retried without a cap", "checkout_retry_s"),
     _r("service.retries_exhausted", "an image pull or the controller failing past "
        "max_retries: stop for a person", "max_retries"),

@@ -92,6 +92,12 @@ class SweepContext(Generic[FactsT]):
     # Rules of stops a person already resumed from: the planner must not raise them again.
     acknowledged_stops: Sequence[str] = ()
     gpus_per_node: int = 8        # the cluster's (cluster.gpus_per_node)
+    # The config names gpu_memory_gib (False: `gpu_memory_gib` is its default, or 0 where
+    # the backend leaves the pool unknown: config.ClusterConfig.planning_pool).
+    pool_given: bool = True
+    # How the person's runs take their settings (config.ClusterConfig.settings_form):
+    # "toolkit" (configs/<model>.gpu.yml) or "overrides" (key=value after the train command).
+    settings_form: str = "toolkit"
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

@@ -46,6 +46,9 @@ class GatherContext:
     # The sweep being planned (None: a submission, a validation): a kind whose facts are
     # its own stages' sweeps (a campaign) finds them by it.
     sweep: int | None = None
+    # Where jobs' outputs go (`<outputs>/sweep-<id>/`, beside their logs): a kind that asks
+    # a job to write a file there (xla-tuning's HLO dump) names it from this.
+    outputs: Path | None = None
 
 
 NO_CONTEXT = GatherContext()  # a gather called outside the daemon (tests, tools)
@@ -56,7 +59,7 @@ def gather_context(config: Config) -> GatherContext:
     cluster = config.cluster
     submit_sh = cluster.backend == "slurm" and cluster.slurm.mode == "submit_sh"
     return GatherContext(cluster.slurm.repo if submit_sh else None, cluster.backend,
-                         cluster.sim.scenario)
+                         cluster.sim.scenario, outputs=config.daemon.outputs)
 
 
 @dataclass(frozen=True)

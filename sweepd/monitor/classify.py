@@ -10,7 +10,13 @@ The rules (maxtext-slurm-facts.md §3, batch-sweep.SKILL.md "Monitoring policy")
    time is the root cause, the timeouts are consequences).
 3. A node-looking failure seen on every node of a multi-node job is a config error.
 4. With no candidate: cancelled (by us, scancel, exit 130/143, preempted), what the
-   scheduler's state says (NODE_FAIL, OUT_OF_MEMORY), a lost log, or UNKNOWN.
+   scheduler's state says (NODE_FAIL, OUT_OF_MEMORY), a kill by a signal (the summary's
+   `Status: FAILED (exit 137)` or `(killed by signal 9)`, the scheduler's exit code 137,
+   Slurm's `0:9`: SIGKILL is the host's OOM killer or a person), a lost log, or UNKNOWN.
+5. A broken environment (an import, a missing script or file, a syntax error, a command
+   not found) is ENVIRONMENT: the same at every value. Python's own lines say so at root
+   tier; the exception lines only as a traceback's end (or alone, for the script Python
+   runs), at the traceback's tier, so a cause a signature names still wins.
 A cancelled job's exit codes (143, or 137 when the kill follows) are the cancel's doing:
 they are no evidence of a crash or a host OOM.
 """
@@ -18,6 +24,8 @@ they are no evidence of a crash or a host OOM.
 from __future__ import annotations
 
 import math
+import re
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +50,12 @@ from sweepd.monitor.facts import (
     SummaryFact,
     Verdict,
 )
-from sweepd.monitor.signatures import EXCEPTION_DETAIL, HEARTBEAT_DETAIL, KILLED_DETAIL
+from sweepd.monitor.signatures import (
+    ENV_EXCEPTION_DETAIL,
+    EXCEPTION_DETAIL,
+    HEARTBEAT_DETAIL,
+    KILLED_DETAIL,
+)
 
 _F = FailureClass
 
@@ -96,7 +109,7 @@ def classify(facts: JobFacts) -> Verdict:
     if _cancelled(facts):
         return Verdict(klass=_F.CANCELLED, evidence=_summary_line(facts.summary) or _sched(facts),
                        detail="cancelled with no failure before it")
-    return _by_scheduler(facts) or _unknown(facts)
+    return _by_scheduler(facts) or _by_signal(facts) or _unknown(facts)
 
 
 def _by_scheduler(f: JobFacts) -> Verdict | None:
@@ -125,7 +138,8 @@ def _succeeded(f: JobFacts) -> bool:
 
 def _cancelled(f: JobFacts) -> bool:
     s = f.summary
-    by_summary = s is not None and (s.status == "CANCELLED" or s.exit_code in CANCEL_EXITS)
+    by_summary = s is not None and (s.status == "CANCELLED" or s.exit_code in CANCEL_EXITS
+                                    or _summary_signal(s) in _CANCEL_SIGNALS)
     return (f.cancelled_by_us or by_summary or f.scheduler_state == "CANCELLED"
             or f.exit_code in CANCEL_EXITS)
 
@@ -143,6 +157,9 @@ def _signal_candidates(f: JobFacts) -> list[_Candidate]:
         if sig.detail == KILLED_DETAIL and _killed_by_cancel(f):
             continue
         klass, tier, detail = sig.klass, SIGNAL_TIER.get(sig.klass, Tier.ROOT), sig.detail
+        if sig.detail == ENV_EXCEPTION_DETAIL:
+            # An exception line: a traceback's weight, never above a named cause.
+            tier, detail = Tier.PYTHON, _environment_detail(sig.text)
         if sig.klass is _F.COORD_TIMEOUT and sig.detail == HEARTBEAT_DETAIL:
             # The heartbeat kill ends a hang: classify it as the hang of its phase.
             klass, hang_detail = hang_class(f)
@@ -167,7 +184,7 @@ def _exit_candidates(f: JobFacts) -> list[_Candidate]:
     failing = {h: c for h, c in codes.items() if c not in BENIGN_EXITS}
     out = [
         _Candidate(Tier.ROOT, math.inf, i, _F.HOST_OOM, None, h, _node_exit_line(h, c),
-                   "SIGKILL (exit 137): host OOM kill")
+                   killed_by(OOM_KILL_EXIT - 128))
         for i, (h, c) in enumerate(failing.items()) if c == OOM_KILL_EXIT
     ]
     crashed = {h: c for h, c in failing.items() if c != OOM_KILL_EXIT}
@@ -217,18 +234,82 @@ def _hang_candidates(f: JobFacts) -> list[_Candidate]:
 
 
 def _verdict(best: _Candidate, f: JobFacts) -> Verdict:
-    klass, detail = best.klass, best.detail
+    klass, detail, evidence = best.klass, best.detail, best.evidence
+    if best.klass is _F.PYTHON:
+        # "Traceback (most recent call last):" says nothing; the line it ends with does,
+        # and where that is an import, a missing file or a syntax error, the environment.
+        end = next((sig for offset, sig in f.signals
+                    if sig.detail in (EXCEPTION_DETAIL, ENV_EXCEPTION_DETAIL)
+                    and sig.rank == best.rank and offset > best.offset), None)
+        if end is not None:
+            evidence = end.text
+            if end.detail == ENV_EXCEPTION_DETAIL:
+                klass, detail = _F.ENVIRONMENT, _environment_detail(end.text)
     if klass in ALL_NODES_MEANS_CONFIG and _on_every_node(klass, f):
         detail = f"same {klass.value} failure on all {len(f.node_map)} nodes"
         klass = _F.CONFIG
     node = None if klass in NOT_A_NODE else best.node or _node_of(best.rank, f)
-    evidence = best.evidence
-    if best.klass is _F.PYTHON:
-        # "Traceback (most recent call last):" says nothing; the line it ends with does.
-        evidence = next((sig.text for offset, sig in f.signals
-                         if sig.detail == EXCEPTION_DETAIL and sig.rank == best.rank
-                         and offset > best.offset), evidence)
     return Verdict(klass=klass, node=node, evidence=evidence, detail=detail)
+
+
+_EXCEPTION_NAME = re.compile(r"(?:^|: )(\w+Error):")
+
+
+def _environment_detail(line: str) -> str:
+    m = _EXCEPTION_NAME.search(line)
+    what = m.group(1) if m else "an error"
+    return f"{what}: the trainer's environment or its code"
+
+
+# A summary's `Status: FAILED (killed by signal 9)` (the local backend's wrapper).
+_KILLED_BY = re.compile(r"\bkilled by signal (\d{1,3})\b")
+# What each signal says about who sent it, where it says anything.
+_SENDER = {signal.SIGKILL: "the host's out-of-memory killer or a person",
+           signal.SIGSEGV: "a crash in native code", signal.SIGABRT: "the program aborted"}
+
+
+def killed_by(number: int) -> str:
+    """`killed by signal 9 (SIGKILL): the host's out-of-memory killer or a person`."""
+    try:
+        sig: signal.Signals | None = signal.Signals(number)
+    except ValueError:
+        sig = None
+    name = f" ({sig.name})" if sig is not None else ""
+    sender = _SENDER.get(sig) if sig is not None else None
+    return f"killed by signal {number}{name}" + (f": {sender}" if sender else "")
+
+
+# SIGINT, SIGTERM: a stop (CANCEL_EXITS are 128 + these).
+_CANCEL_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _summary_signal(s: SummaryFact) -> int | None:
+    m = _KILLED_BY.search(s.detail)
+    return int(m.group(1)) if m else None
+
+
+def _signal_number(f: JobFacts) -> tuple[int, str] | None:
+    """The signal that ended the job, as its summary or the scheduler says (the shell's
+    128 + N; Slurm's `0:9` reaches here as 137), with the line that says so."""
+    s = f.summary
+    if s is not None and (number := _summary_signal(s)) is not None:
+        return number, _summary_line(s) or ""
+    for code, line in ((s.exit_code if s else None, _summary_line(s)),
+                       (f.exit_code, _sched(f))):
+        if code is not None and 128 < code <= 128 + 64:
+            return code - 128, line or _sched(f)
+    return None
+
+
+def _by_signal(f: JobFacts) -> Verdict | None:
+    """A job a signal ended, nothing in its log saying why: SIGKILL is the host's OOM
+    killer or a person (`kill -9`), named as such; any other signal is named in an
+    unrecognised failure's detail (`_unknown`)."""
+    found = _signal_number(f)
+    if found is None or found[0] != signal.SIGKILL:
+        return None
+    return Verdict(klass=_F.HOST_OOM, node=_node_of(None, f), evidence=found[1],
+                   detail=killed_by(found[0]))
 
 
 def _on_every_node(klass: FailureClass, f: JobFacts) -> bool:
@@ -248,6 +329,8 @@ def _node_of(rank: int | None, f: JobFacts) -> str | None:
 
 def _unknown(f: JobFacts) -> Verdict:
     parts = ["no failure signature recognised"]
+    if (found := _signal_number(f)) is not None:
+        parts.insert(0, killed_by(found[0]))
     if f.log_lost:
         parts.append("the log could not be read")
     elif f.summary is None and f.scheduler_state not in (None, "RUNNING"):

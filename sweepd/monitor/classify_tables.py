@@ -48,7 +48,8 @@ HANG_BY_PHASE: Mapping[Phase, tuple[FailureClass, str]] = {
 ALL_NODES_MEANS_CONFIG = frozenset({_F.GPU_HARDWARE, _F.PYTHON, _F.NODE_CRASH})
 
 # Failures that are not any node's fault: the verdict names no node.
-NOT_A_NODE = frozenset({_F.CONFIG, _F.UNKNOWN_FLAG, _F.CHECKOUT_OUTAGE, _F.CONTROLLER_DOWN})
+NOT_A_NODE = frozenset({_F.CONFIG, _F.UNKNOWN_FLAG, _F.ENVIRONMENT, _F.CHECKOUT_OUTAGE,
+                        _F.CONTROLLER_DOWN})
 
 PREEMPTED = "preempted by the scheduler"
 # Scheduler states that name a cause when the log names none.

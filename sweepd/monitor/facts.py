@@ -17,6 +17,7 @@ class FailureClass(StrEnum):
     NODE_CRASH = "node_crash"                # one node exits non-zero, others fine
     CONFIG = "config"                        # all nodes fail the same way; bad model name
     UNKNOWN_FLAG = "unknown_flag"            # XLA_FLAGS / libtpu: an unknown flag
+    ENVIRONMENT = "environment"              # the trainer cannot start: import, file, syntax
     COLLECTIVE_TIMEOUT = "collective_timeout"  # NCCL WARN Timeout / ncclSystemError
     COORD_TIMEOUT = "coord_timeout"          # DEADLINE_EXCEEDED: GetKeyValue() timed out
     RCCL_FLAKE = "rccl_flake"                # hang before Memstats (RCCL/IB init)

@@ -31,6 +31,11 @@ KILLED_DETAIL = "killed by SIGKILL"
 # A Python exception line (`ValueError: ...`): never a failure on its own (programs log
 # handled exceptions), only the evidence that names what a traceback was about.
 EXCEPTION_DETAIL = "the exception a traceback ends with"
+# An exception that says the trainer's environment is broken (an import, a file, its own
+# syntax): like EXCEPTION_DETAIL it names what a traceback was about, and without a
+# traceback (Python prints none for a syntax error in the script it runs) it is the cause
+# itself, but never above a cause a signature names (a program may log a handled one).
+ENV_EXCEPTION_DETAIL = "an exception that says the trainer's environment is broken"
 
 
 class Signature(NamedTuple):
@@ -179,6 +184,27 @@ SIGNATURES: list[Signature] = [
     _sig("deadline_exceeded", r"DEADLINE_EXCEEDED: GetKeyValue\(\) timed out", _F.COORD_TIMEOUT),
     _sig("heartbeats", r"The following tasks are unhealthy \(stopped sending heartbeats\)",
          _F.COORD_TIMEOUT, _heartbeat),
+    # The trainer cannot start (its environment, not the swept value: the same at every
+    # value). The interpreter's and the shell's own lines, and the local backend's wrapper.
+    _sig("can't open file", r"^(?:\S*/)?python[\d.]*: can't open file '([^']{1,500})'",
+         _F.ENVIRONMENT, lambda m: f"python cannot open the trainer's script {m.group(1)}"),
+    _sig("no module named", r"^(?:\S*/)?python[\d.]*: No module named (\S{1,500})",
+         _F.ENVIRONMENT, lambda m: f"python has no module {m.group(1)}"),
+    _sig("error while finding module specification",
+         r"^(?:\S*/)?python[\d.]*: Error while finding module specification for "
+         r"'([^']{1,500})'", _F.ENVIRONMENT,
+         lambda m: f"python cannot find the trainer's module {m.group(1)}"),
+    _sig("not found", r"^\S+: (?:line )?\d+: (\S{1,500}): (?:command )?not found$",
+         _F.ENVIRONMENT, lambda m: f"the shell cannot find the command {m.group(1)}"),
+    _sig("command not found", r"^\S+: (\S{1,500}): command not found$", _F.ENVIRONMENT,
+         lambda m: f"the shell cannot find the command {m.group(1)}"),
+    _sig("sweepd local backend: cannot start",
+         r"^sweepd local backend: cannot start (\S{1,500}): ", _F.ENVIRONMENT,
+         lambda m: f"the train command {m.group(1)} cannot be started"),
+    # An import, a missing file, a syntax error in the trainer: the exception a traceback
+    # ends with (or, for the script Python runs, the whole report: no traceback line).
+    _sig("error: ", r"^(?:ModuleNotFoundError|ImportError|SyntaxError|IndentationError|"
+         r"TabError|FileNotFoundError): \S", _F.ENVIRONMENT, lambda m: ENV_EXCEPTION_DETAIL),
     # Python: generic, the specific error usually follows the traceback.
     _sig("traceback", r"^Traceback \(most recent call last\):", _F.PYTHON),
     _sig("error: ", r"^[A-Za-z_][\w.]*Error: \S", _F.PYTHON, lambda m: EXCEPTION_DETAIL),

@@ -66,6 +66,13 @@ def report_markdown(renderer: KindRenderer, sweep: Sweep, runs: Sequence[Run],
         # A best so far (the budget ran out first) is not a result to write into a config.
         lines += ["", "No config change proposed: the verdict is the best so far, not "
                   "settled (the state line says what was left to run)."]
+    elif verdict.get("proposal") and verdict.get("settings_form") == "overrides":
+        # The local backend and direct mode: the person's runs take MaxText overrides, so
+        # the change is one; a YAML config their train command reads can take it as a key.
+        lines += ["", "Proposed change (add it to your train command's overrides, or "
+                  f"`sweepd report {sweep.id} --apply FILE.yml` writes it into a YAML config "
+                  "your train command reads):", "",
+                  f"    {escape(str(verdict['proposal']))}"]
     elif verdict.get("proposal"):
         lines += ["", f"Proposed config change (`sweepd report {sweep.id} --apply "
                   f"REPO/configs/{spec.get('model')}.gpu.yml` writes it into that checkout):", "",

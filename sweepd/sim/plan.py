@@ -205,7 +205,8 @@ def _training(tl: _Timeline, t0: float) -> Plan:
     _kind_env(tl, t0)
     fault = job.fault
     kind = fault.kind if fault else None
-    if job.error is not None or kind in (FaultKind.CONFIG_ERROR, FaultKind.UNKNOWN_FLAG):
+    if job.error is not None or kind in (FaultKind.CONFIG_ERROR, FaultKind.UNKNOWN_FLAG,
+                                         FaultKind.ENVIRONMENT):
         return _fail(tl, "Training", t0, *failure_events(tl.add, job, t0 + 5, 0))
     assert job.truth is not None
     truth = job.truth

@@ -45,6 +45,7 @@ class FaultKind(StrEnum):
     COORD_TIMEOUT = "coord_timeout"
     UNKNOWN_FLAG = "unknown_flag"
     CONFIG_ERROR = "config_error"
+    ENVIRONMENT = "environment"          # the trainer dies importing jax, on every rank
     CONTROLLER_DOWN = "controller_down"
     OOM = "oom"
     NIC = "nic"                          # ionic CQE error, then a hang at the first collective

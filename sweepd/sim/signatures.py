@@ -66,6 +66,12 @@ def failure_events(add: Add, job: JobInput, t: float, rank: int) -> tuple[float,
             "Traceback (most recent call last):",
             '  File "/workspace/maxtext/MaxText/train.py", line 1082, in <module>',
             f"ValueError: {job.error}"], 1)
+    if kind is FaultKind.ENVIRONMENT:
+        return _all_ranks(add, job, t, [
+            "Traceback (most recent call last):",
+            '  File "/workspace/maxtext/MaxText/train.py", line 31, in <module>',
+            "    import jax",
+            "ModuleNotFoundError: No module named 'jax'"], 1)
     if kind is FaultKind.CONFIG_ERROR:
         return _all_ranks(add, job, t, [f"!!! Unknown model: {job.model}"], 1)
     if kind is FaultKind.UNKNOWN_FLAG and job.kind_job is not None \

@@ -28,7 +28,7 @@ from sweepd.clusters.base import (
     SubmitRefused,
     Submitted,
 )
-from sweepd.clusters.local import launch
+from sweepd.clusters.local import launch, slot
 from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords
 from sweepd.clusters.local.wrapper import alive, read_json, status_path, write_json
 from sweepd.clusters.threaded import ThreadedJobs
@@ -39,6 +39,12 @@ from sweepd.util.locks import locked  # the scheduler's lock: one process decide
 FIRST_JOB_ID = 1
 # The exit code a job killed outright (its wrapper gone) is recorded with: SIGKILL's.
 KILLED_EXIT = 137
+
+
+def _sweep_of(token: str) -> int | None:
+    """The sweep a job's token names (`sw<N>-…`), to say who holds the slot."""
+    head = token.split("-", 1)[0]
+    return int(head[2:]) if head.startswith("sw") and head[2:].isdigit() else None
 
 
 class LocalCluster(ThreadedJobs):
@@ -53,6 +59,9 @@ class LocalCluster(ThreadedJobs):
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         self.records = JobRecords(self.jobs_dir)
         self._lock = state_dir / "scheduler.lock"
+        # The machine's one accelerator slot, shared with every other sweepd process here.
+        self.slot = settings.lock_path()
+        self._held_by: str | None = None   # who held the slot at the last schedule
 
     # -- the ClusterBackend protocol -------------------------------------------------------
 
@@ -135,18 +144,38 @@ class LocalCluster(ThreadedJobs):
                 "output_path": str(out_dir / f"{job_id}-{fitted.name}"),
                 "passthrough": request.passthrough(),
                 "grace_s": self.settings.cancel_grace_s, "state": PENDING,
+                # Who the job is, written into the slot's lock file while it holds it.
+                "state_dir": str(self.state_dir.parent), "sweep": _sweep_of(request.token),
             })
             self._schedule()
         return Submitted(job_id, fitted.name, log, name_note=fitted.note)
 
     def _schedule(self) -> None:
-        """Start the first pending job when none runs (the caller holds the lock)."""
+        """Start the first pending job when none runs here and the machine's slot is free
+        (the caller holds the scheduler lock). The slot taken is handed to the job's
+        wrapper: this process lets go of it once the wrapper has it."""
+        self._held_by = None
         records = self.records.all()
         if any(self.records.running(r) for r in records):
             return
         first = next((r for r in records if r["state"] == PENDING), None)
-        if first is not None:
-            launch.start(self.records, first, self.settings.env)
+        if first is None:
+            return
+        try:
+            fd = slot.try_take(self.slot)
+        except OSError as e:
+            self._held_by = f"nobody: its lock file {self.slot} cannot be opened ({e.strerror})"
+            return
+        if fd is None:
+            self._held_by = slot.who_holds(self.slot)
+            return
+        try:
+            slot.write_holder(fd, {"pid": os.getpid(), "state_dir": first["state_dir"],
+                                   "sweep": first.get("sweep"), "job": first["id"],
+                                   "since": time.time()})
+            launch.start(self.records, first, self.settings.env, fd)
+        finally:
+            os.close(fd)
 
     def _scheduled(self) -> list[dict[str, Any]]:
         with locked(self._lock):
@@ -166,6 +195,10 @@ class LocalCluster(ThreadedJobs):
         if record["state"] == CANCELLED:
             return JobStatus(SchedulerState.CANCELLED, None, "cancelled while pending")
         if record["state"] == PENDING:
+            if self._held_by is not None and self._first_pending(job_id):
+                waiting = f"the accelerator ({self.slot}) is held by {self._held_by}"
+                return JobStatus(SchedulerState.PENDING, None, f"Resources: {waiting}",
+                                 waiting=f"waits for {waiting}")
             return JobStatus(SchedulerState.PENDING, None, "Resources")
         ended = self.records.status(job_id)
         if ended is None and self.records.running(record):
@@ -177,10 +210,24 @@ class LocalCluster(ThreadedJobs):
                              start=record.get("started_at"))
         code = int(ended["exit_code"])
         start, end = ended.get("start"), ended.get("end")
-        if ended.get("cancelled") or self.records.cancel_asked(job_id):
-            return JobStatus(SchedulerState.CANCELLED, code, "cancelled", start=start, end=end)
+        signum = ended.get("signal")
+        if self.records.cancel_asked(job_id):
+            return JobStatus(SchedulerState.CANCELLED, code, "cancelled by sweepd",
+                             start=start, end=end)
+        if ended.get("cancelled"):
+            # A stop signal from outside sweepd (a person's `kill -TERM`): CANCELLED, as
+            # Slurm says of a scancel sweepd did not send, so the engine's outside-cancel
+            # rules judge it (`cancelled.measured` when its steady window was complete).
+            what = f"signal {signum}" if isinstance(signum, int) else f"exit {code}"
+            return JobStatus(SchedulerState.CANCELLED, code, f"cancelled outside sweepd "
+                             f"({what})", start=start, end=end)
         state = SchedulerState.COMPLETED if code == 0 else SchedulerState.FAILED
-        return JobStatus(state, code, start=start, end=end)
+        reason = f"killed by signal {signum}" if isinstance(signum, int) else None
+        return JobStatus(state, code, reason, start=start, end=end)
+
+    def _first_pending(self, job_id: str) -> bool:
+        first = next((r for r in self.records.all() if r["state"] == PENDING), None)
+        return first is not None and first["id"] == job_id
 
     def _poll(self, ids: list[str]) -> dict[str, JobStatus]:
         with locked(self._lock):
@@ -231,5 +278,6 @@ class LocalCluster(ThreadedJobs):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(int(trainer[0]), signal.SIGKILL)
             write_json(status_path(self.jobs_dir, job_id),
-                       {"exit_code": KILLED_EXIT, "start": record.get("started_at"),
-                        "end": time.time(), "cancelled": True})
+                       {"exit_code": KILLED_EXIT, "signal": signal.SIGKILL.value,
+                        "start": record.get("started_at"), "end": time.time(),
+                        "cancelled": True, "cancelled_by": "sweepd"})

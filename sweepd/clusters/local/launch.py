@@ -44,19 +44,21 @@ def job_env(base: Mapping[str, str], configured: Mapping[str, str], record: Mapp
     return env
 
 
-def start(records: JobRecords, record: dict[str, Any], configured: Mapping[str, str]) -> None:
+def start(records: JobRecords, record: dict[str, Any], configured: Mapping[str, str],
+          slot_fd: int) -> None:
     """Launch the job's wrapper and record it STARTED with its pid and start ticks (the
-    caller holds the scheduler lock). STARTING is on disk first: a crash between the two
-    leaves a record the wrapper's own pid file completes."""
+    caller holds the scheduler lock, and the machine's slot on `slot_fd`, which the
+    wrapper inherits and keeps: the slot is the job's from here). STARTING is on disk
+    first: a crash between the two leaves a record the wrapper's own pid file completes."""
     record.update(state=STARTING, starting_at=time.time())
     records.save(record)
     err = records.jobs_dir / f"{record['id']}.stderr"
     cmd = [sys.executable, str(Path(wrapper.__file__).resolve()), str(records.jobs_dir),
-           str(record["id"])]
+           str(record["id"]), str(slot_fd)]
     launched = subprocess.run(["sh", "-c", _LAUNCH, "sh", str(err), *cmd],
                               env=job_env(os.environ, configured, record),
                               capture_output=True, text=True, check=True,
-                              start_new_session=True)
+                              start_new_session=True, pass_fds=(slot_fd,))
     pid = int(launched.stdout.strip())
     record.update(state=STARTED, wrapper=[pid, wrapper.start_ticks(pid)],
                   started_at=time.time())

@@ -32,6 +32,19 @@ PENDING, STARTING, STARTED, CANCELLED = "PENDING", "STARTING", "STARTED", "CANCE
 LAUNCH_LOST_S = 30.0
 
 
+def kill_command(jobs_dir: Path, ids: list[str]) -> str:
+    """The command that cancels these jobs with no sweepd running: SIGTERM to each one's
+    wrapper (it passes it on to the trainer's group, SIGKILL after the grace period)."""
+    pids = []
+    for job_id in ids:
+        data = read_json(pid_path(jobs_dir, job_id)) if job_id.isdigit() else None
+        wrapper = data.get("wrapper") if isinstance(data, dict) else None
+        if isinstance(wrapper, list) and alive(wrapper):
+            pids.append(str(wrapper[0]))
+    return f"kill -TERM {' '.join(pids)}" if pids else \
+        f"kill -TERM <the wrapper pid in {jobs_dir}/<id>.pid>"
+
+
 @dataclass(frozen=True)
 class JobRecords:
     jobs_dir: Path

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -122,6 +124,12 @@ def leftover_note(output_dir: Path) -> str | None:
         notes.append(text)
         if train_env.arms(path.read_text("utf-8")):
             notes.append(f"  remove them (nothing else in the file changes): "
-                         f"python -m sweepd.clusters.train_env clean {path}")
+                         f"{clean_command(path)}")
     return "\n".join(notes) or None
 
+
+def clean_command(path: Path) -> str:
+    """The command that removes sweepd's arms from `path`, under the interpreter sweepd runs
+    under: the system's `python` may have no sweepd (a new user's `python -m …` failed)."""
+    return (f"{shlex.quote(sys.executable)} -m sweepd.clusters.train_env clean "
+            f"{shlex.quote(str(path))}")

@@ -90,7 +90,10 @@ def apply(args: argparse.Namespace, report: Mapping[str, Any], io: ClientOutput)
                           "--apply REPO/configs/MODEL.gpu.yml")
     model = str(report["sweep"]["spec"].get("model"))
     path = Path(args.apply)
-    if not path.name.startswith(f"{model}."):
+    # On the local backend and in direct mode the person's trainer reads its own YAML (a
+    # MaxText base.yml, a copy of it): any such file takes the key, whatever its name.
+    own_config = verdict.get("settings_form") == "overrides"
+    if not own_config and not path.name.startswith(f"{model}."):
         # An optimum is only valid for the model it was measured on.
         return io.fail(args, f"sweep {args.id} measured {model}; {path} is not "
                           f"{model}'s config (expected configs/{model}.gpu.yml)")

@@ -15,10 +15,14 @@ from sweepd.kinds.registry import Budget, ClientHooks, Kind, Report
 
 
 def most_runs(spec: Mapping[str, Any]) -> int:
-    """At most `max_runs`, and no more than the values given."""
+    """At most `max_runs` (and the extra runs `extend_budget` allows), and no more than the
+    values given unless a value may run again (`measure_noise`, `check_slowdown`)."""
     values = spec.get("values")
     cap = int(spec.get("max_runs", THRESHOLDS.max_runs))
-    return min(cap, len(values)) if isinstance(values, list) else cap
+    if spec.get("extend_budget"):
+        cap += THRESHOLDS.extra_runs
+    again = bool(spec.get("measure_noise") or spec.get("check_slowdown"))
+    return min(cap, len(values)) if isinstance(values, list) and not again else cap
 
 
 KIND = Kind(exports.NAME, ModelPerfSpec, plan_two.plan, Report(report.markdown, report.rows),

@@ -11,6 +11,7 @@ from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.jobfacts import quiet_note
 from sweepd.kinds.model_perf.params import run_params
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
 from sweepd.kinds.model_perf.rules import (
     BELOW_MINIMUM,
@@ -266,6 +267,15 @@ def _not_run(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
             if why else None)
 
 
+def proposal(parameter: str, value: Any, model: str, form: str) -> str:
+    """The change in the form the person's setup takes it: a line of the toolkit's model
+    config, or the MaxText override their train command takes (local backend, direct mode),
+    where a `configs/<model>.gpu.yml` is no file they have."""
+    if form == "overrides":
+        return f"{parameter}={value}  # an override of your train command (the spec's overrides)"
+    return f"{parameter}: {value}  # configs/{model}.gpu.yml"
+
+
 def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts],
             notes: tuple[Caveat, ...], settled: bool = True) -> Finished:
     top = best_mean(seen)
@@ -283,8 +293,11 @@ def _finish(spec: ModelPerfSpec, seen: list[Probe], ctx: SweepContext[PerfFacts]
     verdict: dict[str, Any] = {
         "parameter": spec.parameter, "best": top.value, "tgs": top.tgs, "runs": len(seen),
         "nodes": ran, "settled": settled, "caveat": found.caveat_text(),
-        "proposal": f"{spec.parameter}: {top.value}  # configs/{spec.model}.gpu.yml"
+        # Where the memory pool the search read came from (model_perf/pool.py).
+        "pool": pool_of(spec, ctx).line,
+        "proposal": proposal(spec.parameter, top.value, spec.model, ctx.settings_form)
                     + (f", measured on {ran}N" if ran < pinned else ""),
+        "settings_form": ctx.settings_form,
         **found.as_dict(),
     }
     return Finished(True, summary(found), verdict, found.rule)

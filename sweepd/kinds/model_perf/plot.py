@@ -20,7 +20,7 @@ def perf_curve_figure(points: Sequence[tuple[float, float]], failed: Sequence[fl
                       best: float | None, parameter: str, title: str) -> Figure:
     """Steady TGS against the swept value: the measured curve, the values that OOMed or
     failed (shaded from the lowest one above every success: the region that does not fit),
-    the optimum."""
+    the best measured (not called an optimum: the search may stop on a best so far)."""
     fig = new_figure(figsize=(7.0, 4.6), dpi=100)
     ax = fig.add_subplot()
     pts = sorted(points)
@@ -41,7 +41,8 @@ def perf_curve_figure(points: Sequence[tuple[float, float]], failed: Sequence[fl
     if best is not None:
         y = dict(pts).get(best)
         if y is not None:
-            ax.plot([best], [y], "*", color="#e0a800", markersize=16, label=f"optimum {best:g}")
+            ax.plot([best], [y], "*", color="#e0a800", markersize=16,
+                    label=f"best measured {best:g}")
     ax.set_xlabel(parameter)
     ax.set_ylabel("TGS/device")
     ax.set_ylim(0, top * 1.12)

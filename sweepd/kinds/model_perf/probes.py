@@ -15,6 +15,7 @@ from sweepd.kinds.model_perf.search import MEMORY_MARGIN, Outcome, Probe, Value,
 from sweepd.kinds.model_perf.search.memory import one_offs
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.monitor.facts import FailureClass
+from sweepd.monitor.signatures import oom_sizes
 from sweepd.store.rows import Job, Run
 
 _OUTCOME = {"pass": Outcome.OK, "oom": Outcome.OOM}
@@ -229,8 +230,11 @@ def probe_of(spec: ModelPerfSpec, run: Run, job: Job | None, nodes: int) -> Prob
         return probe
     fixed = (job.mem_total_gb - job.mem_temp_gb
              if job.mem_total_gb is not None and job.mem_temp_gb is not None else None)
+    sizes = oom_sizes(job.failure_line or "") if run.outcome == "oom" else None
     return Probe(probe.value, probe.outcome, probe.tgs, temp_gb=job.mem_temp_gb,
-                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=_alloc(run, job))
+                 fixed_gb=fixed, limit_gb=job.mem_limit_gb, alloc_gb=_alloc(run, job),
+                 required_gb=sizes[0] if sizes else None,
+                 available_gb=sizes[1] if sizes else None)
 
 
 def _too_slow(run: Run, job: Job) -> bool:

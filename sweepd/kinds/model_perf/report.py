@@ -138,6 +138,9 @@ def markdown(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]) -> str:
             "OOM" if row["outcome"] == "oom" else "—")
         mfu = f"{row['mfu']:.2f}%" if row["mfu"] is not None else "—"
         lines.append(f"| {row['value']} | {row['job'] or '—'} | {tgs} | {mfu} | {row['status']} |")
+    pool = (sweep.verdict or {}).get("pool")
+    if pool:   # where the pool the search read came from (model_perf/pool.py)
+        lines += ["", f"The search's {pool}."]
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.estimate import memory_estimate, sharding_of, weight_bytes
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
 from sweepd.kinds.model_perf.jobfacts import noise_track
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.search import SearchSpace, batch_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
@@ -22,7 +23,7 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # `measure_noise` (off by default, one run more) also what two runs of the best show.
     # The device's memory known: the compiled-memory line is evidence, not proof of what
     # cannot fit (search/memory.py `line_evidence`).
-    device = spec.gpu_memory_gib or ctx.gpu_memory_gib or None
+    device = pool_of(spec, ctx).gb
     track = noise_track(ctx, spec.noise_floor, spec.measured_noise)
     return replace(space, multi_peak=spec.multi_peak, noise=track.decided, track=track,
                    measure_noise=spec.measure_noise,
@@ -42,6 +43,10 @@ def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpa
     model = spec.known_shape
     if model is None:
         return _small_start(spec)
+    pool = pool_of(spec, ctx)
+    if pool.gb is None:
+        # No pool, no estimate: a 16 GB chip planned on the 192 GB default ran 472 first.
+        return _small_start(spec, f"{pool.line}, so no memory estimate")
     # The Memstats were printed by a job on the pinned nodes; param memory per GPU changes
     # with the node count (sharding), so they hold only while all of them are in use.
     same = len(ctx.nodes) == len(spec.node_list)
@@ -51,7 +56,7 @@ def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpa
         if axes or "expert_shard_attention_option" in settings else None
     est = memory_estimate(
         replace(model, gpus_per_node=ctx.gpus_per_node), len(ctx.nodes),
-        spec.gpu_memory_gib or ctx.gpu_memory_gib,
+        pool.gb,
         spec.mem_fraction or _env_fraction(spec) or THRESHOLDS.mem_fraction,
         seq_len=_int(settings.get("max_target_length")),
         weight_bytes=weight_bytes(settings),
@@ -71,11 +76,12 @@ def _space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[SearchSpa
     return space, why
 
 
-def _small_start(spec: ModelPerfSpec) -> tuple[SearchSpace, str]:
-    """A model whose shape sweepd does not know: no estimate is possible, so the first probe
-    is small (likely to fit) and its compiled-memory line predicts the largest fit."""
+def _small_start(spec: ModelPerfSpec, why: str | None = None) -> tuple[SearchSpace, str]:
+    """A model whose shape sweepd does not know, or a pool it does not know: no estimate is
+    possible, so the first probe is small (likely to fit) and its compiled-memory line
+    predicts the largest fit."""
     space = batch_space(spec.lower, spec.lower, spec.upper, source="no estimate")
-    why = f"no shape known for {spec.model}, so no memory estimate"
+    why = why or f"no shape known for {spec.model}, so no memory estimate"
     return replace(space, start=spec.lower, start_why=f"a small first probe ({why}); its "
                    "compiled-memory line predicts the largest batch that fits"), why
 

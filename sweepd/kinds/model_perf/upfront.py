@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.search import SearchSpace
-from sweepd.kinds.model_perf.spec import ModelPerfSpec
+from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
 
 
 def upfront(spec: ModelPerfSpec, space: SearchSpace, ctx: SweepContext[PerfFacts]) -> str | None:
     said: list[str] = []
+    if spec.parameter == BATCH:
+        said.append(pool_of(spec, ctx).line)
     prior = ctx.facts.prior
     if prior is not None and space.prior:
         values = sorted({p.value for p in space.prior}, key=lambda v: (str(type(v)), v))

@@ -55,6 +55,14 @@ class Inputs:
     # Catalog profiles left out because every setting already holds in the job
     # (`in_effect.without_in_effect`): the verdict names them.
     in_effect: tuple[str, ...] = ()
+    # The devices one job runs on (nodes x devices per node; None: not known) and how that
+    # was read: one device has no collectives (`no_collectives.without_collectives`).
+    devices: int | None = None
+    devices_how: str = ""
+    # Catalog profiles left out because they act on collectives alone and the program has
+    # none (rule `catalog.no_collectives`), and the evidence it has none: the verdict says both.
+    no_collectives: tuple[str, ...] = ()
+    no_collectives_why: str = ""
     # Who proposes a wave's exploring runs: `seed`, the hand rules (`search_steps.py`);
     # `tpe`, Optuna's TPE sampler fitted to the results (`tpe_proposals.py`), the seed's
     # re-runs, confirmation, report block and stop rules on top.

@@ -14,6 +14,7 @@ from sweepd.kinds.api import Finished, NewRun, Plan, SweepContext
 from sweepd.kinds.xla_tuning import rules as rule_book
 from sweepd.kinds.xla_tuning import search as wave_search
 from sweepd.kinds.xla_tuning.catalog.catalog import Evidence, Layer, Profile
+from sweepd.kinds.xla_tuning.catalog.collectives import collective_only
 from sweepd.kinds.xla_tuning.evidence.board import Board
 from sweepd.kinds.xla_tuning.evidence.board_build import build
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
@@ -22,7 +23,7 @@ from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.inventory.planner_facts import XlaFacts
 from sweepd.kinds.xla_tuning.runs import gather, progress
 from sweepd.kinds.xla_tuning.runs.plan_checks import not_applied_stop, preflight
-from sweepd.kinds.xla_tuning.runs.run_params import Batch, batch_of, run_params
+from sweepd.kinds.xla_tuning.runs.run_params import DUMP_DIR, Batch, batch_of, run_params
 from sweepd.kinds.xla_tuning.search import Planned, Verdict
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.kinds.xla_tuning.verdict import render
@@ -39,8 +40,9 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
         return stop
     results = roles(gather.results(ctx.runs, ctx.jobs, deployed=ctx.facts.deployed),
                     ctx.runs, ctx.jobs)
-    inp = without_in_effect(changeable(spec.inputs(ctx.facts.deployed),
-                                       ctx.facts.fixed_flags()), results)
+    inp = with_devices(without_in_effect(changeable(spec.inputs(ctx.facts.deployed),
+                                                    ctx.facts.fixed_flags()), results),
+                       spec, ctx.gpus_per_node)
     evidence = evidence_of(ctx)
     decided = wave_search.plan(inp, results, evidence)
     if isinstance(decided, Verdict):
@@ -51,18 +53,70 @@ def plan(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts]) -> Plan:
     batch = batch_of(spec, ctx.facts)
     taken = {r.label for r in ctx.runs}
     out = []
-    for p in decided:
+    for p in _dump_ready(spec, ctx, decided):
         name = label(p, next(iter(spec.config_tags)), taken)
         taken.add(name)
-        out.append(NewRun(name, run_params(spec, p, batch), spec.node_list,
+        out.append(NewRun(name, run_params(spec, p, batch, _dump_dir(ctx.facts, name)),
+                          spec.node_list,
                           f"wave {p.wave}: {p.reason}" + _batch_note(p, batch, ctx.facts)
-                          + _evidence_note(p, evidence), p.rule))
+                          + _evidence_note(p, evidence) + _one_device_note(p, inp),
+                          p.rule))
     first = None if ctx.runs else progress.kickoff(
         spec.model, spec.nodes, inp, _batch_text(batch))
     said = progress.lines(inp, results, decided, first)
     if out and said:
         out[0] = replace(out[0], progress=said)
     return out
+
+
+def devices(spec: XlaTuningSpec, gpus_per_node: int) -> tuple[int, str]:
+    """The devices one job runs on, and how that was read: the slot's nodes x the cluster's
+    devices per node, or more where a parallelism override asks for more (MaxText's
+    `ici_*` / `dcn_*_parallelism`: their product is the devices the mesh needs)."""
+    par = spec.parsed_parallelism()
+    asked = 1
+    for key, value in spec.overrides.items():
+        if key.endswith("_parallelism") and isinstance(value, int) and value > 1:
+            asked *= value
+    n = max(spec.count * gpus_per_node, asked, par.ranks)
+    how = (f"{spec.count} node(s) x {gpus_per_node} device(s) per node "
+           f"(cluster.gpus_per_node), {par.text}")
+    return n, how + (f"; the parallelism overrides ask for {asked}" if asked > 1 else "")
+
+
+def with_devices(inp: Inputs, spec: XlaTuningSpec, gpus_per_node: int) -> Inputs:
+    n, how = devices(spec, gpus_per_node)
+    return replace(inp, devices=n, devices_how=how)
+
+
+def _dump_ready(spec: XlaTuningSpec, ctx: SweepContext[XlaFacts], decided: Sequence[Planned]
+                ) -> Sequence[Planned]:
+    """A TPU evidence run names its dump's directory in its XLA_FLAGS (`_dump_dir`), under
+    the sweep's output directory, which the first plan's facts (gathered at submission,
+    before the sweep had an id) do not know: it waits for the next plan, after the
+    baseline (on one chip the jobs run one at a time anyway)."""
+    if spec.platform != "tpu" or ctx.runs or ctx.facts.outputs is not None:
+        return decided
+    held = [p for p in decided if p.profile.name != EVIDENCE]
+    return held or decided
+
+
+def _dump_dir(facts: XlaFacts, name: str) -> str:
+    """Where a TPU evidence run dumps its HLO: the sweep's output directory, beside its
+    jobs' logs (relative, under the trainer's directory, where it is not known: validate)."""
+    sub = f"{DUMP_DIR}-{name}"
+    return str(facts.outputs / sub) if facts.outputs is not None else sub
+
+
+def _one_device_note(p: Planned, inp: Inputs) -> str:
+    """The evidence run says ahead what one device means for the catalog."""
+    if p.rule != rule_book.EVIDENCE.id or inp.devices != 1:
+        return ""
+    left = [q.name for q in inp.catalog if q.family and collective_only(q)]
+    if not left:
+        return ""
+    return (f"; 1 device ({inp.devices_how}): no collectives, so {', '.join(left)} will not "
+            f"run ({rule_book.NO_COLLECTIVES.id})")
 
 
 def changeable(inp: Inputs, fixed: frozenset[str]) -> Inputs:

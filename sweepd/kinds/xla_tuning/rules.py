@@ -25,6 +25,9 @@ RESTORE_DEFAULT = _r("wave1.restore_default", "a flag the env file sets away fro
                      "default runs at the default on every tag")
 EVIDENCE = _r("wave1_5.evidence", "one run with the profiler and the dumps: the evidence the "
               "catalog is chosen from")
+NO_COLLECTIVES = _r("catalog.no_collectives", "a program with no collectives (one device, or "
+                    "an evidence run whose HLO dump holds no collective op): the catalog's "
+                    "collective-only families are not run")
 # The search's waves.
 CATALOG = _r("wave.catalog", "a catalog family's first value(s), the families the evidence "
              "points at first", "seed_focus", "seed_two_from", "wave_size")
@@ -106,6 +109,8 @@ PREFLIGHT_NODES = _r("preflight.nodes", "the pinned nodes' states at submission"
 PREFLIGHT_OTHER_USERS = _r("preflight.other_users", "other users' jobs on the nodes at "
                            "submission", "shown_jobs")
 PREFLIGHT_TRAIN_ENV = _r("preflight.train_env", "train_env.sh holds no other sweep's arms")
+PREFLIGHT_MODEL = _r("preflight.model_shape", "a model sweepd has no shape for runs with the "
+                     "shape its overrides give; what is then unavailable is said")
 # Verdicts (the stop rules).
 WINNER = _r("stop.winner", "stop rule 1: a confirmed recipe at least win faster, no tag "
             "regressing more than regress", "win", "regress", "min_fresh", "win_margin", "stop",
@@ -201,12 +206,14 @@ THRESHOLDS = (
 )
 
 BOOK = RuleBook("xla_tuning", (
-    BASELINE, RESTORE_DEFAULT, EVIDENCE, CATALOG, NUMERIC_NEIGHBOUR, NUMERIC_EDGE, NUMERIC_ENDS,
+    BASELINE, RESTORE_DEFAULT, EVIDENCE, NO_COLLECTIVES, CATALOG, NUMERIC_NEIGHBOUR,
+    NUMERIC_EDGE, NUMERIC_ENDS,
     STACK, CLOSING_STACK, CLOSING_PAIR, ON_LEADER, TPE, SURROGATE, POLISH_VALUE, POLISH_ADD,
     PAIR_FILL, FAMILY_GAP, FILL_ENDS,
     OOM_BESIDE_MEMORY, PIPELINE_SHAPE, CROSS_TAG, BESIDE_BASELINE, RECHECK, RECHECK_BASELINE,
     RERUN, CONFIRM, NEAR_LINE, NEAR_LINE_BASELINE, RERUN_BASELINE, BESIDE_CLAIM, PART_CHECK,
     QUIET, REPORT, BOUNDED_STACK, NOT_APPLIED_RETRY, FLAKE_RETRY, NOT_APPLIED, SLOT_UNRESOLVED,
-    NODES_FROZEN, PREFLIGHT_NODES, PREFLIGHT_OTHER_USERS, PREFLIGHT_TRAIN_ENV, WINNER, BOUNDED,
+    NODES_FROZEN, PREFLIGHT_NODES, PREFLIGHT_OTHER_USERS, PREFLIGHT_TRAIN_ENV, PREFLIGHT_MODEL,
+    WINNER, BOUNDED,
     CATALOG_EXHAUSTED, TIMEBOX, MAX_RUNS,
 ), THRESHOLDS)

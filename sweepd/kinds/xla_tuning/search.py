@@ -20,7 +20,8 @@ This module is the loop; its parts: `claims.py` (when a claim is confirmed), `pa
 its gain and what it still lacks), `stops.py` (the stop rules and what a verdict needs
 first), `planned.py` (what the planner hands out), `next_wave.py` (a wave filled in the
 order above). Catalog profiles that change nothing for the job are left out first
-(`in_effect.py`).
+(`in_effect.py`), and so are those that act on collectives alone in a program that has none
+(`no_collectives.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from sweepd.kinds.xla_tuning.waves.candidates import Candidates
 from sweepd.kinds.xla_tuning.waves.claims import WIN_MARGIN, confirmed_win
 from sweepd.kinds.xla_tuning.waves.in_effect import without_in_effect
 from sweepd.kinds.xla_tuning.waves.next_wave import wave_candidates
+from sweepd.kinds.xla_tuning.waves.no_collectives import without_collectives
 from sweepd.kinds.xla_tuning.waves.parts import Pruned, pruned
 from sweepd.kinds.xla_tuning.waves.planned import (
     BASELINE_PROFILE,
@@ -73,6 +75,7 @@ from sweepd.kinds.xla_tuning.waves.wave_rules import closing
 
 def plan(inp: Inputs, results: Sequence[Result], evidence: Evidence | None) -> Plan:
     inp = without_in_effect(inp, results)  # a profile that changes nothing is never run
+    inp = without_collectives(inp, evidence, results)  # nor one with nothing to act on
     board = build(results, inp.noise, inp.max_flakes, inp.drift)
     wave = max(board.waves, default=0)
     if board.queue_s >= inp.max_queue_s or runs_spent(inp, board):

@@ -36,8 +36,12 @@ from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, RESTORE
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS as T
 from sweepd.kinds.xla_tuning.thresholds import Stop
+from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model
 
 MICROBATCHES = "num_pipeline_microbatches"
+# MaxText's shape overrides: with an unknown model name these are its shape.
+SHAPE_KEYS = ("base_emb_dim", "base_num_decoder_layers", "base_num_query_heads",
+              "base_num_kv_heads", "base_mlp_dim", "head_dim", "max_target_length")
 _RESERVED = frozenset({BASELINE, EVIDENCE, RESTORE})
 # A profile's layer when it names none: how the key is written says where it goes.
 _DEFAULT_MECHANISM = {Layer.XLA: Mechanism.SCHEDULER, Layer.ENV: Mechanism.TRANSPORT,
@@ -225,6 +229,35 @@ class XlaTuningSpec(_Spec):
                     f"profile {p.name}: {', '.join(bad)} is not a TPU flag this catalog "
                     f"knows (libtpu would stop at start: Unknown command line flag); "
                     f"known: {', '.join(sorted(KNOWN))}")
+
+    @classmethod
+    def known_model(cls, name: str, context: dict[str, Any]) -> str:
+        """As model perf's: a built-in shape or, in submit.sh mode, a model the toolkit repo
+        has a config for; on the local backend (`local_node`) any name, the train command
+        and the overrides defining the model (what that leaves unknown: `unknown_shape`).
+        The CLI leaves a name it does not know to the daemon, which decides."""
+        try:
+            return find_model(name, context.get("repo"))[0]
+        except UnknownModel:
+            if context.get("client") or context.get("local_node"):
+                return name
+            raise
+
+    def unknown_shape(self) -> str | None:
+        """What is unavailable for a model sweepd has no built-in shape for (None: it has
+        one): said at validate (`preflight.model_shape`) and in the report."""
+        try:
+            resolve_model(self.model)
+            return None
+        except UnknownModel:
+            pass
+        shape = [k for k in SHAPE_KEYS if k in self.overrides]
+        given = (f"the overrides give {', '.join(shape)}" if shape else
+                 "the overrides give no shape key (the train command's config decides)")
+        return (f"model {self.model}: no shape sweepd knows; {given}. Unavailable: a memory "
+                "estimate, the model's sequence length and GPUs per node in the report, and "
+                f"per-model prior flags (no configs/{self.model}.env.sh Inventory unless the "
+                "toolkit checkout has one); the flag search itself needs none of them")
 
     @property
     def flags_var(self) -> str:

@@ -34,17 +34,53 @@ class MemoryFit:
     limit: float  # GB usable: the pool, lowered below what any OOM run needed
     points: int  # distinct values with a temp size
     why: str
+    # What OOMs that printed their own sizes say (`sized_oom`): `cap`, the largest value
+    # that can fit (a proof, where memory grows linearly with the value); `aim`, the largest
+    # likely to, MEMORY_MARGIN under the pool. None: no such OOM.
+    cap: float | None = None
+    aim: float | None = None
 
     def max_fit(self, scale: float = 1.0) -> float:
-        """The value where the line, its need times `scale`, meets the pool."""
-        return (self.limit / scale - self.base) / self.slope
+        """The value where the line, its need times `scale`, meets the pool (never above
+        what an OOM's own sizes allow)."""
+        line = (self.limit / scale - self.base) / self.slope
+        return line if self.cap is None else min(line, self.cap)
 
     def likely_fit(self, scale: float = 1.0) -> float:
         """The largest value predicted to fit: where the line, its need times `scale`
         (`Calibration.scale`), meets the pool less MEMORY_MARGIN. The margin is aimed
         under: allocator fragmentation and buffers outside the compiled program OOM a value
         whose total is just under the pool."""
-        return (self.limit * (1 - MEMORY_MARGIN) / scale - self.base) / self.slope
+        line = (self.limit * (1 - MEMORY_MARGIN) / scale - self.base) / self.slope
+        return line if self.aim is None else min(line, self.aim)
+
+
+@dataclass(frozen=True)
+class SizedOom:
+    """An OOM that printed what it needed and what the device had (a TPU's compile-time
+    `the total memory required … (19.02G) exceeds available HBM (15.75G)`)."""
+
+    value: float
+    required: float
+    available: float
+
+    @property
+    def cap(self) -> float:
+        """The largest value that can fit: memory grows linearly with the value from a
+        fixed part >= 0, so below this value it needs at least value x required / this
+        value, which must stay within what the device had."""
+        return self.value * self.available / self.required
+
+    def aim(self, slope: float | None, base: float | None) -> float:
+        """The largest value likely to fit, MEMORY_MARGIN under the pool: with a line from
+        the passes, that line scaled to what this OOM needed (it under- or over-states by
+        required / its reading here); without one, the cap less the margin."""
+        room = self.available * (1 - MEMORY_MARGIN)
+        prop = self.value * room / self.required
+        if slope is None or base is None or base + slope * self.value <= 0:
+            return prop
+        scale = self.required / (base + slope * self.value)
+        return min(prop, (room / scale - base) / slope)
 
 
 def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
@@ -54,9 +90,12 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
         if p.temp_gb is not None and is_numeric(p.value) and float(p.value) > 0:
             temps.setdefault(float(p.value), []).append(p.temp_gb)
     fixed = [p.fixed_gb for p in probes if p.fixed_gb is not None]
-    limits = [p.limit_gb for p in probes if p.limit_gb is not None]
+    sized = sized_ooms(probes)
+    # What the device had: Memstats' pool, or what an OOM said was available.
+    limits = [p.limit_gb for p in probes if p.limit_gb is not None] + \
+        [o.available for o in sized]
     if not temps or not fixed or not limits:
-        return None
+        return _from_sizes(sized)
     xs = sorted(temps)
     ys = [statistics.fmean(temps[x]) for x in xs]
     slope, intercept = _line(xs, ys)
@@ -78,7 +117,51 @@ def memory_fit(probes: Sequence[Probe]) -> MemoryFit | None:
              f"temp fitted over {len(xs)} runs ({', '.join(_fmt(x) for x in xs)})")
     why = (f"compiled memory: {shape} = {slope:.2f} GB per batch + {base:.1f} GB fixed, "
            f"pool {limit:.1f} GB{lowered}")
-    return MemoryFit(slope, base, limit, len(xs), why)
+    if not sized:
+        return MemoryFit(slope, base, limit, len(xs), why)
+    low = min(sized, key=lambda o: o.cap)
+    aim = min(o.aim(slope, base) for o in sized)
+    return MemoryFit(slope, base, limit, len(xs), why + "; " + _sized_why(low, aim),
+                     cap=low.cap, aim=aim)
+
+
+def sized_ooms(probes: Sequence[Probe]) -> list[SizedOom]:
+    """The OOMs that printed what they needed and what the device had, at a numeric value
+    above every pass (a failure below a pass bounds nothing) and not one-offs."""
+    off = one_offs(probes)
+    return [SizedOom(float(p.value), p.required_gb, p.available_gb)
+            for k, p in enumerate(probes)
+            if p.outcome is Outcome.OOM and p.required_gb is not None
+            and p.available_gb is not None and p.required_gb > 0 and p.available_gb > 0
+            and is_numeric(p.value) and float(p.value) > 0 and k not in off
+            and not _below_pass(p, probes)]
+
+
+def _sized_why(low: SizedOom, aim: float) -> str:
+    return (f"the OOM at {_fmt(low.value)} needed {low.required:.2f} GB of the "
+            f"{low.available:.2f} GB the device had (its own sizes), so nothing above "
+            f"~{low.cap:.1f} fits, and ~{aim:.1f} is likely to "
+            f"({MEMORY_MARGIN:.0%} under)")
+
+
+def _from_sizes(sized: Sequence[SizedOom]) -> MemoryFit | None:
+    """No pass printed its compiled memory, but an OOM printed its own sizes: memory as a
+    line through the origin at what it needed (a fixed part makes the true line steeper
+    below it, so this over-states the fit: `cap` bounds it from above)."""
+    if not sized:
+        return None
+    low = min(sized, key=lambda o: o.cap)
+    aim = low.aim(None, None)
+    why = _sized_why(low, aim)
+    return MemoryFit(low.required / low.value, 0.0, low.available, 1, why, cap=low.cap,
+                     aim=aim)
+
+
+def capped(x: tuple[float, ...], fit: MemoryFit | None) -> int:
+    """The lowest index an OOM's own sizes prove cannot fit (len(x) when none does)."""
+    if fit is None or fit.cap is None:
+        return len(x)
+    return bisect.bisect_right(x, fit.cap + 1e-9)
 
 
 def contradicting(probes: Sequence[Probe]) -> list[int]:
@@ -227,4 +310,5 @@ def predict(x: tuple[float, ...], fit: MemoryFit | None, floor: tuple[float, str
     # prediction needs more than the pool: it cannot fit. Unless a pass above says the line
     # over-states memory.
     proven = can + 1 if trusted else n
-    return pred, why, min(proven, n)
+    # An OOM's own sizes prove what cannot fit, from one run (`SizedOom.cap`).
+    return pred, why, min(proven, n, capped(x, fit))

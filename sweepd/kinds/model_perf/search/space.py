@@ -62,6 +62,10 @@ class Probe:
     fixed_gb: float | None = None  # compiled Total - Temp: params, optimizer state, outputs
     limit_gb: float | None = None  # the pool (Memstats `Using (GB) … / limit`)
     alloc_gb: float | None = None  # the allocation an OOM failed on
+    # What an OOM said it needed and what the device had (a TPU's `… required … (19.02G)
+    # exceeds available HBM (15.75G)`): both sizes, so they bound the largest fit.
+    required_gb: float | None = None
+    available_gb: float | None = None
     earlier: bool = False  # an earlier sweep's run, standing in for one not run here
 
     @property

@@ -14,6 +14,7 @@ from sweepd.kinds.model_perf.search.memory import (
     MemoryFit,
     alloc_floor,
     calibration,
+    capped,
     contradicting,
     line_evidence,
     memory_fit,
@@ -141,6 +142,8 @@ class View:
         else:
             pred, why, over = line_evidence(x, fit, floor, cal)
             proven = len(x) if _rising_at_edge(ok, space.flat) else over
+            # What an OOM's own sizes prove cannot fit is no estimate (memory.capped).
+            proven = min(proven, capped(x, fit))
         return cls(x, ok, cliff, frozenset(i for i, _ in known), space.estimate_index,
                    space.estimate_source, space.candidates, fit, pred, why, proven,
                    where.get(space.start) if space.start is not None else None,

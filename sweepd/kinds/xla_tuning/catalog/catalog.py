@@ -100,10 +100,13 @@ class Parallelism:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the Wave 1.5 run showed: each cost's share of the step, and where it was read."""
+    """What the Wave 1.5 run showed: each cost's share of the step, and where it was read.
+    `collectives`: the collective ops its HLO dump holds per step (None: not read from a
+    dump, e.g. a landscape's figures); 0 is a finding, the program has none to tune."""
 
     shares: tuple[tuple[Cost, float], ...]
     source: str = ""
+    collectives: int | None = None
 
     def dominant(self) -> tuple[Cost, ...]:
         """Costs a flag can move, largest share first (compute is what is left: last)."""

@@ -39,11 +39,19 @@ NO_FLAGS = "no_flags"    # the log never printed XLA_FLAGS
 LOST = "lost"            # some settings won, another value won over this one
 
 
+def asks_dump(settings: Sequence[Setting]) -> bool:
+    """The run asks for an HLO dump: the toolkit's switch (`ENABLE_XLA_DUMP=1`, which its
+    train_env.sh turns into dump flags), or the dump flags themselves in XLA_FLAGS (a TPU
+    evidence run's: libtpu refuses `--xla_dump_to` in LIBTPU_INIT_ARGS, seen on the v5e
+    chip, and its compiler reads XLA_FLAGS' dump flags)."""
+    return any((s.key == DUMP_ENV and s.value.lower() in _TRUTHY)
+               or (s.key == logread.XLA_FLAGS and "xla_dump_to" in logread.parse_flags(s.value))
+               for s in settings if s.layer is Layer.ENV)
+
+
 def dumped(params: RunParams, facts: LogFacts) -> bool:
     """An evidence run is judged by its artifact too: the HLO dump it asked for exists."""
-    if params.env.get(DUMP_ENV, "0").lower() not in _TRUTHY:
-        return False
-    return facts.dumped
+    return asks_dump(settings_of(params)) and facts.dumped
 
 
 def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
@@ -56,19 +64,25 @@ def why_not_applied(settings: Sequence[Setting], facts: LogFacts,
     listing says (re-exported after train_env.sh, it is listed but was never read)."""
     if not facts.printed_env:
         return None
-    wants_dump = any(s.key == DUMP_ENV and s.value.lower() in _TRUTHY for s in settings)
-    checked = [s for s in settings if s.layer is not Layer.MAXTEXT and s.key != DUMP_ENV]
+    wants_dump = asks_dump(settings)
+    # The dump's own settings are judged by the dump (an XLA_FLAGS the run sends is the
+    # job's whole XLA_FLAGS, not one env var the listing shows).
+    checked = [s for s in settings if s.layer is not Layer.MAXTEXT
+               and s.key not in (DUMP_ENV, logread.XLA_FLAGS)]
     ok, culprit = logread.applied(checked, facts.eff) if checked else (True, None)
     missed = [s for s in checked if not logread.in_effect(s, facts.eff)]
     if not ok and culprit is not None:
         first = missed[0]
     elif wants_dump and not dumped:
         listed = facts.eff.env.get(DUMP_ENV)
-        culprit = ("no HLO dump was written, though the listing shows "
+        sent = any(s.key == logread.XLA_FLAGS for s in settings)
+        culprit = ("no HLO dump was written where the run's XLA_FLAGS --xla_dump_to points"
+                   if sent and listed is None else
+                   "no HLO dump was written, though the listing shows "
                    f"{DUMP_ENV}={listed}" if listed is not None else
                    f"no HLO dump was written, and {DUMP_ENV} is not set in the job's "
                    "effective environment")
-        first = next(s for s in settings if s.key == DUMP_ENV)
+        first = next(s for s in settings if s.key in (DUMP_ENV, logread.XLA_FLAGS))
     else:
         return None
     if first.layer is Layer.XLA and facts.eff.xla_text is None:

@@ -12,7 +12,13 @@
   the last loss, the steady window's mean step time and what its steps say of its noise
   (`run_noise`: `measured_noise.run_noise`); where its HLO dump is (`dump`: the
   evidence run is judged by it); and for the evidence run the dump's collectives as shares
-  of the step (`evidence`, `logread.hlo_evidence`).
+  of the step and their count (`evidence`, `logread.hlo_evidence`), the compiled memory
+  its memory-usage report totals, and where MaxText's profiler left its trace (`xplane`).
+
+The trace (`<base_output_directory>/<run_name>/tensorboard/plugins/profile/<time>/
+<host>.xplane.pb`) is found, not read: it is a protobuf whose schema ships with xprof /
+TensorFlow, neither of which a tuning host has (the TPU machine's index lacks xprof); the
+HLO dump beside it names the same ops as text.
 """
 
 from __future__ import annotations
@@ -37,8 +43,15 @@ _CREDENTIAL = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(?:^|_)KEY$|API_?KEY", 
 # Where the toolkit's XLA dump lands (xla-tuning-facts.md): `${OUTPUT_PATH}/xla_dump`, the
 # job's output directory `<jobid>-<job name>/` beside its log; the file to read:
 DUMP_DIR = "xla_dump"
-DUMP_GLOB = "module_*.jit_train_step.*_gpu_after_optimizations.txt"
+# `module_0421.jit_train_step.gfx950_gpu_after_optimizations.txt` on GPU,
+# `module_0098.jit_train_step.cl_933746096.after_optimizations.txt` from libtpu (seen on the
+# v5e chip, JAX 0.10.2), `..._train_step.cpu_after_optimizations.txt` on CPU; not the
+# `...after_optimizations-memory-usage-report.txt` and other reports beside it.
+DUMP_GLOB = "module_*.jit_train_step.*after_optimizations.txt"
+MEMORY_REPORT = "-memory-usage-report.txt"   # beside the dump: `<dump stem>` + this
+PROFILE_GLOB = "tensorboard/plugins/profile/*/*.xplane.pb"   # under base_output/run_name
 _MAX_DUMP_BYTES = 512 * 1024 * 1024  # a larger dump is read up to here
+_TOTAL = re.compile(r"^Total bytes:\s*(\d+)", re.MULTILINE)
 
 
 def fold(facts: Mapping[str, Any], lines: Sequence[str]) -> Facts | None:
@@ -97,14 +110,19 @@ def ended(e: EndedJob) -> Facts | None:
     if facts.get("ended"):
         return None
     step_s = step_seconds(e.steps, bool(e.job.profiler))
-    path = dump_file(e.job, effective_of(facts))
+    path = dump_file(e.job, effective_of(facts), e.params.env)
     out: Facts = {**facts, "ended": True, "loss": last_loss(e.steps), "step_s": step_s,
                   "run_noise": run_noise(e.steps, bool(e.job.profiler)),
                   "dump": None if path is None else str(path)}
+    if e.params.profile == EVIDENCE:
+        trace = profile_trace(e.params.overrides)
+        if trace is not None:
+            out["xplane"] = str(trace)
     if path is not None and e.params.profile == EVIDENCE:
         found = read_evidence(path, step_s, e.job)
         out["evidence"] = None if found is None else {
-            "shares": [[str(c), s] for c, s in found.shares], "source": found.source}
+            "shares": [[str(c), s] for c, s in found.shares], "source": found.source,
+            "collectives": found.collectives, "memory_bytes": memory_bytes(path)}
     return out
 
 
@@ -118,29 +136,37 @@ def evidence_of(facts: Mapping[str, Any]) -> Evidence | None:
     found = facts.get("evidence")
     if not found:
         return None
+    count = found.get("collectives")
     return Evidence(tuple((Cost(c), float(s)) for c, s in found["shares"]),
-                    source=str(found.get("source", "")))
+                    source=str(found.get("source", "")),
+                    collectives=int(count) if isinstance(count, int) else None)
 
 
 # ---- the HLO dump ---------------------------------------------------------------------------
 
-def dump_dirs(job: Job, eff: logread.Effective) -> list[Path]:
+def dump_dirs(job: Job, eff: logread.Effective, env: Mapping[str, str] | None = None
+              ) -> list[Path]:
     """Where the job's XLA dump may be: the `--xla_dump_to` its log printed (the effective
-    flags), else the toolkit's `${OUTPUT_PATH}/xla_dump` (the job's directory beside its log)."""
+    flags), the one its run sent in XLA_FLAGS (`env`: a TPU evidence run's; a trainer that
+    prints no environment, as MaxText, shows none), else the toolkit's
+    `${OUTPUT_PATH}/xla_dump` (the job's directory beside its log)."""
     out: list[Path] = []
     base = Path(job.log_path).parent if job.log_path else None
-    to = eff.xla.get("xla_dump_to", "").strip("'\"")
-    if to:
-        given = Path(to)
-        out.append(given if given.is_absolute() or base is None else base / given)
+    sent = logread.parse_flags((env or {}).get(logread.XLA_FLAGS, ""))
+    for to in (eff.xla.get("xla_dump_to", ""), sent.get("xla_dump_to", "")):
+        to = to.strip("'\"")
+        if to:
+            given = Path(to)
+            out.append(given if given.is_absolute() or base is None else base / given)
     if base is not None and job.backend_id:
         out.append(base / f"{job.backend_id}-{job.job_name}" / DUMP_DIR)
     return out
 
 
-def dump_file(job: Job, eff: logread.Effective) -> Path | None:
+def dump_file(job: Job, eff: logread.Effective, env: Mapping[str, str] | None = None
+              ) -> Path | None:
     """The after-optimizations text of `jit_train_step` (the last one, by name)."""
-    for d in dump_dirs(job, eff):
+    for d in dump_dirs(job, eff, env):
         try:
             found = sorted(d.glob(DUMP_GLOB))
         except OSError:
@@ -157,5 +183,33 @@ def read_evidence(path: Path, step_s: float | None, job: Job) -> Evidence | None
             text = f.read(_MAX_DUMP_BYTES)
     except OSError:
         return None
+    if not logread.is_hlo_module(text):
+        return None
     ev = logread.hlo_evidence(text, step_s, f"HLO dump of job {job.backend_id or job.id}")
     return ev if ev.shares else None
+
+
+def memory_bytes(dump: Path) -> int | None:
+    """The compiled program's total bytes, from the memory-usage report XLA writes beside
+    its after-optimizations dump (`Total bytes: N`); None: no report."""
+    report = dump.with_name(dump.name.removesuffix(".txt") + MEMORY_REPORT)
+    try:
+        with report.open("r", encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    m = _TOTAL.search(head)
+    return int(m.group(1)) if m else None
+
+
+def profile_trace(overrides: Mapping[str, Any]) -> Path | None:
+    """The newest `*.xplane.pb` MaxText's profiler left under the run's
+    `base_output_directory/run_name` (None: no such directory, or no trace in it)."""
+    base, name = overrides.get("base_output_directory"), overrides.get("run_name")
+    if not base or not name or str(base).startswith("gs://"):
+        return None
+    try:
+        found = list((Path(str(base)) / str(name)).glob(PROFILE_GLOB))
+        return max(found, key=lambda p: p.stat().st_mtime, default=None)
+    except OSError:
+        return None

@@ -11,8 +11,9 @@ reads them and reads its HLO dump once at its end; the simulator writes them):
   `Unknown flag: …`).
 - `applied(settings, eff)`: did every setting of the profile win? If not, the culprit.
 - `hlo_evidence(text, step_s)`: the collective ops of an after-optimizations HLO dump
-  (`module_*.jit_train_step.*_gpu_after_optimizations.txt`), counted and sized per step,
-  as an `Evidence` (each cost's share of the step).
+  (`module_*.jit_train_step.*after_optimizations.txt`: `..._gpu_after_optimizations.txt` on
+  GPU, `....cl_NNN.after_optimizations.txt` from libtpu), counted and sized per step, as an
+  `Evidence` (each cost's share of the step, and the count: 0 says the program has none).
 """
 
 from __future__ import annotations
@@ -310,7 +311,16 @@ def hlo_evidence(text: str, step_s: float | None = None, source: str = "HLO dump
     if step_s is not None and step_s > 0 and math.isfinite(step_s):
         shares = {c: s / max(step_s, total) for c, s in seconds.items()}
         shares[Cost.COMPUTE] = max(0.0, 1.0 - sum(shares.values()))
+    elif not found and is_hlo_module(text):
+        shares = {Cost.COMPUTE: 1.0}   # a module with no collective: the step is compute
     else:
         shares = {c: (s / total if total > 0 else 0.0) for c, s in seconds.items()}
     ordered = sorted(shares.items(), key=lambda cs: -cs[1])
-    return Evidence(tuple((c, round(s, 4)) for c, s in ordered), source=source)
+    return Evidence(tuple((c, round(s, 4)) for c, s in ordered), source=source,
+                    collectives=sum(c.count for c in found))
+
+
+def is_hlo_module(text: str) -> bool:
+    """The text is an HLO module's dump (its first line `HloModule NAME, ...`), not some
+    other file a dump directory holds."""
+    return text.lstrip()[:10] == "HloModule "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweepd.kinds.model_perf import exports as model_perf
@@ -39,6 +40,9 @@ class XlaFacts:
     sourced_last: bool = False
     # The XLA flags on any line of the env file, guarded or not: what placement reads.
     file_flags: frozenset[str] = frozenset()
+    # The sweep's output directory (its jobs' logs and outputs; None: not known, e.g. at
+    # validate): a TPU evidence run's HLO dump goes under it.
+    outputs: Path | None = None
 
     def fixed_flags(self) -> frozenset[str]:
         """XLA flags no profile can change here (their arms would lose to the env file):
@@ -69,8 +73,10 @@ async def facts(store: Store, spec: XlaTuningSpec, where: GatherContext) -> XlaF
         # Sourcing the env file runs bash (once per file version): off the event loop.
         deployed, env_file = await asyncio.to_thread(inventory, where.repo, spec)
     prior = await model_perf_prior(store, spec)
+    outputs = (where.outputs / f"sweep-{where.sweep}"
+               if where.outputs is not None and where.sweep is not None else None)
     return XlaFacts(prior, deployed, env_file, sourced_last=where.repo is not None,
-                    file_flags=flags_on_its_lines(where.repo, spec.model))
+                    file_flags=flags_on_its_lines(where.repo, spec.model), outputs=outputs)
 
 
 async def model_perf_prior(store: Store, spec: XlaTuningSpec) -> ModelPerfPrior | None:

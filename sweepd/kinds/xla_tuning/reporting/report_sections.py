@@ -24,7 +24,7 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.kinds.xla_tuning.verdict.render import reason
 from sweepd.kinds.xla_tuning.verdict.structure import from_stored
 from sweepd.store.rows import Sweep
-from sweepd.util.model_shapes import resolve_model
+from sweepd.util.model_shapes import ModelShape, UnknownModel, resolve_model
 
 _STATUS = {Outcome.OK: "ok", Outcome.OOM: "oom", Outcome.UNKNOWN_FLAG: "unknown flag",
            Outcome.NOT_APPLIED: "not applied", Outcome.FLAKE: "flake"}
@@ -36,12 +36,19 @@ def cell(sweep: Sweep, v: View, guard: str = "") -> tuning_md.Cell:
     winner = verdict.get("recipe") if isinstance(verdict.get("recipe"), str) else None
     standing = [_claimed(_standing(v, r), winner, verdict) for r in leaderboard(v)
                 if r["tag"] == primary and r["n"] and r["profile"] != EVIDENCE]
-    shape = resolve_model(spec.model)
+    try:
+        shape: ModelShape | None = resolve_model(spec.model)
+    except UnknownModel:   # the overrides define it (local backend): not known here
+        shape = None
+    unknown = "unknown (no shape sweepd knows for the model)"
     header = {"Date": sweep.created_at, "Hardware": f"{spec.count} nodes x "
-              f"{shape.gpus_per_node} GPUs ({spec.nodes or 'slot not resolved'})",
+              f"{shape.gpus_per_node if shape else '?'} GPUs "
+              f"({spec.nodes or 'slot not resolved'})",
               "Parallelism": spec.parsed_parallelism().text,
               "Base config": f"configs/{spec.model}.gpu.yml",
-              "Sequence length": str(shape.seq_len), "Steps": str(max(spec.steps, 15)),
+              "Sequence length": str(spec.overrides.get("max_target_length")
+                                     or (shape.seq_len if shape else unknown)),
+              "Steps": str(max(spec.steps, 15)),
               "Image": _recorded(runs_env(v, "DOCKER_IMAGE"), "the checkout's container_env.sh "
                                  "DOCKER_IMAGE (not recorded by the sweep)"),
               "MaxText branch/commit": _recorded(v.commit, "the checkout's HEAD (not recorded "

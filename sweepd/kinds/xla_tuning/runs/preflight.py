@@ -1,9 +1,9 @@
 """xla-tuning.SKILL.md's pre-flight, made at submission and again at each resume
 (Kind.preflight) and recorded as decisions: the pinned nodes' states, other users' jobs on
-the partition, and (submit.sh mode) `train_env.sh` free of a TUNE_PROFILE block. Only the
-last refuses: a drained or down node is the engine's to handle before each job
-(`core/node_check.py`: RESUME where allowed, else the sweep stops, rule `node.unusable`);
-other users' jobs are noted, not a stop.
+the partition, what a model sweepd has no shape for leaves unavailable, and (submit.sh
+mode) `train_env.sh` free of a TUNE_PROFILE block. Only the last refuses: a drained or down
+node is the engine's to handle before each job (`core/node_check.py`: RESUME where allowed,
+else the sweep stops, rule `node.unusable`); other users' jobs are noted, not a stop.
 
 At a resume the arms of the sweep's own profiles are expected in `train_env.sh` (it wrote
 them); any other arm, or a block sweepd did not write, refuses the resume as it would a
@@ -27,6 +27,9 @@ SHOWN_JOBS = 10  # the evidence lists this many of the other users' jobs
 
 async def checks(spec: XlaTuningSpec, ctx: PreflightContext) -> list[Check]:
     out = [await nodes(spec, ctx), await other_users(ctx)]
+    unknown = spec.unknown_shape()
+    if unknown is not None:
+        out.append(Check(rule_book.PREFLIGHT_MODEL.id, unknown, f"model {spec.model}"))
     if ctx.where.repo is not None:
         own = None if ctx.resumed is None else frozenset(
             r.params.profile for r in ctx.resumed if r.params.profile)

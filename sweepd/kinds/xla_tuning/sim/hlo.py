@@ -15,6 +15,8 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Cost
 from sweepd.kinds.xla_tuning.evidence.logread import DCN_GBPS, GPUS_PER_NODE, ICI_GBPS
 
 FILE_NAME = "module_0421.jit_train_step.gfx950_gpu_after_optimizations.txt"
+# libtpu's name for the same module (seen on the v5e chip, JAX 0.10.2, MaxText's train step).
+TPU_FILE_NAME = "module_0098.jit_train_step.cl_933746096.after_optimizations.txt"
 WIDTH = 7168  # the trailing dimension of every simulated buffer (a d_model)
 _OPS: dict[Cost, tuple[str, bool]] = {  # cost -> (op, crosses nodes)
     Cost.ALL_GATHER: ("all-gather", True),

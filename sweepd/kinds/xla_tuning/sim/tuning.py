@@ -11,6 +11,7 @@ simulator reads it through this kind's sim hook (`hook.py`).
       env_file_last: false         # true: the model's env file beats the job's own flags
       toolkit: ../maxtext-slurm    # optional: a toolkit checkout whose env file jobs source
       unknown_flags: [xla_gpu_enable_async_collective_permute]   # the image rejects these
+      platform: gpu                # tpu: a TPU VM's jobs (their dump as libtpu writes it)
 
 `default` is `kinds/xla_tuning/catalog/defaults.default_landscapes()` (the real FSDP=8 and PP=8
 cells). A file path is read relative to the scenario file. A job picks the landscape of its
@@ -67,6 +68,10 @@ class TuningSpec(BaseModel):
     env_file_last: bool = False
     unknown_flags: frozenset[str] = frozenset()  # flags this image's XLA rejects (all cells)
     toolkit: Path | None = None  # a checkout whose configs/<model>.env.sh the jobs source
+    # `tpu`: the jobs are a TPU VM's (MaxText run directly, no toolkit): the HLO dump is
+    # written only where XLA_FLAGS' --xla_dump_to asks (ENABLE_XLA_DUMP means nothing), under
+    # libtpu's file name, and libtpu refuses a dump flag in LIBTPU_INIT_ARGS at start.
+    platform: Literal["gpu", "tpu"] = "gpu"
 
     @field_validator("toolkit", mode="before")
     @classmethod

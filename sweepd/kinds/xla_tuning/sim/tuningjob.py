@@ -37,7 +37,7 @@ from sweepd.kinds.xla_tuning.evidence.logread import (
     XLA_FLAGS,
     parse_flags,
 )
-from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
+from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, TPU_FILE_NAME, hlo_text
 from sweepd.kinds.xla_tuning.sim.tuning import TuningSpec
 from sweepd.sim.scenario import FaultKind, FaultSpec
 from sweepd.sim.truth import Truth, flops_per_token
@@ -153,7 +153,9 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     env_file, overrides = _env_file(spec, land, model, overrides)
     if spec.toolkit is not None:  # the checkout's file, not the landscape's list, is deployed
         land = land.model_copy(update={"deployed": ()})
-    dump_on = (passthrough.get(DUMP_ENV) or process.get(DUMP_ENV) or "0").lower() in _TRUTHY
+    # No toolkit on a TPU VM: nothing turns ENABLE_XLA_DUMP into dump flags there.
+    dump_on = spec.platform == "gpu" and (
+        passthrough.get(DUMP_ENV) or process.get(DUMP_ENV) or "0").lower() in _TRUTHY
     dump_dir = (out_dir or Path("outputs") / job_id) / "xla_dump"
     dump = _dump_flags(dump_dir) if dump_on else ""
     xla, at_dump = _resolve_xla(spec, env_file, process.get(XLA_FLAGS, ""), passthrough, dump)
@@ -161,12 +163,16 @@ def resolve(spec: TuningSpec, seed: int, job_id: str, model: str, overrides: Map
     env = _resolve_env(spec, land, env_file, process, passthrough)
     # A TPU job's flags come in LIBTPU_INIT_ARGS (libtpu reads them beside XLA_FLAGS').
     libtpu = process.get(LIBTPU_INIT_ARGS)
+    refused = frozenset(k for k in parse_flags(libtpu or "") if k.startswith("xla_dump"))
+    if spec.platform == "tpu" and refused:   # libtpu: "Unknown command line flag 'xla_dump_to'"
+        land = land.model_copy(update={"unknown": land.unknown | refused})
     settings = _settings(land, _join(xla, libtpu or ""), env, overrides)
     unknown = tuple(s.text for s in settings if s.key in land.unknown)
     outcome = sample(land, settings, tag, random.Random(f"{seed}:{job_id}:tuning"))
     temp, cap = land.memory(settings, tag)
     dump_to = parse_flags(xla).get("xla_dump_to")
-    dump_file = Path(dump_to.strip("'\"")) / FILE_NAME if dump_to else None
+    name = TPU_FILE_NAME if spec.platform == "tpu" else FILE_NAME
+    dump_file = Path(dump_to.strip("'\"")) / name if dump_to else None
     dump_lines = (f"[XLA dump] Enabled on rank 0 ({DUMP_ENV}={passthrough.get(DUMP_ENV, '1')})",
                   f"[XLA dump] {XLA_FLAGS}={at_dump}") if dump_on else ()
     deployed = bool(land.deployed) or spec.env_file(model) is not None

@@ -67,6 +67,7 @@ class CaveatKind(StrEnum):
     NONE_TRIED = "none_tried"              # no catalog profile ran: Wave 1 alone
     UNTRIED = "untried"                    # what of the catalog a no-change verdict never ran
     IN_EFFECT = "in_effect"                # profiles left out: already in effect
+    NO_COLLECTIVES = "no_collectives"      # profiles left out: the program has no collectives
     ENV_FIXED = "env_fixed"                # env-file settings with no default to put back
     RESTORE_DROPPED = "restore_dropped"    # restore_default dropped unmeasured on a tag
     WIN_NOT_BACKED = "win_not_backed"      # the block read a win below the line
@@ -86,7 +87,8 @@ _SLOTS = {
     _K.ONE_RUN_LEAD: Slot.ONE_RUN,
     **{k: Slot.NEED for k in (_K.NOT_HELD, _K.FEW_FRESH, _K.UNTESTED_PARTS, _K.WAVE6_NOT_RUN,
                               _K.WAVE6_NOT_FINISHED, _K.WAVE6_UNRESOLVED, _K.REGRESSES)},
-    **{k: Slot.AFTER for k in (_K.NONE_TRIED, _K.UNTRIED, _K.IN_EFFECT, _K.ENV_FIXED,
+    **{k: Slot.AFTER for k in (_K.NONE_TRIED, _K.UNTRIED, _K.IN_EFFECT, _K.NO_COLLECTIVES,
+                               _K.ENV_FIXED,
                                _K.RESTORE_DROPPED, _K.WIN_NOT_BACKED, _K.WIN_NEAR_LINE,
                                _K.QUIET)},
 }

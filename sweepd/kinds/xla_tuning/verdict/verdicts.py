@@ -10,6 +10,7 @@ from sweepd.kinds.xla_tuning.catalog.flags import unrestorable
 from sweepd.kinds.xla_tuning.evidence.board import Board
 from sweepd.kinds.xla_tuning.evidence.results import RESTORE, Fate
 from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.rules import NO_COLLECTIVES
 from sweepd.kinds.xla_tuning.verdict.bounded_question import open_note, open_question
 from sweepd.kinds.xla_tuning.verdict.bounded_stack import stack_above, stack_note, unrun_stack
 from sweepd.kinds.xla_tuning.verdict.quiet import quiet_caveat
@@ -37,6 +38,7 @@ from sweepd.kinds.xla_tuning.waves.claims import (
     tag_interval,
 )
 from sweepd.kinds.xla_tuning.waves.in_effect import in_effect_note
+from sweepd.kinds.xla_tuning.waves.no_collectives import note as collectives_note
 from sweepd.kinds.xla_tuning.waves.parts import pruned
 from sweepd.kinds.xla_tuning.waves.planned import VerdictKind, profiles
 from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N
@@ -144,6 +146,8 @@ def make_verdict(inp: Inputs, board: Board, kind: VerdictKind, rule: str, why: s
                        untried_note(inp, board, recipe).removeprefix("; "), never=never))
     said.append(caveat(K.IN_EFFECT, in_effect_note(inp).removeprefix("; "),
                        profiles=list(inp.in_effect)))
+    said.append(caveat(K.NO_COLLECTIVES, collectives_note(inp), rule=NO_COLLECTIVES.id,
+                       profiles=list(inp.no_collectives), evidence=inp.no_collectives_why))
     kept = unrestorable(inp.deployed)
     if kept:
         said.append(Caveat(K.ENV_FIXED, "not measured: removing the env file's "
