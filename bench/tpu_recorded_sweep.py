@@ -30,6 +30,7 @@ VALUES = [4, 8, 12, 16, 24, 32, 48, 80]
 # The spec's options measured here: the default, and the noise floor a quiet chip allows.
 METHODS: dict[str, dict[str, object]] = {
     "sweepd default (noise floor 1 %)": {},
+    "sweepd measured_noise": {"measured_noise": True},
     "sweepd noise_floor 0.001": {"noise_floor": 0.001},
 }
 _HEADER = re.compile(r"^########## RUN tag=\S+ batch=(\d+) .*\brc=(-?\d+) wall_s=([0-9.]+)")

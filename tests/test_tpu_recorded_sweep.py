@@ -1,8 +1,9 @@
 """The recorded real TPU v5e runs (tests/fixtures/tpu_v5e/) as a cluster: `sweepd run` on the
 local backend whose trainer prints the recorded run of each batch (scripts/tpu/replay_trainer.py),
 so the search reads the chip's own log lines, end to end. Every value once found 12 best
-(63,557 tokens/s/device; 8 and 16 2.4 % below): the default noise floor (1 %) reads the chip's
-differences of a few tenths as noise and settles 12 unrun; `noise_floor: 0.001` runs it."""
+(63,557 tokens/s/device; 8 and 16 2.4 % below): a 1 % noise floor reads the chip's differences
+of a few tenths as noise and settles 12 unrun (the default); `measured_noise` decides with the
+noise the steps measure (0.05 %), and `noise_floor: 0.001` holds it at 0.1 %: both run 12."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) ->
     assert chosen == 8
     # ... and says that the floor, not the runs, called them level, and what would not.
     assert "far below the 1.0% the rules assumed" in caveat and "noise_floor: 0.0010" in caveat
+
+
+def test_measured_noise_on_the_recorded_chip_finds_12(tmp_path: Path) -> None:
+    """The steps measure 0.05 %, far below the 1 % prior: `measured_noise` decides with it."""
+    _, chosen, caveat = bench().sweep({"measured_noise": True}, tmp_path / "measured")
+    assert chosen == 12 and "far below" not in caveat.split("put the run-to-run noise")[0]
 
 
 def test_a_noise_floor_the_chip_measures_finds_the_true_best(tmp_path: Path) -> None:

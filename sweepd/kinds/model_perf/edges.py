@@ -74,18 +74,19 @@ def _given_gap_above(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe],
 
 def ungiven_beside_best(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe]) -> str | None:
     """Given integer batch values: the batches between the best and the given values either
-    side were never given, so the peak may lie there (values [8, 16, 32, 40] measured 16
-    best; the curve peaked at 22, 17 % faster, and the verdict said nothing of it)."""
+    side of it were never given, so the peak may lie there (values [8, 16, 32, 40] measured 16
+    best; the curve peaked at 22, 17 % faster, and the verdict said nothing of it). Only
+    batches no value given names: read between the given values, not the values that ran (a
+    given 20 not run lay in "17-23 … were not among the values given" beside a best of 24)."""
     top = best_mean(seen)
     if spec.values is None or spec.parameter != BATCH or top is None \
             or not isinstance(top.value, int):
         return None
-    ran = sorted(int(p.value) for p in seen
-                 if p.outcome is Outcome.OK and isinstance(p.value, int))
-    i = ran.index(top.value)
+    given = sorted({int(v) for v in spec.values if isinstance(v, int)} | {top.value})
+    i = given.index(top.value)
     spans = [f"{a + 1}-{b - 1}" if b - a > 2 else str(a + 1)
-             for a, b in ((ran[i - 1], top.value) if i else (0, 0),
-                          (top.value, ran[i + 1]) if i + 1 < len(ran) else (0, 0))
+             for a, b in ((given[i - 1], top.value) if i else (0, 0),
+                          (top.value, given[i + 1]) if i + 1 < len(given) else (0, 0))
              if b - a >= 2]
     if not spans:
         return None

@@ -17,6 +17,7 @@ from sweepd.kinds.api import EndedJob, Facts, SweepContext
 from sweepd.kinds.model_perf.probes import latest_jobs
 from sweepd.kinds.model_perf.search import NOISE
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.monitor.noise import Noise
 from sweepd.monitor.steady import relative_se, steady_window
 
 MIN_STEPS = THRESHOLDS.min_steps  # fewer steady steps say nothing about their spread
@@ -37,8 +38,9 @@ def ended(e: EndedJob) -> Facts | None:
     return None if noise is None else {**e.job.facts, "run_noise": noise}
 
 
-# The runs' steps measure a noise this many times below the floor: the floor, not the runs,
-# decided which values read level (the verdict says so: `quiet_note`).
+# The runs' steps measure a noise this many times below the prior: the rules decide with the
+# measure (monitor/noise.py); where a noise_floor the spec set holds them above it, the
+# verdict says so (`quiet_note`).
 QUIET = THRESHOLDS.quiet
 
 
@@ -51,22 +53,37 @@ def steps_noise(ctx: SweepContext[Any]) -> float | None:
     return statistics.median(read) if len(read) >= MIN_RUNS else None
 
 
-def quiet_note(ctx: SweepContext[Any], floor: float) -> str | None:
-    """Where the runs' steps measure far less noise than the floor the rules assume: said,
-    with the spec key that would let the rules read it (on the recorded TPU chip curve the
-    1 % floor called 4, 8 and 16 level and settled the true best, 12, unrun)."""
-    measured = steps_noise(ctx)
-    if measured is None or measured * QUIET > floor:
+def noise_track(ctx: SweepContext[Any], floor: float | None = None,
+                measured: bool = False) -> Noise:
+    """The sweep's noise track (monitor/noise.py): the prior (the spec's `noise_floor`, set,
+    else NOISE), the floor the spec set, and what the runs' steps measured; `measured` (the
+    spec's `measured_noise`): decide with a measure far below the prior. The runs made again
+    add theirs in the search (`repeat.with_run_noise`)."""
+    return Noise(prior=NOISE if floor is None else floor, floor=floor,
+                 steps=steps_noise(ctx), limit=THRESHOLDS.noise_limit, quiet_factor=QUIET,
+                 use_measure=measured)
+
+
+def quiet_note(ctx: SweepContext[Any], floor: float | None, measured: bool = False
+               ) -> str | None:
+    """Where the runs' steps measure far less noise than the prior the rules decided with:
+    said, with the spec keys that would let the rules read it (on the recorded TPU chip
+    curve the 1 % prior called 4, 8 and 16 level and settled the true best, 12, unrun).
+    Where the rules decided with the measure (`measured_noise`), there is nothing to say."""
+    track = noise_track(ctx, floor, measured)
+    if track.below_prior or not track.far_below:
         return None
-    return (f"the runs' own steps put the run-to-run noise at about {measured:.2%}, far below "
-            f"the {floor:.1%} the rules assumed (the spec's noise_floor): values closer than "
-            f"that were read as level and gaps settled on it; noise_floor: "
-            f"{max(measured * 2, 0.0005):.4f} lets the search tell them apart (more runs)")
+    figure = track.steps or 0.0
+    return (f"the runs' own steps put the run-to-run noise at about {figure:.2%}, far below "
+            f"the {track.prior:.1%} the rules assumed (the spec's noise_floor): values closer "
+            f"than that were read as level and gaps settled on it; noise_floor: "
+            f"{max(figure * 2, THRESHOLDS.noise_limit):.4f}, or measured_noise: true, lets "
+            "the search tell them apart (more runs)")
 
 
-def run_noise(ctx: SweepContext[Any], floor: float = NOISE) -> float:
-    """The noise the search allows for: the median of the passed runs' `run_noise` (their
-    latest jobs), never below `floor` (the spec's `noise_floor`, NOISE by default); NOISE
-    until MIN_RUNS runs have it."""
-    measured = steps_noise(ctx)
-    return NOISE if measured is None else max(floor, measured)
+def run_noise(ctx: SweepContext[Any], floor: float | None = None, measured: bool = False
+              ) -> float:
+    """The noise the search allows for: the track's decided figure (monitor/noise.py). The
+    prior is the spec's `noise_floor` where it sets one (5 % is 5 % from the first run on),
+    else NOISE."""
+    return noise_track(ctx, floor, measured).decided

@@ -102,7 +102,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
             caveat(K.NOT_RUN, _not_run(spec, space, seen)),
             caveat(K.STANDING, standing(spec, ctx)), _from_earlier(spec, space, seen, ctx),
             caveat(K.NOISE, _noise(space, seen)),
-            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor)))
+            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor, spec.measured_noise)))
         return _finish(spec, seen, ctx, notes, settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:
@@ -179,6 +179,11 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
 def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:
     """More noise than the rules assume, from the runs' steps or from two runs of one
     value: said, with what it changed (the values run again, if any were)."""
+    track = space.track
+    if track is not None and track.below_prior:
+        return (f"{noise_said(space)}: far below that, so the rules decided with the measure "
+                f"(never below {track.limit:.2%}): two runs are told apart, and a gap "
+                "settled, beyond it")
     if space.noise <= NOISE:
         return None
     again = [str(v) for v, ps in means(seen).items() if len(ps) > 1]

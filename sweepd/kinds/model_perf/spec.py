@@ -94,15 +94,23 @@ class ModelPerfSpec(_Spec):
                     "each wide gap below the best that a valley 5% deep between its runs "
                     "would open (a departure from SKILL.md's single-peak narrowing; about "
                     "+1.0-1.4 runs). Off, the verdict names such gaps")
-    noise_floor: float = Field(
-        default=THRESHOLDS.noise, ge=0.0001, le=0.2,
-        description="the least run-to-run TGS noise (relative) the search allows for; the "
-                    "runs' own steady steps may show more. 0.01 is sweepd's default (GPU "
-                    "clusters); a quiet single accelerator measures far less (a TPU v5e "
-                    "chip: 0.02-0.04 % between runs), and there a floor of 0.001 lets the "
-                    "rules tell apart values a few tenths of a percent apart (on the "
-                    "recorded chip curve: the true best, 12, instead of 8 at -2.4 %; a "
-                    "departure from the default, about +2 runs there)")
+    noise_floor: float | None = Field(
+        default=None, ge=0.0001, le=0.2,
+        description="the least run-to-run TGS noise (relative) the search allows for, and "
+                    "what it assumes until the runs measure more; the runs' own steady "
+                    "steps may show more. Unset: 1 %, sweepd's default (GPU clusters); a "
+                    "quiet single accelerator measures far less (a TPU v5e chip: 0.02-0.05 "
+                    "% between runs), and there a floor of 0.001, or measured_noise, lets "
+                    "the rules tell apart values a few tenths of a percent apart")
+    measured_noise: bool = Field(
+        default=False,
+        description="decide with the noise the runs measure once their steady steps put it "
+                    "far below the prior (a quarter or less of noise_floor or 1 %), never "
+                    "below 0.05 %, and run the best again before the verdict to measure the "
+                    "noise between runs the steps cannot show (a departure from the seed's "
+                    "fixed 1 %: on the recorded TPU v5e curves it finds the best of every "
+                    "curve where the default chose 2.4 % and 0.45 % under it; "
+                    "docs/benchmarks.md)")
     measure_noise: bool = Field(
         default=False,
         description="before the verdict, run the best again: two runs of one value measure "

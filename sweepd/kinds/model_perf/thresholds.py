@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from sweepd.monitor.noise import LIMIT as NOISE_LIMIT
+from sweepd.monitor.noise import QUIET as NOISE_QUIET
+
 
 def _t(value: float, means: str) -> float:
     return field(default=value, metadata={"means": means})
@@ -64,15 +67,19 @@ class PerfThresholds:
     ladder_gap: float = _t(0.25, "... spanning at least this share of its upper run's batch, "
                                  "is bisected")
     # Noise.
-    noise: float = _t(0.01, "run-to-run TGS noise (the spec's noise_floor default): closer "
-                            "than this, two runs cannot be told apart")
+    noise: float = _t(0.01, "run-to-run TGS noise the rules assume until the runs measure it "
+                            "(the prior; the spec's noise_floor replaces it): closer than "
+                            "this, two runs cannot be told apart")
+    noise_limit: float = _t(NOISE_LIMIT, "the least run-to-run noise any decision allows "
+                                         "for, however quiet the runs' steps measure")
     node_variance: float = _t(0.03, "hardware variance between node lists of one size "
                                     "(xla-tuning.SKILL.md: 1-3 %)")
     max_runs_of_a_value: int = _n(2, "runs of one value at most (repeat)")
     min_steps: int = _n(4, "fewer steady steps say nothing about a run's spread")
     min_runs: int = _n(2, "passed runs whose steps are read before the noise moves from noise")
-    quiet: float = _t(4.0, "the runs' steps measure a noise this many times below the floor: "
-                           "the verdict says the floor decided")
+    quiet: float = _t(NOISE_QUIET, "the runs' steps measure a noise this many times below "
+                                   "the prior, or more: the rules decide with the measure "
+                                   "(and the best runs again to confirm it)")
     slow_max: float = _t(0.10, "the largest slowdown looked for (a degraded GPU, throttling)")
     past_ref: float = _t(0.25, "a remat policy fitting past the first policy's largest pass "
                                "by more than this share is read at its own likely peak first")

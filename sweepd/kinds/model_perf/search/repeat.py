@@ -37,6 +37,7 @@ from sweepd.kinds.model_perf.search.space import (
 )
 from sweepd.kinds.model_perf.search.view import View
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.monitor.noise import Noise
 
 MAX_RUNS_OF_A_VALUE = THRESHOLDS.max_runs_of_a_value
 
@@ -54,18 +55,24 @@ def between_runs(probes: Sequence[Probe]) -> tuple[float, int] | None:
 
 
 def with_run_noise(space: SearchSpace, probes: Sequence[Probe]) -> SearchSpace:
-    """The space with the noise the runs measured where it is beyond what the steps show.
-    One pair alone counts only beyond two runs' noise at NOISE (FLAT apart: a spread over
-    FLAT / sqrt 2), not chance; from two pairs on (a value run again after the first
-    pair raised the noise) the pooled spread is the estimate (a pair 3.1 % apart, then two
-    within 1.1 %: 1.35 %, under the one-pair bar, and the verdict dropped the caveat)."""
+    """The space with the noise the runs measured between them on its track
+    (monitor/noise.py). Above the prior, one pair alone counts only beyond two runs' noise at
+    NOISE (FLAT apart: a spread over FLAT / sqrt 2), not chance; from two pairs on (a value
+    run again after the first pair raised the noise) the pooled spread is the estimate (a
+    pair 3.1 % apart, then two within 1.1 %: 1.35 %, under the one-pair bar, and the verdict
+    dropped the caveat). Where the steps measured the noise far below the prior (quiet), any
+    pair counts: it confirms, or raises, the figure the rules decided with."""
     found = between_runs(probes)
     if found is None:
         return space
     measured, free = found
-    if (free < 2 and measured <= FLAT / math.sqrt(2)) or measured <= space.noise:
+    track = space.track or Noise(prior=space.noise)
+    if not track.quiet and ((free < 2 and measured <= FLAT / math.sqrt(2))
+                            or measured <= space.noise):
         return space
-    return replace(space, noise=measured, noise_between=free)
+    told = replace(track, between=measured, between_free=free)
+    return replace(space, noise=told.decided, track=told,
+                   noise_between=free if measured >= told.decided else 0)
 
 
 def noise_said(space: SearchSpace) -> str:
@@ -78,8 +85,22 @@ def noise_said(space: SearchSpace) -> str:
         told = "one pair of runs of one value (a single pair: a rough figure)"
     else:
         told = f"the values run again ({space.noise_between} repeat runs pooled)"
-    return (f"{told} put the run-to-run noise at {space.noise:.1%} (the rules assume "
-            f"{NOISE:.1%})")
+    prior = space.track.prior if space.track is not None else NOISE
+    figure = f"{space.noise:.1%}" if space.noise >= 0.001 else f"{space.noise:.2%}"
+    return f"{told} put the run-to-run noise at {figure} (the rules assume {prior:.1%})"
+
+
+def _quiet_repeat(space: SearchSpace, top: Value, tries: int, runs_again: bool) -> Step | None:
+    """The steps put the noise far below the prior and the search decided at that, on the
+    steps alone: the best runs again, so the verdict rests on a run-to-run figure too."""
+    track = space.track
+    if track is None or not track.unconfirmed or tries != 1 or runs_again:
+        return None
+    return Step(top, f"the best, {top}, ran once: the runs' steps put the run-to-run noise "
+                     f"at {space.noise:.2%}, far below the {track.prior:.1%} the rules assume "
+                     "until it is measured, and the search decided at that; it runs again "
+                     "to measure the noise between runs the steps cannot show",
+                repeat=True)
 
 
 def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | None,
@@ -106,6 +127,9 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
                          "measure the run-to-run noise the steps cannot show (a run's own "
                          "offset moves every step alike; the spec's measure_noise, a "
                          "departure from SKILL.md's one run a value)", repeat=True)
+    quiet = _quiet_repeat(space, top, tries[top], any(len(ps) > 1 for ps in runs.values()))
+    if quiet is not None:
+        return quiet
     if space.noise <= NOISE:
         return None
     if thorough and tries[top] == 1:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.monitor.noise import Noise
 
 Value = int | float | str
 
@@ -100,6 +101,9 @@ class SearchSpace:
     # steps). Two runs' noise (FLAT) scales with it, and a gap is settled only when its
     # bound falls that much more below the best (a best read high by the noise).
     noise: float = NOISE
+    # Where the noise came from (monitor/noise.py: the prior, the steps, the runs again),
+    # `noise` its `decided`; None: `noise` as given (the prior), nothing measured.
+    track: Noise | None = None
     # The noise was measured between runs of one value (`repeat.with_run_noise`), beyond
     # what the steps showed: the repeat runs it rests on (1: one pair); 0: not measured so.
     noise_between: int = 0
