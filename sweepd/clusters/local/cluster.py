@@ -29,9 +29,9 @@ from sweepd.clusters.base import (
     Submitted,
 )
 from sweepd.clusters.local import launch, slot
-from sweepd.clusters.local.records import CANCELLED, PENDING, JobRecords
+from sweepd.clusters.local.records import PENDING, JobRecords
 from sweepd.clusters.local.wrapper import alive, read_json, status_path, write_json
-from sweepd.clusters.threaded import ThreadedJobs
+from sweepd.clusters.process_jobs import RecordJobs
 from sweepd.config import LocalConfig
 from sweepd.util.jobname import Fitted, JobNameTooLong, file_segment, fit
 from sweepd.util.locks import locked  # the scheduler's lock: one process decides what starts
@@ -47,7 +47,7 @@ def _sweep_of(token: str) -> int | None:
     return int(head[2:]) if head.startswith("sw") and head[2:].isdigit() else None
 
 
-class LocalCluster(ThreadedJobs):
+class LocalCluster(RecordJobs[JobRecords]):
     name = "local"
     submit_timeout_s = 10.0   # a submission is a few file writes and one fork
 
@@ -65,7 +65,8 @@ class LocalCluster(ThreadedJobs):
 
     # -- the ClusterBackend protocol -------------------------------------------------------
 
-    # submit, poll, find_by_token, live_tokens, cancel: ThreadedJobs, over the methods below.
+    # submit, poll, find_by_token, live_tokens, cancel: RecordJobs (process_jobs.py), over
+    # the methods below.
 
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
         busy = await asyncio.to_thread(self._busy)
@@ -190,16 +191,15 @@ class LocalCluster(ThreadedJobs):
 
     # -- queries ---------------------------------------------------------------------------
 
-    def _status(self, record: dict[str, Any]) -> JobStatus:
+    def _pending_status(self, record: dict[str, Any]) -> JobStatus:
+        if self._held_by is not None and self._first_pending(record["id"]):
+            waiting = f"the accelerator ({self.slot}) is held by {self._held_by}"
+            return JobStatus(SchedulerState.PENDING, None, f"Resources: {waiting}",
+                             waiting=f"waits for {waiting}")
+        return JobStatus(SchedulerState.PENDING, None, "Resources")
+
+    def _started_status(self, record: dict[str, Any]) -> JobStatus:
         job_id = record["id"]
-        if record["state"] == CANCELLED:
-            return JobStatus(SchedulerState.CANCELLED, None, "cancelled while pending")
-        if record["state"] == PENDING:
-            if self._held_by is not None and self._first_pending(job_id):
-                waiting = f"the accelerator ({self.slot}) is held by {self._held_by}"
-                return JobStatus(SchedulerState.PENDING, None, f"Resources: {waiting}",
-                                 waiting=f"waits for {waiting}")
-            return JobStatus(SchedulerState.PENDING, None, "Resources")
         ended = self.records.status(job_id)
         if ended is None and self.records.running(record):
             return JobStatus(SchedulerState.RUNNING, start=record.get("started_at"))
@@ -229,55 +229,28 @@ class LocalCluster(ThreadedJobs):
         first = next((r for r in self.records.all() if r["state"] == PENDING), None)
         return first is not None and first["id"] == job_id
 
-    def _poll(self, ids: list[str]) -> dict[str, JobStatus]:
-        with locked(self._lock):
-            self._schedule()
-        result: dict[str, JobStatus] = {}
-        for job_id in ids:
-            record = self.records.load(job_id)
-            result[job_id] = (JobStatus(SchedulerState.GONE) if record is None
-                              else self._status(record))
-        return result
-
-    def _find_by_token(self, token: str) -> Submitted | None:
-        for record in self.records.all():
-            if record["token"] == token:
-                return Submitted(record["id"], record["job_name"], Path(record["log"]))
-        return None
-
-    def _live_tokens(self) -> dict[str, str]:
-        return {r["id"]: r["token"] for r in self.records.all() if self.records.live(r)}
-
-    def _cancel(self, job_id: str) -> None:
-        """A pending job leaves the queue; a running one gets the cancel marker, then its
-        wrapper SIGTERM (it passes it to the trainer's group, SIGKILL after the grace
-        period). A trainer whose wrapper is gone is killed here, and its status written."""
-        with locked(self._lock):
-            record = self.records.load(job_id)
-            if record is None:
-                return
-            if record["state"] == PENDING:
-                record["state"] = CANCELLED
-                self.records.save(record)
-                return
-            if not self.records.running(record):
-                return
-            self.records.mark_cancel(job_id)   # before the signal: the end reads as a cancel
-            pids = self.records.pids(job_id)
-            if not pids and alive(record.get("wrapper")):
-                # Its wrapper is starting, its signal handler maybe not yet set: it reads
-                # the marker before and after it starts the trainer.
-                return
-            wrapper: Any = pids.get("wrapper")
-            if alive(wrapper):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(wrapper[0]), signal.SIGTERM)
-                return
-            trainer: Any = pids.get("trainer")
-            if alive(trainer):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(trainer[0]), signal.SIGKILL)
-            write_json(status_path(self.jobs_dir, job_id),
-                       {"exit_code": KILLED_EXIT, "signal": signal.SIGKILL.value,
-                        "start": record.get("started_at"), "end": time.time(),
-                        "cancelled": True, "cancelled_by": "sweepd"})
+    def _stop(self, record: dict[str, Any]) -> None:
+        """A running job gets the cancel marker, then its wrapper SIGTERM (it passes it to
+        the trainer's group, SIGKILL after the grace period). A trainer whose wrapper is
+        gone is killed here, and its status written. (A pending job left the queue:
+        RecordJobs._cancel.)"""
+        job_id = record["id"]
+        self.records.mark_cancel(job_id)   # before the signal: the end reads as a cancel
+        pids = self.records.pids(job_id)
+        if not pids and alive(record.get("wrapper")):
+            # Its wrapper is starting, its signal handler maybe not yet set: it reads
+            # the marker before and after it starts the trainer.
+            return
+        wrapper: Any = pids.get("wrapper")
+        if alive(wrapper):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(wrapper[0]), signal.SIGTERM)
+            return
+        trainer: Any = pids.get("trainer")
+        if alive(trainer):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(trainer[0]), signal.SIGKILL)
+        write_json(status_path(self.jobs_dir, job_id),
+                   {"exit_code": KILLED_EXIT, "signal": signal.SIGKILL.value,
+                    "start": record.get("started_at"), "end": time.time(),
+                    "cancelled": True, "cancelled_by": "sweepd"})

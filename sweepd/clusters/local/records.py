@@ -16,17 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweepd.clusters import process_jobs
 from sweepd.clusters.local.wrapper import (
     alive,
     cancel_path,
     pid_path,
     read_json,
-    record_path,
     status_path,
     write_json,
 )
+from sweepd.clusters.process_jobs import CANCELLED as CANCELLED
+from sweepd.clusters.process_jobs import PENDING as PENDING
+from sweepd.clusters.process_jobs import STARTED as STARTED
 
-PENDING, STARTING, STARTED, CANCELLED = "PENDING", "STARTING", "STARTED", "CANCELLED"
+STARTING = "STARTING"
 # A STARTING record whose wrapper never wrote its pid file within this many wall seconds
 # was lost with a crash between the record and the launch: it is not running.
 LAUNCH_LOST_S = 30.0
@@ -46,21 +49,14 @@ def kill_command(jobs_dir: Path, ids: list[str]) -> str:
 
 
 @dataclass(frozen=True)
-class JobRecords:
-    jobs_dir: Path
+class JobRecords(process_jobs.JobRecords):
+    """Written durably (fsync: a record outlives a power cut its job may survive)."""
 
-    def load(self, job_id: str) -> dict[str, Any] | None:
-        if not job_id.isdigit():
-            return None
-        record = read_json(record_path(self.jobs_dir, job_id))
-        return record if isinstance(record, dict) else None
+    def read(self, path: Path) -> Any:
+        return read_json(path)
 
-    def save(self, record: dict[str, Any]) -> None:
-        write_json(record_path(self.jobs_dir, str(record["id"])), record)
-
-    def all(self) -> list[dict[str, Any]]:
-        ids = sorted(int(p.stem) for p in self.jobs_dir.glob("*.json") if p.stem.isdigit())
-        return [r for r in (self.load(str(i)) for i in ids) if r is not None]
+    def write(self, path: Path, data: Any) -> None:
+        write_json(path, data)
 
     def status(self, job_id: str) -> dict[str, Any] | None:
         """The wrapper's status file: the job has ended."""
@@ -89,7 +85,3 @@ class JobRecords:
                 return alive(record.get("wrapper"))
             return time.time() - float(record.get("starting_at", 0.0)) < LAUNCH_LOST_S
         return alive(pids.get("wrapper")) or alive(pids.get("trainer"))
-
-    def live(self, record: dict[str, Any]) -> bool:
-        """Queued or running: the job still holds (or will hold) the node."""
-        return record["state"] == PENDING or self.running(record)

@@ -11,8 +11,9 @@ beside the record. SIGTERM (the backend's cancel) is passed to the trainer's
 group; after the grace period the group gets SIGKILL. Whatever the trainer left in its
 group when it ended is killed too: the job is its process group.
 
-Standard library only: it runs under the daemon's interpreter without sweepd on the path,
-so the trainer's environment (PYTHONPATH) is the one the backend built, untouched.
+Standard library only, with `clusters/proc_ticks.py` (stdlib-only too, loaded from this
+tree): it runs under the daemon's interpreter without sweepd on the path, so the trainer's
+environment (PYTHONPATH) is the one the backend built, untouched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+# Run as a file (`python wrapper.py`), this tree's root is not on the path: put it first,
+# for the one module of sweepd the wrapper shares with the backends (itself stdlib-only).
+# The trainer's environment (PYTHONPATH) is not touched.
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from sweepd.clusters.proc_ticks import alive as alive
+from sweepd.clusters.proc_ticks import start_ticks as start_ticks
 
 SUMMARY_RULE = "=" * 26 + " JOB SUMMARY " + "=" * 26
 SUMMARY_END = "=" * 65
@@ -79,23 +88,6 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def start_ticks(pid: int) -> int | None:
-    """A live (non-zombie) process's start time, /proc/<pid>/stat field 22: with the pid it
-    names one process, never a later one that reused the pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
-def alive(pair: Any) -> bool:
-    """`[pid, ticks]` still names a running process."""
-    return (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
-            and pair[1] is not None and start_ticks(pair[0]) == pair[1])
 
 
 def wall(seconds: float) -> str:

@@ -29,9 +29,9 @@ from sweepd.clusters.base import (
     SubmitRefused,
     Submitted,
 )
+from sweepd.clusters.process_jobs import RecordJobs
 from sweepd.clusters.sim import launch
-from sweepd.clusters.sim.records import CANCELLED, PENDING, JobRecords
-from sweepd.clusters.threaded import ThreadedJobs
+from sweepd.clusters.sim.records import PENDING, JobRecords
 from sweepd.sim.scenario import load_scenario
 from sweepd.sim.statefiles import atomic_write_json, locked, read_json
 from sweepd.util.jobname import Fitted, JobNameTooLong, fit
@@ -39,7 +39,7 @@ from sweepd.util.jobname import Fitted, JobNameTooLong, fit
 FIRST_JOB_ID = 10001
 
 
-class SimCluster(ThreadedJobs):
+class SimCluster(RecordJobs[JobRecords]):
     name = "sim"
     submit_timeout_s = 10.0   # submission is one locked file write: never in flight long
 
@@ -54,7 +54,8 @@ class SimCluster(ThreadedJobs):
 
     # -- the ClusterBackend protocol -------------------------------------------------------
 
-    # submit, poll, find_by_token, live_tokens, cancel: ThreadedJobs, over the methods below.
+    # submit, poll, find_by_token, live_tokens, cancel: RecordJobs (process_jobs.py), over
+    # the methods below.
 
     async def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
         return await asyncio.to_thread(self._node_states, list(nodes))
@@ -149,18 +150,14 @@ class SimCluster(ThreadedJobs):
                              self.state_dir)
             busy.update(record["nodes"])   # a waiting job blocks later ones on its nodes (FIFO)
 
-    def _check_controller(self) -> None:
+    def _reachable(self) -> None:
         until = float(read_json(self.state_dir / launch.CONTROLLER_DOWN, 0.0))
         if time.time() < until:
             raise ControllerUnreachable("slurm_load_jobs error: Connection refused")
 
     # -- queries ----------------------------------------------------------------------------
 
-    def _status(self, record: dict[str, Any]) -> JobStatus:
-        if record["state"] == CANCELLED:
-            return JobStatus(SchedulerState.CANCELLED, None, "cancelled while pending")
-        if record["state"] == PENDING:
-            return JobStatus(SchedulerState.PENDING, None, "Resources")
+    def _started_status(self, record: dict[str, Any]) -> JobStatus:
         code = self.records.exit_code(record["id"])
         if code is None and self.records.running(record):
             return JobStatus(SchedulerState.RUNNING)
@@ -173,44 +170,13 @@ class SimCluster(ThreadedJobs):
         state = SchedulerState.COMPLETED if code == 0 else SchedulerState.FAILED
         return JobStatus(state, code)
 
-    def _poll(self, ids: list[str]) -> dict[str, JobStatus]:
-        self._check_controller()
-        with locked(self._lock):
-            self._schedule()
-        result: dict[str, JobStatus] = {}
-        for job_id in ids:
-            record = self.records.load(job_id)
-            result[job_id] = (JobStatus(SchedulerState.GONE) if record is None
-                              else self._status(record))
-        return result
-
-    def _find_by_token(self, token: str) -> Submitted | None:
-        self._check_controller()
-        for record in self.records.all():
-            if record["token"] == token:
-                return Submitted(record["id"], record["job_name"], Path(record["log"]))
-        return None
-
-    def _live_tokens(self) -> dict[str, str]:
-        self._check_controller()
-        return {r["id"]: r["token"] for r in self.records.all()
-                if r["state"] == PENDING or self.records.running(r)}
-
-    def _cancel(self, job_id: str) -> None:
-        with locked(self._lock):
-            record = self.records.load(job_id)
-            if record is None:
-                return
-            if record["state"] == PENDING:
-                record["state"] = CANCELLED
-                self.records.save(record)
-            elif self.records.running(record):
-                record["cancelled"] = True
-                self.records.save(record)   # before the signal, so the exit 143 reads as a cancel
-                os.killpg(record["pgid"] or record["pid"], signal.SIGTERM)
+    def _stop(self, record: dict[str, Any]) -> None:
+        record["cancelled"] = True
+        self.records.save(record)   # before the signal, so the exit 143 reads as a cancel
+        os.killpg(record["pgid"] or record["pid"], signal.SIGTERM)
 
     def _node_states(self, nodes: list[str]) -> dict[str, str]:
-        self._check_controller()
+        self._reachable()
         with locked(self._lock):
             self._schedule()
             busy = {n for r in self.records.all() if self.records.running(r) for n in r["nodes"]}

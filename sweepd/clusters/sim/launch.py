@@ -16,7 +16,8 @@ from typing import Any
 import hostlist
 
 import sweepd
-from sweepd.clusters.sim.records import STARTED, JobRecords, proc_start_ticks
+from sweepd.clusters.proc_ticks import start_ticks
+from sweepd.clusters.sim.records import STARTED, JobRecords
 from sweepd.sim.faults import pick_fault
 from sweepd.sim.player import JobMeta, job_file
 from sweepd.sim.scenario import Scenario, load_scenario
@@ -68,7 +69,7 @@ def start(records: JobRecords, record: dict[str, Any], scenario: Scenario,
         pgid: int | None = os.getpgid(pid)
     except ProcessLookupError:
         pgid = None
-    record.update(state=STARTED, pid=pid, pgid=pgid, ticks=proc_start_ticks(pid),
+    record.update(state=STARTED, pid=pid, pgid=pgid, ticks=start_ticks(pid),
                   started_at=time.time())
     records.save(record)
 

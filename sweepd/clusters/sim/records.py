@@ -14,46 +14,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweepd.clusters import process_jobs
+from sweepd.clusters.proc_ticks import start_ticks
+from sweepd.clusters.process_jobs import CANCELLED as CANCELLED
+from sweepd.clusters.process_jobs import PENDING as PENDING
+from sweepd.clusters.process_jobs import STARTED as STARTED
 from sweepd.sim.statefiles import atomic_write_json, read_json
-
-PENDING, STARTED, CANCELLED = "PENDING", "STARTED", "CANCELLED"
-
-
-def proc_start_ticks(pid: int) -> int | None:
-    """Start time of a live (non-zombie) process, from /proc/<pid>/stat field 22."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 @dataclass(frozen=True)
-class JobRecords:
-    jobs_dir: Path
+class JobRecords(process_jobs.JobRecords):
+    """Written by atomic renames (the simulator's state files)."""
 
-    def record_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
+    def read(self, path: Path) -> Any:
+        return read_json(path)
+
+    def write(self, path: Path, data: Any) -> None:
+        atomic_write_json(path, data)
 
     def exit_path(self, job_id: str) -> Path:
         return self.jobs_dir / f"{job_id}.exit"
 
     def clock_path(self, job_id: str) -> Path:
         return self.jobs_dir / f"{job_id}.end"
-
-    def load(self, job_id: str) -> dict[str, Any] | None:
-        if not job_id.isdigit():
-            return None
-        record: dict[str, Any] | None = read_json(self.record_path(job_id))
-        return record
-
-    def save(self, record: dict[str, Any]) -> None:
-        atomic_write_json(self.record_path(record["id"]), record)
-
-    def all(self) -> list[dict[str, Any]]:
-        ids = sorted(int(p.stem) for p in self.jobs_dir.glob("*.json") if p.stem.isdigit())
-        return [r for r in (self.load(str(i)) for i in ids) if r is not None]
 
     def cluster_end(self, job_id: str) -> float | None:
         """When the job ended on the cluster's clock (None: not ended, or never ran)."""
@@ -84,4 +67,4 @@ class JobRecords:
     def running(self, record: dict[str, Any]) -> bool:
         if record["state"] != STARTED or self.exit_path(record["id"]).exists():
             return False
-        return record["pid"] is not None and proc_start_ticks(record["pid"]) == record["ticks"]
+        return record["pid"] is not None and start_ticks(record["pid"]) == record["ticks"]

@@ -20,7 +20,7 @@ from sweepd.kinds.xla_tuning import report as xla_report
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.deploy import sourced
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch
-from sweepd.kinds.xla_tuning.deploy.job_overrides import parallelism_overrides, tuning_overrides
+from sweepd.kinds.xla_tuning.deploy.job_overrides import job_overrides
 from sweepd.kinds.xla_tuning.inventory import since_sweep
 from sweepd.kinds.xla_tuning.reporting import tuning_md
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
@@ -57,13 +57,13 @@ def report_extras(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
 
 
 def _job_overrides(sweep: Sweep) -> dict[str, str] | None:
-    """The MaxText overrides the cell's jobs passed (the primary tag's, as `run_params`
-    builds them): `--apply` sources the patched file with them, as those jobs did."""
+    """The MaxText overrides the cell's jobs passed (the primary tag's, built by the
+    planner's own `job_overrides`): `--apply` sources the patched file with them, as those
+    jobs did."""
     try:
         spec = XlaTuningSpec.from_stored(sweep.spec)
         assert isinstance(spec, XlaTuningSpec)
-        tag = spec.config_tags[next(iter(spec.config_tags))]
-        over = {**spec.overrides, **parallelism_overrides(spec), **tag, **tuning_overrides(spec)}
+        over = job_overrides(spec, next(iter(spec.config_tags)))
     except (ValueError, KeyError, AssertionError, StopIteration):
         return None
     return {k: str(v) for k, v in over.items()}
