@@ -3,11 +3,14 @@ reads directly from a `sweepd run`/`demo` state directory without a daemon."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from sweepd.app.joblog import NoSuchJob, pick_job, read_log
+from sweepd.app.progress import sweep_progress
 from sweepd.kinds.registry import kind_of, kinds
+from sweepd.reports.plots import as_svg
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.store.store import NotFound, Store
 
@@ -59,6 +62,28 @@ class Queries:
     def toolkit_repo(self) -> Path | None:
         """The submit.sh checkout (a daemon's config knows it; a state directory does not)."""
         return None
+
+    async def page(self, sweep_id: int) -> dict[str, Any]:
+        """What the HTML page of a sweep is rendered from (`sweepd/web/page.py`): the
+        report (its Markdown and JSON), the `explain` lines, where it is (progress) and the
+        kind's chart as inline SVG (None: its kind draws none yet). The same structures the
+        report and `explain` print: the page is another rendering of them, not a copy."""
+        report = await self.report(sweep_id)
+        sweep = await self.store.sweeps.get(sweep_id)
+        runs = await self.store.runs.of_sweep(sweep_id)
+        jobs = await self.store.jobs.of_sweep(sweep_id)
+        draw = kind_of(sweep.kind).plot
+        svg: str | None = None
+        if draw is not None:
+            def drawn() -> bytes | None:
+                with as_svg():
+                    return draw(sweep, runs, jobs)
+
+            # A chart takes tens of milliseconds: drawn off the loop the engine runs on.
+            image = await asyncio.to_thread(drawn)
+            svg = image.decode("utf-8") if image is not None else None
+        return {"report": report, "explain": (await self.explain(sweep_id))["lines"],
+                "progress": sweep_progress(sweep, runs, jobs), "plot_svg": svg}
 
     async def explain(self, sweep_id: int) -> dict[str, Any]:
         await self.store.sweeps.get(sweep_id)  # an unknown id is NotFound, as for every verb
