@@ -214,3 +214,26 @@ def test_the_html_report_opens_in_chromium_with_the_network_off(tmp_path: Path) 
            "--disable-background-networking")
     dom = _chromium(*off, "--dump-dom", page.as_uri())
     assert "<svg" in dom and 'id="verdict"' in dom and "Decision timeline" in dom
+
+
+def test_a_slow_browser_is_sent_the_latest_page_and_holds_nothing_older() -> None:
+    from sweepd.web.live import Feed
+
+    async def main() -> None:
+        renders: list[int] = []
+
+        async def render() -> str:
+            renders.append(1)
+            return "first"
+
+        feed = Feed(render, refresh_s=3600)
+        slow = feed.subscribe()
+        for page in ("p1", "p2", "p3"):   # three renderings, the browser reads none
+            feed.publish(page)
+        assert slow.qsize() == 1 and slow.get_nowait() == "p3" and feed.dropped == 2
+        late = feed.subscribe()           # one that arrives now gets the latest at once
+        assert late.get_nowait() == "p3"
+        await feed.close()                # each stream told to end, reading stopped
+        assert slow.get_nowait() == "" and feed.watchers == 0
+
+    asyncio.run(main())

@@ -15,12 +15,18 @@ import structlog
 
 log = structlog.get_logger("sweepd.web")
 
+STALE_S = 30.0   # a page unchanged in the store is rendered again this often (its clock)
+
 
 class Feed:
     """One page's latest rendering and the browsers watching it."""
 
-    def __init__(self, render: Callable[[], Awaitable[str]], refresh_s: float) -> None:
+    def __init__(self, render: Callable[[], Awaitable[str]], refresh_s: float,
+                 version: Callable[[], Awaitable[object]] | None = None) -> None:
         self._render = render
+        # A cheap read (a few rows) that changes whenever the page would: the page is
+        # rendered again only then, or after STALE_S (its elapsed time, its ETA).
+        self._version = version
         self.refresh_s = refresh_s
         self.latest: str | None = None
         self._queues: set[asyncio.Queue[str]] = set()
@@ -55,16 +61,23 @@ class Feed:
             queue.put_nowait(page)
 
     async def _run(self) -> None:
+        seen: object = None
+        rendered_at: float | None = None
+        loop = asyncio.get_running_loop()
         while self._queues:
             try:
-                page = await self._render()
+                current = await self._version() if self._version is not None else None
+                due = (rendered_at is None or current != seen or self._version is None
+                       or loop.time() - rendered_at >= STALE_S)
+                if due:
+                    seen, rendered_at = current, loop.time()
+                    page = await self._render()
+                    if page != self.latest:
+                        self.publish(page)
             except asyncio.CancelledError:
                 raise
             except Exception as e:   # a read that failed (a sweep gone): tried again later
                 log.warning("web.render_failed", error=repr(e))
-            else:
-                if page != self.latest:
-                    self.publish(page)
             await asyncio.sleep(self.refresh_s)
 
     async def close(self) -> None:
@@ -87,18 +100,26 @@ class Feeds:
     def __init__(self, refresh_s: float) -> None:
         self.refresh_s = refresh_s
         self._feeds: dict[str, Feed] = {}
+        self._dropped_gone = 0   # what feeds no longer watched had dropped
 
-    def get(self, key: str, render: Callable[[], Awaitable[str]]) -> Feed:
+    def get(self, key: str, render: Callable[[], Awaitable[str]],
+            version: Callable[[], Awaitable[object]] | None = None) -> Feed:
         feed = self._feeds.get(key)
         if feed is None:
-            feed = self._feeds[key] = Feed(render, self.refresh_s)
+            feed = self._feeds[key] = Feed(render, self.refresh_s, version)
         return feed
 
     def drop_idle(self) -> None:
         for key in [k for k, f in self._feeds.items() if not f.watchers]:
-            del self._feeds[key]
+            self._dropped_gone += self._feeds.pop(key).dropped
+
+    @property
+    def dropped(self) -> int:
+        """Renderings replaced before a slow browser took them, over every feed."""
+        return self._dropped_gone + sum(f.dropped for f in self._feeds.values())
 
     async def close(self) -> None:
-        for feed in self._feeds.values():
+        # A copy: each stream that ends drops its idle feed from the dict meanwhile.
+        for feed in list(self._feeds.values()):
             await feed.close()
         self._feeds.clear()

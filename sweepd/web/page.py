@@ -34,6 +34,7 @@ border-bottom:1px solid var(--line);padding-bottom:.2rem}
 border-radius:6px;padding:.8rem 1rem}
 .verdict.open{border-left-color:var(--warn)}.verdict.bad{border-left-color:var(--bad)}
 .verdict p{margin:.2rem 0 .6rem}
+.verdict,.report li,.report p{overflow-wrap:anywhere}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}
 dt{color:var(--muted)}dd{margin:0}
 .caveats{margin:.4rem 0 0;padding-left:1.2rem}

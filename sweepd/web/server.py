@@ -30,6 +30,7 @@ from aiohttp.typedefs import Handler
 
 from sweepd.app.service import Service
 from sweepd.config import Config, WebConfig
+from sweepd.store.states import SweepState
 from sweepd.store.store import NotFound
 from sweepd.web.live import Feeds
 from sweepd.web.page import document, e, page_title, render_index, render_main
@@ -38,6 +39,7 @@ from sweepd.web.token import ensure_token
 log = structlog.get_logger("sweepd.web")
 
 COOKIE = "sweepd_token"
+ENDED = (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED)
 PING_S = 15.0   # a comment line this often: a browser gone is found by the failed write
 
 # The one script a served page runs: follow the page's event stream and put each new
@@ -139,11 +141,28 @@ def _sweep_id(request: web.Request) -> int:
 
 
 async def _index_main(app: web.Application) -> str:
-    return render_index(await app[WEB_SERVICE].list_sweeps())
+    return await asyncio.to_thread(render_index, await app[WEB_SERVICE].list_sweeps())
 
 
 async def _sweep_main(app: web.Application, sweep_id: int) -> str:
-    return render_main(await app[WEB_SERVICE].page(sweep_id))
+    # Rendered in a thread: the Markdown and the HTML are the page's CPU, not the loop's.
+    return await asyncio.to_thread(render_main, await app[WEB_SERVICE].page(sweep_id))
+
+
+async def _sweep_version(app: web.Application, sweep_id: int) -> object:
+    """Changes whenever the sweep's page would: its state, its row, its latest event."""
+    store = app[WEB_SERVICE].store
+    sweep = await store.sweeps.get(sweep_id)
+    return sweep.state, sweep.updated_at, await store.events.last_at(sweep_id)
+
+
+async def _index_version(app: web.Application) -> object:
+    """Every sweep's state and row, and the latest event of each one not ended."""
+    store = app[WEB_SERVICE].store
+    sweeps = await store.sweeps.all()
+    return [(s.id, s.state, s.updated_at,
+             await store.events.last_at(s.id) if s.state not in ENDED else None)
+            for s in sweeps]
 
 
 async def index(request: web.Request) -> web.Response:
@@ -156,13 +175,14 @@ async def sweep_page(request: web.Request) -> web.Response:
         data = await request.app[WEB_SERVICE].page(sweep_id)
     except NotFound:
         return _html(document("sweepd", f"<h1>No sweep {e(sweep_id)}</h1>"), status=404)
-    return _html(_live(page_title(data), render_main(data), back=True))
+    return _html(_live(page_title(data), await asyncio.to_thread(render_main, data),
+                       back=True))
 
 
-async def _stream(request: web.Request, key: str,
-                  render: Callable[[], Awaitable[str]]) -> web.StreamResponse:
+async def _stream(request: web.Request, key: str, render: Callable[[], Awaitable[str]],
+                  version: Callable[[], Awaitable[object]]) -> web.StreamResponse:
     """Each new rendering of the page as one `page` event (its HTML as JSON)."""
-    feed = request.app[FEEDS].get(key, render)
+    feed = request.app[FEEDS].get(key, render, version)
     queue = feed.subscribe()
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-store"})
@@ -188,14 +208,16 @@ async def _stream(request: web.Request, key: str,
 
 async def index_events(request: web.Request) -> web.StreamResponse:
     app = request.app
-    return await _stream(request, "index", lambda: _index_main(app))
+    return await _stream(request, "index", lambda: _index_main(app),
+                         lambda: _index_version(app))
 
 
 async def sweep_events(request: web.Request) -> web.StreamResponse:
     sweep_id = _sweep_id(request)
     app = request.app
     await app[WEB_SERVICE].store.sweeps.get(sweep_id)   # NotFound before the stream starts
-    return await _stream(request, f"sweep:{sweep_id}", lambda: _sweep_main(app, sweep_id))
+    return await _stream(request, f"sweep:{sweep_id}", lambda: _sweep_main(app, sweep_id),
+                         lambda: _sweep_version(app, sweep_id))
 
 
 @web.middleware
