@@ -237,3 +237,23 @@ def test_a_slow_browser_is_sent_the_latest_page_and_holds_nothing_older() -> Non
         assert slow.get_nowait() == "" and feed.watchers == 0
 
     asyncio.run(main())
+
+
+def test_sweepd_dashboard_prints_the_url_with_the_token_or_says_it_is_off(
+        tmp_path: Path) -> None:
+    def dashboard(config: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sweepd", "dashboard", "--config",
+                               str(config)], capture_output=True, text=True, timeout=60)
+
+    off = tmp_path / "off.toml"
+    off.write_text(f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n')
+    done = dashboard(off)
+    assert done.returncode == 2 and "the dashboard is off" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    on = tmp_path / "on.toml"
+    on.write_text(off.read_text() + '[web]\nlisten = "127.0.0.1:8765"\n')
+    done = dashboard(on)
+    token = _token(tmp_path)   # made by the first to need it, mode 0600
+    assert (tmp_path / "state" / "web.token").stat().st_mode & 0o777 == 0o600
+    assert done.returncode == 0 and done.stdout == f"http://127.0.0.1:8765/?token={token}\n"
+    assert "ssh -N -L 8765:127.0.0.1:8765" in done.stderr
