@@ -21,11 +21,13 @@ done
 # one `apt-get update` for all, without recommends.
 # curl: the socket-permission tests ask the daemon as another user, as a person would.
 # systemd-analyze: a test verifies the unit file. g++: tests/test_bench_smoke.py builds
-# bench/*.cpp. Slurm and munge: scripts/slurm-cluster.sh says which of its own are missing.
+# bench/*.cpp. chromium: tests/test_web_dashboard.py opens the dashboard in it, headless.
+# Slurm and munge: scripts/slurm-cluster.sh says which of its own are missing.
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v g++ >/dev/null || missing+=(g++)
+command -v chromium >/dev/null || missing+=(chromium)
 read -r -a slurm_missing <<<"$(bash scripts/slurm-cluster.sh missing)"
 missing+=(${slurm_missing[@]+"${slurm_missing[@]}"})
 apt_pid=

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import shlex
 import socket
@@ -245,6 +246,33 @@ class MetricsConfig(_Section):
                                            '"127.0.0.1:9464"; off by default')
 
 
+class WebConfig(_Section):
+    """The read-only dashboard in a browser (`sweepd/web/`): off unless `listen` is set.
+    Every request needs the token the daemon keeps in its state directory
+    (`sweepd dashboard` prints the URL with it); a peer off this host is refused unless
+    `allow` names its network."""
+
+    listen: str | None = Field(None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]*):[0-9]{1,5}$",
+                               description='"host:port" to serve the dashboard on, e.g. '
+                                           '"127.0.0.1:8765"; off by default')
+    allow: list[str] = Field(default_factory=list,
+                             description='networks beyond loopback whose peers may connect, '
+                                         'e.g. ["10.1.0.0/16"]; empty: this host only')
+    refresh_s: float = Field(2.0, gt=0, description="how often a watched sweep's page is "
+                             "read again from the store for its live view")
+
+    @field_validator("allow")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(f"{net!r} is not an address or network "
+                                 '(e.g. "10.1.0.0/16")') from None
+        return value
+
+
 class RecoveryConfig(_Section):
     """The xla-tuning SKILL.md's recovery primitives, run on a node over ssh. Timeouts are
     wall seconds: they bound a real command, not a policy duration."""
@@ -274,6 +302,7 @@ class Config(_Section):
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)

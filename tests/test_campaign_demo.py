@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.web_pages import check_page
+
 PCT = r"([+-]\d+\.\d+)%"
 # The recipe the scenario's FSDP=8 landscape makes the flags stage find (the kill -9 test
 # checks that an interrupted campaign finds the same).
@@ -28,6 +30,7 @@ def test_the_campaign_demo_confirms_the_simulators_joint_truth(tmp_path: Path) -
                           capture_output=True, text=True, timeout=300)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    check_page(tmp_path)   # the campaign's HTML page: its stages' chart, its verdict
     with sqlite3.connect(tmp_path / "sweepd.db") as db:
         sweeps = {r[0]: (r[1], r[2], json.loads(r[3] or "{}"), json.loads(r[4]))
                   for r in db.execute("SELECT id, kind, state, verdict_json, spec_json "

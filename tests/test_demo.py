@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.util.hostlists import expand_nodes
+from tests.web_pages import check_page
 
 
 def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
@@ -37,6 +38,7 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     again = subprocess.run([sys.executable, "-m", "sweepd", "report", "1", "--state-dir",
                             str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and again.stdout.startswith("# Sweep 1: ")
+    check_page(tmp_path)   # its HTML page, from the same structures
 
 
 # What each kind's demo must find (model-perf's: the test above, in full).
@@ -71,6 +73,7 @@ def test_demo_of_each_kind_finds_its_seeded_fault(tmp_path: Path, kind: str, exp
                            "WHERE e.rule = 'model_sweep.matrix'").fetchall()
         runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert lost == [], lost
+    check_page(tmp_path)   # its HTML page, from the same structures
     if kind == "model-sweep":
         # Each matrix cell's run is recorded under the matrix rule, naming its cell.
         assert len(cells) == runs and runs > 0

@@ -175,7 +175,7 @@ def test_no_kind_imports_the_daemon_the_cli_or_the_api() -> None:
 # The top-level packages (and root modules) of sweepd, highest first: each may import only
 # those after it. Written once here; docs/architecture.md ("Imports go one way") says the
 # same. A new top-level package fails until it is placed.
-PACKAGE_ORDER = ("__main__", "cli", "api", "app", "notify", "core", "kinds", "reports",
+PACKAGE_ORDER = ("__main__", "cli", "api", "web", "app", "notify", "core", "kinds", "reports",
                  "clusters", "sim", "monitor", "store", "config", "util")
 # Imports against the order that are known, with why. A listed one that is gone fails.
 AGAINST_ORDER: dict[tuple[str, str], str] = {

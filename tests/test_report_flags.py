@@ -17,7 +17,8 @@ import sweepd.cli.report as report_cli
 from sweepd.cli.main import UsageError, build_parser
 from sweepd.kinds.registry import ClientHooks, ClientOutput, Kind, ReportFlag, kinds
 
-GENERIC = {"-h", "--help", "--socket", "--config", "--json", "--csv", "--state-dir", "--plot"}
+GENERIC = {"-h", "--help", "--socket", "--config", "--json", "--csv", "--state-dir", "--plot",
+           "--html"}
 
 
 def _report_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ import pytest
 from sweepd.monitor.facts import FailureClass
 from sweepd.monitor.reading import read_log
 from tests.tpu_bench import bench
+from tests.web_pages import check_page
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "tpu_v5e"
@@ -39,6 +40,9 @@ def test_the_chip_sweep_ran_what_the_replay_predicts(name: str, tmp_path: Path) 
     assert _report(name)["verdict"]["best"] == best
     ran, chosen, _ = bench().sweep(options, tmp_path / "replay")
     assert (ran, chosen) == (_batches(name), best)
+    # The replayed chip sweep's HTML page: its verdict's figure first, its curve, its runs.
+    page = check_page(tmp_path / "replay" / "state")
+    assert f"<dt>Figure</dt><dd>per_device_batch_size={best} at " in page
 
 
 def test_measured_noise_decides_with_the_noise_the_chip_measures(tmp_path: Path) -> None:

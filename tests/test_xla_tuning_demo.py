@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.test_demo import DEMO_EXPECTS
+from tests.web_pages import check_page
 
 
 def _start(state: Path) -> subprocess.Popen[str]:
@@ -57,6 +58,7 @@ def test_the_demo_ends_on_the_winner_rule_with_wave6_in_the_same_jobs_every_time
     assert verdict["conditional"] is False and verdict["regressed"] == []
     assert any(label.endswith("@dense") for label, _ in first)  # Wave 6 ran on the other tag
     assert verdict == verdict2
+    check_page(tmp_path / "a")   # its HTML page: the gain's interval, each caveat, the chart
     lo, hi = verdict["interval"]  # type: ignore[misc]
     assert lo < verdict["gain"] < hi  # type: ignore[operator]
 

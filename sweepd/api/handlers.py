@@ -65,6 +65,10 @@ async def report_md(request: web.Request) -> web.Response:
     return web.Response(text=out["markdown"], content_type="text/markdown")
 
 
+async def page(request: web.Request) -> web.Response:
+    return web.json_response(await service_of(request).page(sweep_id_of(request)))
+
+
 async def plot(request: web.Request) -> web.Response:
     png = await service_of(request).plot(sweep_id_of(request))
     if png is None:
@@ -180,6 +184,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/sweeps/{id}/report.md", report_md)
     app.router.add_get("/sweeps/{id}/explain", explain)
     app.router.add_get("/sweeps/{id}/plot.png", plot)
+    app.router.add_get("/sweeps/{id}/page", page)
     app.router.add_get("/sweeps/{id}/progress", progress)
     app.router.add_get("/sweeps/{id}/stream", stream)
     app.router.add_post("/sweeps/{id}/cancel", cancel)

@@ -21,6 +21,7 @@ from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.api.requests import CLOSING, PEERS, SERVICE
 from sweepd.app.daemon import Front
 from sweepd.app.service import Service
+from sweepd.web.server import start_web
 
 log = structlog.get_logger("sweepd.api")
 
@@ -144,4 +145,4 @@ async def start_metrics_listener(service: Service, listen: str) -> web.AppRunner
 
 # What `app/daemon.serve` serves its service through (the caller hands it in).
 FRONT = Front(refuse_if_served=refuse_if_served, start=start_server,
-              start_metrics=start_metrics_listener)
+              start_metrics=start_metrics_listener, start_web=start_web)

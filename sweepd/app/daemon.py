@@ -43,11 +43,14 @@ class Front:
     the caller (the CLI), so that the API imports the daemon's service and never the other
     way round. `refuse_if_served(socket)` raises `AnotherSweepd` where a daemon already
     listens; `start(service, socket, max_body_bytes, socket_group)` and
-    `start_metrics(service, "host:port")` return the runner the daemon cleans up."""
+    `start_metrics(service, "host:port")` return the runner the daemon cleans up;
+    `start_web(service, config)` the dashboard's (`sweepd/web/`), where `[web] listen` is
+    set."""
 
     refuse_if_served: Callable[[Path], None]
     start: Callable[[Service, Path, int, str | None], Awaitable[AppRunner]]
     start_metrics: Callable[[Service, str], Awaitable[AppRunner]]
+    start_web: Callable[[Service, Config], Awaitable[AppRunner]] | None = None
 
 
 @dataclass
@@ -165,10 +168,13 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
         parts.engine.stopping = stop
         # The metrics port before the socket: a start refused for its port never listened
         # on the socket (a client seeing it listen may take the daemon for started).
-        metrics_runner: AppRunner | None = None
+        listeners: list[AppRunner] = []   # /metrics and the dashboard on TCP, where set
         runner: AppRunner | None = None
         try:
-            metrics_runner = await _metrics_listener(front, parts.service, config)
+            for start in (_metrics_listener, _web_listener):
+                started_one = await start(front, parts.service, config)
+                if started_one is not None:
+                    listeners.append(started_one)
             runner = await front.start(parts.service, config.daemon.socket_path,
                                        config.daemon.max_body_bytes, config.daemon.socket_group)
             # Recovery is the engine's first pass: adopt or resubmit write-ahead jobs,
@@ -178,14 +184,12 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
         except BaseException:
             if runner is not None:
                 await runner.cleanup()
-            if metrics_runner is not None:
-                await metrics_runner.cleanup()
+            await _cleanup(listeners)
             await workers.close()
             raise
         if stop.is_set():   # stopped during recovery: never ready, nothing more to run
             await runner.cleanup()
-            if metrics_runner is not None:
-                await metrics_runner.cleanup()
+            await _cleanup(listeners)
             await workers.close()
             log.info("daemon.stopped", during="recovery")
             return 0
@@ -219,8 +223,7 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
             await asyncio.gather(*tasks, return_exceptions=True)
             if runner is not None:
                 await runner.cleanup()
-            if metrics_runner is not None:
-                await metrics_runner.cleanup()
+            await _cleanup(listeners)
             await workers.close()
             log.info("daemon.stopped")
 
@@ -238,6 +241,26 @@ async def _metrics_listener(front: Front, service: Service,
                           f"{getattr(e, 'strerror', None) or e}") from None
     log.info("daemon.metrics", listen=listen)
     return runner
+
+
+async def _web_listener(front: Front, service: Service, config: Config) -> AppRunner | None:
+    """The optional dashboard (`[web] listen`); an address it cannot bind refuses the
+    start. The log names the address, never the token."""
+    listen = config.web.listen
+    if listen is None or front.start_web is None:
+        return None
+    try:
+        runner = await front.start_web(service, config)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"web.listen = {listen!r}: cannot listen there: "
+                          f"{getattr(e, 'strerror', None) or e}") from None
+    log.info("daemon.web", listen=listen)
+    return runner
+
+
+async def _cleanup(runners: list[AppRunner]) -> None:
+    for runner in reversed(runners):
+        await runner.cleanup()
 
 
 def run_daemon(config: Config, front: Front) -> int:

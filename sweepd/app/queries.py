@@ -3,11 +3,14 @@ reads directly from a `sweepd run`/`demo` state directory without a daemon."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from sweepd.app.joblog import NoSuchJob, pick_job, read_log
+from sweepd.app.progress import sweep_progress
 from sweepd.kinds.registry import kind_of, kinds
+from sweepd.reports.plots import as_svg
 from sweepd.reports.report import explain_lines, report_json, report_markdown
 from sweepd.store.store import NotFound, Store
 
@@ -36,9 +39,7 @@ class Queries:
         left = await self.leftovers(sweep_id)
         data["leftovers"] = left
         markdown = report_markdown(renderer, sweep, runs, jobs, excl, stage_jobs)
-        if left:   # what the sweep (or its stages) removed from or left in the person's files
-            markdown += "\n\n## In your files\n\n" + "\n".join(left) + "\n"
-        return {"markdown": markdown, "json": data}
+        return {"markdown": _with_leftovers(markdown, left), "json": data}
 
     async def leftovers(self, sweep_id: int) -> list[str]:
         """What the sweep and a campaign's stages removed from, or left in, the person's
@@ -60,6 +61,40 @@ class Queries:
         """The submit.sh checkout (a daemon's config knows it; a state directory does not)."""
         return None
 
+    async def page(self, sweep_id: int) -> dict[str, Any]:
+        """What the HTML page of a sweep is rendered from (`sweepd/web/page.py`): the
+        report (its Markdown and JSON, without the kind's client extras), the `explain`
+        lines, where it is (progress) and the kind's chart as inline SVG (None: its kind
+        draws none yet). The same structures the report and `explain` print: the page is
+        another rendering of them, not a copy. The rows are read here; what is built from
+        them (tens of milliseconds with the chart) is built in a thread, off the loop the
+        engine's pass runs on."""
+        sweep = await self.store.sweeps.get(sweep_id)
+        runs = await self.store.runs.of_sweep(sweep_id)
+        jobs = await self.store.jobs.of_sweep(sweep_id)
+        excl = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
+        stage_jobs = [j for c in await self.store.campaigns.children(sweep_id)
+                      for j in await self.store.jobs.of_sweep(c.child_id)]
+        left = await self.leftovers(sweep_id)
+        events = await self.store.events.of_sweep(sweep_id)
+        kind = kind_of(sweep.kind)
+
+        def build() -> dict[str, Any]:
+            data = report_json(kind.report, sweep, runs, jobs, excl, stage_jobs)
+            data["leftovers"] = left
+            markdown = _with_leftovers(
+                report_markdown(kind.report, sweep, runs, jobs, excl, stage_jobs), left)
+            svg: str | None = None
+            if kind.plot is not None:
+                with as_svg():
+                    image = kind.plot(sweep, runs, jobs)
+                svg = image.decode("utf-8") if image is not None else None
+            return {"report": {"markdown": markdown, "json": data},
+                    "explain": explain_lines(events, {r.id: r.seq for r in runs}),
+                    "progress": sweep_progress(sweep, runs, jobs), "plot_svg": svg}
+
+        return await asyncio.to_thread(build)
+
     async def explain(self, sweep_id: int) -> dict[str, Any]:
         await self.store.sweeps.get(sweep_id)  # an unknown id is NotFound, as for every verb
         events = await self.store.events.of_sweep(sweep_id)
@@ -79,3 +114,11 @@ class Queries:
         out = read_log(job, await self.store.jobs.signals(job.id), offset)
         out["run_seq"] = (await self.store.runs.get(job.run_id)).seq
         return out
+
+
+def _with_leftovers(markdown: str, left: list[str]) -> str:
+    """The report with what the sweep (or its stages) removed from, or left in, the
+    person's files."""
+    if not left:
+        return markdown
+    return markdown + "\n\n## In your files\n\n" + "\n".join(left) + "\n"

@@ -160,6 +160,10 @@ class SweepReads:
     def explain(self, sweep_id: int) -> dict[str, Any]:
         return dict(self._client._json("GET", f"/sweeps/{sweep_id}/explain"))
 
+    def page(self, sweep_id: int) -> dict[str, Any]:
+        """What the sweep's HTML page is rendered from (`Queries.page`)."""
+        return dict(self._client._json("GET", f"/sweeps/{sweep_id}/page"))
+
     def progress(self, sweep_id: int, after: int = 0, wait_s: float = 0.0) -> dict[str, Any]:
         return dict(self._client._json("GET", f"/sweeps/{sweep_id}/progress",
                                        params={"after": after, "wait": wait_s},

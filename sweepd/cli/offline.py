@@ -81,6 +81,9 @@ class OfflineSweepReads(SweepReads):
     def explain(self, sweep_id: int) -> dict[str, Any]:
         return self._offline._query(lambda q: q.explain(sweep_id))
 
+    def page(self, sweep_id: int) -> dict[str, Any]:
+        return self._offline._query(lambda q: q.page(sweep_id))
+
     def job_log(self, sweep_id: int, which: str | None = None, offset: int = 0
                 ) -> dict[str, Any]:
         return self._offline._query(lambda q: q.job_log(sweep_id, which, offset))

@@ -19,6 +19,7 @@ from sweepd.cli.output import fail, print_json, say
 from sweepd.cli.source import with_source
 from sweepd.kinds.registry import ClientOutput, ReportFlag, kinds
 from sweepd.reports.run_table import COLUMNS
+from sweepd.web.page import render_page
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -32,6 +33,8 @@ def _report(args: argparse.Namespace, client: Client) -> int:
         code = _write_plot(args, client)
         if code:
             return code
+    if args.html is not None:
+        return _write_html(args, client)
     if args.csv:
         write_csv(client.reads.report(args.id)["json"].get("runs") or [])
     elif args.json:
@@ -98,7 +101,7 @@ def flag_help(parts: tuple[tuple[str, str], ...]) -> str:
 
 
 def _plot_problem(path: Path) -> str | None:
-    """Why `path` cannot take the plot, known before the daemon draws it."""
+    """Why `path` cannot take the file (the plot, the page), known before the daemon is asked."""
     if path.is_dir():
         return "it is a directory"
     if not path.parent.is_dir():
@@ -124,6 +127,21 @@ def _write_plot(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def _write_html(args: argparse.Namespace, client: Client) -> int:
+    """The sweep's page as one self-contained HTML file (`sweepd/web/page.py`)."""
+    path: Path = args.html
+    problem = _plot_problem(path)
+    if problem is None:
+        try:
+            path.write_text(render_page(client.reads.page(args.id)), "utf-8")
+        except OSError as e:
+            problem = e.strerror or type(e).__name__
+    if problem is not None:
+        return fail(args, f"cannot write the page to {path}: {problem}")
+    say(f"page written to {path}", err=True)
+    return 0
+
+
 def report_args(p: argparse.ArgumentParser) -> None:
     """`report`'s own options (beyond the sweep id and --state-dir), and every kind's."""
     p.add_argument("--csv", action="store_true",
@@ -131,6 +149,9 @@ def report_args(p: argparse.ArgumentParser) -> None:
                         "class, TGS, MFU, memory, start, end, node-hours")
     p.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also write the sweep's plot (PNG) to this file")
+    p.add_argument("--html", type=Path, metavar="FILE.html",
+                   help="write the sweep's page to this file: one self-contained HTML file "
+                        "(verdict, chart, report, runs, timeline; nothing to fetch)")
     for flag, parts in kind_flags():
         arg = p.add_argument(flag.name, help=flag_help(parts), **flag.options)
         if flag.completes_files:

@@ -20,6 +20,7 @@ from sweepd.app.joblog import JOB_ARG_HELP
 from sweepd.app.progress import duration
 from sweepd.cli.client import Client
 from sweepd.cli.completion import run_completion, run_ids, sweep_id_arg
+from sweepd.cli.dashboard import add_dashboard_command
 from sweepd.cli.logs import run_logs
 from sweepd.cli.source import print_json, with_source
 from sweepd.cli.validate import run_validate
@@ -119,6 +120,7 @@ def add_view_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                               "and queues")):
         sub.add_parser(name, parents=[common], help=text, description=text).set_defaults(
             func=func)
+    add_dashboard_command(sub, common)
     p = sub.add_parser("completion", parents=[common], help="print a shell completion script",
                        description="eval \"$(sweepd completion bash)\", or for zsh put "
                                    "`sweepd completion zsh` in a file named _sweepd on $fpath")
