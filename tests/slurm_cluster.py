@@ -58,6 +58,7 @@ SLURM_S = {
     "test_new_user_path.py": 27,
     "test_slurm_submit_sh.py": 25,
     "test_slurm_backend.py": 21,
+    "test_slurm_environment.py": 5,
     "test_backend_contract.py": 12,
     "test_job_times.py": 21,
     "test_slurm_queued_dead.py": 15,

@@ -149,8 +149,13 @@ def test_sweepd_run_of_the_tpu_tuning_example_on_the_one_node(tmp_path: Path) ->
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no change to deploy" in done.stdout and "Nodes: box1" in done.stdout
     ran = starts(tmp_path / "starts")
-    assert len(ran) == 5 and not any("heartbeat" in line for line in ran)
-    assert any(line.endswith("flags=--xla_tpu_scoped_vmem_limit_kib=98304") for line in ran)
+    # The example's max_runs (6); one device: no flag of a collective-only family ran
+    # (catalog.no_collectives), as on the chip (tests/test_tpu_xla_one_chip_recorded.py).
+    assert len(ran) == 6 and not any("heartbeat" in line for line in ran)
+    assert any("flags=--xla_tpu_scoped_vmem_limit_kib=" in line for line in ran)
+    assert not any(word in line.partition("flags=")[2] for line in ran
+                   for word in ("all_gather", "all_reduce", "collective", "reduce_scatter",
+                                "data_parallel"))
     # The evidence run has the profiler on (its own overrides, not the spec's): read over the
     # profiler's window without its start and stop, it reads as the baseline does (before,
     # over steps 5-14 as an unprofiled run, +356 % on the chip).

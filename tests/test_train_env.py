@@ -237,7 +237,8 @@ def test_the_offered_command_lists_and_removes_the_blocks(tmp_path: Path) -> Non
     note = leftover_note(tmp_path)
     assert note is not None
     clean = note.splitlines()[-1].split(": ", 1)[1].split()
-    assert clean == ["python", "-m", "sweepd.clusters.train_env", "clean", str(path)]
+    # The interpreter sweepd runs under (a bare `python` may be the system's, without sweepd).
+    assert clean == [sys.executable, "-m", "sweepd.clusters.train_env", "clean", str(path)]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-W", "error", *args], capture_output=True,
