@@ -20,8 +20,8 @@ def _inputs(proposer: str) -> Inputs:
 
 
 def test_the_default_proposes_by_the_hand_rules() -> None:
-    assert Inputs(Parallelism.parse("PP=8"), ()).proposer == "seed"
-    r = replay(_inputs("seed"), pp8(), random.Random(3))
+    assert Inputs(Parallelism.parse("PP=8"), ()).proposer == "rules"
+    r = replay(_inputs("rules"), pp8(), random.Random(3))
     assert "wave.tpe" not in {p.rule for p in r.planned}
 
 

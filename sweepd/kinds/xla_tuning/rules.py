@@ -76,13 +76,13 @@ RERUN = _r("noise.rerun", "a single run close to the best runs again; at few run
            "numeric family's value read within 2 se of the family's best", "contender", "max_n",
            "family_rival", "few_runs")
 CONFIRM = _r("noise.confirm", "a recipe's fresh runs: its gain confirmed or not",
-             "min_fresh", "win_margin", "win", "base_n", "z_one")
+             "min_fresh", "win_margin", "win", "confirm_base_n", "z_one")
 NEAR_LINE = _r("noise.near_line", "a recipe whose fresh mean sits near the win bar runs again "
                "to clear it at 99 %", "near_fresh", "near_bar_n", "z_clear", "z_near")
 NEAR_LINE_BASELINE = _r("noise.near_line_baseline", "the baseline beside a claim near the "
                         "line", "near_base_n")
 RERUN_BASELINE = _r("noise.rerun_baseline", "the baseline runs again beside a claim or a "
-                    "bounded question", "base_n", "bounded_base_n")
+                    "bounded question", "confirm_base_n", "bounded_base_n")
 BESIDE_CLAIM = _r("noise.beside_claim", "the baseline run beside a claim's runs")
 PART_CHECK = _r("verdict.part_check", "each flag of a winning recipe is checked for its "
                 "part in the gain", "part_z", "part_z_keep", "part_z_drop", "part_n",
@@ -146,7 +146,8 @@ THRESHOLDS = (
     _t("live", _WAVE + "LIVE", "a family whose first value moved TGS this much is searched"),
     _t("positive", _WAVE + "POSITIVE", "a single this much faster may join a stack"),
     _t("max_n", _WAVE + "MAX_N", "runs of one profile before its mean is taken as it is"),
-    _t("base_n", _WAVE + "BASE_N", "baseline runs on the primary tag behind a confirmation"),
+    _t("confirm_base_n", _WAVE + "CONFIRM_BASE_N", "baseline runs on the primary tag behind a "
+       "confirmation"),
     _t("near_base_n", _WAVE + "NEAR_BASE_N", "baseline runs behind a claim near the line"),
     _t("near_bar_n", _WAVE + "NEAR_BAR_N", "runs of a recipe within 2 se of the win bar"),
     _t("seed_focus", _WAVE + "SEED_FOCUS", "families the evidence points at seeded first"),
@@ -175,10 +176,10 @@ THRESHOLDS = (
     _t("z_near", _CLAIMS + "Z_NEAR", "the z a claim near the line is read at"),
     _t("wave6_n", _CLAIMS + "WAVE6_N", "runs of another tag's reading"),
     _t("z_one", "sweepd.kinds.xla_tuning.evidence.board:Z_ONE", "one-sided 95 %"),
-    # The bounded question (bounded_question.py): its BASE_N is not wave_rules' BASE_N.
+    # The bounded question (bounded_question.py).
     _t("fresh_n", _BOUNDED + "FRESH_N", "fresh runs of a recipe before 'not shown above' "
        "is taken"),
-    _t("bounded_base_n", _BOUNDED + "BASE_N", "baseline runs beside a bounded question"),
+    _t("bounded_base_n", _BOUNDED + "BOUNDED_BASE_N", "baseline runs beside a bounded question"),
     _t("base_floor", _BOUNDED + "BASE_FLOOR", "baseline runs below any bounded verdict"),
     # A winner's parts (parts.py).
     _t("part_z", _PARTS + "PART_Z", "a flag's part in the gain is read at this z"),
