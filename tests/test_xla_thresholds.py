@@ -19,6 +19,7 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.spec import Thresholds, XlaTuningSpec
 from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS, XlaThresholds, spec_fields
+from tests.rule_reads import Reads, rule_reads
 
 ROOT = Path(kind_package.__file__).parent
 NAMES = {f.name for f in fields(XlaThresholds)}
@@ -128,3 +129,37 @@ def test_the_sub_bar_options_reach_the_planner_from_the_spec() -> None:
         {**base, "thresholds": {"on_leader": True, "closing_pair": True}})
     chosen = spec.inputs()
     assert (chosen.on_leader, chosen.closing_pair) == (True, True)
+
+
+def _reads() -> Reads:
+    return rule_reads(kind_package, rules.BOOK, XlaThresholds, rules.DECIDED_IN)
+
+
+def test_every_number_a_rules_decision_reads_is_in_its_list() -> None:
+    got = _reads()
+    unlisted = {r.id: sorted(got.reads.get(r.id, set()) - set(r.thresholds))
+                for r in rules.BOOK.rules}
+    assert {k: v for k, v in unlisted.items() if v} == {}
+    # Every rule's decision is found in the code (a scan finding none would pass anything).
+    assert {r.id for r in rules.BOOK.rules} - set(got.sites) == set()
+
+
+def test_the_scan_follows_the_winner_rule_into_the_modules_it_reads() -> None:
+    got = _reads()
+    # stop.winner decides in verdict/stops.py and reads claims.py's, wave_rules.py's and
+    # the board's numbers through the calls it makes (issue 49: none were in its list).
+    assert got.sites[rules.WINNER.id] == {"sweepd.kinds.xla_tuning.verdict.stops:winner"}
+    assert {"confirm_base_n", "near_base_n", "z_one", "z_clear", "z_near", "near_fresh",
+            "win", "regress"} <= got.reads[rules.WINNER.id]
+    # A rule cited in another's note is not decided there (`DECIDED_IN`).
+    assert got.sites[rules.NO_COLLECTIVES.id] == {
+        "sweepd.kinds.xla_tuning.waves.no_collectives:without_collectives"}
+
+
+def test_two_knobs_never_share_a_name() -> None:
+    # The book's names, and the names of what they point at, each once: two knobs once
+    # shared BASE_N (6 baseline runs beside a bounded question, 3 behind a confirmation).
+    attrs = [t.where.rsplit(":", 1)[1].rsplit(".", 1)[-1] for t in rules.BOOK.thresholds]
+    assert len(attrs) == len(set(attrs))
+    book = {t.name: t.value for t in rules.BOOK.thresholds}
+    assert (book["confirm_base_n"], book["bounded_base_n"]) == (3, 6)
