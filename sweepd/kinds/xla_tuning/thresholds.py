@@ -11,15 +11,22 @@ beside the rules that read them (`waves/wave_rules.py`, `waves/claims.py`, ...),
 once there under a name of its own; the rule book points at them, and each rule lists every
 number its decision reads (tests/test_xla_thresholds.py reads the code to hold it to that).
 
-A leaf but for `evidence/drift.py`'s enum (itself a leaf): it imports nothing else of the
-kind, so that every part may read it."""
+A leaf: it imports nothing of the kind, so that every part may read it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any, Literal
 
-from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+
+class DriftRead(StrEnum):
+    """How a claim reads the baseline beside it (`evidence/drift.py` reads each)."""
+
+    MEAN = "mean"
+    LINE = "line"
+    TREND = "trend"
+
 
 Stop = Literal["seed", "thorough"]
 Proposer = Literal["rules", "tpe", "surrogate"]

@@ -19,14 +19,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from enum import StrEnum
 
-
-class DriftRead(StrEnum):
-    MEAN = "mean"
-    LINE = "line"
-    TREND = "trend"
-
+# The readings' names live with the option's default in the record (a leaf).
+from sweepd.kinds.xla_tuning.thresholds import DriftRead as DriftRead
 
 PRIOR = 0.02  # the spread of a cluster's drift, relative per 8 h (a red team's 2 %)
 PRIOR_S = 8 * 3600.0
