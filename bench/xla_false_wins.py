@@ -45,10 +45,10 @@ from sweepd.kinds.xla_tuning.catalog.catalog import (
 )
 from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Interaction, Landscape, truth
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 from sweepd.kinds.xla_tuning.waves.in_effect import holds_already
 from sweepd.kinds.xla_tuning.waves.planned import VerdictKind
 
@@ -115,7 +115,7 @@ class Tally:
 
 
 def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int,
-          drift_read: DriftRead = DRIFT_DEFAULT) -> None:
+          drift_read: DriftRead = THRESHOLDS.drift) -> None:
     land, profiles = case
     inp = Inputs(Parallelism.parse(land.parallelism), profiles, tags=land.tags, win=WIN,
                  report_runs=report_runs, drift=drift_read)
@@ -136,7 +136,7 @@ def sweep(case: Case, rng: random.Random, t: Tally, report_runs: int,
 
 def run(sweeps: int, seed: int, candidates: int, spread: float, shipped: bool,
         truths: tuple[float, ...] = TRUTHS, noises: tuple[float, ...] = NOISES,
-        report_runs: int = 2, drift: float = 0.0, drift_read: DriftRead = DRIFT_DEFAULT
+        report_runs: int = 2, drift: float = 0.0, drift_read: DriftRead = THRESHOLDS.drift
         ) -> dict[tuple[float, float], Tally]:
     out: dict[tuple[float, float], Tally] = {}
     for gain in truths:
@@ -185,7 +185,7 @@ def main() -> None:
     ap.add_argument("--drift", type=float, default=0.0,
                     help="relative drift of every run's TGS over 8 h of queue time")
     ap.add_argument("--drift-read", choices=[r.value for r in DriftRead],
-                    default=DRIFT_DEFAULT.value,
+                    default=THRESHOLDS.drift.value,
                     help="how the planner's claims read the baseline (thresholds.drift)")
     ap.add_argument("--smoke", action="store_true", help="2 sweeps per case: the whole path")
     args = ap.parse_args()

@@ -77,8 +77,8 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Profile
 from sweepd.kinds.xla_tuning.catalog.defaults import default_landscapes
 from sweepd.kinds.xla_tuning.catalog.flags import default_catalog, restore_default
 from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 
 Method = Callable[[Landscape, tuple[Profile, ...], random.Random], Claim]
 # per family
@@ -215,7 +215,7 @@ def main() -> None:
     ap.add_argument("--drift", type=float, default=0.0,
                     help="relative drift of every run's TGS over 8 h of queue time")
     ap.add_argument("--drift-read", choices=[r.value for r in DriftRead],
-                    default=DRIFT_DEFAULT.value,
+                    default=THRESHOLDS.drift.value,
                     help="how the planner's claims read the baseline (thresholds.drift)")
     ap.add_argument("--run-s", type=float, default=replay_module.RUN_S,
                     help="queue time per run, seconds (600: 48 runs in 8 h; the simulated "

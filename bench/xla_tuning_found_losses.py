@@ -37,6 +37,7 @@ from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, truth
 from sweepd.kinds.xla_tuning.evidence.results import Outcome
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.thresholds import Proposer
 
 FOUND = "found"
 OTHER_WIN = "measured, another confirmed >= +5 % first"
@@ -63,7 +64,7 @@ def good_recipes(land: Landscape, profs: list[Profile], best: float) -> list[tup
     return out
 
 
-def classify(fam: str, n: int, seed: int, proposer: str) -> list[tuple[str, str]]:
+def classify(fam: str, n: int, seed: int, proposer: Proposer) -> list[tuple[str, str]]:
     """Each landscape's place (KINDS) and its verdict's stop rule."""
     rng = random.Random(seed * 1000 + FAMILY_SEEDS[fam])
     kinds: list[str] = []
@@ -74,7 +75,7 @@ def classify(fam: str, n: int, seed: int, proposer: str) -> list[tuple[str, str]
         profs = [*cat, *([restore] if restore else [])]
         best = truth(land, profs)
         cap: int | None = None
-        if proposer != "seed":  # at the default's run count on this landscape
+        if proposer != "rules":  # at the default's run count on this landscape
             inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
                          deployed=land.deployed_settings())
             cap = len(replay(inp, land, random.Random(seed * 7919 + i)).results)
@@ -117,7 +118,7 @@ def main() -> None:
     ap.add_argument("--landscapes", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--family", action="append", choices=sorted({**GENERATORS, **LATEST}))
-    ap.add_argument("--proposer", default="seed")
+    ap.add_argument("--proposer", default="rules", choices=("rules", "tpe", "surrogate"))
     ap.add_argument("--smoke", action="store_true", help="2 landscapes of one family")
     args = ap.parse_args()
     fams = ["tuned"] if args.smoke else (args.family or ["tuned", "heldout", "fresh"])

@@ -19,11 +19,11 @@ from sweepd.kinds.xla_tuning.catalog.catalog import (
 )
 from sweepd.kinds.xla_tuning.catalog.flags import restore_default
 from sweepd.kinds.xla_tuning.catalog.landscape import Landscape, RunKind, sample
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import RUN_S as RUN_S  # set by the bench's --run-s
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.search import profiles
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS, Stop
 
 WAVE, MAX_S, WIN, BOUND, COUNT = 8, 8 * 3600.0, 0.05, 0.02, 25
 
@@ -71,12 +71,12 @@ def planner_nostop(land: Landscape, cat: Sequence[Profile], rng: random.Random) 
 
 
 # How the planner's claims read the baseline (`--drift-read`; the daemon's default).
-DRIFT_READ = [DRIFT_DEFAULT]
+DRIFT_READ = [THRESHOLDS.drift]
 BOUNDED_QUESTION = [True]  # `thresholds.bounded_question` (the CLI's --bounded-question)
 
 
 def _planner(land: Landscape, cat: Sequence[Profile], rng: random.Random, win: float,
-             focus: int = 99, stop: str = "seed", family_gaps: bool = True) -> Claim:
+             focus: int = 99, stop: Stop = "seed", family_gaps: bool = True) -> Claim:
     inp = Inputs(Parallelism.parse(land.parallelism), tuple(cat), tags=land.tags,
                  deployed=land.deployed_settings(), win=win, focus=focus, stop=stop,
                  family_gaps=family_gaps, drift=DRIFT_READ[0],

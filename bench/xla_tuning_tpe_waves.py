@@ -38,9 +38,11 @@ from sweepd.kinds.xla_tuning.catalog.flags import default_catalog, restore_defau
 from sweepd.kinds.xla_tuning.catalog.landscape import truth
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
+from sweepd.kinds.xla_tuning.thresholds import Proposer, Stop
 
 METHODS = ("seed", "surrogate", "tpe in waves", "plain tpe")
-PROPOSERS = (("seed", "seed"), ("surrogate", "surrogate"), ("tpe in waves", "tpe"))
+PROPOSERS: tuple[tuple[str, Proposer], ...] = (
+    ("seed", "rules"), ("surrogate", "surrogate"), ("tpe in waves", "tpe"))
 FAMILY_SEEDS = {**SEEDS, "latest": 23, "facts": 29}
 
 
@@ -54,7 +56,7 @@ def case(fam: str, rng: random.Random, i: int) -> Case:
 Tally = tuple[int, list[int], int, list[float]]  # found, runs, false wins, shares of best
 
 
-def run(fam: str, n: int, seed: int, stop: str = "seed") -> dict[str, Tally]:
+def run(fam: str, n: int, seed: int, stop: Stop = "seed") -> dict[str, Tally]:
     rng = random.Random(seed * 1000 + FAMILY_SEEDS[fam])
     found = dict.fromkeys(METHODS, 0)
     false = dict.fromkeys(METHODS, 0)

@@ -213,3 +213,14 @@ def test_the_architecture_doc_shows_every_book_as_generated() -> None:
         assert f"### {book.owner} (" in doc
         assert all(f"`{r.id}" in doc for r in book.rules)
         assert all(f"`{t.name}` | {t.value!r} |" in doc for t in book.thresholds)
+
+
+def test_no_two_thresholds_of_a_book_are_one_definition_or_one_name() -> None:
+    # A knob is named once in its book and defined once: two book entries pointing at one
+    # definition, or two definitions under one name in two modules (xla-tuning's BASE_N
+    # meant 6 baseline runs in one and 3 in another), say one knob twice or two as one.
+    for book in books():
+        wheres = [t.where for t in book.thresholds]
+        assert len(wheres) == len(set(wheres)), book.owner
+        attrs = [w.rsplit(":", 1)[1] for w in wheres]
+        assert len(attrs) == len(set(attrs)), book.owner

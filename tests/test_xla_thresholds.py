@@ -1,6 +1,8 @@
 """xla-tuning's stop rules and planner defaults have one record (`thresholds.THRESHOLDS`):
-the spec's `Thresholds`, the planner's `Inputs` and the rule book read it, and no second copy
-of a default comes back (a literal default for one of the record's names in the kind)."""
+the spec's `Thresholds` is generated from it, the planner's `Inputs` is it (a subclass), the
+rule book points at it, no second copy of a default comes back (a literal default for one of
+the record's names in the kind), and every number a rule's decision reads, read off the code,
+is in that rule's list."""
 
 from __future__ import annotations
 
@@ -8,37 +10,43 @@ import ast
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 import sweepd.kinds.xla_tuning as kind_package
 from sweepd.kinds.xla_tuning import rules
+from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.spec import Thresholds, XlaTuningSpec
-from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS, XlaThresholds
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS, XlaThresholds, spec_fields
+from tests.rule_reads import Reads, rule_reads
 
 ROOT = Path(kind_package.__file__).parent
 NAMES = {f.name for f in fields(XlaThresholds)}
 # A record's name for something else: the simulated landscapes' true run-to-run noise (the
-# same 0.008, which the planner's prior `noise` only guesses at), and a verdict's flag
+# same 0.008, which the planner's prior `noise` only guesses at) and true drift (a rate,
+# where the record's `drift` is how a claim reads the baseline), and a verdict's flag
 # saying its recipe is confirmed over the bar (the planner's and the stored structure's).
 OTHER_KNOBS = {("catalog/landscape.py", "Landscape", "noise"),
+               ("catalog/landscape.py", "Landscape", "drift"),
                ("waves/planned.py", "Verdict", "win"),
                ("verdict/structure.py", "Conclusion", "win")}
 
 
-def test_the_spec_and_the_planner_default_to_the_record_field_by_field() -> None:
-    spec_defaults = Thresholds()
-    inputs_defaults = {f.name: f.default for f in fields(Inputs)}
-    for name in NAMES:
-        want = getattr(THRESHOLDS, name)
-        if name in Thresholds.model_fields:
-            assert getattr(spec_defaults, name) == want, name
-        if name in inputs_defaults:
-            assert inputs_defaults[name] == want, name
-    assert inputs_defaults["max_queue_s"] == THRESHOLDS.max_queue_hours * 3600
+def test_the_spec_section_and_the_planner_are_the_record_not_copies_of_it() -> None:
+    # The planner's inputs are the record itself, with the cell added: none of its fields
+    # is declared again there.
+    assert issubclass(Inputs, XlaThresholds)
+    assert set(Inputs.__dataclass_fields__) >= NAMES
+    assert NAMES & set(vars(Inputs).get("__annotations__", {})) == set()
+    # The spec's section is generated from the fields marked `spec`, their bounds with them.
+    assert list(Thresholds.model_fields) == list(spec_fields())
+    assert NAMES - set(Thresholds.model_fields) == {"focus", "stop", "quiet", "proposer"}
+    with pytest.raises(ValidationError):
+        Thresholds(win=2.0)   # the record's bound, 0 < win <= 1
     assert XlaTuningSpec.model_fields["stop"].default == THRESHOLDS.stop
-    # Every stop rule's number is in the spec and reaches the planner (the QUIET caveat's,
-    # which decides nothing, reaches it alone).
-    assert NAMES - set(Thresholds.model_fields) == {"focus", "stop", "quiet"}
-    assert NAMES - {"max_queue_hours"} <= set(inputs_defaults)
+    assert XlaTuningSpec.model_fields["proposer"].default == THRESHOLDS.proposer
+    assert Inputs(Parallelism.parse("FSDP=8"), ()).max_queue_s == 8 * 3600
 
 
 def test_a_spec_without_thresholds_plans_with_the_records_numbers() -> None:
@@ -121,3 +129,37 @@ def test_the_sub_bar_options_reach_the_planner_from_the_spec() -> None:
         {**base, "thresholds": {"on_leader": True, "closing_pair": True}})
     chosen = spec.inputs()
     assert (chosen.on_leader, chosen.closing_pair) == (True, True)
+
+
+def _reads() -> Reads:
+    return rule_reads(kind_package, rules.BOOK, XlaThresholds, rules.DECIDED_IN)
+
+
+def test_every_number_a_rules_decision_reads_is_in_its_list() -> None:
+    got = _reads()
+    unlisted = {r.id: sorted(got.reads.get(r.id, set()) - set(r.thresholds))
+                for r in rules.BOOK.rules}
+    assert {k: v for k, v in unlisted.items() if v} == {}
+    # Every rule's decision is found in the code (a scan finding none would pass anything).
+    assert {r.id for r in rules.BOOK.rules} - set(got.sites) == set()
+
+
+def test_the_scan_follows_the_winner_rule_into_the_modules_it_reads() -> None:
+    got = _reads()
+    # stop.winner decides in verdict/stops.py and reads claims.py's, wave_rules.py's and
+    # the board's numbers through the calls it makes (issue 49: none were in its list).
+    assert got.sites[rules.WINNER.id] == {"sweepd.kinds.xla_tuning.verdict.stops:winner"}
+    assert {"confirm_base_n", "near_base_n", "z_one", "z_clear", "z_near", "near_fresh",
+            "win", "regress"} <= got.reads[rules.WINNER.id]
+    # A rule cited in another's note is not decided there (`DECIDED_IN`).
+    assert got.sites[rules.NO_COLLECTIVES.id] == {
+        "sweepd.kinds.xla_tuning.waves.no_collectives:without_collectives"}
+
+
+def test_two_knobs_never_share_a_name() -> None:
+    # The book's names, and the names of what they point at, each once: two knobs once
+    # shared BASE_N (6 baseline runs beside a bounded question, 3 behind a confirmation).
+    attrs = [t.where.rsplit(":", 1)[1].rsplit(".", 1)[-1] for t in rules.BOOK.thresholds]
+    assert len(attrs) == len(set(attrs))
+    book = {t.name: t.value for t in rules.BOOK.thresholds}
+    assert (book["confirm_base_n"], book["bounded_base_n"]) == (3, 6)

@@ -95,7 +95,7 @@ def test_stop_rule_winner_on_the_facts_fsdp_landscape() -> None:
 
 def test_wave5_predicts_the_bubble_on_pp() -> None:
     land = pp8()
-    r = replay(_inputs(land, max_queue_s=16 * 3600.0, stop="thorough"), land, random.Random(2))
+    r = replay(_inputs(land, max_queue_hours=16.0, stop="thorough"), land, random.Random(2))
     shapes = [p for p in r.planned if p.rule == "wave5.pipeline_shape"]
     assert shapes and "bubble 46.7% -> 30.4% predicted (S=8, M=16, V=1)" in shapes[0].reason
 
@@ -258,7 +258,7 @@ def test_a_leader_its_fresh_runs_do_not_confirm_leaves_the_other_mechanisms_to_t
     must still be tried, not a "catalog exhausted" with the transport mechanism untried
     (it was, in 6 of these 12 seeds)."""
     land = Landscape.from_yaml(LEADER_HIDES_NCCL)
-    verdicts = [replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(s)).verdict
+    verdicts = [replay(_inputs(land, max_queue_hours=48.0), land, random.Random(s)).verdict
                 for s in range(12)]
     assert all(v.kind is not VerdictKind.EXHAUSTED for v in verdicts), verdicts
     assert sum(v.recipe == "nch8" for v in verdicts) >= 8, [v.recipe for v in verdicts]
@@ -273,7 +273,7 @@ def test_a_deployed_setting_restore_default_cannot_reset_is_named_in_the_verdict
         "effects:", "deployed: [xla_gpu_enable_while_loop_double_buffering=true, "
                     "xla_gpu_enable_highest_priority_async_stream=false, "
                     "NCCL_PROTO=Simple]\neffects:"))
-    v = replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(1)).verdict
+    v = replay(_inputs(land, max_queue_hours=48.0), land, random.Random(1)).verdict
     assert ("not measured: removing the env file's "
             "xla_gpu_enable_highest_priority_async_stream=false, NCCL_PROTO=Simple") in v.reason
     assert "double_buffering" not in v.reason.split("not measured")[1]
@@ -297,7 +297,7 @@ def test_seed_mode_runs_the_pending_stacks_before_calling_a_cell_bounded() -> No
     the catalog spent at 21 profiles, 4 seeds ended "catalog exhausted" as bounded, short
     of the seed's 25: pairs of the fastest singles now fill the count (4 of 12)."""
     land = Landscape.from_yaml(PAIR_ONLY)
-    inp = _inputs(land, max_queue_s=48 * 3600.0, drift=DriftRead.MEAN)  # seeds built on it
+    inp = _inputs(land, max_queue_hours=48.0, drift=DriftRead.MEAN)  # seeds built on it
     played = [replay(inp, land, random.Random(s)) for s in range(12)]
     verdicts = [p.verdict for p in played]
     # The fill is planned under its rule: each a pair of two measured singles, its reason
@@ -335,7 +335,7 @@ def test_a_flat_family_run_at_one_value_has_its_ends_tried_before_bounded() -> N
     (11 of 12 seeds), filling the count with pairs of noise-level singles. The ends of a
     family run at one value now come first in the fill."""
     land = Landscape.from_yaml(OVERLAP_AT_ITS_END)
-    played = [replay(_inputs(land, max_queue_s=48 * 3600.0), land, random.Random(1000 + s))
+    played = [replay(_inputs(land, max_queue_hours=48.0), land, random.Random(1000 + s))
               for s in range(12)]
     recipes = [r.verdict.recipe for r in played]
     # The ends are planned under their rule, saying the family read flat at its one value.

@@ -62,7 +62,7 @@ def test_the_wave_opens_with_the_recipe_its_model_ranks_first() -> None:
 
 def test_the_default_does_not_ask_the_model() -> None:
     inp = Inputs(Parallelism.parse("FSDP=8"), CATALOG)
-    assert inp.proposer == "seed"
+    assert inp.proposer == "rules"
     c = _board(inp, {"a": 1060.0, "b": 1030.0, "c": 970.0})
     assert "wave.surrogate" not in {it[2] for it in wave_candidates(c)}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism
 from sweepd.kinds.xla_tuning.catalog.defaults import pp8
 from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
@@ -20,8 +22,8 @@ def _inputs(proposer: str) -> Inputs:
 
 
 def test_the_default_proposes_by_the_hand_rules() -> None:
-    assert Inputs(Parallelism.parse("PP=8"), ()).proposer == "seed"
-    r = replay(_inputs("seed"), pp8(), random.Random(3))
+    assert Inputs(Parallelism.parse("PP=8"), ()).proposer == "rules"
+    r = replay(_inputs("rules"), pp8(), random.Random(3))
     assert "wave.tpe" not in {p.rule for p in r.planned}
 
 
@@ -44,3 +46,41 @@ def test_tpe_proposes_the_exploring_runs_and_the_seed_rules_still_decide() -> No
     # Stateless and seeded by the run count: a replay proposes the same.
     b = replay(_inputs("tpe"), land, random.Random(3))
     assert [p.profile.name for p in b.planned] == [p.profile.name for p in a.planned]
+
+
+def _spec(**extra: object) -> dict[str, object]:
+    return {"kind": "xla-tuning", "model": "llama2-70b", "node_count": 8,
+            "parallelism": "FSDP=8", **extra}
+
+
+def test_the_proposer_is_a_spec_option_that_reaches_the_planner() -> None:
+    from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+
+    assert XlaTuningSpec.model_validate(_spec()).inputs().proposer == "rules"
+    assert XlaTuningSpec.model_validate(_spec(proposer="tpe")).inputs().proposer == "tpe"
+
+
+def test_a_misspelt_proposer_is_refused_with_the_closest() -> None:
+    from sweepd.kinds.parse import SpecError, parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(proposer="surogate"))
+    assert e.value.errors[0]["loc"] == ["proposer"]
+    assert "did you mean surrogate?" in e.value.errors[0]["msg"]
+
+
+@pytest.mark.parametrize(("proposer", "module"), [("tpe", "optuna"), ("surrogate", "sklearn")])
+def test_a_proposer_whose_package_is_missing_is_refused_at_validate(
+        proposer: str, module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from sweepd.kinds.parse import SpecError, parse_spec
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == module else real(name, *a))
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(proposer=proposer))
+    assert [x["loc"] for x in e.value.errors] == [["proposer"]]
+    assert "\n" not in str(e.value)
+    parse_spec(_spec(proposer="rules"))   # the default needs neither

@@ -30,74 +30,110 @@ NO_COLLECTIVES = _r("catalog.no_collectives", "a program with no collectives (on
                     "collective-only families are not run")
 # The search's waves.
 CATALOG = _r("wave.catalog", "a catalog family's first value(s), the families the evidence "
-             "points at first", "seed_focus", "seed_two_from", "wave_size")
+             "points at first", "seed_focus", "seed_two_from", "wave_size",
+       "focus", "stop")
 NUMERIC_NEIGHBOUR = _r("wave.numeric_neighbour", "a numeric family that moved TGS: the "
                        "values beside its best", "live", "settled_family", "positive")
 NUMERIC_EDGE = _r("wave.numeric_edge", "a numeric family's best at its edge with the trend "
-                  "rising: the next value out", "edge_rise")
+                  "rising: the next value out", "edge_rise",
+       "contender", "live", "win")
 NUMERIC_ENDS = _r("wave.numeric_ends", "the flat numeric families of the mechanisms the "
                   "evidence points at: their ends", "pointed")
 STACK = _r("wave.stack", "the leader plus a positive single: a stack", "positive",
            "stacks_per_wave", "max_flags")
 CLOSING_STACK = _r("wave.closing_stack", "a stack reaching the win bar runs before the "
-                   "leader's needs in a closing wave", "closing_stacks", "win")
+                   "leader's needs in a closing wave", "closing_stacks", "win",
+       "few_runs", "max_queue_hours")
 CLOSING_PAIR = _r("wave.closing_pair", "with the option `closing_pair`: at few runs, a "
                   "closing wave's leader under the win bar: the stack of the two best singles "
                   "runs once before its needs when predicted above it", "few_runs", "positive",
-                  "win")
+                  "win",
+       "closing_pair", "max_flags", "max_queue_hours")
 ON_LEADER = _r("wave.on_leader", "with the option `on_leader`: at few runs, a leader "
                "under the win bar run twice: a one-value flag's first run is on top of it, "
-               "not alone", "few_runs", "win")
+               "not alone", "few_runs", "win",
+       "max_flags", "max_queue_hours", "on_leader")
 TPE = _r("wave.tpe", "with the proposer option `tpe` (not the default): Optuna's TPE, refitted "
-         "to the board at each plan, proposes a wave's exploring runs", "wave_size")
+         "to the board at each plan, proposes a wave's exploring runs", "wave_size",
+       "max_flags")
 SURROGATE = _r("wave.surrogate", "with the proposer option `surrogate` (not the default): a "
                "Bayesian linear model of the board proposes a wave's exploring runs, best upper "
-               "bound first", "wave_size")
+               "bound first", "wave_size",
+       "max_flags")
 POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
-                  "flags", "polish")
-POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polish")
+                  "flags", "polish",
+       "max_flags", "positive")
+POLISH_ADD = _r("wave.polish_add", "endgame: a flag added to the leader", "polish",
+       "max_flags", "positive")
 PAIR_FILL = _r("wave.pair_fill", "the catalog spent short of the bounded count: pairs of the "
                "best singles", "pair_singles", "bounded_count")
 FAMILY_GAP = _r("wave.family_gap", "before a bounded verdict, what of the catalog the search "
                 "left unrun runs in the queue time left", "family_gaps", "spare_runs")
 FILL_ENDS = _r("wave.fill_ends", "before a bounded verdict, the ends of numeric families not "
-               "yet run", "spare_runs")
+               "yet run", "spare_runs",
+       "bounded_count", "live")
 OOM_BESIDE_MEMORY = _r("wave.oom_beside_memory", "a profile that ran out of memory runs "
-                       "beside more memory")
+                       "beside more memory",
+       "max_flags")
 PIPELINE_SHAPE = _r("wave5.pipeline_shape", "a pipeline-parallel cell: the pipeline's shape "
-                    "flags")
-CROSS_TAG = _r("wave6.cross_tag", "the best recipe runs on every other config tag", "regress")
+                    "flags",
+       "max_flags")
+CROSS_TAG = _r("wave6.cross_tag", "the best recipe runs on every other config tag", "regress",
+       "drift", "wave6_n", "z_one")
 BESIDE_BASELINE = _r("wave6.beside_baseline", "the baseline beside the best on another tag",
-                     "wave6_n")
-RECHECK = _r("wave6.recheck", "another tag's reading of the best runs again", "wave6_n")
-RECHECK_BASELINE = _r("wave6.recheck_baseline", "another tag's baseline runs again", "wave6_n")
+                     "wave6_n",
+       "drift", "regress", "z_one")
+RECHECK = _r("wave6.recheck", "another tag's reading of the best runs again", "wave6_n",
+       "drift", "regress", "z_one")
+RECHECK_BASELINE = _r("wave6.recheck_baseline", "another tag's baseline runs again", "wave6_n",
+       "drift", "regress", "z_one")
 # Noise and claims.
 RERUN = _r("noise.rerun", "a single run close to the best runs again; at few runs also a "
            "numeric family's value read within 2 se of the family's best", "contender", "max_n",
-           "family_rival", "few_runs")
+           "family_rival", "few_runs",
+       "bounded_gain", "confirm_base_n", "max_flags", "max_queue_hours", "near_bar_n",
+       "near_base_n", "positive", "win")
 CONFIRM = _r("noise.confirm", "a recipe's fresh runs: its gain confirmed or not",
-             "min_fresh", "win_margin", "win", "base_n", "z_one")
+             "min_fresh", "win_margin", "win", "confirm_base_n", "z_one",
+       "bounded_gain", "contender", "family_rival", "few_runs", "max_flags", "max_n",
+       "max_queue_hours", "near_bar_n", "near_base_n", "near_fresh", "part_n", "part_z",
+       "part_z_drop", "part_z_keep", "pool_gate", "positive", "z_clear")
 NEAR_LINE = _r("noise.near_line", "a recipe whose fresh mean sits near the win bar runs again "
-               "to clear it at 99 %", "near_fresh", "near_bar_n", "z_clear", "z_near")
+               "to clear it at 99 %", "near_fresh", "near_bar_n", "z_clear", "z_near",
+       "confirm_base_n", "min_fresh", "near_base_n", "part_n", "part_z", "part_z_drop",
+       "part_z_keep", "pool_gate", "win", "win_margin", "z_one")
 NEAR_LINE_BASELINE = _r("noise.near_line_baseline", "the baseline beside a claim near the "
-                        "line", "near_base_n")
+                        "line", "near_base_n",
+       "confirm_base_n", "min_fresh", "near_fresh", "part_n", "part_z", "part_z_drop",
+       "part_z_keep", "pool_gate", "win", "win_margin", "z_clear", "z_one")
 RERUN_BASELINE = _r("noise.rerun_baseline", "the baseline runs again beside a claim or a "
-                    "bounded question", "base_n", "bounded_base_n")
-BESIDE_CLAIM = _r("noise.beside_claim", "the baseline run beside a claim's runs")
+                    "bounded question", "confirm_base_n", "bounded_base_n",
+       "base_floor", "bounded_gain", "bounded_question", "contender", "family_rival",
+       "few_runs", "fresh_n", "max_flags", "max_n", "max_queue_hours", "min_fresh",
+       "near_bar_n", "near_base_n", "near_fresh", "part_n", "part_z", "part_z_drop",
+       "part_z_keep", "pool_gate", "positive", "win", "win_margin", "z_clear", "z_one")
+BESIDE_CLAIM = _r("noise.beside_claim", "the baseline run beside a claim's runs",
+       "drift")
 PART_CHECK = _r("verdict.part_check", "each flag of a winning recipe is checked for its "
                 "part in the gain", "part_z", "part_z_keep", "part_z_drop", "part_n",
-                "pool_gate")
+                "pool_gate",
+       "confirm_base_n", "min_fresh", "near_base_n", "near_fresh", "win", "win_margin",
+       "z_clear", "z_one")
 QUIET = _r("verdict.quiet", "at any verdict, the runs measured `quiet` of `noise` or less "
            "(their steps, their repeats): the verdict says so, with the noise that would let "
            "the search read them and the gains clear of it (a caveat: decides nothing)",
-           "quiet", "noise", "quiet_readings", "quiet_steps", "quiet_margin", "quiet_floor")
+           "quiet", "noise", "quiet_readings", "quiet_steps", "quiet_margin", "quiet_floor",
+       "bounded_gain")
 REPORT = _r("claim.report", "runs of the proposal and the baseline made after it was "
-            "decided, which its reported gain is read from", "report_runs")
+            "decided, which its reported gain is read from", "report_runs",
+       "max_queue_hours", "win")
 BOUNDED_STACK = _r("bounded.stack", "before a bounded verdict, the best singles stacked once",
-                   "bounded_gain")
+                   "bounded_gain",
+       "base_floor", "bounded_question")
 # Failures.
 NOT_APPLIED_RETRY = _r("failure.not_applied_retry", "a profile the job did not apply runs "
-                       "again")
+                       "again",
+       "max_flakes")
 FLAKE_RETRY = _r("failure.flake_retry", "a flaky failure runs again", "max_flakes")
 NOT_APPLIED = _r("xla.not_applied", "profiles not applied, all the same way: stop and ask",
                  "not_applied_limit")
@@ -114,15 +150,51 @@ PREFLIGHT_MODEL = _r("preflight.model_shape", "a model sweepd has no shape for r
 # Verdicts (the stop rules).
 WINNER = _r("stop.winner", "stop rule 1: a confirmed recipe at least win faster, no tag "
             "regressing more than regress", "win", "regress", "min_fresh", "win_margin", "stop",
-            "focus")
+            "focus",
+       "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n", "drift",
+       "fresh_n", "max_flags", "max_queue_hours", "near_base_n", "near_fresh", "part_n",
+       "part_z", "part_z_drop", "part_z_keep", "pool_gate", "report_runs",
+       "selecting_overstate", "wave6_n", "z_clear", "z_near", "z_one")
 BOUNDED = _r("stop.bounded", "stop rule 2: at least bounded_count profiles, none above "
              "bounded_gain", "bounded_gain", "bounded_count", "bounded_question", "fresh_n",
-             "bounded_base_n", "base_floor")
+             "bounded_base_n", "base_floor",
+       "confirm_base_n", "drift", "family_gaps", "max_flags", "max_queue_hours",
+       "min_fresh", "near_base_n", "near_fresh", "part_n", "part_z", "part_z_drop",
+       "part_z_keep", "pool_gate", "regress", "report_runs", "selecting_overstate",
+       "spare_runs", "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one")
 CATALOG_EXHAUSTED = _r("stop.catalog_exhausted", "the catalog ran out before either rule "
-                       "held", "bounded_count")
+                       "held", "bounded_count",
+       "bounded_gain", "bounded_question", "confirm_base_n", "drift", "family_gaps",
+       "fresh_n", "max_flags", "max_queue_hours", "min_fresh", "near_base_n", "near_fresh",
+       "part_n", "part_z", "part_z_drop", "part_z_keep", "pool_gate", "regress",
+       "report_runs", "selecting_overstate", "spare_runs", "stop", "wave6_n", "wave_size",
+       "win", "win_margin", "z_clear", "z_near", "z_one")
 TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours",
-             "selecting_overstate")
-MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out")
+             "selecting_overstate",
+       "base_floor", "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n",
+       "drift", "fresh_n", "max_flags", "min_fresh", "near_base_n", "near_fresh", "part_n",
+       "part_z", "part_z_drop", "part_z_keep", "pool_gate", "regress", "report_runs",
+       "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one")
+MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out",
+       "base_floor", "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n",
+       "drift", "fresh_n", "max_flags", "max_queue_hours", "min_fresh", "near_base_n",
+       "near_fresh", "part_n", "part_z", "part_z_drop", "part_z_keep", "pool_gate",
+       "regress", "report_runs", "selecting_overstate", "wave6_n", "win", "win_margin",
+       "z_clear", "z_near", "z_one")
+
+# Where a rule decides, for a rule some function only cites (in a note, a caveat, a label)
+# or compares a run's rule with: its deciding functions (`module:function` in the kind). The
+# rest decide where they are named. tests/test_xla_thresholds.py reads the numbers each
+# rule's decision reads off these functions and the calls they make: all are in its list.
+DECIDED_IN: dict[str, tuple[str, ...]] = {
+    NO_COLLECTIVES.id: ("waves.no_collectives:without_collectives",),
+    EVIDENCE.id: ("search:_wave1",),
+    CATALOG.id: ("waves.search_steps:SearchSteps.seeds",),
+    CONFIRM.id: ("verdict.stops:needs_for", "waves.search_steps:SearchSteps.confirmations"),
+    NEAR_LINE.id: ("verdict.stops:needs_for",),
+    REPORT.id: ("verdict.stops:_block", "verdict.closing_block:block_first"),
+    OOM_BESIDE_MEMORY.id: ("waves.family_gaps:beside_more_memory",),
+}
 
 _WAVE = "sweepd.kinds.xla_tuning.waves.wave_rules:"
 _CLAIMS = "sweepd.kinds.xla_tuning.waves.claims:"
@@ -146,7 +218,8 @@ THRESHOLDS = (
     _t("live", _WAVE + "LIVE", "a family whose first value moved TGS this much is searched"),
     _t("positive", _WAVE + "POSITIVE", "a single this much faster may join a stack"),
     _t("max_n", _WAVE + "MAX_N", "runs of one profile before its mean is taken as it is"),
-    _t("base_n", _WAVE + "BASE_N", "baseline runs on the primary tag behind a confirmation"),
+    _t("confirm_base_n", _WAVE + "CONFIRM_BASE_N", "baseline runs on the primary tag behind a "
+       "confirmation"),
     _t("near_base_n", _WAVE + "NEAR_BASE_N", "baseline runs behind a claim near the line"),
     _t("near_bar_n", _WAVE + "NEAR_BAR_N", "runs of a recipe within 2 se of the win bar"),
     _t("seed_focus", _WAVE + "SEED_FOCUS", "families the evidence points at seeded first"),
@@ -175,10 +248,10 @@ THRESHOLDS = (
     _t("z_near", _CLAIMS + "Z_NEAR", "the z a claim near the line is read at"),
     _t("wave6_n", _CLAIMS + "WAVE6_N", "runs of another tag's reading"),
     _t("z_one", "sweepd.kinds.xla_tuning.evidence.board:Z_ONE", "one-sided 95 %"),
-    # The bounded question (bounded_question.py): its BASE_N is not wave_rules' BASE_N.
+    # The bounded question (bounded_question.py).
     _t("fresh_n", _BOUNDED + "FRESH_N", "fresh runs of a recipe before 'not shown above' "
        "is taken"),
-    _t("bounded_base_n", _BOUNDED + "BASE_N", "baseline runs beside a bounded question"),
+    _t("bounded_base_n", _BOUNDED + "BOUNDED_BASE_N", "baseline runs beside a bounded question"),
     _t("base_floor", _BOUNDED + "BASE_FLOOR", "baseline runs below any bounded verdict"),
     # A winner's parts (parts.py).
     _t("part_z", _PARTS + "PART_Z", "a flag's part in the gain is read at this z"),

@@ -7,13 +7,16 @@ A spec without a model, a cluster slot (`nodes`, or `partition` + `node_count`, 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import difflib
+import importlib.util
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_type_hints
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -30,12 +33,17 @@ from sweepd.kinds.xla_tuning.catalog.catalog import (
 from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
 from sweepd.kinds.xla_tuning.catalog.tpu_flags import FLAGS_VAR as TPU_FLAGS_VAR
 from sweepd.kinds.xla_tuning.catalog.tpu_flags import KNOWN, tpu_catalog, unknown_names
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
-from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, RESTORE
 from sweepd.kinds.xla_tuning.inputs import Inputs
+from sweepd.kinds.xla_tuning.thresholds import (
+    PROPOSER_NEEDS,
+    Proposer,
+    Stop,
+    XlaThresholds,
+    meanings,
+    spec_fields,
+)
 from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS as T
-from sweepd.kinds.xla_tuning.thresholds import Stop
 from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model
 
 MICROBATCHES = "num_pipeline_microbatches"
@@ -78,39 +86,8 @@ class ProfileSpec(_Part):
         return Profile(self.name, settings, frozenset({mech}))
 
 
-class Thresholds(_Part):
-    """The stop rules; the defaults are `thresholds.THRESHOLDS`' (xla-tuning.SKILL.md's)."""
-
-    win: float = Field(default=T.win, gt=0, le=1)
-    bounded_gain: float = Field(default=T.bounded_gain, ge=0, le=1)
-    bounded_count: int = Field(default=T.bounded_count, ge=1, le=500)
-    regress: float = Field(default=T.regress, ge=0, le=1)
-    max_queue_hours: float = Field(default=T.max_queue_hours, gt=0, le=24 * 14)
-    noise: float = Field(default=T.noise, gt=0, le=0.5)
-    wave_size: int = Field(default=T.wave_size, ge=1, le=50)
-    max_flakes: int = Field(default=T.max_flakes, ge=1, le=10)
-    max_flags: int = Field(default=T.max_flags, ge=1, le=6)
-    # A proposal's gain is reported from this many runs each of its recipe and of the
-    # baseline made after it was decided (0: from the runs that confirmed it, as the
-    # SKILL.md; they also decided when to stop and read high at a noisy cell).
-    report_runs: int = Field(default=T.report_runs, ge=0, le=10)
-    # Before a bounded verdict, what of the catalog the search left unrun (mechanisms never
-    # seeded, numeric family values) runs in the queue time it would leave unused (false:
-    # the SKILL.md's rule as it comes).
-    family_gaps: bool = T.family_gaps
-    # Before a bounded verdict, a recipe reading above +2 % but not significantly runs again
-    # beside the baseline until it clears the bar or falls to it (false: "none significantly
-    # above" read on the two fresh runs a confirmation makes).
-    bounded_question: bool = T.bounded_question
-    # At few runs (under 40 in the timebox), below the win bar: a one-value flag's first run on
-    # top of the leader (`on_leader`), and the two best singles' stack before the last runs
-    # confirm the leader (`closing_pair`). Off: the SKILL.md's waves.
-    on_leader: bool = T.on_leader
-    closing_pair: bool = T.closing_pair
-    # How a claim reads the baseline beside it on a cluster that may drift (`drift.py`):
-    # `trend` (its runs' trend over the sweep, shrunk toward none), `line` (that trend
-    # unshrunk), `mean` (the sweep's mean, as the SKILL.md).
-    drift: Literal["mean", "line", "trend"] = DRIFT_DEFAULT.value
+class _ThresholdsBase(_Part):
+    """What the generated section holds beyond its fields: the earlier spelling it reads."""
 
     @model_validator(mode="before")
     @classmethod
@@ -123,6 +100,26 @@ class Thresholds(_Part):
                 raise ValueError("drift_trend must be true or false (now: drift: line | mean)")
             data.setdefault("drift", "line" if old else "mean")
         return data
+
+
+def _section() -> dict[str, Any]:
+    """The spec's `thresholds:` fields, from the record: its type, default and bounds each."""
+    hints = get_type_hints(XlaThresholds)
+    return {name: (hints[name], Field(default=getattr(T, name), description=meanings()[name],
+                                      **bounds))
+            for name, bounds in spec_fields().items()}
+
+
+if TYPE_CHECKING:
+    class Thresholds(_ThresholdsBase):
+        """The stop rules' section of the spec (generated at run time from the record)."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    Thresholds = create_model(
+        "Thresholds", __base__=_ThresholdsBase, __module__=__name__,
+        __doc__="The stop rules; generated from `thresholds.XlaThresholds` (its fields marked "
+                "`spec`, their defaults and bounds), never written twice.", **_section())
 
 
 def _default_tags() -> dict[str, dict[str, Scalar]]:
@@ -159,6 +156,9 @@ class XlaTuningSpec(_Spec):
     # sweep); `thorough`: the winner rule waits for the search to plateau (the best, not
     # good enough).
     stop: Stop = T.stop
+    # Who proposes a wave's exploring runs: the hand rules (default), Optuna's TPE or a
+    # Bayesian linear model (docs/xla-tuning.md: both measured below the rules).
+    proposer: Proposer = T.proposer
     thresholds: Thresholds = Field(default_factory=Thresholds)
     # `tpu`: the profiles' XLA flags go in LIBTPU_INIT_ARGS (libtpu reads them there, not
     # XLA_FLAGS), the catalog is the TPU one (`tpu_flags.py`) and a flag name it does not
@@ -196,6 +196,28 @@ class XlaTuningSpec(_Spec):
             raise ValueError(f"primary_tag {primary!r} is not one of the config tags "
                              f"({', '.join(v)})")
         return {primary: v[primary], **{k: o for k, o in v.items() if k != primary}}
+
+    @field_validator("proposer", mode="before")
+    @classmethod
+    def _known_proposer(cls, v: Any) -> Any:
+        """A proposer not known: one line naming the known, the closest first."""
+        known = get_args(Proposer)
+        if isinstance(v, str) and v not in known:
+            close = difflib.get_close_matches(v, known, 1, 0.4)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(f"unknown proposer {v!r}{hint}; one of {', '.join(known)}")
+        return v
+
+    @field_validator("proposer")
+    @classmethod
+    def _proposer_installed(cls, v: Proposer) -> Proposer:
+        """`tpe` and `surrogate` need the bench extra's packages: refused at validate, not
+        at the first wave."""
+        module, package = PROPOSER_NEEDS.get(v, ("", ""))
+        if module and importlib.util.find_spec(module) is None:
+            raise ValueError(f"proposer {v} needs {package}, not installed here "
+                             f"(pip install 'sweepd[bench]'), or use proposer: rules")
+        return v
 
     @model_validator(mode="after")
     def _slot_and_axes(self) -> XlaTuningSpec:
@@ -325,14 +347,8 @@ class XlaTuningSpec(_Spec):
             base = () if self.catalog == "replace" else default_catalog(
                 par, int(micro) if isinstance(micro, int) else None)
         t = self.thresholds
+        chosen = {name: getattr(t, name) for name in spec_fields()}
         return Inputs(par, tuple(p for p in base if p.name not in {q.name for q in own}) + own,
-                      tuple(self.config_tags), deployed, win=t.win, bounded_gain=t.bounded_gain,
-                      bounded_count=t.bounded_count, regress=t.regress,
-                      max_queue_s=t.max_queue_hours * 3600, max_runs=self.max_runs,
-                      noise=t.noise,
-                      wave_size=t.wave_size, max_flakes=t.max_flakes, max_flags=t.max_flags,
+                      tuple(self.config_tags), deployed, max_runs=self.max_runs,
                       microbatches=int(micro) if isinstance(micro, int) else None,
-                      stop=self.stop, report_runs=t.report_runs,
-                      family_gaps=t.family_gaps, bounded_question=t.bounded_question,
-                      on_leader=t.on_leader, closing_pair=t.closing_pair,
-                      drift=DriftRead(t.drift))
+                      stop=self.stop, proposer=self.proposer, **chosen)

@@ -22,9 +22,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead, level
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE, EVIDENCE, Entry
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 
 Z95 = 1.96  # a verdict's interval, widened to Student's t by `Board.t` as the win rule is
 Z_ONE = 1.645
@@ -48,7 +48,7 @@ class Board:
     # The runs made after a proposal was decided (rule REPORT), by (profile, tag): apart
     # from `entries`, so that nothing which decides reads them.
     reports: dict[tuple[str, str], Entry] = field(default_factory=dict)
-    drift: DriftRead = DRIFT_DEFAULT  # how a claim reads the baseline beside it
+    drift: DriftRead = THRESHOLDS.drift  # how a claim reads the baseline beside it
     # Each measured run's own reading of its noise, from its steps (`Result.run_noise`):
     # read by the verdict's QUIET caveat alone (`measured_noise.py`), never by a rule.
     step_noise: tuple[float, ...] = ()

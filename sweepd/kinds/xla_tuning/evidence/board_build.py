@@ -10,7 +10,6 @@ import math
 from collections.abc import Sequence
 
 from sweepd.kinds.xla_tuning.evidence.board import Board
-from sweepd.kinds.xla_tuning.evidence.drift import DEFAULT as DRIFT_DEFAULT
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import (
     CLAIM_RULES,
@@ -20,6 +19,7 @@ from sweepd.kinds.xla_tuning.evidence.results import (
     Outcome,
     Result,
 )
+from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS
 
 PRIOR_DF = 4  # the prior noise weighs as much as this many degrees of freedom of repeats
 
@@ -41,7 +41,7 @@ def _repeats(entries: Sequence[Entry]) -> tuple[float, int]:
 
 
 def build(results: Sequence[Result], noise: float, max_flakes: int,
-          drift: DriftRead = DRIFT_DEFAULT) -> Board:
+          drift: DriftRead = THRESHOLDS.drift) -> Board:
     """The board of `results`, in the order they were submitted (the sweep's clock)."""
     grouped: dict[tuple[str, str], list[tuple[int, Result]]] = {}
     reported: dict[tuple[str, str], list[tuple[int, Result]]] = {}

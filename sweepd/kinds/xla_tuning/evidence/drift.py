@@ -4,7 +4,7 @@ A real cluster drifts (thermals, neighbours, file-system load) while the baselin
 mostly early and a recipe's claim runs late, so the baseline's mean over the sweep is not
 its level beside the claim: read against it, 4 % over 8 h made flat cells propose a recipe
 in half the sweeps and a +4.6 % recipe ">= +5 %" in 18 % (docs/benchmarks.md). Three
-readings (`thresholds.drift`):
+readings (`thresholds.drift`, its default declared there):
 
 - `mean`: the baseline's mean over the sweep (the SKILL.md's reading, which assumes no drift);
 - `line`: the least-squares line through the baseline's runs over the sweep's clock, read at
@@ -19,16 +19,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from enum import StrEnum
 
+# The readings' names live with the option's default in the record (a leaf).
+from sweepd.kinds.xla_tuning.thresholds import DriftRead as DriftRead
 
-class DriftRead(StrEnum):
-    MEAN = "mean"
-    LINE = "line"
-    TREND = "trend"
-
-
-DEFAULT = DriftRead.TREND
 PRIOR = 0.02  # the spread of a cluster's drift, relative per 8 h (a red team's 2 %)
 PRIOR_S = 8 * 3600.0
 

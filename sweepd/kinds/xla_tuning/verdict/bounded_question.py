@@ -6,8 +6,9 @@ bounded (red team: 40 % of sweeps on such a cell, 21 % on a +4.3 % one at 1.2 % 
 "Not shown above" is not "shown below": the recipe reading highest above the bar runs again
 beside the baseline until its fresh runs either clear the bar (no bounded verdict: the
 sweep goes on, and the 8 h stop proposes it with its interval) or fall to it, up to
-FRESH_N fresh runs against BASE_N baseline runs. A bounded verdict also never rests on
-fewer than BASE_FLOOR baseline runs: one high baseline run hides every gain behind it.
+FRESH_N fresh runs against BOUNDED_BASE_N baseline runs (not the CONFIRM_BASE_N a
+confirmation waits for). A bounded verdict also never rests on fewer than BASE_FLOOR
+baseline runs: one high baseline run hides every gain behind it.
 `thresholds.bounded_question: false` is the rule as before (measured in docs/benchmarks.md).
 """
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from sweepd.kinds.xla_tuning.waves.candidates_base import Item
 
 FRESH_N = 6  # fresh runs of the recipe before "not shown above +2 %" is taken as it is
-BASE_N = 6  # baseline runs beside them (at 0.8 % noise: se 0.46 %, a +3.2 % clears at ~80 %)
+# Baseline runs beside them (at 0.8 % noise: se 0.46 %, a +3.2 % clears at ~80 %).
+BOUNDED_BASE_N = 6
 BASE_FLOOR = 3  # baseline runs below any bounded verdict
 
 
@@ -72,7 +74,8 @@ def _clear_of_selection(inp: Inputs, board: Board, name: str, tag: str) -> bool:
 def before_bounded_question(inp: Inputs, board: Board, cands: Candidates,
                             floor: bool = True) -> list[Item]:
     """The runs a bounded verdict waits for first: the baseline to BASE_FLOOR (`floor`),
-    then the open recipe (`open_question`) again, the baseline beside it up to BASE_N."""
+    then the open recipe (`open_question`) again, the baseline beside it up to
+    BOUNDED_BASE_N."""
     if not inp.bounded_question:
         return []
     t = inp.tags[0]
@@ -87,7 +90,7 @@ def before_bounded_question(inp: Inputs, board: Board, cands: Candidates,
     why = (f"{said(board, name, t)}, above the +{inp.bounded_gain:.0%} bar but not "
            "significantly: measured again before the cell is called bounded")
     out: list[Item] = []
-    if n_base < BASE_N:
+    if n_base < BOUNDED_BASE_N:
         out.append((cands.table[BASELINE], t, rule_book.RERUN_BASELINE.id,
                     f"baseline n={n_base}: {why}"))
     out.append((cands._profile(name), t, CLAIM, why))  # a claim run: its runs are fresh

@@ -44,7 +44,7 @@ from sweepd.kinds.xla_tuning.waves.planned import (
     Planned,
     VerdictKind,
 )
-from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N, NEAR_BASE_N
+from sweepd.kinds.xla_tuning.waves.wave_rules import CONFIRM_BASE_N, NEAR_BASE_N
 
 
 def within_budget(inp: Inputs, board: Board, runs: tuple[Planned, ...]) -> tuple[Planned, ...]:
@@ -101,7 +101,7 @@ def beside_claims(inp: Inputs, runs: tuple[Planned, ...]) -> tuple[Planned, ...]
 def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int = 0,
            wave6: bool = True) -> tuple[str, list[Item]]:
     """What a verdict naming `name` still needs: its parts tested, then the kept recipe
-    confirmed on fresh runs (baseline at BASE_N), then Wave 6 on every other tag."""
+    confirmed on fresh runs (baseline at CONFIRM_BASE_N), then Wave 6 on every other tag."""
     t = inp.tags[0]
     p = pruned(inp, board, cands, name)
     out: list[Item] = []
@@ -127,7 +127,7 @@ def needs_for(inp: Inputs, board: Board, cands: Candidates, name: str, wave: int
     if out:
         return p.name, out
     base = board.base(t)
-    if base is not None and base.n < BASE_N:
+    if base is not None and base.n < CONFIRM_BASE_N:
         out.append((cands.table[BASELINE], t, rule_book.RERUN_BASELINE.id,
                     f"baseline n={base.n}: the verdict's gain is judged against its mean"))
     e = board.get(p.name, t)

@@ -41,7 +41,7 @@ from sweepd.kinds.xla_tuning.waves.in_effect import in_effect_note
 from sweepd.kinds.xla_tuning.waves.no_collectives import note as collectives_note
 from sweepd.kinds.xla_tuning.waves.parts import pruned
 from sweepd.kinds.xla_tuning.waves.planned import VerdictKind, profiles
-from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N
+from sweepd.kinds.xla_tuning.waves.wave_rules import CONFIRM_BASE_N
 
 
 def recipes(inp: Inputs, board: Board, cands: Candidates) -> list[str]:
@@ -330,7 +330,7 @@ def _reach_caveat(inp: Inputs, board: Board, tried: int) -> Caveat | None:
             f"holds ~{cap} runs")
     wave1 = board.runs - sum(e.n + e.flakes for (p, tg), e in board.entries.items()
                              if e.first_wave >= 2)
-    unreachable = cap < inp.bounded_count + max(0, wave1) + BASE_N
+    unreachable = cap < inp.bounded_count + max(0, wave1) + CONFIRM_BASE_N
     if unreachable:
         note += ": unreachable at this job length"
     return Caveat(K.OUT_OF_REACH, note, {"needed": inp.bounded_count, "holds": cap,

@@ -9,11 +9,10 @@ import statistics
 from sweepd.kinds.xla_tuning.evidence.board import Z95, Z_ONE, Board
 from sweepd.kinds.xla_tuning.evidence.results import BASELINE, Fate
 from sweepd.kinds.xla_tuning.inputs import Inputs
-from sweepd.kinds.xla_tuning.waves.wave_rules import BASE_N, NEAR_BASE_N
+from sweepd.kinds.xla_tuning.waves.wave_rules import CONFIRM_BASE_N, NEAR_BASE_N
 
 WIN_MARGIN = 0.005  # "confirmed >= +5 %": the fresh mean >= +5 % and its one-sided lower
 # bound >= +4.5 % (a claim whose truth is under +4.5 % is a false winner)
-Z_WIN = Z_ONE  # one-sided 95 %: the winner's lower bound
 MIN_FRESH = 2  # fresh runs before a recipe's gain counts as confirmed
 # Near the line: a confirmation whose lower bound clears +4.5 % at one-sided 95 % but not at
 # 99 % (Z_CLEAR) is taken only on NEAR_FRESH fresh runs against a baseline of NEAR_BASE_N.
@@ -27,13 +26,14 @@ T_BOUNDS = True  # the win bounds use Student's t at the noise estimate's df (Bo
 
 def confirmed_win(inp: Inputs, board: Board, name: str) -> bool:
     """>= +5 % on runs that did not select the recipe (at least MIN_FRESH of them, the
-    baseline at BASE_N), its one-sided lower bound above the false-winner line (+4.5 %)."""
+    baseline at CONFIRM_BASE_N), its one-sided lower bound above the false-winner line
+    (+4.5 %)."""
     t = inp.tags[0]
     d, base = board.claim.delta(name, t), board.base(t)
     fresh, line = len(board.claim.fresh(name, t)), inp.win - WIN_MARGIN
     se = board.claim.se(name, t)
-    if not (d is not None and base is not None and base.n >= BASE_N
-            and fresh >= MIN_FRESH and d >= inp.win and d - _z(board, Z_WIN) * se >= line):
+    if not (d is not None and base is not None and base.n >= CONFIRM_BASE_N
+            and fresh >= MIN_FRESH and d >= inp.win and d - _z(board, Z_ONE) * se >= line):
         return False
     return (d - _z(board, Z_CLEAR) * se >= line
             or (fresh >= NEAR_FRESH and base.n >= NEAR_BASE_N
@@ -98,7 +98,7 @@ def near_line(inp: Inputs, board: Board, name: str) -> bool:
     if d is None or base is None or len(board.claim.fresh(name, t)) < MIN_FRESH or d < inp.win:
         return False
     se, line = board.claim.se(name, t), inp.win - WIN_MARGIN
-    return (d - _z(board, Z_WIN) * se >= line > d - _z(board, Z_CLEAR) * se
+    return (d - _z(board, Z_ONE) * se >= line > d - _z(board, Z_CLEAR) * se
             and not (len(board.claim.fresh(name, t)) >= NEAR_FRESH and base.n >= NEAR_BASE_N))
 
 

@@ -56,7 +56,7 @@ class SearchSteps:
             out.insert(0, (self.c.table[BASELINE], self.c.primary, rule_book.RERUN_BASELINE.id,
                            f"baseline n={base.n}: a fresh mean near the +{self.c.inp.win:.0%} "
                            "bar is judged against its mean"))
-        elif out and base is not None and base.n < rules.BASE_N:
+        elif out and base is not None and base.n < rules.CONFIRM_BASE_N:
             out.insert(0, (self.c.table[BASELINE], self.c.primary, rule_book.RERUN_BASELINE.id,
                            f"baseline n={base.n}: deltas are judged against its mean"))
         return out

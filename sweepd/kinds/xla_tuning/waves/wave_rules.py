@@ -11,7 +11,9 @@ LIVE = 0.015  # a family whose first value moved TGS this much either way is sea
 POSITIVE = 0.005  # a single this much faster (and clear of noise) may join a stack
 FAMILY_RIVAL = True  # few runs: a family's value within 2 se of its best value is re-run
 MAX_N = 3  # runs of one profile before its mean is taken as it is
-BASE_N = 3  # baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased)
+# Baseline runs on the primary tag behind a confirmation (issue 21: n=2 biased); not the
+# bounded question's BOUNDED_BASE_N.
+CONFIRM_BASE_N = 3
 NEAR_BASE_N = 5  # baseline runs behind a claim near the line (search.confirmed_win)
 NEAR_BAR_N = 5  # a recipe whose fresh mean sits within 2 se of the +5 % bar: up to this
 # Seed mode: the evidence's first two mechanisms are seeded, stacked and polished before
