@@ -27,6 +27,9 @@ EXIT_INTERRUPTED = 130   # Ctrl-C: the sweep's jobs were cancelled (or could not
 # SIGTERM 143, SIGHUP 129 (128 + the signal, as a shell reports a process it ended)
 
 Emit = Callable[[str], None]
+# Told the sweep's progress (`app/progress.sweep_progress`) after each engine pass: the
+# terminal bar of `sweepd run` (cli/progress_bar.py).
+OnProgress = Callable[[dict[str, Any]], None]
 INTERRUPTED = "interrupted (Ctrl-C on `sweepd run`): running jobs cancelled"
 # How each signal that ends `sweepd run` is named in the abort's reason (the person's word:
 # Ctrl-C, a `kill`, the terminal closed) and in the line said on stderr.
@@ -63,14 +66,14 @@ EXIT_FOR_STATE = {SweepState.DONE: EXIT_VERDICT, SweepState.AWAITING_DECISION:
 
 async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
                     resume_id: int | None = None, kept: bool = True,
-                    tell: Emit = _stderr) -> int:
+                    tell: Emit = _stderr, on_progress: OnProgress | None = None) -> int:
     """Submit `spec` (or pick up sweep `resume_id`) and drive it until it ends or stops.
     Ctrl-C, SIGTERM or SIGHUP cancels the sweep's jobs, recorded as the person's abort (no
     daemon follows them after we leave); a second signal leaves at once, naming the jobs
     that may still run. An error while driving the sweep cancels them too. Each of these
     ends with one line on stderr (`tell`) naming the jobs and what was done. `kept` False:
     the state directory is removed when the caller is done (a demo's own): no hint to read
-    it again."""
+    it again. `on_progress` (the terminal bar) is told where the sweep is after each pass."""
     check_state_dir(config)   # one line, not a traceback from deep in opening the store
     for note in await check_cluster(config):   # Slurm's commands, slurm.conf, the repo
         emit(f"note: {note}; waiting for it")
@@ -82,7 +85,8 @@ async def run_sweep(config: Config, spec: dict[str, Any], emit: Emit,
         hint = _cancel_hint(config)
         with _interrupts(emit, sweep_id, running, tell, hint) as interrupted:
             try:
-                state = await _drive(parts, config, sweep_id, emit, interrupted, running)
+                state = await _drive(parts, config, sweep_id, emit, interrupted, running,
+                                     on_progress)
             except Exception as e:
                 # No daemon follows the jobs once we leave: cancel them, then the error.
                 why = f"`sweepd run` failed ({type(e).__name__}: {e})"
@@ -125,7 +129,8 @@ async def _active_jobs(parts: Parts, sweep_id: int) -> list[str]:
 
 
 async def _drive(parts: Parts, config: Config, sweep_id: int, emit: Emit,
-                 interrupted: asyncio.Event, running: list[str]) -> SweepState | None:
+                 interrupted: asyncio.Event, running: list[str],
+                 on_progress: OnProgress | None = None) -> SweepState | None:
     """Engine passes until the sweep ends or stops (its state), or Ctrl-C (None). A pass
     under way is finished first: a submission is recorded whole."""
     engine, seen = parts.engine, 0
@@ -138,6 +143,8 @@ async def _drive(parts: Parts, config: Config, sweep_id: int, emit: Emit,
             else:
                 emit(event.reason)
             seen = event.id
+        if on_progress is not None and not interrupted.is_set():
+            on_progress((await parts.service.summary(sweep_id))["progress"])
         state = (await parts.store.sweeps.get(sweep_id)).state
         if state in EXIT_FOR_STATE:
             return state

@@ -23,6 +23,11 @@ SURE_AFTER_JOBS = 3
 _FINISHED_RUNS = (RunState.PASSED, RunState.FAILED, RunState.CANCELLED)
 _ENDED_JOBS = (JobState.DONE, JobState.FAILED)
 _STOPPED = (SweepState.DONE, SweepState.FAILED, SweepState.ABORTED)
+# The spec's default step count (kinds/spec.py `steps`), where neither the run nor the spec
+# names one.
+DEFAULT_STEPS = 15
+# Cells of the terminal bar (`bar_line`).
+BAR_CELLS = 20
 
 
 def _seconds_between(start: str, end: datetime) -> float:
@@ -78,6 +83,24 @@ def _elapsed(sweep: Sweep, jobs: Sequence[Job], now: datetime) -> tuple[float, s
     return _seconds_between(sweep.created_at, end), "wall clock"
 
 
+def current_job(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job]
+                ) -> dict[str, Any] | None:
+    """The sweep's newest running job and where its log is: `last_step` the latest
+    `completed step: N` recorded (steps count from 0), `steps_done` N + 1 of `steps` (the
+    run's `steps` override, else the spec's); None while no job runs."""
+    running = [j for j in jobs if j.state in (JobState.RUNNING, JobState.HUNG)]
+    if not running:
+        return None
+    job = max(running, key=lambda j: j.id)
+    run = next((r for r in runs if r.id == job.run_id), None)
+    steps = run.params.overrides.get("steps") if run is not None else None
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        spec_steps = sweep.spec.get("steps", DEFAULT_STEPS)
+        steps = spec_steps if isinstance(spec_steps, int) else DEFAULT_STEPS
+    return {"job": job.backend_id or str(job.id), "last_step": job.last_step,
+            "steps_done": 0 if job.last_step is None else job.last_step + 1, "steps": steps}
+
+
 def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
                    now: datetime | None = None) -> dict[str, Any]:
     """The sweep's progress as JSON-ready data, with `line`, its one-line summary."""
@@ -102,6 +125,7 @@ def sweep_progress(sweep: Sweep, runs: Sequence[Run], jobs: Sequence[Job],
         "jobs_queued": queued, "jobs_running": running, "jobs_finished": len(durations),
         "elapsed_s": round(elapsed, 1), "time_base": base, "eta_s": None, "eta_guess": True,
         "eta_basis": "no job has finished yet",
+        "current_job": None if stopped else current_job(sweep, runs, jobs),
     }
     if stopped:
         out.update(eta_s=0.0, eta_guess=False, eta_basis="the sweep has ended")
@@ -165,4 +189,30 @@ def progress_line(p: Mapping[str, Any]) -> str:
     else:
         time += f" ({base})"
     parts.append(time)
+    return " · ".join(parts)
+
+
+def _eta_part(p: Mapping[str, Any]) -> str | None:
+    if p["eta_s"] is None:
+        return "ETA unknown"
+    if p["eta_s"] > 0:
+        return f"ETA ≤ {duration(p['eta_s'])}" + (", a guess" if p["eta_guess"] else "")
+    return None
+
+
+def bar_line(p: Mapping[str, Any], cells: int = BAR_CELLS) -> str:
+    """The terminal bar of `run` and `watch`, from the same figures as `progress_line`:
+    `run 4 of ≤ 12 ▕████░░░░▏ 33 % · job 10018 step 10/15 · ETA ≤ 1h46m`."""
+    parts = [_runs_part(p)]
+    most = p["runs_most"]
+    if most:
+        frac = min(1.0, p["runs_done"] / most)
+        full = round(frac * cells)
+        parts[0] += f" ▕{'█' * full}{'░' * (cells - full)}▏ {math.floor(frac * 100)} %"
+    job = p.get("current_job")
+    if job:
+        parts.append(f"job {job['job']} step {job['steps_done']}/{job['steps']}")
+    eta = _eta_part(p)
+    if eta:
+        parts.append(eta)
     return " · ".join(parts)

@@ -17,6 +17,7 @@ from sweepd.api.errors import AnotherSweepd
 from sweepd.app import foreground
 from sweepd.app.health import version
 from sweepd.cli.output import CONFIG_HELP, SOCKET_HELP, load_spec, print_spec_error, say
+from sweepd.cli.progress_bar import live_bar
 from sweepd.config import Config, ConfigError, find_config, load_config
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.kinds.spec import SpecError
@@ -49,11 +50,22 @@ def _foreground_config(args: argparse.Namespace, scenario: Path | None,
                    found)
 
 
+def _run_sweep(args: argparse.Namespace, config: Config, spec: dict[str, Any],
+               kept: bool = True) -> int:
+    """One sweep in the foreground: on a terminal under a live progress bar
+    (cli/progress_bar.py), else its plain lines."""
+    with live_bar(getattr(args, "json", False)) as bar:
+        if bar is None:
+            return asyncio.run(foreground.run_sweep(config, spec, say, kept=kept))
+        return asyncio.run(foreground.run_sweep(config, spec, bar.say, kept=kept,
+                                                tell=bar.err, on_progress=bar.update))
+
+
 def _foreground(args: argparse.Namespace, spec: dict[str, Any], scenario: Path | None) -> int:
     logs.configure("warning", json=False)
     # A scenario is the simulated cluster's: with one, only a named config is used.
     config = _foreground_config(args, scenario, found=scenario is None)
-    return asyncio.run(foreground.run_sweep(config, spec, say))
+    return _run_sweep(args, config, spec)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -76,7 +88,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     code = 0
     try:
         for spec in demo.specs:
-            code = asyncio.run(foreground.run_sweep(config, spec, say, kept=not temporary))
+            code = _run_sweep(args, config, spec, kept=not temporary)
             if code:
                 break
         if demo.truth:
