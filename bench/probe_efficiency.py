@@ -57,6 +57,8 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
     slowdown,
 )
+from sweepd.kinds.model_perf.thresholds import THRESHOLDS
+from sweepd.monitor.noise import Noise
 
 NOISE = 0.008 * math.sqrt(3)  # uniform half-width with a 0.8% std (real run-to-run noise)
 FOUND = 0.01  # = the noise: closer than this, single runs cannot tell two batches apart
@@ -226,8 +228,12 @@ class Cluster:
 
     def __init__(self, curve: Curve, rng: random.Random, noise: float,
                  memory_line: bool = True, flaky: float = 0.0, flaky_key: str = "",
-                 slow: tuple[int, float] | None = None) -> None:
+                 slow: tuple[int, float] | None = None, step_se: float | None = None) -> None:
         self.curve, self.rng, self.noise, self.runs = curve, rng, noise, 0
+        # The steps' standard error each run reports (the kind's `run_noise`): by default
+        # the runs' own std (the steps see all the noise); --step-se: quieter steps than
+        # runs, as the simulator's trainer gives (a run's offset moves every step alike).
+        self.step_se = noise / math.sqrt(3) if step_se is None else step_se
         self.slow = slow  # --slow-from K --slow F: from the K-th run on, TGS x F
         self.memory_line = memory_line
         # --flaky-oom: a batch's first run OOMs with this probability, drawn per batch from
@@ -278,12 +284,14 @@ class Cluster:
             random.Random(f"{self.flaky_key}:{b}").random() < self.flaky
 
 
-def _search(cluster: Cluster, space: SearchSpace) -> list[Probe]:
+def _search(cluster: Cluster, space: SearchSpace, measured: bool = False) -> list[Probe]:
     """The planner's loop: the budget left goes with each step (the last runs close the
-    gaps beside the best)."""
+    gaps beside the best). `measured` (the spec's measured_noise): the space's noise is the
+    kind's track (jobfacts.noise_track), the steps' figure read once two runs passed."""
     probes: list[Probe] = []
     while len(probes) < MAX_RUNS and (step := next_probe(
-            space, probes, runs_left=MAX_RUNS - len(probes), thorough=True)) is not None:
+            _tracked(cluster, space, probes) if measured else space, probes,
+            runs_left=MAX_RUNS - len(probes), thorough=True)) is not None:
         assert isinstance(step.value, int)
         probes.append(cluster.run(step.value))
     return probes
@@ -299,6 +307,26 @@ def _told(cluster: Cluster, space: SearchSpace) -> SearchSpace:
     """The run-to-run noise as the kind reads it from the runs' steady steps (their
     standard error; here the cluster's own std), never below the rules' default."""
     return replace(space, noise=max(RULE_NOISE, cluster.noise / math.sqrt(3)))
+
+
+def _tracked(cluster: Cluster, space: SearchSpace, probes: Sequence[Probe]) -> SearchSpace:
+    """The spec's measured_noise: the noise track as the kind builds it, the steps' figure
+    (the cluster's `step_se`) once MIN_RUNS runs passed, decided with a measure far below
+    the prior (monitor/noise.py)."""
+    passed = sum(p.outcome is Outcome.OK for p in probes)
+    track = Noise(prior=RULE_NOISE,
+                  steps=cluster.step_se if passed >= THRESHOLDS.min_runs else None,
+                  limit=THRESHOLDS.noise_limit, quiet_factor=THRESHOLDS.quiet, use_measure=True)
+    return replace(space, noise=track.decided, track=track)
+
+
+def sweepd_measured_noise(cluster: Cluster, estimate: int) -> list[Probe]:
+    """sweepd with the spec's measured_noise option: decide with the steps' figure where it
+    is a quarter of the prior or less, and run the best again to confirm it between runs
+    (search/repeat.py `_quiet_repeat`); a pair that disagrees raises it back."""
+    if cluster.memory_line:
+        cluster.hang_attempts = HANG_ATTEMPTS
+    return _search(cluster, batch_space(estimate), measured=True)
 
 
 def sweepd_multi_peak(cluster: Cluster, estimate: int) -> list[Probe]:
@@ -452,6 +480,7 @@ METHODS: dict[str, Method] = {
     "sweepd, no memory line": sweepd_no_line,
     "sweepd, multi_peak option": sweepd_multi_peak,
     "sweepd, measure_noise option": sweepd_measure_noise,
+    "sweepd, measured_noise option": sweepd_measured_noise,
     "sweepd, check_slowdown option": sweepd_check_slowdown,
     "sweepd, after a prior sweep": sweepd_prior,
     "SKILL.md literal": skill_literal,
@@ -500,16 +529,20 @@ def noise_stream(seed: int, i: int) -> random.Random:
 
 
 def evaluate(cases: Sequence[Case], seed: int, noise: float,
-             tpe_cases: int = 0, flaky: float = 0.0, slow: tuple[int, float] | None = None
+             tpe_cases: int = 0, flaky: float = 0.0, slow: tuple[int, float] | None = None,
+             step_se: float | None = None, only: Sequence[str] = ()
              ) -> dict[str, list[Result]]:
     """Each method's result per case; every method sees the same noise on a curve. TPE runs on
     the first `tpe_cases` cases, each with the node-hours sweepd spent there."""
     results: dict[str, list[Result]] = {}
     for name, method in METHODS.items():
+        if only and name not in (SWEEPD, "SKILL.md literal") and \
+                not any(o in name for o in only):
+            continue
         results[name] = []
         for i, case in enumerate(cases):
             cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
-                              flaky_key=f"{seed}:{i}", slow=slow)
+                              flaky_key=f"{seed}:{i}", slow=slow, step_se=step_se)
             results[name].append(_result(case, cluster, method(cluster, case.estimate),
                                          asks=name.startswith(SWEEPD),
                                          checks=method is sweepd_check_slowdown))
@@ -517,7 +550,7 @@ def evaluate(cases: Sequence[Case], seed: int, noise: float,
         results[TPE] = []
         for i, case in enumerate(cases[:tpe_cases]):
             cluster = Cluster(case.curve, noise_stream(seed, i), noise, flaky=flaky,
-                              flaky_key=f"{seed}:{i}", slow=slow)
+                              flaky_key=f"{seed}:{i}", slow=slow, step_se=step_se)
             probes = tpe(cluster, case.estimate, results[SWEEPD][i].hours, seed + i)
             results[TPE].append(_result(case, cluster, probes))
     return results
@@ -593,6 +626,8 @@ class Args:
     slow_from: int | None = None
     slow: float = 0.93
     smoke: bool = False
+    step_se: float | None = None
+    only: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
 
 
@@ -614,6 +649,12 @@ def main() -> None:
                              "reads --slow x its TGS)")
     parser.add_argument("--slow", type=float, default=0.93,
                         help="the speed of the runs from --slow-from on (default 0.93)")
+    parser.add_argument("--step-se", type=float, default=None,
+                        help="the steps' standard error each run reports (default: the runs' "
+                             "std; lower: steps quieter than the runs, the simulator's case)")
+    parser.add_argument("--only", action="append", default=[],
+                        help="only the methods whose name contains this (sweepd and the "
+                             "SKILL.md literal always run)")
     parser.add_argument("--smoke", action="store_true",
                         help="a few curves through every path (CI)")
     a = parser.parse_args(namespace=Args())
@@ -630,19 +671,19 @@ def main() -> None:
     cases = workload(a.curves, a.seed)
     print(f"\ntuned set: {len(cases)} curves, seed {a.seed}, families {', '.join(FAMILIES)}")
     report("tuned", cases, evaluate(cases, a.seed, a.noise, a.tpe_curves, a.flaky_oom,
-                                            slow))
+                                            slow, a.step_se, a.only))
     held = workload(a.curves, a.holdout_seed, HOLDOUT_FAMILIES, curvature=0.08)
     print(f"\nheld-out set: {len(held)} curves, seed {a.holdout_seed}, families "
           f"{', '.join(HOLDOUT_FAMILIES)}, memory curvature up to 8%")
     report("held out", held, evaluate(held, a.holdout_seed, a.noise, a.tpe_curves,
-                                               a.flaky_oom, slow))
+                                               a.flaky_oom, slow, a.step_se, a.only))
     fresh = workload(a.curves, a.fresh_seed, FRESH_FAMILIES, curvature=0.08)
     print(f"\nfresh held-out set: {len(fresh)} curves, seed {a.fresh_seed}, families "
           f"{', '.join(FRESH_FAMILIES)} (not built or tuned on), largest fit "
           f"{FRESH_CLIFF[0]}..{FRESH_CLIFF[1]}")
     report("fresh held out", fresh,
            evaluate(fresh, a.fresh_seed, a.noise, a.tpe_curves, a.flaky_oom,
-                    slow))
+                    slow, a.step_se, a.only))
 
 
 if __name__ == "__main__":

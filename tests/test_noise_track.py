@@ -47,8 +47,15 @@ def test_quiet_steps_decide_never_below_the_limit() -> None:
     assert Noise(prior=0.01, steps=0.03).decided == 0.03
     # A floor the spec set holds.
     assert Noise(prior=0.002, floor=0.002, steps=0.0003).decided == 0.002
-    # Runs made again that spread wider than the steps raise it.
-    assert Noise(prior=0.01, steps=0.0005, between=0.003, between_free=1).decided == 0.003
+    # Runs made again that agree with the steps confirm them; a spread 6x the steps says the
+    # steps miss the runs' own offset: the prior holds again (before: the pair's 0.3 %
+    # decided, and the bench's quiet-stepped 0.8 % runs lost 2.7 points found).
+    assert Noise(prior=0.01, steps=0.0005, between=0.0008, between_free=1).decided == 0.0008
+    missed = Noise(prior=0.01, steps=0.0005, between=0.003, between_free=1)
+    assert missed.steps_missed and missed.decided == 0.01
+    assert "miss the runs' own offset" in missed.source()
+    # Above the prior, the pair's figure as before.
+    assert Noise(prior=0.01, steps=0.0005, between=0.02, between_free=1).decided == 0.02
 
 
 def _space(steps: float) -> SearchSpace:
@@ -72,12 +79,19 @@ def test_the_best_runs_again_before_a_verdict_rests_on_the_steps_alone() -> None
 
 
 def test_a_repeat_that_spreads_wider_raises_the_noise() -> None:
+    """A pair 0.8 % apart on steps at 0.03 %: the steps miss the runs' offset, so the prior
+    decides again (before: the pair's 0.57 %, under the prior)."""
     space = _space(0.0003)
     runs = [Probe(8, Outcome.OK, 990.0), Probe(16, Outcome.OK, 1000.0),
             Probe(24, Outcome.OK, 997.0), Probe(32, Outcome.OK, 960.0),
             Probe(16, Outcome.OK, 992.0)]
     told = with_run_noise(space, runs)
-    assert told.noise > 0.005 and told.noise_between == 1
+    assert told.track is not None and told.track.steps_missed
+    assert told.noise == NOISE and told.noise_between == 0
+    # A pair wider than the prior: its own figure, as before.
+    wide = [*runs[:4], Probe(16, Outcome.OK, 975.0)]
+    told = with_run_noise(space, wide)
+    assert told.noise > NOISE and told.noise_between == 1
 
 
 def test_a_space_without_a_track_reads_as_before() -> None:
