@@ -33,7 +33,9 @@ def _book(book: RuleBook) -> list[str]:
            "|---|---|---|"]
     for r in book.rules:
         rule_id = f"`{r.id}.<n>`" if r.family else f"`{r.id}`"
-        out.append(f"| {rule_id} | {_cell(r.decides)} | "
+        # Where it is decided, where the book says: a rule is a place in the code too.
+        at = f" (in {', '.join(f'`{w}`' for w in r.where)})" if r.where else ""
+        out.append(f"| {rule_id} | {_cell(r.decides)}{at} | "
                    f"{', '.join(f'`{t}`' for t in r.thresholds)} |")
     if book.thresholds:
         out += ["", "| threshold | value | means | defined in |", "|---|---|---|---|"]

@@ -40,12 +40,15 @@ class Threshold:
 class Rule:
     """One decision's name (recorded with the decision in the store), what it decides, and
     the names of the thresholds (in its book) it reads. `family`: the id is a prefix and
-    each emitted id adds a part (e.g. the stopped stage's sweep number)."""
+    each emitted id adds a part (e.g. the stopped stage's sweep number). `where`: the
+    functions it is decided in (`module:function`, relative to the kind's package), for a
+    reader going from a rule to its code; empty where the book does not say."""
 
     id: str
     decides: str
     thresholds: tuple[str, ...] = ()
     family: bool = False
+    where: tuple[str, ...] = ()
 
     def of(self, part: str) -> str:
         """The emitted id of a family member."""

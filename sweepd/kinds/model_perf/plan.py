@@ -20,7 +20,8 @@ from sweepd.kinds.model_perf.rules import (
     CONTRADICTION_RERUN,
     NO_PASS,
     OPTIMUM,
-    UPPER_BOUND_PROBE,
+    SLOWDOWN_CHECK,
+    SLOWDOWN_CONFIRM,
 )
 from sweepd.kinds.model_perf.search import (
     NOISE,
@@ -28,6 +29,7 @@ from sweepd.kinds.model_perf.search import (
     PriorMismatch,
     Probe,
     SearchSpace,
+    Step,
     bent_beside_best,
     best_mean,
     flat_top,
@@ -144,8 +146,14 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    "and bound nothing here")
     return [NewRun(label=_label(f"{spec.parameter}={value}", ctx),
                    params=run_params(spec.parameter, value),
-                   nodes=ctx.nodes, rule=step.rule or UPPER_BOUND_PROBE.id,
-                   reason=reason)]
+                   nodes=ctx.nodes, rule=_rule_of(step), reason=reason)]
+
+
+def _rule_of(step: Step) -> str:
+    """The rule the search's step names (every move of it names one: `model_perf/rules.py`)."""
+    if step.rule is None:
+        raise ValueError(f"the search's step to {step.value} names no rule")
+    return step.rule
 
 
 def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: int,
@@ -159,7 +167,7 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     step = next_probe(space, seen, runs_left=None, thorough=True)
     if step is None or not step.repeat:
         return None
-    if step.rule is not None:   # a check that the runs stayed comparable (`search.slowed`)
+    if step.rule in (SLOWDOWN_CHECK.id, SLOWDOWN_CONFIRM.id):   # the runs stayed comparable?
         return (f"max_runs ({budget}) ran out before {step.value} ran again to check that "
                 "the runs stayed comparable")
     if space.noise <= NOISE:

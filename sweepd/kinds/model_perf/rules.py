@@ -8,16 +8,86 @@ from __future__ import annotations
 from sweepd.kinds.model_perf.thresholds import meanings
 from sweepd.util.rulebook import Rule, RuleBook, Threshold
 
-# Runs.
-UPPER_BOUND_PROBE = Rule(
-    "model_perf.upper_bound_probe",
-    "the next value to run: the first probe from the memory estimate, the climb, a gap the "
-    "secants beside it cannot settle, or a step from the best",
-    ("start_fraction", "climb", "max_batch", "tolerance", "step_noise", "step_share",
-     "bottom_step", "descent_aim", "secant_noise", "step_time_noise", "align_slack",
-     "align_max", "align_noise", "ladder_step", "ladder_floor", "ladder_depth",
-     "ladder_valley", "ladder_gap", "memory_margin", "oom_margin_gb", "flat",
-     "max_runs_of_a_value"))
+# Runs: the batch search's moves, one rule each (`search/choose.py` and `search/shapes.py`
+# choose them; `search/__init__.py:next_probe` passes the rule on with the step). Each lists
+# the thresholds its move reads: tests/test_model_perf_rule_reads.py scans the code.
+FIRST_PROBE = Rule(
+    "model_perf.first_probe",
+    "nothing ran yet: start at start_fraction of the memory estimate's max (SKILL.md Step 3), "
+    "where an earlier sweep says, or in the middle of the given values",
+    ("start_fraction", "align_slack", "align_max"), where=("search.choose:first_probe",))
+BELOW_FAILURE = Rule(
+    "model_perf.below_failure",
+    "every run failed and no compiled-memory line predicts: start_fraction of the lowest "
+    "failure, halved once a second one fails",
+    ("start_fraction", "align_slack", "align_max"), where=("search.choose:_below_failure",))
+CLIMB = Rule(
+    "model_perf.climb",
+    "above the largest pass, nothing above it failed and no memory line says where the limit "
+    "is: climb by the factor (SKILL.md: the second probe at 1.5x the first)",
+    ("climb",), where=("search.choose:_climb_from",))
+LARGEST_FIT = Rule(
+    "model_perf.largest_fit",
+    "the largest value the compiled-memory line predicts to fit (under the pool by "
+    "memory_margin; after one OOM's one-run line, descent_aim of it)",
+    ("descent_aim", "memory_margin", "oom_margin_gb"),
+    where=("search.choose:_climb", "search.choose:_under_failure"))
+LINE_TEST = Rule(
+    "model_perf.line_test",
+    "one above the largest pass, where a memory line that one run drew or a pass "
+    "contradicts says nothing more fits: the run tests the line",
+    ("memory_margin",), where=("search.choose:_climb", "search.choose:_over_line"))
+BISECT = Rule(
+    "model_perf.bisect",
+    "toward a failure that says not where the limit is below it (no allocation size, an OOM "
+    "the memory measured contradicts, a line a pass read over the pool, no line at all): "
+    "the midpoint between it and the largest pass (or half of it)",
+    ("align_slack", "align_max"), where=("search.choose:_bisect",))
+SECANT = Rule(
+    "model_perf.secant",
+    "an open gap beside the best: a step from the best whose TGS the trend should tell "
+    "apart from the noise, so the secant through the two bounds the rest of that side",
+    ("tolerance", "secant_noise", "step_time_noise", "step_noise", "step_share",
+     "align_slack", "align_noise", "flat"), where=("search.choose:_secant_step",))
+BELOW_LOWEST = Rule(
+    "model_perf.below_lowest",
+    "nothing below the lowest pass bounds the bottom gap: a step down to bottom_step of it, "
+    "whose secant settles that gap on a rising curve",
+    ("tolerance", "secant_noise", "step_time_noise", "bottom_step", "align_slack",
+     "align_max"), where=("search.choose:_below_lowest",))
+MIDPOINT = Rule(
+    "model_perf.midpoint",
+    "a gap between two runs, away from the best, whose secants cannot settle it: its "
+    "midpoint",
+    ("tolerance", "secant_noise", "step_time_noise", "align_slack", "align_max"),
+    where=("search.choose:_midpoint",))
+TILE_MULTIPLE = Rule(
+    "model_perf.tile_multiple",
+    "runs at a batch multiple read beyond the noise above the batches between them (tile "
+    "alignment): the multiples either side of the best run next",
+    ("flat", "align_max"), where=("search.shapes:aligned_next",))
+LADDER = Rule(
+    "model_perf.ladder",
+    "multi_peak: before stopping, halve below the lowest run, then bisect a wide gap below "
+    "the best that a valley would open, whatever the secants say",
+    ("ladder_step", "ladder_floor", "ladder_depth", "ladder_valley", "ladder_gap",
+     "align_slack", "align_max", "tolerance"),
+    where=("search.shapes:_below_lowest", "search.shapes:_valley_gap"))
+PRIOR_BEST = Rule(
+    "model_perf.prior_best",
+    "an earlier sweep's runs, scaled to this one's, are highest at a value not run here: "
+    "it runs here",
+    ("prior_drift", "prior_shape"), where=("search:next_probe",))
+CATEGORICAL = Rule(
+    "model_perf.categorical",
+    "a parameter with no order (a remat policy): every value is tried",
+    where=("search:next_probe",))
+REPEAT = Rule(
+    "model_perf.repeat",
+    "the search settled on single runs: the best, a rival within two runs' noise or an "
+    "unrun value beside the best runs (again), so the verdict rests on the noise measured",
+    ("noise", "flat", "quiet", "max_runs_of_a_value"),
+    where=("search.repeat:repeat_top", "search.repeat:_quiet_repeat"))
 CONTRADICTION_RERUN = Rule(
     "model_perf.contradiction_rerun",
     "a failure below a pass, or at a batch the passes' compiled memory says fits, runs "
@@ -73,6 +143,8 @@ def _thresholds() -> tuple[Threshold, ...]:
 
 
 BOOK = RuleBook("model_perf", (
-    UPPER_BOUND_PROBE, CONTRADICTION_RERUN, SLOWDOWN_CHECK, SLOWDOWN_CONFIRM, TWO_PARAM_PROBE,
+    FIRST_PROBE, BELOW_FAILURE, CLIMB, LARGEST_FIT, LINE_TEST, BISECT, SECANT, BELOW_LOWEST,
+    MIDPOINT, TILE_MULTIPLE, LADDER, PRIOR_BEST, CATEGORICAL, REPEAT,
+    CONTRADICTION_RERUN, SLOWDOWN_CHECK, SLOWDOWN_CONFIRM, TWO_PARAM_PROBE,
     BELOW_MINIMUM, BUDGET_GAP, NODES_SLOWED, OPTIMUM, BEST_SO_FAR, NO_PASS,
 ), _thresholds())

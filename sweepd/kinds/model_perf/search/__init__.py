@@ -93,6 +93,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sweepd.kinds.model_perf import rules
 from sweepd.kinds.model_perf.search.bounds import (
     Gap,
     all_gaps,
@@ -171,21 +172,22 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
     tried = {p.value for p in probes}
     if not space.ordered:
         value = next((c for c in space.candidates if c not in tried), None)
-        return None if value is None else Step(value, "categorical: every value is tried")
+        return None if value is None else Step(value, "categorical: every value is tried",
+                                               rule=rules.CATEGORICAL.id)
     seen = [*probes, *scaled_prior(space, probes)]
     view = View.of(space, seen)
     top = best(seen)
     if top is not None and top.value not in tried and top.value in space.candidates \
             and space.candidates.index(top.value) < view.cliff:
         return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
-                               f"{top.value}: measure it here")
+                               f"{top.value}: measure it here", rule=rules.PRIOR_BEST.id)
     found = next_index(view, runs_left)
     if found is None:
         check = check_run(space, probes) if thorough and (runs_left is None or runs_left >= 1) \
             else None
         return check or repeat_top(space, probes, runs_left, thorough)
-    value = space.candidates[found[0]]
-    return Step(value, found[1] + _one_off_note(probes, value))
+    value = space.candidates[found.at]
+    return Step(value, found.why + _one_off_note(probes, value), rule=found.rule)
 
 
 def _one_off_note(probes: Sequence[Probe], value: Value) -> str:

@@ -7,6 +7,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sweepd.kinds.model_perf.search.space import SECANT_NOISE, STEP_TIME_NOISE
 from sweepd.kinds.model_perf.search.view import View, tile_size
@@ -23,7 +24,13 @@ class Gap:
     trend: float = math.inf
 
 
-Choice = tuple[int, str]
+class Choice(NamedTuple):
+    """A move of the search: the candidate's index, why (what `explain` shows) and the rule
+    (`model_perf/rules.py`) the move is recorded under."""
+
+    at: int
+    why: str
+    rule: str
 
 
 def open_gaps(view: View) -> list[Gap]:

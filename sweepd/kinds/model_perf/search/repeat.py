@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from sweepd.kinds.model_perf import rules
 from sweepd.kinds.model_perf.search.space import (
     FLAT,
     NOISE,
@@ -100,7 +101,7 @@ def _quiet_repeat(space: SearchSpace, top: Value, tries: int, runs_again: bool) 
                      f"at {space.noise:.2%}, far below the {track.prior:.1%} the rules assume "
                      "until it is measured, and the search decided at that; it runs again "
                      "to measure the noise between runs the steps cannot show",
-                repeat=True)
+                repeat=True, rule=rules.REPEAT.id)
 
 
 def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | None,
@@ -126,7 +127,8 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
         return Step(top, f"the best, {top}, ran once: it runs again, and the two runs "
                          "measure the run-to-run noise the steps cannot show (a run's own "
                          "offset moves every step alike; the spec's measure_noise, a "
-                         "departure from SKILL.md's one run a value)", repeat=True)
+                         "departure from SKILL.md's one run a value)", repeat=True,
+                    rule=rules.REPEAT.id)
     quiet = _quiet_repeat(space, top, tries[top], any(len(ps) > 1 for ps in runs.values()))
     if quiet is not None:
         return quiet
@@ -134,12 +136,12 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
         return None
     if thorough and tries[top] == 1:
         return Step(top, f"the best, {top}, ran once: {said}, so it runs again and the "
-                         "verdict rests on its mean", repeat=True)
+                         "verdict rests on its mean", repeat=True, rule=rules.REPEAT.id)
     beside = _unrun_beside(space, probes, top) if thorough else None
     if beside is not None:
         return Step(beside, f"{beside} is beside the best ({top}) and never ran: {said}, so "
                             "the single runs whose trend settled it may be that far off",
-                    repeat=True)
+                    repeat=True, rule=rules.REPEAT.id)
     rivals = [v for v in mean if v != top and mean[v] >= (1 - space.flat) * mean[top]]
     if not rivals:
         return None
@@ -152,7 +154,7 @@ def repeat_top(space: SearchSpace, probes: Sequence[Probe], runs_left: int | Non
     rival = pick if pick != top else max(rivals, key=lambda v: mean[v])
     return Step(pick, f"{rival} measured {1 - mean[rival] / mean[top]:.1%} below {top}, "
                       f"within two runs' noise: {said}, so {pick} runs again and the "
-                      "verdict rests on the means", repeat=True)
+                      "verdict rests on the means", repeat=True, rule=rules.REPEAT.id)
 
 
 def _unrun_beside(space: SearchSpace, probes: Sequence[Probe], top: Value) -> Value | None:

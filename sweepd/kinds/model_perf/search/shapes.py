@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 
+from sweepd.kinds.model_perf import rules
 from sweepd.kinds.model_perf.search.bounds import Choice, Gap, gap_bound
 from sweepd.kinds.model_perf.search.space import (
     ALIGN_NOISE,
@@ -49,10 +50,11 @@ def _below_lowest(view: View) -> Choice | None:
     i = view.aligned(target, 0, low - 1, ALIGN_SLACK * target) if low > 0 else -1
     if i < 0 or i in view.tried or i in view.blocked:
         return None
-    return i, (f"~{LADDER_STEP:.0%} of the lowest run ({view.name(low)}), whatever the TGS "
-               "trend says: the spec says the curve may have a second peak (multi_peak), "
-               "which a valley would hide below every secant through the runs; SKILL.md's "
-               "narrowing assumes one peak and would stop here")
+    return Choice(i, (f"~{LADDER_STEP:.0%} of the lowest run ({view.name(low)}), whatever the "
+                      "TGS trend says: the spec says the curve may have a second peak "
+                      "(multi_peak), which a valley would hide below every secant through the "
+                      "runs; SKILL.md's narrowing assumes one peak and would stop here"),
+                  rules.LADDER.id)
 
 
 def valley_gaps(view: View) -> list[tuple[int, int]]:
@@ -83,11 +85,12 @@ def _valley_gap(view: View) -> Choice | None:
     best_i = view.best_index
     i = view.aligned((view.x[lo] + view.x[hi]) / 2, lo + 1, hi - 1,
                      ALIGN_SLACK * (view.x[hi] - view.x[lo]))
-    return i, (f"midpoint of {view.name(lo)}..{view.name(hi)}, below the best "
-               f"({view.name(best_i)}), whatever the TGS trend says: the spec says the curve "
-               f"may have a second peak (multi_peak), and a valley {LADDER_VALLEY:.0%} deep "
-               "between these runs would leave room there for a faster value; SKILL.md's "
-               "narrowing assumes one peak and would stop here")
+    return Choice(i, (f"midpoint of {view.name(lo)}..{view.name(hi)}, below the best "
+                      f"({view.name(best_i)}), whatever the TGS trend says: the spec says the "
+                      "curve may have a second peak (multi_peak), and a valley "
+                      f"{LADDER_VALLEY:.0%} deep between these runs would leave room there for "
+                      "a faster value; SKILL.md's narrowing assumes one peak and would stop "
+                      "here"), rules.LADDER.id)
 
 
 def aligned_next(view: View) -> Choice | None:
@@ -110,9 +113,10 @@ def aligned_next(view: View) -> Choice | None:
         if v < 1 or i < 0 or view.x[i] != v or i >= view.ceiling or i in view.tried \
                 or i in view.blocked:
             continue
-        return i, (f"{v}, the multiple of {size} next to the best ({b}): runs at multiples "
-                   f"of {size} measured beyond the noise above the batches between them "
-                   "(tile alignment), so the trend through those does not bound it")
+        return Choice(i, (f"{v}, the multiple of {size} next to the best ({b}): runs at "
+                          f"multiples of {size} measured beyond the noise above the batches "
+                          "between them (tile alignment), so the trend through those does "
+                          "not bound it"), rules.TILE_MULTIPLE.id)
     return None
 
 

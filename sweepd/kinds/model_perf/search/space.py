@@ -135,7 +135,9 @@ class Step:
     value: Value
     why: str  # the bound or prediction that chose it (shown by `explain`)
     repeat: bool = False  # a run for the noise (`repeat`), not for the curve
-    rule: str | None = None  # the plan's rule id for a step that is neither (`slowed`)
+    # The rule (`model_perf/rules.py`) the run is recorded under: the search's move, a run
+    # for the noise (`repeat`) or a check that the runs stayed comparable (`slowed`).
+    rule: str | None = None
 
 
 def batch_space(estimated_max: int, lower: int = 1, upper: int | None = None,
