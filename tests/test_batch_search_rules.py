@@ -13,6 +13,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.probes import _how_it_stands, probes
+from sweepd.kinds.model_perf.rules import BISECT
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -74,7 +75,7 @@ def test_too_slow_bounds_from_above_bisects_and_teaches_memory_nothing() -> None
     step = next_probe(batch_space(40), probes_)
     # The midpoint (17), moved to the aligned 16 (a midpoint is a loose target).
     assert step is not None and step.value == 16, step
-    assert "bisect" in step.why
+    assert step.rule == BISECT.id
     # 30 and above are never run: the bound holds.
     more = [*probes_, _line(16, 100.0, Outcome.SLOW)]
     step = next_probe(batch_space(40), more)

@@ -28,7 +28,7 @@ async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:
     exclude = next(i for i, line in enumerate(lines) if "[fault.exclude_node]" in line)
     assert "HSA_STATUS_ERROR" in lines[exclude + 1] and "evidence:" in lines[exclude + 1]
     assert "[oom.never_retry]" in text and "RESOURCE_EXHAUSTED" in text
-    assert "[success]" in text and "[model_perf.upper_bound_probe]" in text
+    assert "[success]" in text and "[model_perf.first_probe]" in text
     assert "run #2 " in text   # the run's number in its sweep, as `show` names it
 
 

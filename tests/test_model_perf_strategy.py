@@ -11,6 +11,7 @@ from sweepd.kinds.model_perf import report as perf_report
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan
 from sweepd.kinds.model_perf.probes import probes
+from sweepd.kinds.model_perf.rules import CLIMB, LARGEST_FIT
 from sweepd.kinds.model_perf.search import (
     FLAT,
     PRIOR_DRIFT,
@@ -398,7 +399,7 @@ def test_one_run_predicts_the_largest_batch_that_fits() -> None:
     """Temp 8 GB at batch 4 is 2 GB per batch; 80 GB of room, 1% kept: batch 39."""
     step = next_probe(batch_space(5), [_mem(4, 8.0)])
     assert step is not None and step.value == 39
-    assert "largest predicted to fit" in step.why and "temp 8.0 GB at 4, through 0" in step.why
+    assert step.rule == LARGEST_FIT.id and "temp 8.0 GB at 4, through 0" in step.why
 
 
 def test_two_runs_fit_the_line_with_its_constant_part() -> None:
@@ -454,7 +455,7 @@ def test_without_a_memory_line_the_climb_is_geometric_past_a_stale_estimate() ->
     while (step := next_probe(batch_space(5), probes)) is not None and \
             not any(p.outcome is Outcome.OOM for p in probes):
         assert isinstance(step.value, int)
-        assert step.value >= 1.5 * climbed[-1] - 1 and "climbing 1.5x" in step.why
+        assert step.value >= 1.5 * climbed[-1] - 1 and step.rule == CLIMB.id
         climbed.append(step.value)
         tgs = curve(step.value)
         probes.append(Probe(step.value, Outcome.OK if tgs else Outcome.OOM, tgs))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.kinds.model_perf.rules import BISECT
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, memory_fit, next_probe
 from sweepd.kinds.model_perf.search.memory import contradicting, one_offs
 from tests.simrun import (
@@ -114,7 +115,7 @@ def test_an_oom_that_repeats_stands_and_the_search_bisects_below_it() -> None:
     assert not one_offs(seen)
     step = next_probe(batch_space(30), seen)
     assert step is not None and 8 <= int(step.value) <= 16, step
-    assert "bisect" in step.why
+    assert step.rule == BISECT.id
 
 
 async def test_a_cut_verdict_names_a_run_within_the_noise_of_its_best(tmp_path: Path) -> None:

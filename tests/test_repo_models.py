@@ -10,6 +10,7 @@ from sweepd.app.service import Service
 from sweepd.core.states import RunState, SweepState
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
+from sweepd.kinds.model_perf.rules import LARGEST_FIT
 from sweepd.kinds.model_perf.search import Outcome, Probe, next_probe
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
@@ -80,7 +81,7 @@ def test_a_model_without_a_shape_starts_small_and_lets_the_memory_line_do_the_re
     ran = Probe(1, Outcome.OK, 500.0, temp_gb=6.0, fixed_gb=30.0, limit_gb=178.5)
     second = next_probe(space, [ran])
     assert second is not None and second.value == 24   # (176.7 - 30) / 6
-    assert "largest predicted to fit: compiled memory" in second.why
+    assert second.rule == LARGEST_FIT.id
 
 
 # -- accepted in submit.sh mode: the daemon's validation and the CLI's --------------------

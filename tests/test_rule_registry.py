@@ -137,7 +137,7 @@ def _demo(kind: str, state: Path) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize(("kind", "expected"), [
-    ("model-perf", {"model_perf.upper_bound_probe", "model_perf.optimum", "engine.start",
+    ("model-perf", {"model_perf.first_probe", "model_perf.optimum", "engine.start",
                     "engine.submit", "fault.exclude_node", "success"}),
     ("node-perf", {"node_perf.baseline", "node_perf.confirm", "strategy.verdict"}),
     ("network", {"network.whole", "network.half", "network.cross", "network.verify",

@@ -10,6 +10,7 @@ from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT, run_swee
 from sweepd.core import planning
 from sweepd.core.engine import Engine
 from sweepd.core.states import JobState, SweepState
+from sweepd.kinds.model_perf.rules import FIRST_PROBE, LARGEST_FIT, SEARCH_MOVES
 from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.sim.scenario import load_scenario
@@ -17,6 +18,8 @@ from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
 from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
+
+MOVES = {r.id for r in SEARCH_MOVES}   # a run the batch search chose, by its move
 
 
 async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
@@ -201,8 +204,8 @@ async def test_the_memory_line_predicts_the_cliff_and_the_search_refines_to_the_
         runs = await store.runs.of_sweep(sweep.id)
         batches = [r.params.overrides["per_device_batch_size"] for r in runs]
         jobs = await store.jobs.of_sweep(sweep.id)
-        reasons = {e.run_id: e.reason for e in await store.events.of_sweep(sweep.id)
-                   if e.rule == "model_perf.upper_bound_probe"}
+        moves = {e.run_id: e.rule for e in await store.events.of_sweep(sweep.id)
+                 if e.rule in MOVES}
     finally:
         await store.close()
     # Every run's compiled memory is stored with its job; temp is linear in the batch.
@@ -213,7 +216,7 @@ async def test_the_memory_line_predicts_the_cliff_and_the_search_refines_to_the_
     # a geometric jump from the first, not one batch at a time.
     cliff = true_max_batch(truth, "llama2-70b", nodes)
     assert cliff - 1 <= batches[1] <= cliff and batches[1] >= 1.5 * batches[0]
-    assert "largest predicted to fit: compiled memory" in reasons[runs[1].id]
+    assert [moves[r.id] for r in runs[:2]] == [FIRST_PROBE.id, LARGEST_FIT.id]
     # The refinement: the true integer optimum, within the demo's budget.
     assert sweep.verdict is not None
     assert sweep.verdict["best"] == true_peak_batch(truth, "llama2-70b", nodes)
@@ -243,7 +246,7 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         runs = await store.runs.of_sweep(second.id)
         assert len(runs) <= 2 and runs[0].params.overrides["per_device_batch_size"] == peak
         reasons = [e.reason for e in await store.events.of_sweep(second.id)
-                   if e.rule == "model_perf.upper_bound_probe"]
+                   if e.rule in MOVES]
         assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "
                                      f"of sweep #{first.id} of the same model")
         assert f"judged by sweep #{first.id}'s runs" in (second.verdict["caveat"] or "")
@@ -251,9 +254,9 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         assert fresh.verdict is not None and fresh.verdict["best"] == peak
         assert "judged by sweep" not in (fresh.verdict["caveat"] or "")
         assert len(await store.runs.of_sweep(fresh.id)) > 2
-        third_reasons = [e.reason for e in await store.events.of_sweep(third.id)
-                         if e.rule == "model_perf.upper_bound_probe"]
-        assert "memory estimate" in third_reasons[0]
+        third = [(e.rule, e.reason) for e in await store.events.of_sweep(third.id)
+                 if e.rule in MOVES]
+        assert third[0][0] == FIRST_PROBE.id and "memory estimate" in third[0][1]
     finally:
         await store.close()
 
@@ -292,7 +295,7 @@ async def test_a_later_sweep_whose_curve_moved_searches_afresh(tmp_path: Path) -
         assert said in caveat and "its runs are not used" in caveat
         assert f"judged by sweep #{first.id}'s runs" not in caveat
         reasons = [e.reason for e in await store.events.of_sweep(second.id)
-                   if e.rule == "model_perf.upper_bound_probe"]
+                   if e.rule in MOVES]
         assert said in reasons[1] and not any(said in r for r in reasons[2:])
         # Nothing is lost: the first sweep's runs are all still in the store.
         assert len(await store.runs.of_sweep(first.id)) == first.verdict["runs"]

@@ -88,6 +88,9 @@ REPEAT = Rule(
     "unrun value beside the best runs (again), so the verdict rests on the noise measured",
     ("noise", "flat", "quiet", "max_runs_of_a_value"),
     where=("search.repeat:repeat_top", "search.repeat:_quiet_repeat"))
+# The search's moves: a run recorded under one of these is the batch search's own step.
+SEARCH_MOVES = (FIRST_PROBE, BELOW_FAILURE, CLIMB, LARGEST_FIT, LINE_TEST, BISECT, SECANT,
+                BELOW_LOWEST, MIDPOINT, TILE_MULTIPLE, LADDER, PRIOR_BEST, CATEGORICAL, REPEAT)
 CONTRADICTION_RERUN = Rule(
     "model_perf.contradiction_rerun",
     "a failure below a pass, or at a batch the passes' compiled memory says fits, runs "
@@ -143,8 +146,6 @@ def _thresholds() -> tuple[Threshold, ...]:
 
 
 BOOK = RuleBook("model_perf", (
-    FIRST_PROBE, BELOW_FAILURE, CLIMB, LARGEST_FIT, LINE_TEST, BISECT, SECANT, BELOW_LOWEST,
-    MIDPOINT, TILE_MULTIPLE, LADDER, PRIOR_BEST, CATEGORICAL, REPEAT,
-    CONTRADICTION_RERUN, SLOWDOWN_CHECK, SLOWDOWN_CONFIRM, TWO_PARAM_PROBE,
+    *SEARCH_MOVES, CONTRADICTION_RERUN, SLOWDOWN_CHECK, SLOWDOWN_CONFIRM, TWO_PARAM_PROBE,
     BELOW_MINIMUM, BUDGET_GAP, NODES_SLOWED, OPTIMUM, BEST_SO_FAR, NO_PASS,
 ), _thresholds())
