@@ -85,6 +85,17 @@ class _Scan:
                        and is_dataclass(record) else set())
         self.by_field = {t.where.rsplit(".", 1)[1]: t.name for t in book.thresholds
                          if ":THRESHOLDS." in t.where}
+        # A module's own name for a field of the record (`CLIMB = THRESHOLDS.climb`, as model
+        # perf's search names its numbers): a read of that field wherever it is named.
+        for mod in self.index.values():
+            for node in mod.tree.body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Name) \
+                        and isinstance(node.value, ast.Attribute) \
+                        and isinstance(node.value.value, ast.Name) \
+                        and node.value.value.id in ("T", "THRESHOLDS") \
+                        and node.value.attr in self.by_field:
+                    self.consts[(mod.name, node.targets[0].id)] = self.by_field[node.value.attr]
         self.rules = next(m for m in self.index.values() if m.name.endswith(".rules"))
         self.rule_names = {name: value.id for name, value in vars(importlib.import_module(
             self.rules.name)).items() if isinstance(value, Rule)}
@@ -137,7 +148,8 @@ class _Scan:
         holder = (base.id if isinstance(base, ast.Name)
                   else base.attr if isinstance(base, ast.Attribute) else "")
         attr = DERIVED.get(n.attr, n.attr)
-        if holder in ("inp", "T", "THRESHOLDS") and attr in self.record:
+        if holder in ("inp", "T", "THRESHOLDS") and (attr in self.record or (
+                holder != "inp" and attr in self.by_field)):   # a derived one (`T.flat`)
             return self.by_field.get(attr)
         return None
 

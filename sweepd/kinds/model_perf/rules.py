@@ -71,17 +71,17 @@ LADDER = Rule(
     "multi_peak: before stopping, halve below the lowest run, then bisect a wide gap below "
     "the best that a valley would open, whatever the secants say",
     ("ladder_step", "ladder_floor", "ladder_depth", "ladder_valley", "ladder_gap",
-     "align_slack", "align_max", "tolerance"),
+     "align_slack", "align_max", "tolerance", "secant_noise", "step_time_noise"),
     where=("search.shapes:_below_lowest", "search.shapes:_valley_gap"))
 PRIOR_BEST = Rule(
     "model_perf.prior_best",
     "an earlier sweep's runs, scaled to this one's, are highest at a value not run here: "
     "it runs here",
-    ("prior_drift", "prior_shape"), where=("search:next_probe",))
+    ("prior_drift", "prior_shape"), where=("search:_prior_best",))
 CATEGORICAL = Rule(
     "model_perf.categorical",
     "a parameter with no order (a remat policy): every value is tried",
-    where=("search:next_probe",))
+    where=("search:_categorical",))
 REPEAT = Rule(
     "model_perf.repeat",
     "the search settled on single runs: the best, a rival within two runs' noise or an "
@@ -95,17 +95,17 @@ CONTRADICTION_RERUN = Rule(
     "model_perf.contradiction_rerun",
     "a failure below a pass, or at a batch the passes' compiled memory says fits, runs "
     "once more before it bounds the search",
-    ("memory_margin",))
+    ("memory_margin",), where=("probes:rerun",))
 SLOWDOWN_CHECK = Rule(
     "model_perf.slowdown_check",
     "the best runs again where later runs read close to it, to check the runs stayed "
     "comparable",
-    ("slow_max", "flat"))
+    ("slow_max", "flat", "noise"), where=("search.slowed:check_run",))
 SLOWDOWN_CONFIRM = Rule(
     "model_perf.slowdown_confirm",
     "a value that read lower on its run again: the run before it runs again to confirm "
     "the nodes slowed",
-    ("flat",))
+    ("flat", "noise"), where=("search.slowed:confirm_run",))
 TWO_PARAM_PROBE = Rule(
     "model_perf.two_param_probe",
     "the next (batch, second setting) pair of a two-parameter sweep",
@@ -123,7 +123,7 @@ NODES_SLOWED = Rule(
     "model_perf.nodes_slowed",
     "a value read lower beyond two runs' noise, confirmed by one more run: the runs are "
     "not one curve; stop and ask",
-    ("flat",))
+    ("flat", "noise"))
 # Verdicts (`Finished.rule`).
 OPTIMUM = Rule(
     "model_perf.optimum",

@@ -171,16 +171,12 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
             return early
     tried = {p.value for p in probes}
     if not space.ordered:
-        value = next((c for c in space.candidates if c not in tried), None)
-        return None if value is None else Step(value, "categorical: every value is tried",
-                                               rule=rules.CATEGORICAL.id)
+        return _categorical(space, tried)
     seen = [*probes, *scaled_prior(space, probes)]
     view = View.of(space, seen)
-    top = best(seen)
-    if top is not None and top.value not in tried and top.value in space.candidates \
-            and space.candidates.index(top.value) < view.cliff:
-        return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
-                               f"{top.value}: measure it here", rule=rules.PRIOR_BEST.id)
+    earlier = _prior_best(space, seen, tried, view.cliff)
+    if earlier is not None:
+        return earlier
     found = next_index(view, runs_left)
     if found is None:
         check = check_run(space, probes) if thorough and (runs_left is None or runs_left >= 1) \
@@ -188,6 +184,24 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
         return check or repeat_top(space, probes, runs_left, thorough)
     value = space.candidates[found.at]
     return Step(value, found.why + _one_off_note(probes, value), rule=found.rule)
+
+
+def _categorical(space: SearchSpace, tried: set[Value]) -> Step | None:
+    """No order to exploit: the next value not tried."""
+    value = next((c for c in space.candidates if c not in tried), None)
+    return None if value is None else Step(value, "categorical: every value is tried",
+                                           rule=rules.CATEGORICAL.id)
+
+
+def _prior_best(space: SearchSpace, seen: Sequence[Probe], tried: set[Value],
+                cliff: int) -> Step | None:
+    """An earlier sweep's runs (scaled) are highest at a value not run here: measure it."""
+    top = best(seen)
+    if top is not None and top.value not in tried and top.value in space.candidates \
+            and space.candidates.index(top.value) < cliff:
+        return Step(top.value, f"the earlier sweep's TGS, scaled to this one's, is highest at "
+                               f"{top.value}: measure it here", rule=rules.PRIOR_BEST.id)
+    return None
 
 
 def _one_off_note(probes: Sequence[Probe], value: Value) -> str:
