@@ -8,6 +8,17 @@ from pathlib import Path
 
 import sweepd.kinds.model_perf as kind_package
 from sweepd.kinds.model_perf import rules
+from sweepd.kinds.model_perf.rules import (
+    BELOW_FAILURE,
+    BELOW_LOWEST,
+    CATEGORICAL,
+    LADDER,
+    LINE_TEST,
+    MIDPOINT,
+    PRIOR_BEST,
+    SECANT,
+    TILE_MULTIPLE,
+)
 from sweepd.kinds.model_perf.thresholds import PerfThresholds
 from sweepd.reports.report import explain_lines
 from tests.rule_reads import Reads, rule_reads
@@ -39,6 +50,11 @@ def test_each_search_move_is_decided_where_its_rule_says_reading_its_own_numbers
     plain = rule_reads(kind_package, rules.BOOK, PerfThresholds)
     for move in rules.SEARCH_MOVES:
         assert move.where and plain.sites[move.id] == _full(move.where), move.id
+    # Each named here is held to its function by the loop above (no sweep here reaches them
+    # all): the moves after a failure, the line's test, the gaps' moves and the shapes'.
+    for move in (BELOW_FAILURE, BELOW_LOWEST, CATEGORICAL, LADDER, LINE_TEST, MIDPOINT,
+                 PRIOR_BEST, SECANT, TILE_MULTIPLE):
+        assert plain.sites[move.id] == _full(move.where)
     got = _reads()
     # The climb reads its factor alone; the secant step its step sizes; the first probe
     # its start fraction: once one rule read all 22 (`model_perf.upper_bound_probe`).
