@@ -18,6 +18,7 @@ from sweepd.cli.main import main
 from sweepd.core.states import RunState, SweepState
 from sweepd.store.rows import Job, RunParams
 from sweepd.store.store import Store
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.test_cli_client import Daemon, daemon
 from tests.test_xla_tuning_kind import IMAGE_LINE, NODE, SPEC, end_recorded
 
@@ -122,7 +123,8 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
     assert code == 0, err
     assert f"{path}: written (FSDP=8)" in err
     text = path.read_text()
-    assert text.startswith("# llama2-70b XLA / NCCL tuning\n\n- Date: ")   # header bullets
+    # The file a person reads, whole: header bullets, sections, tables, appendix.
+    check_golden(GOLDEN / "xla_tuning" / "tuning_md.txt", scrubbed(text, tmp=tmp_path))
     for s in SECTIONS:
         assert s.format(p="FSDP=8") in text, s
     printed = leaderboard_rows(text, "FSDP=8")
@@ -137,9 +139,6 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
         # board's mean of the runs that ranked it first reads high), every other its delta.
         shown = 0.08 if profile == "fast" else want["delta"]
         assert delta == f"{shown:+.2%}", profile
-    assert "| +8.00% (the claim" in text
-    assert "| 1 | fast ⭐ (" in text and "- typo (" in text and "unknown flag (xla_gpu_typo)" \
-        in text
     for job in await daemon.store.jobs.of_sweep(sid):   # the appendix: every job
         assert f"| {job.backend_id} |" in text
 
@@ -153,12 +152,12 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     code, _, err = await daemon.run("report", str(second), "--tuning-md")
     assert code == 0 and "extended with PP=8 (sign flips vs FSDP=8)" in err
     text = (tmp_path / "llama2-70b-tuning.md").read_text()
-    assert text.count("# llama2-70b XLA / NCCL tuning") == 1
+    check_golden(GOLDEN / "xla_tuning" / "tuning_md_two_cells.txt", scrubbed(text, tmp=tmp_path))
     for p in ("FSDP=8", "PP=8"):
         for s in SECTIONS[1:]:
             assert text.count(s.format(p=p)) == 1, (s, p)
     fsdp, pp = await board_of(daemon.store, first), await board_of(daemon.store, second)
-    assert "## Sign flips vs other parallelisms" in text and "| baseline | +0.00%" not in text
+    assert "| baseline | +0.00%" not in text
     # fast is FSDP=8's verdict: its claim (+8.00 %) stands for it, as in its leaderboard.
     assert fsdp["fast"]["delta"] != 0.08
     assert f"| fast | {0.08:+.2%} | {pp['fast']['delta']:+.2%} | yes |" in text
@@ -169,9 +168,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     tldr = text[text.index("## TL;DR"):text.index("## Inventory")]
     assert "| FSDP=8 | default | `" in tldr and "| PP=8 | default | `" in tldr
     # Each cell's patch is guarded by its exact parallelism (FSDP, PP, TP degrees), the
-    # first one too (written when the file covered no other parallelism).
-    assert 'if [[ "$_sweepd_par" == "1 8 1 " ]]; then' in text
-    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in text
+    # first one too (written when the file covered no other parallelism): in the golden.
     # Written again for the same parallelism: replaced, not repeated.
     assert (await daemon.run("report", str(second), "--tuning-md"))[0] == 0
     again = (tmp_path / "llama2-70b-tuning.md").read_text()
@@ -179,7 +176,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
         for s in SECTIONS[1:]:
             assert again.count(s.format(p=p)) == 1, (s, p)
     assert again.count("| PP=8 | default |") == 1
-    assert again.count("## Sign flips vs other parallelisms") == 1
+    assert scrubbed(again) == scrubbed(text)
     # The sections stay in order: the PP=8 cell's after the FSDP=8 cell's appendix.
     order = [again.index(s.format(p=p)) for p in ("FSDP=8", "PP=8") for s in SECTIONS[1:]]
     assert order == sorted(order)
@@ -222,13 +219,9 @@ async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
     code, out, _ = await daemon.run("report", str(sid), "--tuning-md", str(tmp_path), "--apply")
     assert code == 0 and f"{env}: the FSDP=8 recipe written" in out
     text = env.read_text()
-    block = text[len(ENV_FILE):].splitlines()
     assert text.startswith(ENV_FILE)
-    assert block[0] == "# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>"
-    assert block[1] == f"# sweep {sid}: fast, +8.00% vs baseline-deployed"
-    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in block
-    assert f'    export XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}{FAST}"' in block
-    assert block[-1] == "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<"
+    # The block appended, guarded by the cell's exact parallelism, as a person reads it.
+    check_golden(GOLDEN / "xla_tuning" / "applied_env_block.txt", text[len(ENV_FILE):])
     want = text
     assert (tmp_path / "llama2-70b-tuning.md").is_file()
     # Applied again (or a later sweep's recipe): the block is replaced, never repeated.
@@ -336,22 +329,3 @@ async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
     assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
     assert "| `--xla_gpu_enable_pipelined_all_gather=true` | 1090.0 | — | +8.00% (the claim" \
         in (tmp_path / "llama2-70b-tuning.md").read_text()
-
-
-async def test_the_header_and_why_say_only_what_was_measured(
-        daemon: Daemon, tmp_path: Path) -> None:
-    sid = await recorded(daemon.store, tmp_path, FSDP)
-    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
-    text = (tmp_path / "llama2-70b-tuning.md").read_text()
-    head = text[:text.index("## TL;DR")]
-    assert "- Image: " in head and "- MaxText branch/commit: " in head
-    assert re.search(r"- per_device_batch_size: (\d+|as configured)", head), head
-    why = text[text.index("## Why the winning flag wins"):text.index("## Negative findings")]
-    # The winner's part named with its own mechanism and settings, and its job ids; no
-    # mechanism the recipe does not touch (before: "acts on NCCL/RCCL transport").
-    assert "fast changes: fast (cross-iteration overlap: " in why and "Measured in jobs " in why
-    assert "NCCL/RCCL transport" not in why
-    neg = text[text.index("## Negative findings"):text.index("## Recommended deployment")]
-    # -2.2 % against a 0.84 % error bar: beyond noise, listed with its bar and run count.
-    assert re.search(r"- slow \(`NCCL_NCHANNELS_PER_NET_PEER=8`\): -2\.20% ± 0\.\d\d% \(n=1\)",
-                     neg), neg
