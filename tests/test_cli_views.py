@@ -33,10 +33,8 @@ from sweepd.store.store import Store
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, write_scenario
-from tests.test_api import NODES, SPEC
-from tests.test_cli_client import GOOD_YAML, Daemon, daemon, write_spec
+from tests.support.service import GOOD_YAML, NODES, SPEC, Daemon, write_spec
 
-__all__ = ["daemon"]   # the fixture, used by name
 ME = pwd.getpwuid(os.getuid()).pw_name
 
 
