@@ -12,7 +12,8 @@ import structlog
 
 from sweepd.store.store import Store
 
-pytest_plugins = ["tests.slurm_cluster", "tests.telegram_fixtures"]
+# The shared fixtures (`api`, `daemon`) live in tests/support/service.py.
+pytest_plugins = ["tests.slurm_cluster", "tests.telegram_fixtures", "tests.support.service"]
 
 _real_connect = socket.socket.connect
 

@@ -4,6 +4,7 @@ the file is rewritten first (review the diff)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REWRITE_VAR = "SWEEPD_REWRITE_GOLDEN"
@@ -15,3 +16,15 @@ def check_golden(path: Path, said: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(said)
     assert path.read_text() == said, f"{path} differs ({REWRITE_VAR}=1 rewrites it)"
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+_DATE = re.compile(r"\b\d{4}-\d\d-\d\d([ T]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?)?\b")
+
+
+def scrubbed(text: str, **names: object) -> str:
+    """`text` with what differs between runs put as `<name>`: each given value (a temporary
+    directory, a sweep id) and every date or timestamp, so that one golden holds for each run."""
+    for name, value in sorted(names.items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(value), f"<{name}>")
+    return _DATE.sub("<date>", text)

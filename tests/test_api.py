@@ -7,8 +7,6 @@ import contextlib
 import json
 import re
 import socket
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,56 +15,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from sweepd.api.server import start_server
-from sweepd.app.service import Service
-from sweepd.clusters.factory import make_backend
-from sweepd.config import load_config
-from sweepd.core.engine import Engine
 from sweepd.core.states import SweepState
 from sweepd.store.rows import RunParams
-from sweepd.store.store import Store
-
-# The simulated cluster's nodes: a spec naming others is refused at submit.
-NODES = "chi[2832,2863,2867-2868,2870,2872,2880-2881]"
-SPEC: dict[str, Any] = {"kind": "model-perf", "model": "llama2-70b", "nodes": NODES}
-MAX_BODY = 64 * 1024
-
-
-@dataclass
-class Api:
-    service: Service
-    store: Store
-    socket: Path
-    http: aiohttp.ClientSession
-
-    async def call(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
-        async with self.http.request(method, f"http://sweepd{path}", **kw) as r:
-            ctype = r.headers.get("Content-Type", "")
-            body = await r.json() if ctype.startswith("application/json") else await r.text()
-            return r.status, body
-
-
-@contextlib.asynccontextmanager
-async def serve_service(tmp_path: Path) -> AsyncIterator[tuple[Service, Store, Path]]:
-    """A real store, engine (sim backend, never stepped) and service, served on a socket."""
-    config = load_config(None, {"daemon.state_dir": str(tmp_path)})
-    store = await Store.open(tmp_path / "db.sqlite")
-    backend, clock = make_backend(config)
-    service = Service(Engine(store, backend, clock, config))
-    sock = tmp_path / "sweepd.sock"
-    runner = await start_server(service, sock, MAX_BODY)
-    try:
-        yield service, store, sock
-    finally:
-        await runner.cleanup()
-        await backend.close()
-        await store.close()
-
-
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with serve_service(tmp_path) as (service, store, sock), \
-            aiohttp.ClientSession(connector=aiohttp.UnixConnector(str(sock))) as http:
-        yield Api(service, store, sock, http)
+from tests.support.service import MAX_BODY, NODES, SPEC, Api, serve_service
 
 
 async def submit(api: Api, spec: dict[str, Any] | None = None) -> int:

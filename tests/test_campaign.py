@@ -24,6 +24,7 @@ from sweepd.kinds.xla_tuning.exports import Recipe
 from sweepd.store.campaigns import Carried
 from sweepd.store.rows import Run, RunParams
 from sweepd.store.store import Store
+from tests.golden_files import GOLDEN, check_golden
 
 SLOT = "n[1-9]"
 NINE = [f"n{i}" for i in range(1, 10)]
@@ -324,11 +325,8 @@ def test_the_report_names_each_stage_its_sweep_and_the_final_claim_and_draws_the
 
     got, sweep = _finished_campaign()
     text = report.markdown(sweep, [], [])
-    assert text.startswith("## deepseek3-671b-campaign.md")
-    assert "| health | 2 | excluded n3 degraded (-7.0% vs the median) |" in text
-    assert "| batch | 3 | per_device_batch_size=9 (1,190 TGS/device) |" in text
-    assert "(interval +8.00% to +12.00%) vs baseline-deployed" in text
-    assert "**Final: confirmed gain +" in text
+    # Each stage's sweep and result, the final claim with its interval: as a person reads it.
+    check_golden(GOLDEN / "campaign" / "report.txt", text)
     # TGS per stage with intervals: start, batch, flags, confirmed.
     assert [b.label for b in report.bars_of(got.verdict)] == [
         "start (baseline-deployed)", "batch stage", "flags stage", "confirmed candidate"]

@@ -10,6 +10,7 @@ from sweepd.core.states import SweepState
 from sweepd.notify.bot import make_bot
 from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
 from sweepd.store.outbox import Outbox
+from tests.support.service import poll
 from tests.telegram_double import (
     CHAT,
     FAST,
@@ -19,17 +20,6 @@ from tests.telegram_double import (
     Sleeps,
     token,
 )
-
-
-async def poll(service: Service, double: BotApiDouble) -> int:
-    """One getUpdates round by a fresh client (as after a restart)."""
-    bot = make_bot(token(), double.base_url, FAST)
-    chat = ChatControl(Outbox(service.store), bot, token(), [CHAT], service, poll_timeout_s=0,
-                       timing=FAST, sleep=Sleeps())
-    try:
-        return await chat.poll_once()
-    finally:
-        await bot.shutdown()
 
 
 async def stopped_sweep(service: Service) -> int:

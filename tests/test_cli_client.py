@@ -8,50 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sweepd.app.service import Service
 from sweepd.cli.main import main
 from sweepd.cli.output import format_table
 from sweepd.core.states import RunState, SweepState
 from sweepd.store.rows import RunParams
-from sweepd.store.store import Store
-from tests.test_api import NODES, SPEC, serve_service
-
-
-@dataclass
-class Daemon:
-    service: Service
-    store: Store
-    socket: Path
-    capsys: pytest.CaptureFixture[str]
-
-    async def run(self, *argv: str) -> tuple[int, str, str]:
-        """`sweepd <argv> --socket <ours>`: exit code, stdout, stderr."""
-        self.capsys.readouterr()
-        code = await asyncio.to_thread(main, [*argv, "--socket", str(self.socket)])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-
-@pytest.fixture
-async def daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> AsyncIterator[Daemon]:
-    async with serve_service(tmp_path) as (service, store, sock):
-        yield Daemon(service, store, sock, capsys)
-
-
-def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
-
-
-GOOD_YAML = f"kind: model-perf\nmodel: llama2-70b\nnodes: {NODES!r}\nname: first\n"
+from tests.support.service import GOOD_YAML, NODES, SPEC, Daemon, serve_service, write_spec  # noqa: F401
 
 
 async def test_submit_list_show(daemon: Daemon, tmp_path: Path) -> None:

@@ -32,11 +32,10 @@ from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.simrun import perf_spec, write_scenario
-from tests.test_api import NODES, SPEC
-from tests.test_cli_client import GOOD_YAML, Daemon, daemon, write_spec
+from tests.support.service import GOOD_YAML, NODES, SPEC, Daemon, write_spec
 
-__all__ = ["daemon"]   # the fixture, used by name
 ME = pwd.getpwuid(os.getuid()).pw_name
 
 
@@ -149,11 +148,8 @@ async def test_validate_prints_the_plan_and_records_nothing(daemon: Daemon, tmp_
     spec = write_spec(tmp_path, GOOD_YAML)
     code, out, _ = await daemon.run("validate", spec)
     assert code == 0
-    assert "spec OK: model-perf sweep \"first\" on 8 nodes" in out
-    assert "\nnode states now: 8 idle\n" in out
-    assert "per_device_batch_size=4 on chi[" in out and "memory estimate: pool 178.6 GB" in out
-    assert "at most: 12 runs, 36 jobs (each run retried up to 2 times)" in out
-    assert out.endswith("nothing was submitted\n")
+    # The plan a person reads before submitting: nodes, first runs, memory, the most it runs.
+    check_golden(GOLDEN / "cli" / "validate.txt", scrubbed(out, tmp=tmp_path))
     code, dry, _ = await daemon.run("submit", spec, "--dry-run")
     assert code == 0 and dry == out
     code, out, _ = await daemon.run("validate", spec, "--json")

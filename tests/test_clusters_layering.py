@@ -3,7 +3,7 @@ toolkit's train_env.sh through clusters/train_env/, whichever kind filled it."""
 
 from __future__ import annotations
 
-from tests.test_layering import _graph
+from tests.support.layering import _graph
 
 
 def test_the_cluster_backends_import_no_kind() -> None:

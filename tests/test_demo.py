@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.util.hostlists import expand_nodes
+from tests.support.service import DEMO_EXPECTS
 from tests.web_pages import check_page
 
 
@@ -41,18 +42,6 @@ def test_demo_finds_the_simulators_true_peak(tmp_path: Path) -> None:
     check_page(tmp_path)   # its HTML page, from the same structures
 
 
-# What each kind's demo must find (model-perf's: the test above, in full).
-DEMO_EXPECTS = {
-    "model-perf": r"optimum per_device_batch_size=\d+",
-    "node-perf": r"\| chi2868 \|.*DEGRADED",
-    "network": r"Verdict: \*\*bad link between chi2867 and chi2881\*\*",
-    "model-sweep": r"\*\*New breakage\*\* grok-1 8N at candidate",
-    # The verdict against the scenario's ground truth (needs the simulator's flag-effect
-    # trainer and RunParams' xla_flags: issue 14 items 4 and 5).
-    "xla-tuning": r"(?m)^\| \S+ ⭐ .*\n(?s:.*)ground truth",   # tests/test_xla_tuning_demo.py
-    # The whole chain against the simulator's joint truth: tests/test_campaign_demo.py.
-    "campaign": r"\*\*Final: confirmed gain",
-}
 
 
 @pytest.mark.parametrize(("kind", "expect"),

@@ -21,18 +21,17 @@ import sweepd.core.planning as planning_mod
 from sweepd.api.server import FRONT
 from sweepd.app.daemon import serve
 from sweepd.clusters.base import ClusterBackend, JobStatus, SchedulerState
-from sweepd.config import Config, load_config
+from sweepd.config import Config
 from sweepd.core.engine import Engine
-from sweepd.core.states import JobState, RunState
 from sweepd.monitor.facts import LineFact
 from sweepd.monitor.tail import LogTailer
-from sweepd.store.rows import RunParams, Sweep
+from sweepd.store.rows import Sweep
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
+from tests.support.service import STEP, _config, _seed
 
 # Checkpoints every few jobs here (100 in the daemon): the same code on fewer jobs.
 YIELD_EVERY = 10
-STEP = "0: completed step: {n}, seconds: 1.000, TFLOP/s/device: 400.0, Tokens/s/device: 1400.0"
 
 
 class _Running:
@@ -54,26 +53,6 @@ class _Running:
         raise AssertionError(f"nothing is to be cancelled here ({backend_id})")
 
 
-async def _seed(store: Store, logs: Path, count: int, lines: int) -> list[Path]:
-    """`count` running jobs of model-perf sweeps, each log holding `lines` step lines."""
-    logs.mkdir(exist_ok=True)
-    paths = []
-    sweep = await store.sweeps.create("model-perf", "scale", {
-        "kind": "model-perf", "model": "llama2-70b", "nodes": "bn[0000-0009]",
-        "values": [1, 2]})
-    for j in range(count):
-        run = await store.runs.add(sweep, f"b={j}", RunParams(overrides={"b": j}), f"bn{j:04d}",
-                                       "seeded")
-        await store.runs.transition(run.id, RunState.ACTIVE, "seeded")
-        job = await store.jobs.create(run, f"tok{j}", f"job-{j}", f"bn{j:04d}")
-        path = logs / f"job-{j}.log"
-        path.write_text("".join(STEP.format(n=n) + "\n" for n in range(lines)))
-        await store.jobs.transition(job.id, JobState.QUEUED, "seeded", backend_id=str(j),
-                                        log_path=str(path), submitted_at=time.time())
-        await store.jobs.transition(job.id, JobState.RUNNING, "seeded",
-                                        last_output_at=time.time())
-        paths.append(path)
-    return paths
 
 
 @asynccontextmanager
@@ -89,10 +68,6 @@ async def _engine(tmp_path: Path) -> AsyncIterator[Engine]:
         await store.close()
 
 
-def _config(tmp_path: Path) -> Config:
-    return load_config(None, {"daemon.state_dir": str(tmp_path / "state"),
-                              "daemon.socket": str(tmp_path / "sweepd.sock"),
-                              "daemon.tick_s": 0.1})
 
 
 async def test_a_stop_during_a_pass_ends_it_between_two_logs_and_stores_none_of_it(

@@ -7,10 +7,7 @@ from pathlib import Path
 from sweepd.cli.main import main
 from sweepd.reports.report import explain_lines
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
-from tests.test_api import SPEC
-from tests.test_cli_client import Daemon, daemon
-
-__all__ = ["daemon"]   # the fixture, used by name
+from tests.support.service import SPEC, Daemon
 
 
 async def test_explain_names_rule_and_evidence(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ from sweepd.notify import format as fmt
 from sweepd.store.rows import RunParams
 from sweepd.util.hostlists import MAX_NODES, count_hostlist, expand_nodes
 from sweepd.util.text import compact_nodes, escape
-from tests.test_api import NODES, SPEC, Api, api  # noqa: F401 (fixture)
-from tests.test_cli_client import Daemon, daemon, write_spec  # noqa: F401 (fixture)
+from tests.support.service import NODES, SPEC, Api, Daemon, write_spec
 
 ESC_NAME = "x\x1b[2J\x1b]0;pwned\x07\nfake line\x00\u202e"
 RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # all but \n
@@ -51,7 +50,7 @@ def test_control_characters_are_refused_naming_the_field(spec: dict[str, Any],
     assert not _raw_controls(str(e.value)) and "\n" not in str(e.value)
 
 
-async def test_api_refuses_a_control_character_in_the_name(api: Api) -> None:  # noqa: F811
+async def test_api_refuses_a_control_character_in_the_name(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps", json={**SPEC, "name": ESC_NAME})
     assert status == 422
     assert body["details"][0]["loc"] == ["name"]
@@ -60,7 +59,7 @@ async def test_api_refuses_a_control_character_in_the_name(api: Api) -> None:  #
     assert sweeps == []   # nothing recorded
 
 
-async def test_submit_refuses_a_control_character_with_exit_2(daemon: Daemon,  # noqa: F811
+async def test_submit_refuses_a_control_character_with_exit_2(daemon: Daemon,
                                                               tmp_path: Path) -> None:
     path = write_spec(tmp_path, json.dumps({**SPEC, "name": ESC_NAME}), "s.json")
     code, out, err = await daemon.run("submit", path)
@@ -97,7 +96,7 @@ async def _hostile_sweep(d: Daemon) -> int:
     return sid
 
 
-async def test_cli_output_escapes_every_control_character(daemon: Daemon) -> None:  # noqa: F811
+async def test_cli_output_escapes_every_control_character(daemon: Daemon) -> None:
     sid = await _hostile_sweep(daemon)
     for argv in (["list"], ["show", str(sid)], ["report", str(sid)], ["explain", str(sid)],
                  ["watch", str(sid)]):
@@ -109,7 +108,7 @@ async def test_cli_output_escapes_every_control_character(daemon: Daemon) -> Non
     assert len(out.splitlines()) == 2   # the header and one row: the name's \n is shown
 
 
-async def test_markdown_report_keeps_the_name_on_its_line(daemon: Daemon) -> None:  # noqa: F811
+async def test_markdown_report_keeps_the_name_on_its_line(daemon: Daemon) -> None:
     sid = await _hostile_sweep(daemon)
     markdown = (await daemon.service.report(sid))["markdown"]
     assert not _raw_controls(markdown)
@@ -147,7 +146,7 @@ def test_compact_nodes_is_a_bounded_hostlist() -> None:
 
 
 async def test_submit_of_an_oversized_hostlist_is_one_short_refusal(
-        daemon: Daemon, tmp_path: Path) -> None:  # noqa: F811
+        daemon: Daemon, tmp_path: Path) -> None:
     path = write_spec(tmp_path, json.dumps({**SPEC, "nodes": "chi[1-100000]"}), "s.json")
     code, out, err = await daemon.run("submit", path)
     assert code == 2 and out == ""
@@ -159,7 +158,7 @@ async def test_submit_of_an_oversized_hostlist_is_one_short_refusal(
     assert err == ""
 
 
-async def test_api_refusal_of_unknown_nodes_is_compact(api: Api) -> None:  # noqa: F811
+async def test_api_refusal_of_unknown_nodes_is_compact(api: Api) -> None:
     status, body = await api.call("POST", "/sweeps",
                                   json={**SPEC, "nodes": "chi[2832,5000-9000]"})
     assert status == 422
@@ -169,7 +168,7 @@ async def test_api_refusal_of_unknown_nodes_is_compact(api: Api) -> None:  # noq
     assert status == 422 and len(json.dumps(body)) < 1000
 
 
-async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None:  # noqa: F811
+async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None:
     sid = int((await daemon.service.submit(SPEC))["id"])
     await daemon.store.sweeps.transition(sid, SweepState.RUNNING, "started")
     await daemon.store.sweeps.transition(sid, SweepState.AWAITING_DECISION, "stop")
@@ -186,7 +185,7 @@ async def test_resume_exclude_of_an_oversized_hostlist(daemon: Daemon) -> None: 
     assert (await daemon.store.sweeps.get(sid)).state == SweepState.AWAITING_DECISION
 
 
-async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
+async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """An older daemon's 422 with 99,993 details: the client prints a bounded answer."""
     import argparse
@@ -204,8 +203,8 @@ async def test_client_bounds_what_a_daemon_sends(daemon: Daemon,  # noqa: F811
 
 async def test_chat_answers_escape_control_characters(service: Any, double: Any) -> None:
     """/status, /show and /report through the real PTB client and the Bot API double."""
+    from tests.support.service import poll
     from tests.telegram_double import CHAT
-    from tests.test_chat_control import poll
 
     sid = await service.store.sweeps.create("model-perf", ESC_NAME,
                                                   {**SPEC, "name": ESC_NAME})

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,17 +16,8 @@ import pytest
 
 from sweepd.config import load_config
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_dir
+from tests.support.service import sweepd, xdg_env
 from tests.telegram_double import TOKEN, BotApiDouble
-
-
-def xdg_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
-            "XDG_STATE_HOME": str(tmp_path / "st"), "XDG_RUNTIME_DIR": str(tmp_path / "rt")}
-
-
-def sweepd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sweepd", *args], capture_output=True,
-                          text=True, timeout=120, check=False, env=env)
 
 
 def test_init_writes_a_personal_config_under_the_users_own_dirs(tmp_path: Path) -> None:

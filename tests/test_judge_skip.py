@@ -24,7 +24,7 @@ from sweepd.sim.logfmt import summary_lines
 from sweepd.store.rows import Job, Sweep
 from sweepd.store.store import Store
 from sweepd.util.clock import Clock
-from tests.test_engine_scale import _config, _seed
+from tests.support.service import _config, _seed
 
 NOW = 10_000.0
 LIMIT = 600.0

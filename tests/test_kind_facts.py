@@ -27,7 +27,7 @@ from sweepd.kinds.xla_tuning.sim.hlo import hlo_text
 from sweepd.sim.logfmt import cluster_line, compiled_memory_line, memstats_lines
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
-from tests.test_xla_tuning_kind import (
+from tests.support.xla import (
     IMAGE_LINE,
     Recorder,
     follow_to_the_end,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.daemon_proc import Daemon, write_config
-from tests.test_xla_tuning_sweep_sim import (
+from tests.support.xla_sim import (
     FAST,
     env_profile,
     landscape,

@@ -23,7 +23,7 @@ from sweepd.kinds.registry import (
     no_facts,
 )
 from sweepd.kinds.spec import SweepSpec
-from tests.test_demo import DEMO_EXPECTS
+from tests.support.service import DEMO_EXPECTS
 
 KINDS_DIR = Path(sweepd.kinds.__file__).parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sweepd.config import ConfigError, load_config
 from tests.local_trainer import local_config_text, train_command, write_trainer
-from tests.test_init_check import sweepd, xdg_env
+from tests.support.service import sweepd, xdg_env
 
 
 def test_init_for_local_writes_a_config_that_loads(tmp_path: Path) -> None:

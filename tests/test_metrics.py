@@ -17,14 +17,11 @@ from sweepd.cli.client import Client
 from sweepd.config import ConfigError, load_config
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
+from tests.support.service import free_port
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def parse(text: str) -> Samples:

@@ -17,7 +17,7 @@ from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
-from tests.test_api import SPEC, Api, serve_service
+from tests.support.service import SPEC, Api, serve_service
 
 FOUR = "chi[2832,2863,2867-2868]"
 

@@ -9,7 +9,7 @@ from sweepd.core.outside_cancel import as_cancel_verdict, outside_cancel
 from sweepd.core.policy import Act, OutsideCancel, decide
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact, Verdict
-from tests.test_policy import case
+from tests.support.policy import case
 
 
 def steps(last: int) -> list[StepFact]:

@@ -21,7 +21,7 @@ from sweepd.reports import plots
 from sweepd.store.rows import Run
 from sweepd.store.store import Store
 from tests.simrun import perf_spec, run, sim_config, write_scenario
-from tests.test_xla_tuning_kind import params, recorder, spec_of
+from tests.support.xla import params, recorder, spec_of
 
 KINDS = ("model_perf", "model_sweep", "node_perf", "network", "xla_tuning")
 

@@ -47,7 +47,7 @@ async def test_no_parallelism_asked_takes_the_latest_as_before(store: Store) -> 
 
 async def test_an_xla_tuning_sweep_takes_the_batch_of_its_own_parallelism(store: Store) -> None:
     from sweepd.kinds.xla_tuning.inventory.planner_facts import model_perf_prior
-    from tests.test_xla_tuning_kind import spec_of
+    from tests.support.xla import spec_of
 
     spec = spec_of()
     nodes = ",".join(f"n{i}" for i in range(1, spec.count + 1))

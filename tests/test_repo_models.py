@@ -20,10 +20,9 @@ from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model, sh
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_env
 from tests.slurm_sweep import submit_sh_config
-from tests.test_api import NODES, SPEC, Api, api
-from tests.test_cli_client import Daemon, daemon, write_spec
+from tests.support.service import NODES, SPEC, Api, Daemon, write_spec
 
-__all__ = ["api", "daemon", "slurm_env"]   # the fixtures, used by name
+__all__ = ["slurm_env"]   # the fixture, used by name
 
 LLAMA3_8B = """\
 base_config: base.yml

@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sweepd.clusters.base import (
     ControllerUnreachable,
@@ -25,18 +24,7 @@ from sweepd.clusters.base import (
 from sweepd.clusters.sim import SimCluster
 from sweepd.monitor.parse import CLUSTER_TIME
 from sweepd.sim import logfmt
-
-HANG = {"kind": "hang", "phase": "compile", "model": "llama2-70b", "batch": 3}
-
-
-def scenario_file(tmp_path: Path, faults: list[dict[str, object]] | None = None) -> Path:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump({
-        "cluster": {"nodes": "chi[2832,2863,2867-2868]", "time_scale": 0.0005, "seed": 2},
-        "models": {"llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400}},
-        "faults": faults or [HANG],
-    }))
-    return path
+from tests.support.service import HANG, scenario_file  # noqa: F401
 
 
 @pytest.fixture

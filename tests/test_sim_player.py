@@ -12,7 +12,7 @@ from pathlib import Path
 from sweepd.clusters.base import JobRequest, JobStatus, SchedulerState
 from sweepd.clusters.sim import SimCluster
 from sweepd.sim.__main__ import main
-from tests.test_sim_cluster import scenario_file
+from tests.support.service import scenario_file
 
 FLAKY = {"kind": "hsa_error", "model": "llama2-70b", "batch": 4}
 

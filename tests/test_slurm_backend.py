@@ -8,10 +8,8 @@ import asyncio
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,10 +25,17 @@ from sweepd.clusters.base import (
 from sweepd.clusters.slurm import SlurmCluster, parse_node_states, scontrol_exit, wait_status_exit
 from sweepd.core.node_check import UNUSABLE
 from tests.slurm_cluster import MAXTEXT_FIXTURE, run_cluster_script, stop_controller
+from tests.support.slurm import (
+    FAKE_TRAIN,
+    FINISHED,
+    Settings,
+    make_cluster,
+    recording_prefix,
+    wait_state,
+)
 
 pytestmark = pytest.mark.slurm
 
-FAKE_TRAIN = [sys.executable, str(MAXTEXT_FIXTURE / "fake_train.py")]
 
 
 async def run(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -41,49 +46,14 @@ async def run(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[i
     return proc.returncode or 0, out.decode()
 
 
-@dataclass
-class Settings:
-    mode: str = "direct"
-    repo: Path | None = None
-    command_prefix: Sequence[str] = ()
-    partition: str | None = None
-    time_limit: str | None = "5"
-    train_command: Sequence[str] = field(default_factory=lambda: list(FAKE_TRAIN))
-    extra_sbatch: Sequence[str] = ()
-    allow_resume: bool = False
-    slurm_conf: Path | None = None
 
 
-def make_cluster(env: dict[str, str], header_command: Sequence[str] | None = None,
-                 summary_command: Sequence[str] | None = None, **kw: object) -> SlurmCluster:
-    settings = Settings(slurm_conf=Path(env["SLURM_CONF"]), **kw)  # type: ignore[arg-type]
-    return SlurmCluster(settings, header_command=header_command,
-                        summary_command=summary_command)
 
 
-def recording_prefix(tmp_path: Path, hide_squeue: bool = False) -> tuple[list[str], Path]:
-    """A command prefix that logs every Slurm command (and can pretend squeue forgot all)."""
-    log = tmp_path / "argv.log"
-    script = tmp_path / "record.sh"
-    hide = 'if [[ $1 == squeue ]]; then exit 0; fi\n' if hide_squeue else ""
-    script.write_text(f'#!/bin/bash\necho "$*" >> {log}\n{hide}exec "$@"\n')
-    script.chmod(0o755)
-    return [str(script)], log
 
 
-async def wait_state(cluster: SlurmCluster, job_id: str, want: set[SchedulerState],
-                     limit_s: float = 40) -> JobStatus:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while True:
-        status = (await cluster.poll([job_id]))[job_id]
-        if status.state in want:
-            return status
-        assert loop.time() < deadline, f"job {job_id} stuck in {status}"
-        await asyncio.sleep(0.3)
 
 
-FINISHED = {s for s in SchedulerState if s.finished}
 
 
 # -- pure parsing ---------------------------------------------------------------------------

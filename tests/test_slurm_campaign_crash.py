@@ -29,18 +29,11 @@ from sweepd.sim.scenario import load_scenario
 from tests.campaign_waits import STAGES, SWEEPS, decisions, stage_running, wait_for
 from tests.daemon_proc import Daemon
 from tests.simrun import NODES
-from tests.test_slurm_xla_crash import slurm_jobs, write_slurm_config
+from tests.support.slurm import slurm_jobs, write_slurm_config
+from tests.support.slurm_campaign import PAG, SLOT, SPEC
 
 pytestmark = pytest.mark.slurm
 
-SLOT = "chi[2867-2868,2880-2881]"   # FSDP=2 takes two: one spare, one slow node
-PAG = "xla_gpu_enable_pipelined_all_gather"
-SPEC: dict[str, Any] = {
-    "kind": "campaign", "model": "deepseek3-671b", "parallelism": "FSDP=2", "nodes": SLOT,
-    "budget_hours": 12, "batch_stage": {"max_runs": 6},
-    "flags_stage": {"catalog": "replace", "profiles": [
-        {"name": "pag", "settings": {PAG: "true"}},
-        {"name": "nch8", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}]}}
 
 
 def scenario(tmp_path: Path) -> Path:

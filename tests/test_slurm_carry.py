@@ -12,14 +12,15 @@ import yaml
 
 from sweepd.clusters.base import JobRequest, SchedulerState, SpecRefused
 from sweepd.clusters.slurm import SlurmCluster
-from tests.test_slurm_backend import (
+from tests.support.slurm import (
     FINISHED,
     Settings,
+    fresh,
     make_cluster,
     recording_prefix,
+    toolkit,
     wait_state,
 )
-from tests.test_slurm_submit_sh import fresh, toolkit
 
 pytestmark = pytest.mark.slurm
 

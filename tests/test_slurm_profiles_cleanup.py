@@ -16,8 +16,8 @@ from sweepd.clusters import train_env as te
 from sweepd.kinds.spec import SpecError
 from tests.simrun import open_store, run
 from tests.slurm_sweep import submit_sh_config
-from tests.test_slurm_campaign_crash import SPEC as CAMPAIGN
-from tests.test_slurm_xla_sweep import SPEC, scenario, through_train_sh
+from tests.support.slurm import SPEC, scenario, through_train_sh
+from tests.support.slurm_campaign import SPEC as CAMPAIGN
 
 pytestmark = pytest.mark.slurm
 

@@ -22,8 +22,8 @@ from sweepd.config import Config
 from tests.simrun import open_store, perf_spec, run, write_scenario
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config
-from tests.test_slurm_xla_sweep import SPEC as XLA_SPEC
-from tests.test_slurm_xla_sweep import scenario as xla_scenario
+from tests.support.slurm import SPEC as XLA_SPEC
+from tests.support.slurm import scenario as xla_scenario
 
 pytestmark = pytest.mark.slurm
 

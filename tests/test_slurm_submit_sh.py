@@ -4,10 +4,8 @@ by the queue, logs wherever JOB_WORKSPACE points, refusals that name the failing
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,19 +15,21 @@ import pytest
 from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import SlurmCluster, failing_line_first, submit_sh_job_id
 from tests.slurm_cluster import MAXTEXT_FIXTURE
-from tests.test_slurm_backend import FINISHED, Settings, wait_state
+from tests.support.slurm import (
+    FINISHED,
+    Settings,
+    fresh,
+    sbatch_shim,
+    token_jobs,
+    toolkit,
+    wait_state,
+)
 
 pytestmark = pytest.mark.slurm
 
 NAME = "JAX-llama2-70b-steps_2-_env_SWEEPD_TOKEN_{token}"
 
 
-def toolkit(tmp_path: Path, name: str = "maxtext-slurm") -> Path:
-    """A copy of the stand-in that is a repo root (a `.git` directory), as a clone is."""
-    repo = tmp_path / name
-    shutil.copytree(MAXTEXT_FIXTURE, repo)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    return repo
 
 
 def cluster(slurm_env: dict[str, str], repo: Path, env: dict[str, str] | None = None,
@@ -39,30 +39,8 @@ def cluster(slurm_env: dict[str, str], repo: Path, env: dict[str, str] | None = 
     return SlurmCluster(settings, env=env, timeout_s=timeout_s)
 
 
-def sbatch_shim(tmp_path: Path, mode: str) -> dict[str, str]:
-    """An `sbatch` ahead of the real one on PATH, making the submission's outcome unclear
-    the ways a lossy link or a wrapper does."""
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    real = shutil.which("sbatch")
-    actions = {
-        # Submitted, but nothing printed: submit.sh cannot parse a job id and exits 0.
-        "silent": f'{real} "$@" >/dev/null 2>&1',
-        # Submitted and the id printed, then an error exit: submit.sh calls it a failure.
-        "late-error": f'{real} "$@"; echo "sbatch: error: Socket closed" >&2; exit 1',
-        # Submitted, then no answer: sweepd's timeout ends submit.sh.
-        "hang": f'{real} "$@" >/dev/null 2>&1; sleep 30',
-        # A retrying wrapper submitted twice and printed nothing.
-        "twice": f'{real} "$@" >/dev/null 2>&1; {real} "$@" >/dev/null 2>&1',
-    }
-    (shim / "sbatch").write_text(f"#!/bin/bash\n{actions[mode]}\n")
-    (shim / "sbatch").chmod(0o755)
-    return {"PATH": f"{shim}:{os.environ['PATH']}"}
 
 
-def fresh(token: str) -> str:
-    """Tokens are unique per job (the queue remembers earlier test runs' jobs)."""
-    return f"{token}-{secrets.token_hex(3)}"
 
 
 def request(token: str, node: str, tmp_path: Path, **kw: object) -> JobRequest:
@@ -70,13 +48,6 @@ def request(token: str, node: str, tmp_path: Path, **kw: object) -> JobRequest:
                       overrides={"steps": "2"}, **kw)  # type: ignore[arg-type]
 
 
-async def token_jobs(slurm_env: dict[str, str], token: str) -> dict[str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "squeue", "-h", "-t", "all", "-o", "%i|%T|%j", env={**os.environ, **slurm_env},
-        stdout=asyncio.subprocess.PIPE)
-    out, _ = await proc.communicate()
-    rows = [line.split("|") for line in out.decode().splitlines()]
-    return {r[0]: r[1] for r in rows if r[2].endswith(f"_env_SWEEPD_TOKEN_{token}")}
 
 
 # -- pure -------------------------------------------------------------------------------------

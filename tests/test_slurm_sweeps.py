@@ -63,7 +63,7 @@ async def test_submit_sh_mode_as_the_toolkit_really_behaves(
     """JOB_WORKSPACE outside the repo, and an sbatch whose output is lost (submit.sh then
     prints no job id): every job is adopted from the queue by its token, with an event,
     and judged from its log where the scheduler says it is."""
-    from tests.test_slurm_submit_sh import sbatch_shim
+    from tests.support.slurm import sbatch_shim
 
     ws = tmp_path / "shared-jobs"
     monkeypatch.setenv("JOB_WORKSPACE", str(ws))

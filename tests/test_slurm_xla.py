@@ -25,8 +25,7 @@ from sweepd.core.submit import job_profile
 from sweepd.kinds.xla_tuning.evidence.logread import Effective, effective
 from sweepd.store.rows import RunParams
 from tests.slurm_cluster import MAXTEXT_FIXTURE
-from tests.test_slurm_backend import FINISHED, Settings, wait_state
-from tests.test_slurm_submit_sh import fresh, token_jobs, toolkit
+from tests.support.slurm import FINISHED, Settings, fresh, token_jobs, toolkit, wait_state
 
 pytestmark = pytest.mark.slurm
 

@@ -6,21 +6,13 @@ still holds each arm once."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hostlist import expand_hostlist
 
 from sweepd.clusters import train_env as te
-from sweepd.clusters.slurm import token_of
 from tests.daemon_proc import Daemon
-from tests.slurm_cluster import cluster_env, slurm_dir
-from tests.slurm_sweep import FAST_POLICY, HEADER, SIM, SUMMARY, submit_sh_repo
-from tests.test_slurm_xla_sweep import PAG, SPEC, neutral, scenario
+from tests.support.slurm import PAG, SPEC, _toml, neutral, scenario, slurm_jobs, write_slurm_config  # noqa: F401
 from tests.xla_waits import planned as _planned
 from tests.xla_waits import until_ended as _until_ended
 from tests.xla_waits import until_mid_wave as _until_mid_wave
@@ -28,48 +20,10 @@ from tests.xla_waits import until_mid_wave as _until_mid_wave
 pytestmark = pytest.mark.slurm
 
 
-def _toml(value: Any) -> str:
-    return json.dumps(value)  # strings, numbers and lists of strings read the same in TOML
 
 
-def write_slurm_config(tmp_path: Path, mode: str, scenario_path: Path) -> Path:
-    """The daemon's config file: the same settings as `tests/slurm_sweep.py`'s configs."""
-    slurm: dict[str, Any] = {"mode": mode, "slurm_conf": str(slurm_dir() / "slurm.conf")}
-    if mode == "direct":
-        slurm.update(train_command=[*SIM, "train", "--scenario", str(scenario_path),
-                                    "--state-dir", str(tmp_path / "sim-state")],
-                     header_command=HEADER, summary_command=SUMMARY)
-    else:
-        repo = submit_sh_repo(tmp_path, scenario_path)
-        cmd = (repo / "train_cmd").read_text()
-        (repo / "train_cmd").write_text(f"bash {repo}/_train.sh {cmd}")
-        slurm["repo"] = str(repo)
-    policy = {k.split(".", 1)[1]: v for k, v in FAST_POLICY.items()}
-    lines = ["[daemon]", f"state_dir = {_toml(str(tmp_path / 'state'))}",
-             f"socket = {_toml(str(tmp_path / 'sweepd.sock'))}", "tick_s = 0.1", "",
-             "[cluster]", 'backend = "slurm"', "", "[cluster.slurm]",
-             *(f"{k} = {_toml(v)}" for k, v in slurm.items()), "", "[policy]",
-             *(f"{k} = {_toml(v)}" for k, v in policy.items())]
-    path = tmp_path / "sweepd.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
-def slurm_jobs(within: str | None = None) -> list[tuple[int, str | None]]:
-    """Every job the controller remembers (MinJobAge is an hour): (id, sweepd token).
-    `within`: only jobs that ran on these nodes (or never ran): the cluster's own sanity
-    job, when a test's cluster is checked again, runs on others."""
-    done = subprocess.run(["squeue", "-t", "all", "-h", "-o", "%i|%N|%j|%k"], check=True,
-                          env={**os.environ, **cluster_env()}, capture_output=True, text=True,
-                          timeout=30)
-    allowed = set(expand_hostlist(within)) if within else None
-    out = []
-    for line in done.stdout.splitlines():
-        jid, nodes, name, comment = line.split("|", 3)
-        ran = set(expand_hostlist(nodes.strip())) if nodes.strip() else set()
-        if allowed is None or ran <= allowed:
-            out.append((int(jid), token_of(name, comment)))
-    return out
 
 
 @pytest.mark.timeout(300)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.clusters import train_env as te
@@ -24,51 +23,17 @@ from sweepd.config import Config
 from sweepd.core.states import JobState
 from sweepd.kinds.xla_tuning.evidence.logread import effective
 from sweepd.store.rows import Event, Job
-from tests.simrun import NODES, open_store, run
+from tests.simrun import open_store, run
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config, submit_sh_config
+from tests.support.slurm import BAD, PAG, SLOT, SPEC, neutral, scenario, through_train_sh
 
 pytestmark = pytest.mark.slurm
 
-SLOT = "chi[2880-2881]"
-PAG = "xla_gpu_enable_pipelined_all_gather"
-BAD = "xla_gpu_enable_async_all_gather"   # this image's XLA rejects it
-SPEC: dict[str, Any] = {
-    "kind": "xla-tuning", "model": "deepseek3-671b", "nodes": SLOT, "parallelism": "FSDP=2",
-    "per_device_batch_size": 7, "catalog": "replace",
-    # thorough: every profile runs before the winner rule (these tests check the wiring of
-    # each kind of profile; the seed mode may stop on pag before nch8 is seeded).
-    "stop": "thorough",
-    "profiles": [{"name": "pag", "settings": {PAG: "true"}},
-                 {"name": "nch8", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}},
-                 {"name": "bad", "settings": {BAD: "true"}}],
-}
 
 
-def scenario(tmp_path: Path, time_scale: float = 0.001,
-             effects: dict[str, Any] | None = None, **changes: Any) -> Path:
-    """Two nodes, one FSDP=2 cell: pipelined all-gather +8 %, 8 channels -1 % (unless the
-    test gives its own effects and landscape changes)."""
-    if effects is None:
-        effects = {f"{PAG}=true": {"tgs": 1.08}, "NCCL_NCHANNELS_PER_NET_PEER=8": {"tgs": 0.99}}
-    landscape = {"parallelism": "FSDP=2", "tags": ["default"], "base_tgs": {"default": 1000.0},
-                 "noise": 0.004, "effects": effects, **changes}
-    data = {"cluster": {"nodes": NODES, "gpu": "MI355X", "gpu_memory_gib": 288,
-                        "time_scale": time_scale, "noise": 0.004, "seed": 5},
-            "tuning": {"model": "deepseek3-671b", "landscapes": [landscape],
-                       "per_device_batch_size": 7, "unknown_flags": [BAD]}}
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
-def through_train_sh(config: Config) -> Path:
-    """The submit.sh repo's payload run through its `_train.sh`, as the real toolkit runs it."""
-    repo = config.cluster.slurm.repo
-    assert repo is not None
-    cmd = (repo / "train_cmd").read_text()
-    (repo / "train_cmd").write_text(f"bash {repo}/_train.sh {cmd}")
-    return repo
 
 
 async def stored(config: Config) -> tuple[list[Event], list[Job], dict[int, str]]:
@@ -247,9 +212,6 @@ def mode_config(mode: str, tmp_path: Path, scenario_path: Path,
     return config
 
 
-def neutral(i: int) -> dict[str, Any]:
-    """A profile the landscape does not know: it changes nothing (a neutral NCCL knob)."""
-    return {"name": f"n{i:02d}", "settings": {f"NCCL_KNOB_{i:02d}": "1"}}
 
 
 async def verdict_of(config: Config) -> dict[str, Any]:

@@ -23,8 +23,7 @@ from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
 from tests.simrun import perf_spec, write_scenario
 from tests.slurm_cluster import slurm_dir
-from tests.test_api import NODES, SPEC
-from tests.test_cli_client import Daemon, daemon  # noqa: F401 (fixture)
+from tests.support.service import NODES, SPEC, Daemon
 
 
 def sweepd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -48,7 +47,7 @@ async def _plottable(d: Daemon) -> int:
 
 @pytest.mark.parametrize("where", ["missing", "directory"])
 async def test_report_plot_to_a_bad_path_is_one_line_and_exit_2(
-        daemon: Daemon, tmp_path: Path, where: str) -> None:  # noqa: F811
+        daemon: Daemon, tmp_path: Path, where: str) -> None:
     sid = await _plottable(daemon)
     target = tmp_path / "no-such-dir" / "x.png" if where == "missing" else tmp_path
     code, out, err = await daemon.run("report", str(sid), "--plot", str(target))

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_init_check import xdg_env
+from tests.support.service import xdg_env
 
 ROOT = Path(__file__).parents[1]
 SPEC = "kind: model-perf\nmodel: llama2-70b\nnodes: gpu[01-02]\nvalues: [4]\n"

@@ -27,7 +27,7 @@ from sweepd.config import WebConfig
 from sweepd.web.server import COOKIE, guard, make_web_app, peer_allowed
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
-from tests.test_metrics import free_port
+from tests.support.service import free_port
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

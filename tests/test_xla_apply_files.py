@@ -18,11 +18,9 @@ from sweepd.kinds.xla_tuning.deploy import deploy, sourced
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch, env_patch_text
 from sweepd.kinds.xla_tuning.hooks_client import _shared
 from sweepd.kinds.xla_tuning.inventory import since_sweep
-from tests.test_cli_client import Daemon, daemon
-from tests.test_xla_deploy import DEEPSEEK, IMAGE, MODEL, OVL2, checkout, in_effect
-from tests.test_xla_tuning_report_cli import FSDP, recorded, use_checkout
-
-__all__ = ["daemon"]   # the fixture, used by name
+from tests.support.service import Daemon
+from tests.support.xla import DEEPSEEK, IMAGE, MODEL, OVL2, checkout, in_effect
+from tests.support.xla_report import FSDP, recorded, use_checkout
 
 BODY = deploy.body([deploy.Part("r", (OVL2,))])
 PIPELINED = "xla_gpu_enable_pipelined_all_gather"   # what FSDP's "fast" profile sets

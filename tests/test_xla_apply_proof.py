@@ -18,11 +18,9 @@ from sweepd.kinds.xla_tuning.deploy import deploy
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch
 from sweepd.kinds.xla_tuning.deploy.sourced import source
 from sweepd.kinds.xla_tuning.hooks_client import conditional_refusal
-from tests.test_cli_client import Daemon, daemon
-from tests.test_xla_deploy import DEEPSEEK, IMAGE, MODEL, OVL2, RESTORE_AG, checkout, in_effect
-from tests.test_xla_tuning_report_cli import FSDP, recorded, use_checkout
-
-__all__ = ["daemon"]   # the fixture, used by name
+from tests.support.service import Daemon
+from tests.support.xla import DEEPSEEK, IMAGE, MODEL, OVL2, RESTORE_AG, checkout, in_effect
+from tests.support.xla_report import FSDP, recorded, use_checkout
 
 OTHER = "llama2-70b-fp8"
 # The sweep's PP=8 jobs: the axis, the tag's and the template's overrides.

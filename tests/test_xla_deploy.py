@@ -18,19 +18,10 @@ from sweepd.kinds.xla_tuning.catalog.flags import AG, GIB, IMAGE_DEFAULTS, OVERL
 from sweepd.kinds.xla_tuning.deploy import deploy
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import ApplyError, apply_env_patch, env_patch_text
 from sweepd.kinds.xla_tuning.deploy.sourced import source
-from tests.test_cli_client import Daemon, daemon
-from tests.test_xla_tuning_report_cli import FSDP, SETTINGS, recorded, use_checkout
+from tests.support.service import Daemon
+from tests.support.xla import DEEPSEEK, IMAGE, MODEL, OVL2, PASS, RESTORE_AG, checkout, in_effect
+from tests.support.xla_report import FSDP, SETTINGS, recorded, use_checkout
 
-__all__ = ["daemon"]   # the fixture, used by name
-
-MODEL = "llama2-70b"
-IMAGE = f"--{AG}={8 * GIB}"
-PASS = {"FSDP=8": ["dcn_fsdp_parallelism=8"], "PP=8": ["dcn_pipeline_parallelism=8"],
-        "TP=8": ["ici_tensor_parallelism=8"], "PP=4,FSDP=2": ["dcn_fsdp_parallelism=2",
-                                                             "dcn_pipeline_parallelism=4"]}
-# The toolkit's env-file shapes (its deepseek3-671b and llama3.1 files, and what people add).
-DEEPSEEK = ("# Per-model environment overrides (sourced after train_env.sh).\n\n"
-            f'XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}--{AG}={GIB}"\nexport XLA_FLAGS\n')
 LLAMA = ("#!/bin/bash\n# Per-model env overrides.\nexport RCCL_MSCCL_ENABLE=0\n"
          'export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_autotune_level=0 \\\n'
          f"    --xla_gpu_enable_triton_gemm=false \\\n    --{AG}={GIB}\"\n\n"
@@ -42,24 +33,10 @@ BRANCHES = ('if [[ "${MAXTEXT_DCN_PP:-1}" -le 1 ]]; then\n'
 SHAPES = {"deepseek": DEEPSEEK, "llama": LLAMA, "branches": BRANCHES,
           "no newline at the end": DEEPSEEK.rstrip("\n"), "empty": "",
           "plain flags": f'export XLA_FLAGS="${{XLA_FLAGS}} --{AG}={GIB}"  # tuned\n'}
-OVL2 = Setting(OVERLAP_LIMIT, "2")
-RESTORE_AG = Setting(AG, IMAGE_DEFAULTS[AG])
 
 
-def checkout(tmp_path: Path, env_text: str | None, yml: str = "") -> Path:
-    configs = tmp_path / "repo" / "configs"
-    configs.mkdir(parents=True)
-    (configs / f"{MODEL}.gpu.yml").write_text(yml)
-    env = configs / f"{MODEL}.env.sh"
-    if env_text is not None:
-        env.write_text(env_text)
-    return env
 
 
-def in_effect(env: Path, par: str) -> dict[str, str]:
-    """Every setting a job of this parallelism runs with after the env file (last wins)."""
-    got = source(env, PASS.get(par, []), IMAGE)
-    return {s.key: s.value for s in got.settings()}
 
 
 def patch(env: Path, par: str, settings: tuple[Setting, ...], name: str = "r") -> str:

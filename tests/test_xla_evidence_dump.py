@@ -13,7 +13,7 @@ import pytest
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.kinds.xla_tuning.evidence.jobfacts import DUMP_DIR
 from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME
-from tests.test_xla_tuning_sweep_sim import FAST, landscape, spec, sweep_on_sim
+from tests.support.xla_sim import FAST, landscape, spec, sweep_on_sim
 
 # The evidence run's step as the dump shows it: all-gather dominates (so the catalog's
 # order starts there), compute the rest.

@@ -33,7 +33,7 @@ from sweepd.kinds.xla_tuning.verdict.structure import CaveatKind, Decided, from_
 from sweepd.monitor.reading import read_log
 from sweepd.store.rows import StepRow
 from tests.simrun import open_store, run, sim_config
-from tests.test_xla_tuning_tpu import tpu_spec
+from tests.support.xla import tpu_spec
 from tests.xla_verdict_cases import EV, _base, _inputs, _ok
 
 QUIET = str(CaveatKind.QUIET)

@@ -10,8 +10,8 @@ from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.search import Plan, Planned, Verdict, plan
 from sweepd.kinds.xla_tuning.waves.planned import VerdictKind
-from tests.test_xla_tuning_few_runs import FLAT
-from tests.test_xla_tuning_verdicts import EV, H8, _base, _inputs, _ok
+from tests.support.xla import FLAT
+from tests.support.xla_verdicts import EV, H8, _base, _inputs, _ok
 
 FILLER = ("nbuf", "nch8", "protoS", "ovl4", "lhs", "ag768M", "mem95", "rs512M", "ag512M",
           "ag1G", "rs1G", "ag256M", "ag384M", "ag2G", "ag4G", "rs256M", "rs2G", "rs4G",

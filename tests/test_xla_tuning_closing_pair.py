@@ -9,9 +9,8 @@ from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan
-from tests.test_xla_tuning_closing_stack import FILLER
-from tests.test_xla_tuning_few_runs import FLAT
-from tests.test_xla_tuning_verdicts import EV, _base, _inputs, _ok
+from tests.support.xla import FILLER, FLAT
+from tests.support.xla_verdicts import EV, _base, _inputs, _ok
 
 JOB_S = 880.0  # 33 runs in the 8 h: few runs
 

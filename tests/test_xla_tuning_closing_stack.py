@@ -6,12 +6,13 @@ baseline re-runs and Wave 6, and the stack ran in 3 of 40 sweeps)."""
 from __future__ import annotations
 
 from sweepd.kinds.xla_tuning.evidence.results import Result
-from tests.test_xla_tuning_family_edge import planned_names
-from tests.test_xla_tuning_few_runs import FLAT
-from tests.test_xla_tuning_verdicts import _base, _ok
+from tests.support.xla import (
+    FILLER,
+    FLAT,
+    planned_names,
+)
+from tests.support.xla_verdicts import _base, _ok
 
-FILLER = ("nbuf", "nch8", "qps8", "ovl4", "lhs", "ag768M", "mem95", "rs512M", "ag512M",
-          "ag1G", "nch8+rs768M", "ovl4+rs768M", "rs1G")
 MORE = ("ag256M", "ag384M", "ag2G", "ag4G", "rs256M", "rs384M", "rs2G", "rs4G", "agrs256M",
         "agrs384M", "agrs512M", "agrs1G", "agrs2G", "agrs4G", "ovl2")  # 15 more: 41 runs
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_demo import DEMO_EXPECTS
+from tests.support.service import DEMO_EXPECTS
 from tests.web_pages import check_page
 
 

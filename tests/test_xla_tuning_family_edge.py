@@ -5,12 +5,12 @@ rs512M; rs256M, +6.8 %, never ran)."""
 
 from __future__ import annotations
 
-from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
-from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Result
-from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan
-from tests.test_xla_tuning_few_runs import FLAT
-from tests.test_xla_tuning_verdicts import EV, _base, _inputs, _ok
+from tests.support.xla import (
+    FLAT,
+    planned_names,
+)
+from tests.support.xla_verdicts import _base, _ok
 
 JOB_S = 880.0
 FILLER = ("nbuf", "nch8", "qps8", "protoS", "hpas", "ovl4", "lhs", "ag768M", "mem95",
@@ -27,11 +27,6 @@ def _closing_wave(rs512m: float) -> list[tuple[str, str]]:
     return planned_names(results)
 
 
-def planned_names(results: list[Result]) -> list[tuple[str, str]]:
-    """The next wave on the facts file's FSDP=8 cell: (profile, rule) of each run planned."""
-    out = plan(_inputs(fsdp8(), drift=DriftRead.MEAN), results, EV)
-    assert not isinstance(out, Verdict) and out, out
-    return [(p.profile.name, p.rule) for p in out if isinstance(p, Planned)]
 
 
 def test_a_rising_edge_is_run_before_rerunning_a_leader_under_the_bar() -> None:

@@ -9,10 +9,8 @@ from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
-from tests.test_xla_tuning_verdicts import EV, H8, _base, _inputs, _ok
-
-FLAT = (("rs768M", 1000.0), ("agrs768M", 998.0), ("dbuf", 1001.0), ("pag", 999.0),
-        ("prs", 1000.0), ("par", 1000.0))
+from tests.support.xla import FLAT
+from tests.support.xla_verdicts import EV, H8, _base, _inputs, _ok
 
 
 def _inp() -> Inputs:
@@ -47,8 +45,8 @@ def test_at_the_8h_stop_no_bounded_verdict_rests_on_one_baseline_run() -> None:
     # the stop on one baseline run, and a high one hides every gain behind it (a +3.2 %
     # single was called bounded so). Below three baseline runs the stop is "no change so
     # far", the timebox's verdict.
-    from tests.test_xla_tuning_bounded_question import _board
-    from tests.test_xla_tuning_bounded_question import _inputs as flat_inputs
+    from tests.support.xla_bounded import _board
+    from tests.support.xla_bounded import _inputs as flat_inputs
 
     def stopped(base_n: int) -> Verdict:
         results, lead = _board(base_n=base_n)

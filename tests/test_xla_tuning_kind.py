@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,46 +15,45 @@ from pydantic import ValidationError
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION
 from sweepd.config import PolicyConfig
-from sweepd.core.follow import LogFollower
-from sweepd.core.kind_facts import job_ended
 from sweepd.core.policy import Act, Case, SweepFacts, decide
-from sweepd.core.states import JobState, RunState
-from sweepd.kinds.api import Finished, NewRun, Stop, SweepContext
+from sweepd.kinds.api import Finished, NewRun, Stop
 from sweepd.kinds.registry import kinds
 from sweepd.kinds.xla_tuning import plan as adapter
 from sweepd.kinds.xla_tuning import report
 from sweepd.kinds.xla_tuning.catalog.catalog import Cost
-from sweepd.kinds.xla_tuning.catalog.flags import IMAGE_DEFAULTS
 from sweepd.kinds.xla_tuning.evidence import logread
 from sweepd.kinds.xla_tuning.evidence.results import Outcome
 from sweepd.kinds.xla_tuning.inventory.planner_facts import ModelPerfPrior, XlaFacts
 from sweepd.kinds.xla_tuning.runs import gather
 from sweepd.kinds.xla_tuning.runs.run_params import Batch, batch_of
-from sweepd.kinds.xla_tuning.sim.hlo import FILE_NAME, hlo_text
+from sweepd.kinds.xla_tuning.sim.hlo import hlo_text
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.stop import stop_message
 from sweepd.sim.logfmt import cluster_line
-from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
-from sweepd.util.clock import Clock
 from sweepd.util.hostlists import expand_nodes
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
+from tests.support.xla import (  # noqa: F401
+    IMAGE_LINE,
+    NODE,
+    SPEC,
+    Recorder,
+    end_recorded,
+    follow_to_the_end,
+    params,
+    recorder,
+    spec_of,
+)
 
-NODE = "n[01-08]"
-SPEC: dict[str, Any] = {
-    "kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
-    "catalog": "replace",
-    "profiles": [{"name": "fast", "settings": {"xla_gpu_enable_pipelined_all_gather": "true"},
-                  "mechanism": "cross-iteration overlap"},
-                 {"name": "slow", "settings": {"NCCL_NCHANNELS_PER_NET_PEER": "8"}}],
-}
-IMAGE_LINE = "XLA_FLAGS=" + " ".join(f"--{k}={v}" for k, v in IMAGE_DEFAULTS.items()
-                                     if k.startswith("xla_"))
 
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "state.db")
+    yield s
+    await s.close()
 
-def spec_of(**changes: Any) -> XlaTuningSpec:
-    return XlaTuningSpec.model_validate({**SPEC, **changes})
 
 
 def refusal(data: dict[str, Any]) -> str:
@@ -113,105 +112,16 @@ def test_inputs_carry_the_catalog_tags_and_thresholds() -> None:
 
 # --- a real store with recorded jobs ------------------------------------------------------
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(tmp_path / "state.db")
-    yield s
-    await s.close()
 
 
-class Recorder:
-    """Records runs and their jobs the way the engine leaves them, each job with a log."""
-
-    def __init__(self, store: Store, sweep_id: int, logs: Path) -> None:
-        self.store, self.sweep_id, self.logs = store, sweep_id, logs
-        self.next_backend = 5000
-
-    async def add(self, new: NewRun | tuple[str, RunParams], tgs: float | None = None,
-                  klass: str | None = None, detail: str | None = None,
-                  xla_line: str | None = None, loss: float = 7.5, finish: bool = True,
-                  printed_env: Mapping[str, str] | None = None, extra: Sequence[str] = (),
-                  dump: str | None = None, dump_to: Path | None = None) -> int:
-        """`printed_env`: the env the log lists (default: the profile's); `extra`: lines
-        the log ends with; `dump`: the HLO text the job writes, where the toolkit puts it
-        (or in `dump_to`), while it runs."""
-        label, params = (new.label, new.params) if isinstance(new, NewRun) else new
-        while label in {r.label for r in await self.store.runs.of_sweep(self.sweep_id)}:
-            label += "'"
-        run = await self.store.runs.add(self.sweep_id, label, params, NODE, "test", "test")
-        if not finish:
-            return run.id
-        await self.store.runs.transition(run.id, RunState.ACTIVE, "started")
-        job = await self.store.jobs.create(run, f"t{run.id}", f"xla-{label}", NODE)
-        self.next_backend += 1
-        log = self.logs / f"{self.next_backend}.log"
-        flags = " ".join(params.xla_flags)
-        lines = [xla_line or f"{IMAGE_LINE} {flags}"]
-        env = params.env if printed_env is None else printed_env
-        lines += [f"export {k}={v}" for k, v in env.items()]
-        if tgs is not None:
-            lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
-                      f"Tokens/s/device: {tgs:.3f}, loss: {loss + 1 - s / 15:.3f}"
-                      for s in range(15)]
-        log.write_text("\n".join([*lines, *extra]) + "\n")
-        if dump is not None:
-            where = dump_to or self.logs / f"{self.next_backend}-{job.job_name}" / "xla_dump"
-            where.mkdir(parents=True, exist_ok=True)
-            (where / FILE_NAME).write_text(dump)
-        await end_recorded(self.store, run.id, job.id, str(self.next_backend), log, tgs,
-                           klass, detail)
-        return run.id
-
-    async def context(self, nodes: tuple[str, ...] | None = None,
-                      facts: XlaFacts | None = None) -> SweepContext[XlaFacts]:
-        """`nodes`: the pinned ones minus exclusions, as the engine passes them."""
-        pinned = expand_nodes((await self.store.sweeps.get(self.sweep_id)).spec["nodes"])
-        return SweepContext(runs=await self.store.runs.of_sweep(self.sweep_id),
-                            nodes=pinned if nodes is None else nodes,
-                            gpu_memory_gib=192.0, facts=facts or XlaFacts(),
-                            jobs=await self.store.jobs.of_sweep(self.sweep_id))
 
 
-async def end_recorded(store: Store, run_id: int, job_id: int, backend_id: str, log: Path,
-                       tgs: float | None, klass: str | None, detail: str | None) -> None:
-    """A recorded job's life to its end (queued at 1000 s, ended at 1600 s), and its run's,
-    as the engine leaves it: its log read by the log pass (steps and the kind's facts
-    stored with the offset), its end's facts stored before it is judged."""
-    await store.jobs.transition(job_id, JobState.QUEUED, "queued", backend_id=backend_id,
-                                    log_path=str(log), submitted_at=1000.0)
-    await store.jobs.transition(job_id, JobState.RUNNING, "running")
-    await follow_to_the_end(store, job_id)
-    sweep = await store.sweeps.get((await store.jobs.get(job_id)).sweep_id)
-    await job_ended(store, sweep.kind, await store.jobs.get(job_id))
-    ok = klass is None
-    await store.jobs.transition(job_id, JobState.DONE if ok else JobState.FAILED, "end",
-                                    ended_at=1600.0, tgs=tgs, failure_class=klass,
-                                    failure_detail=detail)
-    await store.runs.transition(run_id, RunState.PASSED if ok else RunState.FAILED, "end",
-                                    outcome="pass" if ok else "fail", tgs=tgs, failure_class=klass)
 
 
-async def follow_to_the_end(store: Store, job_id: int) -> None:
-    """The engine's log pass over one job's log, read to its end and stored."""
-    follower = LogFollower(store, Clock(), missing_grace_s=1e9)
-    try:
-        while True:
-            chunks = await follower.read_chunks([await store.jobs.get(job_id)])
-            await store.jobs.record_logs([c for c in chunks if c is not None])
-            if not follower.behind(job_id):
-                return
-    finally:
-        await follower.retain(set())
 
 
-async def recorder(store: Store, tmp_path: Path, spec: XlaTuningSpec) -> Recorder:
-    sweep_id = await store.sweeps.create("xla-tuning", "t", spec.model_dump(mode="json"))
-    return Recorder(store, sweep_id, tmp_path)
 
 
-def params(profile: str, tag: str = "default", wave: str = "2", **more: Any) -> RunParams:
-    return RunParams.model_validate({"profile": profile, "labels": {"wave": wave}, "tag": tag,
-                                     **more})
 
 
 # --- the planner adapter -------------------------------------------------------------------
@@ -296,17 +206,13 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
     own = adapter.stop_state(sweep, runs, jobs)
     text = stop_message(sweep, decision.reason, ["n02"], "none", "stopped by the sweep's own "
                         "rule", spec.nodes, runs, jobs, own=own)
-    lines = text.splitlines()
-    assert lines[0] == "[xla-tuning STOP] llama2-70b FSDP=2 sweep halted"
-    assert lines[2] == f"Reason: {decision.reason}"
-    assert "  - Nodelist: n[01-02]" in lines
-    assert "  - Profiles tested so far: 2 (top 3 below)" in lines
-    assert "  - Best so far: fast @ 1050.0 (Δ +5.00% vs baseline-deployed)" in lines
-    assert "  - slow @ 990.0 (Δ -1.00% vs baseline-deployed)" in lines
-    assert "  - Pending profiles in queue: ovl (held: they run on resume)" in lines
+    assert text.splitlines()[2] == f"Reason: {decision.reason}"
+    # The message a person reads, whole: the kind's state lines (best so far, pending).
+    check_golden(GOLDEN / "xla_tuning" / "stop_message.txt", scrubbed(text, tmp=tmp_path))
     # Another kind keeps the generic lines.
-    assert "  - Runs finished so far: 3 (top 3 below)" in stop_message(
-        sweep, "why", [], "none", "x", spec.nodes, runs, jobs).splitlines()
+    generic = stop_message(sweep, "why", [], "none", "x", spec.nodes, runs, jobs)
+    assert generic.startswith("[xla-tuning STOP]")
+    assert "Profiles tested" not in generic and "Runs finished so far: 3" in generic
 
 
 def test_a_node_fault_stops_a_frozen_sweep_and_excludes_nothing() -> None:
@@ -416,23 +322,24 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     mean = statistics.fmean(j.tgs or 0.0 for j in fast_jobs)
     base = statistics.fmean([1000.0, 1004.0])
     ids = ", ".join(j.backend_id or "" for j in fast_jobs)
-    assert f"| 1 | fast ⭐ ({ids}) | `--xla_gpu_enable_pipelined_all_gather=true` | {mean:.1f}" \
-        in text
+    # The file's wording is tests/golden/xla_tuning/tuning_md.txt's (test_xla_tuning_report_cli);
+    # here its numbers: the leaderboard's first row is fast's jobs, mean and delta.
+    assert f"| 1 | fast ⭐ ({ids}) |" in text and f"| {mean:.1f} |" in text
     assert f"{mean / base - 1:+.2%}" in text
-    assert "- typo (5007): unknown flag (xla_gpu_typo)" in text
     for j in jobs:
         assert f"| {j.backend_id} |" in text
-    assert ('    export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }'
-            '--xla_gpu_enable_pipelined_all_gather=true"') in text   # inside the cell's guard
-    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in text
     rows = report.report_json(sweep, runs, jobs)
     assert rows["winner"] == "fast" and rows["leaderboard"][0]["tgs"] == mean
+    first = rows["leaderboard"][0]
+    assert first["profile"] == "fast" and first["job_ids"] == [j.backend_id for j in fast_jobs]
+    assert abs(first["delta"] - (mean / base - 1)) < 1e-12
+    typo = rows["leaderboard"][-1]
+    assert (typo["profile"], typo["n"], typo["detail"]) == ("typo", 0, "xla_gpu_typo")
+    assert "- typo (5007): " in text
+    # The table a person reads: each profile's flags beside its short name; the Δ said for
+    # what it reads (all runs).
     table = report.markdown(sweep, runs, jobs)
-    assert table.startswith("| Profile |")
-    # Each profile's flags beside its short name; the Δ said for what it reads (all runs).
-    assert (f"| fast ⭐ | `--xla_gpu_enable_pipelined_all_gather=true` | default | "
-            f"{mean:.1f} | 2 | {mean / base - 1:+.2%} ± ") in table
-    assert "| baseline | — (as deployed) |" in table and "(all runs)" in table
+    check_golden(GOLDEN / "xla_tuning" / "report_table.txt", table)
     png = report.plot(sweep, runs, jobs)
     assert png is not None and png.startswith(b"\x89PNG")
 

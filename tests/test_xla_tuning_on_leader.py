@@ -10,7 +10,7 @@ from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Result
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, plan
-from tests.test_xla_tuning_verdicts import EV, _base, _inputs, _ok
+from tests.support.xla_verdicts import EV, _base, _inputs, _ok
 
 
 def _next_wave(lead: float, on: bool = True, job_s: float = 880.0,

@@ -43,11 +43,11 @@ from sweepd.util.hostlists import expand_nodes
 from tests.simrun import NODES, sim_config, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 from tests.slurm_sweep import submit_sh_config
-from tests.test_slurm_backend import Settings, make_cluster
-from tests.test_slurm_xla_sweep import SPEC as SLURM_SPEC
-from tests.test_slurm_xla_sweep import scenario as slurm_scenario
-from tests.test_xla_tuning_kind import NODE, end_recorded, params, recorder, spec_of
-from tests.test_xla_tuning_sweep_sim import env_profile, landscape, write_tuning_scenario
+from tests.support.slurm import SPEC as SLURM_SPEC
+from tests.support.slurm import Settings, make_cluster
+from tests.support.slurm import scenario as slurm_scenario
+from tests.support.xla import NODE, end_recorded, params, recorder, spec_of
+from tests.support.xla_sim import env_profile, landscape, write_tuning_scenario
 
 PAG = "xla_gpu_enable_pipelined_all_gather"
 

@@ -15,72 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.cli.main import main
-from sweepd.core.states import RunState, SweepState
-from sweepd.store.rows import Job, RunParams
+from sweepd.store.rows import Job
 from sweepd.store.store import Store
-from tests.test_cli_client import Daemon, daemon
-from tests.test_xla_tuning_kind import IMAGE_LINE, NODE, SPEC, end_recorded
+from tests.golden_files import GOLDEN, check_golden, scrubbed
+from tests.support.service import Daemon
+from tests.support.xla import NODE
+from tests.support.xla_report import FAST, FSDP, SETTINGS, Recorder, recorded, use_checkout  # noqa: F401
 
-__all__ = ["daemon"]   # the fixture, used by name
-
-FAST = "--xla_gpu_enable_pipelined_all_gather=true"
 SECTIONS = ["## TL;DR", "## Inventory ({p})", "## Effect of llama2-70b.env.sh on {p}",
             "## Tuning leaderboard ({p})", "## Why the winning flag wins ({p})",
             "## Negative findings ({p})", "## Recommended deployment ({p})",
             "## Appendix: data sources ({p})"]
-# Each profile's settings as its runs carry them; restore_default puts back what the env
-# file sets (ENV_FILE) to the image's defaults.
-SETTINGS: dict[str, tuple[list[str], dict[str, str]]] = {
-    "fast": ([FAST], {}), "slow": ([], {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
-    "restore_default": (["--xla_gpu_foo=0"], {"NCCL_IB_TIMEOUT": "18"})}
 ENV_FILE = "export NCCL_IB_TIMEOUT=22\nexport XLA_FLAGS=\"${XLA_FLAGS} --xla_gpu_foo=1\"\n"
 
 
-class Recorder:
-    """Records one xla-tuning sweep's runs and jobs the way the engine leaves them."""
-
-    def __init__(self, store: Store, sweep_id: int, logs: Path) -> None:
-        self.store, self.sweep_id, self.logs = store, sweep_id, logs
-
-    async def add(self, profile: str, tgs: float | None, klass: str | None = None,
-                  detail: str | None = None, steps: bool = True) -> None:
-        flags, env = SETTINGS.get(profile, ([], {}))
-        params = RunParams(profile=profile, tag="default", labels={"wave": "2"},
-                           xla_flags=flags, env=env)
-        label = f"{profile}-{len(await self.store.runs.of_sweep(self.sweep_id))}"
-        run = await self.store.runs.add(self.sweep_id, label, params, NODE, "test", "test")
-        await self.store.runs.transition(run.id, RunState.ACTIVE, "started")
-        job = await self.store.jobs.create(run, f"t{run.id}", f"xla-{label}", NODE)
-        backend = str(7000 + job.id)
-        log = self.logs / f"{backend}.log"
-        lines = [f"{IMAGE_LINE} {' '.join(flags)}", *(f"export {k}={v}" for k, v in env.items())]
-        if tgs is not None and steps:
-            lines += [f"completed step: {s}, seconds: {2.0 + s / 100:.3f}, "
-                      f"Tokens/s/device: {tgs:.3f}, loss: {8.5 - s / 15:.3f}" for s in range(15)]
-        log.write_text("\n".join(lines) + "\n")
-        await end_recorded(self.store, run.id, job.id, backend, log, tgs, klass, detail)
 
 
-async def recorded(store: Store, tmp_path: Path, tgs: dict[str, list[float]],
-                   recipe: str | None = "fast", verdict_extra: dict[str, Any] | None = None,
-                   **spec: Any) -> int:
-    """A finished sweep with these measured TGS per profile and an unknown-flag profile."""
-    data = {**SPEC, **spec}
-    sweep_id = await store.sweeps.create("xla-tuning", "t", data)
-    rec = Recorder(store, sweep_id, tmp_path)
-    for profile, values in tgs.items():
-        for value in values:
-            await rec.add(profile, value)
-    await rec.add("typo", None, klass="unknown_flag", detail="xla_gpu_typo")
-    await store.sweeps.transition(sweep_id, SweepState.RUNNING, "started")
-    verdict = {"recipe": recipe, "gain": 0.08, "reason": "stop rule", "rule": "stop.winner",
-               **(verdict_extra or {})}
-    await store.sweeps.transition(sweep_id, SweepState.DONE, "verdict", verdict=verdict)
-    return sweep_id
 
 
-FSDP = {"baseline": [1000.0, 1004.0], "evidence": [990.0], "fast": [1080.0, 1086.0],
-        "slow": [980.0]}
 PP = {"baseline": [900.0, 900.0], "fast": [850.0, 850.0], "slow": [945.0, 945.0]}
 
 
@@ -122,7 +74,8 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
     assert code == 0, err
     assert f"{path}: written (FSDP=8)" in err
     text = path.read_text()
-    assert text.startswith("# llama2-70b XLA / NCCL tuning\n\n- Date: ")   # header bullets
+    # The file a person reads, whole: header bullets, sections, tables, appendix.
+    check_golden(GOLDEN / "xla_tuning" / "tuning_md.txt", scrubbed(text, tmp=tmp_path))
     for s in SECTIONS:
         assert s.format(p="FSDP=8") in text, s
     printed = leaderboard_rows(text, "FSDP=8")
@@ -137,9 +90,6 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
         # board's mean of the runs that ranked it first reads high), every other its delta.
         shown = 0.08 if profile == "fast" else want["delta"]
         assert delta == f"{shown:+.2%}", profile
-    assert "| +8.00% (the claim" in text
-    assert "| 1 | fast ⭐ (" in text and "- typo (" in text and "unknown flag (xla_gpu_typo)" \
-        in text
     for job in await daemon.store.jobs.of_sweep(sid):   # the appendix: every job
         assert f"| {job.backend_id} |" in text
 
@@ -153,12 +103,12 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     code, _, err = await daemon.run("report", str(second), "--tuning-md")
     assert code == 0 and "extended with PP=8 (sign flips vs FSDP=8)" in err
     text = (tmp_path / "llama2-70b-tuning.md").read_text()
-    assert text.count("# llama2-70b XLA / NCCL tuning") == 1
+    check_golden(GOLDEN / "xla_tuning" / "tuning_md_two_cells.txt", scrubbed(text, tmp=tmp_path))
     for p in ("FSDP=8", "PP=8"):
         for s in SECTIONS[1:]:
             assert text.count(s.format(p=p)) == 1, (s, p)
     fsdp, pp = await board_of(daemon.store, first), await board_of(daemon.store, second)
-    assert "## Sign flips vs other parallelisms" in text and "| baseline | +0.00%" not in text
+    assert "| baseline | +0.00%" not in text
     # fast is FSDP=8's verdict: its claim (+8.00 %) stands for it, as in its leaderboard.
     assert fsdp["fast"]["delta"] != 0.08
     assert f"| fast | {0.08:+.2%} | {pp['fast']['delta']:+.2%} | yes |" in text
@@ -169,9 +119,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     tldr = text[text.index("## TL;DR"):text.index("## Inventory")]
     assert "| FSDP=8 | default | `" in tldr and "| PP=8 | default | `" in tldr
     # Each cell's patch is guarded by its exact parallelism (FSDP, PP, TP degrees), the
-    # first one too (written when the file covered no other parallelism).
-    assert 'if [[ "$_sweepd_par" == "1 8 1 " ]]; then' in text
-    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in text
+    # first one too (written when the file covered no other parallelism): in the golden.
     # Written again for the same parallelism: replaced, not repeated.
     assert (await daemon.run("report", str(second), "--tuning-md"))[0] == 0
     again = (tmp_path / "llama2-70b-tuning.md").read_text()
@@ -179,7 +127,7 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
         for s in SECTIONS[1:]:
             assert again.count(s.format(p=p)) == 1, (s, p)
     assert again.count("| PP=8 | default |") == 1
-    assert again.count("## Sign flips vs other parallelisms") == 1
+    assert scrubbed(again) == scrubbed(text)
     # The sections stay in order: the PP=8 cell's after the FSDP=8 cell's appendix.
     order = [again.index(s.format(p=p)) for p in ("FSDP=8", "PP=8") for s in SECTIONS[1:]]
     assert order == sorted(order)
@@ -199,12 +147,6 @@ async def test_tuning_md_on_another_kind_is_refused(daemon: Daemon, tmp_path: Pa
     assert code == 2 and json.loads(out)["exit"] == 2
 
 
-def use_checkout(daemon: Daemon, repo: Path) -> None:
-    """The daemon's config: submit.sh mode with this checkout."""
-    engine = daemon.service.engine
-    engine.config = engine.config.model_copy(update={"cluster": engine.config.cluster.model_copy(
-        update={"backend": "slurm", "slurm": engine.config.cluster.slurm.model_copy(
-            update={"mode": "submit_sh", "repo": repo})})})
 
 
 async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
@@ -222,13 +164,9 @@ async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
     code, out, _ = await daemon.run("report", str(sid), "--tuning-md", str(tmp_path), "--apply")
     assert code == 0 and f"{env}: the FSDP=8 recipe written" in out
     text = env.read_text()
-    block = text[len(ENV_FILE):].splitlines()
     assert text.startswith(ENV_FILE)
-    assert block[0] == "# >>> sweepd: xla-tuning llama2-70b FSDP=8 >>>"
-    assert block[1] == f"# sweep {sid}: fast, +8.00% vs baseline-deployed"
-    assert 'if [[ "$_sweepd_par" == "8 1 1 " ]]; then' in block
-    assert f'    export XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}{FAST}"' in block
-    assert block[-1] == "# <<< sweepd: xla-tuning llama2-70b FSDP=8 <<<"
+    # The block appended, guarded by the cell's exact parallelism, as a person reads it.
+    check_golden(GOLDEN / "xla_tuning" / "applied_env_block.txt", text[len(ENV_FILE):])
     want = text
     assert (tmp_path / "llama2-70b-tuning.md").is_file()
     # Applied again (or a later sweep's recipe): the block is replaced, never repeated.
@@ -336,22 +274,3 @@ async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
     assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
     assert "| `--xla_gpu_enable_pipelined_all_gather=true` | 1090.0 | — | +8.00% (the claim" \
         in (tmp_path / "llama2-70b-tuning.md").read_text()
-
-
-async def test_the_header_and_why_say_only_what_was_measured(
-        daemon: Daemon, tmp_path: Path) -> None:
-    sid = await recorded(daemon.store, tmp_path, FSDP)
-    assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
-    text = (tmp_path / "llama2-70b-tuning.md").read_text()
-    head = text[:text.index("## TL;DR")]
-    assert "- Image: " in head and "- MaxText branch/commit: " in head
-    assert re.search(r"- per_device_batch_size: (\d+|as configured)", head), head
-    why = text[text.index("## Why the winning flag wins"):text.index("## Negative findings")]
-    # The winner's part named with its own mechanism and settings, and its job ids; no
-    # mechanism the recipe does not touch (before: "acts on NCCL/RCCL transport").
-    assert "fast changes: fast (cross-iteration overlap: " in why and "Measured in jobs " in why
-    assert "NCCL/RCCL transport" not in why
-    neg = text[text.index("## Negative findings"):text.index("## Recommended deployment")]
-    # -2.2 % against a 0.84 % error bar: beyond noise, listed with its bar and run count.
-    assert re.search(r"- slow \(`NCCL_NCHANNELS_PER_NET_PEER=8`\): -2\.20% ± 0\.\d\d% \(n=1\)",
-                     neg), neg

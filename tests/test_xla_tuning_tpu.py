@@ -7,7 +7,6 @@ before; the spec's `max_runs` caps the sweep."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,19 +22,12 @@ from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams
 from tests.simrun import open_store, run, sim_config
+from tests.support.xla import tpu_spec
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples/xla-tuning/tpu.yaml"
 
 
-def tpu_spec(**extra: Any) -> dict[str, Any]:
-    return {"kind": "xla-tuning", "platform": "tpu", "model": "llama2-70b", "node_count": 1,
-            "parallelism": "FSDP=1", "per_device_batch_size": 8, "catalog": "replace",
-            "profiles": [{"name": "vmem96k",
-                          "settings": {VMEM_LIMIT: "98304"}, "mechanism": "MEMORY"},
-                         {"name": "vmem32k",
-                          "settings": {VMEM_LIMIT: "32768"}, "mechanism": "MEMORY"}],
-            **extra}
 
 
 async def test_a_tpu_sweep_sends_its_flags_in_libtpu_init_args(tmp_path: Path) -> None:

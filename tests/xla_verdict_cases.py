@@ -28,12 +28,12 @@ from sweepd.kinds.xla_tuning.sim.tuning import TPU_SCENARIO
 from sweepd.kinds.xla_tuning.verdict import render
 from sweepd.kinds.xla_tuning.verdict.structure import Conclusion, Decided, from_stored
 from tests.simrun import open_store, run, sim_config
-from tests.test_xla_tuning_sweep_sim import FAST, env_profile, landscape, spec, sweep_on_sim
-from tests.test_xla_tuning_tpu import tpu_spec
-from tests.test_xla_tuning_verdicts import _base as verdicts_base
-from tests.test_xla_tuning_verdicts import _inputs as verdicts_inputs
-from tests.test_xla_tuning_verdicts import _ok as verdicts_ok
-from tests.test_xla_tuning_verdicts import _timeboxed as timeboxed
+from tests.support.xla import tpu_spec
+from tests.support.xla_sim import FAST, env_profile, landscape, spec, sweep_on_sim
+from tests.support.xla_verdicts import _base as verdicts_base
+from tests.support.xla_verdicts import _inputs as verdicts_inputs
+from tests.support.xla_verdicts import _ok as verdicts_ok
+from tests.support.xla_verdicts import _timeboxed as timeboxed
 
 
 @dataclass(frozen=True)
