@@ -253,7 +253,7 @@ def test_a_timebox_verdict_reads_its_gain_on_the_block_run_before_the_stop() -> 
     # Built on the baseline's mean (a still cell); read by the trend, +3.5 % at 6 h is not
     # significantly above +2 % in these seeds (the prior's drift widens a claim run hours
     # after the baseline's runs: docs/benchmarks.md, "Drift").
-    inp = replace(_inputs(land), max_queue_s=6 * 3600, drift=DriftRead.MEAN)
+    inp = replace(_inputs(land), max_queue_hours=6, drift=DriftRead.MEAN)
     r = replay(inp, land, random.Random(5))
     v = r.verdict
     assert v.kind is VerdictKind.TIMEBOX and v.recipe == "nch8", v

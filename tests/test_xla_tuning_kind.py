@@ -208,7 +208,7 @@ async def test_a_node_out_of_use_stops_with_the_skill_md_message(store: Store,
                         "rule", spec.nodes, runs, jobs, own=own)
     assert text.splitlines()[2] == f"Reason: {decision.reason}"
     # The message a person reads, whole: the kind's state lines (best so far, pending).
-    check_golden(GOLDEN / "xla_tuning" / "stop_message.txt", scrubbed(text, tmp=tmp_path))
+    check_golden(GOLDEN / "xla_tuning_messages" / "stop_message.txt", scrubbed(text, tmp=tmp_path))
     # Another kind keeps the generic lines.
     generic = stop_message(sweep, "why", [], "none", "x", spec.nodes, runs, jobs)
     assert generic.startswith("[xla-tuning STOP]")
@@ -322,7 +322,8 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     mean = statistics.fmean(j.tgs or 0.0 for j in fast_jobs)
     base = statistics.fmean([1000.0, 1004.0])
     ids = ", ".join(j.backend_id or "" for j in fast_jobs)
-    # The file's wording is tests/golden/xla_tuning/tuning_md.txt's (test_xla_tuning_report_cli);
+    # The file's wording is tests/golden/xla_tuning_messages/tuning_md.txt's
+    # (test_xla_tuning_report_cli);
     # here its numbers: the leaderboard's first row is fast's jobs, mean and delta.
     assert f"| 1 | fast ⭐ ({ids}) |" in text and f"| {mean:.1f} |" in text
     assert f"{mean / base - 1:+.2%}" in text
@@ -339,7 +340,7 @@ async def test_the_tuning_md_has_ten_sections_with_the_stores_numbers(
     # The table a person reads: each profile's flags beside its short name; the Δ said for
     # what it reads (all runs).
     table = report.markdown(sweep, runs, jobs)
-    check_golden(GOLDEN / "xla_tuning" / "report_table.txt", table)
+    check_golden(GOLDEN / "xla_tuning_messages" / "report_table.txt", table)
     png = report.plot(sweep, runs, jobs)
     assert png is not None and png.startswith(b"\x89PNG")
 

@@ -75,7 +75,7 @@ async def test_the_tuning_md_has_the_ten_sections_and_the_stores_numbers(
     assert f"{path}: written (FSDP=8)" in err
     text = path.read_text()
     # The file a person reads, whole: header bullets, sections, tables, appendix.
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md.txt", scrubbed(text, tmp=tmp_path))
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md.txt", scrubbed(text, tmp=tmp_path))
     for s in SECTIONS:
         assert s.format(p="FSDP=8") in text, s
     printed = leaderboard_rows(text, "FSDP=8")
@@ -103,7 +103,8 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     code, _, err = await daemon.run("report", str(second), "--tuning-md")
     assert code == 0 and "extended with PP=8 (sign flips vs FSDP=8)" in err
     text = (tmp_path / "llama2-70b-tuning.md").read_text()
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md_two_cells.txt", scrubbed(text, tmp=tmp_path))
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_two_cells.txt",
+                 scrubbed(text, tmp=tmp_path))
     for p in ("FSDP=8", "PP=8"):
         for s in SECTIONS[1:]:
             assert text.count(s.format(p=p)) == 1, (s, p)
@@ -166,7 +167,7 @@ async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
     text = env.read_text()
     assert text.startswith(ENV_FILE)
     # The block appended, guarded by the cell's exact parallelism, as a person reads it.
-    check_golden(GOLDEN / "xla_tuning" / "applied_env_block.txt", text[len(ENV_FILE):])
+    check_golden(GOLDEN / "xla_tuning_messages" / "applied_env_block.txt", text[len(ENV_FILE):])
     want = text
     assert (tmp_path / "llama2-70b-tuning.md").is_file()
     # Applied again (or a later sweep's recipe): the block is replaced, never repeated.
