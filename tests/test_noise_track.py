@@ -129,3 +129,18 @@ def test_a_space_without_a_track_reads_as_before() -> None:
     close = [Probe(16, Outcome.OK, 1000.0), Probe(16, Outcome.OK, 1001.0)]
     assert with_run_noise(plain, close) == plain
     assert replace(plain, noise=0.02).track is None
+
+
+def test_the_quiet_note_under_measured_noise_says_why_the_prior_held(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails before: with measured_noise on and the prior kept (no pair yet, or a pair that
+    spread wider), the note suggested `measured_noise: true`, the option already set."""
+    from sweepd.kinds.model_perf import jobfacts
+    monkeypatch.setattr(jobfacts, "steps_noise", lambda ctx: 0.0003)
+    ctx: SweepContext[PerfFacts] = SweepContext(runs=[], nodes=["n1"], gpu_memory_gib=16,
+                                                         facts=PerfFacts())
+    kept = jobfacts.quiet_note(ctx, None, measured=True, decided=NOISE)
+    assert kept is not None and "measured_noise: true" not in kept
+    assert jobfacts.quiet_note(ctx, None, measured=True, decided=0.0005) is None
+    plain = jobfacts.quiet_note(ctx, None)
+    assert plain is not None and "measured_noise: true" in plain
