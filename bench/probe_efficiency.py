@@ -321,9 +321,10 @@ def _tracked(cluster: Cluster, space: SearchSpace, probes: Sequence[Probe]) -> S
 
 
 def sweepd_measured_noise(cluster: Cluster, estimate: int) -> list[Probe]:
-    """sweepd with the spec's measured_noise option: decide with the steps' figure where it
-    is a quarter of the prior or less, and run the best again to confirm it between runs
-    (search/repeat.py `_quiet_repeat`); a pair that disagrees raises it back."""
+    """sweepd with the spec's measured_noise option: where the steps' figure is a quarter of
+    the prior or less, the leader runs again after the second pass (search/repeat.py
+    `noise_probe`) and the search decides with the larger of the steps' and the pair's
+    figures; a pair that spreads wider than the steps said keeps the prior."""
     if cluster.memory_line:
         cluster.hang_attempts = HANG_ATTEMPTS
     return _search(cluster, batch_space(estimate), measured=True)

@@ -138,15 +138,18 @@ def test_the_dented_family_is_flat_quiet_dented_and_its_memory_line_over_states(
 
 
 def test_measured_noise_in_the_bench_is_the_kinds_track() -> None:
-    """The bench's measured_noise reads the steps once two runs passed and decides with a
-    figure far below the prior (monitor/noise.py); at the default (the steps see the runs'
-    std, 0.8 %) it is the prior, so the option runs what the default runs."""
+    """The bench's measured_noise reads the steps once two runs passed; far below the prior,
+    the track awaits the early repeat (`model_perf.noise_probe`) and holds the prior until a
+    value ran twice (monitor/noise.py); at the default (the steps see the runs' std, 0.8 %)
+    it is the prior, so the option runs what the default runs."""
     curve = _curve("saturating")
     space = pe.batch_space(curve.max_fit)
     ok = [pe.Probe(b, Outcome.OK, 1.0) for b in (4, 8)]
     quiet = pe.Cluster(curve, random.Random(1), pe.NOISE, step_se=0.001)
     assert pe._tracked(quiet, space, ok[:1]).noise == pe.RULE_NOISE   # one run: the prior
-    assert pe._tracked(quiet, space, ok).noise == 0.001
+    told = pe._tracked(quiet, space, ok)
+    assert told.track is not None and told.track.awaits_probe and told.noise == pe.RULE_NOISE
+    assert told.track.steps == 0.001
     loud = pe.Cluster(curve, random.Random(1), pe.NOISE)
     assert pe._tracked(loud, space, ok).noise == pe.RULE_NOISE
     a = pe.sweepd(pe.Cluster(curve, random.Random(2), pe.NOISE), curve.max_fit)

@@ -14,17 +14,19 @@ Three sources, in the order they arrive:
 * nothing measured: the prior (the seed's rule);
 * a measure above the prior: the measure (more noise than assumed is never ignored);
 * the steps measure the noise far below the prior (`quiet`: a quarter of it or less; a TPU
-  v5e chip: 0.02-0.05 % against 1 %): the measure, steps or between runs whichever is the
-  larger, never below `limit` (nor a `noise_floor` the spec set). Until a value has run
-  twice that rests on the steps alone, so the leader runs again before a verdict rests on
-  it (`unconfirmed`): a repeat is worth its run where the steps say the prior is far off.
+  v5e chip: 0.02-0.05 % against 1 %) and a value has run twice: the measure, steps or
+  between runs whichever is the larger, never below `limit` (nor a `noise_floor` the spec
+  set). Until a value has run twice (`awaits_probe`) the prior holds, and the leader runs
+  again at once (`model_perf.noise_probe`, after the second passing run), so no decision
+  rests on the steps alone: on the bench's quiet steps under 0.8 % runs, deciding the
+  climb at the steps' figure and confirming at the end lost 2.5 points found (tuned) and 9
+  (fresh). `early=False` is that earlier way (the bench's "before" row): the steps decide
+  until a pair exists, and the best runs again at the end (`unconfirmed`).
 * the steps far below the prior, but a value run again spread more than `contradict` times
   the steps' figure (`steps_missed`): the steps miss the runs' own offset (the simulator's
   quiet steps under 0.3-0.8 % runs), so they say nothing of the run-to-run noise and the
-  prior holds again (the seed's rule), or the pair's figure where it is above it. Before,
-  one pair decided, under the prior where it read low. It recovers little on the bench's
-  quiet-stepped 0.8 % runs (found 90.7 -> 90.9 % tuned; the climb before the repeat was
-  decided at the steps' figure): why `measured_noise` stays an option (docs/benchmarks.md).
+  prior holds again (the seed's rule), or the pair's figure where it is above it by more
+  than one pair's chance (`one_pair_bar`, the seed's FLAT / sqrt 2 for a single pair).
 * otherwise (a measure a little under the prior): the prior.
 """
 
@@ -54,6 +56,12 @@ class Noise:
     # floor, as the seed's rule has it, and only more noise than it moves the decisions).
     use_measure: bool = True
     contradict: float = CONTRADICT
+    # Decide under the prior only once a value ran twice (the early repeat); False: the steps
+    # alone decide until then (the best runs again at the end).
+    early: bool = True
+    # Where the steps missed: a single pair's figure above the prior decides only past this
+    # (the seed's rule for one pair, repeat.with_run_noise); None: any figure above it.
+    one_pair_bar: float | None = None
 
     @property
     def far_below(self) -> bool:
@@ -82,13 +90,27 @@ class Noise:
         """The noise the rules decide with (the module's docstring)."""
         floor = self.floor or 0.0
         measured = self.measured
-        if measured is not None and measured > self.prior:
+        if measured is not None and measured > self.prior and not self._chance_pair:
             return max(measured, floor)
         if self.steps_missed:
             return max(self.prior, floor)
-        if self.quiet and measured is not None:
+        if self.quiet and measured is not None and not self.awaits_probe:
             return max(measured, self.limit, floor)
         return max(self.prior, floor)
+
+    @property
+    def _chance_pair(self) -> bool:
+        """One pair above the prior, on steps it contradicted, within one pair's chance at
+        the prior: it decides nothing, as without the steps (the seed's rule)."""
+        return self.steps_missed and self.between_free < 2 and self.one_pair_bar is not None \
+            and self.between is not None and self.between <= self.one_pair_bar \
+            and (self.steps or 0.0) <= self.prior
+
+    @property
+    def awaits_probe(self) -> bool:
+        """Quiet steps, no value run twice yet, the early repeat on: the prior holds until
+        the leader runs again (`model_perf.noise_probe`)."""
+        return self.early and self.quiet and self.between is None
 
     @property
     def below_prior(self) -> bool:

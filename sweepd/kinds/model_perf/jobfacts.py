@@ -64,16 +64,25 @@ def noise_track(ctx: SweepContext[Any], floor: float | None = None,
                  use_measure=measured)
 
 
-def quiet_note(ctx: SweepContext[Any], floor: float | None, measured: bool = False
-               ) -> str | None:
+def quiet_note(ctx: SweepContext[Any], floor: float | None, measured: bool = False,
+               decided: float | None = None) -> str | None:
     """Where the runs' steps measure far less noise than the prior the rules decided with:
     said, with the spec keys that would let the rules read it (on the recorded TPU chip
     curve the 1 % prior called 4, 8 and 16 level and settled the true best, 12, unrun).
-    Where the rules decided with the measure (`measured_noise`), there is nothing to say."""
+    Where the rules decided with the measure (`measured_noise`; `decided`, the search's
+    noise, under the prior), there is nothing to say; where they kept the prior, why."""
     track = noise_track(ctx, floor, measured)
     if track.below_prior or not track.far_below:
         return None
     figure = track.steps or 0.0
+    if measured:
+        # The track here has the steps alone; the search's pair (noise_probe) decided, and
+        # the verdict's noise caveat says so where it moved the noise under the prior.
+        return None if decided is not None and decided < track.prior else (
+            f"the runs' own steps put the run-to-run noise at about {figure:.2%}, far below "
+            f"the {track.prior:.1%} the rules assumed, but no value ran twice to measure it "
+            "between runs, or one run again spread wider than the steps said: the rules "
+            "kept the prior")
     return (f"the runs' own steps put the run-to-run noise at about {figure:.2%}, far below "
             f"the {track.prior:.1%} the rules assumed (the spec's noise_floor): values closer "
             f"than that were read as level and gaps settled on it; noise_floor: "

@@ -104,7 +104,8 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
             caveat(K.NOT_RUN, _not_run(spec, space, seen)),
             caveat(K.STANDING, standing(spec, ctx)), _from_earlier(spec, space, seen, ctx),
             caveat(K.NOISE, _noise(space, seen)),
-            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor, spec.measured_noise)))
+            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor, spec.measured_noise,
+                                           space.noise)))
         return _finish(spec, seen, ctx, notes, settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:

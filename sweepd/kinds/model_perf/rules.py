@@ -88,9 +88,19 @@ REPEAT = Rule(
     "unrun value beside the best runs (again), so the verdict rests on the noise measured",
     ("noise", "flat", "quiet", "max_runs_of_a_value"),
     where=("search.repeat:repeat_top", "search.repeat:_quiet_repeat"))
+NOISE_PROBE = Rule(
+    "model_perf.noise_probe",
+    "measured_noise: the runs' steps put the run-to-run noise quiet (a quarter of the prior "
+    "or less) and no value ran twice: the leader runs again at once, before any decision "
+    "rests on the steps' figure; decisions then use the larger of the steps' and the pair's "
+    "figures (never under noise_limit), the prior until then and where the pair spreads "
+    "wider than the steps said",
+    ("quiet", "min_runs", "noise_probe_left", "noise_limit"),
+    where=("search.repeat:noise_probe",))
 # The search's moves: a run recorded under one of these is the batch search's own step.
 SEARCH_MOVES = (FIRST_PROBE, BELOW_FAILURE, CLIMB, LARGEST_FIT, LINE_TEST, BISECT, SECANT,
-                BELOW_LOWEST, MIDPOINT, TILE_MULTIPLE, LADDER, PRIOR_BEST, CATEGORICAL, REPEAT)
+                BELOW_LOWEST, MIDPOINT, TILE_MULTIPLE, LADDER, PRIOR_BEST, CATEGORICAL, REPEAT,
+                NOISE_PROBE)
 CONTRADICTION_RERUN = Rule(
     "model_perf.contradiction_rerun",
     "a failure below a pass, or at a batch the passes' compiled memory says fits, runs "

@@ -106,8 +106,9 @@ class ModelPerfSpec(_Spec):
         default=False,
         description="decide with the noise the runs measure once their steady steps put it "
                     "far below the prior (a quarter or less of noise_floor or 1 %), never "
-                    "below 0.05 %, and run the best again before the verdict to measure the "
-                    "noise between runs the steps cannot show (a departure from the seed's "
+                    "below 0.05 %, once the leader has run again after the second pass to "
+                    "measure the noise between runs the steps cannot show (the prior until "
+                    "then; model_perf.noise_probe; a departure from the seed's "
                     "fixed 1 %: on the recorded TPU v5e curves it finds the best of every "
                     "curve where the default chose 2.4 % and 0.45 % under it; "
                     "docs/benchmarks.md)")

@@ -77,9 +77,13 @@ class PerfThresholds:
     max_runs_of_a_value: int = _n(2, "runs of one value at most (repeat)")
     min_steps: int = _n(4, "fewer steady steps say nothing about a run's spread")
     min_runs: int = _n(2, "passed runs whose steps are read before the noise moves from noise")
+    noise_probe_left: int = _n(2, "measured_noise: the leader runs again early (noise_probe) "
+                                  "only with this many runs left, its own and one the search "
+                                  "then decides with")
     quiet: float = _t(NOISE_QUIET, "the runs' steps measure a noise this many times below "
-                                   "the prior, or more: the rules decide with the measure "
-                                   "(and the best runs again to confirm it)")
+                                   "the prior, or more: with measured_noise the leader runs "
+                                   "again at once (noise_probe), and the rules then decide "
+                                   "with the larger of the steps' and the runs' figures")
     slow_max: float = _t(0.10, "the largest slowdown looked for (a degraded GPU, throttling)")
     past_ref: float = _t(0.25, "a remat policy fitting past the first policy's largest pass "
                                "by more than this share is read at its own likely peak first")

@@ -111,7 +111,12 @@ from sweepd.kinds.model_perf.search.prior import (
     prior_mismatch,
     scaled_prior,
 )
-from sweepd.kinds.model_perf.search.repeat import noise_said, repeat_top, with_run_noise
+from sweepd.kinds.model_perf.search.repeat import (
+    noise_probe,
+    noise_said,
+    repeat_top,
+    with_run_noise,
+)
 from sweepd.kinds.model_perf.search.second_peak import second_peak_room
 from sweepd.kinds.model_perf.search.slowed import Slowdown, check_run, confirm_run, slowdown
 from sweepd.kinds.model_perf.search.space import (
@@ -165,6 +170,9 @@ def next_probe(space: SearchSpace, probes: Sequence[Probe],
         if confirm is not None:
             return confirm
         space = with_run_noise(space, probes)
+        probe = noise_probe(space, probes, runs_left)
+        if probe is not None:
+            return probe
         early = check_run(space, probes, settled=False) if runs_left is None or runs_left >= 2 \
             else None
         if early is not None:

@@ -33,6 +33,7 @@ from sweepd.kinds.model_perf.search.space import (
     SearchSpace,
     Step,
     Value,
+    best_mean,
     mean_tgs,
     means,
 )
@@ -71,9 +72,12 @@ def with_run_noise(space: SearchSpace, probes: Sequence[Probe]) -> SearchSpace:
     if not track.quiet and ((free < 2 and measured <= FLAT / math.sqrt(2))
                             or measured <= space.noise):
         return space
-    told = replace(track, between=measured, between_free=free)
+    # One pair above the prior on steps it contradicts decides only past the seed's bar for
+    # one pair (FLAT / sqrt 2), as without the steps (monitor/noise.py `one_pair_bar`).
+    told = replace(track, between=measured, between_free=free,
+                   one_pair_bar=FLAT / math.sqrt(2))
     return replace(space, noise=told.decided, track=told,
-                   noise_between=free if measured >= told.decided else 0)
+                   noise_between=free if measured == told.decided else 0)
 
 
 def noise_said(space: SearchSpace) -> str:
@@ -89,6 +93,35 @@ def noise_said(space: SearchSpace) -> str:
     prior = space.track.prior if space.track is not None else NOISE
     figure = f"{space.noise:.1%}" if space.noise >= 0.001 else f"{space.noise:.2%}"
     return f"{told} put the run-to-run noise at {figure} (the rules assume {prior:.1%})"
+
+
+NOISE_PROBE_LEFT = THRESHOLDS.noise_probe_left
+
+
+def noise_probe(space: SearchSpace, probes: Sequence[Probe], runs_left: int | None
+                ) -> Step | None:
+    """measured_noise, the steps quiet and no value run twice (`Noise.awaits_probe`: the
+    track reads the steps once `min_runs` runs passed, against the prior by `quiet`): the
+    leader runs again now, so the climb is decided with a run-to-run figure too, never the
+    steps' alone (their figure misses a run's own offset, which moves every step alike).
+    Once only: a value run twice (or tried twice, a failed run) ends it."""
+    track = space.track
+    if track is None or not track.awaits_probe or not space.ordered or \
+            (runs_left is not None and runs_left < NOISE_PROBE_LEFT):
+        return None
+    own = [p for p in probes if not p.earlier]
+    values = [p.value for p in own]
+    if any(values.count(v) > 1 for v in values):
+        return None
+    top = best_mean(own)
+    if top is None:
+        return None
+    return Step(top.value, f"the runs' steps put the run-to-run noise at {track.steps:.2%}, "
+                           f"far below the {track.prior:.1%} the rules assume until it is "
+                           f"measured: the leader, {top.value}, runs again now, before any "
+                           "decision rests on the steps' figure, to measure the noise "
+                           "between runs the steps cannot show",
+                repeat=True, rule=rules.NOISE_PROBE.id)
 
 
 def _quiet_repeat(space: SearchSpace, top: Value, tries: int, runs_again: bool) -> Step | None:
