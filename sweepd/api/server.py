@@ -21,6 +21,7 @@ from sweepd.api.peers import PeerPolicy, group_id, peer_of, secure_socket
 from sweepd.api.requests import CLOSING, PEERS, SERVICE
 from sweepd.app.daemon import Front
 from sweepd.app.service import Service
+from sweepd.util.tcp_site import serve_tcp
 from sweepd.web.server import start_web
 
 log = structlog.get_logger("sweepd.api")
@@ -129,18 +130,10 @@ async def start_server(service: Service, socket_path: Path,
 async def start_metrics_listener(service: Service, listen: str) -> web.AppRunner:
     """`/metrics` alone on a TCP address (`host:port`), for a scraper that cannot reach the
     Unix socket. Nothing else of the API is served there: it has no peer check."""
-    host, _, port = listen.rpartition(":")
     app = web.Application(middlewares=[error_middleware])
     app[SERVICE] = service
     add_metrics_route(app)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host.strip("[]") or None, int(port)).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    return runner
+    return await serve_tcp(app, listen, shutdown_timeout=5.0)
 
 
 # What `app/daemon.serve` serves its service through (the caller hands it in).

@@ -32,6 +32,7 @@ from sweepd.app.service import Service
 from sweepd.config import Config, WebConfig
 from sweepd.store.states import SweepState
 from sweepd.store.store import NotFound
+from sweepd.util.tcp_site import serve_tcp
 from sweepd.web.live import Feeds
 from sweepd.web.page import document, e, page_title, render_index, render_main
 from sweepd.web.token import ensure_token
@@ -250,16 +251,8 @@ async def start_web(service: Service, config: Config) -> web.AppRunner:
     """The dashboard on `[web] listen`; the caller stops it with `runner.cleanup()`."""
     settings = config.web
     assert settings.listen is not None
-    host, _, port = settings.listen.rpartition(":")
     app = make_web_app(service, ensure_token(config.daemon.state_dir), settings)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host.strip("[]") or None, int(port)).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    return runner
+    return await serve_tcp(app, settings.listen, shutdown_timeout=2.0)
 
 
 def dashboard_url(settings: WebConfig, token: str) -> dict[str, Any]:
