@@ -28,3 +28,10 @@ def scrubbed(text: str, **names: object) -> str:
     for name, value in sorted(names.items(), key=lambda kv: -len(str(kv[1]))):
         text = text.replace(str(value), f"<{name}>")
     return _DATE.sub("<date>", text)
+
+
+def check_golden_cases(path: Path, cases: dict[str, str]) -> None:
+    """One golden file for a family of messages a person reads (refusals, stop lines): each
+    case's name as a heading over its whole text, so one check holds the family's wording."""
+    said = "".join(f"== {name} ==\n{text.rstrip()}\n\n" for name, text in cases.items())
+    check_golden(path, said)

@@ -13,7 +13,7 @@ from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.probes import _how_it_stands, probes
-from sweepd.kinds.model_perf.rules import BISECT
+from sweepd.kinds.model_perf.rules import BISECT, CONTRADICTION_RERUN
 from sweepd.kinds.model_perf.search import (
     Outcome,
     Probe,
@@ -27,6 +27,7 @@ from sweepd.kinds.parse import parse_spec
 from sweepd.monitor.classify import JobFacts, classify
 from sweepd.monitor.facts import FailureClass, Phase
 from sweepd.store.rows import Job, Run, RunParams
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases
 from tests.model_perf_curves import passed_run
 
 FOUR = ["chi1", "chi2", "chi3", "chi4"]
@@ -41,8 +42,8 @@ def test_a_hang_after_a_compiled_memory_line_that_fits_is_not_a_compile_oom() ->
     slow = classify(_hung((174.8, 178.6)))
     assert slow.klass is FailureClass.HANG
     assert slow.detail is not None and "(174.8 of 178.6 GB)" in slow.detail
-    assert "not a silent compile OOM (the SKILL.md's phase table predates that line)" \
-        in slow.detail
+    check_golden(GOLDEN / "batch_search" / "hang_after_a_fitting_compile_line.txt",
+                 slow.detail + "\n")
     # Before the line, or after one that does not fit: the seed's silent OOM.
     assert classify(_hung(None)).klass is FailureClass.OOM
     assert classify(_hung((180.1, 178.6))).klass is FailureClass.OOM
@@ -103,7 +104,8 @@ def test_the_last_runs_close_the_gap_beside_the_best() -> None:
     free = next_probe(batch_space(16), seen)
     last = next_probe(batch_space(16), seen, runs_left=1)
     assert free is not None and last is not None
-    assert 12 < int(last.value) < 20 and "the gap beside the best goes first" in last.why
+    assert 12 < int(last.value) < 20
+    check_golden(GOLDEN / "batch_search" / "last_run_beside_the_best.txt", last.why + "\n")
 
 
 def _run(seq: int, batch: int, outcome: str, tgs: float | None = None,
@@ -139,15 +141,15 @@ def test_a_silent_failure_below_a_pass_is_rerun_once_on_the_same_nodes() -> None
                        jobs=[_job(runs[1], None)])
     new = plan(_spec(), ctx)
     assert isinstance(new, list) and new[0].params.overrides == {"per_device_batch_size": 12}
-    assert new[0].rule == "model_perf.contradiction_rerun"
-    assert "contradicts the pass; re-run once on the same nodes" in new[0].reason
+    assert new[0].rule == CONTRADICTION_RERUN.id
+    check_golden(GOLDEN / "batch_search" / "contradiction_rerun.txt", new[0].reason + "\n")
     assert list(new[0].nodes) == FOUR
     # Failing again it stands, bounds nothing below 16, and is never run a third time.
     twice = [*runs, _run(3, 12, "oom", failure="oom")]
     ctx = SweepContext(runs=twice, nodes=FOUR, gpu_memory_gib=192, facts=PerfFacts(),
                        jobs=[_job(twice[1], None), _job(twice[2], None)])
     after = plan(_spec(), ctx)
-    assert isinstance(after, list) and after[0].rule != "model_perf.contradiction_rerun"
+    assert isinstance(after, list) and after[0].rule != CONTRADICTION_RERUN.id
     assert after[0].params.overrides["per_device_batch_size"] != 12
 
 
@@ -232,8 +234,8 @@ def test_a_flat_top_names_runs_within_the_noise_that_are_not_beside_the_best() -
     ran = [Probe(b, Outcome.OK, t) for b, t in
            ((200, 1200.0), (296, 1379.0), (308, 1380.0), (320, 1384.0), (340, 1300.0))]
     note = flat_top(space, ran)
-    assert note is not None and note.startswith("flat top: 296, 308 measured within 1%"), note
-    assert note.endswith("so any of these 3 may be the faster"), note   # not "either"
+    # Three may be the faster: "any of these 3", not "either".
+    check_golden(GOLDEN / "batch_search" / "flat_top_three.txt", f"{note}\n")
 
 
 def test_a_failure_below_a_pass_is_said_in_its_own_class_words() -> None:
@@ -242,6 +244,6 @@ def test_a_failure_below_a_pass_is_said_in_its_own_class_words() -> None:
     def failed(outcome: str) -> Run:
         return replace(passed_run(1, 19, 0.0), outcome=outcome, tgs=None)
 
-    assert "hung past the hang limit twice" in _how_it_stands(failed("hang"), None)
     assert "OOM" not in _how_it_stands(failed("hang"), None)
-    assert _how_it_stands(failed("oom"), None) == "a silent OOM that failed twice"
+    check_golden_cases(GOLDEN / "batch_search" / "failure_below_a_pass.txt", {
+        k: _how_it_stands(failed(k), None) for k in ("hang", "oom")})

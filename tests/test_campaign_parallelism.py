@@ -29,6 +29,7 @@ from sweepd.kinds.registry import ClientOutput
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning.exports import Recipe
 from sweepd.store.rows import Sweep
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases
 from tests.simrun import NODES, sim_config, write_scenario
 
 NINE = [f"n{i}" for i in range(1, 10)]
@@ -51,8 +52,8 @@ def test_model_perf_parallelism_is_validated_and_joins_the_overrides() -> None:
     # The same spec stored and submitted again is the same spec (the axes already there).
     assert parse_spec(spec.model_dump(mode="json")) == spec
     assert spec.cluster_problem(8) is None
-    assert "TP=16 does not divide the 8 GPUs" in str(
-        _mp(parallelism="TP=16,FSDP=8").cluster_problem(8))
+    check_golden(GOLDEN / "campaign" / "tp_per_node_refusal.txt",
+                 f"{_mp(parallelism='TP=16,FSDP=8').cluster_problem(8)}\n")
     for bad, why in [({"parallelism": "FSDP=4"}, "make 4 nodes, not the 8 pinned"),
                      ({"parallelism": "DP=8"}, "is not AXIS=N"),
                      ({"parallelism": "FSDP=8", "overrides": {"dcn_fsdp_parallelism": 4}},
@@ -154,8 +155,8 @@ def test_several_parallelisms_share_node_health_then_run_their_own_stages() -> N
     # The budget's per-parallelism stages share their part: batch 25 % of 12 h, halved.
     assert "ETA ~1.5 h" in started[2].progress[-1]
     # The next parallelism's start says the last one's end.
-    assert started[5].progress[0].startswith("stage confirm FSDP=8 ended (sweep 14): "
-                                             "confirmed gain +")
+    check_golden(GOLDEN / "campaign" / "next_parallelism_start.txt",
+                 "\n".join(started[5].progress) + "\n")
     cells = done.verdict["cells"]
     assert [c["parallelism"] for c in cells] == PARS
     assert [c["batch"]["best"] for c in cells] == [9, 6]
@@ -172,21 +173,10 @@ def test_the_report_and_the_chart_say_which_parallelism_each_result_is_for() -> 
     spec = _spec()
     _, done = _walk(spec)
     text = report.markdown(_sweep(spec, done.verdict), [], [])
-    assert "- Parallelism: FSDP=8 + PP=4,FSDP=2" in text
-    assert "| batch FSDP=8 | 12 | per_device_batch_size=9 (1,190 TGS/device) |" in text
-    assert "| batch PP=4,FSDP=2 | 15 | per_device_batch_size=6 (1,010 TGS/device) |" in text
-    assert "| flags PP=4,FSDP=2 | 16 | no recipe (bounded): the deployed flags stay |" in text
-    assert "**Final at FSDP=8: confirmed gain +" in text
-    assert "**Final at PP=4,FSDP=2: confirmed gain +" in text
-    # The patch by parallelism: one gpu.yml batch, the other noted; PP's bounded flags
-    # stage leaves no recipe to write.
-    assert text.endswith(
-        "Patch (`sweepd report 1 --apply`):\n"
-        "- `configs/deepseek3-671b.gpu.yml`: per_device_batch_size: 9, found at FSDP=8 (the "
-        "first confirmed parallelism's; YAML cannot guard it)\n"
-        "- `configs/deepseek3-671b.gpu.yml`: per_device_batch_size: 6, found at PP=4,FSDP=2 "
-        "(noted in the comment: pass it to this parallelism's jobs)\n"
-        f"- `configs/deepseek3-671b.env.sh`: the FSDP=8 recipe, guarded by FSDP=8: {FLAG}")
+    # The whole report: each stage's row and final line by parallelism, and the patch by
+    # parallelism (one gpu.yml batch, the other noted; PP's bounded flags stage leaves no
+    # recipe to write).
+    check_golden(GOLDEN / "campaign" / "report_two_parallelisms.txt", text + "\n")
     labels = [b.label for b in report.bars_of(done.verdict)]
     assert labels == ["FSDP=8: start (baseline-deployed)", "FSDP=8: batch stage",
                       "FSDP=8: flags stage", "FSDP=8: confirmed candidate",
@@ -245,8 +235,7 @@ def test_apply_guards_each_recipe_by_its_parallelism_and_notes_each_batch(
     assert hooks.apply(args, {"verdict": done.verdict}, _io(said)) == 0, said
     yml = (configs / "deepseek3-671b.gpu.yml").read_text()
     # One value in the YAML (the first parallelism's), the other's batch noted beside it.
-    assert yml.startswith("per_device_batch_size: 9  # sweepd campaign 1: found at FSDP=8, "
-                          "at PP=8 batch 6: pass per_device_batch_size=6 to its jobs")
+    check_golden(GOLDEN / "campaign" / "applied_two_parallelisms.gpu.yml", yml)
     env = (configs / "deepseek3-671b.env.sh").read_text()
     # Each recipe in its own block, guarded by its own parallelism.
     fsdp, pp = env.index(FLAG), env.index("NCCL_NCHANNELS_PER_NET_PEER")
@@ -277,18 +266,17 @@ def test_the_stop_message_names_the_campaign_its_parallelism_and_the_stage() -> 
                   verdict_json=None, created_at="", updated_at="")
     got = stop_state(sweep, [], [])
     assert got is not None
-    assert got[0] == ("[campaign STOP] deepseek3-671b FSDP=8 + PP=4,FSDP=2 campaign 4 halted "
-                      "at stage batch PP=4,FSDP=2")
-    assert stage_of("stage health: only 7 healthy node(s) in the slot") == "health"
-    assert stage_of("stage flags: its sweep's spec was refused: x") == "flags"
-    assert stage_of("resumed by a person") is None
+    reasons = ["stage health: only 7 healthy node(s) in the slot",
+               "stage flags: its sweep's spec was refused: x", "resumed by a person"]
+    assert [stage_of(r) for r in reasons] == ["health", "flags", None]
     alone = _spec(parallelism="FSDP=8", stages=["confirm"], candidate={"batch": 9})
     row = Sweep(id=5, kind="campaign", name="c", spec_json=json.dumps(alone.model_dump(
         mode="json")), state=SweepState.AWAITING_DECISION, reason="node fault",
         verdict_json=None, created_at="", updated_at="")
     title = stop_state(row, [], [])
-    assert title is not None and title[0] == (
-        "[campaign STOP] deepseek3-671b FSDP=8 confirm stage (sweep 5) halted")
+    assert title is not None
+    check_golden_cases(GOLDEN / "campaign" / "stop_titles.txt", {
+        "a stage of two parallelisms": got[0], "a campaign of one stage": title[0]})
 
 
 async def test_gather_reads_each_parallelisms_stages_into_its_own_cell(store: Any) -> None:

@@ -32,7 +32,7 @@ from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon as DaemonProc
 from tests.daemon_proc import write_config
-from tests.golden_files import GOLDEN, check_golden, scrubbed
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.simrun import perf_spec, write_scenario
 from tests.support.service import GOOD_YAML, NODES, SPEC, Daemon, write_spec
 
@@ -76,8 +76,7 @@ async def test_progress_in_list_show_and_the_sweep_json(daemon: Daemon, tmp_path
     assert p["eta_s"] == 600 * 11 and p["eta_guess"] is True
     # Elapsed on the ETA's base (cluster time: the finished job's 600 s), and it says so.
     assert (p["elapsed_s"], p["time_base"]) == (600, "cluster time")
-    assert p["line"] == ("run 2 of ≤ 12 (1 done) · 1 queued · 10m elapsed, ETA ≤ 1h50m "
-                         "(cluster time, a guess)")
+    check_golden(GOLDEN / "cli" / "progress_queued.txt", p["line"] + "\n")
     code, out, _ = await daemon.run("show", str(sid))
     assert f"  progress: {p['line'].split(' · ')[0]}" in out and "ETA basis: 1 finished" in out
     code, out, _ = await daemon.run("list")
@@ -105,7 +104,7 @@ def test_progress_of_an_ended_sweep_and_slurm_time_limits() -> None:
                   None, "2026-01-01T00:00:00.000Z", "2026-01-01T01:30:00.000Z")
     p = sweep_progress(sweep, [], [])
     assert p["elapsed_s"] == 5400 and p["eta_s"] == 0 and p["runs_most"] == 0   # ended
-    assert p["line"] == "no run ran · 1h30m elapsed (wall clock)"
+    check_golden(GOLDEN / "cli" / "progress_ended.txt", p["line"] + "\n")
     assert [slurm_seconds(t) for t in ("30", "1:30", "02:00:00", "1-12", "2-00:30:00", "x")] \
         == [1800, 90, 7200, 129600, 174600, None]
 
@@ -160,9 +159,13 @@ async def test_validate_prints_the_plan_and_records_nothing(daemon: Daemon, tmp_
     assert await daemon.store.sweeps.all() == []
     stranger = write_spec(tmp_path, "kind: node-perf\nnodes: 'zzz[1-3]'\n", "x.yaml")
     code, out, _ = await daemon.run("validate", stranger, "--json")
-    assert code == 2 and "not nodes of this cluster: zzz[1-3]" in json.loads(out)["error"]
+    assert code == 2
+    refusals = {"nodes of another cluster (--json)": json.loads(out)["error"]}
     code, _, err = await daemon.run("validate", write_spec(tmp_path, "kind: x\n", "y.yaml"))
-    assert code == 2 and "unknown sweep kind" in err
+    assert code == 2
+    refusals["an unknown kind"] = err
+    check_golden_cases(GOLDEN / "cli" / "validate_refusals.txt", {
+        k: scrubbed(v, tmp=tmp_path) for k, v in refusals.items()})
     assert await daemon.store.sweeps.all() == []
 
 
@@ -172,7 +175,7 @@ async def test_validate_node_hours_from_earlier_jobs(daemon: Daemon, tmp_path: P
     code, out, _ = await daemon.run("validate", write_spec(tmp_path, GOOD_YAML), "--json")
     plan = json.loads(out)
     assert code == 0 and plan["most_node_hours"] == 96 * 3 * 0.5   # node-runs x attempts x 0.5 h
-    assert plan["node_hours_basis"].startswith("a guess: 1 earlier model-perf job(s)")
+    check_golden(GOLDEN / "cli" / "validate_node_hours_basis.txt", plan["node_hours_basis"] + "\n")
 
 
 # -- models, status ----------------------------------------------------------------------
@@ -193,7 +196,8 @@ async def test_models_and_the_repos_configs_in_submit_sh_mode(daemon: Daemon, tm
         update={"backend": "slurm", "slurm": engine.config.cluster.slurm.model_copy(
             update={"mode": "submit_sh", "repo": tmp_path / "repo"})})})
     code, out, _ = await daemon.run("models")
-    assert out.endswith("configs/*.gpu.yml):\n  grok-1.gpu.yml\n  llama2-70b.gpu.yml\n")
+    # The repo's configs, below the model table (tested on its own above).
+    check_golden(GOLDEN / "cli" / "models_submit_sh.txt", out.split("\n\n", 1)[1])
 
 
 async def test_status(daemon: Daemon) -> None:
@@ -236,8 +240,7 @@ async def test_logs_marks_false_positives_and_the_evidence(daemon: Daemon, tmp_p
     await _finished_job(daemon.store, sid, "b=1", 60, log, failure_line=LOG[3])
     code, out, err = await daemon.run("logs", str(sid))
     assert code == 0 and out.splitlines() == LOG   # plain: not a terminal
-    assert f"sweep {sid} run #1 attempt 1, scheduler job b1 (sweepd job 1, failed): {log}" \
-        in err
+    check_golden(GOLDEN / "cli" / "logs_header_failed.txt", scrubbed(err, tmp=tmp_path))
     for which in ("1", "id:1"):
         code, out, _ = await daemon.run("logs", str(sid), which, "--json")
         marks = [json.loads(line)["mark"] for line in out.splitlines()]
@@ -521,10 +524,11 @@ async def test_stopped_sweeps_show_complete_runs_and_no_eta(daemon: Daemon) -> N
         await _finished_job(daemon.store, done, label, 60)
     p = (await daemon.service.summary(done))["progress"]
     # Between two jobs: the line must not say that nothing will run.
-    assert p["line"] == "run 2 of ≤ 12 · 1m elapsed, ETA ≤ 5m (cluster time, a guess)"
+    lines = {"between two jobs": p["line"]}
     await daemon.store.sweeps.transition(done, SweepState.AWAITING_DECISION, "stop")
     p = (await daemon.service.summary(done))["progress"]
-    assert p["eta_s"] == 0 and p["line"] == "run 2 of ≤ 12 · 1m elapsed (cluster time)"
+    assert p["eta_s"] == 0
+    lines["stopped"] = p["line"]
     await daemon.store.sweeps.transition(done, SweepState.RUNNING, "resumed")
     await daemon.store.sweeps.transition(done, SweepState.DONE, "verdict")
     never = int((await daemon.service.submit(SPEC))["id"])
@@ -534,8 +538,10 @@ async def test_stopped_sweeps_show_complete_runs_and_no_eta(daemon: Daemon) -> N
     await daemon.store.jobs.create(run, "tok-never", "name", NODES)
     assert (await daemon.run("abort", str(never)))[0] == 0
     code, out, _ = await daemon.run("show", str(done))
-    assert "  progress: 2 runs ran, all ended · 1m elapsed (cluster time)\n" in out
     assert "ETA" not in out
+    lines["show of the ended sweep"] = next(
+        line for line in out.splitlines() if line.startswith("  progress: "))
+    check_golden_cases(GOLDEN / "cli" / "progress_stopped.txt", lines)
     code, out, _ = await daemon.run("show", str(never))
     assert "  progress: no run ran · " in out and "ETA" not in out
     code, out, _ = await daemon.run("list")
@@ -559,8 +565,7 @@ async def test_logs_by_the_schedulers_job_id_and_of_a_queued_job(daemon: Daemon,
     for which in ("10018", "j10018", "2"):   # the scheduler's id, or run #2
         code, out, err = await daemon.run("logs", str(sid), which)
         assert (code, out) == (0, ""), err
-        assert "scheduler job 10018 (sweepd job 2, queued)" in err
-        assert f"sweep {sid}: the job has not started yet (queued): no log yet" in err
+        check_golden(GOLDEN / "cli" / "logs_queued.txt", scrubbed(err, tmp=tmp_path))
     code, out, _ = await daemon.run("logs", str(sid), "77", "--json")
     assert code == 2 and "no job the scheduler calls 77" in json.loads(out)["error"]
     code, out, _ = await daemon.run("logs", str(sid), "j5", "--json")

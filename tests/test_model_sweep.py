@@ -23,6 +23,7 @@ from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import Run, RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.simrun import NODES, open_store, run, sim_config, write_scenario
 
 PINNED = expand_nodes(NODES)
@@ -280,14 +281,10 @@ def test_a_single_commit_whose_first_jobs_fail_the_same_way_over_two_models_stop
     two = {**same_model, "mixtral-8x22b 4N @broken": ("config_error", None)}
     stop = plan(s, ctx(as_runs(new, two)))
     assert isinstance(stop, Stop) and stop.rule == ALL_FAIL_RULE
-    assert stop.reason.startswith(
-        "all models fail on broken so far: its first 3 jobs (llama2-70b 1N, llama2-70b 2N, "
-        "mixtral-8x22b 4N), of 2 distinct model(s) (llama2-70b, mixtral-8x22b) of the spec's "
-        "8; the rule needs at least 2, all failed the same way (config_error) and none passed")
-    assert "stopping before its 7 remaining job(s)" in stop.reason
-    assert stop.evidence.startswith("2 distinct model(s) (llama2-70b, mixtral-8x22b) of the "
-                                    "spec's 8; the rule needs at least 2; llama2-70b 1N: "
-                                    "config_error")
+    # The first 3 jobs, 2 distinct models of the spec's 8, the one way they failed, and the
+    # 7 jobs it stops before; the evidence job by job.
+    check_golden_cases(GOLDEN / "model_sweep" / "all_models_fail.txt",
+                       {"reason": stop.reason, "evidence": f"{stop.evidence}"})
     # Two different failures may be two models' own problems: no stop on that alone.
     mixed = {**one, "mixtral-8x22b 4N @broken": ("oom", None)}
     assert plan(s, ctx(as_runs(new, mixed))) == []
@@ -307,8 +304,8 @@ def test_a_one_model_spec_stops_on_that_models_jobs() -> None:
             "llama2-70b 2N @broken": ("config_error", None)}
     stop = plan(s, ctx(as_runs(new, both)))
     assert isinstance(stop, Stop) and stop.rule == ALL_FAIL_RULE
-    assert "of 1 distinct model(s) (llama2-70b) of the spec's 1; the rule needs at least 1" \
-        in stop.reason and "stopping before its 1 remaining job(s)" in stop.reason
+    check_golden_cases(GOLDEN / "model_sweep" / "all_models_fail_one_model.txt",
+                       {"reason": stop.reason})
 
 
 async def test_a_broken_single_commit_stops_after_its_small_jobs(tmp_path: Path) -> None:

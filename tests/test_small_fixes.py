@@ -19,6 +19,7 @@ from sweepd.monitor.facts import FailureClass, Verdict
 from sweepd.reports.report import report_markdown
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases
 from tests.simrun import write_scenario
 
 
@@ -28,12 +29,13 @@ def test_below_minimum_names_min_nodes_and_counts_right() -> None:
     v = Verdict(FailureClass.GPU_HARDWARE, node="n2", evidence="HSA_STATUS_ERROR")
     one = decide(Case(v, [], SweepFacts(["n1", "n2"], [], 2), limits))
     assert one.rule == "nodes.below_minimum"
-    assert one.reason == "excluding n2 leaves 1 node; the sweep's min_nodes is 2"
     two = decide(Case(v, [], SweepFacts(["n1", "n2", "n3"], [], 3), limits))
-    assert two.reason == "excluding n2 leaves 2 nodes; the sweep's min_nodes is 3"
+    assert two.rule == "nodes.below_minimum"
     queued, _ = queued_node_fault(["n2"], SweepFacts(["n1", "n2"], [], 2), limits)
     assert queued.act == Act.STOP
-    assert queued.reason.endswith("excluding it leaves 1 node; the sweep's min_nodes is 2")
+    check_golden_cases(GOLDEN / "small_fixes" / "below_minimum.txt", {
+        "1 node left of min 2": one.reason, "2 nodes left of min 3": two.reason,
+        "a queued job's node": queued.reason})
 
 
 def test_a_refusal_about_one_field_prints_its_message_once(
@@ -235,8 +237,8 @@ def test_a_best_at_the_lower_edge_of_the_range_says_so() -> None:
 
     seen = [Probe(12, Outcome.OK, 900.0), Probe(14, Outcome.OK, 850.0)]
     cut = batch_space(16, lower=12, upper=16)
-    assert best_at_edge(spec(lower=12, upper=16), cut, seen) == (
-        "it is the lowest value searched (lower: 12), so a lower one may be faster")
+    said = best_at_edge(spec(lower=12, upper=16), cut, seen)
+    check_golden(GOLDEN / "small_fixes" / "edge_lower.txt", f"{said}\n")
     # From 1 up there is nothing lower to try; a best inside the range says nothing.
     assert best_at_edge(spec(), batch_space(16), [Probe(1, Outcome.OK, 900.0)]) is None
     assert best_at_edge(spec(lower=12, upper=16), cut,
@@ -254,9 +256,8 @@ def test_a_best_below_a_failed_given_value_names_the_batches_never_given() -> No
     space = SearchSpace(candidates=(1, 2, 64), estimate_index=None)
     seen = [Probe(1, Outcome.OK, 500.0), Probe(2, Outcome.OK, 900.0),
             Probe(64, Outcome.OOM, None)]
-    assert best_at_edge(spec, space, seen) == ("the next value given, 64, failed (oom); 3-63 were "
-                                               "not among the values, so a batch there may fit "
-                                               "and be faster")
+    said = best_at_edge(spec, space, seen)
+    check_golden(GOLDEN / "small_fixes" / "edge_values_never_given.txt", f"{said}\n")
     # Adjacent values leave nothing between; a pass above says nothing of the kind.
     assert best_at_edge(spec, space, [*seen[:2], Probe(64, Outcome.OK, 800.0)]) is None
 
@@ -274,9 +275,8 @@ def test_a_best_at_the_largest_batch_run_says_memory_ruled_out_the_next() -> Non
         return Probe(b, Outcome.OK, tgs, temp_gb=12.0 * b, fixed_gb=4.0, limit_gb=178.6)
 
     seen = [run(10, 1000.0), run(14, 1100.0)]
-    assert best_at_edge(spec, batch_space(40), seen) == (
-        "nothing above 14 was run: the compiled memory predicts 15 needs ~184 of the 179 GB "
-        "pool")
+    said = best_at_edge(spec, batch_space(40), seen)
+    check_golden(GOLDEN / "small_fixes" / "edge_memory.txt", f"{said}\n")
     # A run above the best (its OOM, or a slower pass) says it; so does a best below.
     assert best_at_edge(spec, batch_space(40), [*seen, Probe(15, Outcome.OOM, None)]) is None
     assert best_at_edge(spec, batch_space(40), [run(6, 1000.0), run(8, 1100.0)]) is None

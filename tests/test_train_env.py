@@ -22,6 +22,7 @@ from sweepd.clusters import train_env as te
 from sweepd.kinds.xla_tuning.catalog.catalog import Layer, Setting
 from sweepd.kinds.xla_tuning.evidence.logread import applied as logread_applied
 from sweepd.kinds.xla_tuning.evidence.logread import effective
+from tests.golden_files import GOLDEN, check_golden
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"
@@ -61,6 +62,9 @@ def job_env(repo: Path, model: str, *passthrough: str) -> tuple[dict[str, str], 
     return dict(line.split("=", 1) for line in shown if "=" in line), lines, res.stderr
 
 
+MEM_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"  # a variable's name, not prose
+
+
 def flag_values(xla_flags: str, key: str) -> list[str]:
     return [t.split("=", 1)[1] for t in xla_flags.split() if t.startswith(f"--{key}=")]
 
@@ -72,20 +76,12 @@ def test_blocks_take_the_skill_md_shape_at_the_end() -> None:
     base = fixture_text()
     text = te.add_arm(te.add_arm(base, AG512), NCH8)
     assert text.startswith(base)  # the file itself is untouched, blocks appended
-    tail = text[len(base):].splitlines()
-    assert tail[:5] == [
-        "# ---- TUNE_PROFILE ----",
-        'TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"',
-        'TUNE_FLAGS=""',
-        'case "${TUNE_PROFILE}" in',
-        "    baseline) ;;  # no-op; inherits configs/<MODEL_TAG>.env.sh as-is"]
-    assert tail[5:9] == ["    ag512M)", f'        TUNE_FLAGS+=" --{AG}=536870912"', "        ;;",
-                         "    nch8) ;;"]
-    assert '    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }${TUNE_FLAGS# }"' in tail
-    post = tail.index("# ---- TUNE_PROFILE: post-NCCL overrides ----")
-    assert post > tail.index("esac")  # after the XLA block, i.e. after every NCCL export
-    assert tail[post + 1:post + 5] == ['case "${TUNE_PROFILE:-}" in', "    nch8)",
-                                       "        export NCCL_NCHANNELS_PER_NET_PEER=8", "        ;;"]
+    tail = text[len(base):]
+    # The whole appended text: the XLA block (each arm's flags joined to XLA_FLAGS), then the
+    # post-NCCL block after every NCCL export.
+    check_golden(GOLDEN / "train_env" / "two_arms_tail.sh", tail)
+    lines = tail.splitlines()
+    assert lines.index("# ---- TUNE_PROFILE: post-NCCL overrides ----") > lines.index("esac")
     assert te.arms(text) == (AG512, NCH8)
 
 
@@ -106,9 +102,7 @@ def test_round_trip_idempotence_and_removal() -> None:
     assert more.endswith("export MY_OWN=1\n") and te.arms(more)[-1] == MEM95
     assert te.remove_arms(more) == base + "export MY_OWN=1\n"
     assert te.arms(base) == () and "no TUNE_PROFILE blocks" in te.describe(base)
-    said = te.describe(text)
-    assert "4 arms" in said and f"  ag512M: --{AG}=536870912" in said.splitlines()
-    assert "  nch8: NCCL_NCHANNELS_PER_NET_PEER=8" in said.splitlines()
+    check_golden(GOLDEN / "train_env" / "describe_four_arms.txt", te.describe(text) + "\n")
 
 
 def test_an_arm_of_the_same_name_with_other_content_is_refused(tmp_path: Path) -> None:
@@ -200,7 +194,7 @@ def test_job_name_budget() -> None:
 def test_placement_names_what_the_env_file_would_win() -> None:
     env_file = (MAXTEXT_FIXTURE / "configs" / "deepseek3-671b.env.sh").read_text()
     flags, env = te.env_file_settings(env_file)
-    assert flags == {AG: "1073741824"} and env == {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".97"}
+    assert flags == {AG: "1073741824"} and env == {MEM_FRACTION: ".97"}
     p = te.placement(MEM95, env_file)
     assert p.passthrough == ("_env_TUNE_PROFILE=mem95", "_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.95")
     assert p.lost == ()
@@ -281,7 +275,7 @@ def test_a_profile_is_appended_to_the_inherited_flags_and_its_env_set(tmp_path: 
     env, _, _ = job_env(repo, "llama2-70b", te.selector("late"))
     assert (env["NCCL_IB_TC"], env["NCCL_PXN_DISABLE"]) == ("106", "1")
     _, _, err = job_env(repo, "llama2-70b", te.selector("nosuch"))
-    assert "[train_env.sh] WARNING: unknown TUNE_PROFILE='nosuch'" in err
+    check_golden(GOLDEN / "train_env" / "unknown_profile_warning.txt", err)
 
 
 def test_the_post_nccl_block_is_where_env_arms_win(tmp_path: Path) -> None:
@@ -323,12 +317,12 @@ def test_the_per_model_env_file_wins_over_an_arm(tmp_path: Path) -> None:
     assert not ok and culprit and f"{AG}=1073741824 won" in culprit
     assert [o.key for o in te.placement(AG512, env_file).lost] == [AG]
 
-    mem = Setting("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95", Layer.ENV)
+    mem = Setting(MEM_FRACTION, ".95", Layer.ENV)
     env, lines, _ = job_env(repo, "deepseek3-671b", te.selector("mem95"))
-    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == ".97"
+    assert env[MEM_FRACTION] == ".97"
     assert not logread_applied([mem], effective(lines))[0]
     env, lines, _ = job_env(repo, "deepseek3-671b", *te.placement(MEM95, env_file).passthrough)
-    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == ".95"
+    assert env[MEM_FRACTION] == ".95"
     assert logread_applied([mem], effective(lines)) == (True, None)
     # Without an env file setting it, the arm alone wins.
     env, lines, _ = job_env(repo, "llama2-70b", te.selector("mem95"))

@@ -16,9 +16,15 @@ from sweepd.kinds.xla_tuning.evidence.board_build import build
 from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan
+from tests.golden_files import GOLDEN, check_golden_cases
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 
+
+
+def _reasons(name: str, cases: dict[str, str]) -> None:
+    """The verdicts' reasons a person reads, each whole, in one golden per test."""
+    check_golden_cases(GOLDEN / "xla_tuning" / "claims" / f"{name}.txt", cases)
 
 def _inputs() -> Inputs:
     land = fsdp8()
@@ -99,15 +105,15 @@ def test_a_decided_proposal_reports_its_gain_from_runs_that_decided_nothing() ->
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
     assert v.gain == pytest.approx(0.08) and v.n == 2 and v.win  # the block's, not +10 %
     assert v.interval is not None and v.interval[0] < 0.08 < v.interval[1]
-    assert "from 2 runs of it and 2 of the baseline made after it was decided" in v.reason
-    assert "the runs that decided it read +10.00%" in v.reason
+    # The reason: the block's runs behind the gain, and the deciding runs' +10 % beside it.
+    reasons = {"the block's +8%": v.reason}
     # A block within the noise of a small gain: the proposal is not put forward as such.
     low = [_r("ag768M", 1015.0, REPORT, 6), _r("baseline", 1000.0, REPORT, 6),
            _r("ag768M", 1015.0, REPORT, 6), _r("baseline", 1000.0, REPORT, 6)]
     v = plan(_inputs(), [*confirmed, *low], EV)
     assert isinstance(v, Verdict) and v.conditional and not v.win, v
-    assert "made after it was decided put it at +1.50%, not significantly above +2%" in \
-        v.conditional_reason
+    reasons["a block at +1.5% (conditional)"] = v.conditional_reason
+    _reasons("block_reads_the_claim", reasons)
 
 
 def test_a_block_below_the_win_line_takes_back_the_win_but_not_the_proposal() -> None:
@@ -122,15 +128,14 @@ def test_a_block_below_the_win_line_takes_back_the_win_but_not_the_proposal() ->
     v = plan(_inputs(), [*confirmed, *block], EV)
     assert isinstance(v, Verdict) and v.rule == "stop.winner" and v.recipe == "ag768M", v
     assert v.gain == pytest.approx(0.043) and not v.win and not v.conditional
-    assert "not put forward as >= +5%: the runs made after it was decided read it below " \
-        "+4.5%" in v.reason
+    reasons = {"a block at +4.3%: no win": v.reason}
     above = [_r("ag768M", 1061.0, REPORT, 6), _r("baseline", 1010.0, REPORT, 6),
              _r("ag768M", 1030.0, REPORT, 6), _r("baseline", 990.0, REPORT, 6)]
     v = plan(_inputs(), [*confirmed, *above], EV)
     assert isinstance(v, Verdict) and v.gain == pytest.approx(0.0455) and v.win
     # "Confirmed >= +5 %" beside a reported +4.55 % is said, not left as a contradiction.
-    assert "the runs made after it was decided read it at +4.55%, within noise of the +5% " \
-        "line (not below +4.5%)" in v.reason
+    reasons["a block at +4.55%: the win said beside it"] = v.reason
+    _reasons("block_below_the_win_line", reasons)
 
 
 def test_a_part_kept_on_the_stacks_selecting_run_alone_is_re_run_first() -> None:

@@ -21,7 +21,13 @@ from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.rules import NUMERIC_NEIGHBOUR
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.xla_cells import nccl_win_on_sparse
+
+
+def _reasons(name: str, cases: dict[str, str]) -> None:
+    """The reasons a person reads, each whole, in one golden per test."""
+    check_golden_cases(GOLDEN / "xla_tuning" / "honest_stops" / f"{name}.txt", cases)
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"
 SIZES = (256, 384, 512, 768, 1024, 2048, 4096)
@@ -91,8 +97,9 @@ def test_a_verdict_without_a_recipe_names_the_catalog_it_never_ran() -> None:
     # lhs (=true on the image's True) changes nothing: it is said apart, not counted unrun.
     never = [p for p in inp.catalog if p.name not in ran and p.name != "lhs"]
     assert never and f"not run: {len(never)} profiles" in v.reason, v.reason
-    assert v.reason.endswith("already in effect (each setting the env file's or the "
-                             "image's value): lhs"), v.reason
+    # lhs is said apart, at the end, as already in effect.
+    assert v.reason.endswith(": lhs"), v.reason
+    _reasons("bounded_with_family_gaps_off", {"the verdict": v.reason})
     once = [p for p in inp.catalog if p.family == "ovl" and p.name in ran]
     if len(once) == 1:
         assert f"({once[0].name} only)" in v.reason, v.reason
@@ -116,10 +123,8 @@ def test_a_verdict_with_no_catalog_profile_tried_says_so() -> None:
     assert step.recipe == "restore_default", step
     # ag1G (the env file's value) and lhs (the image's) change nothing: never counted.
     left = len(inp.catalog) - 2
-    assert (f"no catalog profile tried: all {left} never run, the verdict rests "
-            "on Wave 1 alone") in step.reason
-    assert step.reason.endswith("already in effect (each setting the env file's or the "
-                                "image's value): ag1G, lhs"), step.reason
+    assert f"all {left} never run" in step.reason, step.reason
+    _reasons("no_catalog_profile_tried", {"the verdict": step.reason})
 
 
 def test_the_claims_interval_uses_student_t_at_the_pooled_noises_df() -> None:
@@ -203,8 +208,7 @@ def test_a_bounded_verdict_names_the_family_values_it_never_ran() -> None:
         family = [q for q in played.planned if q.profile.family == p.profile.family]
         position = next(q.profile.position for q in family if q.profile.name == best)
         assert abs(p.profile.position - position) == 1, (p.profile.name, best)
-    assert "family values not run: xla_gpu_all_gather_combine_threshold_bytes (ag256M, " \
-        "ag384M, ag2G, ag4G)" in v.reason
+    _reasons("family_values_not_run", {"the verdict": v.reason})
 
 
 AG_AT_ITS_END = {256: 1.08, 384: 0.98, 512: 0.98, 768: 0.98, 1024: 0.98, 2048: 0.98, 4096: 0.98}
@@ -238,12 +242,13 @@ def test_a_catalog_spent_with_a_leader_reports_its_gain_from_runs_that_decided_n
     v = r.verdict
     assert v.kind is VerdictKind.EXHAUSTED and v.recipe == "nch8", v
     assert [p.profile.name for p in r.planned if p.rule == REPORT] == ["nch8", "baseline"] * 2
-    assert "from 2 runs of it and 2 of the baseline made after it was decided" in v.reason
     assert v.n == 2 and not v.conditional
+    reasons = {"the catalog spent": v.reason}
     # A block that reads the gain within the noise of +2 %: not put forward as such.
     low = replay(inp, land, random.Random(8)).verdict
     assert low.kind is VerdictKind.EXHAUSTED and low.recipe == "nch8" and low.conditional
-    assert "not significantly above +2%" in low.conditional_reason
+    reasons["read within the noise of +2% (conditional)"] = low.conditional_reason
+    _reasons("gain_from_runs_that_decided_nothing", reasons)
 
 
 def test_a_timebox_verdict_reads_its_gain_on_the_block_run_before_the_stop() -> None:
@@ -306,7 +311,8 @@ def test_a_recipe_above_2_percent_but_not_significantly_is_measured_before_bound
     assert not board.claim.above("dbuf", "default", inp.bounded_gain)
     cands = Candidates(inp, board, None, profiles(inp))
     again = [it for it in cands.steps.confirmations() if it[0].name == "dbuf"]
-    assert again and "above the +2% bar, not significantly" in again[0][3]
+    assert again
+    _reasons("confirm_above_the_bar", {"dbuf's confirmation": again[0][3]})
     assert again[0][2] == "noise.confirm"
 
 

@@ -11,6 +11,7 @@ from sweepd.kinds.xla_tuning.reporting.report_sections import _env_effect, _inve
 from sweepd.kinds.xla_tuning.reporting.report_view import View
 from sweepd.kinds.xla_tuning.search import profiles
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
+from tests.golden_files import GOLDEN, check_golden
 
 
 def _view(parallelism: str, evidence: Evidence | None) -> View:
@@ -30,10 +31,8 @@ def test_why_gives_the_hlo_shares_the_bubble_on_pp_and_the_winners_jobs() -> Non
     ev = Evidence(((Cost.COLLECTIVE_PERMUTE, 0.31), (Cost.COMPUTE, 0.55),
                    (Cost.ALL_GATHER, 0.08)), "HLO dump of job 12")
     why = _why(_view("PP=8", ev), "hpas")
-    assert "Measured in jobs 13, 17" in why
-    assert "evidence run job 12 (profiler + HLO dump)" in why
-    assert "its HLO dump: compute 55%, collective-permute / send-recv 31%" in why, why
-    assert "pipeline bubble (S-1)/(M*V+S-1) = 46.7% (S=8, M=8, V=1)" in why
+    # The winner's jobs, the evidence run, its dump's shares, PP's bubble: whole.
+    check_golden(GOLDEN / "xla_tuning" / "why_on_pp_with_a_dump.txt", why + "\n")
 
 
 def test_without_pp_or_a_dump_why_claims_neither() -> None:
@@ -51,8 +50,7 @@ def test_wave1_says_restore_default_ran_out_of_memory_not_that_it_never_ran() ->
                 restored=("XLA_PYTHON_CLIENT_MEM_FRACTION",))
     text = _env_effect(view)
     assert "restore_default not run" not in text
-    assert ("restore_default (putting XLA_PYTHON_CLIENT_MEM_FRACTION back to the image's "
-            "default) dropped: OOM (allocation of 3.1 GiB)") in text
+    check_golden(GOLDEN / "xla_tuning" / "env_effect_restore_default_oom.txt", text + "\n")
     never = View(base.spec, base.results, base.board, base.table)
     assert "restore_default not run" in _env_effect(never)
 
@@ -64,7 +62,6 @@ def test_the_inventory_is_the_one_the_verdict_recorded_not_guessed_from_restore_
     line = ("Inventory: configs/deepseek3-671b.env.sh sets "
             "xla_gpu_enable_highest_priority_async_stream=false")
     text = _inventory(view, line)
-    assert ("- Env file sets: configs/deepseek3-671b.env.sh sets "
-            "xla_gpu_enable_highest_priority_async_stream=false") in text
+    check_golden(GOLDEN / "xla_tuning" / "inventory_as_recorded.txt", text + "\n")
     assert "sets none" not in _inventory(view, None)
     assert "nothing the env file sets has a known default" in _env_effect(view)

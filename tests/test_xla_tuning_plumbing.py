@@ -40,6 +40,7 @@ from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.simrun import NODES, sim_config, write_scenario
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 from tests.slurm_sweep import submit_sh_config
@@ -79,20 +80,19 @@ async def test_every_job_carries_the_heartbeat_timeout_and_the_templates_time_li
     assert back.time_limit == planned[0].params.time_limit
 
 
-@pytest.mark.parametrize("where", [
-    {"overrides": {"profiler": ""}},
-    {"config_tags": {"default": {"profiler": " "}}},
-    {"profiles": [{"name": "clean", "settings": {"profiler": ""}}]},
-])
-def test_an_empty_profiler_override_is_refused_at_validation_in_one_line(
-        where: dict[str, Any]) -> None:
-    data = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE, "parallelism": "FSDP=8",
-            **where}
-    with pytest.raises(SpecError) as caught:
-        parse_spec(data)
-    text = str(caught.value)
-    assert "\n" not in text
-    assert "profiler: an empty value is refused" in text and "YAML enum" in text
+def test_an_empty_profiler_override_is_refused_at_validation_in_one_line() -> None:
+    said: dict[str, str] = {}
+    for name, where in [("overrides", {"overrides": {"profiler": ""}}),
+                        ("a config tag", {"config_tags": {"default": {"profiler": " "}}}),
+                        ("a profile", {"profiles": [{"name": "clean",
+                                                     "settings": {"profiler": ""}}]})]:
+        data = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": NODE,
+                "parallelism": "FSDP=8", **where}
+        with pytest.raises(SpecError) as caught:
+            parse_spec(data)
+        said[name] = str(caught.value)
+        assert "\n" not in said[name]
+    check_golden_cases(GOLDEN / "xla_tuning" / "empty_profiler_refused.txt", said)
 
 
 def test_an_empty_profiler_is_refused_for_every_kind_and_xplane_is_kept() -> None:
@@ -375,24 +375,24 @@ async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
     ctx = await context(store, rec.sweep_id, facts)
     stop = adapter.plan(spec, ctx)
     assert isinstance(stop, Stop) and stop.rule == "xla.not_applied"
-    assert "3 profiles not applied, all the same way" in stop.reason
-    assert "`_env_TUNE_PROFILE` did not reach `train_env.sh`" in stop.reason
     assert all(f"{p} (job 70" in (stop.evidence or "") for p in ("pag", "nch8", "mem95"))
+    # The stop's reason names the one way (`_env_TUNE_PROFILE` never reached train_env.sh);
+    # each result's detail says what was measured.
+    said = {"the stop": stop.reason}
     # The NCCL profile's reason says what was measured: train_env.sh's own 4 stayed, and
     # the model's env file (there is none) did not set it.
     nch8 = {r.profile: r for r in gather.results(ctx.runs, ctx.jobs)}["nch8"]
     assert nch8.outcome is Outcome.NOT_APPLIED
-    assert nch8.detail.startswith("NCCL_NCHANNELS_PER_NET_PEER=4 won over the profile's 8")
-    assert "the model's env file does not set NCCL_NCHANNELS_PER_NET_PEER" in nch8.detail
-    assert "set later" not in nch8.detail
+    said["nch8's detail"] = f"{nch8.detail}"
     # The evidence run's switch is listed (re-exported after train_env.sh) but was never
     # read: no dump was written, so it was not applied either.
     await record(store, rec.sweep_id, repo, tmp_path, "evidence", "7003")
     ctx = await context(store, rec.sweep_id, facts)
     evidence = {r.profile: r for r in gather.results(ctx.runs, ctx.jobs)}["evidence"]
     assert evidence.outcome is Outcome.NOT_APPLIED
-    assert evidence.detail.startswith(
-        "no HLO dump was written, though the listing shows ENABLE_XLA_DUMP=1")
+    said["the evidence run's detail"] = f"{evidence.detail}"
+    check_golden_cases(GOLDEN / "xla_tuning" / "not_applied_one_way.txt",
+                       {k: scrubbed(v, tmp=tmp_path) for k, v in said.items()})
     # Resumed from this stop, the person chose to go on: it is not raised again.
     again = SweepContext(runs=ctx.runs, nodes=ctx.nodes, gpu_memory_gib=192.0, facts=facts,
                          jobs=ctx.jobs, acknowledged_stops=["xla.not_applied"])
@@ -425,7 +425,8 @@ async def test_a_value_the_env_file_sets_is_named_as_the_env_files(store: Store,
                                                       sourced_last=True))
     [miss] = gather.unapplied(ctx.runs, ctx.jobs, deployed)
     assert miss.miss.cause == applied.ENV_FILE
-    assert "the model's env file sets XLA_PYTHON_CLIENT_MEM_FRACTION=.97" in miss.miss.culprit
+    check_golden(GOLDEN / "xla_tuning" / "env_file_culprit.txt",
+                 scrubbed(f"{miss.miss.culprit}\n", tmp=tmp_path))
 
 
 # --- the evidence run judged by its artifacts --------------------------------------------------
