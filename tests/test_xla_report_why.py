@@ -32,7 +32,7 @@ def test_why_gives_the_hlo_shares_the_bubble_on_pp_and_the_winners_jobs() -> Non
                    (Cost.ALL_GATHER, 0.08)), "HLO dump of job 12")
     why = _why(_view("PP=8", ev), "hpas")
     # The winner's jobs, the evidence run, its dump's shares, PP's bubble: whole.
-    check_golden(GOLDEN / "xla_tuning" / "why_on_pp_with_a_dump.txt", why + "\n")
+    check_golden(GOLDEN / "xla_tuning_messages" / "why_on_pp_with_a_dump.txt", why + "\n")
 
 
 def test_without_pp_or_a_dump_why_claims_neither() -> None:
@@ -50,7 +50,7 @@ def test_wave1_says_restore_default_ran_out_of_memory_not_that_it_never_ran() ->
                 restored=("XLA_PYTHON_CLIENT_MEM_FRACTION",))
     text = _env_effect(view)
     assert "restore_default not run" not in text
-    check_golden(GOLDEN / "xla_tuning" / "env_effect_restore_default_oom.txt", text + "\n")
+    check_golden(GOLDEN / "xla_tuning_messages" / "env_effect_restore_default_oom.txt", text + "\n")
     never = View(base.spec, base.results, base.board, base.table)
     assert "restore_default not run" in _env_effect(never)
 
@@ -62,6 +62,6 @@ def test_the_inventory_is_the_one_the_verdict_recorded_not_guessed_from_restore_
     line = ("Inventory: configs/deepseek3-671b.env.sh sets "
             "xla_gpu_enable_highest_priority_async_stream=false")
     text = _inventory(view, line)
-    check_golden(GOLDEN / "xla_tuning" / "inventory_as_recorded.txt", text + "\n")
+    check_golden(GOLDEN / "xla_tuning_messages" / "inventory_as_recorded.txt", text + "\n")
     assert "sets none" not in _inventory(view, None)
     assert "nothing the env file sets has a known default" in _env_effect(view)

@@ -76,7 +76,7 @@ def test_each_bad_spec_is_refused_with_its_whole_line() -> None:
     cluster slot, DCN axes against the nodes, TP against a node's GPUs (the cluster's,
     tests/test_tp_per_node.py), the profiles, the slot given twice, the primary tag."""
     no_slot = {k: v for k, v in SPEC.items() if k != "nodes"}
-    check_golden_cases(GOLDEN / "xla_tuning" / "spec_refusals.txt", {
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "spec_refusals.txt", {
         "no cluster slot": refusal(no_slot),
         "DCN axes short of the nodes": refusal({**SPEC, "parallelism": "FSDP=4"}),
         "DCN axes over the nodes": refusal({**SPEC, "nodes": "n[01-02]"}),
@@ -149,7 +149,7 @@ async def test_wave1_runs_carry_rule_reason_and_exactly_the_agreed_params(
     assert planned[0].params.overrides["sparse_matmul"] == "true"
     assert "sparse_matmul" not in planned[1].params.overrides
     # Each reason whole (the batch size's source, model-perf sweep 3's optimum, among them).
-    check_golden_cases(GOLDEN / "xla_tuning" / "wave1_reasons.txt",
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "wave1_reasons.txt",
                        {n.label: n.reason for n in planned})
     evidence = planned[2].params
     assert evidence.overrides["profiler"] == "xplane"
@@ -259,7 +259,8 @@ async def test_gather_classifies_each_recorded_job(store: Store, tmp_path: Path)
     assert got["flaky"].outcome is Outcome.FLAKE
     assert got["lost"].outcome is Outcome.NOT_APPLIED
     assert got["lost"].detail is not None
-    check_golden(GOLDEN / "xla_tuning" / "not_applied_detail.txt", got["lost"].detail + "\n")
+    check_golden(GOLDEN / "xla_tuning_messages" / "not_applied_detail.txt",
+                 got["lost"].detail + "\n")
     assert got["waiting"].outcome is Outcome.PENDING and got["waiting"].wave == 2
 
 
@@ -398,7 +399,7 @@ async def test_a_node_fault_on_the_sim_stops_the_sweep_without_touching_the_node
         # The whole message, naming the SKILL.md's partial deliverable written at the stop
         # from what ran so far.
         partial = config.daemon.outputs / f"sweep-{sweep.id}" / "llama2-70b-tuning.md"
-        check_golden(GOLDEN / "xla_tuning" / "sim_fault_stop.txt",
+        check_golden(GOLDEN / "xla_tuning_messages" / "sim_fault_stop.txt",
                      re.sub(r"State=\w+", "State=<state>",  # idle or not: a race
                             scrubbed(message + "\n", outputs=config.daemon.outputs)))
         assert "## Tuning leaderboard (FSDP=8)" in partial.read_text().splitlines()
@@ -438,7 +439,7 @@ async def test_the_evidence_runs_hlo_dump_changes_the_order_of_wave_2(
     seen = await wave2_after_evidence(store, tmp_path / "b", a2a)
     assert [n.label for n in seen] != [n.label for n in blind]
     reasons["all-to-all 45% in the dump"] = seen[0].reason
-    check_golden_cases(GOLDEN / "xla_tuning" / "wave2_first_reasons.txt", reasons)
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "wave2_first_reasons.txt", reasons)
     assert seen[0].params.env and not blind[0].params.env  # an NCCL env var, not a flag
     # The same dump where the log's `--xla_dump_to` put it orders the wave the same way.
     moved = await wave2_after_evidence(store, tmp_path / "c", a2a, in_log=True)

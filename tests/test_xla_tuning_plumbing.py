@@ -92,7 +92,7 @@ def test_an_empty_profiler_override_is_refused_at_validation_in_one_line() -> No
             parse_spec(data)
         said[name] = str(caught.value)
         assert "\n" not in said[name]
-    check_golden_cases(GOLDEN / "xla_tuning" / "empty_profiler_refused.txt", said)
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "empty_profiler_refused.txt", said)
 
 
 def test_an_empty_profiler_is_refused_for_every_kind_and_xplane_is_kept() -> None:
@@ -391,7 +391,7 @@ async def test_three_profiles_not_applied_one_way_stop_and_name_the_mechanism(
     evidence = {r.profile: r for r in gather.results(ctx.runs, ctx.jobs)}["evidence"]
     assert evidence.outcome is Outcome.NOT_APPLIED
     said["the evidence run's detail"] = f"{evidence.detail}"
-    check_golden_cases(GOLDEN / "xla_tuning" / "not_applied_one_way.txt",
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "not_applied_one_way.txt",
                        {k: scrubbed(v, tmp=tmp_path) for k, v in said.items()})
     # Resumed from this stop, the person chose to go on: it is not raised again.
     again = SweepContext(runs=ctx.runs, nodes=ctx.nodes, gpu_memory_gib=192.0, facts=facts,
@@ -425,7 +425,7 @@ async def test_a_value_the_env_file_sets_is_named_as_the_env_files(store: Store,
                                                       sourced_last=True))
     [miss] = gather.unapplied(ctx.runs, ctx.jobs, deployed)
     assert miss.miss.cause == applied.ENV_FILE
-    check_golden(GOLDEN / "xla_tuning" / "env_file_culprit.txt",
+    check_golden(GOLDEN / "xla_tuning_messages" / "env_file_culprit.txt",
                  scrubbed(f"{miss.miss.culprit}\n", tmp=tmp_path))
 
 

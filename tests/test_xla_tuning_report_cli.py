@@ -102,7 +102,8 @@ async def test_another_parallelism_extends_the_file_with_the_sign_flip_table(
     assert (await daemon.run("report", str(first), "--tuning-md"))[0] == 0
     code, _, err = await daemon.run("report", str(second), "--tuning-md")
     assert code == 0
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md_extended_note.txt", scrubbed(err, tmp=tmp_path))
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_extended_note.txt",
+                 scrubbed(err, tmp=tmp_path))
     text = (tmp_path / "llama2-70b-tuning.md").read_text()
     check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_two_cells.txt",
                  scrubbed(text, tmp=tmp_path))
@@ -142,7 +143,7 @@ async def test_tuning_md_on_another_kind_is_refused(daemon: Daemon, tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     code, out, err = await daemon.run("report", str(sid), "--tuning-md")
     assert code == 2 and out == ""
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md_of_another_kind.txt", err)
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_of_another_kind.txt", err)
     assert list(tmp_path.glob("*-tuning.md")) == []
     code, out, _ = await daemon.run("report", str(sid), "--tuning-md", "--json")
     assert code == 2 and json.loads(out)["exit"] == 2
@@ -161,7 +162,7 @@ async def test_apply_writes_the_guarded_recipe_into_the_checkouts_env_file(
     code, _, err = await daemon.run("report", str(sid), "--apply")
     assert code == 2
     refusals["no configs directory"] = err
-    check_golden_cases(GOLDEN / "xla_tuning" / "apply_refusals.txt",
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "apply_refusals.txt",
                        {k: scrubbed(v, tmp=tmp_path) for k, v in refusals.items()})
     env = repo / "configs" / "llama2-70b.env.sh"
     env.parent.mkdir(parents=True)
@@ -191,7 +192,7 @@ async def test_apply_without_a_proposal_is_refused(daemon: Daemon, tmp_path: Pat
     env.write_text(ENV_FILE)
     code, _, err = await daemon.run("report", str(sid), "--apply")
     assert code == 2
-    check_golden(GOLDEN / "xla_tuning" / "apply_without_a_proposal.txt", err)
+    check_golden(GOLDEN / "xla_tuning_messages" / "apply_without_a_proposal.txt", err)
     assert env.read_text() == ENV_FILE
 
 
@@ -255,11 +256,12 @@ async def test_the_inventory_and_env_effect_come_from_the_restore_default_runs(
     # What was measured, in its own words: the keys put back and the move (issue 21 item 8),
     # the move's figure the board's.
     assert f"TGS {moved:+.2%} (± " in text and "flags are worth" not in text
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md_restore_default.txt",
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_restore_default.txt",
                  scrubbed(text, tmp=tmp_path))
     code, out, _ = await daemon.run("report", str(sid))
     assert code == 0
-    check_golden(GOLDEN / "xla_tuning" / "report_restore_default.txt", scrubbed(out, tmp=tmp_path))
+    check_golden(GOLDEN / "xla_tuning_messages" / "report_restore_default.txt",
+                 scrubbed(out, tmp=tmp_path))
 
 
 def _no_constant(name: str) -> None:
@@ -277,5 +279,5 @@ async def test_a_job_without_step_lines_keeps_the_json_strict(daemon: Daemon,
                           if s["profile"] == "fast"] == [None]
     assert (await daemon.run("report", str(sid), "--tuning-md", str(tmp_path)))[0] == 0
     # The step time's column says — (not NaN).
-    check_golden(GOLDEN / "xla_tuning" / "tuning_md_no_step_lines.txt",
+    check_golden(GOLDEN / "xla_tuning_messages" / "tuning_md_no_step_lines.txt",
                  scrubbed((tmp_path / "llama2-70b-tuning.md").read_text(), tmp=tmp_path))

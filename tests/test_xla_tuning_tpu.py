@@ -90,7 +90,7 @@ def test_an_unknown_tpu_flag_is_refused_in_one_line(tmp_path: Path,
     said = (out + err).strip()
     assert code == 2
     assert len(said.splitlines()) == 1, said
-    check_golden(GOLDEN / "xla_tuning" / "tpu_gpu_flag_refused.txt",
+    check_golden(GOLDEN / "xla_tuning_messages" / "tpu_gpu_flag_refused.txt",
                  scrubbed(said + "\n", tmp=tmp_path))
 
 
@@ -170,7 +170,7 @@ def test_validate_states_the_most_node_hours_from_the_specs_caps(
     line = next(x for x in out.splitlines() if x.startswith("at most:"))
     # 6 runs; 1 node x (2 h timebox + a last wave of 9 jobs at 50 min) = 9.5 node-hours
     # < 6 x 3 x 50 min.
-    check_golden(GOLDEN / "xla_tuning" / "tpu_validate_at_most.txt", line + "\n")
+    check_golden(GOLDEN / "xla_tuning_messages" / "tpu_validate_at_most.txt", line + "\n")
 
 
 def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval() -> None:
@@ -185,7 +185,7 @@ def test_a_verdict_headline_says_what_to_deploy_with_one_figure_and_its_interval
         "bounded: no change to deploy"
     text = explained("restore_default lost; family_gaps ran; the cell's arms; restore_default")
     # Each term explained at its first use only.
-    check_golden_cases(GOLDEN / "xla_tuning" / "headline_and_plain_words.txt",
+    check_golden_cases(GOLDEN / "xla_tuning_messages" / "headline_and_plain_words.txt",
                        {"the headline": said, "the terms explained": text})
 
 
