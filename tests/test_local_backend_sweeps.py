@@ -133,7 +133,9 @@ def test_sweepd_run_with_an_unknown_model_and_no_nodes_reaches_a_verdict(
     # learned from the compiled-memory lines (batch 8 fits, 9 would not).
     assert "per_device_batch_size=1 " in ran[0] + " "
     batches = [int(line.split("per_device_batch_size=")[1].split()[0]) for line in ran]
-    assert max(batches) <= 8 and len(batches) == len(set(batches))
+    # One value runs twice at most: on one box the leader runs again early to measure the
+    # noise between runs (model_perf.noise_probe; measured_noise is on by default there).
+    assert max(batches) <= 8 and len(batches) - len(set(batches)) <= 1
 
 
 def test_sweepd_run_of_the_tpu_tuning_example_on_the_one_node(tmp_path: Path) -> None:

@@ -19,8 +19,17 @@ def test_every_value_once_on_the_recorded_chip_finds_12_and_80_does_not_fit() ->
     assert truth[80][0] is None and 48 in passed
 
 
-def test_the_default_search_on_the_recorded_chip_settles_on_8(tmp_path: Path) -> None:
+def test_the_default_on_one_box_decides_with_the_measured_noise_and_finds_12(
+        tmp_path: Path) -> None:
+    # The local backend is one box: measured_noise, unset, is on; the verdict says so, and
+    # that measured_noise: false keeps the seed's rule (the test below).
     ran, chosen, caveat = bench().sweep({}, tmp_path / "default")
+    assert chosen == 12 and len(ran) <= 9
+    assert "measured_noise is on by default there" in caveat
+
+
+def test_the_seeds_rule_on_the_recorded_chip_settles_on_8(tmp_path: Path) -> None:
+    ran, chosen, caveat = bench().sweep({"measured_noise": False}, tmp_path / "seed")
     # The seed's procedure: the middle value, the memory line's largest fit, then down; 80,
     # over the line, is not called unfit before a run says so (it OOMs).
     assert ran[:3] == [16, 48, 32]

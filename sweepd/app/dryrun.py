@@ -39,7 +39,8 @@ async def dry_run(engine: Engine, admission: Admission, spec: SweepSpec) -> dict
                        gpu_memory_gib=config.cluster.planning_pool, facts=facts,
                        gpus_per_node=config.cluster.gpus_per_node,
                        pool_given=config.cluster.pool_given,
-                       settings_form=config.cluster.settings_form)
+                       settings_form=config.cluster.settings_form,
+                       one_box=config.cluster.backend == "local")
     first = kind.plan(spec, ctx)
     dumped = spec.model_dump(mode="json")
     return {"kind": spec.kind, "name": spec.name or spec.default_name(),

@@ -90,7 +90,8 @@ async def plan(engine: EngineParts, sweep: Sweep, runs: list[Run]) -> Plan:
                        acknowledged_stops=acknowledged,
                        gpus_per_node=engine.config.cluster.gpus_per_node,
                        pool_given=engine.config.cluster.pool_given,
-                       settings_form=engine.config.cluster.settings_form)
+                       settings_form=engine.config.cluster.settings_form,
+                       one_box=engine.config.cluster.backend == "local")
     return kind.plan(spec, ctx)
 
 

@@ -98,6 +98,9 @@ class SweepContext(Generic[FactsT]):
     # How the person's runs take their settings (config.ClusterConfig.settings_form):
     # "toolkit" (configs/<model>.gpu.yml) or "overrides" (key=value after the train command).
     settings_form: str = "toolkit"
+    # The cluster is one box (the local backend): every run on the same accelerator, so a
+    # run's steps show the noise between its runs (model perf's measured_noise, unset, is on).
+    one_box: bool = False
 
 
 def open_runs(runs: Sequence[Run]) -> list[Run]:

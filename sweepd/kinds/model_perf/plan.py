@@ -9,7 +9,7 @@ from sweepd.kinds.api import Finished, NewRun, Plan, Stop, SweepContext, open_ru
 from sweepd.kinds.model_perf.comparable import slowed_stop
 from sweepd.kinds.model_perf.edges import best_at_edge, ungiven_beside_best
 from sweepd.kinds.model_perf.facts import PerfFacts
-from sweepd.kinds.model_perf.jobfacts import quiet_note
+from sweepd.kinds.model_perf.jobfacts import measures_noise, quiet_note
 from sweepd.kinds.model_perf.params import run_params
 from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.probes import finished_runs, probes, rerun, standing
@@ -104,8 +104,10 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
             caveat(K.NOT_RUN, _not_run(spec, space, seen)),
             caveat(K.STANDING, standing(spec, ctx)), _from_earlier(spec, space, seen, ctx),
             caveat(K.NOISE, _noise(space, seen)),
-            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor, spec.measured_noise,
-                                           space.noise)))
+            caveat(K.QUIET, quiet_note(ctx, spec.noise_floor,
+                                           measures_noise(spec.measured_noise, ctx),
+                                           space.noise,
+                                           by_default=spec.measured_noise is None)))
         return _finish(spec, seen, ctx, notes, settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from sweepd.kinds.api import SweepContext
 from sweepd.kinds.model_perf.estimate import memory_estimate, sharding_of, weight_bytes
 from sweepd.kinds.model_perf.facts import PerfFacts, Prior
-from sweepd.kinds.model_perf.jobfacts import noise_track
+from sweepd.kinds.model_perf.jobfacts import measures_noise, noise_track
 from sweepd.kinds.model_perf.pool import pool_of
 from sweepd.kinds.model_perf.search import SearchSpace, batch_space
 from sweepd.kinds.model_perf.spec import BATCH, ModelPerfSpec
@@ -24,7 +24,7 @@ def search_space(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[Sea
     # The device's memory known: the compiled-memory line is evidence, not proof of what
     # cannot fit (search/memory.py `line_evidence`).
     device = pool_of(spec, ctx).gb
-    track = noise_track(ctx, spec.noise_floor, spec.measured_noise)
+    track = noise_track(ctx, spec.noise_floor, measures_noise(spec.measured_noise, ctx))
     return replace(space, multi_peak=spec.multi_peak, noise=track.decided, track=track,
                    measure_noise=spec.measure_noise,
                    check_slowdown=spec.check_slowdown, device_gb=device), why

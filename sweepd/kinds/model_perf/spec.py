@@ -102,9 +102,13 @@ class ModelPerfSpec(_Spec):
                     "quiet single accelerator measures far less (a TPU v5e chip: 0.02-0.05 "
                     "% between runs), and there a floor of 0.001, or measured_noise, lets "
                     "the rules tell apart values a few tenths of a percent apart")
-    measured_noise: bool = Field(
-        default=False,
-        description="decide with the noise the runs measure once their steady steps put it "
+    measured_noise: bool | None = Field(
+        default=None,
+        description="unset: on for the local backend (one box: every run on the same "
+                    "accelerator, so its steps show the noise between its runs), off on a "
+                    "cluster (the seed's fixed 1 %: a run's nodes drift beyond what its "
+                    "steps show). true: decide with the noise the runs measure once their "
+                    "steady steps put it "
                     "far below the prior (a quarter or less of noise_floor or 1 %), never "
                     "below 0.05 %, once the leader has run again after the second pass to "
                     "measure the noise between runs the steps cannot show (the prior until "
