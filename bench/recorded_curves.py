@@ -242,19 +242,18 @@ class Sweep:
     verdict: dict[str, Any] = field(default_factory=dict)
 
 
-def sweep(curve: Curve, options: Mapping[str, object], work: Path) -> Sweep:
-    """`sweepd run` of a model perf sweep over the curve's values, on the local backend whose
-    trainer prints the recorded runs."""
+def replay_report(work: Path, command: str, values: Sequence[int],
+                  options: Mapping[str, object]) -> dict[str, Any]:
+    """`sweepd run` of a model perf sweep over `values` on the local backend whose train
+    command (`command`) prints recorded runs, in `work`; its `report --json`."""
     work.mkdir(parents=True)
     config = work / "sweepd.toml"
-    command = (f"env REPLAY_DIR={curve.folder} REPLAY_PREFIX={curve.prefix} "
-               f"REPLAY_STATE={work}/replay {sys.executable} {TRAINER}")
     config.write_text(
         f'[daemon]\nstate_dir = "{work}/state"\nsocket = "{work}/sweepd.sock"\n'
         '[cluster]\nbackend = "local"\ngpus_per_node = 1\ngpu_memory_gib = 15.75\n'
         f'[cluster.local]\ntrain_command = "{command}"\nworkdir = "{work}"\n'
         '[policy]\npoll_interval_s = 1\n')
-    spec = {"kind": "model-perf", "model": "maxtext-0.27b", "values": list(curve.values),
+    spec = {"kind": "model-perf", "model": "maxtext-0.27b", "values": list(values),
             "overrides": {"dataset_type": "synthetic", "steps": 15}, **options}
     (work / "spec.yaml").write_text(json.dumps(spec))
     cli = [sys.executable, "-m", "sweepd.cli.main"]
@@ -265,7 +264,16 @@ def sweep(curve: Curve, options: Mapping[str, object], work: Path) -> Sweep:
         raise SystemExit(f"sweepd run exited {done.returncode}: {done.stderr[-2000:]}")
     report = subprocess.run([*cli, "report", "1", "--json", "--state-dir", str(work / "state")],
                             capture_output=True, text=True, timeout=60, check=True)
-    data = json.loads(report.stdout)
+    data: dict[str, Any] = json.loads(report.stdout)
+    return data
+
+
+def sweep(curve: Curve, options: Mapping[str, object], work: Path) -> Sweep:
+    """`sweepd run` of a model perf sweep over the curve's values, on the local backend whose
+    trainer prints the recorded runs."""
+    command = (f"env REPLAY_DIR={curve.folder} REPLAY_PREFIX={curve.prefix} "
+               f"REPLAY_STATE={work}/replay {sys.executable} {TRAINER}")
+    data = replay_report(work, command, list(curve.values), options)
     verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
     rows = sorted(data.get("rows") or [], key=lambda r: int(r["job"]))
     best = verdict.get("best")

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The replay of a sweep through the local backend is recorded_curves.py's, beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recorded_curves import replay_report  # noqa: E402
+
 RUNS = ROOT / "tests" / "fixtures" / "tpu_v5e"
 TRAINER = ROOT / "scripts" / "tpu" / "replay_trainer.py"
 VALUES = [4, 8, 12, 16, 24, 32, 48, 80]
@@ -55,25 +57,7 @@ def recorded() -> dict[int, tuple[float | None, float]]:
 
 def sweep(options: dict[str, object], work: Path) -> tuple[list[int], int | None, str]:
     """The batches the search ran, in order, the batch its verdict names and its caveat."""
-    work.mkdir(parents=True)
-    config = work / "sweepd.toml"
-    config.write_text(
-        f'[daemon]\nstate_dir = "{work}/state"\nsocket = "{work}/sweepd.sock"\n'
-        '[cluster]\nbackend = "local"\ngpus_per_node = 1\ngpu_memory_gib = 15.75\n'
-        f'[cluster.local]\ntrain_command = "{sys.executable} {TRAINER}"\nworkdir = "{work}"\n'
-        '[policy]\npoll_interval_s = 1\n')
-    spec = {"kind": "model-perf", "model": "maxtext-0.27b", "values": VALUES,
-            "overrides": {"dataset_type": "synthetic", "steps": 15}, **options}
-    (work / "spec.yaml").write_text(json.dumps(spec))
-    cli = [sys.executable, "-m", "sweepd.cli.main"]
-    done = subprocess.run([*cli, "run", "--config", str(config), "--state-dir",
-                           str(work / "state"), str(work / "spec.yaml")],
-                          capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"sweepd run exited {done.returncode}: {done.stderr[-2000:]}")
-    report = subprocess.run([*cli, "report", "1", "--json", "--state-dir", str(work / "state")],
-                            capture_output=True, text=True, timeout=60, check=True)
-    data = json.loads(report.stdout)
+    data = replay_report(work, f"{sys.executable} {TRAINER}", VALUES, options)
     verdict = data.get("verdict")
     caveat = str(verdict.get("caveat") or "") if isinstance(verdict, dict) else ""
     return _ran(data), _best(data), caveat

@@ -230,31 +230,28 @@ async def _serve(config: Config, stop: asyncio.Event, ready: Callable[[], None] 
 
 async def _metrics_listener(front: Front, service: Service,
                             config: Config) -> AppRunner | None:
-    """The optional TCP listener for /metrics; an address it cannot bind refuses the start."""
+    """The optional TCP listener for /metrics."""
     listen = config.metrics.listen
-    if listen is None:
-        return None
-    try:
-        runner = await front.start_metrics(service, listen)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"metrics.listen = {listen!r}: cannot listen there: "
-                          f"{getattr(e, 'strerror', None) or e}") from None
-    log.info("daemon.metrics", listen=listen)
-    return runner
+    return None if listen is None else await _listen(
+        "metrics", listen, front.start_metrics(service, listen))
 
 
 async def _web_listener(front: Front, service: Service, config: Config) -> AppRunner | None:
-    """The optional dashboard (`[web] listen`); an address it cannot bind refuses the
-    start. The log names the address, never the token."""
+    """The optional dashboard (`[web] listen`). The log names the address, never the token."""
     listen = config.web.listen
     if listen is None or front.start_web is None:
         return None
+    return await _listen("web", listen, front.start_web(service, config))
+
+
+async def _listen(section: str, listen: str, starting: Awaitable[AppRunner]) -> AppRunner:
+    """A TCP listener started; an address it cannot bind refuses the start in one line."""
     try:
-        runner = await front.start_web(service, config)
+        runner = await starting
     except (OSError, ValueError) as e:
-        raise ConfigError(f"web.listen = {listen!r}: cannot listen there: "
+        raise ConfigError(f"{section}.listen = {listen!r}: cannot listen there: "
                           f"{getattr(e, 'strerror', None) or e}") from None
-    log.info("daemon.web", listen=listen)
+    log.info(f"daemon.{section}", listen=listen)
     return runner
 
 

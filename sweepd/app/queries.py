@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sweepd.app.joblog import NoSuchJob, pick_job, read_log
 from sweepd.app.progress import sweep_progress
 from sweepd.kinds.registry import kind_of, kinds
 from sweepd.reports.plots import as_svg
 from sweepd.reports.report import explain_lines, report_json, report_markdown
+from sweepd.store.rows import Job, Run, Sweep
 from sweepd.store.store import NotFound, Store
 
 # The notes of what a sweep's submissions left in, or removed from, the person's files
@@ -19,17 +20,30 @@ from sweepd.store.store import NotFound, Store
 LEFTOVER_RULES = ("cluster.leftover_removed", "cluster.leftover", "cluster.leftover_kept")
 
 
+class _Rows(NamedTuple):
+    sweep: Sweep
+    runs: list[Run]
+    jobs: list[Job]
+    excluded: list[str]
+    stage_jobs: list[Job]
+
+
 class Queries:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def report(self, sweep_id: int) -> dict[str, Any]:
+    async def _rows(self, sweep_id: int) -> _Rows:
+        """What a report is built from: the sweep, its runs and jobs, its excluded nodes and
+        a campaign's stage sweeps' jobs (the report and the HTML page read the same)."""
         sweep = await self.store.sweeps.get(sweep_id)
-        runs = await self.store.runs.of_sweep(sweep_id)
-        jobs = await self.store.jobs.of_sweep(sweep_id)
         excl = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
         stage_jobs = [j for c in await self.store.campaigns.children(sweep_id)
                       for j in await self.store.jobs.of_sweep(c.child_id)]
+        return _Rows(sweep, await self.store.runs.of_sweep(sweep_id),
+                     await self.store.jobs.of_sweep(sweep_id), excl, stage_jobs)
+
+    async def report(self, sweep_id: int) -> dict[str, Any]:
+        sweep, runs, jobs, excl, stage_jobs = await self._rows(sweep_id)
         renderer = kind_of(sweep.kind).report   # the kind's table and rows
         data = report_json(renderer, sweep, runs, jobs, excl, stage_jobs)
         kind = kinds().get(sweep.kind)
@@ -69,12 +83,7 @@ class Queries:
         another rendering of them, not a copy. The rows are read here; what is built from
         them (tens of milliseconds with the chart) is built in a thread, off the loop the
         engine's pass runs on."""
-        sweep = await self.store.sweeps.get(sweep_id)
-        runs = await self.store.runs.of_sweep(sweep_id)
-        jobs = await self.store.jobs.of_sweep(sweep_id)
-        excl = [e.node for e in await self.store.exclusions.of_sweep(sweep_id)]
-        stage_jobs = [j for c in await self.store.campaigns.children(sweep_id)
-                      for j in await self.store.jobs.of_sweep(c.child_id)]
+        sweep, runs, jobs, excl, stage_jobs = await self._rows(sweep_id)
         left = await self.leftovers(sweep_id)
         events = await self.store.events.of_sweep(sweep_id)
         kind = kind_of(sweep.kind)
