@@ -274,7 +274,8 @@ def sweep(curve: Curve, options: Mapping[str, object], work: Path) -> Sweep:
     command = (f"env REPLAY_DIR={curve.folder} REPLAY_PREFIX={curve.prefix} "
                f"REPLAY_STATE={work}/replay {sys.executable} {TRAINER}")
     data = replay_report(work, command, list(curve.values), options)
-    verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
+    found = data.get("verdict")
+    verdict: dict[str, Any] = found if isinstance(found, dict) else {}
     rows = sorted(data.get("rows") or [], key=lambda r: int(r["job"]))
     best = verdict.get("best")
     return Sweep([int(r["value"]) for r in rows], int(best) if best is not None else None,

@@ -20,7 +20,7 @@ from pydantic import (
 
 from sweepd.monitor.steady import steady_window
 from sweepd.util.hostlists import collect_nodes, expand_nodes
-from sweepd.util.model_shapes import UnknownModel, resolve_model
+from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model
 from sweepd.util.text import control_chars, describe_controls, escape
 
 
@@ -88,6 +88,19 @@ Scalar = int | float | str
 TIMEBOX_HOURS = 8.0
 
 CapSource = typing.Literal["max_node_hours", "most", "timebox"]
+
+
+def model_of_setup(name: str, context: Mapping[str, Any]) -> str:
+    """A model a sweep kind that runs the model may name: a built-in shape or, in submit.sh
+    mode, one the toolkit repo has a config for. The CLI does not know the daemon's repo: a
+    name it does not know goes on to the daemon, which decides. On the local backend
+    (`local_node`) any name: the train command and the overrides define the model."""
+    try:
+        return find_model(name, context.get("repo"))[0]
+    except UnknownModel:
+        if context.get("client") or context.get("local_node"):
+            return name
+        raise
 
 
 def node_hour_cap(own: float | None, nodes: int, most: float | None

@@ -19,7 +19,7 @@ from sweepd.kinds.model_perf.estimate import sharding_of, weight_bytes
 from sweepd.kinds.model_perf.params import ENV_PREFIX
 from sweepd.kinds.model_perf.thresholds import THRESHOLDS
 from sweepd.kinds.model_perf.two_param.pairs import ONE_PARAMETER, SECOND, is_fraction
-from sweepd.kinds.spec import Scalar, _Spec, axes_text, parse_axes
+from sweepd.kinds.spec import Scalar, _Spec, axes_text, model_of_setup, parse_axes
 from sweepd.util.model_shapes import MODELS, ModelShape, UnknownModel, find_model, resolve_model
 
 BATCH = "per_device_batch_size"   # the one parameter with a memory-guided search
@@ -200,17 +200,9 @@ class ModelPerfSpec(_Spec):
 
     @classmethod
     def known_model(cls, name: str, context: dict[str, Any]) -> str:
-        """A built-in shape or, in submit.sh mode, a model the toolkit repo has a config
-        for. The CLI does not know the daemon's repo: a name it does not know goes on to
-        the daemon, which decides. On the local backend (`local_node`) any name: the
-        train command and the overrides define the model, and with no shape the search
-        starts with a small first probe (search_space._small_start)."""
-        try:
-            return find_model(name, context.get("repo"))[0]
-        except UnknownModel:
-            if context.get("client") or context.get("local_node"):
-                return name
-            raise
+        """`kinds.spec.model_of_setup`; with no shape the search starts with a small first
+        probe (search_space._small_start)."""
+        return model_of_setup(name, context)
 
     @model_validator(mode="after")
     def _bounds(self) -> ModelPerfSpec:

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweepd.kinds.spec import Scalar, _Spec, refuse_empty_profiler
+from sweepd.kinds.spec import Scalar, _Spec, model_of_setup, refuse_empty_profiler
 from sweepd.kinds.xla_tuning.catalog.catalog import (
     Axis,
     Layer,
@@ -44,7 +44,7 @@ from sweepd.kinds.xla_tuning.thresholds import (
     spec_fields,
 )
 from sweepd.kinds.xla_tuning.thresholds import THRESHOLDS as T
-from sweepd.util.model_shapes import UnknownModel, find_model, resolve_model
+from sweepd.util.model_shapes import UnknownModel, resolve_model
 
 MICROBATCHES = "num_pipeline_microbatches"
 # MaxText's shape overrides: with an unknown model name these are its shape.
@@ -254,16 +254,9 @@ class XlaTuningSpec(_Spec):
 
     @classmethod
     def known_model(cls, name: str, context: dict[str, Any]) -> str:
-        """As model perf's: a built-in shape or, in submit.sh mode, a model the toolkit repo
-        has a config for; on the local backend (`local_node`) any name, the train command
-        and the overrides defining the model (what that leaves unknown: `unknown_shape`).
-        The CLI leaves a name it does not know to the daemon, which decides."""
-        try:
-            return find_model(name, context.get("repo"))[0]
-        except UnknownModel:
-            if context.get("client") or context.get("local_node"):
-                return name
-            raise
+        """`kinds.spec.model_of_setup` (what an unknown model leaves unknown:
+        `unknown_shape`)."""
+        return model_of_setup(name, context)
 
     def unknown_shape(self) -> str | None:
         """What is unavailable for a model sweepd has no built-in shape for (None: it has
