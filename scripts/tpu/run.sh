@@ -3,7 +3,8 @@
 # Usage: bash .tpu/run.sh PHASE   (PHASE = truth | sweepd | sweep | extra)
 #   truth:  every batch in $BATCHES once, one process each (the every-value-once ground truth)
 #   sweepd: `sweepd run` of a model perf sweep on the local backend, real MaxText as its
-#           trainer ($NOISE_FLOOR: the spec's noise_floor; default the spec's own default)
+#           trainer ($NOISE_FLOOR: the spec's noise_floor; default the spec's own default;
+#           $MODEL_NAME: the spec's model, default maxtext-0.27b; $VALUES: its values)
 #   xla:    `sweepd run` of examples/xla-tuning/tpu.yaml (batch $XLA_BATCH, default 8) on the
 #           local backend, then $XLA_REPEATS ("tag:flags ...") as plain runs: the truth beside it.
 #           The config says one device per node, and the evidence run's HLO dump lands in the
@@ -142,7 +143,7 @@ TOML
     sed "s/^per_device_batch_size: .*/per_device_batch_size: ${XLA_BATCH:-8}/; s|^\(overrides: {\)|\1$RUNARGS, |" \
       $ROOT/examples/xla-tuning/tpu.yaml > $W/spec.yaml
   else
-  { echo "kind: model-perf"; echo "model: maxtext-0.27b"
+  { echo "kind: model-perf"; echo "model: ${MODEL_NAME:-maxtext-0.27b}"
     echo "values: [${VALUES:-4, 8, 12, 16, 24, 32, 48, 80}]"
     [ -n "${NOISE_FLOOR:-}" ] && echo "noise_floor: $NOISE_FLOOR"
     echo "overrides: {$(echo $MODEL | sed 's/=/: /g; s/ \([a-z_]*:\)/, \1/g'), $RUNARGS}"
