@@ -298,13 +298,23 @@ def false_statements(curve: Curve, result: Sweep) -> list[str]:
             if t is not None and measured and t / measured - 1 > limit + 0.0005:
                 wrong.append(f"{v}: said at most {limit:+.1%} over the best, truly "
                              f"{t / measured - 1:+.2%}")
-    for m in _UNGIVEN.finditer(result.caveat):
+    for lo, hi in ungiven_spans(result.caveat):
+        inside = [v for v in curve.values if lo <= v <= hi]
+        if inside:
+            span = f"{lo}-{hi}" if hi > lo else f"{lo}"
+            wrong.append(f"batches {span} said not given, yet {inside} were")
+    return wrong
+
+
+def ungiven_spans(caveat: str) -> list[tuple[int, int]]:
+    """The batch ranges a verdict says were not among the values given ("batches 7 and 9",
+    "batches 21-23 and 25-27"), each as (lowest, highest)."""
+    spans = []
+    for m in _UNGIVEN.finditer(caveat):
         for span in m[1].split(" and "):
             lo, _, hi = span.partition("-")
-            inside = [v for v in curve.values if int(lo) <= v <= int(hi or lo)]
-            if inside:
-                wrong.append(f"batches {span} said not given, yet {inside} were")
-    return wrong
+            spans.append((int(lo), int(hi or lo)))
+    return spans
 
 
 def cost(curve: Curve, ran: Sequence[int]) -> float:

@@ -5,11 +5,7 @@ statement a verdict makes about a value it did not run must hold on the recorded
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -17,19 +13,7 @@ from sweepd.kinds.model_perf.edges import ungiven_beside_best
 from sweepd.kinds.model_perf.search import Outcome, Probe, SearchSpace, why_not_run
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@cache
-def harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("recorded_curves",
-                                                  ROOT / "bench" / "recorded_curves.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["recorded_curves"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.support.recorded_curves import harness
 
 
 def _probes(curve: object, ran: list[int]) -> list[Probe]:
