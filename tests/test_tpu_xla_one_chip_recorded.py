@@ -19,6 +19,7 @@ from typing import Any
 
 from sweepd.kinds.xla_tuning.evidence.jobfacts import MEMORY_REPORT, memory_bytes
 from sweepd.monitor.reading import read_log
+from tests.golden_files import GOLDEN, check_golden_cases
 
 SWEEP = Path(__file__).parent / "fixtures" / "tpu_v5e" / "2026-12-06-xla-sweep-one-chip"
 COLLECTIVE_ONLY = {"acf", "acfag", "occ", "dpar", "aag"}
@@ -46,16 +47,19 @@ def test_no_collective_family_ran_on_one_chip_and_the_verdict_says_why() -> None
     assert skipped["rule"] == "catalog.no_collectives"
     assert set(skipped["profiles"]) == COLLECTIVE_ONLY
     # Both kinds of evidence: the topology, and the dump the chip's evidence run wrote.
-    assert "1 device" in skipped["evidence"]
-    assert "HLO dump of job 2 holds no collective op" in skipped["evidence"]
+    check_golden_cases(GOLDEN / "xla_one_chip" / "recorded_no_collectives.txt", {
+        "the caveat's evidence": skipped["evidence"]})
 
 
 def test_the_evidence_runs_dump_was_read_and_ordered_the_catalog() -> None:
     text = (SWEEP / "sweepd_run.txt").read_text()
     # Wave 2 names the dump it read: all compute, so memory (the VMEM limit) came first.
-    assert "evidence: compute 100% (HLO dump of job 2)" in text
     first_wave2 = next(line for line in text.splitlines() if "[wave.catalog]" in line)
-    assert "memory (mechanism #1" in first_wave2 and "vmem65536" in first_wave2
+    assert "vmem65536" in first_wave2
+    check_golden_cases(GOLDEN / "xla_one_chip" / "recorded_wave2_order.txt", {
+        "the evidence read": "\n".join(ln for ln in text.splitlines()
+                                        if "evidence: compute" in ln),
+        "wave 2's first run": first_wave2})
 
 
 def test_the_evidence_runs_memory_report_reads_as_the_chip_wrote_it(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from sweepd.kinds.xla_tuning.evidence.board_build import build
 from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan
+from sweepd.kinds.xla_tuning.verdict.structure import CaveatKind, Decided
 from tests.golden_files import GOLDEN, check_golden_cases
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
@@ -153,7 +154,9 @@ def test_a_part_kept_on_the_stacks_selecting_run_alone_is_re_run_first() -> None
     v = plan(_inputs(), late, EV)
     assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX, v
     if v.recipe is not None and "lhs" in v.recipe.split("+"):
-        assert v.conditional and "not tested without one part: ag768M" in v.conditional_reason
+        assert v.conditional and isinstance(v, Decided)
+        assert [c.data["parts"] for c in v.said.caveats
+                if c.kind is CaveatKind.UNTESTED_PARTS] == [["ag768M"]]
 
 
 def test_a_one_run_block_reports_without_making_the_proposal_conditional() -> None:

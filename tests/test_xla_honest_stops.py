@@ -21,6 +21,7 @@ from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.rules import NUMERIC_NEIGHBOUR
 from sweepd.kinds.xla_tuning.search import Planned, VerdictKind, plan
+from sweepd.kinds.xla_tuning.verdict.structure import CaveatKind, Decided, GainSource
 from tests.golden_files import GOLDEN, check_golden_cases
 from tests.xla_cells import nccl_win_on_sparse
 
@@ -31,6 +32,8 @@ def _reasons(name: str, cases: dict[str, str]) -> None:
 
 AG = "xla_gpu_all_gather_combine_threshold_bytes"
 SIZES = (256, 384, 512, 768, 1024, 2048, 4096)
+# The caveats that name what a "no change" verdict leaves open ("not shown either way").
+OPEN_KINDS = (CaveatKind.OPEN_QUESTION, CaveatKind.UNRUN_STACK, CaveatKind.STACK_ABOVE)
 SMALL = {  # every other knob a small realistic effect (the red team's cells)
     "xla_gpu_enable_while_loop_double_buffering=true": 0.996,
     "xla_gpu_enable_pipelined_reduce_scatter=true": 0.997,
@@ -263,7 +266,9 @@ def test_a_timebox_verdict_reads_its_gain_on_the_block_run_before_the_stop() -> 
     v = r.verdict
     assert v.kind is VerdictKind.TIMEBOX and v.recipe == "nch8", v
     assert sum(p.rule == REPORT for p in r.planned) == 4
-    assert "from 2 runs of it and 2 of the baseline made after it was decided" in v.reason
+    assert isinstance(v, Decided) and v.said.gain is not None
+    g = v.said.gain
+    assert (g.source, g.n, g.baseline_n) == (GainSource.REPORT_BLOCK, 2, 2)
 
 
 def _ok(profile: str, tgs: float, wave: int = 2, rule: str = "wave.catalog") -> Result:
@@ -356,4 +361,7 @@ def test_at_15_minute_jobs_a_flag_that_ran_out_of_memory_still_runs_beside_more_
     for r in runs:  # never "structurally bounded"; what the stop left open is named
         assert r.verdict.kind.value != "bounded", r.verdict
         if r.verdict.recipe is None and any(p.profile.name == "mem95+pag" for p in r.planned):
-            assert "not shown either way: mem95+pag" in r.verdict.reason, r.verdict.reason
+            assert isinstance(r.verdict, Decided)
+            left_open = {c.data.get("profile") for c in r.verdict.said.caveats
+                         if c.kind in OPEN_KINDS}
+            assert "mem95+pag" in left_open, r.verdict.reason

@@ -18,6 +18,7 @@ from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import Pruned, profiles, pruned
 from sweepd.kinds.xla_tuning.waves.candidates import Candidates
+from tests.golden_files import GOLDEN, check_golden_cases
 
 EV = Evidence(((Cost.COLLECTIVE_PERMUTE, 0.3), (Cost.BUBBLE, 0.22)), "job 1002 HLO")
 TRIPLE = "hpas+ovl2+restore_default"
@@ -110,4 +111,6 @@ def test_a_context_that_disagrees_with_the_stack_is_not_pooled() -> None:
     _, p = _prune(fsdp8(), runs, "ag1G+mem95+nch8")
     assert p.name == "ag1G+mem95", p
     assert p.left_out and p.left_out[0].startswith("nch8 ("), p.left_out
-    assert "with 1 other context in the stack" in p.left_out[0]  # ag1G's; not mem95's
+    # ag1G's other context; not mem95's.
+    check_golden_cases(GOLDEN / "xla_parts_pooled" / "left_out.txt", {
+        "ag1G+mem95+nch8 pruned": "\n".join(p.left_out)})

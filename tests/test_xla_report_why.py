@@ -64,4 +64,5 @@ def test_the_inventory_is_the_one_the_verdict_recorded_not_guessed_from_restore_
     text = _inventory(view, line)
     check_golden(GOLDEN / "xla_tuning_messages" / "inventory_as_recorded.txt", text + "\n")
     assert "sets none" not in _inventory(view, None)
-    assert "nothing the env file sets has a known default" in _env_effect(view)
+    check_golden(GOLDEN / "xla_tuning_messages" / "env_effect_no_known_default.txt",
+                 _env_effect(view) + "\n")

@@ -167,7 +167,8 @@ def test_direct_mode_gives_the_job_its_own_output_path_beside_the_log() -> None:
     script = render_batch_script(BatchScript(
         job_name="JAX-m-x", model="m", passthrough=[], env={}, train_command=["t"],
         output_dir="/sweeps/sweep-3"))
-    assert 'export OUTPUT_PATH=/sweeps/sweep-3/"$SLURM_JOB_ID"-JAX-m-x\n' in script
+    check_golden_cases(GOLDEN / "xla_plumbing" / "output_path_line.txt", {
+        "direct mode": "\n".join(ln for ln in script.splitlines() if "OUTPUT_PATH" in ln)})
     own = render_batch_script(BatchScript(
         job_name="JAX-m-x", model="m", passthrough=[], env={"OUTPUT_PATH": "/mine"},
         train_command=["t"], output_dir="/sweeps/sweep-3"))
@@ -475,6 +476,7 @@ async def test_a_stored_slot_never_resolved_to_nodes_stops_under_its_rule(
         [stop] = [e for e in await parts.store.events.of_sweep(sweep_id)
                   if e.to_state == SweepState.AWAITING_DECISION]
         assert stop.rule == SLOT_UNRESOLVED.id
-        assert stop.reason.startswith("the cluster slot names no nodes yet")
+        check_golden_cases(GOLDEN / "xla_plumbing" / "slot_unresolved_stop.txt", {
+            "stop": stop.reason})
         assert stop.evidence == "partition=None node_count=8"
         assert await parts.store.jobs.of_sweep(sweep_id) == []

@@ -9,7 +9,7 @@ import pytest
 
 from sweepd.kinds.xla_tuning.catalog.catalog import Cost, Evidence, Parallelism
 from sweepd.kinds.xla_tuning.catalog.defaults import fsdp8, pp8
-from sweepd.kinds.xla_tuning.catalog.flags import default_catalog
+from sweepd.kinds.xla_tuning.catalog.flags import AG, default_catalog
 from sweepd.kinds.xla_tuning.catalog.landscape import Effect, Landscape
 from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import Outcome, Result
@@ -17,6 +17,10 @@ from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.replay import replay
 from sweepd.kinds.xla_tuning.rules import FILL_ENDS, PAIR_FILL
 from sweepd.kinds.xla_tuning.search import Planned, Verdict, VerdictKind, plan
+from tests.golden_files import GOLDEN, check_golden_cases
+
+# The planner's reasons and verdicts a person reads, one golden file a test.
+GOLDEN_DIR = GOLDEN / "xla_search"
 
 FSDP_EVIDENCE = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 
@@ -59,12 +63,13 @@ def test_the_evidence_orders_wave2() -> None:
     inp = _inputs(fsdp8())
     wave2 = _wave(plan(inp, _wave1_done(inp), FSDP_EVIDENCE))
     assert wave2[0].profile.family in ("ag", "rs", "agrs")
-    assert "collective combining (mechanism #1 for FSDP=8)" in wave2[0].reason
     assert all(p.wave == 2 for p in wave2) and 1 <= len(wave2) <= inp.wave_size
     ev = Evidence(((Cost.ALL_TO_ALL, 0.5),))
     assert _wave(plan(inp, _wave1_done(inp), ev))[0].profile.mechanisms == {
         next(iter(_wave(plan(inp, _wave1_done(inp), ev))[0].profile.mechanisms))}
-    assert "NCCL/RCCL transport (mechanism #1" in _wave(plan(inp, _wave1_done(inp), ev))[0].reason
+    check_golden_cases(GOLDEN_DIR / "evidence_orders_wave2.txt", {
+        "all-gather evidence: first of wave 2": wave2[0].reason,
+        "all-to-all evidence: first of wave 2": _wave(plan(inp, _wave1_done(inp), ev))[0].reason})
 
 
 def test_nothing_wins_on_one_run() -> None:
@@ -97,7 +102,8 @@ def test_wave5_predicts_the_bubble_on_pp() -> None:
     land = pp8()
     r = replay(_inputs(land, max_queue_hours=16.0, stop="thorough"), land, random.Random(2))
     shapes = [p for p in r.planned if p.rule == "wave5.pipeline_shape"]
-    assert shapes and "bubble 46.7% -> 30.4% predicted (S=8, M=16, V=1)" in shapes[0].reason
+    assert shapes
+    check_golden_cases(GOLDEN_DIR / "wave5_bubble.txt", {"first shape": shapes[0].reason})
 
 
 def _flat(n_families: int = 30) -> Landscape:
@@ -115,7 +121,7 @@ def test_stop_rule_bounded() -> None:
     land = _flat()
     r = replay(_inputs(land, bounded_count=12), land, random.Random(1))
     assert r.verdict.kind is VerdictKind.BOUNDED and r.verdict.rule == "stop.bounded"
-    assert "structurally bounded at the editable scope" in r.verdict.reason
+    check_golden_cases(GOLDEN_DIR / "stop_bounded.txt", {"verdict": r.verdict.reason})
 
 
 def test_stop_rule_timebox() -> None:
@@ -134,12 +140,12 @@ def test_stop_rule_timebox() -> None:
 def test_unknown_flag_is_dropped_never_retried_and_its_flag_skipped() -> None:
     inp = _inputs(fsdp8())
     results = [*_wave1_done(inp), Result("ag768M", "sparse", Outcome.UNKNOWN_FLAG,
-                                         detail="xla_gpu_all_gather_combine_threshold_bytes",
+                                         detail=AG,
                                          wave=2)]
     nxt = _wave(plan(inp, results, FSDP_EVIDENCE))
     names = {p.profile.name for p in nxt}
     assert "ag768M" not in names
-    assert not any("xla_gpu_all_gather_combine_threshold_bytes" in p.profile.keys for p in nxt)
+    assert not any(AG in p.profile.keys for p in nxt)
 
 
 def test_oom_is_dropped_with_its_allocation() -> None:
@@ -274,8 +280,7 @@ def test_a_deployed_setting_restore_default_cannot_reset_is_named_in_the_verdict
                     "xla_gpu_enable_highest_priority_async_stream=false, "
                     "NCCL_PROTO=Simple]\neffects:"))
     v = replay(_inputs(land, max_queue_hours=48.0), land, random.Random(1)).verdict
-    assert ("not measured: removing the env file's "
-            "xla_gpu_enable_highest_priority_async_stream=false, NCCL_PROTO=Simple") in v.reason
+    check_golden_cases(GOLDEN_DIR / "unrestorable_named.txt", {"verdict": v.reason})
     assert "double_buffering" not in v.reason.split("not measured")[1]
 
 

@@ -11,8 +11,10 @@ from sweepd.kinds.xla_tuning.evidence.drift import DriftRead
 from sweepd.kinds.xla_tuning.evidence.results import REPORT, Outcome, Result
 from sweepd.kinds.xla_tuning.inputs import Inputs
 from sweepd.kinds.xla_tuning.search import Verdict, VerdictKind, plan, profiles
+from sweepd.kinds.xla_tuning.verdict.structure import Decided, GainSource
 from sweepd.kinds.xla_tuning.verdict.verdict_claim import SELECTING_OVERSTATE
 from sweepd.kinds.xla_tuning.waves.candidates import Candidates
+from tests.golden_files import GOLDEN, check_golden_cases
 
 EV = Evidence(((Cost.ALL_GATHER, 0.4), (Cost.COMPUTE, 0.5)), "job 1002 HLO")
 STEP = 2500.0  # queue seconds a run: 11 runs are 7.6 h, 2 more start before 8 h
@@ -52,7 +54,8 @@ def test_the_report_block_goes_before_needs_the_runs_left_cannot_also_hold() -> 
     v = plan(_inputs(), [*results, *block, _ok("ovl4", 1000.0, 5)], EV)
     assert isinstance(v, Verdict) and v.kind is VerdictKind.TIMEBOX, v
     assert v.recipe == "ag768M" and abs((v.gain or 0) - 0.03) < 1e-9
-    assert "made after it was decided, which decided nothing" in v.reason
+    assert isinstance(v, Decided) and v.said.gain is not None
+    assert v.said.gain.source is GainSource.REPORT_BLOCK   # read on the block's runs
     assert v.conditional and "Wave 6 not run on dense" in v.conditional_reason
 
 
@@ -73,8 +76,8 @@ def test_a_figure_read_on_the_selecting_runs_says_how_far_such_figures_overstate
     v = plan(_inputs(), [*results, _ok("ovl8", 1000.0, 5)], EV)
     assert isinstance(v, Verdict) and v.recipe == "ag768M", v
     assert "which also put it forward" in v.reason
-    assert f"such figures read {100 * SELECTING_OVERSTATE:+.1f} points above the truth" \
-        in v.reason
+    assert f"{100 * SELECTING_OVERSTATE:+.1f} points" in v.reason
+    check_golden_cases(GOLDEN / "xla_subbar" / "selecting_overstate.txt", {"verdict": v.reason})
 
 
 def test_a_leader_its_runs_together_put_above_2_percent_gets_the_block_too() -> None:

@@ -5,6 +5,7 @@ OOM drop their profiles at once, and the progress messages go out as the SKILL.m
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,10 +18,10 @@ from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.core.states import SweepState
 from sweepd.kinds.xla_tuning.evidence.results import Outcome
 from sweepd.kinds.xla_tuning.runs import gather
-from tests.simrun import NODES, open_store, run, sim_config
+from tests.golden_files import GOLDEN, check_golden_cases, scrubbed
+from tests.simrun import open_store, run, sim_config
 from tests.support.xla_sim import (
     FAST,
-    MODEL,
     Swept,
     env_profile,
     landscape,
@@ -74,12 +75,12 @@ async def test_a_confirmed_winner_ends_with_a_proposal_and_bad_profiles_are_drop
     # Telegram: the kickoff first, each positive result once (sent at once: `— PASS`), the
     # failures as `— FAIL` lines (sent at once), the end.
     said = swept.progress()
-    assert said[0].startswith(f"[xla-tuning] {MODEL} FSDP=8 sweep started on {NODES} "
-                              "(nodelist frozen): per_device_batch_size 7 (the spec); "
-                              "5 catalog profiles")
     positive = [line for line in said if "positive result:" in line]
     assert [line.split()[3] for line in positive] == ["fast"], positive
-    assert positive[0].endswith("— PASS") and "vs baseline-deployed (1 run: job " in positive[0]
+    assert "(1 run: job " in positive[0]
+    # The measured figures and job ids vary with the noise: the wording, numbers out.
+    check_golden_cases(GOLDEN / "xla_sweep_sim" / "progress.txt", {
+        "kickoff": said[0], "positive result": re.sub(r"\d+(\.\d+)?", "#", positive[0])})
     assert any(line.endswith("— FAIL") and "typo" in line for line in said)
     assert said[-1].startswith("proposal: fast +")
 
@@ -142,7 +143,8 @@ async def test_a_profile_the_env_file_overrides_is_not_applied_never_measured(
     results = gather.results(runs, jobs)
     fast = [r for r in results if r.profile == "fast"]
     assert fast and all(r.outcome is Outcome.NOT_APPLIED for r in fast)
-    assert fast[0].detail.startswith(f"{FAST}=false won over the profile's true")
+    check_golden_cases(GOLDEN / "xla_sweep_sim" / "env_file_overrides.txt", {
+        "not applied": scrubbed(fast[0].detail, tmp=tmp_path)})
     assert all(j.tgs for j in jobs if j.run_id in {r.id for r in runs
                                                     if r.params.profile == "fast"})
     assert (sweep.verdict or {}).get("recipe") != "fast"

@@ -20,6 +20,7 @@ from sweepd.kinds.xla_tuning.verdict.structure import (
 )
 from sweepd.kinds.xla_tuning.verdict.verdict_claim import SELECTING_OVERSTATE
 from sweepd.kinds.xla_tuning.waves.planned import VerdictKind
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.xla_verdict_cases import (
     CASES,
     bounded,
@@ -74,7 +75,8 @@ def test_a_max_runs_stop_is_its_own_rule() -> None:
     c = max_runs().said
     assert (c.rule, c.kind, c.outcome) == ("stop.max_runs", VerdictKind.TIMEBOX,
                                            Outcome.NO_CHANGE)
-    assert c.statement == "6 runs made: the spec's max_runs (6) reached"
+    check_golden_cases(GOLDEN / "xla_verdict_structure" / "max_runs_statement.txt", {
+        "statement": c.statement})
     assert c.kinds() == (K.OUT_OF_REACH, K.UNTRIED, K.NO_COLLECTIVES, K.QUIET)
     assert _data(c, K.OUT_OF_REACH)["unreachable"] is False
     # One chip: the collective families were not run, on its evidence run's HLO dump.
