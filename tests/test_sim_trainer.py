@@ -18,6 +18,7 @@ from sweepd.sim.__main__ import main
 from sweepd.sim.scenario import ScenarioError, load_scenario
 from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
 from tests.golden_files import GOLDEN, check_golden
+from tests.support.sim_logs import log_shape
 
 LOGS = GOLDEN / "sim_trainer"
 
@@ -55,22 +56,13 @@ def steps_of(lines: list[str], rank: str = "0") -> list[tuple[int, float]]:
 NODE_EXIT = re.compile(r"^(?:(\d+): )?NODE_EXIT host=(\S+) exit=(\d+)$", re.MULTILINE)
 
 
-def log_shape(lines: list[str]) -> str:
-    """A log's lines for its golden file: the step lines (their format is STEP's, their
-    numbers the truth's) left out, and the phase and wall times (simulated) as <s>."""
-    kept = [line for line in lines if not STEP.match(line)]
-    text = "\n".join(kept) + "\n"
-    text = re.sub(r"(?<=[( ])\d+s\) ==$", "<s>) ==", text, flags=re.MULTILINE)
-    return re.sub(r"Wall:   0h \d+m \d+s", "Wall:   <s>", text)
-
-
 def test_healthy_two_node_log_has_exact_formats(tmp_path: Path) -> None:
     code, lines = train(tmp_path, write_scenario(tmp_path), "per_device_batch_size=10",
                         nodes="chi[2832,2863]")
     assert code == 0
     assert any(re.fullmatch(r"== Preflight END \(\d+s\) ==", line) for line in lines)
-    # Every line but the steps (the header, the phases, pre-flight, MFU, Memstats, the false
-    # positives sweepd must not take for faults, the job summary) as the toolkit prints it.
+    # The lines around the steps (the header, the phases, pre-flight, MFU, Memstats, the
+    # false positives sweepd must not take for faults, the last step, the job summary).
     check_golden(LOGS / "healthy_two_node.log", log_shape(lines))
     mem = lines.index("1: Memstats: After params initialized:")
     assert re.fullmatch(r"1: \tUsing \(GB\) 10\.2 / 178\.6 \(5\.74%\) on rocm:0", lines[mem + 1])
