@@ -25,6 +25,7 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.model_perf_curves import passed_run, sweep_curve
 
 LARGEST_FIT = 15
@@ -99,7 +100,9 @@ def test_a_valley_floor_keeps_the_lifted_secants() -> None:
             Probe(15, Outcome.OK, 800.0)]
     assert next_probe(space, runs) is None
     said = bent_beside_best(space, runs)
-    assert said is not None and said.startswith("6..9 beside the best (5) did not run"), said
+    assert said is not None
+    check_golden_cases(GOLDEN / "model_perf_convex_tail" / "bent_beside_best.txt",
+                       {"6..9": said})
     # A concave curve, no caveat: 10 on the chord of 5 and 15.
     assert bent_beside_best(space, [*runs[:1], Probe(10, Outcome.OK, 1030.0), *runs[2:]]) \
         is None
@@ -118,6 +121,6 @@ def test_the_verdict_says_the_curve_is_not_concave_beside_an_unrun_gap() -> None
     done = plan(spec, ctx)
     assert isinstance(done, Finished), done
     assert done.verdict["best"] == 5 and "optimum" in done.summary
-    caveat = done.verdict["caveat"]
-    assert caveat is not None and "6..9 beside the best (5) did not run" in caveat, caveat
-    assert "not concave" in caveat
+    [bent] = [c["text"] for c in done.verdict["caveats"] if c["kind"] == "bent"]
+    check_golden_cases(GOLDEN / "model_perf_convex_tail" / "verdict_not_concave.txt",
+                       {"bent": bent})

@@ -18,6 +18,7 @@ from sweepd.kinds.model_perf.search import (
     next_probe,
     why_not_run,
 )
+from tests.golden_files import GOLDEN, check_golden_cases
 
 HBM = 15.75
 FIXED = 3.0
@@ -110,7 +111,8 @@ def test_every_integer_batch_reaches_a_best_over_the_line() -> None:
 
     found, probes, whys = sweep(space, lambda b: 60000 + 60 * b - 0.3 * b * b if b <= 72
                                 else 0.0, lambda b: b <= 72, line, FIXED, HBM, alloc=1.0)
-    assert whys[0].startswith("first probe at ~75% of the memory estimate")
+    check_golden_cases(GOLDEN / "model_perf_memory" / "first_probe_on_a_chip.txt",
+                       {"first": whys[0]})
     assert int(probes[0].value) in (36, 40)   # 75% of 48, moved to a multiple of 8
     assert found >= 60 and line(found) > HBM, (found, [p.value for p in probes])
     assert len(probes) <= 12

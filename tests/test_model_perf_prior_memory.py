@@ -14,7 +14,10 @@ from sweepd.kinds.model_perf.search import (
 )
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.model_perf_curves import sweep_curve
+
+SAID = GOLDEN / "model_perf_prior_memory"
 
 FIXED_GB, POOL_GB = 7.0, 178.6
 
@@ -43,13 +46,15 @@ def test_an_earlier_sweeps_memory_lines_that_disagree_here_are_not_fitted() -> N
     moved = prior_memory_moved(space, probes[:1])
     assert moved is not None and moved.value == 30
     assert moved.mine == (126.3, FIXED_GB) and moved.before == (167.7, FIXED_GB)
-    assert "temp fitted over" not in whys[1] and "temp 126.3 GB at 30" in whys[1]
+    assert "temp fitted over" not in whys[1]
+    moved_why = whys[1]
     # Within the rounding and a few %, the same program: its lines are fitted with this
     # sweep's (the search starts from four points, not one).
     same = earlier_sweep(4.25)
     assert prior_memory_moved(same, probes[:1]) is None
     _, _, whys = sweep_curve(same, rising, 40, 4.21, FIXED_GB, POOL_GB, 12)
-    assert "temp fitted over 3 runs (4, 28, 30)" in whys[1]
+    # Moved: this sweep's one line (temp 126.3 GB at 30); the same: fitted over 4, 28, 30.
+    check_golden_cases(SAID / "second_step.txt", {"moved": moved_why, "the same": whys[1]})
 
 
 def spec() -> ModelPerfSpec:
@@ -70,8 +75,8 @@ def test_a_flat_top_at_the_largest_run_names_that_nothing_above_it_ran() -> None
             for b, t in ((30, 914.0), (35, 1006.0), (37, 1061.0), (38, 1058.0))]
     assert flat_top(space, runs) is not None
     note = best_at_edge(spec(), space, runs)
-    assert note is not None and note.startswith("nothing above 38 (measured within the noise")
-    assert "39 needs ~182 of the 179 GB pool" in note
+    assert note is not None
+    check_golden_cases(SAID / "edge_note.txt", {"nothing above 38": note})
     # 38 told apart from the best (beyond the noise): the best is not at the edge.
     apart = [*runs[:3], Probe(38, Outcome.OK, 1000.0, **memory(38))]
     assert best_at_edge(spec(), space, apart) is None

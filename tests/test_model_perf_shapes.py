@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, best, next_probe
+from tests.golden_files import GOLDEN, check_golden_cases
 
 LARGEST_FIT = 39
 MAX_RUNS = 12
@@ -103,4 +104,4 @@ def test_a_run_below_its_neighbours_chord_reopens_a_settled_gap() -> None:
     assert next_probe(space, runs(970.0)) is None
     step = next_probe(space, runs(930.0))
     assert step is not None and 24 < int(step.value) < 32, step
-    assert "below the chord of the runs either side of it" in step.why
+    check_golden_cases(GOLDEN / "model_perf_shapes" / "below_the_chord.txt", {"step": step.why})

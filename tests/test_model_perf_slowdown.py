@@ -19,6 +19,7 @@ from sweepd.kinds.model_perf.search.suspect import suspect
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import Run, RunParams
+from tests.golden_files import GOLDEN, check_golden_cases
 
 CHECKED = replace(batch_space(40), check_slowdown=True)
 
@@ -125,14 +126,14 @@ def test_the_plan_confirms_a_drop_then_asks_naming_the_runs_then_goes_on_if_resu
     # 12 ran first: nothing ran before it to span the drop, so 12 runs a third time.
     assert isinstance(confirm, list) and confirm[0].rule == "model_perf.slowdown_confirm"
     assert confirm[0].params.overrides == {"per_device_batch_size": 12}
-    assert "12 read -4.2% on its run again" in confirm[0].reason
     slowed = [*runs, _run(5, 8, 950.0)]   # 8 read 5 % lower too
     stop = _plan(slowed)
     assert isinstance(stop, Stop) and stop.rule == SLOWED_STOP
-    # 8's runs (2, 5) and 12's (1, 4) both span runs 3-4: the readings fell at one of them.
-    assert "the readings fell at one of runs 3-4" in stop.reason
-    assert "No optimum is claimed" in stop.reason and "run 4 b=12: 1,150 TGS" in str(
-        stop.evidence)
+    # 8's runs (2, 5) and 12's (1, 4) both span runs 3-4: the readings fell at one of
+    # them; no optimum is claimed, and the evidence names the runs.
+    check_golden_cases(GOLDEN / "model_perf_slowdown" / "confirm_then_ask.txt", {
+        "confirm (12 read -4.2%)": confirm[0].reason, "stop": stop.reason,
+        "stop evidence": str(stop.evidence)})
     resumed = _plan(slowed, (SLOWED_STOP,))
     assert isinstance(resumed, list) and resumed[0].rule == REPEAT.id   # 16 runs again: the noise
 

@@ -11,7 +11,7 @@ from sweepd.kinds.model_perf import report as perf_report
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import BUDGET_STOP, plan
 from sweepd.kinds.model_perf.probes import probes
-from sweepd.kinds.model_perf.rules import CLIMB, LARGEST_FIT
+from sweepd.kinds.model_perf.rules import BEST_SO_FAR, CLIMB, LARGEST_FIT, OPTIMUM
 from sweepd.kinds.model_perf.search import (
     FLAT,
     PRIOR_DRIFT,
@@ -32,6 +32,10 @@ from sweepd.kinds.model_perf.search import (
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
 from sweepd.store.rows import Run, RunParams, Sweep
+from tests.golden_files import GOLDEN, check_golden_cases
+from tests.support.model_perf_prose import caveat_kinds, caveat_of, verdict_prose
+
+PROSE = GOLDEN / "model_perf_strategy"
 
 Curve = Callable[[Value], float | None]  # TGS, or None when the value OOMs
 
@@ -257,8 +261,9 @@ def test_an_optimum_measured_on_fewer_nodes_than_pinned_says_so() -> None:
                        facts=PerfFacts())
     done = plan(spec, ctx)
     assert isinstance(done, Finished)
-    assert "on 3 of the 4 pinned nodes" in done.summary and done.verdict["nodes"] == 3
+    assert done.verdict["nodes"] == 3 and done.verdict["best"] == 8
     assert done.verdict["proposal"].endswith("measured on 3N")
+    check_golden_cases(PROSE / "on_fewer_nodes.txt", {"verdict": verdict_prose(done)})
 
 
 def test_after_an_exclusion_the_search_starts_over_and_other_node_sets_bound_nothing() -> None:
@@ -272,8 +277,8 @@ def test_after_an_exclusion_the_search_starts_over_and_other_node_sets_bound_not
                          facts=PerfFacts())
     assert probes(spec, three) == []
     again = plan(spec, three)
-    assert isinstance(again, list)
-    assert "runs on other node sets are not compared and bound nothing here" in again[0].reason
+    assert isinstance(again, list) and again[0].nodes == ["chi1", "chi2", "chi3"]
+    check_golden_cases(PROSE / "after_an_exclusion.txt", {"next run": again[0].reason})
     # A pass on fewer nodes says nothing about more: memory per GPU is lower there.
     small = [_run(1, 8, "pass", 1000.0, nodes="chi[1-3]")]
     four = SweepContext(runs=small, nodes=["chi1", "chi2", "chi3", "chi4"],
@@ -291,7 +296,7 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     ask = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
                                   facts=PerfFacts()))
     assert isinstance(ask, Stop) and ask.rule == BUDGET_STOP
-    assert "12 beside the best (10) is not run" in ask.reason and "Resume" in ask.reason
+    assert ask.evidence is not None and ask.evidence.startswith("per_device_batch_size=12")
     # Resumed, it takes the run there.
     more = plan(spec, SweepContext(runs=rising, nodes=four, gpu_memory_gib=192,
                                    facts=PerfFacts(), acknowledged_stops=[BUDGET_STOP]))
@@ -302,11 +307,9 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     done = plan(edge, SweepContext(runs=top, nodes=four, gpu_memory_gib=192,
                                    facts=PerfFacts()))
     assert isinstance(done, Finished) and done.verdict["settled"]
-    assert "optimum per_device_batch_size=12" in done.summary
-    assert "the highest value searched, so a higher one may be faster" in done.verdict["caveat"]
-    # No OOM anywhere: the caveat names what did rule 4 and 6 out.
-    assert "not run: 4, 6 (an estimate, not a run: the secants through 8 and 10" \
-        in done.verdict["caveat"]
+    assert (done.rule, done.verdict["best"]) == (OPTIMUM.id, 12)
+    assert caveat_kinds(done) == ["edge", "ungiven", "not_run"]
+    # No OOM anywhere: the caveat names what did rule 4 and 6 out (the golden's words).
     assert "OOM" not in done.verdict["caveat"]
     # extend_budget takes up to 4 more runs without asking; spent too, the verdict is
     # unsettled and names the gap beside the best.
@@ -318,11 +321,13 @@ def test_a_search_cut_short_or_at_the_edge_says_so() -> None:
     cut = plan(wide, SweepContext(runs=five, nodes=four, gpu_memory_gib=192,
                                   facts=PerfFacts()))
     assert isinstance(cut, Finished) and not cut.verdict["settled"]
-    assert cut.summary.startswith("llama2-70b: best so far per_device_batch_size=10")
-    assert "max_runs (5) ran out before the search settled; per_device_batch_size=12 was next" \
-        in cut.summary
-    assert "12 beside the best (10) is not run" in cut.summary
-    assert "not run: 12 (max_runs (5) ran out before the search settled)" in cut.summary
+    assert (cut.rule, cut.verdict["best"]) == (BEST_SO_FAR.id, 10)
+    budget = caveat_of(cut, "budget")
+    assert (budget["max_runs"], budget["next"]) == (5, 12)
+    assert caveat_kinds(cut) == ["budget", "gap", "not_run"]
+    check_golden_cases(PROSE / "cut_short_or_at_the_edge.txt", {
+        "budget spent beside the best (asks)": ask.reason,
+        "at the edge": verdict_prose(done), "cut by extend_budget": verdict_prose(cut)})
 
 
 def test_values_not_run_name_what_bounded_them() -> None:
@@ -330,14 +335,14 @@ def test_values_not_run_name_what_bounded_them() -> None:
                        "values": [4, 8, 12, 16]})
     assert isinstance(spec, ModelPerfSpec)
     four = ["chi1", "chi2", "chi3", "chi4"]
-    for last, why in [(_run(3, 12, "oom"), "16 (at or above the OOM at 12)"),
-                      (_run(3, 12, "fail", failure="compile"),
-                       "16 (at or above the failed run at 12 (taken as its limit")]:
+    said: dict[str, str] = {}
+    for name, last in [("above an OOM", _run(3, 12, "oom")),
+                       ("above a failed compile", _run(3, 12, "fail", failure="compile"))]:
         runs = [_run(1, 4, "pass", 900.0), _run(2, 8, "pass", 1000.0), last]
         done = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
                                        facts=PerfFacts()))
         assert isinstance(done, Finished), done
-        assert f"not run: {why}" in done.verdict["caveat"], done.verdict["caveat"]
+        said[name] = str(caveat_of(done, "not_run")["text"])
     # Bounded by the compiled-memory line alone: it says so, and names no OOM.
     space = SearchSpace((4, 8, 12, 16, 20), None)
     memory = linear_memory(13)
@@ -345,8 +350,8 @@ def test_values_not_run_name_what_bounded_them() -> None:
     assert next_probe(space, ran) is None
     why = why_not_run(space, ran, (16, 20))
     assert set(why) == {16, 20}
-    assert all(w and w.startswith("the compiled-memory line predicts it does not fit")
-               for w in why.values()), why
+    said.update({f"{v} by the compiled-memory line": str(w) for v, w in why.items()})
+    check_golden_cases(PROSE / "values_not_run.txt", said)
 
 
 def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_ran() -> None:
@@ -359,8 +364,8 @@ def test_report_marks_runs_on_another_node_count_and_an_oom_below_a_value_that_r
             _run(3, 12, "oom", None, nodes="chi[1-3]"),       # yet 13 ran
             _run(4, 13, "pass", 1050.0, nodes="chi[1-3]")]
     status = {r["value"]: r["status"] for r in perf_report.rows(sweep, runs, [])}
-    assert status == {8: "works (on 4N)", 11: "works", 12: "OOM (yet 13 ran: check the log)",
-                      13: "works ← optimum"}
+    assert sorted(status) == [8, 11, 12, 13] and status[13] == "works ← optimum"
+    check_golden_cases(PROSE / "report_statuses.txt", {str(v): s for v, s in status.items()})
     # Before a verdict: compared with the count the search is on now (its latest run's).
     running = replace(sweep, state=SweepState.RUNNING, verdict_json=None)
     status = {r["value"]: r["status"] for r in perf_report.rows(running, runs, [])}
@@ -399,7 +404,8 @@ def test_one_run_predicts_the_largest_batch_that_fits() -> None:
     """Temp 8 GB at batch 4 is 2 GB per batch; 80 GB of room, 1% kept: batch 39."""
     step = next_probe(batch_space(5), [_mem(4, 8.0)])
     assert step is not None and step.value == 39
-    assert step.rule == LARGEST_FIT.id and "temp 8.0 GB at 4, through 0" in step.why
+    assert step.rule == LARGEST_FIT.id
+    check_golden_cases(PROSE / "one_run_largest_fit.txt", {"step": step.why})
 
 
 def test_two_runs_fit_the_line_with_its_constant_part() -> None:
@@ -408,7 +414,8 @@ def test_two_runs_fit_the_line_with_its_constant_part() -> None:
     assert first is not None and first.value == 17   # 18/4 = 4.5 GB per batch: low
     step = next_probe(batch_space(5), [_mem(4, 18.0, tgs=1.0), _mem(17, 44.0, tgs=1.2)])
     assert step is not None and step.value == 34      # (99 - 20 - 10) / 2
-    assert "fitted over 2 runs (4, 17)" in step.why
+    assert step.rule == LARGEST_FIT.id
+    check_golden_cases(PROSE / "two_run_line.txt", {"step": step.why})
 
 
 def test_the_fitted_line_proves_what_cannot_fit() -> None:
@@ -437,7 +444,7 @@ def test_an_oom_allocation_bounds_the_largest_fit_from_below() -> None:
     assert fit is not None and fit.slope == pytest.approx(2.0)
     step = next_probe(batch_space(5), probes)
     assert step is not None and step.value == 39
-    assert "the OOM at 40 failed allocating 1.0 GB" in step.why
+    check_golden_cases(PROSE / "oom_allocation_bound.txt", {"step": step.why})
 
 
 def test_a_first_oom_descends_by_its_memory_line() -> None:
@@ -476,7 +483,8 @@ def test_refinement_finds_the_integer_peak_and_says_when_the_top_is_flat() -> No
     assert chosen is not None and chosen.value == 23
     flat = [Probe(30, Outcome.OK, 1000.0), Probe(31, Outcome.OK, 1004.0)]
     note = flat_top(batch_space(30), flat)
-    assert note is not None and "flat top: 30 measured within 1%" in note
+    assert note is not None
+    check_golden_cases(PROSE / "flat_top.txt", {"note": note})
 
 
 def test_an_earlier_sweeps_runs_stand_in_scaled_and_never_above_a_failure() -> None:
@@ -539,12 +547,13 @@ def test_memstats_from_the_pinned_nodes_are_not_reused_on_fewer() -> None:
     on_four = plan(spec, SweepContext(runs=[], nodes=four, gpu_memory_gib=192,
                                       facts=PerfFacts(param_gb=2.0)))
     assert isinstance(on_four, list)
-    assert "memory memstats of an earlier job on these 4 nodes: pool" in on_four[0].reason
     assert "params 2.0 GB" in on_four[0].reason
     on_three = plan(spec, SweepContext(runs=[], nodes=four[:3], gpu_memory_gib=192,
                                        facts=PerfFacts(param_gb=2.0)))
     assert isinstance(on_three, list)
     assert "memstats" not in on_three[0].reason and "memory estimate:" in on_three[0].reason
+    check_golden_cases(PROSE / "memstats_on_fewer_nodes.txt", {
+        "on the 4 pinned": on_four[0].reason, "on 3": on_three[0].reason})
 
 
 def test_a_memory_line_a_little_under_the_pool_does_not_walk_the_edge_one_batch_a_run() -> None:
@@ -595,7 +604,8 @@ def test_a_budget_cut_with_a_rival_within_the_noise_asks_before_it_finishes() ->
     ask = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
                                   facts=PerfFacts()))
     assert isinstance(ask, Stop) and ask.rule == BUDGET_STOP
-    assert "flat top: 12 measured within 1%" in ask.reason and "Resume" in ask.reason
+    assert ask.evidence is not None and ask.evidence.startswith("per_device_batch_size=20")
+    check_golden_cases(PROSE / "rival_within_the_noise.txt", {"stop": ask.reason})
     more = plan(spec, SweepContext(runs=runs, nodes=four, gpu_memory_gib=192,
                                    facts=PerfFacts(), acknowledged_stops=[BUDGET_STOP]))
     assert isinstance(more, list)

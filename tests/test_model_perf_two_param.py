@@ -20,7 +20,11 @@ from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_outcome, true_peak_batch
 from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import expand_nodes
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
+from tests.support.two_param import curve, run_shaped
+
+SAID = GOLDEN / "model_perf_two_param"
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "model-perf" / "two-param.yaml"
 POLICIES = ["minimal_flash", "full", "save_dot_except_mlp"]
@@ -88,8 +92,8 @@ def test_a_knob_that_changes_the_training_is_refused_as_second(knob: str) -> Non
     with pytest.raises(SpecError) as err:
         parse_spec(perf_spec(second={"parameter": knob, "values": [2048, 4096]}))
     message = str(err.value)
-    assert "changes what is trained: it stays a one-parameter sweep" in message
     assert "\n" not in message.strip()
+    check_golden_cases(SAID / f"refused_second_{knob}.txt", {"refusal": message})
 
 
 def test_an_unknown_second_knob_and_a_second_with_another_parameter_are_refused() -> None:
@@ -161,7 +165,8 @@ async def test_a_fraction_sweep_on_the_simulator_runs_no_smaller_pool(tmp_path: 
                            {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.93"})
     verdict = sweep.verdict or {}
     assert (verdict["best"], verdict["second_best"]) == (peak, 0.93)
-    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.85: not run: a smaller pool" in verdict["caveat"]
+    [unrun] = [c for c in verdict["caveats"] if c["kind"] == "setting" and c["second"] == 0.85]
+    check_golden_cases(SAID / "fraction_sweep_unrun_setting.txt", {"0.85": unrun["text"]})
     assert "configs/llama2-70b.env.sh" in verdict["proposal"]
 
 
@@ -196,31 +201,14 @@ def test_a_policy_that_cannot_beat_the_best_is_settled_after_few_runs() -> None:
     assert "cannot" in notes["slow"] or "at most" in notes["slow"]
 
 
-def _curve(b: float, peak: float) -> float:
-    """The simulator's curve shape: concave up to the peak, falling after it."""
-    if b <= peak:
-        return float((b / peak) ** 0.6)
-    x = (b - peak) / peak
-    return max(0.05, 1 - 0.3 * x - 0.3 * x * x)
-
-
-def _run_shaped(act: float, speed: float, peak: float, b: int) -> Probe:
-    temp, fixed, pool = 5.6 * act * b, 7.0, 178.6
-    if fixed + temp > pool:
-        return Probe(b, Outcome.OOM, None, temp_gb=temp, fixed_gb=fixed, limit_gb=pool,
-                     alloc_gb=fixed + temp - pool)
-    return Probe(b, Outcome.OK, 1400.0 * speed * _curve(b, peak), temp_gb=temp,
-                 fixed_gb=fixed, limit_gb=pool)
-
-
 def _sweep_shaped(space: SearchSpace, policies: dict[str, tuple[float, float, float]]
                   ) -> list[tuple[float | int | str, Probe]]:
-    """A remat sweep of up to 20 runs, each policy's runs from `_run_shaped`."""
+    """A remat sweep of up to 20 runs, each policy's runs from `run_shaped`."""
     pairs: list[tuple[float | int | str, Probe]] = []
     while (step := next_pair(space, "remat_policy", list(policies), pairs,
                              runs_left=20 - len(pairs))) is not None:
         assert isinstance(step.value, int)
-        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
+        pairs.append((step.second, run_shaped(*policies[str(step.second)], step.value)))
         assert len(pairs) < 20
     return pairs
 
@@ -248,7 +236,7 @@ def test_a_policy_whose_speed_holds_at_its_own_peak_is_still_settled_by_its_boun
     pairs: list[tuple[float | int | str, Probe]] = []
     while (step := next_pair(space, "remat_policy", list(policies), pairs)) is not None:
         assert isinstance(step.value, int)
-        pairs.append((step.second, _run_shaped(*policies[str(step.second)], step.value)))
+        pairs.append((step.second, run_shaped(*policies[str(step.second)], step.value)))
         assert len(pairs) < 20
     assert sum(1 for s, _ in pairs if s == "slow") == 2
     notes = settled_notes(space, "remat_policy", list(policies), pairs)
@@ -317,12 +305,11 @@ def test_a_policy_settled_past_the_first_policys_runs_says_it_is_assumed() -> No
     memory and failed nowhere: its largest fit is unknown), the first policy's curve
     extended past its largest run is what settles the policy after one run: the note says
     so rather than claim the trend."""
-    first = [Probe(b, Outcome.OK, 1400.0 * _curve(b, 8.0)) for b in (4, 12, 9, 7, 8)]
-    full = _run_shaped(0.757, 1.02, 30.0, 8)
+    first = [Probe(b, Outcome.OK, 1400.0 * curve(b, 8.0)) for b in (4, 12, 9, 7, 8)]
+    full = run_shaped(0.757, 1.02, 30.0, 8)
     pairs: list[tuple[float | int | str, Probe]] = [
         *(("minimal_flash", p) for p in first), ("full", full)]
     space = batch_space(5)
     assert next_pair(space, "remat_policy", ["minimal_flash", "full"], pairs) is None
     notes = settled_notes(space, "remat_policy", ["minimal_flash", "full"], pairs)
-    assert "above 12, the largest batch remat_policy=minimal_flash ran, that is its curve " \
-        "extended, and this policy may fit up to ~40: assumed, not measured" in notes["full"]
+    check_golden_cases(SAID / "policy_past_the_first_s_reach.txt", {"full": notes["full"]})

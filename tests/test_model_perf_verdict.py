@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sweepd.kinds.model_perf.rules import BEST_SO_FAR, NO_PASS, OPTIMUM
 from sweepd.kinds.model_perf.verdict import Caveat, CaveatKind, Verdict, summary
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.verdict_cases import (
     at_the_edge,
     cut_by_the_budget,
@@ -90,8 +91,7 @@ def test_a_two_parameter_verdict_has_one_caveat_per_setting() -> None:
 def test_the_renderer_is_the_one_line_for_a_verdict_built_by_hand() -> None:
     v = Verdict(BEST_SO_FAR.id, "m", "per_device_batch_size", 8, 1234.5, 1, settled=False,
                 caveats=(Caveat(K.NOISE, "noisy"), Caveat(K.QUIET, "quiet")), nodes=2, pinned=4)
-    assert summary(v) == ("m: best so far per_device_batch_size=8 at 1,234 TGS/device on 2 of "
-                          "the 4 pinned nodes (1 run); noisy; quiet")
     assert v.kinds() == (K.NOISE, K.QUIET)
-    assert summary(Verdict(OPTIMUM.id, "m", "b", 8, 10.0, 2)) == \
-        "m: optimum b=8 at 10 TGS/device (2 runs)"
+    check_golden_cases(GOLDEN / "model_perf_verdict" / "by_hand.txt", {
+        "best so far on fewer nodes": summary(v),
+        "optimum": summary(Verdict(OPTIMUM.id, "m", "b", 8, 10.0, 2))})

@@ -17,7 +17,10 @@ from sweepd.sim.scenario import load_scenario
 from sweepd.sim.truth import true_max_batch, true_outcome, true_peak_batch
 from sweepd.store.rows import Run, Sweep
 from sweepd.util.hostlists import expand_nodes
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.simrun import NODES, open_store, perf_spec, run, sim_config, write_scenario
+
+SAID = GOLDEN / "sim_sweep"
 
 MOVES = {r.id for r in SEARCH_MOVES}   # a run the batch search chose, by its move
 
@@ -41,8 +44,8 @@ async def test_full_sweep_finds_the_true_peak(tmp_path: Path) -> None:
         assert len(results) == len(runs)
         assert any("← optimum" in line and f"| {truth} |" in line for line in lines)
         # No daemon knows this sweep: the last line says where its state is.
-        assert lines[-1].startswith(
-            f"(sweep 1 is in {config.daemon.state_dir}: read it again with ")
+        check_golden(SAID / "where_its_state_is.txt",
+                     scrubbed(lines[-1], state=config.daemon.state_dir) + "\n")
     finally:
         await store.close()
 
@@ -105,10 +108,12 @@ async def test_third_exclusion_stops_the_sweep(tmp_path: Path) -> None:
                 if e.to_state == "awaiting_decision"]
         assert stop[0].rule in ("exclusions.max", "fault.same_error_other_nodes")
         message = "\n".join(lines)
-        assert "STOP]" in message and "Reason:" in message and "Awaiting your decision" in message
-        assert f"/resume {sweep.id} [NODE to exclude ...]" in message   # says how to answer
         excluded = [e.node for e in await store.exclusions.of_sweep(sweep.id)]
         assert excluded and f"(excluded: {', '.join(excluded)})" in message
+        # The stop as it is shown: why, the nodes excluded, and how to answer.
+        at = next(i for i, line in enumerate(lines) if "STOP]" in line)
+        check_golden(SAID / "third_exclusion_stop.txt",
+                     scrubbed("\n".join(lines[at:]), state=config.daemon.state_dir) + "\n")
     finally:
         await store.close()
 
@@ -145,8 +150,17 @@ async def test_a_node_the_cluster_does_not_have_stops_with_that_said(tmp_path: P
     code = await run_sweep(config, {}, lines.append, resume_id=sid)
     assert code == EXIT_AWAITING_DECISION   # the pinned list is never changed silently
     text = "\n".join(lines)
-    assert "chi9999 (not in cluster)" in text and "chi9999 is not a node of this cluster" in text
     assert "chi2832" not in text.split("not usable:")[1].split("\n")[0]
+    store = await open_store(config)
+    try:
+        stop = [e for e in await store.events.of_sweep(sid) if e.to_state == "awaiting_decision"]
+    finally:
+        await store.close()
+    assert [(e.rule, e.evidence) for e in stop] == [("node.unusable",
+                                                     "sinfo: chi9999 not in cluster")]
+    at = next(i for i, line in enumerate(lines) if "STOP]" in line)
+    check_golden(SAID / "node_left_the_cluster.txt",
+                 scrubbed("\n".join(lines[at:]), state=config.daemon.state_dir) + "\n")
 
 
 async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: Path) -> None:
@@ -171,8 +185,10 @@ async def test_a_value_run_again_after_an_exclusion_gets_its_own_run(tmp_path: P
 
 async def test_a_defect_in_planning_stops_that_sweep_not_the_daemon(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    defect = ValueError("a planner's defect")
+
     async def broken(engine: Engine, sweep: Sweep, runs: list[Run]) -> None:
-        raise ValueError("a planner's defect")
+        raise defect
 
     monkeypatch.setattr(planning, "plan", broken)
     config = sim_config(tmp_path, write_scenario(tmp_path))
@@ -182,7 +198,7 @@ async def test_a_defect_in_planning_stops_that_sweep_not_the_daemon(
     try:
         stop = [e for e in await store.events.of_sweep(1) if e.to_state == "awaiting_decision"]
         assert [e.rule for e in stop] == ["engine.plan_failed"]
-        assert stop[0].evidence == "ValueError(\"a planner's defect\")"
+        assert stop[0].evidence == repr(defect)
     finally:
         await store.close()
 
@@ -245,14 +261,15 @@ async def test_a_later_sweep_of_the_same_cell_starts_from_what_the_first_measure
         assert first.verdict["best"] == second.verdict["best"] == peak
         runs = await store.runs.of_sweep(second.id)
         assert len(runs) <= 2 and runs[0].params.overrides["per_device_batch_size"] == peak
-        reasons = [e.reason for e in await store.events.of_sweep(second.id)
-                   if e.rule in MOVES]
-        assert reasons[0].startswith(f"first probe per_device_batch_size={peak}: at the peak "
-                                     f"of sweep #{first.id} of the same model")
-        assert f"judged by sweep #{first.id}'s runs" in (second.verdict["caveat"] or "")
-        assert "use_prior: false searches afresh" in (second.verdict["caveat"] or "")
+        moves = [(e.rule, e.reason) for e in await store.events.of_sweep(second.id)
+                 if e.rule in MOVES]
+        assert moves[0][0] == FIRST_PROBE.id
+        earlier = [c for c in second.verdict["caveats"] if c["kind"] == "earlier_sweep"]
+        assert [c["sweep"] for c in earlier] == [first.id]
+        check_golden_cases(SAID / "later_sweep_of_the_same_cell.txt", {
+            "first probe": moves[0][1], "caveat": earlier[0]["text"]})
         assert fresh.verdict is not None and fresh.verdict["best"] == peak
-        assert "judged by sweep" not in (fresh.verdict["caveat"] or "")
+        assert "earlier_sweep" not in [c["kind"] for c in fresh.verdict["caveats"]]
         assert len(await store.runs.of_sweep(fresh.id)) > 2
         third = [(e.rule, e.reason) for e in await store.events.of_sweep(third.id)
                  if e.rule in MOVES]

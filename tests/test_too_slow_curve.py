@@ -9,6 +9,7 @@ once, an upper bound, no memory lesson) and the search bisects below it."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import sweepd.core.engine as engine_module
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.config import load_config
 from sweepd.kinds.model_perf.params import swept_value
+from sweepd.monitor.classify import TOO_SLOW
 from tests.simrun import open_store, perf_spec, run, write_scenario
 
 PEAK_AT_7 = {"llama2-70b": {"max_batch": 30, "peak_batch": 7, "peak_tgs": 1400, "nodes": 2}}
@@ -58,5 +60,10 @@ async def test_a_steep_fall_past_an_interior_peak_reaches_the_peak(
         tries = [j.failure_class for j in jobs if j.run_id == run_.id]
         assert tries == ["hang", "hang"], (run_.label, tries)
     reasons = " ".join(e.reason or "" for e in events)
-    assert "not a silent compile OOM (the SKILL.md's phase table predates that line)" in reasons
+    # Classified by the too-slow rule (a hang after a line that fits), not as an OOM.
+    too_slow = re.escape(TOO_SLOW).replace(re.escape("{total:.1f}"), r"[\d.]+") \
+        .replace(re.escape("{pool:.1f}"), r"[\d.]+")
+    hung = [j for j in jobs if j.failure_class == "hang"]
+    assert hung and all(re.fullmatch(too_slow, j.failure_detail or "") for j in hung), \
+        [j.failure_detail for j in hung]
     assert "lowered by" not in reasons   # no lesson for the memory model

@@ -10,7 +10,10 @@ from pathlib import Path
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
 from sweepd.kinds.registry import kind_of
 from sweepd.reports.report import report_markdown
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.simrun import open_store, perf_spec, recorded, run, sim_config, write_scenario
+
+SAID = GOLDEN / "model_perf_two_param"
 
 POLICIES = ["minimal_flash", "full", "save_dot_except_mlp"]
 MODELS = {"llama2-70b": {"max_batch": 14, "peak_batch": 10, "peak_tgs": 1400,
@@ -25,9 +28,10 @@ async def test_a_two_parameter_sweep_out_of_runs_asks_for_more(tmp_path: Path) -
     assert code == EXIT_AWAITING_DECISION
     verdict, rules, runs = await recorded(config)
     assert verdict is None and "model_perf.budget_gap" in rules and len(runs) == 4
-    said = "\n".join(lines)
-    assert "max_runs (4) ran out before the search settled" in said
-    assert "Resume to take up to 4 more runs" in said
+    # The stop as shown: max_runs (4) spent, and how to take up to 4 more runs.
+    at = next(i for i, line in enumerate(lines) if "STOP]" in line)
+    check_golden(SAID / "budget_stop.txt",
+                 scrubbed("\n".join(lines[at:]), state=config.daemon.state_dir) + "\n")
 
 
 async def test_a_verdict_cut_by_the_budget_proposes_no_config_change(tmp_path: Path) -> None:
@@ -46,6 +50,6 @@ async def test_a_verdict_cut_by_the_budget_proposes_no_config_change(tmp_path: P
         await store.close()
     verdict = sweep.verdict or {}
     assert verdict["settled"] is False and "best so far" in (sweep.reason or "")
-    assert "Best so far (the search did not settle)" in text
     assert "Winning combination" not in text
     assert "Proposed config change" not in text and "No config change proposed" in text
+    check_golden(SAID / "budget_cut_report.md", scrubbed(text, state=config.daemon.state_dir))
