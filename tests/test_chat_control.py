@@ -10,6 +10,7 @@ from sweepd.core.states import SweepState
 from sweepd.notify.bot import make_bot
 from sweepd.notify.chat import OFFSET_KEY, ChatControl, Command, parse_command
 from sweepd.store.outbox import Outbox
+from tests.golden_files import GOLDEN, check_golden_cases, scrubbed
 from tests.support.service import poll
 from tests.telegram_double import (
     CHAT,
@@ -39,8 +40,9 @@ async def test_status_show_and_report_answer_the_configured_chat(service: Servic
     assert await poll(service, double) == 3
     status, show, report = double.sent
     assert status.chat_id == CHAT
-    assert status.text == f"#{sid} model-perf {(await service.summary(sid))['name']}: " \
-                          "awaiting_decision — node fault"
+    name = (await service.summary(sid))["name"]
+    check_golden_cases(GOLDEN / "chat_control" / "status.txt",
+                       {"/status": scrubbed(status.text, name=name)})
     assert show.text.startswith(f"#{sid} ") and "runs: 0, jobs: 0" in show.text
     assert report.parse_mode == "Markdown" and report.text.startswith(f"```\n# Sweep {sid}:")
 
@@ -56,11 +58,10 @@ async def test_abort_and_cancel_act_and_unknown_ids_get_a_clear_answer(
     await poll(service, double)
     assert (await service.summary(sid))["state"] == SweepState.ABORTED
     unknown, aborted, again, usage, bad = double.texts()
-    assert unknown == "No sweep 99: /status lists the sweeps."
     assert aborted.startswith(f"abort: #{sid} ") and "aborted" in aborted
-    assert again == f"Cannot cancel sweep {sid}: sweep {sid} is already aborted"
-    assert usage.startswith("usage: /resume ID")
-    assert bad.startswith("unknown command /frobnicate")
+    check_golden_cases(GOLDEN / "chat_control" / "refusals.txt", {
+        "/abort 99": unknown, f"/cancel {sid} (aborted)": again, "/resume": usage,
+        "/frobnicate 3": bad})
 
 
 async def test_a_stranger_is_ignored_and_logged(service: Service, double: BotApiDouble) -> None:
@@ -166,8 +167,7 @@ async def test_a_chat_sees_and_acts_on_only_the_sweeps_that_report_to_it(
         await bot.shutdown()
     status, show, abort, *rest = double.texts()
     assert status.startswith(f"#{mine} ") and f"#{theirs} " not in status
-    for answer in (show, abort):
-        assert answer == f"Sweep {theirs} reports to another chat: ask there, or use the " \
-                         "sweepd CLI."
+    check_golden_cases(GOLDEN / "chat_control" / "another_chats_sweep.txt",
+                       {f"/show {theirs}": show, f"/abort {theirs}": abort})
     assert (await service.summary(theirs))["state"] == SweepState.QUEUED
     assert rest[-1].startswith(f"#{theirs} ") and f"#{mine} " not in rest[-1]

@@ -11,6 +11,7 @@ from sweepd.monitor.facts import (
     SummaryFact,
 )
 from sweepd.monitor.parse import parse_line
+from tests.golden_files import GOLDEN, check_golden
 
 NODES = node_map_from_nodelist("chi[2832,2863,2867-2868]")
 
@@ -76,7 +77,9 @@ def test_oom_cascade_earliest_root_cause_wins() -> None:
     assert v.klass is FailureClass.OOM
     assert v.node == "chi2867"
     assert v.detail == "12.5 GiB"
-    assert v.evidence == "2: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12.5 GiB."
+    # The evidence is the OOM line itself (rank 2's), not a later cascade line.
+    (_, oom), = [(o, sig) for o, sig in facts.signals if sig.klass is FailureClass.OOM]
+    assert v.evidence == oom.text and oom.rank == 2
 
 
 def test_coord_timeout_after_hsa_error_is_gpu_hardware() -> None:
@@ -142,8 +145,9 @@ def test_node_exit_137_is_host_oom() -> None:
         signals=signals("0: chi2832:1:1 [0] NCCL WARN Timeout waiting for proxy"),
     )
     v = classify(facts)
-    assert (v.klass, v.node, v.evidence) == (
-        FailureClass.HOST_OOM, "chi2863", "NODE_EXIT host=chi2863 exit=137")
+    assert (v.klass, v.node) == (FailureClass.HOST_OOM, "chi2863")
+    # The evidence is the deciding NODE_EXIT line, in the toolkit's shape.
+    assert v.evidence is not None and parse_line(v.evidence) == NodeExitFact("chi2863", 137)
 
 
 def test_killed_line_is_host_oom_on_its_node() -> None:
@@ -217,7 +221,9 @@ def test_cancelled_without_failure() -> None:
     v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=6,
                           summary=SummaryFact("CANCELLED", None, "scancel / SIGTERM")))
     assert v.klass is FailureClass.CANCELLED
-    assert v.evidence == "Status: CANCELLED (scancel / SIGTERM)"
+    # The evidence is the summary's Status line, in the toolkit's shape.
+    assert v.evidence is not None
+    assert parse_line(v.evidence) == SummaryFact("CANCELLED", None, "scancel / SIGTERM")
     v = classify(JobFacts(phase=Phase.TRAINING, last_step=6, cancelled_by_us=True))
     assert v.klass is FailureClass.CANCELLED
 
@@ -232,8 +238,8 @@ def test_nothing_recognised_is_unknown_and_says_so() -> None:
     v = classify(JobFacts(node_map=NODES, phase=Phase.TRAINING, last_step=7,
                           scheduler_state="GONE"))
     assert v.klass is FailureClass.UNKNOWN
-    assert v.detail is not None and "no failure signature recognised" in v.detail
-    assert "no job summary" in v.detail
+    assert v.detail is not None
+    check_golden(GOLDEN / "classify" / "unknown_detail.txt", f"{v.detail}\n")
 
 
 def test_a_traceback_is_shown_by_the_exception_it_ends_with() -> None:
@@ -247,7 +253,8 @@ def test_a_traceback_is_shown_by_the_exception_it_ends_with() -> None:
     )
     v = classify(facts)
     assert v.klass is FailureClass.PYTHON and v.node == "chi2863"
-    assert v.evidence == "1: ValueError: bad override value per_device_batch_size=abc"
+    # The evidence is the line rank 1's traceback ends with, not rank 0's handled one.
+    assert v.evidence == facts.signals[2][1].text and facts.signals[2][1].rank == 1
 
 
 def test_an_exception_line_alone_is_not_a_failure() -> None:
@@ -315,12 +322,13 @@ BOX = {0: "box1"}
 
 
 def test_a_traceback_ending_in_an_import_error_is_the_environment() -> None:
+    lines = signals("Traceback (most recent call last):",
+                    "ModuleNotFoundError: No module named 'jax'")
+    module_not_found = lines[1]
     v = classify(JobFacts(node_map=BOX, phase=Phase.PREFLIGHT, scheduler_state="FAILED",
-                          exit_code=1, summary=SummaryFact("FAILED", 1, ""),
-                          signals=signals("Traceback (most recent call last):",
-                                          "ModuleNotFoundError: No module named 'jax'")))
+                          exit_code=1, summary=SummaryFact("FAILED", 1, ""), signals=lines))
     assert (v.klass, v.node) == (FailureClass.ENVIRONMENT, None)
-    assert v.evidence == "ModuleNotFoundError: No module named 'jax'"
+    assert v.evidence == module_not_found[1].text   # the line the traceback ends with
     assert v.detail is not None and v.detail.startswith("ModuleNotFoundError")
     # On every node of a multi-node job it stays the environment (not `config`), no node.
     every = signals(*(f"{r}: {line}" for r in range(4) for line in (

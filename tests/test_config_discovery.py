@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.golden_files import GOLDEN, check_golden, scrubbed
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "model-perf.yaml"
 
 
@@ -40,8 +42,10 @@ def test_validate_and_the_client_verbs_find_inits_config_and_its_socket(
     socket = Path(env["HOME"]) / ".local" / "state" / "sweepd" / "sweepd.sock"
     done = sweepd(env, "validate", str(EXAMPLE))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].endswith(
-        f"(cluster backend: sim, config {personal})")
+    # The plan's line names the config init wrote (under HOME).
+    assert str(personal) in done.stdout.splitlines()[0]
+    check_golden(GOLDEN / "config_discovery" / "validate_inits_config.txt",
+                 scrubbed(done.stdout.splitlines()[0] + "\n", home=env["HOME"]))
     # No daemon yet: the client verbs name the socket of the config init wrote.
     for verb in (["status"], ["list"], ["show", "1"]):
         done = sweepd(env, *verb)
@@ -71,7 +75,9 @@ def test_config_and_env_override_the_found_config(env: dict[str, str], tmp_path:
 def test_no_config_anywhere_is_the_simulated_cluster_and_the_system_socket(
         env: dict[str, str]) -> None:
     done = sweepd(env, "validate", str(EXAMPLE))
-    assert done.returncode == 0 and "(cluster backend: sim, no config)" in done.stdout
+    assert done.returncode == 0
+    check_golden(GOLDEN / "config_discovery" / "validate_no_config.txt",
+                 done.stdout.splitlines()[0] + "\n")
     assert "/run/sweepd/sweepd.sock" in sweepd(env, "status").stderr
     check = sweepd(env, "check")
     assert check.returncode == 1 and check.stdout.startswith("FAIL config: none found")

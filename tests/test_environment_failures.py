@@ -19,6 +19,7 @@ import yaml
 from sweepd.config import Config, load_config
 from sweepd.reports.report import explain_lines
 from sweepd.store.rows import Job
+from tests.golden_files import GOLDEN, check_golden
 from tests.local_trainer import local_config_text, starts, write_trainer
 from tests.simrun import open_store, perf_spec, recorded, run, sim_config, write_scenario
 
@@ -170,7 +171,10 @@ async def test_an_environment_fault_on_the_simulated_cluster_stops_at_once(
     reason, explained, stop = await _stop_facts(config)
     assert reason is not None and IMPORT_LINE in reason and IMPORT_LINE in stop
     assert any("[environment.stop]" in line for line in explained)
-    assert "Failing node(s): none identified" in stop
+    # The environment is no node's fault: the stop names none (and tried no recovery).
+    assert jobs[0].failure_node is None
+    check_golden(GOLDEN / "environment_failures" / "stop_failing_nodes_line.txt",
+                 next(line for line in stop.splitlines() if line.startswith("Failing")) + "\n")
 
 
 async def test_an_oom_on_the_simulated_cluster_is_still_the_values_result(

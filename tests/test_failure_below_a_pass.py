@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.app.foreground import EXIT_VERDICT
+from sweepd.kinds.model_perf.rules import CONTRADICTION_RERUN
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import perf_spec, recorded, run, sim_config, write_scenario
 
 
@@ -18,6 +20,12 @@ async def sweep(tmp_path: Path, fault: dict[str, object], peak: int,
     verdict, the rules of its events, and each run's label and outcome."""
     return await _run(tmp_path, [fault], {"max_batch": 14, "peak_batch": peak,
                                           "peak_tgs": 1400}, nodes)
+
+
+def standing(verdict: dict[str, Any]) -> str:
+    """The verdict's one `standing` caveat (failures that stand beside a pass): its text."""
+    (text,) = [c["text"] for c in verdict["caveats"] if c["kind"] == "standing"]
+    return str(text)
 
 
 async def _run(tmp_path: Path, faults: list[dict[str, object]], model: dict[str, int],
@@ -53,14 +61,14 @@ async def _hang_at_4(tmp_path: Path, times: int | None) -> tuple[dict[str, Any],
 async def test_a_silent_failure_the_memory_line_says_fits_is_run_again(tmp_path: Path) -> None:
     verdict, rules = await _hang_at_4(tmp_path, times=1)
     assert verdict["best"] == 10, verdict
-    assert "model_perf.contradiction_rerun" in rules
+    assert CONTRADICTION_RERUN.id in rules
 
 
 async def test_one_that_fails_again_stands_and_the_verdict_says_so(tmp_path: Path) -> None:
     verdict, rules = await _hang_at_4(tmp_path, times=None)
-    assert verdict["best"] == 3 and rules.count("model_perf.contradiction_rerun") == 1
-    assert "4 failed without an allocation size where the passes' compiled memory says " \
-           "it fits (each twice)" in str(verdict["caveat"]), verdict
+    assert verdict["best"] == 3 and rules.count(CONTRADICTION_RERUN.id) == 1
+    check_golden(GOLDEN / "failure_below_a_pass" / "hang_twice_stands.txt",
+                 standing(verdict) + "\n")
 
 
 
@@ -81,8 +89,8 @@ async def test_a_one_off_oom_at_the_largest_fit_is_named_in_the_verdict(tmp_path
     fault: dict[str, object] = {"kind": "oom", "model": "llama2-70b", "batch": 18, "times": 1}
     verdict, runs = await _at_the_top(tmp_path, [fault])
     assert ("per_device_batch_size=18", "oom") in runs, runs
-    assert "18 ran out of memory though its own compiled-memory line" in \
-        str(verdict.get("caveat")), (verdict, runs)
+    check_golden(GOLDEN / "failure_below_a_pass" / "one_off_oom_at_the_largest_fit.txt",
+                 standing(verdict) + "\n")
 
 
 async def test_no_one_off_is_named_without_an_oom(tmp_path: Path) -> None:
@@ -102,6 +110,6 @@ async def test_once_a_silent_failure_stood_another_above_the_passes_stands_at_on
         for b in range(12, 41)], {"max_batch": 40, "peak_batch": 11, "peak_tgs": 1400},
         "chi[2832,2863,2867-2868]")
     assert verdict is not None and verdict["best"] == 11, (verdict, runs)
-    assert rules.count("model_perf.contradiction_rerun") == 1, runs
-    assert "once: another had failed twice, so the line was wrong up there" in \
-        str(verdict["caveat"]), verdict
+    assert rules.count(CONTRADICTION_RERUN.id) == 1, runs
+    check_golden(GOLDEN / "failure_below_a_pass" / "second_silent_failure_stands_at_once.txt",
+                 standing(verdict) + "\n")

@@ -17,6 +17,7 @@ import pytest
 
 from sweepd.config import load_config
 from tests.daemon_proc import Daemon
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import write_scenario
 from tests.slurm_cluster import slurm_dir
 from tests.slurm_sweep import submit_sh_repo
@@ -82,7 +83,8 @@ async def test_the_readme_steps_on_the_local_slurm_cluster_in_submit_sh_mode(
     dry = next(line for line in lines if "dry job:" in line)
     assert "step line(s) with TGS" in dry and "summary SUCCESS" in dry
     assert seen.read_text().strip() == "/images/maxtext-rocm.tar"
-    assert double.texts(4242) == ["sweepd check: this chat receives sweepd's messages"]
+    [said] = double.texts(4242)   # one message, to the configured chat
+    check_golden(GOLDEN / "first_real_cluster" / "check_chat_message.txt", said + "\n")
     assert not config.daemon.state_dir.exists()   # check wrote no state
 
     # 4. A personal daemon on the user's own socket; the CLI finds it by SWEEPD_SOCKET.

@@ -16,6 +16,7 @@ from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import NODES, sim_config, write_scenario
 
 SPEC = {"kind": "network", "nodes": NODES, "node_perf_sweep": 999}
@@ -36,7 +37,8 @@ async def test_a_gather_error_in_flight_ends_the_sweep_failed_with_it(tmp_path: 
         await parts.engine.step()
         sweep = await parts.store.sweeps.get(sweep_id)
     assert sweep.state == SweepState.FAILED
-    assert sweep.reason == "network cannot plan: node_perf_sweep 999 does not exist"
+    assert sweep.reason is not None
+    check_golden(GOLDEN / "gather" / "gather_error_in_flight.txt", sweep.reason + "\n")
 
 
 async def test_model_perf_gather_reads_the_param_memory_of_the_same_model_on_the_same_nodes(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweepd.config import load_config
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_dir
 from tests.support.service import sweepd, xdg_env
 from tests.telegram_double import TOKEN, BotApiDouble
@@ -33,8 +34,9 @@ def test_init_writes_a_personal_config_under_the_users_own_dirs(tmp_path: Path) 
     assert config.cluster.backend == "sim" and not config.telegram.enabled
     assert not config.daemon.state_dir.exists()   # serve makes it, init does not
     again = sweepd(env, "init")   # never overwritten unasked
-    assert again.returncode == 2 and again.stderr.strip() == \
-        f"sweepd: init: {path} exists (--force replaces it)"
+    assert again.returncode == 2
+    check_golden(GOLDEN / "init_check" / "init_refuses_to_overwrite.txt",
+                 scrubbed(again.stderr, config=path))
     # The sim config passes its checks.
     checked = sweepd(env, "check")
     assert checked.returncode == 0, checked.stdout
@@ -108,8 +110,9 @@ async def test_check_names_every_failure_in_one_line_each(
     assert by_name["state"].startswith("ok")
     assert by_name["scheduler"].startswith("FAIL") and "does not answer" in by_name["scheduler"]
     assert by_name["toolkit"].startswith("FAIL") and "not a repo root" in by_name["toolkit"]
-    assert by_name["image"].startswith("FAIL") and "/images/maxtext.tar is not reachable" in \
-        by_name["image"] and "No such file" in by_name["image"]
+    assert by_name["image"].startswith("FAIL") and "No such file" in by_name["image"]
+    check_golden(GOLDEN / "init_check" / "image_not_reachable.txt",
+                 scrubbed(by_name["image"] + "\n", tmp=tmp_path))
     assert by_name["dry job"].startswith("FAIL") and "scheduler check failed" in \
         by_name["dry job"]
     assert by_name["chat"].startswith("FAIL") and "not delivered" in by_name["chat"]

@@ -22,6 +22,9 @@ from sweepd.clusters.base import (
 from sweepd.clusters.local import LocalCluster
 from sweepd.clusters.local.wrapper import start_ticks
 from sweepd.config import LocalConfig
+from sweepd.monitor.facts import BannerFact, SummaryFact
+from sweepd.monitor.parse import parse_line
+from tests.golden_files import GOLDEN, check_golden
 from tests.local_trainer import starts, train_command, write_trainer
 
 
@@ -68,7 +71,8 @@ async def _until_finished(cluster: LocalCluster, job_id: str) -> JobStatus:
 
 async def test_a_job_runs_to_completion_with_its_overrides_and_flags(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path)
-    sub = await cluster.submit(_request(tmp_path, "sw1-aaaa.s1", LIBTPU_INIT_ARGS="--base=1"))
+    request = _request(tmp_path, "sw1-aaaa.s1", LIBTPU_INIT_ARGS="--base=1")
+    sub = await cluster.submit(request)
     assert await cluster.find_by_token("sw1-aaaa.s1") == sub
     status = await _until_finished(cluster, sub.backend_id)
     assert status.state == SchedulerState.COMPLETED and status.exit_code == 0
@@ -80,8 +84,9 @@ async def test_a_job_runs_to_completion_with_its_overrides_and_flags(tmp_path: P
     # The overrides as key=value after the train command; the run's flags appended to the
     # variable the request names, after what the run's env set there.
     [start] = starts(tmp_path / "starts")
-    assert "per_device_batch_size=2 steps=15" in start
-    assert start.endswith("flags=--base=1 --xla_tpu_enable_latency_hiding_scheduler=false")
+    args = start.split()
+    assert args[args.index("per_device_batch_size=2") + 1] == "steps=15"
+    assert start.partition(" flags=")[2].split() == ["--base=1", *request.xla_flags]
     assert await cluster.live_tokens() == {}
     assert await cluster.node_states(["box1", "box2"]) == {"box1": "idle",
                                                           "box2": NOT_IN_CLUSTER}
@@ -222,11 +227,13 @@ async def test_an_outside_sigterm_after_the_last_step_is_recorded_a_cancel(
             signal.SIGTERM)
     status = await _until_finished(cluster, sub.backend_id)
     assert (status.state, status.exit_code) == (SchedulerState.CANCELLED, 143)
-    assert status.reason == "cancelled outside sweepd (signal 15)"
     ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
     assert (ended["signal"], ended["cancelled"], ended["cancelled_by"]) == (15, True,
                                                                              "outside")
-    assert "Status: CANCELLED (SIGTERM from outside sweepd)" in sub.log_path.read_text()
+    check_golden(GOLDEN / "local_backend" / "cancelled_outside_reason.txt",
+                 f"{status.reason}\n")
+    assert _ends(sub.log_path.read_text()) == [
+        SummaryFact("CANCELLED", None, "SIGTERM from outside sweepd")]
 
 
 async def test_a_kill_9_is_recorded_killed_by_signal_9(tmp_path: Path) -> None:
@@ -236,12 +243,20 @@ async def test_a_kill_9_is_recorded_killed_by_signal_9(tmp_path: Path) -> None:
             signal.SIGKILL)
     status = await _until_finished(cluster, sub.backend_id)
     assert (status.state, status.exit_code) == (SchedulerState.FAILED, 137)
-    assert status.reason == "killed by signal 9"
+    assert status.reason == "killed by signal 9"   # the fact itself, short
     ended = json.loads((tmp_path / "state" / "jobs" / f"{sub.backend_id}.status").read_text())
     assert (ended["signal"], ended["cancelled"], ended["cancelled_by"]) == (9, False, None)
     log = sub.log_path.read_text()
-    assert "Status: FAILED (killed by signal 9)" in log
-    assert "== Training FAILED (exit=137, killed by signal 9," in log
+    # The log says it the toolkit's way: the failed banner with its exit, and the Status.
+    [banner] = [f for f in map(parse_line, log.splitlines())
+                if isinstance(f, BannerFact) and f.status == "FAILED"]
+    assert banner.detail.startswith("exit=137, killed by signal 9,"), banner
+    assert _ends(log) == [SummaryFact("FAILED", None, "killed by signal 9")]
+
+
+def _ends(log: str) -> list[SummaryFact]:
+    """The Status lines of a job's log, as the monitor reads them."""
+    return [f for f in map(parse_line, log.splitlines()) if isinstance(f, SummaryFact)]
 
 
 async def test_sweepds_own_cancel_is_recorded_as_sweepds(tmp_path: Path) -> None:

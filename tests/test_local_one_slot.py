@@ -21,6 +21,7 @@ from sweepd.clusters.base import JobRequest, SchedulerState
 from sweepd.clusters.local import LocalCluster
 from sweepd.clusters.local.wrapper import start_ticks
 from sweepd.config import LocalConfig, load_config
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.local_trainer import local_config_text, starts, train_command, write_trainer
 
 
@@ -56,9 +57,9 @@ async def test_a_second_process_waits_for_the_slot_and_says_for_whom(tmp_path: P
     assert status.state == SchedulerState.PENDING
     assert status.reason is not None and status.reason.startswith("Resources: ")
     wrapper = first.records.pids(held.backend_id)["wrapper"][0]
-    assert status.waiting == (f"waits for the accelerator ({tmp_path / 'slot.lock'}) is held "
-                              f"by pid {wrapper} (state dir {tmp_path / 'a'}, sweep 3, "
-                              f"job {held.backend_id})")
+    assert status.waiting is not None
+    check_golden(GOLDEN / "local_one_slot" / "waits_for_the_slot.txt", scrubbed(
+        status.waiting + "\n", tmp=tmp_path, pid=f"pid {wrapper}", job=f"job {held.backend_id}"))
     # The daemon of the first goes and comes back: its job still holds the slot.
     del first
     again = _cluster(tmp_path, "a", FAKE_MODE="hang")
@@ -104,8 +105,10 @@ async def test_sweepd_run_waits_for_a_job_of_another_state_dir_and_says_so(
         assert not run.done() and time.monotonic() < deadline, lines
         await asyncio.sleep(0.05)
     [line] = [line for line in lines if " waits for the accelerator" in line]
-    assert line.startswith("sweep 1: job 1 waits for the accelerator")
-    assert f"(state dir {tmp_path / 'a'}, sweep 1, job {held.backend_id})" in line
+    assert line.startswith("sweep 1: job 1 waits")
+    wrapper = other.records.pids(held.backend_id)["wrapper"][0]
+    check_golden(GOLDEN / "local_one_slot" / "run_says_it_waits.txt", scrubbed(
+        line + "\n", tmp=tmp_path, pid=f"pid {wrapper}", held=f"job {held.backend_id})"))
     assert len(starts(tmp_path / "starts")) == 1   # not two at once
     await other.cancel(held.backend_id)
     assert await asyncio.wait_for(run, 120) == foreground.EXIT_VERDICT, lines

@@ -22,6 +22,7 @@ import yaml
 from sweepd.app import foreground
 from sweepd.clusters.local.wrapper import start_ticks
 from sweepd.config import load_config
+from tests.golden_files import GOLDEN, check_golden
 from tests.local_trainer import local_config_text, starts, write_trainer
 
 ROOT = Path(__file__).parents[1]
@@ -77,8 +78,9 @@ def test_run_ended_by_a_signal_cancels_its_job_and_says_so(tmp_path: Path,
             proc.kill()
     assert proc.returncode == 128 + sig, out + err
     # One line on stderr names the signal, the job and what was done.
-    assert err.strip().splitlines()[-1] == \
-        f"sweepd run: {sig.name}: sweep 1 aborted; job(s) 1 cancelled", err
+    # One golden case per signal: the line names it.
+    check_golden(GOLDEN / "local_run_stopped" / f"ended_by_{sig.name}.txt",
+                 err.strip().splitlines()[-1] + "\n")
     assert "Traceback" not in err
     _gone(trainer)
     [reason] = _aborts(state)
@@ -103,8 +105,8 @@ async def test_an_error_while_driving_the_sweep_cancels_its_job(
     told: list[str] = []
     with pytest.raises(RuntimeError, match="the engine broke"):
         await foreground.run_sweep(config, spec, lambda _: None, tell=told.append)
-    assert told == ["sweepd run: `sweepd run` failed (RuntimeError: the engine broke): "
-                    "sweep 1 aborted; job(s) 1 cancelled"]
+    check_golden(GOLDEN / "local_run_stopped" / "engine_broke.txt", "".join(
+        f"{line}\n" for line in told))
     _gone(_trainer_pid(tmp_path))
     [reason] = _aborts(config.daemon.state_dir)
     assert "the engine broke" in reason

@@ -16,6 +16,7 @@ from sweepd.kinds.parse import parse_spec
 from sweepd.kinds.spec import SpecError
 from sweepd.util.model_shapes import UnknownModel, resolve_model
 from tests.daemon_proc import Daemon, write_config
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.simrun import write_scenario
 
 XLA = {"kind": "xla-tuning", "model": "llama2-70b", "nodes": "chi[2832-2839]"}
@@ -55,7 +56,8 @@ async def test_top_says_in_one_line_that_the_daemon_is_not_running(tmp_path: Pat
                 await api.sweeps()
         finally:
             await api.close()
-        assert str(e.value) == (f"daemon not running at {path}; start it with sweepd serve")
+        check_golden(GOLDEN / "new_user_fixes" / "daemon_not_running.txt",
+                     scrubbed(f"{e.value}\n", socket=path))
 
 
 def test_stop_shuts_the_daemon_down_cleanly_over_its_socket(

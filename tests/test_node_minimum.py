@@ -16,6 +16,7 @@ from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.plan import plan
 from sweepd.kinds.model_perf.spec import ModelPerfSpec
 from sweepd.kinds.parse import parse_spec
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 from tests.support.service import SPEC, Api, serve_service
 
@@ -58,7 +59,9 @@ async def test_two_node_faults_on_four_nodes_stop_and_ask(tmp_path: Path) -> Non
         # A plain resume would be refused: the stop message asks for a node back instead.
         stop = [e.reason for e in await store.events.of_sweep(1, kind="progress")
                 if "STOP]" in e.reason][-1]
-        assert "`sweepd resume 1 --readmit NODE`" in stop and "[--exclude" not in stop, stop
+        assert "--readmit NODE" in stop and "[--exclude" not in stop, stop
+        check_golden(GOLDEN / "node_minimum" / "stop_asks_for_a_node_back.txt",
+                     next(line for line in stop.splitlines() if "--readmit" in line) + "\n")
     finally:
         await store.close()
 
@@ -78,8 +81,8 @@ async def test_a_resume_leaving_too_few_nodes_is_refused(api: Api) -> None:
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",
                                   json={"exclude": ["chi[2832,2863]"]})
     assert status == 422 and body["details"][0]["loc"] == ["exclude"]
-    assert "would have 2 usable node(s) of its 4 pinned (chi[2867-2868])" in body["error"]
-    assert "llama2-70b on these nodes needs 3" in body["error"]
+    check_golden(GOLDEN / "node_minimum" / "resume_leaving_too_few_refused.txt",
+                 body["error"] + "\n")
     assert (await api.store.sweeps.get(sweep_id)).state == SweepState.AWAITING_DECISION
     assert await api.store.exclusions.of_sweep(sweep_id) == []
     status, body = await api.call("POST", f"/sweeps/{sweep_id}/resume",

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.kinds.model_perf.plan import BUDGET_STOP
 from sweepd.kinds.model_perf.rules import BISECT
 from sweepd.kinds.model_perf.search import Outcome, Probe, batch_space, memory_fit, next_probe
 from sweepd.kinds.model_perf.search.memory import contradicting, one_offs
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import (
     NODES,
     open_store,
@@ -53,7 +55,8 @@ async def test_flaky_ooms_do_not_walk_the_search_down_a_batch_a_run(tmp_path: Pa
     assert code == EXIT_VERDICT and verdict is not None, runs
     assert verdict["best"] == 16 and verdict["settled"], (verdict, runs)
     assert len(runs) <= 12, runs
-    assert "taken as one-offs, not the limit" in str(verdict["caveat"]), verdict
+    (standing,) = [c["text"] for c in verdict["caveats"] if c["kind"] == "standing"]
+    check_golden(GOLDEN / "one_off_ooms" / "taken_as_one_offs.txt", f"{standing}\n")
     # No walk: after the second OOM, no run is one below the OOM before it.
     ooms = [int(label.split("=")[1]) for label, outcome in runs if outcome == "oom"]
     assert ooms[:2] == [24, 23] and all(b - a != -1 for a, b in itertools.pairwise(ooms[1:])), runs
@@ -130,9 +133,12 @@ async def test_a_cut_verdict_names_a_run_within_the_noise_of_its_best(tmp_path: 
     store = await open_store(sim_config(tmp_path, tmp_path / "scenario.yaml"))
     try:
         reason = str((await store.sweeps.get(1)).reason)
+        stops = [e.rule for e in await store.events.of_sweep(1)
+                 if e.to_state == "awaiting_decision"]
     finally:
         await store.close()
-    assert "ran out before the search settled" in reason and "flat top: 20" in reason, reason
+    # The budget's stop, naming the flat top (20, the true peak) beside the best.
+    assert stops == [BUDGET_STOP] and "flat top: 20" in reason, (stops, reason)
 
 
 def test_a_one_off_oom_at_the_best_leaves_its_rival_to_run_again() -> None:
@@ -162,5 +168,5 @@ async def test_given_values_that_skip_the_peak_say_the_batches_between(tmp_path:
     verdict, _, _ = await recorded(config)
     assert verdict is not None and verdict["best"] in (16, 32), verdict
     lo, hi = (9, 15) if verdict["best"] == 16 else (17, 31)
-    assert f"batches {lo}-{hi}" in str(verdict["caveat"]), verdict
-    assert "were not among the values given: the peak may lie there" in str(verdict["caveat"])
+    (ungiven,) = [c["text"] for c in verdict["caveats"] if c["kind"] == "ungiven"]
+    assert ungiven.startswith("batches ") and f"{lo}-{hi}" in ungiven, verdict

@@ -9,6 +9,7 @@ from sweepd.core.outside_cancel import as_cancel_verdict, outside_cancel
 from sweepd.core.policy import Act, OutsideCancel, decide
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import StepFact, Verdict
+from tests.golden_files import GOLDEN, check_golden
 from tests.support.policy import case
 
 
@@ -55,8 +56,7 @@ def test_a_measured_cancel_is_its_own_rule_and_says_why() -> None:
     assert verdict.klass is None and verdict.evidence == "Status: CANCELLED ()"
     a = decide(replace(case(None), verdict=verdict, cancel=cancel))
     assert (a.act, a.rule, a.outcome) == (Act.ACCEPT, "cancelled.measured", "pass")
-    assert a.reason == ("cancelled outside sweepd after step 14: its steady window (steps "
-                        "5-14) was complete before the cancel, so its measurement stands")
+    check_golden(GOLDEN / "outside_cancel" / "measured_cancel_reason.txt", a.reason + "\n")
 
 
 def test_a_cancel_before_the_window_is_complete_is_a_cancel() -> None:
