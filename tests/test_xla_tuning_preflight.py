@@ -40,12 +40,12 @@ from sweepd.kinds.xla_tuning.sim.tuning import TUNING_SCENARIO
 from sweepd.kinds.xla_tuning.spec import XlaTuningSpec
 from sweepd.store.store import Store
 from sweepd.util.hostlists import expand_nodes
-from tests import test_xla_tuning_sweep_sim as sim_sweep
 from tests.golden_files import GOLDEN, check_golden_cases, scrubbed
 from tests.simrun import NODES as SIM_NODES
 from tests.simrun import sim_config, write_scenario
 from tests.slurm_cluster import cluster_env
 from tests.slurm_sweep import direct_config, submit_sh_config
+from tests.support import xla_sim as sim_sweep
 
 FIXTURE = Path(__file__).parent / "fixtures" / "maxtext"
 MODEL = "deepseek3-671b"

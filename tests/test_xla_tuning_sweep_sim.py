@@ -34,18 +34,6 @@ TYPO = "xla_gpu_enable_async_all_gather"
 BIG = "xla_gpu_all_gather_combine_threshold_bytes"
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 async def test_a_confirmed_winner_ends_with_a_proposal_and_bad_profiles_are_dropped(
         tmp_path: Path) -> None:
     land = landscape(effects={f"{FAST}=true": {"tgs": 1.10},
