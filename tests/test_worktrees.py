@@ -145,9 +145,16 @@ async def start_model_sweep(service: Service, repo: Path) -> tuple[int, Path]:
     return sweep_id, root
 
 
-async def released(service: Service, sweep_id: int) -> list[str]:
-    return [e.reason for e in await service.store.events.of_sweep(sweep_id)
+async def released(service: Service, sweep_id: int) -> list[list[str]]:
+    """Each `checkouts.released` record's removed checkouts (its evidence), sorted."""
+    return [sorted((e.evidence or "").split(", "))
+            for e in await service.store.events.of_sweep(sweep_id)
             if e.rule == "checkouts.released"]
+
+
+def checkouts(root: Path) -> list[list[str]]:
+    """What `released` reads once the checkouts under `root` are removed."""
+    return [sorted(str(p) for p in root.glob("*"))]
 
 
 async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: Path) -> None:
@@ -155,9 +162,10 @@ async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: 
     status_before = git(repo, "status", "--porcelain")
     async with sim_service(tmp_path) as service:
         sweep_id, root = await start_model_sweep(service, repo)
+        made = checkouts(root)
         await service.abort(sweep_id)
         assert not root.exists()
-        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+        assert await released(service, sweep_id) == made
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == status_before
 
@@ -167,10 +175,11 @@ async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: 
     async with sim_service(tmp_path) as service:
         sweep_id, root = await start_model_sweep(service, repo)
         await service.store.sweeps.transition(sweep_id, SweepState.ABORTED, "test: crash")
+        made = checkouts(root)
     async with sim_service(tmp_path) as service:   # a new process
         await service.engine.step()
         assert not root.exists()
-        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+        assert await released(service, sweep_id) == made
 
 
 async def test_a_checkout_that_cannot_be_made_stops_the_sweep_under_its_rule(
