@@ -17,6 +17,7 @@ from sweepd.core.engine import Engine
 from sweepd.core.states import SweepState
 from sweepd.store.store import Store
 from sweepd.util import worktrees
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import NODES, write_scenario
 
 
@@ -223,6 +224,9 @@ async def test_a_checkout_that_cannot_be_removed_is_recorded_and_the_end_stands(
         failed = [e for e in await service.store.events.of_sweep(sweep_id)
                   if e.rule == "checkouts.release_failed"]
         assert failed and failed[0].kind == "note"
-        assert failed[0].reason.startswith("could not remove the sweep's checkouts: ")
+        # The reason: a clause of sweepd's, then git's error (the evidence) as git says it.
+        assert failed[0].evidence and failed[0].reason.endswith(failed[0].evidence)
+        check_golden(GOLDEN / "worktrees" / "release_failed.txt",
+                     failed[0].reason.removesuffix(failed[0].evidence) + "\n")
         assert failed[0].evidence and "0-stale" in failed[0].evidence
         assert await released(service, sweep_id) == []
