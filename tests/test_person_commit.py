@@ -14,6 +14,7 @@ import pytest
 from sweepd.kinds.model_perf import hooks
 from sweepd.kinds.registry import ClientOutput
 from sweepd.util import person_commit
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 
 MODEL = "llama2-70b"
 TEXT = f"model_name: {MODEL}\nper_device_batch_size: 4\nsteps: 20\n"
@@ -94,7 +95,8 @@ def test_a_link_to_a_file_outside_the_repo_is_refused_before_the_write(
     git(repo, "commit", "-qm", "config from elsewhere")
     code, said = apply(path)
     assert code == 2 and len(said) == 1 and "\n" not in said[0]
-    assert f"is a link to {outside}, outside the repository" in said[0]
+    check_golden(GOLDEN / "person_commit" / "link_outside.txt",
+                 scrubbed(f"{said[0]}\n", tmp=tmp_path, repo=repo))
     assert outside.read_text() == TEXT
 
 

@@ -20,6 +20,7 @@ from sweepd.kinds.xla_tuning.catalog.catalog import Parallelism, Setting
 from sweepd.kinds.xla_tuning.deploy import deploy
 from sweepd.kinds.xla_tuning.deploy.hooks_apply import apply_env_patch
 from sweepd.util import person_files
+from tests.golden_files import GOLDEN, check_golden
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 
 
@@ -112,7 +113,7 @@ def test_a_file_owned_by_another_user_keeps_its_owner(tmp_path: Path) -> None:
     apply_env_patch(env, "m", Parallelism.parse("FSDP=8"), [],
                     deploy.body([deploy.Part("r", (Setting("xla_a", "1"),))]))
     assert apply_to_config(yml, "per_device_batch_size", 6) == "per_device_batch_size: 6"
-    assert yml.read_text() == "per_device_batch_size: 6  # tuned\nsteps: 15\n"
+    check_golden(GOLDEN / "person_files" / "owned_by_another.gpu.yml", yml.read_text())
     for p, ident in before.items():
         assert identity(p) == ident and identity(p)[:2] == (1000, 1000), p
     assert te.clean(path) and identity(path) == before[path]
@@ -132,7 +133,8 @@ def test_a_save_between_the_read_and_the_write_is_kept_and_the_edit_retried(
         return (old or "") + "export C=3\n"
 
     done = person_files.edit(path, change)
-    assert done.attempts == 2 and path.read_text() == "export A=1\nexport B=2\nexport C=3\n"
+    assert done.attempts == 2   # the person's line kept, then sweepd's
+    check_golden(GOLDEN / "person_files" / "saved_meanwhile.env.sh", path.read_text())
 
 
 def test_a_file_that_keeps_changing_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -174,7 +176,7 @@ def test_yaml_that_would_not_load_is_refused(tmp_path: Path) -> None:
     assert yml.read_text() == "steps: 15\n"
     # model perf's --apply writes a value YAML would misread quoted: it loads as itself.
     apply_to_config(yml, "remat_policy", "[unclosed")
-    assert yml.read_text() == 'steps: 15\nremat_policy: "[unclosed"\n'
+    check_golden(GOLDEN / "person_files" / "quoted_value.gpu.yml", yml.read_text())
 
 
 def test_a_missing_file_is_refused_unless_created(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import yaml
 
 from sweepd.kinds.model_perf.hooks import ApplyError, apply_to_config
 from sweepd.util import person_files
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 
 HEAD = "model_name: llama2-70b\nper_device_batch_size: 4\n"
 
@@ -58,7 +59,9 @@ def test_a_full_disk_refuses_before_the_first_byte_changes(tmp_path: Path) -> No
     before, ino = path.read_bytes(), path.stat().st_ino
     with file_size_limit(4096), pytest.raises(person_files.PersonFileError) as e:
         person_files.edit(path, grow, check=person_files.yaml_syntax)
-    assert "\n" not in str(e.value) and "nothing written, the file is as it was" in str(e.value)
+    assert "\n" not in str(e.value)
+    check_golden(GOLDEN / "person_files_hostile" / "full_disk.txt",
+                 scrubbed(f"{e.value}\n", tmp=tmp_path))
     assert path.read_bytes() == before and path.stat().st_ino == ino
 
 

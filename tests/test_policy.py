@@ -6,6 +6,7 @@ from sweepd.config import PolicyConfig
 from sweepd.core.policy import Act, Case, SweepFacts, decide
 from sweepd.monitor.facts import FailureClass as F
 from sweepd.monitor.facts import Verdict
+from tests.golden_files import GOLDEN, check_golden
 from tests.support.policy import LIMITS, NODES, case
 
 
@@ -161,5 +162,6 @@ def test_a_config_stop_quotes_its_line_cut_to_size() -> None:
     refusal = "ValueError: 'no_such_key' not in " + ", ".join(f"'k{i}'" for i in range(900))
     a = decide(Case(Verdict(F.CONFIG, evidence=refusal), (), SweepFacts(NODES, (), 1),
                     LIMITS))
-    assert a.rule == "config.stop" and "ValueError: 'no_such_key' not in" in a.reason
+    assert a.rule == "config.stop"
+    check_golden(GOLDEN / "policy" / "config_stop_cut.txt", f"{a.reason}\n")
     assert len(a.reason) < 400

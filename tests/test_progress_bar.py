@@ -22,6 +22,7 @@ import yaml
 from sweepd.app.progress import bar_line
 from sweepd.cli.progress_bar import bar_wanted
 from tests.daemon_proc import Daemon, write_config
+from tests.golden_files import GOLDEN, check_golden_cases
 from tests.simrun import perf_spec, write_scenario
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -86,11 +87,11 @@ def test_bar_line_says_runs_done_of_the_most_the_step_and_the_eta() -> None:
         "runs_started": 4, "runs_done": 3, "runs_most": 12, "runs_planned": 12,
         "ended": False, "eta_s": 6360.0, "eta_guess": False,
         "current_job": {"job": "10018", "last_step": 8, "steps_done": 9, "steps": 15}}
-    assert bar_line(p) == ("run 4 of ≤ 12 (3 done) ▕█████░░░░░░░░░░░░░░░▏ 25 % · "
-                           "job 10018 step 9/15 · ETA ≤ 1h46m")
     # No fixed most: no bar; no ETA yet: said so, as `show`'s line says it.
-    assert bar_line({**p, "runs_most": None, "eta_s": None, "current_job": None}) == (
-        "run 4 (no fixed most) (3 done) · ETA unknown")
+    check_golden_cases(GOLDEN / "progress_bar" / "bar_line.txt", {
+        "4 of at most 12 runs, job 10018 at step 9 of 15, an ETA": bar_line(p),
+        "no fixed most, no ETA, no job": bar_line({**p, "runs_most": None, "eta_s": None,
+                                                   "current_job": None})})
 
 
 def test_the_bar_is_off_on_a_pipe_with_json_and_on_a_dumb_terminal(

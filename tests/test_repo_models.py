@@ -118,7 +118,8 @@ async def test_the_daemon_accepts_a_model_the_repo_configures_with_its_shape(
     assert status == 200, plan
     # The estimate from the config's shape: 8B over 64 GPUs, 8192 x 4096 x 32 x 12 B.
     assert "params 0.2 GB" in plan["first_plan"]["runs"][0]["reason"]
-    assert "shape from configs/llama3-8b.gpu.yml" in plan["first_plan"]["runs"][0]["reason"]
+    check_golden(GOLDEN / "repo_models" / "first_probe_by_shape.txt",
+                 plan["first_plan"]["runs"][0]["reason"] + "\n")
     status, body = await api.call("POST", "/sweeps", json=spec)
     assert status == 201, body
     stored = (await api.store.sweeps.get(body["id"])).spec
@@ -169,7 +170,8 @@ async def test_the_cli_leaves_a_model_it_does_not_know_to_the_daemon(
     good = write_spec(tmp_path, f"kind: model-perf\nmodel: llama3-8b\nnodes: {NODES!r}\n")
     code, out, err = await daemon.run("validate", good)
     assert code == 0, err
-    assert "shape from configs/llama3-8b.gpu.yml" in out
+    # The plan `validate` prints, aimed by the config's shape.
+    check_golden(GOLDEN / "repo_models" / "validate_by_shape.txt", scrubbed(out, tmp=tmp_path))
     code, out, _ = await daemon.run("submit", good)
     assert code == 0 and out == "1\n"
     bad = write_spec(tmp_path, f"kind: model-perf\nmodel: qwen9\nnodes: {NODES!r}\n", "b.yaml")
@@ -195,8 +197,8 @@ async def test_a_later_sweep_of_a_repo_model_starts_from_the_earlier_one(api: Ap
         "best": 6, "tgs": 900.0, "settled": True, "nodes": 8})
     status, plan = await api.call("POST", "/validate", json={**SPEC, "model": "llama3-8b"})
     assert status == 200, plan
-    assert f"first probe {BATCH}=6: at the peak of sweep #{first}" in \
-        plan["first_plan"]["runs"][0]["reason"]
+    check_golden(GOLDEN / "repo_models" / "first_probe_by_prior.txt",
+                 scrubbed(plan["first_plan"]["runs"][0]["reason"] + "\n", sweep=f"#{first}"))
 
 
 @pytest.mark.slurm
@@ -214,7 +216,9 @@ async def test_a_repo_model_goes_to_submit_sh_by_its_config_name(
         jobs = await store.jobs.of_sweep(1)
     finally:
         await store.close()
-    assert any("shape from configs/llama3-8b.gpu.yml" in (e.reason or "") for e in events), lines
+    aimed = [e.reason for e in events if e.reason and "(shape from configs/" in e.reason]
+    check_golden(GOLDEN / "repo_models" / "slurm_first_probe.txt", "".join(
+        f"{reason}\n" for reason in aimed))
     assert jobs and jobs[0].backend_id is not None, lines
     repo = config.cluster.slurm.repo
     assert repo is not None and any((repo / "outputs").glob("*-JAX-llama3-8b-*.log"))

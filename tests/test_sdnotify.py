@@ -54,8 +54,10 @@ def test_ready_watchdog_stopping(listener: tuple[socket.socket, str]) -> None:
     now[0] += 1.5
     assert sd.beat()
     assert sd.stopping()
-    assert messages(sock) == ["READY=1\nSTATUS=recovered; serving", "WATCHDOG=1",
-                              "WATCHDOG=1", "STOPPING=1"]
+    # Each datagram's assignments (sd_notify: one `NAME=value` a line).
+    assert [dict(line.split("=", 1) for line in m.splitlines()) for m in messages(sock)] == [
+        {"READY": "1", "STATUS": "recovered; serving"}, {"WATCHDOG": "1"}, {"WATCHDOG": "1"},
+        {"STOPPING": "1"}]
 
 
 def test_abstract_socket_name() -> None:

@@ -12,6 +12,8 @@ import yaml
 
 from sweepd.clusters.base import JobRequest, SchedulerState, SpecRefused
 from sweepd.clusters.slurm import SlurmCluster
+from tests.golden_files import GOLDEN, check_golden, scrubbed
+from tests.support.job_log import after, printed_env
 from tests.support.slurm import (
     FINISHED,
     Settings,
@@ -50,12 +52,15 @@ async def test_submit_sh_carries_what_does_not_fit_in_a_per_job_config(
     sub = await cluster.submit(JobRequest(token=token, model="deepseek3-671b", nodes=["chi2870"],
                                           output_dir=out, overrides=SPARSE))
     assert len(sub.job_name.encode()) <= 243
-    assert sub.prepared is not None and "carried in configs/deepseek3-671b-o" in sub.prepared
     # The checkout is as it was: the per-job files went once submit.sh froze its copy.
     assert sorted(p.name for p in (repo / "configs").iterdir()) == before
     copies = list(out.glob("deepseek3-671b-o*.gpu.yml"))
     assert len(copies) == 1
     shim = copies[0].name.removesuffix(".gpu.yml")
+    # What the engine records as the submission's change outside sweepd: the per-job config.
+    assert sub.prepared is not None
+    check_golden(GOLDEN / "slurm_carry" / "prepared.txt",
+                 scrubbed(f"{sub.prepared}\n", tmp=tmp_path, shim=shim, token=token))
     assert sub.job_name.startswith(f"JAX-{shim}-")
     carried = yaml.safe_load(copies[0].read_text())
     original = yaml.safe_load((repo / "configs" / "deepseek3-671b.gpu.yml").read_text())
@@ -72,8 +77,8 @@ async def test_submit_sh_carries_what_does_not_fit_in_a_per_job_config(
     log = sub.log_path.read_text()
     # The job ran the frozen copy of the per-job config, with the model's own env file.
     assert f"MODEL_NAME={shim}\n" in log
-    assert f"Loading per-model env: configs/{shim}.env.sh" in log
-    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.97" in log      # set by deepseek3-671b.env.sh
+    assert after(log, "0: Loading per-model env: ") == [f"configs/{shim}.env.sh"]
+    assert printed_env(log)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == ".97"   # deepseek3-671b.env.sh
     frozen = [p for p in (repo / "outputs" / ".artifacts").glob(f"*/configs/{shim}.gpu.yml")]
     assert len(frozen) == 1 and frozen[0].read_text() == copies[0].read_text()
 

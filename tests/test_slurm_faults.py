@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sweepd.app.foreground import EXIT_AWAITING_DECISION, EXIT_VERDICT
+from sweepd.clusters.node_probe import DMESG_PATTERN
 from sweepd.config import Config
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon
@@ -65,6 +66,17 @@ async def _rules(config: Config) -> list[str]:
         await store.close()
 
 
+def _parts(lines: list[str]) -> dict[str, list[str]]:
+    """A node's evidence by its source (`  source: what it said`, sweepd/core/node_evidence):
+    each source's lines, in order."""
+    parts: dict[str, list[str]] = {}
+    for line in lines:
+        if line.startswith("  ") and not line.startswith("    "):
+            source, _, said = line.strip().partition(": ")
+            parts.setdefault(source, []).append(said)
+    return parts
+
+
 async def test_drained_node_without_resume_rights_stops(tmp_path: Path,
                                                         slurm_env: dict[str, str]) -> None:
     _scontrol("update", "NodeName=chi2881", "State=DRAIN", "Reason=sweepd-test")
@@ -77,11 +89,16 @@ async def test_drained_node_without_resume_rights_stops(tmp_path: Path,
         assert "node.unusable" in await _rules(config)
         # The node's own evidence: the real scheduler's record (its drain reason) and
         # what its shell (the fake ssh) printed, in the stop message.
-        evidence = message.split("Node evidence:\n", 1)[1]
-        assert evidence.startswith("chi2881:\n  scontrol show node: NodeName=chi2881")
-        assert "DRAIN" in evidence.splitlines()[1] and "Reason=sweepd-test" in evidence
-        assert "  dmesg: 0 recent line(s) matching" in evidence
-        assert "  rocm-smi: temperatures (C): GPU[0] 45" in evidence
+        evidence = message.split("Node evidence:\n", 1)[1].splitlines()
+        assert evidence[0] == "chi2881:"
+        parts = _parts(evidence[1:])
+        assert list(parts)[:3] == ["scontrol show node", "dmesg", "rocm-smi"], evidence
+        [show] = parts["scontrol show node"]
+        fields = dict(word.split("=", 1) for word in show.split() if "=" in word)
+        assert fields["NodeName"] == "chi2881" and fields["Reason"] == "sweepd-test", show
+        assert "DRAIN" in fields["State"].split("+"), show
+        assert parts["dmesg"] == [f"0 recent line(s) matching {DMESG_PATTERN.pattern}"]
+        assert parts["rocm-smi"][0].startswith("temperatures (C): GPU[0] 45")
     finally:
         _settle("chi2881")
 

@@ -34,7 +34,16 @@ async def test_network_finds_the_bad_link(tmp_path: Path, slurm_env: dict[str, s
     code, lines = await run(config, {"kind": "network", "nodes": FOUR,
                                      "expected_tgs": _one_node_tgs(scenario)})
     assert code == EXIT_VERDICT, lines
-    assert "bad link between chi2832 and chi2868" in "\n".join(lines)
+    store = await open_store(config)
+    try:
+        verdict = (await store.sweeps.get(1)).verdict
+    finally:
+        await store.close()
+    assert verdict is not None, lines
+    assert [(f["kind"], sorted(f["nodes"])) for f in verdict["faults"]] == [
+        ("link", ["chi2832", "chi2868"])], verdict["faults"]
+    # The verdict's diagnosis is what the run says.
+    assert verdict["faults"][0]["diagnosis"] in "\n".join(lines)
 
 
 async def test_model_sweep_flags_the_regression(tmp_path: Path,

@@ -14,6 +14,7 @@ from sweepd.app.daemon import open_parts
 from sweepd.app.foreground import EXIT_VERDICT
 from sweepd.clusters import train_env as te
 from sweepd.kinds.spec import SpecError
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.simrun import open_store, run
 from tests.slurm_sweep import submit_sh_config
 from tests.support.slurm import SPEC, scenario, through_train_sh
@@ -37,9 +38,9 @@ async def test_an_ended_sweep_leaves_no_arms_in_train_env_sh(
         assert (repo / "train_env.sh").read_text() == original
         events = await parts.store.events.of_sweep(sweep_id)
         [removed] = [e for e in events if e.rule == "cluster.leftover_removed"]
-        assert removed.reason.startswith(
-            f"removed the sweep's 2 TUNE_PROFILE arm(s) from {repo / 'train_env.sh'} "
-            "(restore_default, evidence)"), removed
+        # The same record whichever way the sweep ended.
+        check_golden(GOLDEN / "slurm_profiles_cleanup" / "removed.txt",
+                     scrubbed(f"{removed.reason}\n", repo=repo))
         report: dict[str, Any] = await parts.service.report(sweep_id)
         assert removed.reason in report["markdown"], report["markdown"][-2000:]
 
@@ -54,8 +55,10 @@ async def test_a_done_sweep_gives_train_env_sh_back(slurm_env: dict[str, str],
     text = "\n".join(lines)
     assert code == EXIT_VERDICT, text
     assert (repo / "train_env.sh").read_text() == original
-    assert f"TUNE_PROFILE arm(s) from {repo / 'train_env.sh'} (" in text
-    assert f"{repo / 'train_env.sh'}: no TUNE_PROFILE blocks of sweepd's" in text
+    # What the run says of train_env.sh (the report's table beside it holds job ids): its
+    # arms removed, then the file found clean, and the report's "In your files" again.
+    check_golden(GOLDEN / "slurm_profiles_cleanup" / "done_lines.txt", scrubbed("".join(
+        f"{line}\n" for line in text.splitlines() if "train_env.sh" in line), repo=repo))
     store = await open_store(config)
     try:
         rules = [e.rule for e in await store.events.of_sweep(1)]
@@ -75,11 +78,13 @@ async def test_a_campaign_whose_flags_stage_meets_leftover_arms_is_refused_at_on
              te.arm("old", ["--xla_gpu_enable_latency_hiding_scheduler=true"]))
     spec = {**CAMPAIGN, "nodes": "chi[2867-2868,2880-2881]"}
     async with open_parts(config) as parts:
+        refusals: dict[str, str] = {}
         for verb in (parts.service.validate, parts.service.submit):
             with pytest.raises(SpecError) as refused:
                 await verb(spec)
             assert "stage flags: " in str(refused.value), refused.value
-            assert "still holds sweepd's two TUNE_PROFILE blocks (1 arms)" in str(refused.value)
+            refusals[verb.__name__] = scrubbed(str(refused.value), repo=repo)
+        check_golden_cases(GOLDEN / "slurm_profiles_cleanup" / "leftover_refusals.txt", refusals)
         assert await parts.store.sweeps.all() == []
         assert await parts.store.jobs.of_sweep(1) == []
         # Without the arms, the same campaign is admitted (validate: nothing recorded).

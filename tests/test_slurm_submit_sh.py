@@ -14,6 +14,7 @@ import pytest
 
 from sweepd.clusters.base import JobRequest, SchedulerState, SubmitRefused
 from sweepd.clusters.slurm import SlurmCluster, failing_line_first, submit_sh_job_id
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.slurm_cluster import MAXTEXT_FIXTURE
 from tests.support.slurm import (
     FINISHED,
@@ -28,6 +29,21 @@ from tests.support.slurm import (
 pytestmark = pytest.mark.slurm
 
 NAME = "JAX-llama2-70b-steps_2-_env_SWEEPD_TOKEN_{token}"
+GOLDEN_HERE = GOLDEN / "slurm_submit_sh"
+# submit.sh names each artifact by its time and a random suffix, and gives its size as du
+# reads it on this filesystem.
+_ARTIFACT = re.compile(r"artifact_\d{8}_\d{6}_[0-9a-f]{4}")
+_SIZE = re.compile(r"(Done in \d+s) \(\S+\)")
+# Said or not by the filesystem the temporary directory is on, not by the test.
+_LOCAL_FS = "WARNING: JOB_WORKSPACE ("
+
+
+def _said(text: str, **names: object) -> str:
+    """What submit.sh or sweepd said, the same on each run: temporary paths, tokens, job
+    ids, artifact names and sizes put as <name>, the local-filesystem warning left out."""
+    kept = "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith(_LOCAL_FS))
+    return _SIZE.sub(r"\1 (<size>)", _ARTIFACT.sub("artifact_<stamp>", scrubbed(kept, **names)))
 
 
 
@@ -64,12 +80,12 @@ def test_the_failing_line_comes_first() -> None:
     out = ("MODEL_NAME=llama2-70b\nJOB_NAME=JAX-llama2-70b\n"
            "sbatch: error: Batch job submission failed: Invalid node name specified\n"
            "[ARTIFACT] sbatch failed — cleaning up artifact: /w/.artifacts/a\n")
-    assert failing_line_first(out).splitlines() == [
-        "sbatch: error: Batch job submission failed: Invalid node name specified",
-        "MODEL_NAME=llama2-70b", "JOB_NAME=JAX-llama2-70b",
-        "[ARTIFACT] sbatch failed — cleaning up artifact: /w/.artifacts/a"]
-    assert failing_line_first("x\n!!! Unknown model: q\n!!! Model name resolution failed.\n"
-                              ).splitlines()[0] == "!!! Unknown model: q"
+    said = out.splitlines()
+    # sbatch's error first, every other line after it in its order.
+    assert failing_line_first(out).splitlines() == [said[2], said[0], said[1], said[3]]
+    unknown = "x\n!!! Unknown model: q\n!!! Model name resolution failed.\n"
+    said = unknown.splitlines()
+    assert failing_line_first(unknown).splitlines() == [said[1], said[0], said[2]]
     assert failing_line_first("a\n[ERROR] Job 9 died in prolog before writing any log: "
                               "FAILED\n").startswith("[ERROR] Job 9 died")
 
@@ -118,7 +134,8 @@ def test_fake_toolkit_sbatch_failure_and_job_workspace(slurm_env: dict[str, str]
     lines = res.stdout.splitlines()
     assert lines[:2] == [f"mkdir: created directory '{ws.parent}'",
                          f"mkdir: created directory '{ws}'"]
-    assert lines[-2].startswith("sbatch: error: Batch job submission failed: Invalid node name")
+    # The toolkit's output as submit.sh prints it: sbatch's refusal, then the cleanup.
+    check_golden(GOLDEN_HERE / "sbatch_failure.txt", _said(res.stdout, tmp=tmp_path))
     cleaned = re.fullmatch(r"\[ARTIFACT\] sbatch failed — cleaning up artifact: (\S+)", lines[-1])
     assert cleaned and not Path(cleaned.group(1)).exists()
     assert Path(cleaned.group(1)).parent == ws / ".artifacts"
@@ -147,8 +164,9 @@ async def test_an_unclear_submission_is_looked_up_and_adopted(
     token = fresh(f"unclear-{mode}")
     sub = await slurm.submit(request(token, "chi2863", tmp_path))
     assert sub.job_name == NAME.format(token=token)
-    assert sub.note and f"job {sub.backend_id} with token {token} found in the queue: " \
-        "adopted" in sub.note
+    assert sub.note
+    check_golden(GOLDEN_HERE / f"adopted_{mode}.txt",
+                 _said(f"{sub.note}\n", tmp=tmp_path, token=token, job=sub.backend_id))
     assert list(await token_jobs(slurm_env, token)) == [sub.backend_id]
     status = await wait_state(slurm, sub.backend_id, FINISHED)
     assert status.state is SchedulerState.COMPLETED
@@ -164,8 +182,9 @@ async def test_a_job_dead_before_the_check_is_adopted_and_judged_by_slurm(
     slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "8"})
     token = fresh("prolog")
     sub = await slurm.submit(request(token, "chi2872", tmp_path, env={"FAKE_EXIT": "1"}))
-    assert sub.note and sub.note.startswith("submit.sh exited 1; ")
-    assert f"job {sub.backend_id} with token {token} found in the queue: adopted" in sub.note
+    assert sub.note
+    check_golden(GOLDEN_HERE / "adopted_prolog_death.txt",
+                 _said(f"{sub.note}\n", token=token, job=sub.backend_id))
     status = await wait_state(slurm, sub.backend_id, FINISHED)
     assert (status.state, status.exit_code) == (SchedulerState.FAILED, 1)
 
@@ -188,19 +207,16 @@ async def test_a_refusal_names_the_failing_line_first(slurm_env: dict[str, str],
                                                       tmp_path: Path) -> None:
     repo = toolkit(tmp_path)
     slurm = cluster(slurm_env, repo, {"FAKE_SUBMIT_CHECK_DELAY_S": "0.1"})
+    first, second = fresh("ref1"), fresh("ref2")
     with pytest.raises(SubmitRefused) as bad_node:
-        await slurm.submit(request(fresh("ref1"), "chi9999", tmp_path))
-    lines = str(bad_node.value).splitlines()
-    assert lines[0].startswith("sbatch: error: Batch job submission failed: Invalid node name")
-    assert "submit.sh exited 1" in lines[0]
-    assert "MODEL_NAME=llama2-70b" in lines
-    assert any(line.startswith("[ARTIFACT] sbatch failed — cleaning up") for line in lines)
+        await slurm.submit(request(first, "chi9999", tmp_path))
     with pytest.raises(SubmitRefused) as unknown:
-        await slurm.submit(JobRequest(token=fresh("ref2"), model="nosuch", nodes=["chi2832"],
+        await slurm.submit(JobRequest(token=second, model="nosuch", nodes=["chi2832"],
                                       output_dir=tmp_path))
-    lines = str(unknown.value).splitlines()
-    assert lines[0].startswith("!!! Unknown model: nosuch")
-    assert "!!! Model name resolution failed. Exiting..." in lines
+    # Each refusal as sweepd records it: the failing line first, then what submit.sh printed.
+    check_golden_cases(GOLDEN_HERE / "refusals.txt", {
+        "bad node": _said(str(bad_node.value), repo=repo, tmp=tmp_path, token=first),
+        "unknown model": _said(str(unknown.value), repo=repo, tmp=tmp_path, token=second)})
 
 
 async def test_logs_are_found_where_job_workspace_points(slurm_env: dict[str, str],

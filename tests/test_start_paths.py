@@ -23,6 +23,7 @@ import pytest
 
 from sweepd.cli.main import main
 from tests.daemon_proc import Daemon
+from tests.golden_files import GOLDEN, check_golden, scrubbed
 from tests.slurm_cluster import MAXTEXT_FIXTURE, slurm_dir
 
 
@@ -170,8 +171,8 @@ def test_an_empty_config_creates_no_root_directories(tmp_path: Path, serve: Serv
     done = serve(config)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("sweepd: daemon.state_dir is not set")
-    assert "/var/lib/sweepd" in lines[0] and "sweepd init" in lines[0]
+    assert len(lines) == 1
+    check_golden(GOLDEN / "start_paths" / "no_state_dir.txt", f"{lines[0]}\n")
     assert not any(p.exists() for p in defaults)
 
 
@@ -210,6 +211,7 @@ def test_a_foreground_run_checks_slurm_first_too(tmp_path: Path,
     code = main(["run", str(spec), "--config", str(config), "--state-dir",
                  str(tmp_path / "state")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("sweepd: the Slurm client "
-                                                             "commands are not on PATH")
+    assert code == 2 and len(err) == 1
+    check_golden(GOLDEN / "start_paths" / "run_without_slurm.txt", scrubbed(f"{err[0]}\n",
+                                                                           tmp=tmp_path))
     assert not (tmp_path / "state").exists()

@@ -19,9 +19,11 @@ from sweepd.notify.bot import make_bot
 from sweepd.notify.logsink import LogSink
 from sweepd.notify.secrets import SecretError
 from sweepd.notify.telegram import TelegramNotifier
+from sweepd.reports.lines import result_line, retry_line
 from sweepd.store.outbox import Outbox
 from sweepd.store.rows import RunParams
 from sweepd.util.columns import aligned_tables
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.telegram_double import (
     CHAT,
     FAST,
@@ -120,8 +122,9 @@ async def test_final_report_is_monospace_and_falls_back_to_plain(service: Servic
     sent, photo = double.sent   # the report, then its plot
     assert sent.parse_mode is None and photo.method == "sendPhoto"
     assert sent.text.startswith(summary + "\n\n```\n# Sweep")
-    assert "\nBatch  Job  Avg TGS/device  Avg MFU  Status\n" in sent.text   # aligned, no pipes
     assert sent.text.endswith("```")
+    # The report as the chat shows it: its table in aligned columns, no pipes.
+    check_golden(GOLDEN / "telegram" / "final_report_plain.txt", scrubbed(f"{sent.text}\n"))
 
 
 async def test_final_report_sends_the_plot_as_a_photo(service: Service,
@@ -229,7 +232,9 @@ def test_classes() -> None:
     assert fmt.classify(RETRY, final=False) == fmt.Klass.FAILURE
     assert fmt.classify(ROUTINE.format(60), final=False) == fmt.Klass.ROUTINE
     # A cancel outside sweepd is no failure: the run goes again (reports/lines.py).
-    assert fmt.classify("x (job 1): CANCELLED — scancel by root", final=False) \
+    cancelled = result_line("llama2-70b", 8, "per_device_batch_size=12", "9801", "cancelled",
+                            None, None)
+    assert fmt.classify(retry_line(cancelled, "scancel by root"), final=False) \
         == fmt.Klass.ROUTINE
     assert fmt.classify("best 12", final=True) == fmt.Klass.FINAL
     assert fmt.routine_allowed(1, 2) and not fmt.routine_allowed(2, 2)
@@ -252,10 +257,9 @@ def test_chunks_reopen_a_code_fence_cut_in_the_middle() -> None:
 def test_report_tables_are_aligned_columns_without_pipes() -> None:
     table = "Runs:\n\n| Batch | TGS | Status |\n|---|---|---|\n| 8 | 1,800 | works |\n" \
             "| 12 | 2,036 | works ← optimum |\n\nafter"
-    assert aligned_tables(table) == (
-        "Runs:\n\nBatch  TGS    Status\n8      1,800  works\n12     2,036  works ← optimum\n"
-        "\nafter")
     assert aligned_tables("a | b\n|x|") == "a | b\nx"
+    check_golden_cases(GOLDEN / "telegram" / "aligned_tables.txt",
+                       {"a Markdown table between text": aligned_tables(table)})
 
 
 def test_one_overlong_line_is_cut_hard() -> None:
@@ -266,7 +270,7 @@ def test_one_overlong_line_is_cut_hard() -> None:
 
 def test_markdown_escape_round_trips_through_plain() -> None:
     text = "per_device_batch_size=12 *bold* `code` [link"
-    assert fmt.escape_markdown(text) == r"per\_device\_batch\_size=12 \*bold\* \`code\` \[link"
+    check_golden(GOLDEN / "telegram" / "markdown_escape.txt", f"{fmt.escape_markdown(text)}\n")
     assert fmt.plain(fmt.escape_markdown(text)) == text
 
 

@@ -15,8 +15,9 @@ import pytest
 
 from sweepd.monitor.facts import FailureClass
 from sweepd.monitor.reading import read_log
+from tests.golden_files import GOLDEN, check_golden
 from tests.tpu_bench import bench
-from tests.web_pages import check_page
+from tests.web_pages import card, check_page
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "tpu_v5e"
@@ -45,7 +46,7 @@ def test_the_chip_sweep_ran_what_the_replay_predicts(name: str, tmp_path: Path) 
     assert (ran, chosen) == (_batches(name), best)
     # The replayed chip sweep's HTML page: its verdict's figure first, its curve, its runs.
     page = check_page(tmp_path / "replay" / "state")
-    assert f"<dt>Figure</dt><dd>per_device_batch_size={best} at " in page
+    assert card(page)[0]["Figure"].startswith(f"per_device_batch_size={best} at ")
 
 
 def test_measured_noise_decides_with_the_noise_the_chip_measures(tmp_path: Path) -> None:
@@ -54,7 +55,7 @@ def test_measured_noise_decides_with_the_noise_the_chip_measures(tmp_path: Path)
     12, the best of every batch once."""
     ran, chosen, caveat = bench().sweep({"measured_noise": True}, tmp_path / "measured")
     assert chosen == 12 and len(ran) <= len(_batches("2026-12-06-sweep-noise-floor-0.001")) + 1
-    assert "far below that, so the rules decided with the measure" in caveat
+    check_golden(GOLDEN / "tpu_chip_sweeps" / "measured_noise_caveat.txt", f"{caveat}\n")
 
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))

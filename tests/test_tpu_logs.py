@@ -25,6 +25,7 @@ from sweepd.monitor.facts import (
 from sweepd.monitor.parse import _STEP, _STEP_USUAL, parse_line
 from sweepd.monitor.reading import read_log
 from sweepd.monitor.steady import steady_state, steady_steps
+from tests.golden_files import GOLDEN, check_golden
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUCCESS = (FIXTURES / "maxtext-tpu-success.log").read_text().splitlines()
@@ -141,9 +142,8 @@ def test_an_override_maxtext_does_not_know_is_a_config_error_named_in_one_short_
            '  File "pyconfig.py", line 271, in _prepare_for_pydantic',
            f"ValueError: 'jax_distributed_heartbeat_timeout_seconds' not in {fields}."]
     f = read_log(log, exit_code=1).failure
-    assert (f.verdict.klass, f.verdict.detail) == (
-        FailureClass.CONFIG,
-        "MaxText does not know the override jax_distributed_heartbeat_timeout_seconds")
+    assert f.verdict.klass == FailureClass.CONFIG
+    check_golden(GOLDEN / "tpu_logs" / "unknown_override.txt", f"{f.verdict.detail}\n")
     decision = decide(Case(f.verdict, (), SweepFacts(["n1"], (), 1), PolicyConfig()))
     assert decision.rule == "config.stop" and decision.act is not Act.RETRY
     fact = parse_line(log[-1])

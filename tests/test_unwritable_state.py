@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sweepd.app.check import Line
 from tests.support.service import xdg_env
 
 ROOT = Path(__file__).parents[1]
@@ -53,7 +54,7 @@ def test_a_state_dir_under_a_file_is_one_line(tmp_path: Path) -> None:
     _one_line(_sweepd(tmp_path, "serve", "--config", str(config)), want)
     checked = _sweepd(tmp_path, "check", "--config", str(config))
     assert checked.returncode == 1
-    assert f"FAIL state: daemon.state_dir: {want}" in checked.stdout.splitlines()
+    assert str(Line("state", False, f"daemon.state_dir: {want}")) in checked.stdout.splitlines()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "c.toml", "spec.yaml"]
 
 
@@ -93,5 +94,5 @@ def test_a_read_only_state_dir_is_one_line_and_a_failed_check(tmp_path: Path) ->
               f"{state / 'new'} cannot be made in {state} (Read-only file system)")
     checked = inside("check", "--config", str(config))
     assert checked.returncode == 1, checked.stdout
-    assert f"FAIL state: daemon.state_dir: {want}" in checked.stdout.splitlines()
+    assert str(Line("state", False, f"daemon.state_dir: {want}")) in checked.stdout.splitlines()
     assert os.listdir(state) == []

@@ -19,7 +19,7 @@ from sweepd.clusters import train_env
 from sweepd.core.control import resume
 from sweepd.kinds.spec import SpecError
 from sweepd.kinds.xla_tuning.runs.preflight import leftover
-from tests.golden_files import GOLDEN, check_golden, check_golden_cases
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases, scrubbed
 from tests.simrun import NODES, run, sim_config, write_scenario
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -136,7 +136,10 @@ async def test_a_spec_the_toolkit_cannot_take_stops_once_and_resume_says_why(
     code, lines = await run(config, spec)
     text = "\n".join(lines)
     assert code == 3
-    assert "a resume would be refused the same way" in text and "Resume: /resume" not in text
+    assert "Resume: /resume" not in text
+    [stop] = [line for line in lines if "STOP]" in line]
+    check_golden(GOLDEN / "validate" / "spec_refused_stop.txt",
+                 scrubbed(f"{stop}\n", tmp=tmp_path))
     async with open_parts(config) as parts:
         with pytest.raises(SpecError, match="a resume would be refused the same way"):
             await resume(parts.engine, 1)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from sweepd.web.server import COOKIE, guard, make_web_app, peer_allowed
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 from tests.support.service import free_port
+from tests.web_pages import card
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -86,7 +88,7 @@ def test_the_dashboard_wants_its_token_and_keeps_it_out_of_pages_and_logs(
         assert posted.status_code == 405 and missing.status_code == 404
         report = client.reads.report(sweep_id)["json"]
         verdict = report["verdict"]
-        assert f"<dt>Deciding rule</dt><dd>{verdict['rule']}</dd>" in page.text
+        assert card(page.text)[0]["Deciding rule"] == verdict["rule"]
         assert page.text.count("<tr><td class=num>") == len(report["runs"])
         assert f'<a href="/sweeps/{sweep_id}">' in index.text and ">done<" in index.text
         assert "default-src 'none'" in page.headers["content-security-policy"]
@@ -255,5 +257,8 @@ def test_sweepd_dashboard_prints_the_url_with_the_token_or_says_it_is_off(
     done = dashboard(on)
     token = _token(tmp_path)   # made by the first to need it, mode 0600
     assert (tmp_path / "state" / "web.token").stat().st_mode & 0o777 == 0o600
-    assert done.returncode == 0 and done.stdout == f"http://127.0.0.1:8765/?token={token}\n"
+    url = urlsplit(done.stdout)
+    assert done.returncode == 0 and done.stdout.count("\n") == 1 and done.stdout.endswith("\n")
+    assert (url.scheme, url.netloc, url.path) == ("http", "127.0.0.1:8765", "/")
+    assert parse_qs(url.query.strip()) == {"token": [token]}
     assert "ssh -N -L 8765:127.0.0.1:8765" in done.stderr

@@ -9,7 +9,8 @@ from typing import Any
 
 from sweepd.reports.plots import as_svg
 from sweepd.web.page import caveat_texts, figures, render_index, render_page
-from tests.web_pages import fetches
+from tests.golden_files import GOLDEN, check_golden, check_golden_cases
+from tests.web_pages import card, fetches
 
 
 def _data(name: str, verdict: dict[str, Any], markdown: str = "") -> dict[str, Any]:
@@ -27,11 +28,14 @@ def test_a_persons_text_is_shown_as_text_never_as_markup_or_a_link() -> None:
     page = render_page(_data(name, {"rule": "model_perf.optimum"}, md))
     assert "<script>" not in page and "<img" not in page and "<a " not in page
     assert fetches(page) == []
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "<strong>optimum &lt;b&gt;10&lt;/b&gt;</strong>" in page
+    # What a person reads, escaped: the name in the title and the table, the state line,
+    # the Markdown's raw HTML, the explain line.
+    check_golden(GOLDEN / "web_page" / "escaped_body.html", page[page.index("<body"):])
     assert "&lt;started&gt;" in page
     assert "<table>" in page   # the kind's Markdown table is a table
-    assert fetches('<img src="https://x/y.png"><p style="background:url(//x)">') != []
+    # The check itself sees a remote src and a CSS url(), each on its own.
+    assert fetches('<img src="https://x/y.png">') == ["<img src=https://x/y.png>"]
+    assert fetches('<p style="x:url(//x)">') == ["<p style=x:url(//x)>"]
 
 
 def test_the_verdict_card_reads_the_stored_structure() -> None:
@@ -40,17 +44,18 @@ def test_the_verdict_card_reads_the_stored_structure() -> None:
               "caveats": [{"kind": "in_effect", "text": "not run, already in effect: lhs"}]}
     assert figures(tuning) == [("Figure", "ag768M: +12.45%"),
                                ("95 % interval", "+10.42% to +14.48% (2 runs)")]
-    assert caveat_texts(tuning) == ["not run, already in effect: lhs"]
+    assert caveat_texts(tuning) == [tuning["caveats"][0]["text"]]   # type: ignore[index]
     search = {"rule": "model_perf.optimum", "best": 10, "parameter": "per_device_batch_size",
               "tgs": 1282.8, "settled": False, "caveat": "one line", "proposal": "b: 10"}
-    assert figures(search) == [
-        ("Figure", "per_device_batch_size=10 at 1,283 TGS/device (best so far, not settled)"),
-        ("Proposed change", "b: 10")]
+    assert [label for label, _ in figures(search)] == ["Figure", "Proposed change"]
+    check_golden_cases(GOLDEN / "web_page" / "figures.txt", {
+        name: "\n".join(f"{label}: {value}" for label, value in figures(verdict))
+        for name, verdict in (("tuning", tuning), ("search", search))})
     assert caveat_texts(search) == ["one line"]
-    page = render_page(_data("n", tuning))
-    card = page[page.index('id="verdict"'):page.index("<h2>")]
-    assert "<dt>Deciding rule</dt><dd>stop.winner</dd>" in card
-    assert "+10.42% to +14.48%" in card and "<li>not run, already in effect: lhs</li>" in card
+    rows, caveats = card(render_page(_data("n", tuning)))
+    assert rows["Deciding rule"] == "stop.winner"
+    assert rows["95 % interval"] == "+10.42% to +14.48% (2 runs)"
+    assert caveats == caveat_texts(tuning)
 
 
 def test_the_index_lists_each_sweep_with_its_progress_and_best() -> None:

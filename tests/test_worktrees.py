@@ -17,6 +17,7 @@ from sweepd.core.engine import Engine
 from sweepd.core.states import SweepState
 from sweepd.store.store import Store
 from sweepd.util import worktrees
+from tests.golden_files import GOLDEN, check_golden
 from tests.simrun import NODES, write_scenario
 
 
@@ -145,9 +146,16 @@ async def start_model_sweep(service: Service, repo: Path) -> tuple[int, Path]:
     return sweep_id, root
 
 
-async def released(service: Service, sweep_id: int) -> list[str]:
-    return [e.reason for e in await service.store.events.of_sweep(sweep_id)
+async def released(service: Service, sweep_id: int) -> list[list[str]]:
+    """Each `checkouts.released` record's removed checkouts (its evidence), sorted."""
+    return [sorted((e.evidence or "").split(", "))
+            for e in await service.store.events.of_sweep(sweep_id)
             if e.rule == "checkouts.released"]
+
+
+def checkouts(root: Path) -> list[list[str]]:
+    """What `released` reads once the checkouts under `root` are removed."""
+    return [sorted(str(p) for p in root.glob("*"))]
 
 
 async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: Path) -> None:
@@ -155,9 +163,10 @@ async def test_an_ended_model_sweep_removes_its_checkouts(repo: Path, tmp_path: 
     status_before = git(repo, "status", "--porcelain")
     async with sim_service(tmp_path) as service:
         sweep_id, root = await start_model_sweep(service, repo)
+        made = checkouts(root)
         await service.abort(sweep_id)
         assert not root.exists()
-        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+        assert await released(service, sweep_id) == made
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "status", "--porcelain") == status_before
 
@@ -167,10 +176,11 @@ async def test_a_restart_removes_what_a_crash_left_behind(repo: Path, tmp_path: 
     async with sim_service(tmp_path) as service:
         sweep_id, root = await start_model_sweep(service, repo)
         await service.store.sweeps.transition(sweep_id, SweepState.ABORTED, "test: crash")
+        made = checkouts(root)
     async with sim_service(tmp_path) as service:   # a new process
         await service.engine.step()
         assert not root.exists()
-        assert await released(service, sweep_id) == ["removed the sweep's 2 checkout(s)"]
+        assert await released(service, sweep_id) == made
 
 
 async def test_a_checkout_that_cannot_be_made_stops_the_sweep_under_its_rule(
@@ -214,6 +224,9 @@ async def test_a_checkout_that_cannot_be_removed_is_recorded_and_the_end_stands(
         failed = [e for e in await service.store.events.of_sweep(sweep_id)
                   if e.rule == "checkouts.release_failed"]
         assert failed and failed[0].kind == "note"
-        assert failed[0].reason.startswith("could not remove the sweep's checkouts: ")
+        # The reason: a clause of sweepd's, then git's error (the evidence) as git says it.
+        assert failed[0].evidence and failed[0].reason.endswith(failed[0].evidence)
+        check_golden(GOLDEN / "worktrees" / "release_failed.txt",
+                     failed[0].reason.removesuffix(failed[0].evidence) + "\n")
         assert failed[0].evidence and "0-stale" in failed[0].evidence
         assert await released(service, sweep_id) == []

@@ -1,0 +1,3 @@
+export A=1
+export B=2
+export C=3
