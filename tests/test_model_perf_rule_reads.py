@@ -40,6 +40,8 @@ def test_every_number_a_model_perf_rules_decision_reads_is_in_its_list() -> None
                 for r in rules.BOOK.rules}
     assert {k: v for k, v in unlisted.items() if v} == {}
     assert {r.id for r in rules.BOOK.rules} - set(got.sites) == set()
+    # No constant holding a number that the book lacks is read where a rule decides.
+    assert got.unknown == {}
 
 
 def test_each_search_move_is_decided_where_its_rule_says_reading_its_own_numbers() -> None:
