@@ -3,7 +3,9 @@ functions that name a rule of the book (`rules.WINNER.id`) are where it decides;
 the calls into the kind's own functions are followed (not into another rule's deciding
 functions, whose numbers are that rule's), and every module constant the book lists
 (`module:NAME`) and every record field read off the planner's inputs (`inp.win`) found on
-the way is a number the rule decides with."""
+the way is a number the rule decides with. A module constant holding a number that the
+book does not list, read on the way, is one too, kept apart as unknown to the book
+(`Reads.unknown`): a number added beside a rule without registering it shows there."""
 
 from __future__ import annotations
 
@@ -52,6 +54,32 @@ def _imports(mod: _Module, known: set[str]) -> None:
             mod.modules.update({a.asname or a.name: a.name for a in node.names})
 
 
+def _numeric(node: ast.expr | None) -> bool:
+    """A number written out (never a bool), or a sum or product of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _numeric(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _numeric(node.left) and _numeric(node.right)
+    # A tuple or a dict of numbers is a table (a distribution's quantiles, units, an order
+    # of statuses), never one knob; a threshold's value is one number (test_rule_registry).
+    return False
+
+
+def _numbers(mod: _Module) -> set[str]:
+    """The module's constants that hold numbers (`HEALTHY_BAND = -0.02`)."""
+    out: set[str] = set()
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and _numeric(node.value):
+            out.add(node.targets[0].id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and _numeric(node.value):
+            out.add(node.target.id)
+    return out
+
+
 def _index(package: ModuleType) -> dict[str, _Module]:
     root = Path(package.__file__ or "").parent
     out: dict[str, _Module] = {}
@@ -70,6 +98,9 @@ class Reads:
 
     reads: dict[str, set[str]]
     sites: dict[str, set[str]]
+    # Each rule id → the module constants holding numbers its decision reads that the book
+    # lists nowhere (`module:NAME`, the module relative to the package).
+    unknown: dict[str, set[str]] = field(default_factory=dict)
 
 
 Site = tuple[str, str]
@@ -96,6 +127,8 @@ class _Scan:
                         and node.value.value.id in ("T", "THRESHOLDS") \
                         and node.value.attr in self.by_field:
                     self.consts[(mod.name, node.targets[0].id)] = self.by_field[node.value.attr]
+        self.numbers = {(mod.name, name) for mod in self.index.values()
+                        for name in _numbers(mod)} - set(self.consts)
         self.rules = next(m for m in self.index.values() if m.name.endswith(".rules"))
         self.rule_names = {name: value.id for name, value in vars(importlib.import_module(
             self.rules.name)).items() if isinstance(value, Rule)}
@@ -153,6 +186,20 @@ class _Scan:
             return self.by_field.get(attr)
         return None
 
+    def unknown(self, mod: _Module, n: ast.AST) -> str | None:
+        """`module:NAME` of a module constant holding a number that `n` reads, where the
+        book lists it nowhere."""
+        if isinstance(n, ast.Name):
+            at = mod.names.get(n.id, (mod.name, n.id))
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                and n.value.id in mod.modules:
+            at = (mod.modules[n.value.id], n.attr)
+        else:
+            return None
+        if at not in self.numbers:
+            return None
+        return f"{at[0].removeprefix(self.package.__name__ + '.')}:{at[1]}"
+
     def callee(self, mod: _Module, qual: str, f: ast.expr) -> Site | None:
         """The kind's own function a call reaches (a module's, or the class's own method)."""
         if isinstance(f, ast.Name):
@@ -169,32 +216,38 @@ class _Scan:
         return target if target[0] in self.index and \
             target[1] in self.index[target[0]].funcs else None
 
-    def direct(self, at: Site) -> tuple[set[str], set[Site]]:
+    def direct(self, at: Site) -> tuple[set[str], set[str], set[Site]]:
+        """The book's names `at` reads, the unknown numbers it reads, the calls it makes."""
         mod = self.index[at[0]]
         reads: set[str] = set()
+        unknown: set[str] = set()
         calls: set[Site] = set()
         for n in ast.walk(mod.funcs[at[1]]):
             name = self.read(mod, n)
             if name is not None:
                 reads.add(name)
+            elif (other := self.unknown(mod, n)) is not None:
+                unknown.add(other)
             if isinstance(n, ast.Call) and (c := self.callee(mod, at[1], n.func)):
                 calls.add(c)
-        return reads, calls
+        return reads, unknown, calls
 
-    def closure(self, site: Site, rule_id: str, sites: dict[Site, set[str]]) -> set[str]:
-        """What a rule's deciding function reads, and the functions it calls but those
-        where another rule decides."""
+    def closure(self, site: Site, rule_id: str, sites: dict[Site, set[str]]
+                ) -> tuple[set[str], set[str]]:
+        """What a rule's deciding function reads (the book's names, and numbers the book
+        does not know), and the functions it calls but those where another rule decides."""
         seen: set[Site] = set()
-        todo, got = [site], set()
+        todo, got, unknown = [site], set[str](), set[str]()
         while todo:
             at = todo.pop()
             if at in seen:
                 continue
             seen.add(at)
-            r, calls = self.direct(at)
+            r, u, calls = self.direct(at)
             got |= r
+            unknown |= u
             todo += [c for c in calls if not (sites.get(c, set()) - {rule_id})]
-        return got
+        return got, unknown
 
 
 def rule_reads(package: ModuleType, book: RuleBook, record: type | None = None,
@@ -205,8 +258,12 @@ def rule_reads(package: ModuleType, book: RuleBook, record: type | None = None,
     sites = scan.sites(decided_in or {})
     reads: dict[str, set[str]] = {}
     where: dict[str, set[str]] = {}
+    unknown: dict[str, set[str]] = {}
     for site, ids in sites.items():
         for rule_id in ids:
-            reads.setdefault(rule_id, set()).update(scan.closure(site, rule_id, sites))
+            got, other = scan.closure(site, rule_id, sites)
+            reads.setdefault(rule_id, set()).update(got)
+            if other:
+                unknown.setdefault(rule_id, set()).update(other)
             where.setdefault(rule_id, set()).add(f"{site[0]}:{site[1]}")
-    return Reads(reads, where)
+    return Reads(reads, where, unknown)

@@ -24,10 +24,6 @@ from sweepd.reports.report import explain_lines
 from tests.rule_reads import Reads, rule_reads
 from tests.simrun import open_store, perf_spec, run, sim_config, write_scenario
 
-# Rules decided in a whole planner (`plan.plan`, `plan_two.plan`): the scan follows every
-# call the planner makes, so their lists are not yet held to it (issue 49, left open).
-WHOLE_PLANNER = {rules.BUDGET_GAP.id, rules.TWO_PARAM_PROBE.id}
-
 
 def _reads() -> Reads:
     return rule_reads(kind_package, rules.BOOK, PerfThresholds,
@@ -41,9 +37,11 @@ def _full(where: tuple[str, ...]) -> set[str]:
 def test_every_number_a_model_perf_rules_decision_reads_is_in_its_list() -> None:
     got = _reads()
     unlisted = {r.id: sorted(got.reads.get(r.id, set()) - set(r.thresholds))
-                for r in rules.BOOK.rules if r.id not in WHOLE_PLANNER}
+                for r in rules.BOOK.rules}
     assert {k: v for k, v in unlisted.items() if v} == {}
     assert {r.id for r in rules.BOOK.rules} - set(got.sites) == set()
+    # No constant holding a number that the book lacks is read where a rule decides.
+    assert got.unknown == {}
 
 
 def test_each_search_move_is_decided_where_its_rule_says_reading_its_own_numbers() -> None:
@@ -63,6 +61,21 @@ def test_each_search_move_is_decided_where_its_rule_says_reading_its_own_numbers
     assert "climb" not in got.reads[rules.SECANT.id]
     assert got.reads[rules.FIRST_PROBE.id] == {"start_fraction", "align_slack"}
     assert got.reads[rules.LARGEST_FIT.id] == {"descent_aim"}
+
+
+def test_the_budget_stop_and_the_two_param_step_decide_outside_the_planner() -> None:
+    # Each decides in small functions of its own that the planner calls: the scan, which
+    # follows every call from where a rule decides, once read the whole planner for them.
+    plain = rule_reads(kind_package, rules.BOOK, PerfThresholds)
+    assert plain.sites[rules.BUDGET_GAP.id] == _full(rules.BUDGET_GAP.where)
+    got = _reads()
+    # The two-parameter step is recorded by the planner (`plan_two.plan` names the rule);
+    # it is chosen in `next_pair`, where the book says.
+    assert got.sites[rules.TWO_PARAM_PROBE.id] == _full(("two_param.grid:next_pair",))
+    assert {"extra_runs", "noise"} <= got.reads[rules.BUDGET_GAP.id]
+    assert {"starves_above", "past_ref", "flat"} <= got.reads[rules.TWO_PARAM_PROBE.id]
+    # The batch search's own moves are not followed into: their numbers are theirs.
+    assert "climb" not in got.reads[rules.TWO_PARAM_PROBE.id]
 
 
 async def test_explain_of_a_model_perf_sweep_names_a_rule_per_move(tmp_path: Path) -> None:

@@ -75,8 +75,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     seen = probes(spec, ctx)
     # Every finished run counts against max_runs, also one a node fault spoiled.
     done = len(finished_runs(ctx))
-    extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
-    budget = spec.max_runs + (EXTRA_RUNS if extended else 0)
+    budget, extended = runs_budget(spec, ctx)
     slowed = slowed_stop(spec, ctx, space, seen, runs_left=budget - done)  # the steps' noise
     if isinstance(slowed, Stop):
         return slowed
@@ -111,16 +110,11 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return _finish(spec, seen, ctx, notes, settled=unsure is None and slowed is None)
     value = step.value
     if done >= budget:
+        asked = None if extended else gap_at_budget(spec, space, seen, budget, value)
+        if asked is not None:
+            return asked
         gap = open_beside_best(space, seen)
-        cut = f"max_runs ({budget}) ran out before the search settled"
-        # A rival within the noise of the best says as much as a gap beside it: the best
-        # is not told apart (red team n02: cut at 439 with 384 and 408 as close, the peak
-        # at 400; it finished 3.2 % slow without asking).
-        rival = None if gap is not None else flat_top(space, seen)
-        if (gap or rival) is not None and not extended:
-            return Stop(f"{cut}: {gap or rival}. Resume to take up to {EXTRA_RUNS} more "
-                        "runs (or set extend_budget: true), abort to keep the best so far",
-                        BUDGET_STOP, evidence=f"{spec.parameter}={value} was next")
+        cut = budget_cut(budget)
         left = _not_run(spec, space, seen, cut)
         dropped = _prior_dropped(spec, space, seen, ctx)
         # A run within the noise of the best is said here too (20 read 0.14 % below the
@@ -152,6 +146,57 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
                    nodes=ctx.nodes, rule=_rule_of(step), reason=reason)]
 
 
+def runs_budget(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> tuple[int, bool]:
+    """The runs the sweep may make, and whether that is past max_runs: EXTRA_RUNS more once
+    a person answered the budget's stop (`model_perf.budget_gap`) or the spec asks."""
+    extended = spec.extend_budget or BUDGET_STOP in ctx.acknowledged_stops
+    return spec.max_runs + (EXTRA_RUNS if extended else 0), extended
+
+
+def budget_cut(budget: int) -> str:
+    return f"max_runs ({budget}) ran out before the search settled"
+
+
+def ask_more(said: str) -> str:
+    return (f"{said}. Resume to take up to {EXTRA_RUNS} more runs (or set extend_budget: "
+            "true), abort to keep the best so far")
+
+
+def gap_at_budget(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], budget: int,
+                  value: Any) -> Stop | None:
+    """`model_perf.budget_gap`, the budget spent with the search's next step still to run:
+    a gap beside the best, or a rival within the noise of it, leaves the best unsettled, so
+    the sweep asks for more runs."""
+    gap = open_beside_best(space, seen)
+    # A rival within the noise of the best says as much as a gap beside it: the best
+    # is not told apart (red team n02: cut at 439 with 384 and 408 as close, the peak
+    # at 400; it finished 3.2 % slow without asking).
+    rival = None if gap is not None else flat_top(space, seen)
+    if (gap or rival) is None:
+        return None
+    return Stop(ask_more(f"{budget_cut(budget)}: {gap or rival}"), BUDGET_STOP,
+                evidence=f"{spec.parameter}={value} was next")
+
+
+def rivals_at_budget(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], step: Step,
+                     budget: int, extended: bool) -> Stop | str | None:
+    """`model_perf.budget_gap`, the budget spent with a run for the noise still to make
+    (`step`, a repeat). At a noise above NOISE the best and its rivals within it stand on
+    single runs, so the sweep asks for more runs (as for a gap beside the best), then ends
+    unsettled; at the default noise the best's second run was not made, which is said."""
+    if space.noise <= NOISE:
+        return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
+                "between runs, which the steps cannot show, was not measured")
+    cut = (f"max_runs ({budget}) ran out before the runs told the best from its rivals at "
+           f"this noise: {step.why}")
+    if not extended:
+        rivals = flat_top(space, seen)   # the verdict's notes say it otherwise
+        said = f"{cut}; {rivals}" if rivals else cut
+        return Stop(ask_more(said), BUDGET_STOP,
+                    evidence=f"{spec.parameter}={step.value} was next")
+    return cut
+
+
 def _rule_of(step: Step) -> str:
     """The rule the search's step names (every move of it names one: `model_perf/rules.py`)."""
     if step.rule is None:
@@ -161,10 +206,8 @@ def _rule_of(step: Step) -> str:
 
 def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: int,
             budget: int, extended: bool) -> Stop | str | None:
-    """The budget ran out with a run for the noise still to make (`search.repeat`). At a
-    noise above NOISE the best and its rivals within it stand on single runs, so the sweep
-    asks for more runs (as for a gap beside the best), then ends unsettled; at the default
-    noise the best's second run was not made, which is said."""
+    """The budget ran out with a run still to make that checks the runs (`search.repeat`,
+    `search.slowed`): what is left unsure, or the budget's stop (`rivals_at_budget`)."""
     if done < budget:
         return None
     step = next_probe(space, seen, runs_left=None, thorough=True)
@@ -173,18 +216,7 @@ def _unsure(spec: ModelPerfSpec, space: SearchSpace, seen: list[Probe], done: in
     if step.rule in (SLOWDOWN_CHECK.id, SLOWDOWN_CONFIRM.id):   # the runs stayed comparable?
         return (f"max_runs ({budget}) ran out before {step.value} ran again to check that "
                 "the runs stayed comparable")
-    if space.noise <= NOISE:
-        return (f"max_runs ({budget}) ran out before the best ran a second time: the noise "
-                "between runs, which the steps cannot show, was not measured")
-    cut = (f"max_runs ({budget}) ran out before the runs told the best from its rivals at "
-           f"this noise: {step.why}")
-    if not extended:
-        rivals = flat_top(space, seen)   # the verdict's notes say it otherwise
-        said = f"{cut}; {rivals}" if rivals else cut
-        return Stop(f"{said}. Resume to take up to {EXTRA_RUNS} more runs (or set "
-                    "extend_budget: true), abort to keep the best so far", BUDGET_STOP,
-                    evidence=f"{spec.parameter}={step.value} was next")
-    return cut
+    return rivals_at_budget(spec, space, seen, step, budget, extended)
 
 
 def _noise(space: SearchSpace, seen: list[Probe]) -> str | None:

@@ -10,12 +10,18 @@ from sweepd.kinds.model_perf import plan as one
 from sweepd.kinds.model_perf.facts import PerfFacts
 from sweepd.kinds.model_perf.params import ENV_PREFIX, pair_params, swept_value
 from sweepd.kinds.model_perf.probes import counted_runs, finished_runs, latest_jobs, probe_of
-from sweepd.kinds.model_perf.rules import BEST_SO_FAR, NO_PASS, OPTIMUM, TWO_PARAM_PROBE
+from sweepd.kinds.model_perf.rules import (
+    BEST_SO_FAR,
+    BUDGET_GAP,
+    NO_PASS,
+    OPTIMUM,
+    TWO_PARAM_PROBE,
+)
 from sweepd.kinds.model_perf.search import means
 from sweepd.kinds.model_perf.search_space import search_space
 from sweepd.kinds.model_perf.spec import ModelPerfSpec, SecondKnob
 from sweepd.kinds.model_perf.two_param.grid import next_pair, settled_notes
-from sweepd.kinds.model_perf.two_param.pairs import Pair, best_pair, is_fraction
+from sweepd.kinds.model_perf.two_param.pairs import Pair, PairStep, best_pair, is_fraction
 from sweepd.kinds.model_perf.verdict import Caveat, Verdict, caveat, caveats, summary, tgs_range
 from sweepd.kinds.model_perf.verdict import CaveatKind as K
 from sweepd.store.rows import Run
@@ -34,19 +40,12 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     space, why = search_space(spec, ctx)
     seen = pairs(spec, second, ctx)
     done = len(finished_runs(ctx))
-    extended = spec.extend_budget or one.BUDGET_STOP in ctx.acknowledged_stops
-    budget = spec.max_runs + (one.EXTRA_RUNS if extended else 0)
+    budget, extended = one.runs_budget(spec, ctx)
     step = next_pair(space, second.parameter, second.values, seen, runs_left=max(0, budget - done))
     name = _name(second)
-    if step is not None and done >= budget and not extended:
-        # As the one-parameter planner does: a setting's search unfinished at the budget
-        # may hold a faster combination (red team t01: cut at 20 runs, the best so far
-        # 4.8 % under the true best, save_dot_except_mlp's search one run in).
-        return Stop(f"max_runs ({budget}) ran out before the search settled: "
-                    f"{name}={step.second}, {spec.parameter}={step.value} was next "
-                    f"({step.why}). Resume to take up to {one.EXTRA_RUNS} more runs (or set "
-                    "extend_budget: true), abort to keep the best so far", one.BUDGET_STOP,
-                    evidence=f"{name}={step.second}, {spec.parameter}={step.value} was next")
+    asked = None if extended else unfinished_at_budget(spec, second, step, done, budget)
+    if asked is not None:
+        return asked
     if step is None or done >= budget:
         cut = None if step is None else \
             f"max_runs ({budget}) ran out before the search settled; {name}={step.second}, " \
@@ -59,6 +58,21 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
     return [NewRun(label=label, params=pair_params(spec.parameter, step.value,
                                                    second.parameter, step.second),
                    nodes=ctx.nodes, rule=TWO_PARAM_PROBE.id, reason=reason)]
+
+
+def unfinished_at_budget(spec: ModelPerfSpec, second: SecondKnob, step: PairStep | None,
+                         done: int, budget: int) -> Stop | None:
+    """`model_perf.budget_gap` for two knobs: as the one-parameter planner does, a
+    setting's search unfinished at the budget may hold a faster combination (red team t01:
+    cut at 20 runs, the best so far 4.8 % under the true best, save_dot_except_mlp's search
+    one run in), so the sweep asks for more runs."""
+    if step is None or done < budget:
+        return None
+    name = _name(second)
+    return Stop(one.ask_more(f"{one.budget_cut(budget)}: {name}={step.second}, "
+                             f"{spec.parameter}={step.value} was next ({step.why})"),
+                BUDGET_GAP.id,
+                evidence=f"{name}={step.second}, {spec.parameter}={step.value} was next")
 
 
 def pairs(spec: ModelPerfSpec, second: SecondKnob, ctx: SweepContext[PerfFacts]

@@ -118,17 +118,25 @@ SLOWDOWN_CONFIRM = Rule(
     ("flat", "noise"), where=("search.slowed:confirm_run",))
 TWO_PARAM_PROBE = Rule(
     "model_perf.two_param_probe",
-    "the next (batch, second setting) pair of a two-parameter sweep",
-    ("starves_above", "past_ref", "flat"))
+    "the next (batch, second setting) pair of a two-parameter sweep: each setting's batch "
+    "search (its memory line, its noise, an earlier policy's curve scaled to it) in turn",
+    ("starves_above", "past_ref", "flat", "noise", "tolerance", "secant_noise",
+     "step_time_noise", "memory_margin", "oom_margin_gb", "memory_agree",
+     "memory_rounding_gb", "prior_drift", "prior_shape"),
+    where=("two_param.grid:next_pair",))
 # Stops.
 BELOW_MINIMUM = Rule(
     "nodes.below_minimum",
     "fewer usable nodes than the spec's min_nodes: stop and ask, never shrink the search")
 BUDGET_GAP = Rule(
     "model_perf.budget_gap",
-    "max_runs ran out with a gap or a rival within the noise beside the best: stop and ask "
-    "for up to extra_runs more",
-    ("max_runs", "extra_runs", "flat"))
+    "max_runs ran out with a gap or a rival within the noise beside the best (at a noise "
+    "above the prior, a rival the repeats did not yet tell apart): stop and ask for up to "
+    "extra_runs more",
+    ("max_runs", "extra_runs", "flat", "noise", "tolerance", "secant_noise",
+     "step_time_noise"),
+    where=("plan:runs_budget", "plan:gap_at_budget", "plan:rivals_at_budget",
+           "plan_two:unfinished_at_budget"))
 NODES_SLOWED = Rule(
     "model_perf.nodes_slowed",
     "a value read lower beyond two runs' noise, confirmed by one more run: the runs are "

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 Group = frozenset[str]
 
+# The spec's defaults (`NetworkSpec.tolerance`, `.scaling`), declared once here.
+TOLERANCE = 0.05   # a group this far below its expected TGS is degraded
+SCALING = 0.97     # TGS/device kept per doubling of nodes
+
 
 @dataclass(frozen=True)
 class Judge:
@@ -18,8 +22,8 @@ class Judge:
     result seen so far, scaled between sizes by `scaling` per doubling of nodes."""
 
     reference: float | None = None
-    tolerance: float = 0.05
-    scaling: float = 0.97
+    tolerance: float = TOLERANCE
+    scaling: float = SCALING
     # Failure-only (the SKILL.md's `-- steps=1`): a group either trains or fails; no TGS
     # is measured, so a group that ran is healthy and nothing is compared.
     failure_only: bool = False

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from sweepd.kinds.network.judge import SCALING, TOLERANCE
 from sweepd.kinds.spec import _Spec
 from sweepd.monitor.steady import steady_window
 
@@ -24,9 +25,9 @@ class NetworkSpec(_Spec):
     node_perf_sweep: int | None = Field(
         default=None, ge=1, description="node perf sweep to take the expected TGS and node "
         "verdicts from; default: the latest finished one covering these nodes")
-    tolerance: float = Field(default=0.05, gt=0, lt=0.5,
+    tolerance: float = Field(default=TOLERANCE, gt=0, lt=0.5,
                              description="a group this far below expected is degraded")
-    scaling: float = Field(default=0.97, gt=0.5, le=1.0,
+    scaling: float = Field(default=SCALING, gt=0.5, le=1.0,
                            description="TGS/device kept per doubling of nodes")
 
     @model_validator(mode="after")

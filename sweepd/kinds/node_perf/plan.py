@@ -128,27 +128,40 @@ def _params(node: str, overrides: Mapping[str, Any]) -> RunParams:
     return RunParams(alias=node, overrides=synthetic)
 
 
+def baseline_runs(spec: NodePerfSpec, nodes: Sequence[str], runs: Sequence[Run]
+                  ) -> list[NewRun]:
+    """`node_perf.baseline`: each node without its first run runs alone, all in parallel."""
+    labels = {r.label for r in runs}
+    return [NewRun(first_label(n), _params(n, spec.overrides), [n],
+                   f"1-node baseline on {n} (all nodes in parallel)", BASELINE.id)
+            for n in nodes if first_label(n) not in labels]
+
+
+def confirm_runs(spec: NodePerfSpec, nodes: Sequence[str], runs: Sequence[Run]
+                 ) -> list[NewRun]:
+    """`node_perf.confirm`: a node whose first run fell outside the healthy band runs again
+    before it is called marginal or degraded (`assess`)."""
+    found = assess(nodes, runs, spec.reference_tgs)
+    return [NewRun(confirm_label(r.node), _params(r.node, spec.overrides), [r.node],
+                   f"{r.node} ran {r.delta:+.1%} vs the median: {band(r.delta)} until a "
+                   "second run agrees", CONFIRM.id)
+            for r in found.nodes if r.needs_confirm and r.delta is not None]
+
+
 def plan(spec: NodePerfSpec, ctx: SweepContext[None]) -> Plan:
     nodes = list(ctx.nodes)
-    labels = {r.label for r in ctx.runs}
-    new = [NewRun(first_label(n), _params(n, spec.overrides), [n],
-                  f"1-node baseline on {n} (all nodes in parallel)", BASELINE.id)
-           for n in nodes if first_label(n) not in labels]
+    new = baseline_runs(spec, nodes, ctx.runs)
     if new:
         return new
     firsts = [r for r in ctx.runs if CONFIRM_SUFFIX not in r.label]
     if any(not _finished(r) for r in firsts):
         return []
-    found = assess(nodes, ctx.runs, spec.reference_tgs)
-    confirm = [NewRun(confirm_label(r.node), _params(r.node, spec.overrides), [r.node],
-                      f"{r.node} ran {r.delta:+.1%} vs the median: {band(r.delta)} until a "
-                      "second run agrees", CONFIRM.id)
-               for r in found.nodes if r.needs_confirm and r.delta is not None]
+    confirm = confirm_runs(spec, nodes, ctx.runs)
     if confirm:
         return confirm
     if open_runs(ctx.runs):
         return []
-    return finish(found)
+    return finish(assess(nodes, ctx.runs, spec.reference_tgs))
 
 
 def finish(found: Assessment) -> Finished:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from sweepd.util.rulebook import Rule, RuleBook, Threshold
 
 BASELINE = Rule("node_perf.baseline", "every node runs the model alone once, all in parallel",
-                ("min_for_median",))
+                ("min_for_median",), where=("plan:baseline_runs",))
 CONFIRM = Rule("node_perf.confirm", "a node outside the healthy band runs again before it is "
-               "called marginal or degraded", ("healthy_band", "degraded_band"))
+               "called marginal or degraded", ("healthy_band", "degraded_band"),
+               where=("plan:confirm_runs",))
 
 _PLAN = "sweepd.kinds.node_perf.plan:"
 BOOK = RuleBook("node_perf", (BASELINE, CONFIRM), (
