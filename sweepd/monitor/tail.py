@@ -125,6 +125,11 @@ class LogTailer:
         return lines
 
     @property
+    def opened(self) -> tuple[int, int] | None:
+        """(device, inode) of the file open for reading; None: none is."""
+        return self._sync_key
+
+    @property
     def stored_identity(self) -> str | None:
         """`identity` as the store keeps it: marked when the log is lost."""
         return f"{LOST}{self.identity or ''}" if self.lost else self.identity
