@@ -16,7 +16,7 @@ import pytest
 
 from sweepd.config import PolicyConfig
 from sweepd.core.follow import LogFollower
-from sweepd.core.logpass import TailClocks, read_logs
+from sweepd.core.logpass import QUIET_GRACE, TailClocks, read_logs
 from sweepd.core.states import JobState
 from sweepd.monitor.watch import LogWatch
 from sweepd.store.rows import RunParams
@@ -124,6 +124,24 @@ def test_a_heard_log_is_due_at_once_and_never_read_ahead_of_its_clock() -> None:
     assert due(1.15) == [1]     # ...and its clock reads it: the stat path stays
     clocks.hear({99})           # a job not followed: nothing made for it
     assert 99 not in clocks._clocks
+
+
+def test_a_log_quiet_for_long_is_read_at_the_pass_after_its_next_write() -> None:
+    # A job silent through a long compile: its clock backed off to 8 s. Its first step line
+    # waited for that clock; heard, it is read at the next pass.
+    policy = PolicyConfig()
+    clocks = TailClocks()
+    job = SimpleNamespace(id=1, state=JobState.RUNNING, backend_id="1")
+    read_at = 0.0
+    for _ in range(QUIET_GRACE + 4):
+        assert clocks.due_jobs([job], read_at, {}) == [job]  # type: ignore[list-item]
+        clocks.read_all([job], [False], read_at, policy)  # type: ignore[list-item]
+        read_at = clocks._clocks[1].next_at
+    assert clocks._clocks[1].interval == 16 * policy.tail_interval_s
+    now = read_at - clocks._clocks[1].interval + 0.3   # 0.3 s after the last read
+    assert clocks.due_jobs([job], now, {}) == []  # type: ignore[list-item]
+    clocks.hear({1})
+    assert clocks.due_jobs([job], now, {}) == [job]  # type: ignore[list-item]
 
 
 # -- through the pass's log reading, over a real store ------------------------------------
