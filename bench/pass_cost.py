@@ -142,7 +142,8 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
     tmp = Path(tempfile.mkdtemp(prefix="sweepd-pass-cost-"))
     try:
         store, engine, jobs = await _engine(work, tmp, Clock(1.0))
-        prof = cProfile.Profile() if profile else None
+        # CPU time of this thread, not wall: a profile that the machine's load does not move.
+        prof = cProfile.Profile(time.thread_time) if profile else None
         if parts:
             parts.on = True
         main_cpu = 0.0
@@ -201,7 +202,8 @@ async def steady(work: Path, passes: int, grow: float, tick: float,
         store, engine, jobs = await _engine(work, tmp, Clock(1.0))
         follower = engine.follower
         step, first, warm = int(jobs * grow), 0, 5
-        prof = cProfile.Profile() if profile else None
+        # CPU time of this thread, not wall: a profile that the machine's load does not move.
+        prof = cProfile.Profile(time.thread_time) if profile else None
         cpu: list[float] = []
         looks = 0
         reads = sum(follower.reads.values())
