@@ -1,9 +1,8 @@
 """A write to a log wakes its read (inotify: `monitor/watch.py`): the line is read at the
 next pass, not at the log's next tail interval, and a log whose writes are heard is no
-longer read ahead of its clock at every pass (what cost 10 points of a core at 10,000 logs,
-docs/benchmarks.md). inotify only ever makes a read earlier: without it, or for a log it
-never hears (a shared file system written by another host), the stat at the tail interval
-reads the line as before."""
+longer read ahead of its clock at every pass (docs/benchmarks.md, issue 49). inotify only
+ever makes a read earlier: without it, or for a log it never hears (a shared file system
+written by another host), the stat at the log's tail clock reads the line as before."""
 
 from __future__ import annotations
 

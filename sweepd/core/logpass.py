@@ -51,11 +51,12 @@ class TailClocks:
         return min((now - last) / 2, policy.tail_interval_s / 2)
 
     def hear(self, job_ids: Iterable[int]) -> None:
-        """Logs written to since the last pass (`LogFollower.written`): due now. Reading
-        every log at every pass (`ahead`) cost 10 points of a core at 10,000 logs where
-        most had nothing new; a log whose writes are heard is read at the pass after each
-        write, and otherwise by its clock, never ahead of it. A log on a shared file system
-        written by another host is never heard, and keeps `ahead`."""
+        """Logs written to since the last pass (`LogFollower.written`): due now, however far
+        off their clocks (a log quiet for long, backed off, is read at the pass after its
+        next line). A log whose writes are heard is read at the pass after each write, and
+        otherwise by its clock, never ahead of it: `ahead` looks at every log at every pass,
+        most with nothing new. A log on a shared file system written by another host is
+        never heard, and keeps `ahead`."""
         clocks = self._clocks
         for job_id in job_ids:
             tail = clocks.get(job_id)
