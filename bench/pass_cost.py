@@ -1,6 +1,7 @@
 """What one engine pass costs at scale, in one process (a benchmark, not a test).
 
     python bench/pass_cost.py WORK [--passes 10] [--grow 1.0] [--profile out.prof] [--parts]
+    python bench/pass_cost.py WORK --steady 0.25 [--passes 20] [--grow 0.45]
     python bench/pass_cost.py --smoke
 
 WORK is a directory `bench/monitor_scale.py --keep WORK` left (its store, its logs): the
@@ -10,7 +11,9 @@ then one `Engine.step()` runs, timed (CPU of the whole process, wall). The writi
 timed. No daemon, no socket, no other process: a figure that load moves less than the
 daemon's, for comparing two versions of the pass back to back. `--smoke` seeds 200 jobs of
 its own, times 3 passes, and fails when an idle pass makes more than `IDLE_CALLS_PER_JOB`
-Python calls per job.
+Python calls per job, or when the logs a pass looks at are not those the tail cadence says
+(`_cadence`: counted on a clock moved by hand). `--steady` keeps the logs' tail clocks and
+spaces the passes as the daemon's loop does: the cost of a pass as the daemon reads its logs.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ from sweepd.util.clock import Clock
 
 SMOKE_JOBS = 200
 # The smoke's bound on an idle pass's main-thread calls per job (200 jobs, the pass's own
-# calls included): 5.7 measured, 8.8 before the judge loop and the poll skipped unchanged
-# jobs inline (docs/benchmarks.md): that cost fails it, as would two more calls per job.
-IDLE_CALLS_PER_JOB = 7.0
+# calls included): 4.8 measured (5.7 before the follower looked its tailers up inline, 8.8
+# before the judge loop and the poll skipped unchanged jobs inline: docs/benchmarks.md);
+# either cost fails it, as would one and a quarter more calls per job.
+IDLE_CALLS_PER_JOB = 6.0
 
 
 class Parts:
@@ -94,14 +98,41 @@ class Parts:
         self.wrap(follow.LogFollower, "retain", "retain")
 
 
-def _grow(logs: Path, jobs: int, k: int) -> None:
-    """Line k of the writer's cycle appended to the first `jobs` logs (each opened and
-    closed: the engine keeps every log open, and the two together pass the fd limit)."""
+def _grow(logs: Path, jobs: int, k: int, first: int = 0, total: int | None = None) -> None:
+    """Line k of the writer's cycle appended to `jobs` logs from the `first` on (wrapping
+    round `total`), each opened and closed: the engine keeps every log open, and the two
+    together pass the fd limit."""
     _, data = _line(k)
-    for j in range(jobs):
-        fd = os.open(logs / log_name(j), os.O_WRONLY | os.O_APPEND)
+    for i in range(first, first + jobs):
+        fd = os.open(logs / log_name(i % total if total else i), os.O_WRONLY | os.O_APPEND)
         os.write(fd, data)
         os.close(fd)
+
+
+class ManualClock(Clock):
+    """Cluster time that moves only when told: the tail cadence without the machine's pace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = time.time()
+
+    def now(self) -> float:
+        return self.t
+
+
+async def _engine(work: Path, tmp: Path, clock: Clock) -> tuple[Store, Engine, int]:
+    """An engine on a copy of WORK's store, past its first passes (adopt, read the
+    backlog, plan every sweep); the number of logs."""
+    for name in ("sweepd.db", "sweepd.db-wal", "sweepd.db-shm"):
+        if (work / "state" / name).exists():
+            shutil.copy(work / "state" / name, tmp / name)
+    store = await Store.open(tmp / "sweepd.db")
+    config = Config(daemon=DaemonConfig(state_dir=tmp, socket=tmp / "s.sock"))
+    engine = Engine(store, ScaleBackend(), clock, config)
+    await engine.step()
+    while engine.changed.is_set():
+        await engine.step()
+    return store, engine, len(list((work / "logs").iterdir()))
 
 
 async def measure(work: Path, passes: int, grow: float, profile: Path | None,
@@ -110,17 +141,9 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
     `idle_calls_most`, an idle pass made at most that many calls per job."""
     tmp = Path(tempfile.mkdtemp(prefix="sweepd-pass-cost-"))
     try:
-        for name in ("sweepd.db", "sweepd.db-wal", "sweepd.db-shm"):
-            if (work / "state" / name).exists():
-                shutil.copy(work / "state" / name, tmp / name)
-        store = await Store.open(tmp / "sweepd.db")
-        config = Config(daemon=DaemonConfig(state_dir=tmp, socket=tmp / "s.sock"))
-        engine = Engine(store, ScaleBackend(), Clock(1.0), config)
-        jobs = len(list((work / "logs").iterdir()))
-        await engine.step()   # the first pass: adopt, read the backlog, plan every sweep
-        while engine.changed.is_set():
-            await engine.step()
-        prof = cProfile.Profile() if profile else None
+        store, engine, jobs = await _engine(work, tmp, Clock(1.0))
+        # CPU time of this thread, not wall: a profile that the machine's load does not move.
+        prof = cProfile.Profile(time.thread_time) if profile else None
         if parts:
             parts.on = True
         main_cpu = 0.0
@@ -164,6 +187,88 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
         await engine.close()
         await store.close()
         return complete
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def steady(work: Path, passes: int, grow: float, tick: float,
+                 parts: Parts | None = None, profile: Path | None = None) -> bool:
+    """The daemon's cadence: passes `tick` apart (as its loop sleeps between them), each
+    log's tail clock kept; before each, `grow` of the logs (the next ones round) get a line.
+    What a pass costs with the logs read as the daemon reads them (the timed passes read
+    every log), and how many logs each looks at. True when every line written was read."""
+    tmp = Path(tempfile.mkdtemp(prefix="sweepd-pass-cost-"))
+    try:
+        store, engine, jobs = await _engine(work, tmp, Clock(1.0))
+        follower = engine.follower
+        step, first, warm = int(jobs * grow), 0, 5
+        # CPU time of this thread, not wall: a profile that the machine's load does not move.
+        prof = cProfile.Profile(time.thread_time) if profile else None
+        cpu: list[float] = []
+        looks = 0
+        reads = sum(follower.reads.values())
+        for k in range(warm + passes):
+            _grow(work / "logs", step, 2000 + k, first, jobs)
+            first += step
+            await asyncio.sleep(tick)
+            if k == warm:
+                looks, reads = follower.looks, sum(follower.reads.values())
+                if parts:
+                    parts.on = True
+            c = time.process_time()
+            if prof and k >= warm:
+                prof.enable()
+            await engine.step()
+            if prof:
+                prof.disable()
+            if k >= warm:
+                cpu.append(time.process_time() - c)
+        await asyncio.sleep(engine.config.policy.tail_interval_s)
+        await engine.step()   # every line written is read by now (the clock reads the rest)
+        looks = follower.looks - looks
+        reads = sum(follower.reads.values()) - reads
+        print(f"steady, {tick:g} s between passes, {step} of {jobs} logs grew before each: "
+              f"median {statistics.median(cpu) * 1000:.0f} ms CPU a pass, "
+              f"{looks / passes:,.0f} logs looked at a pass ({looks / passes / jobs:.2f} a log), "
+              f"{reads / passes:,.0f} read (load {os.getloadavg()[0]:.2f})")
+        if parts:
+            for label, ms in parts.ms.items():
+                print(f"  {label:<36} {ms / passes:7.1f} ms")
+        if prof and profile:
+            prof.dump_stats(profile)
+        await engine.close()
+        await store.close()
+        return reads == step * passes
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _cadence(work: Path) -> bool:
+    """Counted, on a clock moved by hand (a 0.5 s tail interval): a pass 0.1 s after every
+    log was read, with a fifth of them written to since, looks at that fifth (their writes
+    were heard: read at the next pass, not half a second later); a pass 0.4 s after, nothing
+    written, looks at none (a log whose writes are heard is not read ahead of its clock,
+    where before every log was read at every pass); at 0.55 s the clock looks at the rest
+    (the stat path stays, for what inotify does not hear)."""
+    tmp = Path(tempfile.mkdtemp(prefix="sweepd-pass-cost-"))
+    try:
+        clock = ManualClock()
+        store, engine, jobs = await _engine(work, tmp, clock)
+        follower, logs, fifth = engine.follower, work / "logs", jobs // 5
+        _grow(logs, jobs, 3000)   # every log written to since it was opened: heard
+        looked: list[int] = []
+        for gap, written in ((1.0, 0), (0.1, fifth), (0.3, 0), (0.15, 0)):
+            _grow(logs, written, 3001)
+            clock.t += gap
+            before = follower.looks
+            await engine.step()
+            looked.append(follower.looks - before)
+        want = [jobs, fifth, 0, jobs - fifth]
+        print(f"cadence: logs looked at by a pass that reads them all, and passes 0.1, 0.4, "
+              f"0.55 s after it: {looked} (want {want})")
+        await engine.close()
+        await store.close()
+        return looked == want
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -213,6 +318,9 @@ def main() -> int:
     p.add_argument("--passes", type=int, default=10)
     p.add_argument("--grow", type=float, default=1.0, help="fraction of logs grown per pass")
     p.add_argument("--profile", type=Path, help="cProfile the timed passes into this file")
+    p.add_argument("--steady", type=float, metavar="TICK_S",
+                   help="passes TICK_S apart, the logs' tail clocks kept (the daemon's "
+                        "cadence; default: every log due at every timed pass)")
     p.add_argument("--parts", action="store_true",
                    help="main-thread CPU of the pass's parts (patches a few functions)")
     args = p.parse_args()
@@ -222,10 +330,13 @@ def main() -> int:
     if args.smoke:
         with tempfile.TemporaryDirectory(prefix="sweepd-pass-cost-smoke-") as tmp:
             _smoke_work(Path(tmp), SMOKE_JOBS)
-            return 0 if asyncio.run(measure(Path(tmp), 3, args.grow, None, parts,
-                                            IDLE_CALLS_PER_JOB)) else 1
+            ok = asyncio.run(measure(Path(tmp), 3, args.grow, None, parts, IDLE_CALLS_PER_JOB))
+            return 0 if ok and asyncio.run(_cadence(Path(tmp))) else 1
     if args.work is None:
         p.error("WORK (a monitor_scale.py --keep directory) is required")
+    if args.steady is not None:
+        return 0 if asyncio.run(steady(args.work, args.passes, args.grow, args.steady, parts,
+                                       args.profile)) else 1
     return 0 if asyncio.run(measure(args.work, args.passes, args.grow, args.profile,
                                     parts)) else 1
 

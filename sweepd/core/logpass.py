@@ -5,7 +5,7 @@ their facts stored in one transaction."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sweepd.clusters.base import JobStatus
@@ -26,6 +26,9 @@ class _TailClock:
     next_at: float = 0.0
     interval: float = 0.0
     quiet: int = 0  # reads in a row that found nothing
+    # A write to the log was heard (inotify): its writes wake it, so it is not read ahead
+    # of its clock (`TailClocks.ahead`); the clock stays, for what inotify does not hear.
+    heard: bool = False
 
 
 class TailClocks:
@@ -46,6 +49,19 @@ class TailClocks:
         if last is None or now <= last:
             return 0.0
         return min((now - last) / 2, policy.tail_interval_s / 2)
+
+    def hear(self, job_ids: Iterable[int]) -> None:
+        """Logs written to since the last pass (`LogFollower.written`): due now, however far
+        off their clocks (a log quiet for long, backed off, is read at the pass after its
+        next line). A log whose writes are heard is read at the pass after each write, and
+        otherwise by its clock, never ahead of it: `ahead` looks at every log at every pass,
+        most with nothing new. A log on a shared file system written by another host is
+        never heard, and keeps `ahead`."""
+        clocks = self._clocks
+        for job_id in job_ids:
+            tail = clocks.get(job_id)
+            if tail is not None:   # none: not followed (yet, or any longer)
+                tail.heard, tail.next_at = True, 0.0
 
     def due(self, job: Job, now: float, finished: bool) -> bool:
         tail = self._clocks.get(job.id)
@@ -69,7 +85,7 @@ class TailClocks:
                  statuses: dict[str, JobStatus], ahead: float = 0.0) -> list[Job]:
         """`due` of every job, in one loop (10,000 jobs a pass: a call each cost more than
         the test), a log falling due within `ahead` counted due now. A job the scheduler
-        says has finished is due at once."""
+        says has finished is due at once. A log whose writes are heard is never early."""
         clocks, out = self._clocks, []
         submitting = JobState.SUBMITTING
         by = now + ahead
@@ -79,7 +95,7 @@ class TailClocks:
                 tail = clocks[job.id] = _TailClock()
             if job.state == submitting:
                 continue
-            if by >= tail.next_at:
+            if (now if tail.heard else by) >= tail.next_at:
                 out.append(job)
             elif statuses:   # the scheduler is asked once a minute: most passes, no word
                 status = statuses.get(job.backend_id or "")
@@ -135,6 +151,7 @@ async def _read_logs(store: Store, follower: LogFollower, clocks: TailClocks,
                      policy: PolicyConfig, now: float, jobs: Sequence[Job],
                      statuses: dict[str, JobStatus], checkpoint: Callable[[], Awaitable[None]],
                      stopped: Callable[[], bool]) -> bool:
+    clocks.hear(follower.written())
     due = clocks.due_jobs(jobs, now, statuses, clocks.ahead(now, policy))
     chunks = await follower.read_chunks(due, checkpoint, stopped)
     written = [c for c in chunks if c is not None]

@@ -60,6 +60,9 @@ class LogTailer:
         self._sync_identity: str | None = None
         # (st_dev, st_ino) of the open file: a stat that shows it needs no identity check.
         self._sync_key: tuple[int, int] | None = None
+        # A file was opened for reading (the first, or another: the log was replaced) since
+        # the owner last cleared this: the follower watches it for writes (`monitor/watch`).
+        self.opened_anew = False
         # (size, mtime in ns, inode, device) the path showed when the last read left nothing
         # to read (every complete line returned; at most a partial one waits for its
         # newline): a stat that shows the same again is the whole of the next call.
@@ -158,6 +161,7 @@ class LogTailer:
             self._check_identity(f"{fst.st_dev}:{fst.st_ino}", fst.st_size)
             self._sync_file, self._sync_identity = f, self.identity
             self._sync_key = (fst.st_dev, fst.st_ino)
+            self.opened_anew = True
             st = fst
         self.lost = self.detached = None
         self.mtime = st.st_mtime
