@@ -142,6 +142,9 @@ def test_every_number_a_rules_decision_reads_is_in_its_list() -> None:
     assert {k: v for k, v in unlisted.items() if v} == {}
     # Every rule's decision is found in the code (a scan finding none would pass anything).
     assert {r.id for r in rules.BOOK.rules} - set(got.sites) == set()
+    # No number read on the way is one the book does not list (13 were, the proposers' and
+    # the quiet caveat's among them, before they were registered).
+    assert got.unknown == {}
 
 
 def test_the_scan_follows_the_winner_rule_into_the_modules_it_reads() -> None:

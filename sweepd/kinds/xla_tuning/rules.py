@@ -55,11 +55,12 @@ ON_LEADER = _r("wave.on_leader", "with the option `on_leader`: at few runs, a le
        "max_flags", "max_queue_hours", "on_leader")
 TPE = _r("wave.tpe", "with the proposer option `tpe` (not the default): Optuna's TPE, refitted "
          "to the board at each plan, proposes a wave's exploring runs", "wave_size",
-       "max_flags")
+       "max_flags", "tpe_slots", "tpe_failed", "tpe_asks")
 SURROGATE = _r("wave.surrogate", "with the proposer option `surrogate` (not the default): a "
                "Bayesian linear model of the board proposes a wave's exploring runs, best upper "
                "bound first", "wave_size",
-       "max_flags")
+       "max_flags", "surrogate_kappa", "surrogate_pool", "surrogate_family_sd",
+       "surrogate_value_sd", "surrogate_wave")
 POLISH_VALUE = _r("wave.polish_value", "endgame: a neighbour value of one of the leader's "
                   "flags", "polish",
        "max_flags", "positive")
@@ -123,7 +124,7 @@ QUIET = _r("verdict.quiet", "at any verdict, the runs measured `quiet` of `noise
            "(their steps, their repeats): the verdict says so, with the noise that would let "
            "the search read them and the gains clear of it (a caveat: decides nothing)",
            "quiet", "noise", "quiet_readings", "quiet_steps", "quiet_margin", "quiet_floor",
-       "bounded_gain")
+       "bounded_gain", "z95", "prior_df", "quiet_shown", "quiet_step")
 REPORT = _r("claim.report", "runs of the proposal and the baseline made after it was "
             "decided, which its reported gain is read from", "report_runs",
        "max_queue_hours", "win")
@@ -136,7 +137,7 @@ NOT_APPLIED_RETRY = _r("failure.not_applied_retry", "a profile the job did not a
        "max_flakes")
 FLAKE_RETRY = _r("failure.flake_retry", "a flaky failure runs again", "max_flakes")
 NOT_APPLIED = _r("xla.not_applied", "profiles not applied, all the same way: stop and ask",
-                 "not_applied_limit")
+                 "not_applied_limit", "max_line")
 # The checks before each wave and at submission.
 SLOT_UNRESOLVED = _r("preflight.slot_unresolved", "the cluster slot names no nodes yet: stop")
 NODES_FROZEN = _r("nodes.frozen", "a node of the frozen nodelist out of use: stop, never "
@@ -154,33 +155,33 @@ WINNER = _r("stop.winner", "stop rule 1: a confirmed recipe at least win faster,
        "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n", "drift",
        "fresh_n", "max_flags", "max_queue_hours", "near_base_n", "near_fresh", "part_n",
        "part_z", "part_z_drop", "part_z_keep", "pool_gate", "report_runs",
-       "selecting_overstate", "wave6_n", "z_clear", "z_near", "z_one")
+       "selecting_overstate", "wave6_n", "z_clear", "z_near", "z_one", "z95")
 BOUNDED = _r("stop.bounded", "stop rule 2: at least bounded_count profiles, none above "
              "bounded_gain", "bounded_gain", "bounded_count", "bounded_question", "fresh_n",
              "bounded_base_n", "base_floor",
        "confirm_base_n", "drift", "family_gaps", "max_flags", "max_queue_hours",
        "min_fresh", "near_base_n", "near_fresh", "part_n", "part_z", "part_z_drop",
        "part_z_keep", "pool_gate", "regress", "report_runs", "selecting_overstate",
-       "spare_runs", "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one")
+       "spare_runs", "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one", "z95")
 CATALOG_EXHAUSTED = _r("stop.catalog_exhausted", "the catalog ran out before either rule "
                        "held", "bounded_count",
        "bounded_gain", "bounded_question", "confirm_base_n", "drift", "family_gaps",
        "fresh_n", "max_flags", "max_queue_hours", "min_fresh", "near_base_n", "near_fresh",
        "part_n", "part_z", "part_z_drop", "part_z_keep", "pool_gate", "regress",
        "report_runs", "selecting_overstate", "spare_runs", "stop", "wave6_n", "wave_size",
-       "win", "win_margin", "z_clear", "z_near", "z_one")
+       "win", "win_margin", "z_clear", "z_near", "z_one", "z95")
 TIMEBOX = _r("stop.timebox", "stop rule 3: the queue time ran out", "max_queue_hours",
              "selecting_overstate",
        "base_floor", "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n",
        "drift", "fresh_n", "max_flags", "min_fresh", "near_base_n", "near_fresh", "part_n",
        "part_z", "part_z_drop", "part_z_keep", "pool_gate", "regress", "report_runs",
-       "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one")
+       "wave6_n", "win", "win_margin", "z_clear", "z_near", "z_one", "z95")
 MAX_RUNS = _r("stop.max_runs", "the spec's run budget ran out",
        "base_floor", "bounded_count", "bounded_gain", "bounded_question", "confirm_base_n",
        "drift", "fresh_n", "max_flags", "max_queue_hours", "min_fresh", "near_base_n",
        "near_fresh", "part_n", "part_z", "part_z_drop", "part_z_keep", "pool_gate",
        "regress", "report_runs", "selecting_overstate", "wave6_n", "win", "win_margin",
-       "z_clear", "z_near", "z_one")
+       "z_clear", "z_near", "z_one", "z95")
 
 # Where a rule decides, for a rule some function only cites (in a note, a caveat, a label)
 # or compares a run's rule with: its deciding functions (`module:function` in the kind). The
@@ -276,6 +277,32 @@ THRESHOLDS = (
        "profiles not applied alike before the sweep stops"),
     _t("shown_jobs", "sweepd.kinds.xla_tuning.runs.preflight:SHOWN_JOBS",
        "other users' jobs the pre-flight lists"),
+    _t("z95", "sweepd.kinds.xla_tuning.evidence.board:Z95",
+       "two-sided 95 %: a verdict's gain interval (widened to Student's t)"),
+    _t("prior_df", "sweepd.kinds.xla_tuning.evidence.board_build:PRIOR_DF",
+       "the prior noise weighs as much as this many degrees of freedom of repeats"),
+    _t("quiet_shown", "sweepd.kinds.xla_tuning.verdict.quiet:SHOWN",
+       "gains clear of the measured noise the quiet caveat names, the best first"),
+    _t("quiet_step", "sweepd.kinds.xla_tuning.verdict.quiet:SUGGEST_STEP",
+       "the noise suggested is rounded up to this"),
+    _t("surrogate_kappa", "sweepd.kinds.xla_tuning.waves.surrogate_proposals:KAPPA",
+       "the surrogate's upper bound: mean plus this many sd"),
+    _t("surrogate_pool", "sweepd.kinds.xla_tuning.waves.surrogate_proposals:POOL",
+       "families, best upper bound first, whose recipes the surrogate ranks"),
+    _t("surrogate_family_sd", "sweepd.kinds.xla_tuning.waves.surrogate_proposals:FAMILY_SD",
+       "the surrogate's prior sd (log TGS) of setting a flag family at all"),
+    _t("surrogate_value_sd", "sweepd.kinds.xla_tuning.waves.surrogate_proposals:VALUE_SD",
+       "the surrogate's prior sd of one value on top of its family"),
+    _t("surrogate_wave", "sweepd.kinds.xla_tuning.waves.surrogate_proposals:WAVE",
+       "exploring runs the surrogate proposes a wave"),
+    _t("tpe_slots", "sweepd.kinds.xla_tuning.waves.tpe_proposals:SLOTS",
+       "flag slots of a recipe TPE proposes"),
+    _t("tpe_failed", "sweepd.kinds.xla_tuning.waves.tpe_proposals:FAILED",
+       "the value TPE is told for a recipe that did not run (OOM, unknown flag)"),
+    _t("tpe_asks", "sweepd.kinds.xla_tuning.waves.tpe_proposals:ASKS",
+       "suggestions asked per proposal wanted before TPE gives up on new recipes"),
+    _t("max_line", "sweepd.kinds.xla_tuning.evidence.logread:_MAX_LINE",
+       "a log line is read up to this many characters (no quadratic work on hostile logs)"),
 )
 
 BOOK = RuleBook("xla_tuning", (
