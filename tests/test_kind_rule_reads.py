@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
+from sweepd.kinds.network import isolation
+from sweepd.kinds.node_perf import plan as node_plan
 from sweepd.util.rulebook import RuleBook
 from tests.rule_reads import Reads, rule_reads
 
@@ -42,15 +45,19 @@ def test_every_number_a_rules_decision_reads_is_in_its_list(name: str) -> None:
     assert got.unknown == {}
 
 
+def _site(func: Callable[..., object]) -> str:
+    """A function as the scan names the place a rule decides: `module:qualname`."""
+    return f"{func.__module__}:{func.__qualname__}"
+
+
 def test_the_scan_reads_what_each_kinds_rules_decide_with() -> None:
     # What each kind's rules read, so that a scan gone blind fails here and not silently.
     node = _reads("node_perf")
-    assert node.sites["node_perf.confirm"] == {"sweepd.kinds.node_perf.plan:confirm_runs"}
+    assert node.sites["node_perf.confirm"] == {_site(node_plan.confirm_runs)}
     assert node.reads["node_perf.confirm"] == {"healthy_band", "degraded_band"}
     network = _reads("network")
     assert network.reads["network.cross"] == {"max_block_splits"}
-    assert network.sites["network.confirm"] == {
-        "sweepd.kinds.network.isolation:_Wave.confirm"}
+    assert network.sites["network.confirm"] == {_site(isolation._Wave.confirm)}
     sweep = _reads("model_sweep")
     assert sweep.reads["model_sweep.all_fail"] == {"all_fail_jobs", "all_fail_models"}
 

@@ -14,9 +14,9 @@ from sweepd.core.states import JobState
 from sweepd.monitor.tail import is_lost
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
-from sweepd.util.clock import Clock
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
+from tests.support.clock import HandClock
 
 # A hang limit far below the job's remaining run: silence unobserved would be "hung".
 POLICY = "\n[policy]\nhang_timeout_s = 30\n"
@@ -70,17 +70,6 @@ async def test_a_log_gone_across_a_restart_is_judged_by_the_scheduler(tmp_path: 
 
 # -- a log not there yet (deterministic, the follower over a real store) -----------------
 
-class _Clock(Clock):
-    """Cluster time that moves only when told (the grace is measured on it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.t = 1_000.0
-
-    def now(self) -> float:
-        return self.t
-
-
 async def _running(store: Store, log: Path, now: float) -> int:
     """A job the scheduler says runs, whose log the follower has never seen."""
     sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
@@ -109,7 +98,7 @@ async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
     # The scheduler says RUNNING before the job's log exists (a slow start on a loaded
     # machine): no loss to tell. This was told, then the real loss across a restart was
     # told a second time (the first lost mark was cleared once the log appeared).
-    clock = _Clock()
+    clock = HandClock(1_000.0)
     log = tmp_path / "job.log"
     sweep_id = await _running(store, log, clock.now())
     follower = LogFollower(store, clock, missing_grace_s=30)
@@ -131,7 +120,7 @@ async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
 
 async def test_a_log_never_there_for_the_hang_limit_is_lost_and_told_once(
         store: Store, tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = HandClock(1_000.0)
     sweep_id = await _running(store, tmp_path / "never.log", clock.now())
     follower = LogFollower(store, clock, missing_grace_s=30)
     clock.t += 29

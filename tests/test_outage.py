@@ -9,16 +9,7 @@ from pathlib import Path
 from sweepd.core.outage import CONTROLLER_DOWN_KEY, ControllerOutage
 from sweepd.core.states import SweepState
 from sweepd.store.store import Store
-from sweepd.util.clock import Clock
-
-
-class _Clock(Clock):
-    def __init__(self, at: float) -> None:
-        super().__init__()
-        self.at = at
-
-    def now(self) -> float:
-        return self.at
+from tests.support.clock import HandClock
 
 
 async def test_an_outage_past_its_limit_returns_a_stop_per_running_sweep_and_survives_a_restart(
@@ -28,16 +19,16 @@ async def test_an_outage_past_its_limit_returns_a_stop_per_running_sweep_and_sur
         running = await store.sweeps.create("model-perf", "a", {"kind": "model-perf"})
         await store.sweeps.transition(running, SweepState.RUNNING, "started")
         await store.sweeps.create("model-perf", "b", {"kind": "model-perf"})   # still queued
-        clock = _Clock(1000.0)
+        clock = HandClock(1000.0)
         outage = ControllerOutage(store, clock, limit_s=600.0)
         await outage.contact(900.0)   # the last answer: the outage runs from here
-        clock.at = 1000.0
+        clock.t = 1000.0
         first = await outage.gone("sbatch: timed out")
         assert (first.notify, first.stops) == (True, [])
         assert [e.rule for e in await store.events.of_sweep(running) if e.kind == "note"] == [
             "controller.wait"]
         # A new process reads the outage's start from the store: 700 s > the limit.
-        clock.at = 1600.0
+        clock.t = 1600.0
         later = ControllerOutage(store, clock, limit_s=600.0)
         await later.load()
         assert later.since == 900.0

@@ -5,6 +5,7 @@ report says so."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +58,13 @@ async def test_a_done_sweep_gives_train_env_sh_back(slurm_env: dict[str, str],
     assert (repo / "train_env.sh").read_text() == original
     # What the run says of train_env.sh (the report's table beside it holds job ids): its
     # arms removed, then the file found clean, and the report's "In your files" again.
-    check_golden(GOLDEN / "slurm_profiles_cleanup" / "done_lines.txt", scrubbed("".join(
-        f"{line}\n" for line in text.splitlines() if "train_env.sh" in line), repo=repo))
+    said = scrubbed("".join(f"{line}\n" for line in text.splitlines()
+                            if "train_env.sh" in line), repo=repo)
+    # How many arms the sweep wrote depends on how far its waves got before the verdict
+    # (3 or 4 on a loaded machine): the wording is the golden's, the count and names not.
+    said = re.sub(r"removed the sweep's \d+ TUNE_PROFILE arm\(s\) from (\S+) \([^)]*\)",
+                  r"removed the sweep's <n> TUNE_PROFILE arm(s) from \1 (<arms>)", said)
+    check_golden(GOLDEN / "slurm_profiles_cleanup" / "done_lines.txt", said)
     store = await open_store(config)
     try:
         rules = [e.rule for e in await store.events.of_sweep(1)]

@@ -20,7 +20,7 @@ from sweepd.core.states import JobState
 from sweepd.monitor.watch import LogWatch
 from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
-from sweepd.util.clock import Clock
+from tests.support.clock import HandClock
 
 STEP = b"0: completed step: 7, seconds: 1.000, TFLOP/s/device: 400.0, Tokens/s/device: 1400.0\n"
 
@@ -145,15 +145,6 @@ def test_a_log_quiet_for_long_is_read_at_the_pass_after_its_next_write() -> None
 
 # -- through the pass's log reading, over a real store ------------------------------------
 
-class _Clock(Clock):
-    def __init__(self) -> None:
-        super().__init__()
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-
 async def _running(store: Store, log: Path) -> None:
     sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
     run = await store.runs.add(sweep_id, "per_device_batch_size=8",
@@ -170,7 +161,7 @@ async def _offsets_after_passes(store: Store, log: Path, watch: bool,
     """The job's stored log offset after each pass at these times; a line is written after
     the first pass."""
     await _running(store, log)
-    clock, clocks, policy = _Clock(), TailClocks(), PolicyConfig()
+    clock, clocks, policy = HandClock(), TailClocks(), PolicyConfig()
     follower = LogFollower(store, clock, missing_grace_s=30, watch=watch)
 
     async def checkpoint() -> None:
