@@ -161,6 +161,7 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
         if parts:
             parts.on = True
         main_cpu = 0.0
+        main: list[float] = []
         cpu: list[float] = []
         wall: list[float] = []
         complete = True
@@ -178,7 +179,8 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
             if prof:
                 prof.disable()
             cpu.append(time.process_time() - c)
-            main_cpu += time.thread_time() - m
+            main.append(time.thread_time() - m)
+            main_cpu += main[-1]
             wall.append(time.perf_counter() - t)
             reads = sum(engine.follower.reads.values()) - reads
             complete = complete and reads == step
@@ -188,6 +190,13 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
               f"median: {statistics.median(cpu) * 1000:.0f} ms CPU, "
               f"{statistics.median(wall) * 1000:.0f} ms wall per pass "
               f"(load {os.getloadavg()[0]:.2f})")
+        if grow:
+            # Each log that grew got one line: a pass's CPU over its lines, the per-job walk
+            # (due, judge, poll) included, as the daemon pays it at one line a log a pass.
+            lines = int(jobs * grow)
+            print(f"a line: {statistics.median(cpu) / lines * 1e6:.1f} us CPU, "
+                  f"{statistics.median(main) / lines * 1e6:.1f} us of it the main thread's "
+                  f"(medians over the passes)")
         if parts:
             n = len(cpu)
             print(f"per pass: process {sum(cpu) / n * 1000:.0f} ms CPU, main thread "
@@ -245,7 +254,8 @@ async def steady(work: Path, passes: int, grow: float, tick: float,
         print(f"steady, {tick:g} s between passes, {step} of {jobs} logs grew before each: "
               f"median {statistics.median(cpu) * 1000:.0f} ms CPU a pass, "
               f"{looks / passes:,.0f} logs looked at a pass ({looks / passes / jobs:.2f} a log), "
-              f"{reads / passes:,.0f} read (load {os.getloadavg()[0]:.2f})")
+              f"{reads / passes:,.0f} read (load {os.getloadavg()[0]:.2f}); "
+              f"{statistics.median(cpu) / step * 1e6 if step else 0:.1f} us CPU a line written")
         if parts:
             for label, ms in parts.ms.items():
                 print(f"  {label:<36} {ms / passes:7.1f} ms")
