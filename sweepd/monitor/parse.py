@@ -106,8 +106,8 @@ def _trie_pattern(words: set[str]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-# Whether a lowered line holds any needle, in one search: half the time of testing the forty
-# needles one by one, on every line that is no other fact (most lines of every log).
+# Whether a lowered line holds any needle, in one search: a third less time than testing the
+# forty needles one by one, on every line that is no other fact (most lines of every log).
 _ANY_NEEDLE = re.compile(_trie_pattern(set(_NEEDLES)))
 
 
@@ -253,8 +253,7 @@ def as_evidence(line: str) -> str:
 
 
 def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
-    if _ANY_NEEDLE.search(body.lower()) is None:
-        return None   # the usual line: no row's needle, so no row's pattern is searched
+    """A line that holds some row's needle (`parse_line` searched for them first)."""
     found = match_signature(body)
     if found is None or is_false_positive(body):
         return None
