@@ -12,7 +12,8 @@ timed. No daemon, no socket, no other process: a figure that load moves less tha
 daemon's, for comparing two versions of the pass back to back. `--smoke` seeds 200 jobs of
 its own, times 3 passes, and fails when an idle pass makes more than `IDLE_CALLS_PER_JOB`
 Python calls per job, or when the logs a pass looks at are not those the tail cadence says
-(`_cadence`: counted on a clock moved by hand). `--steady` keeps the logs' tail clocks and
+(`_cadence`: counted on a clock moved by hand), or when a new line makes more than
+`LINE_CALLS`. `--steady` keeps the logs' tail clocks and
 spaces the passes as the daemon's loop does: the cost of a pass as the daemon reads its logs.
 """
 
@@ -33,7 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scale_backend import ScaleBackend, _line, _preamble, log_name  # this script's directory
+from scale_backend import (  # this script's directory
+    LINES_PER_STEP,
+    ScaleBackend,
+    _line,
+    _preamble,
+    log_name,
+)
 
 from sweepd.config import Config, DaemonConfig
 from sweepd.core.engine import Engine
@@ -48,6 +55,12 @@ SMOKE_JOBS = 200
 # before the judge loop and the poll skipped unchanged jobs inline: docs/benchmarks.md);
 # either cost fails it, as would one and a quarter more calls per job.
 IDLE_CALLS_PER_JOB = 6.0
+# The smoke's bound on the main-thread Python calls a new line costs (passes where every log
+# grew one line, over the writer's cycle of four: a rank-0 step line, rank 1's, two lines
+# that say nothing; `--parts`' wrappers included): at 10,000 jobs at 1 line/s the lines are
+# nearly all of the daemon's CPU (docs/benchmarks.md). 15.1 measured (21.9 before the line
+# path was cut); counted work, not time: one call more per line fails it.
+LINE_CALLS = 16.0
 
 
 class Parts:
@@ -90,6 +103,7 @@ class Parts:
         self.wrap(ActiveJobs, "jobs", "active_jobs")
         self.wrap(engine, "poll", "poll")
         self.wrap(engine, "read_logs", "read_logs (all of the log part)")
+        self.wrap(follow, "_read_all", "  _read_all (reading thread)")
         self.wrap(follow.LogFollower, "read_chunks", "  read_chunks (chunks, parse)")
         self.wrap(follow, "facts_of", "    facts_of (parse)")
         self.wrap(JobsTable, "record_logs", "  record_logs (main thread)")
@@ -147,6 +161,7 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
         if parts:
             parts.on = True
         main_cpu = 0.0
+        main: list[float] = []
         cpu: list[float] = []
         wall: list[float] = []
         complete = True
@@ -164,7 +179,8 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
             if prof:
                 prof.disable()
             cpu.append(time.process_time() - c)
-            main_cpu += time.thread_time() - m
+            main.append(time.thread_time() - m)
+            main_cpu += main[-1]
             wall.append(time.perf_counter() - t)
             reads = sum(engine.follower.reads.values()) - reads
             complete = complete and reads == step
@@ -174,6 +190,13 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
               f"median: {statistics.median(cpu) * 1000:.0f} ms CPU, "
               f"{statistics.median(wall) * 1000:.0f} ms wall per pass "
               f"(load {os.getloadavg()[0]:.2f})")
+        if grow:
+            # Each log that grew got one line: a pass's CPU over its lines, the per-job walk
+            # (due, judge, poll) included, as the daemon pays it at one line a log a pass.
+            lines = int(jobs * grow)
+            print(f"a line: {statistics.median(cpu) / lines * 1e6:.1f} us CPU, "
+                  f"{statistics.median(main) / lines * 1e6:.1f} us of it the main thread's "
+                  f"(medians over the passes)")
         if parts:
             n = len(cpu)
             print(f"per pass: process {sum(cpu) / n * 1000:.0f} ms CPU, main thread "
@@ -184,6 +207,7 @@ async def measure(work: Path, passes: int, grow: float, profile: Path | None,
             prof.dump_stats(profile)
         if idle_calls_most is not None:
             complete = complete and await _idle_calls(engine, jobs, idle_calls_most)
+            complete = await _line_calls(engine, work / "logs", jobs, LINE_CALLS) and complete
         await engine.close()
         await store.close()
         return complete
@@ -230,7 +254,8 @@ async def steady(work: Path, passes: int, grow: float, tick: float,
         print(f"steady, {tick:g} s between passes, {step} of {jobs} logs grew before each: "
               f"median {statistics.median(cpu) * 1000:.0f} ms CPU a pass, "
               f"{looks / passes:,.0f} logs looked at a pass ({looks / passes / jobs:.2f} a log), "
-              f"{reads / passes:,.0f} read (load {os.getloadavg()[0]:.2f})")
+              f"{reads / passes:,.0f} read (load {os.getloadavg()[0]:.2f}); "
+              f"{statistics.median(cpu) / step * 1e6 if step else 0:.1f} us CPU a line written")
         if parts:
             for label, ms in parts.ms.items():
                 print(f"  {label:<36} {ms / passes:7.1f} ms")
@@ -297,6 +322,31 @@ async def _idle_calls(engine: Engine, jobs: int, most: float) -> bool:
     print(f"idle pass: {calls:,} Python calls on the main thread, {per_job:.1f} per job "
           f"(at most {most:g})")
     return per_job <= most
+
+
+async def _line_calls(engine: Engine, logs: Path, jobs: int, most: float) -> bool:
+    """Python calls on the main thread per new line: four passes, every log grown by the
+    next line of the writer's cycle before each (every log due). What a pass spends per line
+    is the daemon's cost at 10,000 jobs at 1 line/s; this counts it, so a test can bound it."""
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    for k in range(LINES_PER_STEP):
+        _grow(logs, jobs, 4000 + k)
+        engine.tail_clocks.clear()
+        sys.setprofile(count)
+        try:
+            await engine.step()
+        finally:
+            sys.setprofile(None)
+    per_line = calls / (jobs * LINES_PER_STEP)
+    print(f"lines: {calls:,} Python calls on the main thread for {jobs * LINES_PER_STEP:,} "
+          f"lines, {per_line:.1f} per line (at most {most:g})")
+    return per_line <= most
 
 
 def _smoke_work(work: Path, jobs: int) -> None:

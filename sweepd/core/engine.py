@@ -182,7 +182,10 @@ class Engine:
             self._since_yield = 0
             await asyncio.sleep(0)
             self._yielded_at = time.monotonic()
-        if self.stop_requested():
+        # `stop_requested`, inline: a checkpoint is made before each log with new lines,
+        # thousands a pass.
+        stopping = self.stopping
+        if stopping is not None and stopping.is_set():
             raise PassStopped
 
     async def _pass(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ log = structlog.get_logger("sweepd.core.kind_facts")
 
 if TYPE_CHECKING:
     from sweepd.store.store import Store
+
+_TEXT = itemgetter(1)   # a line's text, of (offset, text)
 
 
 def hook_of(kind: str | None) -> JobFacts | None:
@@ -54,7 +57,9 @@ class KindFacts:
         hook = self._hooks.get(job.sweep_id)
         if hook is None or not lines:
             return
-        new = hook.lines(job.facts, [text for _, text in lines])
+        # Called for every log with new lines, thousands a pass: no JSON to read while the
+        # job has no facts yet (the usual running job), the texts taken without a loop.
+        new = hook.lines(job.facts if job.facts_json else {}, list(map(_TEXT, lines)))
         if new is not None:
             fields["facts_json"] = facts_text(new)
 

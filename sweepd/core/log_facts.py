@@ -49,12 +49,6 @@ class LogChunk:
     written_at: float | None = None
 
 
-def _other_rank_step(line: str) -> bool:
-    """A step line of rank > 0: identical to rank 0's, not worth parsing (cheap check)."""
-    head = line[:24]
-    return "completed step:" in head and not head.startswith(("0: ", "completed"))
-
-
 def _other_fact(job: Job, out: LogChunk, fact: LineFact, offset: int, line: str, phase: str,
                 node_map: dict[int, str] | None) -> tuple[str, dict[int, str] | None]:
     """A fact other than a step into the chunk: (the phase, the node map) after it."""
@@ -94,7 +88,10 @@ def facts_of(job: Job, lines: list[tuple[int, str]]) -> LogChunk:
     phase = job.phase if job.phase != _PROLOG else _PREFLIGHT
     last_step = job.last_step
     for offset, line in lines:
-        if _other_rank_step(line):
+        # A step line of rank > 0 is identical to rank 0's: not parsed (a cheap look at its
+        # head, inline: every line of every log passes here).
+        head = line[:24]
+        if "completed step:" in head and not head.startswith(("0: ", "completed")):
             continue
         fact = parse_line(line)
         if fact is None:

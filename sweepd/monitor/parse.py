@@ -89,21 +89,38 @@ _NEEDLES = tuple(sorted(n for n in {s.needle for s in SIGNATURES}
                         if not any(o != n and o in n for o in {s.needle for s in SIGNATURES})))
 
 
-def strip_line(raw: str) -> tuple[int | None, str, str]:
-    """(rank, line without ANSI/CRLF, same line also without the rank prefix)."""
-    line = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip("\r\n")
-    m = _RANK.match(line)
-    if m is None:
-        return None, line, line
-    return int(m.group(1)), line, line[m.end():]
+def _trie_pattern(words: set[str]) -> str:
+    """An alternation of `words` as a prefix tree (`ab|ac` as `a(?:b|c)`): it finds a word
+    where the plain alternation does, trying one branch per character instead of every word
+    at every position."""
+    heads: dict[str, set[str]] = {}
+    for word in words:
+        heads.setdefault(word[:1], set()).add(word[1:])
+    branches = []
+    for head in sorted(h for h in heads if h):
+        rest = heads[head]
+        tail = _trie_pattern(rest - {""}) if rest - {""} else ""
+        if tail and "" in rest:
+            tail = f"(?:{tail})?"
+        branches.append(re.escape(head) + tail)
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+# Whether a lowered line holds any needle, in one search: a third less time than testing the
+# forty needles one by one, on every line that is no other fact (most lines of every log).
+_ANY_NEEDLE = re.compile(_trie_pattern(set(_NEEDLES)))
 
 
 def parse_line(raw: str) -> LineFact | None:
-    rank, full, body = strip_line(raw)
+    # The line without ANSI codes and CR/LF (`full`), and without its `srun -l` rank prefix
+    # (`body`); inline, as the rest: a monitor parses every line of thousands of logs.
+    full = (_ANSI.sub("", raw) if "\x1b" in raw else raw).rstrip("\r\n")
+    m = _RANK.match(full)
+    rank, body = (None, full) if m is None else (int(m.group(1)), full[m.end():])
     if not body.strip():
         return None
-    # Each parser only where its keyword is (the same tests they make first): a monitor
-    # parses every line of thousands of logs, and most lines are none of these.
+    # Each parser only where its keyword is (the same tests they make first): most lines
+    # are none of these, and an `in` costs a fraction of a call.
     fact: LineFact | None
     if "completed step:" in body and (fact := _parse_step(rank, body)) is not None:
         return fact
@@ -111,9 +128,11 @@ def parse_line(raw: str) -> LineFact | None:
         return fact
     if _COMPILED_KEY in body and (fact := _parse_compiled_memory(rank, body)) is not None:
         return fact
-    structured = _parse_structured(full, body)
-    if structured is not None:
-        return structured
+    if (("=" in body or "NODE_EXIT" in body or "Status:" in body or "Cluster time:" in body)
+            and (fact := _parse_structured(full, body)) is not None):
+        return fact   # `_parse_structured` finds nothing in a line with none of these
+    if _ANY_NEEDLE.search(body.lower()) is None:
+        return None   # the usual line: no row's needle, so no row's pattern is searched
     return _parse_signal(rank, full, body)
 
 
@@ -234,8 +253,7 @@ def as_evidence(line: str) -> str:
 
 
 def _parse_signal(rank: int | None, full: str, body: str) -> SignalFact | None:
-    if not any(map(body.lower().__contains__, _NEEDLES)):
-        return None   # the usual line: no row's needle, so no row's pattern is searched
+    """A line that holds some row's needle (`parse_line` searched for them first)."""
     found = match_signature(body)
     if found is None or is_false_positive(body):
         return None

@@ -3,7 +3,7 @@ only the rows written since (a pass over thousands of jobs reads few rows)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sweepd.store.base import StoreBase
@@ -51,16 +51,24 @@ class ActiveJobs:
             self._active = dict(sorted(self._active.items()))
         return list(self._active.values())
 
-    def as_written(self, job_id: int, fields: dict[str, Any]) -> bool:
-        """The kept row of this job updated to these fields just written (they read back
-        the same), instead of reading it again; False when the job is not kept."""
+    def as_written_all(self, chunks: Iterable[Any]) -> list[int]:
+        """The kept rows of the chunks' jobs (`job_id`, `fields`) updated to the fields just
+        written (they read back the same), instead of reading them again; the ids of the jobs
+        not kept. One loop: a pass writes thousands."""
         active = self._active
-        if active is None or (kept := active.get(job_id)) is None:
-            return False
-        copy = object.__new__(Job)   # `with_fields` without its checks: one dict merge
-        object.__setattr__(copy, "__dict__", kept.__dict__ | fields)
-        active[job_id] = copy
-        return True
+        if active is None:
+            return [c.job_id for c in chunks]
+        missed: list[int] = []
+        get, new, setattr_ = active.get, object.__new__, object.__setattr__
+        for c in chunks:
+            kept = get(job_id := c.job_id)
+            if kept is None:
+                missed.append(job_id)
+                continue
+            copy = new(Job)   # `with_fields` without its checks: one dict merge
+            setattr_(copy, "__dict__", kept.__dict__ | c.fields)
+            active[job_id] = copy
+        return missed
 
     async def _jobs_by_ids(self, ids: Sequence[int]) -> list[Job]:
         out: list[Job] = []

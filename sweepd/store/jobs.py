@@ -140,9 +140,8 @@ class JobsTable:
             if nested or not set(columns) <= _TAIL_FIELDS:
                 self._base.written(c.job_id for c in group)
                 continue
-            for c in group:
-                if not self._active.as_written(c.job_id, c.fields):
-                    self._base.written([c.job_id])
+            if missed := self._active.as_written_all(group):
+                self._base.written(missed)
 
     async def _record_logs(self, chunks: Sequence[LogChunkLike],
                            by_columns: dict[tuple[str, ...], list[LogChunkLike]]) -> None:
