@@ -303,6 +303,18 @@ async def _idle_calls(engine: Engine, jobs: int, most: float) -> bool:
     `stat` each): counted work, not time, so that a test can bound it. What the pass
     spends per job that did not change is the cost at 10,000 jobs (docs/benchmarks.md):
     a call added per job and pass shows here as one more per job."""
+    engine.tail_clocks.clear()
+    await engine.step()   # the logs' last lines settled: the counted pass finds nothing
+    engine.tail_clocks.clear()
+    calls = await _counted_step(engine)
+    per_job = calls / jobs
+    print(f"idle pass: {calls:,} Python calls on the main thread, {per_job:.1f} per job "
+          f"(at most {most:g})")
+    return per_job <= most
+
+
+async def _counted_step(engine: Engine) -> int:
+    """One engine pass, and the Python calls it made on the main thread (sys.setprofile)."""
     calls = 0
 
     def count(frame: Any, event: str, arg: Any) -> None:
@@ -310,18 +322,12 @@ async def _idle_calls(engine: Engine, jobs: int, most: float) -> bool:
         if event == "call":
             calls += 1
 
-    engine.tail_clocks.clear()
-    await engine.step()   # the logs' last lines settled: the counted pass finds nothing
-    engine.tail_clocks.clear()
     sys.setprofile(count)
     try:
         await engine.step()
     finally:
         sys.setprofile(None)
-    per_job = calls / jobs
-    print(f"idle pass: {calls:,} Python calls on the main thread, {per_job:.1f} per job "
-          f"(at most {most:g})")
-    return per_job <= most
+    return calls
 
 
 async def _line_calls(engine: Engine, logs: Path, jobs: int, most: float) -> bool:
@@ -329,20 +335,10 @@ async def _line_calls(engine: Engine, logs: Path, jobs: int, most: float) -> boo
     next line of the writer's cycle before each (every log due). What a pass spends per line
     is the daemon's cost at 10,000 jobs at 1 line/s; this counts it, so a test can bound it."""
     calls = 0
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
     for k in range(LINES_PER_STEP):
         _grow(logs, jobs, 4000 + k)
         engine.tail_clocks.clear()
-        sys.setprofile(count)
-        try:
-            await engine.step()
-        finally:
-            sys.setprofile(None)
+        calls += await _counted_step(engine)
     per_line = calls / (jobs * LINES_PER_STEP)
     print(f"lines: {calls:,} Python calls on the main thread for {jobs * LINES_PER_STEP:,} "
           f"lines, {per_line:.1f} per line (at most {most:g})")

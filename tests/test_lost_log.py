@@ -10,13 +10,12 @@ import time
 from pathlib import Path
 
 from sweepd.core.follow import LogFollower
-from sweepd.core.states import JobState
 from sweepd.monitor.tail import is_lost
-from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.daemon_proc import Daemon, write_config
 from tests.simrun import perf_spec, write_scenario
 from tests.support.clock import HandClock
+from tests.support.running_job import running_job
 
 # A hang limit far below the job's remaining run: silence unobserved would be "hung".
 POLICY = "\n[policy]\nhang_timeout_s = 30\n"
@@ -70,19 +69,6 @@ async def test_a_log_gone_across_a_restart_is_judged_by_the_scheduler(tmp_path: 
 
 # -- a log not there yet (deterministic, the follower over a real store) -----------------
 
-async def _running(store: Store, log: Path, now: float) -> int:
-    """A job the scheduler says runs, whose log the follower has never seen."""
-    sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
-    run = await store.runs.add(sweep_id, "per_device_batch_size=8",
-                                   RunParams(overrides={"b": 8}), "n1", "test")
-    job = await store.jobs.create(run, "tok-1", "JAX-x", "n1")
-    await store.jobs.transition(job.id, JobState.QUEUED, "submitted", backend_id="10001",
-                                    log_path=str(log))
-    await store.jobs.transition(job.id, JobState.RUNNING, "scheduler says RUNNING",
-                                    rule="scheduler.running", last_output_at=now)
-    return sweep_id
-
-
 async def _pass(store: Store, follower: LogFollower) -> None:
     """What one engine pass does with the logs: read every job's, store the facts."""
     chunks = await follower.read_chunks(await store.active.jobs())
@@ -100,7 +86,7 @@ async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
     # told a second time (the first lost mark was cleared once the log appeared).
     clock = HandClock(1_000.0)
     log = tmp_path / "job.log"
-    sweep_id = await _running(store, log, clock.now())
+    sweep_id = await running_job(store, log, clock.now())
     follower = LogFollower(store, clock, missing_grace_s=30)
     await _pass(store, follower)
     assert await _lost_notes(store, sweep_id) == []
@@ -121,7 +107,7 @@ async def test_a_log_not_there_yet_is_not_lost_and_a_later_loss_is_told_once(
 async def test_a_log_never_there_for_the_hang_limit_is_lost_and_told_once(
         store: Store, tmp_path: Path) -> None:
     clock = HandClock(1_000.0)
-    sweep_id = await _running(store, tmp_path / "never.log", clock.now())
+    sweep_id = await running_job(store, tmp_path / "never.log", clock.now())
     follower = LogFollower(store, clock, missing_grace_s=30)
     clock.t += 29
     await _pass(store, follower)

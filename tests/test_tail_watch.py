@@ -18,9 +18,9 @@ from sweepd.core.follow import LogFollower
 from sweepd.core.logpass import QUIET_GRACE, TailClocks, read_logs
 from sweepd.core.states import JobState
 from sweepd.monitor.watch import LogWatch
-from sweepd.store.rows import RunParams
 from sweepd.store.store import Store
 from tests.support.clock import HandClock
+from tests.support.running_job import running_job
 
 STEP = b"0: completed step: 7, seconds: 1.000, TFLOP/s/device: 400.0, Tokens/s/device: 1400.0\n"
 
@@ -145,22 +145,11 @@ def test_a_log_quiet_for_long_is_read_at_the_pass_after_its_next_write() -> None
 
 # -- through the pass's log reading, over a real store ------------------------------------
 
-async def _running(store: Store, log: Path) -> None:
-    sweep_id = await store.sweeps.create("model-perf", "t", {"model": "llama2-70b"})
-    run = await store.runs.add(sweep_id, "per_device_batch_size=8",
-                               RunParams(overrides={"b": 8}), "n1", "test")
-    job = await store.jobs.create(run, "tok-1", "JAX-x", "n1")
-    await store.jobs.transition(job.id, JobState.QUEUED, "submitted", backend_id="10001",
-                                log_path=str(log))
-    await store.jobs.transition(job.id, JobState.RUNNING, "scheduler says RUNNING",
-                                rule="scheduler.running", last_output_at=0.0)
-
-
 async def _offsets_after_passes(store: Store, log: Path, watch: bool,
                                 passes: list[float]) -> list[int]:
     """The job's stored log offset after each pass at these times; a line is written after
     the first pass."""
-    await _running(store, log)
+    await running_job(store, log)
     clock, clocks, policy = HandClock(), TailClocks(), PolicyConfig()
     follower = LogFollower(store, clock, missing_grace_s=30, watch=watch)
 
