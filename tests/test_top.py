@@ -176,6 +176,10 @@ def test_progress_reads_the_api_progress_object_and_falls_back_to_the_runs() -> 
     given = {"state": "running", "run_list": [], "spec": {"max_runs": 12},
              "progress": {"runs_done": 4, "runs_most": 9, "line": "run 5 of ≤ 9 · ETA ≤ 1h"}}
     assert progress_of(given) == (4, 9) and progress_text(given) == "run 5 of ≤ 9 · ETA ≤ 1h"
+    # The running job and its step, as `run`'s bar says them (the API sends `current_job`).
+    running = {**given, "progress": {**given["progress"], "current_job": {
+        "job": "10018", "last_step": 9, "steps_done": 10, "steps": 15}}}
+    assert progress_text(running).endswith(" · job 10018 step 10/15")
     assert progress_of({**given, "progress": {"runs_done": 2, "runs_most": None}}) == (2, None)
     older = {"state": "running", "spec": {"max_runs": 12, "values": [4, 8, 12]},
              "run_list": [{"state": "passed"}, {"state": "active"}]}

@@ -56,6 +56,12 @@ def test_the_verdict_card_reads_the_stored_structure() -> None:
     assert rows["Deciding rule"] == "stop.winner"
     assert rows["95 % interval"] == "+10.42% to +14.48% (2 runs)"
     assert caveats == caveat_texts(tuning)
+    # While a job runs, the card says which and how far its steps are (progress's current_job).
+    running = _data("n", {})
+    running["progress"]["current_job"] = {"job": "10018", "steps_done": 10, "steps": 15}
+    rows, _ = card(render_page(running))
+    assert rows["Running job"] == "10018: step 10 of 15"
+    assert "Running job" not in card(render_page(_data("n", {})))[0]
 
 
 def test_the_index_lists_each_sweep_with_its_progress_and_best() -> None:

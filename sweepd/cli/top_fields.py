@@ -33,10 +33,16 @@ def progress_of(sweep: Mapping[str, Any]) -> tuple[int, int | None]:
 
 
 def progress_text(sweep: Mapping[str, Any]) -> str:
-    """The daemon's one-line progress (runs, jobs in flight, elapsed, ETA), if it sends it."""
+    """The daemon's one-line progress (runs, jobs in flight, elapsed, ETA), if it sends it,
+    and where the running job is (`job 10018 step 10/15`, as `run`'s bar says it)."""
     given = sweep.get("progress")
-    line = given.get("line") if isinstance(given, Mapping) else None
-    return escape(str(line)) if line else ""
+    if not isinstance(given, Mapping) or not given.get("line"):
+        return ""
+    line = str(given["line"])
+    job = given.get("current_job")
+    if isinstance(job, Mapping) and job.get("job") is not None:
+        line += f" · job {job['job']} step {job.get('steps_done', 0)}/{job.get('steps', '?')}"
+    return escape(line)
 
 
 def tgs_series(sweep: Mapping[str, Any]) -> list[float]:

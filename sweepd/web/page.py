@@ -138,6 +138,10 @@ def verdict_card(sweep: Mapping[str, Any], verdict: Mapping[str, Any],
     rows = [("State", state)]
     if progress.get("line"):
         rows.append(("Progress", progress["line"]))
+    job = progress.get("current_job")
+    if isinstance(job, Mapping) and job.get("job") is not None:
+        rows.append(("Running job", f"{job['job']}: step {job.get('steps_done', 0)} of "
+                                    f"{job.get('steps', '?')}"))
     for label, value in figures(verdict):
         rows.append((label, value))
     if verdict.get("rule"):
