@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,60 @@ async def test_without_inotify_the_stat_at_the_tail_interval_reads_the_line(
     log.write_bytes(STEP)
     offsets = await _offsets_after_passes(store, log, False, [0.0, 0.1, 0.2, 0.5])
     assert offsets == [len(STEP), len(STEP), len(STEP), 2 * len(STEP)]
+
+
+def test_a_heard_log_whose_writes_go_unannounced_reads_ahead_again() -> None:
+    """A heard log whose watch is lost (replaced and re-watch refused, a second job's log on
+    the same file, an unmount) would otherwise never read ahead again: new output that no
+    event announced puts it back on the read-ahead, until a write is heard again."""
+    policy = PolicyConfig()
+    for read in ("read", "read_all"):
+        clocks = TailClocks()
+        job = SimpleNamespace(id=1, state=JobState.RUNNING, backend_id="1")
+
+        def read_it(fresh: bool, now: float, clocks: TailClocks = clocks, how: str = read,
+                    job: Any = job) -> None:
+            if how == "read":
+                clocks.read(1, fresh, now, policy)
+            else:
+                clocks.read_all([job], [fresh], now, policy)
+
+        clocks.due_jobs([job], 0.0, {})  # type: ignore[list-item]
+        clocks.hear({1})
+        read_it(True, 0.0)                      # announced: stays heard
+        assert clocks._clocks[1].heard
+        read_it(True, 0.5)                      # its clock found output nobody announced
+        assert not clocks._clocks[1].heard
+        # Due at 1.0; read ahead by 0.2 at 0.9 again, as a log never heard.
+        assert clocks.due_jobs([job], 0.9, {}, ahead=0.2) == [job]  # type: ignore[list-item]
+        clocks.hear({1})
+        assert clocks._clocks[1].heard
+
+
+def test_a_refused_inotify_instance_is_asked_again_later_not_never(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-user instance limit is shared with the user's other programs: one refusal
+    (EMFILE) must not turn the hint off for the daemon's life."""
+    import inotify_simple
+
+    real = inotify_simple.INotify
+    refusals = [OSError(24, "Too many open files")]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise refusals.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inotify_simple, "INotify", flaky)
+    log = tmp_path / "job.log"
+    log.write_text("")
+    watch = LogWatch()
+    assert not watch.watch(1, str(log))       # refused
+    assert not watch.watch(1, str(log))       # not asked again at once
+    assert watch.enabled
+    watch._retry_at = 0.0                     # the minute has passed
+    assert watch.watch(1, str(log))
+    with log.open("a") as f:
+        f.write("line\n")
+    assert watch.drain() == {1}
+    watch.close()

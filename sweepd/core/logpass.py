@@ -29,6 +29,7 @@ class _TailClock:
     # A write to the log was heard (inotify): its writes wake it, so it is not read ahead
     # of its clock (`TailClocks.ahead`); the clock stays, for what inotify does not hear.
     heard: bool = False
+    told: bool = False  # heard since its last read
 
 
 class TailClocks:
@@ -56,12 +57,13 @@ class TailClocks:
         next line). A log whose writes are heard is read at the pass after each write, and
         otherwise by its clock, never ahead of it: `ahead` looks at every log at every pass,
         most with nothing new. A log on a shared file system written by another host is
-        never heard, and keeps `ahead`."""
+        never heard, and keeps `ahead`; so does a heard one whose next output no event
+        announced (`read`: its watch was lost)."""
         clocks = self._clocks
         for job_id in job_ids:
             tail = clocks.get(job_id)
             if tail is not None:   # none: not followed (yet, or any longer)
-                tail.heard, tail.next_at = True, 0.0
+                tail.heard, tail.told, tail.next_at = True, True, 0.0
 
     def due(self, job: Job, now: float, finished: bool) -> bool:
         tail = self._clocks.get(job.id)
@@ -75,6 +77,12 @@ class TailClocks:
         read every half second, finds nothing every other read: backing off at the first
         empty one left a line waiting 1-2 s for its read (the 10,000-job p99)."""
         tail = self._clocks[job_id]
+        if fresh and tail.heard and not tail.told:
+            # New output no inotify event announced: its watch is lost (the log replaced
+            # and the new watch refused, another job's log on the same file, an unmount):
+            # read ahead again, as a log never heard, until a write is heard again.
+            tail.heard = False
+        tail.told = False
         base, most = policy.tail_interval_s, policy.tail_backoff_max_s
         tail.quiet = 0 if fresh else tail.quiet + 1
         tail.interval = (base if tail.quiet <= QUIET_GRACE
@@ -112,8 +120,12 @@ class TailClocks:
         for job, new in zip(jobs, fresh, strict=True):
             tail = clocks[job.id]
             if new:
+                if tail.heard and not tail.told:
+                    tail.heard = False   # its watch is lost: as in `read`
+                tail.told = False
                 tail.quiet, tail.interval, tail.next_at = 0, base, base_at
                 continue
+            tail.told = False
             tail.quiet += 1
             tail.interval = (base if tail.quiet <= QUIET_GRACE
                              else min(max(tail.interval * 2, base), most))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import weakref
 from typing import Any
 
@@ -39,18 +40,25 @@ _READ_BYTES = 1 << 20
 _WRITES = {IN_MODIFY}
 
 
-def _inotify() -> Any:
-    """A non-blocking inotify instance whose descriptor the caller closes, or None where
-    there is none to have."""
+RETRY_S = 60.0   # after the kernel refused an instance (its per-user limit), ask again
+
+
+def _inotify() -> tuple[Any, bool]:
+    """A non-blocking inotify instance whose descriptor the caller closes, or None, and
+    whether asking again later may give one (the per-user instance limit, 128 by default,
+    is shared with every other program of the user)."""
     try:
         from inotify_simple import INotify
     except ImportError:
-        return None
+        return None, False
     try:
-        return INotify(nonblocking=True, closefd=False)
-    except (OSError, AttributeError) as e:   # AttributeError: a libc without inotify
+        return INotify(nonblocking=True, closefd=False), False
+    except AttributeError as e:   # a libc without inotify
         log.info("log.watch.unavailable", error=str(e))
-        return None
+        return None, False
+    except OSError as e:
+        log.info("log.watch.unavailable", error=str(e), retry_s=RETRY_S)
+        return None, True
 
 
 class LogWatch:
@@ -66,17 +74,23 @@ class LogWatch:
         self._wds: dict[int, int] = {}      # key -> watch descriptor
         self.overflows = 0                  # drains that found the kernel's queue overflowed
         self.refused = 0                    # watches the kernel refused (its watch limit)
+        self._retry_at = 0.0                # monotonic time before which no instance is asked
 
     def watch(self, key: int, path: str) -> bool:
         """Watch the file at `path` for writes, as `key` (in place of what `key` watched).
         False: it is not watched (read by its stat alone)."""
         self.forget(key)
         if self._inotify is None:
-            if not self.enabled:
+            if not self.enabled or time.monotonic() < self._retry_at:
                 return False
-            self._inotify = _inotify()
+            self._inotify, transient = _inotify()
             if self._inotify is None:
-                self.enabled = False   # not to be had: not tried again for every log
+                # Not to be had: not asked again for every log; never again where it cannot
+                # be had, in a minute where the kernel refused it.
+                if transient:
+                    self._retry_at = time.monotonic() + RETRY_S
+                else:
+                    self.enabled = False
                 return False
             self._closer = weakref.finalize(self, os.close, self._inotify.fileno())
         try:
