@@ -58,7 +58,7 @@ class TailClocks:
         otherwise by its clock, never ahead of it: `ahead` looks at every log at every pass,
         most with nothing new. A log on a shared file system written by another host is
         never heard, and keeps `ahead`; so does a heard one whose next output no event
-        announced (`read`: its watch was lost)."""
+        announced (`_read_ids`: its watch was lost)."""
         clocks = self._clocks
         for job_id in job_ids:
             tail = clocks.get(job_id)
@@ -72,22 +72,8 @@ class TailClocks:
         return job.state != JobState.SUBMITTING and (now >= tail.next_at or finished)
 
     def read(self, job_id: int, fresh: bool, now: float, policy: PolicyConfig) -> None:
-        """The log was read: due again soon if it had new output, else, once it has been
-        quiet for QUIET_GRACE reads in a row, later and later. A log writing a line a second,
-        read every half second, finds nothing every other read: backing off at the first
-        empty one left a line waiting 1-2 s for its read (the 10,000-job p99)."""
-        tail = self._clocks[job_id]
-        if fresh and tail.heard and not tail.told:
-            # New output no inotify event announced: its watch is lost (the log replaced
-            # and the new watch refused, another job's log on the same file, an unmount):
-            # read ahead again, as a log never heard, until a write is heard again.
-            tail.heard = False
-        tail.told = False
-        base, most = policy.tail_interval_s, policy.tail_backoff_max_s
-        tail.quiet = 0 if fresh else tail.quiet + 1
-        tail.interval = (base if tail.quiet <= QUIET_GRACE
-                         else min(max(tail.interval * 2, base), most))
-        tail.next_at = now + tail.interval
+        """The job's log was read (`read_all` of one)."""
+        self._read_ids([job_id], [fresh], now, policy)
 
     def due_jobs(self, jobs: Sequence[Job], now: float,
                  statuses: dict[str, JobStatus], ahead: float = 0.0) -> list[Job]:
@@ -113,15 +99,28 @@ class TailClocks:
 
     def read_all(self, jobs: Sequence[Job], fresh: Sequence[bool], now: float,
                  policy: PolicyConfig) -> None:
-        """`read` of every job read this pass, in one loop."""
+        """Every job read this pass, `fresh` where its read found new output."""
+        self._read_ids([job.id for job in jobs], fresh, now, policy)
+
+    def _read_ids(self, job_ids: Sequence[int], fresh: Sequence[bool], now: float,
+                  policy: PolicyConfig) -> None:
+        """The logs were read: each due again soon if it had new output, else, once it has
+        been quiet for QUIET_GRACE reads in a row, later and later. A log writing a line a
+        second, read every half second, finds nothing every other read: backing off at the
+        first empty one left a line waiting 1-2 s for its read (the 10,000-job p99). One
+        loop: a pass reads thousands."""
         clocks = self._clocks
         base, most = policy.tail_interval_s, policy.tail_backoff_max_s
         base_at = now + base
-        for job, new in zip(jobs, fresh, strict=True):
-            tail = clocks[job.id]
+        for job_id, new in zip(job_ids, fresh, strict=True):
+            tail = clocks[job_id]
             if new:
                 if tail.heard and not tail.told:
-                    tail.heard = False   # its watch is lost: as in `read`
+                    # New output no inotify event announced: its watch is lost (the log
+                    # replaced and the new watch refused, another job's log on the same
+                    # file, an unmount): read ahead again, as a log never heard, until a
+                    # write is heard again.
+                    tail.heard = False
                 tail.told = False
                 tail.quiet, tail.interval, tail.next_at = 0, base, base_at
                 continue
