@@ -48,7 +48,7 @@ def plan(spec: ModelPerfSpec, ctx: SweepContext[PerfFacts]) -> Plan:
         return asked
     if step is None or done >= budget:
         cut = None if step is None else \
-            f"max_runs ({budget}) ran out before the search settled; {name}={step.second}, " \
+            f"{one.budget_cut(budget)}; {name}={step.second}, " \
             f"{spec.parameter}={step.value} was next"
         notes = settled_notes(space, second.parameter, second.values, seen)
         return _finish(spec, second, seen, notes, cut, len(ctx.nodes))
